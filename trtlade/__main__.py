@@ -1,0 +1,3 @@
+from trtlade.cli.main import main
+
+main()

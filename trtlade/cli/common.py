@@ -1,0 +1,34 @@
+"""Shared helpers for CLI commands: user errors without tracebacks, spec options."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+from trtlade.spec import LookaheadSpec, SpecError
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True)
+
+#: Exit codes: 0 ok, 1 invalid input / failed check, 2 usage error (as Typer/Click use it).
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVALID) -> NoReturn:
+    """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``."""
+    prefix = f"{where}: " if where else ""
+    err_console.print(f"[bold red]error:[/] {prefix}{message}", markup=True, highlight=False)
+    if hint:
+        err_console.print(f"[yellow]hint:[/] {hint}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def parse_spec_option(value: str, *, option: str = "--spec") -> LookaheadSpec:
+    """Parse a CLI (W,N,G) or exit 1 naming the option, the rule broken and a hint."""
+    try:
+        return LookaheadSpec.parse(value)
+    except SpecError as exc:
+        fail(f"{option} {value!r}: {exc.message} (rule: {exc.rule})", hint=exc.hint)

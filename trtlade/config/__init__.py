@@ -1,0 +1,1 @@
+"""Deployment config: schema (pydantic v2), loading with YAML positions, grps_trtllm configs."""

@@ -1,0 +1,182 @@
+"""The trtlade deployment config: one YAML file, the single source of truth for build, serve and bench.
+
+Every key is documented by its ``description`` (``trtlade config schema`` prints the JSON Schema).
+Unknown keys are rejected everywhere (``extra="forbid"``). The lookahead spec is written in any
+spelling :meth:`trtlade.spec.LookaheadSpec.parse` accepts ("4,2,4", [4,2,4], a mapping).
+
+Minimal example (the embedded model on CPU)::
+
+    model: {}                   # no path: the embedded SmolLM2-135M-Instruct
+    lookahead:
+      spec: 4,2,4               # the server's (W,N,G)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
+
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "SpecField",
+    "ModelSection",
+    "BuildSection",
+    "LookaheadSection",
+    "ServeSection",
+    "BenchSection",
+    "TrtladeConfig",
+    "DEFAULT_CONCURRENCY",
+]
+
+_SPEC_JSON_SCHEMA = {
+    "description": 'A (W,N,G) lookahead spec: "4,2,4", [4, 2, 4], or a mapping with window_size, '
+                   "ngram_size, verification_set_size (upstream spellings accepted).",
+    "anyOf": [
+        {"type": "string", "pattern": r"^\s*[\[(]?\s*\d+\s*,\s*\d+\s*,\s*\d+\s*[\])]?\s*$"},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 3, "maxItems": 3},
+        {"type": "object", "properties": {
+            "window_size": {"type": "integer", "minimum": 1},
+            "ngram_size": {"type": "integer", "minimum": 1},
+            "verification_set_size": {"type": "integer", "minimum": 0},
+        }},
+    ],
+}
+
+#: A (W,N,G) field in a config: parsed by LookaheadSpec.parse, written back as a mapping.
+SpecField = Annotated[
+    LookaheadSpec,
+    BeforeValidator(LookaheadSpec.parse),
+    PlainSerializer(lambda s: s.to_dict(), return_type=dict),
+    WithJsonSchema(_SPEC_JSON_SCHEMA),
+]
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
+
+Dtype = Literal["auto", "float16", "bfloat16", "float32"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ModelSection(_Section):
+    path: Optional[Path] = Field(
+        None, description="A Hugging Face model folder (config.json, weights, tokenizer), or a trtlade "
+        "bundle folder. Absent with no `name`: the embedded SmolLM2-135M-Instruct. Relative paths are "
+        "relative to the config file.")
+    name: Optional[str] = Field(
+        None, description="A model name such as Qwen3-8B, resolved as a folder under `models_dir` "
+        "(never downloaded from a hub).")
+    models_dir: Optional[Path] = Field(
+        None, description="Where `name` is looked up; default: $TRTLADE_MODELS_DIR.")
+    tokenizer: Optional[Path] = Field(
+        None, description="Tokenizer folder when it is not the model folder (e.g. serving an engine dir).")
+    dtype: Dtype = Field("auto", description="Weights and compute dtype; auto = the checkpoint's dtype "
+                         "(float32 for the reference engine on CPU).")
+    served_name: Optional[str] = Field(
+        None, description="The model id clients send and /v1/models lists; default: the folder name.")
+
+
+class BuildSection(_Section):
+    backend: Literal["trtllm", "reference"] = Field(
+        "trtllm", description="trtllm: convert and run trtllm-build; reference: prepare a bundle for the "
+        "PyTorch reference engine (no GPU).")
+    engine_dir: Optional[Path] = Field(
+        None, description="The TensorRT-LLM engine directory (config.json + rank*.engine) that serve and "
+        "validate-config check against. Relative to the config file.")
+    output_dir: Optional[Path] = Field(None, description="Where `trtlade build` writes the bundle.")
+    max_batch_size: int = Field(8, ge=1, le=4096, description="trtllm-build --max_batch_size.")
+    max_input_len: int = Field(2048, ge=1, description="trtllm-build --max_input_len (prompt tokens).")
+    max_seq_len: Optional[int] = Field(
+        None, ge=1, description="trtllm-build --max_seq_len (prompt + output); the builder adds "
+        "max_draft_len to it. Default: max_input_len + 2048.")
+    max_num_tokens: Optional[int] = Field(
+        None, ge=1, description="trtllm-build --max_num_tokens; the builder raises it to at least "
+        "max_batch_size * (max_draft_len + 1).")
+    tp_size: int = Field(1, ge=1, le=64, description="Tensor parallelism (set at checkpoint conversion).")
+    pp_size: int = Field(1, ge=1, le=64, description="Pipeline parallelism (set at checkpoint conversion).")
+
+    @property
+    def world_size(self) -> int:
+        return self.tp_size * self.pp_size
+
+
+class LookaheadSection(_Section):
+    spec: SpecField = Field(
+        description="The server's (W,N,G): the executor's LookaheadDecodingConfig and the engine's "
+        "max_draft_len formula. Requests may ask for anything up to it.")
+    request_default: Optional[SpecField] = Field(
+        None, description="The (w,n,g) used for a request that names none; must be admitted by `spec` "
+        "(w<=W, n<=N, g<=G). Default: `spec`. (1,1,0) turns lookahead off by default.")
+    corrected_keying: bool = Field(
+        False, description="Reference engine only: key column 0's n-gram by the golden token (lade) "
+        "instead of TensorRT-LLM's new token.")
+    seed: int = Field(0, description="Seed of the window's random initialisation (reference engine).")
+
+    @property
+    def default_request(self) -> LookaheadSpec:
+        return self.request_default if self.request_default is not None else self.spec
+
+
+class ServeSection(_Section):
+    engine: Literal["reference", "trtllm"] = Field("reference", description="Which engine serves.")
+    host: str = Field("127.0.0.1", description="Bind address; 127.0.0.1 unless you mean to expose it.")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (0 = any free port).")
+    api_key_env: Optional[str] = Field(
+        "TRTLADE_API_KEY", description="Environment variable holding the API key clients must send as "
+        "a Bearer token; unset or empty variable = no key required.")
+    max_queue: int = Field(64, ge=1, description="Requests waiting beyond this get 429 with Retry-After.")
+    max_prompt_tokens: Optional[int] = Field(
+        None, ge=1, description="Longest prompt accepted (400 beyond); default: the engine's limit.")
+    max_tokens_limit: Optional[int] = Field(
+        None, ge=1, description="Largest max_tokens accepted (400 beyond); default: the engine's limit.")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
+    shutdown_grace_s: float = Field(30.0, ge=0, description="SIGTERM: time to finish in-flight requests.")
+    kv_cache_free_gpu_memory_fraction: Optional[float] = Field(
+        None, gt=0, le=1, description="trtllm engine: KvCacheConfig.free_gpu_memory_fraction.")
+    threads: Optional[int] = Field(None, ge=1, description="Reference engine CPU threads; default: cores.")
+
+
+class BenchSection(_Section):
+    concurrency: list[int] = Field(list(DEFAULT_CONCURRENCY), min_length=1,
+                                   description="Concurrency levels, run in this order.")
+    num_prompts: int = Field(16, ge=1, description="Requests per concurrency level and mode.")
+    num_warmups: int = Field(1, ge=0, description="Warm-up requests per level (not measured).")
+    max_tokens: int = Field(50, ge=1, description="max_tokens per request.")
+    ignore_eos: bool = Field(False, description="Send ignore_eos so every request makes max_tokens.")
+    endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")
+    dataset: str = Field("short", description="Bundled set (short, long, random) or a JSONL/ShareGPT path.")
+    modes: list[str] = Field(["ar", "lookahead"], min_length=1,
+                             description="ar, lookahead (the server's spec) or explicit specs like 4-2-4.")
+    seed: int = Field(0, description="Seed for prompt sampling and ordering.")
+    result_dir: Path = Field(Path("reports"), description="Where run folders are written.")
+
+
+class TrtladeConfig(_Section):
+    """A trtlade deployment config."""
+
+    model: ModelSection = Field(default_factory=ModelSection, description="The model.")
+    build: BuildSection = Field(default_factory=BuildSection, description="Engine build settings.")
+    lookahead: LookaheadSection = Field(description="Lookahead (W,N,G) for the server and requests.")
+    serve: ServeSection = Field(default_factory=ServeSection, description="Server settings.")
+    bench: BenchSection = Field(default_factory=BenchSection, description="Stress-test defaults.")
+
+    @model_validator(mode="after")
+    def _request_default_admitted(self) -> "TrtladeConfig":
+        req = self.lookahead.request_default
+        if req is not None and not self.lookahead.spec.admits(req):
+            parts = ", ".join(f"{f} {r} > {s}" for f, r, s in self.lookahead.spec.excess(req))
+            raise ValueError(
+                f"lookahead.request_default ({req}) is not admitted by lookahead.spec "
+                f"({self.lookahead.spec}): {parts}")
+        return self
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        schema = cls.model_json_schema()
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = "trtlade deployment config"
+        return schema

@@ -1,0 +1,107 @@
+"""What the server and the bench need from an engine: data types shared by every engine.
+
+These are plain dataclasses (no torch). An engine takes a :class:`GenerationRequest` and yields one
+:class:`StepChunk` per decoding step (all tokens accepted in that step), the last one carrying
+``finish_reason`` and the :class:`GenerationStats`.
+
+Worked example: a lookahead step that accepts 2 drafts emits 3 tokens at once::
+
+    StepChunk(tokens=[791, 4522, 13], text=" the cat.", finish_reason=None)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+from trtlade.spec import LookaheadSpec
+
+FinishReason = Literal["stop", "length"]
+
+__all__ = ["FinishReason", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult"]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One sequence to generate.
+
+    ``lookahead``: the per-request (w,n,g); None = the engine's default request spec; (1,1,0) = off.
+    ``stop``: stop strings (the text is trimmed before the stop string); ``stop_token_ids``: extra
+    token ids that end generation like EOS. ``ignore_eos``: EOS does not end generation.
+    """
+
+    prompt_ids: tuple[int, ...]
+    max_tokens: int
+    lookahead: Optional[LookaheadSpec] = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: Optional[int] = None
+
+
+@dataclass
+class GenerationStats:
+    """What one generation did. ``tokens_per_step`` is the acceptance length (1.0 = no gain)."""
+
+    spec: LookaheadSpec
+    steps: int = 0
+    tokens: int = 0
+    tokens_per_step_hist: dict[int, int] = field(default_factory=dict)
+    rows_per_step: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def draft_rows(self) -> int:
+        """Rows computed beyond the golden token, summed over steps."""
+        return sum(r - 1 for r in self.rows_per_step)
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "spec": self.spec.to_dict(),
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "tokens_per_step": round(self.tokens_per_step, 4),
+            "tokens_per_step_hist": {str(k): v for k, v in sorted(self.tokens_per_step_hist.items())},
+            "mean_rows_per_step": round(sum(self.rows_per_step) / len(self.rows_per_step), 3)
+            if self.rows_per_step else 0.0,
+            "prompt_tokens": self.prompt_tokens,
+            "prefill_s": self.prefill_s,
+            "decode_s": self.decode_s,
+        }
+
+
+@dataclass(frozen=True)
+class StepChunk:
+    """The tokens one engine step produced (after stop/budget trimming), and their text."""
+
+    tokens: list[int]
+    text: str = ""
+    finish_reason: Optional[FinishReason] = None
+    stats: Optional[GenerationStats] = None
+
+
+@dataclass
+class GenerationResult:
+    """A whole generation: new token ids, their text, why it ended and what it did."""
+
+    tokens: list[int]
+    text: str
+    finish_reason: FinishReason
+    stats: GenerationStats
+
+    @property
+    def steps(self) -> int:
+        return self.stats.steps
