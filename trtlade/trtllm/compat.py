@@ -1,0 +1,234 @@
+"""TensorRT-LLM compatibility: a lazy import, the supported version range, feature predicates.
+
+trtlade never imports ``tensorrt_llm`` at module import time (it needs a GPU driver and pulls in
+torch); every caller goes through :func:`import_tensorrt_llm`, which turns every way the import can
+fail into a :class:`TrtllmUnavailable` carrying a message and a hint the CLI prints as is.
+
+Supported range: ``0.16 <= version < 1.3``. Lookahead decoding runs only on the TensorRT-engine
+backend (``trtllm-build`` engines); upstream removed that backend, ``trtllm-build`` and Lookahead
+after the 1.3.0 release candidates, and 0.16 is the oldest release trtlade was checked against.
+
+    >>> parse_version("0.16.0")
+    TrtllmVersion(major=0, minor=16, patch=0, raw='0.16.0')
+    >>> is_supported("1.2.1"), is_supported("1.3.0rc1"), is_supported("0.15.0")
+    (True, False, False)
+    >>> supports_qwen3("0.16.0"), supports_qwen3("1.0.0")
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+__all__ = [
+    "MIN_VERSION",
+    "MAX_VERSION_EXCLUSIVE",
+    "SUPPORTED_RANGE",
+    "INSTALL_HINT",
+    "QWEN3_STOCK_VERSION",
+    "TrtllmUnavailable",
+    "TrtllmVersion",
+    "parse_version",
+    "is_supported",
+    "check_version",
+    "version_problem",
+    "import_tensorrt_llm",
+    "installed_version",
+    "supports_qwen3",
+    "qwen3_note",
+    "has_lookahead",
+]
+
+MIN_VERSION: tuple[int, int] = (0, 16)
+MAX_VERSION_EXCLUSIVE: tuple[int, int] = (1, 3)
+SUPPORTED_RANGE = "0.16 <= version < 1.3"
+#: First release with stock Qwen3 support on the engine backend (PR #5650; unconfirmed).
+QWEN3_STOCK_VERSION: tuple[int, int] = (1, 0)
+
+INSTALL_HINT = (
+    "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
+    "pip install 'trtlade[trtllm]' (pulls tensorrt-llm>=0.16,<1.3 from NVIDIA's index), "
+    "or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
+    "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); "
+    "without a GPU use the reference engine: --backend reference"
+)
+
+
+class TrtllmUnavailable(RuntimeError):
+    """TensorRT-LLM cannot be used here: not installed, failed to import, or an unsupported version.
+
+    ``message`` says what is wrong (with the version found, if any); ``hint`` says what to do.
+    ``version`` is the version string found (None when the import failed).
+    """
+
+    def __init__(self, message: str, hint: str = "", *, version: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.version = version
+
+    def __str__(self) -> str:
+        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True, order=True)
+class TrtllmVersion:
+    """A TensorRT-LLM version, compared by (major, minor, patch); pre-/post-release tags are kept in
+    ``raw`` only (``1.3.0rc1`` counts as 1.3, as pip's ``<1.3`` excludes 1.3 pre-releases too)."""
+
+    major: int
+    minor: int
+    patch: int
+    raw: str = ""
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def __str__(self) -> str:
+        return self.raw or f"{self.major}.{self.minor}.{self.patch}"
+
+
+_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str | TrtllmVersion) -> TrtllmVersion:
+    """``"0.16.0"``, ``"1.2.0rc3"``, ``"0.17.0.post1"``, ``"1.0"`` -> :class:`TrtllmVersion`.
+
+    Raises ``ValueError`` for text without a leading ``major.minor``.
+    """
+    if isinstance(text, TrtllmVersion):
+        return text
+    match = _VERSION_RE.match(str(text))
+    if not match:
+        raise ValueError(f"not a TensorRT-LLM version: {text!r} (expected e.g. 0.16.0)")
+    major, minor, patch = match.group(1), match.group(2), match.group(3) or "0"
+    return TrtllmVersion(int(major), int(minor), int(patch), str(text).strip())
+
+
+def is_supported(version: str | TrtllmVersion) -> bool:
+    """``0.16 <= version < 1.3``."""
+    return version_problem(version) is None
+
+
+def version_problem(version: str | TrtllmVersion) -> TrtllmUnavailable | None:
+    """None for a supported version, else the error to raise (message names the version and why)."""
+    try:
+        v = parse_version(version)
+    except ValueError:
+        return TrtllmUnavailable(
+            f"cannot read the installed TensorRT-LLM version {version!r}; trtlade supports "
+            f"{SUPPORTED_RANGE}", hint=INSTALL_HINT, version=str(version))
+    if (v.major, v.minor) < MIN_VERSION:
+        return TrtllmUnavailable(
+            f"TensorRT-LLM {v} is too old: trtlade supports {SUPPORTED_RANGE} "
+            f"(Lookahead arrived in 0.13; 0.16 is the oldest release trtlade was checked against)",
+            hint="upgrade: pip install 'trtlade[trtllm]' (or an NGC TensorRT-LLM container, "
+                 "tag 0.16 to 1.2)",
+            version=str(v))
+    if (v.major, v.minor) >= MAX_VERSION_EXCLUSIVE:
+        return TrtllmUnavailable(
+            f"TensorRT-LLM {v} is too new: trtlade supports {SUPPORTED_RANGE}, because upstream "
+            f"removed the TensorRT-engine backend (trtllm-build) and with it Lookahead decoding after "
+            f"the 1.2 series",
+            hint="install a 1.2.x release: pip install 'tensorrt-llm>=1.2,<1.3' (or the NGC "
+                 "TensorRT-LLM container tag 1.2.x); or use the reference engine: --backend reference",
+            version=str(v))
+    return None
+
+
+def check_version(version: str | TrtllmVersion) -> TrtllmVersion:
+    """The parsed version, or raise :class:`TrtllmUnavailable` when outside ``0.16 <= v < 1.3``."""
+    problem = version_problem(version)
+    if problem is not None:
+        raise problem
+    return parse_version(version)
+
+
+def import_tensorrt_llm(submodule: str | None = None, *, check: bool = True) -> ModuleType:
+    """Import ``tensorrt_llm`` (or ``tensorrt_llm.<submodule>``), checking the version range.
+
+    Every failure becomes a :class:`TrtllmUnavailable`: not installed (how to install it), an
+    import-time crash (no CUDA driver, a mismatched torch: the error text and what to check), or a
+    version outside the range (``check=False`` skips that check, for diagnostics only).
+    """
+    try:
+        root = importlib.import_module("tensorrt_llm")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (None, "tensorrt_llm"):
+            raise _import_crash(exc) from exc
+        raise TrtllmUnavailable(
+            "TensorRT-LLM is not installed (the Python package tensorrt_llm cannot be imported)",
+            hint=INSTALL_HINT) from exc
+    except Exception as exc:  # noqa: BLE001 - the import runs CUDA/TensorRT initialisation
+        raise _import_crash(exc) from exc
+    version = getattr(root, "__version__", None)
+    if check:
+        if version is None:
+            raise TrtllmUnavailable(
+                "the tensorrt_llm package found has no __version__; is it a TensorRT-LLM install?",
+                hint=INSTALL_HINT)
+        check_version(str(version))
+    if submodule is None:
+        return root
+    try:
+        return importlib.import_module(f"tensorrt_llm.{submodule}")
+    except Exception as exc:  # noqa: BLE001
+        raise TrtllmUnavailable(
+            f"TensorRT-LLM {version} has no usable module tensorrt_llm.{submodule}: "
+            f"{type(exc).__name__}: {exc}",
+            hint=f"trtlade supports {SUPPORTED_RANGE}; reinstall TensorRT-LLM", version=version) from exc
+
+
+def _import_crash(exc: BaseException) -> TrtllmUnavailable:
+    return TrtllmUnavailable(
+        f"importing tensorrt_llm failed: {type(exc).__name__}: {exc}",
+        hint="TensorRT-LLM needs an NVIDIA GPU with its CUDA driver (nvidia-smi must work) and the "
+             "torch version it was built with; the NGC TensorRT-LLM container has both")
+
+
+def installed_version() -> str | None:
+    """The installed TensorRT-LLM version without importing it (package metadata), or None."""
+    from importlib import metadata
+
+    for dist in ("tensorrt_llm", "tensorrt-llm"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def supports_qwen3(version: str | TrtllmVersion) -> bool:
+    """Whether a *stock* TensorRT-LLM of this version builds Qwen3 engines (from 1.0; unconfirmed).
+
+    Older versions (0.16 in the user's deployment) need a build patched for Qwen3; whether the
+    installed one is patched is only known by trying its config conversion (trtlade does that before
+    converting any weights).
+    """
+    v = parse_version(version)
+    return (v.major, v.minor) >= QWEN3_STOCK_VERSION
+
+
+def qwen3_note(version: str | TrtllmVersion) -> str:
+    """One sentence on Qwen3 support for a version (for plans and error hints)."""
+    if supports_qwen3(version):
+        return f"TensorRT-LLM {version} builds Qwen3 engines (stock support since 1.0)"
+    return (f"stock TensorRT-LLM {version} has no Qwen3 engine support (\"Unsupported Qwen type: "
+            f"qwen3\"); it needs a build patched for Qwen3 (e.g. NetEase's fork used with "
+            f"grps_trtllm) or TensorRT-LLM >= 1.0, < 1.3")
+
+
+def has_lookahead(version: str | TrtllmVersion) -> bool:
+    """Lookahead on the engine backend: 0.13 to 1.2 (trtlade supports 0.16 onwards)."""
+    v = parse_version(version)
+    return (0, 13) <= (v.major, v.minor) < MAX_VERSION_EXCLUSIVE
+
+
+def describe(module: Any) -> str:
+    """``"tensorrt_llm 0.16.0 (/path/to/tensorrt_llm)"`` for logs."""
+    return f"tensorrt_llm {getattr(module, '__version__', '?')} ({getattr(module, '__file__', '?')})"
