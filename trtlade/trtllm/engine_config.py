@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import LookaheadSpec, fitting_specs
+from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, is_supported, parse_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from trtlade.config.schema import BuildSection
@@ -45,11 +46,8 @@ __all__ = [
     "EngineConfigError",
     "SpeculativeDecodingMode",
     "SUPPORTED_VERSIONS",
-    "MIN_VERSION",
-    "MAX_VERSION_EXCLUSIVE",
     "CONFIG_FILE",
     "MAX_CONFIG_BYTES",
-    "parse_version",
     "version_supported",
     "read_engine_config",
     "check_engine",
@@ -61,10 +59,7 @@ CONFIG_FILE = "config.json"
 #: Engine config.json files are a few KiB; anything this large is not one.
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
-#: TensorRT-LLM versions trtlade supports: Lookahead on the TensorRT-engine backend, 0.16 to 1.2.x
-#: (upstream removed that backend, and Lookahead with it, after the 1.3.0 release candidates).
-MIN_VERSION = (0, 16)
-MAX_VERSION_EXCLUSIVE = (1, 3)
+#: The supported TensorRT-LLM range, as pip spells it (the range itself lives in trtlade.trtllm.compat).
 SUPPORTED_VERSIONS = ">=0.16,<1.3"
 
 
@@ -121,20 +116,19 @@ class EngineConfigError(ValueError):
         return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 
-def parse_version(version: str | None) -> tuple[int, int] | None:
-    """``"0.16.0" -> (0, 16)``, ``"1.2.0rc1" -> (1, 2)``, unreadable -> None."""
+def version_supported(version: str | None) -> bool | None:
+    """True inside ``0.16 <= version < 1.3``, False outside, None when the version is unreadable.
+
+    >>> version_supported("0.16.0"), version_supported("1.3.0rc1"), version_supported("junk")
+    (True, False, None)
+    """
     if not isinstance(version, str):
         return None
-    match = re.match(r"\s*v?(\d+)\.(\d+)", version)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def version_supported(version: str | None) -> bool | None:
-    """True inside :data:`SUPPORTED_VERSIONS`, False outside, None when the version is unreadable."""
-    parsed = parse_version(version)
-    if parsed is None:
+    try:
+        parse_version(version)
+    except ValueError:
         return None
-    return MIN_VERSION <= parsed < MAX_VERSION_EXCLUSIVE
+    return is_supported(version)
 
 
 @dataclass(frozen=True)
@@ -441,7 +435,8 @@ def _check_version(ctx: _Ctx) -> None:
                       f"the engine's TensorRT-LLM version is {'missing' if version is None else repr(version)}",
                       hint=f"trtlade supports engines built by TensorRT-LLM {SUPPORTED_VERSIONS}")
     elif not ok:
-        newer = parse_version(version) >= MAX_VERSION_EXCLUSIVE  # type: ignore[operator]
+        parsed = parse_version(version)  # type: ignore[arg-type]
+        newer = (parsed.major, parsed.minor) >= MAX_VERSION_EXCLUSIVE
         why = ("TensorRT-LLM removed the TensorRT-engine backend, and Lookahead with it, after the 1.3.0 "
                "release candidates" if newer else "Lookahead on the executor API is supported from 0.16")
         ctx.on_engine("error", "engine-version", "version",
