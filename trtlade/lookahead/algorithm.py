@@ -1,0 +1,546 @@
+"""Lookahead decoding, one sequence, as TensorRT-LLM's ``LookaheadAlgorithm`` runs it (greedy).
+
+No model in here: the caller runs the forward pass. One request is driven as::
+
+    algo = LookaheadAlgorithm(LookaheadSpec(3, 3, 2), eos_token_ids=(eos,), seed=0)
+    algo.setup(prompt, golden)             # golden = argmax of the prefill's last row, at p = len(prompt)
+    while not done:
+        batch = algo.prepare()             # rows: tokens, positions (depth from p), mask, logit_rows
+        argmax = forward(batch)            # one argmax per row (rows outside logit_rows: anything, e.g. -1)
+        v = algo.verify(argmax)            # v.tokens: 1..N new tokens; v.kept_rows: whose KV to keep
+        algo.commit(len(v.tokens))         # or fewer, when EOS / a stop string / max_tokens cut the run
+
+Notation: W window size, N n-gram size, G verification set size; the golden token g is the last
+accepted token, at position p, without KV yet. Window cell (column j, level l) guesses position
+p + j + l; column 0 level 0 *is* g.
+
+Worked example, W=3 N=3 G=2 in steady state: window level 0 = g a1 a2, level 1 = b0 b1 b2, pool
+candidates for g: (u1 u2) and (v1 v2). Rows, TensorRT-LLM order (column-major window, then
+candidates), with depth (position - p) and visibility (x = row sees column)::
+
+              g  b0 a1 b1 a2 b2 u1 u2 v1 v2
+    g    0    x
+    b0   1    x  x
+    a1   1    x     x
+    b1   2    x     x  x
+    a2   2    x     x     x
+    b2   3    x     x     x  x
+    u1   1    x                 x
+    u2   2    x                 x  x
+    v1   1    x                       x
+    v2   2    x                       x  x
+
+The mask is derived from the depths alone (:func:`parents_from_positions`): every row sees g, its
+ancestors and itself. After the forward, y[i] = argmax of row i:
+
+* verify: t0 = y[g]; every root path (a candidate chain, a1 -> b1, a1 -> a2 -> b2, ...) is walked
+  while draft == expected and draft is not EOS; the longest walk wins (first on ties), at most N-1
+  drafts; emitted = t0 and y after each accepted draft (1..N tokens).
+* commit: Jacobi update: the new top level of column j is y[top row of column j] (b0, b1, b2 here),
+  one n-gram per column is harvested into the pool (key = level 0, value = levels 1.. + the new
+  token; TensorRT-LLM keys column 0 by y[g] instead of g), the window shifts down one level
+  (b0 b1 b2 becomes level 0); every n-gram ending in an emitted token enters the pool; the last
+  emitted token becomes the new g.
+
+Rows with identical root paths are merged into a trie (TensorRT-LLM's ``treeEncode``, window and
+candidate rows alike): fewer rows, the same tokens, positions are depths.
+
+Two deliberate, token-neutral differences from the C++ code: the trie keeps first-seen order
+(``std::unordered_map`` order is unspecified) and a walk stops at N-1 drafts (TensorRT-LLM walks on
+and clamps afterwards), so rows deeper than N-1 need no logits unless the Jacobi update reads them.
+Neither changes an emitted token or the pool/window state; only which of several equivalent rows
+is reported in ``kept_rows``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from trtlade.lookahead.pool import NgramPool, ngrams
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "DraftBatch",
+    "Verification",
+    "LookaheadAlgorithm",
+    "parents_from_positions",
+    "ancestors_from_parents",
+    "mask_from_parents",
+    "window_layout",
+    "window_tokens",
+    "tree_encode",
+    "select_logit_rows",
+    "verify_tree",
+    "jacobi_update",
+]
+
+NO_PARENT = -1
+
+
+# ----------------------------------------------------------------------------------------- data
+@dataclass(frozen=True, eq=False)
+class DraftBatch:
+    """The rows of one lookahead step. Row 0 is the golden token g at depth 0.
+
+    ``tokens[i]`` is fed at position ``p + positions[i]``; ``parents[i]`` is the row it extends
+    (-1 for row 0; 0 for depth-1 rows); row i sees the KV prefix, g, its ancestors and itself
+    (``ancestors[i]``, ``mask_array()``). ``logit_rows``: the only rows whose argmax
+    :meth:`LookaheadAlgorithm.verify` / ``commit`` read (ascending, row 0 first).
+
+    Counts: ``num_window_rows`` / ``num_candidate_rows`` are before dedup (g excluded);
+    ``num_rows_before_dedup = 1 + both``; ``num_rows`` is after dedup.
+    """
+
+    tokens: list[int]
+    positions: list[int]
+    parents: list[int]
+    logit_rows: list[int]
+    num_window_rows: int = 0
+    num_candidate_rows: int = 0
+    num_candidates: int = 0
+    #: for every window column, the row whose argmax becomes the column's new top level
+    window_top_rows: tuple[int, ...] = ()
+    #: pre-dedup row -> row in this batch (identity when nothing was merged)
+    encode_map: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def num_rows_before_dedup(self) -> int:
+        return 1 + self.num_window_rows + self.num_candidate_rows
+
+    @cached_property
+    def ancestors(self) -> tuple[tuple[int, ...], ...]:
+        """Per row, the rows it sees, ascending (row 0 and itself included)."""
+        return ancestors_from_parents(self.parents)
+
+    def mask_array(self) -> np.ndarray:
+        """``num_rows x num_rows`` boolean array, ``[i, j]`` = row i sees row j (read-only, cached)."""
+        return self._mask
+
+    @cached_property
+    def _mask(self) -> np.ndarray:
+        mask = mask_from_parents(self.parents)
+        mask.flags.writeable = False
+        return mask
+
+    def expand_argmax(self, logit_row_argmax: Sequence[int], fill: int = -1) -> list[int]:
+        """Argmax values given for ``logit_rows`` only -> one value per row (``fill`` elsewhere)."""
+        if len(logit_row_argmax) != len(self.logit_rows):
+            raise ValueError(
+                f"expected {len(self.logit_rows)} argmax values (one per logit row), got {len(logit_row_argmax)}"
+            )
+        full = [fill] * len(self.tokens)
+        for row, value in zip(self.logit_rows, logit_row_argmax):
+            full[row] = int(value)
+        return full
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What a step emits: ``tokens`` (y[g], then y after each accepted draft) and ``kept_rows``
+    (row 0, then the accepted draft rows, root first); ``len(tokens) == len(kept_rows)``. The KV of
+    ``kept_rows`` is kept, compacted at positions p, p+1, ...
+    """
+
+    tokens: list[int]
+    kept_rows: list[int]
+
+    @property
+    def num_accepted_drafts(self) -> int:
+        return len(self.tokens) - 1
+
+
+# ----------------------------------------------------------------------------------------- layout
+def parents_from_positions(positions: Sequence[int]) -> list[int]:
+    """TensorRT-LLM's position-to-mask rule as parents. ``positions[0]`` must be the root (g).
+
+    Walk the rows in order with a stack: pop entries whose position is >= this row's, the position
+    must then be top + 1, the top is the parent, push.
+
+    >>> parents_from_positions([0, 1, 1, 2, 2, 3, 1, 2, 1, 2])   # g | b0 a1 b1 a2 b2 | u1 u2 v1 v2
+    [-1, 0, 0, 2, 2, 4, 0, 6, 0, 8]
+    """
+    if not positions:
+        return []
+    parents = [NO_PARENT]
+    stack = [(0, positions[0])]
+    for row in range(1, len(positions)):
+        pos = positions[row]
+        while stack and stack[-1][1] >= pos:
+            stack.pop()
+        if not stack or pos != stack[-1][1] + 1:
+            raise ValueError(f"row {row} at position {pos} does not extend any open path (positions {list(positions)})")
+        parents.append(stack[-1][0])
+        stack.append((row, pos))
+    return parents
+
+
+def ancestors_from_parents(parents: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Per row: ancestors and itself, ascending. Parents must precede their children.
+
+    >>> ancestors_from_parents([-1, 0, 0, 2])
+    ((0,), (0, 1), (0, 2), (0, 2, 3))
+    """
+    out: list[tuple[int, ...]] = []
+    for row, parent in enumerate(parents):
+        out.append((row,) if parent < 0 else out[parent] + (row,))
+    return tuple(out)
+
+
+def mask_from_parents(parents: Sequence[int]) -> np.ndarray:
+    """The boolean visibility matrix: ``[i, j]`` is True iff row j is row i or one of its ancestors."""
+    n = len(parents)
+    mask = np.zeros((n, n), dtype=bool)
+    for row, parent in enumerate(parents):
+        if parent >= 0:
+            mask[row] = mask[parent]
+        mask[row, row] = True
+    return mask
+
+
+@lru_cache(maxsize=256)
+def window_layout(w: int, n: int, filling: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Depths, parents and per-column top rows of the lookahead branch (rows numbered from 1; 0 = g).
+
+    ``filling`` = number of filled window levels (1..N-1). Warm-up (filling < N-1): a chain of
+    N-2-filling prefill tokens at depths 1.., then column j's filled levels l at depth
+    N-1-filling+j+l. Steady state (filling = N-1): column 0's levels 1..N-2 at depths 1..N-2, column
+    j >= 1 levels 0..N-2 at depths j+l. Top row of a column = its highest filled level (column 0's
+    top in steady state with N = 2 is g itself, row 0).
+
+    >>> window_layout(3, 3, 2)        # b0 | a1 b1 | a2 b2
+    ((1, 1, 2, 2, 3), (0, 0, 2, 2, 4), (1, 3, 5))
+    >>> window_layout(3, 3, 1)        # warm-up: level 0 only, a chain at depths 1, 2, 3
+    ((1, 2, 3), (0, 1, 2), (1, 2, 3))
+    """
+    depths: list[int] = []
+    tops: list[int] = []
+    if filling < n - 1:
+        prefill = n - 2 - filling
+        depths.extend(range(1, prefill + 1))
+        for col in range(w):
+            start = prefill + 1 + col
+            depths.extend(range(start, start + filling))
+            tops.append(len(depths))  # row index = count so far (row 0 is g)
+    else:
+        depths.extend(range(1, n - 1))
+        tops.append(len(depths))  # n == 2: no column-0 rows, top is g (row 0)
+        for col in range(1, w):
+            depths.extend(range(col, col + n - 1))
+            tops.append(len(depths))
+    parents = parents_from_positions([0, *depths])[1:]
+    return tuple(depths), tuple(parents), tuple(tops)
+
+
+def window_tokens(window: Sequence[Sequence[int]], prefills: Sequence[int], filling: int, n: int) -> list[int]:
+    """The lookahead-branch tokens in :func:`window_layout` order (``window[j][l]`` = column j, level l)."""
+    if filling < n - 1:
+        out = list(prefills[filling:])
+        for column in window:
+            out.extend(column[:filling])
+        return out
+    out = list(window[0][1:])
+    for column in window[1:]:
+        out.extend(column)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- dedup
+def tree_encode(
+    tokens: Sequence[int], parents: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Merge rows with identical root paths into a trie; return (tokens, depths, parents, encode_map).
+
+    Row 0 is the root. Rows come out in depth-first pre-order, children in first-seen order, so the
+    result is again a layout whose mask follows from its depths; ``encode_map[i]`` is the new row of
+    input row i. Without duplicates the layout is returned unchanged.
+
+    >>> tree_encode([9, 4, 5, 4, 6], [-1, 0, 1, 0, 3])      # g->4->5 and g->4->6 share "4"
+    ([9, 4, 5, 6], [0, 1, 2, 2], [-1, 0, 1, 1], [0, 1, 2, 1, 3])
+    """
+    node_of = [0] * len(tokens)
+    children: list[list[int]] = [[]]
+    node_token = [tokens[0]]
+    index: dict[tuple[int, int], int] = {}
+    for row in range(1, len(tokens)):
+        key = (node_of[parents[row]], tokens[row])
+        node = index.get(key)
+        if node is None:
+            node = len(node_token)
+            index[key] = node
+            node_token.append(tokens[row])
+            children.append([])
+            children[key[0]].append(node)
+        node_of[row] = node
+    # depth-first pre-order renumbering
+    order: list[int] = []
+    new_parent: list[int] = []
+    depth: list[int] = []
+    new_index = [0] * len(node_token)
+    stack: list[tuple[int, int, int]] = [(0, NO_PARENT, 0)]
+    while stack:
+        node, parent_row, d = stack.pop()
+        new_index[node] = len(order)
+        order.append(node)
+        new_parent.append(parent_row)
+        depth.append(d)
+        row = new_index[node]
+        for child in reversed(children[node]):
+            stack.append((child, row, d + 1))
+    return [node_token[nd] for nd in order], depth, new_parent, [new_index[nd] for nd in node_of]
+
+
+# ----------------------------------------------------------------------------------------- verify
+def select_logit_rows(
+    tokens: Sequence[int], positions: Sequence[int], parents: Sequence[int], max_drafts: int,
+    eos: frozenset[int], extra: Iterable[int] = (),
+) -> list[int]:
+    """Rows whose argmax can be read: row 0, every row that could be accepted (depth <= max_drafts,
+    not EOS, parent acceptable) and ``extra`` (the Jacobi top rows)."""
+    acceptable = [False] * len(tokens)
+    acceptable[0] = True
+    for row in range(1, len(tokens)):
+        acceptable[row] = (
+            positions[row] <= max_drafts and acceptable[parents[row]] and tokens[row] not in eos
+        )
+    chosen = set(extra)
+    chosen.update(row for row, ok in enumerate(acceptable) if ok)
+    return sorted(chosen)
+
+
+def verify_tree(
+    tokens: Sequence[int], positions: Sequence[int], parents: Sequence[int], argmax: Sequence[int],
+    max_drafts: int, eos: frozenset[int],
+) -> Verification:
+    """Greedy acceptance over every root path of the tree (parents precede children).
+
+    A row is accepted iff its parent is accepted, its token equals the parent's argmax and it is not
+    EOS; the deepest accepted row (first on ties, at most ``max_drafts`` deep) gives the path.
+
+    >>> # g=9 | b0=7  a1=3 b1=4  a2=5 b2=6 ; y[g]=3, y[a1]=5, y[a2]=8: path a1 -> a2 (b2=6 != 8)
+    >>> verify_tree([9, 7, 3, 4, 5, 6], [0, 1, 1, 2, 2, 3], [-1, 0, 0, 2, 2, 4],
+    ...             [3, -1, 5, -1, 8, -1], max_drafts=2, eos=frozenset())
+    Verification(tokens=[3, 5, 8], kept_rows=[0, 2, 4])
+    """
+    accepted = [False] * len(tokens)
+    accepted[0] = True
+    best, best_depth = 0, 0
+    for row in range(1, len(tokens)):
+        depth = positions[row]
+        if depth > max_drafts:
+            continue
+        parent = parents[row]
+        if accepted[parent] and tokens[row] == argmax[parent] and tokens[row] not in eos:
+            accepted[row] = True
+            if depth > best_depth:
+                best, best_depth = row, depth
+    path: list[int] = []
+    row = best
+    while row > 0:
+        path.append(row)
+        row = parents[row]
+    path.append(0)
+    path.reverse()
+    return Verification(tokens=[int(argmax[r]) for r in path], kept_rows=path)
+
+
+# ----------------------------------------------------------------------------------------- update
+def jacobi_update(
+    window: list[list[int]], filling: int, new_tops: Sequence[int]
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Apply one Jacobi step to ``window`` in place; return the harvested (key, value) per column.
+
+    Warm-up (``filling`` < N-1 levels filled): the new tokens fill level ``filling``; nothing is
+    harvested. Steady state: column j's n-gram is (level 0; levels 1.. + new token), harvested with
+    key = level 0, then the column shifts down one level and the new token becomes its top.
+
+    >>> w = [[1, 2], [3, 4]]
+    >>> jacobi_update(w, 2, [5, 6]), w
+    ([(1, (2, 5)), (3, (4, 6))], [[2, 5], [4, 6]])
+    """
+    levels = len(window[0]) if window else 0
+    if filling < levels:
+        for column, token in zip(window, new_tops):
+            column[filling] = token
+        return []
+    harvested = []
+    for column, token in zip(window, new_tops):
+        key = column[0]
+        del column[0]
+        column.append(token)
+        harvested.append((key, tuple(column)))
+    return harvested
+
+
+# ----------------------------------------------------------------------------------------- algorithm
+class LookaheadAlgorithm:
+    """Lookahead decoding state for one sequence: n-gram pool, Jacobi window, golden token.
+
+    ``spec``: the request's (w, n, g) (anything :meth:`LookaheadSpec.parse` reads). Specs with
+    ``max_draft_len == 0`` ((1,1,0), (1,2,0)) are plain autoregressive decoding: ``prepare`` returns
+    only the golden row. ``eos_token_ids``: drafts equal to one of them are never accepted.
+    ``seed``: the window is initialised from the prompt with ``random.Random(seed)`` at every
+    ``setup`` (same seed, same prompt -> same run). ``corrected_keying``: key column 0's harvested
+    n-gram by g (as the authors' lade does) instead of y[g] (TensorRT-LLM, default). ``dedup``:
+    merge identical root paths (results are identical either way; False is for tests).
+    """
+
+    def __init__(
+        self, spec: LookaheadSpec | Sequence[int] | str, *, eos_token_ids: Iterable[int] = (), seed: int = 0,
+        corrected_keying: bool = False, dedup: bool = True,
+    ) -> None:
+        self.spec = LookaheadSpec.parse(spec)
+        self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
+        self.seed = seed
+        self.corrected_keying = corrected_keying
+        self.dedup = dedup
+        w, n, g = self.spec.as_tuple()
+        self._w, self._n, self._g = w, n, g
+        self._max_drafts = n - 1
+        self.autoregressive = self.spec.is_autoregressive
+        self.pool = NgramPool(capacity_per_key=g)
+        self.window: list[list[int]] = []
+        self.prefills: list[int] = []
+        self.filling = 0
+        self.golden: int | None = None
+        self.position = 0  # p: position of the golden token
+        self._tail: list[int] = []  # the last N-1 committed tokens (g included)
+        self._batch: DraftBatch | None = None
+        self._argmax: list[int] | None = None
+        self._verification: Verification | None = None
+
+    # ------------------------------------------------------------------------- setup
+    def setup(self, prompt: Sequence[int], golden: int) -> None:
+        """Start a sequence: ``golden`` is the first generated token (at p = len(prompt), no KV yet).
+
+        Seeds the pool with every n-gram of prompt + [golden]; draws the N-2 warm-up prefill tokens,
+        then level 0 of each of the W columns, uniformly from the prompt with ``Random(seed)``.
+        """
+        prompt = [int(t) for t in prompt]
+        if not prompt:
+            raise ValueError("the prompt is empty: lookahead needs at least one prompt token")
+        n, w = self._n, self._w
+        self.pool.clear()
+        self.golden = int(golden)
+        self.position = len(prompt)
+        context = prompt + [self.golden]
+        self._tail = _last(context, n - 1)
+        self._batch = self._argmax = self._verification = None
+        if self.autoregressive:
+            self.window, self.prefills, self.filling = [], [], 0
+            return
+        self.pool.seed_from(context, n)
+        rng = random.Random(self.seed)
+        self.prefills = [prompt[rng.randrange(len(prompt))] for _ in range(n - 2)]
+        self.window = [[-1] * (n - 1) for _ in range(w)]
+        for column in self.window:
+            column[0] = prompt[rng.randrange(len(prompt))]
+        self.filling = 1
+
+    # ------------------------------------------------------------------------- prepare
+    def prepare(self) -> DraftBatch:
+        """The rows of the next forward pass (the same batch again until ``commit``)."""
+        if self.golden is None:
+            raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")
+        if self._batch is not None:
+            return self._batch
+        if self.autoregressive:
+            self._batch = DraftBatch(tokens=[self.golden], positions=[0], parents=[NO_PARENT], logit_rows=[0],
+                                     encode_map=(0,))
+            return self._batch
+        self._batch = self._build_batch()
+        return self._batch
+
+    def _build_batch(self) -> DraftBatch:
+        n = self._n
+        w_depths, w_parents, tops = window_layout(self._w, n, self.filling)
+        tokens = [self.golden, *window_tokens(self.window, self.prefills, self.filling, n)]
+        positions = [0, *w_depths]
+        parents = [NO_PARENT, *w_parents]
+        num_window = len(w_depths)
+        candidates = self.pool.guess(self.golden, self._g)
+        for cand in candidates:
+            row = len(tokens)
+            tokens.extend(cand)
+            positions.extend(range(1, len(cand) + 1))
+            parents.append(0)
+            parents.extend(range(row, row + len(cand) - 1))
+        num_cand_rows = len(tokens) - 1 - num_window
+        if self.dedup:
+            tokens, positions, parents, encode = tree_encode(tokens, parents)
+            top_rows = tuple(encode[r] for r in tops)
+        else:
+            encode = list(range(len(tokens)))
+            top_rows = tops
+        logit_rows = select_logit_rows(tokens, positions, parents, self._max_drafts, self.eos_token_ids, top_rows)
+        return DraftBatch(
+            tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
+            num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
+            window_top_rows=top_rows, encode_map=tuple(encode),
+        )
+
+    # ------------------------------------------------------------------------- verify
+    def verify(self, argmax: Sequence[int]) -> Verification:
+        """Accept the longest matching draft path (no state change besides remembering the result
+        for ``commit``). ``argmax``: one entry per row of the prepared batch."""
+        batch = self._batch
+        if batch is None:
+            raise RuntimeError("verify() before prepare(): call prepare() and run its rows first")
+        if len(argmax) != batch.num_rows:
+            raise ValueError(f"expected one argmax per row ({batch.num_rows}), got {len(argmax)}")
+        argmax = [int(a) for a in argmax]
+        result = verify_tree(batch.tokens, batch.positions, batch.parents, argmax, self._max_drafts,
+                             self.eos_token_ids)
+        self._argmax, self._verification = argmax, result
+        return result
+
+    # ------------------------------------------------------------------------- commit
+    def commit(self, num_tokens: int | None = None) -> None:
+        """Apply the step, keeping the first ``num_tokens`` (default all) of the last verification's tokens.
+
+        Order as in TensorRT-LLM: Jacobi update and window harvest, then every n-gram ending in a
+        kept token enters the pool, then the last kept token becomes the golden token.
+        """
+        v, argmax, batch = self._verification, self._argmax, self._batch
+        if v is None or argmax is None or batch is None:
+            raise RuntimeError("commit() before verify(): call prepare(), verify(argmax), then commit()")
+        count = len(v.tokens) if num_tokens is None else num_tokens
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(v.tokens):
+            raise ValueError(
+                f"num_tokens must be between 1 and {len(v.tokens)} (the verified tokens), got {num_tokens!r}"
+            )
+        kept = v.tokens[:count]
+        if not self.autoregressive:
+            self._update_window(batch, argmax)
+            self._accept(kept)
+        self.golden = kept[-1]
+        self.position += count
+        self._batch = self._argmax = self._verification = None
+
+    def _update_window(self, batch: DraftBatch, argmax: Sequence[int]) -> None:
+        steady = self.filling >= self._n - 1
+        harvested = jacobi_update(self.window, self.filling, [argmax[r] for r in batch.window_top_rows])
+        if steady:
+            key0 = self.golden if self.corrected_keying else argmax[0]
+            harvested[0] = (key0, harvested[0][1])
+            self.pool.insert_all(harvested)
+        else:
+            self.filling += 1
+
+    def _accept(self, kept: Sequence[int]) -> None:
+        seq = self._tail + list(kept)
+        self.pool.insert_all(ngrams(seq, self._n))
+        self._tail = _last(seq, self._n - 1)
+
+
+def _last(seq: list[int], count: int) -> list[int]:
+    """The last ``count`` items of ``seq`` (all of them if shorter; none if count <= 0)."""
+    return seq[max(0, len(seq) - count):] if count > 0 else []
