@@ -1,0 +1,168 @@
+"""Prompt sets for the bench: the bundled ones (short, long, random) and user files.
+
+* ``short``: one short fixed question for every request; ``long``: one long fixed summarisation
+  prompt; ``random``: each request draws one of 16 short questions with ``random.Random(seed)``.
+  These mirror the user's three prompt types (short fixed, long fixed, random) and live in
+  ``trtlade/data/datasets/<name>.json``.
+* a ``.jsonl`` file: one object per line, ``{"prompt": "..."}`` or ``{"messages": [...]}``; blank
+  lines are skipped. Prompts are used in file order and repeated from the start when more are needed.
+* a ``.json`` file in ShareGPT form: a list of ``{"conversations": [{"from": "human", "value": ...},
+  ...]}``; the first human turn of each conversation is the prompt (file order, repeated as above).
+
+Every mode and every level gets the same prompt sequence, so A/B runs send identical prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+__all__ = ["BUNDLED", "DatasetError", "Dataset", "Prompt", "load_dataset"]
+
+_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "datasets"
+BUNDLED: tuple[str, ...] = ("short", "long", "random")
+
+Sampling = Literal["fixed", "random", "in_order"]
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; ``where`` is ``file:line`` (or the file) when known."""
+
+    def __init__(self, message: str, *, where: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: plain text (sent as a user message to chat) or a chat message list."""
+
+    index: int
+    text: Optional[str] = None
+    messages: Optional[tuple[dict[str, Any], ...]] = None
+    where: str = ""
+
+    def chat_messages(self) -> list[dict[str, Any]]:
+        if self.messages is not None:
+            return [dict(m) for m in self.messages]
+        return [{"role": "user", "content": self.text}]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    source: str
+    sampling: Sampling
+    prompts: tuple[Prompt, ...]
+    skipped: int = 0  #: ShareGPT conversations without a human turn (they have no prompt)
+
+    def sample(self, count: int, seed: int) -> list[Prompt]:
+        """``count`` prompts: fixed/in-order sets cycle in order; ``random`` draws with ``seed``.
+
+        >>> ds = load_dataset("random")
+        >>> [p.index for p in ds.sample(5, seed=0)] == [p.index for p in ds.sample(5, seed=0)]
+        True
+        """
+        if count <= 0:
+            return []
+        if self.sampling == "random":
+            rng = random.Random(seed)
+            return [rng.choice(self.prompts) for _ in range(count)]
+        return [self.prompts[i % len(self.prompts)] for i in range(count)]
+
+    @property
+    def has_messages(self) -> bool:
+        return any(p.messages is not None for p in self.prompts)
+
+
+def load_dataset(spec: str) -> Dataset:
+    """A bundled set by name (short, long, random) or a JSONL / ShareGPT JSON file by path."""
+    if spec in BUNDLED:
+        return _load_bundled(spec)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise DatasetError(f"no dataset {spec!r}: not a bundled set and no such file",
+                           hint=f"use one of {', '.join(BUNDLED)}, or a path to a .jsonl or ShareGPT .json file")
+    if path.is_dir():
+        raise DatasetError(f"dataset {spec!r} is a directory", where=str(path),
+                           hint="give a .jsonl or ShareGPT .json file")
+    text = path.read_text(encoding="utf-8")
+    skipped = 0
+    if path.suffix.lower() == ".json":
+        prompts, skipped = _parse_sharegpt(text, str(path))
+    else:
+        prompts = _parse_jsonl(text, str(path))
+    if not prompts:
+        raise DatasetError("the dataset has no prompts", where=str(path),
+                           hint='JSONL: one {"prompt": "..."} or {"messages": [...]} per line')
+    return Dataset(name=path.name, source=str(path.resolve()), sampling="in_order", prompts=tuple(prompts),
+                   skipped=skipped)
+
+
+def _load_bundled(name: str) -> Dataset:
+    path = _DATA_DIR / f"{name}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    prompts = tuple(Prompt(i, text=t, where=f"{name}[{i}]") for i, t in enumerate(data["prompts"]))
+    return Dataset(name=name, source=f"bundled:{name}", sampling=data["sampling"], prompts=prompts)
+
+
+def _parse_jsonl(text: str, source: str) -> list[Prompt]:
+    prompts: list[Prompt] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"not valid JSON ({exc.msg} at column {exc.colno})", where=where,
+                               hint='each line is one JSON object, e.g. {"prompt": "Hello"}') from None
+        prompts.append(_prompt_from_object(obj, len(prompts), where))
+    return prompts
+
+
+def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
+    hint = 'use {"prompt": "text"} or {"messages": [{"role": "user", "content": "text"}]}'
+    if not isinstance(obj, dict):
+        raise DatasetError(f"expected a JSON object, got {type(obj).__name__}", where=where, hint=hint)
+    if "prompt" in obj:
+        if not isinstance(obj["prompt"], str) or not obj["prompt"]:
+            raise DatasetError("'prompt' must be a non-empty string", where=where, hint=hint)
+        return Prompt(index, text=obj["prompt"], where=where)
+    if "messages" in obj:
+        msgs = obj["messages"]
+        if (not isinstance(msgs, list) or not msgs
+                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)):
+            raise DatasetError("'messages' must be a non-empty list of {role, content} objects",
+                               where=where, hint=hint)
+        return Prompt(index, messages=tuple(msgs), where=where)
+    keys = ", ".join(sorted(map(str, obj))) or "none"
+    raise DatasetError(f"no 'prompt' or 'messages' key (keys: {keys})", where=where, hint=hint)
+
+
+def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:
+    hint = 'ShareGPT form: [{"conversations": [{"from": "human", "value": "..."}, ...]}, ...]'
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"not valid JSON ({exc.msg} at line {exc.lineno})", where=source, hint=hint) from None
+    if not isinstance(data, list):
+        raise DatasetError("a ShareGPT file is a JSON list of conversations", where=source, hint=hint)
+    prompts: list[Prompt] = []
+    skipped = 0
+    for i, item in enumerate(data):
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            raise DatasetError(f"entry {i} has no 'conversations' list", where=f"{source}[{i}]", hint=hint)
+        first = next((t.get("value") for t in turns
+                      if isinstance(t, dict) and t.get("from") in ("human", "user") and t.get("value")), None)
+        if first is None:
+            skipped += 1  # a conversation without a human turn has no prompt to send (counted, shown)
+            continue
+        prompts.append(Prompt(len(prompts), text=str(first), where=f"{source}[{i}]"))
+    return prompts, skipped

@@ -1,0 +1,231 @@
+"""Aggregation of request records into one summary per (series, concurrency level).
+
+Names follow ``vllm bench serve``: ``mean_ttft_ms``, ``median_tpot_ms``, ``p99_itl_ms``,
+``request_throughput``, ``output_throughput`` ... Only completed requests enter latency statistics;
+failed ones are counted (``failed``, ``failures_by_kind``, ``error_examples``), never dropped.
+
+``aggregate_decode_throughput`` is the user's "Follow throughput" from grps_trtllm's
+client/openai_benchmark.py: the mean over completed requests of the per-request decode throughput,
+times the number of concurrent requests (the sum over the C requests in flight)::
+
+    per request: (completion_tokens - 1) / (t_last_content_chunk - t_first_content_chunk)
+    per level:   mean(per request) * min(concurrency, num_prompts)
+
+Worked example: concurrency 2, per-request decode throughputs 20, 30, 25, 25 tok/s -> mean 25,
+aggregate 50 tok/s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any, Iterable, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from trtlade.bench.records import RequestRecord
+
+__all__ = ["LATENCY_METRICS", "STATS", "LevelSummary", "percentile", "summarize_level"]
+
+#: (name, unit) of every per-request distribution summarised with mean/median/std/p90/p99.
+LATENCY_METRICS: tuple[tuple[str, str], ...] = (
+    ("ttft", "ms"),
+    ("tpot", "ms"),
+    ("itl", "ms"),
+    ("e2el", "ms"),
+    ("decode_throughput", "tok/s"),
+)
+STATS: tuple[str, ...] = ("mean", "median", "std", "p90", "p99")
+
+_MAX_ERROR_EXAMPLES = 3
+
+
+def percentile(values: Sequence[float], q: float) -> Optional[float]:
+    """The q-th percentile with linear interpolation (numpy's default); None for no values.
+
+    >>> percentile([1, 2, 3, 4], 50), percentile([1, 2, 3, 4], 90), percentile([7], 99)
+    (2.5, 3.7, 7.0)
+    """
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return float(data[lo] + (data[hi] - data[lo]) * (pos - lo))
+
+
+def _stats(values: Sequence[float]) -> dict[str, Optional[float]]:
+    if not values:
+        return {s: None for s in STATS}
+    return {
+        "mean": float(statistics.fmean(values)),
+        "median": percentile(values, 50),
+        "std": float(statistics.pstdev(values)) if len(values) > 1 else 0.0,
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+    }
+
+
+class LevelSummary(BaseModel):
+    """Everything measured for one series (mode or server) at one concurrency level."""
+
+    model_config = ConfigDict(extra="allow")
+
+    series: str
+    concurrency: int
+    num_prompts: int
+    completed: int
+    failed: int
+    failures_by_kind: dict[str, int] = {}
+    error_examples: list[str] = []
+    duration_s: float
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: Optional[float] = None
+    total_input_tokens: Optional[int] = None
+    total_output_tokens: int
+    tokens_source: Optional[str] = None
+    mean_tokens_per_chunk: Optional[float] = None
+    mean_chunks_per_request: Optional[float] = None
+    lookahead_specs: list[str] = []
+    mean_lookahead_tokens_per_step: Optional[float] = None
+    aggregate_decode_throughput: Optional[float] = None
+
+    mean_ttft_ms: Optional[float] = None
+    median_ttft_ms: Optional[float] = None
+    std_ttft_ms: Optional[float] = None
+    p90_ttft_ms: Optional[float] = None
+    p99_ttft_ms: Optional[float] = None
+    mean_tpot_ms: Optional[float] = None
+    median_tpot_ms: Optional[float] = None
+    std_tpot_ms: Optional[float] = None
+    p90_tpot_ms: Optional[float] = None
+    p99_tpot_ms: Optional[float] = None
+    mean_itl_ms: Optional[float] = None
+    median_itl_ms: Optional[float] = None
+    std_itl_ms: Optional[float] = None
+    p90_itl_ms: Optional[float] = None
+    p99_itl_ms: Optional[float] = None
+    mean_e2el_ms: Optional[float] = None
+    median_e2el_ms: Optional[float] = None
+    std_e2el_ms: Optional[float] = None
+    p90_e2el_ms: Optional[float] = None
+    p99_e2el_ms: Optional[float] = None
+    mean_decode_throughput: Optional[float] = None
+    median_decode_throughput: Optional[float] = None
+    std_decode_throughput: Optional[float] = None
+    p90_decode_throughput: Optional[float] = None
+    p99_decode_throughput: Optional[float] = None
+
+    def metric(self, name: str) -> Optional[float]:
+        value = getattr(self, name, None)
+        return None if value is None else float(value)
+
+
+def _distributions(done: list[RequestRecord]) -> dict[str, list[float]]:
+    def ms(values: Iterable[Optional[float]]) -> list[float]:
+        return [v * 1e3 for v in values if v is not None]
+
+    return {
+        "ttft": ms(r.ttft for r in done),
+        "tpot": ms(r.tpot for r in done),
+        "itl": ms(x for r in done for x in r.itls),
+        "e2el": ms(r.e2e for r in done),
+        "decode_throughput": [v for v in (r.decode_throughput for r in done) if v is not None],
+    }
+
+
+def _tokens_source(done: list[RequestRecord]) -> Optional[str]:
+    sources = {r.tokens_source for r in done if r.tokens_source is not None}
+    if not sources:
+        return None
+    return sources.pop() if len(sources) == 1 else "mixed"
+
+
+def _lookahead_usage(done: list[RequestRecord]) -> tuple[list[str], Optional[float]]:
+    specs: list[str] = []
+    per_step: list[float] = []
+    for r in done:
+        la = r.usage_lookahead
+        if not isinstance(la, dict):
+            continue
+        spec = la.get("spec")
+        if spec is not None:
+            text = ",".join(str(x) for x in spec) if isinstance(spec, (list, tuple)) else str(spec)
+            if text not in specs:
+                specs.append(text)
+        tps = la.get("tokens_per_step")
+        if isinstance(tps, (int, float)):
+            per_step.append(float(tps))
+    return specs, (statistics.fmean(per_step) if per_step else None)
+
+
+def _errors(records: list[RequestRecord]) -> tuple[dict[str, int], list[str]]:
+    failed = [r for r in records if not r.ok]
+    kinds = Counter(str(r.error_kind) for r in failed)
+    examples: list[str] = []
+    for r in failed:
+        if r.error and r.error not in examples:
+            examples.append(r.error)
+        if len(examples) >= _MAX_ERROR_EXAMPLES:
+            break
+    return dict(sorted(kinds.items())), examples
+
+
+def summarize_level(records: list[RequestRecord], *, series: str, concurrency: int,
+                    num_prompts: int) -> LevelSummary:
+    """Summarise the measured requests of one (series, concurrency) level.
+
+    The level's duration is the first send to the last stream close over ALL its requests (failed
+    ones included); throughputs divide by it. Token counts come from ``usage``; a request without
+    usage counts its content chunks instead (``tokens_source`` says which).
+    """
+    done = [r for r in records if r.ok]
+    if records:
+        t0 = min(r.start for r in records)
+        t1 = max(r.start + r.end for r in records)
+        duration = max(t1 - t0, 0.0)
+    else:
+        duration = 0.0
+    out_tokens = sum(r.output_tokens for r in done)
+    in_known = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
+    in_tokens = sum(in_known) if done and len(in_known) == len(done) else None
+    per_chunk = [r.tokens_per_chunk for r in done if r.tokens_per_chunk is not None]
+    failures, examples = _errors(records)
+    specs, per_step = _lookahead_usage(done)
+
+    values: dict[str, Any] = {}
+    for name, unit in LATENCY_METRICS:
+        suffix = f"_{name}_ms" if unit == "ms" else f"_{name}"
+        for stat, value in _stats(_distributions(done)[name]).items():
+            values[stat + suffix] = value
+    effective = min(concurrency, num_prompts)
+    mean_decode = values["mean_decode_throughput"]
+
+    def rate(x: Optional[float]) -> float:
+        return (x / duration) if (x is not None and duration > 0) else 0.0
+
+    return LevelSummary(
+        series=series,
+        concurrency=concurrency,
+        num_prompts=num_prompts,
+        completed=len(done),
+        failed=len(records) - len(done),
+        failures_by_kind=failures,
+        error_examples=examples,
+        duration_s=duration,
+        request_throughput=rate(len(done)),
+        output_throughput=rate(out_tokens),
+        total_token_throughput=rate(out_tokens + in_tokens) if in_tokens is not None else None,
+        total_input_tokens=in_tokens,
+        total_output_tokens=out_tokens,
+        tokens_source=_tokens_source(done),
+        mean_tokens_per_chunk=statistics.fmean(per_chunk) if per_chunk else None,
+        mean_chunks_per_request=statistics.fmean([r.num_chunks for r in done]) if done else None,
+        lookahead_specs=specs,
+        mean_lookahead_tokens_per_step=per_step,
+        aggregate_decode_throughput=mean_decode * effective if mean_decode is not None else None,
+        **values,
+    )

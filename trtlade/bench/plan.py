@@ -1,0 +1,264 @@
+"""What a bench run will do, as validated data: modes, targets (servers), series, endpoint, settings.
+
+No network and no heavy imports here: the CLI builds a :class:`BenchPlan` from flags (every user
+mistake raises :class:`PlanError` naming the flag, the value, what is allowed and a hint), and the
+runner executes it.
+
+A *series* is one line in the report: one mode on one server. With one server the series are the
+modes (``ar``, ``lookahead``, ``4-2-4`` ...); with two servers (``--base-url-b``) they are the
+server labels (``a``, ``b``), or ``a/ar``, ``b/ar`` ... when several modes run on each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+from urllib.parse import urlsplit
+
+from trtlade.bench.datasets import Prompt
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
+
+__all__ = [
+    "BenchPlan", "Endpoint", "Mode", "PlanError", "Series", "Target",
+    "parse_base_url", "parse_concurrency", "parse_endpoint", "parse_metadata", "parse_modes",
+    "build_payload", "make_series",
+]
+
+EndpointKind = Literal["chat", "completions"]
+
+#: Mode names that send no ``lookahead`` field (the server's default applies).
+SERVER_DEFAULT_MODES = ("lookahead", "default")
+
+
+class PlanError(ValueError):
+    """A bad flag value: ``option`` names the flag; ``hint`` says what to do."""
+
+    def __init__(self, message: str, *, option: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.option = option
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How requests ask for lookahead: ``spec`` is sent as ``{"w","n","g"}``; None sends nothing.
+
+    >>> [(m.name, m.payload()) for m in parse_modes(["ar,lookahead", "4-2-4"])]
+    [('ar', {'w': 1, 'n': 1, 'g': 0}), ('lookahead', None), ('4-2-4', {'w': 4, 'n': 2, 'g': 4})]
+    """
+
+    name: str
+    spec: Optional[LookaheadSpec]
+
+    def payload(self) -> Optional[dict[str, int]]:
+        if self.spec is None:
+            return None
+        w, n, g = self.spec.as_tuple()
+        return {"w": w, "n": n, "g": g}
+
+    def describe(self) -> str:
+        if self.spec is None:
+            return "no lookahead field (server default)"
+        if self.spec.is_autoregressive:
+            return f"lookahead {self.spec.as_tuple()} (autoregressive)"
+        return f"lookahead {self.spec.as_tuple()}"
+
+
+def _split_list(values: list[str]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def parse_modes(values: list[str]) -> list[Mode]:
+    """``ar`` (sends (1,1,0)), ``lookahead`` / ``default`` (send nothing), or specs like ``4-2-4``."""
+    items = _split_list(values)
+    if not items:
+        raise PlanError("no mode given", option="--modes", hint="e.g. --modes ar,lookahead")
+    modes: list[Mode] = []
+    for item in items:
+        low = item.lower()
+        if low == "ar":
+            mode = Mode("ar", AUTOREGRESSIVE)
+        elif low in SERVER_DEFAULT_MODES:
+            mode = Mode(low, None)
+        else:
+            try:
+                spec = LookaheadSpec.parse(item)
+            except SpecError as exc:
+                raise PlanError(
+                    f"{item!r} is not a mode: {exc.message}", option="--modes",
+                    hint="modes are ar (lookahead off: (1,1,0)), lookahead or default (no field: the "
+                         "server's default), or a W-N-G spec such as 4-2-4 or 7-7-7 (commas separate modes)",
+                ) from None
+            mode = Mode("-".join(map(str, spec.as_tuple())), spec)
+        if any(m.name == mode.name for m in modes):
+            raise PlanError(f"mode {mode.name!r} is given twice", option="--modes", hint="list each mode once")
+        modes.append(mode)
+    return modes
+
+
+def parse_concurrency(values: list[str]) -> list[int]:
+    """``1,2,4`` (or the flag repeated) -> [1, 2, 4]; each an integer >= 1, no repeats, order kept."""
+    items = _split_list(values)
+    if not items:
+        raise PlanError("no concurrency level given", option="--max-concurrency", hint="e.g. 1,2,4,8")
+    levels: list[int] = []
+    for item in items:
+        try:
+            level = int(item)
+        except ValueError:
+            raise PlanError(f"{item!r} is not an integer", option="--max-concurrency",
+                            hint="give integers >= 1, e.g. 1,2,4,6,8,10,16") from None
+        if level < 1:
+            raise PlanError(f"concurrency {level} is below 1", option="--max-concurrency",
+                            hint="give integers >= 1, e.g. 1,2,4,6,8,10,16")
+        if level in levels:
+            raise PlanError(f"concurrency {level} is given twice", option="--max-concurrency",
+                            hint="list each level once")
+        levels.append(level)
+    return levels
+
+
+def parse_metadata(values: list[str]) -> dict[str, str]:
+    """``k=v`` pairs (the flag repeated) -> dict; the value may contain ``=``."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PlanError(f"{item!r} is not key=value", option="--metadata", hint="e.g. --metadata gpu=A10")
+        if key.strip() in out:
+            raise PlanError(f"metadata key {key.strip()!r} is given twice", option="--metadata",
+                            hint="give each key once")
+        out[key.strip()] = value
+    return out
+
+
+def parse_base_url(value: str, *, option: str = "--base-url") -> str:
+    """Validate an http(s) server root; a trailing ``/v1`` (as the openai client writes it) or ``/``
+    is accepted and names the same server: ``http://h:8000/v1/`` -> ``http://h:8000``."""
+    url = value.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError on a bad port
+    except ValueError as exc:
+        raise PlanError(f"{value!r} is not a valid URL: {exc}", option=option,
+                        hint="e.g. http://127.0.0.1:8000") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PlanError(f"{value!r} is not an http(s) URL with a host", option=option,
+                        hint="e.g. http://127.0.0.1:8000 (the server root, or with /v1)")
+    if parts.query or parts.fragment:
+        raise PlanError(f"{value!r} has a query or fragment", option=option, hint="give the server root only")
+    del port
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    kind: EndpointKind
+    path: str
+
+
+def parse_endpoint(value: str) -> Endpoint:
+    """``chat`` -> /v1/chat/completions, ``completions`` -> /v1/completions, or a path starting
+    with ``/`` (its kind: chat if the path contains 'chat', else completions)."""
+    v = value.strip()
+    if v == "chat":
+        return Endpoint("chat", "/v1/chat/completions")
+    if v == "completions":
+        return Endpoint("completions", "/v1/completions")
+    if v.startswith("/") and len(v) > 1:
+        return Endpoint("chat" if "chat" in v else "completions", v)
+    raise PlanError(f"{value!r} is not an endpoint", option="--endpoint",
+                    hint="chat, completions, or a path such as /v1/chat/completions")
+
+
+@dataclass
+class Target:
+    """One server: its label (a, b), root URL and the model name sent."""
+
+    label: str
+    base_url: str
+    model: str = ""
+    api_key: Optional[str] = None
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    target: Target
+    mode: Mode
+
+
+def make_series(targets: list[Target], modes: list[Mode]) -> list[Series]:
+    """Series in run order: one per mode on one server; per (server, mode) with two servers."""
+    if len(targets) == 1:
+        return [Series(m.name, targets[0], m) for m in modes]
+    if len(modes) == 1:
+        return [Series(t.label, t, modes[0]) for t in targets]
+    return [Series(f"{t.label}/{m.name}", t, m) for t in targets for m in modes]
+
+
+@dataclass
+class BenchPlan:
+    series: list[Series]
+    levels: list[int]
+    endpoint: Endpoint
+    prompts: list[Prompt]          #: the prompt sequence of every (level, series): num_prompts long
+    warmup_prompts: list[Prompt]
+    max_tokens: int
+    temperature: float
+    ignore_eos: bool
+    timeout: float
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def targets(self) -> list[Target]:
+        out: list[Target] = []
+        for s in self.series:
+            if all(t is not s.target for t in out):
+                out.append(s.target)
+        return out
+
+
+def build_payload(prompt: Prompt, series: Series, plan: BenchPlan) -> dict[str, Any]:
+    """The JSON body of one streamed request.
+
+    >>> from trtlade.bench.datasets import Prompt
+    >>> t = Target("a", "http://h", model="m")
+    >>> p = BenchPlan([], [1], Endpoint("completions", "/v1/completions"), [], [], 50, 0.0, True, 60)
+    >>> build_payload(Prompt(0, text="Hi"), Series("ar", t, Mode("ar", AUTOREGRESSIVE)), p)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'model': 'm', 'max_tokens': 50, 'temperature': 0.0, 'stream': True,
+     'stream_options': {'include_usage': True}, 'prompt': 'Hi', 'ignore_eos': True,
+     'lookahead': {'w': 1, 'n': 1, 'g': 0}}
+    """
+    body: dict[str, Any] = {
+        "model": series.target.model,
+        "max_tokens": plan.max_tokens,
+        "temperature": plan.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if plan.endpoint.kind == "chat":
+        body["messages"] = prompt.chat_messages()
+    else:
+        if prompt.text is None:
+            raise PlanError(f"prompt {prompt.where} is a chat message list; the completions endpoint "
+                            "takes text", option="--endpoint", hint="use --endpoint chat with this dataset")
+        body["prompt"] = prompt.text
+    if plan.ignore_eos:
+        body["ignore_eos"] = True
+    lookahead = series.mode.payload()
+    if lookahead is not None:
+        body["lookahead"] = lookahead
+    return body

@@ -1,0 +1,141 @@
+"""The closed-loop load generator: levels x series, warm-ups, and the per-level summaries.
+
+Concurrency C means exactly C workers, each sending its next request as soon as its previous one
+finished, until the level's ``num_prompts`` requests are done (the last ones run with fewer in
+flight). Levels run in the order given; at each level every series runs in turn (``ar`` then
+``lookahead`` at C=1, then both at C=2, ...), so slow drift of the machine hits all series alike.
+Each (level, series) first sends ``num_warmups`` unmeasured requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+import httpx
+
+from trtlade.bench.client import make_client, stream_request
+from trtlade.bench.datasets import Prompt
+from trtlade.bench.metrics import LevelSummary, summarize_level
+from trtlade.bench.plan import BenchPlan, Series, build_payload
+from trtlade.bench.records import RequestRecord
+
+__all__ = ["BenchAborted", "Progress", "RunOutcome", "run_plan", "run_plan_sync"]
+
+
+class BenchAborted(RuntimeError):
+    """Every warm-up request of a series failed: measuring it would only count failures."""
+
+    def __init__(self, series: str, records: list[RequestRecord]) -> None:
+        errors = sorted({r.error or "?" for r in records})
+        super().__init__(f"all {len(records)} warm-up request(s) of series {series!r} failed: "
+                         + "; ".join(errors[:3]))
+        self.series = series
+        self.records = records
+
+
+class Progress(Protocol):
+    def start(self, series: str, concurrency: int, total: int, warmup: bool) -> None: ...
+    def advance(self, record: RequestRecord) -> None: ...
+    def finish(self, summary: Optional[LevelSummary]) -> None: ...
+
+
+class _NoProgress:
+    def start(self, series: str, concurrency: int, total: int, warmup: bool) -> None:
+        pass
+
+    def advance(self, record: RequestRecord) -> None:
+        pass
+
+    def finish(self, summary: Optional[LevelSummary]) -> None:
+        pass
+
+
+@dataclass
+class RunOutcome:
+    records: list[RequestRecord] = field(default_factory=list)
+    summaries: list[LevelSummary] = field(default_factory=list)
+
+
+class _Clients:
+    """One httpx client per worker (worker i always uses client i), kept across levels so that each
+    worker's keep-alive connection is reused; they share one TLS context."""
+
+    def __init__(self, plan: BenchPlan) -> None:
+        self._plan = plan
+        self._clients: list[httpx.AsyncClient] = []
+        self._verify: "ssl.SSLContext | None" = None
+
+    def get(self, count: int) -> list[httpx.AsyncClient]:
+        if len(self._clients) < count and self._verify is None and any(
+                t.base_url.startswith("https:") for t in self._plan.targets):
+            self._verify = ssl.create_default_context()
+        while len(self._clients) < count:
+            self._clients.append(make_client(len(self._plan.targets), self._plan.timeout,
+                                             verify=self._verify if self._verify is not None else True))
+        return self._clients[:count]
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+        self._clients.clear()
+
+
+async def _closed_loop(clients: _Clients, plan: BenchPlan, series: Series, concurrency: int,
+                       prompts: list[Prompt], progress: Progress) -> list[RequestRecord]:
+    """Run ``prompts`` with ``concurrency`` workers sending back to back; records in send order."""
+    url = series.target.base_url + plan.endpoint.path
+    headers = series.target.headers()
+    bodies = [build_payload(p, series, plan) for p in prompts]
+    records: list[Optional[RequestRecord]] = [None] * len(prompts)
+    next_index = 0
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal next_index
+        while next_index < len(prompts):
+            i = next_index
+            next_index += 1
+            rec = RequestRecord(series=series.label, concurrency=concurrency, index=i,
+                                prompt_index=prompts[i].index)
+            await stream_request(client, url, bodies[i], headers, rec, kind=plan.endpoint.kind,
+                                 timeout=plan.timeout)
+            records[i] = rec
+            progress.advance(rec)
+
+    await asyncio.gather(*(worker(c) for c in clients.get(min(concurrency, len(prompts)))))
+    return [r for r in records if r is not None]
+
+
+async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunOutcome:
+    """Run every (level, series) of ``plan``; raise :class:`BenchAborted` if a series' first
+    warm-up batch fails entirely (e.g. the server rejects the ``lookahead`` field)."""
+    progress = progress or _NoProgress()
+    outcome = RunOutcome()
+    checked: set[str] = set()
+    clients = _Clients(plan)
+    try:
+        for level in plan.levels:
+            for series in plan.series:
+                if plan.warmup_prompts:
+                    progress.start(series.label, level, len(plan.warmup_prompts), True)
+                    warm = await _closed_loop(clients, plan, series, level, plan.warmup_prompts, progress)
+                    progress.finish(None)
+                    if series.label not in checked and not any(r.ok for r in warm):
+                        raise BenchAborted(series.label, warm)
+                    checked.add(series.label)
+                progress.start(series.label, level, len(plan.prompts), False)
+                records = await _closed_loop(clients, plan, series, level, plan.prompts, progress)
+                summary = summarize_level(records, series=series.label, concurrency=level,
+                                          num_prompts=len(plan.prompts))
+                progress.finish(summary)
+                outcome.records.extend(records)
+                outcome.summaries.append(summary)
+    finally:
+        await clients.aclose()
+    return outcome
+
+
+def run_plan_sync(plan: BenchPlan, progress: Optional[Progress] = None) -> RunOutcome:
+    return asyncio.run(run_plan(plan, progress))
