@@ -1,0 +1,319 @@
+"""From a validated OpenAI request to a :class:`GenerationRequest`, enforcing every limit with a 400.
+
+Order of checks (the first failure answers): unsupported OpenAI features, the model name (404),
+the per-request ``lookahead`` (legal, then admitted by the server's (W,N,G)), sampling settings,
+stop strings, then the prompt (tokenized here) and ``max_tokens`` against the engine's limits.
+
+Per-request lookahead, worked examples on a server with (W,N,G) = (4,2,4)::
+
+    {"lookahead": {"w": 2, "n": 2, "g": 1}}   -> runs with (2,2,1)
+    {"lookahead": [1, 1, 0]}                  -> lookahead off for this request
+    {"lookahead": "4,2,4"}                    -> the server's own spec
+    {"lookahead": {"w": 5, "n": 2, "g": 4}}   -> 400, param "lookahead.w": 5 > W = 4
+    {"lookahead": {"w": 0, "n": 2, "g": 4}}   -> 400, param "lookahead.w": windowSize requires >= 1
+    (no lookahead field)                      -> the config's lookahead.request_default
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Union
+
+from pydantic import ValidationError
+
+from trtlade.engine.protocol import GenerationRequest
+from trtlade.server.engines import EngineInfo
+from trtlade.server.errors import ApiError
+from trtlade.server.openai_types import EXTENSION_FIELDS, ChatCompletionRequest, CompletionRequest
+from trtlade.server.tokenization import ChatTemplateError, PromptTokenizer
+from trtlade.spec import FIELDS, LookaheadSpec, SpecError
+
+__all__ = [
+    "PreparedRequest",
+    "parse_body",
+    "parse_request_lookahead",
+    "check_unsupported",
+    "prepare",
+    "DEFAULT_COMPLETION_MAX_TOKENS",
+    "MAX_STOP_STRINGS",
+]
+
+Kind = Literal["completion", "chat"]
+
+#: OpenAI's default max_tokens for /v1/completions (chat defaults to the rest of the context).
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+MAX_STOP_STRINGS = 16
+
+_SHORT = {"window_size": "w", "ngram_size": "n", "verification_set_size": "g"}
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request ready for the engine, with what the response needs."""
+
+    kind: Kind
+    model: str
+    generation: GenerationRequest
+    prompt_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+# ------------------------------------------------------------------------------------------- parsing
+def _loc(loc: tuple[Any, ...]) -> str:
+    """Pydantic's location tuple as a dotted param; union-branch names (``str``, ``list[int]``) and
+    function-validator tags are dropped: ``('messages', 0, 'content')`` -> ``messages.0.content``."""
+    parts: list[str] = []
+    for item in loc:
+        text = str(item)
+        if isinstance(item, str) and ("[" in text or text in {"str", "int", "float", "bool", "list",
+                                                                "dict", "none", "function-after"}):
+            continue
+        parts.append(text)
+    return ".".join(parts)
+
+
+def _validation_message(err: dict[str, Any]) -> tuple[str, str]:
+    param = _loc(tuple(err.get("loc", ())))
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return (f"unknown field {param!r}: trtlade refuses fields it does not know so that a typo "
+                f"never silently does nothing; it accepts the OpenAI fields plus the extensions "
+                f"{', '.join(EXTENSION_FIELDS)}"), param
+    if kind == "missing":
+        return f"field {param!r} is required", param
+    value = err.get("input")
+    shown = repr(value) if not isinstance(value, (dict, list)) or len(repr(value)) < 80 else type(value).__name__
+    return f"{param}: {err.get('msg', 'invalid value')} (got {shown})", param
+
+
+def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatCompletionRequest]:
+    """Validate the JSON body; the first problem becomes a 400 naming the field."""
+    if not isinstance(payload, dict):
+        raise ApiError.bad_request(f"the request body must be a JSON object, got {type(payload).__name__}")
+    model = CompletionRequest if kind == "completion" else ChatCompletionRequest
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # For a union field pydantic reports one error per branch; report the most specific one.
+        first = min(errors, key=lambda e: (e.get("type") != "extra_forbidden", e.get("type") == "missing",
+                                           len(e.get("loc", ()))))
+        message, param = _validation_message(first)
+        code = "unknown_field" if first.get("type") == "extra_forbidden" else "invalid_value"
+        raise ApiError.bad_request(message, param=param or None, code=code) from None
+
+
+# ------------------------------------------------------------------------------------------- lookahead
+def parse_request_lookahead(value: Any, server: LookaheadSpec) -> LookaheadSpec:
+    """The request's ``lookahead`` as a spec admitted by ``server``, or a 400 naming the field.
+
+    >>> parse_request_lookahead({"w": 2, "n": 2, "g": 1}, LookaheadSpec(4, 2, 4))
+    LookaheadSpec(window_size=2, ngram_size=2, verification_set_size=1)
+    """
+    hint = ('send "lookahead": {"w": W, "n": N, "g": G} or [W, N, G] with w <= %d, n <= %d, g <= %d; '
+            "[1, 1, 0] turns lookahead off" % server.as_tuple())
+    try:
+        spec = LookaheadSpec.parse(value)
+    except SpecError as exc:
+        param = f"lookahead.{_SHORT[exc.field]}" if exc.field in _SHORT else "lookahead"
+        raise ApiError.bad_request(f"{param}: {exc.message}. {exc.hint or hint}".rstrip(),
+                                   param=param, code="invalid_lookahead") from None
+    excess = server.excess(spec)
+    if excess:
+        field, requested, limit = excess[0]
+        short = _SHORT[field]
+        details = "; ".join(f"{_SHORT[f]} = {r} > {_SHORT[f].upper()} = {s}" for f, r, s in excess)
+        raise ApiError.bad_request(
+            f"lookahead.{short}: the request's lookahead ({spec}) is larger than this server's "
+            f"(W,N,G) = ({server}): {details}. A request may use w <= {server.window_size}, "
+            f"n <= {server.ngram_size}, g <= {server.verification_set_size}; [1, 1, 0] turns it off",
+            param=f"lookahead.{short}", code="lookahead_not_admitted")
+    return spec
+
+
+# ------------------------------------------------------------------------------------------- features
+def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> None:
+    """Refuse OpenAI features trtlade does not implement (neutral values pass)."""
+
+    def refuse(param: str, message: str) -> None:
+        raise ApiError.bad_request(message, param=param, code="unsupported")
+
+    if body.n not in (None, 1):
+        refuse("n", f"n = {body.n} is not supported: trtlade generates one choice per request "
+                    "(send n separate requests; with greedy decoding they would be identical anyway)")
+    if body.presence_penalty not in (None, 0):
+        refuse("presence_penalty", "presence_penalty is not supported (Lookahead decoding is greedy); "
+                                   "omit it or send 0")
+    if body.frequency_penalty not in (None, 0):
+        refuse("frequency_penalty", "frequency_penalty is not supported (Lookahead decoding is greedy); "
+                                    "omit it or send 0")
+    if body.logit_bias:
+        refuse("logit_bias", "logit_bias is not supported; omit it")
+    if isinstance(body, CompletionRequest):
+        if body.echo:
+            refuse("echo", "echo is not supported; omit it or send false")
+        if body.logprobs not in (None,):
+            refuse("logprobs", "logprobs are not supported; omit the field")
+        if body.best_of not in (None, 1):
+            refuse("best_of", f"best_of = {body.best_of} is not supported; omit it or send 1")
+        if body.suffix:
+            refuse("suffix", "suffix (insertion) is not supported; omit it")
+    else:
+        if body.logprobs:
+            refuse("logprobs", "logprobs are not supported; omit the field or send false")
+        if body.top_logprobs not in (None, 0):
+            refuse("top_logprobs", "top_logprobs is not supported; omit it")
+
+
+# ------------------------------------------------------------------------------------------- prompt
+def _prompt_ids(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
+    prompt = body.prompt
+    if isinstance(prompt, str):
+        return tokenizer.encode_prompt(prompt)
+    if not prompt:
+        raise ApiError.bad_request("prompt is an empty list", param="prompt")
+    if all(isinstance(p, str) for p in prompt):
+        if len(prompt) != 1:
+            raise ApiError.bad_request(
+                f"prompt has {len(prompt)} strings: trtlade takes one prompt per request "
+                "(send one request per prompt)", param="prompt", code="unsupported")
+        return tokenizer.encode_prompt(prompt[0])  # type: ignore[arg-type]
+    if all(isinstance(p, list) for p in prompt):
+        if len(prompt) != 1:
+            raise ApiError.bad_request(
+                f"prompt has {len(prompt)} token lists: trtlade takes one prompt per request",
+                param="prompt", code="unsupported")
+        ids = list(prompt[0])  # type: ignore[arg-type]
+    else:
+        ids = list(prompt)  # type: ignore[arg-type]
+    vocab = tokenizer.vocab_size
+    for i, token in enumerate(ids):
+        if not 0 <= token < vocab:
+            raise ApiError.bad_request(f"prompt[{i}] = {token} is not a token id of this model "
+                                       f"(0 <= id < {vocab})", param="prompt")
+    return ids
+
+
+def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
+    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
+                for m in body.messages]
+    try:
+        return tokenizer.encode_chat(messages)
+    except ChatTemplateError as exc:
+        raise ApiError.bad_request(str(exc), param="messages") from None
+
+
+def tokenize(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest],
+             tokenizer: PromptTokenizer) -> list[int]:
+    """Prompt token ids (may take a while for a huge prompt: call it off the event loop)."""
+    if kind == "completion":
+        return _prompt_ids(body, tokenizer)  # type: ignore[arg-type]
+    return _chat_ids(body, tokenizer)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------- assemble
+def _stop_strings(stop: Union[str, list[str], None]) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    items = [stop] if isinstance(stop, str) else list(stop)
+    if len(items) > MAX_STOP_STRINGS:
+        raise ApiError.bad_request(f"stop has {len(items)} strings; at most {MAX_STOP_STRINGS} are accepted",
+                                   param="stop")
+    for i, s in enumerate(items):
+        if s == "":
+            raise ApiError.bad_request(f"stop[{i}] is an empty string", param="stop")
+    return tuple(items)
+
+
+def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo
+                  ) -> tuple[Optional[LookaheadSpec], tuple[str, ...]]:
+    """Everything that can be checked before tokenizing: returns (lookahead, stop strings)."""
+    check_unsupported(body)
+    if body.model is not None and body.model != info.model_id:
+        raise ApiError.model_not_found(body.model, info.model_id)
+    lookahead = parse_request_lookahead(body.lookahead, info.spec) if body.lookahead is not None else None
+    temperature = body.temperature or 0.0
+    if temperature > 0:
+        if info.sampling == "greedy":
+            raise ApiError.bad_request(
+                f"temperature = {body.temperature}: this engine decodes greedily (Lookahead decoding is "
+                "greedy-only, like TensorRT-LLM's); omit temperature or send 0", param="temperature",
+                code="unsupported")
+        if lookahead is not None and not lookahead.is_autoregressive:
+            raise ApiError.bad_request(
+                f"temperature = {body.temperature} with lookahead ({lookahead}): Lookahead decoding is "
+                "greedy-only; send temperature 0, or lookahead [1, 1, 0] to sample without it",
+                param="temperature", code="unsupported")
+    if isinstance(body, ChatCompletionRequest) and body.max_tokens is not None \
+            and body.max_completion_tokens is not None and body.max_tokens != body.max_completion_tokens:
+        raise ApiError.bad_request(
+            f"max_tokens ({body.max_tokens}) and max_completion_tokens ({body.max_completion_tokens}) "
+            "disagree; send one of them", param="max_completion_tokens")
+    return lookahead, _stop_strings(body.stop)
+
+
+def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
+             prompt_ids: list[int], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...]
+             ) -> PreparedRequest:
+    """Check the prompt and max_tokens against the limits and build the engine request."""
+    limits = info.limits
+    prompt_param = "prompt" if kind == "completion" else "messages"
+    n_prompt = len(prompt_ids)
+    if n_prompt == 0:
+        raise ApiError.bad_request("the prompt is empty (0 tokens)", param=prompt_param)
+    if n_prompt > limits.max_prompt_tokens:
+        raise ApiError.bad_request(
+            f"the prompt has {n_prompt} tokens; this server accepts at most {limits.max_prompt_tokens} "
+            f"(the engine's max input length or serve.max_prompt_tokens)", param=prompt_param,
+            code="prompt_too_long")
+    room = limits.max_seq_len - n_prompt
+    if room < 1:
+        raise ApiError.bad_request(
+            f"the prompt has {n_prompt} tokens and leaves no room for output in the engine's "
+            f"max_seq_len of {limits.max_seq_len}", param=prompt_param, code="prompt_too_long")
+    requested = body.max_tokens
+    param = "max_tokens"
+    if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None:
+        requested, param = body.max_completion_tokens, "max_completion_tokens"
+    if requested is None:
+        default = DEFAULT_COMPLETION_MAX_TOKENS if kind == "completion" else room
+        max_tokens = min(default, room, limits.max_new_tokens or math.inf)  # type: ignore[type-var]
+    else:
+        if limits.max_new_tokens is not None and requested > limits.max_new_tokens:
+            raise ApiError.bad_request(
+                f"{param} = {requested} is above this server's limit of {limits.max_new_tokens} "
+                "(serve.max_tokens_limit)", param=param, code="max_tokens_too_large")
+        if requested > room:
+            raise ApiError.bad_request(
+                f"{param} = {requested} plus the prompt's {n_prompt} tokens is {requested + n_prompt}, "
+                f"above the engine's max_seq_len of {limits.max_seq_len}; ask for at most {room}",
+                param=param, code="max_tokens_too_large")
+        max_tokens = requested
+    min_tokens = body.min_tokens or 0
+    if min_tokens > max_tokens:
+        raise ApiError.bad_request(f"min_tokens ({min_tokens}) is larger than max_tokens ({max_tokens})",
+                                   param="min_tokens")
+    stream = bool(body.stream)
+    if body.stream_options is not None and not stream:
+        raise ApiError.bad_request("stream_options is only allowed with stream: true", param="stream_options")
+    generation = GenerationRequest(
+        prompt_ids=tuple(prompt_ids),
+        max_tokens=int(max_tokens),
+        lookahead=lookahead,
+        stop=stop,
+        stop_token_ids=tuple(body.stop_token_ids or ()),
+        ignore_eos=bool(body.ignore_eos),
+        min_tokens=min_tokens,
+        temperature=float(body.temperature or 0.0),
+        top_p=float(body.top_p if body.top_p is not None else 1.0),
+        seed=body.seed,
+    )
+    return PreparedRequest(
+        kind=kind, model=info.model_id, generation=generation, prompt_tokens=n_prompt, stream=stream,
+        include_usage=bool(stream and body.stream_options and body.stream_options.include_usage))
+
+
+def lookahead_param_names() -> list[str]:
+    return [f"lookahead.{_SHORT[f]}" for f in FIELDS]

@@ -1,0 +1,97 @@
+"""Prometheus metrics of one server (its own registry; nothing global), served at GET /metrics.
+
+============================================  =========  =================================================
+name                                          type       meaning
+============================================  =========  =================================================
+trtlade_requests_total{endpoint,status}       counter    finished requests by HTTP status; 499 = the
+                                                         client went away before the end (cancelled)
+trtlade_prompt_tokens_total                   counter    prompt tokens of admitted requests
+trtlade_completion_tokens_total               counter    tokens generated (also for cancelled requests)
+trtlade_time_to_first_token_seconds           histogram  arrival -> first chunk with tokens
+trtlade_inter_chunk_latency_seconds           histogram  between consecutive chunks of a request
+trtlade_request_duration_seconds{endpoint}    histogram  arrival -> last byte, admitted requests
+trtlade_requests_running / _queued            gauge      in the engine now / waiting for it
+trtlade_lookahead_steps_total{spec}           counter    decoding steps, by the request's (w,n,g)
+trtlade_lookahead_draft_rows_total{spec}      counter    rows computed beyond the golden token
+trtlade_lookahead_accepted_tokens_total{spec}  counter   draft tokens accepted (tokens - steps)
+trtlade_lookahead_tokens_per_step{spec}       histogram  tokens emitted per decoding step (1..N)
+trtlade_engine_info{engine,model,spec}        gauge      1; the engine's name, model and server (W,N,G)
+============================================  =========  =================================================
+
+``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from trtlade.engine.protocol import GenerationStats
+
+__all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0,
+                    10.0, 20.0, 40.0, 80.0)
+_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
+_TOKENS_PER_STEP_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)
+
+
+class ServerMetrics:
+    """All metrics of one app. ``load`` returns (running, queued) for the gauges at scrape time."""
+
+    def __init__(self, load: Callable[[], tuple[int, int]] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("trtlade_requests", "Finished requests by endpoint and HTTP status "
+                                "(499: client disconnected before the end).", ["endpoint", "status"], registry=r)
+        self.prompt_tokens = Counter("trtlade_prompt_tokens", "Prompt tokens of admitted requests.", registry=r)
+        self.completion_tokens = Counter("trtlade_completion_tokens", "Generated tokens.", registry=r)
+        self.ttft = Histogram("trtlade_time_to_first_token_seconds", "Arrival to the first chunk with tokens.",
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.inter_chunk = Histogram("trtlade_inter_chunk_latency_seconds",
+                                     "Time between consecutive chunks (engine steps) of a request.",
+                                     buckets=_LATENCY_BUCKETS, registry=r)
+        self.duration = Histogram("trtlade_request_duration_seconds", "Arrival to the end of admitted requests.",
+                                  ["endpoint"], buckets=_DURATION_BUCKETS, registry=r)
+        self._load = load or (lambda: (0, 0))
+        self.running = Gauge("trtlade_requests_running", "Requests the engine is generating now.", registry=r)
+        self.running.set_function(lambda: self._load()[0])
+        self.queued = Gauge("trtlade_requests_queued", "Requests waiting for the engine.", registry=r)
+        self.queued.set_function(lambda: self._load()[1])
+        self.la_steps = Counter("trtlade_lookahead_steps", "Decoding steps, by the request's (w,n,g).",
+                                ["spec"], registry=r)
+        self.la_draft_rows = Counter("trtlade_lookahead_draft_rows",
+                                     "Rows computed beyond the golden token, by (w,n,g).", ["spec"], registry=r)
+        self.la_accepted = Counter("trtlade_lookahead_accepted_tokens",
+                                   "Accepted draft tokens (generated tokens minus steps), by (w,n,g).",
+                                   ["spec"], registry=r)
+        self.la_tokens_per_step = Histogram("trtlade_lookahead_tokens_per_step",
+                                            "Tokens emitted per decoding step, by (w,n,g).", ["spec"],
+                                            buckets=_TOKENS_PER_STEP_BUCKETS, registry=r)
+        self.engine_info = Gauge("trtlade_engine_info", "The serving engine (value 1).",
+                                 ["engine", "model", "spec"], registry=r)
+
+    def set_load(self, load: Callable[[], tuple[int, int]]) -> None:
+        self._load = load
+
+    def set_engine(self, engine: str, model: str, spec: str) -> None:
+        self.engine_info.labels(engine=engine, model=model, spec=spec).set(1)
+
+    def finished(self, endpoint: str, status: int) -> None:
+        self.requests.labels(endpoint=endpoint, status=str(status)).inc()
+
+    def lookahead(self, stats: GenerationStats) -> None:
+        """Record what lookahead did for one finished request."""
+        label = str(stats.spec)
+        self.la_steps.labels(spec=label).inc(stats.steps)
+        self.la_draft_rows.labels(spec=label).inc(max(0, stats.draft_rows))
+        self.la_accepted.labels(spec=label).inc(max(0, stats.tokens - stats.steps))
+        hist = self.la_tokens_per_step.labels(spec=label)
+        for tokens, count in stats.tokens_per_step_hist.items():
+            for _ in range(int(count)):
+                hist.observe(int(tokens))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

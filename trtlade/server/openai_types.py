@@ -1,0 +1,200 @@
+"""OpenAI request and response bodies (pydantic), as the `openai` client and benchmark tools send them.
+
+Requests are validated strictly: wrong types are refused (``"max_tokens": "5"`` is a 400, not a 5),
+and unknown fields are refused with 400 naming the field, as vLLM and TensorRT-LLM do, so that a
+typo such as ``"max_token"`` never silently does nothing. Accepted beyond the OpenAI fields: the
+extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``) and trtlade's
+per-request ``lookahead``. OpenAI fields that trtlade cannot honour (``n > 1``, ``logprobs``,
+``echo``, penalties, ``logit_bias``, ``best_of > 1``, ``suffix``) are accepted only with their
+neutral value and otherwise refused with 400 (see :func:`trtlade.server.admission.check_unsupported`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "EXTENSION_FIELDS",
+    "StreamOptions",
+    "CompletionRequest",
+    "ChatMessage",
+    "ChatCompletionRequest",
+    "LookaheadUsage",
+    "Usage",
+    "CompletionChoice",
+    "CompletionResponse",
+    "ChatChoice",
+    "ChatCompletionResponse",
+    "CompletionChunk",
+    "ChatCompletionChunk",
+    "ModelCard",
+    "ModelList",
+]
+
+#: Non-OpenAI request fields trtlade accepts (what benchmark clients send, and trtlade's own).
+EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "ignore_eos", "min_tokens", "stop_token_ids")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class _GenerationFields(_Strict):
+    """Fields shared by /v1/completions and /v1/chat/completions."""
+
+    model: Optional[str] = None
+    max_tokens: Optional[int] = Field(None, ge=1)
+    temperature: Optional[float] = Field(None, ge=0, le=2)
+    top_p: Optional[float] = Field(None, gt=0, le=1)
+    n: Optional[int] = Field(None, ge=1)
+    stop: Union[str, list[str], None] = None
+    seed: Optional[int] = None
+    stream: Optional[bool] = False
+    stream_options: Optional[StreamOptions] = None
+    user: Optional[str] = None
+    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    logit_bias: Optional[dict[str, float]] = None
+    # extensions
+    lookahead: Any = None
+    ignore_eos: Optional[bool] = False
+    min_tokens: Optional[int] = Field(0, ge=0)
+    stop_token_ids: Optional[list[int]] = None
+
+
+class CompletionRequest(_GenerationFields):
+    """POST /v1/completions. ``prompt``: a string, a one-string list, token ids, or one token-id list."""
+
+    prompt: Union[str, list[str], list[int], list[list[int]]]
+    echo: Optional[bool] = False
+    logprobs: Optional[int] = None
+    best_of: Optional[int] = None
+    suffix: Optional[str] = None
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Union[str, list[TextPart], None] = None
+    name: Optional[str] = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ChatCompletionRequest(_GenerationFields):
+    """POST /v1/chat/completions. ``max_completion_tokens`` is the newer name of ``max_tokens``."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: Optional[int] = Field(None, ge=1)
+    logprobs: Optional[bool] = None
+    top_logprobs: Optional[int] = None
+
+
+# ------------------------------------------------------------------------------------------ responses
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LookaheadUsage(_Out):
+    """What lookahead did for one request: the (w,n,g) used, decoding steps, tokens per step."""
+
+    spec: dict[str, int]
+    steps: int
+    tokens_per_step: float
+
+
+class Usage(_Out):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    lookahead: Optional[LookaheadUsage] = None
+
+
+class CompletionChoice(_Out):
+    index: int = 0
+    text: str
+    logprobs: None = None
+    finish_reason: Optional[Literal["stop", "length"]] = None
+
+
+class CompletionResponse(_Out):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Optional[Usage] = None
+
+
+class CompletionChunk(CompletionResponse):
+    pass
+
+
+class AssistantMessage(_Out):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(_Out):
+    index: int = 0
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: Optional[Literal["stop", "length"]] = None
+
+
+class ChatCompletionResponse(_Out):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Optional[Usage] = None
+
+
+class Delta(_Out):
+    role: Optional[Literal["assistant"]] = None
+    content: Optional[str] = None
+
+
+class ChatChunkChoice(_Out):
+    index: int = 0
+    delta: Delta
+    logprobs: None = None
+    finish_reason: Optional[Literal["stop", "length"]] = None
+
+
+class ChatCompletionChunk(_Out):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Optional[Usage] = None
+
+
+class ModelCard(_Out):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "trtlade"
+    max_model_len: Optional[int] = None
+
+
+class ModelList(_Out):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
