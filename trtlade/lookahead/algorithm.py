@@ -389,21 +389,27 @@ class LookaheadAlgorithm:
     only the golden row. ``eos_token_ids``: drafts equal to one of them are never accepted.
     ``seed``: the window is initialised from the prompt with ``random.Random(seed)`` at every
     ``setup`` (same seed, same prompt -> same run). ``corrected_keying``: key column 0's harvested
-    n-gram by g (as the authors' lade does) instead of y[g] (TensorRT-LLM, default). ``dedup``:
-    merge identical root paths (results are identical either way; False is for tests).
+    n-gram by g (as the authors' lade does) instead of y[g] (TensorRT-LLM, default).
+    ``full_guess_set``: verify up to G candidates; by default, like TensorRT-LLM (its
+    ``guess(lastToken, mW)``, NVIDIA/TensorRT-LLM#4003), at most min(W, G) candidates are verified,
+    which differs only when W < G. ``dedup``: merge identical root paths (results are identical
+    either way; False is for tests).
     """
 
     def __init__(
         self, spec: LookaheadSpec | Sequence[int] | str, *, eos_token_ids: Iterable[int] = (), seed: int = 0,
-        corrected_keying: bool = False, dedup: bool = True,
+        corrected_keying: bool = False, full_guess_set: bool = False, dedup: bool = True,
     ) -> None:
         self.spec = LookaheadSpec.parse(spec)
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
         self.seed = seed
         self.corrected_keying = corrected_keying
+        self.full_guess_set = full_guess_set
         self.dedup = dedup
         w, n, g = self.spec.as_tuple()
         self._w, self._n, self._g = w, n, g
+        #: candidates verified per step (TensorRT-LLM asks the pool for W of its <= G entries)
+        self.max_candidates = g if full_guess_set else min(w, g)
         self._max_drafts = n - 1
         self.autoregressive = self.spec.is_autoregressive
         self.pool = NgramPool(capacity_per_key=g)
@@ -466,7 +472,7 @@ class LookaheadAlgorithm:
         positions = [0, *w_depths]
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
-        candidates = self.pool.guess(self.golden, self._g)
+        candidates = self.pool.guess(self.golden, self.max_candidates)
         for cand in candidates:
             row = len(tokens)
             tokens.extend(cand)

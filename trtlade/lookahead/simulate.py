@@ -73,8 +73,8 @@ def greedy(next_token: NextToken, prompt: Sequence[int], max_tokens: int,
 
 def simulate(
     next_token: NextToken, prompt: Sequence[int], spec: LookaheadSpec | Sequence[int] | str, max_tokens: int,
-    eos_token_ids: Iterable[int] = (), *, seed: int = 0, corrected_keying: bool = False, dedup: bool = True,
-    algorithm: LookaheadAlgorithm | None = None,
+    eos_token_ids: Iterable[int] = (), *, seed: int = 0, corrected_keying: bool = False,
+    full_guess_set: bool = False, dedup: bool = True, algorithm: LookaheadAlgorithm | None = None,
 ) -> SimulationResult:
     """Generate up to ``max_tokens`` tokens with lookahead, asking ``next_token`` only for logit rows.
 
@@ -87,8 +87,8 @@ def simulate(
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
     prompt = [int(t) for t in prompt]
     eos = frozenset(int(t) for t in eos_token_ids)
-    algo = algorithm or LookaheadAlgorithm(spec, eos_token_ids=eos, seed=seed,
-                                           corrected_keying=corrected_keying, dedup=dedup)
+    algo = algorithm or LookaheadAlgorithm(spec, eos_token_ids=eos, seed=seed, corrected_keying=corrected_keying,
+                                           full_guess_set=full_guess_set, dedup=dedup)
     eos = algo.eos_token_ids or eos
     result = SimulationResult(tokens=[])
     if max_tokens == 0:
