@@ -1,15 +1,195 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade build``: a Hugging Face model to a TensorRT-LLM Lookahead engine bundle (or a bundle for
+the PyTorch reference engine). Heavy modules are imported inside the command only."""
 
 from __future__ import annotations
 
-import typer
+import enum
+import time
+from pathlib import Path
+from typing import Any, Optional
 
-from trtlade.cli.common import fail
+import typer
+import yaml
+
+from trtlade.cli.common import console, err_console, fail, parse_spec_option
+
+HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle.
+
+Step 1 converts the checkpoint with TensorRT-LLM's Python API (one rank per tp*pp), step 2 runs
+trtllm-build with --speculative_decoding_mode lookahead_decoding --max_draft_len <formula(W,N,G)>.
+The bundle (<output>/) holds engine/, checkpoint/, logs/, trtlade.yml (for serve, validate-config and
+bench), extra_llm_api_options.yml (for trtllm-serve 1.x) and trtlade-manifest.json (written last).
+
+Flags override --config, which overrides defaults. --dry-run prints the commands and writes nothing.
+"""
+
+
+class Dtype(str, enum.Enum):
+    auto = "auto"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+
+
+class BackendChoice(str, enum.Enum):
+    trtllm = "trtllm"
+    reference = "reference"
+
+
+def _load_config_file(path: Path) -> dict[str, Any]:
+    """The raw YAML mapping of ``--config`` (validated later, merged with the flags)."""
+    if not path.exists():
+        fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
+    if path.is_dir():
+        fail(f"{path} is a folder", where="--config", hint="pass a trtlade YAML file, e.g. configs/qwen3-8b.yml",
+             code=2)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {path}: {exc}", where="--config", hint="pass a UTF-8 YAML file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        fail(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where=where,
+             hint=f"check it with: trtlade validate-config {path}")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        fail(f"the top level is a {type(data).__name__}, not a mapping", where=str(path),
+             hint="a trtlade config has the sections model, build, lookahead, serve, bench")
+    return data
+
+
+class _RichReporter:
+    """Per-step progress on stderr: a spinner with the step's last log line, then a result line."""
+
+    def __init__(self) -> None:
+        self._status: Any = None
+        self._title = ""
+
+    def info(self, text: str) -> None:
+        err_console.print(f"  {text}", markup=False)
+
+    def start(self, step: str, title: str) -> None:
+        self._stop()
+        self._title = title
+        self._status = err_console.status(f"{title} ...")
+        self._status.start()
+
+    def update(self, step: str, line: str) -> None:
+        if self._status is not None:
+            from rich.text import Text
+
+            self._status.update(Text(f"{self._title} ... {line}"))
+
+    def finish(self, step: str, seconds: float, detail: str = "") -> None:
+        self._stop()
+        err_console.print(f"[green]done[/] {self._title} ({seconds:.1f} s)" + (f": {detail}" if detail else ""),
+                          highlight=False)
+
+    def skip(self, step: str, reason: str) -> None:
+        self._stop()
+        err_console.print(f"[cyan]skip[/] {step}: {reason}", highlight=False)
+
+    def fail(self, step: str, seconds: float) -> None:
+        self._stop()
+        err_console.print(f"[red]failed[/] {self._title} ({seconds:.1f} s)", highlight=False)
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _print_outcome(result: Any) -> None:
+    m = result.manifest
+    out = result.output
+    console.print(f"bundle: {out}", markup=False)
+    if m.get("backend") == "trtllm":
+        eng = m["limits"]["engine"]
+        console.print(f"  engine: {out / 'engine'} (TensorRT-LLM {m['tensorrt_llm']['version']}, max_draft_len "
+                      f"{eng['max_draft_len']}, max_seq_len {eng['max_seq_len']}, max_num_tokens "
+                      f"{eng['max_num_tokens']}, max_batch_size {eng['max_batch_size']})", markup=False)
+    for warning in result.warnings:
+        console.print(f"  warning: {warning}", markup=False)
+    console.print(f"  check:  trtlade validate-config {out / 'trtlade.yml'}", markup=False)
+    console.print(f"  serve:  trtlade serve --config {out / 'trtlade.yml'}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    name = "build".replace("_", "-")
+    @app.command("build", help=HELP)
+    def build(
+        model: Optional[str] = typer.Option(
+            None, "--model", "-m", help="A Hugging Face model folder, or a name (Qwen3-8B) looked up under "
+            "--models-dir / model.models_dir / $TRTLADE_MODELS_DIR (never a hub). Default: the config's "
+            "model, else the embedded SmolLM2-135M-Instruct."),
+        wng: Optional[str] = typer.Option(
+            None, "--wng", help="The lookahead (W,N,G) the engine is built for, e.g. 4,2,4 (sets "
+            "max_draft_len). Default: the config's lookahead.spec."),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="A trtlade YAML config."),
+        dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Default: the config's model.dtype, else "
+                                              "auto (the checkpoint's torch_dtype)."),
+        tp_size: Optional[int] = typer.Option(None, "--tp-size", min=1, max=64, help="Tensor parallelism."),
+        pp_size: Optional[int] = typer.Option(None, "--pp-size", min=1, max=64, help="Pipeline parallelism."),
+        max_batch_size: Optional[int] = typer.Option(None, "--max-batch-size", min=1, max=4096,
+                                                     help="Default 8."),
+        max_input_len: Optional[int] = typer.Option(None, "--max-input-len", min=1, help="Default 2048."),
+        max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", min=2, help="Prompt + output; "
+                                                  "the builder adds max_draft_len. Default max_input_len + 2048."),
+        max_num_tokens: Optional[int] = typer.Option(None, "--max-num-tokens", min=1, help="Default 8192; "
+                                                     "the builder raises it to max_batch_size*(max_draft_len+1)."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="The bundle folder. Default: "
+                                              "./<model>-lookahead-W-N-G."),
+        models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Where model names are looked up."),
+        backend: Optional[BackendChoice] = typer.Option(
+            None, "--backend", help="trtllm (default) or reference (the PyTorch engine on CPU; default when "
+            "TensorRT-LLM is absent and no model is named)."),
+        keep_checkpoint: Optional[bool] = typer.Option(
+            None, "--keep-checkpoint/--no-keep-checkpoint", help="Keep checkpoint/ (default: keep; lets a "
+            "rebuild skip the conversion)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as shell commands; write nothing."),
+        force: bool = typer.Option(False, "--force", help="Rebuild over an existing bundle."),
+    ) -> None:
+        from trtlade.build.bundle import query_gpus
+        from trtlade.build.errors import BuildError
+        from trtlade.build.plan import BuildOptions, make_plan
 
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+        spec = parse_spec_option(wng, option="--wng") if wng is not None else None
+        raw = _load_config_file(config) if config is not None else {}
+        options = BuildOptions(
+            model=model, spec=spec, config_path=config, dtype=dtype.value if dtype else None,
+            tp_size=tp_size, pp_size=pp_size, max_batch_size=max_batch_size, max_input_len=max_input_len,
+            max_seq_len=max_seq_len, max_num_tokens=max_num_tokens, output=output, models_dir=models_dir,
+            backend=backend.value if backend else None, keep_checkpoint=keep_checkpoint, force=force)
+        gpus = query_gpus()
+        try:
+            plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None)
+        except BuildError as exc:
+            fail(exc.message, hint=exc.hint, where=exc.where)
+        if dry_run:
+            print(plan.render(), end="")
+            return
+        for note in plan.notes:
+            err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+        from trtlade.build.run import run_build
+
+        t0 = time.monotonic()
+        reporter = _RichReporter()
+        try:
+            result = run_build(plan, reporter, gpus=gpus)
+        except BuildError as exc:
+            reporter._stop()
+            if exc.log_tail:
+                err_console.print(f"--- last lines of {exc.log_path or 'the log'} ---", markup=False,
+                                  highlight=False)
+                err_console.print(exc.log_tail, markup=False, highlight=False)
+                err_console.print("---", markup=False)
+            fail(exc.message, hint=exc.hint, where=exc.where)
+        except KeyboardInterrupt:
+            reporter._stop()
+            fail("interrupted; nothing was marked complete (no manifest written)",
+                 hint="re-run the same command: a finished conversion is reused", code=130)
+        console.print(f"built in {time.monotonic() - t0:.1f} s", markup=False)
+        _print_outcome(result)

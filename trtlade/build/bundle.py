@@ -1,0 +1,275 @@
+"""The bundle ``trtlade build`` leaves behind, and how it is written so that nothing half-written looks
+complete.
+
+Layout::
+
+    <output>/
+      engine/                       config.json + rank{r}.engine   (trtllm backend)
+      checkpoint/                   rank{r}.safetensors + config.json + trtlade-checkpoint.json (kept
+                                    unless --no-keep-checkpoint; the stamp lets a re-run skip conversion)
+      logs/                         convert.log, trtllm-build.log
+      extra_llm_api_options.yml     speculative_config for `trtllm-serve --backend tensorrt` (1.x)
+      trtlade.yml                   the deployment config (serve / validate-config / bench take it)
+      trtlade-manifest.json         written LAST: its presence marks a complete bundle
+
+Directories are produced under a ``.<name>.partial`` name and renamed into place; files are written to
+a temporary name and ``os.replace``-d.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from trtlade.build.plan import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    ENGINE_DIR,
+    EXTRA_OPTIONS_FILE,
+    LOGS_DIR,
+    MANIFEST_FILE,
+    BuildPlan,
+)
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "STAMP_FILE",
+    "OutputState",
+    "output_state",
+    "conversion_inputs",
+    "inputs_hash",
+    "checkpoint_complete",
+    "write_stamp",
+    "write_text_atomic",
+    "write_json_atomic",
+    "remove_tree",
+    "query_gpus",
+    "parse_gpu_query",
+    "deployment_config",
+    "extra_llm_api_options",
+    "render_deployment_config",
+    "render_extra_options",
+]
+
+MANIFEST_FORMAT = "trtlade-bundle/1"
+STAMP_FILE = "trtlade-checkpoint.json"
+#: Bump when the conversion changes in a way that makes old checkpoints unusable.
+CONVERSION_FORMAT = 1
+
+_OURS = {ENGINE_DIR, CHECKPOINT_DIR, LOGS_DIR, MANIFEST_FILE, CONFIG_FILE, EXTRA_OPTIONS_FILE}
+
+
+@dataclass(frozen=True)
+class OutputState:
+    """What is at the output path: ``absent``, ``empty``, ``complete`` (a manifest: a finished bundle),
+    ``incomplete`` (only trtlade's own entries, e.g. a failed build's logs and checkpoint) or
+    ``foreign`` (other files: ``foreign`` lists them)."""
+
+    kind: str
+    foreign: tuple[str, ...] = ()
+
+
+def _is_ours(name: str) -> bool:
+    return name in _OURS or (name.startswith(".") and (name.endswith(".partial") or ".tmp" in name))
+
+
+def output_state(path: Path) -> OutputState:
+    if not path.exists():
+        return OutputState("absent")
+    if not path.is_dir():
+        return OutputState("foreign", (path.name,))
+    names = sorted(p.name for p in path.iterdir())
+    if not names:
+        return OutputState("empty")
+    foreign = tuple(n for n in names if not _is_ours(n))
+    if foreign:
+        return OutputState("foreign", foreign)
+    return OutputState("complete" if MANIFEST_FILE in names else "incomplete")
+
+
+# ------------------------------------------------------------------------------ conversion stamp
+def conversion_inputs(plan: BuildPlan, trtllm_version: str, weights: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the checkpoint depends on; equal inputs -> a re-run may reuse the checkpoint."""
+    return {
+        "format": CONVERSION_FORMAT,
+        "hf_dir": str(plan.model.path),
+        "hf_config_sha256": plan.info.config_sha256,
+        "weights": weights,
+        "model_class": plan.trtllm_class,
+        "dtype": plan.dtype,
+        "tp_size": plan.tp_size,
+        "pp_size": plan.pp_size,
+        "trtllm_version": trtllm_version,
+    }
+
+
+def inputs_hash(inputs: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def checkpoint_complete(folder: Path, digest: str, world_size: int) -> bool:
+    """A checkpoint converted from the same inputs: the stamp's hash matches and every file is there."""
+    try:
+        stamp = json.loads((folder / STAMP_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    if not isinstance(stamp, dict) or stamp.get("inputs_sha256") != digest:
+        return False
+    needed = ["config.json"] + [f"rank{r}.safetensors" for r in range(world_size)]
+    return all((folder / name).is_file() for name in needed)
+
+
+def write_stamp(folder: Path, inputs: Mapping[str, Any], seconds: float) -> None:
+    write_json_atomic(folder / STAMP_FILE, {"inputs_sha256": inputs_hash(inputs), "inputs": dict(inputs),
+                                            "seconds": round(seconds, 3)})
+
+
+# ------------------------------------------------------------------------------ atomic writes
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path`` (mode from the umask) and rename it over
+    ``path``: readers see the old file or the new one, never half of it."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a file or folder if present."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+# ------------------------------------------------------------------------------ GPU
+def parse_gpu_query(text: str) -> list[dict[str, Any]]:
+    """Lines of ``nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader``.
+
+    >>> parse_gpu_query("NVIDIA A10, 8.6\\nNVIDIA A10, 8.6\\n")
+    [{'name': 'NVIDIA A10', 'compute_capability': '8.6'}, {'name': 'NVIDIA A10', 'compute_capability': '8.6'}]
+    """
+    gpus = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, _, cap = line.rpartition(",")
+        if not name:
+            name, cap = cap, ""
+        gpus.append({"name": name.strip(), "compute_capability": cap.strip() or None})
+    return gpus
+
+
+def query_gpus(timeout: float = 15.0) -> list[dict[str, Any]] | None:
+    """The machine's GPUs from nvidia-smi, or None when nvidia-smi is absent or fails."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return parse_gpu_query(proc.stdout) or None
+
+
+# ------------------------------------------------------------------------------ deployment config
+def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> dict[str, Any]:
+    """The bundle's ``trtlade.yml`` as data: the input config (if any) with the model, build, lookahead
+    and serve settings of this build. Paths are absolute for the model, relative for the engine."""
+    data: dict[str, Any] = {k: _plain(v) for k, v in plan.config_data.items()}
+    model = dict(data.get("model") or {})
+    for key in ("name", "models_dir"):
+        model.pop(key, None)  # resolved into model.path
+    model["path"] = str(plan.model.path)
+    if plan.backend == "trtllm":
+        model["tokenizer"] = str(plan.model.path)
+        model["dtype"] = engine_dtype if engine_dtype in ("auto", "float16", "bfloat16", "float32") else plan.dtype
+    else:
+        model["dtype"] = plan.dtype_requested
+    build = dict(data.get("build") or {})
+    build.pop("output_dir", None)
+    build["backend"] = plan.backend
+    if plan.backend == "trtllm":
+        build["engine_dir"] = ENGINE_DIR
+        build.update(plan.limits.to_dict())
+        build["tp_size"], build["pp_size"] = plan.tp_size, plan.pp_size
+    else:
+        build.pop("engine_dir", None)
+        for key in plan.explicit_limits:
+            build[key] = plan.limits.to_dict()[key]
+    lookahead = dict(data.get("lookahead") or {})
+    lookahead["spec"] = plan.spec.to_dict()
+    serve = dict(data.get("serve") or {})
+    serve["engine"] = plan.backend
+    out = {"model": model, "build": build, "lookahead": lookahead, "serve": serve}
+    for key, value in data.items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
+    head = [
+        "# trtlade deployment config written by `trtlade build` (see trtlade-manifest.json).",
+        f"# Lookahead (W,N,G) = ({plan.spec}) -> engine max_draft_len {plan.max_draft_len}.",
+        "#   check:  trtlade validate-config trtlade.yml",
+        "#   serve:  trtlade serve --config trtlade.yml",
+        "# Relative paths are relative to this file.",
+    ]
+    return "\n".join(head) + "\n" + yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=False)
+
+
+def extra_llm_api_options(plan: BuildPlan) -> dict[str, Any]:
+    """``--extra_llm_api_options`` for TensorRT-LLM 1.x's ``trtllm-serve --backend tensorrt``."""
+    w, n, g = plan.spec.as_tuple()
+    return {"speculative_config": {"decoding_type": "Lookahead", "max_window_size": w, "max_ngram_size": n,
+                                   "max_verification_set_size": g}}
+
+
+def render_extra_options(plan: BuildPlan, engine_dir: str = ENGINE_DIR) -> str:
+    head = [
+        "# For TensorRT-LLM 1.x's own OpenAI server (the engine backend), from this folder:",
+        f"#   trtllm-serve {engine_dir} --backend tensorrt --tokenizer {plan.model.path} \\",
+        "#       --extra_llm_api_options extra_llm_api_options.yml",
+        "# trtllm-serve of 0.16 to 0.18 has no way to set a lookahead config (use `trtlade serve`).",
+        "# trtllm-serve rejects unknown request fields: no per-request (w,n,g) there.",
+    ]
+    if not plan.spec.llmapi_compatible:
+        head.append(f"# WARNING: ({plan.spec}) has a 0 field; the 1.x LLM API requires every field > 0.")
+    return "\n".join(head) + "\n" + yaml.safe_dump(extra_llm_api_options(plan), sort_keys=False)
+
+
+def relpaths(paths: Iterable[Path], base: Path) -> list[str]:
+    return [os.path.relpath(p, base) for p in paths]

@@ -1,0 +1,238 @@
+"""Which model to build: a folder or a name under a models directory, its Hugging Face config, and the
+TensorRT-LLM model class that converts it.
+
+Names never go to a model hub. ``--model Qwen3-8B`` is looked up, in this order, under ``--models-dir``,
+the config's ``model.models_dir`` and ``$TRTLADE_MODELS_DIR``, as ``<dir>/Qwen3-8B`` and
+``<dir>/*/Qwen3-8B`` (an organisation folder such as ``Qwen/``); ``Qwen/Qwen3-8B`` as
+``<dir>/Qwen/Qwen3-8B`` and ``<dir>/Qwen3-8B``.
+
+    >>> trtllm_class_for("Qwen3ForCausalLM")
+    'QWenForCausalLM'
+    >>> trtllm_class_for("MistralForCausalLM")
+    'LLaMAForCausalLM'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from trtlade.build.errors import BuildError
+
+__all__ = [
+    "MODELS_DIR_ENV",
+    "ARCHITECTURE_TO_CLASS",
+    "QWEN3_ARCHITECTURES",
+    "HfModelInfo",
+    "ModelSource",
+    "looks_like_path",
+    "resolve_model",
+    "read_hf_config",
+    "trtllm_class_for",
+    "is_qwen3",
+    "weights_fingerprint",
+]
+
+#: The documented environment variable naming the models directory.
+MODELS_DIR_ENV = "TRTLADE_MODELS_DIR"
+
+#: HF ``architectures[0]`` -> the ``tensorrt_llm.models`` class that converts it (its MODEL_MAP).
+ARCHITECTURE_TO_CLASS: dict[str, str] = {
+    "LlamaForCausalLM": "LLaMAForCausalLM",
+    "MistralForCausalLM": "LLaMAForCausalLM",
+    "MixtralForCausalLM": "LLaMAForCausalLM",
+    "QWenLMHeadModel": "QWenForCausalLM",
+    "QWenForCausalLM": "QWenForCausalLM",
+    "Qwen2ForCausalLM": "QWenForCausalLM",
+    "Qwen2MoeForCausalLM": "QWenForCausalLM",
+    "Qwen3ForCausalLM": "QWenForCausalLM",
+    "Qwen3MoeForCausalLM": "QWenForCausalLM",
+}
+
+QWEN3_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
+_QWEN3_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
+
+#: HF ``torch_dtype`` values that name a dtype trtllm-build accepts as is.
+_DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
+           "bf16": "bfloat16", "float32": "float32", "fp32": "float32", "float": "float32"}
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model folder and how it was found (``given`` is what the user wrote)."""
+
+    path: Path
+    given: str | None
+    how: str  # "path", "models_dir", "embedded"
+
+
+@dataclass(frozen=True)
+class HfModelInfo:
+    """What the build needs from a Hugging Face ``config.json``.
+
+    ``torch_dtype`` is the checkpoint's dtype normalised to float16/bfloat16/float32 (None when the
+    config does not say); ``config_sha256`` identifies the config file's exact bytes.
+    """
+
+    path: Path
+    architecture: str
+    model_type: str | None
+    torch_dtype: str | None
+    config_sha256: str
+    max_position_embeddings: int | None = None
+
+    @property
+    def trtllm_class(self) -> str:
+        return trtllm_class_for(self.architecture, where=str(self.path / "config.json"))
+
+    @property
+    def is_qwen3(self) -> bool:
+        return is_qwen3(self.architecture, self.model_type)
+
+
+def looks_like_path(text: str) -> bool:
+    """``./m``, ``/m``, ``~/m``, ``m/`` or an existing folder are paths; ``Qwen3-8B`` is a name."""
+    return (text.startswith((".", "/", "~")) or text.endswith(("/", os.sep))
+            or Path(text).expanduser().is_dir())
+
+
+def _candidates(name: str, directory: Path) -> list[Path]:
+    """Where ``name`` may live under ``directory``: ``<dir>/<name>``, then one organisation level."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p]
+    found = [directory.joinpath(*parts)]
+    if len(parts) > 1:
+        found.append(directory / parts[-1])
+    else:
+        try:
+            found.extend(sorted(p / name for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")))
+        except OSError:
+            pass
+    return found
+
+
+def resolve_model(given: str, models_dirs: Sequence[tuple[str, Path]], *, as_path: bool = False) -> ModelSource:
+    """The folder for ``given`` (a path, or a name under one of ``models_dirs``).
+
+    ``models_dirs`` is ``[(label, dir), ...]`` in priority order, e.g.
+    ``[("--models-dir", Path("/m")), ("$TRTLADE_MODELS_DIR", Path("/data/models"))]``.
+    ``as_path`` forces ``given`` to be read as a path (a config's ``model.path``).
+    Raises :class:`BuildError` listing every place looked at.
+    """
+    if as_path or looks_like_path(given):
+        folder = Path(given).expanduser()
+        _require_hf_folder(folder, where="--model")
+        return ModelSource(folder.resolve(), given, "path")
+    looked: list[str] = []
+    for label, directory in models_dirs:
+        directory = directory.expanduser()
+        if not directory.is_dir():
+            looked.append(f"{directory} ({label}; not a directory)")
+            continue
+        for candidate in _candidates(given, directory):
+            if (candidate / "config.json").is_file():
+                return ModelSource(candidate.resolve(), given, "models_dir")
+        looked.append(f"{directory / given} ({label})")
+    if not models_dirs:
+        raise BuildError(
+            f"model {given!r} is not a folder and no models directory is set to look it up in",
+            where="--model",
+            hint=f"pass a Hugging Face model folder (--model /path/to/{given}), or name the folder that "
+                 f"holds it: --models-dir DIR, model.models_dir in the config, or ${MODELS_DIR_ENV}; "
+                 f"trtlade never downloads from a model hub (fetch it yourself, e.g. "
+                 f"`huggingface-cli download Qwen/{given} --local-dir DIR/{given}`)")
+    raise BuildError(
+        f"model {given!r} not found; looked for a folder with config.json at: " + "; ".join(looked),
+        where="--model",
+        hint=f"put the Hugging Face folder at one of those places, or pass its path with --model; "
+             f"trtlade never downloads from a model hub (e.g. `huggingface-cli download Qwen/{given} "
+             f"--local-dir DIR/{given}`)")
+
+
+def _require_hf_folder(folder: Path, *, where: str) -> None:
+    if not folder.exists():
+        raise BuildError(f"{folder} does not exist", where=where,
+                         hint="pass a Hugging Face model folder (with config.json and the weights)")
+    if not folder.is_dir():
+        raise BuildError(f"{folder} is not a folder", where=where,
+                         hint="pass the folder that holds config.json, not a file in it")
+    if not (folder / "config.json").is_file():
+        if (folder / "trtlade-manifest.json").is_file():
+            raise BuildError(f"{folder} is a trtlade bundle, not a Hugging Face model folder", where=where,
+                             hint="build from the model folder; serve the bundle with "
+                                  f"`trtlade serve --config {folder / 'trtlade.yml'}`")
+        raise BuildError(f"{folder} has no config.json; it is not a Hugging Face model folder", where=where,
+                         hint="pass the folder that holds config.json, the *.safetensors weights and the "
+                              "tokenizer files")
+
+
+def read_hf_config(folder: Path) -> HfModelInfo:
+    """Read ``folder/config.json``: ``architectures[0]``, ``model_type``, ``torch_dtype``.
+
+    Raises :class:`BuildError` for unreadable JSON or a config without ``architectures``.
+    """
+    path = folder / "config.json"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BuildError(f"cannot read {path}: {exc.strerror or exc}", where=str(path),
+                         hint="pass a Hugging Face model folder you can read") from None
+    try:
+        data: Any = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{path} is not valid JSON: {exc}", where=str(path),
+                         hint="restore the model's config.json from its source") from None
+    if not isinstance(data, dict):
+        raise BuildError(f"{path} holds a {type(data).__name__}, not a JSON object", where=str(path),
+                         hint="restore the model's config.json from its source")
+    archs = data.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise BuildError(f"{path} has no 'architectures' list; cannot tell which TensorRT-LLM model "
+                         "class converts it", where=f"{path}:architectures",
+                         hint="add the architecture the model was trained as, e.g. "
+                              '"architectures": ["Qwen3ForCausalLM"]')
+    model_type = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    raw_dtype = data.get("torch_dtype", data.get("dtype"))
+    torch_dtype = _DTYPES.get(str(raw_dtype).lower().removeprefix("torch.")) if raw_dtype else None
+    max_pos = data.get("max_position_embeddings")
+    return HfModelInfo(
+        path=folder,
+        architecture=archs[0],
+        model_type=model_type,
+        torch_dtype=torch_dtype,
+        config_sha256=hashlib.sha256(raw).hexdigest(),
+        max_position_embeddings=max_pos if isinstance(max_pos, int) and not isinstance(max_pos, bool) else None,
+    )
+
+
+def trtllm_class_for(architecture: str, *, where: str = "") -> str:
+    """The ``tensorrt_llm.models`` class name for an HF architecture; :class:`BuildError` if unknown."""
+    try:
+        return ARCHITECTURE_TO_CLASS[architecture]
+    except KeyError:
+        supported = ", ".join(sorted(ARCHITECTURE_TO_CLASS))
+        raise BuildError(
+            f"architecture {architecture!r} is not one trtlade builds (trtllm-build would fail with "
+            f"\"Unsupported model architecture\")", where=f"{where}:architectures[0]" if where else "",
+            hint=f"supported: {supported}; other models need their own TensorRT-LLM conversion") from None
+
+
+def is_qwen3(architecture: str, model_type: str | None = None) -> bool:
+    return architecture in QWEN3_ARCHITECTURES or (model_type or "") in _QWEN3_MODEL_TYPES
+
+
+def weights_fingerprint(folder: Path, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
+    """Name, size and mtime of every weight file in ``folder`` (a cheap stand-in for hashing GBs):
+    a changed or replaced weight file changes the conversion stamp."""
+    paths = files if files is not None else sorted(
+        p for p in folder.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+    out = []
+    for p in paths:
+        st = p.stat()
+        out.append({"name": p.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out

@@ -1,0 +1,538 @@
+"""The build plan: every input resolved (flags over the config file over defaults) into one frozen
+value, and the exact commands it runs. Pure: reads the model's config.json, writes nothing, never
+imports tensorrt_llm, so ``--dry-run`` works anywhere.
+
+Worked example, Qwen3-8B with (4,2,4) on one GPU::
+
+    trtlade build --model Qwen3-8B --wng 4,2,4 --models-dir /models --output /bundles/qwen3
+
+resolves /models/Qwen3-8B (Qwen3ForCausalLM -> QWenForCausalLM, bfloat16 from its config.json),
+max_draft_len (0) + (4-1+4)*(2-1) = 7, and plans::
+
+    python -m trtlade.build.convert --hf-dir /models/Qwen3-8B --checkpoint-dir /bundles/qwen3/checkpoint \\
+        --model-class QWenForCausalLM --dtype bfloat16 --tp-size 1 --pp-size 1
+    trtllm-build --checkpoint_dir /bundles/qwen3/checkpoint --output_dir /bundles/qwen3/engine \\
+        --speculative_decoding_mode lookahead_decoding --max_draft_len 7 --max_batch_size 8 ...
+
+The engine then holds max_seq_len 4096 + 7 = 4103 (the builder adds max_draft_len) and
+max_num_tokens max(8192, 8 * (7 + 1)) = 8192.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+from trtlade.build.errors import BuildError
+from trtlade.build.models import (
+    MODELS_DIR_ENV,
+    HfModelInfo,
+    ModelSource,
+    read_hf_config,
+    resolve_model,
+    trtllm_class_for,
+)
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "Backend",
+    "DEFAULT_MAX_NUM_TOKENS",
+    "DEFAULT_OUTPUT_SEQ",
+    "BuildOptions",
+    "Limits",
+    "BuildPlan",
+    "make_plan",
+    "default_output_name",
+    "shell_join",
+    "trtllm_available",
+]
+
+Backend = Literal["trtllm", "reference"]
+
+#: trtllm-build's own default --max_num_tokens (0.16 to 1.2).
+DEFAULT_MAX_NUM_TOKENS = 8192
+#: Default room for output when --max-seq-len is not given: max_input_len + this.
+DEFAULT_OUTPUT_SEQ = 2048
+
+#: What is written where in a bundle.
+ENGINE_DIR = "engine"
+CHECKPOINT_DIR = "checkpoint"
+LOGS_DIR = "logs"
+MANIFEST_FILE = "trtlade-manifest.json"
+CONFIG_FILE = "trtlade.yml"
+EXTRA_OPTIONS_FILE = "extra_llm_api_options.yml"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the command line gave; None means "not given" (the config file or a default decides)."""
+
+    model: str | None = None
+    spec: LookaheadSpec | None = None
+    config_path: Path | None = None
+    dtype: str | None = None
+    tp_size: int | None = None
+    pp_size: int | None = None
+    max_batch_size: int | None = None
+    max_input_len: int | None = None
+    max_seq_len: int | None = None
+    max_num_tokens: int | None = None
+    output: Path | None = None
+    models_dir: Path | None = None
+    backend: Backend | None = None
+    keep_checkpoint: bool | None = None
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The engine limits, as passed to trtllm-build."""
+
+    max_batch_size: int
+    max_input_len: int
+    max_seq_len: int
+    max_num_tokens: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"max_batch_size": self.max_batch_size, "max_input_len": self.max_input_len,
+                "max_seq_len": self.max_seq_len, "max_num_tokens": self.max_num_tokens}
+
+    def as_built(self, max_draft_len: int) -> dict[str, int]:
+        """What trtllm-build makes of them: max_seq_len grows by max_draft_len, max_num_tokens is
+        raised to at least max_batch_size * (max_draft_len + 1).
+
+        >>> Limits(64, 2048, 4096, 256).as_built(7)
+        {'max_batch_size': 64, 'max_input_len': 2048, 'max_seq_len': 4103, 'max_num_tokens': 512}
+        """
+        return {"max_batch_size": self.max_batch_size, "max_input_len": self.max_input_len,
+                "max_seq_len": self.max_seq_len + max_draft_len,
+                "max_num_tokens": max(self.max_num_tokens, self.max_batch_size * (max_draft_len + 1))}
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything a build does, resolved. ``origin`` says where each setting came from
+    (``--flag``, ``config.yml:build.max_batch_size``, ``default``) for the printed plan."""
+
+    backend: Backend
+    model: ModelSource
+    info: HfModelInfo
+    spec: LookaheadSpec
+    dtype_requested: str
+    dtype: str
+    tp_size: int
+    pp_size: int
+    limits: Limits
+    output: Path
+    keep_checkpoint: bool
+    force: bool
+    workers: int
+    python: str
+    config_path: Path | None = None
+    config_data: Mapping[str, Any] = field(default_factory=dict)
+    explicit_limits: tuple[str, ...] = ()
+    origin: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    embedded: bool = False
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def world_size(self) -> int:
+        return self.tp_size * self.pp_size
+
+    @property
+    def max_draft_len(self) -> int:
+        return self.spec.max_draft_len
+
+    @property
+    def trtllm_class(self) -> str:
+        return trtllm_class_for(self.info.architecture)
+
+    @property
+    def gemm_plugin(self) -> str:
+        """``--gemm_plugin``: the dtype when it is a concrete one trtllm-build accepts, else auto."""
+        return self.dtype if self.dtype in ("float16", "bfloat16", "float32") else "auto"
+
+    @property
+    def engine_dir(self) -> Path:
+        return self.output / ENGINE_DIR
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.output / CHECKPOINT_DIR
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.output / LOGS_DIR
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.output / MANIFEST_FILE
+
+    @property
+    def config_file(self) -> Path:
+        return self.output / CONFIG_FILE
+
+    @property
+    def extra_options_file(self) -> Path:
+        return self.output / EXTRA_OPTIONS_FILE
+
+    # ------------------------------------------------------------------ commands
+    def convert_argv(self, checkpoint_dir: Path | None = None, result_file: Path | None = None,
+                     *, probe: bool = False) -> list[str]:
+        """Step 1: ``python -m trtlade.build.convert``, which runs, per rank r of tp*pp::
+
+            mapping = tensorrt_llm.Mapping(world_size=tp*pp, rank=r, tp_size=tp, pp_size=pp)
+            model = tensorrt_llm.models.<Class>.from_hugging_face(hf_dir, dtype, mapping=mapping,
+                                                                  quant_config=None)
+            model.save_checkpoint(checkpoint_dir, save_config=(r == 0))
+        """
+        argv = [self.python, "-m", "trtlade.build.convert"]
+        if probe:
+            argv.append("--probe")
+        argv += ["--hf-dir", str(self.model.path)]
+        if not probe:
+            argv += ["--checkpoint-dir", str(checkpoint_dir or self.checkpoint_dir)]
+        argv += ["--model-class", self.trtllm_class, "--dtype", self.dtype,
+                 "--tp-size", str(self.tp_size), "--pp-size", str(self.pp_size)]
+        if result_file is not None:
+            argv += ["--result", str(result_file)]
+        return argv
+
+    def build_argv(self, checkpoint_dir: Path | None = None, engine_dir: Path | None = None,
+                   trtllm_build: str = "trtllm-build") -> list[str]:
+        """Step 2: ``trtllm-build`` with the flag names 0.16 to 1.2 accept (no --tp_size: parallelism
+        comes from the checkpoint; never --gather_context_logits, which lookahead refuses)."""
+        lim = self.limits
+        return [
+            trtllm_build,
+            "--checkpoint_dir", str(checkpoint_dir or self.checkpoint_dir),
+            "--output_dir", str(engine_dir or self.engine_dir),
+            "--speculative_decoding_mode", "lookahead_decoding",
+            "--max_draft_len", str(self.max_draft_len),
+            "--max_batch_size", str(lim.max_batch_size),
+            "--max_input_len", str(lim.max_input_len),
+            "--max_seq_len", str(lim.max_seq_len),
+            "--max_num_tokens", str(lim.max_num_tokens),
+            "--max_beam_width", "1",
+            "--kv_cache_type", "paged",
+            "--gemm_plugin", self.gemm_plugin,
+            "--use_paged_context_fmha", "enable",
+            "--workers", str(self.workers),
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """The plan as data (the manifest's inputs)."""
+        return {
+            "backend": self.backend,
+            "model": {"given": self.model.given, "path": str(self.model.path), "found_by": self.model.how,
+                      "architecture": self.info.architecture, "model_type": self.info.model_type,
+                      "torch_dtype": self.info.torch_dtype, "config_sha256": self.info.config_sha256,
+                      "trtllm_class": self.trtllm_class if self.backend == "trtllm" else None},
+            "dtype": {"requested": self.dtype_requested, "resolved": self.dtype},
+            "lookahead": {**self.spec.to_dict(), "max_draft_len": self.max_draft_len},
+            "parallelism": {"tp_size": self.tp_size, "pp_size": self.pp_size, "world_size": self.world_size},
+        }
+
+    def render(self) -> str:
+        """The plan as copy-pasteable shell (comments explain; commands are shell-quoted)."""
+        spec = self.spec
+        lines = [
+            f"# trtlade build plan ({self.backend} backend)",
+            f"# model: {self.model.path}  ({self.info.architecture}"
+            + (f" -> tensorrt_llm.models.{self.trtllm_class}" if self.backend == "trtllm" else "") + ")",
+            f"# lookahead (W,N,G) = ({spec}): max_draft_len = {_formula(spec)} = {spec.max_draft_len}",
+            f"# dtype {self.dtype}" + (f" (from {self.dtype_requested})" if self.dtype != self.dtype_requested else "")
+            + f", tp_size {self.tp_size}, pp_size {self.pp_size}",
+        ]
+        lines += [f"# note: {n}" for n in self.notes]
+        if self.backend == "reference":
+            lines += [
+                f"# the reference engine (PyTorch, CPU) serves the HF folder directly: nothing to convert",
+                f"mkdir -p {shlex.quote(str(self.output))}",
+                f"# trtlade writes {self.manifest_path.name} and {self.config_file.name} into "
+                f"{shlex.quote(str(self.output))}, then:",
+                f"trtlade validate-config {shlex.quote(str(self.config_file))}",
+                f"trtlade serve --config {shlex.quote(str(self.config_file))}",
+            ]
+            return "\n".join(lines) + "\n"
+        built = self.limits.as_built(self.max_draft_len)
+        lines += [
+            "",
+            f"mkdir -p {shlex.quote(str(self.logs_dir))}",
+            "# step 1: convert the HF checkpoint with TensorRT-LLM's Python API, per rank r < tp*pp:",
+            f"#   Mapping(world_size={self.world_size}, rank=r, tp_size={self.tp_size}, pp_size={self.pp_size});"
+            f" {self.trtllm_class}.from_hugging_face(hf_dir, {self.dtype!r}, mapping=..., quant_config=None)"
+            f".save_checkpoint(ckpt_dir, save_config=(r == 0))",
+            shell_join(self.convert_argv()) + " \\\n    > " + shlex.quote(str(self.logs_dir / "convert.log"))
+            + " 2>&1",
+            "# step 2: build the engine (the builder makes max_seq_len "
+            f"{self.limits.max_seq_len} + {self.max_draft_len} = {built['max_seq_len']}"
+            + (f", raises max_num_tokens to {built['max_num_tokens']}"
+               if built["max_num_tokens"] != self.limits.max_num_tokens else "") + ")",
+            shell_join(self.build_argv()) + " \\\n    > " + shlex.quote(str(self.logs_dir / "trtllm-build.log"))
+            + " 2>&1",
+            f"# then trtlade checks {self.engine_dir / 'config.json'} against ({spec}) and writes "
+            f"{self.manifest_path.name}, {self.config_file.name}, {self.extra_options_file.name}",
+            f"trtlade validate-config {shlex.quote(str(self.config_file))}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _formula(spec: LookaheadSpec) -> str:
+    w, n, g = spec.as_tuple()
+    return f"({0 if n == 1 else n - 2}) + ({w}-1+{g})*({n}-1)"
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """Shell-quoted, one flag and its value per continuation line after the first few words."""
+    parts = [shlex.quote(a) for a in argv]
+    head_len = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    head, rest = parts[:head_len], parts[head_len:]
+    lines = [" ".join(head)]
+    i = 0
+    while i < len(rest):
+        if i + 1 < len(rest) and not argv[head_len + i + 1].startswith("--"):
+            lines.append(f"{rest[i]} {rest[i + 1]}")
+            i += 2
+        else:
+            lines.append(rest[i])
+            i += 1
+    return " \\\n    ".join(lines)
+
+
+def default_output_name(model_name: str, spec: LookaheadSpec, backend: Backend) -> str:
+    """``Qwen3-8B-lookahead-4-2-4`` (``...-reference-4-2-4`` for the reference engine)."""
+    w, n, g = spec.as_tuple()
+    kind = "lookahead" if backend == "trtllm" else "reference"
+    return f"{model_name}-{kind}-{w}-{n}-{g}"
+
+
+def trtllm_available() -> bool:
+    """Whether ``import tensorrt_llm`` would find a package (without importing it)."""
+    try:
+        return importlib.util.find_spec("tensorrt_llm") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------------------------------- planning
+@dataclass
+class _Setting:
+    value: Any
+    origin: str
+
+
+def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
+              env: Mapping[str, str] | None = None, cwd: Path | None = None,
+              gpu_count: int | None = None, embedded_dir: Any = None,
+              trtllm_present: bool | None = None) -> BuildPlan:
+    """Resolve ``options`` over ``config`` (the raw YAML mapping of ``--config``, validated here) and
+    defaults into a :class:`BuildPlan`. Raises :class:`BuildError` for bad input.
+
+    ``embedded_dir`` is a callable returning the embedded model's HF folder (called only when no model
+    is named); ``trtllm_present`` overrides the check for an installed TensorRT-LLM (for the backend
+    default); ``gpu_count`` sets ``--workers`` (None: unknown, one worker per rank).
+    """
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    cfg = _validated_config(options, config or {})
+    src = str(options.config_path) if options.config_path else "config"
+    base = options.config_path.parent if options.config_path else cwd
+    model_sec, build_sec = cfg.model, cfg.build
+    explicit_build = build_sec.model_fields_set
+    explicit_model = model_sec.model_fields_set
+    origin: dict[str, str] = {}
+    notes: list[str] = []
+
+    def pick(name: str, flag: str, flag_value: Any, section: Any, fields_set: set[str], sec_name: str,
+             default: Any) -> Any:
+        if flag_value is not None:
+            origin[name] = flag
+            return flag_value
+        if name in fields_set:
+            origin[name] = f"{src}:{sec_name}.{name}"
+            return getattr(section, name)
+        origin[name] = "default"
+        return default
+
+    # the spec
+    spec = options.spec if options.spec is not None else cfg.lookahead.spec
+    origin["spec"] = "--wng" if options.spec is not None else f"{src}:lookahead.spec"
+    if spec.is_autoregressive:
+        raise BuildError(
+            f"({spec}) has max_draft_len 0: an engine built for it is not a lookahead engine, and "
+            "TensorRT-LLM refuses a lookahead engine with max_draft_len <= 0", where=origin["spec"],
+            hint="build for the largest (W,N,G) you will serve, e.g. --wng 4,2,4; requests can still ask "
+                 "for (1,1,0) to decode autoregressively (lookahead.request_default: 1,1,0)")
+    notes += [f"{w.message} ({w.hint})" for w in spec.warnings()]
+
+    # the model
+    model, embedded = _pick_model(options, model_sec, explicit_model, base, src, env, embedded_dir)
+    info = read_hf_config(model.path)
+
+    # the backend
+    if options.backend is not None:
+        backend: Backend = options.backend
+        origin["backend"] = "--backend"
+    elif "backend" in explicit_build:
+        backend = build_sec.backend
+        origin["backend"] = f"{src}:build.backend"
+    else:
+        present = trtllm_available() if trtllm_present is None else trtllm_present
+        backend = "reference" if (embedded and not present) else "trtllm"
+        origin["backend"] = ("default: TensorRT-LLM is not installed and the model is the embedded one"
+                             if backend == "reference" else "default")
+
+    # dtype and parallelism
+    dtype_req = pick("dtype", "--dtype", options.dtype, model_sec, explicit_model, "model", "auto")
+    dtype = dtype_req
+    if dtype_req == "auto" and info.torch_dtype is not None:
+        dtype = info.torch_dtype
+    tp = pick("tp_size", "--tp-size", options.tp_size, build_sec, explicit_build, "build", 1)
+    pp = pick("pp_size", "--pp-size", options.pp_size, build_sec, explicit_build, "build", 1)
+
+    # limits
+    mbs = pick("max_batch_size", "--max-batch-size", options.max_batch_size, build_sec, explicit_build,
+               "build", build_sec.max_batch_size)
+    mil = pick("max_input_len", "--max-input-len", options.max_input_len, build_sec, explicit_build,
+               "build", build_sec.max_input_len)
+    msl = pick("max_seq_len", "--max-seq-len", options.max_seq_len, build_sec, explicit_build, "build",
+               None)
+    if msl is None:
+        msl = mil + DEFAULT_OUTPUT_SEQ
+        origin["max_seq_len"] = f"default (max_input_len + {DEFAULT_OUTPUT_SEQ})"
+    mnt = pick("max_num_tokens", "--max-num-tokens", options.max_num_tokens, build_sec, explicit_build,
+               "build", None)
+    if mnt is None:
+        mnt = DEFAULT_MAX_NUM_TOKENS
+        origin["max_num_tokens"] = "default (trtllm-build's)"
+    limits = Limits(mbs, mil, msl, mnt)
+    explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
+    _check_limits(limits, spec, origin, info, notes, backend)
+
+    if backend == "reference":
+        if tp * pp != 1:
+            where = origin["tp_size"] if tp != 1 else origin["pp_size"]
+            raise BuildError(f"the reference engine runs in one CPU process; tp_size {tp} x pp_size {pp} "
+                             "needs TensorRT-LLM", where=where,
+                             hint="drop --tp-size/--pp-size, or use --backend trtllm on a multi-GPU machine")
+    else:
+        trtllm_class_for(info.architecture, where=str(model.path / "config.json"))
+        if info.is_qwen3:
+            notes.append("Qwen3 needs TensorRT-LLM >= 1.0, < 1.3, or a 0.16 build patched for Qwen3; the "
+                         "installed version is checked before any weights are converted")
+        if dtype not in ("float16", "bfloat16"):
+            notes.append(f"dtype {dtype}: TensorRT-LLM's lookahead support matrix lists FP16/BF16/FP8; "
+                         "prefer --dtype bfloat16 or float16")
+
+    # output
+    if options.output is not None:
+        output, origin["output"] = options.output, "--output"
+    elif build_sec.output_dir is not None:
+        output, origin["output"] = _relative_to(build_sec.output_dir, base), f"{src}:build.output_dir"
+    else:
+        name = model.path.name if not embedded else "SmolLM2-135M-Instruct"
+        output, origin["output"] = cwd / default_output_name(name, spec, backend), "default"
+    output = (cwd / output if not output.is_absolute() else output).resolve()
+
+    keep = True if options.keep_checkpoint is None else options.keep_checkpoint
+    world = tp * pp
+    workers = world if gpu_count is None or gpu_count <= 0 else max(1, min(world, gpu_count))
+    raw_cfg = dict(config or {})
+    return BuildPlan(
+        backend=backend, model=model, info=info, spec=spec, dtype_requested=dtype_req, dtype=dtype,
+        tp_size=tp, pp_size=pp, limits=limits, output=output, keep_checkpoint=keep, force=options.force,
+        workers=workers, python=sys.executable, config_path=options.config_path, config_data=raw_cfg,
+        explicit_limits=explicit_limits, origin=origin, notes=tuple(notes), embedded=embedded,
+    )
+
+
+def _validated_config(options: BuildOptions, raw: Mapping[str, Any]):
+    """The config file validated with the schema (a --wng stands in for a missing lookahead.spec)."""
+    from pydantic import ValidationError
+
+    from trtlade.config.schema import TrtladeConfig
+
+    data = dict(raw)
+    if options.spec is not None:
+        look = dict(data.get("lookahead") or {})
+        look["spec"] = options.spec.to_dict()
+        data["lookahead"] = look
+    elif not (isinstance(data.get("lookahead"), dict) and "spec" in data["lookahead"]):
+        raise BuildError("no lookahead spec: give --wng W,N,G (e.g. --wng 4,2,4)"
+                         + (f" or lookahead.spec in {options.config_path}" if options.config_path else ""),
+                         where="--wng",
+                         hint="the spec sets the engine's max_draft_len; see `trtlade spec 4,2,4`")
+    try:
+        return TrtladeConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        where = f"{options.config_path}:{loc}" if options.config_path else loc
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise BuildError(f"{first['msg']}{more}", where=where,
+                         hint=f"check it with: trtlade validate-config {options.config_path or 'FILE'}") from None
+
+
+def _relative_to(path: Path, base: Path) -> Path:
+    path = path.expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _pick_model(options: BuildOptions, model_sec: Any, explicit: set[str], base: Path, src: str,
+                env: Mapping[str, str], embedded_dir: Any) -> tuple[ModelSource, bool]:
+    dirs: list[tuple[str, Path]] = []
+    if options.models_dir is not None:
+        dirs.append(("--models-dir", options.models_dir))
+    if model_sec.models_dir is not None:
+        dirs.append((f"{src}:model.models_dir", _relative_to(model_sec.models_dir, base)))
+    if env.get(MODELS_DIR_ENV):
+        dirs.append((f"${MODELS_DIR_ENV}", Path(env[MODELS_DIR_ENV])))
+    if options.model is not None:
+        return resolve_model(options.model, dirs), False
+    if model_sec.path is not None:
+        path = _relative_to(model_sec.path, base)
+        try:
+            return resolve_model(str(path), dirs, as_path=True), False
+        except BuildError as exc:
+            raise BuildError(exc.message, where=f"{src}:model.path", hint=exc.hint) from None
+    if model_sec.name is not None:
+        try:
+            return resolve_model(model_sec.name, dirs), False
+        except BuildError as exc:
+            raise BuildError(exc.message, where=f"{src}:model.name", hint=exc.hint) from None
+    if embedded_dir is None:
+        from trtlade.engine.embedded import embedded_model_dir as embedded_dir
+    from trtlade.engine.embedded import EmbeddedModelError
+
+    try:
+        folder = Path(embedded_dir())
+    except EmbeddedModelError as exc:
+        raise BuildError(str(exc), where="--model",
+                         hint="or name a Hugging Face model folder with --model") from None
+    return ModelSource(folder, None, "embedded"), True
+
+
+def _check_limits(limits: Limits, spec: LookaheadSpec, origin: Mapping[str, str], info: HfModelInfo,
+                  notes: list[str], backend: Backend) -> None:
+    if limits.max_seq_len <= limits.max_input_len:
+        raise BuildError(
+            f"max_seq_len {limits.max_seq_len} is not above max_input_len {limits.max_input_len}: a prompt "
+            "of max_input_len tokens would leave no room for output", where=origin["max_seq_len"],
+            hint=f"set max_seq_len to the longest prompt plus the longest answer, e.g. "
+                 f"{limits.max_input_len + DEFAULT_OUTPUT_SEQ}")
+    if backend != "trtllm":
+        return
+    built = limits.as_built(spec.max_draft_len)
+    if built["max_num_tokens"] != limits.max_num_tokens:
+        notes.append(f"trtllm-build raises max_num_tokens {limits.max_num_tokens} to {built['max_num_tokens']} "
+                     f"= max_batch_size {limits.max_batch_size} x (max_draft_len {spec.max_draft_len} + 1)")
+    if info.max_position_embeddings is not None and limits.max_seq_len > info.max_position_embeddings:
+        notes.append(f"max_seq_len {limits.max_seq_len} is above the model's max_position_embeddings "
+                     f"{info.max_position_embeddings}; quality beyond it depends on its rope scaling")
