@@ -177,3 +177,17 @@ def test_keyings_emit_the_same_text_with_different_pools():
 def test_negative_budget_is_rejected():
     with pytest.raises(ValueError, match="max_tokens"):
         simulate(CountingOracle(), [1], (2, 2, 1), -1)
+
+
+@pytest.mark.parametrize("spec", [(2, 2, 1), (1, 3, 4)])
+def test_trtllm_keying_starves_a_single_candidate(spec):
+    """With one verified candidate (G = 1, or W = 1 under TensorRT-LLM's min(W, G)), the column-0
+    n-gram keyed by y[g] is the newest entry for the next golden token and it is misaligned, so no
+    candidate is ever accepted on a periodic text; keyed by g (lade) the same text flows."""
+    period = list(range(100, 137))
+    prompt = list(range(1, 20)) + period[:30]
+    trtllm = simulate(PeriodicOracle(period), prompt, spec, 120)
+    corrected = simulate(PeriodicOracle(period), prompt, spec, 120, corrected_keying=True)
+    assert trtllm.tokens == corrected.tokens
+    assert trtllm.tokens_per_step == 1.0
+    assert corrected.tokens_per_step > 1.5
