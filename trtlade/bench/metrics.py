@@ -25,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from trtlade.bench.records import RequestRecord
+from trtlade.spec import LookaheadSpec, SpecError
 
 __all__ = ["LATENCY_METRICS", "STATS", "LevelSummary", "percentile", "summarize_level"]
 
@@ -153,13 +154,21 @@ def _lookahead_usage(done: list[RequestRecord]) -> tuple[list[str], Optional[flo
             continue
         spec = la.get("spec")
         if spec is not None:
-            text = ",".join(str(x) for x in spec) if isinstance(spec, (list, tuple)) else str(spec)
+            text = _spec_text(spec)
             if text not in specs:
                 specs.append(text)
         tps = la.get("tokens_per_step")
         if isinstance(tps, (int, float)):
             per_step.append(float(tps))
     return specs, (statistics.fmean(per_step) if per_step else None)
+
+
+def _spec_text(spec: Any) -> str:
+    """usage.lookahead.spec as ``w,n,g`` ({"w":4,"n":2,"g":4}, [4,2,4] and "4,2,4" alike)."""
+    try:
+        return str(LookaheadSpec.parse(spec))
+    except SpecError:
+        return str(spec)
 
 
 def _errors(records: list[RequestRecord]) -> tuple[dict[str, int], list[str]]:

@@ -1,15 +1,411 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade bench`` (the stress test) and ``trtlade report compare`` (two earlier runs side by side).
+
+Only typer, rich, pydantic and light trtlade modules are imported here; httpx, pandas and matplotlib
+are imported inside the commands.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
 import typer
 
-from trtlade.cli.common import fail
+from trtlade.cli.common import console, err_console, fail
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trtlade.bench.metrics import LevelSummary
+    from trtlade.bench.plan import BenchPlan, Target
+    from trtlade.bench.records import RequestRecord
+    from trtlade.config.schema import BenchSection
+
+_HELP = """Stress-test an OpenAI-compatible server: TTFT and decode throughput per concurrency level,
+autoregressive vs lookahead (or two servers), with a report folder (tables, CSV, JSON, plots).
+
+Examples:
+
+  trtlade bench --base-url http://127.0.0.1:8000 --modes ar,lookahead
+
+  trtlade bench --launch configs/cpu.yml --max-concurrency 1,2 --num-prompts 4
+
+  trtlade bench --base-url http://gpu1:8000 --base-url-b http://gpu2:8000 --modes default
+"""
 
 
 def register(app: typer.Typer) -> None:
-    name = "bench".replace("_", "-")
+    app.command("bench", help=_HELP, no_args_is_help=False)(bench)
+    report_app = typer.Typer(help="Work with bench report folders.", no_args_is_help=True)
+    report_app.command("compare", help="Render the TTFT and decode-throughput comparison tables of two "
+                       "earlier runs (e.g. one run per server): A is the baseline.")(report_compare)
+    app.add_typer(report_app, name="report")
 
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+
+# ----------------------------------------------------------------------------- config defaults
+def _load_defaults(config: Optional[Path]) -> tuple["BenchSection", Optional[Any]]:
+    """The bench section of ``config`` (and the loaded config), or the schema defaults."""
+    from trtlade.config.schema import BenchSection
+
+    if config is None:
+        return BenchSection(), None
+    from trtlade.config.loader import ConfigError, load_config
+
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        fail(f"{config}: the config is not valid:\n{exc}", hint="check it with: trtlade validate-config "
+             f"{config}")
+    except OSError as exc:
+        fail(f"cannot read config {config}: {exc.strerror or exc}", hint="check the path")
+    return loaded.config.bench, loaded
+
+
+def _from_config_path(loaded: Any, section: "BenchSection", name: str, value: Any) -> Any:
+    """A path the user wrote in the config is relative to the config file; defaults stay as they are."""
+    if loaded is not None and name in section.model_fields_set:
+        return loaded.resolve(value)
+    return value
+
+
+# ----------------------------------------------------------------------------- progress
+class _Progress:
+    """A rich progress bar per (series, level) on a terminal; one line per level otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = err_console.is_terminal
+        self._bar: Any = None
+        self._task: Any = None
+        self._label = ""
+
+    def start(self, series: str, concurrency: int, total: int, warmup: bool) -> None:
+        self._label = f"{series} @ concurrency {concurrency}" + (" (warm-up)" if warmup else "")
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err_console, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._label, total=total)
+
+    def advance(self, record: "RequestRecord") -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def finish(self, summary: Optional["LevelSummary"]) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        if summary is not None:
+            err_console.print(_level_line(summary), markup=False, highlight=False)
+
+
+def _num(value: Optional[float], fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _level_line(s: "LevelSummary") -> str:
+    failed = f", {s.failed} FAILED" if s.failed else ""
+    return (f"{s.series:>12} @ {s.concurrency:>3}: {s.completed}/{s.num_prompts} ok{failed}; "
+            f"TTFT {_num(s.mean_ttft_ms, '.1f')} ms, TPOT {_num(s.mean_tpot_ms, '.1f')} ms, decode "
+            f"{_num(s.mean_decode_throughput, '.1f')} tok/s per request, "
+            f"{_num(s.aggregate_decode_throughput, '.1f')} tok/s summed")
+
+
+# ----------------------------------------------------------------------------- preflight
+async def _preflight(targets: list["Target"], model: Optional[str], timeout: float) -> None:
+    """Reach every server: the model (first of /v1/models unless --model) and /version info."""
+    from trtlade.bench.client import ServerError, fetch_json, make_client
+
+    async with make_client(2, timeout) as client:
+        for i, target in enumerate(targets):
+            headers = target.headers()
+            where = "--base-url" if i == 0 else "--base-url-b"
+            try:
+                listing = await fetch_json(client, target.base_url + "/v1/models", headers)
+            except ServerError as exc:
+                if exc.kind in ("connection", "timeout"):
+                    fail(f"cannot reach the server at {target.base_url}: {exc}", where=where,
+                         hint="start the server (or use --launch CONFIG), and check the host and port")
+                if model is None:
+                    fail(f"cannot list the server's models: {exc}", where=where,
+                         hint="pass --model NAME (the model name the server expects)")
+                listing = None
+            if model is not None:
+                target.model = model
+            else:
+                data = listing.get("data") if isinstance(listing, dict) else None
+                first = data[0] if isinstance(data, list) and data else None
+                if not isinstance(first, dict) or not first.get("id"):
+                    fail(f"GET {target.base_url}/v1/models lists no model", where=where,
+                         hint="pass --model NAME")
+                target.model = str(first["id"])
+            try:
+                info = await fetch_json(client, target.base_url + "/version", headers, timeout=5.0)
+                target.server_info = info if isinstance(info, dict) else {"version": info}
+            except ServerError:
+                target.server_info = {}
+
+
+# ----------------------------------------------------------------------------- the command
+def bench(
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Server root, e.g. http://127.0.0.1:8000 "
+                                           "(a trailing /v1 is accepted). Default: the config's serve host:port, "
+                                           "else http://127.0.0.1:8000."),
+    base_url_b: Optional[str] = typer.Option(None, "--base-url-b", help="A second server: the same prompts and "
+                                             "modes run on both, interleaved per level (series a and b)."),
+    labels: Optional[str] = typer.Option(None, "--labels", help="Names of the two servers (default a,b)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="chat, completions, or a path such as "
+                                           "/v1/chat/completions. Default: chat (config: bench.endpoint)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name sent; default: the first of GET "
+                                        "/v1/models (per server)."),
+    max_concurrency: Optional[list[str]] = typer.Option(
+        None, "--max-concurrency", "-c", help="Concurrency levels, comma-separated or repeated "
+        "(default 1,2,4,6,8,10,16; config: bench.concurrency)."),
+    num_prompts: Optional[int] = typer.Option(None, "--num-prompts", "-n", min=1,
+                                              help="Measured requests per level and series (default 16)."),
+    num_warmups: Optional[int] = typer.Option(None, "--num-warmups", min=0,
+                                              help="Unmeasured warm-up requests per level and series (default 1)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request (default 50)."),
+    ignore_eos: Optional[bool] = typer.Option(None, "--ignore-eos/--no-ignore-eos",
+                                              help="Send ignore_eos so every answer has max_tokens tokens."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Default 0 (greedy)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws (default 0)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="short, long, random, or a .jsonl / ShareGPT "
+                                          ".json file (default short)."),
+    modes: Optional[list[str]] = typer.Option(
+        None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)), lookahead or default (no "
+        "field: the server's default), or specs like 4-2-4 (default ar,lookahead)."),
+    result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
+                                              "(default reports)."),
+    label: Optional[str] = typer.Option(None, "--label", help="Short label in the run id (default: the series)."),
+    metadata: Optional[list[str]] = typer.Option(None, "--metadata", help="key=value recorded in the report "
+                                                 "(repeatable)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
+                                          help="Sent as Authorization: Bearer."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Bound on one request in "
+                                            "seconds (default 600)."),
+    launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a "
+                                          "free loopback port, bench it, stop it. Defaults come from its bench "
+                                          "section."),
+    launch_timeout: float = typer.Option(600.0, "--launch-timeout", min=1.0, help="Seconds to wait for the "
+                                         "launched server's /health."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench "
+                                          "section (and its serve host:port as --base-url)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots."),
+) -> None:
+    from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
+    from trtlade.bench.plan import (BenchPlan, PlanError, Target, make_series, parse_base_url,
+                                    parse_concurrency, parse_endpoint, parse_metadata, parse_modes)
+
+    if launch is not None and config is not None and launch.resolve() != config.resolve():
+        fail("--launch and --config name different files", hint="--launch CONFIG already reads CONFIG's "
+             "bench defaults; drop --config")
+    if launch is not None and base_url is not None:
+        fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
+    cfg_path = launch if launch is not None else config
+    section, loaded = _load_defaults(cfg_path)
+
+    try:
+        levels = parse_concurrency(max_concurrency or [",".join(map(str, section.concurrency))])
+        mode_list = parse_modes(modes or [",".join(section.modes)])
+        ep = parse_endpoint(endpoint or section.endpoint)
+        meta = parse_metadata(metadata or [])
+        if base_url is None and launch is None:
+            base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
+                        else "http://127.0.0.1:8000")
+        url_a = parse_base_url(base_url) if base_url is not None else ""
+        url_b = parse_base_url(base_url_b, option="--base-url-b") if base_url_b else None
+        names = _server_labels(labels, two=url_b is not None)
+    except PlanError as exc:
+        fail(exc.message, where=exc.option, hint=exc.hint)
+
+    n_prompts = num_prompts if num_prompts is not None else section.num_prompts
+    n_warm = num_warmups if num_warmups is not None else section.num_warmups
+    seed_v = seed if seed is not None else section.seed
+    if dataset is not None:
+        dataset_spec = dataset
+    elif section.dataset in BUNDLED:
+        dataset_spec = section.dataset
+    else:
+        dataset_spec = str(_from_config_path(loaded, section, "dataset", section.dataset))
+    try:
+        ds = load_dataset(dataset_spec)
+    except DatasetError as exc:
+        fail(exc.message, where=exc.where or "--dataset", hint=exc.hint)
+    if ep.kind == "completions" and ds.has_messages:
+        first = next(p for p in ds.prompts if p.messages is not None)
+        fail(f"{first.where}: the prompt is a chat message list; the completions endpoint takes text",
+             where="--dataset", hint="use --endpoint chat with this dataset")
+    if ds.skipped:
+        err_console.print(f"note: {ds.skipped} conversation(s) in {ds.source} have no human turn and were "
+                          "skipped", markup=False)
+    prompts = ds.sample(n_prompts, seed_v)
+    warm = ds.sample(n_warm, seed_v + 1) if n_warm else []
+
+    key = api_key
+    if key is None and loaded is not None and loaded.config.serve.api_key_env:
+        key = os.environ.get(loaded.config.serve.api_key_env) or None
+    targets = [Target(names[0], url_a, api_key=key)]
+    if url_b is not None:
+        targets.append(Target(names[1], url_b, api_key=key))
+    plan = BenchPlan(
+        series=make_series(targets, mode_list), levels=levels, endpoint=ep, prompts=prompts,
+        warmup_prompts=warm, max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
+        temperature=temperature if temperature is not None else section.temperature,
+        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
+        timeout=timeout if timeout is not None else section.timeout_s,
+    )
+    if n_prompts < max(levels):
+        err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
+                          f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
+    out_root = result_dir if result_dir is not None else _from_config_path(loaded, section, "result_dir",
+                                                                           section.result_dir)
+    settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
+    _run_and_report(plan, settings, meta, Path(out_root), label, launch, launch_timeout, model, plots)
+
+
+def _server_labels(labels: Optional[str], *, two: bool) -> list[str]:
+    from trtlade.bench.plan import PlanError
+
+    if labels is None:
+        return ["a", "b"]
+    items = [x.strip() for x in labels.split(",") if x.strip()]
+    if not two:
+        raise PlanError("--labels names the two servers of an A/B run", option="--labels",
+                        hint="use it with --base-url-b (one server: the series are the modes)")
+    if len(items) != 2 or items[0] == items[1]:
+        raise PlanError(f"{labels!r}: give two different labels", option="--labels", hint="e.g. --labels trt,vllm")
+    return items
+
+
+def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: list[Any],
+              launch: Optional[Path], cfg_path: Optional[Path]) -> dict[str, Any]:
+    return {
+        "endpoint": plan.endpoint.path,
+        "endpoint_kind": plan.endpoint.kind,
+        "dataset": ds.name,
+        "dataset_source": ds.source,
+        "dataset_sampling": ds.sampling,
+        "num_prompts": plan.num_prompts,
+        "num_warmups": n_warm,
+        "max_tokens": plan.max_tokens,
+        "temperature": plan.temperature,
+        "ignore_eos": plan.ignore_eos,
+        "seed": seed,
+        "timeout_s": plan.timeout,
+        "levels": plan.levels,
+        "modes": {m.name: m.describe() for m in mode_list},
+        "launch": str(launch) if launch is not None else None,
+        "config": str(cfg_path) if cfg_path is not None else None,
+        "command": shlex.join(["trtlade", *sys.argv[1:]]),
+    }
+
+
+def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str, str], out_root: Path,
+                    label: Optional[str], launch: Optional[Path], launch_timeout: float,
+                    model: Optional[str], plots: bool) -> None:
+    import asyncio
+    import contextlib
+    import time
+
+    from trtlade.bench.launch import LaunchError, launched_server
+    from trtlade.bench.meta import machine_info
+    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id
+    from trtlade.bench.runner import BenchAborted, run_plan
+
+    run_id = make_run_id([s.label for s in plan.series], label=label)
+    folder = out_root / run_id
+    suffix = 2
+    while folder.exists():
+        folder = out_root / f"{run_id}-{suffix}"
+        suffix += 1
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        with contextlib.ExitStack() as stack:
+            if launch is not None:
+                err_console.print(f"launching trtlade serve --config {launch} (log: {folder / 'server.log'})",
+                                  markup=False)
+                url = stack.enter_context(launched_server(
+                    launch, log_path=folder / "server.log", ready_timeout=launch_timeout,
+                    headers=plan.targets[0].headers()))
+                plan.targets[0].base_url = url
+                settings["launched_url"] = url
+            asyncio.run(_preflight(plan.targets, model, min(plan.timeout, 30.0)))
+            for s in plan.series:
+                err_console.print(f"series {s.label}: {s.target.base_url}{plan.endpoint.path} model "
+                                  f"{s.target.model!r}, {s.mode.describe()}", markup=False)
+            outcome = asyncio.run(run_plan(plan, _Progress()))
+    except LaunchError as exc:
+        tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
+        fail(f"--launch {launch}: {exc.message}{tail}", hint="run `trtlade serve --config "
+             f"{launch}` by hand to see why; raise --launch-timeout if the model is still loading")
+    except BenchAborted as exc:
+        lookahead_hint = ("the server may not know trtlade's `lookahead` field: use --modes default "
+                          "(sends no lookahead field) for vLLM, SGLang, trtllm-serve or grps")
+        hint = lookahead_hint if any("lookahead" in (r.error or "") for r in exc.records) else (
+            "check the server's log, --model, --endpoint and --api-key")
+        fail(str(exc), hint=hint)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: no report written", markup=False)
+        raise typer.Exit(130)
+
+    run = RunSummary(
+        run_id=folder.name, created=started,
+        series=[SeriesInfo(label=s.label, server=s.target.label, base_url=s.target.base_url, model=s.target.model,
+                           mode=s.mode.name, lookahead=list(s.mode.spec.as_tuple()) if s.mode.spec else None)
+                for s in plan.series],
+        levels=plan.levels, settings=settings,
+        metadata={**machine_info(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "servers": {t.label: {"base_url": t.base_url, "model": t.model, "version": t.server_info}
+                              for t in plan.targets},
+                  "user": meta},
+        summaries=outcome.summaries,
+    )
+    _write_and_print(run, outcome.records, folder, plots)
+
+
+def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) -> None:
+    from trtlade.bench.report import TABLES, comparison_table, series_rows, write_report
+
+    try:
+        write_report(folder, run, records, plots=plots)
+    except OSError as exc:
+        fail(f"cannot write the report to {folder}: {exc.strerror or exc}", hint="check --result-dir")
+    for title, field, decimals, _ in TABLES:
+        console.print(f"\n{title}", markup=False)
+        console.print(comparison_table(run.levels, series_rows(run, field), decimals=decimals), markup=False)
+    failed = sum(s.failed for s in run.summaries)
+    sent = failed + sum(s.completed for s in run.summaries)
+    console.print(f"\nreport: {folder}/summary.md", markup=False)
+    if failed:
+        err_console.print(f"[yellow]warning:[/] {failed} of {sent} measured requests failed (see the Failures "
+                          f"section of {folder}/summary.md)", markup=True)
+    if sent and failed == sent:
+        fail(f"every measured request failed ({sent})", hint=f"see {folder}/per_request.jsonl for the errors")
+
+
+# ----------------------------------------------------------------------------- report compare
+def report_compare(
+    run_a: Path = typer.Argument(..., help="The baseline run folder (reports/<run-id>)."),
+    run_b: Path = typer.Argument(..., help="The run compared with it."),
+    series_a: Optional[str] = typer.Option(None, "--series-a", help="Series of run A (default: its only "
+                                           "series, or every series name both runs share)."),
+    series_b: Optional[str] = typer.Option(None, "--series-b", help="Series of run B."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the Markdown here."),
+) -> None:
+    from trtlade.bench.report import ReportError, compare_runs, load_run
+
+    try:
+        a = load_run(run_a, what="RUN_A")
+        b = load_run(run_b, what="RUN_B")
+        text = compare_runs(a, b, series_a=series_a, series_b=series_b)
+    except ReportError as exc:
+        fail(exc.message, hint=exc.hint)
+    console.print(text, markup=False, highlight=False)
+    if output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {output}: {exc.strerror or exc}", where="--output")

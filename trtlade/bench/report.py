@@ -1,0 +1,416 @@
+"""Report files of a bench run, and the comparison tables they (and ``report compare``) show.
+
+``reports/<run-id>/`` holds:
+
+* ``per_request.jsonl``: one line per measured request (observed times + derived numbers);
+* ``summary.json``: :class:`RunSummary` (settings, metadata, one :class:`LevelSummary` per
+  (series, level)); ``report compare`` reads it back;
+* ``summary.csv``: the summaries as one flat table;
+* ``summary.md``: the user's two tables (TTFT and decode throughput: rows per series plus a change
+  row in %, columns per concurrency), failures, the full metric table per series, and metadata;
+* ``ttft_vs_concurrency.png``, ``decode_throughput_vs_concurrency.png`` and, with two or more series,
+  ``speedup_vs_concurrency.png``.
+
+pandas and matplotlib are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trtlade.bench.metrics import LevelSummary
+from trtlade.bench.records import RequestRecord
+
+__all__ = [
+    "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
+    "change_pct", "comparison_table", "load_run", "make_run_id", "render_markdown", "series_rows",
+    "write_report",
+]
+
+SUMMARY_JSON = "summary.json"
+
+
+class ReportError(ValueError):
+    """A run folder that cannot be read (``where`` names the path)."""
+
+    def __init__(self, message: str, *, where: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.hint = hint
+
+
+class SeriesInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    label: str
+    server: str
+    base_url: str
+    model: str
+    mode: str
+    lookahead: Optional[list[int]] = None   #: the (w,n,g) sent; None = no field (server default)
+
+
+class RunSummary(BaseModel):
+    """The content of summary.json."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    created: str
+    series: list[SeriesInfo]
+    levels: list[int]
+    settings: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+    summaries: list[LevelSummary]
+
+    def summary(self, series: str, level: int) -> Optional[LevelSummary]:
+        for s in self.summaries:
+            if s.series == series and s.concurrency == level:
+                return s
+        return None
+
+
+# ----------------------------------------------------------------------------- tables
+#: The user's two tables: (title, LevelSummary field, decimals, higher_is_better).
+TABLES: tuple[tuple[str, str, int, bool], ...] = (
+    ("TTFT (ms, mean over requests)", "mean_ttft_ms", 1, False),
+    ("Decode throughput (tokens/s, sum over concurrent requests)", "aggregate_decode_throughput", 1, True),
+)
+
+#: One table row: a label and a value per concurrency level (None: not measured / no data).
+Row = tuple[str, dict[int, Optional[float]]]
+
+
+def change_pct(base: Optional[float], value: Optional[float]) -> Optional[float]:
+    """Relative change in percent: ``(value - base) / base * 100``; None if either is missing or base 0.
+
+    >>> change_pct(100.0, 127.7), change_pct(None, 1.0), change_pct(0.0, 1.0)
+    (27.700000000000003, None, None)
+    """
+    if base is None or value is None or base == 0:
+        return None
+    return (value - base) / base * 100.0
+
+
+def _fmt(value: Optional[float], decimals: int) -> str:
+    return "—" if value is None else f"{value:,.{decimals}f}"
+
+
+def _fmt_pct(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:+.1f}%"
+
+
+def comparison_table(levels: Sequence[int], rows: Sequence[Row], *, decimals: int = 1,
+                     header: str = "concurrency", changes: bool = True) -> str:
+    """A Markdown table: one row per series, then ``<series> vs <first series> (%)`` change rows.
+
+    >>> print(comparison_table([1, 16], [("ar", {1: 100.0, 16: 400.0}), ("lookahead", {1: 127.7, 16: 455.2})]))
+    | concurrency | 1 | 16 |
+    |---|---:|---:|
+    | ar | 100.0 | 400.0 |
+    | lookahead | 127.7 | 455.2 |
+    | lookahead vs ar (%) | +27.7% | +13.8% |
+    """
+    lines = [f"| {header} | " + " | ".join(str(c) for c in levels) + " |",
+             "|---|" + "---:|" * len(levels)]
+    for label, values in rows:
+        lines.append(f"| {label} | " + " | ".join(_fmt(values.get(c), decimals) for c in levels) + " |")
+    if changes and len(rows) > 1:
+        base_label, base = rows[0]
+        for label, values in rows[1:]:
+            cells = [_fmt_pct(change_pct(base.get(c), values.get(c))) for c in levels]
+            lines.append(f"| {label} vs {base_label} (%) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def series_rows(run: RunSummary, field: str, *, prefix: str = "",
+                series: Optional[Iterable[str]] = None) -> list[Row]:
+    """Rows of ``field`` per series of ``run`` (all series, or those named, in run order)."""
+    names = list(series) if series is not None else [s.label for s in run.series]
+    rows: list[Row] = []
+    for name in names:
+        values: dict[int, Optional[float]] = {}
+        for level in run.levels:
+            summ = run.summary(name, level)
+            values[level] = summ.metric(field) if summ is not None else None
+        rows.append((f"{prefix}{name}", values))
+    return rows
+
+
+# ----------------------------------------------------------------------------- markdown
+_FULL_METRICS: tuple[tuple[str, str], ...] = (
+    ("completed", "completed requests"),
+    ("failed", "failed requests"),
+    ("duration_s", "duration (s)"),
+    ("request_throughput", "request throughput (req/s)"),
+    ("output_throughput", "output throughput (tok/s)"),
+    ("total_token_throughput", "total token throughput (tok/s)"),
+    ("aggregate_decode_throughput", "decode throughput, sum over concurrent (tok/s)"),
+    ("mean_decode_throughput", "decode throughput per request, mean (tok/s)"),
+    ("median_decode_throughput", "decode throughput per request, median (tok/s)"),
+    ("p90_decode_throughput", "decode throughput per request, p90 (tok/s)"),
+    ("p99_decode_throughput", "decode throughput per request, p99 (tok/s)"),
+    *[(f"{stat}_{m}_ms", f"{m.upper()} {stat} (ms)")
+      for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99")],
+    ("mean_tokens_per_chunk", "tokens per chunk, mean"),
+    ("mean_chunks_per_request", "chunks per request, mean"),
+    ("mean_lookahead_tokens_per_step", "usage.lookahead tokens per step, mean"),
+    ("total_input_tokens", "prompt tokens (usage)"),
+    ("total_output_tokens", "completion tokens (usage)"),
+)
+
+
+_COUNT_METRICS = frozenset({"completed", "failed", "total_input_tokens", "total_output_tokens"})
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if key in _COUNT_METRICS:
+        return f"{int(value):,d}"
+    return f"{float(value):,.2f}"
+
+
+def _full_metric_table(run: RunSummary, series: str) -> str:
+    """Rows: metrics (rows with no value at any level are left out); columns: concurrency levels."""
+    import pandas as pd
+
+    summaries = [run.summary(series, level) for level in run.levels]
+    rows = [(key, label) for key, label in _FULL_METRICS
+            if any(s is not None and getattr(s, key, None) is not None for s in summaries)]
+    data = {str(level): [_cell(key, getattr(s, key, None) if s is not None else None) for key, _ in rows]
+            for level, s in zip(run.levels, summaries)}
+    frame = pd.DataFrame(data, index=[label for _, label in rows])
+    frame.index.name = "metric \\ concurrency"
+    return frame.to_markdown(disable_numparse=True, colalign=["left"] + ["right"] * len(run.levels))
+
+
+def _failures_section(run: RunSummary) -> list[str]:
+    failed = [s for s in run.summaries if s.failed]
+    total = sum(s.failed for s in run.summaries)
+    sent = sum(s.completed + s.failed for s in run.summaries)
+    if not failed:
+        return ["## Failures", "", f"None: all {sent} measured requests completed.", ""]
+    out = ["## Failures", "", f"**{total} of {sent} measured requests failed** (counted in `failed`, "
+           "left out of the latency statistics).", ""]
+    out.append(comparison_table(run.levels, series_rows(run, "failed"), decimals=0,
+                                header="failed \\ concurrency", changes=False))
+    out.append("")
+    for s in failed:
+        kinds = ", ".join(f"{k}: {v}" for k, v in s.failures_by_kind.items())
+        examples = "; ".join(f"`{e}`" for e in s.error_examples)
+        out.append(f"- {s.series} @ concurrency {s.concurrency}: {s.failed} failed ({kinds}). {examples}")
+    out.append("")
+    return out
+
+
+def _meta_lines(value: Any, indent: str = "") -> list[str]:
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, list) and all(not isinstance(x, (dict, list)) for x in item):
+                lines.append(f"{indent}- {key}: `{item}`")
+            elif isinstance(item, (dict, list)) and item:
+                lines.append(f"{indent}- {key}:")
+                lines.extend(_meta_lines(item, indent + "  "))
+            else:
+                lines.append(f"{indent}- {key}: `{item}`")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)):
+                lines.extend(_meta_lines(item, indent))
+            else:
+                lines.append(f"{indent}- `{item}`")
+    return lines
+
+
+def render_markdown(run: RunSummary) -> str:
+    """summary.md: the two comparison tables, failures, full metrics per series, series, metadata."""
+    out = [f"# trtlade bench {run.run_id}", ""]
+    s = run.settings
+    out.append(f"{s.get('endpoint', '?')} endpoint, dataset `{s.get('dataset', '?')}`, "
+               f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
+               f"warm-up), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
+               f"ignore_eos {s.get('ignore_eos', '?')}.")
+    out.append("")
+    for title, field, decimals, _ in TABLES:
+        out += [f"## {title}", "", comparison_table(run.levels, series_rows(run, field), decimals=decimals), ""]
+    out += _failures_section(run)
+    out += ["## Series", ""]
+    for info in run.series:
+        sent = "no `lookahead` field (server default)" if info.lookahead is None else f"`lookahead` {info.lookahead}"
+        out.append(f"- **{info.label}**: {info.base_url} model `{info.model}`, mode `{info.mode}`: {sent}")
+    out.append("")
+    for info in run.series:
+        out += [f"## Full metrics: {info.label}", "", _full_metric_table(run, info.label), ""]
+    out += ["## Metadata", ""] + _meta_lines(run.metadata) + ["", "## Settings", ""] + _meta_lines(run.settings)
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- files
+def make_run_id(labels: Sequence[str], *, label: Optional[str] = None, now: Optional[float] = None) -> str:
+    """``YYYYmmdd-HHMMSS-<label>``; the label defaults to the series joined by ``-vs-``.
+
+    >>> make_run_id(["ar", "4-2-4"], now=0.0)[15:]
+    '-ar-vs-4-2-4'
+    """
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    text = label if label else "-vs-".join(labels)
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()[:40].strip("-") or "run"
+    return f"{stamp}-{slug}"
+
+
+def _csv(run: RunSummary, path: Path) -> None:
+    import pandas as pd
+
+    rows = []
+    for s in run.summaries:
+        row = s.model_dump()
+        row["failures_by_kind"] = json.dumps(row["failures_by_kind"])
+        row["error_examples"] = " | ".join(row["error_examples"])
+        row["lookahead_specs"] = ";".join(row["lookahead_specs"])
+        rows.append(row)
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def _plots(run: RunSummary, folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+
+    def plot(name: str, title: str, ylabel: str, rows: list[Row], ref: Optional[float] = None) -> None:
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+        for label, values in rows:
+            xs = [c for c in run.levels if values.get(c) is not None]
+            ax.plot(xs, [values[c] for c in xs], marker="o", label=label)
+        if ref is not None:
+            ax.axhline(ref, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xticks(run.levels)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = folder / name
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+
+    plot("ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)", series_rows(run, "mean_ttft_ms"))
+    decode = series_rows(run, "aggregate_decode_throughput")
+    plot("decode_throughput_vs_concurrency.png", "Decode throughput (sum over concurrent requests)",
+         "tokens/s", decode)
+    if len(decode) > 1:
+        base_label, base = decode[0]
+        speed = [(f"{label} / {base_label}",
+                  {c: (v[c] / base[c] if v.get(c) is not None and base.get(c) else None) for c in run.levels})
+                 for label, v in decode[1:]]
+        plot("speedup_vs_concurrency.png", f"Decode throughput speedup vs {base_label}", "speedup (x)",
+             speed, ref=1.0)
+    return written
+
+
+def write_report(folder: Path, run: RunSummary, records: Sequence[RequestRecord], *,
+                 plots: bool = True) -> list[Path]:
+    """Write every report file into ``folder`` (created); return the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    path = folder / "per_request.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
+    written.append(path)
+    path = folder / SUMMARY_JSON
+    path.write_text(run.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    written.append(path)
+    path = folder / "summary.csv"
+    _csv(run, path)
+    written.append(path)
+    path = folder / "summary.md"
+    path.write_text(render_markdown(run), encoding="utf-8")
+    written.append(path)
+    if plots:
+        written += _plots(run, folder)
+    return written
+
+
+def load_run(path: Path, *, what: str = "run") -> RunSummary:
+    """Read ``<path>/summary.json`` (or ``path`` itself if it is the JSON file)."""
+    file = path / SUMMARY_JSON if path.is_dir() else path
+    if not path.exists():
+        raise ReportError(f"{what} {str(path)!r} does not exist", where=str(path),
+                          hint="give a run folder written by `trtlade bench` (reports/<run-id>)")
+    if not file.is_file():
+        raise ReportError(f"{what} {str(path)!r} has no {SUMMARY_JSON}", where=str(path),
+                          hint="give a run folder written by `trtlade bench` (reports/<run-id>)")
+    try:
+        return RunSummary.model_validate_json(file.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ReportError(f"{file} is not a trtlade bench summary: {loc}: {first['msg']}", where=str(file),
+                          hint="was it written by another tool or edited by hand?") from None
+
+
+def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str] = None,
+                 series_b: Optional[str] = None) -> str:
+    """Markdown: the two tables comparing series of run A (baseline) with series of run B.
+
+    Pairs: the series named, else the only series of each run, else every series name both runs
+    share (ar with ar, lookahead with lookahead ...). Columns: every level of either run.
+    """
+    pairs = _pairs(run_a, run_b, series_a, series_b)
+    levels = list(run_a.levels) + [c for c in run_b.levels if c not in run_a.levels]
+    out = [f"# Comparison: A = {run_a.run_id}, B = {run_b.run_id}", ""]
+    for title, field, decimals, _ in TABLES:
+        out += [f"## {title}", ""]
+        for sa, sb in pairs:
+            rows = series_rows(run_a, field, prefix="A ", series=[sa]) + series_rows(run_b, field, prefix="B ",
+                                                                                    series=[sb])
+            rows = [(label, {c: vals.get(c) for c in levels}) for label, vals in rows]
+            out += [comparison_table(levels, rows, decimals=decimals), ""]
+    for name, run in (("A", run_a), ("B", run_b)):
+        failed = sum(s.failed for s in run.summaries)
+        sent = sum(s.failed + s.completed for s in run.summaries)
+        out.append(f"- {name}: {run.run_id}: {', '.join(f'{s.label} ({s.base_url}, {s.model})' for s in run.series)}; "
+                   f"{failed} of {sent} requests failed")
+    return "\n".join(out) + "\n"
+
+
+def _pairs(run_a: RunSummary, run_b: RunSummary, series_a: Optional[str],
+           series_b: Optional[str]) -> list[tuple[str, str]]:
+    names_a = [s.label for s in run_a.series]
+    names_b = [s.label for s in run_b.series]
+    for name, names, opt, run in ((series_a, names_a, "--series-a", run_a), (series_b, names_b, "--series-b", run_b)):
+        if name is not None and name not in names:
+            raise ReportError(f"{opt} {name!r}: run {run.run_id} has no such series", where=opt,
+                              hint=f"its series: {', '.join(names)}")
+    pick_a = [series_a] if series_a else names_a
+    pick_b = [series_b] if series_b else names_b
+    if len(pick_a) == 1 and len(pick_b) == 1:
+        return [(pick_a[0], pick_b[0])]
+    if series_a or series_b:
+        one = pick_a[0] if len(pick_a) == 1 else pick_b[0]
+        other = pick_b if len(pick_a) == 1 else pick_a
+        if one in other:
+            return [(one, one)]
+        raise ReportError(f"series {one!r} is not in the other run", where="--series-a/--series-b",
+                          hint="name the series of both runs: --series-a NAME --series-b NAME")
+    common = [n for n in names_a if n in names_b]
+    if not common:
+        raise ReportError(f"the runs share no series name (A: {', '.join(names_a)}; B: {', '.join(names_b)})",
+                          where="--series-a/--series-b", hint="pick one of each: --series-a NAME --series-b NAME")
+    return [(n, n) for n in common]
+
