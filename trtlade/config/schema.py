@@ -153,6 +153,8 @@ class BenchSection(_Section):
                              description="ar, lookahead (the server's spec) or explicit specs like 4-2-4.")
     seed: int = Field(0, description="Seed for prompt sampling and ordering.")
     result_dir: Path = Field(Path("reports"), description="Where run folders are written.")
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with every request.")
+    timeout_s: float = Field(600.0, gt=0, description="Bound on one request (connect to last byte), seconds.")
 
 
 class TrtladeConfig(_Section):
