@@ -1,15 +1,79 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade config schema`` (the JSON Schema of the deployment config, for editors) and
+``trtlade config show FILE`` (the config with every default filled in)."""
 
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
 
-from trtlade.cli.common import fail
+import typer
+from rich.text import Text
+
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail
+
+config_app = typer.Typer(
+    name="config",
+    help="The deployment config: its JSON Schema, and a file with every default filled in.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@config_app.command("schema")
+def schema(
+    output: Path = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
+) -> None:
+    """Print the JSON Schema (draft 2020-12) of a trtlade config.
+
+    Point your editor at it, e.g. with the YAML language server:
+    `# yaml-language-server: $schema=trtlade.schema.json` as the first line of the config.
+    """
+    from trtlade.config.schema import TrtladeConfig
+
+    text = json.dumps(TrtladeConfig.json_schema(), indent=2) + "\n"
+    if output is None:
+        print(text, end="")
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}", hint="check the directory exists and is writable")
+    err_console.print(f"wrote {output}", highlight=False)
+
+
+@config_app.command("show")
+def show(
+    file: Path = typer.Argument(..., metavar="FILE", help="A trtlade config file."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
+) -> None:
+    """Print FILE with every default filled in (paths as written), plus the derived lookahead numbers
+    as comments. A config with errors prints them and exits 1."""
+    import yaml
+
+    from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
+
+    if not file.exists():
+        fail(f"{file}: no such file", code=EXIT_USAGE)
+    try:
+        loaded = load_config(file)
+    except (ConfigError, ConfigLoadError) as exc:
+        for d in exc.diagnostics:
+            err_console.print(Text(d.format_text()))
+        raise typer.Exit(EXIT_INVALID)
+    data = loaded.config.model_dump(mode="json")
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    spec = loaded.config.lookahead.spec
+    print(f"# {file}: resolved trtlade config (defaults filled in)")
+    print(f"# lookahead.spec ({spec}): max_draft_len {spec.max_draft_len}, {spec.decoding_tokens} tokens per step, "
+          f"at most {spec.max_path_len} accepted per step")
+    print(f"# trtllm-build {' '.join(spec.trtllm_build_flags())}")
+    print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), end="")
 
 
 def register(app: typer.Typer) -> None:
-    name = "config".replace("_", "-")
+    app.add_typer(config_app, name="config")
 
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+
+__all__ = ["config_app", "register", "schema", "show", "console"]

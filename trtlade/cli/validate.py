@@ -1,15 +1,173 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade validate-config PATH...``: the CI gate for trtlade and grps_trtllm configs.
+
+Exit codes: 0 valid (warnings allowed), 1 any error (or any warning with ``--strict``), 2 usage
+error (no such file, a directory without configs, a pattern matching nothing, a missing
+``--engine-dir``). Formatting lives here; the checks live in :mod:`trtlade.config.validate`.
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
 
-from trtlade.cli.common import fail
+import typer
+from rich.text import Text
+
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, fail
+from trtlade.diagnostics import Diagnostic, count_by_severity
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+def validate_config(
+    paths: List[str] = typer.Argument(..., metavar="PATH...", show_default=False,
+                                      help="Config files, directories (their *.yml/*.yaml) or glob patterns."),
+    engine_dir: Optional[Path] = typer.Option(
+        None, "--engine-dir", metavar="DIR",
+        help="Check every config against this built engine (its config.json; rank*.engine optional). "
+             "Default: the engine dir each config names (build.engine_dir, grps gpt_model_path), when it exists."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f",
+                                               help="text (people), json (machines), github (Actions annotations)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),
+    recursive: bool = typer.Option(False, "--recursive", "-r", help="Also look in subdirectories of directories."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="text: print only problems and the summary."),
+) -> None:
+    """Check deployment configs before anything touches a GPU: schema, (W,N,G) legality, request
+    spec vs server spec, and the spec vs the engine's max_draft_len (the 'Assertion failed: 16 != 40'
+    trap). Accepts trtlade configs and grps_trtllm inference_*.yml files (detected automatically).
+
+    Exit 0 when valid (warnings allowed), 1 on any error (or warning with --strict), 2 on usage errors.
+    """
+    from trtlade.config.validate import expand_inputs, validate_file
+
+    files, usage = expand_inputs(paths, recursive=recursive)
+    if engine_dir is not None and not engine_dir.exists():
+        usage.append(f"--engine-dir {engine_dir}: no such directory")
+    if usage:
+        fail("; ".join(usage), hint="pass config files, directories holding *.yml/*.yaml, or glob patterns",
+             code=EXIT_USAGE)
+    reports = [validate_file(path, display=shown, engine_dir=engine_dir) for path, shown in files]
+    valid = all(r.valid(strict) for r in reports)
+    if output_format is OutputFormat.json:
+        _print_json(reports, strict, valid)
+    elif output_format is OutputFormat.github:
+        _print_github(reports, strict, valid)
+    else:
+        _print_text(reports, strict, valid, quiet)
+    if not valid:
+        raise typer.Exit(EXIT_INVALID)
+
+
+# ---------------------------------------------------------------------------------------- output
+def _all(reports) -> list[Diagnostic]:
+    return [d for r in reports for d in r.diagnostics]
+
+
+def _summary(reports, strict: bool, valid: bool) -> dict:
+    counts = count_by_severity(_all(reports))
+    return {"files": len(reports), "valid_files": sum(r.valid(strict) for r in reports),
+            "errors": counts["error"], "warnings": counts["warning"], "infos": counts["info"],
+            "strict": strict, "valid": valid}
+
+
+def _summary_line(reports, strict: bool, valid: bool) -> str:
+    s = _summary(reports, strict, valid)
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+    verdict = "valid" if valid else "INVALID"
+    why = " (--strict: warnings fail)" if strict and not valid and not s["errors"] else ""
+    return (f"{verdict}{why}: {plural(s['files'], 'file')} checked, {s['valid_files']} valid; "
+            f"{plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}, {plural(s['infos'], 'note')}")
+
+
+def _diag_text(d: Diagnostic) -> Text:
+    text = Text()
+    if d.location:
+        text.append(f"{d.location}: ", style="bold")
+    text.append(d.severity, style=_STYLE[d.severity])
+    text.append(": ")
+    if d.path:
+        text.append(f"{d.path}: ", style="dim")
+    text.append(d.message)
+    if d.hint:
+        text.append("\n  hint: ", style="green")
+        text.append(d.hint.replace("\n", "\n  "))
+    return text
+
+
+def _ok_text(report) -> Text:
+    if report.kind == "trtlade":
+        d = report.details
+        engine = f"engine {d['engine_checked']} checked" if d.get("engine_checked") else "no engine checked"
+        what = f"trtlade config, spec ({d['spec']}), max_draft_len {d['max_draft_len']}, {engine}"
+    elif report.kind == "grps":
+        specs = [f"({m['spec']})" if m["spec"] else "no lookahead" for m in report.details.get("models", [])]
+        what = f"grps_trtllm config, {', '.join(specs) or 'no model'}"
+    else:
+        what = "checked"
+    text = Text()
+    text.append("ok", style="bold green")
+    text.append(f"  {report.file}: {what}")
+    return text
+
+
+def _print_text(reports, strict: bool, valid: bool, quiet: bool) -> None:
+    for report in reports:
+        shown = [d for d in report.diagnostics if not (quiet and d.severity == "info")]
+        for d in shown:
+            console.print(_diag_text(d))
+        if report.valid(strict) and not quiet:
+            console.print(_ok_text(report))
+    console.print(Text(_summary_line(reports, strict, valid), style="bold green" if valid else "bold red"))
+
+
+def _print_json(reports, strict: bool, valid: bool) -> None:
+    data = {
+        "valid": valid,
+        "files": [r.to_dict(strict) for r in reports],
+        "diagnostics": [d.to_dict() for d in _all(reports)],
+        "summary": _summary(reports, strict, valid),
+    }
+    print(json.dumps(data, indent=2))
+
+
+def _gh_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(value: str) -> str:
+    return _gh_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotation(d: Diagnostic) -> str:
+    """``::error file=F,line=L,col=C,title=T::message`` (GitHub Actions workflow command), hint on a
+    second line of the message."""
+    props: list[str] = []
+    if d.file:
+        props.append(f"file={_gh_property(d.file)}")
+    if d.line is not None:
+        props.append(f"line={d.line}")
+    if d.column is not None:
+        props.append(f"col={d.column}")
+    title = "trtlade" + (f" {d.path}" if d.path else "") + (f" [{d.code}]" if d.code else "")
+    props.append(f"title={_gh_property(title)}")
+    message = d.message + (f"\nhint: {d.hint}" if d.hint else "")
+    return f"::{_GITHUB_LEVEL[d.severity]} {','.join(props)}::{_gh_data(message)}"
+
+
+def _print_github(reports, strict: bool, valid: bool) -> None:
+    for d in _all(reports):
+        print(github_annotation(d))
+    print(_summary_line(reports, strict, valid))
 
 
 def register(app: typer.Typer) -> None:
-    name = "validate-config"
-
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+    app.command("validate-config")(validate_config)

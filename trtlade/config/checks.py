@@ -1,0 +1,146 @@
+"""Checks of a schema-valid trtlade config beyond types and ranges: spec warnings, bench modes the
+server would refuse, build sizes trtllm-build would change silently, section consistency, and the
+config against a built engine (:func:`trtlade.trtllm.engine_config.check_engine`).
+
+Every finding is a located :class:`~trtlade.diagnostics.Diagnostic`. Worked example: a config with
+``lookahead.spec: 4,3,4`` next to an engine built with ``--max_draft_len 39`` gets::
+
+    deploy.yml:3:9: error: lookahead.spec: the engine was built with max_draft_len 39 but
+    lookahead.spec (4,3,4) needs 15: TensorRT-LLM would fail at start with 'Assertion failed: 16 != 40'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trtlade.config.loader import LoadedConfig, YamlDocument
+from trtlade.config.schema import TrtladeConfig
+from trtlade.diagnostics import Diagnostic
+from trtlade.spec import LookaheadSpec, SpecError
+from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
+
+__all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "BENCH_NAMED_MODES"]
+
+#: bench.modes entries that are not specs.
+BENCH_NAMED_MODES = ("ar", "lookahead")
+
+
+def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> list[Diagnostic]:
+    """All semantic checks of a schema-valid config; ``engine_dir`` overrides ``build.engine_dir``."""
+    doc, cfg = loaded.document, loaded.config
+    out: list[Diagnostic] = []
+    out += spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec"))
+    if cfg.lookahead.request_default is not None:
+        out += spec_warnings(doc, cfg.lookahead.request_default, ("lookahead", "request_default"))
+    out += _check_build_sizes(doc, cfg)
+    out += _check_bench_modes(doc, cfg)
+    out += _check_sections(doc, cfg)
+    out += _check_engine(loaded, engine_dir)
+    return out
+
+
+def spec_warnings(doc: YamlDocument, spec: LookaheadSpec, loc: tuple) -> list[Diagnostic]:
+    """LookaheadSpec.warnings() (below (2,2,1), above 128 draft tokens) as located warnings."""
+    return [doc.diagnostic("warning", w.message, loc=loc, hint=w.hint, code=f"spec-{w.code}")
+            for w in spec.warnings()]
+
+
+def _check_build_sizes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    build, spec = cfg.build, cfg.lookahead.spec
+    out: list[Diagnostic] = []
+    if build.max_seq_len is not None and build.max_seq_len < build.max_input_len:
+        out.append(doc.diagnostic(
+            "error", f"build.max_seq_len {build.max_seq_len} is below build.max_input_len {build.max_input_len}: "
+                     "trtllm-build refuses it", loc=("build", "max_seq_len"), code="build-max-seq-len",
+            hint="max_seq_len is prompt + output tokens; make it larger than max_input_len"))
+    need = build.max_batch_size * spec.decoding_tokens
+    if build.max_num_tokens is not None and build.max_num_tokens < need:
+        out.append(doc.diagnostic(
+            "warning", f"build.max_num_tokens {build.max_num_tokens} is below max_batch_size * (max_draft_len + 1) = "
+                       f"{build.max_batch_size} * {spec.decoding_tokens} = {need}: trtllm-build raises it to {need} "
+                       "without saying so", loc=("build", "max_num_tokens"), code="build-max-num-tokens",
+            hint=f"write build.max_num_tokens: {need} (or more) so the config says what the engine holds"))
+    return out
+
+
+def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """``bench.modes`` entries: ar, lookahead, or a spec the server admits (else serve refuses it)."""
+    out: list[Diagnostic] = []
+    server = cfg.lookahead.spec
+    for index, mode in enumerate(cfg.bench.modes):
+        loc = ("bench", "modes", index)
+        if mode.strip().lower() in BENCH_NAMED_MODES:
+            continue
+        try:
+            request = LookaheadSpec.parse(mode)
+        except SpecError as exc:
+            what = "an illegal spec" if exc.rule not in ("parse", "type") else "neither ar, lookahead nor a spec"
+            out.append(doc.diagnostic("error", f"bench mode {mode!r} is {what}: {exc.message}", loc=loc,
+                                      code="bench-mode", hint="use ar, lookahead, or a spec such as 2-2-1"))
+            continue
+        excess = server.excess(request)
+        if excess:
+            parts = ", ".join(f"{f} {r} > {s}" for f, r, s in excess)
+            out.append(doc.diagnostic(
+                "error", f"bench mode {mode!r} asks for ({request}), more than lookahead.spec ({server}) "
+                         f"admits ({parts}): the server would refuse every request", loc=loc,
+                code="bench-mode-not-admitted", hint=f"use a spec with w<={server.window_size}, "
+                f"n<={server.ngram_size}, g<={server.verification_set_size}"))
+    return out
+
+
+def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    if cfg.serve.engine == "trtllm" and cfg.build.backend == "reference":
+        out.append(doc.diagnostic(
+            "warning", "serve.engine is trtllm but build.backend is reference: `trtlade build` will not make a "
+                       "TensorRT-LLM engine for this config", loc=("serve", "engine"), code="engine-backend-mismatch",
+            hint="set build.backend: trtllm, or serve.engine: reference"))
+    uses_trtllm = cfg.build.backend == "trtllm" or cfg.serve.engine == "trtllm"
+    if uses_trtllm and cfg.model.dtype == "float32" and not cfg.lookahead.spec.is_autoregressive:
+        out.append(doc.diagnostic(
+            "warning", "model.dtype float32 with a TensorRT-LLM engine: the lookahead support matrix lists FP16, "
+                       "BF16 and FP8 only", loc=("model", "dtype"), code="dtype-lookahead",
+            hint="use bfloat16 or float16 (or auto for the checkpoint's dtype)"))
+    limit = cfg.serve.max_prompt_tokens
+    if limit is not None and limit > cfg.build.max_input_len:
+        out.append(doc.diagnostic(
+            "warning", f"serve.max_prompt_tokens {limit} is above build.max_input_len {cfg.build.max_input_len}: "
+                       "longer prompts fail in the engine instead of getting a clear 400",
+            loc=("serve", "max_prompt_tokens"), code="serve-prompt-limit",
+            hint=f"set serve.max_prompt_tokens: {cfg.build.max_input_len} or less"))
+    return out
+
+
+def _check_engine(loaded: LoadedConfig, override: Path | None) -> list[Diagnostic]:
+    doc, cfg = loaded.document, loaded.config
+    if override is not None:
+        return engine_diagnostics(doc, cfg.lookahead.spec, override, build=cfg.build,
+                                  spec_loc=("lookahead", "spec"), where_loc=(), from_cli=True)
+    if cfg.build.engine_dir is None:
+        return []
+    engine_dir = loaded.resolve(cfg.build.engine_dir)
+    assert engine_dir is not None
+    if not engine_dir.exists():
+        return [doc.diagnostic(
+            "info", f"build.engine_dir {cfg.build.engine_dir} does not exist here ({engine_dir}): engine checks "
+                    "skipped", loc=("build", "engine_dir"), code="engine-dir-absent",
+            hint="pass --engine-dir DIR to check against a built engine (a copy of its config.json is enough)")]
+    return engine_diagnostics(doc, cfg.lookahead.spec, engine_dir, build=cfg.build,
+                              spec_loc=("lookahead", "spec"), where_loc=("build", "engine_dir"))
+
+
+def engine_diagnostics(doc: YamlDocument, spec: LookaheadSpec, engine_dir: Path, *, build=None,
+                       spec_loc: tuple, where_loc: tuple, from_cli: bool = False) -> list[Diagnostic]:
+    """Read ``engine_dir`` and run :func:`check_engine`; config-side findings are located in ``doc``.
+    An unreadable engine is one error at ``where_loc`` (or, for ``--engine-dir``, on the engine dir)."""
+    try:
+        engine = read_engine_config(engine_dir)
+    except EngineConfigError as exc:
+        if from_cli:
+            return [Diagnostic("error", exc.message, hint=exc.hint, path="--engine-dir", file=str(engine_dir),
+                               code="engine-unreadable")]
+        return [doc.diagnostic("error", f"cannot read the engine: {exc.message}", loc=where_loc, hint=exc.hint,
+                               code="engine-unreadable")]
+    found = check_engine(spec, engine, build, source=doc.file, spec_path=".".join(map(str, spec_loc)))
+    return [doc.locate(d) for d in found]

@@ -1,0 +1,180 @@
+"""The config gate behind ``trtlade validate-config``: expand the paths given, detect each file's kind
+(trtlade config or grps_trtllm inference config), run every check, and report per file.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "x.yml").write_text("lookahead:\\n  spec: 4,0,4\\n")
+    >>> report = validate_file(d / "x.yml", display="x.yml")
+    >>> report.kind, report.valid()
+    ('trtlade', False)
+    >>> print(report.diagnostics[0].format_text())
+    x.yml:2:9: error: lookahead.spec.ngram_size: illegal (W,N,G) '4,0,4': ngram_size is 0: ngramSize requires >= 1
+      hint: use N >= 2 for lookahead, or (1,1,0) to turn it off
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from trtlade.config.checks import check_trtlade
+from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
+from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
+from trtlade.config.schema import TrtladeConfig
+from trtlade.diagnostics import Diagnostic, count_by_severity, sort_diagnostics
+
+__all__ = ["ConfigKind", "FileReport", "CONFIG_SUFFIXES", "classify", "validate_file", "expand_inputs"]
+
+ConfigKind = Literal["trtlade", "grps"]
+CONFIG_SUFFIXES = (".yml", ".yaml")
+_TOP_KEYS = tuple(TrtladeConfig.model_fields)
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """The outcome for one file: its kind (None when it could not be read or recognised), the
+    diagnostics sorted by position, and a few facts for the summary line (spec, max_draft_len ...)."""
+
+    file: str
+    kind: ConfigKind | None
+    diagnostics: tuple[Diagnostic, ...]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def valid(self, strict: bool = False) -> bool:
+        """No errors (and, with ``strict``, no warnings either)."""
+        bad = {"error", "warning"} if strict else {"error"}
+        return not any(d.severity in bad for d in self.diagnostics)
+
+    def counts(self) -> dict[str, int]:
+        return count_by_severity(self.diagnostics)
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        return {"file": self.file, "kind": self.kind, "valid": self.valid(strict), **self.counts(),
+                "details": self.details}
+
+
+def classify(data: Any) -> ConfigKind | None:
+    """``grps`` for a grps_trtllm inference config, ``trtlade`` for a mapping with a trtlade section
+    (or a key close to one, so a misspelt section still gets its did-you-mean), else None."""
+    if is_grps_config(data):
+        return "grps"
+    if not isinstance(data, dict):
+        return None
+    for key in data:
+        if key in _TOP_KEYS or difflib.get_close_matches(str(key), _TOP_KEYS, n=1, cutoff=0.75):
+            return "trtlade"
+    return None
+
+
+def validate_file(path: str | Path, *, display: str | None = None, engine_dir: Path | None = None) -> FileReport:
+    """Every check of one file; never raises for bad input (it becomes a Diagnostic)."""
+    name = display if display is not None else str(path)
+    try:
+        doc = read_yaml(path, display=name)
+    except ConfigLoadError as exc:
+        return FileReport(name, None, tuple(exc.diagnostics))
+    if not isinstance(doc.data, dict):
+        kind = "a list" if isinstance(doc.data, list) else f"a single value ({type(doc.data).__name__})"
+        return FileReport(name, None, (doc.diagnostic(
+            "error", f"the top level is {kind}, not a mapping", loc=(), code="not-a-mapping",
+            hint="a trtlade config is a mapping of sections (model, build, lookahead, serve, bench); a grps "
+                 "config has a models list"),))
+    kind = classify(doc.data)
+    if kind == "grps":
+        return _validate_grps(doc, engine_dir)
+    if kind == "trtlade":
+        return _validate_trtlade(doc, engine_dir)
+    keys = ", ".join(repr(k) for k in list(doc.data)[:5])
+    return FileReport(name, None, (doc.diagnostic(
+        "error", f"not a trtlade config (no {', '.join(_TOP_KEYS)} section) nor a grps_trtllm inference config "
+                 f"(no models[*].inferer_args); top-level keys: {keys}", loc=(), code="unknown-config-kind",
+        hint="a trtlade config needs at least `lookahead: {spec: W,N,G}`; move other YAML files out of the "
+             "directory or name the config files explicitly"),))
+
+
+def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None) -> FileReport:
+    config, diags = validate_trtlade(doc)
+    if config is None:
+        return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(diags)))
+    loaded = LoadedConfig(config=config, document=doc)
+    found = check_trtlade(loaded, engine_dir=engine_dir)
+    spec = config.lookahead.spec
+    details = {"spec": str(spec), "max_draft_len": spec.max_draft_len,
+               "request_default": str(config.lookahead.default_request),
+               "engine_checked": _engine_checked(found, engine_dir, loaded.resolve(config.build.engine_dir))}
+    return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(found)), details)
+
+
+def _validate_grps(doc: YamlDocument, engine_dir: Path | None) -> FileReport:
+    models, _ = read_grps_models(doc)
+    found = check_grps(doc, engine_dir=engine_dir)
+    details = {"models": [{"index": m.index, "name": m.name, "spec": str(m.spec) if m.spec else None,
+                           "max_draft_len": m.spec.max_draft_len if m.spec else None} for m in models]}
+    return FileReport(doc.file, "grps", tuple(sort_diagnostics(found)), details)
+
+
+def _engine_checked(found: Iterable[Diagnostic], override: Path | None, configured: Path | None) -> str | None:
+    if any(d.code in ("engine-dir-absent", "engine-unreadable") for d in found):
+        return None
+    target = override if override is not None else configured
+    return str(target) if target is not None and target.exists() else None
+
+
+def expand_inputs(inputs: Iterable[str], *, recursive: bool = False) -> tuple[list[tuple[Path, str]], list[str]]:
+    """Turn the CLI's PATH arguments into ``(path, display name)`` pairs and usage errors.
+
+    A file is taken as is (any extension); a directory gives its ``*.yml``/``*.yaml`` files (and
+    those of its subdirectories with ``recursive``), sorted; anything else is a glob pattern
+    (``configs/*.yml``, ``**/inference_*.yml``). A missing path, an empty directory or a pattern
+    matching nothing is a usage error.
+    """
+    found: list[tuple[Path, str]] = []
+    errors: list[str] = []
+    seen: set[Path] = set()
+
+    def add(p: Path) -> None:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            found.append((p, str(p)))
+
+    for raw in inputs:
+        p = Path(raw)
+        if p.is_file():
+            add(p)
+        elif p.is_dir():
+            files = _configs_in(p, recursive)
+            if not files:
+                where = "in it or its subdirectories" if recursive else "in it (use --recursive for subdirectories)"
+                errors.append(f"{raw}: no config files (*.yml, *.yaml) {where}")
+            for f in files:
+                add(f)
+        elif _GLOB_CHARS & set(raw):
+            matches = sorted(glob.glob(raw, recursive=True))
+            files = [Path(m) for m in matches if Path(m).is_file()]
+            for m in matches:
+                if Path(m).is_dir():
+                    files += _configs_in(Path(m), recursive)
+            if not files:
+                errors.append(f"{raw}: no files match this pattern")
+            for f in files:
+                add(f)
+        elif p.exists():
+            errors.append(f"{raw}: not a regular file or directory")
+        else:
+            errors.append(f"{raw}: no such file or directory")
+    return found, errors
+
+
+def _configs_in(directory: Path, recursive: bool) -> list[Path]:
+    if recursive:
+        files = [Path(root) / name for root, dirs, names in os.walk(directory)
+                 for name in names if name.lower().endswith(CONFIG_SUFFIXES)
+                 if not any(part.startswith(".") for part in Path(root).relative_to(directory).parts)]
+    else:
+        files = [p for p in directory.iterdir() if p.is_file() and p.name.lower().endswith(CONFIG_SUFFIXES)]
+    return sorted(files)
