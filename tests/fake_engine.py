@@ -192,3 +192,36 @@ def _find_stop(text: str, stops: tuple[str, ...], emitted: int) -> Optional[int]
         if pos >= 0 and (best is None or pos < best):
             best = pos
     return best
+
+
+# ------------------------------------------------------------------------------------------ tokenizer
+TINY_CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Lookahead decoding generates several tokens per step.",
+    "Hello world! How are you today? I am fine, thank you.",
+    "def add(a, b):\n    return a + b\n",
+]
+
+TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def make_tiny_tokenizer(folder) -> "object":
+    """Save a small byte-level BPE tokenizer (a few hundred tokens, EOS ``</s>``, a chat template)
+    as a Hugging Face tokenizer folder; returns the loaded ``PreTrainedTokenizerFast``."""
+    from pathlib import Path
+
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TINY_CORPUS * 4, vocab_size=400, min_frequency=1,
+                            special_tokens=["<pad>", "</s>", "<s>"])
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="</s>", pad_token="<pad>",
+                                  bos_token="<s>")
+    tok.chat_template = TINY_CHAT_TEMPLATE
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(folder))
+    return tok

@@ -1,0 +1,506 @@
+"""The TensorRT-LLM engine: ``tensorrt_llm.bindings.executor`` on a built Lookahead engine, served
+through the same interface as the reference engine (:class:`trtlade.server.engines.ServingEngine`).
+
+Start-up, in this order (every refusal is a :class:`TrtllmStartError` with a message and a hint; the
+CLI prints it and exits 1 before binding a port):
+
+1. ``import tensorrt_llm`` (0.16 <= version < 1.3, see :mod:`trtlade.trtllm.compat`);
+2. the engine's ``config.json`` checked against the (W,N,G) exactly as ``trtlade validate-config``
+   checks it (:func:`trtlade.trtllm.engine_config.check_engine`); errors are printed the same way;
+3. multi-GPU: an engine with tp*pp > 1 ranks must run under ``mpirun -n <tp*pp>`` (leader mode: every
+   rank builds the executor, rank 0 serves HTTP); the error shows the exact command;
+4. ``Executor(engine_dir, ModelType.DECODER_ONLY, ExecutorConfig(max_beam_width=1,
+   kv_cache_config=KvCacheConfig(free_gpu_memory_fraction=...),
+   decoding_config=DecodingConfig(lookahead_decoding_config=LookaheadDecodingConfig(W, N, G))))``.
+
+Serving: each request becomes ``Request(prompt_ids, max_tokens=..., streaming=True, end_id=...,
+pad_id=..., stop_words=..., lookahead_config=LookaheadDecodingConfig(w, n, g) or None)`` (None = the
+executor's (W,N,G)); a request whose (w,n,g) the server does not admit never reaches the executor
+(TensorRT-LLM only fails deep inside the decoder). One background thread calls
+``await_responses(timeout=...)`` and hands every response to its request's async stream; a response
+is one executor iteration, so one response = one step = one SSE chunk. Acceptance (tokens per step)
+is ``tokens / decoding_iter``. An error response fails that request only (HTTP 500); a client that
+goes away gets ``cancel_request``. Stop strings are matched on the detokenized text here (TensorRT-LLM
+matches token sequences only) and end the request with ``cancel_request``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shlex
+import signal
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Mapping, Optional, Sequence
+
+from trtlade.diagnostics import Diagnostic
+from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "TrtllmStartError",
+    "TrtllmLaunch",
+    "MpiWorld",
+    "Preflight",
+    "preflight",
+    "mpirun_command",
+    "TrtllmEngine",
+    "run_follower",
+    "TRTLLM_SCHEDULING",
+]
+
+log = logging.getLogger("trtlade.trtllm")
+
+TRTLLM_SCHEDULING = (
+    "in-flight batching by TensorRT-LLM's executor: up to the engine's max_batch_size sequences "
+    "generate together, each step advancing every sequence; up to serve.max_queue more wait, more get 429")
+
+#: How long the response thread blocks in await_responses before checking for shutdown.
+POLL = timedelta(milliseconds=50)
+
+
+class TrtllmStartError(RuntimeError):
+    """The trtllm engine cannot start: ``message`` says why, ``hint`` what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class TrtllmLaunch:
+    """Everything needed to start the engine (built by the CLI from flags and the config).
+
+    ``build``: the config's build section (compared with the engine like validate-config does);
+    ``source``: the config file name, for diagnostics; ``argv``: the ``trtlade`` arguments, to print
+    the exact ``mpirun`` command when the launch is wrong.
+    """
+
+    engine_dir: Path
+    spec: LookaheadSpec
+    tokenizer_dir: Path
+    request_default: Optional[LookaheadSpec] = None
+    served_name: Optional[str] = None
+    max_queue: int = 64
+    kv_cache_free_gpu_memory_fraction: Optional[float] = None
+    max_prompt_tokens: Optional[int] = None
+    max_new_tokens: Optional[int] = None
+    build: Any = None
+    source: Optional[str] = None
+    argv: tuple[str, ...] = ()
+
+    @property
+    def default_request_spec(self) -> LookaheadSpec:
+        return self.request_default if self.request_default is not None else self.spec
+
+
+@dataclass(frozen=True)
+class MpiWorld:
+    """The MPI launch seen from the environment (Open MPI or PMI); ``size`` None = not under mpirun."""
+
+    size: Optional[int]
+    rank: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "MpiWorld":
+        size = env.get("OMPI_COMM_WORLD_SIZE") or env.get("PMI_SIZE")
+        rank = env.get("OMPI_COMM_WORLD_RANK") or env.get("PMI_RANK") or "0"
+        return cls(int(size) if size and size.isdigit() else None, int(rank) if rank.isdigit() else 0)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rank == 0
+
+
+def mpirun_command(ranks: int, argv: Sequence[str]) -> str:
+    """``mpirun -n 2 trtlade serve --config deploy.yml`` (the arguments as given, shell-quoted)."""
+    return f"mpirun -n {ranks} trtlade {shlex.join(list(argv))}".rstrip()
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks found: the bindings module, the engine config and the MPI world."""
+
+    bindings: ModuleType
+    version: str
+    engine: Any  # trtlade.trtllm.engine_config.EngineConfig
+    world: MpiWorld
+    warnings: tuple[Diagnostic, ...] = ()
+
+
+def preflight(launch: TrtllmLaunch, env: Optional[Mapping[str, str]] = None,
+              locate: Any = None) -> Preflight:
+    """Steps 1-3 of the start-up (cheap, no GPU work): raise :class:`TrtllmStartError` or return.
+
+    ``locate``: optional ``Diagnostic -> Diagnostic`` that fills in YAML line/column for findings
+    about the config file (``LoadedConfig.document.locate``), as validate-config prints them.
+    """
+    from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm
+    from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
+
+    try:
+        root = import_tensorrt_llm()
+        bindings = import_tensorrt_llm("bindings.executor")
+    except TrtllmUnavailable as exc:
+        raise TrtllmStartError(exc.message, exc.hint) from None
+    try:
+        engine = read_engine_config(launch.engine_dir)
+    except EngineConfigError as exc:
+        raise TrtllmStartError(exc.message, exc.hint) from None
+    diags = check_engine(launch.spec, engine, launch.build, source=launch.source)
+    if locate is not None:
+        diags = [locate(d) if d.file == launch.source else d for d in diags]
+    errors = [d for d in diags if d.severity == "error"]
+    if errors:
+        listing = "\n".join(d.format_text() for d in errors)
+        raise TrtllmStartError(
+            f"the engine in {engine.path} does not match this configuration "
+            f"({len(errors)} error{'s' if len(errors) != 1 else ''}, as `trtlade validate-config` "
+            f"reports them):\n{listing}",
+            "fix the config or rebuild the engine; `trtlade validate-config` runs the same checks")
+    world = MpiWorld.from_env(os.environ if env is None else env)
+    ranks = engine.world_size
+    if ranks > 1 and world.size is None:
+        raise TrtllmStartError(
+            f"the engine in {engine.path} has {ranks} ranks (tp_size {engine.tp_size} x pp_size "
+            f"{engine.pp_size}), so it must run under MPI with one process per GPU",
+            f"start it with: {mpirun_command(ranks, launch.argv or ('serve',))}   "
+            "(rank 0 serves HTTP, the other ranks run the executor)")
+    if world.size is not None and world.size != ranks:
+        raise TrtllmStartError(
+            f"started with {world.size} MPI processes, but the engine in {engine.path} has {ranks} "
+            f"rank{'s' if ranks != 1 else ''} (tp_size {engine.tp_size} x pp_size {engine.pp_size})",
+            f"start it with: {mpirun_command(ranks, launch.argv or ('serve',))}"
+            if ranks > 1 else "start it without mpirun: " + "trtlade " + shlex.join(list(launch.argv or ("serve",))))
+    return Preflight(bindings=bindings, version=str(getattr(root, "__version__", "?")), engine=engine,
+                     world=world, warnings=tuple(d for d in diags if d.severity == "warning"))
+
+
+def _executor_config(tle: ModuleType, launch: TrtllmLaunch) -> Any:
+    la = tle.LookaheadDecodingConfig(*launch.spec.as_tuple())
+    kv = tle.KvCacheConfig(free_gpu_memory_fraction=launch.kv_cache_free_gpu_memory_fraction)
+    return tle.ExecutorConfig(max_beam_width=1, kv_cache_config=kv,
+                              decoding_config=tle.DecodingConfig(lookahead_decoding_config=la))
+
+
+def _create_executor(pre: Preflight, launch: TrtllmLaunch) -> Any:
+    tle = pre.bindings
+    try:
+        return tle.Executor(str(launch.engine_dir), tle.ModelType.DECODER_ONLY, _executor_config(tle, launch))
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise TrtllmStartError(
+            f"TensorRT-LLM {pre.version} refused to start the executor on {launch.engine_dir}: {exc}",
+            "`trtlade validate-config` checks the config against the engine; a message such as "
+            "'Assertion failed: 16 != 40' means the (W,N,G) does not give the engine's max_draft_len") from None
+
+
+def _eos_ids(tokenizer: Any, folder: Path) -> list[int]:
+    """EOS ids: generation_config.json's eos_token_id (int or list) first, else the tokenizer's."""
+    ids: list[int] = []
+    gen = folder / "generation_config.json"
+    if gen.is_file():
+        try:
+            value = json.loads(gen.read_text()).get("eos_token_id")
+        except (OSError, json.JSONDecodeError):
+            value = None
+        ids = [value] if isinstance(value, int) else [v for v in value or [] if isinstance(v, int)]
+    if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in ids:
+        ids.append(int(tokenizer.eos_token_id))
+    return ids
+
+
+# ------------------------------------------------------------------------------------------ requests
+@dataclass
+class _Job:
+    """One request in flight: its stream, tokens so far, text emitted so far."""
+
+    handle: Any
+    request: GenerationRequest
+    spec: LookaheadSpec
+    request_id: int = -1
+    tokens: list[int] = field(default_factory=list)
+    emitted: int = 0  # characters of text sent
+    steps: int = 0
+    hist: dict[int, int] = field(default_factory=dict)
+    done: bool = False
+
+
+class TrtllmEngine:
+    """A started TensorRT-LLM executor behind the :class:`~trtlade.server.engines.ServingEngine`
+    interface. Build it with :meth:`start` (runs :func:`preflight` unless given its result)."""
+
+    def __init__(self, executor: Any, tle: ModuleType, launch: TrtllmLaunch, pre: Preflight,
+                 tokenizer: Any) -> None:
+        from trtlade.server.engines import EngineInfo, EngineLimits
+        from trtlade.server.tokenization import PromptTokenizer
+
+        self._executor = executor
+        self._tle = tle
+        self._launch = launch
+        engine = pre.engine
+        self._max_batch = int(engine.max_batch_size)
+        usable = int(engine.max_seq_len) - int(engine.max_draft_len)  # the builder added max_draft_len
+        prompt_limit = min(int(engine.max_input_len), usable - 1)
+        if launch.max_prompt_tokens is not None:
+            prompt_limit = min(prompt_limit, launch.max_prompt_tokens)
+        self.info = EngineInfo(
+            name="trtllm",
+            model_id=launch.served_name or launch.engine_dir.resolve().name,
+            spec=launch.spec,
+            default_request_spec=launch.default_request_spec,
+            limits=EngineLimits(max_seq_len=usable, max_prompt_tokens=prompt_limit,
+                                max_new_tokens=launch.max_new_tokens),
+            scheduling=TRTLLM_SCHEDULING,
+            sampling="greedy",
+            details={"tensorrt_llm": pre.version, "engine_dir": str(launch.engine_dir),
+                     "engine": engine.summary(), "tensor_parallel": engine.tp_size,
+                     "pipeline_parallel": engine.pp_size},
+        )
+        self.tokenizer = PromptTokenizer(tokenizer)
+        self._raw_tokenizer = tokenizer
+        eos = _eos_ids(tokenizer, launch.tokenizer_dir)
+        self._end_id = eos[0] if eos else None
+        self._extra_eos = eos[1:]
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self._pad_id = pad if pad is not None else self._end_id
+        self._lock = threading.Lock()
+        self._jobs: dict[int, _Job] = {}
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._responses, name="trtlade-trtllm-responses", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------ start
+    @classmethod
+    def start(cls, launch: TrtllmLaunch, pre: Optional[Preflight] = None) -> "TrtllmEngine":
+        """Preflight (unless given), tokenizer, executor, response thread."""
+        from trtlade.server.tokenization import load_hf_tokenizer
+
+        pre = pre or preflight(launch)
+        if not pre.world.is_leader:
+            raise TrtllmStartError(f"rank {pre.world.rank} does not serve HTTP; use run_follower()")
+        try:
+            tokenizer = load_hf_tokenizer(launch.tokenizer_dir)
+        except Exception as exc:  # noqa: BLE001 - transformers raises many kinds
+            raise TrtllmStartError(f"cannot load the tokenizer from {launch.tokenizer_dir}: {exc}",
+                                   "set model.tokenizer (or --model) to the Hugging Face folder the engine "
+                                   "was built from; it is read locally, never downloaded") from None
+        executor = _create_executor(pre, launch)
+        return cls(executor, pre.bindings, launch, pre, tokenizer)
+
+    # ------------------------------------------------------------------------------ interface
+    def load(self) -> tuple[int, int]:
+        with self._lock:
+            inflight = len(self._jobs)
+        running = min(inflight, self._max_batch)
+        return running, inflight - running
+
+    def submit(self, request: GenerationRequest) -> Any:
+        from trtlade.server.engines import EngineOverloaded, GenerationHandle, RequestRejected
+
+        spec = request.lookahead if request.lookahead is not None else self.info.default_request_spec
+        excess = self.info.spec.excess(spec)
+        if excess:  # the HTTP layer already refused this; never let it reach the decoder
+            short = {"window_size": "w", "ngram_size": "n", "verification_set_size": "g"}[excess[0][0]]
+            raise RequestRejected(f"lookahead ({spec}) is not admitted by the server's ({self.info.spec})",
+                                  param=f"lookahead.{short}")
+        if request.temperature > 0:
+            raise RequestRejected("the trtllm engine decodes greedily; temperature must be 0",
+                                  param="temperature")
+        loop = asyncio.get_running_loop()
+        handle = GenerationHandle(loop, request, on_cancel=self._cancel)
+        job = _Job(handle=handle, request=request, spec=spec)
+        with self._lock:
+            if self._closing.is_set():
+                raise EngineOverloaded("the server is shutting down", retry_after_s=5)
+            limit = self._max_batch + self._launch.max_queue
+            if len(self._jobs) >= limit:
+                raise EngineOverloaded(
+                    f"{len(self._jobs)} requests in flight: the engine's max_batch_size {self._max_batch} "
+                    f"plus serve.max_queue {self._launch.max_queue}; retry later", retry_after_s=1)
+            job.request_id = self._executor.enqueue_request(self._to_request(request, spec))
+            handle.job = job  # type: ignore[attr-defined]
+            self._jobs[job.request_id] = job
+        return handle
+
+    def _to_request(self, req: GenerationRequest, spec: LookaheadSpec) -> Any:
+        tle = self._tle
+        stop_words = [[t] for t in (*req.stop_token_ids, *([] if req.ignore_eos else self._extra_eos))]
+        lookahead = None if spec == self.info.spec else tle.LookaheadDecodingConfig(*spec.as_tuple())
+        return tle.Request(
+            list(req.prompt_ids),
+            max_tokens=req.max_tokens,
+            streaming=True,
+            sampling_config=tle.SamplingConfig(1, min_tokens=req.min_tokens or None),
+            end_id=-1 if req.ignore_eos or self._end_id is None else self._end_id,
+            pad_id=self._pad_id if self._pad_id is not None else -1,
+            stop_words=stop_words or None,
+            lookahead_config=lookahead,
+        )
+
+    def _cancel(self, handle: Any) -> None:
+        job = getattr(handle, "job", None)
+        if job is None:
+            return
+        with self._lock:
+            self._jobs.pop(job.request_id, None)
+            job.done = True
+        try:
+            self._executor.cancel_request(job.request_id)
+        except Exception:  # noqa: BLE001 - already finished or executor gone
+            log.debug("cancel_request(%s) failed", job.request_id, exc_info=True)
+        handle.finish()
+
+    async def aclose(self) -> None:
+        from trtlade.server.engines import EngineFailure
+
+        self._closing.set()
+        with self._lock:
+            jobs = list(self._jobs.values())
+            self._jobs.clear()
+        for job in jobs:
+            job.handle.finish(EngineFailure("the server is shutting down"))
+        await asyncio.to_thread(self._thread.join, 10.0)
+        try:
+            self._executor.shutdown()
+        except Exception:  # noqa: BLE001
+            log.exception("executor shutdown failed")
+
+    # ------------------------------------------------------------------------------ responses
+    def _responses(self) -> None:
+        from trtlade.server.engines import EngineFailure
+
+        while not self._closing.is_set():
+            try:
+                responses = self._executor.await_responses(timeout=POLL)
+            except Exception as exc:  # noqa: BLE001 - the executor failed: fail what is in flight
+                log.exception("await_responses failed")
+                with self._lock:
+                    jobs = list(self._jobs.values())
+                    self._jobs.clear()
+                for job in jobs:
+                    job.handle.finish(EngineFailure(f"TensorRT-LLM executor error: {exc}"))
+                self._closing.wait(0.5)
+                continue
+            for response in responses:
+                try:
+                    self._dispatch(response)
+                except Exception as exc:  # noqa: BLE001 - never let one response kill the thread
+                    log.exception("handling a response failed")
+                    job = self._pop(getattr(response, "request_id", -1))
+                    if job is not None:
+                        job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
+
+    def _pop(self, request_id: int) -> Optional[_Job]:
+        with self._lock:
+            return self._jobs.pop(request_id, None)
+
+    def _dispatch(self, response: Any) -> None:
+        from trtlade.server.engines import EngineFailure
+
+        with self._lock:
+            job = self._jobs.get(response.request_id)
+        if job is None or job.done:
+            return  # cancelled or already ended (e.g. by a stop string)
+        if response.has_error():
+            self._pop(job.request_id)
+            job.done = True
+            job.handle.finish(EngineFailure(f"TensorRT-LLM: {response.error_msg}"))
+            return
+        result = response.result
+        new = [int(t) for t in result.output_token_ids[0]]
+        iters = int(getattr(result, "decoding_iter", 0) or 0)
+        job.steps = iters if iters > 0 else job.steps + 1  # decoding_iter: steps so far
+        finish = self._finish_reason(result) if result.is_final else None
+        if finish == "cancelled":
+            self._pop(job.request_id)
+            job.done = True
+            job.handle.finish()
+            return
+        if finish == "stop" and new and new[-1] in job.request.stop_token_ids + tuple(self._extra_eos):
+            new = new[:-1]  # a stop token ends the text, like EOS, and is not part of it
+        chunk = self._chunk(job, new, finish)
+        if chunk.finish_reason is not None:
+            self._pop(job.request_id)
+            job.done = True
+            if finish is None:  # ended here by a stop string: the executor would go on
+                try:
+                    self._executor.cancel_request(job.request_id)
+                except Exception:  # noqa: BLE001
+                    log.debug("cancel after stop string failed", exc_info=True)
+        job.handle.push(chunk)
+        if job.done:
+            job.handle.finish()
+
+    def _finish_reason(self, result: Any) -> Optional[str]:
+        reasons = list(getattr(result, "finish_reasons", []) or [])
+        name = getattr(reasons[0], "name", str(reasons[0])) if reasons else "END_ID"
+        name = name.rsplit(".", 1)[-1]
+        if name == "LENGTH":
+            return "length"
+        if name == "CANCELLED":
+            return "cancelled"
+        return "stop"  # END_ID, STOP_WORDS (and TIMED_OUT, which trtlade never sets)
+
+    def _chunk(self, job: _Job, new: list[int], finish: Optional[str]) -> StepChunk:
+        """Detokenize incrementally, end at a stop string (trimmed), hold back what may still turn
+        into one (or into a complete UTF-8 character)."""
+        before = len(job.tokens)
+        job.tokens.extend(new)
+        text = self.tokenizer.decode(job.tokens)
+        stops = job.request.stop
+        cut = None
+        for s in stops:
+            pos = text.find(s, max(0, job.emitted - len(s) + 1))
+            if pos >= 0 and (cut is None or pos < cut):
+                cut = pos
+        if cut is not None:
+            keep = before
+            while keep < len(job.tokens) and len(self.tokenizer.decode(job.tokens[:keep])) < cut:
+                keep += 1
+            new = job.tokens[before:keep]
+            job.tokens = job.tokens[:keep]
+            text, finish = text[:cut], "stop"
+        if finish is not None:
+            end = len(text)
+        else:
+            hold = max((len(s) for s in stops), default=1) - 1
+            end = max(job.emitted, len(text) - hold)
+            while end > job.emitted and text[end - 1] == "\ufffd":
+                end -= 1
+        delta, job.emitted = text[job.emitted:end], end
+        if new:
+            job.hist[len(new)] = job.hist.get(len(new), 0) + 1
+        stats = None
+        if finish is not None:
+            steps = max(job.steps, 1)
+            stats = GenerationStats(spec=job.spec, steps=steps, tokens=len(job.tokens),
+                                    tokens_per_step_hist=dict(job.hist),
+                                    rows_per_step=[job.spec.decoding_tokens] * steps,
+                                    prompt_tokens=len(job.request.prompt_ids))
+        return StepChunk(tokens=new, text=delta, finish_reason=finish, stats=stats)  # type: ignore[arg-type]
+
+
+def run_follower(launch: TrtllmLaunch, pre: Optional[Preflight] = None,
+                 stop: Optional[threading.Event] = None) -> None:
+    """A non-leader MPI rank: build the executor (it joins the leader's), wait for SIGTERM/SIGINT
+    (or ``stop``), shut down. No HTTP server."""
+    pre = pre or preflight(launch)
+    executor = _create_executor(pre, launch)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())  # type: ignore[union-attr]
+    log.info("rank %d: executor running; waiting for the leader", pre.world.rank)
+    stop.wait()
+    executor.shutdown()
+
