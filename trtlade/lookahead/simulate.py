@@ -81,7 +81,8 @@ def simulate(
     Stops after an EOS token (emitted, then nothing past it) or at ``max_tokens``; a step whose
     accepted run crosses either is cut there and committed with the shorter count. Rows outside
     ``batch.logit_rows`` get argmax -1, so reading them would break the greedy identity.
-    ``algorithm``: reuse an instance (its spec/eos/seed win over the arguments).
+    ``algorithm``: reuse an instance (its spec, seed and options win; generation stops at its EOS ids
+    and at ``eos_token_ids``).
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
@@ -89,7 +90,7 @@ def simulate(
     eos = frozenset(int(t) for t in eos_token_ids)
     algo = algorithm or LookaheadAlgorithm(spec, eos_token_ids=eos, seed=seed, corrected_keying=corrected_keying,
                                            full_guess_set=full_guess_set, dedup=dedup)
-    eos = algo.eos_token_ids or eos
+    eos = algo.eos_token_ids | eos
     result = SimulationResult(tokens=[])
     if max_tokens == 0:
         return result
