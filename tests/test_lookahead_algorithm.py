@@ -398,3 +398,9 @@ def test_call_order_errors():
 def test_empty_prompt_is_rejected():
     with pytest.raises(ValueError, match="prompt is empty"):
         LookaheadAlgorithm((2, 2, 1)).setup([], golden=1)
+
+
+@pytest.mark.parametrize("seed", [None, 1.5, "3", True])
+def test_seed_must_be_an_integer(seed):
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        LookaheadAlgorithm((2, 2, 1), seed=seed)

@@ -88,6 +88,7 @@ def test_every_batch_is_well_formed_and_logit_rows_suffice(spec, oracle, prompt,
         batch = full_algo.prepare()
         assert batch.positions[0] == 0 and batch.parents[0] == -1 and batch.tokens[0] == emitted[-1]
         assert parents_from_positions(batch.positions) == batch.parents
+        assert all(0 <= t < VOCAB for t in batch.tokens)                 # no unfilled (-1) window cell
         assert all(batch.positions[i] == batch.positions[batch.parents[i]] + 1 for i in range(1, batch.num_rows))
         assert 0 in batch.logit_rows and set(batch.window_top_rows) <= set(batch.logit_rows)
         assert batch.num_rows <= batch.num_rows_before_dedup

@@ -401,6 +401,8 @@ class LookaheadAlgorithm:
         corrected_keying: bool = False, full_guess_set: bool = False, dedup: bool = True,
     ) -> None:
         self.spec = LookaheadSpec.parse(spec)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer (runs are reproducible), got {seed!r}")
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
         self.seed = seed
         self.corrected_keying = corrected_keying
