@@ -322,12 +322,6 @@ def trtllm_available() -> bool:
 
 
 # ---------------------------------------------------------------------------------------- planning
-@dataclass
-class _Setting:
-    value: Any
-    origin: str
-
-
 def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
               env: Mapping[str, str] | None = None, cwd: Path | None = None,
               gpu_count: int | None = None, embedded_dir: Any = None,
@@ -475,9 +469,11 @@ def _validated_config(options: BuildOptions, raw: Mapping[str, Any]):
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         where = f"{options.config_path}:{loc}" if options.config_path else loc
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise BuildError(f"{first['msg']}{more}", where=where,
-                         hint=f"check it with: trtlade validate-config {options.config_path or 'FILE'}") from None
+        message, _, hint = str(first["msg"]).removeprefix("Value error, ").partition("\nhint: ")
+        more = f" (and {exc.error_count() - 1} more problem{'s' if exc.error_count() > 2 else ''})" \
+            if exc.error_count() > 1 else ""
+        check = f"check it with: trtlade validate-config {options.config_path or 'FILE'}"
+        raise BuildError(message + more, where=where, hint=f"{hint}; {check}" if hint else check) from None
 
 
 def _relative_to(path: Path, base: Path) -> Path:

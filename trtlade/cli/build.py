@@ -13,6 +13,19 @@ import yaml
 
 from trtlade.cli.common import console, err_console, fail, parse_spec_option
 
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _fail(message: str, *, hint: str = "", where: str = "", code: int = 1):
+    """:func:`fail` with rich markup escaped (hints hold text like 'trtlade[trtllm]')."""
+    from rich.markup import escape
+
+    fail(escape(message), hint=escape(hint), where=escape(where), code=code)
+
 HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle.
 
 Step 1 converts the checkpoint with TensorRT-LLM's Python API (one rank per tp*pp), step 2 runs
@@ -39,25 +52,25 @@ class BackendChoice(str, enum.Enum):
 def _load_config_file(path: Path) -> dict[str, Any]:
     """The raw YAML mapping of ``--config`` (validated later, merged with the flags)."""
     if not path.exists():
-        fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
+        _fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
     if path.is_dir():
-        fail(f"{path} is a folder", where="--config", hint="pass a trtlade YAML file, e.g. configs/qwen3-8b.yml",
+        _fail(f"{path} is a folder", where="--config", hint="pass a trtlade YAML file, e.g. configs/qwen3-8b.yml",
              code=2)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        fail(f"cannot read {path}: {exc}", where="--config", hint="pass a UTF-8 YAML file")
+        _fail(f"cannot read {path}: {exc}", where="--config", hint="pass a UTF-8 YAML file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        fail(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where=where,
+        _fail(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where=where,
              hint=f"check it with: trtlade validate-config {path}")
     if data is None:
         return {}
     if not isinstance(data, dict):
-        fail(f"the top level is a {type(data).__name__}, not a mapping", where=str(path),
+        _fail(f"the top level is a {type(data).__name__}, not a mapping", where=str(path),
              hint="a trtlade config has the sections model, build, lookahead, serve, bench")
     return data
 
@@ -75,7 +88,9 @@ class _RichReporter:
     def start(self, step: str, title: str) -> None:
         self._stop()
         self._title = title
-        self._status = err_console.status(f"{title} ...")
+        from rich.text import Text
+
+        self._status = err_console.status(Text(f"{title} ..."))
         self._status.start()
 
     def update(self, step: str, line: str) -> None:
@@ -86,16 +101,16 @@ class _RichReporter:
 
     def finish(self, step: str, seconds: float, detail: str = "") -> None:
         self._stop()
-        err_console.print(f"[green]done[/] {self._title} ({seconds:.1f} s)" + (f": {detail}" if detail else ""),
-                          highlight=False)
+        err_console.print(f"[green]done[/] {_esc(self._title)} ({seconds:.1f} s)"
+                          + (f": {_esc(detail)}" if detail else ""), highlight=False)
 
     def skip(self, step: str, reason: str) -> None:
         self._stop()
-        err_console.print(f"[cyan]skip[/] {step}: {reason}", highlight=False)
+        err_console.print(f"[cyan]skip[/] {step}: {_esc(reason)}", highlight=False)
 
     def fail(self, step: str, seconds: float) -> None:
         self._stop()
-        err_console.print(f"[red]failed[/] {self._title} ({seconds:.1f} s)", highlight=False)
+        err_console.print(f"[red]failed[/] {_esc(self._title)} ({seconds:.1f} s)", highlight=False)
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -167,12 +182,12 @@ def register(app: typer.Typer) -> None:
         try:
             plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None)
         except BuildError as exc:
-            fail(exc.message, hint=exc.hint, where=exc.where)
+            _fail(exc.message, hint=exc.hint, where=exc.where)
         if dry_run:
             print(plan.render(), end="")
             return
         for note in plan.notes:
-            err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+            err_console.print(f"[yellow]note:[/] {_esc(note)}", highlight=False)
         from trtlade.build.run import run_build
 
         t0 = time.monotonic()
@@ -186,10 +201,10 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
                 err_console.print(exc.log_tail, markup=False, highlight=False)
                 err_console.print("---", markup=False)
-            fail(exc.message, hint=exc.hint, where=exc.where)
+            _fail(exc.message, hint=exc.hint, where=exc.where)
         except KeyboardInterrupt:
             reporter._stop()
-            fail("interrupted; nothing was marked complete (no manifest written)",
+            _fail("interrupted; nothing was marked complete (no manifest written)",
                  hint="re-run the same command: a finished conversion is reused", code=130)
         console.print(f"built in {time.monotonic() - t0:.1f} s", markup=False)
         _print_outcome(result)

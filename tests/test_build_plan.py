@@ -1,0 +1,313 @@
+"""`trtlade build` planning: model resolution, architecture map, precedence, the exact trtllm-build argv,
+dry-run. Pure: no TensorRT-LLM, no subprocess except the dry-run-without-the-fake check."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from trtlade.build.errors import BuildError
+from trtlade.build.models import ARCHITECTURE_TO_CLASS, read_hf_config, resolve_model, trtllm_class_for
+from trtlade.build.plan import BuildOptions, Limits, make_plan, shell_join
+from trtlade.cli.main import app
+from trtlade.spec import LookaheadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HF_CONFIGS = {
+    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
+              "max_position_embeddings": 8192},
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "torch_dtype": "bfloat16",
+              "max_position_embeddings": 32768},
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+              "max_position_embeddings": 40960},
+    "bert": {"architectures": ["BertForMaskedLM"], "model_type": "bert", "torch_dtype": "float32"},
+}
+
+
+def hf_folder(root: Path, name: str, kind: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(HF_CONFIGS[kind]))
+    return folder
+
+
+def plan_for(tmp_path: Path, kind: str = "qwen3", *, config: dict | None = None, **opts):
+    model = hf_folder(tmp_path / "models", f"m-{kind}", kind) if "model" not in opts else None
+    options = BuildOptions(model=opts.pop("model", str(model)), spec=opts.pop("spec", LookaheadSpec(4, 2, 4)),
+                           output=opts.pop("output", tmp_path / "out"), **opts)
+    return make_plan(options, config=config, env={}, cwd=tmp_path, trtllm_present=True)
+
+
+# ------------------------------------------------------------------------------ architectures
+@pytest.mark.parametrize("arch, cls", [
+    ("LlamaForCausalLM", "LLaMAForCausalLM"), ("MistralForCausalLM", "LLaMAForCausalLM"),
+    ("MixtralForCausalLM", "LLaMAForCausalLM"), ("QWenLMHeadModel", "QWenForCausalLM"),
+    ("QWenForCausalLM", "QWenForCausalLM"), ("Qwen2ForCausalLM", "QWenForCausalLM"),
+    ("Qwen2MoeForCausalLM", "QWenForCausalLM"), ("Qwen3ForCausalLM", "QWenForCausalLM"),
+    ("Qwen3MoeForCausalLM", "QWenForCausalLM"),
+])
+def test_architecture_maps_to_trtllm_class(arch, cls):
+    assert trtllm_class_for(arch) == cls
+
+
+def test_unknown_architecture_is_refused_with_the_supported_list(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, "bert")
+    assert "BertForMaskedLM" in err.value.message and "Unsupported model architecture" in err.value.message
+    assert all(arch in err.value.hint for arch in ARCHITECTURE_TO_CLASS)
+    assert err.value.where.endswith("config.json:architectures[0]")
+
+
+def test_read_hf_config_hashes_bytes_and_normalises_dtype(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bf16"}')
+    info = read_hf_config(folder)
+    assert (info.architecture, info.torch_dtype, info.model_type) == ("LlamaForCausalLM", "bfloat16", None)
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bf16" }')
+    assert read_hf_config(folder).config_sha256 != info.config_sha256
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"model_type": "llama"}', "no 'architectures'"),
+])
+def test_bad_hf_configs_are_clear_errors(tmp_path, text, fragment):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(BuildError) as err:
+        read_hf_config(tmp_path)
+    assert fragment in err.value.message
+
+
+# ------------------------------------------------------------------------------ model resolution
+def test_name_resolves_under_models_dirs_in_priority_order(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    hf_folder(second, "Qwen3-8B", "qwen3")
+    hf_folder(second / "Qwen", "Qwen2-7B", "qwen2")
+    first.mkdir()
+    dirs = [("--models-dir", first), ("$TRTLADE_MODELS_DIR", second)]
+    assert resolve_model("Qwen3-8B", dirs).path == (second / "Qwen3-8B").resolve()
+    # an organisation sub-folder is searched, and an org/name spelling works too
+    assert resolve_model("Qwen2-7B", dirs).path == (second / "Qwen" / "Qwen2-7B").resolve()
+    assert resolve_model("Qwen/Qwen2-7B", dirs).path == (second / "Qwen" / "Qwen2-7B").resolve()
+    hf_folder(first, "Qwen3-8B", "qwen3")
+    assert resolve_model("Qwen3-8B", dirs).path == (first / "Qwen3-8B").resolve()
+
+
+def test_missing_name_lists_every_place_looked_and_never_a_hub(tmp_path):
+    dirs = [("--models-dir", tmp_path / "a"), ("$TRTLADE_MODELS_DIR", tmp_path)]
+    with pytest.raises(BuildError) as err:
+        resolve_model("Qwen3-8B", dirs)
+    assert str(tmp_path / "a") in err.value.message and "not a directory" in err.value.message
+    assert str(tmp_path / "Qwen3-8B") in err.value.message and "$TRTLADE_MODELS_DIR" in err.value.message
+    assert "never downloads" in err.value.hint
+    with pytest.raises(BuildError) as err:
+        resolve_model("Qwen3-8B", [])
+    assert "no models directory" in err.value.message and "TRTLADE_MODELS_DIR" in err.value.hint
+
+
+def test_models_dir_from_flag_config_and_env(tmp_path):
+    hf_folder(tmp_path / "env-models", "M", "llama")
+    hf_folder(tmp_path / "cfg-models", "M", "qwen2")
+    spec = LookaheadSpec(4, 2, 4)
+    env = {"TRTLADE_MODELS_DIR": str(tmp_path / "env-models")}
+    opts = BuildOptions(model="M", spec=spec, output=tmp_path / "o")
+    assert make_plan(opts, env=env, cwd=tmp_path).info.architecture == "LlamaForCausalLM"
+    cfg_file = tmp_path / "deploy.yml"
+    with_cfg = BuildOptions(model="M", spec=spec, output=tmp_path / "o", config_path=cfg_file)
+    plan = make_plan(with_cfg, config={"model": {"models_dir": "cfg-models"}}, env=env, cwd=tmp_path)
+    assert plan.info.architecture == "Qwen2ForCausalLM"  # config's models_dir, relative to the config file
+
+
+def test_bundle_folder_given_as_model_is_explained(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "trtlade-manifest.json").write_text("{}")
+    with pytest.raises(BuildError) as err:
+        resolve_model(str(tmp_path / "b"), [])
+    assert "is a trtlade bundle" in err.value.message
+
+
+# ------------------------------------------------------------------------------ precedence
+@pytest.mark.parametrize("flag, cfg, expected, origin", [
+    (None, None, 8, "default"),
+    (None, 32, 32, "deploy.yml:build.max_batch_size"),
+    (64, 32, 64, "--max-batch-size"),
+])
+def test_flags_override_config_override_defaults(tmp_path, flag, cfg, expected, origin):
+    config = {"lookahead": {"spec": "7,7,7"}, "build": {} if cfg is None else {"max_batch_size": cfg}}
+    plan = plan_for(tmp_path, config=config, config_path=tmp_path / "deploy.yml", max_batch_size=flag)
+    assert plan.limits.max_batch_size == expected
+    assert plan.origin["max_batch_size"].replace(str(tmp_path) + "/", "") == origin
+
+
+def test_spec_flag_overrides_config_and_config_spec_is_used_without_flag(tmp_path):
+    config = {"lookahead": {"spec": "7,7,7"}}
+    assert plan_for(tmp_path, config=config).spec == LookaheadSpec(4, 2, 4)
+    plan = plan_for(tmp_path / "x", config=config, spec=None)
+    assert plan.spec == LookaheadSpec(7, 7, 7) and plan.max_draft_len == 83
+
+
+def test_no_spec_anywhere_is_an_error(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, spec=None)
+    assert err.value.where == "--wng"
+
+
+def test_autoregressive_spec_cannot_be_built(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, spec=LookaheadSpec(1, 1, 0))
+    assert "max_draft_len 0" in err.value.message and "request_default" in err.value.hint
+
+
+def test_invalid_config_values_name_the_field(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, config={"build": {"max_batch_size": 0}}, config_path=tmp_path / "d.yml")
+    assert err.value.where == f"{tmp_path / 'd.yml'}:build.max_batch_size"
+
+
+def test_max_seq_len_must_leave_room_for_output(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, max_input_len=4096, max_seq_len=4096)
+    assert err.value.where == "--max-seq-len" and "no room for output" in err.value.message
+
+
+def test_defaults_dtype_and_notes(tmp_path):
+    plan = plan_for(tmp_path, "llama", max_batch_size=64, max_num_tokens=256)
+    assert plan.limits == Limits(64, 2048, 4096, 256)
+    assert (plan.dtype_requested, plan.dtype, plan.gemm_plugin) == ("auto", "float16", "float16")
+    assert any("raises max_num_tokens 256 to 512" in n for n in plan.notes)
+    assert plan.limits.as_built(7) == {"max_batch_size": 64, "max_input_len": 2048, "max_seq_len": 4103,
+                                       "max_num_tokens": 512}
+
+
+def test_reference_backend_refuses_parallelism(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, backend="reference", tp_size=2)
+    assert err.value.where == "--tp-size" and "one CPU process" in err.value.message
+
+
+def test_backend_defaults_to_reference_for_the_embedded_model_without_trtllm(tmp_path):
+    embedded = hf_folder(tmp_path, "SmolLM2", "llama")
+    options = BuildOptions(spec=LookaheadSpec(4, 2, 4))
+    plan = make_plan(options, env={}, cwd=tmp_path, trtllm_present=False, embedded_dir=lambda: embedded)
+    assert plan.backend == "reference" and plan.embedded
+    assert plan.output == tmp_path / "SmolLM2-135M-Instruct-reference-4-2-4"
+    assert make_plan(options, env={}, cwd=tmp_path, trtllm_present=True,
+                     embedded_dir=lambda: embedded).backend == "trtllm"
+    named = BuildOptions(model=str(embedded), spec=LookaheadSpec(4, 2, 4))
+    assert make_plan(named, env={}, cwd=tmp_path, trtllm_present=False).backend == "trtllm"
+
+
+# ------------------------------------------------------------------------------ the argv
+def test_trtllm_build_argv_is_exact(tmp_path):
+    plan = plan_for(tmp_path, "qwen3", tp_size=2, max_batch_size=16)
+    assert plan.build_argv() == [
+        "trtllm-build",
+        "--checkpoint_dir", str(tmp_path / "out" / "checkpoint"),
+        "--output_dir", str(tmp_path / "out" / "engine"),
+        "--speculative_decoding_mode", "lookahead_decoding",
+        "--max_draft_len", "7",
+        "--max_batch_size", "16",
+        "--max_input_len", "2048",
+        "--max_seq_len", "4096",
+        "--max_num_tokens", "8192",
+        "--max_beam_width", "1",
+        "--kv_cache_type", "paged",
+        "--gemm_plugin", "bfloat16",
+        "--use_paged_context_fmha", "enable",
+        "--workers", "2",
+    ]
+    assert plan.convert_argv()[1:] == [
+        "-m", "trtlade.build.convert", "--hf-dir", str(plan.model.path),
+        "--checkpoint-dir", str(tmp_path / "out" / "checkpoint"), "--model-class", "QWenForCausalLM",
+        "--dtype", "bfloat16", "--tp-size", "2", "--pp-size", "1",
+    ]
+
+
+def test_workers_follow_gpus_when_known(tmp_path):
+    options = BuildOptions(model=str(hf_folder(tmp_path, "m", "qwen2")), spec=LookaheadSpec(4, 2, 4),
+                           tp_size=4, output=tmp_path / "o")
+    assert make_plan(options, env={}, cwd=tmp_path, gpu_count=2).workers == 2
+    assert make_plan(options, env={}, cwd=tmp_path, gpu_count=None).workers == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=st.integers(1, 12), n=st.integers(2, 9), g=st.integers(0, 12), tp=st.sampled_from([1, 2, 4]),
+       pp=st.sampled_from([1, 2]))
+def test_argv_invariants(tmp_path_factory, w, n, g, tp, pp):
+    spec = LookaheadSpec(w, n, g)
+    assume(spec.max_draft_len > 0)  # (1,2,0) drafts nothing: refused, tested above
+    tmp = tmp_path_factory.mktemp("p")
+    plan = plan_for(tmp, "qwen2", spec=spec, tp_size=tp, pp_size=pp)
+    argv = plan.build_argv()
+    flags = argv[1::2]
+    values = dict(zip(argv[1::2], argv[2::2]))
+    assert len(flags) == len(set(flags))  # every flag once, each with a value
+    assert int(values["--max_draft_len"]) == (n - 2) + (w - 1 + g) * (n - 1)
+    assert "--tp_size" not in flags and "--pp_size" not in flags and "--gather_context_logits" not in flags
+    assert values["--speculative_decoding_mode"] == "lookahead_decoding" and values["--max_beam_width"] == "1"
+    conv = plan.convert_argv()
+    assert conv[conv.index("--tp-size") + 1] == str(tp) and conv[conv.index("--pp-size") + 1] == str(pp)
+
+
+def test_rendered_commands_are_shell_quoted(tmp_path):
+    plan = plan_for(tmp_path, "llama", output=tmp_path / "my bundle")
+    text = plan.render()
+    commands = [c for c in text.replace("\\\n", " ").splitlines() if c and not c.startswith("#")]
+    parsed = [shlex.split(c) for c in commands]
+    build = next(p for p in parsed if p[0] == "trtllm-build")
+    assert build[:build.index(">")] == plan.build_argv()  # then "> logs/trtllm-build.log 2>&1"
+    assert parsed[0] == ["mkdir", "-p", str(tmp_path / "my bundle" / "logs")]
+    joined = shell_join(["a b", "--x", "c'd", "--flag"]).replace("\\\n", " ")  # shell line continuations
+    assert shlex.split(joined) == ["a b", "--x", "c'd", "--flag"]
+
+
+# ------------------------------------------------------------------------------ dry-run
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
+    model = hf_folder(tmp_path / "models", "Qwen3-8B", "qwen3")
+    before = sorted(p for p in tmp_path.rglob("*"))
+    result = CliRunner().invoke(app, ["build", "--model", "Qwen3-8B", "--models-dir", str(tmp_path / "models"),
+                                      "--wng", "4,2,4", "--output", str(tmp_path / "out"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    assert "--max_draft_len 7" in result.stdout and "--speculative_decoding_mode lookahead_decoding" in result.stdout
+    assert f"--hf-dir {model}" in result.stdout
+    assert "max_seq_len 4096 + 7 = 4103" in result.stdout
+
+
+def test_dry_run_works_without_tensorrt_llm_anywhere(tmp_path):
+    """A fresh interpreter with no test double on any path: the plan still prints."""
+    hf_folder(tmp_path, "m", "llama")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith("TRTLADE_")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "fakes" not in p)
+    code = ("import sys; from trtlade.cli.main import app\n"
+            "try:\n    app(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
+            "assert 'tensorrt_llm' not in sys.modules and 'torch' not in sys.modules, 'heavy import'\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code, "build", "--model", str(tmp_path / "m"), "--wng",
+                           "7,7,7", "--output", str(tmp_path / "o"), "--dry-run"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--max_draft_len 83" in proc.stdout and not (tmp_path / "o").exists()
+
+
+def test_cli_bad_spec_and_missing_config_exit_cleanly(tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(app, ["build", "--model", str(tmp_path), "--wng", "4,1,4", "--dry-run"])
+    assert bad.exit_code == 1 and "ngramSize=1 requires windowSize=1" in bad.stderr
+    missing = runner.invoke(app, ["build", "--config", str(tmp_path / "nope.yml"), "--dry-run"])
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr
+    (tmp_path / "bad.yml").write_text("build: [unclosed\n")
+    broken = runner.invoke(app, ["build", "--config", str(tmp_path / "bad.yml"), "--dry-run"])
+    assert broken.exit_code == 1 and "bad.yml:" in broken.stderr and "Traceback" not in broken.output
