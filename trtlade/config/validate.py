@@ -65,7 +65,7 @@ def classify(data: Any) -> ConfigKind | None:
     if not isinstance(data, dict):
         return None
     for key in data:
-        if key in _TOP_KEYS or difflib.get_close_matches(str(key), _TOP_KEYS, n=1, cutoff=0.75):
+        if key in _TOP_KEYS or difflib.get_close_matches(str(key), _TOP_KEYS, n=1, cutoff=0.8):
             return "trtlade"
     return None
 
