@@ -184,7 +184,8 @@ class ServerThread:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(ScriptedApp(script), log_level="warning", access_log=False, lifespan="on")
+        config = uvicorn.Config(ScriptedApp(script), log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, daemon=True)
 

@@ -1,0 +1,209 @@
+"""The load generator against tests/scripted_server.py: timings within 5% of the truth, every kind
+of failure counted, usage handling, endpoints and line endings."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from scripted_server import Script, ServerThread
+from trtlade.bench.client import _StreamState
+from trtlade.bench.datasets import Prompt, load_dataset
+from trtlade.bench.plan import BenchPlan, Target, make_series, parse_endpoint, parse_modes
+from trtlade.bench.records import RequestRecord
+from trtlade.bench.runner import BenchAborted, run_plan_sync
+
+TESTS = Path(__file__).resolve().parent
+
+
+def plan_for(url: str, *, modes: str = "default", levels: tuple[int, ...] = (1,), prompts: list[Prompt] | None = None,
+             n: int = 3, max_tokens: int = 8, endpoint: str = "chat", warmups: int = 0,
+             timeout: float = 30.0) -> BenchPlan:
+    ps = prompts if prompts is not None else load_dataset("short").sample(n, 0)
+    target = Target("a", url, model="scripted-model")
+    return BenchPlan(make_series([target], parse_modes([modes])), list(levels), parse_endpoint(endpoint), ps,
+                     ps[:warmups], max_tokens, 0.0, False, timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def timed_server() -> Iterator[tuple[str, Script]]:
+    """The scripted server in its own process (no shared GIL with the load generator).
+
+    TTFT as the client sees it includes the HTTP round trip (2-8 ms on a loaded 2-core machine), so
+    the scripted TTFT is long enough (250 ms) for that to stay well inside 5%."""
+    script = Script(ttft=0.250, chunk_delay=0.040, tokens_per_chunk=3)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(TESTS / "scripted_server.py"), "--port", str(port),
+                             "--ttft", str(script.ttft), "--chunk-delay", str(script.chunk_delay),
+                             "--tokens-per-chunk", str(script.tokens_per_chunk)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"scripted server did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+        time.sleep(0.05)
+    yield url, script
+    proc.terminate()
+    proc.wait(10)
+
+
+def within(measured: float | None, truth: float, rel: float = 0.05) -> bool:
+    return measured is not None and abs(measured - truth) <= rel * truth
+
+
+def test_timings_within_5_percent_of_the_truth(timed_server: tuple[str, Script]) -> None:
+    url, script = timed_server
+    outcome = run_plan_sync(plan_for(url, modes="ar,lookahead", levels=(1, 2), n=2, max_tokens=10, warmups=1))
+    assert len(outcome.summaries) == 4
+    for s in outcome.summaries:
+        truth = script.truth(10, k=1 if s.series == "ar" else script.tokens_per_chunk)
+        assert (s.completed, s.failed) == (2, 0)
+        for stat in ("mean", "median"):
+            ttft = getattr(s, f"{stat}_ttft_ms")
+            assert within(ttft, truth["ttft"] * 1e3), (s.series, s.concurrency, stat, ttft)
+            tpot = getattr(s, f"{stat}_tpot_ms")
+            assert within(tpot, truth["tpot"] * 1e3), (s.series, s.concurrency, stat, tpot)
+            dec = getattr(s, f"{stat}_decode_throughput")
+            assert within(dec, truth["decode_throughput"]), (s.series, s.concurrency, stat, dec)
+        assert s.aggregate_decode_throughput == pytest.approx(s.mean_decode_throughput * s.concurrency)
+        assert s.mean_chunks_per_request == truth["chunks"]
+        assert s.mean_tokens_per_chunk == pytest.approx(10 / truth["chunks"])
+        assert s.total_output_tokens == 20 and s.total_input_tokens == 2 * script.prompt_tokens
+    ar = [s for s in outcome.summaries if s.series == "ar"]
+    assert all(s.lookahead_specs == ["1,1,0"] for s in ar)
+
+
+def test_closed_loop_keeps_exactly_c_requests_in_flight(timed_server: tuple[str, Script]) -> None:
+    url, _ = timed_server
+    outcome = run_plan_sync(plan_for(url, levels=(2,), n=4, max_tokens=4))
+    recs = sorted(outcome.records, key=lambda r: r.start)
+    assert [r.index for r in recs] == [0, 1, 2, 3]
+
+    def in_flight(t: float) -> int:
+        return sum(r.start <= t < r.start + r.end for r in recs)
+
+    # just after each send, at most 2 requests are in flight; the first two start together
+    assert all(in_flight(r.start + 1e-6) <= 2 for r in recs)
+    assert recs[1].start - recs[0].start < 0.05 and recs[2].start >= min(r.start + r.end for r in recs[:2]) - 1e-3
+
+
+@pytest.fixture(scope="module")
+def thread_server() -> Iterator[tuple[str, Script]]:
+    script = Script(ttft=0.005, chunk_delay=0.002, tokens_per_chunk=2)
+    with ServerThread(script) as srv:
+        yield srv.url, script
+
+
+def test_failures_are_counted_and_shown(thread_server: tuple[str, Script]) -> None:
+    url, _ = thread_server
+    texts = ["fine", "FAIL500 please", "fine", "FAILSTREAM please", "fine"]
+    prompts = [Prompt(i, text=t) for i, t in enumerate(texts)]
+    outcome = run_plan_sync(plan_for(url, levels=(2,), prompts=prompts))
+    [s] = outcome.summaries
+    assert (s.completed, s.failed) == (3, 2)
+    assert s.failures_by_kind == {"http": 1, "stream_error": 1}
+    by_index = {r.index: r for r in outcome.records}
+    assert by_index[1].status == 500 and by_index[1].error == "HTTP 500: scripted engine failure"
+    assert by_index[3].status == 200 and by_index[3].error_kind == "stream_error"
+    assert "scripted failure mid-stream" in (by_index[3].error or "")
+    assert len(outcome.records) == 5  # never dropped
+
+
+def test_lookahead_field_sent_per_mode(thread_server: tuple[str, Script]) -> None:
+    url, script = thread_server
+    script.requests.clear()
+    run_plan_sync(plan_for(url, modes="ar,lookahead,4-2-4", n=1))
+    assert [r.get("lookahead", "absent") for r in script.requests] == [
+        {"w": 1, "n": 1, "g": 0}, "absent", {"w": 4, "n": 2, "g": 4}]
+    body = script.requests[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 8 and body["temperature"] == 0.0 and body["model"] == "scripted-model"
+
+
+def test_completions_endpoint_and_no_usage() -> None:
+    script = Script(ttft=0.005, chunk_delay=0.002, tokens_per_chunk=1, send_usage=False)
+    with ServerThread(script) as srv:
+        outcome = run_plan_sync(plan_for(srv.url, endpoint="completions", n=2, max_tokens=5))
+    [s] = outcome.summaries
+    assert s.completed == 2 and s.tokens_source == "chunks" and s.total_input_tokens is None
+    assert all(r.completion_tokens is None and r.output_tokens == 5 for r in outcome.records)
+    assert "prompt" in script.requests[0] and "messages" not in script.requests[0]
+
+
+def test_crlf_streams_and_no_role_chunk() -> None:
+    script = Script(ttft=0.005, chunk_delay=0.002, tokens_per_chunk=2, line_ending="\r\n", role_chunk=False)
+    with ServerThread(script) as srv:
+        outcome = run_plan_sync(plan_for(srv.url, n=2, max_tokens=6))
+    assert outcome.summaries[0].completed == 2
+    assert all(r.num_chunks == 3 and r.completion_tokens == 6 and r.done for r in outcome.records)
+
+
+def test_role_chunk_is_not_the_first_token(thread_server: tuple[str, Script]) -> None:
+    url, _ = thread_server
+    outcome = run_plan_sync(plan_for(url, n=1))
+    [r] = outcome.records
+    assert r.first_event_time is not None and r.ttft is not None and r.first_event_time < r.ttft
+
+
+def test_timeout_is_a_failure(thread_server: tuple[str, Script]) -> None:
+    url, _ = thread_server
+    outcome = run_plan_sync(plan_for(url, prompts=[Prompt(0, text="HANG"), Prompt(1, text="fine")], timeout=0.3))
+    [s] = outcome.summaries
+    assert (s.completed, s.failed, s.failures_by_kind) == (1, 1, {"timeout": 1})
+    assert outcome.records[0].end < 5
+
+
+def test_connection_refused_is_a_failure() -> None:
+    outcome = run_plan_sync(plan_for(f"http://127.0.0.1:{free_port()}", n=2))
+    [s] = outcome.summaries
+    assert (s.completed, s.failed, s.failures_by_kind) == (0, 2, {"connection": 2})
+    assert "cannot connect" in (outcome.records[0].error or "")
+
+
+def test_all_warmups_failing_aborts(thread_server: tuple[str, Script]) -> None:
+    url, _ = thread_server
+    prompts = [Prompt(0, text="FAIL500")]
+    with pytest.raises(BenchAborted, match="HTTP 500"):
+        run_plan_sync(plan_for(url, prompts=prompts, warmups=1))
+
+
+def test_stream_state_protocol_errors() -> None:
+    def feed(events: list[str]) -> RequestRecord:
+        r = RequestRecord(series="x", concurrency=1, index=0, prompt_index=0)
+        st = _StreamState(r, "chat", 0.0)
+        for i, e in enumerate(events):
+            st.event(e, 0.1 * (i + 1))
+        st.finish(False)
+        return r
+
+    content = '{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": null}]}'
+    truncated = feed([content])
+    assert truncated.error_kind == "protocol" and "before [DONE]" in (truncated.error or "")
+    assert feed(["not json"]).error_kind == "protocol"
+    ok = feed([content, '{"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}', "[DONE]"])
+    assert ok.ok and ok.completion_tokens == 1 and ok.chunk_times == [pytest.approx(0.1)]
+    vllm_err = feed(['{"object": "error", "message": "bad", "code": 400}', "[DONE]"])
+    assert vllm_err.error_kind == "stream_error" and "bad" in (vllm_err.error or "")
+    reasoning = feed(['{"choices": [{"delta": {"reasoning_content": "hm"}}]}',
+                      '{"choices": [{"delta": {"content": "x"}, "finish_reason": "stop"}]}', "[DONE]"])
+    assert reasoning.ok and len(reasoning.chunk_times) == 2 and reasoning.finish_reason == "stop"

@@ -1,0 +1,277 @@
+"""Aggregation, report files and `report compare` on synthetic records (no network); plan and
+dataset parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trtlade.bench.datasets import DatasetError, load_dataset
+from trtlade.bench.metrics import percentile, summarize_level
+from trtlade.bench.plan import (PlanError, parse_base_url, parse_concurrency, parse_endpoint, parse_metadata,
+                                parse_modes)
+from trtlade.bench.records import RequestRecord
+from trtlade.bench.report import (RunSummary, SeriesInfo, compare_runs, comparison_table, load_run,
+                                  render_markdown, write_report, ReportError)
+
+
+def rec(series: str, c: int, i: int, times: list[float], tokens: int | None, *, start: float = 0.0,
+        end: float | None = None, error: str | None = None, kind: str | None = None,
+        prompt_tokens: int | None = 5, la: dict | None = None) -> RequestRecord:
+    r = RequestRecord(series=series, concurrency=c, index=i, prompt_index=0, start=start,
+                      end=end if end is not None else (times[-1] if times else 0.0),
+                      chunk_times=list(times), completion_tokens=tokens,
+                      prompt_tokens=prompt_tokens if tokens is not None else None, usage_lookahead=la,
+                      last_event_time=times[-1] if times else None, done=error is None)
+    if error:
+        r.error, r.error_kind = error, kind  # type: ignore[assignment]
+    return r
+
+
+# ----------------------------------------------------------------------------- per request
+def test_record_derived_numbers_worked_example() -> None:
+    r = rec("x", 1, 0, [0.100, 0.140, 0.180, 0.220], 10)
+    r.first_event_time = 0.005  # the role-only chunk does not count as the first token
+    assert r.ttft == pytest.approx(0.100)
+    assert r.e2e == pytest.approx(0.220)
+    assert r.tpot == pytest.approx(0.120 / 9)
+    assert r.decode_throughput == pytest.approx(9 / 0.120)
+    assert r.itls == pytest.approx([0.04, 0.04, 0.04])
+    assert r.tokens_per_chunk == pytest.approx(2.5)
+    assert r.tokens_source == "usage"
+
+
+def test_record_without_usage_counts_chunks_and_says_so() -> None:
+    r = rec("x", 1, 0, [0.1, 0.2, 0.3], None)
+    assert r.tokens_source == "chunks" and r.output_tokens == 3 and r.tokens_per_chunk is None
+    assert r.decode_throughput == pytest.approx(2 / 0.2)
+
+
+def test_record_single_token_has_no_decode_numbers() -> None:
+    r = rec("x", 1, 0, [0.1], 1)
+    assert r.ttft == pytest.approx(0.1) and r.tpot is None and r.decode_throughput is None
+
+
+def test_record_json_roundtrip() -> None:
+    r = rec("x", 2, 3, [0.1, 0.2], 4, la={"spec": {"w": 4, "n": 2, "g": 4}, "steps": 2, "tokens_per_step": 2})
+    data = json.loads(json.dumps(r.to_json()))
+    assert data["ttft_ms"] == pytest.approx(100.0) and data["decode_throughput"] == pytest.approx(30.0)
+    assert RequestRecord.from_json(data) == r
+
+
+# ----------------------------------------------------------------------------- per level
+def test_percentile_matches_linear_interpolation() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3, 1, 2], 50) == 2
+    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=50),
+       st.floats(min_value=0, max_value=100))
+def test_percentile_within_bounds_and_monotone(values: list[float], q: float) -> None:
+    p = percentile(values, q)
+    assert min(values) <= p <= max(values)
+    assert percentile(values, min(100.0, q + 1)) >= p - 1e-9
+
+
+def level_records() -> list[RequestRecord]:
+    # concurrency 2: two requests at once, then one more; one HTTP failure and one stream error
+    return [
+        rec("la", 2, 0, [0.10, 0.20, 0.30], 9, start=0.0, end=0.31),        # decode 8/0.2 = 40
+        rec("la", 2, 1, [0.20, 0.30, 0.40, 0.50], 7, start=0.0, end=0.5),   # decode 6/0.3 = 20
+        rec("la", 2, 2, [0.10, 0.40], 4, start=0.31, end=0.45),             # decode 3/0.3 = 10
+        rec("la", 2, 3, [], None, start=0.5, end=0.01, error="HTTP 500: boom", kind="http"),
+        rec("la", 2, 4, [0.1], None, start=0.76, end=0.2, error="error event in stream: x", kind="stream_error"),
+    ]
+
+
+def test_summarize_level_counts_failures_and_aggregates() -> None:
+    s = summarize_level(level_records(), series="la", concurrency=2, num_prompts=5)
+    assert (s.completed, s.failed) == (3, 2)
+    assert s.failures_by_kind == {"http": 1, "stream_error": 1}
+    assert s.error_examples == ["HTTP 500: boom", "error event in stream: x"]
+    assert s.duration_s == pytest.approx(0.96)                       # 0 -> 0.76 + 0.2
+    assert s.request_throughput == pytest.approx(3 / 0.96)
+    assert s.total_output_tokens == 20
+    assert s.output_throughput == pytest.approx(20 / 0.96)
+    assert s.total_input_tokens == 15
+    assert s.mean_ttft_ms == pytest.approx((100 + 200 + 100) / 3)
+    assert s.median_ttft_ms == pytest.approx(100)
+    assert s.mean_decode_throughput == pytest.approx((40 + 20 + 10) / 3)
+    assert s.aggregate_decode_throughput == pytest.approx((40 + 20 + 10) / 3 * 2)
+    assert s.mean_itl_ms == pytest.approx((5 * 100 + 300) / 6)      # gaps: 100,100 | 100,100,100 | 300
+    assert s.median_itl_ms == pytest.approx(100)
+    assert s.mean_tokens_per_chunk == pytest.approx((3 + 7 / 4 + 2) / 3)
+    assert s.tokens_source == "usage"
+
+
+def test_summarize_level_effective_concurrency_and_empty_level() -> None:
+    one = [rec("x", 8, 0, [0.1, 0.2], 3)]
+    s = summarize_level(one, series="x", concurrency=8, num_prompts=1)
+    assert s.aggregate_decode_throughput == pytest.approx(20.0)      # min(8, 1) requests in flight
+    failed = [rec("x", 1, 0, [], None, error="HTTP 503: busy", kind="http")]
+    f = summarize_level(failed, series="x", concurrency=1, num_prompts=1)
+    assert (f.completed, f.failed, f.mean_ttft_ms, f.aggregate_decode_throughput) == (0, 1, None, None)
+
+
+def test_lookahead_usage_is_recorded() -> None:
+    la = {"spec": {"w": 4, "n": 2, "g": 4}, "steps": 3, "tokens_per_step": 2.5}
+    s = summarize_level([rec("x", 1, 0, [0.1, 0.2], 5, la=la)], series="x", concurrency=1, num_prompts=1)
+    assert s.lookahead_specs == ["4,2,4"] and s.mean_lookahead_tokens_per_step == pytest.approx(2.5)
+
+
+# ----------------------------------------------------------------------------- report
+def known_run() -> tuple[RunSummary, list[RequestRecord]]:
+    """ar: TTFT 100 ms, decode 10 tok/s per request; lookahead: TTFT 110 ms, decode 12.5 tok/s."""
+    records: list[RequestRecord] = []
+    summaries = []
+    for c in (1, 2):
+        for series, ttft, step in (("ar", 0.100, 0.1), ("lookahead", 0.110, 0.08)):
+            rs = [rec(series, c, i, [ttft + k * step for k in range(5)], 5, start=i * 1.0) for i in range(2)]
+            if series == "lookahead" and c == 2:
+                rs.append(rec(series, c, 2, [], None, start=3.0, end=0.1, error="HTTP 500: engine", kind="http"))
+            records += rs
+            summaries.append(summarize_level(rs, series=series, concurrency=c, num_prompts=len(rs)))
+    run = RunSummary(
+        run_id="20250101-000000-ar-vs-lookahead", created="2025-01-01T00:00:00Z",
+        series=[SeriesInfo(label="ar", server="a", base_url="http://h", model="m", mode="ar", lookahead=[1, 1, 0]),
+                SeriesInfo(label="lookahead", server="a", base_url="http://h", model="m", mode="lookahead")],
+        levels=[1, 2], settings={"endpoint": "/v1/chat/completions", "dataset": "short", "num_prompts": 2},
+        metadata={"trtlade_version": "0.1.0", "user": {"gpu": "A10"}}, summaries=summaries)
+    return run, records
+
+
+def test_summary_md_tables_for_known_input() -> None:
+    run, _ = known_run()
+    md = render_markdown(run)
+    assert ("| concurrency | 1 | 2 |\n|---|---:|---:|\n| ar | 100.0 | 100.0 |\n| lookahead | 110.0 | 110.0 |\n"
+            "| lookahead vs ar (%) | +10.0% | +10.0% |") in md
+    # decode: ar 10 tok/s per request (x1, x2), lookahead 12.5 (x1, x2)
+    assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 |\n| lookahead vs ar (%) | +25.0% | +25.0% |") in md
+    assert "**1 of 9 measured requests failed**" in md
+    assert "lookahead @ concurrency 2: 1 failed (http: 1). `HTTP 500: engine`" in md
+    assert "## Full metrics: ar" in md and "TTFT p99 (ms)" in md
+    assert "- gpu: `A10`" in md
+
+
+def test_comparison_table_missing_values_and_zero_base() -> None:
+    table = comparison_table([1, 2], [("a", {1: 0.0, 2: 5.0}), ("b", {1: 1.0})])
+    assert table.splitlines()[-1] == "| b vs a (%) | — | — |"
+    assert table.splitlines()[3] == "| b | 1.0 | — |"
+
+
+def test_write_report_files_and_roundtrip(tmp_path: Path) -> None:
+    run, records = known_run()
+    written = write_report(tmp_path / run.run_id, run, records)
+    names = sorted(p.name for p in written)
+    assert names == sorted(["per_request.jsonl", "summary.json", "summary.csv", "summary.md",
+                            "ttft_vs_concurrency.png", "decode_throughput_vs_concurrency.png",
+                            "speedup_vs_concurrency.png"])
+    for p in written:
+        assert p.stat().st_size > 0
+    lines = (tmp_path / run.run_id / "per_request.jsonl").read_text().splitlines()
+    assert len(lines) == len(records) and sum(not json.loads(x)["ok"] for x in lines) == 1
+    assert load_run(tmp_path / run.run_id) == run
+    csv = (tmp_path / run.run_id / "summary.csv").read_text().splitlines()
+    assert csv[0].startswith("series,concurrency,") and len(csv) == 5
+    png = (tmp_path / run.run_id / "ttft_vs_concurrency.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_runs_pairs_series(tmp_path: Path) -> None:
+    run, _ = known_run()
+    other = run.model_copy(update={"run_id": "B-run"})
+    text = compare_runs(run, other)
+    assert "| A ar | 100.0 | 100.0 |\n| B ar | 100.0 | 100.0 |\n| B ar vs A ar (%) | +0.0% | +0.0% |" in text
+    assert "| A lookahead | 110.0 | 110.0 |" in text
+    single = compare_runs(run, other, series_a="ar", series_b="lookahead")
+    assert "| B lookahead vs A ar (%) | +10.0% | +10.0% |" in single
+    with pytest.raises(ReportError, match="no such series"):
+        compare_runs(run, other, series_a="nope")
+
+
+def test_load_run_errors(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="does not exist"):
+        load_run(tmp_path / "missing")
+    with pytest.raises(ReportError, match="has no summary.json"):
+        load_run(tmp_path)
+    (tmp_path / "summary.json").write_text('{"run_id": 3}')
+    with pytest.raises(ReportError, match="not a trtlade bench summary"):
+        load_run(tmp_path)
+
+
+# ----------------------------------------------------------------------------- plan parsing
+def test_parse_modes() -> None:
+    modes = parse_modes(["ar,lookahead", "7x7x7", "default"])
+    assert [m.name for m in modes] == ["ar", "lookahead", "7-7-7", "default"]
+    assert [m.payload() for m in modes] == [{"w": 1, "n": 1, "g": 0}, None, {"w": 7, "n": 7, "g": 7}, None]
+    for bad, match in (("4-2", "three numbers"), ("4-1-4", "ngramSize=1 requires windowSize=1"),
+                       ("fast", "not a mode"), ("ar,ar", "given twice"), ("", "no mode")):
+        with pytest.raises(PlanError, match=match) as info:
+            parse_modes([bad])
+        assert info.value.option == "--modes"
+
+
+def test_parse_concurrency_metadata_endpoint_url() -> None:
+    assert parse_concurrency(["1,2", "16"]) == [1, 2, 16]
+    for bad in ("0", "x", "2,2"):
+        with pytest.raises(PlanError):
+            parse_concurrency([bad])
+    assert parse_metadata(["gpu=A10", "note=a=b"]) == {"gpu": "A10", "note": "a=b"}
+    with pytest.raises(PlanError, match="key=value"):
+        parse_metadata(["novalue"])
+    assert parse_endpoint("chat").path == "/v1/chat/completions"
+    assert parse_endpoint("/v1/completions").kind == "completions"
+    with pytest.raises(PlanError):
+        parse_endpoint("embeddings")
+    assert parse_base_url("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+    assert parse_base_url("https://h/proxy") == "https://h/proxy"
+    for bad in ("127.0.0.1:8000", "ftp://h", "http://h:99999", "http://", "http://h/?q=1"):
+        with pytest.raises(PlanError):
+            parse_base_url(bad)
+
+
+# ----------------------------------------------------------------------------- datasets
+def test_bundled_datasets() -> None:
+    short, long, rnd = load_dataset("short"), load_dataset("long"), load_dataset("random")
+    assert len(short.prompts) == 1 and len(long.prompts[0].text or "") > 2000
+    assert {p.index for p in short.sample(5, 0)} == {0}
+    a, b = rnd.sample(20, 1), rnd.sample(20, 2)
+    assert a == rnd.sample(20, 1) and a != b and len({p.index for p in a}) > 3
+
+
+def test_file_datasets(tmp_path: Path) -> None:
+    jl = tmp_path / "p.jsonl"
+    jl.write_text('{"prompt": "one"}\n\n{"messages": [{"role": "user", "content": "two"}]}\n')
+    ds = load_dataset(str(jl))
+    assert [p.index for p in ds.sample(5, 0)] == [0, 1, 0, 1, 0] and ds.has_messages
+    assert ds.prompts[1].chat_messages() == [{"role": "user", "content": "two"}]
+    sg = tmp_path / "s.json"
+    sg.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},
+                              {"conversations": [{"from": "gpt", "value": "only"}]}]))
+    ds2 = load_dataset(str(sg))
+    assert [p.text for p in ds2.prompts] == ["hi"] and ds2.skipped == 1
+
+
+@pytest.mark.parametrize("content, match, where", [
+    ('{"prompt": "ok"}\nnot json\n', "not valid JSON", ":2"),
+    ('{"text": "x"}\n', "no 'prompt' or 'messages'", ":1"),
+    ('{"messages": []}\n', "non-empty list", ":1"),
+    ("\n\n", "no prompts", ""),
+])
+def test_dataset_errors_name_the_line(tmp_path: Path, content: str, match: str, where: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(DatasetError, match=match) as info:
+        load_dataset(str(path))
+    assert info.value.where.endswith(where) and info.value.hint
+
+
+def test_unknown_dataset() -> None:
+    with pytest.raises(DatasetError, match="not a bundled set"):
+        load_dataset("nope-does-not-exist")
