@@ -159,10 +159,26 @@ def test_tampered_bundle_is_caught(tmp_path, fake_trtllm_build):
     out = tmp_path / "b"
     assert build("--model", str(model(tmp_path, "llama")), "--wng", "4,2,4", "--output", str(out)).exit_code == 0
     assert not has_errors(engine_check(out))
+    ok = CliRunner().invoke(app, ["validate-config", str(out / "trtlade.yml")])
+    assert ok.exit_code == 0 and "engine" in ok.stdout and "checked" in ok.stdout, ok.output
     path = out / "trtlade.yml"
     path.write_text(path.read_text().replace("window_size: 4", "window_size: 5"))
     codes = [d.code for d in engine_check(out) if d.is_error]
     assert "engine-max-draft-len" in codes
+    bad = CliRunner().invoke(app, ["validate-config", str(out / "trtlade.yml")])
+    assert bad.exit_code == 1 and "max_draft_len 7" in bad.stdout + bad.stderr
+
+
+def test_tampered_engine_is_caught(tmp_path, fake_trtllm_build):
+    out = tmp_path / "b"
+    assert build("--model", str(model(tmp_path, "qwen2")), "--wng", "4,2,4", "--tp-size", "2",
+                 "--output", str(out)).exit_code == 0
+    cfg_path = out / "engine" / "config.json"
+    engine = json.loads(cfg_path.read_text())
+    engine["pretrained_config"]["mapping"].update(world_size=1, tp_size=1)
+    cfg_path.write_text(json.dumps(engine))
+    bad = CliRunner().invoke(app, ["validate-config", str(out / "trtlade.yml")])
+    assert bad.exit_code == 1 and "tp_size" in bad.stdout + bad.stderr
 
 
 # ------------------------------------------------------------------------------ idempotence / --force

@@ -203,6 +203,10 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
     for key in ("name", "models_dir"):
         model.pop(key, None)  # resolved into model.path
     model["path"] = str(plan.model.path)
+    if plan.embedded and not model.get("served_name"):
+        from trtlade.engine.embedded import EMBEDDED_MODEL_NAME
+
+        model["served_name"] = EMBEDDED_MODEL_NAME  # not the cache folder's hashed name
     if plan.backend == "trtllm":
         model["tokenizer"] = str(plan.model.path)
         model["dtype"] = engine_dtype if engine_dtype in ("auto", "float16", "bfloat16", "float32") else plan.dtype
@@ -243,7 +247,7 @@ def _plain(value: Any) -> Any:
 def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
     head = [
         "# trtlade deployment config written by `trtlade build` (see trtlade-manifest.json).",
-        f"# Lookahead (W,N,G) = ({plan.spec}) -> engine max_draft_len {plan.max_draft_len}.",
+        f"# Lookahead (W,N,G) = ({plan.spec}) -> max_draft_len {plan.max_draft_len} draft tokens per step.",
         "#   check:  trtlade validate-config trtlade.yml",
         "#   serve:  trtlade serve --config trtlade.yml",
         "# Relative paths are relative to this file.",

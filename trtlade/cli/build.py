@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-import yaml
 
 from trtlade.cli.common import console, err_console, fail, parse_spec_option
 
@@ -49,30 +48,32 @@ class BackendChoice(str, enum.Enum):
     reference = "reference"
 
 
-def _load_config_file(path: Path) -> dict[str, Any]:
-    """The raw YAML mapping of ``--config`` (validated later, merged with the flags)."""
+def _load_config_file(path: Path) -> Any:
+    """The ``--config`` YAML document (data + positions), read with validate-config's guards; its data
+    is validated later, merged with the flags."""
+    from trtlade.config.loader import ConfigLoadError, read_yaml
+
     if not path.exists():
         _fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
-    if path.is_dir():
-        _fail(f"{path} is a folder", where="--config", hint="pass a trtlade YAML file, e.g. configs/qwen3-8b.yml",
-             code=2)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"cannot read {path}: {exc}", where="--config", hint="pass a UTF-8 YAML file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        _fail(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where=where,
-             hint=f"check it with: trtlade validate-config {path}")
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        _fail(f"the top level is a {type(data).__name__}, not a mapping", where=str(path),
-             hint="a trtlade config has the sections model, build, lookahead, serve, bench")
-    return data
+        doc = read_yaml(path)
+    except ConfigLoadError as exc:
+        d = exc.diagnostics[0]
+        _fail(d.message, hint=d.hint, where=d.location or str(path))
+    if not isinstance(doc.data, dict):
+        _fail(f"the top level is a {type(doc.data).__name__}, not a mapping", where=str(path),
+              hint="a trtlade config has the sections model, build, lookahead, serve, bench")
+    return doc
+
+
+def _locate(where: str, doc: Any) -> str:
+    """``deploy.yml:build.max_batch_size`` -> ``deploy.yml:7:19: build.max_batch_size``."""
+    if doc is None or not where.startswith(f"{doc.file}:"):
+        return where
+    dotted = where[len(doc.file) + 1:]
+    loc = tuple(int(p) if p.isdigit() else p for p in dotted.split(".")) if dotted else ()
+    line, column = doc.position(loc)
+    return f"{doc.file}:{line}:{column}: {dotted}"
 
 
 class _RichReporter:
@@ -172,7 +173,8 @@ def register(app: typer.Typer) -> None:
         from trtlade.build.plan import BuildOptions, make_plan
 
         spec = parse_spec_option(wng, option="--wng") if wng is not None else None
-        raw = _load_config_file(config) if config is not None else {}
+        doc = _load_config_file(config) if config is not None else None
+        raw = doc.data if doc is not None else {}
         options = BuildOptions(
             model=model, spec=spec, config_path=config, dtype=dtype.value if dtype else None,
             tp_size=tp_size, pp_size=pp_size, max_batch_size=max_batch_size, max_input_len=max_input_len,
@@ -182,7 +184,7 @@ def register(app: typer.Typer) -> None:
         try:
             plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None)
         except BuildError as exc:
-            _fail(exc.message, hint=exc.hint, where=exc.where)
+            _fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
         if dry_run:
             print(plan.render(), end="")
             return
