@@ -1,0 +1,227 @@
+"""`trtlade bench` and `trtlade report compare` from the command line, against the scripted server;
+clear errors (exit 1, no traceback) for user mistakes; the --launch machinery."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from scripted_server import Script, ServerThread
+from trtlade.bench.launch import LaunchError, launched_server
+from trtlade.bench.report import RunSummary, load_run
+from trtlade.cli.main import app
+
+TESTS = Path(__file__).resolve().parent
+runner = CliRunner()
+
+
+def invoke(*args: str) -> "object":
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def only_run(result_dir: Path) -> Path:
+    [run] = [p for p in result_dir.iterdir() if p.is_dir()]
+    return run
+
+
+def bench_trtlade_serve(config: Path, result_dir: Path, *extra: str) -> RunSummary:
+    """End-to-end helper for the real server: `trtlade bench --launch CONFIG` on a small run (two
+    levels, two prompts, 8 tokens, ar vs lookahead); returns the run's summary.json. Raises with the
+    CLI output if the command fails."""
+    result = runner.invoke(app, ["bench", "--launch", str(config), "-c", "1,2", "-n", "2", "--num-warmups", "1",
+                                 "--max-tokens", "8", "--modes", "ar,lookahead", "--result-dir", str(result_dir),
+                                 "--launch-timeout", "300", *extra], catch_exceptions=False)
+    if result.exit_code != 0:
+        raise AssertionError(f"trtlade bench --launch failed ({result.exit_code}):\n{result.output}")
+    return load_run(only_run(result_dir))
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script(ttft=0.004, chunk_delay=0.002, tokens_per_chunk=2)
+    with ServerThread(script) as srv:
+        yield srv.url, script
+
+
+def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "hello"}\n{"prompt": "FAIL500 now"}\n{"prompt": "there"}\n')
+    result = invoke("bench", "--base-url", url + "/v1", "-c", "1,2", "-n", "3", "--max-tokens", "6",
+                    "--dataset", str(data), "--result-dir", str(tmp_path / "r"), "--metadata", "gpu=none",
+                    "--label", "smoke")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "TTFT (ms, mean over requests)" in out and "| lookahead vs ar (%) |" in out
+    assert "warning: 4 of 12 measured requests failed" in result.stderr
+    run_dir = only_run(tmp_path / "r")
+    assert run_dir.name.endswith("-smoke")
+    run = load_run(run_dir)
+    assert [s.label for s in run.series] == ["ar", "lookahead"] and run.levels == [1, 2]
+    assert all((s.completed, s.failed) == (2, 1) for s in run.summaries)
+    assert run.metadata["user"] == {"gpu": "none"} and run.metadata["servers"]["a"]["model"] == "scripted-model"
+    assert run.metadata["servers"]["a"]["version"]["engine"] == "scripted"
+    assert run.settings["num_prompts"] == 3 and run.settings["dataset"] == "prompts.jsonl"
+    for name in ("per_request.jsonl", "summary.csv", "summary.md", "ttft_vs_concurrency.png",
+                 "decode_throughput_vs_concurrency.png", "speedup_vs_concurrency.png"):
+        assert (run_dir / name).is_file(), name
+    assert len((run_dir / "per_request.jsonl").read_text().splitlines()) == 12
+    assert "HTTP 500: scripted engine failure" in (run_dir / "summary.md").read_text()
+
+
+def test_two_servers_with_labels(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    with ServerThread(Script(ttft=0.004, chunk_delay=0.002, tokens_per_chunk=1)) as other:
+        result = invoke("bench", "--base-url", url, "--base-url-b", other.url, "--labels", "fast,slow",
+                        "--modes", "default", "-c", "1", "-n", "2", "--max-tokens", "4", "--num-warmups", "0",
+                        "--result-dir", str(tmp_path), "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert "| slow vs fast (%) |" in result.stdout
+    run = load_run(only_run(tmp_path))
+    assert [(s.label, s.base_url) for s in run.series] == [("fast", url), ("slow", other.url)]
+    assert not (only_run(tmp_path) / "ttft_vs_concurrency.png").exists()
+
+
+def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    port = url.rsplit(":", 1)[1]
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(f"lookahead: {{spec: [4, 2, 4]}}\nserve: {{port: {port}}}\n"
+                   "bench: {concurrency: [2], num_prompts: 2, num_warmups: 0, max_tokens: 4, modes: [ar, 4-2-4], "
+                   "result_dir: out}\n")
+    result = invoke("bench", "--config", str(cfg))
+    assert result.exit_code == 0, result.output
+    run = load_run(only_run(tmp_path / "out"))  # result_dir relative to the config file
+    assert run.levels == [2] and [s.label for s in run.series] == ["ar", "4-2-4"]
+    assert run.series[1].lookahead == [4, 2, 4] and run.settings["max_tokens"] == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base-url", "localhost:8000"], "--base-url: 'localhost:8000' is not an http(s) URL"),
+    (["--modes", "ar,4-2"], "--modes: '4-2' is not a mode"),
+    (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
+    (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
+    (["--metadata", "novalue"], "--metadata: 'novalue' is not key=value"),
+    (["--endpoint", "embeddings"], "--endpoint: 'embeddings' is not an endpoint"),
+    (["--labels", "x,y"], "--labels names the two servers"),
+    (["--dataset", "no-such-set"], "no dataset 'no-such-set'"),
+    (["--launch", "a.yml", "--base-url", "http://h"], "--launch and --base-url both name the server"),
+])
+def test_user_errors_exit_1_without_traceback(args: list[str], message: str) -> None:
+    result = invoke("bench", *args)
+    assert result.exit_code == 1, result.output
+    assert message in result.stderr and "hint:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_bad_dataset_line_is_located(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n{"promt": "b"}\n')
+    result = invoke("bench", "--dataset", str(data))
+    assert result.exit_code == 1 and f"{data}:2" in result.stderr and "no 'prompt' or 'messages'" in result.stderr
+
+
+def test_unreachable_server() -> None:
+    result = invoke("bench", "--base-url", f"http://127.0.0.1:{free_port()}", "-c", "1", "-n", "1")
+    assert result.exit_code == 1
+    assert "cannot reach the server at http://127.0.0.1:" in result.stderr and "hint:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_invalid_config_is_reported(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yml"
+    cfg.write_text("lookahead: {spec: [4, 2, 4]}\nbench: {concurency: [1]}\n")
+    result = invoke("bench", "--config", str(cfg))
+    assert result.exit_code == 1 and "the config is not valid" in result.stderr and "concurency" in result.stderr
+
+
+def test_every_request_failing_exits_1_with_report(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    data = tmp_path / "fail.jsonl"
+    data.write_text('{"prompt": "FAIL500"}\n')
+    result = invoke("bench", "--base-url", url, "--dataset", str(data), "-c", "1", "-n", "2", "--num-warmups", "0",
+                    "--modes", "default", "--result-dir", str(tmp_path / "r"), "--no-plots")
+    assert result.exit_code == 1 and "every measured request failed (2)" in result.stderr
+    assert load_run(only_run(tmp_path / "r")).summaries[0].failed == 2
+
+
+def test_failing_warmups_abort_with_a_hint(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    data = tmp_path / "fail.jsonl"
+    data.write_text('{"prompt": "FAIL500"}\n')
+    result = invoke("bench", "--base-url", url, "--dataset", str(data), "-c", "1", "-n", "2",
+                    "--result-dir", str(tmp_path / "r"))
+    assert result.exit_code == 1 and "warm-up request(s) of series 'ar' failed" in result.stderr
+    assert "HTTP 500" in result.stderr and "hint:" in result.stderr
+
+
+def test_report_compare_cli(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    for name in ("a", "b"):
+        result = invoke("bench", "--base-url", url, "--modes", "default", "-c", "1,2", "-n", "2", "--max-tokens",
+                        "4", "--result-dir", str(tmp_path / name), "--no-plots")
+        assert result.exit_code == 0, result.output
+    out_md = tmp_path / "cmp.md"
+    result = invoke("report", "compare", str(only_run(tmp_path / "a")), str(only_run(tmp_path / "b")),
+                    "-o", str(out_md))
+    assert result.exit_code == 0, result.output
+    assert "| B default vs A default (%) |" in result.stdout and "| concurrency | 1 | 2 |" in result.stdout
+    assert out_md.read_text() in result.stdout + "\n"
+    missing = invoke("report", "compare", str(tmp_path / "nope"), str(only_run(tmp_path / "b")))
+    assert missing.exit_code == 1 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr
+
+
+def test_cli_module_is_light() -> None:
+    code = ("import sys, trtlade.cli.bench; "
+            "print([m for m in ('httpx', 'pandas', 'matplotlib', 'numpy', 'torch') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- --launch machinery
+def test_launched_server_runs_and_stops(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(TESTS / "scripted_server.py"), "--port", "{port}"]
+    with launched_server(tmp_path / "unused.yml", log_path=tmp_path / "server.log", command=cmd,
+                         ready_timeout=30) as url:
+        assert httpx.get(url + "/v1/models").json()["data"][0]["id"] == "scripted-model"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url + "/health", timeout=2)
+
+
+def test_launched_server_that_dies_shows_its_log(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", "import sys; print('model not found: /nope'); sys.exit(3)"]
+    with pytest.raises(LaunchError) as info:
+        with launched_server(tmp_path / "x.yml", log_path=tmp_path / "server.log", command=cmd, ready_timeout=30):
+            pass
+    assert "exited with code 3" in info.value.message and "model not found: /nope" in info.value.log_tail
+
+
+def test_launched_server_not_ready_in_time(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", "import time; print('loading', flush=True); time.sleep(60)"]
+    with pytest.raises(LaunchError) as info:
+        with launched_server(tmp_path / "x.yml", log_path=tmp_path / "server.log", command=cmd,
+                             ready_timeout=1.0, stop_grace=5):
+            pass
+    assert "not ready after 1 s" in info.value.message and "loading" in info.value.log_tail
+
+
+def test_cli_launch_failure_is_clear(tmp_path: Path) -> None:
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(f"model: {{path: {tmp_path / 'no-such-model'}}}\nlookahead: {{spec: [4, 2, 4]}}\n")
+    result = invoke("bench", "--launch", str(cfg), "--launch-timeout", "20", "--result-dir", str(tmp_path / "r"))
+    assert result.exit_code == 1
+    assert f"--launch {cfg}" in result.stderr and "hint:" in result.stderr and "Traceback" not in result.stderr
