@@ -125,11 +125,11 @@ class FakeEngine:
                     if token == EOS and not req.ignore_eos:
                         finish = "stop"
                         break
+                    if token in req.stop_token_ids and k >= req.min_tokens:
+                        finish = "stop"  # like EOS: ends the text, is not part of it
+                        break
                     out.append(token)
                     step_tokens.append(token)
-                    if token in req.stop_token_ids and k + 1 >= req.min_tokens:
-                        finish = "stop"
-                        break
                     if len(out) >= req.max_tokens and not hang:
                         finish = "length"
                         break
@@ -225,3 +225,124 @@ def make_tiny_tokenizer(folder) -> "object":
     Path(folder).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(folder))
     return tok
+
+
+# ------------------------------------------------------------------------------------------ server helpers
+# An in-process client over httpx's ASGI transport, SSE parsing, and a real uvicorn server in a thread.
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import socket  # noqa: E402
+from typing import Any, AsyncIterator, Callable  # noqa: E402
+
+import httpx  # noqa: E402
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@contextlib.asynccontextmanager
+async def client_for(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Start ``app``'s lifespan, wait until its engine is loaded (or failed), yield a client."""
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(app.state.trtlade.loaded.wait(), 30)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as c:
+            yield c
+
+
+def fake_app(engine: Optional[FakeEngine] = None, *, max_queue: int = 64, settings: Any = None,
+             **adapter: Any) -> tuple[Any, FakeEngine]:
+    from trtlade.server.app import create_app
+    from trtlade.server.engines import ReferenceServingEngine
+
+    engine = engine or FakeEngine()
+    app = create_app(lambda: ReferenceServingEngine(engine, max_queue=max_queue, **adapter), settings)
+    return app, engine
+
+
+def sse_events(text: str) -> list[Any]:
+    """Parse an SSE body into a list of JSON objects and the string "[DONE]" (comments skipped)."""
+    events: list[Any] = []
+    for block in text.split("\n\n"):
+        block = block.strip("\n")
+        if not block or block.startswith(":"):
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def uvicorn_thread(app: Any, port: Optional[int] = None) -> Iterator[str]:  # noqa: F821
+    """Serve ``app`` with uvicorn in a background thread; yields the base URL; stops it afterwards."""
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on", timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    else:
+        raise RuntimeError("the test server did not become ready")
+    try:
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(20)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def metric_value(text: str, name: str, labels: Optional[dict[str, str]] = None) -> float:
+    """The value of one sample in Prometheus text (0.0 when absent)."""
+    want = "" if not labels else "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        key, _, value = line.rpartition(" ")
+        if key == name + want or (labels and key.startswith(name + "{") and _labels(key) == labels):
+            return float(value)
+    return 0.0
+
+
+def _labels(key: str) -> dict[str, str]:
+    inner = key[key.index("{") + 1: key.rindex("}")]
+    out = {}
+    for part in inner.split(","):
+        k, _, v = part.partition("=")
+        out[k] = v.strip('"')
+    return out
+
+
+def metric_sum(text: str, name: str) -> float:
+    """Sum over every labelled sample of ``name``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rpartition(" ")[2])
+    return total

@@ -1,15 +1,83 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade serve``: the OpenAI-compatible server that enforces per-request lookahead.
+
+Only light modules are imported at the top (``trtlade --help`` must not import fastapi, uvicorn,
+torch or tensorrt_llm); the server is imported inside the command.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-from trtlade.cli.common import fail
+from trtlade.cli.common import EXIT_USAGE, err_console, fail, parse_spec_option
+
+HELP = """Serve a model with an OpenAI-compatible API (/v1/completions, /v1/chat/completions) that
+accepts a per-request `lookahead` (w,n,g) up to the server's (W,N,G).
+
+With no arguments: the embedded SmolLM2-135M-Instruct on the reference engine (CPU), (W,N,G) =
+(4,2,4), on http://127.0.0.1:8000/v1. Flags override the config file, which overrides defaults.
+The API key comes from --api-key or the environment variable TRTLADE_API_KEY.
+
+Examples:
+
+  trtlade serve
+
+  trtlade serve --model ./bundles/qwen3-8b-424          # a bundle made by `trtlade build`
+
+  trtlade serve --config deploy.yml --engine trtllm --port 8080
+
+  mpirun -n 2 trtlade serve --config deploy-tp2.yml       # an engine built with tp*pp = 2
+"""
 
 
 def register(app: typer.Typer) -> None:
-    name = "serve".replace("_", "-")
+    @app.command("serve", help=HELP)
+    def serve(
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="A trtlade YAML config file."),
+        model: Optional[str] = typer.Option(
+            None, "--model", "-m", help="Hugging Face folder, trtlade bundle, TensorRT-LLM engine dir, or a "
+            "name under $TRTLADE_MODELS_DIR. Default: the embedded SmolLM2-135M-Instruct."),
+        engine: Optional[str] = typer.Option(None, "--engine", "-e", help="reference (PyTorch, CPU) or trtllm."),
+        spec: Optional[str] = typer.Option(None, "--spec", help="The server's (W,N,G), e.g. 4,2,4."),
+        host: Optional[str] = typer.Option(None, "--host", help="Bind address (default 127.0.0.1)."),
+        port: Optional[int] = typer.Option(None, "--port", "-p", help="TCP port (default 8000; 0 = any free)."),
+        api_key: Optional[str] = typer.Option(
+            None, "--api-key", help="Require 'Authorization: Bearer KEY' (default: $TRTLADE_API_KEY, if set)."),
+        log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    ) -> None:
+        from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+        if log_level not in ("debug", "info", "warning", "error"):
+            fail(f"--log-level {log_level!r}: choose debug, info, warning or error", code=EXIT_USAGE)
+        if port is not None and not 0 <= port <= 65535:
+            fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE)
+        parsed_spec = parse_spec_option(spec) if spec is not None else None
+        flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
+                           api_key=api_key)
+        try:
+            plan = make_plan(flags)
+        except PlanError as exc:
+            fail(exc.message, hint=exc.hint, code=EXIT_USAGE if exc.usage else 1)
+        _run(plan, log_level)
+
+
+def _run(plan, log_level: str) -> None:  # noqa: ANN001 - ServePlan, imported lazily
+    from trtlade.server.runner import ServeError, run_plan
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
+        err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
+                          "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
+    err_console.print(
+        f"trtlade serve: engine {plan.engine}, model "
+        f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, (W,N,G) = ({plan.spec}); "
+        f"http://{plan.host}:{plan.port}/v1", highlight=False)
+    try:
+        code = run_plan(plan, argv=sys.argv[1:], log_level=log_level)
+    except ServeError as exc:
+        fail(exc.message, hint=exc.hint)
+    raise typer.Exit(code)

@@ -153,6 +153,8 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        state.status, state.engine, state.error = "loading", None, None
+        state.loaded = asyncio.Event()
         task = asyncio.create_task(load_engine())
         try:
             yield
@@ -221,7 +223,7 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
         if not body.strip():
             raise ApiError.bad_request("the request body is empty; send a JSON object")
         try:
-            return json.loads(body)
+            return json.loads(body.decode("utf-8"))
         except UnicodeDecodeError:
             raise ApiError.bad_request("the request body is not UTF-8 text") from None
         except json.JSONDecodeError as exc:

@@ -1,0 +1,638 @@
+"""The HTTP surface, in process (httpx ASGI transport) on the scripted fake engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fake_engine import DEFAULT_REPLY, FakeEngine, client_for, fake_app, metric_sum, metric_value, run, sse_events
+from trtlade.server.app import ServerSettings, create_app
+from trtlade.server.engines import ReferenceServingEngine
+from trtlade.server.openai_types import (
+    ChatCompletionChunk,
+    ChatCompletionResponse,
+    CompletionChunk,
+    CompletionResponse,
+    ModelList,
+)
+from trtlade.spec import LookaheadSpec
+
+
+def post(path: str, body, *, app=None, headers=None, content=None):
+    """One request against a fresh fake app; returns the httpx response."""
+    app = app or fake_app()[0]
+
+    async def go():
+        async with client_for(app) as c:
+            if content is not None:
+                return await c.post(path, content=content, headers=headers)
+            return await c.post(path, json=body, headers=headers)
+
+    return run(go())
+
+
+def error_of(resp, status: int, param=None) -> dict:
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    if param is not None:
+        assert err["param"] == param, err
+    return err
+
+
+# ------------------------------------------------------------------------------------------ happy paths
+def test_completion_non_streaming_shape_and_usage():
+    resp = post("/v1/completions", {"model": "fake-model", "prompt": "hi", "max_tokens": 10})
+    assert resp.status_code == 200
+    body = CompletionResponse.model_validate(resp.json())
+    assert body.choices[0].text == DEFAULT_REPLY[:10]
+    assert body.choices[0].finish_reason == "length"
+    assert body.usage.prompt_tokens == 2 and body.usage.completion_tokens == 10
+    assert body.usage.total_tokens == 12
+    la = body.usage.lookahead
+    assert la.spec == {"w": 4, "n": 2, "g": 4}  # no field: the config's default request spec
+    # fake engine, n = 2: steps emit 1,2,1,2,... tokens -> 10 tokens in 7 steps
+    assert la.steps == 7 and la.tokens_per_step == pytest.approx(10 / 7, abs=1e-4)
+
+
+def test_chat_non_streaming_uses_the_chat_template():
+    app, engine = fake_app()
+    resp = post("/v1/chat/completions", {"messages": [{"role": "system", "content": "be brief"},
+                                                      {"role": "user", "content": "hi"}],
+                                         "max_completion_tokens": 5}, app=app)
+    body = ChatCompletionResponse.model_validate(resp.json())
+    assert body.choices[0].message.content == DEFAULT_REPLY[:5]
+    prompt = engine.tokenizer.decode(engine.requests[-1].prompt_ids)
+    assert prompt == "system: be brief\nuser: hi\nassistant:"
+    assert body.usage.prompt_tokens == len(prompt)
+
+
+def test_streaming_one_chunk_per_engine_step_with_usage():
+    resp = post("/v1/completions", {"prompt": "hi", "max_tokens": 10, "stream": True,
+                                    "stream_options": {"include_usage": True}, "lookahead": [4, 3, 4]},
+                app=fake_app(FakeEngine(spec=LookaheadSpec(4, 3, 4)))[0])
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(resp.text)
+    assert events[-1] == "[DONE]"
+    chunks, usage = events[:-2], events[-2]
+    for c in chunks:
+        CompletionChunk.model_validate(c)
+        assert "usage" in c and c["usage"] is None
+    # n = 3: steps of 1, 2, 3, 1, 2, 3 ... tokens -> 10 tokens = 1+2+3+1+2+1(length) in 6 chunks
+    assert [len(c["choices"][0]["text"]) for c in chunks] == [1, 2, 3, 1, 2, 1]
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * 5 + ["length"]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 10
+    assert usage["usage"]["lookahead"] == {"spec": {"w": 4, "n": 3, "g": 4}, "steps": 6,
+                                           "tokens_per_step": round(10 / 6, 4)}
+
+
+def test_streaming_without_include_usage_has_no_usage_key():
+    events = sse_events(post("/v1/completions", {"prompt": "hi", "max_tokens": 3, "stream": True}).text)
+    assert events[-1] == "[DONE]"
+    assert all("usage" not in e for e in events[:-1])
+    assert all(e["choices"] for e in events[:-1])
+
+
+def test_chat_stream_first_chunk_carries_role_and_content():
+    resp = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,
+                                         "stream": True, "stream_options": {"include_usage": True}})
+    events = sse_events(resp.text)
+    chunks = [ChatCompletionChunk.model_validate(e) for e in events[:-2]]
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[0].choices[0].delta.content  # content in the first chunk: TTFT is honest
+    assert all(c.choices[0].delta.role is None for c in chunks[1:])
+    assert "".join(c.choices[0].delta.content for c in chunks) == DEFAULT_REPLY[:6]
+    assert events[-2]["object"] == "chat.completion.chunk" and events[-2]["choices"] == []
+
+
+@pytest.mark.parametrize("lookahead", [None, [1, 1, 0], [2, 2, 1], [4, 2, 4], {"w": 3, "n": 2, "g": 0}])
+@pytest.mark.parametrize("stop", [None, ["fox"], "z"])
+def test_streamed_text_equals_non_streamed_text(lookahead, stop):
+    body = {"prompt": "hi", "max_tokens": 30, "stop": stop}
+    if lookahead is not None:
+        body["lookahead"] = lookahead
+
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            whole = (await c.post("/v1/completions", json=body)).json()
+            streamed = (await c.post("/v1/completions", json={**body, "stream": True})).text
+            return whole, sse_events(streamed)
+
+    whole, events = run(go())
+    text = "".join(e["choices"][0]["text"] for e in events[:-1])
+    assert text == whole["choices"][0]["text"]
+    assert events[-2]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    if stop == ["fox"]:
+        assert text == "The quick brown " and whole["choices"][0]["finish_reason"] == "stop"
+
+
+def test_lookahead_off_gives_the_same_text_one_token_per_step():
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            on = (await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 12})).json()
+            off = (await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 12,
+                                                         "lookahead": [1, 1, 0]})).json()
+            return on, off
+
+    on, off = run(go())
+    assert on["choices"][0]["text"] == off["choices"][0]["text"]
+    assert off["usage"]["lookahead"] == {"spec": {"w": 1, "n": 1, "g": 0}, "steps": 12, "tokens_per_step": 1.0}
+    assert on["usage"]["lookahead"]["steps"] < 12
+
+
+@pytest.mark.parametrize("form", [{"w": 2, "n": 2, "g": 1}, [2, 2, 1], "2,2,1",
+                                  {"window_size": 2, "ngram_size": 2, "verification_set_size": 1}])
+def test_request_lookahead_forms_reach_the_engine(form):
+    app, engine = fake_app()
+    resp = post("/v1/completions", {"prompt": "x", "max_tokens": 2, "lookahead": form}, app=app)
+    assert resp.status_code == 200
+    assert engine.requests[-1].lookahead == LookaheadSpec(2, 2, 1)
+
+
+def test_no_lookahead_field_uses_the_configured_request_default():
+    engine = FakeEngine(spec=LookaheadSpec(4, 2, 4), request_default=LookaheadSpec(1, 1, 0))
+    app, _ = fake_app(engine)
+    resp = post("/v1/completions", {"prompt": "x", "max_tokens": 3}, app=app)
+    assert engine.requests[-1].lookahead is None  # the engine applies its default
+    assert resp.json()["usage"]["lookahead"]["spec"] == {"w": 1, "n": 1, "g": 0}
+
+
+def test_extensions_ignore_eos_min_tokens_stop_token_ids():
+    app, engine = fake_app()
+    resp = post("/v1/completions", {"prompt": "[eos@3]", "max_tokens": 8}, app=app)
+    assert resp.json()["choices"][0]["finish_reason"] == "stop"
+    assert resp.json()["usage"]["completion_tokens"] == 2
+    resp = post("/v1/completions", {"prompt": "[eos@3]", "max_tokens": 8, "ignore_eos": True}, app=app)
+    assert resp.json()["choices"][0]["finish_reason"] == "length"
+    assert resp.json()["usage"]["completion_tokens"] == 8
+    resp = post("/v1/completions", {"prompt": "[eos@3]", "max_tokens": 8, "min_tokens": 5,
+                                    "stop_token_ids": [ord("k")]}, app=app)
+    req = engine.requests[-1]
+    assert (req.min_tokens, req.stop_token_ids, req.ignore_eos) == (5, (ord("k"),), False)
+    assert resp.json()["choices"][0]["text"] == "The quic"  # a stop token ends the text like EOS
+
+
+def test_prompt_as_token_ids_and_single_string_list():
+    app, engine = fake_app()
+    assert post("/v1/completions", {"prompt": [104, 105], "max_tokens": 2}, app=app).status_code == 200
+    assert engine.requests[-1].prompt_ids == (104, 105)
+    assert post("/v1/completions", {"prompt": [[104]], "max_tokens": 2}, app=app).status_code == 200
+    assert engine.requests[-1].prompt_ids == (104,)
+    assert post("/v1/completions", {"prompt": ["ab"], "max_tokens": 2}, app=app).status_code == 200
+    assert engine.requests[-1].prompt_ids == (97, 98)
+
+
+def test_default_max_tokens_completions_16_chat_rest_of_context():
+    app, engine = fake_app(FakeEngine(max_seq_len=64))
+    post("/v1/completions", {"prompt": "abc"}, app=app)
+    assert engine.requests[-1].max_tokens == 16
+    post("/v1/chat/completions", {"messages": [{"role": "user", "content": "abc"}]}, app=app)
+    prompt_len = len(engine.requests[-1].prompt_ids)
+    assert engine.requests[-1].max_tokens == 64 - prompt_len
+
+
+# ------------------------------------------------------------------------------------------ info routes
+def test_models_health_version_metrics():
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            return (await c.get("/v1/models"), await c.get("/health"), await c.get("/version"),
+                    await c.get("/metrics"))
+
+    models, health, version, metrics = run(go())
+    listing = ModelList.model_validate(models.json())
+    assert [m.id for m in listing.data] == ["fake-model"] and listing.data[0].object == "model"
+    assert health.status_code == 200 and health.json() == {"status": "ready"}
+    v = version.json()
+    assert v["trtlade"] and v["spec"] == "4,2,4" and v["engine"]["name"] == "reference"
+    assert "one sequence at a time" in v["scheduling"] and v["manifest"] is None
+    assert metrics.headers["content-type"].startswith("text/plain")
+    assert metric_value(metrics.text, "trtlade_engine_info",
+                        {"engine": "reference", "model": "fake-model", "spec": "4,2,4"}) == 1.0
+
+
+def test_health_is_503_while_loading_then_200():
+    import threading
+
+    gate = threading.Event()
+
+    def slow_factory():
+        gate.wait(10)
+        return ReferenceServingEngine(FakeEngine())
+
+    app = create_app(slow_factory)
+
+    async def go():
+        import httpx
+
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+                loading = await c.get("/health")
+                gen = await c.post("/v1/completions", json={"prompt": "x"})
+                gate.set()
+                await asyncio.wait_for(app.state.trtlade.loaded.wait(), 10)
+                return loading, gen, await c.get("/health")
+
+    loading, gen, ready = run(go())
+    assert loading.status_code == 503 and loading.json()["status"] == "loading"
+    assert gen.status_code == 503 and "Retry-After" in gen.headers
+    assert ready.status_code == 200
+
+
+def test_engine_load_failure_is_reported():
+    failures = []
+
+    def broken():
+        raise RuntimeError("weights are corrupt")
+
+    app = create_app(broken, on_load_failed=failures.append)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.get("/health"), await c.post("/v1/completions", json={"prompt": "x"})
+
+    health, gen = run(go())
+    assert health.status_code == 503 and health.json() == {"status": "failed", "error": "weights are corrupt"}
+    assert gen.status_code == 503 and "weights are corrupt" in gen.json()["error"]["message"]
+    assert len(failures) == 1
+
+
+def test_version_shows_the_bundle_manifest():
+    manifest = {"model": "Qwen3-8B", "spec": {"window_size": 4, "ngram_size": 2, "verification_set_size": 4}}
+    app, _ = fake_app(settings=ServerSettings(manifest=manifest))
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.get("/version")).json()
+
+    assert run(go())["manifest"] == manifest
+
+
+# ------------------------------------------------------------------------------------------ auth, limits
+def test_api_key_is_required_on_v1_routes_only():
+    app, _ = fake_app(settings=ServerSettings(api_key="s3cret"))
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}),
+                    await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1},
+                                 headers={"Authorization": "Bearer wrong"}),
+                    await c.get("/v1/models", headers={"Authorization": "Basic s3cret"}),
+                    await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1},
+                                 headers={"Authorization": "Bearer s3cret"}),
+                    await c.get("/health"))
+
+    none, wrong, basic, ok, health = run(go())
+    for r in (none, wrong, basic):
+        error_of(r, 401)
+        assert r.headers["www-authenticate"] == "Bearer"
+    assert ok.status_code == 200 and health.status_code == 200
+
+
+def test_body_too_large_is_413():
+    app, _ = fake_app(settings=ServerSettings(max_body_bytes=2048))
+    err = error_of(post("/v1/completions", {"prompt": "x" * 5000}, app=app), 413)
+    assert "2048" in err["message"]
+
+
+def test_queue_full_is_429_with_retry_after():
+    engine = FakeEngine()
+    app, _ = fake_app(engine, max_queue=1)
+
+    async def go():
+        async with client_for(app) as c:
+            running = asyncio.create_task(c.post("/v1/completions", json={"prompt": "[hang]", "max_tokens": 5}))
+            await asyncio.sleep(0.3)  # the hanging request runs, the queue is empty
+            waiting = asyncio.create_task(c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}))
+            await asyncio.sleep(0.2)
+            refused = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
+            running.cancel()
+            waiting.cancel()
+            return refused
+
+    refused = run(go())
+    err = error_of(refused, 429)
+    assert err["type"] == "rate_limit_error" and int(refused.headers["retry-after"]) >= 1
+
+
+def test_unknown_model_is_404():
+    err = error_of(post("/v1/completions", {"model": "gpt-4", "prompt": "x"}), 404, "model")
+    assert "fake-model" in err["message"]
+
+
+def test_unknown_route_and_method_in_openai_shape():
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            return await c.get("/v1/nothing"), await c.get("/v1/completions")
+
+    missing, method = run(go())
+    error_of(missing, 404)
+    error_of(method, 405)
+
+
+# ------------------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("content, fragment", [
+    (b"{bad json", "not valid JSON"),
+    (b"", "empty"),
+    (b"[1, 2]", "JSON object"),
+    (b"\xff\xfe{}", "UTF-8"),
+    (b'"just a string"', "JSON object"),
+])
+def test_malformed_bodies(content, fragment):
+    err = error_of(post("/v1/completions", None, content=content,
+                        headers={"content-type": "application/json"}), 400)
+    assert fragment in err["message"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"prompt": "x", "max_tokens": -1}, "max_tokens"),
+    ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    ({"prompt": "x", "max_tokens": "5"}, "max_tokens"),
+    ({"prompt": "x", "max_tokens": 2.5}, "max_tokens"),
+    ({"prompt": "x", "temperature": "hot"}, "temperature"),
+    ({"prompt": "x", "stream": "yes"}, "stream"),
+    ({"prompt": 5}, "prompt"),
+    ({"prompt": None}, "prompt"),
+    ({}, "prompt"),
+    ({"prompt": "x", "stop": [1, 2]}, "stop"),
+    ({"prompt": "x", "stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
+    ({"prompt": "x", "max_tokens": 5, "max_tokns": 5}, "max_tokns"),
+    ({"prompt": "x", "ignore_eos": 1}, "ignore_eos"),
+    ({"prompt": "x", "min_tokens": -1}, "min_tokens"),
+])
+def test_wrong_types_and_values_name_the_field(body, param):
+    error_of(post("/v1/completions", body), 400, param)
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"messages": []}, "messages"),
+    ({"messages": "hi"}, "messages"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+     "messages.0.content.0.image_url"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": []}, "tools"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "max_completion_tokens": 4},
+     "max_completion_tokens"),
+    ({"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "logprobs"),
+])
+def test_chat_bad_input(body, param):
+    error_of(post("/v1/chat/completions", body), 400, param)
+
+
+def test_unknown_field_is_refused_naming_it():
+    err = error_of(post("/v1/completions", {"prompt": "x", "frobnicate": True}), 400, "frobnicate")
+    assert err["code"] == "unknown_field" and "lookahead" in err["message"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"n": 2}, "n"), ({"logprobs": 1}, "logprobs"), ({"echo": True}, "echo"), ({"best_of": 3}, "best_of"),
+    ({"presence_penalty": 0.5}, "presence_penalty"), ({"frequency_penalty": 1.0}, "frequency_penalty"),
+    ({"logit_bias": {"1": 2.0}}, "logit_bias"), ({"suffix": "end"}, "suffix"),
+    ({"temperature": 0.7}, "temperature"),
+    ({"prompt": ["a", "b"]}, "prompt"),
+])
+def test_unsupported_features_are_refused(body, param):
+    err = error_of(post("/v1/completions", {"prompt": "x", **body}), 400, param)
+    assert err["message"]
+
+
+@pytest.mark.parametrize("body", [
+    {"n": 1, "best_of": 1, "logprobs": None, "echo": False, "presence_penalty": 0, "frequency_penalty": 0.0,
+     "logit_bias": {}, "temperature": 0, "top_p": 0.9, "seed": 7, "user": "bench", "ignore_eos": False},
+])
+def test_neutral_values_of_unsupported_features_are_accepted(body):
+    assert post("/v1/completions", {"prompt": "x", "max_tokens": 2, **body}).status_code == 200
+
+
+def test_prompt_limits():
+    app, _ = fake_app(FakeEngine(max_seq_len=64))
+    err = error_of(post("/v1/completions", {"prompt": "x" * 64}, app=app), 400, "prompt")
+    assert "64 tokens" in err["message"] and "63" in err["message"]
+    err = error_of(post("/v1/completions", {"prompt": "x" * 60, "max_tokens": 10}, app=app), 400, "max_tokens")
+    assert "ask for at most 4" in err["message"]
+    error_of(post("/v1/completions", {"prompt": ""}, app=app), 400, "prompt")
+    error_of(post("/v1/completions", {"prompt": [99999999]}, app=app), 400, "prompt")
+    capped, _ = fake_app(max_new_tokens=8)
+    err = error_of(post("/v1/completions", {"prompt": "x", "max_tokens": 9}, app=capped), 400, "max_tokens")
+    assert "serve.max_tokens_limit" in err["message"]
+    error_of(post("/v1/completions", {"prompt": "x", "max_tokens": 3, "min_tokens": 4}), 400, "min_tokens")
+
+
+def test_huge_prompt_is_refused_without_blocking():
+    app, _ = fake_app(FakeEngine(max_seq_len=1000))
+    err = error_of(post("/v1/completions", {"prompt": "word " * 200_000}, app=app), 400, "prompt")
+    assert "1000000 tokens" in err["message"]
+
+
+# ------------------------------------------------------------------------------------------ lookahead
+@pytest.mark.parametrize("value, param, fragment", [
+    ({"w": 5, "n": 2, "g": 4}, "lookahead.w", "w = 5 > W = 4"),
+    ({"w": 4, "n": 3, "g": 4}, "lookahead.n", "n = 3 > N = 2"),
+    ([4, 2, 5], "lookahead.g", "g = 5 > G = 4"),
+    ("9,9,9", "lookahead.w", "w = 9 > W = 4"),
+    ({"w": 0, "n": 2, "g": 1}, "lookahead.w", "windowSize requires >= 1"),
+    ([2, 0, 1], "lookahead.n", "ngramSize requires >= 1"),
+    ([2, 2, -1], "lookahead.g", "verificationSetSize requires >=0"),
+    ([2, 1, 0], "lookahead.w", "ngramSize=1 requires windowSize=1"),
+    ([1, 1, 2], "lookahead.g", "ngramSize=1 requires verificationSetSize=0"),
+    ([1, 2], "lookahead", "three numbers"),
+    ([1, 2, 3, 4], "lookahead", "three numbers"),
+    ({"w": 2, "n": 2}, "lookahead.g", "missing"),
+    ({"w": 2, "n": 2, "g": 1, "x": 3}, "lookahead", "unknown lookahead key"),
+    ({"w": "two", "n": 2, "g": 1}, "lookahead.w", "integer"),
+    ([True, 2, 1], "lookahead.w", "integer"),
+    ([2.5, 2, 1], "lookahead.w", "integer"),
+    (7, "lookahead", "cannot read"),
+    ("fast", "lookahead", ""),
+    ({}, "lookahead.w", "missing"),
+])
+def test_invalid_lookahead_in_every_form(value, param, fragment):
+    app, engine = fake_app()
+    err = error_of(post("/v1/completions", {"prompt": "x", "lookahead": value}, app=app), 400, param)
+    assert fragment in err["message"]
+    assert engine.requests == []  # refused before it reached the engine
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=st.integers(-2, 7), n=st.integers(-2, 5), g=st.integers(-2, 7))
+def test_lookahead_admission_property(w, n, g):
+    """Accepted iff legal and w<=W, n<=N, g<=G (server (4,3,4)); accepted requests run that spec."""
+    server = LookaheadSpec(4, 3, 4)
+    app, engine = fake_app(FakeEngine(spec=server))
+    resp = post("/v1/completions", {"prompt": "x", "max_tokens": 2, "lookahead": [w, n, g]}, app=app)
+    try:
+        spec = LookaheadSpec(w, n, g)
+        ok = server.admits(spec)
+    except ValueError:
+        ok = False
+    assert (resp.status_code == 200) == ok, resp.text
+    if ok:
+        assert resp.json()["usage"]["lookahead"]["spec"] == {"w": w, "n": n, "g": g}
+    else:
+        assert resp.json()["error"]["param"].startswith("lookahead")
+
+
+# ------------------------------------------------------------------------------------------ failures
+def test_engine_failure_is_500_and_the_server_keeps_serving():
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            failed = await c.post("/v1/completions", json={"prompt": "[fail@2]", "max_tokens": 20})
+            after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 3})
+            metrics = (await c.get("/metrics")).text
+            return failed, after, metrics
+
+    failed, after, metrics = run(go())
+    err = error_of(failed, 500)
+    assert err["type"] == "internal_server_error" and "scripted failure" in err["message"]
+    assert after.status_code == 200
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "500"}) == 1
+
+
+def test_engine_rejection_is_400():
+    error_of(post("/v1/completions", {"prompt": "[reject]"}), 400)
+
+
+def test_error_after_the_stream_started_is_an_sse_error_event():
+    resp = post("/v1/completions", {"prompt": "[fail@2]", "max_tokens": 20, "stream": True,
+                                    "stream_options": {"include_usage": True}})
+    assert resp.status_code == 200
+    events = sse_events(resp.text)
+    assert events[-1] == "[DONE]"
+    assert "error" in events[-2] and events[-2]["error"]["type"] == "internal_server_error"
+    assert all("choices" in e for e in events[:-2]) and len(events) == 4  # 2 steps, error, DONE
+
+
+def test_metrics_count_tokens_and_lookahead():
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 10, "lookahead": [2, 2, 1]})
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 4, "lookahead": [1, 1, 0]})
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": -4})
+            return (await c.get("/metrics")).text
+
+    text = run(go())
+    assert metric_value(text, "trtlade_requests_total", {"endpoint": "completions", "status": "200"}) == 2
+    assert metric_value(text, "trtlade_requests_total", {"endpoint": "completions", "status": "400"}) == 1
+    assert metric_value(text, "trtlade_prompt_tokens_total") == 4
+    assert metric_value(text, "trtlade_completion_tokens_total") == 14
+    assert metric_value(text, "trtlade_lookahead_steps_total", {"spec": "2,2,1"}) == 7
+    assert metric_value(text, "trtlade_lookahead_accepted_tokens_total", {"spec": "2,2,1"}) == 3
+    assert metric_value(text, "trtlade_lookahead_draft_rows_total", {"spec": "2,2,1"}) == 7 * 2  # 2 draft rows
+    assert metric_value(text, "trtlade_lookahead_steps_total", {"spec": "1,1,0"}) == 4
+    assert metric_value(text, "trtlade_lookahead_tokens_per_step_count", {"spec": "2,2,1"}) == 7
+    assert metric_value(text, "trtlade_time_to_first_token_seconds_count") == 2
+    assert metric_sum(text, "trtlade_request_duration_seconds_count") == 2
+
+
+# ------------------------------------------------------------------------------------------ scheduling
+def test_requests_run_one_at_a_time_in_arrival_order():
+    engine = FakeEngine(step_delay=0.005)
+    app, _ = fake_app(engine)
+
+    async def go():
+        async with client_for(app) as c:
+            tasks = []
+            for i in range(6):
+                tasks.append(asyncio.create_task(c.post("/v1/completions", json={"prompt": f"p{i}",
+                                                                                 "max_tokens": 4})))
+                await asyncio.sleep(0.01)
+            return await asyncio.gather(*tasks)
+
+    responses = run(go())
+    assert all(r.status_code == 200 for r in responses)
+    order = [engine.tokenizer.decode(r.prompt_ids) for r in engine.requests]
+    assert order == [f"p{i}" for i in range(6)]
+    assert engine.max_parallel == 1
+
+
+def test_event_loop_stays_responsive_while_the_engine_works():
+    engine = FakeEngine(step_delay=0.02)
+    app, _ = fake_app(engine)
+
+    async def go():
+        async with client_for(app) as c:
+            gen = asyncio.create_task(c.post("/v1/completions", json={"prompt": "x", "max_tokens": 30}))
+            await asyncio.sleep(0.05)
+            health = await c.get("/health")  # answered while the worker thread generates
+            done_before = gen.done()
+            await gen
+            return health, done_before
+
+    health, done_before = run(go())
+    assert health.status_code == 200 and not done_before
+
+
+# ------------------------------------------------------------------------------------------ cancellation
+async def _asgi_call(app, body: dict, disconnect_after_chunks: int):
+    """Call the app directly; the client disconnects after receiving N body chunks."""
+    sent: list[dict] = []
+    received = asyncio.Event()
+    payload = json.dumps(body).encode()
+    messages = [{"type": "http.request", "body": payload, "more_body": False}]
+
+    if disconnect_after_chunks == 0:
+        received.set()
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await received.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+        chunks = [m for m in sent if m["type"] == "http.response.body" and m.get("body")]
+        if len(chunks) >= disconnect_after_chunks:
+            received.set()
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions",
+             "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json"),
+                                                               (b"content-length", str(len(payload)).encode())],
+             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+    await asyncio.wait_for(app(scope, receive, send), 10)
+    return sent
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_client_disconnect_cancels_the_generation(stream):
+    engine = FakeEngine()
+    app, _ = fake_app(engine)
+
+    async def go():
+        async with client_for(app) as c:
+            sent = await _asgi_call(app, {"prompt": "[hang]", "max_tokens": 5, "stream": stream},
+                                    disconnect_after_chunks=1 if stream else 0)
+            # the worker is free again: the next request completes
+            after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+            return sent, after, (await c.get("/metrics")).text
+
+    sent, after, metrics = run(go())
+    assert after.status_code == 200
+    assert engine.closed == 1  # the hanging generator was closed at a step boundary
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "499"}) == 1
+
+
+def test_disconnect_while_queued_removes_the_request_from_the_queue():
+    engine = FakeEngine()
+    app, _ = fake_app(engine)
+
+    async def go():
+        async with client_for(app) as c:
+            blocker = asyncio.create_task(_asgi_call(app, {"prompt": "[hang]", "max_tokens": 5, "stream": True},
+                                                     disconnect_after_chunks=3))
+            await asyncio.sleep(0.05)
+            # queued behind the hanging request; the client leaves before it starts
+            await _asgi_call(app, {"prompt": "never", "max_tokens": 2, "stream": True}, disconnect_after_chunks=0)
+            await blocker
+            after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+            return after
+
+    after = run(go())
+    assert after.status_code == 200
+    prompts = [engine.tokenizer.decode(r.prompt_ids) for r in engine.requests]
+    assert "never" not in prompts

@@ -1,0 +1,242 @@
+"""What ``trtlade serve`` will run: flags over the config file over defaults, resolved and checked.
+
+Light module (no torch, no fastapi): the CLI builds a :class:`ServePlan` first, so every user mistake
+is reported before anything heavy is imported or a port is bound.
+
+Precedence: command-line flags > the config file (``--config``, or the ``trtlade.yml`` of a bundle
+given as ``--model``) > defaults. Defaults with no config: the embedded SmolLM2-135M-Instruct, the
+reference engine, (W,N,G) = (4,2,4), 127.0.0.1:8000.
+
+``--model`` accepts a Hugging Face folder, a trtlade bundle (a folder with ``trtlade-manifest.json``
+and ``trtlade.yml``, made by ``trtlade build``), a TensorRT-LLM engine directory (``config.json`` with
+``build_config`` + ``rank0.engine``; trtllm engine only, needs ``model.tokenizer``), or a name
+resolved under ``model.models_dir`` / ``$TRTLADE_MODELS_DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import ValidationError
+
+from trtlade.config.schema import TrtladeConfig
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "DEFAULT_SERVE_SPEC",
+    "BUNDLE_MANIFEST",
+    "BUNDLE_CONFIG",
+    "PlanError",
+    "ServeFlags",
+    "ServePlan",
+    "make_plan",
+    "is_bundle",
+    "is_engine_dir",
+]
+
+#: The server's (W,N,G) when no config names one: the user's deployment.
+DEFAULT_SERVE_SPEC = LookaheadSpec(4, 2, 4)
+BUNDLE_MANIFEST = "trtlade-manifest.json"
+BUNDLE_CONFIG = "trtlade.yml"
+ENGINES = ("reference", "trtllm")
+
+
+class PlanError(ValueError):
+    """A user mistake in flags or config: ``message``, ``hint``, ``usage`` (exit 2 instead of 1)."""
+
+    def __init__(self, message: str, hint: str = "", *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.usage = usage
+
+
+@dataclass(frozen=True)
+class ServeFlags:
+    """The command-line flags as given (None = not given)."""
+
+    config: Optional[Path] = None
+    model: Optional[str] = None
+    engine: Optional[str] = None
+    spec: Optional[LookaheadSpec] = None
+    host: Optional[str] = None
+    port: Optional[int] = None
+    api_key: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    """Everything resolved: which engine on which files, with which (W,N,G), where to listen."""
+
+    config: TrtladeConfig
+    engine: str
+    host: str
+    port: int
+    api_key: Optional[str]
+    model_dir: Optional[Path]  # HF folder (None: the embedded model)
+    engine_dir: Optional[Path]  # trtllm only
+    tokenizer_dir: Optional[Path]
+    served_name: Optional[str]
+    config_file: Optional[str] = None
+    bundle: Optional[Path] = None
+    manifest: Optional[dict[str, Any]] = None
+    locate: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def spec(self) -> LookaheadSpec:
+        return self.config.lookahead.spec
+
+    @property
+    def request_default(self) -> Optional[LookaheadSpec]:
+        return self.config.lookahead.request_default
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.engine, "model": str(self.model_dir) if self.model_dir else "embedded",
+                "engine_dir": str(self.engine_dir) if self.engine_dir else None,
+                "spec": str(self.spec), "config": self.config_file,
+                "bundle": str(self.bundle) if self.bundle else None}
+
+
+def is_bundle(path: Path) -> bool:
+    return path.is_dir() and (path / BUNDLE_MANIFEST).is_file() and (path / BUNDLE_CONFIG).is_file()
+
+
+def is_engine_dir(path: Path) -> bool:
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return False
+    try:
+        data = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "build_config" in data
+
+
+def _load_file(path: Path) -> Any:
+    """``trtlade.config.loader.load_config`` (diagnostics with file:line:column)."""
+    from trtlade.config.loader import ConfigError, load_config
+
+    if not path.exists():
+        raise PlanError(f"config file {path} does not exist", "check the path given to --config", usage=True)
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        listing = "\n".join(d.format_text() for d in exc.diagnostics)
+        raise PlanError(f"the config {path} is not valid:\n{listing}",
+                        "`trtlade validate-config` explains every key; `trtlade config schema` lists them")
+
+
+def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str, str]) -> Path:
+    path = Path(value).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise PlanError(f"--model {value}: not a folder", "pass a Hugging Face model folder, a trtlade "
+                            "bundle folder or a TensorRT-LLM engine directory", usage=True)
+        return path.resolve()
+    base = models_dir or (Path(env["TRTLADE_MODELS_DIR"]) if env.get("TRTLADE_MODELS_DIR") else None)
+    if base is not None and "/" not in value and (base / value).is_dir():
+        return (base / value).resolve()
+    where = f" nor under the models directory {base}" if base is not None else \
+        " (and no models directory is set: TRTLADE_MODELS_DIR or model.models_dir)"
+    raise PlanError(f"--model {value}: no such folder{where}",
+                    "models are never downloaded; pass a local Hugging Face folder or a bundle made by "
+                    "`trtlade build`", usage=True)
+
+
+def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[Path]) -> TrtladeConfig:
+    data = config.model_dump(mode="python")
+    if flags.spec is not None:
+        data["lookahead"]["spec"] = flags.spec
+    if flags.engine is not None:
+        data["serve"]["engine"] = flags.engine
+    if flags.host is not None:
+        data["serve"]["host"] = flags.host
+    if flags.port is not None:
+        data["serve"]["port"] = flags.port
+    if model_path is not None:
+        data["model"]["path"] = model_path
+        data["model"]["name"] = None
+    try:
+        return TrtladeConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        raise PlanError(f"{where + ': ' if where else ''}{err.get('msg')}",
+                        "a --spec must admit lookahead.request_default (w<=W, n<=N, g<=G)"
+                        if "request_default" in str(err.get("msg")) else "") from None
+
+
+def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> ServePlan:
+    """Resolve ``flags`` (and the config they name) into a :class:`ServePlan`, or raise PlanError."""
+    env = os.environ if env is None else env
+    if flags.engine is not None and flags.engine not in ENGINES:
+        raise PlanError(f"--engine {flags.engine!r}: choose one of {', '.join(ENGINES)}", usage=True)
+    loaded = None
+    bundle: Optional[Path] = None
+    model_arg: Optional[Path] = None
+    if flags.model is not None:
+        model_arg = _resolve_model_arg(flags.model, None, env)
+        if is_bundle(model_arg):
+            bundle = model_arg
+            if flags.config is not None:
+                raise PlanError(f"--model {flags.model} is a bundle, which brings its own config "
+                                f"({BUNDLE_CONFIG}); it cannot be combined with --config",
+                                f"use --config {bundle / BUNDLE_CONFIG} (or edit it), or --model with a "
+                                "plain Hugging Face folder", usage=True)
+            loaded = _load_file(bundle / BUNDLE_CONFIG)
+            model_arg = None
+    if flags.config is not None:
+        loaded = _load_file(flags.config)
+    if loaded is not None:
+        base = loaded.config
+    else:
+        base = TrtladeConfig.model_validate({"lookahead": {"spec": DEFAULT_SERVE_SPEC}})
+    config = _with_flags(base, flags, model_arg)
+    resolve = loaded.resolve if loaded is not None else (lambda p: None if p is None else Path(p).expanduser().resolve())
+    engine = config.serve.engine
+    model_dir = engine_dir = None
+    if config.model.path is not None:
+        model_dir = model_arg or resolve(config.model.path)
+    elif config.model.name is not None:
+        model_dir = _resolve_model_arg(config.model.name, resolve(config.model.models_dir), env)
+    tokenizer_dir = resolve(config.model.tokenizer) if config.model.tokenizer is not None else None
+    if model_dir is not None and not model_dir.is_dir():
+        raise PlanError(f"model.path {model_dir} is not a folder",
+                        "point model.path at a Hugging Face model folder")
+    if engine == "reference":
+        if model_dir is not None and is_engine_dir(model_dir):
+            raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
+                            "Hugging Face folder", "add --engine trtllm to serve the engine", usage=True)
+    else:
+        if model_dir is not None and is_engine_dir(model_dir):
+            engine_dir, model_dir = model_dir, None
+        elif config.build.engine_dir is not None:
+            engine_dir = resolve(config.build.engine_dir)
+        elif bundle is not None and (bundle / "engine").is_dir():
+            engine_dir = bundle / "engine"
+        if engine_dir is None:
+            raise PlanError("the trtllm engine needs a TensorRT-LLM engine directory",
+                            "set build.engine_dir in the config, pass --model with a bundle made by "
+                            "`trtlade build` or with the engine directory")
+        tokenizer_dir = tokenizer_dir or model_dir
+        if tokenizer_dir is None:
+            raise PlanError(f"no tokenizer for the engine in {engine_dir}",
+                            "set model.tokenizer (or model.path) to the Hugging Face folder the engine was "
+                            "built from")
+    api_key = flags.api_key
+    if api_key is None and config.serve.api_key_env:
+        api_key = env.get(config.serve.api_key_env) or None
+    manifest = None
+    if bundle is not None:
+        try:
+            manifest = json.loads((bundle / BUNDLE_MANIFEST).read_text())
+        except (OSError, ValueError) as exc:
+            raise PlanError(f"cannot read {bundle / BUNDLE_MANIFEST}: {exc}", "rebuild the bundle") from None
+    return ServePlan(
+        config=config, engine=engine, host=config.serve.host, port=config.serve.port, api_key=api_key,
+        model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,
+        served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
+        bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None)

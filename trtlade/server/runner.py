@@ -1,0 +1,135 @@
+"""Run a :class:`~trtlade.server.plan.ServePlan`: build the engine factory, start uvicorn, stop cleanly.
+
+SIGTERM (and Ctrl-C): uvicorn stops accepting connections, waits up to ``serve.shutdown_grace_s`` for
+in-flight requests (streams included) to finish, then the app cancels what is left, closes the engine
+and the process exits 0. If the engine fails to load, the server stops and the process exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+from trtlade.server.plan import ServePlan
+
+__all__ = ["engine_factory", "serve_app", "run_plan", "ServeError"]
+
+log = logging.getLogger("trtlade.server")
+
+
+class ServeError(RuntimeError):
+    """The server cannot start (message + hint for the CLI)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
+    cfg = plan.config
+
+    def build() -> Any:
+        from trtlade.engine.reference import ReferenceEngine
+        from trtlade.server.engines import ReferenceServingEngine
+
+        dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype
+        engine = ReferenceEngine.load(
+            model=str(plan.model_dir) if plan.model_dir is not None else None,
+            spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
+            threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying)
+        return ReferenceServingEngine(
+            engine, max_queue=cfg.serve.max_queue, served_name=cfg.model.served_name,
+            max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
+            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"})
+
+    return build
+
+
+def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
+    from trtlade.engine.trtllm import TrtllmLaunch
+
+    cfg = plan.config
+    assert plan.engine_dir is not None and plan.tokenizer_dir is not None
+    return TrtllmLaunch(
+        engine_dir=plan.engine_dir, spec=cfg.lookahead.spec, tokenizer_dir=plan.tokenizer_dir,
+        request_default=cfg.lookahead.request_default, served_name=cfg.model.served_name,
+        max_queue=cfg.serve.max_queue, kv_cache_free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
+        max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
+        build=cfg.build if plan.config_file else None, source=plan.config_file, argv=tuple(argv))
+
+
+def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optional[Callable[[], Any]]:
+    """The zero-argument engine factory for the app (run in a thread once the server is up).
+
+    For trtllm, the cheap checks (TensorRT-LLM version, engine vs config, MPI launch) run here, now,
+    and raise ServeError; a non-leader MPI rank runs the executor follower and returns None.
+    """
+    if plan.engine == "reference":
+        return _reference_factory(plan)
+    from trtlade.engine.trtllm import TrtllmEngine, TrtllmStartError, preflight, run_follower
+
+    launch = trtllm_launch(plan, argv)
+    try:
+        pre = preflight(launch, locate=plan.locate)
+    except TrtllmStartError as exc:
+        raise ServeError(exc.message, exc.hint) from None
+    for warning in pre.warnings:
+        log.warning("%s", warning.format_text())
+    if not pre.world.is_leader:
+        run_follower(launch, pre)
+        return None
+    return lambda: TrtllmEngine.start(launch, pre)
+
+
+def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str = "info",
+              ready: Optional[threading.Event] = None) -> int:
+    """Run ``app`` with uvicorn until SIGTERM/SIGINT (exit code 0) or an engine load failure (1)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
+                            timeout_graceful_shutdown=max(1, int(round(grace_s))), access_log=False)
+    server = uvicorn.Server(config)
+    failed = threading.Event()
+
+    def on_load_failed(_exc: BaseException) -> None:
+        failed.set()
+        server.should_exit = True
+
+    app.state.on_load_failed = on_load_failed
+    # uvicorn re-raises a captured SIGTERM/SIGINT after its graceful shutdown on the handlers that were
+    # installed before it started: make those no-ops so a requested shutdown exits with status 0.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 1 if failed.is_set() else 0
+
+
+def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info") -> int:
+    """Everything ``trtlade serve`` does after parsing: returns the process exit code."""
+    from trtlade.server.app import ServerSettings, create_app
+
+    factory = engine_factory(plan, argv)
+    if factory is None:  # an MPI follower rank: done
+        return 0
+    settings = ServerSettings(api_key=plan.api_key, max_body_bytes=plan.config.serve.max_body_bytes,
+                              manifest=plan.manifest, source=plan.describe())
+    failure: list[BaseException] = []
+
+    def on_failed(exc: BaseException) -> None:
+        failure.append(exc)
+        app.state.on_load_failed(exc)
+
+    app = create_app(factory, settings, on_load_failed=on_failed)
+    code = serve_app(app, plan.host, plan.port, grace_s=plan.config.serve.shutdown_grace_s, log_level=log_level)
+    if failure:
+        exc = failure[0]
+        raise ServeError(f"the {plan.engine} engine failed to load: {getattr(exc, 'message', None) or exc}",
+                         getattr(exc, "hint", "") or "")
+    return code
