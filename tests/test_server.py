@@ -567,20 +567,22 @@ def test_event_loop_stays_responsive_while_the_engine_works():
 
 
 # ------------------------------------------------------------------------------------------ cancellation
-async def _asgi_call(app, body: dict, disconnect_after_chunks: int):
-    """Call the app directly; the client disconnects after receiving N body chunks."""
+async def _asgi_call(app, body: dict, disconnect_after_chunks: int, when=None):
+    """Call the app directly; the client disconnects after receiving N body chunks (0: at once), or
+    as soon as ``when()`` is true."""
     sent: list[dict] = []
     received = asyncio.Event()
     payload = json.dumps(body).encode()
     messages = [{"type": "http.request", "body": payload, "more_body": False}]
 
-    if disconnect_after_chunks == 0:
+    if disconnect_after_chunks == 0 and when is None:
         received.set()
 
     async def receive():
         if messages:
             return messages.pop(0)
-        await received.wait()
+        while not received.is_set() and not (when is not None and when()):
+            await asyncio.sleep(0.01)
         return {"type": "http.disconnect"}
 
     async def send(message):
@@ -606,7 +608,7 @@ def test_client_disconnect_cancels_the_generation(stream):
     async def go():
         async with client_for(app) as c:
             sent = await _asgi_call(app, {"prompt": "[hang]", "max_tokens": 5, "stream": stream},
-                                    disconnect_after_chunks=1 if stream else 0)
+                                    disconnect_after_chunks=1, when=None if stream else lambda: engine.started)
             # the worker is free again: the next request completes
             after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
             return sent, after, (await c.get("/metrics")).text
