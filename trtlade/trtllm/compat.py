@@ -51,7 +51,7 @@ QWEN3_STOCK_VERSION: tuple[int, int] = (1, 0)
 
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install 'trtlade[trtllm]' (pulls tensorrt-llm>=0.16,<1.3 from NVIDIA's index), "
+    "pip install 'trtlade[trtllm]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3), "
     "or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
     "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); "
     "without a GPU use the reference engine: --backend reference"
