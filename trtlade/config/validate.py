@@ -60,8 +60,8 @@ class FileReport:
 def classify(data: Any) -> ConfigKind | None:
     """``grps`` for a grps_trtllm inference config, ``trtlade`` for a mapping with a trtlade section
     (or a key close to one, so a misspelt section still gets its did-you-mean), else None."""
-    if is_grps_config(data):
-        return "grps"
+    if is_grps_config(data) or (isinstance(data, dict) and isinstance(data.get("models"), list)):
+        return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet
     if not isinstance(data, dict):
         return None
     for key in data:

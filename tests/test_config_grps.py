@@ -1,0 +1,192 @@
+"""grps_trtllm inference configs (trtlade.config.grps): detection, reading, checks."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
+from trtlade.config.loader import parse_yaml
+from trtlade.config.validate import classify, validate_file
+from trtlade.spec import LookaheadSpec
+
+ENGINES = Path(__file__).resolve().parent / "data" / "engines"
+
+
+def _grps(args: str, *, models_extra: str = "", path: Path | None = None):
+    body = textwrap.indent(textwrap.dedent(args).strip("\n"), " " * 6)
+    text = ("models:\n  - name: llm\n    inferer_args:\n      tokenizer_path: /t\n"
+            "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: /nonexistent/engine\n"
+            f"{body}\n{models_extra}")
+    return parse_yaml(text, "inference.yml", path=path)
+
+
+def _codes(diags, severity=None):
+    return [d.code for d in diags if severity is None or d.severity == severity]
+
+
+BLOCK = "lookahead_decoding: {window_size: 4, ngram_size: 2, verification_set_size: 4}"
+
+
+@pytest.mark.parametrize("data, grps, kind", [
+    ({"models": [{"name": "m", "inferer_args": {"gpt_model_path": "/e"}}]}, True, "grps"),
+    ({"models": [{"name": "m", "inferer_args": None}], "dag": {}}, True, "grps"),
+    ({"models": []}, False, "grps"),                  # grps-shaped: reported as "no TensorRT-LLM model"
+    ({"models": [{"name": "m"}]}, False, "grps"),
+    ({"models": "x"}, False, "trtlade"),              # close to `model`: gets the did-you-mean
+    ({"lookahead": {"spec": "4,2,4"}}, False, "trtlade"),
+    ({"lookahed": {}}, False, "trtlade"),             # a typo of a section still gets the trtlade diagnostics
+    ({"services": {}}, False, None),
+    ([1, 2], False, None),
+])
+def test_detection(data, grps, kind):
+    assert classify(data) == kind
+    assert is_grps_config(data) == grps
+
+
+def test_models_list_without_inferer_args_says_so(tmp_path):
+    (tmp_path / "i.yml").write_text("models:\n  - name: m\n    version: 1.0.0\n")
+    [d] = validate_file(tmp_path / "i.yml").diagnostics
+    assert d.code == "grps-no-model" and d.line == 2
+
+
+def test_unknown_model_type():
+    doc = parse_yaml("models:\n  - inferer_args:\n      tokenizer_path: /t\n      gpt_model_path: /e\n"
+                     "      gpt_model_type: continuous\n", "i.yml")
+    [d] = [d for d in check_grps(doc) if d.severity == "error"]
+    assert (d.code, d.line, d.column) == ("grps-model-type", 5, 23) and "inflight_fused_batching" in d.hint
+
+
+def test_reads_the_block_and_settings():
+    doc = _grps(BLOCK + "\nend_token_id: 151645\nstop_words: ['<|im_end|>']")
+    [model], diags = read_grps_models(doc)
+    assert diags == [] and model.spec == LookaheadSpec(4, 2, 4) and model.has_lookahead_block
+    assert (model.index, model.name, model.loc) == (0, "llm", ("models", 0, "inferer_args"))
+    assert model.arg("end_token_id") == 151645 and model.gpt_model_type == "inflight_fused_batching"
+
+
+def test_non_llm_models_are_skipped_and_every_llm_model_is_checked():
+    extra = ("  - name: pre\n    inferer_args: {some_setting: 1}\n"
+             "  - name: second\n    inferer_args:\n      tokenizer_path: /t\n      gpt_model_type: V1\n"
+             "      gpt_model_path: /e\n      lookahead_decoding: {window_size: 2, ngram_size: 2, "
+             "verification_set_size: 1}\n")
+    doc = _grps(BLOCK, models_extra=extra)
+    models, _ = read_grps_models(doc)
+    assert [m.index for m in models] == [0, 2]
+    errors = [d for d in check_grps(doc) if d.severity == "error"]
+    assert [(d.code, d.path) for d in errors] == [("grps-model-type", "models.2.inferer_args.gpt_model_type")]
+
+
+def test_no_llm_model_is_an_error():
+    doc = parse_yaml("models:\n  - name: m\n    inferer_args: {x: 1}\n", "i.yml")
+    assert _codes(check_grps(doc)) == ["grps-no-model"]
+
+
+@pytest.mark.parametrize("mode, with_block, severity", [
+    (None, True, None), (None, False, None),
+    ("top_k_top_p", True, "warning"), ("top_k", True, "warning"), ("lookahead", True, "warning"),
+    ("beam_search", True, "error"), ("medusa", True, "error"), ("sampling", True, "warning"),
+    ("top_k_top_p", False, None), ("beam_search", False, None), ("lookahead", False, "error"),
+    ("lookahead_decoding", False, "error"), ("greedy", False, "warning"),
+])
+def test_decoding_mode(mode, with_block, severity):
+    lines = [BLOCK] if with_block else []
+    if mode is not None:
+        lines.append(f"decoding_mode: {mode}")
+    found = [d for d in check_grps(_grps("\n".join(lines))) if d.code == "grps-decoding-mode"]
+    assert [d.severity for d in found] == ([severity] if severity else [])
+
+
+@pytest.mark.parametrize("sampling, warned", [
+    ("{temperature: 0.7, top_k: 20, top_p: 0.8}", ["temperature 0.7", "top_k 20", "top_p 0.8"]),
+    ("{top_k: 1}", []),
+    ("{repetition_penalty: 1.1, random_seed: 3}", ["repetition_penalty 1.1"]),
+    ("{beam_width: 1}", []),
+])
+def test_sampling_settings_lookahead_ignores(sampling, warned):
+    diags = check_grps(_grps(f"{BLOCK}\nsampling: {sampling}"))
+    found = [d for d in diags if d.code == "grps-sampling-ignored"]
+    if warned:
+        [d] = found
+        assert all(w in d.message for w in warned) and d.severity == "warning"
+        assert "Qwen3" not in d.hint                     # no qwen3 style, no thinking-mode note
+    else:
+        assert found == []
+
+
+def test_sampling_is_not_a_concern_without_lookahead():
+    assert _codes(check_grps(_grps("sampling: {temperature: 0.7}"))) == ["engine-dir-absent"]
+
+
+def test_beam_width_with_lookahead():
+    diags = check_grps(_grps(f"{BLOCK}\nsampling: {{beam_width: 4}}"))
+    assert ("error", "models.0.inferer_args.sampling.beam_width") in [(d.severity, d.path) for d in diags]
+
+
+@pytest.mark.parametrize("line, path", [
+    ("kv_cache_free_gpu_mem_fraction: 0", "kv_cache_free_gpu_mem_fraction"),
+    ("kv_cache_free_gpu_mem_fraction: high", "kv_cache_free_gpu_mem_fraction"),
+    ("end_token_id: -1", "end_token_id"),
+    ("pad_token_id: '<pad>'", "pad_token_id"),
+    ("stop_words: '<|im_end|>'", "stop_words"),
+    ("stop_words: [1, 2]", "stop_words"),
+    ("lookahead_decoding: [4, 2, 4]", "lookahead_decoding"),
+    ("lookahead_decoding: {window_size: '4', ngram_size: 2, verification_set_size: 4}",
+     "lookahead_decoding.window_size"),
+])
+def test_bad_values(line, path):
+    diags = check_grps(_grps(line))
+    assert f"models.0.inferer_args.{path}" in [d.path for d in diags if d.severity == "error"]
+
+
+def test_unknown_key_in_block_is_a_warning_with_did_you_mean():
+    diags = check_grps(_grps("lookahead_decoding: {window_size: 4, ngram_size: 2, verification_set_size: 4, "
+                             "verifcation_size: 2}"))
+    [d] = [d for d in diags if d.code == "grps-lookahead-key"]
+    assert d.severity == "warning" and "did you mean 'verification_set_size'?" in d.hint
+
+
+def test_spec_warnings_apply_to_the_block():
+    diags = check_grps(_grps("lookahead_decoding: {window_size: 9, ngram_size: 9, verification_set_size: 9}"))
+    assert "spec-too-many-draft-tokens" in _codes(diags, "warning")
+
+
+def test_relative_engine_path_is_resolved_against_the_file(tmp_path):
+    engine = tmp_path / "engines" / "e"
+    engine.mkdir(parents=True)
+    (engine / "config.json").write_text((ENGINES / "qwen3-8b-draft39" / "config.json").read_text())
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "inference.yml").write_text(
+        "models:\n  - name: llm\n    inferer_args:\n      tokenizer_path: /t\n"
+        "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: ../engines/e\n"
+        f"      {BLOCK}\n")
+    report = validate_file(conf / "inference.yml")
+    errors = [d for d in report.diagnostics if d.severity == "error"]
+    assert [d.code for d in errors] == ["engine-max-draft-len"] and "8 != 40" in errors[0].message
+    assert "engine-rank-files" in [d.code for d in report.diagnostics]   # only config.json was copied
+
+
+def test_lookahead_engine_without_block_suggests_a_fitting_block():
+    [d] = [d for d in check_grps(_grps("x: 1"), engine_dir=ENGINES / "qwen3-8b-draft39")
+           if d.severity == "error"]
+    assert d.code == "grps-lookahead-missing" and "Assertion failed: 16 != 40" in d.message
+    assert "lookahead_decoding: {window_size: 4, ngram_size: 6, verification_set_size: 4}" in d.hint
+
+
+def test_engine_built_for_15_has_no_default_trap_clause():
+    import json
+
+    data = json.loads((ENGINES / "qwen3-8b-424" / "config.json").read_text())
+    data["build_config"]["max_draft_len"] = 15
+    tmp = Path(__import__("tempfile").mkdtemp())
+    (tmp / "config.json").write_text(json.dumps(data))
+    [d] = [d for d in check_grps(_grps("x: 1"), engine_dir=tmp) if d.severity == "error"]
+    assert "Assertion failed" not in d.message and "ngram_size: 3" in d.hint
+
+
+def test_plain_engine_without_block_is_fine():
+    diags = check_grps(_grps("x: 1"), engine_dir=ENGINES / "qwen3-8b-plain")
+    assert _codes(diags, "error") == []

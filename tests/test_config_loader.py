@@ -1,0 +1,207 @@
+"""YAML loading with positions and guards (trtlade.config.loader), and the load_config API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trtlade.config.loader import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_NODES,
+    ConfigError,
+    ConfigLoadError,
+    load_config,
+    parse_yaml,
+    read_yaml,
+    validate_trtlade,
+)
+from trtlade.config.validate import validate_file
+from trtlade.spec import LookaheadSpec, SpecError
+
+
+def _load_error(tmp_path: Path, content: bytes | str, name: str = "c.yml"):
+    p = tmp_path / name
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ConfigLoadError) as info:
+        read_yaml(p, display=name)
+    [d] = info.value.diagnostics
+    assert d.severity == "error" and d.file == name and d.line >= 1 and d.column >= 1 and d.hint
+    # the same file through the gate: one error, no exception
+    report = validate_file(p, display=name)
+    assert report.kind is None and [x.code for x in report.diagnostics] == [d.code]
+    return d
+
+
+# ------------------------------------------------------------------------------------------ guards
+def test_alias_bomb_is_refused_before_construction(tmp_path):
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        refs = ", ".join([f"*a{i - 1}"] * 10)
+        lines.append(f"a{i}: &a{i} [{refs}]")      # 10**10 nodes once expanded
+    d = _load_error(tmp_path, "\n".join(lines) + "\n")
+    assert d.code == "yaml-too-many-nodes" and str(MAX_NODES) in d.message
+
+
+def test_many_aliases_below_the_limit_are_fine(tmp_path):
+    text = "lookahead:\n  spec: &s 4,2,4\n  request_default: *s\nbench:\n  modes: [ar, *s, *s]\n"
+    (tmp_path / "c.yml").write_text(text)
+    assert validate_file(tmp_path / "c.yml").valid()
+
+
+def test_recursive_alias(tmp_path):
+    assert _load_error(tmp_path, "a: &x\n  b: *x\n").code == "yaml-recursive-alias"
+
+
+def test_binary_junk(tmp_path):
+    d = _load_error(tmp_path, bytes(range(256)) * 4)
+    assert d.code == "binary-file" and "NUL byte" in d.message
+
+
+def test_huge_file_is_not_parsed(tmp_path):
+    d = _load_error(tmp_path, "# " + "x" * MAX_FILE_BYTES + "\n")
+    assert d.code == "file-too-large" and "1024 KiB" in d.message
+
+
+@pytest.mark.parametrize("content, line, column", [
+    (b"lookahead:\n  spec: caf\xe9\n", 2, 12),
+    (b"\xff\xfe l\x00", 1, 1),          # UTF-16 BOM and a NUL: binary wins, position still given
+])
+def test_not_utf8(tmp_path, content, line, column):
+    d = _load_error(tmp_path, content)
+    assert d.code in ("not-utf8", "binary-file")
+    if d.code == "not-utf8":
+        assert (d.line, d.column) == (line, column)
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    (tmp_path / "c.yml").write_bytes("\ufefflookahead:\n  spec: 4,2,4\n".encode())
+    assert validate_file(tmp_path / "c.yml").valid()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n   \n", "# just a comment\n", "---\n", "---\n...\n"])
+def test_empty_files(tmp_path, content):
+    assert _load_error(tmp_path, content).code == "empty-file"
+
+
+@pytest.mark.parametrize("content, code, line", [
+    ("a: [1, 2\n", "yaml-syntax", 2),
+    ("a:\n\tb: 1\n", "yaml-syntax", 2),
+    ("a: 1\nb: *nothing\n", "yaml-syntax", 2),
+    ("a: !!python/object/apply:os.system ['true']\n", "yaml-syntax", 1),
+    ("a: \x07\n", "yaml-unreadable", 1),
+    ("a: 1\n---\nb: 2\n", "yaml-multiple-documents", 2),
+    ("a: 1\nb: 2\na: 3\n", "duplicate-key", 3),
+    ("? [a, b]\n: 1\n", "complex-key", 1),
+])
+def test_malformed_yaml(tmp_path, content, code, line):
+    d = _load_error(tmp_path, content)
+    assert (d.code, d.line) == (code, line), d.format_text()
+
+
+def test_python_tags_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    d = _load_error(tmp_path, f"a: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert not marker.exists() and "tags" in d.hint
+
+
+def test_deep_nesting(tmp_path):
+    deep = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n"
+    assert _load_error(tmp_path, deep).code == "yaml-too-deep"
+    very_deep = "[" * 5000 + "]" * 5000 + "\n"
+    assert _load_error(tmp_path, very_deep).code == "yaml-too-deep"
+
+
+@pytest.mark.parametrize("content, what", [("42\n", "a single value (int)"), ("- a\n- b\n", "a list"),
+                                           ("just text\n", "a single value (str)")])
+def test_non_mapping_top_level(tmp_path, content, what):
+    p = tmp_path / "c.yml"
+    p.write_text(content)
+    [d] = validate_file(p).diagnostics
+    assert d.code == "not-a-mapping" and what in d.message
+    _, diags = validate_trtlade(read_yaml(p))
+    assert diags[0].code == "not-a-mapping"
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(ConfigLoadError, match="no such file"):
+        read_yaml(tmp_path / "nope.yml")
+    with pytest.raises(ConfigLoadError, match="is a directory"):
+        read_yaml(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ positions
+def test_positions_of_values_keys_and_list_items():
+    doc = parse_yaml("a:\n  b: 1\n  c:\n    - x\n    - {d: 2}\n", "f.yml")
+    assert doc.position(("a", "b")) == (2, 6) and doc.position(("a", "b"), key=True) == (2, 3)
+    assert doc.position(("a", "c", 0)) == (4, 7) and doc.position(("a", "c", 1, "d")) == (5, 11)
+    assert doc.position(("a", "zzz", "deeper")) == (2, 3)   # nearest ancestor present: the mapping a
+    assert doc.position(()) == (1, 1)
+
+
+def test_merge_keys_have_positions_and_explicit_keys_win():
+    doc = parse_yaml("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  x: 3\n", "f.yml")
+    assert doc.data["m"] == {"x": 3, "y": 2}
+    assert doc.position(("m", "x")) == (4, 6) and doc.position(("m", "y")) == (1, 20)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True),
+                       st.one_of(st.integers(-99, 99), st.from_regex(r"[a-z]{1,6}", fullmatch=True)),
+                       min_size=1, max_size=8))
+def test_property_every_key_is_located_on_its_line(mapping):
+    text = yaml.safe_dump({"section": mapping}, sort_keys=False, default_flow_style=False)
+    doc = parse_yaml(text, "f.yml")
+    lines = text.splitlines()
+    for key in mapping:
+        line, column = doc.position(("section", key), key=True)
+        assert lines[line - 1][column - 1:].startswith(f"{key}:")
+
+
+@settings(max_examples=60, deadline=None)
+@given(w=st.integers(-2, 9), n=st.integers(-2, 9), g=st.integers(-2, 9))
+def test_property_spec_error_iff_illegal_and_names_the_rule(w, n, g):
+    doc = parse_yaml(f"lookahead:\n  spec: {w},{n},{g}\n", "f.yml")
+    config, diags = validate_trtlade(doc)
+    try:
+        spec = LookaheadSpec(w, n, g)
+    except SpecError as exc:
+        assert config is None
+        [d] = diags
+        assert d.code == "spec-illegal" and exc.rule in d.message and (d.line, d.column) == (2, 9)
+        assert d.path == f"lookahead.spec.{exc.field}"
+    else:
+        assert diags == [] and config.lookahead.spec == spec
+
+
+# ------------------------------------------------------------------------------------------ load_config
+def test_load_config_resolves_relative_paths(tmp_path):
+    (tmp_path / "sub").mkdir()
+    p = tmp_path / "sub" / "c.yml"
+    p.write_text("build:\n  engine_dir: ../engines/x\nlookahead:\n  spec: 4,2,4\n")
+    loaded = load_config(p)
+    assert loaded.config.build.engine_dir == Path("../engines/x")          # kept as written
+    assert loaded.resolve(loaded.config.build.engine_dir) == (tmp_path / "engines" / "x").resolve()
+    assert loaded.resolve("/abs/path") == Path("/abs/path") and loaded.resolve(None) is None
+    assert loaded.config.lookahead.spec == LookaheadSpec(4, 2, 4)
+
+
+def test_load_config_raises_with_every_error_located(tmp_path):
+    p = tmp_path / "c.yml"
+    p.write_text("build:\n  tp_size: 0\n  max_batch_sise: 3\nlookahead:\n  spec: 4,0,4\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p, display="c.yml")
+    codes = sorted((d.line, d.code) for d in info.value.diagnostics)
+    assert codes == [(2, "schema-greater_than_equal"), (3, "unknown-key"), (5, "spec-illegal")]
+    assert "c.yml:5:9: error: lookahead.spec.ngram_size" in str(info.value)
+
+
+def test_load_config_raises_for_unreadable_files(tmp_path):
+    p = tmp_path / "c.yml"
+    p.write_bytes(b"\x00\x01")
+    with pytest.raises(ConfigLoadError):
+        load_config(p)
