@@ -174,12 +174,13 @@ def _probe(plan: BuildPlan, reporter: Reporter, records: list[StepRecord]) -> di
     reporter.fail("probe", seconds)
     if result.get("kind") == "unavailable":
         raise BuildError(str(result.get("message")), hint=str(result.get("hint") or INSTALL_HINT))
-    if result.get("kind"):
-        raise BuildError(str(result.get("message")), hint=str(result.get("hint") or ""), log_tail=tail,
+    if result.get("kind") not in (None, "error"):  # a known refusal: the message says it all
+        raise BuildError(str(result.get("message")), hint=str(result.get("hint") or ""),
                          where=str(plan.model.path / "config.json"))
     known = diagnose(tail, code)
-    raise BuildError(f"checking TensorRT-LLM failed (exit {code})" + (f": {known.summary}" if known else ""),
-                     hint=known.hint if known else "see the output above", log_tail=tail)
+    detail = known.summary if known else str(result.get("message") or "")
+    raise BuildError(f"checking TensorRT-LLM failed (exit {code})" + (f": {detail}" if detail else ""),
+                     hint=known.hint if known else "the output above shows where it failed", log_tail=tail)
 
 
 def _read_result(path: Path) -> dict[str, Any]:
