@@ -159,6 +159,20 @@ def test_summary_md_tables_for_known_input() -> None:
     assert "- gpu: `A10`" in md
 
 
+def test_output_agreement() -> None:
+    from trtlade.bench.report import output_agreement
+
+    recs = [rec("ar", 1, i, [0.1, 0.2], 2) for i in range(3)] + [rec("la", 1, i, [0.1, 0.2], 2) for i in range(3)]
+    for r, text in zip(recs, ["a", "b", "c", "a", "B", "c"]):
+        r.output_text = text
+    recs.append(rec("la", 2, 0, [0.1], 1))  # no baseline answer at level 2: not compared
+    assert output_agreement(recs, ["ar", "la"]) == {"la": {"compared": 3, "identical": 2}}
+    assert output_agreement(recs, ["ar"]) == {}
+    run, _ = known_run()
+    run.output_agreement = {"lookahead": {"compared": 4, "identical": 4}}
+    assert "- lookahead: 4 of 4 identical" in render_markdown(run)
+
+
 def test_comparison_table_missing_values_and_zero_base() -> None:
     table = comparison_table([1, 2], [("a", {1: 0.0, 2: 5.0}), ("b", {1: 1.0})])
     assert table.splitlines()[-1] == "| b vs a (%) | — | — |"

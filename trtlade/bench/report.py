@@ -28,7 +28,7 @@ from trtlade.bench.records import RequestRecord
 
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
-    "change_pct", "comparison_table", "load_run", "make_run_id", "render_markdown", "series_rows",
+    "change_pct", "comparison_table", "load_run", "make_run_id", "output_agreement", "render_markdown", "series_rows",
     "write_report",
 ]
 
@@ -68,6 +68,9 @@ class RunSummary(BaseModel):
     settings: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     summaries: list[LevelSummary]
+    #: per non-baseline series: requests compared with the baseline's answer to the same prompt
+    #: (same level and index, both completed) and how many had the identical text
+    output_agreement: dict[str, dict[str, int]] = {}
 
     def summary(self, series: str, level: int) -> Optional[LevelSummary]:
         for s in self.summaries:
@@ -210,6 +213,36 @@ def _failures_section(run: RunSummary) -> list[str]:
     return out
 
 
+def output_agreement(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Compare each series' answers with the first series' answers to the same prompts.
+
+    At temperature 0 lookahead must not change the text: ``identical < compared`` flags a server
+    whose lookahead (or batching) changes outputs. Keyed by (level, request index): every series
+    sends the same prompt sequence at every level.
+    """
+    if len(series) < 2:
+        return {}
+    base = {(r.concurrency, r.index): r.output_text for r in records if r.series == series[0] and r.ok}
+    out: dict[str, dict[str, int]] = {}
+    for name in series[1:]:
+        pairs = [(base[(r.concurrency, r.index)], r.output_text) for r in records
+                 if r.series == name and r.ok and (r.concurrency, r.index) in base]
+        out[name] = {"compared": len(pairs), "identical": sum(a == b for a, b in pairs)}
+    return out
+
+
+def _agreement_lines(run: RunSummary) -> list[str]:
+    if not run.output_agreement:
+        return []
+    base = run.series[0].label
+    lines = ["## Output agreement", "",
+             f"Answers compared with `{base}`'s answer to the same prompt (greedy decoding with and without "
+             "lookahead must give the same text; sampling or batching effects can differ).", ""]
+    for name, counts in run.output_agreement.items():
+        lines.append(f"- {name}: {counts['identical']} of {counts['compared']} identical")
+    return lines + [""]
+
+
 def _meta_lines(value: Any, indent: str = "") -> list[str]:
     lines: list[str] = []
     if isinstance(value, dict):
@@ -242,10 +275,16 @@ def render_markdown(run: RunSummary) -> str:
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", "", comparison_table(run.levels, series_rows(run, field), decimals=decimals), ""]
     out += _failures_section(run)
+    out += _agreement_lines(run)
     out += ["## Series", ""]
     for info in run.series:
         sent = "no `lookahead` field (server default)" if info.lookahead is None else f"`lookahead` {info.lookahead}"
-        out.append(f"- **{info.label}**: {info.base_url} model `{info.model}`, mode `{info.mode}`: {sent}")
+        used: list[str] = []
+        for summ in run.summaries:
+            if summ.series == info.label:
+                used += [x for x in summ.lookahead_specs if x not in used]
+        reported = f"; the server reported usage.lookahead.spec {', '.join(used)}" if used else ""
+        out.append(f"- **{info.label}**: {info.base_url} model `{info.model}`, mode `{info.mode}`: {sent}{reported}")
     out.append("")
     for info in run.series:
         out += [f"## Full metrics: {info.label}", "", _full_metric_table(run, info.label), ""]

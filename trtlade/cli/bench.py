@@ -312,7 +312,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
 
     from trtlade.bench.launch import LaunchError, launched_server
     from trtlade.bench.meta import machine_info
-    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id
+    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id, output_agreement
     from trtlade.bench.runner import BenchAborted, run_plan
 
     run_id = make_run_id([s.label for s in plan.series], label=label)
@@ -362,6 +362,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
                               for t in plan.targets},
                   "user": meta},
         summaries=outcome.summaries,
+        output_agreement=output_agreement(outcome.records, [s.label for s in plan.series]),
     )
     _write_and_print(run, outcome.records, folder, plots)
 
