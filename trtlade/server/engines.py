@@ -348,7 +348,8 @@ class ReferenceServingEngine:
             handle.finish()
         except ValueError as exc:
             if steps == 0:  # refused before generating: the request is invalid for this engine
-                handle.finish(RequestRejected(str(exc)))
+                field = getattr(exc, "field", None)
+                handle.finish(RequestRejected(str(exc), param=field if isinstance(field, str) else None))
             else:
                 log.exception("reference engine failed after %d steps", steps)
                 handle.finish(EngineFailure(str(exc)))

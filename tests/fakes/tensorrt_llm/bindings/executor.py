@@ -15,6 +15,7 @@ request's ngram size (or the executor's), so streaming yields several tokens per
 lookahead does; ``decoding_iter`` counts the iterations.
 
 Test-only hooks (not in the real API) start with an underscore: ``_fail_after_iterations``,
+``_iteration_delay``,
 ``_instances``, ``Executor._requests``.
 """
 
@@ -24,6 +25,7 @@ import enum
 import json
 import os
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Optional
@@ -31,6 +33,8 @@ from typing import Optional
 # ------------------------------------------------------------------------------------- test hooks
 #: When set to (iterations, message): every request gets an error response after that many iterations.
 _fail_after_iterations: Optional[tuple[int, str]] = None
+#: Seconds each executor iteration takes (await_responses sleeps this long before answering).
+_iteration_delay: float = 0.0
 #: Every Executor constructed (most recent last).
 _instances: list["Executor"] = []
 
@@ -523,6 +527,8 @@ class Executor:
             raise TypeError("incompatible function arguments: timeout must be a datetime.timedelta")
         wanted = None if id is None else ({id} if isinstance(id, int) else set(id))
         seconds = None if timeout is None else timeout.total_seconds()
+        if _iteration_delay:
+            time.sleep(_iteration_delay)
         with self._lock:
             if not self._has_work(wanted):
                 self._lock.wait(seconds)

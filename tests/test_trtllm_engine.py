@@ -1,0 +1,386 @@
+"""The TensorRT-LLM executor engine against the test double of tensorrt_llm.bindings.executor."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events
+from trtlade.spec import LookaheadSpec
+
+ENGINES = Path(__file__).resolve().parent / "data" / "engines"
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tok")
+    make_tiny_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture
+def tle(fake_trtllm):
+    import tensorrt_llm.bindings.executor as tle
+
+    tle._fail_after_iterations = None
+    tle._iteration_delay = 0.0
+    tle._instances.clear()
+    yield tle
+    tle._fail_after_iterations = None
+    tle._iteration_delay = 0.0
+
+
+def launch(tokenizer_dir, engine="qwen3-8b-424", spec=(4, 2, 4), **kw):
+    from trtlade.engine.trtllm import TrtllmLaunch
+
+    return TrtllmLaunch(engine_dir=ENGINES / engine, spec=LookaheadSpec(*spec), tokenizer_dir=tokenizer_dir, **kw)
+
+
+def trtllm_app(tokenizer_dir, **kw):
+    from trtlade.engine.trtllm import TrtllmEngine
+    from trtlade.server.app import create_app
+
+    lau = launch(tokenizer_dir, **kw)
+    return create_app(lambda: TrtllmEngine.start(lau))
+
+
+PROMPT = "Hello world! The quick brown fox"
+
+
+# ------------------------------------------------------------------------------------------ the double
+def test_double_request_is_keyword_only_and_needs_max_tokens(tle):
+    with pytest.raises(TypeError):
+        tle.Request([1, 2], 8)  # 0.16: max_tokens is keyword-only
+    with pytest.raises(TypeError):
+        tle.Request([1, 2])  # and required
+    req = tle.Request([1, 2], max_tokens=8, streaming=True, end_id=2)
+    assert (req.max_tokens, req.streaming, req.end_id, req.lookahead_config) == (8, True, 2, None)
+
+
+@pytest.mark.parametrize("wng, rule", [
+    ((4, 0, 4), "ngramSize requires >= 1"), ((0, 2, 4), "windowSize requires >= 1"),
+    ((4, 2, -1), "verificationSetSize requires >=0"), ((4, 1, 0), "ngramSize=1 requires windowSize=1"),
+    ((1, 1, 2), "ngramSize=1 requires verificationSetSize=0"),
+])
+def test_double_lookahead_config_legality(tle, wng, rule):
+    with pytest.raises(RuntimeError, match=rule):
+        tle.LookaheadDecodingConfig(*wng)
+
+
+@pytest.mark.parametrize("wng, draft", [((4, 2, 4), 7), ((7, 7, 7), 83), ((4, 3, 4), 15), ((1, 1, 0), 0)])
+def test_double_speculative_resource_matches_the_spec(tle, wng, draft):
+    assert tle.LookaheadDecodingConfig(*wng).calculate_speculative_resource() == \
+        (draft + 1, wng[1], draft, wng[1] - 1)
+    assert LookaheadSpec(*wng).max_draft_len == draft
+
+
+def test_double_decoding_config_refuses_lookahead_with_another_mode(tle):
+    la = tle.LookaheadDecodingConfig(4, 2, 4)
+    with pytest.raises(RuntimeError, match="Lookahead"):
+        tle.DecodingConfig(decoding_mode=tle.DecodingMode.TopKTopP(), lookahead_decoding_config=la)
+    cfg = tle.DecodingConfig()
+    cfg.lookahead_decoding_config = la
+    assert cfg.decoding_mode.isLookahead()
+
+
+def test_double_executor_refuses_a_mismatched_spec_like_the_real_one(tle):
+    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
+        lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 3, 4)))
+    with pytest.raises(RuntimeError, match="Assertion failed: 16 != 40"):
+        tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, cfg)
+    with pytest.raises(RuntimeError, match="Lookahead decoding config must be provided"):
+        tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
+
+
+def test_double_runtime_lookahead_check(tle):
+    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
+        lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 2, 4)))
+    ex = tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, cfg)
+    rid = ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True,
+                                         lookahead_config=tle.LookaheadDecodingConfig(5, 2, 4)))
+    (resp,) = ex.await_responses(timeout=timedelta(milliseconds=10))
+    assert resp.request_id == rid and resp.has_error()
+    assert "lookahead requires setup w (5) <= max_w (4)" in resp.error_msg
+    ex.shutdown()
+
+
+# ------------------------------------------------------------------------------------------ start-up
+def test_config_mismatch_refuses_to_start_with_validate_configs_message(tle, tokenizer_dir):
+    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine_config import check_engine, read_engine_config
+
+    spec = LookaheadSpec(4, 3, 4)
+    with pytest.raises(TrtllmStartError) as info:
+        preflight(launch(tokenizer_dir, engine="qwen3-8b-draft39", spec=(4, 3, 4)))
+    expected = [d.format_text() for d in check_engine(spec, read_engine_config(ENGINES / "qwen3-8b-draft39"))
+                if d.severity == "error"]
+    assert expected and all(text in info.value.message for text in expected)
+    assert "16 != 40" in info.value.message
+    assert tle._instances == []  # refused before any executor was built
+
+
+def test_plain_engine_with_a_lookahead_spec_is_refused(tle, tokenizer_dir):
+    from trtlade.engine.trtllm import TrtllmStartError, preflight
+
+    with pytest.raises(TrtllmStartError, match="lookahead"):
+        preflight(launch(tokenizer_dir, engine="qwen3-8b-plain"))
+
+
+@pytest.mark.parametrize("version, fragment", [("1.3.0", "too new"), ("0.15.0", "too old")])
+def test_unsupported_tensorrt_llm_version_is_refused(fake_trtllm, tokenizer_dir, version, fragment):
+    from trtlade.engine.trtllm import TrtllmStartError, preflight
+
+    fake_trtllm.__version__ = version
+    with pytest.raises(TrtllmStartError, match=fragment) as info:
+        preflight(launch(tokenizer_dir))
+    assert "0.16 <= version < 1.3" in info.value.message
+
+
+def test_missing_tensorrt_llm_is_refused(tokenizer_dir, monkeypatch):
+    import sys
+
+    from trtlade.engine.trtllm import TrtllmStartError, preflight
+
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # import fails as when not installed
+    with pytest.raises(TrtllmStartError, match="not installed"):
+        preflight(launch(tokenizer_dir))
+
+
+def test_multi_gpu_engine_needs_mpirun_with_the_exact_command(tle, tokenizer_dir):
+    from trtlade.engine.trtllm import TrtllmStartError, preflight
+
+    lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2", argv=("serve", "--config", "deploy tp2.yml"))
+    with pytest.raises(TrtllmStartError) as info:
+        preflight(lau, env={})
+    assert "2 ranks" in info.value.message
+    assert "mpirun -n 2 trtlade serve --config 'deploy tp2.yml'" in info.value.hint
+    with pytest.raises(TrtllmStartError, match="started with 4 MPI processes"):
+        preflight(lau, env={"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "0"})
+    pre = preflight(lau, env={"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"})
+    assert pre.world.size == 2 and not pre.world.is_leader
+    pre = preflight(lau, env={"PMI_SIZE": "2", "PMI_RANK": "0"})
+    assert pre.world.is_leader
+
+
+def test_follower_rank_runs_the_executor_until_stopped(tle, tokenizer_dir, monkeypatch):
+    from trtlade.engine.trtllm import preflight, run_follower
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2")
+    pre = preflight(lau)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_follower, args=(lau, pre, stop))
+    thread.start()
+    assert _wait(lambda: len(tle._instances) == 1)
+    assert not tle._instances[0].can_enqueue_requests()
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive() and tle._instances[0]._shutdown
+
+
+def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
+    from trtlade.engine.trtllm import TrtllmEngine
+
+    engine = TrtllmEngine.start(launch(tokenizer_dir, kv_cache_free_gpu_memory_fraction=0.85))
+    try:
+        ex = tle._instances[-1]
+        assert ex._spec == (4, 2, 4)
+        assert engine.info.limits.max_seq_len == 4096 + 0  # qwen3-8b-424: max_seq_len minus max_draft_len
+        assert engine.info.limits.max_prompt_tokens <= 2048
+    finally:
+        run(engine.aclose())
+
+
+# ------------------------------------------------------------------------------------------ serving
+def test_completion_streaming_usage_and_acceptance(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            whole = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 12})
+            streamed = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 12, "stream": True,
+                                                             "stream_options": {"include_usage": True}})
+            return whole.json(), sse_events(streamed.text)
+
+    whole, events = run(go())
+    assert whole["choices"][0]["text"].startswith("Hello world! The quick")  # the double echoes the prompt
+    assert whole["choices"][0]["finish_reason"] == "length"
+    usage = whole["usage"]
+    assert usage["completion_tokens"] == 12
+    # the double: 1 token (context), then 2,1,2,1,... with n = 2: 12 tokens in 8 iterations
+    assert usage["lookahead"] == {"spec": {"w": 4, "n": 2, "g": 4}, "steps": 8, "tokens_per_step": 1.5}
+    chunks = events[:-2]
+    assert len(chunks) == 8  # one SSE chunk per executor response (= iteration)
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    assert events[-2]["usage"]["lookahead"]["steps"] == 8
+    requests = tle._instances[-1]._requests
+    assert all(r.streaming and r.lookahead_config is None for r in requests)  # None = executor's (4,2,4)
+    assert requests[0].max_tokens == 12 and requests[0].end_id == 1 and requests[0].pad_id == 0
+
+
+def test_request_lookahead_is_passed_per_request(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            r1 = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6, "lookahead": [2, 2, 1]})
+            r2 = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6, "lookahead": [1, 1, 0]})
+            return r1.json(), r2.json()
+
+    on, off = run(go())
+    r1, r2 = tle._instances[-1]._requests
+    assert (r1.lookahead_config.max_window_size, r1.lookahead_config.max_ngram_size,
+            r1.lookahead_config.max_verification_set_size) == (2, 2, 1)
+    assert r2.lookahead_config.max_ngram_size == 1
+    assert off["usage"]["lookahead"]["tokens_per_step"] == 1.0
+    assert on["choices"][0]["text"] == off["choices"][0]["text"]
+
+
+def test_request_lookahead_larger_than_the_server_is_400_before_enqueue(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "lookahead": {"w": 5, "n": 2, "g": 4}})
+
+    resp = run(go())
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "lookahead.w"
+    assert "W = 4" in resp.json()["error"]["message"]
+    assert tle._instances[-1]._requests == []  # never reached the executor
+
+
+def test_error_response_is_500_and_the_server_keeps_serving(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            tle._fail_after_iterations = (2, "CUDA error: an illegal memory access was encountered")
+            failed = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 20})
+            streamed = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 20, "stream": True})
+            tle._fail_after_iterations = None
+            ok = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 3})
+            return failed, sse_events(streamed.text), ok, (await c.get("/metrics")).text
+
+    failed, events, ok, metrics = run(go())
+    assert failed.status_code == 500 and "illegal memory access" in failed.json()["error"]["message"]
+    assert events[-1] == "[DONE]" and "illegal memory access" in events[-2]["error"]["message"]
+    assert ok.status_code == 200
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "500"}) == 2
+
+
+def test_stop_strings_end_the_request_and_cancel_it_in_the_executor(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            whole = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 30, "stop": ["quick"]})
+            streamed = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 30, "stop": "quick",
+                                                             "stream": True})
+            return whole.json(), sse_events(streamed.text)
+
+    whole, events = run(go())
+    assert whole["choices"][0]["text"] == "Hello world! The "
+    assert whole["choices"][0]["finish_reason"] == "stop"
+    assert "".join(e["choices"][0]["text"] for e in events[:-1]) == "Hello world! The "
+    assert _wait(lambda: not tle._instances[-1]._active)  # cancelled in the executor
+
+
+def test_ignore_eos_min_tokens_and_eos_handling(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            # token id 1 is the tiny tokenizer's EOS: a token-id prompt makes the double echo it
+            stop = await c.post("/v1/completions", json={"prompt": [300, 301, 1], "max_tokens": 10})
+            ignore = await c.post("/v1/completions", json={"prompt": [300, 301, 1], "max_tokens": 10,
+                                                           "ignore_eos": True, "min_tokens": 2})
+            return stop.json(), ignore.json()
+
+    stop, ignore = run(go())
+    assert stop["choices"][0]["finish_reason"] == "stop" and stop["usage"]["completion_tokens"] == 2
+    assert ignore["choices"][0]["finish_reason"] == "length" and ignore["usage"]["completion_tokens"] == 10
+    req = tle._instances[-1]._requests[-1]
+    assert req.end_id == -1 and req.sampling_config.min_tokens == 2
+
+
+def test_temperature_is_refused_greedy_only(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "temperature": 0.8})
+
+    resp = run(go())
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "temperature"
+
+
+def test_client_disconnect_cancels_the_executor_request(tle, tokenizer_dir):
+    from test_server import _asgi_call
+
+    app = trtllm_app(tokenizer_dir)
+    tle._iteration_delay = 0.01
+
+    async def go():
+        async with client_for(app) as c:
+            await _asgi_call(app, {"prompt": PROMPT, "max_tokens": 4000, "stream": True}, disconnect_after_chunks=2)
+            return (await c.get("/metrics")).text
+
+    metrics = run(go())
+    ex = tle._instances[-1]
+    assert _wait(lambda: not ex._active)
+    assert len(ex._requests) == 1
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "499"}) == 1
+
+
+def test_chat_uses_the_tokenizers_template(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hello"}],
+                                                              "max_tokens": 4})
+
+    resp = run(go())
+    assert resp.status_code == 200
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    sent = tle._instances[-1]._requests[-1].input_token_ids
+    assert tok.decode(sent) == "<|user|>Hello</s><|assistant|>"
+
+
+def test_queue_bound_gives_429(tle, tokenizer_dir):
+    from trtlade.engine.trtllm import TrtllmEngine
+    from trtlade.server.engines import EngineOverloaded
+    from trtlade.engine.protocol import GenerationRequest
+
+    engine = TrtllmEngine.start(launch(tokenizer_dir, max_queue=1))
+
+    async def go():
+        # the double generates on await_responses; stop the response thread's progress by flooding
+        handles = [engine.submit(GenerationRequest(prompt_ids=(5, 6), max_tokens=100000)) for _ in range(17)]
+        with pytest.raises(EngineOverloaded):
+            engine.submit(GenerationRequest(prompt_ids=(5, 6), max_tokens=10))
+        for h in handles:
+            h.cancel()
+        await engine.aclose()
+
+    tle._iteration_delay = 0.05
+    run(go())  # qwen3-8b-424 has max_batch_size 16: 16 running + 1 queued admitted, the 18th refused
+
+
+def _wait(predicate, timeout=5.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
