@@ -162,3 +162,15 @@ def test_grps_sample_is_read_with_its_lookahead_block_and_sampling_warning():
 def test_grps_sample_against_engines(engine, ok):
     report = validate_file(GRPS / "inference_qwen3.yml", engine_dir=TESTS / "data" / "engines" / engine)
     assert report.valid() is ok, [d.format_text() for d in report.diagnostics]
+
+
+def test_every_config_key_is_documented():
+    """docs/readme/config-and-validate.md has a table row for every key of every section."""
+    from trtlade.config.schema import TrtladeConfig
+
+    doc = (TESTS.parent / "docs" / "readme" / "config-and-validate.md").read_text()
+    for section, info in TrtladeConfig.model_fields.items():
+        assert f"**`{section}`**" in doc, section
+        body = doc.split(f"**`{section}`**", 1)[1].split("**`", 1)[0]
+        for key in info.annotation.model_fields:
+            assert f"| `{key}` |" in body, f"{section}.{key} is not documented"

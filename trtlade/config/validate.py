@@ -53,8 +53,9 @@ class FileReport:
         return count_by_severity(self.diagnostics)
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
-        return {"file": self.file, "kind": self.kind, "valid": self.valid(strict), **self.counts(),
-                "details": self.details}
+        counts = self.counts()
+        return {"file": self.file, "kind": self.kind, "valid": self.valid(strict), "errors": counts["error"],
+                "warnings": counts["warning"], "infos": counts["info"], "details": self.details}
 
 
 def classify(data: Any) -> ConfigKind | None:
