@@ -311,3 +311,13 @@ def test_cli_bad_spec_and_missing_config_exit_cleanly(tmp_path):
     (tmp_path / "bad.yml").write_text("build: [unclosed\n")
     broken = runner.invoke(app, ["build", "--config", str(tmp_path / "bad.yml"), "--dry-run"])
     assert broken.exit_code == 1 and "bad.yml:" in broken.stderr and "Traceback" not in broken.output
+
+
+def test_dry_run_with_the_embedded_model_converts_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["build", "--wng", "4,2,4", "--backend", "reference", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "converted into" in result.stdout and "SmolLM2-135M-Instruct" in result.stdout
+    assert "trtlade serve --config" in result.stdout
+    assert list(tmp_path.iterdir()) == []  # no cache folder, no bundle

@@ -54,6 +54,9 @@ __all__ = [
 
 Backend = Literal["trtllm", "reference"]
 
+#: The embedded SmolLM2-135M-Instruct is a Llama model (converted to float32).
+EMBEDDED_ARCHITECTURE = "LlamaForCausalLM"
+
 #: trtllm-build's own default --max_num_tokens (0.16 to 1.2).
 DEFAULT_MAX_NUM_TOKENS = 8192
 #: Default room for output when --max-seq-len is not given: max_input_len + this.
@@ -313,6 +316,13 @@ def default_output_name(model_name: str, spec: LookaheadSpec, backend: Backend) 
     return f"{model_name}-{kind}-{w}-{n}-{g}"
 
 
+def embedded_model_peek() -> Path:
+    """Where the embedded model's HF folder is (or will be), without converting it: for dry runs."""
+    from trtlade.engine.embedded import EMBEDDED_MODEL_NAME, embedded_source, models_cache_dir
+
+    return models_cache_dir() / f"{EMBEDDED_MODEL_NAME}-{embedded_source().key}"
+
+
 def trtllm_available() -> bool:
     """Whether ``import tensorrt_llm`` would find a package (without importing it)."""
     try:
@@ -368,7 +378,12 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
 
     # the model
     model, embedded = _pick_model(options, model_sec, explicit_model, base, src, env, embedded_dir)
-    info = read_hf_config(model.path)
+    if embedded and not (model.path / "config.json").is_file():  # a dry run before the first conversion
+        info = HfModelInfo(path=model.path, architecture=EMBEDDED_ARCHITECTURE, model_type="llama",
+                           torch_dtype="float32", config_sha256="")
+        notes.append(f"the embedded model is converted into {model.path} on the first real run (~20 s)")
+    else:
+        info = read_hf_config(model.path)
 
     # the backend
     if options.backend is not None:

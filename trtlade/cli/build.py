@@ -170,7 +170,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from trtlade.build.bundle import query_gpus
         from trtlade.build.errors import BuildError
-        from trtlade.build.plan import BuildOptions, make_plan
+        from trtlade.build.plan import BuildOptions, embedded_model_peek, make_plan
 
         spec = parse_spec_option(wng, option="--wng") if wng is not None else None
         doc = _load_config_file(config) if config is not None else None
@@ -182,7 +182,8 @@ def register(app: typer.Typer) -> None:
             backend=backend.value if backend else None, keep_checkpoint=keep_checkpoint, force=force)
         gpus = query_gpus()
         try:
-            plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None)
+            plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None,
+                             embedded_dir=embedded_model_peek if dry_run else None)
         except BuildError as exc:
             _fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
         if dry_run:
