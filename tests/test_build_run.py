@@ -312,3 +312,15 @@ def test_out_of_memory_gets_a_hint(tmp_path, fake_trtllm_build):
     res = build("--model", str(model(tmp_path, "llama")), "--wng", "4,2,4", "--output", str(tmp_path / "b"))
     assert res.exit_code == 1 and "ran out of memory" in res.stderr and "--max-batch-size" in res.stderr
     assert "cudaMalloc" in res.stderr  # the log tail
+
+
+def test_config_tokenizer_is_kept_and_made_absolute(tmp_path, fake_trtllm_build):
+    hf = model(tmp_path, "llama")
+    (tmp_path / "tok").mkdir()
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(f"model: {{path: {hf}, tokenizer: tok}}\nlookahead: {{spec: '4,2,4'}}\n")
+    out = tmp_path / "b"
+    res = build("--config", str(cfg), "--output", str(out))
+    assert res.exit_code == 0, res.output
+    data = yaml.safe_load((out / "trtlade.yml").read_text())
+    assert data["model"]["tokenizer"] == str((tmp_path / "tok").resolve())

@@ -26,7 +26,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import yaml
 
@@ -203,12 +203,18 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
     for key in ("name", "models_dir"):
         model.pop(key, None)  # resolved into model.path
     model["path"] = str(plan.model.path)
+    if model.get("tokenizer") and plan.config_path is not None:  # relative to the input config, not the bundle
+        tokenizer = Path(str(model["tokenizer"])).expanduser()
+        if not tokenizer.is_absolute():
+            tokenizer = (plan.config_path.parent / tokenizer).resolve()
+        model["tokenizer"] = str(tokenizer)
     if plan.embedded and not model.get("served_name"):
         from trtlade.engine.embedded import EMBEDDED_MODEL_NAME
 
         model["served_name"] = EMBEDDED_MODEL_NAME  # not the cache folder's hashed name
     if plan.backend == "trtllm":
-        model["tokenizer"] = str(plan.model.path)
+        if not model.get("tokenizer"):
+            model["tokenizer"] = str(plan.model.path)
         model["dtype"] = engine_dtype if engine_dtype in ("auto", "float16", "bfloat16", "float32") else plan.dtype
     else:
         model["dtype"] = plan.dtype_requested
@@ -273,7 +279,3 @@ def render_extra_options(plan: BuildPlan, engine_dir: str = ENGINE_DIR) -> str:
     if not plan.spec.llmapi_compatible:
         head.append(f"# WARNING: ({plan.spec}) has a 0 field; the 1.x LLM API requires every field > 0.")
     return "\n".join(head) + "\n" + yaml.safe_dump(extra_llm_api_options(plan), sort_keys=False)
-
-
-def relpaths(paths: Iterable[Path], base: Path) -> list[str]:
-    return [os.path.relpath(p, base) for p in paths]
