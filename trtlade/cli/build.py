@@ -19,11 +19,7 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-def _fail(message: str, *, hint: str = "", where: str = "", code: int = 1):
-    """:func:`fail` with rich markup escaped (hints hold text like 'trtlade[trtllm]')."""
-    from rich.markup import escape
-
-    fail(escape(message), hint=escape(hint), where=escape(where), code=code)
+_fail = fail
 
 HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle.
 

@@ -18,11 +18,16 @@ EXIT_USAGE = 2
 
 
 def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVALID) -> NoReturn:
-    """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``."""
-    prefix = f"{where}: " if where else ""
-    err_console.print(f"[bold red]error:[/] {prefix}{message}", markup=True, highlight=False)
+    """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``.
+
+    The texts are printed literally (rich markup escaped), so ``pip install 'trtlade[trtllm]'`` survives.
+    """
+    from rich.markup import escape
+
+    prefix = f"{escape(where)}: " if where else ""
+    err_console.print(f"[bold red]error:[/] {prefix}{escape(message)}", markup=True, highlight=False)
     if hint:
-        err_console.print(f"[yellow]hint:[/] {hint}", markup=True, highlight=False)
+        err_console.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, highlight=False)
     raise typer.Exit(code)
 
 
