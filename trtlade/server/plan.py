@@ -117,13 +117,13 @@ def is_engine_dir(path: Path) -> bool:
 
 def _load_file(path: Path) -> Any:
     """``trtlade.config.loader.load_config`` (diagnostics with file:line:column)."""
-    from trtlade.config.loader import ConfigError, load_config
+    from trtlade.config.loader import ConfigLoadError, load_config
 
     if not path.exists():
         raise PlanError(f"config file {path} does not exist", "check the path given to --config", usage=True)
     try:
         return load_config(path)
-    except ConfigError as exc:
+    except ConfigLoadError as exc:
         listing = "\n".join(d.format_text() for d in exc.diagnostics)
         raise PlanError(f"the config {path} is not valid:\n{listing}",
                         "`trtlade validate-config` explains every key; `trtlade config schema` lists them")

@@ -1,0 +1,176 @@
+"""`trtlade serve` flags and config resolution, and its refusals (no server is started here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trtlade.cli.main import app
+from trtlade.server.plan import DEFAULT_SERVE_SPEC, PlanError, ServeFlags, make_plan
+from trtlade.spec import LookaheadSpec
+
+ENGINES = Path(__file__).resolve().parent / "data" / "engines"
+runner = CliRunner()
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def hf_dir(tmp_path) -> Path:
+    folder = tmp_path / "my-model"
+    write(folder / "config.json", json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    return folder
+
+
+def test_defaults_with_no_arguments():
+    plan = make_plan(ServeFlags(), env={})
+    assert (plan.engine, plan.host, plan.port, plan.model_dir, plan.api_key) == \
+        ("reference", "127.0.0.1", 8000, None, None)
+    assert plan.spec == DEFAULT_SERVE_SPEC == LookaheadSpec(4, 2, 4)
+
+
+def test_flags_override_the_config_which_overrides_defaults(tmp_path, hf_dir):
+    cfg = write(tmp_path / "deploy.yml", f"""
+model: {{path: {hf_dir}}}
+lookahead: {{spec: [7, 7, 7], request_default: [2, 2, 1]}}
+serve: {{port: 9000, host: 0.0.0.0, max_queue: 3}}
+""")
+    plan = make_plan(ServeFlags(config=cfg), env={})
+    assert (plan.port, plan.host, plan.spec, plan.request_default) == \
+        (9000, "0.0.0.0", LookaheadSpec(7, 7, 7), LookaheadSpec(2, 2, 1))
+    assert plan.model_dir == hf_dir.resolve() and plan.config.serve.max_queue == 3
+    plan = make_plan(ServeFlags(config=cfg, port=9100, host="127.0.0.1", spec=LookaheadSpec(4, 2, 4)), env={})
+    assert (plan.port, plan.host, plan.spec) == (9100, "127.0.0.1", LookaheadSpec(4, 2, 4))
+
+
+def test_relative_paths_are_relative_to_the_config_file(tmp_path, hf_dir):
+    cfg = write(tmp_path / "configs" / "deploy.yml", "model: {path: ../my-model}\nlookahead: {spec: [4, 2, 4]}\n")
+    assert make_plan(ServeFlags(config=cfg), env={}).model_dir == hf_dir.resolve()
+
+
+def test_spec_flag_must_admit_the_request_default(tmp_path):
+    cfg = write(tmp_path / "d.yml", "lookahead: {spec: [7, 7, 7], request_default: [5, 5, 5]}\n")
+    with pytest.raises(PlanError, match="request_default"):
+        make_plan(ServeFlags(config=cfg, spec=LookaheadSpec(4, 2, 4)), env={})
+
+
+def test_api_key_from_flag_or_environment():
+    assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": "k1"}).api_key == "k1"
+    assert make_plan(ServeFlags(api_key="k2"), env={"TRTLADE_API_KEY": "k1"}).api_key == "k2"
+    assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": ""}).api_key is None
+
+
+def test_model_name_under_the_models_dir(tmp_path, hf_dir):
+    assert make_plan(ServeFlags(model="my-model"), env={"TRTLADE_MODELS_DIR": str(tmp_path)}).model_dir == \
+        hf_dir.resolve()
+    with pytest.raises(PlanError, match="no such folder") as info:
+        make_plan(ServeFlags(model="Qwen3-8B"), env={"TRTLADE_MODELS_DIR": str(tmp_path)})
+    assert info.value.usage
+
+
+def test_bundle_brings_its_config_and_manifest(tmp_path, hf_dir):
+    bundle = tmp_path / "bundle"
+    write(bundle / "trtlade.yml", f"model: {{path: {hf_dir}}}\nlookahead: {{spec: [5, 3, 5]}}\n")
+    write(bundle / "trtlade-manifest.json", json.dumps({"spec": [5, 3, 5], "model": "my-model"}))
+    plan = make_plan(ServeFlags(model=str(bundle)), env={})
+    assert plan.spec == LookaheadSpec(5, 3, 5) and plan.manifest == {"spec": [5, 3, 5], "model": "my-model"}
+    assert plan.bundle == bundle.resolve() and plan.model_dir == hf_dir.resolve()
+    with pytest.raises(PlanError, match="cannot be combined with --config") as info:
+        make_plan(ServeFlags(model=str(bundle), config=bundle / "trtlade.yml"), env={})
+    assert info.value.usage
+
+
+def test_trtllm_needs_an_engine_dir_and_a_tokenizer(tmp_path, hf_dir):
+    with pytest.raises(PlanError, match="engine directory"):
+        make_plan(ServeFlags(engine="trtllm"), env={})
+    with pytest.raises(PlanError, match="no tokenizer"):
+        make_plan(ServeFlags(engine="trtllm", model=str(ENGINES / "qwen3-8b-424")), env={})
+    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {ENGINES / 'qwen3-8b-424'}}}\n"
+                                    "lookahead: {spec: [4, 2, 4]}\nserve: {engine: trtllm}\n")
+    plan = make_plan(ServeFlags(config=cfg), env={})
+    assert (plan.engine, plan.engine_dir, plan.tokenizer_dir) == ("trtllm", ENGINES / "qwen3-8b-424", hf_dir)
+    with pytest.raises(PlanError, match="engine directory; the reference engine"):
+        make_plan(ServeFlags(model=str(ENGINES / "qwen3-8b-424")), env={})
+
+
+@pytest.mark.parametrize("args, code, fragment", [
+    (["serve", "--engine", "vllm"], 2, "choose one of reference, trtllm"),
+    (["serve", "--spec", "4,1,4"], 1, "ngramSize=1 requires windowSize=1"),
+    (["serve", "--port", "70000"], 2, "between 0 and 65535"),
+    (["serve", "--config", "/no/such.yml"], 2, "does not exist"),
+    (["serve", "--model", "/no/such/folder"], 2, "no such folder"),
+    (["serve", "--engine", "trtllm"], 1, "engine directory"),
+    (["serve", "--log-level", "loud"], 2, "--log-level"),
+])
+def test_cli_user_errors_exit_cleanly(args, code, fragment):
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    assert fragment in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_invalid_config_shows_located_diagnostics(tmp_path):
+    cfg = write(tmp_path / "bad.yml", "lookahead:\n  spec: 4,2,4\nserve:\n  prot: 8000\n")
+    result = runner.invoke(app, ["serve", "--config", str(cfg)])
+    assert result.exit_code == 1
+    assert "bad.yml:4" in result.output and "prot" in result.output and "Traceback" not in result.output
+
+
+def test_cli_trtllm_mismatch_refuses_with_validate_configs_message(fake_trtllm, tmp_path, hf_dir):
+    engine = tmp_path / "engine"
+    shutil.copytree(ENGINES / "qwen3-8b-draft39", engine)
+    cfg = write(tmp_path / "deploy.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: engine}}\n"
+                                         "lookahead:\n  spec: 4,3,4\nserve: {engine: trtllm}\n")
+    result = runner.invoke(app, ["serve", "--config", str(cfg)])
+    assert result.exit_code == 1, result.output
+    assert "deploy.yml:4:9: error: lookahead.spec: the engine was built with max_draft_len 39" in result.output
+    assert "16 != 40" in result.output and "Traceback" not in result.output
+    validate = runner.invoke(app, ["validate-config", str(cfg)])
+    assert "deploy.yml:4:9" in validate.output and "max_draft_len 39" in validate.output
+
+
+def test_cli_trtllm_multi_gpu_without_mpirun_prints_the_command(fake_trtllm, tmp_path, hf_dir, monkeypatch):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = write(tmp_path / "tp2.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: "
+                                      f"{ENGINES / 'qwen3-8b-424-tp2'}, tp_size: 2}}\nlookahead: {{spec: [4, 2, 4]}}\n"
+                                      "serve: {engine: trtllm}\n")
+    monkeypatch.setattr("sys.argv", ["trtlade", "serve", "--config", str(cfg)])
+    result = runner.invoke(app, ["serve", "--config", str(cfg)])
+    assert result.exit_code == 1, result.output
+    assert f"mpirun -n 2 trtlade serve --config {cfg}" in result.output
+
+
+def test_cli_missing_tensorrt_llm_says_how_to_install(tmp_path, hf_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", None)
+    result = runner.invoke(app, ["serve", "--engine", "trtllm", "--model", str(ENGINES / "qwen3-8b-424")],
+                           env={"TRTLADE_API_KEY": ""})
+    assert result.exit_code == 1
+    assert "no tokenizer" in result.output  # plan errors come first
+    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {ENGINES / 'qwen3-8b-424'}}}\n"
+                                    "lookahead: {spec: [4, 2, 4]}\nserve: {engine: trtllm}\n")
+    result = runner.invoke(app, ["serve", "--config", str(cfg)])
+    assert result.exit_code == 1 and "TensorRT-LLM is not installed" in result.output
+    assert "pip install 'trtlade[trtllm]'" in result.output
+
+
+def test_serve_help_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys; from trtlade.cli.main import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['serve', '--help']); assert r.exit_code == 0, r.output; "
+            "heavy = [m for m in ('fastapi', 'uvicorn', 'torch', 'tensorrt_llm', 'httpx') if m in sys.modules]; "
+            "print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
