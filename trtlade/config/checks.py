@@ -19,7 +19,7 @@ from trtlade.diagnostics import Diagnostic
 from trtlade.spec import LookaheadSpec, SpecError
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
-__all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "BENCH_NAMED_MODES"]
+__all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
 
 #: bench.modes entries that are not specs.
 BENCH_NAMED_MODES = ("ar", "lookahead")
@@ -119,8 +119,9 @@ def _check_engine(loaded: LoadedConfig, override: Path | None) -> list[Diagnosti
                                   spec_loc=("lookahead", "spec"), where_loc=(), from_cli=True)
     if cfg.build.engine_dir is None:
         return []
-    engine_dir = loaded.resolve(cfg.build.engine_dir)
-    assert engine_dir is not None
+    resolved = loaded.resolve(cfg.build.engine_dir)
+    assert resolved is not None
+    engine_dir = display_path(resolved)
     if not engine_dir.exists():
         return [doc.diagnostic(
             "info", f"build.engine_dir {cfg.build.engine_dir} does not exist here ({engine_dir}): engine checks "
@@ -128,6 +129,15 @@ def _check_engine(loaded: LoadedConfig, override: Path | None) -> list[Diagnosti
             hint="pass --engine-dir DIR to check against a built engine (a copy of its config.json is enough)")]
     return engine_diagnostics(doc, cfg.lookahead.spec, engine_dir, build=cfg.build,
                               spec_loc=("lookahead", "spec"), where_loc=("build", "engine_dir"))
+
+
+def display_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (so GitHub annotations and
+    messages name repository paths), else as is."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return path
 
 
 def engine_diagnostics(doc: YamlDocument, spec: LookaheadSpec, engine_dir: Path, *, build=None,

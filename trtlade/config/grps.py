@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtlade.config.checks import engine_diagnostics, spec_warnings
+from trtlade.config.checks import display_path, engine_diagnostics, spec_warnings
 from trtlade.config.loader import Loc, YamlDocument
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import FIELD_ALIASES, FIELDS, LookaheadSpec, SpecError
@@ -330,7 +330,7 @@ def _check_engine(doc: YamlDocument, model: GrpsModel, override: Path | None) ->
         engine_dir = override
     elif isinstance(model.gpt_model_path, str) and model.gpt_model_path.strip():
         written = Path(model.gpt_model_path.strip()).expanduser()
-        engine_dir = written if written.is_absolute() else (doc.base_dir / written).resolve()
+        engine_dir = written if written.is_absolute() else display_path((doc.base_dir / written).resolve())
         if not engine_dir.exists():
             return [doc.diagnostic(
                 "info", f"gpt_model_path {model.gpt_model_path} does not exist here: engine checks skipped",
