@@ -44,6 +44,7 @@ class Script:
     role_chunk: bool = True
     line_ending: str = "\n"
     requests: list[dict[str, Any]] = field(default_factory=list)  #: every POST body received
+    auth: list[str] = field(default_factory=list)  #: the Authorization header of every POST ("" if none)
 
     def k_for(self, body: dict[str, Any]) -> int:
         la = body.get("lookahead")
@@ -92,6 +93,8 @@ class ScriptedApp:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             body = await self._body(receive)
             self.script.requests.append(body)
+            headers = dict(scope.get("headers") or [])
+            self.script.auth.append(headers.get(b"authorization", b"").decode())
             return await self._completion(send, body, chat=path.endswith("chat/completions"))
         return await self._json(send, 404, {"error": {"message": f"no route {path}", "type": "not_found"}})
 

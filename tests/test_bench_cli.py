@@ -185,6 +185,20 @@ def test_report_compare_cli(server: tuple[str, Script], tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr
 
 
+def test_api_key_is_sent_and_not_recorded(server: tuple[str, Script], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    url, script = server
+    script.auth.clear()
+    monkeypatch.setattr(sys, "argv", ["trtlade", "bench", "--api-key", "sk-secret"])
+    result = invoke("bench", "--base-url", url, "--api-key", "sk-secret", "--modes", "default", "-c", "1", "-n", "1",
+                    "--max-tokens", "2", "--result-dir", str(tmp_path), "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert script.auth and set(script.auth) == {"Bearer sk-secret"}
+    run_dir = only_run(tmp_path)
+    assert load_run(run_dir).settings["command"] == "trtlade bench --api-key '***'"
+    assert all("sk-secret" not in p.read_text() for p in run_dir.iterdir())
+
+
 def test_cli_module_is_light() -> None:
     code = ("import sys, trtlade.cli.bench; "
             "print([m for m in ('httpx', 'pandas', 'matplotlib', 'numpy', 'torch') if m in sys.modules])")

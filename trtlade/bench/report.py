@@ -28,7 +28,7 @@ from trtlade.bench.records import RequestRecord
 
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
-    "change_pct", "comparison_table", "load_run", "make_run_id", "output_agreement", "render_markdown", "series_rows",
+    "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id", "output_agreement", "render_markdown", "series_rows",
     "write_report",
 ]
 

@@ -29,7 +29,7 @@ Examples:
 
   trtlade bench --base-url http://127.0.0.1:8000 --modes ar,lookahead
 
-  trtlade bench --launch configs/cpu.yml --max-concurrency 1,2 --num-prompts 4
+  trtlade bench --launch configs/smollm2-cpu.yml --max-concurrency 1,2 --num-prompts 4
 
   trtlade bench --base-url http://gpu1:8000 --base-url-b http://gpu2:8000 --modes default
 """
@@ -299,8 +299,30 @@ def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: lis
         "modes": {m.name: m.describe() for m in mode_list},
         "launch": str(launch) if launch is not None else None,
         "config": str(cfg_path) if cfg_path is not None else None,
-        "command": shlex.join(["trtlade", *sys.argv[1:]]),
+        "command": shlex.join(["trtlade", *_redacted(sys.argv[1:])]),
     }
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    """The command line with the --api-key value replaced (reports are shared; keys are not).
+
+    >>> _redacted(["bench", "--api-key", "sk-1", "--api-key=sk-2", "-n", "4"])
+    ['bench', '--api-key', '***', '--api-key=***', '-n', '4']
+    """
+    out: list[str] = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out
 
 
 def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str, str], out_root: Path,
