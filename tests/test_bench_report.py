@@ -289,3 +289,17 @@ def test_dataset_errors_name_the_line(tmp_path: Path, content: str, match: str, 
 def test_unknown_dataset() -> None:
     with pytest.raises(DatasetError, match="not a bundled set"):
         load_dataset("nope-does-not-exist")
+
+
+def test_docstring_examples() -> None:
+    """The worked examples in the bench modules' docstrings hold."""
+    import doctest
+    import importlib
+
+    for name in ("sse", "metrics", "plan", "datasets", "report"):
+        module = importlib.import_module(f"trtlade.bench.{name}")
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, name
+    import trtlade.cli.bench as cli_bench
+
+    assert doctest.testmod(cli_bench).failed == 0
