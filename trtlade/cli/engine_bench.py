@@ -1,15 +1,113 @@
-"""Placeholder: delivered by its issue. Replace this module (keep `register(app)`)."""
+"""``trtlade engine-bench``: plain greedy vs lookahead on the PyTorch reference engine (CPU/CUDA).
+
+Heavy imports (torch, transformers) happen inside the command body.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
-from trtlade.cli.common import fail
+from trtlade.cli.common import console, err_console, fail, parse_spec_option
+
+DTYPE_CHOICES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
+
+
+def _split(values: Optional[List[str]]) -> list[str]:
+    """``--specs 4,2,4 7,7,7`` and ``--specs "4,2,4 7,7,7"`` and repeated options alike."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(part for part in value.replace(";", " ").split() if part)
+    return out
+
+
+def engine_bench(
+    ctx: typer.Context,
+    model: Optional[Path] = typer.Option(None, "--model", help="Hugging Face model folder (default: the embedded "
+                                                              "SmolLM2-135M-Instruct)."),
+    specs: Optional[List[str]] = typer.Option(None, "--specs", metavar="W,N,G ...",
+                                              help="Lookahead specs to measure, fixed (adaptive off) "
+                                                   "(default: 2,2,2 4,2,4 5,3,5 7,7,7)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Comma-separated dtypes: float32, bfloat16, float16."),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=1, help="New tokens per prompt."),
+    prompts: str = typer.Option("suite", "--prompts", help="Bundled suite name ('suite') or a JSON file."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Interleaved repeats (medians are reported)."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads (default: the CPUs "
+                                                                         "this process may use)."),
+    no_keying: bool = typer.Option(False, "--no-keying", help="Skip the TensorRT-LLM vs corrected keying count."),
+    no_default: bool = typer.Option(False, "--no-default", help="Skip the engine-default (adaptive) mode."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
+                                                                 "reports/engine-bench-<timestamp>/engine-bench.json)."),
+) -> None:
+    """Greedy vs lookahead on the reference engine: tokens/s, tokens/step, rows/step, speedup vs greedy
+    measured in the same run, identity vs greedy; plus TensorRT-LLM vs corrected n-gram keying."""
+    extra = list(ctx.args)  # `--specs 4,2,4 7,7,7`: the values after the first arrive as extra arguments
+    if extra and not specs:
+        fail(f"unexpected argument(s) {' '.join(extra)}", hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
+    spec_values = _split(specs) + extra or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
+    parsed = [parse_spec_option(v, option="--specs") for v in spec_values]
+    dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
+    bad = [d for d in dtypes if d.lower() not in DTYPE_CHOICES]
+    if not dtypes or bad:
+        fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}",
+             hint="use float32, bfloat16 or float16, comma-separated (e.g. --dtype float32,bfloat16)")
+    if model is not None and not (model / "config.json").is_file():
+        fail(f"--model {model}: not a Hugging Face model folder (no config.json)",
+             hint="give a folder with config.json, weights and tokenizer, or omit --model for the embedded model")
+
+    from trtlade.engine.bench import BenchConfig, run_engine_bench
+    from trtlade.engine.embedded import EmbeddedModelError
+    from trtlade.engine.prompt_suite import PromptSuiteError, load_suite
+    from trtlade.engine.reference import ModelLoadError
+
+    try:
+        load_suite(prompts)
+    except PromptSuiteError as exc:
+        fail(f"--prompts: {exc}", hint="use 'suite' or a JSON file like trtlade/data/prompts.json")
+    config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
+                         max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
+                         keying=not no_keying, default_mode=not no_default)
+    try:
+        result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
+    except (EmbeddedModelError, ModelLoadError) as exc:
+        fail(str(exc))
+    data = result.to_dict()
+    out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    _print_tables(data)
+    console.print(f"JSON written to {out}")
+
+
+def _print_tables(data: dict) -> None:
+    from rich.table import Table
+
+    for res in data["results"]:
+        table = Table(title=f"{data['model_id']} {res['dtype']} (engine spec {res['engine_spec']}, "
+                            f"{res['threads']} threads, {len(data['prompts'])} prompts x "
+                            f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats)")
+        for col in ("mode", "tokens/s", "tokens/step", "rows/step", "speedup vs greedy", "identical"):
+            table.add_column(col, justify="left" if col == "mode" else "right")
+        for m in res["modes"]:
+            label = m["mode"] + (f" ({m['spec']}, adaptive)" if m["mode"] == "default" else "")
+            table.add_row(label, f"{m['tokens_per_s']:.1f}", f"{m['tokens_per_step']:.2f}",
+                          f"{m['rows_per_step']:.1f}", f"{m['speedup_vs_greedy']:.2f}x",
+                          f"{m['identity_vs_greedy']:.0%}")
+        console.print(table)
+        if res["keying"]:
+            keying = Table(title=f"n-gram keying, {res['dtype']}: tokens per step")
+            for col in ("spec", "TensorRT-LLM (key y[g])", "corrected (key g)", "change"):
+                keying.add_column(col, justify="right")
+            for k in res["keying"]:
+                keying.add_row(k["spec"], f"{k['tokens_per_step_trtllm_keying']:.3f}",
+                               f"{k['tokens_per_step_corrected_keying']:.3f}", f"{k['change']:+.1%}")
+            console.print(keying)
 
 
 def register(app: typer.Typer) -> None:
-    name = "engine_bench".replace("_", "-")
-
-    @app.command(name, help=f"(not implemented yet) {name}")
-    def _placeholder() -> None:
-        fail(f"'trtlade {name}' is not implemented yet", hint="see the open issues")
+    app.command("engine-bench", context_settings={"allow_extra_args": True,
+                                                  "ignore_unknown_options": False})(engine_bench)

@@ -350,12 +350,14 @@ class ModelRunner:
         """Committed tokens in the cache (the golden token is not among them)."""
         return self.cache.length
 
+    @torch.inference_mode()
     def reset(self, reserve: int = 0) -> None:
         """Empty the cache (keeping its buffers) and make room for ``reserve`` rows."""
         self.cache.reset()
         if reserve:
             self.cache.reserve(reserve)
 
+    @torch.inference_mode()
     def keep(self, rows: Sequence[int], start: int | None = None) -> None:
         """Keep the KV of ``rows`` of the last step (row 0 = golden first), compacted after the prefix."""
         self.cache.keep(self._step_start if start is None else start, rows)
@@ -420,7 +422,7 @@ class ModelRunner:
         """Additive float mask [1, 1, K, start + K]: 0 = attend, dtype min = masked. A boolean 4-D
         mask would be wrong with eager attention (it is added to the scores as 0/1)."""
         count = mask.shape[0]
-        visible = torch.from_numpy(np.ascontiguousarray(mask, dtype=bool)).to(self.device)
+        visible = torch.from_numpy(np.array(mask, dtype=bool, copy=True)).to(self.device)
         full = torch.zeros((1, 1, count, start + count), dtype=self.dtype, device=self.device)
         full[0, 0, :, start:].masked_fill_(~visible, self._min)
         return full

@@ -1,0 +1,267 @@
+"""``trtlade engine-bench``: plain greedy vs lookahead on the reference engine, measured in one run.
+
+For each dtype, one engine is loaded (spec = the field-wise maximum of the specs asked for, so
+that all are admitted) and these modes run over the prompt suite:
+
+* ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against;
+* ``default`` -- the engine's default request spec with the adaptive shrink on (what a user gets
+  without choosing anything);
+* one mode per ``--specs`` entry, fixed (adaptive off): what that (W,N,G) does by itself.
+
+Runs are interleaved (repeat r: every prompt, every mode in a rotated order), so a noisy machine
+slows all modes alike; per mode the suite's decode tokens/s of each repeat is computed and the
+median over repeats reported; ``speedup`` is the median over repeats of greedy's suite decode time
+divided by the mode's, both from the same repeat. ``identity`` is the share of prompts whose tokens
+equal greedy's in the same dtype (1.0 in fp32; bf16 logits depend on the rows of a pass).
+
+Separately, tokens per step with TensorRT-LLM's keying vs the corrected keying (column 0's n-gram
+keyed by g) is counted per spec (no timing: it only changes the pool).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
+
+__all__ = ["BenchConfig", "ModeResult", "DtypeResult", "BenchResult", "run_engine_bench", "max_spec"]
+
+DEFAULT_BENCH_SPECS = ("2,2,2", "4,2,4", "5,3,5", "7,7,7")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    model: Optional[str] = None  # None: the embedded model
+    specs: tuple[LookaheadSpec, ...] = tuple(LookaheadSpec.parse(s) for s in DEFAULT_BENCH_SPECS)
+    dtypes: tuple[str, ...] = ("float32",)
+    max_tokens: int = 128
+    prompts: str = "suite"
+    repeats: int = 3
+    threads: Optional[int] = None
+    keying: bool = True
+    default_mode: bool = True
+    engine_spec: Optional[LookaheadSpec] = None  # None: max of specs (and the default request spec)
+
+
+@dataclass
+class ModeResult:
+    """One mode (greedy, default or a spec) over the suite, all repeats."""
+
+    mode: str
+    spec: str
+    adaptive: bool
+    tokens: int = 0  # per repeat (the same each repeat: greedy is deterministic)
+    steps: int = 0
+    rows: int = 0
+    decode_s: list[float] = field(default_factory=list)  # suite decode time per repeat
+    prefill_s: list[float] = field(default_factory=list)
+    identical_prompts: int = 0
+    prompts: int = 0
+    per_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return statistics.median(self.tokens / t for t in self.decode_s) if self.decode_s else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def rows_per_step(self) -> float:
+        return self.rows / self.steps if self.steps else 0.0
+
+    @property
+    def identity(self) -> float:
+        return self.identical_prompts / self.prompts if self.prompts else 0.0
+
+    def speedup(self, greedy: "ModeResult") -> float:
+        pairs = [g / m for g, m in zip(greedy.decode_s, self.decode_s) if m > 0]
+        return statistics.median(pairs) if pairs else 0.0
+
+    def to_dict(self, greedy: "ModeResult") -> dict[str, Any]:
+        return {
+            "mode": self.mode, "spec": self.spec, "adaptive": self.adaptive,
+            "tokens": self.tokens, "steps": self.steps, "tokens_per_step": round(self.tokens_per_step, 4),
+            "rows_per_step": round(self.rows_per_step, 3), "tokens_per_s": round(self.tokens_per_s, 3),
+            "speedup_vs_greedy": round(self.speedup(greedy), 4), "identity_vs_greedy": round(self.identity, 4),
+            "decode_s_per_repeat": [round(t, 4) for t in self.decode_s],
+            "prefill_s_per_repeat": [round(t, 4) for t in self.prefill_s],
+            "per_prompt": self.per_prompt,
+        }
+
+
+@dataclass
+class DtypeResult:
+    dtype: str
+    engine_spec: str
+    default_request_spec: str
+    threads: int
+    packed_linears: int
+    load_s: float
+    modes: list[ModeResult] = field(default_factory=list)
+    keying: list[dict[str, Any]] = field(default_factory=list)
+    step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (median)
+
+    @property
+    def greedy(self) -> ModeResult:
+        return next(m for m in self.modes if m.mode == "greedy")
+
+    def to_dict(self) -> dict[str, Any]:
+        greedy = self.greedy
+        return {
+            "dtype": self.dtype, "engine_spec": self.engine_spec,
+            "default_request_spec": self.default_request_spec, "threads": self.threads,
+            "packed_linears": self.packed_linears, "load_s": round(self.load_s, 3),
+            "step_cost_ms": self.step_cost,
+            "modes": [m.to_dict(greedy) for m in self.modes],
+            "keying": self.keying,
+        }
+
+
+@dataclass
+class BenchResult:
+    config: dict[str, Any]
+    model_id: str
+    prompts: list[dict[str, Any]]
+    dtypes: list[DtypeResult]
+    started: str
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config, "model_id": self.model_id, "prompts": self.prompts,
+                "started": self.started, "wall_s": round(self.wall_s, 2),
+                "results": [d.to_dict() for d in self.dtypes]}
+
+
+def max_spec(specs: Sequence[LookaheadSpec]) -> LookaheadSpec:
+    """The field-wise maximum: the smallest engine spec admitting all of ``specs``.
+
+    >>> str(max_spec([LookaheadSpec(4, 2, 4), LookaheadSpec(7, 7, 1)]))
+    '7,7,4'
+    """
+    w = max(s.window_size for s in specs)
+    n = max(s.ngram_size for s in specs)
+    g = max(s.verification_set_size for s in specs)
+    if n == 1:
+        return LookaheadSpec(1, 1, 0)
+    return LookaheadSpec(w, n, g)
+
+
+def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> BenchResult:
+    """Run the benchmark (see the module docstring); ``progress`` gets one line per finished run."""
+    from trtlade.engine.prompt_suite import load_suite
+    from trtlade.engine.reference import DEFAULT_SPEC, ReferenceEngine
+
+    suite = load_suite(config.prompts)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    t_start = time.perf_counter()
+    results: list[DtypeResult] = []
+    model_id = ""
+    prompt_info: list[dict[str, Any]] = []
+    for dtype in config.dtypes:
+        wanted = list(config.specs) + ([DEFAULT_SPEC] if config.default_mode else [])
+        engine_spec = config.engine_spec or max_spec(wanted)
+        t0 = time.perf_counter()
+        engine = ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
+                                      request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None)
+        load_s = time.perf_counter() - t0
+        model_id = engine.model_id
+        prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
+        prompt_info = [{"id": pid, "tokens": len(ids)} for pid, ids in prompts]
+        modes = [ModeResult("greedy", str(AUTOREGRESSIVE), adaptive=False)]
+        if config.default_mode:
+            modes.append(ModeResult("default", str(engine.default_request_spec), adaptive=True))
+        modes += [ModeResult(f"fixed {s}", str(s), adaptive=False) for s in config.specs if not s.is_autoregressive]
+        outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
+                              default_request_spec=str(engine.default_request_spec), threads=engine.threads,
+                              packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes)
+        _measure(engine, prompts, modes, config, progress, dtype)
+        outcome.step_cost = {str(k): round(1000 * engine.cost.median(k), 2)
+                             for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}
+        if config.keying:
+            outcome.keying = _keying(engine, prompts, config, progress)
+        results.append(outcome)
+        del engine
+    return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
+                       started=started, wall_s=time.perf_counter() - t_start)
+
+
+def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[ModeResult], config: BenchConfig,
+             progress: Callable[[str], None], dtype: str) -> None:
+    outputs: dict[tuple[str, str], list[int]] = {}
+    # warm-up: one short greedy run per prompt (first calls of the kernels are slow)
+    for _, ids in prompts[:2]:
+        engine.generate(ids, max_tokens=8, lookahead=AUTOREGRESSIVE)
+    for rep in range(config.repeats):
+        totals = {m.mode: [0.0, 0.0] for m in modes}
+        for p_index, (pid, ids) in enumerate(prompts):
+            shift = (rep + p_index) % len(modes)
+            order = modes[shift:] + modes[:shift]
+            for mode in order:
+                engine.adaptive = mode.adaptive
+                spec = None if mode.mode == "default" else LookaheadSpec.parse(mode.spec)
+                result = engine.generate(ids, max_tokens=config.max_tokens, lookahead=spec)
+                st = result.stats
+                totals[mode.mode][0] += st.decode_s
+                totals[mode.mode][1] += st.prefill_s
+                if rep == 0:
+                    mode.tokens += st.tokens
+                    mode.steps += st.steps
+                    mode.rows += sum(st.rows_per_step)
+                    outputs[(mode.mode, pid)] = result.tokens
+                    mode.per_prompt[pid] = {"tokens": st.tokens, "steps": st.steps,
+                                            "tokens_per_step": round(st.tokens_per_step, 3),
+                                            "finish_reason": result.finish_reason}
+                mode.per_prompt[pid].setdefault("decode_s", []).append(round(st.decode_s, 4))
+        for mode in modes:
+            mode.decode_s.append(totals[mode.mode][0])
+            mode.prefill_s.append(totals[mode.mode][1])
+        greedy = modes[0]
+        progress(f"{dtype} repeat {rep + 1}/{config.repeats}: " + ", ".join(
+            f"{m.mode} {m.tokens / m.decode_s[-1]:.1f} tok/s ({greedy.decode_s[-1] / m.decode_s[-1]:.2f}x)"
+            for m in modes))
+    # identity vs greedy: repeat 0's tokens (every repeat gives the same tokens)
+    for mode in modes:
+        mode.prompts = len(prompts)
+        for pid, _ in prompts:
+            same = outputs[(mode.mode, pid)] == outputs[("greedy", pid)]
+            mode.identical_prompts += int(same)
+            mode.per_prompt[pid]["identical"] = same
+    engine.adaptive = True
+
+
+def _keying(engine: Any, prompts: list[tuple[str, list[int]]], config: BenchConfig,
+            progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Tokens per step with TensorRT-LLM's keying vs the corrected keying, per spec (adaptive off)."""
+    rows = []
+    engine.adaptive = False
+    for spec in config.specs:
+        if spec.is_autoregressive:
+            continue
+        counts = {}
+        for corrected in (False, True):
+            engine.corrected_keying = corrected
+            tokens = steps = 0
+            for _, ids in prompts:
+                st = engine.generate(ids, max_tokens=config.max_tokens, lookahead=spec).stats
+                tokens += st.tokens
+                steps += st.steps
+            counts[corrected] = tokens / steps if steps else 0.0
+        rows.append({"spec": str(spec), "tokens_per_step_trtllm_keying": round(counts[False], 4),
+                     "tokens_per_step_corrected_keying": round(counts[True], 4),
+                     "change": round(counts[True] / counts[False] - 1.0, 4) if counts[False] else 0.0})
+        progress(f"keying {spec}: TensorRT-LLM {counts[False]:.3f} vs corrected {counts[True]:.3f} tokens/step")
+    engine.corrected_keying = False
+    engine.adaptive = True
+    return rows
+
+
+def _config_dict(config: BenchConfig) -> dict[str, Any]:
+    data = asdict(config)
+    data["specs"] = [str(s) for s in config.specs]
+    data["engine_spec"] = str(config.engine_spec) if config.engine_spec else None
+    return data
