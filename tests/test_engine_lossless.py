@@ -40,8 +40,8 @@ def suite_prompts() -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 
 @lru_cache(maxsize=None)
-def engine(arch: str, attn: str = "sdpa", packed: bool = True):
-    return tiny_engine(arch, ENGINE_SPEC, attn_implementation=attn, pack_linears=packed)
+def engine(arch: str, attn: str = "sdpa", packed: bool = True, tree: bool = True):
+    return tiny_engine(arch, ENGINE_SPEC, attn_implementation=attn, pack_linears=packed, tree_attention=tree)
 
 
 @lru_cache(maxsize=None)
@@ -92,10 +92,11 @@ def test_lookahead_equals_greedy_on_the_suite(arch, spec):
         assert accepted_runs > 0
 
 
-@pytest.mark.parametrize("attn,packed", [("eager", True), ("sdpa", False), ("eager", False)])
-def test_lookahead_equals_greedy_with_eager_attention_and_stock_linears(attn, packed):
-    eng = engine("llama", attn, packed)
-    assert eng.runner.attn_implementation == attn
+@pytest.mark.parametrize("attn,packed,tree", [("eager", True, False), ("sdpa", False, False),
+                                              ("eager", False, False), ("sdpa", False, True)])
+def test_lookahead_equals_greedy_with_eager_attention_and_stock_kernels(attn, packed, tree):
+    eng = engine("llama", attn, packed, tree)
+    assert eng.runner.attn_implementation == ("trtlade_tree" if tree else attn)
     assert (eng.runner.packed_linears > 0) == packed
     for pid, prompt in suite_prompts()[:6]:
         greedy = hf_greedy("llama", prompt)
@@ -104,12 +105,14 @@ def test_lookahead_equals_greedy_with_eager_attention_and_stock_linears(attn, pa
             assert tuple(result.tokens) == greedy, f"{attn} packed={packed} {spec} {pid}"
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn,tree", [("sdpa", True), ("sdpa", False), ("eager", False)])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_tree_mask_is_honoured_row_by_row(arch, attn):
+def test_tree_mask_is_honoured_row_by_row(arch, attn, tree):
     """Every row of a lookahead step (window, candidates, merged trie) gets the logits of its own
-    prefix computed alone: the custom 4-D additive mask and the depth positions are exact."""
-    eng = engine(arch, attn, True)
+    prefix computed alone: the custom 4-D additive mask and the depth positions are exact, with
+    transformers' sdpa and eager attention and with the engine's tree attention."""
+    eng = engine(arch, attn, True, tree)
+    assert eng.runner.attn_implementation == ("trtlade_tree" if tree else attn)
     ref = _hf_model(arch) if attn == "sdpa" else tiny_model(arch, len(tiny_tokenizer()), attn_implementation="eager")
     prompt = list(dict(suite_prompts())["repeat-sentence"])
     greedy = list(hf_greedy(arch, tuple(prompt)))

@@ -53,6 +53,9 @@ __all__ = [
     "ModelRunner",
     "StepTiming",
     "UnsupportedModelError",
+    "TREE_ATTENTION",
+    "tree_attention",
+    "install_tree_attention",
 ]
 
 DTYPES: dict[str, torch.dtype] = {
@@ -158,6 +161,61 @@ def pack_linear_layers(model: nn.Module) -> int:
     for parent, name, child in targets:
         setattr(parent, name, PackedLinear(child))
     return len(targets)
+
+
+# ----------------------------------------------------------------------------------------- attention
+#: Name under which :func:`tree_attention` is registered with transformers' AttentionInterface.
+TREE_ATTENTION = "trtlade_tree"
+#: Attention kwargs the grouped path does not implement: a call using any of them goes to sdpa.
+_UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "sliding_window", "s_aux", "sinks", "position_bias")
+
+
+def tree_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                   **kwargs):
+    """Attention for the few-row, tree-masked steps of lookahead; everything else goes to sdpa.
+
+    transformers' sdpa integration copies the whole K/V cache per layer (``repeat_kv``) whenever
+    more than one query row comes with a mask, i.e. on every lookahead step. Here the query heads
+    of a K/V group are stacked instead (``[B, Hkv, rep*q, D]``), so the cache is read in place:
+    ``softmax(q k^T * scale + mask) v``, in the model dtype, mask added per query row.
+    Single rows (greedy steps), mask-less calls (the prefill), long row blocks and features this
+    path lacks (softcapping, sinks, sliding windows, dropout) use transformers' sdpa function.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    rows = query.shape[2]
+    if rows == 1 or rows > 64 or attention_mask is None or dropout or attention_mask.dtype == torch.bool \
+            or any(kwargs.get(name) is not None for name in _UNSUPPORTED_ATTENTION_KWARGS):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    batch, heads, _, dim = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    rep = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    grouped = query.reshape(batch, kv_heads, rep * rows, dim)
+    scores = torch.matmul(grouped, key.transpose(-1, -2))
+    scores.mul_(scale)
+    scores = scores.view(batch, kv_heads, rep, rows, kv_len)
+    scores.add_(attention_mask[:, :, None, :, :kv_len])
+    probs = torch.softmax(scores.view(batch, kv_heads, rep * rows, kv_len), dim=-1)
+    out = torch.matmul(probs, value).view(batch, heads, rows, dim).transpose(1, 2)
+    return out, None
+
+
+def install_tree_attention(model: nn.Module) -> bool:
+    """Switch a CPU model using sdpa to :func:`tree_attention`, through transformers' public
+    ``AttentionInterface`` / ``AttentionMaskInterface`` registries and ``set_attn_implementation``
+    (the mask for mask-less calls is built exactly as for sdpa). Returns whether it was installed."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    AttentionInterface.register(TREE_ATTENTION, tree_attention)
+    AttentionMaskInterface.register(TREE_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(TREE_ATTENTION)
+    return model.config._attn_implementation == TREE_ATTENTION
 
 
 # ----------------------------------------------------------------------------------------- cache
@@ -317,10 +375,12 @@ class ModelRunner:
 
     ``model``: a loaded ``*ForCausalLM`` (eval mode, any device). ``pack_linears``: swap
     ``nn.Linear`` for :class:`PackedLinear` (CPU only; ``None`` = when oneDNN is available and the
-    model is on the CPU). The runner owns the cache; it is single-sequence and not thread-safe.
+    model is on the CPU). ``tree_attention``: run multi-row steps of an sdpa model through
+    :func:`tree_attention` (``None`` = on the CPU). The runner owns the cache; it is single-sequence and not thread-safe.
     """
 
-    def __init__(self, model: nn.Module, *, pack_linears: bool | None = None) -> None:
+    def __init__(self, model: nn.Module, *, pack_linears: bool | None = None,
+                 tree_attention: bool | None = None) -> None:
         check_supported(model)
         model.eval()
         self.model = model
@@ -337,6 +397,9 @@ class ModelRunner:
         self.packed_linears = pack_linear_layers(model) if pack_linears else 0
         if self.packed_linears:
             self.lm_head = model.get_output_embeddings()
+        if tree_attention is None:
+            tree_attention = self.device.type == "cpu"
+        self.tree_attention = install_tree_attention(model) if tree_attention else False
         self.attn_implementation = getattr(self.config, "_attn_implementation", None) or "eager"
         self.num_layers = int(self.config.num_hidden_layers)
         self.cache = CompactingKVCache(self.num_layers)

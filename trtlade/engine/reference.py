@@ -119,7 +119,8 @@ class ReferenceEngine:
     ``adaptive``: per request, shrink (w, n, g) towards (1,1,0) while the measured acceptance
     says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
     lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
-    available). ``calibrate``: time forwards of 1..K rows at start-up for the adaptive cost model.
+    available). ``tree_attention``: multi-row steps of sdpa models use
+    :func:`~trtlade.engine.model_runner.tree_attention` (``None`` = on the CPU). ``calibrate``: time forwards of 1..K rows at start-up for the adaptive cost model.
     """
 
     sampling_mode = "sample-without-lookahead"
@@ -128,7 +129,7 @@ class ReferenceEngine:
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
         seed: int = 0, corrected_keying: bool = False, threads: Optional[int] = None,
         model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
-        calibrate: bool = True,
+        tree_attention: Optional[bool] = None, calibrate: bool = True,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -140,7 +141,7 @@ class ReferenceEngine:
         self.seed = int(seed)
         self.corrected_keying = bool(corrected_keying)
         self.adaptive = bool(adaptive)
-        self.runner = ModelRunner(model, pack_linears=pack_linears)
+        self.runner = ModelRunner(model, pack_linears=pack_linears, tree_attention=tree_attention)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
@@ -160,7 +161,7 @@ class ReferenceEngine:
         cls, model: Optional[str | os.PathLike] = None, spec: Any = DEFAULT_SPEC, dtype: str = "float32", *,
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, device: str = "cpu", adaptive: bool = True,
-        pack_linears: Optional[bool] = None, calibrate: bool = True,
+        pack_linears: Optional[bool] = None, tree_attention: Optional[bool] = None, calibrate: bool = True,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
@@ -177,7 +178,7 @@ class ReferenceEngine:
         hf_model, tokenizer = load_hf_model(folder, torch_dtype, device)
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, threads=threads, model_id=model_id, adaptive=adaptive,
-                   pack_linears=pack_linears, calibrate=calibrate)
+                   pack_linears=pack_linears, tree_attention=tree_attention, calibrate=calibrate)
 
     # ------------------------------------------------------------------------------- public API
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
