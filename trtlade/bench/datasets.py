@@ -14,6 +14,8 @@ Every mode and every level gets the same prompt sequence, so A/B runs send ident
 
 from __future__ import annotations
 
+from trtlade.errors import TrtladeError
+
 import json
 import random
 from dataclasses import dataclass
@@ -28,14 +30,9 @@ BUNDLED: tuple[str, ...] = ("short", "long", "random")
 Sampling = Literal["fixed", "random", "in_order"]
 
 
-class DatasetError(ValueError):
+class DatasetError(TrtladeError, ValueError):
     """A dataset that cannot be used; ``where`` is ``file:line`` (or the file) when known."""
 
-    def __init__(self, message: str, *, where: str = "", hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.where = where
-        self.hint = hint
 
 
 @dataclass(frozen=True)

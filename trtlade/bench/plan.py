@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
 
+from trtlade.errors import TrtladeError
 from trtlade.bench.datasets import Prompt
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
 
@@ -30,14 +31,12 @@ EndpointKind = Literal["chat", "completions"]
 SERVER_DEFAULT_MODES = ("lookahead", "default")
 
 
-class PlanError(ValueError):
+class PlanError(TrtladeError, ValueError):
     """A bad flag value: ``option`` names the flag; ``hint`` says what to do."""
 
     def __init__(self, message: str, *, option: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, hint, where=option)
         self.option = option
-        self.hint = hint
 
 
 @dataclass(frozen=True)

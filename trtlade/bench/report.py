@@ -23,6 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from trtlade.errors import TrtladeError
 from trtlade.bench.metrics import LevelSummary
 from trtlade.bench.records import RequestRecord
 
@@ -35,14 +36,9 @@ __all__ = [
 SUMMARY_JSON = "summary.json"
 
 
-class ReportError(ValueError):
+class ReportError(TrtladeError, ValueError):
     """A run folder that cannot be read (``where`` names the path)."""
 
-    def __init__(self, message: str, *, where: str = "", hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.where = where
-        self.hint = hint
 
 
 class SeriesInfo(BaseModel):

@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+from trtlade.errors import TrtladeError
 from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm, qwen3_note
 
 __all__ = ["main", "ConversionFailure", "EXIT_REPORTED"]
@@ -40,14 +41,12 @@ __all__ = ["main", "ConversionFailure", "EXIT_REPORTED"]
 EXIT_REPORTED = 3
 
 
-class ConversionFailure(Exception):
+class ConversionFailure(TrtladeError):
     """A failure with a known meaning, reported in the result file."""
 
     def __init__(self, kind: str, message: str, hint: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, hint)
         self.kind = kind
-        self.message = message
-        self.hint = hint
 
 
 def _parser() -> argparse.ArgumentParser:

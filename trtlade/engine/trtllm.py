@@ -39,6 +39,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Mapping, Optional, Sequence
 
+from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
 from trtlade.spec import LookaheadSpec
@@ -65,16 +66,8 @@ TRTLLM_SCHEDULING = (
 POLL = timedelta(milliseconds=50)
 
 
-class TrtllmStartError(RuntimeError):
+class TrtllmStartError(TrtladeError, RuntimeError):
     """The trtllm engine cannot start: ``message`` says why, ``hint`` what to do."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
 
+from trtlade.errors import TrtladeError
 from trtlade.config.schema import TrtladeConfig
 from trtlade.spec import LookaheadSpec
 
@@ -45,13 +46,11 @@ BUNDLE_CONFIG = "trtlade.yml"
 ENGINES = ("reference", "trtllm")
 
 
-class PlanError(ValueError):
+class PlanError(TrtladeError, ValueError):
     """A user mistake in flags or config: ``message``, ``hint``, ``usage`` (exit 2 instead of 1)."""
 
     def __init__(self, message: str, hint: str = "", *, usage: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        super().__init__(message, hint)
         self.usage = usage
 
 

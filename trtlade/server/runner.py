@@ -12,6 +12,7 @@ import signal
 import threading
 from typing import Any, Callable, Optional, Sequence
 
+from trtlade.errors import TrtladeError
 from trtlade.server.plan import ServePlan
 
 __all__ = ["engine_factory", "serve_app", "run_plan", "ServeError"]
@@ -19,13 +20,8 @@ __all__ = ["engine_factory", "serve_app", "run_plan", "ServeError"]
 log = logging.getLogger("trtlade.server")
 
 
-class ServeError(RuntimeError):
+class ServeError(TrtladeError, RuntimeError):
     """The server cannot start (message + hint for the CLI)."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 def _reference_factory(plan: ServePlan) -> Callable[[], Any]:

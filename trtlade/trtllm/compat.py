@@ -18,6 +18,8 @@ after the 1.3.0 release candidates, and 0.16 is the oldest release trtlade was c
 
 from __future__ import annotations
 
+from trtlade.errors import TrtladeError
+
 import importlib
 import re
 from dataclasses import dataclass
@@ -58,7 +60,7 @@ INSTALL_HINT = (
 )
 
 
-class TrtllmUnavailable(RuntimeError):
+class TrtllmUnavailable(TrtladeError, RuntimeError):
     """TensorRT-LLM cannot be used here: not installed, failed to import, or an unsupported version.
 
     ``message`` says what is wrong (with the version found, if any); ``hint`` says what to do.
@@ -66,13 +68,8 @@ class TrtllmUnavailable(RuntimeError):
     """
 
     def __init__(self, message: str, hint: str = "", *, version: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        super().__init__(message, hint)
         self.version = version
-
-    def __str__(self) -> str:
-        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 
 @dataclass(frozen=True, order=True)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import LookaheadSpec, fitting_specs
 from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, is_supported, parse_version
@@ -104,16 +105,8 @@ class SpeculativeDecodingMode:
         raise ValueError(f"not a speculative decoding mode: {value!r}")
 
 
-class EngineConfigError(ValueError):
+class EngineConfigError(TrtladeError, ValueError):
     """The engine directory or its config.json cannot be read: ``message`` says what, ``hint`` what to do."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 
 def version_supported(version: str | None) -> bool | None:
