@@ -165,10 +165,10 @@ def test_grps_sample_against_engines(engine, ok):
 
 
 def test_every_config_key_is_documented():
-    """docs/readme/config-and-validate.md has a table row for every key of every section."""
+    """docs/config-and-validate.md has a table row for every key of every section."""
     from trtlade.config.schema import TrtladeConfig
 
-    doc = (TESTS.parent / "docs" / "readme" / "config-and-validate.md").read_text()
+    doc = (TESTS.parent / "docs" / "config-and-validate.md").read_text()
     for section, info in TrtladeConfig.model_fields.items():
         assert f"**`{section}`**" in doc, section
         body = doc.split(f"**`{section}`**", 1)[1].split("**`", 1)[0]
