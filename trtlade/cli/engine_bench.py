@@ -40,6 +40,7 @@ def engine_bench(
                                                                          "this process may use)."),
     no_keying: bool = typer.Option(False, "--no-keying", help="Skip the TensorRT-LLM vs corrected keying count."),
     no_default: bool = typer.Option(False, "--no-default", help="Skip the engine-default (adaptive) mode."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="Skip the per-step time breakdown."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -59,6 +60,8 @@ def engine_bench(
         fail(f"--model {model}: not a Hugging Face model folder (no config.json)",
              hint="give a folder with config.json, weights and tokenizer, or omit --model for the embedded model")
 
+    from transformers.utils import logging as hf_logging
+
     from trtlade.engine.bench import BenchConfig, run_engine_bench
     from trtlade.engine.embedded import EmbeddedModelError
     from trtlade.engine.prompt_suite import PromptSuiteError, load_suite
@@ -70,7 +73,8 @@ def engine_bench(
         fail(f"--prompts: {exc}", hint="use 'suite' or a JSON file like trtlade/data/prompts.json")
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
-                         keying=not no_keying, default_mode=not no_default)
+                         keying=not no_keying, default_mode=not no_default, profile=not no_profile)
+    hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
     except (EmbeddedModelError, ModelLoadError) as exc:
@@ -106,6 +110,17 @@ def _print_tables(data: dict) -> None:
                 keying.add_row(k["spec"], f"{k['tokens_per_step_trtllm_keying']:.3f}",
                                f"{k['tokens_per_step_corrected_keying']:.3f}", f"{k['change']:+.1%}")
             console.print(keying)
+        for prof in res.get("profile", []):
+            breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}): "
+                                    f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step "
+                                    f"(under the profiler: {prof['profiled_step_ms']:.1f} ms)")
+            breakdown.add_column("part")
+            breakdown.add_column("ms/step", justify="right")
+            breakdown.add_column("share", justify="right")
+            total = sum(prof["breakdown_ms"].values()) or 1.0
+            for part, value in prof["breakdown_ms"].items():
+                breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
+            console.print(breakdown)
 
 
 def register(app: typer.Typer) -> None:

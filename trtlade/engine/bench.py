@@ -44,6 +44,7 @@ class BenchConfig:
     keying: bool = True
     default_mode: bool = True
     engine_spec: Optional[LookaheadSpec] = None  # None: max of specs (and the default request spec)
+    profile: bool = True  # per-step time breakdown (greedy and the default spec) on the first prompt
 
 
 @dataclass
@@ -104,7 +105,8 @@ class DtypeResult:
     load_s: float
     modes: list[ModeResult] = field(default_factory=list)
     keying: list[dict[str, Any]] = field(default_factory=list)
-    step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (median)
+    step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (calibration)
+    profile: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def greedy(self) -> ModeResult:
@@ -117,6 +119,7 @@ class DtypeResult:
             "default_request_spec": self.default_request_spec, "threads": self.threads,
             "packed_linears": self.packed_linears, "load_s": round(self.load_s, 3),
             "step_cost_ms": self.step_cost,
+            "profile": self.profile,
             "modes": [m.to_dict(greedy) for m in self.modes],
             "keying": self.keying,
         }
@@ -184,6 +187,9 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                              for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}
         if config.keying:
             outcome.keying = _keying(engine, prompts, config, progress)
+        if config.profile:
+            for spec in (AUTOREGRESSIVE, engine.default_request_spec):
+                outcome.profile.append(profile_steps(engine, prompts[0][1], spec))
         results.append(outcome)
         del engine
     return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
@@ -265,3 +271,61 @@ def _config_dict(config: BenchConfig) -> dict[str, Any]:
     data["specs"] = [str(s) for s in config.specs]
     data["engine_spec"] = str(config.engine_spec) if config.engine_spec else None
     return data
+
+
+# ----------------------------------------------------------------------------------------- profile
+#: aten / mkldnn op name -> category of the per-step profile
+_CATEGORIES = (
+    ("linear (GEMM)", ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm_linear")),
+    ("attention", ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
+                   "aten::bmm", "aten::_softmax", "aten::softmax", "aten::baddbmm")),
+    ("KV cache writes and compaction", ("aten::copy_", "aten::index", "aten::index_put_", "aten::masked_fill_")),
+    ("norms, rotary, activations", ("aten::mul", "aten::add", "aten::add_", "aten::mul_", "aten::pow", "aten::mean",
+                                    "aten::rsqrt", "aten::silu", "aten::neg", "aten::cat", "aten::div_", "aten::sum",
+                                    "aten::cos", "aten::sin", "aten::to", "aten::_to_copy", "aten::embedding",
+                                    "aten::index_select")),
+    ("argmax", ("aten::argmax",)),
+)
+
+
+def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, steps: int = 24) -> dict[str, Any]:
+    """Where the time of a decoding step goes: op self-time by category (torch.profiler), the
+    engine's own Python (algorithm, text, KV compaction) and the rest (Python and dispatch in
+    transformers and torch, profiler overhead included). Milliseconds per step, over ``steps``
+    decoding steps after the prefill; ``step_ms`` is measured without the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    adaptive = engine.adaptive
+    engine.adaptive = False
+    try:
+        plain = engine.generate(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True)
+        stream = engine.stream(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True)
+        next(stream)  # the prefill
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            decode_steps = sum(1 for _ in stream)
+        wall = time.perf_counter() - t0
+    finally:
+        engine.adaptive = adaptive
+    n = max(1, decode_steps)
+    by_name = {e.key: e for e in prof.key_averages()}
+    ms = {}
+    for category, names in _CATEGORIES:
+        ms[category] = sum(by_name[k].self_cpu_time_total for k in names if k in by_name) / 1000.0 / n
+    known = {k for _, names in _CATEGORIES for k in names}
+    other_ops = sum(e.self_cpu_time_total for k, e in by_name.items()
+                    if (k.startswith("aten::") or k.startswith("mkldnn::")) and k not in known)
+    ms["other torch ops"] = other_ops / 1000.0 / n
+    for label, key in (("lookahead algorithm (Python)", "trtlade.algorithm"), ("detokenize + stops", "trtlade.text")):
+        ms[label] = by_name[key].cpu_time_total / 1000.0 / n if key in by_name else 0.0
+    profiled_ms = 1000.0 * wall / n
+    ms["Python/dispatch in transformers+torch (rest)"] = max(0.0, profiled_ms - sum(ms.values()))
+    plain_steps = max(1, plain.stats.steps - 1)
+    return {
+        "spec": str(spec),
+        "steps": decode_steps,
+        "rows_per_step": round(sum(plain.stats.rows_per_step[1:]) / plain_steps, 2),
+        "step_ms": round(1000.0 * plain.stats.decode_s / plain_steps, 2),
+        "profiled_step_ms": round(profiled_ms, 2),
+        "breakdown_ms": {k: round(v, 2) for k, v in ms.items()},
+    }

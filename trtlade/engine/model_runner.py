@@ -32,13 +32,12 @@ import os
 # default (active spinning) two threads were 4x slower than one on a shared 2-core machine.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.profiler import record_function  # noqa: E402
 from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: E402
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "pack_linear_layers",
     "CompactingKVCache",
     "ModelRunner",
-    "StepTiming",
     "UnsupportedModelError",
     "TREE_ATTENTION",
     "tree_attention",
@@ -356,27 +354,6 @@ class CompactingKVCache(Cache):
 
 
 # ----------------------------------------------------------------------------------------- runner
-@dataclass
-class StepTiming:
-    """Wall time of forwards by row count: what the adaptive spec chooser reads."""
-
-    samples: dict[int, list[float]] = field(default_factory=dict)
-    keep_last: int = 64
-
-    def add(self, rows: int, seconds: float) -> None:
-        bucket = self.samples.setdefault(rows, [])
-        bucket.append(seconds)
-        if len(bucket) > self.keep_last:
-            del bucket[0]
-
-    def median(self, rows: int) -> float | None:
-        bucket = self.samples.get(rows)
-        if not bucket:
-            return None
-        ordered = sorted(bucket)
-        return ordered[len(ordered) // 2]
-
-
 class ModelRunner:
     """Forward passes of one sequence on a causal LM with a :class:`CompactingKVCache`.
 
@@ -410,7 +387,6 @@ class ModelRunner:
         self.attn_implementation = getattr(self.config, "_attn_implementation", None) or "eager"
         self.num_layers = int(self.config.num_hidden_layers)
         self.cache = CompactingKVCache(self.num_layers)
-        self.timing = StepTiming()
         self._min = torch.finfo(self.dtype).min
         self._zero_mask = torch.zeros((1, 1, 1, 16), dtype=self.dtype, device=self.device)
 
@@ -466,20 +442,20 @@ class ModelRunner:
         else:
             positions = torch.tensor([list(depths)], dtype=torch.long, device=self.device) + start
             attn = self._tree_mask(start, mask)
-        t0 = time.perf_counter()
-        hidden = self.base(input_ids=ids, position_ids=positions, attention_mask=attn,
-                           past_key_values=self.cache, use_cache=True).last_hidden_state[0]
-        if len(logit_rows) != count or list(logit_rows) != list(range(count)):
-            hidden = hidden[torch.tensor(list(logit_rows), dtype=torch.long, device=self.device)]
-        logits = self.lm_head(hidden).float()
-        self.timing.add(count, time.perf_counter() - t0)
-        return logits
+        with record_function("trtlade.body"):
+            hidden = self.base(input_ids=ids, position_ids=positions, attention_mask=attn,
+                               past_key_values=self.cache, use_cache=True).last_hidden_state[0]
+        with record_function("trtlade.lm_head"):
+            if len(logit_rows) != count or list(logit_rows) != list(range(count)):
+                hidden = hidden[torch.tensor(list(logit_rows), dtype=torch.long, device=self.device)]
+            return self.lm_head(hidden).float()
 
     def step(self, tokens: Sequence[int], depths: Sequence[int], mask: np.ndarray | None,
              logit_rows: Sequence[int]) -> list[int]:
         """:meth:`step_logits`, then the argmax of each logit row (ties: lowest id, like torch.argmax)."""
         logits = self.step_logits(tokens, depths, mask, logit_rows)
-        return logits.argmax(dim=-1).tolist()
+        with record_function("trtlade.argmax"):
+            return logits.argmax(dim=-1).tolist()
 
     def _prefix_mask(self, kv_length: int) -> torch.Tensor:
         """All-zero additive mask [1, 1, 1, kv_length] (one row sees everything), from a reused buffer."""

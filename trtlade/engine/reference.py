@@ -43,6 +43,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, Iterator, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
+from torch.profiler import record_function  # noqa: E402
 
 from trtlade.engine.adaptive import CostTable, SpecController  # noqa: E402
 from trtlade.engine.model_runner import (  # noqa: E402
@@ -120,7 +121,9 @@ class ReferenceEngine:
     says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
     lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
     available). ``tree_attention``: multi-row steps of sdpa models use
-    :func:`~trtlade.engine.model_runner.tree_attention` (``None`` = on the CPU). ``calibrate``: time forwards of 1..K rows at start-up for the adaptive cost model.
+    :func:`~trtlade.engine.model_runner.tree_attention` (``None`` = on the CPU). ``calibrate``:
+    time forwards of 1..K rows at start-up for the adaptive cost model (:meth:`calibrate`); without
+    it every draft row is assumed free and the adaptive shrink never triggers.
     """
 
     sampling_mode = "sample-without-lookahead"
@@ -265,27 +268,35 @@ class ReferenceEngine:
         return AUTOREGRESSIVE if request.temperature > 0 else spec
 
     # ------------------------------------------------------------------------------- calibration
-    def calibrate(self, repeats: int = 3) -> dict[int, float]:
-        """Time forwards of 1, 2, 4, ... rows (up to the engine spec's width) on a short context;
-        feed the adaptive cost model; return the median seconds per row count."""
+    def calibrate(self, repeats: int = 3, context: int = 128, max_rows: int = 64) -> dict[int, float]:
+        """Time forwards of 1, 2, 4, ... rows (up to the engine spec's width, at most ``max_rows``;
+        wider steps are extrapolated) after a ``context``-token prefix, in interleaved rounds; the
+        fastest of ``repeats`` rounds per row count becomes the adaptive cost model (timing noise on a
+        shared machine only ever adds time). Returns seconds per row count."""
+        top = min(self.spec.decoding_tokens, max_rows)
         rows_list = [1]
-        while rows_list[-1] < self.spec.decoding_tokens:
-            rows_list.append(min(2 * rows_list[-1], self.spec.decoding_tokens))
-        prompt = [int(t) % self.vocab_size for t in range(3, 3 + 32)]
+        while rows_list[-1] < top:
+            rows_list.append(min(2 * rows_list[-1], top))
+        context = max(1, min(context, self.max_seq_len - top - 1))
+        prompt = [(7 * i + 3) % self.vocab_size for i in range(context)]
         runner = self.runner
         runner.prefill(prompt)
         base = runner.length
+        best: dict[int, float] = {}
         for rep in range(repeats + 1):
             for rows in rows_list:
+                tokens = [prompt[i % len(prompt)] for i in range(rows)]
                 t0 = time.perf_counter()
-                runner.step(prompt[:rows] if rows <= len(prompt) else [prompt[0]] * rows,
-                            list(range(rows)), _chain_mask(rows) if rows > 1 else None, list(range(rows)))
+                runner.step(tokens, list(range(rows)), _chain_mask(rows) if rows > 1 else None, list(range(rows)))
                 elapsed = time.perf_counter() - t0
                 runner.truncate(base)
                 if rep:  # the first round warms the kernels up
-                    self.cost.add(rows, elapsed)
+                    best[rows] = min(elapsed, best.get(rows, elapsed))
         runner.reset()
-        return {rows: self.cost.median(rows) for rows in rows_list}
+        self.cost = CostTable()
+        for rows, seconds in best.items():
+            self.cost.add(rows, seconds)
+        return best
 
     # ------------------------------------------------------------------------------- decoding
     def _steps(self, request: GenerationRequest, spec: LookaheadSpec) -> Iterator[StepChunk]:
@@ -328,20 +339,21 @@ class ReferenceEngine:
         while True:
             self._check_active(token)
             t0 = time.perf_counter()
-            batch = algo.prepare()
-            rows = batch.num_rows
-            if rows == 1:
-                argmax = runner.step(batch.tokens, batch.positions, None, batch.logit_rows)
-            else:
-                argmax = runner.step(batch.tokens, batch.positions, batch.mask_array(), batch.logit_rows)
-            verification = algo.verify(batch.expand_argmax(argmax))
-            chunk = self._emit(verification.tokens, rows, out, request, stop_ids)
+            with record_function("trtlade.algorithm"):
+                batch = algo.prepare()
+                rows = batch.num_rows
+                mask = batch.mask_array() if rows > 1 else None
+            argmax = runner.step(batch.tokens, batch.positions, mask, batch.logit_rows)
+            with record_function("trtlade.algorithm"):
+                verification = algo.verify(batch.expand_argmax(argmax))
+            with record_function("trtlade.text"):
+                chunk = self._emit(verification.tokens, rows, out, request, stop_ids)
             count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
-            runner.keep(verification.kept_rows[:count])
-            algo.commit(count)
-            elapsed = time.perf_counter() - t0
-            self.cost.add(rows, elapsed)
-            stats.decode_s += elapsed
+            with record_function("trtlade.kv_keep"):
+                runner.keep(verification.kept_rows[:count])
+            with record_function("trtlade.algorithm"):
+                algo.commit(count)
+            stats.decode_s += time.perf_counter() - t0
             yield chunk
             if chunk.finish_reason is not None:
                 return

@@ -1,0 +1,98 @@
+"""``trtlade engine-bench`` on a tiny model folder: modes, JSON, table, errors; the step profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from models import tiny_engine, tiny_model, tiny_tokenizer
+from trtlade.cli.main import app
+from trtlade.engine.bench import BenchConfig, max_spec, profile_steps, run_engine_bench
+from trtlade.engine.reference import DEFAULT_SPEC
+from trtlade.spec import LookaheadSpec
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models") / "tiny-qwen3"
+    tok = tiny_tokenizer()
+    tiny_model("qwen3", len(tok)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prompts") / "prompts.json"
+    path.write_text(json.dumps({"name": "mini", "prompts": [
+        {"id": "fox", "category": "repetition", "text": "The quick brown fox jumps over the lazy dog. The quick"},
+        {"id": "ids", "category": "edge", "prompt_ids": [5]},
+    ]}))
+    return path
+
+
+def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_path):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, [
+        "engine-bench", "--model", str(tiny_folder), "--specs", "2,2,1", "4,3,4", "--max-tokens", "12",
+        "--repeats", "2", "--prompts", str(prompts_file), "--threads", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["model_id"] == "tiny-qwen3"
+    assert data["config"]["specs"] == ["2,2,1", "4,3,4"] and data["config"]["repeats"] == 2
+    res = data["results"][0]
+    expected_engine = max_spec([LookaheadSpec(2, 2, 1), LookaheadSpec(4, 3, 4), DEFAULT_SPEC])
+    assert res["dtype"] == "float32" and res["engine_spec"] == str(expected_engine)
+    modes = {m["mode"]: m for m in res["modes"]}
+    assert list(modes) == ["greedy", "default", "fixed 2,2,1", "fixed 4,3,4"]
+    assert modes["default"]["spec"] == str(DEFAULT_SPEC) and modes["default"]["adaptive"]
+    for m in modes.values():
+        assert m["identity_vs_greedy"] == 1.0  # fp32: every lookahead mode is token-identical
+        assert len(m["decode_s_per_repeat"]) == 2 and m["tokens_per_s"] > 0 and m["speedup_vs_greedy"] > 0
+        assert m["tokens"] == 24 and m["tokens_per_step"] >= 1.0
+    assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
+    assert [k["spec"] for k in res["keying"]] == ["2,2,1", "4,3,4"]
+    assert "fixed 2,2,1" in result.output and "keying" in result.output and "Loading weights" not in result.output
+
+
+def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
+    config = BenchConfig(model=str(tiny_folder), specs=(LookaheadSpec(7, 3, 7),), dtypes=("bfloat16",),
+                         max_tokens=8, prompts=str(prompts_file), repeats=1, threads=1, keying=False)
+    result = run_engine_bench(config).to_dict()
+    res = result["results"][0]
+    assert res["dtype"] == "bfloat16" and res["keying"] == []
+    assert {m["mode"] for m in res["modes"]} == {"greedy", "default", "fixed 7,3,7"}
+    assert all(0.0 <= m["identity_vs_greedy"] <= 1.0 for m in res["modes"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--specs", "4,1,4"], "ngramSize=1 requires windowSize=1"),
+    (["--dtype", "int8"], "unknown dtype int8"),
+    (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
+    (["7,7,7"], "unexpected argument"),
+])
+def test_engine_bench_cli_errors(args, message, tiny_folder):
+    result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), *args])
+    assert result.exit_code != 0
+    assert message in result.output
+
+
+def test_engine_bench_cli_refuses_a_non_model_folder(tmp_path):
+    result = CliRunner().invoke(app, ["engine-bench", "--model", str(tmp_path)])
+    assert result.exit_code == 1 and "no config.json" in result.output
+
+
+def test_max_spec():
+    assert max_spec([LookaheadSpec(2, 3, 2), LookaheadSpec(5, 2, 1)]) == LookaheadSpec(5, 3, 2)
+    assert max_spec([LookaheadSpec(1, 1, 0)]) == LookaheadSpec(1, 1, 0)
+
+
+def test_profile_breaks_a_step_down():
+    eng = tiny_engine("llama", (4, 3, 4))
+    report = profile_steps(eng, [5, 6, 7, 8], LookaheadSpec(4, 3, 4), steps=6)
+    assert report["steps"] >= 1 and report["step_ms"] > 0
+    parts = report["breakdown_ms"]
+    assert parts["linear (GEMM)"] > 0 and parts["attention"] > 0
+    assert sum(parts.values()) == pytest.approx(report["profiled_step_ms"], rel=0.05)
