@@ -332,3 +332,22 @@ def test_property_lookahead_is_greedy(prompt, spec, max_tokens, adaptive):
     assert max(result.stats.tokens_per_step_hist) <= s.ngram_size
     assert max(result.stats.rows_per_step) <= max(1, (s.window_size + s.verification_set_size) * (s.ngram_size - 1))
     assert max(result.stats.rows_per_step) <= s.decoding_tokens
+
+
+def test_adaptive_shrinking_stays_lossless():
+    """With drafts made expensive (a steep cost table), the controller shrinks the spec mid-request
+    and probes back up; the tokens stay the greedy ones."""
+    from trtlade.engine.adaptive import CostTable
+
+    eng = tiny_engine("qwen2", ENGINE_SPEC, adaptive=True)
+    eng.cost = CostTable()
+    for rows in (1, 2, 4, 8, 16, 32, 64):
+        eng.cost.add(rows, 0.01 * rows ** 0.5)
+    changed = 0
+    for prompt in ([5, 17, 99, 3], list(PROMPT), [250, 251, 252, 253, 254]):
+        ref = eng.greedy(prompt, max_tokens=80, ignore_eos=True)
+        result = eng.generate(prompt, max_tokens=80, lookahead=(7, 5, 7), ignore_eos=True)
+        assert result.tokens == ref.tokens
+        changed += len(eng.last_spec_changes)
+        assert max(result.stats.rows_per_step) <= LookaheadSpec(7, 5, 7).decoding_tokens
+    assert changed > 0

@@ -158,11 +158,12 @@ def test_text_tracker_hidden_tokens_and_context():
 
 # ------------------------------------------------------------------------------------ adaptive
 def test_spec_ladder_ends_at_autoregressive():
-    for spec in [(15, 5, 15), (7, 7, 7), (4, 2, 4), (2, 2, 1), (1, 2, 0), (1, 1, 0)]:
+    for spec in [(15, 5, 15), (7, 7, 7), (4, 2, 4), (2, 2, 1), (1, 2, 0), (1, 1, 0), (2, 4, 2), (3, 3, 1)]:
         ladder = spec_ladder(LookaheadSpec(*spec))
         assert ladder[0] == LookaheadSpec(*spec) and ladder[-1] == LookaheadSpec(1, 1, 0)
         for big, small in zip(ladder, ladder[1:]):
-            assert big.admits(small) and big != small
+            assert big.admits(small) and (big.decoding_tokens > small.decoding_tokens or small.is_autoregressive)
+    assert [str(s) for s in spec_ladder(LookaheadSpec(3, 3, 1))] == ["3,3,1", "2,3,1", "2,2,1", "1,1,0"]
 
 
 def _cost(per_row: float = 0.05) -> CostTable:
@@ -172,20 +173,25 @@ def _cost(per_row: float = 0.05) -> CostTable:
     return table
 
 
-def test_controller_shrinks_when_drafts_do_not_pay_and_probes_back():
+def test_controller_drops_to_greedy_when_nothing_is_accepted_and_probes_back():
     ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4, probe_after=8)
     assert ctrl.spec == LookaheadSpec(4, 2, 4)
     changed = [ctrl.observe(1, 8) for _ in range(4)]  # nothing accepted, 8 rows: 1.35x cost
-    assert changed[-1] and ctrl.spec == LookaheadSpec(2, 2, 2)
-    for _ in range(4):
-        ctrl.observe(1, 4)
-    assert ctrl.spec == LookaheadSpec(1, 1, 0)
+    assert changed == [False, False, False, True] and ctrl.spec == LookaheadSpec(1, 1, 0)
     changes = [ctrl.observe(1, 1) for _ in range(8)]
-    assert changes[-1] and ctrl.spec == LookaheadSpec(2, 2, 2)  # a probe after 8 greedy steps
+    assert changes[-1] and not any(changes[:-1]) and ctrl.spec == LookaheadSpec(2, 2, 2)  # a probe
     for _ in range(4):
         ctrl.observe(1, 4)
     assert ctrl.spec == LookaheadSpec(1, 1, 0)  # the probe failed
-    assert ctrl.probe_after[-1] == 16  # next probe waits twice as long
+    assert ctrl.probe_after[-1] == 16  # the next probe waits twice as long
+    assert [s for _, s in ctrl.switches] == ["1,1,0", "2,2,2", "1,1,0"]
+
+
+def test_controller_shrinks_to_a_rung_that_can_still_pay():
+    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4)
+    for _ in range(4):
+        ctrl.observe(1 if _ % 5 else 2, 8)  # ~1.25 tokens for 1.35x: 0.93, not paying
+    assert ctrl.spec == LookaheadSpec(2, 2, 2)  # 1.25 / 1.15 (4 rows) could pay
 
 
 def test_controller_keeps_a_spec_that_pays():

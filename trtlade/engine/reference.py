@@ -117,6 +117,9 @@ class ReferenceEngine:
 
     ``spec``: the engine's (W, N, G), the largest per-request spec it admits.
     ``request_default``: spec of requests that give none (default: ``spec``).
+    ``corrected_keying`` / ``full_guess_set``: the algorithm's departures from TensorRT-LLM (key
+    column 0's n-gram by g; verify G candidates instead of min(W, G)); off by default, so that
+    tokens per step predict the TensorRT-LLM engine.
     ``adaptive``: per request, shrink (w, n, g) towards (1,1,0) while the measured acceptance
     says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
     lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
@@ -130,8 +133,8 @@ class ReferenceEngine:
 
     def __init__(
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
-        seed: int = 0, corrected_keying: bool = False, threads: Optional[int] = None,
-        model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
+        seed: int = 0, corrected_keying: bool = False, full_guess_set: bool = False,
+        threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
         tree_attention: Optional[bool] = None, calibrate: bool = True,
     ) -> None:
         self.threads = configure_threads(threads)
@@ -143,6 +146,7 @@ class ReferenceEngine:
         self.tokenizer = tokenizer
         self.seed = int(seed)
         self.corrected_keying = bool(corrected_keying)
+        self.full_guess_set = bool(full_guess_set)
         self.adaptive = bool(adaptive)
         self.runner = ModelRunner(model, pack_linears=pack_linears, tree_attention=tree_attention)
         self.model = model
@@ -154,6 +158,8 @@ class ReferenceEngine:
                               if hasattr(model.get_output_embeddings(), "out_features")
                               else model.config.vocab_size)
         self.cost = CostTable()
+        #: (step, spec) each time the adaptive controller changed the spec in the last request
+        self.last_spec_changes: list[tuple[int, str]] = []
         self._active: Optional[object] = None
         if calibrate:
             self.calibrate()
@@ -163,7 +169,7 @@ class ReferenceEngine:
     def load(
         cls, model: Optional[str | os.PathLike] = None, spec: Any = DEFAULT_SPEC, dtype: str = "float32", *,
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
-        corrected_keying: bool = False, device: str = "cpu", adaptive: bool = True,
+        corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
         pack_linears: Optional[bool] = None, tree_attention: Optional[bool] = None, calibrate: bool = True,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
@@ -180,8 +186,9 @@ class ReferenceEngine:
             model_id = folder.name
         hf_model, tokenizer = load_hf_model(folder, torch_dtype, device)
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
-                   corrected_keying=corrected_keying, threads=threads, model_id=model_id, adaptive=adaptive,
-                   pack_linears=pack_linears, tree_attention=tree_attention, calibrate=calibrate)
+                   corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
+                   model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, tree_attention=tree_attention,
+                   calibrate=calibrate)
 
     # ------------------------------------------------------------------------------- public API
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
@@ -335,6 +342,7 @@ class ReferenceEngine:
 
         # Phase 2: greedy lookahead (the spec may shrink and grow back; every spec is lossless).
         controller = SpecController(spec, self.cost) if self.adaptive and not spec.is_autoregressive else None
+        self.last_spec_changes = controller.switches if controller is not None else []
         algo = self._algorithm(spec, prompt + out.tokens[:-1], out.tokens[-1])
         while True:
             self._check_active(token)
@@ -367,7 +375,7 @@ class ReferenceEngine:
 
     def _algorithm(self, spec: LookaheadSpec, context: list[int], golden: int) -> LookaheadAlgorithm:
         algo = LookaheadAlgorithm(spec, eos_token_ids=self.eos_token_ids, seed=self.seed,
-                                  corrected_keying=self.corrected_keying)
+                                  corrected_keying=self.corrected_keying, full_guess_set=self.full_guess_set)
         algo.setup(context, golden)
         return algo
 
