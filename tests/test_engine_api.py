@@ -236,6 +236,18 @@ def test_illegal_lookahead_spec_is_a_value_error():
         engine().generate([1, 2], max_tokens=3, lookahead=(4, 1, 4))
 
 
+def test_prompt_ids_in_every_usual_form():
+    eng = engine()
+    ref = eng.generate(list(PROMPT), max_tokens=5).tokens
+    encoded = eng.tokenizer("The quick brown fox jumps over the lazy dog. The quick brown")
+    assert tuple(encoded["input_ids"]) == PROMPT
+    assert eng.generate(encoded, max_tokens=5).tokens == ref
+    assert eng.generate(torch.tensor([list(PROMPT)]), max_tokens=5).tokens == ref
+    assert eng.generate(torch.tensor(list(PROMPT)), max_tokens=5).tokens == ref
+    with pytest.raises(RequestError, match="token ids"):
+        eng.generate(["a", "b"], max_tokens=5)
+
+
 def test_request_dataclass_api():
     eng = engine()
     req = GenerationRequest(prompt_ids=PROMPT, max_tokens=25, lookahead=LookaheadSpec(4, 3, 4), ignore_eos=True)
