@@ -179,19 +179,28 @@ def test_controller_drops_to_greedy_when_nothing_is_accepted_and_probes_back():
     changed = [ctrl.observe(1, 8) for _ in range(4)]  # nothing accepted, 8 rows: 1.35x cost
     assert changed == [False, False, False, True] and ctrl.spec == LookaheadSpec(1, 1, 0)
     changes = [ctrl.observe(1, 1) for _ in range(8)]
-    assert changes[-1] and not any(changes[:-1]) and ctrl.spec == LookaheadSpec(2, 2, 2)  # a probe
+    assert changes[-1] and not any(changes[:-1]) and ctrl.spec == LookaheadSpec(4, 2, 4)  # a probe
     for _ in range(4):
-        ctrl.observe(1, 4)
+        ctrl.observe(1, 8)
     assert ctrl.spec == LookaheadSpec(1, 1, 0)  # the probe failed
     assert ctrl.probe_after[-1] == 16  # the next probe waits twice as long
-    assert [s for _, s in ctrl.switches] == ["1,1,0", "2,2,2", "1,1,0"]
+    assert [s for _, s in ctrl.switches] == ["1,1,0", "4,2,4", "1,1,0"]
 
 
 def test_controller_shrinks_to_a_rung_that_can_still_pay():
     ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4)
-    for _ in range(4):
-        ctrl.observe(1 if _ % 5 else 2, 8)  # ~1.25 tokens for 1.35x: 0.93, not paying
-    assert ctrl.spec == LookaheadSpec(2, 2, 2)  # 1.25 / 1.15 (4 rows) could pay
+    steps = 0  # window=4: judged from the 4th step on
+    while ctrl.spec == LookaheadSpec(4, 2, 4) and steps < 32:
+        ctrl.observe(2 if steps % 5 == 0 else 1, 8)  # 1.2 tokens for 1.35x: 0.89, not paying
+        steps += 1
+    assert ctrl.spec == LookaheadSpec(2, 2, 2)  # 1.2 / 1.15 (4 rows) could pay
+    assert 8 <= steps < 32  # judged with confidence: not after a handful of steps
+
+
+def test_controller_does_not_shrink_on_a_short_bad_patch():
+    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=6)
+    pattern = [1, 1, 1, 1, 1, 4, 1, 3, 1, 1, 4, 1, 1, 2, 1, 3]  # 1.6 tokens per step on average
+    assert not any(ctrl.observe(tokens, 8) for tokens in pattern)
 
 
 def test_controller_keeps_a_spec_that_pays():

@@ -15,7 +15,7 @@ costs depends on how many rows it computes; what it gains is the tokens it emits
 Worked example: request (4,2,4) on text that never repeats. The ladder is (4,2,4) -> (2,2,2) ->
 (1,1,0). Six steps at (4,2,4) compute ~7 rows (cost 1.2x) and emit 1.0 tokens each: gain 0.83 <
 0.98, and no lower rung could pay with nothing accepted, so the next step runs (1,1,0). After 16
-greedy steps it tries (2,2,2) for a window, then after 32, 64, ... steps.
+greedy steps it tries (4,2,4) again for a window, then after 32, 64, ... steps.
 """
 
 from __future__ import annotations
@@ -120,26 +120,33 @@ class SpecController:
     ``observe(tokens, rows)`` after every decoding step returns True when the spec changes; the
     engine then restarts the algorithm with :attr:`spec` on the same context (lossless either way).
 
-    * Judging: after the warm-up of a rung (N-2 steps) and ``window`` more steps, the predicted
-      speedup of the last ``window`` steps is ``sum(tokens) / sum(cost_ratio(rows))``.
+    * Judging: after the warm-up of a rung (N-2 steps) and at least ``window`` more steps, each
+      of the last ``horizon`` steps has a gain ``tokens / cost_ratio(rows)``; the judgement is
+      their mean plus ``confidence`` standard errors (a run of 1-token steps is normal luck at
+      1.7 tokens per step, so a short bad patch does not shrink anything).
     * Shrinking: below ``1 - margin``, the controller moves to the first lower rung that could
       still pay if it kept every accepted token, ``(1 + drafts accepted per step) /
       cost_ratio(its rows)``; with nothing accepted that is (1,1,0) at once.
-    * Probing: after ``probe_after[level]`` steps on a lower rung, it tries the rung above; a probe
-      that fails doubles that wait (at most ``probe_max``).
+    * Probing: after ``probe_after[level]`` steps on a lower rung, it tries again the rung it
+      shrank from (text often turns repetitive later); a probe that fails doubles that wait (at
+      most ``probe_max``).
     """
 
-    def __init__(self, requested: LookaheadSpec, cost: CostTable, *, window: int = 6, margin: float = 0.02,
-                 probe_after: int = 16, probe_max: int = 1024) -> None:
+    def __init__(self, requested: LookaheadSpec, cost: CostTable, *, window: int = 10, horizon: int = 32,
+                 confidence: float = 1.0, margin: float = 0.02, probe_after: int = 16,
+                 probe_max: int = 1024) -> None:
         self.ladder = spec_ladder(requested)
         self.cost = cost
         self.window = window
+        self.horizon = horizon
+        self.confidence = confidence
         self.margin = margin
         self.level = 0
         self.probe_after = [probe_after] * len(self.ladder)
         self.probe_max = probe_max
         self._history: list[tuple[int, int]] = []  # (tokens, rows) at the current level
         self._probe_from: int | None = None  # the level a running probe came from
+        self._came_from: dict[int, int] = {}  # level -> the level it was shrunk from (probes go back there)
         self.switches: list[tuple[int, str]] = []  # (step, spec) whenever the spec changed
         self._steps = 0
 
@@ -148,8 +155,19 @@ class SpecController:
         return self.ladder[self.level]
 
     def predicted_gain(self, steps: list[tuple[int, int]]) -> float:
+        """Tokens emitted over the steps' cost in 1-row steps: the predicted speedup."""
         cost = sum(self.cost.ratio(rows) for _, rows in steps)
         return sum(tokens for tokens, _ in steps) / cost if cost else 1.0
+
+    def gain_upper_bound(self, steps: list[tuple[int, int]]) -> float:
+        """Mean per-step gain plus ``confidence`` standard errors: accepted lengths vary a lot
+        from step to step, so the spec only shrinks when drafts clearly do not pay."""
+        gains = [tokens / self.cost.ratio(rows) for tokens, rows in steps]
+        mean = sum(gains) / len(gains)
+        if len(gains) < 2:
+            return mean
+        var = sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)
+        return mean + self.confidence * (var / len(gains)) ** 0.5
 
     def observe(self, tokens: int, rows: int) -> bool:
         """Record a decoding step; return True if the spec changes for the next step."""
@@ -157,17 +175,18 @@ class SpecController:
         self._history.append((tokens, rows))
         last = len(self.ladder) - 1
         if self.level < last:
-            judged = self._history[max(0, self.spec.ngram_size - 2):]
+            judged = self._history[max(0, self.spec.ngram_size - 2):][-self.horizon:]
             if len(judged) < self.window:
                 return False
-            recent = judged[-self.window:]
-            if self.predicted_gain(recent) < 1.0 - self.margin:
+            if self.gain_upper_bound(judged) < 1.0 - self.margin:
                 if self._probe_from is not None:  # the probe failed: wait longer before the next
                     self.probe_after[self._probe_from] = min(self.probe_max, 2 * self.probe_after[self._probe_from])
-                return self._move(self._shrink_target(recent), probe_from=None)
+                target = self._shrink_target(judged)
+                self._came_from[target] = self.level
+                return self._move(target, probe_from=None)
             self._probe_from = None  # paying (a probe that got here succeeded)
         if self.level > 0 and len(self._history) >= self.probe_after[self.level]:
-            return self._move(self.level - 1, probe_from=self.level)
+            return self._move(self._came_from.get(self.level, self.level - 1), probe_from=self.level)
         return False
 
     def _shrink_target(self, recent: list[tuple[int, int]]) -> int:

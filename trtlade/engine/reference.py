@@ -276,11 +276,12 @@ class ReferenceEngine:
         return AUTOREGRESSIVE if request.temperature > 0 else spec
 
     # ------------------------------------------------------------------------------- calibration
-    def calibrate(self, repeats: int = 3, context: int = 128, max_rows: int = 64) -> dict[int, float]:
+    def calibrate(self, repeats: int = 3, context: int = 128, max_rows: int = 64, warmup: int = 2) -> dict[int, float]:
         """Time forwards of 1, 2, 4, ... rows (up to the engine spec's width, at most ``max_rows``;
         wider steps are extrapolated) after a ``context``-token prefix, in interleaved rounds; the
         fastest of ``repeats`` rounds per row count becomes the adaptive cost model (timing noise on a
-        shared machine only ever adds time). Returns seconds per row count."""
+        shared machine only ever adds time), after ``warmup`` discarded rounds. Returns seconds per
+        row count."""
         top = min(self.spec.decoding_tokens, max_rows)
         rows_list = [1]
         while rows_list[-1] < top:
@@ -291,14 +292,14 @@ class ReferenceEngine:
         runner.prefill(prompt)
         base = runner.length
         best: dict[int, float] = {}
-        for rep in range(repeats + 1):
+        for rep in range(warmup + repeats):
             for rows in rows_list:
                 tokens = [prompt[i % len(prompt)] for i in range(rows)]
                 t0 = time.perf_counter()
                 runner.step(tokens, list(range(rows)), _chain_mask(rows) if rows > 1 else None, list(range(rows)))
                 elapsed = time.perf_counter() - t0
                 runner.truncate(base)
-                if rep:  # the first round warms the kernels up
+                if rep >= warmup:  # the first rounds warm the kernels and the buffers up
                     best[rows] = min(elapsed, best.get(rows, elapsed))
         runner.reset()
         self.cost = CostTable()
