@@ -50,6 +50,7 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     assert modes["default"]["spec"] == str(DEFAULT_SPEC) and modes["default"]["adaptive"]
     for m in modes.values():
         assert m["identity_vs_greedy"] == 1.0  # fp32: every lookahead mode is token-identical
+        assert m["identical_prefix_share"] == 1.0
         assert len(m["decode_s_per_repeat"]) == 2 and m["tokens_per_s"] > 0 and m["speedup_vs_greedy"] > 0
         assert m["tokens"] == 24 and m["tokens_per_step"] >= 1.0
     assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
@@ -64,7 +65,8 @@ def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
     res = result["results"][0]
     assert res["dtype"] == "bfloat16" and res["keying"] == []
     assert {m["mode"] for m in res["modes"]} == {"greedy", "default", "fixed 7,3,7"}
-    assert all(0.0 <= m["identity_vs_greedy"] <= 1.0 for m in res["modes"])
+    assert all(0.0 <= m["identity_vs_greedy"] <= m["identical_prefix_share"] + 1e-9 <= 1.0 + 1e-9
+               for m in res["modes"])
 
 
 @pytest.mark.parametrize("args,message", [
@@ -95,4 +97,4 @@ def test_profile_breaks_a_step_down():
     assert report["steps"] >= 1 and report["step_ms"] > 0
     parts = report["breakdown_ms"]
     assert parts["linear (GEMM)"] > 0 and parts["attention"] > 0
-    assert sum(parts.values()) == pytest.approx(report["profiled_step_ms"], rel=0.05)
+    assert sum(parts.values()) >= 0.99 * report["step_ms"]  # the rest closes the gap to the step time

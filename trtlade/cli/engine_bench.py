@@ -94,13 +94,14 @@ def _print_tables(data: dict) -> None:
         table = Table(title=f"{data['model_id']} {res['dtype']} (engine spec {res['engine_spec']}, "
                             f"{res['threads']} threads, {len(data['prompts'])} prompts x "
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats)")
-        for col in ("mode", "tokens/s", "tokens/step", "rows/step", "speedup vs greedy", "identical"):
+        for col in ("mode", "tokens/s", "tokens/step", "rows/step", "speedup vs greedy", "identical",
+                    "same tokens"):
             table.add_column(col, justify="left" if col == "mode" else "right")
         for m in res["modes"]:
             label = m["mode"] + (f" ({m['spec']}, adaptive)" if m["mode"] == "default" else "")
             table.add_row(label, f"{m['tokens_per_s']:.1f}", f"{m['tokens_per_step']:.2f}",
                           f"{m['rows_per_step']:.1f}", f"{m['speedup_vs_greedy']:.2f}x",
-                          f"{m['identity_vs_greedy']:.0%}")
+                          f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
         console.print(table)
         if res["keying"]:
             keying = Table(title=f"n-gram keying, {res['dtype']}: tokens per step")
@@ -112,12 +113,11 @@ def _print_tables(data: dict) -> None:
             console.print(keying)
         for prof in res.get("profile", []):
             breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}): "
-                                    f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step "
-                                    f"(under the profiler: {prof['profiled_step_ms']:.1f} ms)")
+                                    f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step")
             breakdown.add_column("part")
             breakdown.add_column("ms/step", justify="right")
             breakdown.add_column("share", justify="right")
-            total = sum(prof["breakdown_ms"].values()) or 1.0
+            total = max(prof["step_ms"], sum(prof["breakdown_ms"].values())) or 1.0
             for part, value in prof["breakdown_ms"].items():
                 breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
             console.print(breakdown)

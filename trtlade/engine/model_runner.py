@@ -176,7 +176,8 @@ def tree_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, va
     transformers' sdpa integration copies the whole K/V cache per layer (``repeat_kv``) whenever
     more than one query row comes with a mask, i.e. on every lookahead step. Here the query heads
     of a K/V group are stacked instead (``[B, Hkv, rep*q, D]``), so the cache is read in place:
-    ``softmax(q k^T * scale + mask) v``, in the model dtype, mask added per query row.
+    ``softmax(q k^T * scale + mask) v``, mask added per query row, computed in float32 (a bf16
+    model's inputs are upcast, the output cast back).
     Single rows (greedy steps), mask-less calls (the prefill), long row blocks and features this
     path lacks (softcapping, sinks, sliding windows, dropout) use transformers' sdpa function.
     """
@@ -191,6 +192,10 @@ def tree_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, va
     kv_heads, kv_len = key.shape[1], key.shape[2]
     rep = heads // kv_heads
     scale = scaling if scaling is not None else dim ** -0.5
+    dtype = query.dtype
+    if dtype != torch.float32:  # scores and softmax in fp32, as sdpa's kernels accumulate them
+        query, key, value = query.float(), key.float(), value.float()
+        attention_mask = attention_mask.float()
     grouped = query.reshape(batch, kv_heads, rep * rows, dim)
     scores = torch.matmul(grouped, key.transpose(-1, -2))
     scores.mul_(scale)
@@ -198,7 +203,7 @@ def tree_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, va
     scores.add_(attention_mask[:, :, None, :, :kv_len])
     probs = torch.softmax(scores.view(batch, kv_heads, rep * rows, kv_len), dim=-1)
     out = torch.matmul(probs, value).view(batch, heads, rows, dim).transpose(1, 2)
-    return out, None
+    return out.to(dtype), None
 
 
 def install_tree_attention(model: nn.Module) -> bool:
