@@ -15,6 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from hf_configs import HF_CONFIGS
 from trtlade.build.errors import BuildError
 from trtlade.build.models import ARCHITECTURE_TO_CLASS, read_hf_config, resolve_model, trtllm_class_for
 from trtlade.build.plan import BuildOptions, Limits, make_plan, shell_join
@@ -23,15 +24,6 @@ from trtlade.spec import LookaheadSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
-HF_CONFIGS = {
-    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
-              "max_position_embeddings": 8192},
-    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "torch_dtype": "bfloat16",
-              "max_position_embeddings": 32768},
-    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
-              "max_position_embeddings": 40960},
-    "bert": {"architectures": ["BertForMaskedLM"], "model_type": "bert", "torch_dtype": "float32"},
-}
 
 
 def hf_folder(root: Path, name: str, kind: str) -> Path:

@@ -10,20 +10,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hf_configs import HF_CONFIGS as HF
 from trtlade.cli.main import app
 from trtlade.config.schema import TrtladeConfig
 from trtlade.diagnostics import has_errors
 from trtlade.trtllm.engine_config import check_engine, read_engine_config
 
-HF = {
-    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
-              "max_position_embeddings": 8192},
-    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "torch_dtype": "bfloat16",
-              "max_position_embeddings": 32768},
-    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
-              "max_position_embeddings": 40960},
-    "phi": {"architectures": ["PhiForCausalLM"], "model_type": "phi", "torch_dtype": "float16"},
-}
 
 
 def model(tmp_path: Path, kind: str, name: str | None = None) -> Path:

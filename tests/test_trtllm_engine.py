@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events
+from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events, wait_until
 from trtlade.spec import LookaheadSpec
 
 ENGINES = Path(__file__).resolve().parent / "data" / "engines"
@@ -177,7 +177,7 @@ def test_follower_rank_runs_the_executor_until_stopped(tle, tokenizer_dir, monke
     stop = threading.Event()
     thread = threading.Thread(target=run_follower, args=(lau, pre, stop))
     thread.start()
-    assert _wait(lambda: len(tle._instances) == 1)
+    assert wait_until(lambda: len(tle._instances) == 1)
     assert not tle._instances[0].can_enqueue_requests()
     stop.set()
     thread.join(5)
@@ -288,7 +288,7 @@ def test_stop_strings_end_the_request_and_cancel_it_in_the_executor(tle, tokeniz
     assert whole["choices"][0]["text"] == "Hello world! The "
     assert whole["choices"][0]["finish_reason"] == "stop"
     assert "".join(e["choices"][0]["text"] for e in events[:-1]) == "Hello world! The "
-    assert _wait(lambda: not tle._instances[-1]._active)  # cancelled in the executor
+    assert wait_until(lambda: not tle._instances[-1]._active)  # cancelled in the executor
 
 
 def test_ignore_eos_min_tokens_and_eos_handling(tle, tokenizer_dir):
@@ -333,7 +333,7 @@ def test_client_disconnect_cancels_the_executor_request(tle, tokenizer_dir):
 
     metrics = run(go())
     ex = tle._instances[-1]
-    assert _wait(lambda: not ex._active)
+    assert wait_until(lambda: not ex._active)
     assert len(ex._requests) == 1
     assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "499"}) == 1
 
@@ -373,14 +373,3 @@ def test_queue_bound_gives_429(tle, tokenizer_dir):
 
     tle._iteration_delay = 0.05
     run(go())  # qwen3-8b-424 has max_batch_size 16: 16 running + 1 queued admitted, the 18th refused
-
-
-def _wait(predicate, timeout=5.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
