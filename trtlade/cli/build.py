@@ -19,7 +19,6 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-_fail = fail
 
 HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle.
 
@@ -50,14 +49,14 @@ def _load_config_file(path: Path) -> Any:
     from trtlade.config.loader import ConfigLoadError, read_yaml
 
     if not path.exists():
-        _fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
+        fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
     try:
         doc = read_yaml(path)
     except ConfigLoadError as exc:
         d = exc.diagnostics[0]
-        _fail(d.message, hint=d.hint, where=d.location or str(path))
+        fail(d.message, hint=d.hint, where=d.location or str(path))
     if not isinstance(doc.data, dict):
-        _fail(f"the top level is a {type(doc.data).__name__}, not a mapping", where=str(path),
+        fail(f"the top level is a {type(doc.data).__name__}, not a mapping", where=str(path),
               hint="a trtlade config has the sections model, build, lookahead, serve, bench")
     return doc
 
@@ -181,7 +180,7 @@ def register(app: typer.Typer) -> None:
             plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None,
                              embedded_dir=embedded_model_peek if dry_run else None)
         except BuildError as exc:
-            _fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
+            fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
         if dry_run:
             print(plan.render(), end="")
             return
@@ -200,10 +199,10 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
                 err_console.print(exc.log_tail, markup=False, highlight=False)
                 err_console.print("---", markup=False)
-            _fail(exc.message, hint=exc.hint, where=exc.where)
+            fail(exc.message, hint=exc.hint, where=exc.where)
         except KeyboardInterrupt:
             reporter._stop()
-            _fail("interrupted; nothing was marked complete (no manifest written)",
+            fail("interrupted; nothing was marked complete (no manifest written)",
                  hint="re-run the same command: a finished conversion is reused", code=130)
         console.print(f"built in {time.monotonic() - t0:.1f} s", markup=False)
         _print_outcome(result)
