@@ -363,3 +363,29 @@ def test_adaptive_shrinking_stays_lossless():
         changed += len(eng.last_spec_changes)
         assert max(result.stats.rows_per_step) <= LookaheadSpec(7, 5, 7).decoding_tokens
     assert changed > 0
+
+
+def test_engine_runs_in_a_plain_worker_thread_after_calibration():
+    """The server drives the engine from a worker thread with no torch mode set: every runner call
+    (calibration's truncate included) must enter inference mode itself."""
+    import threading
+
+    eng = tiny_engine("llama", (4, 2, 4))
+    eng.calibrate(repeats=1, warmup=0)
+    results, errors = [], []
+
+    def run():
+        try:
+            for la in [(4, 2, 4), (1, 1, 0), (2, 2, 1)]:
+                results.append(eng.generate([5, 6, 7, 8], max_tokens=20, lookahead=la, ignore_eos=True).tokens)
+                stream = eng.stream([5, 6, 7, 8], max_tokens=20, lookahead=la)
+                next(stream)
+                stream.close()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(120)
+    assert errors == []
+    assert len(results) == 3 and results[0] == results[1] == results[2]

@@ -413,6 +413,7 @@ class ModelRunner:
         """Keep the KV of ``rows`` of the last step (row 0 = golden first), compacted after the prefix."""
         self.cache.keep(self._step_start if start is None else start, rows)
 
+    @torch.inference_mode()
     def truncate(self, length: int) -> None:
         self.cache.truncate(length)
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, ContextManager, Optional, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Optional, Protocol, runtime_checkable
 
 from trtlade.engine.protocol import GenerationRequest, StepChunk
 from trtlade.server.tokenization import PromptTokenizer
@@ -235,16 +234,12 @@ class ReferenceServingEngine:
     ``engine`` is anything with ``stream_request(GenerationRequest) -> Iterator[StepChunk]``,
     ``spec``, ``default_request_spec``, ``tokenizer``, ``model_id`` and ``max_seq_len``
     (:class:`trtlade.engine.reference.ReferenceEngine`, or the scripted engine of the tests).
-    ``step_context``: a context manager factory entered around every step in the worker thread
-    (the runner passes ``torch.inference_mode`` for the PyTorch engine; torch's mode is per thread).
     """
 
     def __init__(self, engine: Any, *, max_queue: int = 64, served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
-                 details: Optional[dict[str, Any]] = None,
-                 step_context: Optional[Callable[[], ContextManager[Any]]] = None) -> None:
+                 details: Optional[dict[str, Any]] = None) -> None:
         self._engine = engine
-        self._step_context = step_context or contextlib.nullcontext
         self._max_queue = max_queue
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
@@ -340,12 +335,10 @@ class ReferenceServingEngine:
         steps = 0
         gen = None
         try:
-            with self._step_context():
-                gen = self._engine.stream_request(handle.request)
+            gen = self._engine.stream_request(handle.request)
             while not handle.cancelled:
                 try:
-                    with self._step_context():
-                        chunk = next(gen)
+                    chunk = next(gen)
                 except StopIteration:
                     break
                 steps += 1
@@ -366,7 +359,6 @@ class ReferenceServingEngine:
         finally:
             if gen is not None:
                 try:
-                    with self._step_context():
-                        gen.close()
+                    gen.close()
                 except Exception:  # noqa: BLE001
                     log.exception("closing the generator failed")

@@ -28,8 +28,6 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
     cfg = plan.config
 
     def build() -> Any:
-        import torch
-
         from trtlade.engine.reference import ReferenceEngine
         from trtlade.server.engines import ReferenceServingEngine
 
@@ -41,8 +39,7 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
-            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"},
-            step_context=torch.inference_mode)
+            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"})
 
     return build
 
