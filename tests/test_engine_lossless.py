@@ -40,8 +40,8 @@ def suite_prompts() -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 
 @lru_cache(maxsize=None)
-def engine(arch: str, attn: str = "sdpa", packed: bool = True, tree: bool = True):
-    return tiny_engine(arch, ENGINE_SPEC, attn_implementation=attn, pack_linears=packed, tree_attention=tree)
+def engine(arch: str, attn: str = "sdpa", packed: bool = True):
+    return tiny_engine(arch, ENGINE_SPEC, attn_implementation=attn, pack_linears=packed)
 
 
 @lru_cache(maxsize=None)
@@ -92,11 +92,12 @@ def test_lookahead_equals_greedy_on_the_suite(arch, spec):
         assert accepted_runs > 0
 
 
-@pytest.mark.parametrize("attn,packed,tree", [("eager", True, False), ("sdpa", False, False),
-                                              ("eager", False, False), ("sdpa", False, True)])
-def test_lookahead_equals_greedy_with_eager_attention_and_stock_kernels(attn, packed, tree):
-    eng = engine("llama", attn, packed, tree)
-    assert eng.runner.attn_implementation == ("trtlade_tree" if tree else attn)
+@pytest.mark.parametrize("attn,packed", [("eager", True), ("sdpa", False), ("eager", False)])
+def test_lookahead_equals_greedy_with_eager_attention_and_stock_kernels(attn, packed):
+    """Models loaded with eager or sdpa attention, with and without the packed linears: the engine
+    switches them to its batched attention, and greedy equals transformers' own (eager/sdpa) run."""
+    eng = engine("llama", attn, packed)
+    assert eng.runner.attn_implementation == "trtlade_batched"
     assert (eng.runner.packed_linears > 0) == packed
     for pid, prompt in suite_prompts()[:6]:
         greedy = hf_greedy("llama", prompt)
@@ -105,14 +106,17 @@ def test_lookahead_equals_greedy_with_eager_attention_and_stock_kernels(attn, pa
             assert tuple(result.tokens) == greedy, f"{attn} packed={packed} {spec} {pid}"
 
 
-@pytest.mark.parametrize("attn,tree", [("sdpa", True), ("sdpa", False), ("eager", False)])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_tree_mask_is_honoured_row_by_row(arch, attn, tree):
+def test_tree_mask_is_honoured_row_by_row(arch, attn):
     """Every row of a lookahead step (window, candidates, merged trie) gets the logits of its own
-    prefix computed alone: the custom 4-D additive mask and the depth positions are exact, with
-    transformers' sdpa and eager attention and with the engine's tree attention."""
-    eng = engine(arch, attn, True, tree)
-    assert eng.runner.attn_implementation == ("trtlade_tree" if tree else attn)
+    prefix computed alone, also when the same forward pass carries other sequences' rows (another
+    tree before it, a greedy row after it): the per-block masks, the slots and the depth positions
+    are exact, against transformers' own sdpa and eager attention."""
+    from trtlade.engine.batch_runner import RowBlock
+
+    eng = engine(arch, attn, True)
+    assert eng.runner.attn_implementation == "trtlade_batched"
     ref = _hf_model(arch) if attn == "sdpa" else tiny_model(arch, len(tiny_tokenizer()), attn_implementation="eager")
     prompt = list(dict(suite_prompts())["repeat-sentence"])
     greedy = list(hf_greedy(arch, tuple(prompt)))
@@ -127,14 +131,24 @@ def test_tree_mask_is_honoured_row_by_row(arch, attn, tree):
         algo.commit()
     batch = algo.prepare()
     assert batch.num_rows > 8 and batch.mask_array().sum() < batch.num_rows ** 2  # a real tree
-    eng.runner.prefill(committed)
-    logits = eng.runner.step_logits(batch.tokens, batch.positions, batch.mask_array(), list(range(batch.num_rows)))
-    for row in range(batch.num_rows):
-        prefix = committed + [batch.tokens[r] for r in batch.ancestors[row]]
+    other = list(dict(suite_prompts())["code-prime"])[:20]  # a shorter neighbour, in the slot before
+    runner = eng.new_batch().engine.runner
+    slots = [runner.allocate(len(committed) + 64) for _ in range(3)]
+    runner.prefill(slots[0], other)
+    runner.prefill(slots[1], committed)
+    runner.prefill(slots[2], other[:7])
+    rows = list(range(batch.num_rows))
+    neighbour = RowBlock(slots[0], batch.tokens[:3], batch.positions[:3], [0, 1, 2], mask=batch.mask_array()[:3, :3])
+    logits = runner.forward([neighbour, RowBlock(slots[1], batch.tokens, batch.positions, rows, mask=batch.mask_array()),
+                             RowBlock(slots[2], [other[7]], [0], [0])])
+    cases = [(other + [batch.tokens[r] for r in batch.ancestors[row]], logits[0][row]) for row in range(3)]
+    cases += [(committed + [batch.tokens[r] for r in batch.ancestors[row]], logits[1][row]) for row in rows]
+    cases += [(other[:8], logits[2][0])]
+    for i, (prefix, got) in enumerate(cases):
         with torch.inference_mode():
             expect = ref(torch.tensor([prefix])).logits[0, -1].float()
-        assert torch.allclose(logits[row], expect, atol=2e-4, rtol=1e-4), f"row {row}"
-        assert int(logits[row].argmax()) == int(expect.argmax())
+        assert torch.allclose(got, expect, atol=2e-4, rtol=1e-4), f"case {i}"
+        assert int(got.argmax()) == int(expect.argmax())
 
 
 def _oracle_argmax(model, committed, batch):
@@ -180,7 +194,7 @@ def test_bf16_identity_rate_is_measured_not_assumed():
 
 
 def test_packed_linear_rows_do_not_depend_on_the_row_count():
-    from trtlade.engine.model_runner import PackedLinear, onednn_available
+    from trtlade.engine.kernels import PackedLinear, onednn_available
 
     assert onednn_available()
     torch.manual_seed(0)

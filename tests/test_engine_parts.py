@@ -10,69 +10,80 @@ from hypothesis import strategies as st
 
 from models import tiny_tokenizer
 from trtlade.engine.adaptive import CostTable, SpecController, spec_ladder
-from trtlade.engine.model_runner import CompactingKVCache, resolve_dtype, tree_attention
+from trtlade.engine.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
+from trtlade.engine.kernels import resolve_dtype
 from trtlade.engine.text import IncrementalDetokenizer, TextTracker
 from trtlade.spec import LookaheadSpec
 
 
 # ------------------------------------------------------------------------------------ KV cache
-def _rows(cache, layer=0):
-    """The first feature of every cached key row (we write the row's id there)."""
-    return cache.layers[layer].keys[0, 0, :, 0].tolist()
+def _cache(slots=3, layers=2, capacity=16):
+    cache = SlotKVCache(num_layers=layers, kv_heads=2, head_dim=3)
+    cache.ensure(slots, capacity, torch.float32, "cpu")
+    return cache
 
 
-def _write(cache, ids):
+def _rows(cache, slot, layer=0):
+    """The first feature of every committed key row of ``slot`` (we write the row's id there)."""
+    return cache.layers[layer].keys[slot, 0, :cache.lengths[slot], 0].tolist()
+
+
+def _write(cache, blocks):
+    """One step: ``blocks`` = {slot: ids}; every row's K = its id (V = id + 0.5), written where the
+    runner's layout puts it (slot, length + row)."""
+    slots, pos, ids = [], [], []
+    for slot, values in blocks.items():
+        start = cache.lengths.setdefault(slot, 0)
+        slots += [slot] * len(values)
+        pos += range(start, start + len(values))
+        ids += values
+    cache.layout = StepLayout(write_slot=torch.tensor(slots), write_pos=torch.tensor(pos), lo=0, hi=1, kmax=1, lmax=1)
     k = torch.tensor(ids, dtype=torch.float32).view(1, 1, -1, 1).expand(1, 2, -1, 3).contiguous()
     for layer in range(len(cache.layers)):
         cache.update(k, k + 0.5, layer)
 
 
-def test_cache_keeps_accepted_rows_compacted():
-    cache = CompactingKVCache(num_layers=2)
-    _write(cache, [10, 11, 12])  # prefill: 3 committed rows
-    assert cache.length == 3
-    _write(cache, [100, 101, 102, 103, 104])  # a 5-row step: golden + 4 drafts
-    assert cache.length == 8
-    cache.keep(3, [0, 2, 4])  # golden, draft 2, draft 4 accepted
-    assert cache.length == 6
+def test_cache_keeps_each_slots_accepted_rows_compacted():
+    cache = _cache()
+    _write(cache, {0: [10, 11, 12], 2: [20, 21]})   # two prefills
+    cache.keep([(0, [0, 1, 2]), (2, [0, 1])])
+    _write(cache, {0: [100, 101, 102, 103, 104], 2: [200]})   # a 5-row tree and a greedy row, one step
+    cache.keep([(0, [0, 2, 4]), (2, [0])])                    # golden, drafts 2 and 4 accepted
     for layer in range(2):
-        assert _rows(cache, layer) == [10, 11, 12, 100, 102, 104]
-        assert cache.layers[layer].values[0, 1, :, 2].tolist() == [10.5, 11.5, 12.5, 100.5, 102.5, 104.5]
-    _write(cache, [200, 201])
-    cache.keep(6, [0, 1])  # a prefix: no copy needed
-    assert _rows(cache) == [10, 11, 12, 100, 102, 104, 200, 201]
-    cache.truncate(4)
-    assert _rows(cache) == [10, 11, 12, 100] and cache.get_seq_length() == 4
+        assert _rows(cache, 0, layer) == [10, 11, 12, 100, 102, 104]
+        assert cache.layers[layer].values[0, 1, :6, 2].tolist() == [10.5, 11.5, 12.5, 100.5, 102.5, 104.5]
+        assert _rows(cache, 2, layer) == [20, 21, 200]
+    assert cache.lengths == {0: 6, 2: 3}
 
 
-def test_cache_grows_and_resets():
-    cache = CompactingKVCache(num_layers=1)
-    _write(cache, list(range(20)))
-    capacity = cache.layers[0].capacity
-    _write(cache, list(range(20, 20 + capacity)))  # overflow: doubles, keeps the rows
-    assert _rows(cache) == list(range(20 + capacity))
-    cache.reset()
-    assert cache.length == 0
-    _write(cache, [7])
-    assert _rows(cache) == [7]
+def test_cache_grows_slots_and_capacity_keeping_contents():
+    cache = _cache(slots=1, layers=1, capacity=4)
+    _write(cache, {0: [1, 2, 3]})
+    cache.keep([(0, [0, 1, 2])])
+    cache.ensure(5, 40, torch.float32, "cpu")
+    assert cache.slots >= 5 and cache.capacity >= 40
+    assert _rows(cache, 0) == [1, 2, 3]
+    assert torch.count_nonzero(cache.layers[0].keys[1:]) == 0  # new room is zero: finite under any mask
 
 
 def test_cache_refuses_unordered_keep():
-    cache = CompactingKVCache(num_layers=1)
-    _write(cache, [1, 2, 3])
+    cache = _cache()
+    _write(cache, {0: [1, 2, 3]})
     with pytest.raises(ValueError, match="ascending"):
-        cache.keep(0, [2, 1])
+        cache.keep([(0, [2, 1])])
 
 
 @settings(max_examples=30, deadline=None)
-@given(prefix=st.integers(1, 8), step=st.integers(1, 9), data=st.data())
+@given(prefix=st.integers(1, 8), step=st.integers(1, 7), data=st.data())
 def test_cache_keep_property(prefix, step, data):
-    keep = sorted(data.draw(st.sets(st.integers(0, step - 1), min_size=1)) | {0})
-    cache = CompactingKVCache(num_layers=1)
-    _write(cache, list(range(prefix)))
-    _write(cache, [100 + i for i in range(step)])
-    cache.keep(prefix, keep)
-    assert _rows(cache) == list(range(prefix)) + [100 + i for i in keep]
+    keeps = {slot: sorted(data.draw(st.sets(st.integers(0, step - 1), min_size=1)) | {0}) for slot in (0, 1)}
+    cache = _cache(capacity=32)
+    _write(cache, {0: list(range(prefix)), 1: list(range(50, 50 + prefix))})
+    cache.keep([(0, range(prefix)), (1, range(prefix))])
+    _write(cache, {0: [100 + i for i in range(step)], 1: [200 + i for i in range(step)]})
+    cache.keep([(0, keeps[0]), (1, keeps[1])])
+    assert _rows(cache, 0) == list(range(prefix)) + [100 + i for i in keeps[0]]
+    assert _rows(cache, 1) == list(range(50, 50 + prefix)) + [200 + i for i in keeps[1]]
 
 
 # ------------------------------------------------------------------------------------ attention
@@ -82,22 +93,36 @@ class _Module(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_tree_attention_matches_sdpa(dtype):
+def test_batched_attention_matches_sdpa_per_sequence(dtype):
+    """Three sequences in one call (5 tree rows on 7 cached, 1 row on 3, 2 rows on 0), against
+    transformers' sdpa run on each sequence alone with the same additive mask."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     torch.manual_seed(0)
-    q = torch.randn(1, 9, 5, 16, dtype=dtype)
-    k = torch.randn(1, 3, 12, 16, dtype=dtype)
-    v = torch.randn(1, 3, 12, 16, dtype=dtype)
-    visible = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 1]],
-                           dtype=torch.bool)
-    mask = torch.zeros(1, 1, 5, 12, dtype=dtype)
-    mask[0, 0, :, 7:].masked_fill_(~visible, torch.finfo(dtype).min)
-    ours, _ = tree_attention(_Module(), q, k, v, mask, scaling=0.25)
-    ref, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
-    assert ours.shape == ref.shape == (1, 5, 9, 16)
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    assert torch.allclose(ours.float(), ref.float(), atol=tol)
+    visible = [torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 1]]),
+               torch.tensor([[1]]), torch.tensor([[1, 0], [1, 1]])]
+    lengths = [7, 3, 0]
+    runner_cache = SlotKVCache(num_layers=1, kv_heads=3, head_dim=16)
+    runner_cache.ensure(3, 16, dtype, "cpu")
+    keys, values = runner_cache.layers[0].keys, runner_cache.layers[0].values
+    keys.copy_(torch.randn_like(keys))
+    values.copy_(torch.randn_like(values))
+    blocks = [RowBlock(s, [0] * len(v), [0] * len(v), [0], mask=v.numpy().astype(bool)) for s, v in enumerate(visible)]
+    layout = step_layout(blocks, dict(enumerate(lengths)))
+    q = torch.randn(1, 9, 8, 16, dtype=dtype)
+    ours, _ = batched_attention(_Module(), q, keys, values, None, scaling=0.25, trtlade_layout=layout)
+    assert ours.shape == (1, 8, 9, 16)
+    row = 0
+    for slot, (vis, length) in enumerate(zip(visible, lengths)):
+        k = len(vis)
+        kv = slice(0, length + k)
+        mask = torch.zeros(1, 1, k, length + k, dtype=dtype)
+        mask[0, 0, :, length:].masked_fill_(~vis.bool(), torch.finfo(dtype).min)
+        ref, _ = sdpa_attention_forward(_Module(), q[:, :, row:row + k], keys[slot:slot + 1, :, kv],
+                                        values[slot:slot + 1, :, kv], mask, scaling=0.25)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        assert torch.allclose(ours[:, row:row + k].float(), ref.float(), atol=tol), f"slot {slot}"
+        row += k
 
 
 def test_resolve_dtype():

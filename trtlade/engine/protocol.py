@@ -54,6 +54,8 @@ class GenerationStats:
     prompt_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    #: seconds from being queued in a batch to the start of its prefill
+    queue_s: float = 0.0
 
     @property
     def tokens_per_step(self) -> float:
@@ -80,6 +82,7 @@ class GenerationStats:
             "prompt_tokens": self.prompt_tokens,
             "prefill_s": self.prefill_s,
             "decode_s": self.decode_s,
+            "queue_s": self.queue_s,
         }
 
 

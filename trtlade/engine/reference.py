@@ -12,7 +12,10 @@
     for chunk in engine.stream(ids, max_tokens=64):     # one chunk per engine step
         print(chunk.text, end="")
 
-One sequence at a time (not thread-safe; a server serialises calls). Per request, the spec
+``generate`` / ``stream`` run one sequence; :meth:`ReferenceEngine.new_batch` runs many at once,
+each with its own (w,n,g), in one forward pass per step (in-flight batching,
+:mod:`trtlade.engine.batching`); the single-sequence calls are a batch of one, the same code.
+Not thread-safe: one thread drives an engine. Per request, the spec
 ``lookahead`` (w, n, g) must be admitted by the engine's (W, N, G) (``w <= W, n <= N, g <= G``);
 ``None`` runs the engine's default request spec, ``(1,1,0)`` plain greedy decoding.
 
@@ -35,26 +38,20 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenMP (see model_runner)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenMP (see kernels)
 
 import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, Iterator, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
-from torch.profiler import record_function  # noqa: E402
 
-from trtlade.engine.adaptive import CostTable, SpecController  # noqa: E402
-from trtlade.engine.model_runner import (  # noqa: E402
-    ModelRunner,
-    configure_threads,
-    dtype_name,
-    resolve_dtype,
-)
-from trtlade.engine.protocol import GenerationRequest, GenerationResult, GenerationStats, StepChunk  # noqa: E402
-from trtlade.engine.text import TextTracker  # noqa: E402
-from trtlade.lookahead.algorithm import LookaheadAlgorithm  # noqa: E402
+from trtlade.engine.adaptive import CostTable  # noqa: E402
+from trtlade.engine.batch_runner import BatchRunner, RowBlock  # noqa: E402
+from trtlade.engine.batching import Batch  # noqa: E402
+from trtlade.engine.kernels import configure_threads, dtype_name, resolve_dtype  # noqa: E402
+from trtlade.engine.protocol import GenerationRequest, GenerationResult, StepChunk  # noqa: E402
+from trtlade.engine.scheduler import BatchLimits  # noqa: E402
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec  # noqa: E402
 
 __all__ = [
@@ -103,18 +100,8 @@ class ModelLoadError(ValueError):
     """The model folder cannot be loaded (missing, not a HF folder, unsupported architecture)."""
 
 
-@dataclass
-class _Output:
-    """Mutable state of one generation's output."""
-
-    tokens: list[int]
-    tracker: TextTracker
-    stats: GenerationStats
-    finish_reason: Optional[str] = None
-
-
 class ReferenceEngine:
-    """Greedy Lookahead decoding of one sequence at a time on a Hugging Face causal LM.
+    """Greedy Lookahead decoding on a Hugging Face causal LM, one sequence or a batch.
 
     ``spec``: the engine's (W, N, G), the largest per-request spec it admits.
     ``request_default``: spec of requests that give none (default: ``spec``).
@@ -124,8 +111,8 @@ class ReferenceEngine:
     ``adaptive``: per request, shrink (w, n, g) towards (1,1,0) while the measured acceptance
     says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
     lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
-    available). ``tree_attention``: multi-row steps of sdpa models use
-    :func:`~trtlade.engine.model_runner.tree_attention` (``None`` = on the CPU). ``calibrate``:
+    available). Attention always runs through
+    :func:`~trtlade.engine.batch_runner.batched_attention`. ``calibrate``:
     time forwards of 1..K rows at start-up for the adaptive cost model (:meth:`calibrate`); without
     it every draft row is assumed free and the adaptive shrink never triggers.
     """
@@ -136,7 +123,7 @@ class ReferenceEngine:
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
         seed: int = 0, corrected_keying: bool = False, full_guess_set: bool = False,
         threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
-        tree_attention: Optional[bool] = None, calibrate: bool = True,
+        calibrate: bool = True,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -149,7 +136,7 @@ class ReferenceEngine:
         self.corrected_keying = bool(corrected_keying)
         self.full_guess_set = bool(full_guess_set)
         self.adaptive = bool(adaptive)
-        self.runner = ModelRunner(model, pack_linears=pack_linears, tree_attention=tree_attention)
+        self.runner = BatchRunner(model, pack_linears=pack_linears)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
@@ -161,7 +148,7 @@ class ReferenceEngine:
         self.cost = CostTable()
         #: (step, spec) each time the adaptive controller changed the spec in the last request
         self.last_spec_changes: list[tuple[int, str]] = []
-        self._active: Optional[object] = None
+        self._batch_owner: Optional[object] = None
         if calibrate:
             self.calibrate()
 
@@ -171,7 +158,7 @@ class ReferenceEngine:
         cls, model: Optional[str | os.PathLike] = None, spec: Any = DEFAULT_SPEC, dtype: str = "float32", *,
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
-        pack_linears: Optional[bool] = None, tree_attention: Optional[bool] = None, calibrate: bool = True,
+        pack_linears: Optional[bool] = None, calibrate: bool = True,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
@@ -188,8 +175,7 @@ class ReferenceEngine:
         hf_model, tokenizer = load_hf_model(folder, torch_dtype, device)
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
-                   model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, tree_attention=tree_attention,
-                   calibrate=calibrate)
+                   model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate)
 
     # ------------------------------------------------------------------------------- public API
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
@@ -241,9 +227,32 @@ class ReferenceEngine:
 
     def stream_request(self, request: GenerationRequest) -> Iterator[StepChunk]:
         """Validate ``request`` now (raising :class:`RequestError` / :class:`LookaheadNotAdmitted`),
-        then return the step iterator."""
-        spec = self.validate(request)
-        return self._steps(request, spec)
+        then return the step iterator (a batch of one; a later call supersedes it)."""
+        batch = self.new_batch(max_batch_size=1)
+        seq_id = batch.add(request)
+        return self._single(batch, seq_id)
+
+    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None) -> Batch:
+        """A :class:`~trtlade.engine.batching.Batch`: in-flight batching of many requests, each with
+        its own (w,n,g). It supersedes any earlier batch or stream of this engine (their slots are
+        freed; their next step raises). ``max_num_tokens``: rows per forward pass, drafts included
+        (None: no limit)."""
+        self.runner.free_all()
+        owner = object()
+        self._batch_owner = owner
+        return Batch(self, BatchLimits(max_batch_size, max_num_tokens), owner)
+
+    def _single(self, batch: Batch, seq_id: int) -> Iterator[StepChunk]:
+        try:
+            while True:
+                for sid, chunk in batch.step():
+                    if sid == seq_id:
+                        yield chunk
+                        if chunk.finish_reason is not None:
+                            return
+        finally:
+            if self._batch_owner is batch._owner:
+                batch.close()
 
     def validate(self, request: GenerationRequest) -> LookaheadSpec:
         """Check a request against this engine; return the spec it runs with."""
@@ -288,161 +297,29 @@ class ReferenceEngine:
             rows_list.append(min(2 * rows_list[-1], top))
         context = max(1, min(context, self.max_seq_len - top - 1))
         prompt = [(7 * i + 3) % self.vocab_size for i in range(context)]
+        self._batch_owner = None  # supersedes any batch: the calibration uses the runner's slots
         runner = self.runner
-        runner.prefill(prompt)
-        base = runner.length
+        runner.free_all()
+        slot = runner.allocate(context + top + 1)
+        runner.prefill(slot, prompt)
         best: dict[int, float] = {}
         for rep in range(warmup + repeats):
             for rows in rows_list:
                 tokens = [prompt[i % len(prompt)] for i in range(rows)]
+                block = RowBlock(slot, tokens, list(range(rows)), list(range(rows)), causal=True)
                 t0 = time.perf_counter()
-                runner.step(tokens, list(range(rows)), _chain_mask(rows) if rows > 1 else None, list(range(rows)))
+                runner.forward([block])[0].argmax(dim=-1).tolist()
                 elapsed = time.perf_counter() - t0
-                runner.truncate(base)
                 if rep >= warmup:  # the first rounds warm the kernels and the buffers up
                     best[rows] = min(elapsed, best.get(rows, elapsed))
-        runner.reset()
+        runner.free(slot)
         self.cost = CostTable()
         for rows, seconds in best.items():
             self.cost.add(rows, seconds)
         return best
 
-    # ------------------------------------------------------------------------------- decoding
-    def _steps(self, request: GenerationRequest, spec: LookaheadSpec) -> Iterator[StepChunk]:
-        token = object()
-        self._active = token
-        prompt = list(request.prompt_ids)
-        stats = GenerationStats(spec=spec, prompt_tokens=len(prompt))
-        out = _Output(tokens=[], tracker=TextTracker(self.tokenizer, request.stop, context=prompt), stats=stats)
-        stop_ids = frozenset(request.stop_token_ids) | (frozenset() if request.ignore_eos
-                                                        else frozenset(self.eos_token_ids))
-        sampler = _Sampler(request, self.seed) if request.temperature > 0 else None
-        runner = self.runner
-        runner.reset(reserve=len(prompt) + request.max_tokens + spec.decoding_tokens + 1)
-
-        t0 = time.perf_counter()
-        logits = runner.prefill(prompt)
-        first = self._choose(logits, out, request, stop_ids, sampler)
-        stats.prefill_s = time.perf_counter() - t0
-        chunk = self._emit([first], 1, out, request, stop_ids)
-        yield chunk
-        if chunk.finish_reason is not None:
-            return
-
-        # Phase 1: one row per step while min_tokens forbids stopping, or when sampling.
-        while sampler is not None or len(out.tokens) < request.min_tokens:
-            self._check_active(token)
-            t0 = time.perf_counter()
-            logits = runner.step_logits([out.tokens[-1]], [0], None, [0])[0]
-            runner.keep([0])
-            chosen = self._choose(logits, out, request, stop_ids, sampler)
-            stats.decode_s += time.perf_counter() - t0
-            chunk = self._emit([chosen], 1, out, request, stop_ids)
-            yield chunk
-            if chunk.finish_reason is not None:
-                return
-
-        # Phase 2: greedy lookahead (the spec may shrink and grow back; every spec is lossless).
-        controller = SpecController(spec, self.cost) if self.adaptive and not spec.is_autoregressive else None
-        self.last_spec_changes = controller.switches if controller is not None else []
-        algo = self._algorithm(spec, prompt + out.tokens[:-1], out.tokens[-1])
-        while True:
-            self._check_active(token)
-            t0 = time.perf_counter()
-            with record_function("trtlade.algorithm"):
-                batch = algo.prepare()
-                rows = batch.num_rows
-                mask = batch.mask_array() if rows > 1 else None
-            argmax = runner.step(batch.tokens, batch.positions, mask, batch.logit_rows)
-            with record_function("trtlade.algorithm"):
-                verification = algo.verify(batch.expand_argmax(argmax))
-            with record_function("trtlade.text"):
-                chunk = self._emit(verification.tokens, rows, out, request, stop_ids)
-            count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
-            with record_function("trtlade.kv_keep"):
-                runner.keep(verification.kept_rows[:count])
-            with record_function("trtlade.algorithm"):
-                algo.commit(count)
-            stats.decode_s += time.perf_counter() - t0
-            yield chunk
-            if chunk.finish_reason is not None:
-                return
-            if controller is not None and controller.observe(count, rows):
-                algo = self._algorithm(controller.spec, prompt + out.tokens[:-1], out.tokens[-1])
-
-    def _check_active(self, token: object) -> None:
-        if self._active is not token:
-            raise RuntimeError("this generation was superseded by a newer one on the same engine "
-                               "(the engine runs one sequence at a time)")
-
-    def _algorithm(self, spec: LookaheadSpec, context: list[int], golden: int) -> LookaheadAlgorithm:
-        algo = LookaheadAlgorithm(spec, eos_token_ids=self.eos_token_ids, seed=self.seed,
-                                  corrected_keying=self.corrected_keying, full_guess_set=self.full_guess_set)
-        algo.setup(context, golden)
-        return algo
-
-    def _choose(self, logits: torch.Tensor, out: _Output, request: GenerationRequest,
-                stop_ids: frozenset[int], sampler: Optional["_Sampler"]) -> int:
-        """Next token from one row of logits: argmax, or a sample; stop ids suppressed before min_tokens."""
-        if len(out.tokens) < request.min_tokens and stop_ids:
-            logits = logits.clone()
-            logits[list(stop_ids)] = float("-inf")
-        if sampler is not None:
-            return sampler.sample(logits)
-        return int(logits.argmax())
-
-    def _emit(self, tokens: Sequence[int], rows: int, out: _Output, request: GenerationRequest,
-              stop_ids: frozenset[int]) -> StepChunk:
-        """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget."""
-        texts: list[str] = []
-        kept: list[int] = []
-        finish: Optional[str] = None
-        for tok in tokens:
-            kept.append(tok)
-            out.tokens.append(tok)
-            if tok in stop_ids:
-                texts.append(out.tracker.push(tok, hidden=True).text)
-                finish = "stop"
-                break
-            pushed = out.tracker.push(tok, check_stops=len(out.tokens) >= request.min_tokens)
-            texts.append(pushed.text)
-            if pushed.stopped:
-                finish = "stop"
-                break
-            if len(out.tokens) >= request.max_tokens:
-                finish = "length"
-                break
-        if finish is not None:
-            texts.append(out.tracker.finish())
-        stats = out.stats
-        stats.steps += 1
-        stats.tokens += len(kept)
-        stats.tokens_per_step_hist[len(kept)] = stats.tokens_per_step_hist.get(len(kept), 0) + 1
-        stats.rows_per_step.append(rows)
-        return StepChunk(tokens=kept, text="".join(texts), finish_reason=finish,
-                         stats=stats if finish is not None else None)
-
 
 # ----------------------------------------------------------------------------------------- helpers
-class _Sampler:
-    """Temperature / top-p sampling with its own seeded generator (``seed`` or the engine's)."""
-
-    def __init__(self, request: GenerationRequest, engine_seed: int) -> None:
-        self.temperature = float(request.temperature)
-        self.top_p = float(request.top_p)
-        self.generator = torch.Generator().manual_seed(engine_seed if request.seed is None else int(request.seed))
-
-    def sample(self, logits: torch.Tensor) -> int:
-        probs = torch.softmax(logits.float().cpu() / self.temperature, dim=-1)
-        if self.top_p < 1.0:
-            ordered, index = torch.sort(probs, descending=True)
-            cumulative = torch.cumsum(ordered, dim=-1)
-            drop = cumulative - ordered > self.top_p  # keep the smallest prefix reaching top_p
-            ordered[drop] = 0.0
-            probs = torch.zeros_like(probs).scatter_(0, index, ordered)
-        return int(torch.multinomial(probs, 1, generator=self.generator))
-
-
 def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
     """A prompt as a tuple of ints: a list/tuple of ids, a 1-row tensor or array, or what
     ``tokenizer(...)`` / ``apply_chat_template(...)`` return (a mapping with ``input_ids``)."""
@@ -457,12 +334,6 @@ def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
     except (TypeError, ValueError):
         raise RequestError(f"prompt_ids must be token ids (ints), got {type(prompt_ids).__name__}",
                            field="prompt_ids") from None
-
-
-def _chain_mask(rows: int):
-    import numpy as np
-
-    return np.tril(np.ones((rows, rows), dtype=bool))
 
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:

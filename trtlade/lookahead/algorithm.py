@@ -533,6 +533,29 @@ class LookaheadAlgorithm:
         self.position += count
         self._batch = self._argmax = self._verification = None
 
+    def advance(self, token: int) -> None:
+        """A step that ran the golden row only -- its drafts were dropped because the batch's token
+        budget had no room for them (TensorRT-LLM's ``fitDraftTokens``): ``token``, the argmax of
+        that row, becomes the new golden token. The window does not move (no Jacobi rows ran); the
+        n-grams ending in ``token`` enter the pool. Lossless like any step.
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0)
+        >>> algo.setup([5, 6, 7, 5, 6], golden=7)
+        >>> window = [list(col) for col in algo.window]
+        >>> algo.prepare().num_rows > 1       # what the step would have computed
+        True
+        >>> algo.advance(9)                    # ... but only g ran, and its argmax was 9
+        >>> algo.golden, algo.position, algo.window == window, algo.pool.guess(6, 2)   # 6 7 9 entered
+        (9, 6, True, [(7, 5), (7, 9)])
+        """
+        if self.golden is None:
+            raise RuntimeError("advance() before setup(): call setup(prompt, golden) first")
+        if not self.autoregressive:
+            self._accept([int(token)])
+        self.golden = int(token)
+        self.position += 1
+        self._batch = self._argmax = self._verification = None
+
     def _update_window(self, batch: DraftBatch, argmax: Sequence[int]) -> None:
         steady = self.filling >= self._n - 1
         harvested = jacobi_update(self.window, self.filling, [argmax[r] for r in batch.window_top_rows])

@@ -1,0 +1,552 @@
+"""One forward pass for many sequences: their rows packed into one batch row, each sequence's KV in
+its own cache slot, attention per sequence.
+
+In-flight batching for the reference engine. A step is a list of :class:`RowBlock` -- one per
+running sequence: its golden token plus (for lookahead) its window and candidate rows, with the
+tree mask among them, or a prompt chunk for a prefill. The runner:
+
+* packs every block's rows into one ``[1, R]`` input (``R`` = the step's rows, nothing padded), so
+  every linear layer runs one GEMM of R rows -- on a CPU with oneDNN's packed weights that is flat
+  up to ~4 rows and grows slowly after (see docs/reference-engine.md, "Batching");
+* writes each row's K/V into its sequence's slot of a :class:`SlotKVCache` (``[slots, kv_heads,
+  capacity, head_dim]`` per layer), at ``length(slot) + row index``;
+* computes attention with :func:`batched_attention`, registered with transformers'
+  ``AttentionInterface``: queries gathered per block into ``[blocks, kv_heads, rep * rows, dim]``
+  against the slots' K/V in place (no copy of the cache), with one additive mask per block (the
+  committed prefix, then the block's tree). Only the attention is padded (to the largest block's
+  rows and the longest slot), never the GEMMs;
+* returns the logits of each block's ``logit_rows`` only.
+
+After the step the caller keeps what each sequence accepted (:meth:`BatchRunner.keep`): the K/V of
+the golden row and the accepted drafts move to consecutive slots, the rest is dropped.
+
+Worked example (two sequences; slot 0 holds 7 committed tokens, slot 1 holds 3)::
+
+    blocks = [RowBlock(slot=0, tokens=[g, a, b], depths=[0, 1, 1],
+                       mask=[[1,0,0],[1,1,0],[1,0,1]], logit_rows=[0, 1, 2]),   # lookahead: 3 rows
+              RowBlock(slot=1, tokens=[h], depths=[0], logit_rows=[0])]          # greedy: 1 row
+    logits = runner.forward(blocks)      # ONE forward of 4 packed rows; input_ids [[g, a, b, h]]
+        # positions [[7, 8, 8, 3]]; slot 0 gets K/V at 7, 8, 9; slot 1 at 3
+        # a sees slot 0's 7 tokens and g, not b nor anything of slot 1
+    runner.keep([(0, [0, 2]), (1, [0])]) # slot 0: g and b stay (at 7, 8); slot 1: h stays (at 3)
+
+Everything goes through the model's public forward (``model.model(input_ids, position_ids,
+attention_mask, past_key_values, **kwargs)``, then ``lm_head`` on the selected rows): the modeling
+code runs as transformers ships it; the per-step layout reaches the attention as a keyword
+argument, the way transformers passes ``cu_seq_lens`` to its flash kernels.
+"""
+
+from __future__ import annotations
+
+import os
+
+# OpenMP reads its wait policy when its runtime starts (at the first parallel region). With the
+# default (active spinning) two threads were 4x slower than one on a shared 2-core machine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Optional, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.profiler import record_function  # noqa: E402
+from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: E402
+
+from trtlade.engine.kernels import pack_linear_layers, onednn_available  # noqa: E402
+
+__all__ = [
+    "RowBlock",
+    "StepLayout",
+    "step_layout",
+    "SlotKVCache",
+    "BatchRunner",
+    "BATCHED_ATTENTION",
+    "batched_attention",
+    "install_batched_attention",
+    "UnsupportedModelError",
+    "check_supported",
+]
+
+#: Name under which :func:`batched_attention` is registered with transformers' AttentionInterface.
+BATCHED_ATTENTION = "trtlade_batched"
+#: Attention kwargs this engine does not implement (check_supported refuses such models up front).
+_UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "sliding_window", "s_aux", "sinks", "position_bias")
+
+
+class UnsupportedModelError(ValueError):
+    """The model cannot be driven by the reference engine (the message says why and what to use)."""
+
+
+# ----------------------------------------------------------------------------------------- data
+@dataclass(frozen=True, eq=False)
+class RowBlock:
+    """One sequence's rows in a step.
+
+    ``tokens[i]`` is fed at position ``length(slot) + depths[i]`` and its K/V is written at
+    ``length(slot) + i``; row i sees the slot's committed tokens and the rows j of this block with
+    ``mask[i][j]`` (``mask=None``: one row, or -- with ``causal=True`` -- a causal chain, as in a
+    prefill). ``logit_rows``: the rows whose logits come back.
+    """
+
+    slot: int
+    tokens: Sequence[int]
+    depths: Sequence[int]
+    logit_rows: Sequence[int]
+    mask: Optional[np.ndarray] = None
+    causal: bool = False
+
+    @property
+    def rows(self) -> int:
+        return len(self.tokens)
+
+    def visibility(self) -> np.ndarray:
+        """The block's ``rows x rows`` boolean mask.
+
+        >>> RowBlock(0, [5, 6, 7], [0, 1, 2], [2], causal=True).visibility().astype(int).tolist()
+        [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+        """
+        k = self.rows
+        if self.mask is not None:
+            return np.asarray(self.mask, dtype=bool)
+        if self.causal or k == 1:
+            return np.tril(np.ones((k, k), dtype=bool))
+        raise ValueError(f"a block of {k} rows needs a mask (or causal=True)")
+
+
+@dataclass(eq=False)
+class StepLayout:
+    """Where a step's packed rows go and what each sees; built once per forward, read by every layer.
+
+    ``write_slot`` / ``write_pos``: cache slot and position of each packed row's K/V.
+    ``lo:hi``: the slot range the attention reads (blocks = hi - lo, gap slots get no queries).
+    ``q_index``: packed row of each padded query ``(block, i)`` (padding points at row 0);
+    ``out_index``: padded query of each packed row. ``mask``: additive ``[blocks, 1, 1, kmax, lmax]``.
+    ``prefill``: ``(slot, rows)`` when the step is one causal block on an empty slot (sdpa's causal
+    kernel then runs it).
+    """
+
+    write_slot: torch.Tensor
+    write_pos: torch.Tensor
+    lo: int
+    hi: int
+    kmax: int
+    lmax: int
+    q_index: Optional[torch.Tensor] = None
+    out_index: Optional[torch.Tensor] = None
+    mask: Optional[torch.Tensor] = None
+    prefill: Optional[tuple[int, int]] = None
+    contiguous: Optional[tuple[int, int, int]] = field(default=None)  # (slot, start, count) single-block write
+
+
+# ----------------------------------------------------------------------------------------- attention
+def batched_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None,
+                      dropout: float = 0.0, trtlade_layout: Optional[StepLayout] = None, **kwargs):
+    """Attention of a packed step against the slots of a :class:`SlotKVCache`.
+
+    ``query``: ``[1, heads, R, dim]`` (the packed rows); ``key`` / ``value``: the cache's whole
+    ``[slots, kv_heads, capacity, dim]`` buffers. Per block b: ``softmax(q_b k_s^T * scale +
+    mask_b) v_s`` over its slot s, the query heads of a K/V group stacked (``rep * rows`` rows), in
+    float32 (a bf16 model's inputs are upcast, the output cast back). Returns ``[1, R, heads, dim]``.
+    Without a layout (someone else calling the model) it is transformers' sdpa.
+    """
+    if trtlade_layout is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    unsupported = [name for name in _UNSUPPORTED_ATTENTION_KWARGS if kwargs.get(name) is not None]
+    if unsupported or dropout:
+        raise UnsupportedModelError(f"attention features {unsupported or ['dropout']} are not supported "
+                                    f"by the reference engine")
+    layout = trtlade_layout
+    _, heads, rows, dim = query.shape
+    kv_heads = key.shape[1]
+    rep = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    if layout.prefill is not None:
+        slot, count = layout.prefill
+        k = key[slot:slot + 1, :, :count]
+        v = value[slot:slot + 1, :, :count]
+        out = torch.nn.functional.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scale,
+                                                               enable_gqa=rep > 1)
+        return out.transpose(1, 2), None
+    blocks, kmax, lmax = layout.hi - layout.lo, layout.kmax, layout.lmax
+    dtype = query.dtype
+    q = query[0].index_select(1, layout.q_index)  # [heads, blocks * kmax, dim]
+    q = q.view(kv_heads, rep, blocks, kmax, dim).permute(2, 0, 1, 3, 4).reshape(blocks, kv_heads, rep * kmax, dim)
+    k = key[layout.lo:layout.hi, :, :lmax]
+    v = value[layout.lo:layout.hi, :, :lmax]
+    if dtype != torch.float32:  # scores and softmax in fp32, as sdpa's kernels accumulate them
+        q, k, v = q.float(), k.float(), v.float()
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    scores.mul_(scale)
+    scores = scores.view(blocks, kv_heads, rep, kmax, lmax)
+    scores.add_(layout.mask)
+    probs = torch.softmax(scores.view(blocks, kv_heads, rep * kmax, lmax), dim=-1)
+    out = torch.matmul(probs, v)  # [blocks, kv_heads, rep * kmax, dim]
+    out = out.view(blocks, kv_heads, rep, kmax, dim).permute(0, 3, 1, 2, 4).reshape(blocks * kmax, heads, dim)
+    out = out.index_select(0, layout.out_index)  # [R, heads, dim]
+    return out.unsqueeze(0).to(dtype), None
+
+
+def install_batched_attention(model: nn.Module) -> None:
+    """Switch ``model`` to :func:`batched_attention` through transformers' public
+    ``AttentionInterface`` / ``AttentionMaskInterface`` registries and ``set_attn_implementation``."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(BATCHED_ATTENTION, batched_attention)
+    AttentionMaskInterface.register(BATCHED_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(BATCHED_ATTENTION)
+    if getattr(model.config, "_attn_implementation", None) != BATCHED_ATTENTION:
+        raise UnsupportedModelError(f"{type(model).__name__} does not take a registered attention implementation")
+
+
+# ----------------------------------------------------------------------------------------- cache
+class _SlotLayer(CacheLayerMixin):
+    """One layer's K/V: ``[slots, kv_heads, capacity, head_dim]`` buffers, zero-initialised (masked
+    positions must hold finite numbers: probability 0 times NaN would still be NaN)."""
+
+    is_sliding = False
+    is_compileable = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: Optional[torch.Tensor] = None
+        self.values: Optional[torch.Tensor] = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:  # pragma: no cover
+        raise RuntimeError("SlotKVCache layers are allocated by SlotKVCache.ensure")
+
+    def ensure(self, slots: int, capacity: int, kv_heads: int, head_dim: int, dtype, device) -> None:
+        if self.keys is not None and self.keys.shape[0] >= slots and self.keys.shape[2] >= capacity:
+            return
+        old_k, old_v = self.keys, self.values
+        if old_k is not None:
+            slots, capacity = max(slots, old_k.shape[0]), max(capacity, old_k.shape[2])
+        shape = (slots, kv_heads, capacity, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        if old_k is not None:
+            s, c = old_k.shape[0], old_k.shape[2]
+            self.keys[:s, :, :c] = old_k
+            self.values[:s, :, :c] = old_v
+        self.dtype, self.device, self.is_initialized = dtype, device, True
+
+    def write(self, key_states: torch.Tensor, value_states: torch.Tensor, layout: StepLayout) -> None:
+        if layout.contiguous is not None:
+            slot, start, count = layout.contiguous
+            self.keys[slot, :, start:start + count] = key_states[0]
+            self.values[slot, :, start:start + count] = value_states[0]
+        else:
+            self.keys[layout.write_slot, :, layout.write_pos] = key_states[0].transpose(0, 1)
+            self.values[layout.write_slot, :, layout.write_pos] = value_states[0].transpose(0, 1)
+
+    def move(self, src: tuple[torch.Tensor, torch.Tensor], dst: tuple[torch.Tensor, torch.Tensor]) -> None:
+        for buf in (self.keys, self.values):
+            buf[dst[0], :, dst[1]] = buf[src[0], :, src[1]]
+
+    def update(self, key_states, value_states, *args, **kwargs):  # pragma: no cover - SlotKVCache.update
+        raise RuntimeError("SlotKVCache.update writes the layers")
+
+    def get_seq_length(self) -> int:
+        return 0
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        pass
+
+
+class SlotKVCache(Cache):
+    """The K/V of up to ``slots`` sequences, one slot each, for :class:`BatchRunner`.
+
+    ``lengths[s]`` is slot s's committed tokens. A forward with a :class:`StepLayout` writes every
+    packed row at its (slot, position) and returns the whole buffers for :func:`batched_attention`;
+    :meth:`keep` then compacts what each sequence accepted. Buffers grow (doubling, zero-filled) when
+    a slot needs more room or more slots are used.
+
+    >>> cache = SlotKVCache(num_layers=2, kv_heads=1, head_dim=4)
+    >>> cache.ensure(slots=2, capacity=16, dtype=torch.float32, device="cpu")
+    >>> cache.layers[0].keys.shape
+    torch.Size([2, 1, 16, 4])
+    >>> cache.lengths[1] = 5            # slot 1 holds 5 tokens; a 3-row step wrote 5, 6, 7
+    >>> cache.keep([(1, [0, 2])])       # rows 0 and 2 stay, at 5 and 6
+    >>> cache.lengths[1]
+    7
+    """
+
+    def __init__(self, num_layers: int, kv_heads: int, head_dim: int) -> None:
+        super().__init__(layers=[_SlotLayer() for _ in range(num_layers)])
+        self.kv_heads = kv_heads
+        self.head_dim = head_dim
+        self.lengths: dict[int, int] = {}
+        self.layout: Optional[StepLayout] = None
+        self._step_starts: dict[int, int] = {}
+
+    @property
+    def slots(self) -> int:
+        first = self.layers[0].keys if self.layers else None
+        return 0 if first is None else first.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        first = self.layers[0].keys if self.layers else None
+        return 0 if first is None else first.shape[2]
+
+    def ensure(self, slots: int, capacity: int, dtype, device) -> None:
+        """Room for ``slots`` slots of ``capacity`` tokens (grows by doubling, keeps the contents)."""
+        if slots <= self.slots and capacity <= self.capacity:
+            return
+        slots = max(slots, min(2 * self.slots, slots + 8)) if self.slots else slots
+        capacity = max(capacity, 2 * self.capacity)
+        for layer in self.layers:
+            layer.ensure(slots, capacity, self.kv_heads, self.head_dim, dtype, device)
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        layer = self.layers[layer_idx]
+        layer.write(key_states, value_states, self.layout)
+        return layer.keys, layer.values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return 0
+
+    def keep(self, kept: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """After a step: for each ``(slot, rows)``, keep the K/V of those step rows (ascending) at the
+        slot's positions ``length, length + 1, ...``; every other row of the step is dropped."""
+        src_s: list[int] = []
+        src_p: list[int] = []
+        dst_p: list[int] = []
+        for slot, rows in kept:
+            rows = list(rows)
+            if rows != sorted(set(rows)):
+                raise ValueError(f"rows to keep must be ascending and distinct, got {rows}")
+            start = self.lengths[slot]
+            if rows != list(range(len(rows))):
+                moved = [(start + r, start + i) for i, r in enumerate(rows) if r != i]
+                src_s.extend([slot] * len(moved))
+                src_p.extend(src for src, _ in moved)
+                dst_p.extend(dst for _, dst in moved)
+            self.lengths[slot] = start + len(rows)
+        if src_s and self.slots:
+            device = self.layers[0].keys.device
+            s = torch.tensor(src_s, dtype=torch.long, device=device)
+            src = (s, torch.tensor(src_p, dtype=torch.long, device=device))
+            dst = (s, torch.tensor(dst_p, dtype=torch.long, device=device))
+            for layer in self.layers:
+                layer.move(src, dst)
+
+
+# ----------------------------------------------------------------------------------------- runner
+class BatchRunner:
+    """Forward passes of many sequences at once on a causal LM (see the module docstring).
+
+    ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
+    oneDNN-packed ones (CPU only; ``None`` = when available on the CPU). Slots are handed out by
+    :meth:`allocate` (lowest free first, so the attention reads a short slot range) and returned by
+    :meth:`free`. Not thread-safe: one thread drives it.
+    """
+
+    def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None) -> None:
+        check_supported(model)
+        model.eval()
+        self.model = model
+        self.config = model.config
+        self.base = getattr(model, model.base_model_prefix)
+        param = next(model.parameters(), None)
+        self.device = param.device if param is not None else torch.device("cpu")
+        self.dtype = param.dtype if param is not None else torch.float32
+        if pack_linears is None:
+            pack_linears = self.device.type == "cpu" and onednn_available()
+        self.packed_linears = pack_linear_layers(model) if pack_linears else 0
+        self.lm_head = model.get_output_embeddings()
+        if self.lm_head is None:
+            raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
+        install_batched_attention(model)
+        self.attn_implementation = BATCHED_ATTENTION
+        cfg = self.config
+        heads = int(cfg.num_attention_heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        self.cache = SlotKVCache(int(cfg.num_hidden_layers), kv_heads, head_dim)
+        self._free: list[int] = []
+        self._next_slot = 0
+        self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
+
+    # ------------------------------------------------------------------ slots
+    def allocate(self, reserve: int) -> int:
+        """A free slot with room for ``reserve`` tokens (prompt + output + one step's rows)."""
+        if self._free:
+            self._free.sort()
+            slot = self._free.pop(0)
+        else:
+            slot = self._next_slot
+            self._next_slot += 1
+        self.cache.lengths[slot] = 0
+        self.cache.ensure(slot + 1, reserve, self.dtype, self.device)
+        return slot
+
+    def free(self, slot: int) -> None:
+        """Return ``slot`` (its contents are left in place and overwritten by its next owner)."""
+        if self.cache.lengths.pop(slot, None) is not None:
+            self._free.append(slot)
+
+    def free_all(self) -> None:
+        for slot in list(self.cache.lengths):
+            self.free(slot)
+
+    @property
+    def slots_in_use(self) -> int:
+        return len(self.cache.lengths)
+
+    def length(self, slot: int) -> int:
+        """Committed tokens in ``slot``."""
+        return self.cache.lengths[slot]
+
+    def truncate(self, slot: int, length: int) -> None:
+        self.cache.lengths[slot] = max(0, min(self.cache.lengths[slot], length))
+
+    # ------------------------------------------------------------------ forward
+    @torch.inference_mode()
+    def forward(self, blocks: Sequence[RowBlock]) -> list[torch.Tensor]:
+        """One forward of every block's rows; returns, per block, the float32 logits of its
+        ``logit_rows`` (``[len(logit_rows), vocab]``). The rows' K/V stays in the slots, past each
+        slot's committed length, until :meth:`keep`."""
+        if not blocks:
+            return []
+        layout = self._layout(blocks)
+        tokens = [t for b in blocks for t in b.tokens]
+        positions = [self.cache.lengths[b.slot] + int(d) for b in blocks for d in b.depths]
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        pos = torch.tensor([positions], dtype=torch.long, device=self.device)
+        self.cache.layout = layout
+        try:
+            with record_function("trtlade.body"):
+                hidden = self.base(input_ids=ids, position_ids=pos, attention_mask=self._dummy_mask,
+                                   past_key_values=self.cache, use_cache=True,
+                                   trtlade_layout=layout).last_hidden_state[0]
+        finally:
+            self.cache.layout = None
+        with record_function("trtlade.lm_head"):
+            select: list[int] = []
+            offset = 0
+            for b in blocks:
+                select.extend(offset + int(r) for r in b.logit_rows)
+                offset += b.rows
+            if select != list(range(len(tokens))):
+                hidden = hidden[torch.tensor(select, dtype=torch.long, device=self.device)]
+            logits = self.lm_head(hidden).float()
+        out, offset = [], 0
+        for b in blocks:
+            out.append(logits[offset:offset + len(b.logit_rows)])
+            offset += len(b.logit_rows)
+        return out
+
+    def keep(self, kept: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Keep, per ``(slot, rows)``, the K/V of those rows of the last step (see SlotKVCache.keep)."""
+        with torch.inference_mode():
+            self.cache.keep(kept)
+
+    def prefill(self, slot: int, prompt: Sequence[int], chunk: Optional[int] = None) -> torch.Tensor:
+        """Run ``prompt`` into ``slot`` (empty), in chunks of at most ``chunk`` rows; return the
+        last row's logits (float32, ``[vocab]``)."""
+        if len(prompt) == 0:
+            raise ValueError("the prompt is empty: give at least one token")
+        self.cache.lengths[slot] = 0
+        step = len(prompt) if not chunk else max(1, int(chunk))
+        logits = None
+        for start in range(0, len(prompt), step):
+            part = list(prompt[start:start + step])
+            block = RowBlock(slot, part, list(range(len(part))), [len(part) - 1], causal=True)
+            logits = self.forward([block])[0]
+            self.keep([(slot, range(len(part)))])
+        assert logits is not None
+        return logits[0]
+
+    # ------------------------------------------------------------------ layout
+    def _layout(self, blocks: Sequence[RowBlock]) -> StepLayout:
+        lengths = self.cache.lengths
+        needed = max(lengths[b.slot] + b.rows for b in blocks)
+        self.cache.ensure(max(b.slot for b in blocks) + 1, needed, self.dtype, self.device)
+        return step_layout(blocks, lengths, self.device)
+
+
+_MASKED = float(torch.finfo(torch.float32).min)
+
+
+def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any = "cpu") -> StepLayout:
+    """The :class:`StepLayout` of one forward over ``blocks``, given each slot's committed length.
+
+    >>> layout = step_layout([RowBlock(0, [7, 8], [0, 1], [1], causal=True), RowBlock(2, [9], [0], [0])],
+    ...                      {0: 3, 2: 1})
+    >>> layout.write_slot.tolist(), layout.write_pos.tolist(), (layout.lo, layout.hi, layout.kmax, layout.lmax)
+    ([0, 0, 2], [3, 4, 1], (0, 3, 2, 5))
+    >>> (layout.mask[0, 0, 0] == 0).int().tolist()        # slot 0: 3 cached + its 2 rows, causal
+    [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    >>> (layout.mask[2, 0, 0] == 0).int().tolist()        # slot 2: 1 cached + 1 row; a padded query
+    [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0]]
+    """
+    if len(blocks) == 1 and blocks[0].causal and lengths[blocks[0].slot] == 0:
+        b = blocks[0]  # a prefill on an empty slot: sdpa's causal kernel, written as one slice
+        empty = torch.empty(0, dtype=torch.long, device=device)
+        return StepLayout(write_slot=empty, write_pos=empty, lo=b.slot, hi=b.slot + 1, kmax=b.rows, lmax=b.rows,
+                          prefill=(b.slot, b.rows), contiguous=(b.slot, 0, b.rows))
+    slots = [b.slot for b in blocks]
+    if len(set(slots)) != len(slots):
+        raise ValueError(f"one block per slot and step, got slots {slots}")
+    lo, hi = min(slots), max(slots) + 1
+    kmax = max(b.rows for b in blocks)
+    lmax = max(lengths[b.slot] + b.rows for b in blocks)
+    mask = np.full((hi - lo, kmax, lmax), _MASKED, dtype=np.float32)
+    mask[:, :, 0] = 0.0  # padded queries see one key (their output is dropped; no all-masked row)
+    q_index = np.zeros((hi - lo, kmax), dtype=np.int64)
+    out_index: list[int] = []
+    write_slot: list[int] = []
+    write_pos: list[int] = []
+    row = 0
+    for b in blocks:
+        i, start, k = b.slot - lo, lengths[b.slot], b.rows
+        mask[i, :k, :start] = 0.0
+        mask[i, :k, start:start + k] = np.where(b.visibility(), 0.0, _MASKED)
+        mask[i, :k, start + k:] = _MASKED
+        q_index[i, :k] = np.arange(row, row + k)
+        out_index.extend(i * kmax + j for j in range(k))
+        write_slot.extend([b.slot] * k)
+        write_pos.extend(range(start, start + k))
+        row += k
+
+    def as_long(values: Any) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=device)
+
+    first = blocks[0]
+    return StepLayout(
+        write_slot=as_long(write_slot), write_pos=as_long(write_pos), lo=lo, hi=hi, kmax=kmax, lmax=lmax,
+        q_index=as_long(q_index.reshape(-1)), out_index=as_long(out_index),
+        mask=torch.from_numpy(mask).to(device).view(hi - lo, 1, 1, kmax, lmax),
+        contiguous=(first.slot, lengths[first.slot], first.rows) if len(blocks) == 1 else None)
+
+
+def check_supported(model: nn.Module) -> None:
+    """Refuse models the engine cannot drive exactly (sliding-window or non-attention layers)."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(model, "get_output_embeddings"):
+        raise UnsupportedModelError(f"{type(model).__name__} is not a transformers causal LM")
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModelError(f"{type(model).__name__} is an encoder-decoder; the engine runs decoder-only LMs")
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        other = sorted({t for t in layer_types if t != "full_attention"})
+        if other:
+            raise UnsupportedModelError(
+                f"{config.model_type}: layer types {other} are not supported; the reference engine drives "
+                f"models whose layers all use full attention (e.g. Llama, Qwen2, Qwen3 without sliding window)")
+    elif getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True) \
+            and config.model_type not in ("qwen2", "qwen3"):
+        raise UnsupportedModelError(
+            f"{config.model_type}: sliding-window attention is not supported by the reference engine")

@@ -1,0 +1,351 @@
+"""In-flight batching for the reference engine: many sequences, each with its own (w,n,g), one forward
+pass per step.
+
+A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
+
+1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` run, and
+   prefills them (chunks of at most ``max_num_tokens`` rows, at most ``max_num_tokens`` prompt
+   tokens per step beyond the first prompt); each prefill emits the request's first token at once;
+2. runs ONE forward pass over the sequences that were already running: every one contributes its
+   golden row, plus its window and candidate rows for its own (w,n,g), or one row for (1,1,0) and
+   sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that do not fit
+   ``max_num_tokens`` are dropped, oldest requests keep theirs (:mod:`trtlade.engine.scheduler`);
+3. verifies each sequence's rows on its own, emits 1..N tokens per sequence and keeps only the K/V
+   of what it accepted; finished, stopped and cancelled sequences leave at once and free their slot.
+
+Every emitted token is the argmax of logits computed over the sequence's own exact prefix, so
+what a request gets does not depend on what shares its steps: lossless alone and in a batch.
+
+Worked example (``max_batch_size=2``; requests A (2,3,2), B (1,1,0), C arrive together)::
+
+    batch.add(A); batch.add(B); batch.add(C)
+    batch.step()  -> prefill A, prefill B: [(A, first token), (B, first token)]   C waits
+    batch.step()  -> one forward of A's ~6 rows + B's 1 row: [(A, 1..3 tokens), (B, 1 token)]
+    ... B ends (EOS)  -> its slot is free; the next step prefills C, then runs A's rows
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import torch
+
+from trtlade.engine.adaptive import SpecController
+from trtlade.engine.batch_runner import RowBlock
+from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
+from trtlade.engine.scheduler import BatchLimits
+from trtlade.engine.text import TextTracker
+from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
+from trtlade.spec import LookaheadSpec
+
+__all__ = ["Batch", "StepReport", "SequenceState"]
+
+
+@dataclass
+class StepReport:
+    """What one :meth:`Batch.step` did (for metrics and benchmarks): ``running`` sequences in its
+    forward pass, ``rows`` computed, ``dropped_drafts`` draft rows dropped for ``max_num_tokens``,
+    ``prefills`` / ``prefill_tokens`` admitted, and the seconds spent."""
+
+    running: int = 0
+    rows: int = 0
+    dropped_drafts: int = 0
+    prefills: int = 0
+    prefill_tokens: int = 0
+    seconds: float = 0.0
+
+
+class SequenceState:
+    """One request's decoding state: output, text, stops, sampler, lookahead algorithm, slot.
+
+    The batch asks it for its rows (:meth:`block`), hands back their logits (:meth:`consume`) and
+    learns which rows' K/V to keep. ``engine`` supplies tokenizer, EOS ids, seed, cost table and
+    the algorithm settings (:class:`~trtlade.engine.reference.ReferenceEngine`).
+    """
+
+    def __init__(self, engine: Any, request: GenerationRequest, spec: LookaheadSpec, seq_id: int) -> None:
+        self.engine = engine
+        self.request = request
+        self.spec = spec
+        self.seq_id = seq_id
+        self.prompt = list(request.prompt_ids)
+        self.tokens: list[int] = []
+        self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt))
+        self.tracker = TextTracker(engine.tokenizer, request.stop, context=self.prompt)
+        self.stop_ids = frozenset(request.stop_token_ids) | (
+            frozenset() if request.ignore_eos else frozenset(engine.eos_token_ids))
+        self.sampler = _Sampler(request, engine.seed) if request.temperature > 0 else None
+        self.slot: Optional[int] = None
+        self.finish_reason: Optional[str] = None
+        self.algo: Optional[LookaheadAlgorithm] = None
+        self.controller: Optional[SpecController] = None
+        self.enqueued_at = time.perf_counter()
+        self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
+
+    # ------------------------------------------------------------------ rows
+    @property
+    def single_row(self) -> bool:
+        """One row per step: sampling, or ``min_tokens`` still forbids stopping."""
+        return self.sampler is not None or len(self.tokens) < self.request.min_tokens
+
+    def wanted_rows(self) -> int:
+        if self.single_row:
+            return 1
+        return self._algorithm().prepare().num_rows
+
+    def block(self, rows: int) -> RowBlock:
+        """This step's rows: the prepared lookahead rows if ``rows`` allows them, else the golden row."""
+        assert self.slot is not None
+        if self.single_row or rows <= 1:
+            self._draft = None
+            return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
+        draft = self._algorithm().prepare()
+        self._draft = draft
+        return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows,
+                        mask=draft.mask_array() if draft.num_rows > 1 else None)
+
+    # ------------------------------------------------------------------ results
+    def first(self, logits: torch.Tensor) -> StepChunk:
+        """The prefill's last-row logits: choose and emit the first token."""
+        return self._emit([self._choose(logits)], rows=1)
+
+    def consume(self, logits: torch.Tensor) -> tuple[StepChunk, list[int]]:
+        """Logits of this step's logit rows -> the emitted chunk and the step rows to keep."""
+        draft, self._draft = self._draft, None
+        if draft is None:  # one row: greedy/sampled, or lookahead with its drafts dropped
+            token = self._choose(logits[0])
+            chunk = self._emit([token], rows=1)
+            if self.algo is not None and chunk.finish_reason is None:
+                self.algo.advance(token)
+            return chunk, [0]
+        algo = self._algorithm()
+        verification = algo.verify(draft.expand_argmax(logits.argmax(dim=-1).tolist()))
+        chunk = self._emit(verification.tokens, rows=draft.num_rows)
+        count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
+        algo.commit(count)
+        if chunk.finish_reason is None and self.controller is not None \
+                and self.controller.observe(count, draft.num_rows):
+            self.algo = self._new_algorithm(self.controller.spec)
+        return chunk, list(verification.kept_rows[:count])
+
+    # ------------------------------------------------------------------ internals
+    def _algorithm(self) -> LookaheadAlgorithm:
+        if self.algo is None:
+            engine = self.engine
+            if engine.adaptive and not self.spec.is_autoregressive:
+                self.controller = SpecController(self.spec, engine.cost)
+            engine.last_spec_changes = self.controller.switches if self.controller is not None else []
+            self.algo = self._new_algorithm(self.spec)
+        return self.algo
+
+    def _new_algorithm(self, spec: LookaheadSpec) -> LookaheadAlgorithm:
+        engine = self.engine
+        algo = LookaheadAlgorithm(spec, eos_token_ids=engine.eos_token_ids, seed=engine.seed,
+                                  corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set)
+        algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
+        return algo
+
+    def _choose(self, logits: torch.Tensor) -> int:
+        """Next token from one row of logits: argmax, or a sample; stop ids suppressed before min_tokens."""
+        if len(self.tokens) < self.request.min_tokens and self.stop_ids:
+            logits = logits.clone()
+            logits[list(self.stop_ids)] = float("-inf")
+        if self.sampler is not None:
+            return self.sampler.sample(logits)
+        return int(logits.argmax())
+
+    def _emit(self, tokens: Sequence[int], rows: int) -> StepChunk:
+        """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget."""
+        request = self.request
+        texts: list[str] = []
+        kept: list[int] = []
+        finish: Optional[str] = None
+        for tok in tokens:
+            kept.append(tok)
+            self.tokens.append(tok)
+            if tok in self.stop_ids:
+                texts.append(self.tracker.push(tok, hidden=True).text)
+                finish = "stop"
+                break
+            pushed = self.tracker.push(tok, check_stops=len(self.tokens) >= request.min_tokens)
+            texts.append(pushed.text)
+            if pushed.stopped:
+                finish = "stop"
+                break
+            if len(self.tokens) >= request.max_tokens:
+                finish = "length"
+                break
+        if finish is not None:
+            texts.append(self.tracker.finish())
+            self.finish_reason = finish
+        stats = self.stats
+        stats.steps += 1
+        stats.tokens += len(kept)
+        stats.tokens_per_step_hist[len(kept)] = stats.tokens_per_step_hist.get(len(kept), 0) + 1
+        stats.rows_per_step.append(rows)
+        return StepChunk(tokens=kept, text="".join(texts), finish_reason=finish,
+                         stats=stats if finish is not None else None)
+
+
+@dataclass
+class _Waiting:
+    state: SequenceState
+    prefilled: int = 0  # prompt tokens already in the slot (chunked prefill)
+
+
+class Batch:
+    """Waiting and running sequences of one engine, stepped together (see the module docstring).
+
+    ``engine``: the :class:`~trtlade.engine.reference.ReferenceEngine` (validation, runner, settings).
+    ``limits``: :class:`~trtlade.engine.scheduler.BatchLimits`. Not thread-safe: one thread calls
+    :meth:`add`, :meth:`cancel` and :meth:`step`. ``last``: the :class:`StepReport` of the last step.
+    """
+
+    def __init__(self, engine: Any, limits: BatchLimits, owner: object) -> None:
+        self.engine = engine
+        self.limits = limits
+        self._owner = owner
+        self._next_id = 0
+        self._waiting: list[_Waiting] = []
+        self._running: list[SequenceState] = []
+        self.last = StepReport()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def __len__(self) -> int:
+        return len(self._running) + len(self._waiting)
+
+    def add(self, request: GenerationRequest) -> int:
+        """Validate ``request`` now (raising the engine's RequestError) and queue it; returns its id."""
+        self._check_owner()
+        spec = self.engine.validate(request)
+        seq_id = self._next_id
+        self._next_id += 1
+        self._waiting.append(_Waiting(SequenceState(self.engine, request, spec, seq_id)))
+        return seq_id
+
+    def cancel(self, seq_id: int) -> bool:
+        """Drop a waiting or running sequence at once (its slot is freed); False if unknown."""
+        for item in self._waiting:
+            if item.state.seq_id == seq_id:
+                self._waiting.remove(item)
+                self._release(item.state)
+                return True
+        for state in self._running:
+            if state.seq_id == seq_id:
+                self._running.remove(state)
+                self._release(state)
+                return True
+        return False
+
+    def close(self) -> None:
+        """Cancel everything and free every slot."""
+        for seq_id in [w.state.seq_id for w in self._waiting] + [s.seq_id for s in self._running]:
+            self.cancel(seq_id)
+
+    def step(self) -> list[tuple[int, StepChunk]]:
+        """Admit and prefill, then one forward pass for the running sequences; returns the chunks
+        emitted, as ``(seq_id, chunk)`` in order (a chunk with ``finish_reason`` is the last of its
+        sequence)."""
+        self._check_owner()
+        t0 = time.perf_counter()
+        report = StepReport()
+        decoding = list(self._running)
+        out: list[tuple[int, StepChunk]] = []
+        if decoding:
+            out.extend(self._decode(decoding, report))
+        out.extend(self._admit(report))
+        report.seconds = time.perf_counter() - t0
+        self.last = report
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _admit(self, report: StepReport) -> list[tuple[int, StepChunk]]:
+        engine, runner = self.engine, self.engine.runner
+        budget = self.limits.max_num_tokens or (1 << 62)
+        out: list[tuple[int, StepChunk]] = []
+        while self._waiting and len(self._running) < self.limits.max_batch_size:
+            item = self._waiting[0]
+            state = item.state
+            if report.prefill_tokens and report.prefill_tokens + len(state.prompt) - item.prefilled > budget:
+                break  # this step's prefill budget is spent; the rest join at a later step
+            if state.slot is None:
+                reserve = len(state.prompt) + state.request.max_tokens + engine.spec.decoding_tokens + 1
+                state.slot = runner.allocate(reserve)
+            t0 = time.perf_counter()
+            chunk_rows = self.limits.max_num_tokens
+            logits = runner.prefill(state.slot, state.prompt, chunk=chunk_rows)
+            report.prefills += 1
+            report.prefill_tokens += len(state.prompt)
+            self._waiting.pop(0)
+            state.stats.prefill_s = time.perf_counter() - t0
+            state.stats.queue_s = t0 - state.enqueued_at
+            chunk = state.first(logits)
+            out.append((state.seq_id, chunk))
+            if chunk.finish_reason is None:
+                self._running.append(state)
+            else:
+                self._release(state)
+        return out
+
+    def _decode(self, states: list[SequenceState], report: StepReport) -> list[tuple[int, StepChunk]]:
+        runner = self.engine.runner
+        wanted = [s.wanted_rows() for s in states]
+        rows = self.limits.rows(wanted)
+        blocks = [s.block(r) for s, r in zip(states, rows)]
+        report.running = len(states)
+        report.rows = sum(b.rows for b in blocks)
+        report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
+        t0 = time.perf_counter()
+        logits = runner.forward(blocks)
+        out: list[tuple[int, StepChunk]] = []
+        kept: list[tuple[int, list[int]]] = []
+        for state, block_logits in zip(states, logits):
+            chunk, keep_rows = state.consume(block_logits)
+            kept.append((state.slot, keep_rows))
+            out.append((state.seq_id, chunk))
+        runner.keep(kept)
+        elapsed = time.perf_counter() - t0
+        for state, (_, chunk) in zip(states, out):
+            state.stats.decode_s += elapsed
+            if chunk.finish_reason is not None:
+                self._running.remove(state)
+                self._release(state)
+        return out
+
+    def _release(self, state: SequenceState) -> None:
+        if state.slot is not None:
+            self.engine.runner.free(state.slot)
+            state.slot = None
+
+    def _check_owner(self) -> None:
+        if self.engine._batch_owner is not self._owner:
+            raise RuntimeError("this generation was superseded by a newer batch on the same engine "
+                               "(one batch drives an engine at a time)")
+
+
+class _Sampler:
+    """Temperature / top-p sampling with its own seeded generator (``seed`` or the engine's)."""
+
+    def __init__(self, request: GenerationRequest, engine_seed: int) -> None:
+        self.temperature = float(request.temperature)
+        self.top_p = float(request.top_p)
+        self.generator = torch.Generator().manual_seed(engine_seed if request.seed is None else int(request.seed))
+
+    def sample(self, logits: torch.Tensor) -> int:
+        probs = torch.softmax(logits.float().cpu() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            ordered, index = torch.sort(probs, descending=True)
+            cumulative = torch.cumsum(ordered, dim=-1)
+            drop = cumulative - ordered > self.top_p  # keep the smallest prefix reaching top_p
+            ordered[drop] = 0.0
+            probs = torch.zeros_like(probs).scatter_(0, index, ordered)
+        return int(torch.multinomial(probs, 1, generator=self.generator))
