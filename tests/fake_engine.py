@@ -1,9 +1,11 @@
 """A scripted engine with the reference engine's sync API, for fast server tests.
 
-``FakeEngine`` has what :class:`trtlade.server.engines.ReferenceServingEngine` uses from
+``FakeEngine`` has what :class:`trtlade.engine.reference_serving.ReferenceServingEngine` uses from
 ``trtlade.engine.reference.ReferenceEngine``: ``spec``, ``default_request_spec``, ``tokenizer``,
-``model_id``, ``max_seq_len``, ``eos_token_ids``, ``stream_request(req)`` (a generator yielding one
-StepChunk per step; ``close()`` cancels) and ``generate_request(req)``.
+``model_id``, ``max_seq_len``, ``eos_token_ids``, ``new_batch(max_batch_size, max_num_tokens)`` (a
+:class:`FakeBatch`: every step advances each running request's generator once),
+``stream_request(req)`` (a generator yielding one StepChunk per step; ``close()`` cancels) and
+``generate_request(req)``.
 
 Tokenizer: one token per character, id = code point; id 0 is EOS. Output: the characters of
 ``reply`` in a cycle, the same whatever the (w,n,g), like a lossless lookahead engine; step ``i``
@@ -85,7 +87,12 @@ class FakeEngine:
         spec = req.lookahead if req.lookahead is not None else self.default_request_spec
         if not self.spec.admits(spec):
             raise ValueError(f"request lookahead ({spec}) is not admitted by the engine's ({self.spec})")
+        if "[reject]" in self.tokenizer.decode(req.prompt_ids):
+            raise ValueError("the fake engine rejects this prompt")
         return self._steps(req, spec)
+
+    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None) -> "FakeBatch":
+        return FakeBatch(self, max_batch_size)
 
     def _steps(self, req: GenerationRequest, spec: LookaheadSpec) -> Iterator[StepChunk]:
         prompt = self.tokenizer.decode(req.prompt_ids)
@@ -93,8 +100,6 @@ class FakeEngine:
         eos_at = _marker_int(prompt, "eos")
         delay = _marker_float(prompt, "slow", self.step_delay)
         hang = "[hang]" in prompt
-        if "[reject]" in prompt:
-            raise ValueError("the fake engine rejects this prompt")
         with self._lock:
             self.started += 1
             self.requests.append(req)
@@ -173,6 +178,73 @@ class FakeEngine:
         assert last is not None and last.finish_reason is not None and last.stats is not None
         return GenerationResult(tokens=tokens, text="".join(parts), finish_reason=last.finish_reason,
                                 stats=last.stats)
+
+
+class FakeBatch:
+    """The reference engine's :class:`~trtlade.engine.batching.Batch` interface over per-request
+    generators: first come first served, at most ``max_batch_size`` running; one step advances each
+    running generator once. ``max_running`` / ``admitted`` record what the scheduler did."""
+
+    def __init__(self, engine: FakeEngine, max_batch_size: int) -> None:
+        from trtlade.engine.scheduler import StepReport
+
+        self.engine = engine
+        self.max_batch_size = max_batch_size
+        self._waiting: list[tuple[int, Iterator[StepChunk]]] = []
+        self._running: list[tuple[int, Iterator[StepChunk]]] = []
+        self._next = 0
+        self.max_running = 0
+        self.admitted: list[int] = []
+        self.last = StepReport()
+        self.failed: list[tuple[int, BaseException]] = []
+        self._report = StepReport
+
+    running = property(lambda self: len(self._running))
+    waiting = property(lambda self: len(self._waiting))
+
+    def __len__(self) -> int:
+        return len(self._running) + len(self._waiting)
+
+    def add(self, req: GenerationRequest, enqueued_at: Optional[float] = None) -> int:
+        gen = self.engine.stream_request(req)
+        self._next += 1
+        self._waiting.append((self._next, gen))
+        return self._next
+
+    def cancel(self, seq_id: int) -> bool:
+        for queue in (self._waiting, self._running):
+            for item in queue:
+                if item[0] == seq_id:
+                    queue.remove(item)
+                    item[1].close()
+                    return True
+        return False
+
+    def close(self) -> None:
+        for seq_id, _ in list(self._waiting) + list(self._running):
+            self.cancel(seq_id)
+
+    def step(self) -> list[tuple[int, StepChunk]]:
+        while self._waiting and len(self._running) < self.max_batch_size:
+            item = self._waiting.pop(0)
+            self._running.append(item)
+            self.admitted.append(item[0])
+        self.max_running = max(self.max_running, len(self._running))
+        out = []
+        self.failed = []
+        for item in list(self._running):
+            try:
+                chunk = next(item[1])
+            except Exception as exc:  # noqa: BLE001 - like the real batch: this request alone fails
+                self.failed.append((item[0], exc))
+                self._running.remove(item)
+                continue
+            out.append((item[0], chunk))
+            if chunk.finish_reason is not None:
+                self._running.remove(item)
+                item[1].close()
+        self.last = self._report(running=len(out), rows=len(out))
+        return out
 
 
 def _marker_int(prompt: str, name: str) -> Optional[int]:
@@ -255,7 +327,7 @@ async def client_for(app: Any) -> AsyncIterator[httpx.AsyncClient]:
 def fake_app(engine: Optional[FakeEngine] = None, *, max_queue: int = 64, settings: Any = None,
              **adapter: Any) -> tuple[Any, FakeEngine]:
     from trtlade.server.app import create_app
-    from trtlade.server.engines import ReferenceServingEngine
+    from trtlade.engine.reference_serving import ReferenceServingEngine
 
     engine = engine or FakeEngine()
     app = create_app(lambda: ReferenceServingEngine(engine, max_queue=max_queue, **adapter), settings)

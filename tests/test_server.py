@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fake_engine import DEFAULT_REPLY, FakeEngine, client_for, fake_app, metric_sum, metric_value, run, sse_events
 from trtlade.server.app import ServerSettings, create_app
-from trtlade.server.engines import ReferenceServingEngine
+from trtlade.engine.reference_serving import ReferenceServingEngine
 from trtlade.server.openai_types import (
     ChatCompletionChunk,
     ChatCompletionResponse,
@@ -209,7 +209,7 @@ def test_models_health_version_metrics():
     assert health.status_code == 200 and health.json() == {"status": "ready"}
     v = version.json()
     assert v["trtlade"] and v["spec"] == "4,2,4" and v["engine"]["name"] == "reference"
-    assert "one sequence at a time" in v["scheduling"] and v["manifest"] is None
+    assert "in-flight batching" in v["scheduling"] and "up to 8 requests" in v["scheduling"] and v["manifest"] is None
     assert metrics.headers["content-type"].startswith("text/plain")
     assert metric_value(metrics.text, "trtlade_engine_info",
                         {"engine": "reference", "model": "fake-model", "spec": "4,2,4"}) == 1.0
@@ -301,7 +301,7 @@ def test_body_too_large_is_413():
 
 def test_queue_full_is_429_with_retry_after():
     engine = FakeEngine()
-    app, _ = fake_app(engine, max_queue=1)
+    app, _ = fake_app(engine, max_queue=1, max_batch_size=1)
 
     async def go():
         async with client_for(app) as c:
@@ -529,9 +529,13 @@ def test_metrics_count_tokens_and_lookahead():
 
 
 # ------------------------------------------------------------------------------------------ scheduling
-def test_requests_run_one_at_a_time_in_arrival_order():
+@pytest.mark.parametrize("max_batch_size", [1, 3])
+def test_requests_are_admitted_in_arrival_order_up_to_the_batch_size(max_batch_size):
     engine = FakeEngine(step_delay=0.005)
-    app, _ = fake_app(engine)
+    batches = []
+    real_new_batch = engine.new_batch
+    engine.new_batch = lambda **kw: batches.append(real_new_batch(**kw)) or batches[-1]
+    app, _ = fake_app(engine, max_batch_size=max_batch_size)
 
     async def go():
         async with client_for(app) as c:
@@ -546,7 +550,8 @@ def test_requests_run_one_at_a_time_in_arrival_order():
     assert all(r.status_code == 200 for r in responses)
     order = [engine.tokenizer.decode(r.prompt_ids) for r in engine.requests]
     assert order == [f"p{i}" for i in range(6)]
-    assert engine.max_parallel == 1
+    assert batches[0].admitted == sorted(batches[0].admitted)
+    assert batches[0].max_running == max_batch_size  # several requests share steps, never more than the limit
 
 
 def test_event_loop_stays_responsive_while_the_engine_works():

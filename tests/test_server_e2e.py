@@ -82,7 +82,7 @@ def test_models_and_version(server):
     assert [m.id for m in models.data] == [models.data[0].id] and models.data[0].id.startswith("tiny-llama")
     version = httpx.get(f"{base}/version").json()
     assert version["spec"] == "4,2,4" and version["engine"]["name"] == "reference"
-    assert "one sequence at a time" in version["scheduling"]
+    assert "in-flight batching" in version["scheduling"]
 
 
 def test_completion_chat_and_streaming_with_usage(server):

@@ -357,7 +357,7 @@ def test_chat_uses_the_tokenizers_template(tle, tokenizer_dir):
 
 def test_queue_bound_gives_429(tle, tokenizer_dir):
     from trtlade.engine.trtllm import TrtllmEngine
-    from trtlade.server.engines import EngineOverloaded
+    from trtlade.engine.serving import EngineOverloaded
     from trtlade.engine.protocol import GenerationRequest
 
     engine = TrtllmEngine.start(launch(tokenizer_dir, max_queue=1))

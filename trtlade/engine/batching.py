@@ -35,26 +35,12 @@ import torch
 from trtlade.engine.adaptive import SpecController
 from trtlade.engine.batch_runner import RowBlock
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
-from trtlade.engine.scheduler import BatchLimits
+from trtlade.engine.scheduler import BatchLimits, StepReport
 from trtlade.engine.text import TextTracker
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "StepReport", "SequenceState"]
-
-
-@dataclass
-class StepReport:
-    """What one :meth:`Batch.step` did (for metrics and benchmarks): ``running`` sequences in its
-    forward pass, ``rows`` computed, ``dropped_drafts`` draft rows dropped for ``max_num_tokens``,
-    ``prefills`` / ``prefill_tokens`` admitted, and the seconds spent."""
-
-    running: int = 0
-    rows: int = 0
-    dropped_drafts: int = 0
-    prefills: int = 0
-    prefill_tokens: int = 0
-    seconds: float = 0.0
+__all__ = ["Batch", "SequenceState"]
 
 
 class SequenceState:
@@ -200,7 +186,10 @@ class Batch:
 
     ``engine``: the :class:`~trtlade.engine.reference.ReferenceEngine` (validation, runner, settings).
     ``limits``: :class:`~trtlade.engine.scheduler.BatchLimits`. Not thread-safe: one thread calls
-    :meth:`add`, :meth:`cancel` and :meth:`step`. ``last``: the :class:`StepReport` of the last step.
+    :meth:`add`, :meth:`cancel` and :meth:`step`. ``last``: the :class:`StepReport` of the last step;
+    ``failed``: ``(seq_id, exception)`` of the sequences that failed in it on their own (a request's
+    text or sampling, say): they have left the batch, their neighbours went on. An exception raised
+    by :meth:`step` itself (the shared forward pass) concerns every sequence in it.
     """
 
     def __init__(self, engine: Any, limits: BatchLimits, owner: object) -> None:
@@ -211,6 +200,7 @@ class Batch:
         self._waiting: list[_Waiting] = []
         self._running: list[SequenceState] = []
         self.last = StepReport()
+        self.failed: list[tuple[int, BaseException]] = []
 
     @property
     def running(self) -> int:
@@ -223,13 +213,17 @@ class Batch:
     def __len__(self) -> int:
         return len(self._running) + len(self._waiting)
 
-    def add(self, request: GenerationRequest) -> int:
-        """Validate ``request`` now (raising the engine's RequestError) and queue it; returns its id."""
+    def add(self, request: GenerationRequest, enqueued_at: Optional[float] = None) -> int:
+        """Validate ``request`` now (raising the engine's RequestError) and queue it; returns its id.
+        ``enqueued_at``: its arrival (``time.perf_counter()``) if earlier than now, for queue times."""
         self._check_owner()
         spec = self.engine.validate(request)
         seq_id = self._next_id
         self._next_id += 1
-        self._waiting.append(_Waiting(SequenceState(self.engine, request, spec, seq_id)))
+        state = SequenceState(self.engine, request, spec, seq_id)
+        if enqueued_at is not None:
+            state.enqueued_at = enqueued_at
+        self._waiting.append(_Waiting(state))
         return seq_id
 
     def cancel(self, seq_id: int) -> bool:
@@ -258,6 +252,7 @@ class Batch:
         self._check_owner()
         t0 = time.perf_counter()
         report = StepReport()
+        self.failed = []
         decoding = list(self._running)
         out: list[tuple[int, StepChunk]] = []
         if decoding:
@@ -288,6 +283,7 @@ class Batch:
             self._waiting.pop(0)
             state.stats.prefill_s = time.perf_counter() - t0
             state.stats.queue_s = t0 - state.enqueued_at
+            report.queue_waits.append(state.stats.queue_s)
             chunk = state.first(logits)
             out.append((state.seq_id, chunk))
             if chunk.finish_reason is None:
@@ -296,11 +292,28 @@ class Batch:
                 self._release(state)
         return out
 
+    def _isolated(self, state: SequenceState, call: Any, *args: Any) -> Any:
+        """``call(*args)`` for one sequence; on failure it leaves the batch (see ``failed``)."""
+        try:
+            return call(*args)
+        except Exception as exc:  # noqa: BLE001 - this request fails, its neighbours go on
+            self.failed.append((state.seq_id, exc))
+            if state in self._running:
+                self._running.remove(state)
+            self._release(state)
+            return None
+
     def _decode(self, states: list[SequenceState], report: StepReport) -> list[tuple[int, StepChunk]]:
         runner = self.engine.runner
-        wanted = [s.wanted_rows() for s in states]
+        wanted = [self._isolated(s, s.wanted_rows) for s in states]
+        states = [s for s, w in zip(states, wanted) if w is not None]
+        wanted = [w for w in wanted if w is not None]
         rows = self.limits.rows(wanted)
-        blocks = [s.block(r) for s, r in zip(states, rows)]
+        blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
+        states, wanted = [s for s, b in zip(states, blocks) if b], [w for w, b in zip(wanted, blocks) if b]
+        blocks = [b for b in blocks if b]
+        if not blocks:
+            return []
         report.running = len(states)
         report.rows = sum(b.rows for b in blocks)
         report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
@@ -308,13 +321,19 @@ class Batch:
         logits = runner.forward(blocks)
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
+        done: list[SequenceState] = []
         for state, block_logits in zip(states, logits):
-            chunk, keep_rows = state.consume(block_logits)
-            kept.append((state.slot, keep_rows))
+            slot = state.slot
+            result = self._isolated(state, state.consume, block_logits)
+            if result is None:
+                continue
+            chunk, keep_rows = result
+            kept.append((slot, keep_rows))
             out.append((state.seq_id, chunk))
+            done.append(state)
         runner.keep(kept)
         elapsed = time.perf_counter() - t0
-        for state, (_, chunk) in zip(states, out):
+        for state, (_, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
             if chunk.finish_reason is not None:
                 self._running.remove(state)

@@ -20,10 +20,10 @@ do (15)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-__all__ = ["BatchLimits", "fit_rows", "default_max_num_tokens"]
+__all__ = ["BatchLimits", "StepReport", "fit_rows", "default_max_num_tokens"]
 
 
 def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
@@ -73,3 +73,19 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
         else:
             rows.append(1)
     return rows
+
+
+@dataclass
+class StepReport:
+    """What one :meth:`Batch.step` did (for metrics and benchmarks): ``running`` sequences in its
+    forward pass, ``rows`` computed, ``dropped_drafts`` draft rows dropped for ``max_num_tokens``,
+    ``prefills`` / ``prefill_tokens`` admitted, and the seconds spent."""
+
+    running: int = 0
+    rows: int = 0
+    dropped_drafts: int = 0
+    prefills: int = 0
+    prefill_tokens: int = 0
+    seconds: float = 0.0
+    #: seconds each request prefilled in this step waited from being added to its prefill
+    queue_waits: list[float] = field(default_factory=list)

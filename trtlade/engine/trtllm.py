@@ -1,5 +1,5 @@
 """The TensorRT-LLM engine: ``tensorrt_llm.bindings.executor`` on a built Lookahead engine, served
-through the same interface as the reference engine (:class:`trtlade.server.engines.ServingEngine`).
+through the same interface as the reference engine (:class:`trtlade.engine.serving.ServingEngine`).
 
 Start-up, in this order (every refusal is a :class:`TrtllmStartError` with a message and a hint; the
 CLI prints it and exits 1 before binding a port):
@@ -229,13 +229,13 @@ class _Job:
 
 
 class TrtllmEngine:
-    """A started TensorRT-LLM executor behind the :class:`~trtlade.server.engines.ServingEngine`
+    """A started TensorRT-LLM executor behind the :class:`~trtlade.engine.serving.ServingEngine`
     interface. Build it with :meth:`start` (runs :func:`preflight` unless given its result)."""
 
     def __init__(self, executor: Any, tle: ModuleType, launch: TrtllmLaunch, pre: Preflight,
                  tokenizer: Any) -> None:
-        from trtlade.server.engines import EngineInfo, EngineLimits
-        from trtlade.server.tokenization import PromptTokenizer
+        from trtlade.engine.serving import EngineInfo, EngineLimits
+        from trtlade.engine.tokenization import PromptTokenizer
 
         self._executor = executor
         self._tle = tle
@@ -276,7 +276,7 @@ class TrtllmEngine:
     @classmethod
     def start(cls, launch: TrtllmLaunch, pre: Optional[Preflight] = None) -> "TrtllmEngine":
         """Preflight (unless given), tokenizer, executor, response thread."""
-        from trtlade.server.tokenization import load_hf_tokenizer
+        from trtlade.engine.tokenization import load_hf_tokenizer
 
         pre = pre or preflight(launch)
         if not pre.world.is_leader:
@@ -298,7 +298,7 @@ class TrtllmEngine:
         return running, inflight - running
 
     def submit(self, request: GenerationRequest) -> Any:
-        from trtlade.server.engines import EngineOverloaded, GenerationHandle, RequestRejected
+        from trtlade.engine.serving import EngineOverloaded, GenerationHandle, RequestRejected
 
         spec = request.lookahead if request.lookahead is not None else self.info.default_request_spec
         excess = self.info.spec.excess(spec)
@@ -354,7 +354,7 @@ class TrtllmEngine:
         handle.finish()
 
     async def aclose(self) -> None:
-        from trtlade.server.engines import EngineFailure
+        from trtlade.engine.serving import EngineFailure
 
         self._closing.set()
         with self._lock:
@@ -370,7 +370,7 @@ class TrtllmEngine:
 
     # ------------------------------------------------------------------------------ responses
     def _responses(self) -> None:
-        from trtlade.server.engines import EngineFailure
+        from trtlade.engine.serving import EngineFailure
 
         while not self._closing.is_set():
             try:
@@ -398,7 +398,7 @@ class TrtllmEngine:
             return self._jobs.pop(request_id, None)
 
     def _dispatch(self, response: Any) -> None:
-        from trtlade.server.engines import EngineFailure
+        from trtlade.engine.serving import EngineFailure
 
         with self._lock:
             job = self._jobs.get(response.request_id)

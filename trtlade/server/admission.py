@@ -23,10 +23,10 @@ from typing import Any, Literal, Optional, Union
 from pydantic import ValidationError
 
 from trtlade.engine.protocol import GenerationRequest
-from trtlade.server.engines import EngineInfo
+from trtlade.engine.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, ChatCompletionRequest, CompletionRequest
-from trtlade.server.tokenization import ChatTemplateError, PromptTokenizer
+from trtlade.engine.tokenization import ChatTemplateError, PromptTokenizer
 from trtlade.spec import FIELDS, LookaheadSpec, SpecError
 
 __all__ = [

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from trtlade import __version__
 from trtlade.engine.protocol import GenerationStats, StepChunk
 from trtlade.server.admission import PreparedRequest, assemble, check_request, parse_body, tokenize
-from trtlade.server.engines import (
+from trtlade.engine.serving import (
     EngineFailure,
     EngineOverloaded,
     GenerationHandle,
@@ -145,6 +145,8 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
             return
         state.engine = ready  # type: ignore[assignment]
         metrics.set_load(ready.load)
+        if hasattr(ready, "set_step_observer"):
+            ready.set_step_observer(metrics.batch_step)
         info = ready.info
         metrics.set_engine(info.name, info.model_id, str(info.spec))
         state.status = "ready"

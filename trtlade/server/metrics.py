@@ -16,6 +16,14 @@ trtlade_lookahead_draft_rows_total{spec}      counter    rows computed beyond th
 trtlade_lookahead_accepted_tokens_total{spec}  counter   draft tokens accepted (tokens - steps)
 trtlade_lookahead_tokens_per_step{spec}       histogram  tokens emitted per decoding step (1..N)
 trtlade_engine_info{engine,model,spec}        gauge      1; the engine's name, model and server (W,N,G)
+trtlade_batch_steps_total                     counter    forward passes over running sequences (reference
+                                                         engine; prefills not counted)
+trtlade_batch_size                            histogram  running sequences in each such forward pass
+trtlade_step_rows                             histogram  rows computed in each such forward pass, drafts
+                                                         included (what max_num_tokens bounds)
+trtlade_dropped_draft_rows_total              counter    draft rows dropped because max_num_tokens had no
+                                                         room for them
+trtlade_queue_wait_seconds                    histogram  arrival -> start of the request's prefill
 ============================================  =========  =================================================
 
 ``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off).
@@ -29,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from trtlade.engine.protocol import GenerationStats
+from trtlade.engine.scheduler import StepReport
 
 __all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]
 
@@ -36,6 +45,8 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0
                     10.0, 20.0, 40.0, 80.0)
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 _TOKENS_PER_STEP_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
+_ROWS_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048)
 
 
 class ServerMetrics:
@@ -72,6 +83,15 @@ class ServerMetrics:
                                             buckets=_TOKENS_PER_STEP_BUCKETS, registry=r)
         self.engine_info = Gauge("trtlade_engine_info", "The serving engine (value 1).",
                                  ["engine", "model", "spec"], registry=r)
+        self.batch_steps = Counter("trtlade_batch_steps", "Forward passes over the running sequences.", registry=r)
+        self.batch_size = Histogram("trtlade_batch_size", "Running sequences per forward pass.",
+                                    buckets=_BATCH_BUCKETS, registry=r)
+        self.step_rows = Histogram("trtlade_step_rows", "Rows computed per forward pass, drafts included.",
+                                   buckets=_ROWS_BUCKETS, registry=r)
+        self.dropped_drafts = Counter("trtlade_dropped_draft_rows",
+                                      "Draft rows dropped because max_num_tokens had no room for them.", registry=r)
+        self.queue_wait = Histogram("trtlade_queue_wait_seconds", "Arrival to the start of the prefill.",
+                                    buckets=_LATENCY_BUCKETS, registry=r)
 
     def set_load(self, load: Callable[[], tuple[int, int]]) -> None:
         self._load = load
@@ -92,6 +112,17 @@ class ServerMetrics:
         for tokens, count in stats.tokens_per_step_hist.items():
             for _ in range(int(count)):
                 hist.observe(int(tokens))
+
+    def batch_step(self, report: StepReport) -> None:
+        """Record one engine step (called on the engine's worker thread)."""
+        if report.running:
+            self.batch_steps.inc()
+            self.batch_size.observe(report.running)
+            self.step_rows.observe(report.rows)
+        if report.dropped_drafts:
+            self.dropped_drafts.inc(report.dropped_drafts)
+        for wait in report.queue_waits:
+            self.queue_wait.observe(wait)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

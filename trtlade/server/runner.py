@@ -29,7 +29,7 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
 
     def build() -> Any:
         from trtlade.engine.reference import ReferenceEngine
-        from trtlade.server.engines import ReferenceServingEngine
+        from trtlade.engine.reference_serving import ReferenceServingEngine
 
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype
         engine = ReferenceEngine.load(
@@ -37,7 +37,8 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
             threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying)
         return ReferenceServingEngine(
-            engine, max_queue=cfg.serve.max_queue, served_name=cfg.model.served_name,
+            engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
+            max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
             details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"})
 

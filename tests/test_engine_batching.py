@@ -1,0 +1,199 @@
+"""In-flight batching is lossless: every request's tokens equal running it alone with plain greedy
+decoding (fp32), whatever shares its steps -- mixed (w,n,g), greedy and sampled neighbours, arrivals
+at different steps, cancellations, EOS and stop strings inside accepted runs, a token budget that
+drops drafts -- on tiny random Llama, Qwen2 and Qwen3 models."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models import ARCHS, tiny_engine, tiny_tokenizer, tiny_word_tokenizer
+from trtlade.engine.protocol import GenerationRequest
+from trtlade.engine.scheduler import fit_rows
+
+ENGINE_SPEC = (7, 5, 7)
+MAX_TOKENS = 32
+
+
+@lru_cache(maxsize=None)
+def engine(arch: str = "llama"):
+    return tiny_engine(arch, ENGINE_SPEC)
+
+
+@lru_cache(maxsize=None)
+def prompts() -> tuple[tuple[int, ...], ...]:
+    tok = tiny_tokenizer()
+    texts = ["def is_prime(n):\n    if n < 2:", "The quick brown fox jumps over", "one, two, three, four,",
+             "Honey bees live in colonies.", "A train travels 60 km in", "Hello! How are you today?"]
+    return tuple(tuple(tok.encode(t)) for t in texts)
+
+
+@lru_cache(maxsize=None)
+def alone(arch: str, prompt: tuple[int, ...], max_tokens: int = MAX_TOKENS) -> tuple[int, ...]:
+    """Plain greedy decoding of ``prompt`` run alone: the reference every batched request must match."""
+    return tuple(engine(arch).greedy(list(prompt), max_tokens=max_tokens, ignore_eos=True).tokens)
+
+
+def request(prompt, lookahead=None, max_tokens=MAX_TOKENS, **kwargs) -> GenerationRequest:
+    return GenerationRequest(prompt_ids=tuple(prompt), max_tokens=max_tokens, lookahead=lookahead,
+                             ignore_eos=kwargs.pop("ignore_eos", True), **kwargs)
+
+
+def run(batch, arrivals: dict[int, list[GenerationRequest]], cancel_at: dict[int, int] | None = None,
+        max_steps: int = 500) -> dict[int, list]:
+    """Drive ``batch``: at step s add ``arrivals[s]`` (ids in order of addition) and cancel the
+    request added as number i at ``cancel_at[i]``; returns every request's chunks by addition order."""
+    cancel_at = cancel_at or {}
+    ids: list[int] = []
+    chunks: dict[int, list] = {}
+    for step in range(max_steps):
+        for req in arrivals.get(step, []):
+            ids.append(batch.add(req))
+            chunks[len(ids) - 1] = []
+        for number, at in cancel_at.items():
+            if at == step and number < len(ids):
+                assert batch.cancel(ids[number])
+        for seq_id, chunk in batch.step():
+            chunks[ids.index(seq_id)].append(chunk)
+        if not len(batch) and step >= max(arrivals, default=0):
+            return chunks
+    raise AssertionError("the batch did not finish")
+
+
+def tokens(chunks) -> tuple[int, ...]:
+    return tuple(t for c in chunks for t in c.tokens)
+
+
+# ------------------------------------------------------------------------------------ the spec table
+def test_fit_rows_drops_drafts_of_the_newest_first():
+    assert fit_rows([9, 1, 9, 4], 16) == [9, 1, 1, 4]
+    assert fit_rows([9, 9], 18) == [9, 9]
+    assert fit_rows([9, 9], 2) == [1, 1]
+    with pytest.raises(ValueError):
+        fit_rows([1, 1, 1], 2)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_mixed_specs_with_greedy_and_sampled_neighbours(arch):
+    eng = engine(arch)
+    specs = [(7, 5, 7), (1, 1, 0), (2, 3, 2), (4, 2, 4), None, (5, 3, 5)]
+    reqs = [request(p, s) for p, s in zip(prompts(), specs)]
+    sampled = request(prompts()[0], None, temperature=0.8, seed=11)
+    batch = eng.new_batch(max_batch_size=8)
+    out = run(batch, {0: reqs + [sampled]})
+    for i, p in enumerate(prompts()):
+        assert tokens(out[i]) == alone(arch, p), f"request {i} spec {specs[i]}"
+    solo = eng.generate(list(prompts()[0]), max_tokens=MAX_TOKENS, temperature=0.8, seed=11, ignore_eos=True)
+    assert list(tokens(out[6])) == solo.tokens  # a seeded sample does not depend on its neighbours
+    steps = [c for i in range(6) for c in out[i]]
+    assert any(len(c.tokens) > 1 for c in steps)  # drafts were accepted inside the batch
+
+
+def test_arrivals_at_different_steps_and_a_small_batch_limit():
+    eng = engine()
+    ps = prompts()
+    arrivals = {0: [request(ps[0], (7, 5, 7))], 3: [request(ps[1], (2, 3, 2)), request(ps[2])],
+                7: [request(ps[3], (1, 1, 0))], 8: [request(ps[4], (4, 2, 4)), request(ps[5], (7, 5, 7))]}
+    batch = eng.new_batch(max_batch_size=3)
+    seen_running = []
+    original_step = batch.step
+
+    def step():
+        out = original_step()
+        seen_running.append(batch.running)
+        return out
+
+    batch.step = step
+    out = run(batch, arrivals)
+    for i, p in enumerate(ps):
+        assert tokens(out[i]) == alone("llama", p), f"request {i}"
+    assert max(seen_running) == 3  # never more than max_batch_size in a step
+
+
+def test_cancellation_mid_run_frees_the_slot_and_leaves_the_others_exact():
+    eng = engine()
+    ps = prompts()
+    batch = eng.new_batch(max_batch_size=4)
+    out = run(batch, {0: [request(p, (7, 5, 7)) for p in ps[:4]], 4: [request(ps[4])]}, cancel_at={1: 3, 4: 6})
+    for i in (0, 2, 3):
+        assert tokens(out[i]) == alone("llama", ps[i])
+    cancelled = tokens(out[1])
+    assert 0 < len(cancelled) < MAX_TOKENS and cancelled == alone("llama", ps[1])[:len(cancelled)]
+    assert out[1][-1].finish_reason is None
+    assert eng.runner.slots_in_use == 0
+
+
+def test_a_token_budget_drops_drafts_but_never_a_request():
+    eng = engine()
+    ps = prompts()
+    batch = eng.new_batch(max_batch_size=6, max_num_tokens=12)
+    dropped = []
+    original_step = batch.step
+
+    def step():
+        out = original_step()
+        assert batch.last.rows <= 12
+        dropped.append(batch.last.dropped_drafts)
+        return out
+
+    batch.step = step
+    out = run(batch, {0: [request(p, (7, 5, 7)) for p in ps]})
+    for i, p in enumerate(ps):
+        assert tokens(out[i]) == alone("llama", p)
+    assert sum(dropped) > 0
+
+
+def test_eos_and_stop_strings_inside_accepted_runs_in_a_batch():
+    """The word tokenizer decodes cleanly, so stop strings can be checked on text."""
+    tok = tiny_word_tokenizer()
+    eng = tiny_engine("llama", ENGINE_SPEC, tokenizer=tok)
+    p = tuple(tok.encode("one , two , three , four , five , six , seven"))
+    free = eng.greedy(list(p), max_tokens=40, ignore_eos=True)
+    text = free.text
+    cut_token = free.tokens[20]
+    stop_word = tok.decode([free.tokens[25]]).strip()
+    batch = eng.new_batch()
+    out = run(batch, {0: [request(p, (7, 5, 7), max_tokens=40, stop_token_ids=(cut_token,)),
+                          request(p, (7, 5, 7), max_tokens=40, stop=(stop_word,)),
+                          request(p, (1, 1, 0), max_tokens=40)]})
+    first = tokens(out[0])
+    assert first[-1] == cut_token and first == tuple(free.tokens[:len(first)])
+    assert out[0][-1].finish_reason == "stop"
+    assert out[1][-1].finish_reason == "stop"
+    assert "".join(c.text for c in out[1]) == text[:text.index(stop_word)]  # cut before its first occurrence
+    assert tokens(out[2]) == tuple(free.tokens)
+    assert any(len(c.tokens) > 1 for c in out[0])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5),
+                                   st.sampled_from([(7, 5, 7), (2, 3, 2), (1, 1, 0), (4, 2, 4), (5, 5, 1)])),
+                         min_size=1, max_size=6),
+       max_batch=st.integers(1, 4), budget=st.sampled_from([None, 8, 24]))
+def test_property_any_arrival_schedule_is_greedy(schedule, max_batch, budget):
+    eng = engine()
+    ps = prompts()
+    arrivals: dict[int, list] = {}
+    order = []
+    for step, prompt_index, spec in sorted(schedule, key=lambda item: item[0]):
+        arrivals.setdefault(step, []).append(request(ps[prompt_index], spec, max_tokens=16))
+        order.append(prompt_index)
+    if budget is not None and budget < max_batch:
+        budget = max_batch
+    out = run(eng.new_batch(max_batch_size=max_batch, max_num_tokens=budget), arrivals)
+    for i, prompt_index in enumerate(order):
+        assert tokens(out[i]) == alone("llama", ps[prompt_index], 32)[:16]
+
+
+def test_a_new_batch_supersedes_the_old_one():
+    eng = engine()
+    old = eng.new_batch()
+    old.add(request(prompts()[0]))
+    old.step()
+    eng.new_batch()
+    with pytest.raises(RuntimeError, match="superseded"):
+        old.step()

@@ -1,0 +1,217 @@
+"""The reference engine behind the serving contract: in-flight batching in one worker thread.
+
+The event loop only appends to a deque (:meth:`ReferenceServingEngine.submit` never waits for the
+model). One worker thread owns the engine and its :class:`~trtlade.engine.batching.Batch`: it hands
+new requests to the batch, runs one batch step at a time and posts every
+:class:`~trtlade.engine.protocol.StepChunk` to its request's
+:class:`~trtlade.engine.serving.GenerationHandle`. Requests run concurrently, up to
+``max_batch_size`` of them, each with its own (w,n,g), all in one forward pass per step; the others
+wait in arrival order (at most ``max_queue``, more get 429). A cancelled request leaves at once if
+it waits, or at the next step boundary if it runs, and frees its cache slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from trtlade.engine.protocol import GenerationRequest
+from trtlade.engine.serving import (
+    EngineFailure,
+    EngineInfo,
+    EngineLimits,
+    EngineOverloaded,
+    GenerationHandle,
+    RequestRejected,
+)
+from trtlade.engine.tokenization import PromptTokenizer
+
+__all__ = ["ReferenceServingEngine", "reference_scheduling"]
+
+log = logging.getLogger("trtlade.engine")
+
+
+def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max_queue: int) -> str:
+    """The /version description of how the reference engine schedules requests."""
+    budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
+    return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
+            f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
+            f"keep theirs); new requests are prefilled and join at the next step, first come first served; "
+            f"up to {max_queue} requests wait, more get 429")
+
+
+@dataclass
+class _Job:
+    handle: GenerationHandle
+    enqueued_at: float  # time.perf_counter() at submit
+
+
+class ReferenceServingEngine:
+    """Serves a :class:`~trtlade.engine.reference.ReferenceEngine` (or anything with ``new_batch``,
+    ``spec``, ``default_request_spec``, ``tokenizer``, ``model_id`` and ``max_seq_len``, such as the
+    scripted engine of the tests) from ONE worker thread, batching requests in flight."""
+
+    def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
+                 max_num_tokens: Optional[int] = None, served_name: Optional[str] = None,
+                 max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
+                 details: Optional[dict[str, Any]] = None) -> None:
+        self._engine = engine
+        self._max_queue = max_queue
+        self._limits = (int(max_batch_size), max_num_tokens)
+        self._batch = engine.new_batch(max_batch_size=max_batch_size, max_num_tokens=max_num_tokens)
+        max_seq_len = int(engine.max_seq_len)
+        engine_prompt_limit = max_seq_len - 1
+        self.info = EngineInfo(
+            name="reference",
+            model_id=served_name or str(engine.model_id),
+            spec=engine.spec,
+            default_request_spec=engine.default_request_spec,
+            limits=EngineLimits(
+                max_seq_len=max_seq_len,
+                max_prompt_tokens=min(max_prompt_tokens or engine_prompt_limit, engine_prompt_limit),
+                max_new_tokens=max_new_tokens,
+            ),
+            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
+            sampling=str(getattr(engine, "sampling_mode", "greedy")),
+            details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens, **(details or {})},
+        )
+        self.tokenizer = PromptTokenizer(engine.tokenizer)
+        self._cv = threading.Condition()
+        self._pending: collections.deque[_Job] = collections.deque()  # submitted, not yet in the batch
+        self._cancels: list[GenerationHandle] = []
+        self._jobs: dict[int, _Job] = {}  # in the batch (waiting or running), by sequence id
+        self._running = 0
+        self._batch_waiting = 0
+        self._closing = False
+        self._mean_step_s = 0.05  # running mean of a step's duration, for Retry-After
+        self._observer: Optional[Callable[[Any], None]] = None
+        self._thread = threading.Thread(target=self._worker, name="trtlade-reference-engine", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------- contract
+    def submit(self, request: GenerationRequest) -> GenerationHandle:
+        loop = asyncio.get_running_loop()
+        handle = GenerationHandle(loop, request, on_cancel=self._cancel)
+        with self._cv:
+            if self._closing:
+                raise EngineOverloaded("the server is shutting down", retry_after_s=5)
+            waiting = len(self._pending) + self._batch_waiting
+            if waiting >= self._max_queue:
+                steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits[0])
+                raise EngineOverloaded(
+                    f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
+                    f"{self._max_queue}); retry later", retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
+            self._pending.append(_Job(handle, time.perf_counter()))
+            self._cv.notify()
+        return handle
+
+    def load(self) -> tuple[int, int]:
+        with self._cv:
+            return self._running, len(self._pending) + self._batch_waiting
+
+    def set_step_observer(self, observer: Optional[Callable[[Any], None]]) -> None:
+        """``observer(report)`` after every step, on the worker thread (keep it cheap)."""
+        self._observer = observer
+
+    async def aclose(self) -> None:
+        with self._cv:
+            self._closing = True
+            pending = list(self._pending)
+            self._pending.clear()
+            self._cv.notify_all()
+        for job in pending:
+            job.handle.finish(EngineFailure("the server is shutting down"))
+        await asyncio.to_thread(self._thread.join, 30.0)
+
+    # ------------------------------------------------------------------------------- worker
+    def _cancel(self, handle: GenerationHandle) -> None:
+        """On the loop thread: a request not yet in the batch leaves now; the worker drops the others
+        at the next step boundary."""
+        with self._cv:
+            for job in self._pending:
+                if job.handle is handle:
+                    self._pending.remove(job)
+                    handle.finish()
+                    return
+            self._cancels.append(handle)
+            self._cv.notify()
+
+    def _worker(self) -> None:
+        while True:
+            with self._cv:
+                while not (self._pending or self._cancels or self._jobs or self._closing):
+                    self._cv.wait()
+                if self._closing:
+                    break
+                new, self._pending = list(self._pending), collections.deque()
+                cancels, self._cancels = self._cancels, []
+            self._admit(new)
+            self._drop(cancels)
+            if self._jobs:
+                self._step()
+        for job in list(self._jobs.values()):  # closing: whatever still runs is cancelled
+            job.handle.finish(EngineFailure("the server is shutting down"))
+        self._batch.close()
+
+    def _admit(self, jobs: list[_Job]) -> None:
+        for job in jobs:
+            if job.handle.cancelled:
+                job.handle.finish()
+                continue
+            try:
+                seq_id = self._batch.add(job.handle.request, enqueued_at=job.enqueued_at)
+            except ValueError as exc:  # refused before generating: the request is invalid for this engine
+                field = getattr(exc, "field", None)
+                job.handle.finish(RequestRejected(str(exc), param=field if isinstance(field, str) else None))
+                continue
+            self._jobs[seq_id] = job
+
+    def _drop(self, handles: list[GenerationHandle]) -> None:
+        for handle in handles:
+            for seq_id, job in list(self._jobs.items()):
+                if job.handle is handle:
+                    self._batch.cancel(seq_id)
+                    del self._jobs[seq_id]
+            handle.finish()
+
+    def _step(self) -> None:
+        try:
+            events = self._batch.step()
+        except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, not the server
+            log.exception("reference engine step failed")
+            for job in self._jobs.values():
+                job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
+            self._jobs.clear()
+            self._batch = self._engine.new_batch(max_batch_size=self._limits[0], max_num_tokens=self._limits[1])
+            return
+        for seq_id, exc in getattr(self._batch, "failed", ()):
+            job = self._jobs.pop(seq_id, None)
+            if job is not None:
+                log.error("request failed in the reference engine: %s: %s", type(exc).__name__, exc,
+                          exc_info=exc)
+                job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
+        for seq_id, chunk in events:
+            job = self._jobs.get(seq_id)
+            if job is None:
+                continue
+            job.handle.push(chunk)
+            if chunk.finish_reason is not None:
+                job.handle.finish()
+                del self._jobs[seq_id]
+        report = self._batch.last
+        with self._cv:
+            self._running = self._batch.running
+            self._batch_waiting = self._batch.waiting
+            if report.running:
+                self._mean_step_s = 0.9 * self._mean_step_s + 0.1 * report.seconds
+        if self._observer is not None:
+            try:
+                self._observer(report)
+            except Exception:  # noqa: BLE001 - metrics never break serving
+                log.exception("step observer failed")

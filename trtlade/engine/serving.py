@@ -1,0 +1,206 @@
+"""The serving contract: what the HTTP server needs from an engine, implemented by both engines.
+
+The HTTP layer never calls an engine's model code directly. It asks a :class:`ServingEngine` for
+its :class:`EngineInfo` (model id, (W,N,G), limits, scheduling note), its
+:class:`~trtlade.engine.tokenization.PromptTokenizer`, and submits a
+:class:`~trtlade.engine.protocol.GenerationRequest`, getting back a :class:`GenerationHandle`: an
+async iterator of :class:`~trtlade.engine.protocol.StepChunk` (one per engine step) with ``cancel()``.
+
+``submit`` answers at once (it never waits for the model): it either raises
+:class:`EngineOverloaded` (-> 429), :class:`RequestRejected` (-> 400), or queues the request.
+Failures after that surface as :class:`EngineFailure` raised from the iterator (-> 500, or an SSE
+error event once a stream has started).
+
+Two engines implement it: :class:`trtlade.engine.reference_serving.ReferenceServingEngine` (the
+PyTorch reference engine with in-flight batching in one worker thread) and
+:class:`trtlade.engine.trtllm.TrtllmEngine` (TensorRT-LLM's executor with in-flight batching).
+Engines may also offer ``set_step_observer(callback)``: the callback gets every step's
+:class:`~trtlade.engine.scheduler.StepReport` (the server's batch metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Optional, Protocol, runtime_checkable
+
+from trtlade.engine.protocol import GenerationRequest, StepChunk
+from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.spec import LookaheadSpec
+
+__all__ = [
+    "EngineLimits",
+    "EngineInfo",
+    "ServingEngine",
+    "GenerationHandle",
+    "EngineOverloaded",
+    "RequestRejected",
+    "EngineFailure",
+]
+
+
+
+# ------------------------------------------------------------------------------------------- errors
+class EngineOverloaded(Exception):
+    """The engine's queue is full; retry after ``retry_after_s`` seconds (-> HTTP 429)."""
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+class RequestRejected(ValueError):
+    """The engine refused this request as invalid (-> HTTP 400). ``param`` names the field."""
+
+    def __init__(self, message: str, param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class EngineFailure(RuntimeError):
+    """The engine failed while generating this request (-> HTTP 500); the server keeps serving."""
+
+
+# ------------------------------------------------------------------------------------------- info
+@dataclass(frozen=True)
+class EngineLimits:
+    """Token limits of the engine. ``max_seq_len``: prompt + completion tokens of one sequence;
+    ``max_prompt_tokens``: longest prompt; ``max_new_tokens``: largest max_tokens (None: only
+    bounded by ``max_seq_len - prompt``)."""
+
+    max_seq_len: int
+    max_prompt_tokens: int
+    max_new_tokens: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What /v1/models and /version show and what request validation checks against.
+
+    ``sampling``: ``"greedy"`` (temperature > 0 is refused with 400) or ``"sample-without-lookahead"``
+    (temperature > 0 runs plain sampling with lookahead off for that request).
+    """
+
+    name: str
+    model_id: str
+    spec: LookaheadSpec
+    default_request_spec: LookaheadSpec
+    limits: EngineLimits
+    scheduling: str
+    sampling: str = "greedy"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model_id,
+            "spec": self.spec.to_dict(),
+            "max_draft_len": self.spec.max_draft_len,
+            "default_request_spec": self.default_request_spec.to_dict(),
+            "limits": {"max_seq_len": self.limits.max_seq_len,
+                       "max_prompt_tokens": self.limits.max_prompt_tokens,
+                       "max_new_tokens": self.limits.max_new_tokens},
+            "scheduling": self.scheduling,
+            "sampling": self.sampling,
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+@runtime_checkable
+class ServingEngine(Protocol):
+    """What the HTTP layer needs from an engine."""
+
+    info: EngineInfo
+    tokenizer: PromptTokenizer
+
+    def submit(self, request: GenerationRequest) -> "GenerationHandle":
+        """Queue ``request``; raises EngineOverloaded or RequestRejected at once, never blocks."""
+
+    def load(self) -> tuple[int, int]:
+        """(running, queued) requests right now."""
+
+    async def aclose(self) -> None:
+        """Stop: cancel what is still queued or running and release the engine."""
+
+
+# ------------------------------------------------------------------------------------------- handle
+_END = object()
+
+
+class GenerationHandle:
+    """The async stream of one request's :class:`StepChunk`, fed from any thread.
+
+    Producers call :meth:`push` / :meth:`finish` (thread-safe); the consumer iterates with
+    ``async for`` and may call :meth:`cancel` (idempotent; the producer stops at the next step
+    boundary). An :class:`EngineFailure` or :class:`RequestRejected` passed to ``finish`` is raised
+    from the iterator.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, request: GenerationRequest,
+                 on_cancel: Optional[Any] = None) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._on_cancel = on_cancel
+        self._cancel_event = threading.Event()
+        self._finished = threading.Event()
+        self.request = request
+
+    # producer side (any thread) -------------------------------------------------------------
+    def _post(self, item: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the event loop is closed: nobody is listening any more
+            pass
+
+    def push(self, chunk: StepChunk) -> None:
+        if not self._finished.is_set():
+            self._post(chunk)
+
+    def finish(self, error: Optional[BaseException] = None) -> None:
+        """End the stream (once); ``error`` is raised to the consumer after the chunks before it."""
+        if self._finished.is_set():
+            return
+        self._finished.set()
+        if error is not None:
+            self._post(error)
+        self._post(_END)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_event.is_set()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    # consumer side (event loop) -------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop generating (client went away). Safe to call repeatedly and after the end."""
+        if self._cancel_event.is_set():
+            return
+        self._cancel_event.set()
+        if self._on_cancel is not None and not self._finished.is_set():
+            self._on_cancel(self)
+
+    def __aiter__(self) -> AsyncIterator[StepChunk]:
+        return self
+
+    async def __anext__(self) -> StepChunk:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # stay exhausted
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def next_within(self, timeout: float) -> StepChunk | None:
+        """The next chunk, or None when nothing arrived within ``timeout`` s (for SSE keep-alives).
+        Raises StopAsyncIteration at the end."""
+        try:
+            return await asyncio.wait_for(self.__anext__(), timeout)
+        except asyncio.TimeoutError:
+            return None
