@@ -25,7 +25,7 @@ from typing import Any, Literal, Optional
 __all__ = ["BUNDLED", "DatasetError", "Dataset", "Prompt", "load_dataset"]
 
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "datasets"
-BUNDLED: tuple[str, ...] = ("short", "long", "random")
+BUNDLED: tuple[str, ...] = ("mix", "short", "long", "random")
 
 Sampling = Literal["fixed", "random", "in_order"]
 
@@ -78,7 +78,7 @@ class Dataset:
 
 
 def load_dataset(spec: str) -> Dataset:
-    """A bundled set by name (short, long, random) or a JSONL / ShareGPT JSON file by path."""
+    """A bundled set by name (mix, short, long, random) or a JSONL / ShareGPT JSON file by path."""
     if spec in BUNDLED:
         return _load_bundled(spec)
     path = Path(spec).expanduser()

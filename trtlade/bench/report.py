@@ -6,10 +6,13 @@
 * ``summary.json``: :class:`RunSummary` (settings, metadata, one :class:`LevelSummary` per
   (series, level)); ``report compare`` reads it back;
 * ``summary.csv``: the summaries as one flat table;
-* ``summary.md``: the user's two tables (TTFT and decode throughput: rows per series plus a change
-  row in %, columns per concurrency), failures, the full metric table per series, and metadata;
-* ``ttft_vs_concurrency.png``, ``decode_throughput_vs_concurrency.png`` and, with two or more series,
-  ``speedup_vs_concurrency.png``.
+* ``summary.md``: the tables (output throughput -- what the server delivers --, mean and median TTFT,
+  and the user's decode throughput summed over concurrent requests, labelled as such: rows per
+  series plus a change row in %, columns per concurrency), failures, the full metric table per
+  series, and metadata;
+* ``ttft_vs_concurrency.png``, ``output_throughput_vs_concurrency.png``,
+  ``decode_throughput_vs_concurrency.png`` and, with two or more series, ``speedup_vs_concurrency.png``
+  (of output throughput).
 
 pandas and matplotlib are imported inside the functions that need them.
 """
@@ -76,10 +79,16 @@ class RunSummary(BaseModel):
 
 
 # ----------------------------------------------------------------------------- tables
-#: The user's two tables: (title, LevelSummary field, decimals, higher_is_better).
+#: The summary's tables: (title, LevelSummary field, decimals, higher_is_better). Output throughput
+#: (what the server delivers) comes first; the user's summed decode throughput is kept, labelled for
+#: what it is: it can rise with concurrency while the server delivers nothing more.
 TABLES: tuple[tuple[str, str, int, bool], ...] = (
+    ("Output throughput (tokens/s the server delivers: completion tokens / wall time of the level)",
+     "output_throughput", 1, True),
     ("TTFT (ms, mean over requests)", "mean_ttft_ms", 1, False),
-    ("Decode throughput (tokens/s, sum over concurrent requests)", "aggregate_decode_throughput", 1, True),
+    ("TTFT (ms, median)", "median_ttft_ms", 1, False),
+    ("Decode throughput (tokens/s, sum over concurrent requests: per-request decode speed, summed; "
+     "not what the server delivers)", "aggregate_decode_throughput", 1, True),
 )
 
 #: One table row: a label and a value per concurrency level (None: not measured / no data).
@@ -344,15 +353,18 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
         written.append(path)
 
     plot("ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)", series_rows(run, "mean_ttft_ms"))
+    output = series_rows(run, "output_throughput")
+    plot("output_throughput_vs_concurrency.png", "Output throughput: what the server delivers",
+         "completion tokens/s", output)
     decode = series_rows(run, "aggregate_decode_throughput")
-    plot("decode_throughput_vs_concurrency.png", "Decode throughput (sum over concurrent requests)",
-         "tokens/s", decode)
-    if len(decode) > 1:
-        base_label, base = decode[0]
+    plot("decode_throughput_vs_concurrency.png",
+         "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s", decode)
+    if len(output) > 1:
+        base_label, base = output[0]
         speed = [(f"{label} / {base_label}",
                   {c: (v[c] / base[c] if v.get(c) is not None and base.get(c) else None) for c in run.levels})
-                 for label, v in decode[1:]]
-        plot("speedup_vs_concurrency.png", f"Decode throughput speedup vs {base_label}", "speedup (x)",
+                 for label, v in output[1:]]
+        plot("speedup_vs_concurrency.png", f"Output throughput speedup vs {base_label}", "speedup (x)",
              speed, ref=1.0)
     return written
 

@@ -172,7 +172,7 @@ def bench(
                                               help="Send ignore_eos so every answer has max_tokens tokens."),
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Default 0 (greedy)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws (default 0)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="short, long, random, or a .jsonl / ShareGPT "
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a .jsonl / ShareGPT "
                                           ".json file (default short)."),
     modes: Optional[list[str]] = typer.Option(
         None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)), lookahead or default (no "

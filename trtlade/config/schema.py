@@ -148,7 +148,7 @@ class BenchSection(_Section):
     max_tokens: int = Field(50, ge=1, description="max_tokens per request.")
     ignore_eos: bool = Field(False, description="Send ignore_eos so every request makes max_tokens.")
     endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")
-    dataset: str = Field("short", description="Bundled set (short, long, random) or a JSONL/ShareGPT path.")
+    dataset: str = Field("mix", description="Bundled set (mix, short, long, random) or a JSONL/ShareGPT path.")
     modes: list[str] = Field(["ar", "lookahead"], min_length=1,
                              description="ar, lookahead (the server's spec) or explicit specs like 4-2-4.")
     seed: int = Field(0, description="Seed for prompt sampling and ordering.")
