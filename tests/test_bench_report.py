@@ -185,7 +185,7 @@ def test_write_report_files_and_roundtrip(tmp_path: Path) -> None:
     names = sorted(p.name for p in written)
     assert names == sorted(["per_request.jsonl", "summary.json", "summary.csv", "summary.md",
                             "ttft_vs_concurrency.png", "decode_throughput_vs_concurrency.png",
-                            "speedup_vs_concurrency.png"])
+                            "output_throughput_vs_concurrency.png", "speedup_vs_concurrency.png"])
     for p in written:
         assert p.stat().st_size > 0
     lines = (tmp_path / run.run_id / "per_request.jsonl").read_text().splitlines()
