@@ -5,8 +5,9 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
 
 1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` run, and
    prefills them (chunks of at most ``max_num_tokens`` rows, at most ``max_num_tokens`` prompt
-   tokens per step beyond the first prompt); each prefill emits the request's first token at once;
-2. runs ONE forward pass over the sequences that were already running: every one contributes its
+   tokens per step beyond the first prompt); each prefill emits the request's first token at once,
+   before the step's decode pass (a new request waits for the step in progress, not for one more);
+2. runs ONE forward pass over the sequences that were running before this step: every one contributes its
    golden row, plus its window and candidate rows for its own (w,n,g), or one row for (1,1,0) and
    sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that do not fit
    ``max_num_tokens`` are dropped, oldest requests keep theirs (:mod:`trtlade.engine.scheduler`);
@@ -253,11 +254,10 @@ class Batch:
         t0 = time.perf_counter()
         report = StepReport()
         self.failed = []
-        decoding = list(self._running)
-        out: list[tuple[int, StepChunk]] = []
+        decoding = list(self._running)  # newly prefilled sequences join at the next step
+        out = self._admit(report)  # prefill first: a new request's first token waits for no decode step
         if decoding:
             out.extend(self._decode(decoding, report))
-        out.extend(self._admit(report))
         report.seconds = time.perf_counter() - t0
         self.last = report
         return out

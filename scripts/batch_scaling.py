@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""In-flight batching on the reference engine, measured without HTTP: output tokens/s at batch sizes
+1, 2, 4, 8 for plain greedy (1,1,0) and lookahead, interleaved and repeated, as ratios against batch 1
+and against greedy measured in the same run; plus the lossless check (every batched request equal to
+the prompt run alone with plain greedy) and the cost of a forward pass by rows.
+
+    .venv/bin/python scripts/batch_scaling.py                        # embedded SmolLM2, fp32, (2,4,2)
+    .venv/bin/python scripts/batch_scaling.py --dtype bfloat16 --repeats 1
+
+Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--spec", default="2,4,2")
+    ap.add_argument("--batches", default="1,2,4,8")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=48)
+    args = ap.parse_args()
+
+    from trtlade.bench.datasets import load_dataset
+    from trtlade.engine.batch_runner import RowBlock
+    from trtlade.engine.protocol import GenerationRequest
+    from trtlade.engine.reference import ReferenceEngine
+    from trtlade.spec import LookaheadSpec
+
+    engine = ReferenceEngine.load(spec=args.spec, dtype=args.dtype)
+    tok = engine.tokenizer
+    texts = [p.text for p in load_dataset("mix").prompts]
+    prompts = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True) for t in texts]
+    prompts = [list(p["input_ids"] if hasattr(p, "keys") else p) for p in prompts]
+    sizes = [int(x) for x in args.batches.split(",")]
+    modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
+
+    alone = {i: engine.greedy(p, max_tokens=args.max_tokens, ignore_eos=True).tokens for i, p in enumerate(prompts)}
+
+    def run(size: int, spec: LookaheadSpec, offset: int) -> tuple[float, int, int]:
+        batch = engine.new_batch(max_batch_size=size)
+        chosen = [(offset + k) % len(prompts) for k in range(size)]
+        ids = {batch.add(GenerationRequest(prompt_ids=tuple(prompts[i]), max_tokens=args.max_tokens,
+                                           lookahead=spec, ignore_eos=True)): i for i in chosen}
+        out: dict[int, list[int]] = {sid: [] for sid in ids}
+        t0 = time.perf_counter()
+        while len(batch):
+            for sid, chunk in batch.step():
+                out[sid].extend(chunk.tokens)
+        elapsed = time.perf_counter() - t0
+        same = sum(out[sid] == alone[i] for sid, i in ids.items())
+        return sum(len(v) for v in out.values()) / elapsed, same, len(ids)
+
+    results: dict[tuple[str, int], list[float]] = {}
+    identical = {name: [0, 0] for name in modes}
+    for rep in range(args.repeats):
+        for size in sizes:
+            for name, spec in modes.items():  # interleaved: both modes see the same machine state
+                tps, same, total = run(size, spec, offset=rep * 3 + size)
+                results.setdefault((name, size), []).append(tps)
+                identical[name][0] += same
+                identical[name][1] += total
+    print(f"\nOutput tokens/s (median of {args.repeats}), {engine.model_id} {engine.dtype}, "
+          f"{args.max_tokens} tokens per request, mix prompts")
+    print("| mode | " + " | ".join(f"batch {s}" for s in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+    for name in modes:
+        print(f"| {name} | " + " | ".join(f"{med[(name, s)]:.1f} ({med[(name, s)] / med[(name, sizes[0])]:.2f}x)"
+                                         for s in sizes) + " |")
+    la = list(modes)[1]
+    print(f"| {la} vs greedy | " + " | ".join(f"{med[(la, s)] / med[('greedy', s)]:.2f}x" for s in sizes) + " |")
+    for name, (same, total) in identical.items():
+        print(f"identical to the prompt run alone with plain greedy: {name}: {same}/{total}")
+
+    # cost of a forward pass by rows, over several sequences of ~100 cached tokens
+    runner = engine.new_batch().engine.runner
+    slots = [runner.allocate(256) for _ in range(8)]
+    for s in slots:
+        runner.prefill(s, prompts[0][:100])
+    print("\nForward pass cost by rows (ms, best of 5): one sequence with R rows | R sequences with one row each")
+    for rows in (1, 2, 4, 8, 16, 32, 64):
+        one = [RowBlock(slots[0], [5] * rows, list(range(rows)), list(range(rows)), causal=True)]
+        many = [RowBlock(s, [5], [0], [0]) for s in slots[:rows]] if rows <= len(slots) else None
+        t_one = _best(lambda: runner.forward(one))
+        t_many = _best(lambda: runner.forward(many)) if many else None
+        print(f"  {rows:3d} rows: {1000 * t_one:7.1f} | " + (f"{1000 * t_many:7.1f}" if t_many else "      -"))
+
+
+def _best(fn, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+if __name__ == "__main__":
+    main()
