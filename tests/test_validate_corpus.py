@@ -58,6 +58,8 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "warn-too-many-draft-tokens.yml": ("warning", "spec-too-many-draft-tokens", "lookahead.spec", 2, 9,
                                        "143 tokens per step, above 128"),
     "warn-below-minimum.yml": ("warning", "spec-below-minimum", "lookahead.spec", 2, 9, "(2,2,1)"),
+    "max-num-tokens-below-batch.yml": ("error", "build-max-num-tokens-batch", "build.max_num_tokens", 3, 19,
+                                       "needs at least its golden row"),
     "warn-max-num-tokens.yml": ("warning", "build-max-num-tokens", "build.max_num_tokens", 3, 19,
                                 "16 * 8 = 128"),
     # grps_trtllm inference configs

@@ -54,7 +54,15 @@ def _check_build_sizes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
                      "trtllm-build refuses it", loc=("build", "max_seq_len"), code="build-max-seq-len",
             hint="max_seq_len is prompt + output tokens; make it larger than max_input_len"))
     need = build.max_batch_size * spec.decoding_tokens
-    if build.max_num_tokens is not None and build.max_num_tokens < need:
+    if build.max_num_tokens is not None and build.max_num_tokens < build.max_batch_size:
+        out.append(doc.diagnostic(
+            "error", f"build.max_num_tokens {build.max_num_tokens} is below build.max_batch_size "
+                     f"{build.max_batch_size}: every running request needs at least its golden row per step, "
+                     "so the reference engine refuses to start", loc=("build", "max_num_tokens"),
+            code="build-max-num-tokens-batch",
+            hint=f"allowed: max_num_tokens >= {build.max_batch_size}; {need} lets every request run its full "
+                 f"lookahead step"))
+    elif build.max_num_tokens is not None and build.max_num_tokens < need:
         out.append(doc.diagnostic(
             "warning", f"build.max_num_tokens {build.max_num_tokens} is below max_batch_size * (max_draft_len + 1) = "
                        f"{build.max_batch_size} * {spec.decoding_tokens} = {need}: trtllm-build raises it to {need} "

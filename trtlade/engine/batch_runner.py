@@ -288,7 +288,6 @@ class SlotKVCache(Cache):
         self.head_dim = head_dim
         self.lengths: dict[int, int] = {}
         self.layout: Optional[StepLayout] = None
-        self._step_starts: dict[int, int] = {}
 
     @property
     def slots(self) -> int:
@@ -408,9 +407,6 @@ class BatchRunner:
     def length(self, slot: int) -> int:
         """Committed tokens in ``slot``."""
         return self.cache.lengths[slot]
-
-    def truncate(self, slot: int, length: int) -> None:
-        self.cache.lengths[slot] = max(0, min(self.cache.lengths[slot], length))
 
     # ------------------------------------------------------------------ forward
     @torch.inference_mode()

@@ -310,8 +310,10 @@ class Batch:
         wanted = [w for w in wanted if w is not None]
         rows = self.limits.rows(wanted)
         blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
-        states, wanted = [s for s, b in zip(states, blocks) if b], [w for w, b in zip(wanted, blocks) if b]
-        blocks = [b for b in blocks if b]
+        ran = [b is not None for b in blocks]
+        states = [s for s, ok in zip(states, ran) if ok]
+        wanted = [w for w, ok in zip(wanted, ran) if ok]
+        blocks = [b for b in blocks if b is not None]
         if not blocks:
             return []
         report.running = len(states)
