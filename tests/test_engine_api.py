@@ -56,7 +56,7 @@ def test_engine_attributes():
 def test_request_default_must_be_admitted():
     with pytest.raises(LookaheadNotAdmitted) as info:
         tiny_engine("llama", (4, 2, 4), request_default=(4, 3, 4))
-    assert info.value.field == "lookahead.ngram_size" and info.value.limit == 2
+    assert info.value.field == "lookahead.n" and info.value.limit == 2
 
 
 # ------------------------------------------------------------------------------------ stats & stream
@@ -211,7 +211,7 @@ def test_lookahead_not_admitted_names_field_and_limit():
         engine().generate(list(PROMPT), max_tokens=5, lookahead=(8, 5, 7))
     err = info.value
     assert isinstance(err, ValueError)
-    assert err.field == "lookahead.window_size" and err.limit == 7 and err.value == 8
+    assert err.field == "lookahead.w" and err.limit == 7 and err.value == 8
     assert "window_size=8 > 7" in str(err)
 
 

@@ -12,7 +12,7 @@ from models import tiny_tokenizer
 from trtlade.engine.adaptive import CostTable, SpecController, spec_ladder
 from trtlade.engine.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
 from trtlade.engine.kernels import resolve_dtype
-from trtlade.engine.text import IncrementalDetokenizer, TextTracker
+from trtlade.engine.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
 from trtlade.spec import LookaheadSpec
 
 
@@ -179,6 +179,54 @@ def test_text_tracker_hidden_tokens_and_context():
     text = [tracker.push(t).text for t in tok.encode(" world")]
     text.append(tracker.push(tok.eos_token_id, hidden=True).text)
     assert "".join(text) + tracker.finish() == " world"
+
+
+_TEXT = "The quick brown fox jumps."
+
+
+@pytest.mark.parametrize("case", [
+    # stop_ids: indexes into the token ids of _TEXT; the result must not depend on the run sizes
+    dict(stop=(), stop_ids=(), min_tokens=0, max_tokens=99, expect=(_TEXT, None)),
+    dict(stop=("fox",), stop_ids=(), min_tokens=0, max_tokens=99, expect=("The quick brown ", "stop")),
+    dict(stop=("fox",), stop_ids=(), min_tokens=99, max_tokens=99, expect=(_TEXT, None)),  # before min_tokens
+    dict(stop=(), stop_ids=(3,), min_tokens=0, max_tokens=99, expect=("<text of ids[:3]>", "stop")),
+    dict(stop=(), stop_ids=(), min_tokens=0, max_tokens=3, expect=(None, "length")),
+])
+@pytest.mark.parametrize("run_size", [1, 2, 5])
+def test_output_text_ends_at_the_same_token_whatever_the_run_sizes(case, run_size):
+    tok = tiny_tokenizer()
+    ids = tok.encode(_TEXT)
+    stop_ids = [ids[i] for i in case["stop_ids"]]
+    out = OutputText(tok, stop=case["stop"], stop_ids=stop_ids, min_tokens=case["min_tokens"],
+                     max_tokens=case["max_tokens"])
+    text, tokens = "", []
+    for start in range(0, len(ids), run_size):
+        emitted = out.extend(ids[start:start + run_size])
+        text += emitted.text
+        tokens += emitted.tokens
+        if emitted.finish_reason:
+            break
+    want_text, want_finish = case["expect"]
+    if stop_ids:
+        want_text = tok.decode(ids[:case["stop_ids"][0]])
+    assert out.finish_reason == want_finish
+    if want_finish == "length":
+        assert tokens == ids[:3] and text == tok.decode(ids[:3])
+    elif want_finish is None:
+        text += out.end("length")
+        assert tokens == ids and text == want_text
+    else:
+        assert text == want_text and tokens == out.tokens and len(tokens) < len(ids)
+        if stop_ids:  # a stop id is kept in the tokens (it was generated) but shows no text
+            assert tokens[-1] in stop_ids
+    with pytest.raises(RuntimeError):
+        if out.finish_reason is None:
+            out.end("stop")
+        out.extend(ids[:1])
+
+
+def test_eos_token_ids_merge_sources_in_order_without_repeats():
+    assert eos_token_ids(None, 2, [7, 2], (9,), True) == (2, 7, 9)  # a bool is not an id
 
 
 # ------------------------------------------------------------------------------------ adaptive

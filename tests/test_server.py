@@ -643,3 +643,58 @@ def test_disconnect_while_queued_removes_the_request_from_the_queue():
     assert after.status_code == 200
     prompts = [engine.tokenizer.decode(r.prompt_ids) for r in engine.requests]
     assert "never" not in prompts
+
+
+# ------------------------------------------------------------------------------------ routes one at a time
+def _bare_app(router, state):
+    """One route module mounted alone on a bare FastAPI app over a hand-made context."""
+    import time
+
+    from fastapi import FastAPI
+
+    from trtlade.server.app import add_error_handlers
+    from trtlade.server.context import ServerContext
+    from trtlade.server.metrics import ServerMetrics
+
+    app = FastAPI()
+    app.state.context = ServerContext(ServerSettings(api_key="k"), ServerMetrics(), state, started_at=time.time())
+    add_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+def _get(app, method, path, **kw):
+    import httpx
+
+    async def go():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            return await c.request(method, path, **kw)
+
+    return run(go())
+
+
+@pytest.mark.parametrize("status,code", [("loading", 503), ("failed", 503), ("stopping", 503)])
+def test_info_routes_alone_report_an_engine_that_is_not_ready(status, code):
+    from trtlade.server import info_routes
+    from trtlade.server.context import ServerState
+
+    app = _bare_app(info_routes.router, ServerState(status=status, error="boom" if status == "failed" else None))
+    health = _get(app, "GET", "/health")
+    assert health.status_code == code and health.json()["status"] == status
+    assert _get(app, "GET", "/version").json()["engine"] is None
+    assert _get(app, "GET", "/v1/models").status_code == 401  # the key is checked before the engine
+
+
+def test_generation_routes_alone_admit_through_the_context():
+    from trtlade.server import generation
+    from trtlade.server.context import ServerState
+
+    engine = ReferenceServingEngine(FakeEngine(), max_queue=4)
+    app = _bare_app(generation.router, ServerState(status="ready", engine=engine))
+    auth = {"authorization": "Bearer k"}
+    ok = _get(app, "POST", "/v1/completions", json={"prompt": "Hi", "max_tokens": 3}, headers=auth)
+    refused = _get(app, "POST", "/v1/completions", json={"prompt": "Hi"})
+    assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 3
+    assert refused.status_code == 401
+    run(engine.aclose())

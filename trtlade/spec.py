@@ -39,6 +39,8 @@ __all__ = [
     "MEANINGFUL_MINIMUM",
     "DRAFT_TOKENS_WARNING_THRESHOLD",
     "fitting_specs",
+    "WIRE_NAMES",
+    "wire_param",
 ]
 
 FIELDS: tuple[str, str, str] = ("window_size", "ngram_size", "verification_set_size")
@@ -60,6 +62,11 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
         "lookahead_verification_set_size", "GUESS_SET_SIZE",
     ),
 }
+
+#: The per-request wire form's short name of each field: a request sends ``{"w": 2, "n": 2, "g": 1}``
+#: and an error about it names ``lookahead.w``. Used by :meth:`LookaheadSpec.to_wire` and
+#: :func:`wire_param`, the only places that spell the wire form.
+WIRE_NAMES: dict[str, str] = {"window_size": "w", "ngram_size": "n", "verification_set_size": "g"}
 
 _ALIAS_TO_FIELD: dict[str, str] = {
     alias: field for field, aliases in FIELD_ALIASES.items() for alias in aliases
@@ -269,6 +276,16 @@ class LookaheadSpec:
     def to_dict(self) -> dict[str, int]:
         return dict(zip(FIELDS, self.as_tuple()))
 
+    def to_wire(self) -> dict[str, int]:
+        """The per-request wire form, as requests send it and ``usage.lookahead.spec`` reports it.
+
+        >>> LookaheadSpec(4, 2, 4).to_wire()
+        {'w': 4, 'n': 2, 'g': 4}
+        >>> LookaheadSpec.parse(LookaheadSpec(2, 2, 1).to_wire())
+        LookaheadSpec(window_size=2, ngram_size=2, verification_set_size=1)
+        """
+        return {WIRE_NAMES[f]: v for f, v in zip(FIELDS, self.as_tuple())}
+
     def derived(self) -> dict[str, Any]:
         """Every derived number, as data (what ``trtlade spec --json`` prints)."""
         return {
@@ -347,6 +364,15 @@ def fitting_specs(max_draft_len: int, near: LookaheadSpec | None = None, limit: 
         found.sort(key=lambda s: (sum(abs(a - b) for a, b in zip(s.as_tuple(), near.as_tuple())),
                                   -s.ngram_size, s.as_tuple()))
     return found[:limit]
+
+
+def wire_param(field: str | None) -> str:
+    """The request parameter that names ``field`` of the per-request ``lookahead`` object.
+
+    >>> wire_param("window_size"), wire_param(None)
+    ('lookahead.w', 'lookahead')
+    """
+    return f"lookahead.{WIRE_NAMES[field]}" if field in WIRE_NAMES else "lookahead"
 
 
 def _did_you_mean(key: str, candidates: Iterable[str]) -> str:

@@ -51,10 +51,7 @@ class Mode:
     spec: Optional[LookaheadSpec]
 
     def payload(self) -> Optional[dict[str, int]]:
-        if self.spec is None:
-            return None
-        w, n, g = self.spec.as_tuple()
-        return {"w": w, "n": n, "g": g}
+        return None if self.spec is None else self.spec.to_wire()
 
     def describe(self) -> str:
         if self.spec is None:

@@ -37,7 +37,7 @@ from trtlade.engine.adaptive import SpecController
 from trtlade.engine.batch_runner import RowBlock
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
 from trtlade.engine.scheduler import BatchLimits, StepReport
-from trtlade.engine.text import TextTracker
+from trtlade.engine.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
@@ -58,11 +58,13 @@ class SequenceState:
         self.spec = spec
         self.seq_id = seq_id
         self.prompt = list(request.prompt_ids)
-        self.tokens: list[int] = []
         self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt))
-        self.tracker = TextTracker(engine.tokenizer, request.stop, context=self.prompt)
-        self.stop_ids = frozenset(request.stop_token_ids) | (
-            frozenset() if request.ignore_eos else frozenset(engine.eos_token_ids))
+        self.output = OutputText(
+            engine.tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
+            stop_ids=(*request.stop_token_ids, *(() if request.ignore_eos else engine.eos_token_ids)),
+            context=self.prompt)
+        self.tokens = self.output.tokens  # the output so far (the same list)
+        self.stop_ids = self.output.stop_ids
         self.sampler = _Sampler(request, engine.seed) if request.temperature > 0 else None
         self.slot: Optional[int] = None
         self.finish_reason: Optional[str] = None
@@ -145,35 +147,16 @@ class SequenceState:
 
     def _emit(self, tokens: Sequence[int], rows: int) -> StepChunk:
         """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget."""
-        request = self.request
-        texts: list[str] = []
-        kept: list[int] = []
-        finish: Optional[str] = None
-        for tok in tokens:
-            kept.append(tok)
-            self.tokens.append(tok)
-            if tok in self.stop_ids:
-                texts.append(self.tracker.push(tok, hidden=True).text)
-                finish = "stop"
-                break
-            pushed = self.tracker.push(tok, check_stops=len(self.tokens) >= request.min_tokens)
-            texts.append(pushed.text)
-            if pushed.stopped:
-                finish = "stop"
-                break
-            if len(self.tokens) >= request.max_tokens:
-                finish = "length"
-                break
-        if finish is not None:
-            texts.append(self.tracker.finish())
-            self.finish_reason = finish
+        emitted = self.output.extend(tokens)
+        self.finish_reason = emitted.finish_reason
+        kept = emitted.tokens
         stats = self.stats
         stats.steps += 1
         stats.tokens += len(kept)
         stats.tokens_per_step_hist[len(kept)] = stats.tokens_per_step_hist.get(len(kept), 0) + 1
         stats.rows_per_step.append(rows)
-        return StepChunk(tokens=kept, text="".join(texts), finish_reason=finish,
-                         stats=stats if finish is not None else None)
+        return StepChunk(tokens=kept, text=emitted.text, finish_reason=emitted.finish_reason,
+                         stats=stats if emitted.finish_reason is not None else None)
 
 
 @dataclass

@@ -52,7 +52,8 @@ from trtlade.engine.batching import Batch  # noqa: E402
 from trtlade.engine.kernels import configure_threads, dtype_name, resolve_dtype  # noqa: E402
 from trtlade.engine.protocol import GenerationRequest, GenerationResult, StepChunk  # noqa: E402
 from trtlade.engine.scheduler import BatchLimits  # noqa: E402
-from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec  # noqa: E402
+from trtlade.engine.text import eos_token_ids  # noqa: E402
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param  # noqa: E402
 
 __all__ = [
     "DEFAULT_SPEC",
@@ -87,7 +88,7 @@ class LookaheadNotAdmitted(RequestError):
         parts = ", ".join(f"{f}={v} > {lim}" for f, v, lim in excess)
         super().__init__(
             f"lookahead ({requested}) is not admitted by the engine's ({engine_spec}): {parts}",
-            field=f"lookahead.{field}", limit=limit,
+            field=wire_param(field), limit=limit,
             hint=f"use w <= {engine_spec.window_size}, n <= {engine_spec.ngram_size}, "
                  f"g <= {engine_spec.verification_set_size}, or (1,1,0) to turn lookahead off")
         self.requested = requested
@@ -338,15 +339,8 @@ def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
     """EOS ids from the generation config, the model config and the tokenizer, in that order."""
-    found: list[int] = []
-    sources = [getattr(getattr(model, "generation_config", None), "eos_token_id", None),
-               getattr(model.config, "eos_token_id", None),
-               getattr(tokenizer, "eos_token_id", None)]
-    for value in sources:
-        for tok in (value if isinstance(value, (list, tuple)) else [value]):
-            if tok is not None and int(tok) not in found:
-                found.append(int(tok))
-    return tuple(found)
+    return eos_token_ids(getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+                         getattr(model.config, "eos_token_id", None), getattr(tokenizer, "eos_token_id", None))
 
 
 def _max_seq_len(config: Any, tokenizer: Any) -> int:

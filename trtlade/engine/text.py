@@ -14,9 +14,9 @@ Worked example (a byte-level tokenizer, stop string ``"\\n\\n"``)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
-__all__ = ["IncrementalDetokenizer", "TextTracker", "PushResult"]
+__all__ = ["IncrementalDetokenizer", "TextTracker", "PushResult", "OutputText", "Emitted", "eos_token_ids"]
 
 #: Prompt tokens decoded before the first generated token, so that tokenizers which drop a leading
 #: space at the start of a text (SentencePiece) still give the first token its space.
@@ -137,3 +137,98 @@ class TextTracker:
             if any(s.startswith(tail) for s in self.stops):
                 return length
         return 0
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What one run of tokens added: the ``tokens`` kept (up to the one that ended the generation),
+    the ``text`` that may be streamed now, and ``finish_reason`` (``"stop"``, ``"length"`` or None)."""
+
+    tokens: list[int]
+    text: str
+    finish_reason: Optional[str]
+
+
+class OutputText:
+    """A generation's output: its tokens and text, and the rules that end it. Both engines use it.
+
+    - a token in ``stop_ids`` (EOS unless ``ignore_eos``, and ``stop_token_ids``) ends it with
+      ``"stop"``; the token is kept in ``tokens`` but shows no text;
+    - a stop string ends it with ``"stop"`` at the token that completes it, the text cut before it
+      (not before ``min_tokens`` tokens exist);
+    - ``max_tokens`` tokens end it with ``"length"``.
+
+    Nothing after the ending token is kept, so a lookahead step that accepted a run across an EOS
+    gives exactly what one-token-at-a-time decoding gives. A toy tokenizer whose ids are characters:
+
+    >>> class Chars:
+    ...     def decode(self, ids, skip_special_tokens=True):
+    ...         return "".join(chr(i) for i in ids if not (skip_special_tokens and i == 0))
+    >>> out = OutputText(Chars(), stop=("\\n\\n",), stop_ids={0}, max_tokens=20)
+    >>> out.extend([ord(c) for c in "hi\\n"])   # a lone newline may start the stop string
+    Emitted(tokens=[104, 105, 10], text='hi', finish_reason=None)
+    >>> out.extend([ord(c) for c in "\\nmore"])  # the stop string completes at the first token
+    Emitted(tokens=[10], text='', finish_reason='stop')
+    >>> OutputText(Chars(), stop_ids={0}, max_tokens=20).extend([ord("a"), 0, ord("b")])
+    Emitted(tokens=[97, 0], text='a', finish_reason='stop')
+    >>> OutputText(Chars(), max_tokens=2).extend([ord("a"), ord("b"), ord("c")])
+    Emitted(tokens=[97, 98], text='ab', finish_reason='length')
+    """
+
+    def __init__(self, tokenizer: Any, *, stop: Sequence[str] = (), stop_ids: Iterable[int] = (),
+                 min_tokens: int = 0, max_tokens: int, context: Sequence[int] = ()) -> None:
+        self.tracker = TextTracker(tokenizer, stop, context=context)
+        self.stop_ids = frozenset(int(t) for t in stop_ids)
+        self.min_tokens = min_tokens
+        self.max_tokens = max_tokens
+        self.tokens: list[int] = []
+        self.finish_reason: Optional[str] = None
+
+    def extend(self, run: Sequence[int]) -> Emitted:
+        """Append a step's tokens in order, stopping at the first one that ends the generation."""
+        if self.finish_reason is not None:
+            raise RuntimeError("extend() after the generation ended")
+        kept: list[int] = []
+        texts: list[str] = []
+        for tok in run:
+            tok = int(tok)
+            kept.append(tok)
+            self.tokens.append(tok)
+            if tok in self.stop_ids:
+                texts.append(self.tracker.push(tok, hidden=True).text)
+                self.finish_reason = "stop"
+                break
+            pushed = self.tracker.push(tok, check_stops=len(self.tokens) >= self.min_tokens)
+            texts.append(pushed.text)
+            if pushed.stopped:
+                self.finish_reason = "stop"
+                break
+            if len(self.tokens) >= self.max_tokens:
+                self.finish_reason = "length"
+                break
+        if self.finish_reason is not None:
+            texts.append(self.tracker.finish())
+        return Emitted(kept, "".join(texts), self.finish_reason)
+
+    def end(self, finish_reason: str) -> str:
+        """The generation was ended from outside (the engine's own stop or length): set the reason
+        and return the text still held back."""
+        if self.finish_reason is None:
+            self.finish_reason = finish_reason
+            return self.tracker.finish()
+        return ""
+
+
+def eos_token_ids(*sources: Any) -> tuple[int, ...]:
+    """EOS ids from several sources in order of trust (each an id, a list of ids, or None), without
+    repeats: the one EOS rule of both engines.
+
+    >>> eos_token_ids([151645, 151643], 151643, None)
+    (151645, 151643)
+    """
+    found: list[int] = []
+    for value in sources:
+        for tok in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(tok, int) and not isinstance(tok, bool) and tok not in found:
+                found.append(tok)
+    return tuple(found)

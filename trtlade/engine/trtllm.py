@@ -42,7 +42,8 @@ from typing import Any, Mapping, Optional, Sequence
 from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
-from trtlade.spec import LookaheadSpec
+from trtlade.engine.text import OutputText, eos_token_ids
+from trtlade.spec import LookaheadSpec, wire_param
 
 __all__ = [
     "TrtllmStartError",
@@ -197,32 +198,28 @@ def _create_executor(pre: Preflight, launch: TrtllmLaunch) -> Any:
             "'Assertion failed: 16 != 40' means the (W,N,G) does not give the engine's max_draft_len") from None
 
 
-def _eos_ids(tokenizer: Any, folder: Path) -> list[int]:
-    """EOS ids: generation_config.json's eos_token_id (int or list) first, else the tokenizer's."""
-    ids: list[int] = []
+def _eos_ids(tokenizer: Any, folder: Path) -> tuple[int, ...]:
+    """EOS ids: generation_config.json's eos_token_id (int or list) first, then the tokenizer's."""
+    value = None
     gen = folder / "generation_config.json"
     if gen.is_file():
         try:
             value = json.loads(gen.read_text()).get("eos_token_id")
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError, AttributeError):
             value = None
-        ids = [value] if isinstance(value, int) else [v for v in value or [] if isinstance(v, int)]
-    if getattr(tokenizer, "eos_token_id", None) is not None and tokenizer.eos_token_id not in ids:
-        ids.append(int(tokenizer.eos_token_id))
-    return ids
+    return eos_token_ids(value, getattr(tokenizer, "eos_token_id", None))
 
 
 # ------------------------------------------------------------------------------------------ requests
 @dataclass
 class _Job:
-    """One request in flight: its stream, tokens so far, text emitted so far."""
+    """One request in flight: its stream, its output (tokens, text, stop rules), its step count."""
 
     handle: Any
     request: GenerationRequest
     spec: LookaheadSpec
+    output: OutputText
     request_id: int = -1
-    tokens: list[int] = field(default_factory=list)
-    emitted: int = 0  # characters of text sent
     steps: int = 0
     hist: dict[int, int] = field(default_factory=dict)
     done: bool = False
@@ -262,6 +259,7 @@ class TrtllmEngine:
         self.tokenizer = PromptTokenizer(tokenizer)
         self._raw_tokenizer = tokenizer
         eos = _eos_ids(tokenizer, launch.tokenizer_dir)
+        self._eos = eos
         self._end_id = eos[0] if eos else None
         self._extra_eos = eos[1:]
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -303,15 +301,18 @@ class TrtllmEngine:
         spec = request.lookahead if request.lookahead is not None else self.info.default_request_spec
         excess = self.info.spec.excess(spec)
         if excess:  # the HTTP layer already refused this; never let it reach the decoder
-            short = {"window_size": "w", "ngram_size": "n", "verification_set_size": "g"}[excess[0][0]]
             raise RequestRejected(f"lookahead ({spec}) is not admitted by the server's ({self.info.spec})",
-                                  param=f"lookahead.{short}")
+                                  param=wire_param(excess[0][0]))
         if request.temperature > 0:
             raise RequestRejected("the trtllm engine decodes greedily; temperature must be 0",
                                   param="temperature")
         loop = asyncio.get_running_loop()
         handle = GenerationHandle(loop, request, on_cancel=self._cancel)
-        job = _Job(handle=handle, request=request, spec=spec)
+        output = OutputText(
+            self._raw_tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
+            stop_ids=(*request.stop_token_ids, *(() if request.ignore_eos else self._eos)),
+            context=request.prompt_ids)
+        job = _Job(handle=handle, request=request, spec=spec, output=output)
         with self._lock:
             if self._closing.is_set():
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
@@ -419,8 +420,6 @@ class TrtllmEngine:
             job.done = True
             job.handle.finish()
             return
-        if finish == "stop" and new and new[-1] in job.request.stop_token_ids + tuple(self._extra_eos):
-            new = new[:-1]  # a stop token ends the text, like EOS, and is not part of it
         chunk = self._chunk(job, new, finish)
         if chunk.finish_reason is not None:
             self._pop(job.request_id)
@@ -445,42 +444,24 @@ class TrtllmEngine:
         return "stop"  # END_ID, STOP_WORDS (and TIMED_OUT, which trtlade never sets)
 
     def _chunk(self, job: _Job, new: list[int], finish: Optional[str]) -> StepChunk:
-        """Detokenize incrementally, end at a stop string (trimmed), hold back what may still turn
-        into one (or into a complete UTF-8 character)."""
-        before = len(job.tokens)
-        job.tokens.extend(new)
-        text = self.tokenizer.decode(job.tokens)
-        stops = job.request.stop
-        cut = None
-        for s in stops:
-            pos = text.find(s, max(0, job.emitted - len(s) + 1))
-            if pos >= 0 and (cut is None or pos < cut):
-                cut = pos
-        if cut is not None:
-            keep = before
-            while keep < len(job.tokens) and len(self.tokenizer.decode(job.tokens[:keep])) < cut:
-                keep += 1
-            new = job.tokens[before:keep]
-            job.tokens = job.tokens[:keep]
-            text, finish = text[:cut], "stop"
-        if finish is not None:
-            end = len(text)
-        else:
-            hold = max((len(s) for s in stops), default=1) - 1
-            end = max(job.emitted, len(text) - hold)
-            while end > job.emitted and text[end - 1] == "\ufffd":
-                end -= 1
-        delta, job.emitted = text[job.emitted:end], end
-        if new:
-            job.hist[len(new)] = job.hist.get(len(new), 0) + 1
+        """The step's tokens through the same output rules as the reference engine
+        (:class:`~trtlade.engine.text.OutputText`): EOS and stop ids end the text and show none,
+        a stop string ends it at the token that completes it. ``finish`` is the executor's."""
+        emitted = job.output.extend(new)
+        text = emitted.text
+        if emitted.finish_reason is None and finish is not None:
+            text += job.output.end(finish)
+        finish = job.output.finish_reason
+        if emitted.tokens:
+            job.hist[len(emitted.tokens)] = job.hist.get(len(emitted.tokens), 0) + 1
         stats = None
         if finish is not None:
             steps = max(job.steps, 1)
-            stats = GenerationStats(spec=job.spec, steps=steps, tokens=len(job.tokens),
+            stats = GenerationStats(spec=job.spec, steps=steps, tokens=len(job.output.tokens),
                                     tokens_per_step_hist=dict(job.hist),
                                     rows_per_step=[job.spec.decoding_tokens] * steps,
                                     prompt_tokens=len(job.request.prompt_ids))
-        return StepChunk(tokens=new, text=delta, finish_reason=finish, stats=stats)  # type: ignore[arg-type]
+        return StepChunk(tokens=emitted.tokens, text=text, finish_reason=finish, stats=stats)
 
 
 def run_follower(launch: TrtllmLaunch, pre: Optional[Preflight] = None,

@@ -27,7 +27,7 @@ from trtlade.engine.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, ChatCompletionRequest, CompletionRequest
 from trtlade.engine.tokenization import ChatTemplateError, PromptTokenizer
-from trtlade.spec import FIELDS, LookaheadSpec, SpecError
+from trtlade.spec import FIELDS, WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
 __all__ = [
     "PreparedRequest",
@@ -44,8 +44,6 @@ Kind = Literal["completion", "chat"]
 #: OpenAI's default max_tokens for /v1/completions (chat defaults to the rest of the context).
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 MAX_STOP_STRINGS = 16
-
-_SHORT = {"window_size": "w", "ngram_size": "n", "verification_set_size": "g"}
 
 
 @dataclass(frozen=True)
@@ -117,19 +115,18 @@ def parse_request_lookahead(value: Any, server: LookaheadSpec) -> LookaheadSpec:
     try:
         spec = LookaheadSpec.parse(value)
     except SpecError as exc:
-        param = f"lookahead.{_SHORT[exc.field]}" if exc.field in _SHORT else "lookahead"
+        param = wire_param(exc.field)
         raise ApiError.bad_request(f"{param}: {exc.message}. {exc.hint or hint}".rstrip(),
                                    param=param, code="invalid_lookahead") from None
     excess = server.excess(spec)
     if excess:
         field, requested, limit = excess[0]
-        short = _SHORT[field]
-        details = "; ".join(f"{_SHORT[f]} = {r} > {_SHORT[f].upper()} = {s}" for f, r, s in excess)
+        details = "; ".join(f"{WIRE_NAMES[f]} = {r} > {WIRE_NAMES[f].upper()} = {s}" for f, r, s in excess)
         raise ApiError.bad_request(
-            f"lookahead.{short}: the request's lookahead ({spec}) is larger than this server's "
+            f"{wire_param(field)}: the request's lookahead ({spec}) is larger than this server's "
             f"(W,N,G) = ({server}): {details}. A request may use w <= {server.window_size}, "
             f"n <= {server.ngram_size}, g <= {server.verification_set_size}; [1, 1, 0] turns it off",
-            param=f"lookahead.{short}", code="lookahead_not_admitted")
+            param=wire_param(field), code="lookahead_not_admitted")
     return spec
 
 
@@ -313,7 +310,3 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
     return PreparedRequest(
         kind=kind, model=info.model_id, generation=generation, prompt_tokens=n_prompt, stream=stream,
         include_usage=bool(stream and body.stream_options and body.stream_options.include_usage))
-
-
-def lookahead_param_names() -> list[str]:
-    return [f"lookahead.{_SHORT[f]}" for f in FIELDS]

@@ -12,9 +12,12 @@ read, ``{"error": {"message", "type", "param", "code"}}``. Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-__all__ = ["ApiError", "ERROR_TYPES"]
+if TYPE_CHECKING:
+    from fastapi.responses import JSONResponse
+
+__all__ = ["ApiError", "ERROR_TYPES", "error_response"]
 
 #: HTTP status -> OpenAI error ``type``.
 ERROR_TYPES: dict[int, str] = {
@@ -84,3 +87,10 @@ class ApiError(Exception):
     @classmethod
     def engine_failure(cls, message: str) -> "ApiError":
         return cls(500, f"engine failure: {message}", code="engine_error")
+
+
+def error_response(err: ApiError) -> "JSONResponse":
+    """``err`` as its JSON error body, status code and headers (Retry-After ...)."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers or None)

@@ -1,0 +1,130 @@
+"""What every route shares: the settings, the metrics and the engine slot (:class:`ServerContext`).
+
+The app keeps one context in ``app.state.context``; routes get it with ``Depends(server_context)``.
+The engine slot goes ``loading`` -> ``ready`` (or ``failed``) -> ``stopping``: while it is not
+ready, generation routes answer 503 (with Retry-After while loading or stopping).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+from fastapi import Request
+
+from trtlade.engine.serving import ServingEngine
+from trtlade.server.errors import ApiError
+from trtlade.server.metrics import ServerMetrics
+
+__all__ = ["EngineSource", "ServerContext", "ServerSettings", "ServerState", "server_context"]
+
+log = logging.getLogger("trtlade.server")
+
+EngineSource = Union[ServingEngine, Callable[[], ServingEngine]]
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """HTTP-level settings. ``api_key``: required Bearer token (None: no auth). ``manifest``: the
+    bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
+    streamed request waits."""
+
+    api_key: Optional[str] = None
+    max_body_bytes: int = 4 * 1024 * 1024
+    keepalive_s: float = 15.0
+    manifest: Optional[dict[str, Any]] = None
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ServerState:
+    """The engine slot: ``loading`` -> ``ready`` (or ``failed``) -> ``stopping``."""
+
+    status: str = "loading"
+    engine: Optional[ServingEngine] = None
+    error: Optional[str] = None
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class ServerContext:
+    """Settings, metrics and engine state of one app, with the checks every route makes."""
+
+    settings: ServerSettings
+    metrics: ServerMetrics
+    state: ServerState
+    started_at: float
+
+    async def load(self, source: EngineSource,
+                   on_load_failed: Optional[Callable[[BaseException], None]] = None) -> None:
+        """Load the engine (a factory runs in a thread); a failure is kept for /health."""
+        state = self.state
+        try:
+            ready = source if isinstance(source, ServingEngine) else await asyncio.to_thread(source)
+        except BaseException as exc:  # noqa: BLE001 - reported through /health and the callback
+            state.status, state.error = "failed", str(exc) or type(exc).__name__
+            log.error("the engine failed to load: %s", state.error)
+            state.loaded.set()
+            if on_load_failed is not None:
+                on_load_failed(exc)
+            return
+        state.engine = ready  # type: ignore[assignment]
+        self.metrics.set_load(ready.load)
+        if hasattr(ready, "set_step_observer"):
+            ready.set_step_observer(self.metrics.batch_step)
+        info = ready.info
+        self.metrics.set_engine(info.name, info.model_id, str(info.spec))
+        state.status = "ready"
+        state.loaded.set()
+        log.info("engine %s ready: model %s, (W,N,G) = (%s)", info.name, info.model_id, info.spec)
+
+    def check_auth(self, request: Request) -> None:
+        """401 unless the request carries the API key (when one is set)."""
+        key = self.settings.api_key
+        if not key:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+            raise ApiError.unauthorized()
+
+    def ready_engine(self) -> ServingEngine:
+        """The engine, or a 503 saying why there is none."""
+        state = self.state
+        if state.status == "ready" and state.engine is not None:
+            return state.engine
+        if state.status == "failed":
+            raise ApiError(503, f"the engine failed to load: {state.error}", code="engine_failed")
+        if state.status == "stopping":
+            raise ApiError.unavailable("the server is shutting down", retry_after_s=5)
+        raise ApiError.unavailable("the engine is still loading; retry shortly (GET /health says when "
+                                   "it is ready)", retry_after_s=2)
+
+    async def read_json(self, request: Request) -> Any:
+        """The body as JSON, within ``max_body_bytes``; a 400/413 naming the problem otherwise."""
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise ApiError.too_large(int(declared), limit)
+        body = bytearray()
+        async for part in request.stream():
+            body += part
+            if len(body) > limit:
+                raise ApiError.too_large(None, limit)
+        if not body.strip():
+            raise ApiError.bad_request("the request body is empty; send a JSON object")
+        try:
+            return json.loads(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ApiError.bad_request("the request body is not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {exc.msg} (line {exc.lineno}, "
+                                       f"column {exc.colno})", code="invalid_json") from None
+
+
+def server_context(request: Request) -> ServerContext:
+    """The app's context (a FastAPI dependency)."""
+    return request.app.state.context

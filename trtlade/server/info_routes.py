@@ -1,0 +1,56 @@
+"""The information routes: GET /v1/models (needs the API key when one is set), /health, /metrics and
+/version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from trtlade import __version__
+from trtlade.server.context import ServerContext, server_context
+from trtlade.server.metrics import CONTENT_TYPE_LATEST
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def models(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    ctx.check_auth(request)
+    info = ctx.ready_engine().info
+    return JSONResponse({"object": "list", "data": [{
+        "id": info.model_id, "object": "model", "created": int(ctx.started_at),
+        "owned_by": "trtlade", "max_model_len": info.limits.max_seq_len}]})
+
+
+@router.get("/health")
+async def health(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    state = ctx.state
+    body: dict[str, Any] = {"status": state.status}
+    if state.error:
+        body["error"] = state.error
+    return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
+
+
+@router.get("/metrics")
+async def prometheus(ctx: ServerContext = Depends(server_context)) -> Response:
+    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/version")
+async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    engine = ctx.state.engine
+    info = engine.info if engine is not None else None
+    settings = ctx.settings
+    return JSONResponse({
+        "trtlade": __version__,
+        "status": ctx.state.status,
+        "engine": info.to_dict() if info is not None else None,
+        "spec": str(info.spec) if info is not None else None,
+        "scheduling": info.scheduling if info is not None else None,
+        "manifest": settings.manifest,
+        **({"source": settings.source} if settings.source else {}),
+    })

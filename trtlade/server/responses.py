@@ -1,0 +1,109 @@
+"""OpenAI response bodies and per-request metrics, as plain functions of the request and its output.
+
+A completion's choice carries ``text``; a chat completion's carries ``message`` (whole) or ``delta``
+(streamed; the first delta also says ``"role": "assistant"``). ``usage`` adds trtlade's
+``lookahead`` block when the engine reports one::
+
+    >>> from trtlade.engine.protocol import GenerationStats
+    >>> from trtlade.spec import LookaheadSpec
+    >>> usage(5, 6, GenerationStats(spec=LookaheadSpec(2, 2, 1), steps=4, tokens=6))
+    {'prompt_tokens': 5, 'completion_tokens': 6, 'total_tokens': 11, 'lookahead': {'spec': {'w': 2, 'n': 2, 'g': 1}, 'steps': 4, 'tokens_per_step': 1.5}}
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from trtlade.engine.protocol import GenerationStats, StepChunk
+from trtlade.server.admission import PreparedRequest
+from trtlade.server.metrics import ServerMetrics
+
+__all__ = ["RequestTracker", "chunk_event", "completion_body", "endpoint_label", "usage", "usage_event"]
+
+
+def endpoint_label(kind: str) -> str:
+    """The metrics label of an endpoint kind."""
+    return "completions" if kind == "completion" else "chat_completions"
+
+
+def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[GenerationStats]) -> dict[str, Any]:
+    body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens}
+    if stats is not None:
+        body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
+                             "tokens_per_step": round(stats.tokens_per_step, 4)}
+    return body
+
+
+def _object(prepared: PreparedRequest, streamed: bool) -> str:
+    if prepared.kind == "completion":
+        return "text_completion"
+    return "chat.completion.chunk" if streamed else "chat.completion"
+
+
+def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
+                first: bool) -> dict[str, Any]:
+    """One streamed event (one engine step's text)."""
+    if prepared.kind == "completion":
+        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    else:
+        delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    event: dict[str, Any] = {"id": rid, "object": _object(prepared, True), "created": created,
+                             "model": prepared.model, "choices": [choice]}
+    if prepared.include_usage:
+        event["usage"] = None
+    return event
+
+
+def usage_event(prepared: PreparedRequest, rid: str, created: int, usage_: dict[str, Any]) -> dict[str, Any]:
+    """The last streamed event with ``stream_options.include_usage``: no choices, the usage."""
+    return {"id": rid, "object": _object(prepared, True), "created": created, "model": prepared.model,
+            "choices": [], "usage": usage_}
+
+
+def completion_body(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
+                    usage_: dict[str, Any]) -> dict[str, Any]:
+    """A whole (non-streamed) response."""
+    if prepared.kind == "completion":
+        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    else:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                  "finish_reason": finish}
+    return {"id": rid, "object": _object(prepared, False), "created": created, "model": prepared.model,
+            "choices": [choice], "usage": usage_}
+
+
+class RequestTracker:
+    """One request's timing and counts, fed to the metrics: TTFT, inter-chunk latency, tokens."""
+
+    def __init__(self, metrics: ServerMetrics, arrival: float) -> None:
+        self.metrics = metrics
+        self.arrival = arrival
+        self.first_token_at: Optional[float] = None
+        self.last_chunk_at: Optional[float] = None
+        self.completion_tokens = 0
+        self.stats: Optional[GenerationStats] = None
+        self.finish_reason: Optional[str] = None
+
+    def chunk(self, chunk: StepChunk) -> None:
+        now = time.monotonic()
+        if chunk.tokens and self.first_token_at is None:
+            self.first_token_at = now
+            self.metrics.ttft.observe(now - self.arrival)
+        if self.last_chunk_at is not None:
+            self.metrics.inter_chunk.observe(now - self.last_chunk_at)
+        self.last_chunk_at = now
+        self.completion_tokens += len(chunk.tokens)
+        self.metrics.completion_tokens.inc(len(chunk.tokens))
+        if chunk.stats is not None:
+            self.stats = chunk.stats
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+
+    def done(self, endpoint: str, status: int) -> None:
+        self.metrics.finished(endpoint, status)
+        self.metrics.duration.labels(endpoint=endpoint).observe(time.monotonic() - self.arrival)
+        if self.stats is not None:
+            self.metrics.lookahead(self.stats)
