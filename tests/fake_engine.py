@@ -224,7 +224,7 @@ class FakeBatch:
         for seq_id, _ in list(self._waiting) + list(self._running):
             self.cancel(seq_id)
 
-    def step(self) -> list[tuple[int, StepChunk]]:
+    def step(self, on_chunk=None) -> list[tuple[int, StepChunk]]:
         while self._waiting and len(self._running) < self.max_batch_size:
             item = self._waiting.pop(0)
             self._running.append(item)
@@ -243,6 +243,8 @@ class FakeBatch:
             if chunk.finish_reason is not None:
                 self._running.remove(item)
                 item[1].close()
+            if on_chunk is not None:
+                on_chunk(item[0], chunk)
         self.last = self._report(running=len(out), rows=len(out))
         return out
 

@@ -236,3 +236,44 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
     assert metric_value(metrics, "trtlade_batch_steps_total") > 0
     assert metric_value(metrics, "trtlade_batch_size_sum") > metric_value(metrics, "trtlade_batch_steps_total")
     assert metric_value(metrics, "trtlade_queue_wait_seconds_count") == 6
+
+
+# ------------------------------------------------------------------------------------ prefill together
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arrivals_in_one_step_share_one_prefill_forward_and_stay_lossless(arch):
+    eng = engine(arch)
+    batch = eng.new_batch(max_batch_size=4, max_num_tokens=256)
+    forwards = []
+    real = eng.runner.forward
+    eng.runner.forward = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
+    try:
+        ps = prompts()[:3]
+        first_step: list = []  # (seq_id, forwards run when its first token was handed over)
+        ids = [batch.add(r) for r in (request(ps[0]), request(ps[1], lookahead=(2, 3, 2)),
+                                       request(ps[2], lookahead=(1, 1, 0)))]
+        delivered = batch.step(on_chunk=lambda seq_id, chunk: first_step.append((seq_id, len(forwards))))
+        assert forwards[0] == [len(p) for p in ps]  # one forward, one causal block per prompt
+        assert [seq_id for seq_id, _ in first_step] == ids and [n for _, n in first_step] == [1, 1, 1]
+        assert batch.last.prefills == 3 and [i for i, _ in delivered] == ids  # on_chunk saw what step returned
+        chunks = {i: [c] for i, c in delivered}
+        while len(batch):
+            for seq_id, chunk in batch.step():
+                chunks[seq_id].append(chunk)
+    finally:
+        eng.runner.forward = real
+    for seq_id, prompt in zip(ids, ps):
+        assert tokens(chunks[seq_id]) == alone(arch, prompt)
+
+
+def test_the_prefill_budget_splits_arrivals_over_steps():
+    eng = engine("llama")
+    ps = prompts()[:3]
+    budget = len(ps[0]) + len(ps[1])  # the third prompt waits for the next step
+    batch = eng.new_batch(max_batch_size=4, max_num_tokens=budget)
+    ids = [batch.add(request(p)) for p in ps]
+    batch.step()
+    assert (batch.last.prefills, batch.last.prefill_tokens) == (2, budget) and batch.waiting == 1
+    batch.step()
+    assert batch.last.prefills == 1 and batch.waiting == 0
+    batch.close()
+    assert ids == sorted(ids)

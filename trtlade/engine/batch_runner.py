@@ -465,6 +465,22 @@ class BatchRunner:
         assert logits is not None
         return logits[0]
 
+    def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int]]]) -> list[torch.Tensor]:
+        """Run several prompts, each into its own empty slot, in ONE forward pass (a causal block
+        each); return each prompt's last-row logits (float32, ``[vocab]``). Several arrivals then
+        share one forward's fixed cost instead of queueing behind each other's prefill."""
+        if len(prompts) == 1:
+            return [self.prefill(*prompts[0])]
+        blocks = []
+        for slot, prompt in prompts:
+            if len(prompt) == 0:
+                raise ValueError("the prompt is empty: give at least one token")
+            self.cache.lengths[slot] = 0
+            blocks.append(RowBlock(slot, list(prompt), list(range(len(prompt))), [len(prompt) - 1], causal=True))
+        logits = self.forward(blocks)
+        self.keep([(b.slot, range(b.rows)) for b in blocks])
+        return [row[0] for row in logits]
+
     # ------------------------------------------------------------------ layout
     def _layout(self, blocks: Sequence[RowBlock]) -> StepLayout:
         lengths = self.cache.lengths

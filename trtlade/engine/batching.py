@@ -4,9 +4,11 @@ pass per step.
 A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
 
 1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` run, and
-   prefills them (chunks of at most ``max_num_tokens`` rows, at most ``max_num_tokens`` prompt
-   tokens per step beyond the first prompt); each prefill emits the request's first token at once,
-   before the step's decode pass (a new request waits for the step in progress, not for one more);
+   prefills them: those admitted together share ONE forward pass (a causal block each; at most
+   ``max_num_tokens`` prompt tokens per step beyond the first prompt, a longer first prompt alone in
+   chunks of ``max_num_tokens`` rows); each request's first token is handed over at once
+   (``on_chunk``), before the step's decode pass (a new request waits for the step in progress,
+   not for one more);
 2. runs ONE forward pass over the sequences that were running before this step: every one contributes its
    golden row, plus its window and candidate rows for its own (w,n,g), or one row for (1,1,0) and
    sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that do not fit
@@ -20,7 +22,7 @@ what a request gets does not depend on what shares its steps: lossless alone and
 Worked example (``max_batch_size=2``; requests A (2,3,2), B (1,1,0), C arrive together)::
 
     batch.add(A); batch.add(B); batch.add(C)
-    batch.step()  -> prefill A, prefill B: [(A, first token), (B, first token)]   C waits
+    batch.step()  -> prefill A and B in one forward: [(A, first token), (B, first token)]   C waits
     batch.step()  -> one forward of A's ~6 rows + B's 1 row: [(A, 1..3 tokens), (B, 1 token)]
     ... B ends (EOS)  -> its slot is free; the next step prefills C, then runs A's rows
 """
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -229,51 +231,75 @@ class Batch:
         for seq_id in [w.state.seq_id for w in self._waiting] + [s.seq_id for s in self._running]:
             self.cancel(seq_id)
 
-    def step(self) -> list[tuple[int, StepChunk]]:
+    def step(self, on_chunk: Optional[Callable[[int, StepChunk], None]] = None) -> list[tuple[int, StepChunk]]:
         """Admit and prefill, then one forward pass for the running sequences; returns the chunks
         emitted, as ``(seq_id, chunk)`` in order (a chunk with ``finish_reason`` is the last of its
-        sequence)."""
+        sequence). ``on_chunk(seq_id, chunk)``, if given, gets each chunk as soon as it exists: a
+        new request's first token leaves right after its prefill, not after the decode pass."""
         self._check_owner()
         t0 = time.perf_counter()
         report = StepReport()
         self.failed = []
+        out: list[tuple[int, StepChunk]] = []
+
+        def emit(seq_id: int, chunk: StepChunk) -> None:
+            out.append((seq_id, chunk))
+            if on_chunk is not None:
+                on_chunk(seq_id, chunk)
+
         decoding = list(self._running)  # newly prefilled sequences join at the next step
-        out = self._admit(report)  # prefill first: a new request's first token waits for no decode step
+        self._admit(report, emit)  # prefill first: a new request's first token waits for no decode step
         if decoding:
-            out.extend(self._decode(decoding, report))
+            self._decode(decoding, report, emit)
         report.seconds = time.perf_counter() - t0
         self.last = report
         return out
 
     # ------------------------------------------------------------------ internals
-    def _admit(self, report: StepReport) -> list[tuple[int, StepChunk]]:
-        engine, runner = self.engine, self.engine.runner
+    def _admissions(self, report: StepReport) -> list[SequenceState]:
+        """The waiting sequences this step admits (first come first served), with their slots:
+        as many as free places allow and whose prompts fit this step's prefill budget (the first
+        always does: a prompt longer than ``max_num_tokens`` is prefilled in chunks)."""
         budget = self.limits.max_num_tokens or (1 << 62)
-        out: list[tuple[int, StepChunk]] = []
-        while self._waiting and len(self._running) < self.limits.max_batch_size:
-            item = self._waiting[0]
-            state = item.state
-            if report.prefill_tokens and report.prefill_tokens + len(state.prompt) - item.prefilled > budget:
+        admitted: list[SequenceState] = []
+        while self._waiting and len(self._running) + len(admitted) < self.limits.max_batch_size:
+            state = self._waiting[0].state
+            if report.prefill_tokens and report.prefill_tokens + len(state.prompt) > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
-                reserve = len(state.prompt) + state.request.max_tokens + engine.spec.decoding_tokens + 1
-                state.slot = runner.allocate(reserve)
-            t0 = time.perf_counter()
-            chunk_rows = self.limits.max_num_tokens
-            logits = runner.prefill(state.slot, state.prompt, chunk=chunk_rows)
+                reserve = len(state.prompt) + state.request.max_tokens + self.engine.spec.decoding_tokens + 1
+                state.slot = self.engine.runner.allocate(reserve)
+            self._waiting.pop(0)
             report.prefills += 1
             report.prefill_tokens += len(state.prompt)
-            self._waiting.pop(0)
-            state.stats.prefill_s = time.perf_counter() - t0
+            admitted.append(state)
+        return admitted
+
+    def _admit(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
+        """Prefill the admitted sequences (together in one forward when their prompts fit the
+        budget together, else alone in chunks) and emit each first token."""
+        admitted = self._admissions(report)
+        if not admitted:
+            return
+        t0 = time.perf_counter()
+        runner = self.engine.runner
+        if len(admitted) == 1:
+            logits = [runner.prefill(admitted[0].slot, admitted[0].prompt, chunk=self.limits.max_num_tokens)]
+        else:
+            logits = runner.prefill_many([(s.slot, s.prompt) for s in admitted])
+        elapsed = time.perf_counter() - t0
+        for state, first in zip(admitted, logits):
+            state.stats.prefill_s = elapsed
             state.stats.queue_s = t0 - state.enqueued_at
             report.queue_waits.append(state.stats.queue_s)
-            chunk = state.first(logits)
-            out.append((state.seq_id, chunk))
+            chunk = self._isolated(state, state.first, first)
+            if chunk is None:
+                continue
+            emit(state.seq_id, chunk)
             if chunk.finish_reason is None:
                 self._running.append(state)
             else:
                 self._release(state)
-        return out
 
     def _isolated(self, state: SequenceState, call: Any, *args: Any) -> Any:
         """``call(*args)`` for one sequence; on failure it leaves the batch (see ``failed``)."""
@@ -286,7 +312,8 @@ class Batch:
             self._release(state)
             return None
 
-    def _decode(self, states: list[SequenceState], report: StepReport) -> list[tuple[int, StepChunk]]:
+    def _decode(self, states: list[SequenceState], report: StepReport,
+                emit: Callable[[int, StepChunk], None]) -> None:
         runner = self.engine.runner
         wanted = [self._isolated(s, s.wanted_rows) for s in states]
         states = [s for s, w in zip(states, wanted) if w is not None]
@@ -298,7 +325,7 @@ class Batch:
         wanted = [w for w, ok in zip(wanted, ran) if ok]
         blocks = [b for b in blocks if b is not None]
         if not blocks:
-            return []
+            return
         report.running = len(states)
         report.rows = sum(b.rows for b in blocks)
         report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
@@ -318,12 +345,12 @@ class Batch:
             done.append(state)
         runner.keep(kept)
         elapsed = time.perf_counter() - t0
-        for state, (_, chunk) in zip(done, out):
+        for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
             if chunk.finish_reason is not None:
                 self._running.remove(state)
                 self._release(state)
-        return out
+            emit(seq_id, chunk)
 
     def _release(self, state: SequenceState) -> None:
         if state.slot is not None:

@@ -42,7 +42,8 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
             f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
-            f"keep theirs); new requests are prefilled and join at the next step, first come first served; "
+            f"keep theirs); new requests are prefilled together in one forward pass, their first token sent at "
+            f"once, and join at the next step, first come first served; "
             f"up to {max_queue} requests wait, more get 429")
 
 
@@ -172,6 +173,16 @@ class ReferenceServingEngine:
                 continue
             self._jobs[seq_id] = job
 
+    def _deliver(self, seq_id: int, chunk: Any) -> None:
+        """A chunk the batch just produced goes to its request at once (mid-step)."""
+        job = self._jobs.get(seq_id)
+        if job is None:
+            return
+        job.handle.push(chunk)
+        if chunk.finish_reason is not None:
+            job.handle.finish()
+            del self._jobs[seq_id]
+
     def _drop(self, handles: list[GenerationHandle]) -> None:
         for handle in handles:
             for seq_id, job in list(self._jobs.items()):
@@ -182,7 +193,7 @@ class ReferenceServingEngine:
 
     def _step(self) -> None:
         try:
-            events = self._batch.step()
+            self._batch.step(on_chunk=self._deliver)
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, not the server
             log.exception("reference engine step failed")
             for job in self._jobs.values():
@@ -196,14 +207,6 @@ class ReferenceServingEngine:
                 log.error("request failed in the reference engine: %s: %s", type(exc).__name__, exc,
                           exc_info=exc)
                 job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
-        for seq_id, chunk in events:
-            job = self._jobs.get(seq_id)
-            if job is None:
-                continue
-            job.handle.push(chunk)
-            if chunk.finish_reason is not None:
-                job.handle.finish()
-                del self._jobs[seq_id]
         report = self._batch.last
         with self._cv:
             self._running = self._batch.running
