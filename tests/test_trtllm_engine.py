@@ -242,6 +242,30 @@ def test_request_lookahead_is_passed_per_request(tle, tokenizer_dir):
     assert on["choices"][0]["text"] == off["choices"][0]["text"]
 
 
+def test_the_schedule_gives_the_executor_a_per_request_config(tle, tokenizer_dir):
+    from trtlade.schedule import LookaheadSchedule
+
+    schedule = LookaheadSchedule.parse([{"up_to": 1, "spec": "2,2,1"}, {"spec": "1,1,0"}])
+    app = trtllm_app(tokenizer_dir, schedule=schedule)
+
+    async def go():
+        async with client_for(app) as c:
+            tle._iteration_delay = 0.01  # slow steps: the two concurrent requests overlap
+            both = await asyncio.gather(*[c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 20})
+                                          for _ in range(2)])
+            tle._iteration_delay = 0.0
+            alone = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})
+            return [b.json() for b in both], alone.json()
+
+    both, alone = run(go())
+    first, second, third = tle._instances[-1]._requests
+    assert (first.lookahead_config.max_window_size, first.lookahead_config.max_ngram_size) == (2, 2)
+    assert second.lookahead_config.max_ngram_size == 1  # admitted with two in flight: band 2+
+    assert third.lookahead_config.max_window_size == 2  # alone again: band 1
+    assert sorted(b["usage"]["lookahead"]["spec"]["w"] for b in both) == [1, 2]
+    assert alone["usage"]["lookahead"]["spec"] == {"w": 2, "n": 2, "g": 1}
+
+
 def test_request_lookahead_larger_than_the_server_is_400_before_enqueue(tle, tokenizer_dir):
     app = trtllm_app(tokenizer_dir)
 

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from trtlade.config.schema import TrtladeConfig
+from trtlade.config.schema import ConfigRuleError, TrtladeConfig
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import FIELD_ALIASES, SpecError
 
@@ -554,6 +554,8 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
                               loc=loc, hint=hint, code="missing-key")
     if isinstance(cause, SpecError):
         return _spec_error_diagnostic(doc, loc, cause)
+    if isinstance(cause, ConfigRuleError):
+        return doc.diagnostic("error", cause.message, loc=cause.loc or loc, hint=cause.hint, code=cause.code)
     if not loc:  # a model-level rule; its message starts with the field path it concerns
         text = message.removeprefix("Value error, ")
         match = _PATH_PREFIX.match(text)

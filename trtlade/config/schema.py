@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
 
+from trtlade.schedule import LookaheadSchedule, ScheduleError
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -28,8 +29,24 @@ __all__ = [
     "ServeSection",
     "BenchSection",
     "TrtladeConfig",
+    "ScheduleBand",
+    "ConfigRuleError",
     "DEFAULT_CONCURRENCY",
 ]
+
+
+class ConfigRuleError(ValueError):
+    """A rule across fields broken, located: ``loc`` is the path in the config (``("lookahead",
+    "schedule", 1, "up_to")``), ``code`` the diagnostic code, ``hint`` what to do. Raised by model
+    validators; the loader turns it into a diagnostic at ``loc``'s line (``loc=()``: where pydantic
+    reports the error, for a validator that does not know its place)."""
+
+    def __init__(self, message: str, *, loc: tuple, code: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.code = code
+        self.hint = hint
 
 _SPEC_JSON_SCHEMA = {
     "description": 'A (W,N,G) lookahead spec: "4,2,4", [4, 2, 4], or a mapping with window_size, '
@@ -104,6 +121,28 @@ class BuildSection(_Section):
         return self.tp_size * self.pp_size
 
 
+class ScheduleBand(_Section):
+    up_to: Optional[int] = Field(
+        None, ge=1, description="This band serves requests admitted with at most this many requests in "
+        "flight, the new one included. Omitted on the last band (open-ended) only.")
+    spec: SpecField = Field(description="The (w,n,g) such a request gets; admitted by lookahead.spec. "
+                            "Quote it in a flow mapping: {up_to: 2, spec: '4,2,4'}.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flow_mapping_commas(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(isinstance(k, int) and v is None for k, v in value.items()):
+            raise ConfigRuleError("the band's spec was read as several keys: in a flow mapping like "
+                                  "{up_to: 2, spec: 4,2,4} the commas separate keys", loc=(), code="spec-parse",
+                                  hint="quote the spec: {up_to: 2, spec: '4,2,4'}, or write it as [4, 2, 4]")
+        return value
+
+
+#: The schedule's rule codes (ScheduleError.rule) -> validate-config diagnostic codes.
+_SCHEDULE_CODES = {"order": "schedule-order", "open-band-not-last": "schedule-order",
+                   "no-open-band": "schedule-open-band", "empty": "schedule-open-band"}
+
+
 class LookaheadSection(_Section):
     spec: SpecField = Field(
         description="The server's (W,N,G): the executor's LookaheadDecodingConfig and the engine's "
@@ -115,10 +154,51 @@ class LookaheadSection(_Section):
         False, description="Reference engine only: key column 0's n-gram by the golden token (lade) "
         "instead of TensorRT-LLM's new token.")
     seed: int = Field(0, description="Seed of the window's random initialisation (reference engine).")
+    schedule: Optional[list[ScheduleBand]] = Field(
+        None, min_length=1, description="Load-aware (w,n,g) for requests that name none: bands "
+        "{up_to, spec} in ascending up_to (requests in flight at admission, the new one included), the "
+        "last without up_to. Every spec must be admitted by `spec`; not together with request_default. "
+        "`trtlade tune` measures and writes it. Example: [{up_to: 2, spec: '4,2,4'}, {spec: '1,1,0'}].")
 
     @property
     def default_request(self) -> LookaheadSpec:
         return self.request_default if self.request_default is not None else self.spec
+
+    @property
+    def lookahead_schedule(self) -> Optional[LookaheadSchedule]:
+        """The schedule as a value object (None without one)."""
+        if not self.schedule:
+            return None
+        return LookaheadSchedule.parse([b.model_dump(exclude_none=True) | {"spec": b.spec} for b in self.schedule])
+
+    @model_validator(mode="after")
+    def _schedule_rules(self) -> "LookaheadSection":
+        if not self.schedule:
+            return self
+        where = ("lookahead", "schedule")
+        if self.request_default is not None:
+            raise ConfigRuleError(
+                "lookahead.schedule and lookahead.request_default are both set: the schedule decides what a "
+                "request without a lookahead field gets, so request_default would never apply",
+                loc=("lookahead", "request_default"), code="schedule-with-request-default",
+                hint="remove request_default, or put its spec in the schedule (e.g. as the only band)")
+        try:
+            schedule = self.lookahead_schedule
+        except ScheduleError as exc:
+            loc = where + ((exc.index,) if exc.index is not None else ()) + ((exc.field,) if exc.field else ())
+            raise ConfigRuleError(f"lookahead.schedule: {exc.message}", loc=loc,
+                                  code=_SCHEDULE_CODES.get(exc.rule, "schedule"), hint=exc.hint) from None
+        assert schedule is not None
+        for index, excess in schedule.excess(self.spec):
+            parts = ", ".join(f"{f} {r} > {s}" for f, r, s in excess)
+            raise ConfigRuleError(
+                f"lookahead.schedule band {index} asks for ({schedule.bands[index].spec}), which lookahead.spec "
+                f"({self.spec}) does not admit ({parts}): the engine would refuse those requests",
+                loc=where + (index, "spec"), code="schedule-not-admitted",
+                hint=f"use specs with w<={self.spec.window_size}, n<={self.spec.ngram_size}, "
+                     f"g<={self.spec.verification_set_size}, or raise lookahead.spec to at least "
+                     f"{schedule.smallest_engine_spec()} (and rebuild the engine)")
+        return self
 
 
 class ServeSection(_Section):

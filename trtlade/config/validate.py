@@ -106,6 +106,7 @@ def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None) -> FileReport:
     spec = config.lookahead.spec
     details = {"spec": str(spec), "max_draft_len": spec.max_draft_len,
                "request_default": str(config.lookahead.default_request),
+               **({"schedule": str(config.lookahead.lookahead_schedule)} if config.lookahead.schedule else {}),
                "engine_checked": _engine_checked(found, engine_dir, loaded.resolve(config.build.engine_dir))}
     return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(found)), details)
 

@@ -26,6 +26,8 @@ class GenerationRequest:
     """One sequence to generate.
 
     ``lookahead``: the per-request (w,n,g); None = the engine's default request spec; (1,1,0) = off.
+    ``band``: which band of the server's lookahead schedule chose ``lookahead`` (set by the engine at
+    admission; None: the request named its own spec, or there is no schedule).
     ``stop``: stop strings (the text is trimmed before the stop string); ``stop_token_ids``: extra
     token ids that end generation like EOS. ``ignore_eos``: EOS does not end generation.
     """
@@ -40,6 +42,7 @@ class GenerationRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: Optional[int] = None
+    band: Optional[int] = None
 
 
 @dataclass

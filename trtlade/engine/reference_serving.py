@@ -28,9 +28,11 @@ from trtlade.engine.serving import (
     EngineLimits,
     EngineOverloaded,
     GenerationHandle,
+    LookaheadPolicy,
     RequestRejected,
 )
 from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ReferenceServingEngine", "reference_scheduling"]
 
@@ -61,7 +63,7 @@ class ReferenceServingEngine:
     def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
                  max_num_tokens: Optional[int] = None, served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
-                 details: Optional[dict[str, Any]] = None) -> None:
+                 details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None) -> None:
         self._engine = engine
         self._max_queue = max_queue
         self._limits = (int(max_batch_size), max_num_tokens)
@@ -81,7 +83,9 @@ class ReferenceServingEngine:
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens, **(details or {})},
+            schedule=schedule,
         )
+        self.policy = LookaheadPolicy(schedule)
         self.tokenizer = PromptTokenizer(engine.tokenizer)
         self._cv = threading.Condition()
         self._pending: collections.deque[_Job] = collections.deque()  # submitted, not yet in the batch
@@ -98,7 +102,6 @@ class ReferenceServingEngine:
     # ------------------------------------------------------------------------------- contract
     def submit(self, request: GenerationRequest) -> GenerationHandle:
         loop = asyncio.get_running_loop()
-        handle = GenerationHandle(loop, request, on_cancel=self._cancel)
         with self._cv:
             if self._closing:
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
@@ -108,6 +111,8 @@ class ReferenceServingEngine:
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
                     f"{self._max_queue}); retry later", retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
+            request = self.policy.admit(request)  # the schedule's band, fixed for the request's life
+            handle = GenerationHandle(loop, request, on_cancel=self._cancel, on_finish=self.policy.release)
             self._pending.append(_Job(handle, time.perf_counter()))
             self._cv.notify()
         return handle

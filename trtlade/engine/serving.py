@@ -16,17 +16,24 @@ PyTorch reference engine with in-flight batching in one worker thread) and
 :class:`trtlade.engine.trtllm.TrtllmEngine` (TensorRT-LLM's executor with in-flight batching).
 Engines may also offer ``set_step_observer(callback)``: the callback gets every step's
 :class:`~trtlade.engine.scheduler.StepReport` (the server's batch metrics).
+
+Both engines decide what a request without its own (w,n,g) gets with one :class:`LookaheadPolicy`:
+the band of the server's :class:`~trtlade.schedule.LookaheadSchedule` for the requests in flight
+at its admission (itself included), counted under the engine's own lock so that concurrent
+admissions each see the count the others left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
 from trtlade.engine.protocol import GenerationRequest, StepChunk
 from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -37,6 +44,7 @@ __all__ = [
     "EngineOverloaded",
     "RequestRejected",
     "EngineFailure",
+    "LookaheadPolicy",
 ]
 
 
@@ -92,6 +100,7 @@ class EngineInfo:
     scheduling: str
     sampling: str = "greedy"
     details: dict[str, Any] = field(default_factory=dict)
+    schedule: Optional[LookaheadSchedule] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +114,7 @@ class EngineInfo:
                        "max_new_tokens": self.limits.max_new_tokens},
             "scheduling": self.scheduling,
             "sampling": self.sampling,
+            "lookahead_schedule": self.schedule.to_config() if self.schedule is not None else None,
             **({"details": self.details} if self.details else {}),
         }
 
@@ -126,6 +136,55 @@ class ServingEngine(Protocol):
         """Stop: cancel what is still queued or running and release the engine."""
 
 
+# ------------------------------------------------------------------------------------------- policy
+class LookaheadPolicy:
+    """The (w,n,g) of each admitted request, and the count of requests in flight.
+
+    A request that names its own ``lookahead`` keeps it. Otherwise, with a schedule, it gets the
+    band for the requests in flight counting itself; without one, it keeps None (the engine's
+    default request spec). :meth:`admit` counts the request in flight until :meth:`release`
+    (call it once per admitted request, when it ends). The caller holds its own lock around
+    admission; the count has its own lock too, so :meth:`band_in_force` is safe from any thread.
+
+    >>> from trtlade.engine.protocol import GenerationRequest
+    >>> policy = LookaheadPolicy(LookaheadSchedule.parse([{"up_to": 1, "spec": "2,4,2"}, {"spec": "1,1,0"}]))
+    >>> first = policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4))
+    >>> second = policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4))
+    >>> (str(first.lookahead), first.band), (str(second.lookahead), second.band), policy.in_flight
+    (('2,4,2', 0), ('1,1,0', 1), 2)
+    >>> policy.release(); policy.release(); policy.band_in_force()
+    0
+    """
+
+    def __init__(self, schedule: Optional[LookaheadSchedule] = None) -> None:
+        self.schedule = schedule
+        self._lock = threading.Lock()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def admit(self, request: GenerationRequest) -> GenerationRequest:
+        with self._lock:
+            self._in_flight += 1
+            count = self._in_flight
+        if request.lookahead is not None or self.schedule is None:
+            return request
+        band = self.schedule.band_for(count)
+        return dataclasses.replace(request, lookahead=self.schedule.bands[band].spec, band=band)
+
+    def release(self) -> None:
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+
+    def band_in_force(self) -> Optional[int]:
+        """The band a request admitted now would get (None without a schedule)."""
+        if self.schedule is None:
+            return None
+        return self.schedule.band_for(self._in_flight + 1)
+
+
 # ------------------------------------------------------------------------------------------- handle
 _END = object()
 
@@ -140,10 +199,12 @@ class GenerationHandle:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, request: GenerationRequest,
-                 on_cancel: Optional[Any] = None) -> None:
+                 on_cancel: Optional[Any] = None, on_finish: Optional[Callable[[], None]] = None) -> None:
         self._loop = loop
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._on_cancel = on_cancel
+        self._on_finish = on_finish
+        self._finish_lock = threading.Lock()
         self._cancel_event = threading.Event()
         self._finished = threading.Event()
         self.request = request
@@ -161,9 +222,12 @@ class GenerationHandle:
 
     def finish(self, error: Optional[BaseException] = None) -> None:
         """End the stream (once); ``error`` is raised to the consumer after the chunks before it."""
-        if self._finished.is_set():
-            return
-        self._finished.set()
+        with self._finish_lock:  # producers on several threads: exactly one ends the stream
+            if self._finished.is_set():
+                return
+            self._finished.set()
+        if self._on_finish is not None:
+            self._on_finish()
         if error is not None:
             self._post(error)
         self._post(_END)

@@ -42,7 +42,18 @@ from typing import Any, Mapping, Optional, Sequence
 from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
+from trtlade.engine.serving import (
+    EngineFailure,
+    EngineInfo,
+    EngineLimits,
+    EngineOverloaded,
+    GenerationHandle,
+    LookaheadPolicy,
+    RequestRejected,
+)
 from trtlade.engine.text import OutputText, eos_token_ids
+from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec, wire_param
 
 __all__ = [
@@ -84,6 +95,7 @@ class TrtllmLaunch:
     spec: LookaheadSpec
     tokenizer_dir: Path
     request_default: Optional[LookaheadSpec] = None
+    schedule: Optional[LookaheadSchedule] = None
     served_name: Optional[str] = None
     max_queue: int = 64
     kv_cache_free_gpu_memory_fraction: Optional[float] = None
@@ -231,9 +243,6 @@ class TrtllmEngine:
 
     def __init__(self, executor: Any, tle: ModuleType, launch: TrtllmLaunch, pre: Preflight,
                  tokenizer: Any) -> None:
-        from trtlade.engine.serving import EngineInfo, EngineLimits
-        from trtlade.engine.tokenization import PromptTokenizer
-
         self._executor = executor
         self._tle = tle
         self._launch = launch
@@ -252,11 +261,13 @@ class TrtllmEngine:
                                 max_new_tokens=launch.max_new_tokens),
             scheduling=TRTLLM_SCHEDULING,
             sampling="greedy",
+            schedule=launch.schedule,
             details={"tensorrt_llm": pre.version, "engine_dir": str(launch.engine_dir),
                      "engine": engine.summary(), "tensor_parallel": engine.tp_size,
                      "pipeline_parallel": engine.pp_size},
         )
         self.tokenizer = PromptTokenizer(tokenizer)
+        self.policy = LookaheadPolicy(launch.schedule)
         self._raw_tokenizer = tokenizer
         eos = _eos_ids(tokenizer, launch.tokenizer_dir)
         self._eos = eos
@@ -296,23 +307,15 @@ class TrtllmEngine:
         return running, inflight - running
 
     def submit(self, request: GenerationRequest) -> Any:
-        from trtlade.engine.serving import EngineOverloaded, GenerationHandle, RequestRejected
-
-        spec = request.lookahead if request.lookahead is not None else self.info.default_request_spec
-        excess = self.info.spec.excess(spec)
-        if excess:  # the HTTP layer already refused this; never let it reach the decoder
-            raise RequestRejected(f"lookahead ({spec}) is not admitted by the server's ({self.info.spec})",
-                                  param=wire_param(excess[0][0]))
+        if request.lookahead is not None and self.info.spec.excess(request.lookahead):
+            # the HTTP layer already refused this; never let it reach the decoder
+            excess = self.info.spec.excess(request.lookahead)
+            raise RequestRejected(f"lookahead ({request.lookahead}) is not admitted by the server's "
+                                  f"({self.info.spec})", param=wire_param(excess[0][0]))
         if request.temperature > 0:
             raise RequestRejected("the trtllm engine decodes greedily; temperature must be 0",
                                   param="temperature")
         loop = asyncio.get_running_loop()
-        handle = GenerationHandle(loop, request, on_cancel=self._cancel)
-        output = OutputText(
-            self._raw_tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
-            stop_ids=(*request.stop_token_ids, *(() if request.ignore_eos else self._eos)),
-            context=request.prompt_ids)
-        job = _Job(handle=handle, request=request, spec=spec, output=output)
         with self._lock:
             if self._closing.is_set():
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
@@ -321,10 +324,24 @@ class TrtllmEngine:
                 raise EngineOverloaded(
                     f"{len(self._jobs)} requests in flight: the engine's max_batch_size {self._max_batch} "
                     f"plus serve.max_queue {self._launch.max_queue}; retry later", retry_after_s=1)
-            job.request_id = self._executor.enqueue_request(self._to_request(request, spec))
+            request = self.policy.admit(request)  # the schedule's band, fixed for the request's life
+            spec = request.lookahead if request.lookahead is not None else self.info.default_request_spec
+            handle = GenerationHandle(loop, request, on_cancel=self._cancel, on_finish=self.policy.release)
+            job = _Job(handle=handle, request=request, spec=spec, output=self._output(request))
+            try:
+                job.request_id = self._executor.enqueue_request(self._to_request(request, spec))
+            except BaseException:
+                handle.finish()  # not in flight after all
+                raise
             handle.job = job  # type: ignore[attr-defined]
             self._jobs[job.request_id] = job
         return handle
+
+    def _output(self, request: GenerationRequest) -> OutputText:
+        return OutputText(
+            self._raw_tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
+            stop_ids=(*request.stop_token_ids, *(() if request.ignore_eos else self._eos)),
+            context=request.prompt_ids)
 
     def _to_request(self, req: GenerationRequest, spec: LookaheadSpec) -> Any:
         tle = self._tle
@@ -355,8 +372,6 @@ class TrtllmEngine:
         handle.finish()
 
     async def aclose(self) -> None:
-        from trtlade.engine.serving import EngineFailure
-
         self._closing.set()
         with self._lock:
             jobs = list(self._jobs.values())
@@ -371,8 +386,6 @@ class TrtllmEngine:
 
     # ------------------------------------------------------------------------------ responses
     def _responses(self) -> None:
-        from trtlade.engine.serving import EngineFailure
-
         while not self._closing.is_set():
             try:
                 responses = self._executor.await_responses(timeout=POLL)
@@ -399,8 +412,6 @@ class TrtllmEngine:
             return self._jobs.pop(request_id, None)
 
     def _dispatch(self, response: Any) -> None:
-        from trtlade.engine.serving import EngineFailure
-
         with self._lock:
             job = self._jobs.get(response.request_id)
         if job is None or job.done:

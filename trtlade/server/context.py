@@ -78,6 +78,9 @@ class ServerContext:
             ready.set_step_observer(self.metrics.batch_step)
         info = ready.info
         self.metrics.set_engine(info.name, info.model_id, str(info.spec))
+        policy = getattr(ready, "policy", None)
+        if info.schedule is not None and policy is not None:
+            self.metrics.set_schedule(info.schedule, policy.band_in_force)
         state.status = "ready"
         state.loaded.set()
         log.info("engine %s ready: model %s, (W,N,G) = (%s)", info.name, info.model_id, info.spec)

@@ -71,6 +71,7 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
         ctx.metrics.finished(endpoint, exc.status)
         return error_response(exc)
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
+    ctx.metrics.admitted(handle.request)
     reply = _Reply(prepared, handle, RequestTracker(ctx.metrics, arrival),
                    rid=f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{uuid.uuid4().hex}",
                    created=int(time.time()), endpoint=endpoint)

@@ -24,6 +24,10 @@ trtlade_step_rows                             histogram  rows computed in each s
 trtlade_dropped_draft_rows_total              counter    draft rows dropped because max_num_tokens had no
                                                          room for them
 trtlade_queue_wait_seconds                    histogram  arrival -> start of the request's prefill
+trtlade_schedule_requests_total{band,spec}    counter    requests whose (w,n,g) the lookahead schedule chose,
+                                                         by band (requests in flight, e.g. ``3-8``) and spec
+trtlade_schedule_band_in_force{band,spec}     gauge      1 for the band a request admitted now would get,
+                                                         0 for the others (only with a schedule)
 ============================================  =========  =================================================
 
 ``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off).
@@ -36,8 +40,9 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from trtlade.engine.protocol import GenerationStats
+from trtlade.engine.protocol import GenerationRequest, GenerationStats
 from trtlade.engine.scheduler import StepReport
+from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]
 
@@ -92,6 +97,26 @@ class ServerMetrics:
                                       "Draft rows dropped because max_num_tokens had no room for them.", registry=r)
         self.queue_wait = Histogram("trtlade_queue_wait_seconds", "Arrival to the start of the prefill.",
                                     buckets=_LATENCY_BUCKETS, registry=r)
+        self.schedule_requests = Counter("trtlade_schedule_requests", "Requests whose (w,n,g) the lookahead "
+                                         "schedule chose, by band and spec.", ["band", "spec"], registry=r)
+        self.band_in_force = Gauge("trtlade_schedule_band_in_force", "1 for the schedule band a request "
+                                   "admitted now would get.", ["band", "spec"], registry=r)
+        self._schedule: LookaheadSchedule | None = None
+
+    def set_schedule(self, schedule: LookaheadSchedule, band_in_force: Callable[[], int | None]) -> None:
+        """Show the schedule: a gauge per band (1 = in force, read at scrape time) and, from then on,
+        requests counted per band by :meth:`admitted`."""
+        self._schedule = schedule
+        for index, band in enumerate(schedule.bands):
+            self.band_in_force.labels(band=schedule.label(index), spec=str(band.spec)).set_function(
+                lambda index=index: 1.0 if band_in_force() == index else 0.0)
+            self.schedule_requests.labels(band=schedule.label(index), spec=str(band.spec))
+
+    def admitted(self, request: GenerationRequest) -> None:
+        """Count a request the schedule placed (its ``band`` is set by the engine at admission)."""
+        if self._schedule is not None and request.band is not None:
+            band = self._schedule.bands[request.band]
+            self.schedule_requests.labels(band=self._schedule.label(request.band), spec=str(band.spec)).inc()
 
     def set_load(self, load: Callable[[], tuple[int, int]]) -> None:
         self._load = load

@@ -164,8 +164,10 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err.get("loc", ()))
         raise PlanError(f"{where + ': ' if where else ''}{err.get('msg')}",
-                        "a --spec must admit lookahead.request_default (w<=W, n<=N, g<=G)"
-                        if "request_default" in str(err.get("msg")) else "") from None
+                        "a --spec must admit lookahead.request_default and every lookahead.schedule band "
+                        "(w<=W, n<=N, g<=G)"
+                        if "request_default" in str(err.get("msg")) or "schedule" in str(err.get("msg"))
+                        else "") from None
 
 
 def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> ServePlan:

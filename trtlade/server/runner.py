@@ -40,7 +40,8 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
             max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
-            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"})
+            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"},
+            schedule=cfg.lookahead.lookahead_schedule)
 
     return build
 
@@ -52,7 +53,8 @@ def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
     assert plan.engine_dir is not None and plan.tokenizer_dir is not None
     return TrtllmLaunch(
         engine_dir=plan.engine_dir, spec=cfg.lookahead.spec, tokenizer_dir=plan.tokenizer_dir,
-        request_default=cfg.lookahead.request_default, served_name=cfg.model.served_name,
+        request_default=cfg.lookahead.request_default, schedule=cfg.lookahead.lookahead_schedule,
+        served_name=cfg.model.served_name,
         max_queue=cfg.serve.max_queue, kv_cache_free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
         build=cfg.build if plan.config_file else None, source=plan.config_file, argv=tuple(argv))
