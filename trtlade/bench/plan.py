@@ -22,13 +22,14 @@ from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
 __all__ = [
     "BenchPlan", "Endpoint", "Mode", "PlanError", "Series", "Target",
     "parse_base_url", "parse_concurrency", "parse_endpoint", "parse_metadata", "parse_modes",
-    "build_payload", "make_series",
+    "build_payload", "make_series", "resolve_server_modes",
 ]
 
 EndpointKind = Literal["chat", "completions"]
 
-#: Mode names that send no ``lookahead`` field (the server's default applies).
-SERVER_DEFAULT_MODES = ("lookahead", "default")
+#: Mode names that send no ``lookahead`` field (the server's default applies: its schedule if it has
+#: one). ``lookahead`` sends the server's full (W,N,G) once it is known (:func:`resolve_server_modes`).
+SERVER_DEFAULT_MODES = ("lookahead", "default", "schedule")
 
 
 class PlanError(TrtladeError, ValueError):
@@ -55,10 +56,33 @@ class Mode:
 
     def describe(self) -> str:
         if self.spec is None:
-            return "no lookahead field (server default)"
+            return "no lookahead field (the server's default: its schedule, if it has one)"
         if self.spec.is_autoregressive:
             return f"lookahead {self.spec.as_tuple()} (autoregressive)"
         return f"lookahead {self.spec.as_tuple()}"
+
+
+def resolve_server_modes(series: list[Series]) -> list[Series]:
+    """The ``lookahead`` mode sends the server's own (W,N,G) explicitly when the server says what it
+    is (trtlade's /version), so that it measures the fixed spec even where a schedule is the
+    default; ``default`` / ``schedule`` keep sending nothing. Other servers: unchanged.
+
+    >>> t = Target("a", "http://h", server_info={"engine": {"spec": {"window_size": 2, "ngram_size": 4,
+    ...                                                              "verification_set_size": 2}}})
+    >>> [s.mode.payload() for s in resolve_server_modes([Series("lookahead", t, Mode("lookahead", None)),
+    ...                                                  Series("default", t, Mode("default", None))])]
+    [{'w': 2, 'n': 4, 'g': 2}, None]
+    """
+    out = []
+    for s in series:
+        engine = s.target.server_info.get("engine") if isinstance(s.target.server_info, dict) else None
+        if s.mode.name == "lookahead" and s.mode.spec is None and isinstance(engine, dict):
+            try:
+                s = Series(s.label, s.target, Mode("lookahead", LookaheadSpec.parse(engine.get("spec"))))
+            except SpecError:
+                pass
+        out.append(s)
+    return out
 
 
 def _split_list(values: list[str]) -> list[str]:

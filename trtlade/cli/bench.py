@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
 
 # ----------------------------------------------------------------------------- config defaults
-def _load_defaults(config: Optional[Path]) -> tuple["BenchSection", Optional[Any]]:
+def load_bench_defaults(config: Optional[Path]) -> tuple["BenchSection", Optional[Any]]:
     """The bench section of ``config`` (and the loaded config), or the schema defaults."""
     from trtlade.config.schema import BenchSection
 
@@ -62,7 +62,7 @@ def _load_defaults(config: Optional[Path]) -> tuple["BenchSection", Optional[Any
     return loaded.config.bench, loaded
 
 
-def _from_config_path(loaded: Any, section: "BenchSection", name: str, value: Any) -> Any:
+def config_relative(loaded: Any, section: "BenchSection", name: str, value: Any) -> Any:
     """A path the user wrote in the config is relative to the config file; defaults stay as they are."""
     if loaded is not None and name in section.model_fields_set:
         return loaded.resolve(value)
@@ -114,7 +114,7 @@ def _level_line(s: "LevelSummary") -> str:
 
 
 # ----------------------------------------------------------------------------- preflight
-async def _preflight(targets: list["Target"], model: Optional[str], timeout: float) -> None:
+async def preflight_servers(targets: list["Target"], model: Optional[str], timeout: float) -> None:
     """Reach every server: the model (first of /v1/models unless --model) and /version info."""
     from trtlade.bench.client import ServerError, fetch_json, make_client
 
@@ -173,10 +173,12 @@ def bench(
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Default 0 (greedy)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws (default 0)."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a .jsonl / ShareGPT "
-                                          ".json file (default short)."),
+                                          ".json file."),
     modes: Optional[list[str]] = typer.Option(
-        None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)), lookahead or default (no "
-        "field: the server's default), or specs like 4-2-4 (default ar,lookahead)."),
+        None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)); lookahead (the server's own "
+        "(W,N,G), sent explicitly when the server's /version gives it, else no field); default or schedule (no "
+        "field: the server's default, its lookahead schedule if it has one); or specs like 4-2-4 (default "
+        "ar,lookahead)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
                                               "(default reports)."),
     label: Optional[str] = typer.Option(None, "--label", help="Short label in the run id (default: the series)."),
@@ -205,7 +207,7 @@ def bench(
     if launch is not None and base_url is not None:
         fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
     cfg_path = launch if launch is not None else config
-    section, loaded = _load_defaults(cfg_path)
+    section, loaded = load_bench_defaults(cfg_path)
 
     try:
         levels = parse_concurrency(max_concurrency or [",".join(map(str, section.concurrency))])
@@ -229,7 +231,7 @@ def bench(
     elif section.dataset in BUNDLED:
         dataset_spec = section.dataset
     else:
-        dataset_spec = str(_from_config_path(loaded, section, "dataset", section.dataset))
+        dataset_spec = str(config_relative(loaded, section, "dataset", section.dataset))
     try:
         ds = load_dataset(dataset_spec)
     except DatasetError as exc:
@@ -260,7 +262,7 @@ def bench(
     if n_prompts < max(levels):
         err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
                           f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
-    out_root = result_dir if result_dir is not None else _from_config_path(loaded, section, "result_dir",
+    out_root = result_dir if result_dir is not None else config_relative(loaded, section, "result_dir",
                                                                            section.result_dir)
     settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
     _run_and_report(plan, settings, meta, Path(out_root), label, launch, launch_timeout, model, plots)
@@ -335,6 +337,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
     from trtlade.bench.launch import LaunchError, launched_server
     from trtlade.bench.meta import machine_info
     from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id, output_agreement
+    from trtlade.bench.plan import resolve_server_modes
     from trtlade.bench.runner import BenchAborted, run_plan
 
     run_id = make_run_id([s.label for s in plan.series], label=label)
@@ -354,7 +357,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
                     headers=plan.targets[0].headers()))
                 plan.targets[0].base_url = url
                 settings["launched_url"] = url
-            asyncio.run(_preflight(plan.targets, model, min(plan.timeout, 30.0)))
+            asyncio.run(preflight_servers(plan.targets, model, min(plan.timeout, 30.0)))
+            plan.series = resolve_server_modes(plan.series)
             for s in plan.series:
                 err_console.print(f"series {s.label}: {s.target.base_url}{plan.endpoint.path} model "
                                   f"{s.target.model!r}, {s.mode.describe()}", markup=False)

@@ -22,7 +22,7 @@ from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_e
 __all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
 
 #: bench.modes entries that are not specs.
-BENCH_NAMED_MODES = ("ar", "lookahead")
+BENCH_NAMED_MODES = ("ar", "lookahead", "default", "schedule")
 
 
 def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> list[Diagnostic]:

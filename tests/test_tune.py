@@ -1,0 +1,165 @@
+"""trtlade tune: candidate pruning, the noise-aware choice on synthetic measurements, the schedule it
+writes into a config (comments kept), and a short end-to-end tune against a tiny-model server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from trtlade.schedule import LookaheadSchedule
+from trtlade.spec import AUTOREGRESSIVE as AR
+from trtlade.spec import LookaheadSpec as S
+from trtlade.tune.apply import ApplyError, with_schedule
+from trtlade.tune.candidates import admitted_specs, explicit, prune
+from trtlade.tune.select import Run, choose, schedule_of, tabulate
+
+
+# ------------------------------------------------------------------------------------ candidates
+@pytest.mark.parametrize("server,max_c,expect", [
+    (S(2, 4, 2), 6, ["1,1,0", "2,4,2", "2,2,1", "2,2,2", "2,3,1", "2,3,2", "2,4,1"]),
+    (S(2, 4, 2), 2, ["1,1,0", "2,4,2", "2,3,1"]),  # one more: the middle draft length
+    (S(4, 2, 4), 1, ["1,1,0", "4,2,4"]),
+    (S(1, 1, 0), 6, ["1,1,0"]),  # nothing to tune: plain decoding only
+    (S(2, 2, 0), 6, ["1,1,0"]),  # only specs below (2,2,1): pruned
+])
+def test_pruning_keeps_the_server_spec_and_spreads_the_rest(server, max_c, expect):
+    picked = prune(server, max_c)
+    assert [str(s) for s in picked.specs] == expect
+    assert picked.steps[0].count == len(admitted_specs(server))
+    assert all(server.admits(s) for s in picked.specs)
+
+
+def test_explicit_candidates_add_the_baseline_and_refuse_what_the_server_does_not_admit():
+    assert [str(s) for s in explicit([S(2, 2, 1), S(2, 2, 1)], S(4, 2, 4)).specs] == ["1,1,0", "2,2,1"]
+    with pytest.raises(ValueError, match="not admitted"):
+        explicit([S(4, 3, 4)], S(4, 2, 4))
+
+
+# ------------------------------------------------------------------------------------ choice
+def runs(table: dict, repeats=2, ttft=100.0, tpot=40.0):
+    """{(spec, level): [throughput per repeat]} -> runs."""
+    return [Run(spec, level, r, values[r], ttft, tpot) for (spec, level), values in table.items()
+            for r in range(repeats)]
+
+
+LA, BIG = S(2, 2, 1), S(2, 4, 2)
+
+
+def test_the_fastest_spec_beyond_noise_wins_and_ties_go_to_plain_decoding():
+    t = tabulate(runs({(AR, 1): [20, 20.4], (LA, 1): [24, 24.6], (BIG, 1): [26, 26.4],
+                       (AR, 4): [70, 71], (LA, 4): [70.2, 70.9], (BIG, 4): [60, 61]}))
+    picks = {c.concurrency: c for c in choose(t)}
+    assert picks[1].spec == BIG and picks[1].speedup == pytest.approx((26 / 20 + 26.4 / 20.4) / 2)
+    assert picks[4].spec == AR and "does not clear the noise threshold" in picks[4].reason
+    assert str(schedule_of(list(picks.values()))) == "<=1: 2,4,2; else: 1,1,0"
+
+
+def test_noisy_repeats_raise_the_bar():
+    quiet = tabulate(runs({(AR, 1): [20, 20], (LA, 1): [21.2, 21.2]}))
+    noisy = tabulate(runs({(AR, 1): [20, 20], (LA, 1): [24, 18.4]}))  # same mean speedup, 1.06x
+    assert choose(quiet)[0].spec == LA
+    assert noisy.noise > 0.1 and choose(noisy)[0].spec == AR
+
+
+def test_latency_limits_exclude_specs_before_throughput_counts():
+    rs = runs({(AR, 1): [20, 20], (LA, 1): [23, 23]}) + [Run(BIG, 1, r, 30, 900.0, 20.0) for r in range(2)]
+    assert choose(tabulate(rs))[0].spec == BIG
+    limited = choose(tabulate(rs), max_ttft_ms=500)[0]
+    assert limited.spec == LA and "2,4,2 over --max-ttft-ms" not in limited.reason
+    assert choose(tabulate(rs), max_ttft_ms=500, max_tpot_ms=30)[0].spec == AR
+
+
+def test_runs_without_the_baseline_are_refused():
+    with pytest.raises(ValueError, match="plain decoding"):
+        tabulate([Run(LA, 1, 0, 10.0, None, None)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.5, 2.0), st.floats(0.5, 2.0)), min_size=1, max_size=4),
+       st.floats(10, 100))
+def test_a_chosen_spec_always_clears_the_threshold(ratios, base):
+    specs = [S(2, 2, 1), S(2, 2, 2), S(2, 3, 1), S(2, 4, 2)][:len(ratios)]
+    table = {(AR, 1): [base, base * 1.01]}
+    for spec, (a, b) in zip(specs, ratios):
+        table[(spec, 1)] = [base * a, base * 1.01 * b]
+    t = tabulate(runs(table))
+    [choice] = choose(t)
+    if choice.spec != AR:
+        assert choice.speedup > t.threshold()
+        assert t.cell(choice.spec, 1).mean_throughput == max(t.cell(s, 1).mean_throughput for s in specs)
+    else:
+        best = max(specs, key=lambda s: t.cell(s, 1).mean_throughput)
+        assert t.cell(best, 1).speedup <= t.threshold()
+
+
+# ------------------------------------------------------------------------------------ apply
+CONFIG = """# deployment
+model: {}   # the embedded model
+lookahead:
+  spec: 2,4,2                   # the server's (W,N,G)
+
+serve:
+  engine: reference
+"""
+
+
+def test_apply_keeps_every_line_and_comment_and_replaces_an_old_schedule():
+    schedule = LookaheadSchedule.parse([{"up_to": 2, "spec": "2,4,2"}, {"spec": "1,1,0"}])
+    text = with_schedule(CONFIG, schedule)
+    assert text == CONFIG.replace("W,N,G)\n", "W,N,G)\n  schedule:\n  - {up_to: 2, spec: '2,4,2'}\n"
+                                  "  - {spec: '1,1,0'}\n")
+    again = with_schedule(text, LookaheadSchedule.parse([{"spec": "2,2,1"}]))
+    assert again == CONFIG.replace("W,N,G)\n", "W,N,G)\n  schedule:\n  - {spec: '2,2,1'}\n")
+
+
+@pytest.mark.parametrize("config,fragment", [
+    (CONFIG.replace("spec: 2,4,2", "spec: 2,2,2"), "is not admitted"),
+    (CONFIG.replace("spec: 2,4,2 ", "spec: 2,4,2\n  request_default: 1,1,0 "), "request_default"),
+    ("lookahead: {spec: 0,0,0}\n", "not a valid trtlade config"),
+])
+def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
+    with pytest.raises(ApplyError, match=fragment) as info:
+        with_schedule(config, LookaheadSchedule.parse([{"up_to": 1, "spec": "2,4,2"}, {"spec": "1,1,0"}]))
+    assert info.value.hint
+
+
+# ------------------------------------------------------------------------------------ end to end
+def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp_path: Path):
+    from fake_engine import uvicorn_thread
+    from models import tiny_engine
+    from trtlade.cli.main import app as cli
+    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    engine = tiny_engine("llama", (2, 3, 2))
+    config = tmp_path / "deploy.yml"
+    config.write_text("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n")
+    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+    with uvicorn_thread(app) as url:
+        result = CliRunner().invoke(cli, [
+            "tune", "--base-url", url, "--endpoint", "completions", "--dataset", "random", "-c", "1,2",
+            "--repeats", "2", "-n", "2", "--max-tokens", "6", "--candidates", "2-2-1 2-3-2",
+            "--result-dir", str(tmp_path / "reports"), "--apply", str(config), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    [folder] = list((tmp_path / "reports").iterdir())
+    data = json.loads((folder / "tune.json").read_text())
+    assert data["server_spec"] == "2,3,2" and data["candidates"] == ["1,1,0", "2,2,1", "2,3,2"]
+    assert len(data["runs"]) == 2 * 2 * 3 and data["failed_requests"] == 0
+    assert {(c["spec"], c["concurrency"]) for c in data["cells"]} == {
+        (s, c) for s in data["candidates"] for c in (1, 2)}
+    schedule = LookaheadSchedule.parse(data["schedule"])
+    assert [c["spec"] for c in data["choices"]] == [str(schedule.spec_for(1)), str(schedule.spec_for(2))]
+    assert data["recommended_engine"]["build_command"].startswith("trtlade build --model tiny-llama --wng ")
+    for name in ("summary.md", "schedule.yml", "cells.csv"):
+        assert (folder / name).is_file()
+    assert "## Noise" in (folder / "summary.md").read_text()
+    written = config.read_text()
+    assert written.startswith("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n  schedule:\n")
+    from trtlade.config.loader import load_config
+
+    assert load_config(config).config.lookahead.lookahead_schedule == schedule

@@ -1,0 +1,288 @@
+"""``trtlade tune``: pick (w,n,g) per concurrency from measurement and write the schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers
+from trtlade.cli.common import err_console, fail, parse_spec_option
+
+_HELP = """Measure candidate (w,n,g) specs against a trtlade server at each concurrency level, pick the
+fastest per level that beats plain decoding beyond the measured noise, and write the lookahead
+schedule (with a report under reports/<run-id>/).
+
+Examples:
+
+  trtlade tune --launch configs/smollm2-cpu.yml --dataset random
+
+  trtlade tune --base-url http://gpu1:8000 -c 1,4,16 --max-ttft-ms 500 --apply deploy.yml
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune", help=_HELP, no_args_is_help=False)(tune)
+
+
+class _TuneProgress:
+    """One rich bar over every run (a run: one spec at one level in one repeat); a line per run."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self._bar: Any = None
+        self._task: Any = None
+        if err_console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err_console, transient=True)
+
+    def __enter__(self) -> "_TuneProgress":
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task("tune runs", total=self.total)
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    # the bench runner's Progress protocol (per request; nothing to show at that grain)
+    def start(self, series: str, concurrency: int, total: int, warmup: bool) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"({series.replace('-', ',')}) @ {concurrency}")
+
+    def advance(self, record: Any) -> None:
+        pass
+
+    def finish(self, summary: Any) -> None:
+        pass
+
+    def run_done(self, run: Any, summary: Any) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.advance(self._task)
+        failed = f", {summary.failed} FAILED" if summary.failed else ""
+        ttft = "—" if run.median_ttft_ms is None else f"{run.median_ttft_ms:.0f}"
+        err_console.print(f"[{self.done}/{self.total}] repeat {run.repeat + 1} concurrency {run.concurrency:>3} "
+                          f"({run.spec}): {run.output_throughput:.1f} tok/s, median TTFT {ttft} ms{failed}",
+                          markup=False, highlight=False)
+
+
+def _parse_candidates(values: Optional[list[str]]) -> Optional[list[Any]]:
+    if not values:
+        return None
+    items = [item.strip() for value in values for item in value.split(" ") if item.strip()]
+    return [parse_spec_option(item.replace("-", ","), option="--candidates") for item in items]
+
+
+def tune(
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="A running trtlade server (either engine), "
+                                           "e.g. http://127.0.0.1:8000."),
+    launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a free "
+                                          "loopback port, tune against it, stop it. Defaults come from its bench "
+                                          "section."),
+    launch_timeout: float = typer.Option(600.0, "--launch-timeout", min=1.0,
+                                         help="Seconds to wait for the launched server's /health."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench section."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="chat (default) or completions."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name sent; default: the first of /v1/models."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix, short, long, random, or a .jsonl / "
+                                          "ShareGPT file. Tune on one dataset, evaluate with `trtlade bench` on "
+                                          "another (default: the config's bench.dataset)."),
+    max_concurrency: Optional[list[str]] = typer.Option(None, "--max-concurrency", "-c", help="Concurrency levels "
+                                                        "(default: the config's bench.concurrency)."),
+    candidates: Optional[list[str]] = typer.Option(None, "--candidates", help="Specs to measure instead of the "
+                                                   "pruned set, space-separated W-N-G (e.g. '2-2-1 2-4-2'); "
+                                                   "(1,1,0) is always added."),
+    max_candidates: int = typer.Option(6, "--max-candidates", min=1, help="At most this many lookahead specs "
+                                       "(besides (1,1,0)) after pruning."),
+    repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over every (spec, level); 2 or more to "
+                                "estimate the noise."),
+    num_prompts: int = typer.Option(4, "--num-prompts", "-n", min=1, help="Requests per run (at least 2 per "
+                                    "worker: 2 x concurrency)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request "
+                                             "(default: the config's bench.max_tokens)."),
+    ignore_eos: Optional[bool] = typer.Option(None, "--ignore-eos/--no-ignore-eos", help="Send ignore_eos."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", min=0.0, help="Only pick specs whose "
+                                                "median TTFT stays under this."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", min=0.0, help="Only pick specs whose "
+                                                "median TPOT stays under this."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the prompt samples (repeat r uses seed + r)."),
+    result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
+                                              "(default: the config's bench.result_dir, else reports)."),
+    apply: Optional[Path] = typer.Option(None, "--apply", help="Write the schedule into this trtlade config "
+                                         "(lookahead.schedule), keeping the rest of the file and its comments."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
+                                          help="Sent as Authorization: Bearer."),
+    timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Bound on one request, seconds."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the heatmap PNG."),
+) -> None:
+    from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
+    from trtlade.bench.plan import PlanError, Target, parse_base_url, parse_concurrency, parse_endpoint
+    from trtlade.tune.measure import TuneSettings
+
+    if launch is not None and base_url is not None:
+        fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
+    if launch is not None and config is not None and launch.resolve() != config.resolve():
+        fail("--launch and --config name different files", hint="drop --config: --launch CONFIG reads CONFIG")
+    cfg_path = launch if launch is not None else config
+    section, loaded = load_bench_defaults(cfg_path)
+    try:
+        levels = parse_concurrency(max_concurrency or [",".join(map(str, section.concurrency))])
+        ep = parse_endpoint(endpoint or section.endpoint)
+        if base_url is None and launch is None:
+            base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
+                        else "http://127.0.0.1:8000")
+        url = parse_base_url(base_url) if base_url is not None else ""
+    except PlanError as exc:
+        fail(exc.message, where=exc.option, hint=exc.hint)
+    chosen_candidates = _parse_candidates(candidates)
+    dataset_spec = dataset or (section.dataset if section.dataset in BUNDLED
+                               else str(config_relative(loaded, section, "dataset", section.dataset)))
+    try:
+        ds = load_dataset(dataset_spec)
+    except DatasetError as exc:
+        fail(exc.message, where=exc.where or "--dataset", hint=exc.hint)
+    if ep.kind == "completions" and ds.has_messages:
+        fail("the dataset holds chat message lists; the completions endpoint takes text", where="--dataset",
+             hint="use --endpoint chat with this dataset")
+    if apply is not None and not apply.is_file():
+        fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
+    settings = TuneSettings(
+        levels=tuple(sorted(levels)), repeats=repeats, num_prompts=num_prompts,
+        max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
+        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos, timeout=timeout, seed=seed)
+    out_root = Path(result_dir if result_dir is not None else
+                    config_relative(loaded, section, "result_dir", section.result_dir))
+    key = api_key
+    if key is None and loaded is not None and loaded.config.serve.api_key_env:
+        import os
+
+        key = os.environ.get(loaded.config.serve.api_key_env) or None
+    target = Target("a", url, api_key=key)
+    job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
+               {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout)
+    folder, result = job.run(out_root, plots)
+    _print_result(folder, result)
+    if apply is not None:
+        _apply(apply, result)
+
+
+class _Job:
+    """One tune run: reach (or launch) the server, read its spec, measure, choose, report."""
+
+    def __init__(self, target: Any, endpoint: Any, dataset: Any, dataset_name: str, settings: Any,
+                 candidates: Optional[list[Any]], max_candidates: int, limits: dict[str, Optional[float]],
+                 model: Optional[str], launch: Optional[Path], launch_timeout: float) -> None:
+        self.target, self.endpoint, self.dataset, self.dataset_name = target, endpoint, dataset, dataset_name
+        self.settings, self.candidates, self.max_candidates = settings, candidates, max_candidates
+        self.limits, self.model, self.launch, self.launch_timeout = limits, model, launch, launch_timeout
+
+    def run(self, out_root: Path, plots: bool) -> tuple[Path, Any]:
+        from trtlade.bench.launch import LaunchError, launched_server
+
+        run_id = time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-tune"
+        folder = out_root / run_id
+        started = time.monotonic()
+        try:
+            with contextlib.ExitStack() as stack:
+                if self.launch is not None:
+                    err_console.print(f"launching trtlade serve --config {self.launch} (log: {folder / 'server.log'})",
+                                      markup=False)
+                    self.target.base_url = stack.enter_context(launched_server(
+                        self.launch, log_path=folder / "server.log", ready_timeout=self.launch_timeout,
+                        headers=self.target.headers()))
+                asyncio.run(preflight_servers([self.target], self.model, min(self.settings.timeout, 30.0)))
+                server = self._server_spec()
+                picked = self._candidates(server)
+                err_console.print(f"server ({server}); {len(picked.specs)} candidates: "
+                                  f"{', '.join(f'({s})' for s in picked.specs)}\npruning: {picked.describe()}",
+                                  markup=False, highlight=False)
+                measurement = self._measure(picked)
+        except LaunchError as exc:
+            tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
+            fail(f"--launch {self.launch}: {exc.message}{tail}", hint=f"run `trtlade serve --config {self.launch}` "
+                 "by hand to see why")
+        except KeyboardInterrupt:
+            err_console.print("interrupted: no report written", markup=False)
+            raise typer.Exit(130)
+        return folder, self._report(folder, server, picked, measurement, time.monotonic() - started, plots)
+
+    def _server_spec(self) -> Any:
+        from trtlade.spec import LookaheadSpec, SpecError
+
+        engine = self.target.server_info.get("engine") if isinstance(self.target.server_info, dict) else None
+        try:
+            return LookaheadSpec.parse(engine["spec"])  # type: ignore[index]
+        except (TypeError, KeyError, SpecError):
+            fail(f"{self.target.base_url}/version does not give the server's (W,N,G)", where="--base-url",
+                 hint="tune needs a trtlade server (`trtlade serve`, reference or trtllm engine): it reads the "
+                      "spec to know which (w,n,g) requests may use")
+
+    def _candidates(self, server: Any) -> Any:
+        from trtlade.tune.candidates import explicit, prune
+
+        if self.candidates is None:
+            return prune(server, self.max_candidates)
+        try:
+            return explicit(self.candidates, server)
+        except ValueError as exc:
+            fail(str(exc), where="--candidates", hint=f"use specs with w<={server.window_size}, "
+                 f"n<={server.ngram_size}, g<={server.verification_set_size}")
+
+    def _measure(self, picked: Any) -> Any:
+        from trtlade.tune.measure import measure
+
+        total = self.settings.total_runs(len(picked.specs))
+        with _TuneProgress(total) as progress:
+            return asyncio.run(measure(self.target, self.endpoint, self.dataset, picked.specs, self.settings,
+                                       progress, on_run=progress.run_done))
+
+    def _report(self, folder: Path, server: Any, picked: Any, measurement: Any, seconds: float, plots: bool) -> Any:
+        from trtlade.bench.meta import machine_info
+        from trtlade.tune.report import TuneResult, recommend, write_report
+        from trtlade.tune.select import choose, schedule_of, tabulate
+
+        table = tabulate(measurement.runs)
+        choices = choose(table, **self.limits)
+        schedule = schedule_of(choices)
+        s = self.settings
+        result = TuneResult(
+            run_id=folder.name, server_spec=server, candidates=picked, table=table, choices=choices,
+            schedule=schedule, recommendation=recommend(schedule, server, self.target.model or "<model>"),
+            runs=measurement.runs, failed_requests=measurement.failed_requests, limits=self.limits,
+            settings={"dataset": self.dataset_name, "endpoint": self.endpoint.path, "levels": list(s.levels),
+                      "repeats": s.repeats, "num_prompts": s.num_prompts, "per_worker": s.per_worker,
+                      "max_tokens": s.max_tokens, "ignore_eos": s.ignore_eos, "seed": s.seed,
+                      "base_url": self.target.base_url, "model": self.target.model,
+                      "launch": str(self.launch) if self.launch else None, "seconds": round(seconds, 1)},
+            metadata={**machine_info(), "server": self.target.server_info})
+        write_report(folder, result, plots=plots)
+        return result
+
+
+def _print_result(folder: Path, result: Any) -> None:
+    from trtlade.tune.report import summary_markdown
+
+    text = summary_markdown(result)
+    start = text.index("## Output throughput")
+    print(text[start:].rstrip())
+    print(f"\nreport: {folder / 'summary.md'} (schedule: {folder / 'schedule.yml'}; "
+          f"took {result.settings['seconds']:.0f} s)")
+
+
+def _apply(path: Path, result: Any) -> None:
+    from trtlade.tune.apply import ApplyError, apply_schedule
+
+    try:
+        apply_schedule(path, result.schedule)
+    except ApplyError as exc:
+        fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
+    err_console.print(f"wrote lookahead.schedule into {path}: {result.schedule}", markup=False)

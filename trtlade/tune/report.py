@@ -1,0 +1,250 @@
+"""The tune report folder ``reports/<run-id>/``: what was measured, what was chosen, what to do.
+
+=====================  ==============================================================================
+file                   what
+=====================  ==============================================================================
+``summary.md``         candidates and pruning, the speedup table per (spec, concurrency), the noise,
+                       the choice per level with its reason, the schedule, the engine to build
+``schedule.yml``       the schedule as a YAML snippet for ``lookahead:`` (or ``trtlade tune --apply``)
+``tune.json``          everything above as data, plus every run
+``cells.csv``          one row per (spec, concurrency): throughput, speedup, TTFT, TPOT
+``speedup_heatmap.png``  speedup over (1,1,0) per (spec, concurrency), chosen cells outlined
+=====================  ==============================================================================
+
+Measurements stay data (:class:`TuneResult`) until this module formats them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from trtlade.schedule import LookaheadSchedule
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
+from trtlade.tune.candidates import Candidates
+from trtlade.tune.select import Choice, Run, Table
+
+__all__ = ["TuneResult", "Recommendation", "recommend", "write_report", "summary_markdown", "schedule_yaml"]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The smallest engine (W,N,G) that admits every chosen spec, and how to build it."""
+
+    spec: LookaheadSpec
+    max_draft_len: int
+    build_command: str
+    note: str
+
+
+def recommend(schedule: LookaheadSchedule, server: LookaheadSpec, model: str = "<model>") -> Recommendation:
+    """>>> from trtlade.schedule import LookaheadSchedule as L
+    >>> r = recommend(L.parse([{"up_to": 2, "spec": "2,3,1"}, {"spec": "1,1,0"}]), LookaheadSpec(2, 4, 2), "Qwen3-8B")
+    >>> str(r.spec), r.max_draft_len, r.build_command
+    ('2,3,1', 5, 'trtlade build --model Qwen3-8B --wng 2,3,1')
+    """
+    spec = schedule.smallest_engine_spec()
+    if spec.is_autoregressive:
+        note = ("no lookahead spec beat plain decoding beyond the noise at any level: serve without "
+                "lookahead, or tune on traffic closer to yours")
+    elif spec == server:
+        note = f"the server's own (W,N,G) ({server}) is the smallest that admits every chosen spec"
+    else:
+        note = (f"smaller than the server's ({server}): a smaller max_draft_len reserves fewer tokens per "
+                "sequence in the engine; the schedule also runs as is on the current engine")
+    return Recommendation(spec, spec.max_draft_len, f"trtlade build --model {model} --wng {spec}", note)
+
+
+@dataclass
+class TuneResult:
+    run_id: str
+    server_spec: LookaheadSpec
+    candidates: Candidates
+    table: Table
+    choices: list[Choice]
+    schedule: LookaheadSchedule
+    recommendation: Recommendation
+    runs: list[Run]
+    settings: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    failed_requests: int = 0
+    limits: dict[str, Optional[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        table = self.table
+        return {
+            "run_id": self.run_id,
+            "server_spec": str(self.server_spec),
+            "candidates": [str(s) for s in self.candidates.specs],
+            "pruning": [{"rule": s.rule, "count": s.count} for s in self.candidates.steps],
+            "levels": table.levels,
+            "repeats": table.repeats,
+            "noise": table.noise,
+            "threshold": table.threshold(),
+            "limits": self.limits,
+            "cells": cell_rows(table),
+            "choices": [{"concurrency": c.concurrency, "spec": str(c.spec), "speedup": c.speedup,
+                         "reason": c.reason} for c in self.choices],
+            "schedule": self.schedule.to_config(),
+            "recommended_engine": {"spec": str(self.recommendation.spec),
+                                   "max_draft_len": self.recommendation.max_draft_len,
+                                   "build_command": self.recommendation.build_command,
+                                   "note": self.recommendation.note},
+            "failed_requests": self.failed_requests,
+            "runs": [{"spec": str(r.spec), "concurrency": r.concurrency, "repeat": r.repeat,
+                      "output_throughput": r.output_throughput, "median_ttft_ms": r.median_ttft_ms,
+                      "median_tpot_ms": r.median_tpot_ms} for r in self.runs],
+            "settings": self.settings,
+            "metadata": self.metadata,
+        }
+
+
+def cell_rows(table: Table) -> list[dict[str, Any]]:
+    rows = []
+    for spec in table.specs:
+        for level in table.levels:
+            cell = table.cell(spec, level)
+            if cell is None:
+                continue
+            rows.append({"spec": str(spec), "concurrency": level, "output_throughput": cell.mean_throughput,
+                         "speedup": cell.speedup, "runs": len(cell.throughput),
+                         "median_ttft_ms": cell.ttft, "median_tpot_ms": cell.tpot})
+    return rows
+
+
+def schedule_yaml(result: TuneResult) -> str:
+    """The schedule as a snippet to paste under ``lookahead:`` (quoted specs: flow-mapping safe)."""
+    bands = "\n".join("  - {" + ", ".join(f"{k}: {v!r}" if k == "spec" else f"{k}: {v}" for k, v in b.items())
+                      + "}" for b in result.schedule.to_config())
+    return (f"# trtlade tune {result.run_id}: server (W,N,G) = ({result.server_spec}); "
+            f"`trtlade tune --apply CONFIG` writes it for you\nlookahead:\n  schedule:\n{bands}\n")
+
+
+def _speedup_frame(result: TuneResult) -> Any:
+    import pandas as pd
+
+    table = result.table
+    chosen = {(str(c.spec), c.concurrency) for c in result.choices}
+    data = {}
+    for level in table.levels:
+        column = []
+        for spec in table.specs:
+            cell = table.cell(spec, level)
+            if cell is None:
+                column.append("")
+                continue
+            text = f"{cell.speedup:.3f}x" if spec != AUTOREGRESSIVE else f"1 ({cell.mean_throughput:.1f} tok/s)"
+            column.append(f"**{text}**" if (str(spec), level) in chosen else text)
+        data[str(level)] = column
+    return pd.DataFrame(data, index=[str(s) for s in table.specs]).rename_axis("spec \\ concurrency")
+
+
+def summary_markdown(result: TuneResult) -> str:
+    table = result.table
+    levels = len(table.levels)
+    frame = _speedup_frame(result)
+    choice_lines = "\n".join(f"| {c.concurrency} | {c.spec} | {c.speedup:.3f}x | {c.reason} |" for c in result.choices)
+    rec = result.recommendation
+    limits = ", ".join(f"{k} {v:g}" for k, v in result.limits.items() if v is not None) or "none"
+    failed = (f"\n**{result.failed_requests} request(s) failed** during the measurement; see tune.json.\n"
+              if result.failed_requests else "")
+    return f"""# trtlade tune {result.run_id}
+
+Server (W,N,G) = ({result.server_spec}); {table.repeats} repeat(s) x {levels} concurrency level(s) x
+{len(table.specs)} spec(s), interleaved; dataset `{result.settings.get('dataset')}`, max_tokens
+{result.settings.get('max_tokens')}. Latency limits: {limits}.
+{failed}
+## Candidates
+
+{len(result.candidates.specs)} measured: {', '.join(f'({s})' for s in result.candidates.specs)}.
+Pruning: {result.candidates.describe()}.
+
+## Output throughput vs (1,1,0) per (spec, concurrency)
+
+Mean over repeats of throughput(spec) / throughput(1,1,0) in the same repeat; (1,1,0)'s row shows its
+throughput. Chosen cells are in bold.
+
+{frame.to_markdown(colalign=["left"] + ["right"] * levels)}
+
+## Noise
+
+A speedup moves by {table.noise:.3f} (pooled standard deviation of the paired ratios across
+repeats) between two runs of the same thing. A spec is chosen only above
+{table.threshold():.3f}x = 1 + 2 x noise / sqrt(repeats).
+
+## Choice per concurrency
+
+| concurrency | spec | speedup | why |
+|---|---|---:|---|
+{choice_lines}
+
+## Schedule
+
+```yaml
+{schedule_yaml(result).rstrip()}
+```
+
+In words: {result.schedule}. A load between two measured levels gets the higher level's choice.
+
+## Engine
+
+Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
+{rec.note}.
+"""
+
+
+def plot_heatmap(result: TuneResult, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    table = result.table
+    grid = [[(table.cell(s, c).speedup if table.cell(s, c) is not None else float("nan")) for c in table.levels]
+            for s in table.specs]
+    spread = max([abs(v - 1) for row in grid for v in row if v == v] + [0.05])
+    fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(table.levels), 1.2 + 0.45 * len(table.specs)), dpi=110)
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=1 - spread, vmax=1 + spread, aspect="auto")
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if value == value:
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    chosen = {(c.spec, c.concurrency) for c in result.choices}
+    for i, spec in enumerate(table.specs):
+        for j, level in enumerate(table.levels):
+            if (spec, level) in chosen:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, linewidth=2.2, edgecolor="black"))
+    ax.set_xticks(range(len(table.levels)), [str(c) for c in table.levels])
+    ax.set_yticks(range(len(table.specs)), [str(s) for s in table.specs])
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("(w,n,g)")
+    ax.set_title("Output throughput / (1,1,0)  (chosen: outlined)")
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(folder: Path, result: TuneResult, *, plots: bool = True) -> list[Path]:
+    """Write the report files; returns their paths."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("summary.md", summary_markdown(result)), ("schedule.yml", schedule_yaml(result)),
+                       ("tune.json", json.dumps(result.to_dict(), indent=2) + "\n")):
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    cells = folder / "cells.csv"
+    pd.DataFrame(cell_rows(result.table)).to_csv(cells, index=False)
+    written.append(cells)
+    if plots:
+        written.append(plot_heatmap(result, folder / "speedup_heatmap.png"))
+    return written
+
+
