@@ -626,7 +626,7 @@ def test_client_disconnect_cancels_the_generation(stream):
 
 def test_disconnect_while_queued_removes_the_request_from_the_queue():
     engine = FakeEngine()
-    app, _ = fake_app(engine)
+    app, _ = fake_app(engine, max_batch_size=1)  # one runs, the next waits in the queue
 
     async def go():
         async with client_for(app) as c:

@@ -6,7 +6,8 @@ other, in an order rotated by one per repeat, so that slow drift of the machine 
 the sequence hit every spec alike. A run is the bench's closed loop (:mod:`trtlade.bench.runner`):
 ``concurrency`` workers sending back to back until the run's prompts are done; it is summarised by
 the bench's own metrics (output throughput, median TTFT and TPOT). Each repeat samples its own
-prompts (``seed + repeat``), so the choice does not rest on one sample of the traffic.
+prompts (``seed + repeat``), so the choice does not rest on one sample of the traffic. Before the
+first repeat every candidate serves one unmeasured request (warm-up).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class TuneSettings:
     ignore_eos: bool = False
     timeout: float = 600.0
     seed: int = 0
+    warmup: bool = True
 
     def prompts_at(self, concurrency: int) -> int:
         return max(self.num_prompts, self.per_worker * concurrency)
@@ -62,6 +64,13 @@ def prompts_for(dataset: Dataset, settings: TuneSettings, concurrency: int, repe
     return dataset.sample(settings.prompts_at(concurrency), settings.seed + repeat)
 
 
+def _plan(target: Target, endpoint: Endpoint, specs: Sequence[LookaheadSpec], prompts: list,
+          settings: TuneSettings, level: int) -> BenchPlan:
+    return BenchPlan(series=[Series(mode_of(s).name, target, mode_of(s)) for s in specs], levels=[level],
+                     endpoint=endpoint, prompts=prompts, warmup_prompts=[], max_tokens=settings.max_tokens,
+                     temperature=settings.temperature, ignore_eos=settings.ignore_eos, timeout=settings.timeout)
+
+
 def _rotated(items: Sequence[LookaheadSpec], by: int) -> list[LookaheadSpec]:
     k = by % len(items)
     return list(items[k:]) + list(items[:k])
@@ -72,14 +81,12 @@ async def measure(target: Target, endpoint: Endpoint, dataset: Dataset, specs: S
                   on_run: Optional[Callable[[Run, LevelSummary], None]] = None) -> Measurement:
     """Measure every spec at every level, ``settings.repeats`` times (see the module docstring)."""
     out = Measurement()
+    if settings.warmup:  # every candidate once, unmeasured: first-request costs stay out of the runs
+        await run_plan(_plan(target, endpoint, specs, dataset.sample(1, settings.seed - 1), settings, 1))
     for repeat in range(settings.repeats):
         for level in settings.levels:
             order = _rotated(specs, repeat)
-            plan = BenchPlan(
-                series=[Series(mode_of(s).name, target, mode_of(s)) for s in order], levels=[level],
-                endpoint=endpoint, prompts=prompts_for(dataset, settings, level, repeat), warmup_prompts=[],
-                max_tokens=settings.max_tokens, temperature=settings.temperature,
-                ignore_eos=settings.ignore_eos, timeout=settings.timeout)
+            plan = _plan(target, endpoint, order, prompts_for(dataset, settings, level, repeat), settings, level)
             outcome = await run_plan(plan, progress)
             for spec, summary in zip(order, outcome.summaries):
                 run = Run(spec, level, repeat, summary.output_throughput, summary.median_ttft_ms,

@@ -172,7 +172,7 @@ throughput. Chosen cells are in bold.
 
 A speedup moves by {table.noise:.3f} (pooled standard deviation of the paired ratios across
 repeats) between two runs of the same thing. A spec is chosen only above
-{table.threshold():.3f}x = 1 + 2 x noise / sqrt(repeats).
+{table.threshold():.3f}x = 1 + 2 x noise / sqrt(repeats).{_one_repeat_note(table)}
 
 ## Choice per concurrency
 
@@ -193,6 +193,13 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
 {rec.note}.
 """
+
+
+def _one_repeat_note(table: Table) -> str:
+    if table.repeats >= 2:
+        return ""
+    return ("\n\n**One repeat: the noise could not be measured**, so any spec faster than (1,1,0) at all "
+            "counted as a win. Run with --repeats 2 or more before trusting this schedule.")
 
 
 def plot_heatmap(result: TuneResult, path: Path) -> Path:
