@@ -150,3 +150,22 @@ def test_without_a_schedule_nothing_changes():
     body, metrics = run(go())
     assert _usage_spec(body) == "4,2,4" and engine.requests[0].lookahead is None
     assert "trtlade_schedule_band_in_force{" not in metrics
+
+
+def test_a_burst_of_arrivals_counts_requests_still_being_tokenized():
+    """Three requests arrive together: the first one admitted already counts the other two (the
+    server's count from arrival), so none of them gets the band for a lone request."""
+    schedule = LookaheadSchedule.parse([{"up_to": 1, "spec": "4,2,4"}, {"spec": "2,2,2"}])
+    app, engine = fake_app(FakeEngine(step_delay=0.05), schedule=schedule, max_batch_size=4)
+
+    async def go():
+        async with client_for(app) as c:
+            burst = await asyncio.gather(*[c.post("/v1/completions", json={"prompt": "a", "max_tokens": 3})
+                                           for _ in range(3)])
+            alone = await c.post("/v1/completions", json={"prompt": "a", "max_tokens": 3})
+            return [b.json() for b in burst], alone.json()
+
+    burst, alone = run(go())
+    assert [_usage_spec(b) for b in burst] == ["2,2,2"] * 3
+    assert _usage_spec(alone) == "4,2,4"  # every earlier request has left: the count is back to 1
+    assert all(r.load >= 2 for r in engine.requests[:3]) and engine.requests[3].load == 1

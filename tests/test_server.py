@@ -374,7 +374,7 @@ def test_wrong_types_and_values_name_the_field(body, param):
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
      "messages.0.content.0.image_url"),
-    ({"messages": [{"role": "user", "content": "hi"}], "tools": []}, "tools"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "tools"),
     ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "max_completion_tokens": 4},
      "max_completion_tokens"),
     ({"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "logprobs"),

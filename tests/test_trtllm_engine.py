@@ -259,10 +259,10 @@ def test_the_schedule_gives_the_executor_a_per_request_config(tle, tokenizer_dir
 
     both, alone = run(go())
     first, second, third = tle._instances[-1]._requests
-    assert (first.lookahead_config.max_window_size, first.lookahead_config.max_ngram_size) == (2, 2)
-    assert second.lookahead_config.max_ngram_size == 1  # admitted with two in flight: band 2+
-    assert third.lookahead_config.max_window_size == 2  # alone again: band 1
-    assert sorted(b["usage"]["lookahead"]["spec"]["w"] for b in both) == [1, 2]
+    # the two arrived together: each counts the other (band 2+), the executor gets (1,1,0) for both
+    assert first.lookahead_config.max_ngram_size == second.lookahead_config.max_ngram_size == 1
+    assert (third.lookahead_config.max_window_size, third.lookahead_config.max_ngram_size) == (2, 2)  # alone
+    assert [b["usage"]["lookahead"]["spec"]["w"] for b in both] == [1, 1]
     assert alone["usage"]["lookahead"]["spec"] == {"w": 2, "n": 2, "g": 1}
 
 

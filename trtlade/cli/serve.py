@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
         api_key: Optional[str] = typer.Option(
             None, "--api-key", help="Require 'Authorization: Bearer KEY' (default: $TRTLADE_API_KEY, if set)."),
         log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+        access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One log line per request "
+                                        "(status, latency, tokens, lookahead spec; error code and param for "
+                                        "4xx/5xx), logger trtlade.access."),
     ) -> None:
         from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
@@ -62,10 +65,10 @@ def register(app: typer.Typer) -> None:
             plan = make_plan(flags)
         except PlanError as exc:
             fail(exc.message, hint=exc.hint, code=EXIT_USAGE if exc.usage else 1)
-        _run(plan, log_level)
+        _run(plan, log_level, access_log)
 
 
-def _run(plan, log_level: str) -> None:  # noqa: ANN001 - ServePlan, imported lazily
+def _run(plan, log_level: str, access_log: bool = True) -> None:  # noqa: ANN001 - ServePlan, imported lazily
     from trtlade.server.runner import ServeError, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -77,7 +80,7 @@ def _run(plan, log_level: str) -> None:  # noqa: ANN001 - ServePlan, imported la
         f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, (W,N,G) = ({plan.spec}); "
         f"http://{plan.host}:{plan.port}/v1", highlight=False)
     try:
-        code = run_plan(plan, argv=sys.argv[1:], log_level=log_level)
+        code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log)
     except ServeError as exc:
         fail(exc.message, hint=exc.hint)
     raise typer.Exit(code)

@@ -27,7 +27,9 @@ class GenerationRequest:
 
     ``lookahead``: the per-request (w,n,g); None = the engine's default request spec; (1,1,0) = off.
     ``band``: which band of the server's lookahead schedule chose ``lookahead`` (set by the engine at
-    admission; None: the request named its own spec, or there is no schedule).
+    admission; None: the request named its own spec, or there is no schedule). ``load``: how many
+    requests the server holds, this one included, counted from their arrival (the HTTP layer's
+    count: arrived requests still being read or tokenized are in flight too); None: unknown.
     ``stop``: stop strings (the text is trimmed before the stop string); ``stop_token_ids``: extra
     token ids that end generation like EOS. ``ignore_eos``: EOS does not end generation.
     """
@@ -43,6 +45,7 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: Optional[int] = None
     band: Optional[int] = None
+    load: Optional[int] = None
 
 
 @dataclass

@@ -141,8 +141,9 @@ class LookaheadPolicy:
     """The (w,n,g) of each admitted request, and the count of requests in flight.
 
     A request that names its own ``lookahead`` keeps it. Otherwise, with a schedule, it gets the
-    band for the requests in flight counting itself; without one, it keeps None (the engine's
-    default request spec). :meth:`admit` counts the request in flight until :meth:`release`
+    band for the requests in flight counting itself -- the larger of the engine's own count and
+    the request's ``load`` (the server's count from arrival, which sees a burst of arrivals that
+    are still being tokenized); without one, it keeps None (the engine's default request spec). :meth:`admit` counts the request in flight until :meth:`release`
     (call it once per admitted request, when it ends). The caller holds its own lock around
     admission; the count has its own lock too, so :meth:`band_in_force` is safe from any thread.
 
@@ -154,6 +155,8 @@ class LookaheadPolicy:
     (('2,4,2', 0), ('1,1,0', 1), 2)
     >>> policy.release(); policy.release(); policy.band_in_force()
     0
+    >>> policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4, load=3)).band  # 2 more arrived
+    1
     """
 
     def __init__(self, schedule: Optional[LookaheadSchedule] = None) -> None:
@@ -168,7 +171,7 @@ class LookaheadPolicy:
     def admit(self, request: GenerationRequest) -> GenerationRequest:
         with self._lock:
             self._in_flight += 1
-            count = self._in_flight
+            count = max(self._in_flight, request.load or 0)
         if request.lookahead is not None or self.schedule is None:
             return request
         band = self.schedule.band_for(count)

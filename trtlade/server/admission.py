@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from trtlade.engine.protocol import GenerationRequest
 from trtlade.engine.serving import EngineInfo
 from trtlade.server.errors import ApiError
-from trtlade.server.openai_types import EXTENSION_FIELDS, ChatCompletionRequest, CompletionRequest
+from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
 from trtlade.engine.tokenization import ChatTemplateError, PromptTokenizer
 from trtlade.spec import FIELDS, WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
@@ -56,6 +56,7 @@ class PreparedRequest:
     prompt_tokens: int
     stream: bool
     include_usage: bool
+    continuous_usage: bool = False
 
 
 # ------------------------------------------------------------------------------------------- parsing
@@ -148,6 +149,17 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
                                     "omit it or send 0")
     if body.logit_bias:
         refuse("logit_bias", "logit_bias is not supported; omit it")
+    if body.tools:
+        refuse("tools", "tools (function calling) are not supported: trtlade would answer in plain text and "
+                        "never call them; omit tools")
+    if body.tool_choice not in (None, "none"):
+        refuse("tool_choice", "tool_choice needs tools, which are not supported; omit it or send \"none\"")
+    if body.response_format is not None and body.response_format.type != "text":
+        refuse("response_format", f"response_format {body.response_format.type} is not supported: trtlade does "
+                                  "not constrain the output to JSON; omit it or send {\"type\": \"text\"}")
+    if body.reasoning_effort is not None:
+        refuse("reasoning_effort", "reasoning_effort is not supported: trtlade does not control a model's "
+                                   "reasoning; omit it")
     if isinstance(body, CompletionRequest):
         if body.echo:
             refuse("echo", "echo is not supported; omit it or send false")
@@ -162,6 +174,27 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
             refuse("logprobs", "logprobs are not supported; omit the field or send false")
         if body.top_logprobs not in (None, 0):
             refuse("top_logprobs", "top_logprobs is not supported; omit it")
+
+
+def ignored_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> list[str]:
+    """The fields sent that trtlade accepts but ignores (they do not change the output)."""
+    return [name for name in IGNORED_FIELDS if getattr(body, name, None) is not None]
+
+
+def resolve_model_name(requested: Optional[str], served: str) -> None:
+    """A request's ``model`` must name the served model; a Hugging Face repo id whose last part is
+    the served name (``HuggingFaceTB/SmolLM2-135M-Instruct`` for ``SmolLM2-135M-Instruct``) does too.
+
+    >>> resolve_model_name("org/SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct")
+    >>> try:
+    ...     resolve_model_name("gpt-4o", "SmolLM2-135M-Instruct")
+    ... except ApiError as exc:
+    ...     print(exc.status, exc.code)
+    404 model_not_found
+    """
+    if requested is None or requested == served or requested.rsplit("/", 1)[-1] == served:
+        return
+    raise ApiError.model_not_found(requested, served)
 
 
 # ------------------------------------------------------------------------------------------- prompt
@@ -228,8 +261,7 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
                   ) -> tuple[Optional[LookaheadSpec], tuple[str, ...]]:
     """Everything that can be checked before tokenizing: returns (lookahead, stop strings)."""
     check_unsupported(body)
-    if body.model is not None and body.model != info.model_id:
-        raise ApiError.model_not_found(body.model, info.model_id)
+    resolve_model_name(body.model, info.model_id)
     lookahead = parse_request_lookahead(body.lookahead, info.spec) if body.lookahead is not None else None
     temperature = body.temperature or 0.0
     if temperature > 0:
@@ -309,4 +341,6 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
     )
     return PreparedRequest(
         kind=kind, model=info.model_id, generation=generation, prompt_tokens=n_prompt, stream=stream,
-        include_usage=bool(stream and body.stream_options and body.stream_options.include_usage))
+        include_usage=bool(stream and body.stream_options and body.stream_options.include_usage),
+        continuous_usage=bool(stream and body.stream_options and body.stream_options.include_usage
+                              and body.stream_options.continuous_usage_stats))

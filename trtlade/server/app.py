@@ -27,7 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trtlade import __version__
 from trtlade.server import generation, info_routes
-from trtlade.server.context import EngineSource, ServerContext, ServerSettings, ServerState
+from trtlade.server.access_log import AccessLogMiddleware
+from trtlade.server.context import EngineSource, ServerContext, ServerSettings, ServerState, note_access
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.metrics import ServerMetrics
 
@@ -66,6 +67,8 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
     add_error_handlers(app)
     app.include_router(generation.router)
     app.include_router(info_routes.router)
+    if ctx.settings.access_log:
+        app.add_middleware(AccessLogMiddleware)
     return app
 
 
@@ -76,7 +79,8 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
 
 
-async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    note_access(request, error=exc.code, param=exc.param)
     return error_response(exc)
 
 
@@ -89,6 +93,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     return error_response(ApiError(exc.status_code, str(exc.detail)))
 
 
-async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error")
+    note_access(request, error="internal_error")
     return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error"))

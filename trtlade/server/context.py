@@ -31,13 +31,14 @@ EngineSource = Union[ServingEngine, Callable[[], ServingEngine]]
 class ServerSettings:
     """HTTP-level settings. ``api_key``: required Bearer token (None: no auth). ``manifest``: the
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
-    streamed request waits."""
+    streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`)."""
 
     api_key: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
     keepalive_s: float = 15.0
     manifest: Optional[dict[str, Any]] = None
     source: dict[str, Any] = field(default_factory=dict)
+    access_log: bool = True
 
 
 @dataclass
@@ -58,7 +59,30 @@ class ServerContext:
     metrics: ServerMetrics
     state: ServerState
     started_at: float
+    ignored_seen: set[str] = field(default_factory=set)
+    #: generation requests from their arrival to their end (what a schedule band is keyed by)
+    active: int = 0
 
+    def arrive(self) -> Callable[[], None]:
+        """Count a generation request from its arrival; returns the (idempotent) call that ends it."""
+        self.active += 1
+        ended = False
+
+        def leave() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.active -= 1
+
+        return leave
+
+    def note_ignored(self, fields: list[str]) -> None:
+        """Log, once per field and server, that a request field was accepted and ignored."""
+        new = [f for f in fields if f not in self.ignored_seen]
+        if new:
+            self.ignored_seen.update(new)
+            log.info("accepted and ignored request field(s) %s: they do not change the output "
+                     "(logged once per field)", ", ".join(new))
     async def load(self, source: EngineSource,
                    on_load_failed: Optional[Callable[[BaseException], None]] = None) -> None:
         """Load the engine (a factory runs in a thread); a failure is kept for /health."""
@@ -120,12 +144,49 @@ class ServerContext:
         if not body.strip():
             raise ApiError.bad_request("the request body is empty; send a JSON object")
         try:
-            return json.loads(body.decode("utf-8"))
+            value = json.loads(body.decode("utf-8"))
         except UnicodeDecodeError:
             raise ApiError.bad_request("the request body is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise ApiError.bad_request(f"the request body is not valid JSON: {exc.msg} (line {exc.lineno}, "
                                        f"column {exc.colno})", code="invalid_json") from None
+        except RecursionError:
+            raise _too_deep() from None
+        if _depth_over(value, MAX_JSON_DEPTH):
+            raise _too_deep()
+        return value
+
+
+#: Deepest nesting of arrays/objects accepted in a request body (OpenAI bodies need about 6).
+MAX_JSON_DEPTH = 64
+
+
+def _too_deep() -> ApiError:
+    return ApiError.bad_request(f"the request body nests arrays/objects more than {MAX_JSON_DEPTH} levels deep",
+                                code="invalid_json")
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/dicts deeper than ``limit`` (iterative: no recursion limit).
+
+    >>> _depth_over({"a": [[1]]}, 3), _depth_over({"a": [[1]]}, 2)
+    (False, True)
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def note_access(request: Request, **info: Any) -> None:
+    """Record what the access log line should say about this request (tokens, spec, error)."""
+    current = getattr(request.state, "access", None) or {}
+    current.update({k: v for k, v in info.items() if v is not None})
+    request.state.access = current
 
 
 def server_context(request: Request) -> ServerContext:

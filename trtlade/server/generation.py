@@ -10,17 +10,26 @@ started is sent as ``data: {"error": {...}}`` followed by ``data: [DONE]``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Optional
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from trtlade.engine.serving import EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected
-from trtlade.server.admission import Kind, PreparedRequest, assemble, check_request, parse_body, tokenize
-from trtlade.server.context import ServerContext, server_context
+from trtlade.server.admission import (
+    Kind,
+    PreparedRequest,
+    assemble,
+    check_request,
+    ignored_fields,
+    parse_body,
+    tokenize,
+)
+from trtlade.server.context import ServerContext, note_access, server_context
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.responses import (
     RequestTracker,
@@ -61,22 +70,34 @@ class _Reply:
     def usage(self) -> dict:
         return usage(self.prepared.prompt_tokens, self.tracker.completion_tokens, self.tracker.stats)
 
+    def note(self, request: Request) -> None:
+        """What the access log line says about this request."""
+        spec = self.tracker.stats.spec if self.tracker.stats is not None else self.handle.request.lookahead
+        note_access(request, prompt=self.prepared.prompt_tokens, completion=self.tracker.completion_tokens,
+                    lookahead=str(spec) if spec is not None else None)
+
 
 async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response:
     arrival = time.monotonic()
     endpoint = endpoint_label(kind)
+    leave = ctx.arrive()
     try:
         prepared, handle = await admit(ctx, request, kind)
     except ApiError as exc:
+        leave()
         ctx.metrics.finished(endpoint, exc.status)
+        note_access(request, error=exc.code, param=exc.param)
         return error_response(exc)
+    except BaseException:
+        leave()
+        raise
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
     ctx.metrics.admitted(handle.request)
-    reply = _Reply(prepared, handle, RequestTracker(ctx.metrics, arrival),
+    reply = _Reply(prepared, handle, RequestTracker(ctx.metrics, arrival, on_done=leave),
                    rid=f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{uuid.uuid4().hex}",
                    created=int(time.time()), endpoint=endpoint)
     if prepared.stream:
-        return SSEResponse(stream_events(ctx, reply))
+        return SSEResponse(stream_events(ctx, reply, request))
     return await collect(request, reply)
 
 
@@ -87,10 +108,11 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[Prepa
     engine = ctx.ready_engine()
     body = parse_body(kind, payload)
     lookahead, stop = check_request(kind, body, engine.info)  # type: ignore[arg-type]
+    ctx.note_ignored(ignored_fields(body))
     ids = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
     prepared = assemble(kind, body, engine.info, ids, lookahead, stop)  # type: ignore[arg-type]
     try:
-        handle = engine.submit(prepared.generation)
+        handle = engine.submit(dataclasses.replace(prepared.generation, load=ctx.active))
     except EngineOverloaded as exc:
         raise ApiError.overloaded(exc.message, exc.retry_after_s) from None
     except RequestRejected as exc:
@@ -104,7 +126,7 @@ def _engine_error(exc: Exception) -> ApiError:
     return ApiError.engine_failure(str(exc))
 
 
-async def stream_events(ctx: ServerContext, reply: _Reply) -> AsyncIterator[str]:
+async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Request] = None) -> AsyncIterator[str]:
     """The SSE events of one streamed request (keep-alive comments while it waits)."""
     status = 499  # until proven otherwise: a cancelled generator never reaches the end
     first = True
@@ -119,8 +141,10 @@ async def stream_events(ctx: ServerContext, reply: _Reply) -> AsyncIterator[str]
                     yield SSE_KEEPALIVE
                     continue
                 reply.tracker.chunk(chunk)
+                running = usage(reply.prepared.prompt_tokens, reply.tracker.completion_tokens, None) \
+                    if reply.prepared.continuous_usage else None
                 yield sse_data(chunk_event(reply.prepared, reply.rid, reply.created, chunk.text,
-                                           chunk.finish_reason, first))
+                                           chunk.finish_reason, first, running))
                 first = False
                 if chunk.finish_reason is not None:
                     break
@@ -129,6 +153,8 @@ async def stream_events(ctx: ServerContext, reply: _Reply) -> AsyncIterator[str]
         except (EngineFailure, RequestRejected) as exc:
             err = _engine_error(exc)
             status = err.status
+            if request is not None:
+                note_access(request, error=err.code, param=err.param)
             yield sse_data(err.body())
             yield SSE_DONE
             return
@@ -139,6 +165,8 @@ async def stream_events(ctx: ServerContext, reply: _Reply) -> AsyncIterator[str]
     finally:
         reply.handle.cancel()
         reply.tracker.done(reply.endpoint, status)
+        if request is not None:
+            reply.note(request)
 
 
 async def _consume(reply: _Reply) -> str:
@@ -169,6 +197,7 @@ async def collect(request: Request, reply: _Reply) -> Response:
             reply.handle.cancel()
             work.cancel()
         watch.cancel()
+    reply.note(request)
     if not work.done() or work.cancelled():
         reply.tracker.done(reply.endpoint, 499)
         return Response(status_code=499)
@@ -177,9 +206,11 @@ async def collect(request: Request, reply: _Reply) -> Response:
     except (EngineFailure, RequestRejected) as exc:
         err = _engine_error(exc)
         reply.tracker.done(reply.endpoint, err.status)
+        note_access(request, error=err.code, param=err.param)
         return error_response(err)
     finally:
         reply.handle.cancel()
+    reply.note(request)
     body = completion_body(reply.prepared, reply.rid, reply.created, text, reply.tracker.finish_reason,
                            reply.usage())
     reply.tracker.done(reply.endpoint, 200)

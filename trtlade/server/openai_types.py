@@ -4,9 +4,12 @@ Requests are validated strictly: wrong types are refused (``"max_tokens": "5"`` 
 and unknown fields are refused with 400 naming the field, as vLLM and TensorRT-LLM do, so that a
 typo such as ``"max_token"`` never silently does nothing. Accepted beyond the OpenAI fields: the
 extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``) and trtlade's
-per-request ``lookahead``. OpenAI fields that trtlade cannot honour (``n > 1``, ``logprobs``,
-``echo``, penalties, ``logit_bias``, ``best_of > 1``, ``suffix``) are accepted only with their
-neutral value and otherwise refused with 400 (see :func:`trtlade.server.admission.check_unsupported`).
+per-request ``lookahead``. Fields that do not change the output (``user``, ``store``, ``metadata``,
+``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
+accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour (``n > 1``,
+``logprobs``, ``echo``, penalties, ``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON
+``response_format``, ``reasoning_effort``) are accepted only with their neutral value and otherwise
+refused with 400 saying why (see :func:`trtlade.server.admission.check_unsupported`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "EXTENSION_FIELDS",
+    "IGNORED_FIELDS",
+    "ResponseFormat",
     "StreamOptions",
     "CompletionRequest",
     "ChatMessage",
@@ -43,6 +48,18 @@ class _Strict(BaseModel):
 
 class StreamOptions(_Strict):
     include_usage: bool = False
+    #: vLLM's extension (guidellm and aiperf send it): every chunk carries the running usage
+    continuous_usage_stats: bool = False
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: Optional[dict[str, Any]] = None
+
+
+#: Fields accepted and ignored because they do not change the output (a log line names each once).
+IGNORED_FIELDS: tuple[str, ...] = ("user", "store", "metadata", "service_tier", "parallel_tool_calls",
+                                   "response_format")
 
 
 class _GenerationFields(_Strict):
@@ -58,6 +75,14 @@ class _GenerationFields(_Strict):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     user: Optional[str] = None
+    store: Optional[bool] = None
+    metadata: Optional[dict[str, str]] = None
+    service_tier: Optional[str] = None
+    parallel_tool_calls: Optional[bool] = None
+    response_format: Optional[ResponseFormat] = None
+    tools: Optional[list[Any]] = None
+    tool_choice: Any = None
+    reasoning_effort: Optional[str] = None
     presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
     frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
     logit_bias: Optional[dict[str, float]] = None

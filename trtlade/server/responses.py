@@ -13,7 +13,7 @@ A completion's choice carries ``text``; a chat completion's carries ``message`` 
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from trtlade.engine.protocol import GenerationStats, StepChunk
 from trtlade.server.admission import PreparedRequest
@@ -43,8 +43,9 @@ def _object(prepared: PreparedRequest, streamed: bool) -> str:
 
 
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
-                first: bool) -> dict[str, Any]:
-    """One streamed event (one engine step's text)."""
+                first: bool, running_usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """One streamed event (one engine step's text). With ``include_usage`` its ``usage`` is null,
+    or, with ``continuous_usage_stats`` too, the usage so far (``running_usage``), as vLLM sends it."""
     if prepared.kind == "completion":
         choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
     else:
@@ -53,7 +54,7 @@ def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, fi
     event: dict[str, Any] = {"id": rid, "object": _object(prepared, True), "created": created,
                              "model": prepared.model, "choices": [choice]}
     if prepared.include_usage:
-        event["usage"] = None
+        event["usage"] = running_usage if prepared.continuous_usage else None
     return event
 
 
@@ -78,9 +79,11 @@ def completion_body(prepared: PreparedRequest, rid: str, created: int, text: str
 class RequestTracker:
     """One request's timing and counts, fed to the metrics: TTFT, inter-chunk latency, tokens."""
 
-    def __init__(self, metrics: ServerMetrics, arrival: float) -> None:
+    def __init__(self, metrics: ServerMetrics, arrival: float,
+                 on_done: Optional[Callable[[], None]] = None) -> None:
         self.metrics = metrics
         self.arrival = arrival
+        self.on_done = on_done
         self.first_token_at: Optional[float] = None
         self.last_chunk_at: Optional[float] = None
         self.completion_tokens = 0
@@ -103,6 +106,8 @@ class RequestTracker:
             self.finish_reason = chunk.finish_reason
 
     def done(self, endpoint: str, status: int) -> None:
+        if self.on_done is not None:
+            self.on_done()
         self.metrics.finished(endpoint, status)
         self.metrics.duration.labels(endpoint=endpoint).observe(time.monotonic() - self.arrival)
         if self.stats is not None:

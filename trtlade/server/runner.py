@@ -110,7 +110,8 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
     return 1 if failed.is_set() else 0
 
 
-def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info") -> int:
+def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info",
+             access_log: bool = True) -> int:
     """Everything ``trtlade serve`` does after parsing: returns the process exit code."""
     from trtlade.server.app import ServerSettings, create_app
 
@@ -118,6 +119,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
     if factory is None:  # an MPI follower rank: done
         return 0
     settings = ServerSettings(api_key=plan.api_key, max_body_bytes=plan.config.serve.max_body_bytes,
+                              access_log=access_log,
                               manifest=plan.manifest, source=plan.describe())
     failure: list[BaseException] = []
 

@@ -1,0 +1,175 @@
+"""The request bodies the clients our users run actually send, and what those clients read back.
+
+Bodies are copied from the clients' sources or docs:
+- guidellm 0.8 (``OpenAIHTTPBackend``): ``stream_options: {include_usage: true,
+  continuous_usage_stats: true}`` on every streamed request; it reads ``usage`` from every chunk;
+- aiperf ``--per-chunk-usage``: the same stream options;
+- the openai SDK (``client.chat.completions.create(...)``): ``user``, ``store``, ``metadata``,
+  ``service_tier``, ``parallel_tool_calls``, ``response_format`` as users pass them;
+- a Hugging Face repo id as the model name (what lm-eval's ``pretrained=`` / ``model=`` carry).
+Also: hostile bodies (deep nesting, random JSON) never give a 500, and the access log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fake_engine import client_for, fake_app, run, sse_events, uvicorn_thread
+
+GUIDELLM_STREAM = {"stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def post(body, path="/v1/chat/completions", app=None):
+    app = app or fake_app()[0]
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post(path, json=body)
+
+    return run(go())
+
+
+# ------------------------------------------------------------------------------------ streaming usage
+@pytest.mark.parametrize("path,prompt", [("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+                                         ("/v1/completions", {"prompt": "hi"})])
+def test_continuous_usage_stats_put_the_running_usage_in_every_chunk(path, prompt):
+    resp = post({**prompt, "model": "fake-model", "max_tokens": 9, **GUIDELLM_STREAM}, path)
+    assert resp.status_code == 200, resp.text
+    events = [e for e in sse_events(resp.text) if e != "[DONE]"]
+    content = [e for e in events if e["choices"]]
+    counts = [e["usage"]["completion_tokens"] for e in content]
+    assert counts == sorted(counts) and counts[-1] == 9  # running totals, as guidellm sums them
+    assert all(e["usage"]["prompt_tokens"] == content[0]["usage"]["prompt_tokens"] > 0 for e in content)
+    assert all(e["usage"]["total_tokens"] == e["usage"]["prompt_tokens"] + e["usage"]["completion_tokens"]
+               for e in content)
+    assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 9
+
+
+def test_without_continuous_usage_chunks_carry_null_usage():
+    resp = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True,
+                 "stream_options": {"include_usage": True}})
+    events = [e for e in sse_events(resp.text) if e != "[DONE]" and e["choices"]]
+    assert all(e["usage"] is None for e in events)
+
+
+# ------------------------------------------------------------------------------------ openai SDK fields
+SDK_NEUTRAL = {"user": "u-1", "store": False, "metadata": {"run": "a"}, "service_tier": "auto",
+               "parallel_tool_calls": True, "response_format": {"type": "text"}}
+
+
+def test_fields_that_do_not_change_the_output_are_accepted_and_logged_once(caplog):
+    app, _ = fake_app()
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **SDK_NEUTRAL}
+
+    async def go():
+        async with client_for(app) as c:
+            return [await c.post("/v1/chat/completions", json=body) for _ in range(2)]
+
+    with caplog.at_level(logging.INFO, logger="trtlade.server"):
+        first, second = run(go())
+    assert first.status_code == second.status_code == 200
+    lines = [r.getMessage() for r in caplog.records if "accepted and ignored" in r.getMessage()]
+    assert len(lines) == 1 and all(name in lines[0] for name in SDK_NEUTRAL)
+
+
+@pytest.mark.parametrize("extra,param,why", [
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "never call them"),
+    ({"tool_choice": "auto"}, "tool_choice", "needs tools"),
+    ({"response_format": {"type": "json_object"}}, "response_format", "does not constrain"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format", "JSON"),
+    ({"reasoning_effort": "low"}, "reasoning_effort", "reasoning"),
+])
+def test_fields_that_would_change_the_output_are_refused_saying_why(extra, param, why):
+    resp = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **extra})
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == param and why in err["message"]
+
+
+def test_a_hugging_face_repo_id_names_the_served_model():
+    ok = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "model": "someorg/fake-model"})
+    wrong = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "model": "someorg/other"})
+    assert ok.status_code == 200 and ok.json()["model"] == "fake-model"
+    assert wrong.status_code == 404
+
+
+# ------------------------------------------------------------------------------------ hostile bodies
+def test_deep_nesting_is_a_400_and_the_connection_stays_usable():
+    app, _ = fake_app()
+    deep = "[" * 5000 + "]" * 5000
+    with uvicorn_thread(app) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:  # one keep-alive connection
+            bad = client.post("/v1/completions", content=deep, headers={"content-type": "application/json"})
+            nested = client.post("/v1/completions", json={"prompt": "x", "lookahead": json.loads("[" * 100 + "]" * 100)})
+            after = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
+    assert "levels deep" in bad.json()["error"]["message"]
+    assert nested.status_code == 400
+    assert after.status_code == 200
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(max_size=8),
+                     lambda children: st.lists(children, max_size=4)
+                     | st.dictionaries(st.sampled_from(["prompt", "messages", "max_tokens", "stream", "lookahead",
+                                                        "stop", "n", "model", "x", "stream_options", "role",
+                                                        "content", "logprobs", "tools"]), children, max_size=5),
+                     max_leaves=25)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_JSON | st.binary(max_size=40), path=st.sampled_from(["/v1/completions", "/v1/chat/completions"]))
+def test_no_request_body_gives_a_500(body, path):
+    app, _ = fake_app()
+
+    async def go():
+        async with client_for(app) as c:
+            if isinstance(body, bytes):
+                return await c.post(path, content=body, headers={"content-type": "application/json"})
+            return await c.post(path, json={**body, "max_tokens": 2} if isinstance(body, dict) else body)
+
+    resp = run(go())
+    assert resp.status_code < 500, resp.text
+    if resp.status_code >= 400:
+        assert resp.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------------------------ access log
+def test_access_log_has_one_line_per_request_with_tokens_spec_and_errors(caplog):
+    app, _ = fake_app()
+
+    async def go():
+        async with client_for(app) as c:
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 5, "lookahead": [2, 2, 1]})
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3, "stream": True})
+            await c.post("/v1/completions", json={"prompt": "hi", "lookahead": [9, 2, 1]})
+            await c.get("/health")
+
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        run(go())
+    lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
+    assert len(lines) == 4
+    assert '"POST /v1/completions HTTP/1.1" 200' in lines[0]
+    assert "prompt=2 completion=5 lookahead=2,2,1" in lines[0]
+    assert "completion=3 lookahead=4,2,4" in lines[1]
+    assert " 400 " in lines[2] and "error=lookahead_not_admitted param=lookahead.w" in lines[2]
+    assert '"GET /health HTTP/1.1" 200' in lines[3]
+
+
+def test_access_log_can_be_switched_off(caplog):
+    from trtlade.server.app import ServerSettings
+
+    app, _ = fake_app(settings=ServerSettings(access_log=False))
+
+    async def go():
+        async with client_for(app) as c:
+            await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        run(go())
+    assert not [r for r in caplog.records if r.name == "trtlade.access"]

@@ -1,0 +1,79 @@
+"""The access log: one line per request, uvicorn-style, with what trtlade knows about it.
+
+Worked example (a completion that ran with (2,3,2), then a request refused for its lookahead)::
+
+    127.0.0.1:51834 - "POST /v1/completions HTTP/1.1" 200 1832.4ms prompt=12 completion=50 lookahead=2,3,2
+    127.0.0.1:51836 - "POST /v1/completions HTTP/1.1" 400 3.1ms error=lookahead_not_admitted param=lookahead.w
+
+Routes leave what they know in ``request.state.access`` (a dict: ``prompt``, ``completion``,
+``lookahead``, ``error``, ``param``); the middleware adds the status and the latency when the last
+byte of the response is sent (a stream: after ``[DONE]``), or ``499`` when the client went away.
+Switched by ``trtlade serve --access-log/--no-access-log`` (on by default); logger ``trtlade.access``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Awaitable, Callable, MutableMapping, Optional
+
+__all__ = ["AccessLogMiddleware", "access_line"]
+
+log = logging.getLogger("trtlade.access")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+
+_FIELDS = ("prompt", "completion", "lookahead", "error", "param")
+
+
+def access_line(scope: Scope, status: int, seconds: float, info: Optional[dict[str, Any]] = None) -> str:
+    """One access-log line.
+
+    >>> scope = {"client": ("127.0.0.1", 5), "method": "POST", "path": "/v1/completions", "http_version": "1.1"}
+    >>> access_line(scope, 400, 0.0031, {"error": "invalid_value", "param": "max_tokens"})
+    '127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 400 3.1ms error=invalid_value param=max_tokens'
+    """
+    client = scope.get("client")
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    query = scope.get("query_string", b"")
+    path = scope.get("path", "") + (f"?{query.decode('latin-1')}" if query else "")
+    extra = "".join(f" {key}={info[key]}" for key in _FIELDS if info and info.get(key) is not None)
+    return (f'{who} - "{scope.get("method", "-")} {path} HTTP/{scope.get("http_version", "1.1")}" '
+            f"{status} {seconds * 1000:.1f}ms{extra}")
+
+
+class AccessLogMiddleware:
+    """Pure ASGI middleware (streams pass through untouched) writing :func:`access_line` per request."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status: list[int] = []
+        done = False
+
+        async def wrapped(message: Message) -> None:
+            nonlocal done
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False) and not done:
+                done = True
+                self._write(scope, status[0] if status else 500, started)
+
+        try:
+            await self.app(scope, receive, wrapped)
+        finally:
+            if not done:  # the client went away mid-response, or the app failed before answering
+                self._write(scope, status[0] if status else 499, started)
+
+    @staticmethod
+    def _write(scope: Scope, status: int, started: float) -> None:
+        info = scope.get("state", {}).get("access")
+        log.info(access_line(scope, status, time.monotonic() - started, info))
