@@ -173,3 +173,68 @@ def test_access_log_can_be_switched_off(caplog):
     with caplog.at_level(logging.INFO, logger="trtlade.access"):
         run(go())
     assert not [r for r in caplog.records if r.name == "trtlade.access"]
+
+
+# ------------------------------------------------------------------------------------ several prompts, n
+def _tiny_app():
+    from models import tiny_engine
+    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    engine = tiny_engine("llama", (2, 3, 2))
+    return create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+
+
+def _calls(app, bodies):
+    async def go():
+        async with client_for(app) as c:
+            return [(await c.post("/v1/completions", json=b)) for b in bodies]
+
+    return run(go())
+
+
+PROMPTS = ["The quick brown fox", "one, two, three,", "Honey bees live in"]
+
+
+@pytest.mark.parametrize("as_ids", [False, True])
+def test_several_prompts_give_one_choice_each_equal_to_the_prompt_sent_alone(as_ids):
+    from models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    prompts = [tok.encode(p) for p in PROMPTS] if as_ids else PROMPTS
+    base = {"max_tokens": 10, "ignore_eos": True}
+    app = _tiny_app()
+    together, *alone = _calls(app, [{**base, "prompt": prompts}] + [{**base, "prompt": p} for p in prompts])
+    body = together.json()
+    assert together.status_code == 200, together.text
+    assert [c["index"] for c in body["choices"]] == [0, 1, 2]
+    assert [c["text"] for c in body["choices"]] == [a.json()["choices"][0]["text"] for a in alone]
+    assert body["usage"]["prompt_tokens"] == sum(a.json()["usage"]["prompt_tokens"] for a in alone)
+    assert body["usage"]["completion_tokens"] == 30
+
+
+def test_greedy_n_gives_identical_copies_and_sampled_n_independent_samples():
+    app = _tiny_app()
+    greedy, sampled, again = _calls(app, [
+        {"prompt": PROMPTS, "n": 2, "max_tokens": 8, "ignore_eos": True},
+        {"prompt": PROMPTS[0], "n": 3, "max_tokens": 12, "ignore_eos": True, "temperature": 1.0, "seed": 5},
+        {"prompt": PROMPTS[0], "n": 3, "max_tokens": 12, "ignore_eos": True, "temperature": 1.0, "seed": 5}])
+    texts = [c["text"] for c in greedy.json()["choices"]]
+    assert len(texts) == 6 and texts[0] == texts[1] and texts[2] == texts[3] and texts[0] != texts[2]
+    assert greedy.json()["usage"]["completion_tokens"] == 6 * 8
+    samples = [c["text"] for c in sampled.json()["choices"]]
+    assert len(set(samples)) == 3  # independent draws (seed, seed + 1, seed + 2)
+    assert samples == [c["text"] for c in again.json()["choices"]]  # and reproducible with the seed
+
+
+def test_streamed_choices_carry_their_index_and_add_up_to_the_whole_response():
+    app = _tiny_app()
+    base = {"prompt": PROMPTS[:2], "n": 2, "max_tokens": 8, "ignore_eos": True}
+    whole, streamed = _calls(app, [base, {**base, "stream": True, "stream_options": {"include_usage": True}}])
+    events = [e for e in sse_events(streamed.text) if e != "[DONE]"]
+    texts: dict[int, str] = {}
+    for event in events[:-1]:
+        [choice] = event["choices"]
+        texts[choice["index"]] = texts.get(choice["index"], "") + choice["text"]
+    assert [texts[i] for i in range(4)] == [c["text"] for c in whole.json()["choices"]]
+    assert events[-1]["usage"]["completion_tokens"] == 4 * 8

@@ -389,11 +389,11 @@ def test_unknown_field_is_refused_naming_it():
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"n": 2}, "n"), ({"logprobs": 1}, "logprobs"), ({"echo": True}, "echo"), ({"best_of": 3}, "best_of"),
+    ({"logprobs": 1}, "logprobs"), ({"echo": True}, "echo"), ({"best_of": 3}, "best_of"),
     ({"presence_penalty": 0.5}, "presence_penalty"), ({"frequency_penalty": 1.0}, "frequency_penalty"),
     ({"logit_bias": {"1": 2.0}}, "logit_bias"), ({"suffix": "end"}, "suffix"),
     ({"temperature": 0.7}, "temperature"),
-    ({"prompt": ["a", "b"]}, "prompt"),
+    ({"prompt": ["a"] * 65}, "prompt"), ({"n": 65}, "n"),
 ])
 def test_unsupported_features_are_refused(body, param):
     err = error_of(post("/v1/completions", {"prompt": "x", **body}), 400, param)

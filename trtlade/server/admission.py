@@ -17,6 +17,7 @@ Per-request lookahead, worked examples on a server with (W,N,G) = (4,2,4)::
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
 
@@ -44,19 +45,32 @@ Kind = Literal["completion", "chat"]
 #: OpenAI's default max_tokens for /v1/completions (chat defaults to the rest of the context).
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 MAX_STOP_STRINGS = 16
+#: Choices one request may ask for (prompts x n).
+MAX_CHOICES = 64
 
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """A request ready for the engine, with what the response needs."""
+    """A request ready for the engine, with what the response needs.
+
+    ``generations``: what the engine runs -- one per prompt, or, with ``n > 1`` and sampling, one per
+    sample; ``copies[i]``: the choice indexes generation ``i`` fills (greedy ``n > 1``: one generation
+    fills ``n`` identical choices, as OpenAI returns them). Choice ``prompt * n + j`` is sample ``j`` of
+    prompt ``prompt``. ``prompt_tokens``: the prompts' tokens, each prompt counted once.
+    """
 
     kind: Kind
     model: str
-    generation: GenerationRequest
+    generations: tuple[GenerationRequest, ...]
+    copies: tuple[tuple[int, ...], ...]
     prompt_tokens: int
     stream: bool
     include_usage: bool
     continuous_usage: bool = False
+
+    @property
+    def num_choices(self) -> int:
+        return sum(len(c) for c in self.copies)
 
 
 # ------------------------------------------------------------------------------------------- parsing
@@ -138,9 +152,6 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
     def refuse(param: str, message: str) -> None:
         raise ApiError.bad_request(message, param=param, code="unsupported")
 
-    if body.n not in (None, 1):
-        refuse("n", f"n = {body.n} is not supported: trtlade generates one choice per request "
-                    "(send n separate requests; with greedy decoding they would be identical anyway)")
     if body.presence_penalty not in (None, 0):
         refuse("presence_penalty", "presence_penalty is not supported (Lookahead decoding is greedy); "
                                    "omit it or send 0")
@@ -198,32 +209,25 @@ def resolve_model_name(requested: Optional[str], served: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- prompt
-def _prompt_ids(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
+def _prompt_list(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[list[int]]:
+    """The prompts of a completions request: a string, a list of strings, token ids, or a list of
+    token-id lists (several prompts: one choice each)."""
     prompt = body.prompt
     if isinstance(prompt, str):
-        return tokenizer.encode_prompt(prompt)
+        return [tokenizer.encode_prompt(prompt)]
     if not prompt:
         raise ApiError.bad_request("prompt is an empty list", param="prompt")
     if all(isinstance(p, str) for p in prompt):
-        if len(prompt) != 1:
-            raise ApiError.bad_request(
-                f"prompt has {len(prompt)} strings: trtlade takes one prompt per request "
-                "(send one request per prompt)", param="prompt", code="unsupported")
-        return tokenizer.encode_prompt(prompt[0])  # type: ignore[arg-type]
-    if all(isinstance(p, list) for p in prompt):
-        if len(prompt) != 1:
-            raise ApiError.bad_request(
-                f"prompt has {len(prompt)} token lists: trtlade takes one prompt per request",
-                param="prompt", code="unsupported")
-        ids = list(prompt[0])  # type: ignore[arg-type]
-    else:
-        ids = list(prompt)  # type: ignore[arg-type]
+        return [tokenizer.encode_prompt(p) for p in prompt]  # type: ignore[arg-type]
+    lists = [list(p) for p in prompt] if all(isinstance(p, list) for p in prompt) else [list(prompt)]  # type: ignore[arg-type]
     vocab = tokenizer.vocab_size
-    for i, token in enumerate(ids):
-        if not 0 <= token < vocab:
-            raise ApiError.bad_request(f"prompt[{i}] = {token} is not a token id of this model "
-                                       f"(0 <= id < {vocab})", param="prompt")
-    return ids
+    for k, ids in enumerate(lists):
+        for i, token in enumerate(ids):
+            if not 0 <= token < vocab:
+                where = f"prompt[{k}][{i}]" if len(lists) > 1 or isinstance(prompt[0], list) else f"prompt[{i}]"
+                raise ApiError.bad_request(f"{where} = {token} is not a token id of this model (0 <= id < {vocab})",
+                                           param="prompt")
+    return lists
 
 
 def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
@@ -236,11 +240,17 @@ def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[i
 
 
 def tokenize(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest],
-             tokenizer: PromptTokenizer) -> list[int]:
-    """Prompt token ids (may take a while for a huge prompt: call it off the event loop)."""
+             tokenizer: PromptTokenizer) -> list[list[int]]:
+    """Token ids of each prompt (may take a while for huge prompts: call it off the event loop)."""
     if kind == "completion":
-        return _prompt_ids(body, tokenizer)  # type: ignore[arg-type]
-    return _chat_ids(body, tokenizer)  # type: ignore[arg-type]
+        prompts = _prompt_list(body, tokenizer)  # type: ignore[arg-type]
+    else:
+        prompts = [_chat_ids(body, tokenizer)]  # type: ignore[arg-type]
+    choices = len(prompts) * (body.n or 1)
+    if choices > MAX_CHOICES:
+        raise ApiError.bad_request(f"{len(prompts)} prompt(s) x n = {body.n or 1} asks for {choices} choices; at "
+                                   f"most {MAX_CHOICES} per request", param="n" if (body.n or 1) > 1 else "prompt")
+    return prompts
 
 
 # ------------------------------------------------------------------------------------------- assemble
@@ -283,13 +293,10 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
     return lookahead, _stop_strings(body.stop)
 
 
-def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
-             prompt_ids: list[int], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...]
-             ) -> PreparedRequest:
-    """Check the prompt and max_tokens against the limits and build the engine request."""
+def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
+                n_prompt: int, prompt_param: str) -> int:
+    """The prompt checked against the limits, and the max_tokens it may ask for."""
     limits = info.limits
-    prompt_param = "prompt" if kind == "completion" else "messages"
-    n_prompt = len(prompt_ids)
     if n_prompt == 0:
         raise ApiError.bad_request("the prompt is empty (0 tokens)", param=prompt_param)
     if n_prompt > limits.max_prompt_tokens:
@@ -308,39 +315,57 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
         requested, param = body.max_completion_tokens, "max_completion_tokens"
     if requested is None:
         default = DEFAULT_COMPLETION_MAX_TOKENS if kind == "completion" else room
-        max_tokens = min(default, room, limits.max_new_tokens or math.inf)  # type: ignore[type-var]
-    else:
-        if limits.max_new_tokens is not None and requested > limits.max_new_tokens:
-            raise ApiError.bad_request(
-                f"{param} = {requested} is above this server's limit of {limits.max_new_tokens} "
-                "(serve.max_tokens_limit)", param=param, code="max_tokens_too_large")
-        if requested > room:
-            raise ApiError.bad_request(
-                f"{param} = {requested} plus the prompt's {n_prompt} tokens is {requested + n_prompt}, "
-                f"above the engine's max_seq_len of {limits.max_seq_len}; ask for at most {room}",
-                param=param, code="max_tokens_too_large")
-        max_tokens = requested
-    min_tokens = body.min_tokens or 0
-    if min_tokens > max_tokens:
-        raise ApiError.bad_request(f"min_tokens ({min_tokens}) is larger than max_tokens ({max_tokens})",
-                                   param="min_tokens")
+        return int(min(default, room, limits.max_new_tokens or math.inf))  # type: ignore[type-var]
+    if limits.max_new_tokens is not None and requested > limits.max_new_tokens:
+        raise ApiError.bad_request(
+            f"{param} = {requested} is above this server's limit of {limits.max_new_tokens} "
+            "(serve.max_tokens_limit)", param=param, code="max_tokens_too_large")
+    if requested > room:
+        raise ApiError.bad_request(
+            f"{param} = {requested} plus the prompt's {n_prompt} tokens is {requested + n_prompt}, "
+            f"above the engine's max_seq_len of {limits.max_seq_len}; ask for at most {room}",
+            param=param, code="max_tokens_too_large")
+    return int(requested)
+
+
+def _samples(body: Union[CompletionRequest, ChatCompletionRequest], n: int) -> list[Optional[int]]:
+    """The seed of each of ``n`` samples: independent draws (``seed + j``; a random base without a
+    seed); one ``None`` entry for greedy decoding, whose ``n`` choices are copies of one generation."""
+    if not (body.temperature or 0.0) > 0:
+        return [body.seed]
+    base = body.seed if body.seed is not None else secrets.randbits(31)
+    return [base + j for j in range(n)]
+
+
+def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
+             prompts: list[list[int]], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...]
+             ) -> PreparedRequest:
+    """Check each prompt and max_tokens against the limits and build the engine requests (one per
+    prompt, times ``n`` with sampling; see :class:`PreparedRequest`)."""
+    n = body.n or 1
     stream = bool(body.stream)
     if body.stream_options is not None and not stream:
         raise ApiError.bad_request("stream_options is only allowed with stream: true", param="stream_options")
-    generation = GenerationRequest(
-        prompt_ids=tuple(prompt_ids),
-        max_tokens=int(max_tokens),
-        lookahead=lookahead,
-        stop=stop,
-        stop_token_ids=tuple(body.stop_token_ids or ()),
-        ignore_eos=bool(body.ignore_eos),
-        min_tokens=min_tokens,
-        temperature=float(body.temperature or 0.0),
-        top_p=float(body.top_p if body.top_p is not None else 1.0),
-        seed=body.seed,
-    )
+    generations: list[GenerationRequest] = []
+    copies: list[tuple[int, ...]] = []
+    for k, prompt_ids in enumerate(prompts):
+        param = ("prompt" if len(prompts) == 1 else f"prompt.{k}") if kind == "completion" else "messages"
+        max_tokens = _max_tokens(kind, body, info, len(prompt_ids), param)
+        min_tokens = body.min_tokens or 0
+        if min_tokens > max_tokens:
+            raise ApiError.bad_request(f"min_tokens ({min_tokens}) is larger than max_tokens ({max_tokens})",
+                                       param="min_tokens")
+        seeds = _samples(body, n)
+        for j, seed in enumerate(seeds):
+            generations.append(GenerationRequest(
+                prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=lookahead, stop=stop,
+                stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
+                min_tokens=min_tokens, temperature=float(body.temperature or 0.0),
+                top_p=float(body.top_p if body.top_p is not None else 1.0), seed=seed))
+            copies.append(tuple(range(k * n, (k + 1) * n)) if len(seeds) == 1 else (k * n + j,))
     return PreparedRequest(
-        kind=kind, model=info.model_id, generation=generation, prompt_tokens=n_prompt, stream=stream,
+        kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),
+        prompt_tokens=sum(len(p) for p in prompts), stream=stream,
         include_usage=bool(stream and body.stream_options and body.stream_options.include_usage),
         continuous_usage=bool(stream and body.stream_options and body.stream_options.include_usage
                               and body.stream_options.continuous_usage_stats))

@@ -1,9 +1,11 @@
 """The generation routes: POST /v1/completions and POST /v1/chat/completions.
 
 A request is admitted (auth, body, validation, tokenization, engine submit: :func:`admit`), then
-either streamed (:func:`stream_events`: ONE event per engine step, with all the tokens that step
-accepted) or collected into one JSON body (:func:`collect`, which cancels the generation when the
-client disconnects). Errors before the first byte are JSON error bodies; an error after a stream
+either streamed (:func:`stream_events`: ONE event per engine step and choice, with all the tokens that
+step accepted) or collected into one JSON body (:func:`collect`, which cancels the generations when
+the client disconnects). A completions request with several prompts runs one generation per prompt,
+concurrently through the engine's batching; ``n > 1`` runs one generation per sample when sampling,
+and one generation copied into ``n`` identical choices when greedy. Choice ``prompt * n + j``. Errors before the first byte are JSON error bodies; an error after a stream
 started is sent as ``data: {"error": {...}}`` followed by ``data: [DONE]``.
 """
 
@@ -13,12 +15,13 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator, Optional
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
+from trtlade.engine.protocol import StepChunk
 from trtlade.engine.serving import EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected
 from trtlade.server.admission import (
     Kind,
@@ -57,23 +60,58 @@ async def chat_completions(request: Request, ctx: ServerContext = Depends(server
 
 
 @dataclass
+class _Choice:
+    """One choice of the response: its text so far and how it ended."""
+
+    parts: list[str] = field(default_factory=list)
+    tokens: int = 0
+    finish: Optional[str] = None
+    first: bool = True
+
+
+@dataclass
 class _Reply:
-    """One admitted request on its way out: what it asked, its generation, its id and metrics."""
+    """One admitted request on its way out: what it asked, its generations (one per prompt, or per
+    sample), its choices, its id and metrics."""
 
     prepared: PreparedRequest
-    handle: GenerationHandle
+    handles: list[GenerationHandle]
     tracker: RequestTracker
     rid: str
     created: int
     endpoint: str
+    choices: list[_Choice] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.choices = [_Choice() for _ in range(self.prepared.num_choices)]
+
+    def completion_tokens(self) -> int:
+        return sum(c.tokens for c in self.choices)
 
     def usage(self) -> dict:
-        return usage(self.prepared.prompt_tokens, self.tracker.completion_tokens, self.tracker.stats)
+        return usage(self.prepared.prompt_tokens, self.completion_tokens(), self.tracker.stats)
+
+    def record(self, generation: int, chunk: StepChunk) -> list[int]:
+        """Account a generation's chunk to its choices; returns their indexes."""
+        self.tracker.chunk(chunk)
+        indexes = list(self.prepared.copies[generation])
+        for index in indexes:
+            choice = self.choices[index]
+            choice.parts.append(chunk.text)
+            choice.tokens += len(chunk.tokens)
+            if chunk.finish_reason is not None:
+                choice.finish = chunk.finish_reason
+        return indexes
+
+    def cancel(self) -> None:
+        for handle in self.handles:
+            handle.cancel()
 
     def note(self, request: Request) -> None:
         """What the access log line says about this request."""
-        spec = self.tracker.stats.spec if self.tracker.stats is not None else self.handle.request.lookahead
-        note_access(request, prompt=self.prepared.prompt_tokens, completion=self.tracker.completion_tokens,
+        stats = self.tracker.stats
+        spec = stats.spec if stats is not None else self.handles[0].request.lookahead
+        note_access(request, prompt=self.prepared.prompt_tokens, completion=self.completion_tokens(),
                     lookahead=str(spec) if spec is not None else None)
 
 
@@ -82,7 +120,7 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     endpoint = endpoint_label(kind)
     leave = ctx.arrive()
     try:
-        prepared, handle = await admit(ctx, request, kind)
+        prepared, handles = await admit(ctx, request, kind)
     except ApiError as exc:
         leave()
         ctx.metrics.finished(endpoint, exc.status)
@@ -92,8 +130,9 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
         leave()
         raise
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
-    ctx.metrics.admitted(handle.request)
-    reply = _Reply(prepared, handle, RequestTracker(ctx.metrics, arrival, on_done=leave),
+    for handle in handles:
+        ctx.metrics.admitted(handle.request)
+    reply = _Reply(prepared, handles, RequestTracker(ctx.metrics, arrival, on_done=leave),
                    rid=f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{uuid.uuid4().hex}",
                    created=int(time.time()), endpoint=endpoint)
     if prepared.stream:
@@ -101,23 +140,28 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     return await collect(request, reply)
 
 
-async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[PreparedRequest, GenerationHandle]:
-    """Check, parse, tokenize and submit a request; every refusal is an :class:`ApiError`."""
+async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[PreparedRequest, list[GenerationHandle]]:
+    """Check, parse, tokenize and submit a request (each of its generations); every refusal is an
+    :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
     ctx.check_auth(request)
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
     body = parse_body(kind, payload)
     lookahead, stop = check_request(kind, body, engine.info)  # type: ignore[arg-type]
     ctx.note_ignored(ignored_fields(body))
-    ids = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
-    prepared = assemble(kind, body, engine.info, ids, lookahead, stop)  # type: ignore[arg-type]
+    prompts = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
+    prepared = assemble(kind, body, engine.info, prompts, lookahead, stop)  # type: ignore[arg-type]
+    handles: list[GenerationHandle] = []
     try:
-        handle = engine.submit(dataclasses.replace(prepared.generation, load=ctx.active))
-    except EngineOverloaded as exc:
-        raise ApiError.overloaded(exc.message, exc.retry_after_s) from None
-    except RequestRejected as exc:
+        for generation in prepared.generations:
+            handles.append(engine.submit(dataclasses.replace(generation, load=ctx.active)))
+    except (EngineOverloaded, RequestRejected) as exc:
+        for handle in handles:
+            handle.cancel()
+        if isinstance(exc, EngineOverloaded):
+            raise ApiError.overloaded(exc.message, exc.retry_after_s) from None
         raise ApiError.bad_request(exc.message, param=exc.param) from None
-    return prepared, handle
+    return prepared, handles
 
 
 def _engine_error(exc: Exception) -> ApiError:
@@ -126,30 +170,75 @@ def _engine_error(exc: Exception) -> ApiError:
     return ApiError.engine_failure(str(exc))
 
 
+_END = object()
+
+
+async def _merged(reply: _Reply, keepalive_s: float) -> AsyncIterator[Optional[tuple[int, StepChunk]]]:
+    """Every generation's chunks as ``(generation, chunk)`` in arrival order, None when nothing came
+    for ``keepalive_s``; ends when every generation has ended (an engine error is raised)."""
+    if len(reply.handles) == 1:  # the common case: no tasks
+        handle = reply.handles[0]
+        while True:
+            try:
+                chunk = await handle.next_within(keepalive_s)
+            except StopAsyncIteration:
+                return
+            yield None if chunk is None else (0, chunk)
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(index: int, handle: GenerationHandle) -> None:
+        try:
+            async for chunk in handle:
+                await queue.put((index, chunk))
+        except (EngineFailure, RequestRejected) as exc:
+            await queue.put((index, exc))
+        await queue.put((index, _END))
+
+    tasks = [asyncio.create_task(pump(i, h)) for i, h in enumerate(reply.handles)]
+    try:
+        running = len(tasks)
+        while running:
+            try:
+                index, item = await asyncio.wait_for(queue.get(), keepalive_s)
+            except asyncio.TimeoutError:
+                yield None
+                continue
+            if item is _END:
+                running -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _check_finished(reply: _Reply) -> None:
+    if any(c.finish is None for c in reply.choices):
+        raise EngineFailure("the generation ended without a finish reason")
+
+
 async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Request] = None) -> AsyncIterator[str]:
-    """The SSE events of one streamed request (keep-alive comments while it waits)."""
+    """The SSE events of one streamed request: one per engine step and choice (keep-alive comments
+    while it waits)."""
     status = 499  # until proven otherwise: a cancelled generator never reaches the end
-    first = True
+    prepared = reply.prepared
     try:
         try:
-            while True:
-                try:
-                    chunk = await reply.handle.next_within(ctx.settings.keepalive_s)
-                except StopAsyncIteration:
-                    break
-                if chunk is None:
+            async for item in _merged(reply, ctx.settings.keepalive_s):
+                if item is None:
                     yield SSE_KEEPALIVE
                     continue
-                reply.tracker.chunk(chunk)
-                running = usage(reply.prepared.prompt_tokens, reply.tracker.completion_tokens, None) \
-                    if reply.prepared.continuous_usage else None
-                yield sse_data(chunk_event(reply.prepared, reply.rid, reply.created, chunk.text,
-                                           chunk.finish_reason, first, running))
-                first = False
-                if chunk.finish_reason is not None:
-                    break
-            if reply.tracker.finish_reason is None:
-                raise EngineFailure("the generation ended without a finish reason")
+                generation, chunk = item
+                for index in reply.record(generation, chunk):
+                    choice = reply.choices[index]
+                    running = usage(prepared.prompt_tokens, reply.completion_tokens(), None) \
+                        if prepared.continuous_usage else None
+                    yield sse_data(chunk_event(prepared, reply.rid, reply.created, chunk.text, chunk.finish_reason,
+                                               choice.first, running, index=index))
+                    choice.first = False
+            _check_finished(reply)
         except (EngineFailure, RequestRejected) as exc:
             err = _engine_error(exc)
             status = err.status
@@ -158,27 +247,22 @@ async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Req
             yield sse_data(err.body())
             yield SSE_DONE
             return
-        if reply.prepared.include_usage:
-            yield sse_data(usage_event(reply.prepared, reply.rid, reply.created, reply.usage()))
+        if prepared.include_usage:
+            yield sse_data(usage_event(prepared, reply.rid, reply.created, reply.usage()))
         yield SSE_DONE
         status = 200
     finally:
-        reply.handle.cancel()
+        reply.cancel()
         reply.tracker.done(reply.endpoint, status)
         if request is not None:
             reply.note(request)
 
 
-async def _consume(reply: _Reply) -> str:
-    parts: list[str] = []
-    async for chunk in reply.handle:
-        reply.tracker.chunk(chunk)
-        parts.append(chunk.text)
-        if chunk.finish_reason is not None:
-            break
-    if reply.tracker.finish_reason is None:
-        raise EngineFailure("the generation ended without a finish reason")
-    return "".join(parts)
+async def _consume(reply: _Reply) -> None:
+    async for item in _merged(reply, 3600.0):
+        if item is not None:
+            reply.record(*item)
+    _check_finished(reply)
 
 
 async def _disconnected(request: Request) -> None:
@@ -187,14 +271,14 @@ async def _disconnected(request: Request) -> None:
 
 
 async def collect(request: Request, reply: _Reply) -> Response:
-    """The whole response as one JSON body; a client that disconnects first cancels the generation."""
+    """The whole response as one JSON body; a client that disconnects first cancels the generations."""
     work = asyncio.create_task(_consume(reply))
     watch = asyncio.create_task(_disconnected(request))
     try:
         await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if not work.done():  # the client went away (or we were cancelled): stop generating
-            reply.handle.cancel()
+            reply.cancel()
             work.cancel()
         watch.cancel()
     reply.note(request)
@@ -202,16 +286,16 @@ async def collect(request: Request, reply: _Reply) -> Response:
         reply.tracker.done(reply.endpoint, 499)
         return Response(status_code=499)
     try:
-        text = work.result()
+        work.result()
     except (EngineFailure, RequestRejected) as exc:
         err = _engine_error(exc)
         reply.tracker.done(reply.endpoint, err.status)
         note_access(request, error=err.code, param=err.param)
         return error_response(err)
     finally:
-        reply.handle.cancel()
+        reply.cancel()
     reply.note(request)
-    body = completion_body(reply.prepared, reply.rid, reply.created, text, reply.tracker.finish_reason,
-                           reply.usage())
+    body = completion_body(reply.prepared, reply.rid, reply.created,
+                           [("".join(c.parts), c.finish) for c in reply.choices], reply.usage())
     reply.tracker.done(reply.endpoint, 200)
     return JSONResponse(body)

@@ -19,7 +19,8 @@ from trtlade.engine.protocol import GenerationStats, StepChunk
 from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 
-__all__ = ["RequestTracker", "chunk_event", "completion_body", "endpoint_label", "usage", "usage_event"]
+__all__ = ["RequestTracker", "chunk_event", "completion_body", "endpoint_label", "merged_stats", "usage",
+           "usage_event"]
 
 
 def endpoint_label(kind: str) -> str:
@@ -42,15 +43,26 @@ def _object(prepared: PreparedRequest, streamed: bool) -> str:
     return "chat.completion.chunk" if streamed else "chat.completion"
 
 
+def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
+    """One request's lookahead figures over its generations (several prompts or samples): the
+    first one's spec, steps and tokens summed; None without any."""
+    if not stats:
+        return None
+    if len(stats) == 1:
+        return stats[0]
+    return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats))
+
+
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
-                first: bool, running_usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """One streamed event (one engine step's text). With ``include_usage`` its ``usage`` is null,
-    or, with ``continuous_usage_stats`` too, the usage so far (``running_usage``), as vLLM sends it."""
+                first: bool, running_usage: Optional[dict[str, Any]] = None, index: int = 0) -> dict[str, Any]:
+    """One streamed event (one engine step's text for choice ``index``). With ``include_usage`` its
+    ``usage`` is null, or, with ``continuous_usage_stats`` too, the usage so far (``running_usage``),
+    as vLLM sends it."""
     if prepared.kind == "completion":
-        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
     else:
         delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
     event: dict[str, Any] = {"id": rid, "object": _object(prepared, True), "created": created,
                              "model": prepared.model, "choices": [choice]}
     if prepared.include_usage:
@@ -64,20 +76,23 @@ def usage_event(prepared: PreparedRequest, rid: str, created: int, usage_: dict[
             "choices": [], "usage": usage_}
 
 
-def completion_body(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
-                    usage_: dict[str, Any]) -> dict[str, Any]:
-    """A whole (non-streamed) response."""
-    if prepared.kind == "completion":
-        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    else:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                  "finish_reason": finish}
+def completion_body(prepared: PreparedRequest, rid: str, created: int,
+                    choices: list[tuple[str, Optional[str]]], usage_: dict[str, Any]) -> dict[str, Any]:
+    """A whole (non-streamed) response; ``choices``: (text, finish_reason) by choice index."""
+    out: list[dict[str, Any]] = []
+    for index, (text, finish) in enumerate(choices):
+        if prepared.kind == "completion":
+            out.append({"index": index, "text": text, "logprobs": None, "finish_reason": finish})
+        else:
+            out.append({"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                        "finish_reason": finish})
     return {"id": rid, "object": _object(prepared, False), "created": created, "model": prepared.model,
-            "choices": [choice], "usage": usage_}
+            "choices": out, "usage": usage_}
 
 
 class RequestTracker:
-    """One request's timing and counts, fed to the metrics: TTFT, inter-chunk latency, tokens."""
+    """One request's timing and counts, fed to the metrics: TTFT, inter-chunk latency, tokens
+    generated, and each generation's lookahead figures (a request may run several)."""
 
     def __init__(self, metrics: ServerMetrics, arrival: float,
                  on_done: Optional[Callable[[], None]] = None) -> None:
@@ -86,9 +101,12 @@ class RequestTracker:
         self.on_done = on_done
         self.first_token_at: Optional[float] = None
         self.last_chunk_at: Optional[float] = None
-        self.completion_tokens = 0
-        self.stats: Optional[GenerationStats] = None
-        self.finish_reason: Optional[str] = None
+        self.completion_tokens = 0  #: tokens generated (greedy copies of a choice counted once)
+        self.all_stats: list[GenerationStats] = []
+
+    @property
+    def stats(self) -> Optional[GenerationStats]:
+        return merged_stats(self.all_stats)
 
     def chunk(self, chunk: StepChunk) -> None:
         now = time.monotonic()
@@ -101,14 +119,12 @@ class RequestTracker:
         self.completion_tokens += len(chunk.tokens)
         self.metrics.completion_tokens.inc(len(chunk.tokens))
         if chunk.stats is not None:
-            self.stats = chunk.stats
-        if chunk.finish_reason is not None:
-            self.finish_reason = chunk.finish_reason
+            self.all_stats.append(chunk.stats)
 
     def done(self, endpoint: str, status: int) -> None:
         if self.on_done is not None:
             self.on_done()
         self.metrics.finished(endpoint, status)
         self.metrics.duration.labels(endpoint=endpoint).observe(time.monotonic() - self.arrival)
-        if self.stats is not None:
-            self.metrics.lookahead(self.stats)
+        for stats in self.all_stats:
+            self.metrics.lookahead(stats)

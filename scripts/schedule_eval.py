@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""How a config's lookahead schedule compares with plain decoding, interleaved and repeated: the ratio
+of output throughput (schedule / ar) per concurrency level, as mean, min and max over repeats.
+
+One `trtlade bench` run per level is a single sample; on a shared 2-core machine a 16-request run
+moves by several percent. This script launches `trtlade serve --config CONFIG` once and, for each repeat
+and each level, runs `ar` (lookahead (1,1,0)) and `schedule` (no lookahead field: the schedule decides)
+on the same prompts, back to back, in an order that alternates per repeat.
+
+    .venv/bin/python scripts/schedule_eval.py configs/smollm2-cpu.yml               # mix, 1,2,4,8, 3 repeats
+    .venv/bin/python scripts/schedule_eval.py configs/smollm2-cpu.yml --repeats 2 -c 1,8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config", type=Path)
+    ap.add_argument("--dataset", default="mix")
+    ap.add_argument("-c", "--concurrency", default="1,2,4,8")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("-n", "--num-prompts", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=50)
+    args = ap.parse_args()
+
+    from trtlade.bench.datasets import load_dataset
+    from trtlade.bench.launch import launched_server
+    from trtlade.bench.plan import BenchPlan, Endpoint, Mode, Series, Target
+    from trtlade.bench.runner import run_plan
+    from trtlade.cli.bench import preflight_servers
+    from trtlade.spec import AUTOREGRESSIVE
+
+    levels = [int(x) for x in args.concurrency.split(",")]
+    dataset = load_dataset(args.dataset)
+    ratios: dict[int, list[float]] = {c: [] for c in levels}
+    with tempfile.TemporaryDirectory() as tmp, launched_server(args.config, log_path=Path(tmp) / "server.log") as url:
+        target = Target("a", url)
+        asyncio.run(preflight_servers([target], None, 30.0))  # the served model's name
+        modes = [Mode("ar", AUTOREGRESSIVE), Mode("schedule", None)]
+        warm = BenchPlan([Series(m.name, target, m) for m in modes], [1], Endpoint("chat", "/v1/chat/completions"),
+                         dataset.sample(1, 99), [], args.max_tokens, 0.0, False, 600)
+        asyncio.run(run_plan(warm))
+        for repeat in range(args.repeats):
+            order = modes if repeat % 2 == 0 else modes[::-1]
+            for level in levels:
+                plan = BenchPlan([Series(m.name, target, m) for m in order], [level],
+                                 Endpoint("chat", "/v1/chat/completions"), dataset.sample(args.num_prompts, repeat),
+                                 [], args.max_tokens, 0.0, False, 600)
+                out = asyncio.run(run_plan(plan))
+                got = {s.series: s.output_throughput for s in out.summaries}
+                ratios[level].append(got["schedule"] / got["ar"])
+                print(f"repeat {repeat + 1} concurrency {level}: ar {got['ar']:.1f} tok/s, schedule "
+                      f"{got['schedule']:.1f} tok/s, ratio {ratios[level][-1]:.3f}", flush=True)
+    print("\n| concurrency | schedule / ar, mean | min | max |\n|---:|---:|---:|---:|")
+    for level in levels:
+        r = ratios[level]
+        print(f"| {level} | {statistics.fmean(r):.3f} | {min(r):.3f} | {max(r):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
