@@ -66,6 +66,7 @@ class FakeEngine:
     max_seq_len: int = 512
     model_id: str = "fake-model"
     sampling_mode: str = "greedy"
+    supports_logprobs: bool = False  # its scripted steps carry no logits
 
     def __post_init__(self) -> None:
         self.tokenizer = CharTokenizer()

@@ -238,3 +238,77 @@ def test_streamed_choices_carry_their_index_and_add_up_to_the_whole_response():
         texts[choice["index"]] = texts.get(choice["index"], "") + choice["text"]
     assert [texts[i] for i in range(4)] == [c["text"] for c in whole.json()["choices"]]
     assert events[-1]["usage"]["completion_tokens"] == 4 * 8
+
+
+# ------------------------------------------------------------------------------------ logprobs (lm-eval, SDK)
+def _hf_logprobs(ids):
+    import torch
+
+    from models import tiny_engine
+
+    model = tiny_engine("llama", (2, 3, 2)).model  # the same cached random weights as _tiny_app's
+    with torch.no_grad():
+        return torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+
+
+def test_lm_eval_loglikelihood_request_scores_the_continuation_like_transformers():
+    """lm-eval's local-completions loglikelihood body: token-id prompts (context + continuation),
+    max_tokens 1, echo, logprobs 1, temperature 0; it reads token_logprobs / top_logprobs[ctxlen:-1]."""
+    from models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    context, continuation = tok.encode("one, two, three,"), tok.encode(" four, five")
+    prompt = context + continuation
+    resp, = _calls(_tiny_app(), [{"model": "tiny-llama", "prompt": [prompt, context], "max_tokens": 1,
+                                  "temperature": 0, "logprobs": 1, "seed": 1234, "echo": True}])
+    assert resp.status_code == 200, resp.text
+    first = resp.json()["choices"][0]["logprobs"]
+    assert len(first["token_logprobs"]) == len(prompt) + 1 and first["token_logprobs"][0] is None
+    ref = _hf_logprobs(prompt)
+    got = first["token_logprobs"][len(context):-1]
+    want = [float(ref[i - 1][prompt[i]]) for i in range(len(context), len(prompt))]
+    assert max(abs(a - b) for a, b in zip(got, want)) < 1e-4
+    greedy_top = [max(t, key=t.get) for t in first["top_logprobs"][len(context):-1]]
+    assert greedy_top == [tok.decode([int(ref[i - 1].argmax())]) for i in range(len(context), len(prompt))]
+    assert resp.json()["choices"][0]["text"].startswith(tok.decode(prompt))
+
+
+def test_chat_logprobs_with_lookahead_match_completions_and_stream_the_same():
+    """Chat's ``logprobs: true, top_logprobs: k`` under lookahead: the same values as a completions
+    request on the rendered prompt (whose values are checked against transformers above and in
+    test_engine_logprobs.py), streamed or not."""
+    import copy
+
+    from models import tiny_engine, tiny_tokenizer
+    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.engine.tokenization import PromptTokenizer
+    from trtlade.server.app import create_app
+
+    tok = copy.deepcopy(tiny_tokenizer())
+    tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok)
+    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+    messages = [{"role": "user", "content": "one, two, three, four,"}]
+    body = {"messages": messages, "max_tokens": 12, "ignore_eos": True, "logprobs": True, "top_logprobs": 2,
+            "lookahead": [2, 3, 2]}
+    prompt = PromptTokenizer(tok).encode_chat(messages)
+
+    async def go():
+        async with client_for(app) as c:
+            whole = await c.post("/v1/chat/completions", json=body)
+            streamed = await c.post("/v1/chat/completions", json={**body, "stream": True})
+            plain = await c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 12, "ignore_eos": True,
+                                                          "logprobs": 2, "lookahead": [2, 3, 2]})
+            return whole, streamed, plain
+
+    whole, streamed, plain = run(go())
+    assert whole.status_code == 200, whole.text
+    content = whole.json()["choices"][0]["logprobs"]["content"]
+    assert len(content) == 12 and all(len(e["top_logprobs"]) == 2 for e in content)
+    assert all(e["bytes"] == list(e["token"].encode()) for e in content)
+    events = [e for e in sse_events(streamed.text) if e != "[DONE]" and e["choices"]]
+    assert [x for e in events for x in e["choices"][0]["logprobs"]["content"]] == content
+    reference = plain.json()["choices"][0]["logprobs"]
+    assert [e["logprob"] for e in content] == reference["token_logprobs"]
+    assert [e["token"] for e in content] == reference["tokens"]
+    assert reference["text_offset"] == [sum(len(t) for t in reference["tokens"][:i]) for i in range(12)]

@@ -389,7 +389,7 @@ def test_unknown_field_is_refused_naming_it():
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"logprobs": 1}, "logprobs"), ({"echo": True}, "echo"), ({"best_of": 3}, "best_of"),
+    ({"logprobs": 1}, "logprobs"), ({"best_of": 3}, "best_of"),
     ({"presence_penalty": 0.5}, "presence_penalty"), ({"frequency_penalty": 1.0}, "frequency_penalty"),
     ({"logit_bias": {"1": 2.0}}, "logit_bias"), ({"suffix": "end"}, "suffix"),
     ({"temperature": 0.7}, "temperature"),

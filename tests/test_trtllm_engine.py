@@ -266,6 +266,19 @@ def test_the_schedule_gives_the_executor_a_per_request_config(tle, tokenizer_dir
     assert alone["usage"]["lookahead"]["spec"] == {"w": 2, "n": 2, "g": 1}
 
 
+def test_logprobs_are_refused_clearly_on_the_trtllm_engine(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "logprobs": 1})
+
+    resp = run(go())
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == "logprobs" and "trtllm engine" in err["message"]
+    assert not tle._instances[-1]._requests  # never enqueued
+
+
 def test_request_lookahead_larger_than_the_server_is_400_before_enqueue(tle, tokenizer_dir):
     app = trtllm_app(tokenizer_dir)
 

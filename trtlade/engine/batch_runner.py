@@ -449,21 +449,23 @@ class BatchRunner:
         with torch.inference_mode():
             self.cache.keep(kept)
 
-    def prefill(self, slot: int, prompt: Sequence[int], chunk: Optional[int] = None) -> torch.Tensor:
+    def prefill(self, slot: int, prompt: Sequence[int], chunk: Optional[int] = None,
+                all_rows: bool = False) -> torch.Tensor:
         """Run ``prompt`` into ``slot`` (empty), in chunks of at most ``chunk`` rows; return the
-        last row's logits (float32, ``[vocab]``)."""
+        last row's logits (float32, ``[vocab]``), or every row's (``[len(prompt), vocab]``) with
+        ``all_rows`` (for prompt log probabilities)."""
         if len(prompt) == 0:
             raise ValueError("the prompt is empty: give at least one token")
         self.cache.lengths[slot] = 0
         step = len(prompt) if not chunk else max(1, int(chunk))
-        logits = None
+        parts: list[torch.Tensor] = []
         for start in range(0, len(prompt), step):
             part = list(prompt[start:start + step])
-            block = RowBlock(slot, part, list(range(len(part))), [len(part) - 1], causal=True)
-            logits = self.forward([block])[0]
+            rows = list(range(len(part))) if all_rows else [len(part) - 1]
+            block = RowBlock(slot, part, list(range(len(part))), rows, causal=True)
+            parts.append(self.forward([block])[0])
             self.keep([(slot, range(len(part)))])
-        assert logits is not None
-        return logits[0]
+        return torch.cat(parts) if all_rows else parts[-1][0]
 
     def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int]]]) -> list[torch.Tensor]:
         """Run several prompts, each into its own empty slot, in ONE forward pass (a causal block

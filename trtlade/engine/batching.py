@@ -29,6 +29,7 @@ Worked example (``max_batch_size=2``; requests A (2,3,2), B (1,1,0), C arrive to
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -37,7 +38,7 @@ import torch
 
 from trtlade.engine.adaptive import SpecController
 from trtlade.engine.batch_runner import RowBlock
-from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
+from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.engine.scheduler import BatchLimits, StepReport
 from trtlade.engine.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
@@ -98,22 +99,32 @@ class SequenceState:
                         mask=draft.mask_array() if draft.num_rows > 1 else None)
 
     # ------------------------------------------------------------------ results
-    def first(self, logits: torch.Tensor) -> StepChunk:
-        """The prefill's last-row logits: choose and emit the first token."""
-        return self._emit([self._choose(logits)], rows=1)
+    def first(self, logits: torch.Tensor, prompt_logits: Optional[torch.Tensor] = None) -> StepChunk:
+        """The prefill's last-row logits: choose and emit the first token. ``prompt_logits``: every
+        prompt row's logits, when the request asked for prompt logprobs."""
+        token = self._choose(logits)
+        chunk = self._emit([token], rows=1, rows_logits=logits.unsqueeze(0))
+        if prompt_logits is not None and self.request.prompt_logprobs is not None:
+            scored = token_logprobs(prompt_logits[:-1], self.prompt[1:], self.request.prompt_logprobs)
+            chunk = dataclasses.replace(chunk, prompt_logprobs=[None, *scored])
+        return chunk
 
     def consume(self, logits: torch.Tensor) -> tuple[StepChunk, list[int]]:
         """Logits of this step's logit rows -> the emitted chunk and the step rows to keep."""
         draft, self._draft = self._draft, None
         if draft is None:  # one row: greedy/sampled, or lookahead with its drafts dropped
             token = self._choose(logits[0])
-            chunk = self._emit([token], rows=1)
+            chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
             return chunk, [0]
         algo = self._algorithm()
         verification = algo.verify(draft.expand_argmax(logits.argmax(dim=-1).tolist()))
-        chunk = self._emit(verification.tokens, rows=draft.num_rows)
+        rows_logits = None
+        if self.request.logprobs is not None:  # token j is the argmax of kept row j's logits
+            where = {row: i for i, row in enumerate(draft.logit_rows)}
+            rows_logits = logits[[where[row] for row in verification.kept_rows]]
+        chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
         algo.commit(count)
         if chunk.finish_reason is None and self.controller is not None \
@@ -147,8 +158,9 @@ class SequenceState:
             return self.sampler.sample(logits)
         return int(logits.argmax())
 
-    def _emit(self, tokens: Sequence[int], rows: int) -> StepChunk:
-        """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget."""
+    def _emit(self, tokens: Sequence[int], rows: int, rows_logits: Optional[torch.Tensor] = None) -> StepChunk:
+        """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget.
+        ``rows_logits[j]``: the logits row that chose ``tokens[j]`` (for the request's logprobs)."""
         emitted = self.output.extend(tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
@@ -157,8 +169,30 @@ class SequenceState:
         stats.tokens += len(kept)
         stats.tokens_per_step_hist[len(kept)] = stats.tokens_per_step_hist.get(len(kept), 0) + 1
         stats.rows_per_step.append(rows)
+        logprobs = None
+        if self.request.logprobs is not None and rows_logits is not None:
+            logprobs = token_logprobs(rows_logits[:len(kept)], kept, self.request.logprobs)
         return StepChunk(tokens=kept, text=emitted.text, finish_reason=emitted.finish_reason,
-                         stats=stats if emitted.finish_reason is not None else None)
+                         stats=stats if emitted.finish_reason is not None else None, logprobs=logprobs)
+
+
+def token_logprobs(logits: torch.Tensor, tokens: Sequence[int], top: int) -> list[TokenLogprob]:
+    """Each token's log probability under its logits row (``log_softmax`` in float32), with the
+    ``top`` best tokens of the row.
+
+    >>> [(t.token, round(t.logprob, 4), t.top) for t in token_logprobs(torch.tensor([[0.0, 0.0]]), [1], 0)]
+    [(1, -0.6931, ())]
+    """
+    if not len(tokens):
+        return []
+    logp = torch.log_softmax(logits[:len(tokens)].float(), dim=-1)
+    chosen = logp.gather(1, torch.tensor(list(tokens), dtype=torch.long).unsqueeze(1)).squeeze(1).tolist()
+    if top > 0:
+        values, index = logp.topk(min(top, logp.shape[-1]), dim=-1)
+        tops = [tuple(zip(i, v)) for i, v in zip(index.tolist(), values.tolist())]
+    else:
+        tops = [()] * len(tokens)
+    return [TokenLogprob(int(t), float(lp), tp) for t, lp, tp in zip(tokens, chosen, tops)]
 
 
 @dataclass
@@ -283,16 +317,24 @@ class Batch:
             return
         t0 = time.perf_counter()
         runner = self.engine.runner
-        if len(admitted) == 1:
-            logits = [runner.prefill(admitted[0].slot, admitted[0].prompt, chunk=self.limits.max_num_tokens)]
-        else:
-            logits = runner.prefill_many([(s.slot, s.prompt) for s in admitted])
+        scored = [s for s in admitted if s.request.prompt_logprobs is not None]  # every prompt row's logits
+        together = [s for s in admitted if s.request.prompt_logprobs is None]
+        firsts: dict[int, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
+        for state in scored:
+            rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True)
+            firsts[state.seq_id] = (rows[-1], rows)
+        if len(together) == 1:
+            firsts[together[0].seq_id] = (runner.prefill(together[0].slot, together[0].prompt,
+                                                         chunk=self.limits.max_num_tokens), None)
+        elif together:
+            for state, last in zip(together, runner.prefill_many([(s.slot, s.prompt) for s in together])):
+                firsts[state.seq_id] = (last, None)
         elapsed = time.perf_counter() - t0
-        for state, first in zip(admitted, logits):
+        for state in admitted:
             state.stats.prefill_s = elapsed
             state.stats.queue_s = t0 - state.enqueued_at
             report.queue_waits.append(state.stats.queue_s)
-            chunk = self._isolated(state, state.first, first)
+            chunk = self._isolated(state, state.first, *firsts[state.seq_id])
             if chunk is None:
                 continue
             emit(state.seq_id, chunk)

@@ -18,7 +18,21 @@ from trtlade.spec import LookaheadSpec
 
 FinishReason = Literal["stop", "length"]
 
-__all__ = ["FinishReason", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult"]
+__all__ = ["FinishReason", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult", "TokenLogprob",
+           "MAX_TOP_LOGPROBS"]
+
+#: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A token's log probability under the model (log_softmax of its logits row, before any
+    sampling transform) and the ``top`` most likely tokens of that row with theirs, best first."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,10 @@ class GenerationRequest:
     seed: Optional[int] = None
     band: Optional[int] = None
     load: Optional[int] = None
+    #: log probabilities of the generated tokens, with this many alternatives each (None: none)
+    logprobs: Optional[int] = None
+    #: log probabilities of the prompt tokens (from the second on), with this many alternatives
+    prompt_logprobs: Optional[int] = None
 
 
 @dataclass
@@ -100,6 +118,10 @@ class StepChunk:
     text: str = ""
     finish_reason: Optional[FinishReason] = None
     stats: Optional[GenerationStats] = None
+    #: one per token, when the request asked for logprobs
+    logprobs: Optional[list[TokenLogprob]] = None
+    #: the first chunk only, when asked: one per prompt token (None for the first: nothing precedes it)
+    prompt_logprobs: Optional[list[Optional[TokenLogprob]]] = None
 
 
 @dataclass

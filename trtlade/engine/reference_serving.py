@@ -84,6 +84,7 @@ class ReferenceServingEngine:
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens, **(details or {})},
             schedule=schedule,
+            logprobs=bool(getattr(engine, "supports_logprobs", True)),
         )
         self.policy = LookaheadPolicy(schedule)
         self.tokenizer = PromptTokenizer(engine.tokenizer)

@@ -101,6 +101,8 @@ class EngineInfo:
     sampling: str = "greedy"
     details: dict[str, Any] = field(default_factory=dict)
     schedule: Optional[LookaheadSchedule] = None
+    #: whether the engine returns log probabilities (generated tokens and prompt)
+    logprobs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +116,7 @@ class EngineInfo:
                        "max_new_tokens": self.limits.max_new_tokens},
             "scheduling": self.scheduling,
             "sampling": self.sampling,
+            "logprobs": self.logprobs,
             "lookahead_schedule": self.schedule.to_config() if self.schedule is not None else None,
             **({"details": self.details} if self.details else {}),
         }

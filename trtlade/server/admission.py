@@ -67,6 +67,8 @@ class PreparedRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool = False
+    #: completions with ``echo``: the prompt is repeated before each choice's text
+    echo: bool = False
 
     @property
     def num_choices(self) -> int:
@@ -172,19 +174,23 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
         refuse("reasoning_effort", "reasoning_effort is not supported: trtlade does not control a model's "
                                    "reasoning; omit it")
     if isinstance(body, CompletionRequest):
-        if body.echo:
-            refuse("echo", "echo is not supported; omit it or send false")
-        if body.logprobs not in (None,):
-            refuse("logprobs", "logprobs are not supported; omit the field")
         if body.best_of not in (None, 1):
             refuse("best_of", f"best_of = {body.best_of} is not supported; omit it or send 1")
         if body.suffix:
             refuse("suffix", "suffix (insertion) is not supported; omit it")
-    else:
-        if body.logprobs:
-            refuse("logprobs", "logprobs are not supported; omit the field or send false")
-        if body.top_logprobs not in (None, 0):
-            refuse("top_logprobs", "top_logprobs is not supported; omit it")
+    elif body.top_logprobs and not body.logprobs:
+        refuse("top_logprobs", "top_logprobs needs \"logprobs\": true")
+
+
+def _wanted_logprobs(body: Union[CompletionRequest, ChatCompletionRequest]) -> tuple[Optional[int], Optional[int]]:
+    """(alternatives per generated token, alternatives per prompt token): None where not asked.
+    Completions: ``logprobs: k`` (and with ``echo``, the prompt's too); chat: ``logprobs: true`` with
+    ``top_logprobs: k``."""
+    if isinstance(body, CompletionRequest):
+        if body.logprobs is None:
+            return None, None
+        return body.logprobs, (body.logprobs if body.echo else None)
+    return ((body.top_logprobs or 0) if body.logprobs else None), None
 
 
 def ignored_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> list[str]:
@@ -272,6 +278,11 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
     """Everything that can be checked before tokenizing: returns (lookahead, stop strings)."""
     check_unsupported(body)
     resolve_model_name(body.model, info.model_id)
+    if _wanted_logprobs(body)[0] is not None and not info.logprobs:
+        raise ApiError.bad_request(
+            f"the {info.name} engine does not return log probabilities in trtlade (TensorRT-LLM's executor "
+            "can compute them; trtlade does not map them yet); omit logprobs, or serve with the reference "
+            "engine", param="logprobs", code="unsupported")
     lookahead = parse_request_lookahead(body.lookahead, info.spec) if body.lookahead is not None else None
     temperature = body.temperature or 0.0
     if temperature > 0:
@@ -344,6 +355,7 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
     prompt, times ``n`` with sampling; see :class:`PreparedRequest`)."""
     n = body.n or 1
     stream = bool(body.stream)
+    logprobs, prompt_logprobs = _wanted_logprobs(body)
     if body.stream_options is not None and not stream:
         raise ApiError.bad_request("stream_options is only allowed with stream: true", param="stream_options")
     generations: list[GenerationRequest] = []
@@ -361,11 +373,13 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
                 prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=lookahead, stop=stop,
                 stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
                 min_tokens=min_tokens, temperature=float(body.temperature or 0.0),
-                top_p=float(body.top_p if body.top_p is not None else 1.0), seed=seed))
+                top_p=float(body.top_p if body.top_p is not None else 1.0), seed=seed, logprobs=logprobs,
+                prompt_logprobs=prompt_logprobs))
             copies.append(tuple(range(k * n, (k + 1) * n)) if len(seeds) == 1 else (k * n + j,))
     return PreparedRequest(
         kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),
         prompt_tokens=sum(len(p) for p in prompts), stream=stream,
+        echo=bool(isinstance(body, CompletionRequest) and body.echo),
         include_usage=bool(stream and body.stream_options and body.stream_options.include_usage),
         continuous_usage=bool(stream and body.stream_options and body.stream_options.include_usage
                               and body.stream_options.continuous_usage_stats))

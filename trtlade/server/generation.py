@@ -16,7 +16,7 @@ import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -36,8 +36,11 @@ from trtlade.server.context import ServerContext, note_access, server_context
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.responses import (
     RequestTracker,
+    Scored,
+    chat_logprobs,
     chunk_event,
     completion_body,
+    completion_logprobs,
     endpoint_label,
     usage,
     usage_event,
@@ -61,12 +64,14 @@ async def chat_completions(request: Request, ctx: ServerContext = Depends(server
 
 @dataclass
 class _Choice:
-    """One choice of the response: its text so far and how it ended."""
+    """One choice of the response: its text so far, its scored tokens (logprobs), how it ended."""
 
     parts: list[str] = field(default_factory=list)
     tokens: int = 0
     finish: Optional[str] = None
     first: bool = True
+    scored: list[Scored] = field(default_factory=list)
+    offset: int = 0  # characters of text before the next scored token (completions' text_offset)
 
 
 @dataclass
@@ -80,10 +85,14 @@ class _Reply:
     rid: str
     created: int
     endpoint: str
+    tokenizer: Any = None  #: the engine's PromptTokenizer (token pieces for logprobs, echo text)
     choices: list[_Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.choices = [_Choice() for _ in range(self.prepared.num_choices)]
+
+    def piece(self, token: int) -> str:
+        return self.tokenizer.decode([token])
 
     def completion_tokens(self) -> int:
         return sum(c.tokens for c in self.choices)
@@ -91,17 +100,43 @@ class _Reply:
     def usage(self) -> dict:
         return usage(self.prepared.prompt_tokens, self.completion_tokens(), self.tracker.stats)
 
-    def record(self, generation: int, chunk: StepChunk) -> list[int]:
-        """Account a generation's chunk to its choices; returns their indexes."""
+    def record(self, generation: int, chunk: StepChunk) -> list[tuple[int, str, Optional[dict]]]:
+        """Account a generation's chunk to its choices; returns, per choice, its index, the text
+        and the logprobs object this chunk adds (with ``echo``, the prompt comes first)."""
         self.tracker.chunk(chunk)
-        indexes = list(self.prepared.copies[generation])
-        for index in indexes:
+        request = self.prepared.generations[generation]
+        out = []
+        for index in self.prepared.copies[generation]:
             choice = self.choices[index]
-            choice.parts.append(chunk.text)
+            text, scored = chunk.text, []
+            if choice.first and self.prepared.echo:
+                text = self.tokenizer.decode(list(request.prompt_ids)) + text
+                if chunk.prompt_logprobs is not None:
+                    scored = list(zip(request.prompt_ids, chunk.prompt_logprobs))
+            scored += [(lp.token, lp) for lp in chunk.logprobs or ()]
+            logprobs = self._logprobs(scored, choice.offset) if request.logprobs is not None else None
+            choice.offset += sum(len(self.piece(t)) for t, _ in scored) if logprobs is not None else 0
+            choice.parts.append(text)
+            choice.scored += scored
             choice.tokens += len(chunk.tokens)
             if chunk.finish_reason is not None:
                 choice.finish = chunk.finish_reason
-        return indexes
+            out.append((index, text, logprobs))
+        return out
+
+    def _logprobs(self, scored: list[Scored], offset: int = 0) -> dict:
+        if self.prepared.kind == "completion":
+            return completion_logprobs(scored, self.piece, offset)
+        return chat_logprobs(scored, self.piece)
+
+    def body_choices(self) -> list[tuple[str, Optional[str], Optional[dict]]]:
+        """(text, finish_reason, logprobs) of every choice, for the whole response."""
+        wanted = [self.prepared.generations[g].logprobs is not None
+                  for g, copies in enumerate(self.prepared.copies) for _ in copies]
+        order = [i for copies in self.prepared.copies for i in copies]
+        asked = {i: w for i, w in zip(order, wanted)}
+        return [("".join(c.parts), c.finish, self._logprobs(c.scored) if asked[i] else None)
+                for i, c in enumerate(self.choices)]
 
     def cancel(self) -> None:
         for handle in self.handles:
@@ -134,7 +169,7 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
         ctx.metrics.admitted(handle.request)
     reply = _Reply(prepared, handles, RequestTracker(ctx.metrics, arrival, on_done=leave),
                    rid=f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{uuid.uuid4().hex}",
-                   created=int(time.time()), endpoint=endpoint)
+                   created=int(time.time()), endpoint=endpoint, tokenizer=ctx.ready_engine().tokenizer)
     if prepared.stream:
         return SSEResponse(stream_events(ctx, reply, request))
     return await collect(request, reply)
@@ -231,12 +266,12 @@ async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Req
                     yield SSE_KEEPALIVE
                     continue
                 generation, chunk = item
-                for index in reply.record(generation, chunk):
+                for index, text, logprobs in reply.record(generation, chunk):
                     choice = reply.choices[index]
                     running = usage(prepared.prompt_tokens, reply.completion_tokens(), None) \
                         if prepared.continuous_usage else None
-                    yield sse_data(chunk_event(prepared, reply.rid, reply.created, chunk.text, chunk.finish_reason,
-                                               choice.first, running, index=index))
+                    yield sse_data(chunk_event(prepared, reply.rid, reply.created, text, chunk.finish_reason,
+                                               choice.first, running, index=index, logprobs=logprobs))
                     choice.first = False
             _check_finished(reply)
         except (EngineFailure, RequestRejected) as exc:
@@ -261,7 +296,8 @@ async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Req
 async def _consume(reply: _Reply) -> None:
     async for item in _merged(reply, 3600.0):
         if item is not None:
-            reply.record(*item)
+            for index, _, _ in reply.record(*item):
+                reply.choices[index].first = False
     _check_finished(reply)
 
 
@@ -295,7 +331,6 @@ async def collect(request: Request, reply: _Reply) -> Response:
     finally:
         reply.cancel()
     reply.note(request)
-    body = completion_body(reply.prepared, reply.rid, reply.created,
-                           [("".join(c.parts), c.finish) for c in reply.choices], reply.usage())
+    body = completion_body(reply.prepared, reply.rid, reply.created, reply.body_choices(), reply.usage())
     reply.tracker.done(reply.endpoint, 200)
     return JSONResponse(body)

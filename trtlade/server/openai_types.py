@@ -98,7 +98,7 @@ class CompletionRequest(_GenerationFields):
 
     prompt: Union[str, list[str], list[int], list[list[int]]]
     echo: Optional[bool] = False
-    logprobs: Optional[int] = None
+    logprobs: Optional[int] = Field(None, ge=0, le=20)
     best_of: Optional[int] = None
     suffix: Optional[str] = None
 
@@ -127,7 +127,7 @@ class ChatCompletionRequest(_GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
-    top_logprobs: Optional[int] = None
+    top_logprobs: Optional[int] = Field(None, ge=0, le=20)
 
 
 # ------------------------------------------------------------------------------------------ responses
@@ -153,7 +153,7 @@ class Usage(_Out):
 class CompletionChoice(_Out):
     index: int = 0
     text: str
-    logprobs: None = None
+    logprobs: Optional[dict[str, Any]] = None
     finish_reason: Optional[Literal["stop", "length"]] = None
 
 
@@ -178,7 +178,7 @@ class AssistantMessage(_Out):
 class ChatChoice(_Out):
     index: int = 0
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: Optional[dict[str, Any]] = None
     finish_reason: Optional[Literal["stop", "length"]] = None
 
 
@@ -199,7 +199,7 @@ class Delta(_Out):
 class ChatChunkChoice(_Out):
     index: int = 0
     delta: Delta
-    logprobs: None = None
+    logprobs: Optional[dict[str, Any]] = None
     finish_reason: Optional[Literal["stop", "length"]] = None
 
 

@@ -13,14 +13,14 @@ A completion's choice carries ``text``; a chat completion's carries ``message`` 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from trtlade.engine.protocol import GenerationStats, StepChunk
+from trtlade.engine.protocol import GenerationStats, StepChunk, TokenLogprob
 from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 
-__all__ = ["RequestTracker", "chunk_event", "completion_body", "endpoint_label", "merged_stats", "usage",
-           "usage_event"]
+__all__ = ["RequestTracker", "chat_logprobs", "chunk_event", "completion_body", "completion_logprobs",
+           "endpoint_label", "merged_stats", "usage", "usage_event"]
 
 
 def endpoint_label(kind: str) -> str:
@@ -35,6 +35,38 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
         body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
                              "tokens_per_step": round(stats.tokens_per_step, 4)}
     return body
+
+
+#: A scored token: its id and its log probability (None for the first prompt token: nothing precedes it).
+Scored = tuple[int, Optional[TokenLogprob]]
+
+
+def completion_logprobs(scored: Sequence[Scored], piece: Callable[[int], str], offset: int = 0) -> dict[str, Any]:
+    """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset.
+
+    >>> completion_logprobs([(5, None), (7, TokenLogprob(7, -0.5, ((7, -0.5), (8, -1.0))))], lambda t: f"<{t}>")
+    {'tokens': ['<5>', '<7>'], 'token_logprobs': [None, -0.5], 'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}], 'text_offset': [0, 3]}
+    """
+    tokens, values, tops, offsets = [], [], [], []
+    for token, lp in scored:
+        text = piece(token)
+        tokens.append(text)
+        values.append(lp.logprob if lp is not None else None)
+        tops.append({piece(t): v for t, v in lp.top} if lp is not None and lp.top else None)
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
+
+
+def chat_logprobs(scored: Sequence[Scored], piece: Callable[[int], str]) -> dict[str, Any]:
+    """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
+
+    def entry(token: int, logprob: float) -> dict[str, Any]:
+        text = piece(token)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    return {"content": [{**entry(token, lp.logprob), "top_logprobs": [entry(t, v) for t, v in lp.top]}
+                        for token, lp in scored if lp is not None]}
 
 
 def _object(prepared: PreparedRequest, streamed: bool) -> str:
@@ -54,15 +86,16 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
 
 
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
-                first: bool, running_usage: Optional[dict[str, Any]] = None, index: int = 0) -> dict[str, Any]:
+                first: bool, running_usage: Optional[dict[str, Any]] = None, index: int = 0,
+                logprobs: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """One streamed event (one engine step's text for choice ``index``). With ``include_usage`` its
     ``usage`` is null, or, with ``continuous_usage_stats`` too, the usage so far (``running_usage``),
     as vLLM sends it."""
     if prepared.kind == "completion":
-        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
     else:
         delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
-        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
     event: dict[str, Any] = {"id": rid, "object": _object(prepared, True), "created": created,
                              "model": prepared.model, "choices": [choice]}
     if prepared.include_usage:
@@ -77,14 +110,15 @@ def usage_event(prepared: PreparedRequest, rid: str, created: int, usage_: dict[
 
 
 def completion_body(prepared: PreparedRequest, rid: str, created: int,
-                    choices: list[tuple[str, Optional[str]]], usage_: dict[str, Any]) -> dict[str, Any]:
-    """A whole (non-streamed) response; ``choices``: (text, finish_reason) by choice index."""
+                    choices: list[tuple[str, Optional[str], Optional[dict[str, Any]]]],
+                    usage_: dict[str, Any]) -> dict[str, Any]:
+    """A whole (non-streamed) response; ``choices``: (text, finish_reason, logprobs) by choice index."""
     out: list[dict[str, Any]] = []
-    for index, (text, finish) in enumerate(choices):
+    for index, (text, finish, logprobs) in enumerate(choices):
         if prepared.kind == "completion":
-            out.append({"index": index, "text": text, "logprobs": None, "finish_reason": finish})
+            out.append({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish})
         else:
-            out.append({"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+            out.append({"index": index, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
                         "finish_reason": finish})
     return {"id": rid, "object": _object(prepared, False), "created": created, "model": prepared.model,
             "choices": out, "usage": usage_}
