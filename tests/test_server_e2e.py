@@ -173,3 +173,32 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(tiny_model_dir):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_openai_sdk_parses_logprobs_several_prompts_n_and_the_fields_it_sends(server):
+    """What the SDK sends and how it parses the answer: typed logprobs objects, several choices."""
+    base, _ = server
+    c = client(base)
+    model = c.models.list().data[0].id
+    comp = c.completions.create(model=model, prompt=["one, two,", "Hello"], max_tokens=5, n=2, logprobs=2,
+                                echo=True, user="u", extra_body={"ignore_eos": True})
+    assert [ch.index for ch in comp.choices] == [0, 1, 2, 3]
+    assert comp.choices[0].text == comp.choices[1].text  # greedy n: copies
+    lp = comp.choices[0].logprobs
+    assert lp.token_logprobs[0] is None and len(lp.tokens) == len(lp.top_logprobs) == len(lp.text_offset)
+    chat = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=6,
+                                     logprobs=True, top_logprobs=2, store=False, metadata={"k": "v"},
+                                     service_tier="auto", response_format={"type": "text"},
+                                     extra_body={"ignore_eos": True})
+    content = chat.choices[0].logprobs.content
+    assert len(content) == 6 and all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in content)
+    stream = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=6,
+                                       stream=True, stream_options={"include_usage": True},
+                                       extra_body={"ignore_eos": True, "stream_options": {
+                                           "include_usage": True, "continuous_usage_stats": True}})
+    chunks = list(stream)
+    assert all(ch.usage is not None for ch in chunks) and chunks[-1].usage.completion_tokens == 6
+    with pytest.raises(openai.BadRequestError) as info:
+        c.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                  tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    assert info.value.body["param"] == "tools"
