@@ -72,3 +72,13 @@ def test_no_logprobs_unless_asked():
     eng = engine("llama")
     chunks, _, _ = run(eng, GenerationRequest(prompt_ids=tuple(tiny_tokenizer().encode(PROMPT)), max_tokens=4))
     assert all(c.logprobs is None and c.prompt_logprobs is None for c in chunks)
+
+
+def test_out_of_range_logprobs_are_refused_naming_the_field():
+    from trtlade.engine.reference import RequestError
+
+    eng = engine("llama")
+    for name in ("logprobs", "prompt_logprobs"):
+        with pytest.raises(RequestError) as info:
+            eng.stream_request(GenerationRequest(prompt_ids=(1, 2), max_tokens=2, **{name: 21}))
+        assert info.value.field == name and info.value.limit == 20

@@ -50,7 +50,7 @@ from trtlade.engine.adaptive import CostTable  # noqa: E402
 from trtlade.engine.batch_runner import BatchRunner, RowBlock  # noqa: E402
 from trtlade.engine.batching import Batch  # noqa: E402
 from trtlade.engine.kernels import configure_threads, dtype_name, resolve_dtype  # noqa: E402
-from trtlade.engine.protocol import GenerationRequest, GenerationResult, StepChunk  # noqa: E402
+from trtlade.engine.protocol import MAX_TOP_LOGPROBS, GenerationRequest, GenerationResult, StepChunk  # noqa: E402
 from trtlade.engine.scheduler import BatchLimits  # noqa: E402
 from trtlade.engine.text import eos_token_ids  # noqa: E402
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param  # noqa: E402
@@ -280,6 +280,11 @@ class ReferenceEngine:
             raise RequestError(f"temperature must be >= 0, got {request.temperature}", field="temperature", limit=0)
         if not 0 < request.top_p <= 1:
             raise RequestError(f"top_p must be in (0, 1], got {request.top_p}", field="top_p", limit=1)
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(request, name)
+            if value is not None and not 0 <= value <= MAX_TOP_LOGPROBS:
+                raise RequestError(f"{name} must be between 0 and {MAX_TOP_LOGPROBS} alternatives, got {value}",
+                                   field=name, limit=MAX_TOP_LOGPROBS)
         spec = self.default_request_spec if request.lookahead is None else LookaheadSpec.parse(request.lookahead)
         if not self.spec.admits(spec):
             raise LookaheadNotAdmitted(spec, self.spec)

@@ -131,12 +131,8 @@ class _Reply:
 
     def body_choices(self) -> list[tuple[str, Optional[str], Optional[dict]]]:
         """(text, finish_reason, logprobs) of every choice, for the whole response."""
-        wanted = [self.prepared.generations[g].logprobs is not None
-                  for g, copies in enumerate(self.prepared.copies) for _ in copies]
-        order = [i for copies in self.prepared.copies for i in copies]
-        asked = {i: w for i, w in zip(order, wanted)}
-        return [("".join(c.parts), c.finish, self._logprobs(c.scored) if asked[i] else None)
-                for i, c in enumerate(self.choices)]
+        asked = self.prepared.generations[0].logprobs is not None  # one body: the same for every choice
+        return [("".join(c.parts), c.finish, self._logprobs(c.scored) if asked else None) for c in self.choices]
 
     def cancel(self) -> None:
         for handle in self.handles:

@@ -18,6 +18,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtlade.engine.protocol import MAX_TOP_LOGPROBS
+
 __all__ = [
     "EXTENSION_FIELDS",
     "IGNORED_FIELDS",
@@ -98,7 +100,7 @@ class CompletionRequest(_GenerationFields):
 
     prompt: Union[str, list[str], list[int], list[list[int]]]
     echo: Optional[bool] = False
-    logprobs: Optional[int] = Field(None, ge=0, le=20)
+    logprobs: Optional[int] = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     best_of: Optional[int] = None
     suffix: Optional[str] = None
 
@@ -127,7 +129,7 @@ class ChatCompletionRequest(_GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
-    top_logprobs: Optional[int] = Field(None, ge=0, le=20)
+    top_logprobs: Optional[int] = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
 
 
 # ------------------------------------------------------------------------------------------ responses
