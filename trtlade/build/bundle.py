@@ -1,16 +1,6 @@
-"""The bundle ``trtlade build`` leaves behind, and how it is written so that nothing half-written looks
-complete.
-
-Layout::
-
-    <output>/
-      engine/                       config.json + rank{r}.engine   (trtllm backend)
-      checkpoint/                   rank{r}.safetensors + config.json + trtlade-checkpoint.json (kept
-                                    unless --no-keep-checkpoint; the stamp lets a re-run skip conversion)
-      logs/                         convert.log, trtllm-build.log
-      extra_llm_api_options.yml     speculative_config for `trtllm-serve --backend tensorrt` (1.x)
-      trtlade.yml                   the deployment config (serve / validate-config / bench take it)
-      trtlade-manifest.json         written LAST: its presence marks a complete bundle
+"""How ``trtlade build`` writes its bundle (the layout: :mod:`trtlade.bundle`) so that nothing
+half-written looks complete. The checkpoint folder carries ``trtlade-checkpoint.json``, a stamp that
+lets a re-run skip conversion.
 
 Directories are produced under a ``.<name>.partial`` name and renamed into place; files are written to
 a temporary name and ``os.replace``-d.
@@ -30,15 +20,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from trtlade.build.plan import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    ENGINE_DIR,
-    EXTRA_OPTIONS_FILE,
-    LOGS_DIR,
-    MANIFEST_FILE,
-    BuildPlan,
-)
+from trtlade.build.plan import BuildPlan
+from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
 
 __all__ = [
     "MANIFEST_FORMAT",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from trtlade.bundle import MODELS_DIR_ENV
 from trtlade.build.errors import BuildError
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
 ]
 
 #: The documented environment variable naming the models directory.
-MODELS_DIR_ENV = "TRTLADE_MODELS_DIR"
 
 #: HF ``architectures[0]`` -> the ``tensorrt_llm.models`` class that converts it (its MODEL_MAP).
 ARCHITECTURE_TO_CLASS: dict[str, str] = {

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from trtlade.build.errors import BuildError
+from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
 from trtlade.build.models import (
     MODELS_DIR_ENV,
     HfModelInfo,
@@ -62,13 +63,7 @@ DEFAULT_MAX_NUM_TOKENS = 8192
 #: Default room for output when --max-seq-len is not given: max_input_len + this.
 DEFAULT_OUTPUT_SEQ = 2048
 
-#: What is written where in a bundle.
-ENGINE_DIR = "engine"
-CHECKPOINT_DIR = "checkpoint"
-LOGS_DIR = "logs"
-MANIFEST_FILE = "trtlade-manifest.json"
-CONFIG_FILE = "trtlade.yml"
-EXTRA_OPTIONS_FILE = "extra_llm_api_options.yml"
+# What is written where in a bundle: trtlade.bundle names it.
 
 
 @dataclass(frozen=True)

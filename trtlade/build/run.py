@@ -40,7 +40,8 @@ from trtlade.build.bundle import (
 from trtlade.build.errors import BuildError
 from trtlade.build.failures import diagnose, log_tail
 from trtlade.build.models import weights_fingerprint
-from trtlade.build.plan import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, BuildPlan
+from trtlade.build.plan import BuildPlan
+from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR
 from trtlade.trtllm.compat import INSTALL_HINT
 
 __all__ = ["Reporter", "StepRecord", "BuildResult", "run_build", "check_output", "find_trtllm_build"]

@@ -23,26 +23,22 @@ from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
 
+from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import TrtladeError
 from trtlade.config.schema import TrtladeConfig
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
     "DEFAULT_SERVE_SPEC",
-    "BUNDLE_MANIFEST",
-    "BUNDLE_CONFIG",
     "PlanError",
     "ServeFlags",
     "ServePlan",
     "make_plan",
-    "is_bundle",
     "is_engine_dir",
 ]
 
 #: The server's (W,N,G) when no config names one: the user's deployment.
 DEFAULT_SERVE_SPEC = LookaheadSpec(4, 2, 4)
-BUNDLE_MANIFEST = "trtlade-manifest.json"
-BUNDLE_CONFIG = "trtlade.yml"
 ENGINES = ("reference", "trtllm")
 
 
@@ -100,10 +96,6 @@ class ServePlan:
                 "bundle": str(self.bundle) if self.bundle else None}
 
 
-def is_bundle(path: Path) -> bool:
-    return path.is_dir() and (path / BUNDLE_MANIFEST).is_file() and (path / BUNDLE_CONFIG).is_file()
-
-
 def is_engine_dir(path: Path) -> bool:
     if not (path.is_dir() and (path / "config.json").is_file()):
         return False
@@ -135,11 +127,11 @@ def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str,
             raise PlanError(f"--model {value}: not a folder", "pass a Hugging Face model folder, a trtlade "
                             "bundle folder or a TensorRT-LLM engine directory", usage=True)
         return path.resolve()
-    base = models_dir or (Path(env["TRTLADE_MODELS_DIR"]) if env.get("TRTLADE_MODELS_DIR") else None)
+    base = models_dir or (Path(env[MODELS_DIR_ENV]) if env.get(MODELS_DIR_ENV) else None)
     if base is not None and "/" not in value and (base / value).is_dir():
         return (base / value).resolve()
     where = f" nor under the models directory {base}" if base is not None else \
-        " (and no models directory is set: TRTLADE_MODELS_DIR or model.models_dir)"
+        f" (and no models directory is set: {MODELS_DIR_ENV} or model.models_dir)"
     raise PlanError(f"--model {value}: no such folder{where}",
                     "models are never downloaded; pass a local Hugging Face folder or a bundle made by "
                     "`trtlade build`", usage=True)
@@ -184,10 +176,10 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
             bundle = model_arg
             if flags.config is not None:
                 raise PlanError(f"--model {flags.model} is a bundle, which brings its own config "
-                                f"({BUNDLE_CONFIG}); it cannot be combined with --config",
-                                f"use --config {bundle / BUNDLE_CONFIG} (or edit it), or --model with a "
+                                f"({CONFIG_FILE}); it cannot be combined with --config",
+                                f"use --config {bundle / CONFIG_FILE} (or edit it), or --model with a "
                                 "plain Hugging Face folder", usage=True)
-            loaded = _load_file(bundle / BUNDLE_CONFIG)
+            loaded = _load_file(bundle / CONFIG_FILE)
             model_arg = None
     if flags.config is not None:
         loaded = _load_file(flags.config)
@@ -216,8 +208,8 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
             engine_dir, model_dir = model_dir, None
         elif config.build.engine_dir is not None:
             engine_dir = resolve(config.build.engine_dir)
-        elif bundle is not None and (bundle / "engine").is_dir():
-            engine_dir = bundle / "engine"
+        elif bundle is not None and Bundle(bundle).engine_dir.is_dir():
+            engine_dir = Bundle(bundle).engine_dir
         if engine_dir is None:
             raise PlanError("the trtllm engine needs a TensorRT-LLM engine directory",
                             "set build.engine_dir in the config, pass --model with a bundle made by "
@@ -233,9 +225,9 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     manifest = None
     if bundle is not None:
         try:
-            manifest = json.loads((bundle / BUNDLE_MANIFEST).read_text())
-        except (OSError, ValueError) as exc:
-            raise PlanError(f"cannot read {bundle / BUNDLE_MANIFEST}: {exc}", "rebuild the bundle") from None
+            manifest = Bundle(bundle).manifest()
+        except BundleError as exc:
+            raise PlanError(exc.message, exc.hint) from None
     return ServePlan(
         config=config, engine=engine, host=config.serve.host, port=config.serve.port, api_key=api_key,
         model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,

@@ -1,0 +1,132 @@
+"""The bundle ``trtlade build`` writes: its layout, and how build, serve, validate-config and export
+read it. The one place that names a bundle's files.
+
+Layout::
+
+    <bundle>/
+      engine/                       config.json + rank{r}.engine   (TensorRT-LLM backend)
+      checkpoint/                   the converted checkpoint (kept unless --no-keep-checkpoint)
+      logs/                         convert.log, trtllm-build.log
+      extra_llm_api_options.yml     speculative_config for `trtllm-serve --backend tensorrt` (1.x)
+      trtlade.yml                   the deployment config (serve / validate-config / bench / export take it)
+      trtlade-manifest.json         written LAST: its presence marks a complete bundle
+
+Models are found by name under ``$TRTLADE_MODELS_DIR`` (or ``model.models_dir``).
+
+    >>> b = Bundle(Path("/bundles/qwen3-8b"))
+    >>> b.engine_dir, b.config_file.name
+    (PosixPath('/bundles/qwen3-8b/engine'), 'trtlade.yml')
+    >>> open_bundle(Path("/no/such/bundle"))
+    Traceback (most recent call last):
+    ...
+    trtlade.bundle.BundleError: /no/such/bundle: no such folder
+    hint: give the folder `trtlade build` wrote (it holds trtlade-manifest.json)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtlade.errors import TrtladeError
+
+__all__ = [
+    "ENGINE_DIR",
+    "CHECKPOINT_DIR",
+    "LOGS_DIR",
+    "MANIFEST_FILE",
+    "CONFIG_FILE",
+    "EXTRA_OPTIONS_FILE",
+    "MODELS_DIR_ENV",
+    "Bundle",
+    "BundleError",
+    "is_bundle",
+    "open_bundle",
+]
+
+ENGINE_DIR = "engine"
+CHECKPOINT_DIR = "checkpoint"
+LOGS_DIR = "logs"
+MANIFEST_FILE = "trtlade-manifest.json"
+CONFIG_FILE = "trtlade.yml"
+EXTRA_OPTIONS_FILE = "extra_llm_api_options.yml"
+#: Where models and bundles are looked up by name.
+MODELS_DIR_ENV = "TRTLADE_MODELS_DIR"
+
+
+class BundleError(TrtladeError):
+    """A path that is not a (complete) bundle, or a bundle that cannot serve the purpose asked."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle folder (its files named by this module's constants)."""
+
+    root: Path
+
+    @property
+    def engine_dir(self) -> Path:
+        return self.root / ENGINE_DIR
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.root / CHECKPOINT_DIR
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / LOGS_DIR
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.root / MANIFEST_FILE
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def extra_options_file(self) -> Path:
+        return self.root / EXTRA_OPTIONS_FILE
+
+    @property
+    def has_engine(self) -> bool:
+        """Whether it holds a TensorRT-LLM engine (``engine/config.json``)."""
+        return (self.engine_dir / "config.json").is_file()
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest as data, or a BundleError naming the file."""
+        try:
+            data = json.loads(self.manifest_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"cannot read {self.manifest_file}: {exc}", "rebuild the bundle with `trtlade build`",
+                              where=str(self.root)) from None
+        if not isinstance(data, dict):
+            raise BundleError(f"{self.manifest_file} is not a JSON object", "rebuild the bundle", where=str(self.root))
+        return data
+
+
+def is_bundle(path: Path) -> bool:
+    """A complete bundle: a folder with the manifest and the config."""
+    return path.is_dir() and (path / MANIFEST_FILE).is_file() and (path / CONFIG_FILE).is_file()
+
+
+def open_bundle(path: Path, *, need_engine: bool = False) -> Bundle:
+    """The bundle at ``path``, or a BundleError saying exactly why it is not one. ``need_engine``:
+    it must hold a TensorRT-LLM engine (exports to TensorRT-LLM stacks)."""
+    hint = f"give the folder `trtlade build` wrote (it holds {MANIFEST_FILE})"
+    if not path.exists():
+        raise BundleError(f"{path}: no such folder", hint)
+    if not path.is_dir():
+        raise BundleError(f"{path} is a file, not a bundle folder", hint)
+    if not (path / MANIFEST_FILE).is_file():
+        partial = " (an interrupted build leaves no manifest)" if (path / ENGINE_DIR).exists() else ""
+        raise BundleError(f"{path} has no {MANIFEST_FILE}: not a complete trtlade bundle{partial}", hint)
+    if not (path / CONFIG_FILE).is_file():
+        raise BundleError(f"{path} has no {CONFIG_FILE}", "rebuild the bundle with `trtlade build`")
+    bundle = Bundle(path)
+    if need_engine and not bundle.has_engine:
+        raise BundleError(f"{path} holds no TensorRT-LLM engine ({ENGINE_DIR}/config.json): it was built for "
+                          "the reference backend", "build it with `trtlade build --backend trtllm` on a GPU machine")
+    return bundle
