@@ -135,7 +135,7 @@ GOOD_FILES = sorted(GOOD.glob("*.yml")) + sorted(GRPS.glob("*.yml")) + sorted(SH
 def test_good_configs_have_no_errors(path):
     report = validate_file(path)
     assert report.valid(), [d.format_text() for d in report.diagnostics]
-    assert report.kind in ("trtlade", "grps")
+    assert report.kind in ("trtlade", "grps", "grps-server")
 
 
 def test_shipped_configs_are_valid_even_strictly():
@@ -185,3 +185,29 @@ def test_every_config_key_is_documented():
         body = doc.split(f"**`{section}`**", 1)[1].split("**`", 1)[0]
         for key in info.annotation.model_fields:
             assert f"| `{key}` |" in body, f"{section}.{key} is not documented"
+
+
+# ------------------------------------------------------------------------------------ grps server.yml
+def test_grps_server_yml_is_recognised_and_a_stock_conf_folder_passes(tmp_path):
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    report = validate_file(GRPS / "server.yml")
+    assert report.kind == "grps-server" and report.valid() and report.details["max_concurrency"] == 32
+    assert [d.code for d in report.diagnostics] == ["grps-server-no-engine"]  # a note, never an error
+    result = CliRunner().invoke(app, ["validate-config", str(GRPS)])
+    assert result.exit_code == 0, result.output
+    assert "grps server config, max_concurrency 32" in result.output
+
+
+@pytest.mark.parametrize("concurrency,severity", [(32, "warning"), (16, None), (8, "info")])
+def test_grps_server_max_concurrency_against_the_engine_batch(tmp_path, concurrency, severity):
+    path = tmp_path / "server.yml"
+    path.write_text((GRPS / "server.yml").read_text().replace("max_concurrency: 32", f"max_concurrency: {concurrency}"))
+    report = validate_file(path, engine_dir=TESTS / "data" / "engines" / "qwen3-8b-424")  # max_batch_size 16
+    found = [d for d in report.diagnostics if d.code == "grps-server-concurrency"]
+    assert report.valid()
+    assert [d.severity for d in found] == ([severity] if severity else [])
+    if found:
+        assert found[0].line == 7 and found[0].path == "max_concurrency"

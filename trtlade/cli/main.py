@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from trtlade import __version__
-from trtlade.cli import bench, build, config, engine_bench, serve, spec, tune, validate
+from trtlade.cli import bench, build, config, engine_bench, export, serve, spec, tune, validate
 
 app = typer.Typer(
     name="trtlade",
@@ -31,7 +31,7 @@ def _root(
     """trtlade: build, serve, validate and benchmark Lookahead decoding deployments."""
 
 
-for _module in (build, serve, bench, tune, validate, spec, config, engine_bench):
+for _module in (build, serve, bench, tune, validate, spec, config, engine_bench, export):
     _module.register(app)
 
 

@@ -111,6 +111,8 @@ def _ok_text(report) -> Text:
     elif report.kind == "grps":
         specs = [f"({m['spec']})" if m["spec"] else "no lookahead" for m in report.details.get("models", [])]
         what = f"grps_trtllm config, {', '.join(specs) or 'no model'}"
+    elif report.kind == "grps-server":
+        what = f"grps server config, max_concurrency {report.details.get('max_concurrency')}"
     else:
         what = "checked"
     text = Text()

@@ -22,13 +22,14 @@ from typing import Any, Iterable, Literal
 
 from trtlade.config.checks import check_trtlade
 from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
+from trtlade.config.grps_server import check_grps_server, is_grps_server_config
 from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
 from trtlade.config.schema import TrtladeConfig
 from trtlade.diagnostics import Diagnostic, count_by_severity, sort_diagnostics
 
 __all__ = ["ConfigKind", "FileReport", "CONFIG_SUFFIXES", "classify", "validate_file", "expand_inputs"]
 
-ConfigKind = Literal["trtlade", "grps"]
+ConfigKind = Literal["trtlade", "grps", "grps-server"]
 CONFIG_SUFFIXES = (".yml", ".yaml")
 _TOP_KEYS = tuple(TrtladeConfig.model_fields)
 _GLOB_CHARS = set("*?[")
@@ -63,6 +64,8 @@ def classify(data: Any) -> ConfigKind | None:
     (or a key close to one, so a misspelt section still gets its did-you-mean), else None."""
     if is_grps_config(data) or (isinstance(data, dict) and isinstance(data.get("models"), list)):
         return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet
+    if is_grps_server_config(data):
+        return "grps-server"  # grps's server.yml, beside the inference ymls in its conf/
     if not isinstance(data, dict):
         return None
     for key in data:
@@ -87,6 +90,10 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
     kind = classify(doc.data)
     if kind == "grps":
         return _validate_grps(doc, engine_dir)
+    if kind == "grps-server":
+        found = check_grps_server(doc, engine_dir=engine_dir)
+        return FileReport(doc.file, "grps-server", tuple(sort_diagnostics(found)),
+                          {"max_concurrency": doc.data.get("max_concurrency")})
     if kind == "trtlade":
         return _validate_trtlade(doc, engine_dir)
     keys = ", ".join(repr(k) for k in list(doc.data)[:5])

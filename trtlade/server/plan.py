@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
 
-from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
+from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import TrtladeError
 from trtlade.config.schema import TrtladeConfig
 from trtlade.spec import LookaheadSpec

@@ -1,0 +1,84 @@
+"""trtlade export: a grps_trtllm inference yml from a bundle, checked by validate-config's own grps
+checks against the bundle's engine (round trip), and every refusal (no bundle, not a TensorRT-LLM
+bundle, an existing output) with nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trtlade.cli.main import app
+from trtlade.config.validate import validate_file
+
+ENGINES = Path(__file__).resolve().parent / "data" / "engines"
+
+
+def make_bundle(root: Path, engine: str = "qwen3-8b-424", spec: str = "4,2,4", with_engine: bool = True,
+                extra: str = "") -> Path:
+    """A bundle as `trtlade build` leaves it (engine config only: no weights are needed to export)."""
+    root.mkdir(parents=True)
+    if with_engine:
+        shutil.copytree(ENGINES / engine, root / "engine")
+    (root / "trtlade.yml").write_text(f"model:\n  path: /models/Qwen3-8B\nlookahead:\n  spec: {spec}\n{extra}")
+    (root / "trtlade-manifest.json").write_text(json.dumps({"format": 1, "backend": "trtllm"}))
+    return root
+
+
+def export(*args: str):
+    return CliRunner().invoke(app, ["export", *args])
+
+
+def test_grps_export_round_trips_through_validate_config(tmp_path):
+    bundle = make_bundle(tmp_path / "qwen3")
+    out = tmp_path / "conf" / "inference.yml"
+    result = export("grps", str(bundle), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(out.read_text())
+    args = data["models"][0]["inferer_args"]
+    assert args["lookahead_decoding"] == {"window_size": 4, "ngram_size": 2, "verification_set_size": 4}
+    assert args["gpt_model_path"] == f"{bundle.resolve()}/engine/" and args["tokenizer_path"] == "/models/Qwen3-8B/"
+    assert args["gpt_model_type"] == "inflight_fused_batching"
+    report = validate_file(out, engine_dir=bundle / "engine")
+    assert report.kind == "grps" and report.valid(), [d.format_text() for d in report.diagnostics]
+    assert report.details["models"][0]["spec"] == "4,2,4"
+    assert "no per-request" in out.read_text()
+
+
+def test_grps_export_paths_as_the_grps_machine_sees_them_and_the_schedule_note(tmp_path):
+    extra = "  schedule:\n  - {up_to: 2, spec: '4,2,4'}\n  - {spec: '1,1,0'}\n"
+    bundle = make_bundle(tmp_path / "b", extra=extra)
+    out = tmp_path / "inference.yml"
+    assert export("grps", str(bundle), "--out", str(out), "--bundle-path", "/srv/b", "--tokenizer", "/srv/tok"
+                  ).exit_code == 0
+    args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
+    assert args["gpt_model_path"] == "/srv/b/engine/" and args["tokenizer_path"] == "/srv/tok/"
+    assert "does not apply under grps" in out.read_text()
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("missing", "no such folder"),
+    ("not-a-bundle", "no trtlade-manifest.json"),
+    ("reference", "holds no TensorRT-LLM engine"),
+    ("exists", "exists"),
+])
+def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
+    bundle = tmp_path / "b"
+    if case == "not-a-bundle":
+        bundle.mkdir()
+    elif case == "reference":
+        make_bundle(bundle, with_engine=False)
+    elif case == "exists":
+        make_bundle(bundle)
+    out = tmp_path / "inference.yml"
+    if case == "exists":
+        out.write_text("mine\n")
+    result = export("grps", str(bundle), "--out", str(out))
+    assert result.exit_code == 1 and fragment in result.output and "Traceback" not in result.output
+    assert "hint:" in result.output
+    assert (out.read_text() == "mine\n") if case == "exists" else not out.exists()
+    assert not list(tmp_path.glob(".*partial"))

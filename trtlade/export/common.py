@@ -1,0 +1,99 @@
+"""What every export shares: the bundle read once (config, engine, tokenizer), and outputs written
+whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from trtlade.bundle import Bundle, BundleError, open_bundle
+from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
+from trtlade.config.schema import TrtladeConfig
+from trtlade.errors import TrtladeError
+from trtlade.trtllm.engine_config import EngineConfig, EngineConfigError, read_engine_config
+
+__all__ = ["ExportError", "ExportSource", "read_source", "write_file", "write_tree"]
+
+
+class ExportError(TrtladeError):
+    """An export refused: message, hint, where (the bundle, the output or the flag)."""
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """A TensorRT-LLM bundle as an export needs it. ``root``: the bundle folder as the target sees it
+    (``--bundle-path``; default: this machine's absolute path)."""
+
+    bundle: Bundle
+    config: TrtladeConfig
+    engine: EngineConfig
+    root: Path
+    tokenizer: Path
+
+    @property
+    def engine_dir(self) -> Path:
+        return self.root / self.bundle.engine_dir.name
+
+
+def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[Path] = None) -> ExportSource:
+    """Open ``path`` as a TensorRT-LLM bundle with its config and engine config, or refuse saying why."""
+    try:
+        bundle = open_bundle(path, need_engine=True)
+    except BundleError as exc:
+        raise ExportError(exc.message, exc.hint, where=str(path)) from None
+    try:
+        loaded = load_config(bundle.config_file)
+    except (ConfigError, ConfigLoadError, OSError) as exc:
+        raise ExportError(f"{bundle.config_file} is not a valid trtlade config: {exc}",
+                          f"check it with `trtlade validate-config {bundle.root}`", where=str(path)) from None
+    try:
+        engine = read_engine_config(bundle.engine_dir)
+    except EngineConfigError as exc:
+        raise ExportError(f"cannot read the bundle's engine: {exc}", "rebuild the bundle", where=str(path)) from None
+    model = loaded.config.model
+    tok = tokenizer or (loaded.resolve(model.tokenizer) if model.tokenizer else None) or \
+        (loaded.resolve(model.path) if model.path else None)
+    if tok is None:
+        raise ExportError("the bundle's config names no tokenizer folder (model.tokenizer or model.path)",
+                          "pass --tokenizer PATH: the Hugging Face folder the engine was built from, as the "
+                          "server will see it", where=str(path))
+    return ExportSource(bundle, loaded.config, engine, (root or path.resolve()), Path(tok))
+
+
+def _refuse_existing(out: Path, force: bool) -> None:
+    if out.exists() and not force:
+        raise ExportError(f"{out} exists", "pass --force to replace it, or choose another --out", where="--out")
+
+
+def write_file(out: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``out`` through a temporary file (never half-written); refuse to replace an
+    existing file without ``force``."""
+    _refuse_existing(out, force)
+    if out.is_dir():
+        raise ExportError(f"{out} is a directory", "give a file path to --out", where="--out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+
+
+def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
+    """Write ``files`` (relative path -> text) as the folder ``out``, built aside and moved into
+    place; refuse to replace an existing ``out`` without ``force``."""
+    _refuse_existing(out, force)
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        for rel, text in files.items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
