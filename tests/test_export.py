@@ -82,3 +82,50 @@ def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
     assert "hint:" in result.output
     assert (out.read_text() == "mine\n") if case == "exists" else not out.exists()
     assert not list(tmp_path.glob(".*partial"))
+
+
+# ------------------------------------------------------------------------------------ Kubernetes
+def _validated(folder: Path) -> dict[str, dict]:
+    """Every manifest, checked against the Kubernetes schemas (offline, strict: no unknown fields)."""
+    import kubernetes_validate
+
+    docs = {}
+    for path in sorted(folder.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        kubernetes_validate.validate(doc, "1.30", strict=True)  # raises on any schema violation
+        docs[path.name] = doc
+    return docs
+
+
+def test_k8s_export_of_a_multi_gpu_bundle_passes_the_kubernetes_schemas(tmp_path):
+    bundle = make_bundle(tmp_path / "qwen3", engine="qwen3-8b-424-tp2")
+    out = tmp_path / "k8s"
+    result = export("k8s", str(bundle), "--out", str(out), "--name", "qwen3", "--tokenizer", "/bundle/tokenizer",
+                    "--hpa-max-replicas", "4", "--replicas", "2")
+    assert result.exit_code == 0, result.output
+    docs = _validated(out)
+    assert set(docs) == {"configmap.yml", "deployment.yml", "service.yml", "hpa.yml"}
+    pod = docs["deployment.yml"]["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    assert main["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert main["command"][:3] == ["mpirun", "-n", "2"] and "serve" in main["command"]
+    assert main["readinessProbe"]["httpGet"]["path"] == "/health" and main["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtlade.yml",
+                                                  "--engine-dir", "/bundle/engine"]
+    assert docs["deployment.yml"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert docs["hpa.yml"]["spec"]["maxReplicas"] == 4
+    config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
+    assert config["build"]["engine_dir"] == "/bundle/engine" and config["lookahead"]["spec"] == "4,2,4"
+    assert config["model"]["tokenizer"] == "/bundle/tokenizer" and config["serve"]["host"] == "0.0.0.0"
+
+
+def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
+    out = tmp_path / "k8s"
+    assert export("k8s", "configs/smollm2-cpu.yml", "--out", str(out)).exit_code == 0
+    docs = _validated(out)
+    main = docs["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    assert "resources" not in main and main["command"][:2] == ["trtlade", "serve"]
+    config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
+    assert config["lookahead"]["schedule"][0] == {"up_to": 1, "spec": "2,3,2"}  # the tuned schedule travels
+    again = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out))
+    assert again.exit_code == 1 and "exists" in again.output

@@ -44,3 +44,66 @@ def grps(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
+
+
+@export_app.command("k8s")
+def k8s(
+    source: Path = typer.Argument(..., help="A TensorRT-LLM bundle made by `trtlade build`, or a trtlade config "
+                                  "file (the reference engine: no GPU)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The folder to write the manifests into."),
+    name: str = typer.Option("trtlade", "--name", help="Name of the Deployment, Service and ConfigMap."),
+    image: Optional[str] = typer.Option(None, "--image", help="Container image with trtlade (and TensorRT-LLM for "
+                                        "a bundle). Default: trtlade:<version>."),
+    pvc: str = typer.Option("trtlade-bundles", "--pvc", help="PersistentVolumeClaim holding the bundle."),
+    bundle_subpath: str = typer.Option("", "--bundle-subpath", help="The bundle's folder inside the claim."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="The tokenizer folder as the pod sees it "
+                                            "(default: the config's model.tokenizer / model.path)."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Replicas of the same engine."),
+    hpa_max_replicas: Optional[int] = typer.Option(None, "--hpa-max-replicas", min=1, help="Also write a "
+                                                   "HorizontalPodAutoscaler on queue depth, up to this many."),
+    queue_target: int = typer.Option(4, "--queue-target", min=1, help="Queued requests per pod the HPA aims at."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
+) -> None:
+    """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
+    validate-config against the mounted engine, /health probes, nvidia.com/gpu = tp*pp, mpirun when
+    tp*pp > 1, Prometheus scrape of /metrics), Service, ConfigMap with the config, optional HPA."""
+    from trtlade.bundle import is_bundle
+    from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml, validate_trtlade
+    from trtlade.export.common import ExportError, read_source, write_tree
+    from trtlade.export.k8s import K8sOptions, config_data, manifests
+
+    if hpa_max_replicas is not None and hpa_max_replicas < replicas:
+        fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
+             hint="the autoscaler's maximum must be at least the starting replicas")
+    opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target)
+    try:
+        if source.is_dir() or is_bundle(source):
+            src = read_source(source, tokenizer=Path(tokenizer) if tokenizer else None)
+            config, world, has_engine = config_data(src.bundle.config_file), src.engine.world_size, True
+        elif source.is_file():
+            try:
+                load_config(source)
+            except (ConfigError, ConfigLoadError) as exc:
+                raise ExportError(f"{source} is not a valid trtlade config:\n{exc}",
+                                  f"check it with `trtlade validate-config {source}`", where=str(source)) from None
+            config, world, has_engine = config_data(source), 1, False
+        else:
+            raise ExportError(f"{source}: no such bundle or config", "give a bundle folder or a trtlade config file",
+                              where=str(source))
+        files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
+        pod_config = yaml_of(files["configmap.yml"])["data"]["trtlade.yml"]
+        checked, errors = validate_trtlade(parse_yaml(pod_config, "configmap.yml:trtlade.yml"))
+        if checked is None:
+            raise ExportError("the pod's config would not be valid: " + "; ".join(d.message for d in errors[:3]),
+                              "fix the source config", where=str(source))
+        write_tree(out, files, force=force)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
+    err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
+                      markup=False, highlight=False)
+
+
+def yaml_of(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)

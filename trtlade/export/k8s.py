@@ -1,0 +1,148 @@
+"""``trtlade export k8s``: plain Kubernetes manifests that serve a bundle (or a config) with
+``trtlade serve``, scaled by replicas of the same engine.
+
+Written (one file each): ``configmap.yml`` (the trtlade config, rewritten for the pod's paths),
+``deployment.yml``, ``service.yml``, and with ``--hpa-max-replicas`` ``hpa.yml``. The Deployment:
+
+- mounts the bundle read-only from a PersistentVolumeClaim at ``/bundle`` and the config at
+  ``/etc/trtlade``;
+- runs an init container ``trtlade validate-config /etc/trtlade/trtlade.yml --engine-dir
+  /bundle/engine``: a pod whose engine does not match the config never starts serving;
+- runs ``trtlade serve --config /etc/trtlade/trtlade.yml`` (under ``mpirun -n tp*pp`` when the
+  engine spans several GPUs), asking ``nvidia.com/gpu: tp*pp``;
+- has readiness and liveness probes on ``/health`` and Prometheus scrape annotations for ``/metrics``.
+
+The HorizontalPodAutoscaler scales on ``trtlade_requests_queued`` per pod (a Pods metric: it needs
+a metrics adapter, e.g. prometheus-adapter, exposing it). Every manifest is checked against the
+Kubernetes schemas in the tests (``kubernetes-validate``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from trtlade import __version__
+from trtlade.bundle import ENGINE_DIR
+
+__all__ = ["K8sOptions", "manifests"]
+
+BUNDLE_MOUNT = "/bundle"
+CONFIG_MOUNT = "/etc/trtlade"
+PORT = 8000
+
+
+class K8sOptions:
+    """What the user chooses: names, image, the claim holding the bundle, replicas, autoscaling."""
+
+    def __init__(self, name: str, image: Optional[str] = None, pvc: str = "trtlade-bundles",
+                 bundle_subpath: str = "", tokenizer: Optional[str] = None, replicas: int = 1,
+                 hpa_max_replicas: Optional[int] = None, queue_target: int = 4) -> None:
+        self.name = name
+        self.image = image or f"trtlade:{__version__}"
+        self.pvc = pvc
+        self.bundle_subpath = bundle_subpath
+        self.tokenizer = tokenizer
+        self.replicas = replicas
+        self.hpa_max_replicas = hpa_max_replicas
+        self.queue_target = queue_target
+
+
+def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> dict[str, Any]:
+    """The trtlade config as the pod sees it: engine and tokenizer under the mounts, serving on 0.0.0.0."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+    serve = out.setdefault("serve", {})
+    serve["host"], serve["port"] = "0.0.0.0", PORT
+    if has_engine:
+        out.setdefault("build", {})["engine_dir"] = f"{BUNDLE_MOUNT}/{ENGINE_DIR}"
+        serve["engine"] = "trtllm"
+    model = out.setdefault("model", {})
+    if opts.tokenizer:
+        model["tokenizer"] = opts.tokenizer
+    return out
+
+
+def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts: K8sOptions) -> dict[str, str]:
+    """The manifest files (name -> YAML text) for a config (as data) and its engine's world size."""
+    labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
+    cm_name = f"{opts.name}-config"
+    serve = ["trtlade", "serve", "--config", f"{CONFIG_MOUNT}/trtlade.yml"]
+    if world_size > 1:
+        serve = ["mpirun", "-n", str(world_size), "--allow-run-as-root", *serve]
+    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/trtlade.yml"]
+    if has_engine:
+        check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
+    mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+              {"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
+               **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}]
+    resources = {"limits": {"nvidia.com/gpu": world_size}} if has_engine else {}
+    probe = {"httpGet": {"path": "/health", "port": "http"}}
+    container = {
+        "name": "trtlade", "image": opts.image, "command": serve,
+        "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": mounts,
+        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3},
+        "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 90},  # up to 15 min to load
+        **({"resources": resources} if resources else {}),
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": opts.name, "labels": labels},
+        "spec": {
+            "replicas": opts.replicas, "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}},
+                "spec": {
+                    "initContainers": [{"name": "validate-config", "image": opts.image, "command": check,
+                                        "volumeMounts": mounts}],
+                    "containers": [container],
+                    "terminationGracePeriodSeconds": 60,
+                    "volumes": [{"name": "config", "configMap": {"name": cm_name}},
+                                {"name": "bundle", "persistentVolumeClaim": {"claimName": opts.pvc,
+                                                                             "readOnly": True}}],
+                },
+            },
+        },
+    }
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": opts.name, "labels": labels, "annotations": {
+                   "prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}},
+               "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm_name, "labels": labels},
+                 "data": {"trtlade.yml": yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}}
+    files = {"configmap.yml": configmap, "deployment.yml": deployment, "service.yml": service}
+    if opts.hpa_max_replicas:
+        files["hpa.yml"] = {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": opts.name, "labels": labels},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": opts.name},
+                     "minReplicas": opts.replicas, "maxReplicas": opts.hpa_max_replicas,
+                     "metrics": [{"type": "Pods", "pods": {
+                         "metric": {"name": "trtlade_requests_queued"},
+                         "target": {"type": "AverageValue", "averageValue": str(opts.queue_target)}}}]}}
+    header = (f"# written by `trtlade export k8s` (trtlade {__version__}); serve command: {shlex.join(serve)}\n")
+    return {name: header + yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False) for name, doc in files.items()}
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """No anchors and aliases: every manifest reads as written (shared dicts are repeated)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _block_strings(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """Multi-line strings (the ConfigMap's config) as literal blocks, readable as the file they hold."""
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_PlainDumper.add_representer(str, _block_strings)
+
+
+def config_data(path: Path) -> dict[str, Any]:
+    """A trtlade config file as plain data (validated by the caller)."""
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
