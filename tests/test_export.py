@@ -129,3 +129,62 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     assert config["lookahead"]["schedule"][0] == {"up_to": 1, "spec": "2,3,2"}  # the tuned schedule travels
     again = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out))
     assert again.exit_code == 1 and "exists" in again.output
+
+
+# ------------------------------------------------------------------------------------ Triton
+def _engine_version(bundle: Path, version: str) -> None:
+    path = bundle / "engine" / "config.json"
+    data = json.loads(path.read_text())
+    data["version"] = version
+    path.write_text(json.dumps(data))
+
+
+def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, "0.19.0")
+    out = tmp_path / "repo"
+    result = export("triton", str(bundle), "--out", str(out), "--bundle-path", "/models/b")
+    assert result.exit_code == 0, result.output
+    configs = {p.parent.name: text_format.Parse(p.read_text(), model_config_pb2.ModelConfig())
+               for p in out.glob("*/config.pbtxt")}
+    assert set(configs) == {"preprocessing", "tensorrt_llm", "postprocessing", "ensemble"}
+    assert all((out / name / "1").is_dir() for name in configs)
+    trt = configs["tensorrt_llm"]
+    params = {k: v.string_value for k, v in trt.parameters.items()}
+    assert trt.backend == "tensorrtllm" and trt.max_batch_size == 16 and trt.model_transaction_policy.decoupled
+    assert params["gpt_model_path"] == "/models/b/engine" and params["gpt_model_type"] == "inflight_fused_batching"
+    assert params["max_beam_width"] == "1" and params["decoding_mode"] == "lookahead"
+    assert [params[k] for k in ("lookahead_window_size", "lookahead_ngram_size",
+                                "lookahead_verification_set_size")] == ["4", "2", "4"]
+    per_request = {i.name: i for i in trt.input if i.name.startswith("lookahead_")}
+    assert len(per_request) == 3 and all(i.optional and i.data_type == model_config_pb2.TYPE_INT32
+                                         and list(i.dims) == [1] for i in per_request.values())
+    assert configs["preprocessing"].parameters["tokenizer_dir"].string_value == "/models/Qwen3-8B"
+    steps = configs["ensemble"].ensemble_scheduling.step
+    assert [s.model_name for s in steps] == ["preprocessing", "tensorrt_llm", "postprocessing"]
+    produced = {v for s in steps for v in s.output_map.values()}
+    consumed = {v for s in steps for v in s.input_map.values()}
+    ensemble_inputs = {i.name for i in configs["ensemble"].input}
+    assert consumed <= produced | ensemble_inputs  # every step input is wired
+    assert steps[1].input_map["lookahead_window_size"] == "lookahead_window_size"
+
+
+def test_triton_export_refuses_engines_older_than_0_19(tmp_path):
+    bundle = make_bundle(tmp_path / "b")  # the test engines say 0.16.0
+    out = tmp_path / "repo"
+    result = export("triton", str(bundle), "--out", str(out))
+    assert result.exit_code == 1 and "TensorRT-LLM 0.16.0" in result.output and "0.19.0" in result.output
+    assert not out.exists() and not list(tmp_path.glob(".*partial"))
+
+
+def test_validate_config_on_a_bundle_folder_checks_its_config_against_its_engine(tmp_path):
+    bundle = make_bundle(tmp_path / "bundles" / "qwen3", extra="build:\n  engine_dir: engine\n")
+    (bundle / "extra_llm_api_options.yml").write_text("speculative_config: {decoding_type: Lookahead}\n")
+    for args in ([str(bundle)], [str(tmp_path / "bundles"), "--recursive"]):
+        result = CliRunner().invoke(app, ["validate-config", *args])
+        assert result.exit_code == 0, result.output
+        assert "1 file checked" in result.output and "trtlade.yml" in result.output
+        assert "engine" in result.output and "no engine checked" not in result.output

@@ -11,7 +11,7 @@ from trtlade.cli.common import err_console, fail
 
 export_app = typer.Typer(
     name="export",
-    help="Write a bundle's settings for another serving stack (grps_trtllm), from the one bundle.",
+    help="Write a bundle's settings for the stacks users run (grps_trtllm, Triton, Kubernetes), from the one bundle.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -44,6 +44,31 @@ def grps(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
+
+
+@export_app.command("triton")
+def triton(
+    bundle: Path = typer.Argument(..., help="A TensorRT-LLM bundle made by `trtlade build` (TensorRT-LLM >= 0.19)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The model repository folder to write."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="The tokenizer folder as Triton will see it "
+                                             "(default: the bundle config's model.tokenizer or model.path)."),
+    bundle_path: Optional[Path] = typer.Option(None, "--bundle-path", help="Where the bundle is on the Triton "
+                                               "machine (default: its absolute path here)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
+) -> None:
+    """Triton's inflight_batcher_llm model repository (preprocessing, tensorrt_llm, postprocessing,
+    ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's ModelConfig."""
+    from trtlade.export.common import ExportError, read_source, write_tree
+    from trtlade.export.triton import model_repository
+
+    try:
+        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer)
+        write_tree(out, model_repository(src), force=force)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
+    err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
+                      "models' model.py from tensorrtllm_backend's all_models/inflight_batcher_llm, then: "
+                      f"tritonserver --model-repository {out}", markup=False, highlight=False)
 
 
 @export_app.command("k8s")

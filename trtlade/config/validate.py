@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from trtlade.config.checks import check_trtlade
+from trtlade.bundle import Bundle, is_bundle
 from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
 from trtlade.config.grps_server import check_grps_server, is_grps_server_config
 from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
@@ -180,10 +181,21 @@ def expand_inputs(inputs: Iterable[str], *, recursive: bool = False) -> tuple[li
 
 
 def _configs_in(directory: Path, recursive: bool) -> list[Path]:
+    """The config files of a folder; a bundle folder gives its trtlade.yml only (its other YAML,
+    extra_llm_api_options.yml, is trtllm-serve's, not a config to check), inside a tree too."""
+    if is_bundle(directory):
+        return [Bundle(directory).config_file]
     if recursive:
-        files = [Path(root) / name for root, dirs, names in os.walk(directory)
-                 for name in names if name.lower().endswith(CONFIG_SUFFIXES)
-                 if not any(part.startswith(".") for part in Path(root).relative_to(directory).parts)]
+        files = []
+        for root, dirs, names in os.walk(directory):
+            here = Path(root)
+            if any(part.startswith(".") for part in here.relative_to(directory).parts):
+                continue
+            if here != directory and is_bundle(here):
+                files.append(Bundle(here).config_file)
+                dirs.clear()
+                continue
+            files += [here / name for name in names if name.lower().endswith(CONFIG_SUFFIXES)]
     else:
         files = [p for p in directory.iterdir() if p.is_file() and p.name.lower().endswith(CONFIG_SUFFIXES)]
     return sorted(files)

@@ -1,0 +1,219 @@
+"""``trtlade export triton``: the ``inflight_batcher_llm`` model repository of Triton's TensorRT-LLM
+backend, its ``config.pbtxt`` files filled from a bundle.
+
+Layout written::
+
+    <out>/
+      preprocessing/config.pbtxt    python backend: tokenize (tokenizer_dir = the bundle's tokenizer)
+      preprocessing/1/
+      tensorrt_llm/config.pbtxt     tensorrtllm backend: the engine, batch size, beam width 1, in-flight
+      tensorrt_llm/1/               fused batching, KV cache, decoding_mode lookahead with (W,N,G)
+      postprocessing/config.pbtxt   python backend: detokenize
+      postprocessing/1/
+      ensemble/config.pbtxt         text_input -> preprocessing -> tensorrt_llm -> postprocessing -> text_output
+      ensemble/1/
+
+The lookahead keys are those of tensorrtllm_backend from v0.19.0 on (also TensorRT-LLM's
+``triton_backend/`` since v0.20): ``decoding_mode: lookahead`` and the parameters
+``lookahead_window_size``, ``lookahead_ngram_size``, ``lookahead_verification_set_size``, plus optional
+per-request INT32 [1] inputs of the same names (a request's (w,n,g), at most the engine's). Engines
+built with TensorRT-LLM below 0.19 are refused: their backend has no lookahead keys. The python
+models' ``model.py`` files come from the same tensorrtllm_backend tag (``all_models/
+inflight_batcher_llm/{preprocessing,postprocessing}/1/model.py``); trtlade writes the configs only.
+
+Every config is built as Triton's own ``ModelConfig`` protobuf (shipped by ``tritonclient``),
+written in protobuf text format and parsed back before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from trtlade.export.common import ExportError, ExportSource
+
+__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "model_repository", "parse_config"]
+
+#: The first TensorRT-LLM (and tensorrtllm_backend) release whose Triton backend reads lookahead.
+MIN_TRTLLM = (0, 19)
+LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+
+
+def _pb() -> Any:
+    try:
+        from tritonclient.grpc import model_config_pb2
+    except ImportError:
+        raise ExportError("the Triton export needs the `tritonclient` package (its ModelConfig protobuf checks "
+                          "every config.pbtxt)", "pip install 'trtlade[triton]'") from None
+    return model_config_pb2
+
+
+def _version(text: Optional[str]) -> tuple[int, ...]:
+    parts = []
+    for item in (text or "").split("."):
+        digits = "".join(ch for ch in item if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _tensor(pb: Any, cls: Any, name: str, dtype: str, dims: list[int], **extra: Any) -> Any:
+    item = cls(name=name, data_type=pb.DataType.Value(dtype), dims=dims)
+    for key, value in extra.items():
+        if key == "reshape":
+            item.reshape.shape.extend(value)
+        else:
+            setattr(item, key, value)
+    return item
+
+
+def _params(config: Any, values: dict[str, str]) -> None:
+    for key, value in values.items():
+        config.parameters[key].string_value = value
+
+
+def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
+    spec, engine = src.config.lookahead.spec, src.engine
+    c = pb.ModelConfig(name="tensorrt_llm", backend="tensorrtllm", max_batch_size=engine.max_batch_size)
+    c.model_transaction_policy.decoupled = True  # streaming: one response per step
+    c.dynamic_batching.SetInParent()
+    In = pb.ModelInput
+    c.input.extend([
+        _tensor(pb, In, "input_ids", "TYPE_INT32", [-1], allow_ragged_batch=True),
+        _tensor(pb, In, "input_lengths", "TYPE_INT32", [1], reshape=[]),
+        _tensor(pb, In, "request_output_len", "TYPE_INT32", [1], reshape=[]),
+        _tensor(pb, In, "end_id", "TYPE_INT32", [1], reshape=[], optional=True),
+        _tensor(pb, In, "pad_id", "TYPE_INT32", [1], reshape=[], optional=True),
+        _tensor(pb, In, "stop_words_list", "TYPE_INT32", [2, -1], optional=True, allow_ragged_batch=True),
+        _tensor(pb, In, "bad_words_list", "TYPE_INT32", [2, -1], optional=True, allow_ragged_batch=True),
+        _tensor(pb, In, "streaming", "TYPE_BOOL", [1], optional=True),
+        *(_tensor(pb, In, key, "TYPE_INT32", [1], reshape=[], optional=True) for key in LOOKAHEAD_KEYS),
+    ])
+    Out = pb.ModelOutput
+    c.output.extend([_tensor(pb, Out, "output_ids", "TYPE_INT32", [-1, -1]),
+                     _tensor(pb, Out, "sequence_length", "TYPE_INT32", [-1])])
+    c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    params = {
+        "gpt_model_type": "inflight_fused_batching",
+        "gpt_model_path": str(src.engine_dir),
+        "max_beam_width": "1",
+        "batch_scheduler_policy": "guaranteed_no_evict",
+        "kv_cache_free_gpu_mem_fraction": str(src.config.serve.kv_cache_free_gpu_memory_fraction or 0.9),
+        "exclude_input_in_output": "true",
+        "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
+        "executor_worker_path": "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
+    }
+    if not spec.is_autoregressive:
+        params["decoding_mode"] = "lookahead"
+        params.update(zip(LOOKAHEAD_KEYS, map(str, spec.as_tuple())))
+    _params(c, params)
+    return c
+
+
+def _preprocessing(pb: Any, src: ExportSource) -> Any:
+    c = pb.ModelConfig(name="preprocessing", backend="python", max_batch_size=src.engine.max_batch_size)
+    In, Out = pb.ModelInput, pb.ModelOutput
+    c.input.extend([
+        _tensor(pb, In, "QUERY", "TYPE_STRING", [1]),
+        _tensor(pb, In, "REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
+        _tensor(pb, In, "BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        _tensor(pb, In, "STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        _tensor(pb, In, "END_ID", "TYPE_INT32", [1], optional=True),
+        _tensor(pb, In, "PAD_ID", "TYPE_INT32", [1], optional=True),
+    ])
+    c.output.extend([
+        _tensor(pb, Out, "INPUT_ID", "TYPE_INT32", [-1]),
+        _tensor(pb, Out, "REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
+        _tensor(pb, Out, "BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        _tensor(pb, Out, "STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        _tensor(pb, Out, "REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
+        _tensor(pb, Out, "OUT_END_ID", "TYPE_INT32", [1]),
+        _tensor(pb, Out, "OUT_PAD_ID", "TYPE_INT32", [1]),
+    ])
+    c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    _params(c, {"tokenizer_dir": str(src.tokenizer), "add_special_tokens": "true"})
+    return c
+
+
+def _postprocessing(pb: Any, src: ExportSource) -> Any:
+    c = pb.ModelConfig(name="postprocessing", backend="python", max_batch_size=src.engine.max_batch_size)
+    In, Out = pb.ModelInput, pb.ModelOutput
+    c.input.extend([_tensor(pb, In, "TOKENS_BATCH", "TYPE_INT32", [-1, -1]),
+                    _tensor(pb, In, "SEQUENCE_LENGTH", "TYPE_INT32", [-1])])
+    c.output.extend([_tensor(pb, Out, "OUTPUT", "TYPE_STRING", [-1])])
+    c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    _params(c, {"tokenizer_dir": str(src.tokenizer), "skip_special_tokens": "true"})
+    return c
+
+
+def _ensemble(pb: Any, src: ExportSource) -> Any:
+    c = pb.ModelConfig(name="ensemble", platform="ensemble", max_batch_size=src.engine.max_batch_size)
+    In, Out = pb.ModelInput, pb.ModelOutput
+    c.input.extend([
+        _tensor(pb, In, "text_input", "TYPE_STRING", [1]),
+        _tensor(pb, In, "max_tokens", "TYPE_INT32", [1]),
+        _tensor(pb, In, "bad_words", "TYPE_STRING", [-1], optional=True),
+        _tensor(pb, In, "stop_words", "TYPE_STRING", [-1], optional=True),
+        _tensor(pb, In, "end_id", "TYPE_INT32", [1], optional=True),
+        _tensor(pb, In, "pad_id", "TYPE_INT32", [1], optional=True),
+        _tensor(pb, In, "stream", "TYPE_BOOL", [1], optional=True),
+        *(_tensor(pb, In, key, "TYPE_INT32", [1], optional=True) for key in LOOKAHEAD_KEYS),
+    ])
+    c.output.extend([_tensor(pb, Out, "text_output", "TYPE_STRING", [-1])])
+    steps = [
+        ("preprocessing", {"QUERY": "text_input", "REQUEST_OUTPUT_LEN": "max_tokens", "BAD_WORDS_DICT": "bad_words",
+                           "STOP_WORDS_DICT": "stop_words", "END_ID": "end_id", "PAD_ID": "pad_id"},
+         {"INPUT_ID": "_INPUT_ID", "REQUEST_INPUT_LEN": "_REQUEST_INPUT_LEN", "REQUEST_OUTPUT_LEN": "_REQUEST_OUTPUT_LEN",
+          "BAD_WORDS_IDS": "_BAD_WORDS_IDS", "STOP_WORDS_IDS": "_STOP_WORDS_IDS", "OUT_END_ID": "_END_ID",
+          "OUT_PAD_ID": "_PAD_ID"}),
+        ("tensorrt_llm", {"input_ids": "_INPUT_ID", "input_lengths": "_REQUEST_INPUT_LEN",
+                          "request_output_len": "_REQUEST_OUTPUT_LEN", "end_id": "_END_ID", "pad_id": "_PAD_ID",
+                          "stop_words_list": "_STOP_WORDS_IDS", "bad_words_list": "_BAD_WORDS_IDS",
+                          "streaming": "stream", **{key: key for key in LOOKAHEAD_KEYS}},
+         {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"}),
+        ("postprocessing", {"TOKENS_BATCH": "_TOKENS_BATCH", "SEQUENCE_LENGTH": "_SEQUENCE_LENGTH"},
+         {"OUTPUT": "text_output"}),
+    ]
+    for model, inputs, outputs in steps:
+        step = c.ensemble_scheduling.step.add(model_name=model, model_version=-1)
+        step.input_map.update(inputs)
+        step.output_map.update(outputs)
+    return c
+
+
+def parse_config(text: str) -> Any:
+    """A config.pbtxt parsed into Triton's ModelConfig (raises ExportError with the parser's message)."""
+    from google.protobuf import text_format
+
+    pb = _pb()
+    try:
+        return text_format.Parse(text, pb.ModelConfig())
+    except text_format.ParseError as exc:
+        raise ExportError(f"a config.pbtxt does not parse as Triton's ModelConfig: {exc}", "report this") from None
+
+
+def model_repository(src: ExportSource) -> dict[str, str]:
+    """The repository's files (relative path -> text), every config parsed back and checked."""
+    from google.protobuf import text_format
+
+    version = _version(src.engine.version)
+    if version[:2] < MIN_TRTLLM:
+        raise ExportError(
+            f"the bundle's engine was built with TensorRT-LLM {src.engine.version or 'unknown'}: Triton's "
+            f"TensorRT-LLM backend reads lookahead (decoding_mode lookahead, {', '.join(LOOKAHEAD_KEYS)}) only "
+            "from 0.19.0 on", "rebuild with TensorRT-LLM 0.19 to 1.2 and serve it with the matching Triton "
+            "release, or serve this engine with `trtlade serve` / grps (`trtlade export grps`)",
+            where=str(src.bundle.root))
+    pb = _pb()
+    header = (f"# written by `trtlade export triton` from the bundle {src.bundle.root}: engine {src.engine_dir}, "
+              f"lookahead ({src.config.lookahead.spec}); model.py files: tensorrtllm_backend "
+              "all_models/inflight_batcher_llm of the matching release\n")
+    files: dict[str, str] = {}
+    for build in (_preprocessing, _tensorrt_llm, _postprocessing, _ensemble):
+        config = build(pb, src)
+        text = header + text_format.MessageToString(config)
+        if parse_config(text) != config:
+            raise ExportError(f"{config.name}/config.pbtxt does not read back as written", "report this")
+        files[f"{config.name}/config.pbtxt"] = text
+        files[f"{config.name}/1/.keep"] = ""
+    return files
