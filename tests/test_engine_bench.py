@@ -46,21 +46,27 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     expected_engine = max_spec([LookaheadSpec(2, 2, 1), LookaheadSpec(4, 3, 4), DEFAULT_SPEC])
     assert res["dtype"] == "float32" and res["engine_spec"] == str(expected_engine)
     modes = {m["mode"]: m for m in res["modes"]}
-    assert list(modes) == ["greedy", "default", "fixed 2,2,1", "fixed 4,3,4"]
+    assert list(modes) == ["greedy", "default", "fixed 2,2,1", "fixed 4,3,4", "transformers generate",
+                           "transformers prompt lookup"]
     assert modes["default"]["spec"] == str(DEFAULT_SPEC) and modes["default"]["adaptive"]
     for m in modes.values():
-        assert m["identity_vs_greedy"] == 1.0  # fp32: every lookahead mode is token-identical
-        assert m["identical_prefix_share"] == 1.0
-        assert len(m["decode_s_per_repeat"]) == 2 and m["tokens_per_s"] > 0 and m["speedup_vs_greedy"] > 0
-        assert m["tokens"] == 24 and m["tokens_per_step"] >= 1.0
+        # fp32: every lookahead mode, and transformers' own greedy and prompt lookup, give greedy's tokens
+        assert m["identity_vs_greedy"] == 1.0 and m["identical_prefix_share"] == 1.0
+        assert len(m["total_s_per_repeat"]) == 2 and m["total_tokens_per_s"] > 0 and m["speedup_vs_generate"] > 0
+        assert m["tokens"] == 24
+    for name in ("greedy", "default", "fixed 2,2,1", "fixed 4,3,4"):
+        assert modes[name]["kind"] == "trtlade" and modes[name]["tokens_per_step"] >= 1.0
     assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
+    assert modes["transformers generate"]["speedup_vs_generate"] == 1.0
+    assert modes["transformers prompt lookup"]["kind"] == "transformers"
+    assert "vs transformers generate" in result.output
     assert [k["spec"] for k in res["keying"]] == ["2,2,1", "4,3,4"]
     assert "fixed 2,2,1" in result.output and "keying" in result.output and "Loading weights" not in result.output
 
 
 def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
     config = BenchConfig(model=str(tiny_folder), specs=(LookaheadSpec(7, 3, 7),), dtypes=("bfloat16",),
-                         max_tokens=8, prompts=str(prompts_file), repeats=1, threads=1, keying=False)
+                         max_tokens=8, prompts=str(prompts_file), repeats=1, threads=1, keying=False, baselines=False)
     result = run_engine_bench(config).to_dict()
     res = result["results"][0]
     assert res["dtype"] == "bfloat16" and res["keying"] == []

@@ -6,7 +6,12 @@ that all are admitted) and these modes run over the prompt suite:
 * ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against;
 * ``default`` -- the engine's default request spec with the adaptive shrink on (what a user gets
   without choosing anything);
-* one mode per ``--specs`` entry, fixed (adaptive off): what that (W,N,G) does by itself.
+* one mode per ``--specs`` entry, fixed (adaptive off): what that (W,N,G) does by itself;
+* with ``baselines`` (the default), what a user would otherwise run, on a separately loaded copy of
+  the model: ``transformers generate`` (greedy) and ``transformers prompt lookup``
+  (``prompt_lookup_num_tokens``), interleaved with the modes above. ``speedup_vs_generate`` compares
+  every mode's whole time (prefill included: ``generate`` does not split it) with ``generate``'s
+  on the same prompts in the same repeat; that is the speedup a user gets.
 
 Runs are interleaved (repeat r: every prompt, every mode in a rotated order), so a noisy machine
 slows all modes alike; per mode the suite's decode tokens/s of each repeat is computed and the
@@ -30,6 +35,8 @@ from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 __all__ = ["BenchConfig", "ModeResult", "DtypeResult", "BenchResult", "run_engine_bench", "max_spec"]
 
 DEFAULT_BENCH_SPECS = ("2,2,2", "4,2,4", "5,3,5", "7,7,7")
+GENERATE = "transformers generate"
+PROMPT_LOOKUP = "transformers prompt lookup"
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class BenchConfig:
     default_mode: bool = True
     engine_spec: Optional[LookaheadSpec] = None  # None: max of specs (and the default request spec)
     profile: bool = True  # per-step time breakdown (greedy and the default spec) on the first prompt
+    baselines: bool = True  # transformers generate greedy and prompt lookup, interleaved
+    prompt_lookup_tokens: int = 10
 
 
 @dataclass
@@ -54,11 +63,13 @@ class ModeResult:
     mode: str
     spec: str
     adaptive: bool
+    kind: str = "trtlade"  # or "transformers" (a baseline)
     tokens: int = 0  # per repeat (the same each repeat: greedy is deterministic)
     steps: int = 0
     rows: int = 0
     decode_s: list[float] = field(default_factory=list)  # suite decode time per repeat
     prefill_s: list[float] = field(default_factory=list)
+    total_s: list[float] = field(default_factory=list)  # suite prefill + decode time per repeat
     identical_prompts: int = 0
     prompts: int = 0
     identical_prefix_tokens: int = 0  # tokens before the first difference from greedy, summed
@@ -85,9 +96,23 @@ class ModeResult:
         pairs = [g / m for g, m in zip(greedy.decode_s, self.decode_s) if m > 0]
         return statistics.median(pairs) if pairs else 0.0
 
-    def to_dict(self, greedy: "ModeResult") -> dict[str, Any]:
+    @property
+    def total_tokens_per_s(self) -> float:
+        return statistics.median(self.tokens / t for t in self.total_s) if self.total_s else 0.0
+
+    def speedup_total(self, base: Optional["ModeResult"]) -> Optional[float]:
+        """Median over repeats of ``base``'s whole time over this mode's (prefill included)."""
+        if base is None:
+            return None
+        pairs = [b / m for b, m in zip(base.total_s, self.total_s) if m > 0]
+        return statistics.median(pairs) if pairs else None
+
+    def to_dict(self, greedy: "ModeResult", generate: Optional["ModeResult"] = None) -> dict[str, Any]:
+        vs_generate = self.speedup_total(generate)
         return {
-            "mode": self.mode, "spec": self.spec, "adaptive": self.adaptive,
+            "mode": self.mode, "spec": self.spec, "adaptive": self.adaptive, "kind": self.kind,
+            "total_tokens_per_s": round(self.total_tokens_per_s, 3),
+            "speedup_vs_generate": round(vs_generate, 4) if vs_generate is not None else None,
             "tokens": self.tokens, "steps": self.steps, "tokens_per_step": round(self.tokens_per_step, 4),
             "rows_per_step": round(self.rows_per_step, 3), "tokens_per_s": round(self.tokens_per_s, 3),
             "speedup_vs_greedy": round(self.speedup(greedy), 4), "identity_vs_greedy": round(self.identity, 4),
@@ -95,6 +120,7 @@ class ModeResult:
             if self.greedy_tokens else 0.0,
             "decode_s_per_repeat": [round(t, 4) for t in self.decode_s],
             "prefill_s_per_repeat": [round(t, 4) for t in self.prefill_s],
+            "total_s_per_repeat": [round(t, 4) for t in self.total_s],
             "per_prompt": self.per_prompt,
         }
 
@@ -116,15 +142,19 @@ class DtypeResult:
     def greedy(self) -> ModeResult:
         return next(m for m in self.modes if m.mode == "greedy")
 
+    @property
+    def generate(self) -> Optional[ModeResult]:
+        return next((m for m in self.modes if m.mode == GENERATE), None)
+
     def to_dict(self) -> dict[str, Any]:
-        greedy = self.greedy
+        greedy, generate = self.greedy, self.generate
         return {
             "dtype": self.dtype, "engine_spec": self.engine_spec,
             "default_request_spec": self.default_request_spec, "threads": self.threads,
             "packed_linears": self.packed_linears, "load_s": round(self.load_s, 3),
             "step_cost_ms": self.step_cost,
             "profile": self.profile,
-            "modes": [m.to_dict(greedy) for m in self.modes],
+            "modes": [m.to_dict(greedy, generate) for m in self.modes],
             "keying": self.keying,
         }
 
@@ -183,10 +213,16 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         if config.default_mode:
             modes.append(ModeResult("default", str(engine.default_request_spec), adaptive=True))
         modes += [ModeResult(f"fixed {s}", str(s), adaptive=False) for s in config.specs if not s.is_autoregressive]
+        baseline = None
+        if config.baselines:
+            baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens)
+            modes += [ModeResult(GENERATE, "greedy", adaptive=False, kind="transformers"),
+                      ModeResult(PROMPT_LOOKUP, f"prompt_lookup_num_tokens={config.prompt_lookup_tokens}",
+                                 adaptive=False, kind="transformers")]
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes)
-        _measure(engine, prompts, modes, config, progress, dtype)
+        _measure(engine, prompts, modes, config, progress, dtype, baseline)
         outcome.step_cost = {str(k): round(1000 * engine.cost.median(k), 2)
                              for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}
         if config.keying:
@@ -200,39 +236,86 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                        started=started, wall_s=time.perf_counter() - t_start)
 
 
+class TransformersBaseline:
+    """transformers' own ``generate`` on a separately loaded copy of the model (same folder, dtype
+    and threads): greedy, and prompt lookup decoding. What a user would run without trtlade."""
+
+    def __init__(self, model: Optional[str], dtype: str, lookup_tokens: int) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from trtlade.engine.embedded import embedded_model_dir
+
+        folder = model or str(embedded_model_dir())
+        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
+        self.model.eval()
+        self.lookup_tokens = lookup_tokens
+
+    def run(self, ids: Sequence[int], max_tokens: int, lookup: bool) -> tuple[list[int], float]:
+        """New tokens and the whole time (prefill included) of one greedy generate."""
+        import torch
+
+        inputs = torch.tensor([list(ids)])
+        extra = {"prompt_lookup_num_tokens": self.lookup_tokens} if lookup else {}
+        eos = self.model.generation_config.eos_token_id
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
+                                      max_new_tokens=max_tokens, pad_token_id=eos[0] if isinstance(eos, list) else eos,
+                                      **extra)
+            seconds = time.perf_counter() - t0
+        return out[0, len(ids):].tolist(), seconds
+
+
+def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeResult, ids: list[int],
+              max_tokens: int) -> tuple[list[int], float, float, Any]:
+    """(tokens, decode seconds, prefill seconds, stats or None) of one prompt in one mode."""
+    if mode.kind == "transformers":
+        assert baseline is not None
+        tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP)
+        return tokens, seconds, 0.0, None
+    engine.adaptive = mode.adaptive
+    spec = None if mode.mode == "default" else LookaheadSpec.parse(mode.spec)
+    result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
+    return result.tokens, result.stats.decode_s, result.stats.prefill_s, result
+
+
 def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[ModeResult], config: BenchConfig,
-             progress: Callable[[str], None], dtype: str) -> None:
+             progress: Callable[[str], None], dtype: str, baseline: Optional[TransformersBaseline] = None) -> None:
     outputs: dict[tuple[str, str], list[int]] = {}
     # warm-up: one short greedy run per prompt (first calls of the kernels are slow)
     for _, ids in prompts[:2]:
         engine.generate(ids, max_tokens=8, lookahead=AUTOREGRESSIVE)
+        if baseline is not None:
+            baseline.run(ids, 8, lookup=False)
+            baseline.run(ids, 8, lookup=True)
     for rep in range(config.repeats):
         totals = {m.mode: [0.0, 0.0] for m in modes}
         for p_index, (pid, ids) in enumerate(prompts):
             shift = (rep + p_index) % len(modes)
             order = modes[shift:] + modes[:shift]
             for mode in order:
-                engine.adaptive = mode.adaptive
-                spec = None if mode.mode == "default" else LookaheadSpec.parse(mode.spec)
-                result = engine.generate(ids, max_tokens=config.max_tokens, lookahead=spec)
-                st = result.stats
-                totals[mode.mode][0] += st.decode_s
-                totals[mode.mode][1] += st.prefill_s
+                tokens, decode_s, prefill_s, result = _run_mode(engine, baseline, mode, ids, config.max_tokens)
+                totals[mode.mode][0] += decode_s
+                totals[mode.mode][1] += prefill_s
                 if rep == 0:
-                    mode.tokens += st.tokens
-                    mode.steps += st.steps
-                    mode.rows += sum(st.rows_per_step)
-                    outputs[(mode.mode, pid)] = result.tokens
-                    mode.per_prompt[pid] = {"tokens": st.tokens, "steps": st.steps,
-                                            "tokens_per_step": round(st.tokens_per_step, 3),
-                                            "finish_reason": result.finish_reason}
-                mode.per_prompt[pid].setdefault("decode_s", []).append(round(st.decode_s, 4))
+                    st = result.stats if result is not None else None
+                    mode.tokens += len(tokens)
+                    mode.steps += st.steps if st is not None else 0
+                    mode.rows += sum(st.rows_per_step) if st is not None else 0
+                    outputs[(mode.mode, pid)] = list(tokens)
+                    mode.per_prompt[pid] = {"tokens": len(tokens)}
+                    if st is not None:
+                        mode.per_prompt[pid].update(steps=st.steps, tokens_per_step=round(st.tokens_per_step, 3),
+                                                    finish_reason=result.finish_reason)
+                mode.per_prompt[pid].setdefault("total_s", []).append(round(decode_s + prefill_s, 4))
         for mode in modes:
             mode.decode_s.append(totals[mode.mode][0])
             mode.prefill_s.append(totals[mode.mode][1])
-        greedy = modes[0]
+            mode.total_s.append(totals[mode.mode][0] + totals[mode.mode][1])
+        base = next((m for m in modes if m.mode == GENERATE), modes[0])
         progress(f"{dtype} repeat {rep + 1}/{config.repeats}: " + ", ".join(
-            f"{m.mode} {m.tokens / m.decode_s[-1]:.1f} tok/s ({greedy.decode_s[-1] / m.decode_s[-1]:.2f}x)"
+            f"{m.mode} {m.tokens / m.total_s[-1]:.1f} tok/s ({base.total_s[-1] / m.total_s[-1]:.2f}x)"
             for m in modes))
     # identity vs greedy: repeat 0's tokens (every repeat gives the same tokens)
     for mode in modes:
