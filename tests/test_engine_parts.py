@@ -290,3 +290,38 @@ def test_cost_table_interpolates():
     table.add(9, 0.04)
     assert table.ratio(5) == pytest.approx(1.5)
     assert table.ratio(17) == pytest.approx(3.0)
+
+
+# ------------------------------------------------------------------------------------ kernel choice
+@pytest.mark.parametrize("packed_faster", [True, False])
+def test_the_linear_kernel_is_chosen_by_measurement_and_stays_lossless(packed_faster):
+    from models import tiny_model
+    from trtlade.engine.kernels import PackedLinear, choose_linear_kernel, onednn_available
+
+    model = tiny_model("llama", 320)
+    if not onednn_available():  # a torch build without oneDNN: nothing to choose, plain it is
+        assert choose_linear_kernel(model).kernel == "plain"
+        return
+    x = torch.randint(0, 320, (1, 9))
+    with torch.no_grad():
+        before = model(input_ids=x).logits
+
+    def timer(layers):  # packed layers "measure" faster or slower, as asked
+        return 1.0 if isinstance(layers[0], PackedLinear) == packed_faster else 2.0
+
+    choice = choose_linear_kernel(model, timer=timer)
+    kinds = {type(m).__name__ for m in model.modules() if type(m).__name__ in ("Linear", "PackedLinear")}
+    assert choice.kernel == ("onednn-packed" if packed_faster else "plain")
+    assert kinds == ({"PackedLinear"} if packed_faster else {"Linear"}) and choice.layers > 0
+    assert choice.packed_ms == (1000.0 if packed_faster else 2000.0)
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=x).logits, before, atol=1e-5)
+
+
+def test_the_engine_reports_the_kernel_it_measured():
+    from models import tiny_engine
+
+    engine = tiny_engine("llama", (2, 2, 1))  # pack_linears=None: measured at load
+    choice = engine.runner.kernel_choice
+    assert choice.kernel in ("onednn-packed", "plain") and choice.reason
+    assert engine.runner.packed_linears == (choice.layers if choice.kernel == "onednn-packed" else 0)

@@ -53,7 +53,7 @@ from torch import nn  # noqa: E402
 from torch.profiler import record_function  # noqa: E402
 from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: E402
 
-from trtlade.engine.kernels import pack_linear_layers, onednn_available  # noqa: E402
+from trtlade.engine.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers  # noqa: E402
 
 __all__ = [
     "RowBlock",
@@ -347,7 +347,8 @@ class BatchRunner:
     """Forward passes of many sequences at once on a causal LM (see the module docstring).
 
     ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
-    oneDNN-packed ones (CPU only; ``None`` = when available on the CPU). Slots are handed out by
+    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster
+    (:func:`~trtlade.engine.kernels.choose_linear_kernel`; ``kernel_choice`` says what was chosen). Slots are handed out by
     :meth:`allocate` (lowest free first, so the attention reads a short slot range) and returned by
     :meth:`free`. Not thread-safe: one thread drives it.
     """
@@ -362,8 +363,12 @@ class BatchRunner:
         self.device = param.device if param is not None else torch.device("cpu")
         self.dtype = param.dtype if param is not None else torch.float32
         if pack_linears is None:
-            pack_linears = self.device.type == "cpu" and onednn_available()
-        self.packed_linears = pack_linear_layers(model) if pack_linears else 0
+            self.kernel_choice = choose_linear_kernel(model)
+            self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel == "onednn-packed" else 0
+        else:
+            self.packed_linears = pack_linear_layers(model) if pack_linears else 0
+            self.kernel_choice = KernelChoice("onednn-packed" if self.packed_linears else "plain",
+                                              self.packed_linears, reason="set by the caller")
         self.lm_head = model.get_output_embeddings()
         if self.lm_head is None:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")

@@ -133,6 +133,7 @@ class DtypeResult:
     threads: int
     packed_linears: int
     load_s: float
+    linear_kernel: dict[str, Any] = field(default_factory=dict)
     modes: list[ModeResult] = field(default_factory=list)
     keying: list[dict[str, Any]] = field(default_factory=list)
     step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (calibration)
@@ -151,7 +152,8 @@ class DtypeResult:
         return {
             "dtype": self.dtype, "engine_spec": self.engine_spec,
             "default_request_spec": self.default_request_spec, "threads": self.threads,
-            "packed_linears": self.packed_linears, "load_s": round(self.load_s, 3),
+            "packed_linears": self.packed_linears, "linear_kernel": self.linear_kernel,
+            "load_s": round(self.load_s, 3),
             "step_cost_ms": self.step_cost,
             "profile": self.profile,
             "modes": [m.to_dict(greedy, generate) for m in self.modes],
@@ -221,7 +223,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                                  adaptive=False, kind="transformers")]
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
-                              packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes)
+                              packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
+                              linear_kernel=engine.runner.kernel_choice.to_dict())
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
         outcome.step_cost = {str(k): round(1000 * engine.cost.median(k), 2)
                              for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}

@@ -13,6 +13,9 @@ every output row independent of how many rows the call has.
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 # OpenMP reads its wait policy when its runtime starts (at the first parallel region). With the
 # default (active spinning) two threads were 4x slower than one on a shared 2-core machine.
@@ -98,6 +101,7 @@ class PackedLinear(nn.Module):
         weight = linear.weight.detach()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
+        self.weight_dtype = weight.dtype
         # batch_size=None: a layout good for any row count (a hint of 1 slows multi-row calls down)
         self.register_buffer("packed_weight", torch.ops.mkldnn._reorder_linear_weight(weight), persistent=False)
         bias = linear.bias.detach().clone() if linear.bias is not None else None
@@ -131,3 +135,64 @@ def pack_linear_layers(model: nn.Module) -> int:
     for parent, name, child in targets:
         setattr(parent, name, PackedLinear(child))
     return len(targets)
+
+
+# ----------------------------------------------------------------------------------------- choice
+@dataclass(frozen=True)
+class KernelChoice:
+    """Which linear kernel a model runs and why: ``kernel`` is ``"onednn-packed"`` or ``"plain"``;
+    ``packed_ms`` / ``plain_ms``: the measured time of every linear layer once, at 1 and 8 rows
+    (None where not measured, e.g. oneDNN unavailable or forced by the caller)."""
+
+    kernel: str
+    layers: int
+    packed_ms: Optional[float] = None
+    plain_ms: Optional[float] = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "layers": self.layers, "packed_ms": self.packed_ms, "plain_ms": self.plain_ms,
+                "reason": self.reason}
+
+
+def _time_layers(layers: Sequence[nn.Module], rows: Sequence[int], repeats: int) -> float:
+    """Seconds for every layer once per row count, best of ``repeats`` (random inputs)."""
+    with torch.inference_mode():
+        xs = {(layer.in_features, r, _dtype_of(layer)): torch.randn(r, layer.in_features, dtype=_dtype_of(layer))
+              for layer in layers for r in rows}
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for layer in layers:
+                for r in rows:
+                    layer(xs[(layer.in_features, r, _dtype_of(layer))])
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _dtype_of(layer: nn.Module) -> torch.dtype:
+    return layer.weight.dtype if isinstance(layer, nn.Linear) else layer.weight_dtype
+
+
+def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = (1, 8), repeats: int = 3,
+                         timer: Optional[Callable[[Sequence[nn.Module]], float]] = None) -> KernelChoice:
+    """Measure the model's linear layers packed for oneDNN against the plain ones and keep the faster
+    (on some CPUs the plain GEMM wins): swaps the leaf modules in place. ``timer(layers)`` replaces
+    the measurement (tests). Models off the CPU, in other dtypes, or without oneDNN stay plain."""
+    targets = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+               if type(child) is nn.Linear and child.weight.device.type == "cpu"
+               and child.weight.dtype in (torch.float32, torch.bfloat16)]
+    if not targets or not onednn_available():
+        return KernelChoice("plain", 0, reason="oneDNN packed linears unavailable for this model/device")
+    plain = [child for _, _, child in targets]
+    packed = [PackedLinear(child) for child in plain]
+    measure = timer or (lambda layers: _time_layers(layers, rows, repeats))
+    plain_s, packed_s = measure(plain), measure(packed)
+    if packed_s <= plain_s:
+        for (parent, name, _), layer in zip(targets, packed):
+            setattr(parent, name, layer)
+        kernel, why = "onednn-packed", "faster on this CPU"
+    else:
+        kernel, why = "plain", "oneDNN packing measured slower on this CPU"
+    return KernelChoice(kernel, len(targets), round(packed_s * 1000, 3), round(plain_s * 1000, 3),
+                        f"{why} (all linear layers at {', '.join(map(str, rows))} rows)")

@@ -82,7 +82,10 @@ class ReferenceServingEngine:
             ),
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
-            details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens, **(details or {})},
+            details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
+                     **({"linear_kernel": runner.kernel_choice.to_dict()}
+                        if (runner := getattr(engine, "runner", None)) is not None else {}),
+                     **(details or {})},
             schedule=schedule,
             logprobs=bool(getattr(engine, "supports_logprobs", True)),
         )
