@@ -45,6 +45,8 @@ def engine_bench(
                                       "prompt lookup, the baselines every speedup is reported against."),
     prompt_lookup_tokens: int = typer.Option(10, "--prompt-lookup-tokens", min=1, help="transformers' "
                                              "prompt_lookup_num_tokens for the prompt-lookup baseline."),
+    prompt_lookup: int = typer.Option(0, "--prompt-lookup", min=0, help="Also run every spec with trtlade's "
+                                      "prompt-lookup candidates of this many tokens (at most N-1 are used)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -78,7 +80,8 @@ def engine_bench(
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
-                         baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens)
+                         baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
+                         prompt_lookup=prompt_lookup)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))

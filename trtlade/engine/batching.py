@@ -145,7 +145,8 @@ class SequenceState:
     def _new_algorithm(self, spec: LookaheadSpec) -> LookaheadAlgorithm:
         engine = self.engine
         algo = LookaheadAlgorithm(spec, eos_token_ids=engine.eos_token_ids, seed=engine.seed,
-                                  corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set)
+                                  corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set,
+                                  prompt_lookup=getattr(engine, "prompt_lookup", 0))
         algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return algo
 

@@ -53,6 +53,7 @@ class BenchConfig:
     engine_spec: Optional[LookaheadSpec] = None  # None: max of specs (and the default request spec)
     profile: bool = True  # per-step time breakdown (greedy and the default spec) on the first prompt
     baselines: bool = True  # transformers generate greedy and prompt lookup, interleaved
+    prompt_lookup: int = 0  # > 0: also every fixed spec with trtlade's prompt-lookup candidates (k tokens)
     prompt_lookup_tokens: int = 10
 
 
@@ -64,6 +65,7 @@ class ModeResult:
     spec: str
     adaptive: bool
     kind: str = "trtlade"  # or "transformers" (a baseline)
+    prompt_lookup: int = 0  # trtlade's prompt-lookup candidate tokens in this mode
     tokens: int = 0  # per repeat (the same each repeat: greedy is deterministic)
     steps: int = 0
     rows: int = 0
@@ -215,6 +217,10 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         if config.default_mode:
             modes.append(ModeResult("default", str(engine.default_request_spec), adaptive=True))
         modes += [ModeResult(f"fixed {s}", str(s), adaptive=False) for s in config.specs if not s.is_autoregressive]
+        if config.prompt_lookup:
+            modes += [ModeResult(f"fixed {s} + prompt lookup", str(s), adaptive=False,
+                                 prompt_lookup=config.prompt_lookup)
+                      for s in config.specs if not s.is_autoregressive]
         baseline = None
         if config.baselines:
             baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens)
@@ -278,8 +284,10 @@ def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeR
         tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP)
         return tokens, seconds, 0.0, None
     engine.adaptive = mode.adaptive
+    engine.prompt_lookup = mode.prompt_lookup
     spec = None if mode.mode == "default" else LookaheadSpec.parse(mode.spec)
     result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
+    engine.prompt_lookup = 0
     return result.tokens, result.stats.decode_s, result.stats.prefill_s, result
 
 

@@ -109,6 +109,8 @@ class ReferenceEngine:
     ``corrected_keying`` / ``full_guess_set``: the algorithm's departures from TensorRT-LLM (key
     column 0's n-gram by g; verify G candidates instead of min(W, G)); off by default, so that
     tokens per step predict the TensorRT-LLM engine.
+    ``prompt_lookup``: draft tokens of a prompt-lookup candidate added to each step's guesses
+    (:mod:`trtlade.lookahead.prompt_lookup`; 0 = off, TensorRT-LLM's algorithm exactly).
     ``adaptive``: per request, shrink (w, n, g) towards (1,1,0) while the measured acceptance
     says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
     lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
@@ -124,7 +126,7 @@ class ReferenceEngine:
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
         seed: int = 0, corrected_keying: bool = False, full_guess_set: bool = False,
         threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
-        calibrate: bool = True,
+        calibrate: bool = True, prompt_lookup: int = 0,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -136,6 +138,7 @@ class ReferenceEngine:
         self.seed = int(seed)
         self.corrected_keying = bool(corrected_keying)
         self.full_guess_set = bool(full_guess_set)
+        self.prompt_lookup = int(prompt_lookup)
         self.adaptive = bool(adaptive)
         self.runner = BatchRunner(model, pack_linears=pack_linears)
         self.model = model
@@ -159,7 +162,7 @@ class ReferenceEngine:
         cls, model: Optional[str | os.PathLike] = None, spec: Any = DEFAULT_SPEC, dtype: str = "float32", *,
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
-        pack_linears: Optional[bool] = None, calibrate: bool = True,
+        pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
@@ -176,7 +179,8 @@ class ReferenceEngine:
         hf_model, tokenizer = load_hf_model(folder, torch_dtype, device)
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
-                   model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate)
+                   model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
+                   prompt_lookup=prompt_lookup)
 
     # ------------------------------------------------------------------------------- public API
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,

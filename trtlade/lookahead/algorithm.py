@@ -62,6 +62,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from trtlade.lookahead.pool import NgramPool, ngrams
+from trtlade.lookahead.prompt_lookup import propose
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -399,8 +400,13 @@ class LookaheadAlgorithm:
     def __init__(
         self, spec: LookaheadSpec | Sequence[int] | str, *, eos_token_ids: Iterable[int] = (), seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, dedup: bool = True,
+        prompt_lookup: int = 0,
     ) -> None:
         self.spec = LookaheadSpec.parse(spec)
+        if isinstance(prompt_lookup, bool) or not isinstance(prompt_lookup, int) or prompt_lookup < 0:
+            raise ValueError(f"prompt_lookup must be a whole number of draft tokens >= 0, got {prompt_lookup!r}")
+        #: draft tokens of the prompt-lookup candidate (0: off), at most N-1 (a path accepts <= N-1)
+        self.prompt_lookup = min(prompt_lookup, self.spec.ngram_size - 1)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer (runs are reproducible), got {seed!r}")
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
@@ -421,6 +427,7 @@ class LookaheadAlgorithm:
         self.golden: int | None = None
         self.position = 0  # p: position of the golden token
         self._tail: list[int] = []  # the last N-1 committed tokens (g included)
+        self._history: list[int] = []  # prompt + committed tokens (g included): prompt lookup reads it
         self._batch: DraftBatch | None = None
         self._argmax: list[int] | None = None
         self._verification: Verification | None = None
@@ -441,6 +448,7 @@ class LookaheadAlgorithm:
         self.position = len(prompt)
         context = prompt + [self.golden]
         self._tail = _last(context, n - 1)
+        self._history = context if self.prompt_lookup else []
         self._batch = self._argmax = self._verification = None
         if self.autoregressive:
             self.window, self.prefills, self.filling = [], [], 0
@@ -474,7 +482,11 @@ class LookaheadAlgorithm:
         positions = [0, *w_depths]
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
-        candidates = self.pool.guess(self.golden, self.max_candidates)
+        candidates = list(self.pool.guess(self.golden, self.max_candidates))
+        if self.prompt_lookup:
+            looked_up = propose(self._history, self.prompt_lookup)
+            if looked_up and tuple(looked_up) not in {tuple(c[:len(looked_up)]) for c in candidates}:
+                candidates.append(tuple(looked_up))
         for cand in candidates:
             row = len(tokens)
             tokens.extend(cand)
@@ -567,6 +579,8 @@ class LookaheadAlgorithm:
             self.filling += 1
 
     def _accept(self, kept: Sequence[int]) -> None:
+        if self.prompt_lookup:
+            self._history.extend(int(t) for t in kept)
         seq = self._tail + list(kept)
         self.pool.insert_all(ngrams(seq, self._n))
         self._tail = _last(seq, self._n - 1)

@@ -1,0 +1,83 @@
+"""Prompt-lookup candidates: the proposer as a spec table on tiny token arrays, its merge into the
+verification tree next to the n-gram pool's candidates, and losslessness with it on (oracle LM and
+tiny random models)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trtlade.lookahead.algorithm import LookaheadAlgorithm
+from trtlade.lookahead.prompt_lookup import propose
+
+
+@pytest.mark.parametrize("history,k,max_ngram,expect", [
+    ([5, 6, 7, 8, 9, 1, 6, 7], 3, 3, [8, 9, 1]),      # "6 7" seen before: what followed it
+    ([5, 6, 7, 8, 9, 1, 6, 7], 1, 3, [8]),            # k bounds the proposal
+    ([1, 2, 1, 3, 1], 2, 3, [3, 1]),                  # the most recent earlier match wins
+    ([4, 5, 6, 9, 5, 6, 7, 4, 5, 6], 2, 3, [9, 5]),   # longest suffix (4 5 6) beats the later 5 6
+    ([1, 2, 3], 2, 3, []),                            # nothing repeats
+    ([7, 7], 3, 3, [7]),                              # a run proposes itself
+    ([3], 2, 3, []),                                  # too short
+    ([1, 2, 1, 2], 0, 3, []),                         # k = 0: off
+])
+def test_propose_table(history, k, max_ngram, expect):
+    assert propose(history, k, max_ngram=max_ngram) == expect
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=30), st.integers(0, 5))
+def test_a_proposal_is_what_followed_an_earlier_occurrence_of_a_suffix(history, k):
+    out = propose(history, k)
+    assert len(out) <= k
+    if out:
+        n = len(history)
+        assert any(history[n - size:] == history[s:s + size] and history[s + size:s + size + len(out)] == out
+                   for size in range(1, min(3, n - 1) + 1) for s in range(0, n - size))
+
+
+def test_the_candidate_joins_the_tree_and_is_counted_as_rows():
+    # 13 is followed by 14 15 16 after "12", then by three other runs: the pool (G = 2 per key) keeps
+    # only the latest two continuations of 13; the lookup matches the longer suffix "12 13"
+    prompt = [12, 13, 14, 15, 16, 20, 13, 30, 31, 32, 21, 13, 40, 41, 42, 22, 13, 50, 51, 52, 12, 13]
+    off = LookaheadAlgorithm((2, 4, 2), seed=0)
+    on = LookaheadAlgorithm((2, 4, 2), seed=0, prompt_lookup=3)
+    for algo in (off, on):
+        algo.setup(prompt[:-1], golden=prompt[-1])
+    a, b = off.prepare(), on.prepare()
+    assert b.num_candidates == a.num_candidates + 1 and b.num_rows == a.num_rows + 3
+    start = b.num_rows - 3
+    assert b.tokens[start:] == [14, 15, 16] and b.positions[start:] == [1, 2, 3]
+    assert b.parents[start] == 0 and b.parents[start + 1:] == [start, start + 1]
+    # an accepted lookup path: the model's argmax continues 14 15 16, so 3 drafts are accepted
+    argmax = [-1] * b.num_rows
+    argmax[0], argmax[start], argmax[start + 1], argmax[start + 2] = 14, 15, 16, 99
+    v = on.verify(b.expand_argmax([argmax[r] for r in b.logit_rows]))
+    assert v.tokens == [14, 15, 16, 99]
+
+
+def test_prompt_lookup_is_bounded_by_the_path_length():
+    algo = LookaheadAlgorithm((2, 3, 2), prompt_lookup=10)
+    assert algo.prompt_lookup == 2  # a step accepts at most N-1 drafts
+    with pytest.raises(ValueError, match="prompt_lookup"):
+        LookaheadAlgorithm((2, 3, 2), prompt_lookup=-1)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_lossless_with_prompt_lookup_on_tiny_models(arch):
+    from models import tiny_engine, tiny_tokenizer
+
+    engine = tiny_engine(arch, (2, 4, 2))
+    tok = tiny_tokenizer()
+    prompts = ["one, two, three, four, one, two, three,", "The quick brown fox. The quick brown",
+               "def f(x):\n    return x\ndef f(x):"]
+    for text in prompts:
+        ids = tok.encode(text)
+        plain = engine.greedy(ids, max_tokens=24, ignore_eos=True).tokens
+        engine.prompt_lookup = 3
+        try:
+            ours = engine.generate(ids, max_tokens=24, ignore_eos=True, lookahead=(2, 4, 2))
+        finally:
+            engine.prompt_lookup = 0
+        assert ours.tokens == plain
