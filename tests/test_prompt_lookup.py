@@ -81,3 +81,26 @@ def test_lossless_with_prompt_lookup_on_tiny_models(arch):
         finally:
             engine.prompt_lookup = 0
         assert ours.tokens == plain
+
+
+def test_the_fast_preset_reaches_the_served_engine(tmp_path):
+    """`lookahead.preset: fast` in a config: `trtlade serve` builds the reference engine with
+    prompt-lookup candidates of N-1 tokens and says so in /version's engine details."""
+    from models import tiny_model, tiny_tokenizer
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import engine_factory
+
+    folder = tmp_path / "tiny"
+    tok = tiny_tokenizer()
+    tiny_model("llama", len(tok)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    config = tmp_path / "deploy.yml"
+    config.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\n  preset: fast\n")
+    serving = engine_factory(make_plan(ServeFlags(config=config)))()
+    try:
+        assert serving._engine.prompt_lookup == 3
+        assert serving.info.details["preset"] == "fast"
+    finally:
+        import asyncio
+
+        asyncio.run(serving.aclose())

@@ -66,6 +66,7 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "schedule-with-request-default.yml": ("error", "schedule-with-request-default", "lookahead.request_default",
                                           4, 20, "request_default would never apply"),
     "schedule-flow-mapping.yml": ("error", "spec-parse", "lookahead.schedule.0", 4, 14, "quote the spec"),
+    "warn-preset-engine.yml": ("warning", "preset-engine", "lookahead.preset", 3, 11, "reference engine only"),
     "warn-below-minimum.yml": ("warning", "spec-below-minimum", "lookahead.spec", 2, 9, "(2,2,1)"),
     "max-num-tokens-below-batch.yml": ("error", "build-max-num-tokens-batch", "build.max_num_tokens", 3, 19,
                                        "needs at least its golden row"),

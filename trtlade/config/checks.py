@@ -99,6 +99,11 @@ def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
 
 def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
     out: list[Diagnostic] = []
+    if cfg.lookahead.preset == "fast" and cfg.serve.engine == "trtllm":
+        out.append(doc.diagnostic(
+            "warning", "lookahead.preset fast applies to the reference engine only: the trtllm engine runs "
+                       "TensorRT-LLM's algorithm", loc=("lookahead", "preset"), code="preset-engine",
+            hint="remove preset (or set it to trtllm) when serving with TensorRT-LLM"))
     if cfg.serve.engine == "trtllm" and cfg.build.backend == "reference":
         out.append(doc.diagnostic(
             "warning", "serve.engine is trtllm but build.backend is reference: `trtlade build` will not make a "

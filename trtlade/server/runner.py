@@ -28,19 +28,21 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
     cfg = plan.config
 
     def build() -> Any:
-        from trtlade.engine.reference import ReferenceEngine
+        from trtlade.engine.reference import ReferenceEngine, preset_prompt_lookup
         from trtlade.engine.reference_serving import ReferenceServingEngine
 
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype
         engine = ReferenceEngine.load(
             model=str(plan.model_dir) if plan.model_dir is not None else None,
             spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
-            threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying)
+            threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
+            prompt_lookup=preset_prompt_lookup(cfg.lookahead.preset, cfg.lookahead.spec))
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
             max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
-            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded"},
+            details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
+                     "preset": cfg.lookahead.preset},
             schedule=cfg.lookahead.lookahead_schedule)
 
     return build
