@@ -95,7 +95,7 @@ def k8s(
     from trtlade.bundle import is_bundle
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml, validate_trtlade
     from trtlade.export.common import ExportError, read_source, write_tree
-    from trtlade.export.k8s import K8sOptions, config_data, manifests
+    from trtlade.export.k8s import K8sOptions, config_data, manifests, pod_config_text
 
     if hpa_max_replicas is not None and hpa_max_replicas < replicas:
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
@@ -116,8 +116,7 @@ def k8s(
             raise ExportError(f"{source}: no such bundle or config", "give a bundle folder or a trtlade config file",
                               where=str(source))
         files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
-        pod_config = yaml_of(files["configmap.yml"])["data"]["trtlade.yml"]
-        checked, errors = validate_trtlade(parse_yaml(pod_config, "configmap.yml:trtlade.yml"))
+        checked, errors = validate_trtlade(parse_yaml(pod_config_text(files), "configmap.yml:trtlade.yml"))
         if checked is None:
             raise ExportError("the pod's config would not be valid: " + "; ".join(d.message for d in errors[:3]),
                               "fix the source config", where=str(source))
@@ -127,8 +126,3 @@ def k8s(
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
 
-
-def yaml_of(text: str) -> dict:
-    import yaml
-
-    return yaml.safe_load(text)

@@ -28,7 +28,7 @@ import yaml
 from trtlade import __version__
 from trtlade.bundle import ENGINE_DIR
 
-__all__ = ["K8sOptions", "manifests"]
+__all__ = ["K8sOptions", "manifests", "pod_config_text", "config_data"]
 
 BUNDLE_MOUNT = "/bundle"
 CONFIG_MOUNT = "/etc/trtlade"
@@ -141,6 +141,11 @@ def _block_strings(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 
 
 _PlainDumper.add_representer(str, _block_strings)
+
+
+def pod_config_text(files: dict[str, str]) -> str:
+    """The trtlade config the ConfigMap of ``files`` holds (as the pod reads it)."""
+    return yaml.safe_load(files["configmap.yml"])["data"]["trtlade.yml"]
 
 
 def config_data(path: Path) -> dict[str, Any]:
