@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -29,14 +29,10 @@ def grps(
 ) -> None:
     """A grps_trtllm inference yml with the bundle's engine and (W,N,G). grps takes no per-request
     lookahead: every request runs with the bundle's spec. `trtlade validate-config` passes on it."""
-    from trtlade.export.common import ExportError, read_source, write_file
+    from trtlade.export.common import write_file
     from trtlade.export.grps import grps_inference_yml
 
-    try:
-        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer)
-        write_file(out, grps_inference_yml(src), force=force)
-    except ExportError as exc:
-        fail(exc.message, where=exc.where, hint=exc.hint)
+    src = _export(bundle, bundle_path, tokenizer, lambda s: write_file(out, grps_inference_yml(s), force=force))
     err_console.print(f"wrote {out}: grps_trtllm inference config, engine {src.engine_dir}, lookahead "
                       f"({src.config.lookahead.spec}); check it with: trtlade validate-config {out} "
                       f"--engine-dir {src.bundle.engine_dir}", markup=False, highlight=False)
@@ -44,6 +40,19 @@ def grps(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
+
+
+def _export(bundle: Path, bundle_path: Optional[Path], tokenizer: Optional[Path], write: Callable[[Any], None]) -> Any:
+    """Read ``bundle`` as a TensorRT-LLM export source and ``write(src)``; any refusal exits with its
+    reason and hint. Returns the source (for the success line)."""
+    from trtlade.export.common import ExportError, read_source
+
+    try:
+        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer)
+        write(src)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
+    return src
 
 
 @export_app.command("triton")
@@ -58,14 +67,10 @@ def triton(
 ) -> None:
     """Triton's inflight_batcher_llm model repository (preprocessing, tensorrt_llm, postprocessing,
     ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's ModelConfig."""
-    from trtlade.export.common import ExportError, read_source, write_tree
+    from trtlade.export.common import write_tree
     from trtlade.export.triton import model_repository
 
-    try:
-        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer)
-        write_tree(out, model_repository(src), force=force)
-    except ExportError as exc:
-        fail(exc.message, where=exc.where, hint=exc.hint)
+    src = _export(bundle, bundle_path, tokenizer, lambda s: write_tree(out, model_repository(s), force=force))
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
                       "models' model.py from tensorrtllm_backend's all_models/inflight_batcher_llm, then: "
                       f"tritonserver --model-repository {out}", markup=False, highlight=False)

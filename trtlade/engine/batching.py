@@ -199,7 +199,6 @@ def token_logprobs(logits: torch.Tensor, tokens: Sequence[int], top: int) -> lis
 @dataclass
 class _Waiting:
     state: SequenceState
-    prefilled: int = 0  # prompt tokens already in the slot (chunked prefill)
 
 
 class Batch:

@@ -115,7 +115,8 @@ class _Reply:
                     scored = list(zip(request.prompt_ids, chunk.prompt_logprobs))
             scored += [(lp.token, lp) for lp in chunk.logprobs or ()]
             logprobs = self._logprobs(scored, choice.offset) if request.logprobs is not None else None
-            choice.offset += sum(len(self.piece(t)) for t, _ in scored) if logprobs is not None else 0
+            if logprobs is not None and "tokens" in logprobs:  # completions: text_offset continues
+                choice.offset += sum(len(t) for t in logprobs["tokens"])
             choice.parts.append(text)
             choice.scored += scored
             choice.tokens += len(chunk.tokens)
