@@ -159,6 +159,17 @@ def test_summary_md_tables_for_known_input() -> None:
     assert "- gpu: `A10`" in md
 
 
+def test_summary_md_says_which_engine_and_preset_served() -> None:
+    run, _ = known_run()
+    version = {"engine": {"name": "reference", "model": "m", "details": {"preset": "fast"},
+                          "spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2}}}
+    run.metadata["servers"] = {"a": {"base_url": "http://h", "version": version},
+                               "b": {"base_url": "http://other", "version": {"object": "not trtlade"}}}
+    md = render_markdown(run)
+    assert "- server a: reference engine, preset fast, (W,N,G) = (2,4,2), model m\n" in md
+    assert "- server b" not in md  # not a trtlade server: nothing to say
+
+
 def test_output_agreement() -> None:
     from trtlade.bench.report import output_agreement
 

@@ -37,7 +37,8 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(app, [
         "engine-bench", "--model", str(tiny_folder), "--specs", "2,2,1", "4,3,4", "--max-tokens", "12",
-        "--repeats", "2", "--prompts", str(prompts_file), "--threads", "1", "--json", str(out)])
+        "--repeats", "2", "--prompts", str(prompts_file), "--threads", "1", "--json", str(out),
+        "--preset", "fast", "--preset", "trtllm"])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["model_id"] == "tiny-qwen3"
@@ -46,22 +47,34 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     expected_engine = max_spec([LookaheadSpec(2, 2, 1), LookaheadSpec(4, 3, 4), DEFAULT_SPEC])
     assert res["dtype"] == "float32" and res["engine_spec"] == str(expected_engine)
     modes = {m["mode"]: m for m in res["modes"]}
-    assert list(modes) == ["greedy", "default", "fixed 2,2,1", "fixed 4,3,4", "transformers generate",
-                           "transformers prompt lookup"]
-    assert modes["default"]["spec"] == str(DEFAULT_SPEC) and modes["default"]["adaptive"]
+    assert list(modes) == ["greedy", "fast default", "fast 2,2,1", "fast 4,3,4", "trtllm default", "trtllm 2,2,1",
+                           "trtllm 4,3,4", "transformers generate", "transformers prompt lookup"]
+    assert data["config"]["presets"] == ["fast", "trtllm"]
+    for preset in ("fast", "trtllm"):
+        default = modes[f"{preset} default"]
+        assert default["spec"] == str(DEFAULT_SPEC) and default["adaptive"] and default["preset"] == preset
+    # the preset decides the prompt-lookup candidates: N-1 tokens with fast, none with trtllm
+    assert [modes[f"fast {s}"]["prompt_lookup"] for s in ("2,2,1", "4,3,4")] == [1, 2]
+    assert {modes[f"trtllm {s}"]["prompt_lookup"] for s in ("2,2,1", "4,3,4")} == {0}
+    assert modes["greedy"]["preset"] is None and modes["transformers generate"]["preset"] is None
     for m in modes.values():
         # fp32: every lookahead mode, and transformers' own greedy and prompt lookup, give greedy's tokens
         assert m["identity_vs_greedy"] == 1.0 and m["identical_prefix_share"] == 1.0
         assert len(m["total_s_per_repeat"]) == 2 and m["total_tokens_per_s"] > 0 and m["speedup_vs_generate"] > 0
         assert m["tokens"] == 24
-    for name in ("greedy", "default", "fixed 2,2,1", "fixed 4,3,4"):
+    for name in ("greedy", "fast default", "fast 2,2,1", "trtllm 4,3,4"):
         assert modes[name]["kind"] == "trtlade" and modes[name]["tokens_per_step"] >= 1.0
     assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
     assert modes["transformers generate"]["speedup_vs_generate"] == 1.0
     assert modes["transformers prompt lookup"]["kind"] == "transformers"
     assert "vs transformers generate" in result.output
+    # per category (the suite's: repetition and edge), the same ratio on the category's prompts
+    per_category = res["per_category_vs_generate"]
+    assert list(per_category) == ["repetition", "edge"] and data["prompts"][0]["category"] == "repetition"
+    assert per_category["edge"]["transformers generate"] == 1.0
+    assert set(per_category["repetition"]) == set(modes) and "per category" in result.output
     assert [k["spec"] for k in res["keying"]] == ["2,2,1", "4,3,4"]
-    assert "fixed 2,2,1" in result.output and "keying" in result.output and "Loading weights" not in result.output
+    assert "fast 2,2,1" in result.output and "keying" in result.output and "Loading weights" not in result.output
 
 
 def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
@@ -70,7 +83,7 @@ def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
     result = run_engine_bench(config).to_dict()
     res = result["results"][0]
     assert res["dtype"] == "bfloat16" and res["keying"] == []
-    assert {m["mode"] for m in res["modes"]} == {"greedy", "default", "fixed 7,3,7"}
+    assert {m["mode"] for m in res["modes"]} == {"greedy", "fast default", "fast 7,3,7"}
     assert all(0.0 <= m["identity_vs_greedy"] <= m["identical_prefix_share"] + 1e-9 <= 1.0 + 1e-9
                for m in res["modes"])
 
@@ -80,6 +93,7 @@ def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
     (["--dtype", "int8"], "unknown dtype int8"),
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
     (["7,7,7"], "unexpected argument"),
+    (["--preset", "quick"], "--preset 'quick': unknown preset"),
 ])
 def test_engine_bench_cli_errors(args, message, tiny_folder):
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), *args])
@@ -103,4 +117,5 @@ def test_profile_breaks_a_step_down():
     assert report["steps"] >= 1 and report["step_ms"] > 0
     parts = report["breakdown_ms"]
     assert parts["linear (GEMM)"] > 0 and parts["attention"] > 0
-    assert sum(parts.values()) >= 0.99 * report["step_ms"]  # the rest closes the gap to the step time
+    # the rest closes the gap to the step time (each part is rounded to 0.01 ms)
+    assert sum(parts.values()) >= 0.99 * report["step_ms"] - 0.005 * len(parts)

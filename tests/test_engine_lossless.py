@@ -61,7 +61,7 @@ def _hf_model(arch: str):
 def test_suite_covers_the_required_categories():
     ids = dict(suite_prompts())
     categories = {p.category for p in load_suite("suite").prompts}
-    assert {"code", "chat", "math", "summarisation", "repetition"} <= categories
+    assert {"code", "chat", "math", "summarisation", "extraction", "lists", "repetition"} <= categories
     assert len(ids["one-token"]) == 1
     assert len(ids["short"]) == 2
 

@@ -83,9 +83,14 @@ def test_lossless_with_prompt_lookup_on_tiny_models(arch):
         assert ours.tokens == plain
 
 
-def test_the_fast_preset_reaches_the_served_engine(tmp_path):
-    """`lookahead.preset: fast` in a config: `trtlade serve` builds the reference engine with
-    prompt-lookup candidates of N-1 tokens and says so in /version's engine details."""
+@pytest.mark.parametrize("preset_line, lookup, shown", [
+    ("", 3, "fast"),                      # the reference engine's default
+    ("  preset: fast\n", 3, "fast"),
+    ("  preset: trtllm\n", 0, "trtllm"),  # TensorRT-LLM's algorithm exactly
+])
+def test_the_preset_reaches_the_served_engine(tmp_path, preset_line, lookup, shown):
+    """`lookahead.preset` in a config (fast when absent): `trtlade serve` builds the reference engine
+    with prompt-lookup candidates of N-1 tokens (fast) or none (trtllm) and says so in /version."""
     from models import tiny_model, tiny_tokenizer
     from trtlade.server.plan import ServeFlags, make_plan
     from trtlade.server.runner import engine_factory
@@ -95,12 +100,52 @@ def test_the_fast_preset_reaches_the_served_engine(tmp_path):
     tiny_model("llama", len(tok)).save_pretrained(folder)
     tok.save_pretrained(folder)
     config = tmp_path / "deploy.yml"
-    config.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\n  preset: fast\n")
+    config.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\n{preset_line}")
     serving = engine_factory(make_plan(ServeFlags(config=config)))()
     try:
-        assert serving._engine.prompt_lookup == 3
-        assert serving.info.details["preset"] == "fast"
+        assert serving._engine.prompt_lookup == lookup
+        assert serving.info.details["preset"] == shown
     finally:
         import asyncio
 
         asyncio.run(serving.aclose())
+
+
+@pytest.mark.parametrize("engine, preset, runs", [
+    ("reference", None, "fast"), ("reference", "trtllm", "trtllm"), ("reference", "fast", "fast"),
+    ("trtllm", None, "trtllm"), ("trtllm", "trtllm", "trtllm"),
+    ("trtllm", "fast", "fast"),  # kept as given; validate-config warns (preset-engine) and the engine runs trtllm
+])
+def test_the_preset_that_runs_per_engine(engine, preset, runs):
+    from trtlade.config.schema import TrtladeConfig
+
+    lookahead = {"spec": "2,4,2"} | ({"preset": preset} if preset else {})
+    cfg = TrtladeConfig.model_validate({"lookahead": lookahead, "serve": {"engine": engine}})
+    assert cfg.lookahead_preset == runs
+    assert cfg.lookahead.preset == preset  # nothing the user gave is changed
+
+
+def test_the_schema_and_the_engine_know_the_same_presets():
+    import typing
+
+    from trtlade.config.schema import LookaheadSection
+    from trtlade.engine.presets import DEFAULT_PRESET, PRESETS
+
+    annotation = LookaheadSection.model_fields["preset"].annotation
+    literal = next(a for a in typing.get_args(annotation) if typing.get_origin(a) is typing.Literal)
+    assert set(typing.get_args(literal)) == set(PRESETS) and DEFAULT_PRESET in PRESETS
+
+
+@pytest.mark.parametrize("preset, spec, lookup", [
+    ("fast", "2,4,2", 3), ("fast", "4,2,4", 1), ("fast", "1,1,0", 0), ("trtllm", "7,7,7", 0)])
+def test_preset_prompt_lookup_table(preset, spec, lookup):
+    from trtlade.engine.presets import preset_prompt_lookup
+
+    assert preset_prompt_lookup(preset, spec) == lookup
+
+
+def test_an_unknown_preset_is_refused():
+    from trtlade.engine.presets import preset_prompt_lookup
+
+    with pytest.raises(ValueError, match="unknown preset 'quick': choose fast or trtllm"):
+        preset_prompt_lookup("quick", "2,4,2")

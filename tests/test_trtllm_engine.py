@@ -193,6 +193,7 @@ def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
         assert ex._spec == (4, 2, 4)
         assert engine.info.limits.max_seq_len == 4096 + 0  # qwen3-8b-424: max_seq_len minus max_draft_len
         assert engine.info.limits.max_prompt_tokens <= 2048
+        assert engine.info.details["preset"] == "trtllm"  # the only algorithm TensorRT-LLM runs
     finally:
         run(engine.aclose())
 

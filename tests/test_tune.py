@@ -139,7 +139,7 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     engine = tiny_engine("llama", (2, 3, 2))
     config = tmp_path / "deploy.yml"
     config.write_text("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n")
-    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4, details={"preset": "trtllm"}))
     with uvicorn_thread(app) as url:
         result = CliRunner().invoke(cli, [
             "tune", "--base-url", url, "--endpoint", "completions", "--dataset", "random", "-c", "1,2",
@@ -157,7 +157,8 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     assert data["recommended_engine"]["build_command"].startswith("trtlade build --model tiny-llama --wng ")
     for name in ("summary.md", "schedule.yml", "cells.csv"):
         assert (folder / name).is_file()
-    assert "## Noise" in (folder / "summary.md").read_text()
+    summary = (folder / "summary.md").read_text()
+    assert "## Noise" in summary and "Served by: reference engine, preset trtllm, (W,N,G) = (2,3,2)" in summary
     written = config.read_text()
     assert written.startswith("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n  schedule:\n")
     from trtlade.config.loader import load_config

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["git_commit", "machine_info"]
+__all__ = ["git_commit", "machine_info", "describe_server"]
 
 
 def git_commit(path: Optional[Path] = None) -> Optional[str]:
@@ -59,3 +59,32 @@ def machine_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_gib": _memory_gib(),
     }
+
+
+def describe_server(version: Any) -> Optional[str]:
+    """One line on what served a run, from a trtlade server's /version (None for other servers).
+
+    >>> describe_server({"engine": {"name": "reference", "model": "SmolLM2-135M-Instruct",
+    ...     "spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2},
+    ...     "details": {"preset": "fast", "dtype": "float32"}}})
+    'reference engine, preset fast, (W,N,G) = (2,4,2), float32, model SmolLM2-135M-Instruct'
+    >>> describe_server({"object": "list"}) is None
+    True
+    """
+    engine = version.get("engine") if isinstance(version, dict) else None
+    if not isinstance(engine, dict) or "name" not in engine:
+        return None
+    details = engine.get("details") if isinstance(engine.get("details"), dict) else {}
+    spec = engine.get("spec") if isinstance(engine.get("spec"), dict) else {}
+    parts = [f"{engine['name']} engine"]
+    if details.get("preset"):
+        parts.append(f"preset {details['preset']}")
+    if spec:
+        parts.append("(W,N,G) = ({},{},{})".format(*(spec.get(k, "?") for k in (
+            "window_size", "ngram_size", "verification_set_size"))))
+    if details.get("dtype"):
+        parts.append(str(details["dtype"]))
+    if engine.get("model"):
+        parts.append(f"model {engine['model']}")
+    return ", ".join(parts)
+

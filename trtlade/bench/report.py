@@ -27,6 +27,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtlade.errors import TrtladeError
+from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
 from trtlade.bench.records import RequestRecord
 
@@ -268,6 +269,14 @@ def _meta_lines(value: Any, indent: str = "") -> list[str]:
     return lines
 
 
+def _server_lines(metadata: dict[str, Any]) -> list[str]:
+    """What served the run (engine, preset, spec), one line per trtlade server."""
+    servers = metadata.get("servers") if isinstance(metadata.get("servers"), dict) else {}
+    lines = [f"- server {label}: {text}" for label, info in servers.items()
+             if isinstance(info, dict) and (text := describe_server(info.get("version")))]
+    return lines + [""] if lines else []
+
+
 def render_markdown(run: RunSummary) -> str:
     """summary.md: the two comparison tables, failures, full metrics per series, series, metadata."""
     out = [f"# trtlade bench {run.run_id}", ""]
@@ -277,6 +286,7 @@ def render_markdown(run: RunSummary) -> str:
                f"warm-up), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     out.append("")
+    out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", "", comparison_table(run.levels, series_rows(run, field), decimals=decimals), ""]
     out += _failures_section(run)

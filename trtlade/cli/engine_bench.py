@@ -25,6 +25,18 @@ def _split(values: Optional[List[str]]) -> list[str]:
     return out
 
 
+def _presets(values: Optional[List[str]]) -> tuple[str, ...]:
+    """``--preset fast --preset trtllm`` (or ``fast,trtllm``), in the order given, without repeats."""
+    from trtlade.engine.presets import DEFAULT_PRESET, PRESETS
+
+    names = [p.strip() for v in values or [] for p in v.split(",") if p.strip()] or [DEFAULT_PRESET]
+    bad = [p for p in names if p not in PRESETS]
+    if bad:
+        fail(f"--preset {bad[0]!r}: unknown preset", hint=f"choose {' or '.join(PRESETS)}; repeat --preset to "
+             "compare both")
+    return tuple(dict.fromkeys(names))
+
+
 def engine_bench(
     ctx: typer.Context,
     model: Optional[Path] = typer.Option(None, "--model", help="Hugging Face model folder (default: the embedded "
@@ -45,8 +57,10 @@ def engine_bench(
                                       "prompt lookup, the baselines every speedup is reported against."),
     prompt_lookup_tokens: int = typer.Option(10, "--prompt-lookup-tokens", min=1, help="transformers' "
                                              "prompt_lookup_num_tokens for the prompt-lookup baseline."),
-    prompt_lookup: int = typer.Option(0, "--prompt-lookup", min=0, help="Also run every spec with trtlade's "
-                                      "prompt-lookup candidates of this many tokens (at most N-1 are used)."),
+    preset: Optional[List[str]] = typer.Option(None, "--preset", metavar="fast|trtllm", help="The lookahead "
+                                               "modes' preset, repeatable to compare: fast (the serving default: "
+                                               "prompt-lookup candidates) or trtllm (TensorRT-LLM's algorithm "
+                                               "exactly) (default: fast)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -57,6 +71,7 @@ def engine_bench(
         fail(f"unexpected argument(s) {' '.join(extra)}", hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
     spec_values = _split(specs) + extra or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
     parsed = [parse_spec_option(v, option="--specs") for v in spec_values]
+    presets = _presets(preset)
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
     bad = [d for d in dtypes if d.lower() not in DTYPE_CHOICES]
     if not dtypes or bad:
@@ -81,7 +96,7 @@ def engine_bench(
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
-                         prompt_lookup=prompt_lookup)
+                         presets=presets)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
@@ -103,20 +118,21 @@ def _print_tables(data: dict) -> None:
                             f"{res['threads']} threads, {len(data['prompts'])} prompts x "
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
                             "and the speedup vs transformers generate count prefill + decode)")
-        for col in ("mode", "tokens/s", "vs transformers generate", "vs trtlade greedy (decode)", "tokens/step",
+        for col in ("mode", "preset", "tokens/s", "vs transformers generate", "vs trtlade greedy (decode)", "tokens/step",
                     "rows/step", "identical", "same tokens"):
             table.add_column(col, justify="left" if col == "mode" else "right")
         for m in res["modes"]:
-            label = m["mode"] + (f" ({m['spec']}, adaptive)" if m["mode"] == "default" else "")
+            label = m["mode"] + (f" ({m['spec']}, adaptive)" if m["adaptive"] else "")
             ours = m["kind"] == "trtlade"
             vs_generate = f"{m['speedup_vs_generate']:.2f}x" if m.get("speedup_vs_generate") is not None else "-"
-            table.add_row(label, f"{m['total_tokens_per_s']:.1f}", vs_generate,
+            table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
                           f"{m['speedup_vs_greedy']:.2f}x" if ours else "-",
                           f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",
                           f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
         console.print(table)
+        _print_categories(res)
         if res["keying"]:
-            keying = Table(title=f"n-gram keying, {res['dtype']}: tokens per step")
+            keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")
             for col in ("spec", "TensorRT-LLM (key y[g])", "corrected (key g)", "change"):
                 keying.add_column(col, justify="right")
             for k in res["keying"]:
@@ -124,7 +140,8 @@ def _print_tables(data: dict) -> None:
                                f"{k['tokens_per_step_corrected_keying']:.3f}", f"{k['change']:+.1%}")
             console.print(keying)
         for prof in res.get("profile", []):
-            breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}): "
+            breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}), "
+                                    f"preset {prof.get('preset', '-')}: "
                                     f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step")
             breakdown.add_column("part")
             breakdown.add_column("ms/step", justify="right")
@@ -133,6 +150,22 @@ def _print_tables(data: dict) -> None:
             for part, value in prof["breakdown_ms"].items():
                 breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
             console.print(breakdown)
+
+
+def _print_categories(res: dict) -> None:
+    from rich.table import Table
+
+    per_category = res.get("per_category_vs_generate") or {}
+    if not per_category:
+        return
+    modes = [m["mode"] for m in res["modes"] if m["mode"] != "transformers generate"]
+    table = Table(title=f"per category, {res['dtype']}: speedup vs transformers generate (whole time)")
+    table.add_column("category")
+    for mode in modes:
+        table.add_column(mode, justify="right")
+    for category, speedups in per_category.items():
+        table.add_row(category, *(f"{speedups[m]:.2f}x" for m in modes))
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -154,10 +154,11 @@ class LookaheadSection(_Section):
         False, description="Reference engine only: key column 0's n-gram by the golden token (lade) "
         "instead of TensorRT-LLM's new token.")
     seed: int = Field(0, description="Seed of the window's random initialisation (reference engine).")
-    preset: Literal["trtllm", "fast"] = Field(
-        "trtllm", description="Reference engine only. `trtllm`: exactly TensorRT-LLM's algorithm (predicts what "
-        "an engine will do). `fast`: adds prompt-lookup candidates (N-1 tokens) to each step's guesses, "
-        "lossless like every mode; measured 1.66x transformers generate vs 1.61x on this project's CPU.")
+    preset: Optional[Literal["trtllm", "fast"]] = Field(
+        None, description="The reference engine's algorithm. `fast` (the default with serve.engine reference): "
+        "adds prompt-lookup candidates (N-1 tokens) to each step's guesses, lossless like every mode, the "
+        "fastest on this engine. `trtllm` (the only one the trtllm engine runs): exactly TensorRT-LLM's "
+        "algorithm, to predict what an engine will do. /version says which one runs.")
     schedule: Optional[list[ScheduleBand]] = Field(
         None, min_length=1, description="Load-aware (w,n,g) for requests that name none: bands "
         "{up_to, spec} in ascending up_to (requests in flight at admission, the new one included), the "
@@ -249,6 +250,14 @@ class TrtladeConfig(_Section):
     lookahead: LookaheadSection = Field(description="Lookahead (W,N,G) for the server and requests.")
     serve: ServeSection = Field(default_factory=ServeSection, description="Server settings.")
     bench: BenchSection = Field(default_factory=BenchSection, description="Stress-test defaults.")
+
+    @property
+    def lookahead_preset(self) -> str:
+        """The preset that runs: ``lookahead.preset`` if given, else ``fast`` on the reference engine
+        and ``trtllm`` on the TensorRT-LLM engine (which runs nothing else)."""
+        if self.lookahead.preset is not None:
+            return self.lookahead.preset
+        return "fast" if self.serve.engine == "reference" else "trtllm"
 
     @model_validator(mode="after")
     def _request_default_admitted(self) -> "TrtladeConfig":

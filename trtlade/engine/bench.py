@@ -4,9 +4,11 @@ For each dtype, one engine is loaded (spec = the field-wise maximum of the specs
 that all are admitted) and these modes run over the prompt suite:
 
 * ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against;
-* ``default`` -- the engine's default request spec with the adaptive shrink on (what a user gets
-  without choosing anything);
-* one mode per ``--specs`` entry, fixed (adaptive off): what that (W,N,G) does by itself;
+* per preset (``fast``, the serving default: prompt-lookup candidates of N-1 tokens next to the
+  pool's; ``trtllm``: TensorRT-LLM's algorithm exactly):
+  ``<preset> default`` -- the engine's default request spec with the adaptive shrink on (what a user
+  gets without choosing anything), and ``<preset> <W,N,G>`` -- one mode per ``--specs`` entry, fixed
+  (adaptive off): what that (W,N,G) does by itself;
 * with ``baselines`` (the default), what a user would otherwise run, on a separately loaded copy of
   the model: ``transformers generate`` (greedy) and ``transformers prompt lookup``
   (``prompt_lookup_num_tokens``), interleaved with the modes above. ``speedup_vs_generate`` compares
@@ -30,9 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from trtlade.engine.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
-__all__ = ["BenchConfig", "ModeResult", "DtypeResult", "BenchResult", "run_engine_bench", "max_spec"]
+__all__ = ["BenchConfig", "ModeResult", "DtypeResult", "BenchResult", "run_engine_bench", "max_spec",
+           "lookahead_modes"]
 
 DEFAULT_BENCH_SPECS = ("2,2,2", "4,2,4", "5,3,5", "7,7,7")
 GENERATE = "transformers generate"
@@ -53,7 +57,7 @@ class BenchConfig:
     engine_spec: Optional[LookaheadSpec] = None  # None: max of specs (and the default request spec)
     profile: bool = True  # per-step time breakdown (greedy and the default spec) on the first prompt
     baselines: bool = True  # transformers generate greedy and prompt lookup, interleaved
-    prompt_lookup: int = 0  # > 0: also every fixed spec with trtlade's prompt-lookup candidates (k tokens)
+    presets: tuple[str, ...] = (DEFAULT_PRESET,)  # the reference engine's presets to run the lookahead modes with
     prompt_lookup_tokens: int = 10
 
 
@@ -65,7 +69,8 @@ class ModeResult:
     spec: str
     adaptive: bool
     kind: str = "trtlade"  # or "transformers" (a baseline)
-    prompt_lookup: int = 0  # trtlade's prompt-lookup candidate tokens in this mode
+    preset: Optional[str] = None  # the lookahead modes' preset (None: greedy and the baselines)
+    prompt_lookup: int = 0  # trtlade's prompt-lookup candidate tokens in this mode (from the preset)
     tokens: int = 0  # per repeat (the same each repeat: greedy is deterministic)
     steps: int = 0
     rows: int = 0
@@ -113,6 +118,7 @@ class ModeResult:
         vs_generate = self.speedup_total(generate)
         return {
             "mode": self.mode, "spec": self.spec, "adaptive": self.adaptive, "kind": self.kind,
+            "preset": self.preset, "prompt_lookup": self.prompt_lookup,
             "total_tokens_per_s": round(self.total_tokens_per_s, 3),
             "speedup_vs_generate": round(vs_generate, 4) if vs_generate is not None else None,
             "tokens": self.tokens, "steps": self.steps, "tokens_per_step": round(self.tokens_per_step, 4),
@@ -140,6 +146,7 @@ class DtypeResult:
     keying: list[dict[str, Any]] = field(default_factory=list)
     step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (calibration)
     profile: list[dict[str, Any]] = field(default_factory=list)
+    categories: dict[str, str] = field(default_factory=dict)  # prompt id -> category
 
     @property
     def greedy(self) -> ModeResult:
@@ -159,6 +166,7 @@ class DtypeResult:
             "step_cost_ms": self.step_cost,
             "profile": self.profile,
             "modes": [m.to_dict(greedy, generate) for m in self.modes],
+            "per_category_vs_generate": category_speedups(self.modes, generate, self.categories),
             "keying": self.keying,
         }
 
@@ -176,6 +184,31 @@ class BenchResult:
         return {"config": self.config, "model_id": self.model_id, "prompts": self.prompts,
                 "started": self.started, "wall_s": round(self.wall_s, 2),
                 "results": [d.to_dict() for d in self.dtypes]}
+
+
+def category_speedups(modes: Sequence[ModeResult], base: Optional[ModeResult],
+                      categories: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Per category, per mode: the median over repeats of ``base``'s whole time on the category's
+    prompts over the mode's (prefill included), like ``speedup_vs_generate`` for the whole suite.
+
+    >>> gen, ours = ModeResult("g", "greedy", False), ModeResult("o", "2,4,2", False)
+    >>> gen.per_prompt = {"a": {"total_s": [2.0, 2.0]}, "b": {"total_s": [1.0, 1.0]}}
+    >>> ours.per_prompt = {"a": {"total_s": [1.0, 1.0]}, "b": {"total_s": [1.0, 0.5]}}
+    >>> category_speedups([gen, ours], gen, {"a": "code", "b": "math"})
+    {'code': {'g': 1.0, 'o': 2.0}, 'math': {'g': 1.0, 'o': 1.5}}
+    """
+    if base is None:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for category in dict.fromkeys(categories.values()):
+        ids = [pid for pid, c in categories.items() if c == category]
+        base_s = [sum(t) for t in zip(*(base.per_prompt[pid]["total_s"] for pid in ids))]
+        out[category] = {}
+        for mode in modes:
+            mode_s = [sum(t) for t in zip(*(mode.per_prompt[pid]["total_s"] for pid in ids))]
+            pairs = [b / m for b, m in zip(base_s, mode_s) if m > 0]
+            out[category][mode.mode] = round(statistics.median(pairs), 4) if pairs else 0.0
+    return out
 
 
 def max_spec(specs: Sequence[LookaheadSpec]) -> LookaheadSpec:
@@ -212,15 +245,10 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         load_s = time.perf_counter() - t0
         model_id = engine.model_id
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
-        prompt_info = [{"id": pid, "tokens": len(ids)} for pid, ids in prompts]
+        categories = {p.id: p.category for p in suite.prompts}
+        prompt_info = [{"id": pid, "category": categories[pid], "tokens": len(ids)} for pid, ids in prompts]
         modes = [ModeResult("greedy", str(AUTOREGRESSIVE), adaptive=False)]
-        if config.default_mode:
-            modes.append(ModeResult("default", str(engine.default_request_spec), adaptive=True))
-        modes += [ModeResult(f"fixed {s}", str(s), adaptive=False) for s in config.specs if not s.is_autoregressive]
-        if config.prompt_lookup:
-            modes += [ModeResult(f"fixed {s} + prompt lookup", str(s), adaptive=False,
-                                 prompt_lookup=config.prompt_lookup)
-                      for s in config.specs if not s.is_autoregressive]
+        modes += lookahead_modes(config, engine.default_request_spec)
         baseline = None
         if config.baselines:
             baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens)
@@ -230,19 +258,41 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
-                              linear_kernel=engine.runner.kernel_choice.to_dict())
+                              linear_kernel=engine.runner.kernel_choice.to_dict(), categories=categories)
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
         outcome.step_cost = {str(k): round(1000 * engine.cost.median(k), 2)
                              for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}
         if config.keying:
             outcome.keying = _keying(engine, prompts, config, progress)
         if config.profile:
+            first = config.presets[0]
             for spec in (AUTOREGRESSIVE, engine.default_request_spec):
-                outcome.profile.append(profile_steps(engine, prompts[0][1], spec))
+                engine.prompt_lookup = preset_prompt_lookup(first, spec)
+                outcome.profile.append(profile_steps(engine, prompts[0][1], spec) | {"preset": first})
+            engine.prompt_lookup = 0
         results.append(outcome)
         del engine
     return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
                        started=started, wall_s=time.perf_counter() - t_start)
+
+
+def lookahead_modes(config: BenchConfig, default_spec: LookaheadSpec) -> list[ModeResult]:
+    """Per preset: the adaptive default mode (if asked) and one fixed mode per spec, named
+    ``<preset> default`` and ``<preset> <W,N,G>``, with the preset's prompt-lookup tokens.
+
+    >>> config = BenchConfig(specs=(LookaheadSpec(2, 4, 2),), presets=("fast", "trtllm"))
+    >>> modes = lookahead_modes(config, LookaheadSpec(2, 3, 2))
+    >>> [(m.mode, m.adaptive, m.prompt_lookup) for m in modes]
+    [('fast default', True, 2), ('fast 2,4,2', False, 3), ('trtllm default', True, 0), ('trtllm 2,4,2', False, 0)]
+    """
+    modes = []
+    for preset in config.presets:
+        if config.default_mode:
+            modes.append(ModeResult(f"{preset} default", str(default_spec), adaptive=True, preset=preset,
+                                    prompt_lookup=preset_prompt_lookup(preset, default_spec)))
+        modes += [ModeResult(f"{preset} {s}", str(s), adaptive=False, preset=preset, prompt_lookup=preset_prompt_lookup(preset, s))
+                  for s in config.specs if not s.is_autoregressive]
+    return modes
 
 
 class TransformersBaseline:
@@ -285,7 +335,7 @@ def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeR
         return tokens, seconds, 0.0, None
     engine.adaptive = mode.adaptive
     engine.prompt_lookup = mode.prompt_lookup
-    spec = None if mode.mode == "default" else LookaheadSpec.parse(mode.spec)
+    spec = None if mode.adaptive else LookaheadSpec.parse(mode.spec)
     result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
     engine.prompt_lookup = 0
     return result.tokens, result.stats.decode_s, result.stats.prefill_s, result

@@ -9,7 +9,7 @@ plain text (``add_special_tokens=True``). ``prompt_ids`` (a list of ints) may be
     >>> [p.id for p in suite.prompts][:3]
     ['code-prime', 'code-stack', 'chat-weekend']
     >>> sorted({p.category for p in suite.prompts})
-    ['chat', 'code', 'edge', 'math', 'repetition', 'summarisation']
+    ['chat', 'code', 'edge', 'extraction', 'lists', 'math', 'repetition', 'summarisation']
 """
 
 from __future__ import annotations

@@ -59,8 +59,6 @@ __all__ = [
     "DEFAULT_SPEC",
     "ReferenceEngine",
     "LookaheadNotAdmitted",
-    "PRESETS",
-    "preset_prompt_lookup",
     "RequestError",
     "ModelLoadError",
 ]
@@ -346,22 +344,6 @@ def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
     except (TypeError, ValueError):
         raise RequestError(f"prompt_ids must be token ids (ints), got {type(prompt_ids).__name__}",
                            field="prompt_ids") from None
-
-
-#: Algorithm presets of the reference engine (``lookahead.preset``).
-PRESETS = ("trtllm", "fast")
-
-
-def preset_prompt_lookup(preset: str, spec: Any) -> int:
-    """Prompt-lookup draft tokens of a preset: ``trtllm`` none (TensorRT-LLM's algorithm exactly),
-    ``fast`` N-1 (the most a step can accept).
-
-    >>> preset_prompt_lookup("trtllm", "2,4,2"), preset_prompt_lookup("fast", "2,4,2")
-    (0, 3)
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}: choose {' or '.join(PRESETS)}")
-    return LookaheadSpec.parse(spec).ngram_size - 1 if preset == "fast" else 0
 
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:

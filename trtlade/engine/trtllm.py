@@ -264,7 +264,7 @@ class TrtllmEngine:
             schedule=launch.schedule,
             details={"tensorrt_llm": pre.version, "engine_dir": str(launch.engine_dir),
                      "engine": engine.summary(), "tensor_parallel": engine.tp_size,
-                     "pipeline_parallel": engine.pp_size},
+                     "pipeline_parallel": engine.pp_size, "preset": "trtllm"},
         )
         self.tokenizer = PromptTokenizer(tokenizer)
         self.policy = LookaheadPolicy(launch.schedule)

@@ -28,7 +28,8 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
     cfg = plan.config
 
     def build() -> Any:
-        from trtlade.engine.reference import ReferenceEngine, preset_prompt_lookup
+        from trtlade.engine.presets import preset_prompt_lookup
+        from trtlade.engine.reference import ReferenceEngine
         from trtlade.engine.reference_serving import ReferenceServingEngine
 
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype
@@ -36,13 +37,13 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             model=str(plan.model_dir) if plan.model_dir is not None else None,
             spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
             threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
-            prompt_lookup=preset_prompt_lookup(cfg.lookahead.preset, cfg.lookahead.spec))
+            prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec))
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
             max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
             details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
-                     "preset": cfg.lookahead.preset},
+                     "preset": cfg.lookahead_preset},
             schedule=cfg.lookahead.lookahead_schedule)
 
     return build
@@ -53,6 +54,9 @@ def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
 
     cfg = plan.config
     assert plan.engine_dir is not None and plan.tokenizer_dir is not None
+    if cfg.lookahead.preset == "fast":
+        log.warning("lookahead.preset fast applies to the reference engine only: the trtllm engine runs "
+                    "TensorRT-LLM's algorithm (preset trtllm)")
     return TrtllmLaunch(
         engine_dir=plan.engine_dir, spec=cfg.lookahead.spec, tokenizer_dir=plan.tokenizer_dir,
         request_default=cfg.lookahead.request_default, schedule=cfg.lookahead.lookahead_schedule,

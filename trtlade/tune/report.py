@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from trtlade.bench.meta import describe_server
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidates
@@ -154,7 +155,7 @@ def summary_markdown(result: TuneResult) -> str:
 
 Server (W,N,G) = ({result.server_spec}); {table.repeats} repeat(s) x {levels} concurrency level(s) x
 {len(table.specs)} spec(s), interleaved; dataset `{result.settings.get('dataset')}`, max_tokens
-{result.settings.get('max_tokens')}. Latency limits: {limits}.
+{result.settings.get('max_tokens')}. Latency limits: {limits}.{_served_by(result)}
 {failed}
 ## Candidates
 
@@ -193,6 +194,12 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
 {rec.note}.
 """
+
+
+def _served_by(result: TuneResult) -> str:
+    """`` Served by: reference engine, preset fast, ...`` from the server's /version (empty if unknown)."""
+    text = describe_server(result.metadata.get("server"))
+    return f"\nServed by: {text}." if text else ""
 
 
 def _one_repeat_note(table: Table) -> str:
