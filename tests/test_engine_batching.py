@@ -173,9 +173,18 @@ def test_eos_and_stop_strings_inside_accepted_runs_in_a_batch():
 @given(schedule=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5),
                                    st.sampled_from([(7, 5, 7), (2, 3, 2), (1, 1, 0), (4, 2, 4), (5, 5, 1)])),
                          min_size=1, max_size=6),
-       max_batch=st.integers(1, 4), budget=st.sampled_from([None, 8, 24]))
-def test_property_any_arrival_schedule_is_greedy(schedule, max_batch, budget):
+       max_batch=st.integers(1, 4), budget=st.sampled_from([None, 8, 24]), lookup=st.sampled_from([0, 4]))
+def test_property_any_arrival_schedule_is_greedy(schedule, max_batch, budget, lookup):
+    """... with or without prompt-lookup candidates (preset fast: N-1 tokens) next to the pool's."""
     eng = engine()
+    eng.prompt_lookup = lookup
+    try:
+        _schedule_is_greedy(eng, schedule, max_batch, budget)
+    finally:
+        eng.prompt_lookup = 0
+
+
+def _schedule_is_greedy(eng, schedule, max_batch, budget):
     ps = prompts()
     arrivals: dict[int, list] = {}
     order = []
@@ -187,6 +196,35 @@ def test_property_any_arrival_schedule_is_greedy(schedule, max_batch, budget):
     out = run(eng.new_batch(max_batch_size=max_batch, max_num_tokens=budget), arrivals)
     for i, prompt_index in enumerate(order):
         assert tokens(out[i]) == alone("llama", ps[prompt_index], 32)[:16]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_fast_preset_in_a_batch_with_a_token_budget(arch):
+    """Prompt-lookup candidates in a batch: lossless per request, their rows within the step budget."""
+    eng = engine(arch)
+    tok = tiny_tokenizer()
+    texts = ["one two three one two three one two", "a b c d a b c d a b", "def f(x): return x\ndef f(x):"]
+    reqs = [request(tok.encode(t), s) for t, s in zip(texts, [(7, 5, 7), (2, 3, 2), None])]
+    reqs.append(request(prompts()[0], (1, 1, 0)))
+    eng.prompt_lookup = 4
+    try:
+        batch = eng.new_batch(max_batch_size=4, max_num_tokens=20)
+        rows = []
+        original = batch.step
+
+        def step():
+            out = original()
+            rows.append(batch.last.rows)
+            return out
+
+        batch.step = step
+        out = run(batch, {0: reqs})
+    finally:
+        eng.prompt_lookup = 0
+    for i, req in enumerate(reqs):
+        assert tokens(out[i]) == alone(arch, req.prompt_ids), f"request {i}"
+    assert max(rows) <= 20  # the lookup rows are counted against the budget like any draft
+    assert any(len(c.tokens) > 1 for i in range(3) for c in out[i])
 
 
 def test_a_new_batch_supersedes_the_old_one():
