@@ -325,3 +325,19 @@ def test_the_engine_reports_the_kernel_it_measured():
     choice = engine.runner.kernel_choice
     assert choice.kernel in ("onednn-packed", "plain") and choice.reason
     assert engine.runner.packed_linears == (choice.layers if choice.kernel == "onednn-packed" else 0)
+    # engine.stats and the served /version details say the same thing
+    from trtlade.engine.reference_serving import ReferenceServingEngine
+
+    assert engine.stats["step_cost_ms"] == {}  # the test engines skip the calibration
+    engine.calibrate()
+    stats = engine.stats
+    assert stats["linear_kernel"] == choice.to_dict() and stats["dtype"] == "float32"
+    assert stats["prompt_lookup"] == engine.prompt_lookup and stats["step_cost_ms"]
+    assert all(ms > 0 for ms in stats["step_cost_ms"].values())
+    serving = ReferenceServingEngine(engine, max_batch_size=1)
+    try:
+        assert serving.info.to_dict()["details"]["linear_kernel"] == choice.to_dict()
+    finally:
+        import asyncio
+
+        asyncio.run(serving.aclose())

@@ -258,10 +258,9 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
-                              linear_kernel=engine.runner.kernel_choice.to_dict(), categories=categories)
+                              linear_kernel=engine.stats["linear_kernel"], categories=categories)
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
-        outcome.step_cost = {str(k): round(1000 * engine.cost.median(k), 2)
-                             for k in sorted(engine.cost.samples) if engine.cost.median(k) is not None}
+        outcome.step_cost = {str(k): v for k, v in engine.stats["step_cost_ms"].items()}
         if config.keying:
             outcome.keying = _keying(engine, prompts, config, progress)
         if config.profile:

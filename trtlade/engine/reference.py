@@ -182,6 +182,20 @@ class ReferenceEngine:
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
                    prompt_lookup=prompt_lookup)
 
+    @property
+    def stats(self) -> dict[str, Any]:
+        """What this engine runs with, as data: the linear kernel chosen at load (and why), dtype,
+        threads, prompt-lookup tokens, adaptive, and the calibrated step cost per rows (ms)."""
+        return {
+            "linear_kernel": self.runner.kernel_choice.to_dict(),
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "prompt_lookup": self.prompt_lookup,
+            "adaptive": self.adaptive,
+            "step_cost_ms": {rows: round(1000 * ms, 2) for rows in sorted(self.cost.samples)
+                             if (ms := self.cost.median(rows)) is not None},
+        }
+
     # ------------------------------------------------------------------------------- public API
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                  stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,

@@ -83,8 +83,8 @@ class ReferenceServingEngine:
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                     **({"linear_kernel": runner.kernel_choice.to_dict()}
-                        if (runner := getattr(engine, "runner", None)) is not None else {}),
+                     **({"linear_kernel": engine_stats["linear_kernel"]}
+                        if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                      **(details or {})},
             schedule=schedule,
             logprobs=bool(getattr(engine, "supports_logprobs", True)),
