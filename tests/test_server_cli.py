@@ -56,6 +56,16 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path, hf_dir):
     assert make_plan(ServeFlags(config=cfg), env={}).model_dir == hf_dir.resolve()
 
 
+def test_the_preset_flag_overrides_the_config(tmp_path):
+    cfg = write(tmp_path / "d.yml", "lookahead: {spec: [2, 4, 2], preset: trtllm}\n")
+    assert make_plan(ServeFlags(config=cfg), env={}).config.lookahead_preset == "trtllm"
+    assert make_plan(ServeFlags(config=cfg, preset="fast"), env={}).config.lookahead_preset == "fast"
+    assert make_plan(ServeFlags(), env={}).config.lookahead_preset == "fast"  # reference engine, unset
+    with pytest.raises(PlanError, match="--preset 'quick': choose fast or trtllm") as info:
+        make_plan(ServeFlags(preset="quick"), env={})
+    assert info.value.usage and "TensorRT-LLM" in info.value.hint
+
+
 def test_spec_flag_must_admit_the_request_default(tmp_path):
     cfg = write(tmp_path / "d.yml", "lookahead: {spec: [7, 7, 7], request_default: [5, 5, 5]}\n")
     with pytest.raises(PlanError, match="request_default"):

@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
             "name under $TRTLADE_MODELS_DIR. Default: the embedded SmolLM2-135M-Instruct."),
         engine: Optional[str] = typer.Option(None, "--engine", "-e", help="reference (PyTorch, CPU) or trtllm."),
         spec: Optional[str] = typer.Option(None, "--spec", help="The server's (W,N,G), e.g. 4,2,4."),
+        preset: Optional[str] = typer.Option(None, "--preset", help="The reference engine's algorithm: fast "
+                                             "(default: prompt-lookup candidates too) or trtllm (TensorRT-LLM's "
+                                             "exactly); overrides lookahead.preset."),
         host: Optional[str] = typer.Option(None, "--host", help="Bind address (default 127.0.0.1)."),
         port: Optional[int] = typer.Option(None, "--port", "-p", help="TCP port (default 8000; 0 = any free)."),
         api_key: Optional[str] = typer.Option(
@@ -60,7 +63,7 @@ def register(app: typer.Typer) -> None:
             fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
-                           api_key=api_key)
+                           api_key=api_key, preset=preset)
         try:
             plan = make_plan(flags)
         except PlanError as exc:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import TrtladeError
 from trtlade.config.schema import TrtladeConfig
+from trtlade.engine.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -61,6 +62,7 @@ class ServeFlags:
     host: Optional[str] = None
     port: Optional[int] = None
     api_key: Optional[str] = None
+    preset: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         data["lookahead"]["spec"] = flags.spec
     if flags.engine is not None:
         data["serve"]["engine"] = flags.engine
+    if flags.preset is not None:
+        data["lookahead"]["preset"] = flags.preset
     if flags.host is not None:
         data["serve"]["host"] = flags.host
     if flags.port is not None:
@@ -167,6 +171,9 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     env = os.environ if env is None else env
     if flags.engine is not None and flags.engine not in ENGINES:
         raise PlanError(f"--engine {flags.engine!r}: choose one of {', '.join(ENGINES)}", usage=True)
+    if flags.preset is not None and flags.preset not in PRESETS:
+        raise PlanError(f"--preset {flags.preset!r}: choose {' or '.join(PRESETS)}", usage=True,
+                        hint="fast: the reference engine's fastest; trtllm: TensorRT-LLM's algorithm exactly")
     loaded = None
     bundle: Optional[Path] = None
     model_arg: Optional[Path] = None
