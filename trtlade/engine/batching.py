@@ -117,6 +117,7 @@ class SequenceState:
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
+                self._observe(1, 1, on_greedy_rung=True)
             return chunk, [0]
         algo = self._algorithm()
         verification = algo.verify(draft.expand_argmax(logits.argmax(dim=-1).tolist()))
@@ -127,10 +128,20 @@ class SequenceState:
         chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
         algo.commit(count)
-        if chunk.finish_reason is None and self.controller is not None \
-                and self.controller.observe(count, draft.num_rows):
-            self.algo = self._new_algorithm(self.controller.spec)
+        if chunk.finish_reason is None:
+            self._observe(count, draft.num_rows)
         return chunk, list(verification.kept_rows[:count])
+
+    def _observe(self, tokens: int, rows: int, on_greedy_rung: bool = False) -> None:
+        """Tell the adaptive controller about a decoding step; restart the algorithm when it changes
+        the spec. A one-row step counts only on the controller's (1,1,0) rung, where it is what the
+        rung does (and is what lets the controller probe back up); elsewhere it is a step whose
+        drafts the token budget dropped, which says nothing about the spec."""
+        controller = self.controller
+        if controller is None or (on_greedy_rung and not controller.spec.is_autoregressive):
+            return
+        if controller.observe(tokens, rows):
+            self.algo = self._new_algorithm(controller.spec)
 
     # ------------------------------------------------------------------ internals
     def _algorithm(self) -> LookaheadAlgorithm:
