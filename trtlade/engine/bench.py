@@ -448,6 +448,8 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     so they include a little profiler overhead and the rest is, if anything, underestimated."""
     from torch.profiler import ProfilerActivity, profile
 
+    from trtlade.engine.batching import ALGORITHM_LABEL, TEXT_LABEL
+
     adaptive = engine.adaptive
     engine.adaptive = False
     try:
@@ -469,7 +471,7 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     other_ops = sum(e.self_cpu_time_total for k, e in by_name.items()
                     if (k.startswith("aten::") or k.startswith("mkldnn::")) and k not in known)
     ms["other torch ops"] = other_ops / 1000.0 / n
-    for label, key in (("lookahead algorithm (Python)", "trtlade.algorithm"), ("detokenize + stops", "trtlade.text")):
+    for label, key in (("lookahead algorithm (Python)", ALGORITHM_LABEL), ("detokenize + stops", TEXT_LABEL)):
         ms[label] = by_name[key].cpu_time_total / 1000.0 / n if key in by_name else 0.0
     profiled_ms = 1000.0 * wall / n
     plain_steps = max(1, plain.stats.steps - 1)
