@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
 
+from trtlade.engine.presets import DEFAULT_PRESET
 from trtlade.schedule import LookaheadSchedule, ScheduleError
 from trtlade.spec import LookaheadSpec
 
@@ -257,7 +258,7 @@ class TrtladeConfig(_Section):
         and ``trtllm`` on the TensorRT-LLM engine (which runs nothing else)."""
         if self.lookahead.preset is not None:
             return self.lookahead.preset
-        return "fast" if self.serve.engine == "reference" else "trtllm"
+        return DEFAULT_PRESET if self.serve.engine == "reference" else "trtllm"
 
     @model_validator(mode="after")
     def _request_default_admitted(self) -> "TrtladeConfig":

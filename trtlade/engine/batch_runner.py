@@ -507,7 +507,10 @@ class BatchRunner:
         lengths = self.cache.lengths
         needed = max(lengths[b.slot] + b.rows for b in blocks)
         self.cache.ensure(max(b.slot for b in blocks) + 1, needed, self.dtype, self.device)
-        return step_layout(blocks, lengths, self.device)
+        layout = step_layout(blocks, lengths, self.device)
+        if layout.mask is not None and layout.hi - layout.lo == 1:
+            layout.mask = layout.mask.to(self.dtype)  # one block runs sdpa: its mask in the model's dtype, once
+        return layout
 
 
 _MASKED = float(torch.finfo(torch.float32).min)

@@ -27,10 +27,11 @@ keyed by g) is counted per spec (no timing: it only changes the pool).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from trtlade.engine.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
@@ -266,9 +267,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         if config.profile:
             first = config.presets[0]
             for spec in (AUTOREGRESSIVE, engine.default_request_spec):
-                engine.prompt_lookup = preset_prompt_lookup(first, spec)
-                outcome.profile.append(profile_steps(engine, prompts[0][1], spec) | {"preset": first})
-            engine.prompt_lookup = 0
+                with _prompt_lookup(engine, preset_prompt_lookup(first, spec)):
+                    outcome.profile.append(profile_steps(engine, prompts[0][1], spec) | {"preset": first})
         results.append(outcome)
         del engine
     return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
@@ -325,6 +325,16 @@ class TransformersBaseline:
         return out[0, len(ids):].tolist(), seconds
 
 
+@contextlib.contextmanager
+def _prompt_lookup(engine: Any, tokens: int) -> Iterator[None]:
+    """The engine's prompt-lookup tokens set to ``tokens`` for a block, then restored."""
+    before, engine.prompt_lookup = engine.prompt_lookup, tokens
+    try:
+        yield
+    finally:
+        engine.prompt_lookup = before
+
+
 def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeResult, ids: list[int],
               max_tokens: int) -> tuple[list[int], float, float, Any]:
     """(tokens, decode seconds, prefill seconds, stats or None) of one prompt in one mode."""
@@ -333,10 +343,9 @@ def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeR
         tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP)
         return tokens, seconds, 0.0, None
     engine.adaptive = mode.adaptive
-    engine.prompt_lookup = mode.prompt_lookup
     spec = None if mode.adaptive else LookaheadSpec.parse(mode.spec)
-    result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
-    engine.prompt_lookup = 0
+    with _prompt_lookup(engine, mode.prompt_lookup):
+        result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
     return result.tokens, result.stats.decode_s, result.stats.prefill_s, result
 
 

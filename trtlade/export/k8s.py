@@ -20,6 +20,7 @@ Kubernetes schemas in the tests (``kubernetes-validate``).
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,20 +36,23 @@ CONFIG_MOUNT = "/etc/trtlade"
 PORT = 8000
 
 
+@dataclass(frozen=True)
 class K8sOptions:
-    """What the user chooses: names, image, the claim holding the bundle, replicas, autoscaling."""
+    """What the user chooses: names, image (default ``trtlade:<version>``), the claim holding the
+    bundle, replicas, autoscaling."""
 
-    def __init__(self, name: str, image: Optional[str] = None, pvc: str = "trtlade-bundles",
-                 bundle_subpath: str = "", tokenizer: Optional[str] = None, replicas: int = 1,
-                 hpa_max_replicas: Optional[int] = None, queue_target: int = 4) -> None:
-        self.name = name
-        self.image = image or f"trtlade:{__version__}"
-        self.pvc = pvc
-        self.bundle_subpath = bundle_subpath
-        self.tokenizer = tokenizer
-        self.replicas = replicas
-        self.hpa_max_replicas = hpa_max_replicas
-        self.queue_target = queue_target
+    name: str
+    image: Optional[str] = None
+    pvc: str = "trtlade-bundles"
+    bundle_subpath: str = ""
+    tokenizer: Optional[str] = None
+    replicas: int = 1
+    hpa_max_replicas: Optional[int] = None
+    queue_target: int = 4
+
+    def __post_init__(self) -> None:
+        if self.image is None:
+            object.__setattr__(self, "image", f"trtlade:{__version__}")
 
 
 def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> dict[str, Any]:
