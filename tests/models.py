@@ -127,3 +127,18 @@ def tiny_engine(arch: str = "llama", spec: Any = (15, 5, 15), *, seed: int = 0, 
                                                        attn_implementation=attn_implementation)
     return ReferenceEngine(model, tok, spec, adaptive=adaptive, pack_linears=pack_linears, calibrate=False,
                            model_id=f"tiny-{arch}", threads=1, **kwargs)
+
+
+def frozen_cost(seconds_by_rows: dict[int, float]) -> Any:
+    """A step-cost table that keeps the given host's costs: the steps a test runs on its tiny model
+    (a fraction of a millisecond) do not replace them."""
+    from trtlade.engine.adaptive import CostTable
+
+    class Frozen(CostTable):
+        def add(self, rows: int, seconds: float) -> None:
+            pass
+
+    table = Frozen()
+    for rows, seconds in seconds_by_rows.items():
+        CostTable.add(table, rows, seconds)
+    return table

@@ -315,3 +315,55 @@ def test_the_prefill_budget_splits_arrivals_over_steps():
     assert batch.last.prefills == 1 and batch.waiting == 0
     batch.close()
     assert ids == sorted(ids)
+
+
+# ------------------------------------------------------------------------------------ draft policies
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_schedule_request_stops_drafting_when_the_batch_fills_and_stays_exact(arch):
+    """The schedule gave request 0 (4,2,4) when it was alone; when three more arrive, the band for 4
+    in flight is (1,1,0): from then on request 0 runs its golden row only (its drafts would delay
+    every neighbour), and drafts again once it is alone. Tokens: the greedy ones throughout."""
+    from trtlade.schedule import LookaheadSchedule
+    from trtlade.spec import LookaheadSpec
+
+    schedule = LookaheadSchedule.parse([{"up_to": 1, "spec": "4,2,4"}, {"spec": "1,1,0"}])
+    eng = engine(arch)
+    ps = prompts()
+    first = request(ps[0], LookaheadSpec(4, 2, 4), max_tokens=40, policy="schedule", schedule=schedule, band=0)
+    later = [request(p, LookaheadSpec(1, 1, 0), max_tokens=6, policy="schedule", schedule=schedule, band=1)
+             for p in ps[1:4]]
+    batch = eng.new_batch(max_batch_size=8)
+    out = run(batch, {0: [first], 4: later})
+    assert tokens(out[0]) == alone(arch, ps[0], 40)
+    for i, p in enumerate(ps[1:4], 1):
+        assert tokens(out[i]) == alone(arch, p, 6)
+    rows = out[0][-1].stats.rows_per_step  # prefill, then one entry per decoding step
+    # steps 1-3 alone: drafts; from step 4 the three others are in flight (prefilled at step 4,
+    # decoding from step 5 for 6 tokens): golden row only; alone again after they end: drafts
+    assert all(r > 1 for r in rows[1:4])
+    assert rows[4:9] == [1] * 5
+    assert rows[-1] > 1 or out[0][-1].finish_reason == "length"
+    assert any(r > 1 for r in rows[10:])
+
+
+def test_fixed_and_auto_requests_share_a_batch_and_stay_exact():
+    """Explicit specs draft every step whatever the policy decides for the ``auto`` neighbours; with
+    rows made dear, the auto requests run their golden row; tokens are the greedy ones for all."""
+    from models import frozen_cost
+    from trtlade.spec import LookaheadSpec
+
+    eng = tiny_engine("llama", ENGINE_SPEC, adaptive=True)
+    saved = eng.policy.cost
+    eng.policy.cost = frozen_cost({r: 0.01 * (r if r == 1 else 3 * r) for r in (1, 2, 4, 8, 16, 32, 64, 128)})
+    try:
+        ps = prompts()
+        reqs = [request(ps[0], LookaheadSpec(4, 2, 4)), request(ps[1]), request(ps[2], policy="auto"),
+                request(ps[3], LookaheadSpec(2, 3, 2), policy="auto")]
+        out = run(eng.new_batch(max_batch_size=8), {0: reqs})
+    finally:
+        eng.policy.cost = saved
+    for i, p in enumerate(ps[:4]):
+        assert tokens(out[i]) == alone("llama", p)
+    rows = [out[i][-1].stats.rows_per_step[1:] for i in range(4)]
+    assert all(r > 1 for r in rows[0][:-1])  # fixed: drafts every step (the last may be cut)
+    assert all(r == 1 for i in (1, 2, 3) for r in rows[i])  # auto on dear rows: plain decoding

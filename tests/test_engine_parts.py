@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models import tiny_tokenizer
-from trtlade.engine.adaptive import CostTable, SpecController, spec_ladder
+from trtlade.engine.adaptive import AutoPolicy, CostTable
 from trtlade.engine.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
 from trtlade.engine.kernels import resolve_dtype
 from trtlade.engine.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
@@ -229,63 +229,87 @@ def test_eos_token_ids_merge_sources_in_order_without_repeats():
     assert eos_token_ids(None, 2, [7, 2], (9,), True) == (2, 7, 9)  # a bool is not an id
 
 
-# ------------------------------------------------------------------------------------ adaptive
-def test_spec_ladder_ends_at_autoregressive():
-    for spec in [(15, 5, 15), (7, 7, 7), (4, 2, 4), (2, 2, 1), (1, 2, 0), (1, 1, 0), (2, 4, 2), (3, 3, 1)]:
-        ladder = spec_ladder(LookaheadSpec(*spec))
-        assert ladder[0] == LookaheadSpec(*spec) and ladder[-1] == LookaheadSpec(1, 1, 0)
-        for big, small in zip(ladder, ladder[1:]):
-            assert big.admits(small) and (big.decoding_tokens > small.decoding_tokens or small.is_autoregressive)
-    assert [str(s) for s in spec_ladder(LookaheadSpec(3, 3, 1))] == ["3,3,1", "2,3,1", "2,2,1", "1,1,0"]
-
-
-def _cost(per_row: float = 0.05) -> CostTable:
+# ------------------------------------------------------------------------------------ auto policy
+def _cost(rows_ms: dict[int, float]) -> CostTable:
     table = CostTable()
-    for rows in (1, 2, 4, 8, 16, 32, 64):
-        table.add(rows, 0.030 * (1 + per_row * (rows - 1)))
+    for rows, ms in rows_ms.items():
+        table.add(rows, ms / 1000)
     return table
 
 
-def test_controller_drops_to_greedy_when_nothing_is_accepted_and_probes_back():
-    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4, probe_after=8)
-    assert ctrl.spec == LookaheadSpec(4, 2, 4)
-    changed = [ctrl.observe(1, 8) for _ in range(4)]  # nothing accepted, 8 rows: 1.35x cost
-    assert changed == [False, False, False, True] and ctrl.spec == LookaheadSpec(1, 1, 0)
-    changes = [ctrl.observe(1, 1) for _ in range(8)]
-    assert changes[-1] and not any(changes[:-1]) and ctrl.spec == LookaheadSpec(4, 2, 4)  # a probe
-    for _ in range(4):
-        ctrl.observe(1, 8)
-    assert ctrl.spec == LookaheadSpec(1, 1, 0)  # the probe failed
-    assert ctrl.probe_after[-1] == 16  # the next probe waits twice as long
-    assert [s for _, s in ctrl.switches] == ["1,1,0", "4,2,4", "1,1,0"]
+#: Step cost (ms) by rows on two hosts of this project: flat rows (AMD EPYC, oneDNN packed) and
+#: dear rows (Intel Xeon, plain GEMM), and a GPU-like table where rows are free until 64.
+FLAT = {1: 34, 2: 34.5, 4: 35, 8: 36, 12: 37, 16: 40, 32: 55, 64: 90}
+DEAR = {1: 31, 2: 40, 4: 44, 8: 56, 12: 65, 16: 75, 32: 120, 64: 210}
+FREE = {1: 10, 8: 10, 16: 10, 64: 10.5, 128: 11}
 
 
-def test_controller_shrinks_to_a_rung_that_can_still_pay():
-    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4)
-    steps = 0  # window=4: judged from the 4th step on
-    while ctrl.spec == LookaheadSpec(4, 2, 4) and steps < 32:
-        ctrl.observe(2 if steps % 5 == 0 else 1, 8)  # 1.2 tokens for 1.35x: 0.89, not paying
-        steps += 1
-    assert ctrl.spec == LookaheadSpec(2, 2, 2)  # 1.2 / 1.15 (4 rows) could pay
-    assert 8 <= steps < 32  # judged with confidence: not after a handful of steps
+@pytest.mark.parametrize("table, running, accepted, drafts", [
+    # one sequence: drafts pay wherever a row is cheaper than what it accepts
+    (FLAT, 1, 0.8, [True]),
+    (DEAR, 1, 0.8, [False]),          # 10 rows cost 2.1x: 1.8 tokens do not pay
+    (DEAR, 1, 1.6, [True]),           # a repetitive text: 2.6 tokens for 2.1x
+    (FREE, 1, 0.3, [True]),
+    # a full batch: the rows of one sequence's drafts delay all eight
+    (FLAT, 8, 0.8, [False] * 8),
+    (DEAR, 8, 2.0, [False] * 8),
+    (FREE, 8, 0.3, [True] * 8),       # a GPU with idle compute: everyone drafts
+])
+def test_auto_plan_follows_the_cost_of_a_row(table, running, accepted, drafts):
+    policy = AutoPolicy(_cost(table), explore=0.0)
+    seqs = [policy.new_sequence() for _ in range(running)]
+    for seq in seqs:
+        seq.total, seq.weight = accepted * 16, 16.0  # 16 drafted steps that accepted this on average
+    assert policy.plan([], [(seq, 9) for seq in seqs]) == drafts
 
 
-def test_controller_does_not_shrink_on_a_short_bad_patch():
-    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=6)
-    pattern = [1, 1, 1, 1, 1, 4, 1, 3, 1, 1, 4, 1, 1, 2, 1, 3]  # 1.6 tokens per step on average
-    assert not any(ctrl.observe(tokens, 8) for tokens in pattern)
+def test_auto_plan_gives_drafts_to_the_sequences_that_accept_most_per_row():
+    policy = AutoPolicy(_cost(FLAT), explore=0.0)
+    good, bad = policy.new_sequence(), policy.new_sequence()
+    good.total, good.weight = 2.5 * 16, 16.0
+    bad.total, bad.weight = 0.0, 16.0
+    assert policy.plan([(1, 1.0)], [(bad, 9), (good, 9)]) == [False, True]
 
 
-def test_controller_keeps_a_spec_that_pays():
-    ctrl = SpecController(LookaheadSpec(4, 2, 4), _cost(), window=4)
+def test_auto_sequence_that_stops_accepting_falls_back_then_is_tried_again():
+    """Nothing accepted: the estimate drops and the sequence stops drafting; while it runs plain
+    decoding its evidence fades, the optimism grows, and it is tried again, later each time."""
+    policy = AutoPolicy(_cost({1: 31, 4: 40, 10: 42}))
+    seq = policy.new_sequence()
+    trace = []
+    for _ in range(200):
+        drafts = policy.plan([], [(seq, 9)])[0]
+        trace.append(drafts)
+        policy.observe(seq, drafted=drafts, accepted=0)
+    assert trace[0] and not all(trace[:20])           # tried first, then dropped
+    assert 3 <= sum(trace[20:]) <= 40                  # probes continue, rarely
+    assert not any(trace[-5:]) or sum(trace[-50:]) < 15
+
+
+def test_auto_prior_follows_the_server_history():
+    policy = AutoPolicy(_cost(FLAT), history=8)
+    assert policy.expected(policy.new_sequence()) == pytest.approx(0.5)
+    busy = policy.new_sequence()
     for _ in range(40):
-        assert not ctrl.observe(2, 8)  # 2 tokens for 1.35x
-    assert ctrl.spec == LookaheadSpec(4, 2, 4)
+        policy.observe(busy, drafted=True, accepted=3)
+    assert policy.expected(policy.new_sequence()) > 2.5  # a new request starts from what the server sees
+
+
+def test_auto_counters_compare_expected_and_realised_acceptance():
+    policy = AutoPolicy(_cost(FLAT), explore=0.0)
+    seq = policy.new_sequence()
+    assert policy.plan([], [(seq, 9)]) == [True]
+    policy.observe(seq, drafted=True, accepted=2)
+    policy.observe(seq, drafted=True, accepted=1, planned=False)  # a fixed step: not the policy's choice
+    c = policy.counters
+    assert (c.steps, c.drafted, c.accepted) == (1, 1, 2) and c.expected_accepted == pytest.approx(0.5)
+    snap = policy.snapshot()
+    assert snap["row_cost_ms"] == pytest.approx((90 - 34) / 63, abs=1e-3) and snap["step_ms"][1] == 34
 
 
 def test_cost_table_interpolates():
     table = CostTable()
-    assert table.ratio(8) == 1.0  # no data: assume free (never shrinks on no evidence)
+    assert table.ratio(8) == 1.0  # no data: assume free (drafts are never refused on no evidence)
     table.add(1, 0.02)
     table.add(9, 0.04)
     assert table.ratio(5) == pytest.approx(1.5)
@@ -293,29 +317,60 @@ def test_cost_table_interpolates():
 
 
 # ------------------------------------------------------------------------------------ kernel choice
-@pytest.mark.parametrize("packed_faster", [True, False])
-def test_the_linear_kernel_is_chosen_by_measurement_and_stays_lossless(packed_faster):
+@pytest.mark.parametrize("faster, kernel, kinds", [
+    ({1: "packed", 4: "packed", 16: "packed"}, "onednn-packed", {"PackedLinear"}),
+    ({1: "plain", 4: "plain", 16: "plain"}, "plain", {"Linear"}),
+    ({1: "plain", 4: "packed", 16: "packed"}, "by-rows", {"RowDispatchedLinear"}),
+    ({1: "packed", 4: "plain", 16: "packed"}, "by-rows", {"RowDispatchedLinear"}),   # from 16 on
+])
+def test_the_linear_kernel_is_chosen_per_row_count_and_stays_lossless(faster, kernel, kinds):
     from models import tiny_model
-    from trtlade.engine.kernels import PackedLinear, choose_linear_kernel, onednn_available
+    from trtlade.engine.kernels import RowDispatchedLinear, choose_linear_kernel, onednn_available
 
     model = tiny_model("llama", 320)
     if not onednn_available():  # a torch build without oneDNN: nothing to choose, plain it is
         assert choose_linear_kernel(model).kernel == "plain"
         return
     x = torch.randint(0, 320, (1, 9))
+    one = x[:, :1]
     with torch.no_grad():
-        before = model(input_ids=x).logits
+        before, before_one = model(input_ids=x).logits, model(input_ids=one).logits
 
-    def timer(layers):  # packed layers "measure" faster or slower, as asked
-        return 1.0 if isinstance(layers[0], PackedLinear) == packed_faster else 2.0
+    def timer(plain, packed, rows):  # each kernel "measures" faster where the table says so
+        return {r: (1.0, 2.0) if faster[r] == "plain" else (2.0, 1.0) for r in faster}
 
     choice = choose_linear_kernel(model, timer=timer)
-    kinds = {type(m).__name__ for m in model.modules() if type(m).__name__ in ("Linear", "PackedLinear")}
-    assert choice.kernel == ("onednn-packed" if packed_faster else "plain")
-    assert kinds == ({"PackedLinear"} if packed_faster else {"Linear"}) and choice.layers > 0
-    assert choice.packed_ms == (1000.0 if packed_faster else 2000.0)
-    with torch.no_grad():
+    top = {type(child).__name__ for parent in model.modules() if not isinstance(parent, RowDispatchedLinear)
+           for child in parent.children() if type(child).__name__ in ("Linear", "PackedLinear", "RowDispatchedLinear")}
+    assert choice.kernel == kernel and top == kinds and choice.layers > 0
+    assert choice.per_rows_ms == {r: (1000.0, 2000.0) if faster[r] == "plain" else (2000.0, 1000.0) for r in faster}
+    if kernel == "by-rows":
+        expected_from = 16 if faster[4] == "plain" else 4
+        assert choice.packed_from_rows == expected_from
+        dispatched = [m for m in model.modules() if isinstance(m, RowDispatchedLinear)]
+        assert dispatched and all(m.packed_from == expected_from for m in dispatched)
+    with torch.no_grad():  # 9 rows and 1 row: whichever kernel runs, the same logits
         assert torch.allclose(model(input_ids=x).logits, before, atol=1e-5)
+        assert torch.allclose(model(input_ids=one).logits, before_one, atol=1e-5)
+
+
+def test_row_dispatched_linear_calls_the_kernel_its_row_count_asks_for():
+    from trtlade.engine.kernels import PackedLinear, RowDispatchedLinear, onednn_available
+
+    if not onednn_available():
+        pytest.skip("torch build without oneDNN: no packed kernel to dispatch to")
+    linear = torch.nn.Linear(8, 4)
+    packed = PackedLinear(linear)
+    calls = []
+    packed.register_forward_hook(lambda *a: calls.append("packed"))
+    linear.register_forward_hook(lambda *a: calls.append("plain"))
+    dual = RowDispatchedLinear(linear, packed, packed_from=4)
+    with torch.no_grad():
+        for shape in [(1, 8), (3, 8), (1, 4, 8), (2, 3, 8), (16, 8)]:
+            x = torch.randn(*shape)
+            assert torch.allclose(dual(x), linear(x), atol=1e-5)
+            calls.pop()  # the reference call above
+    assert calls == ["plain", "plain", "packed", "packed", "packed"]
 
 
 def test_the_engine_reports_the_kernel_it_measured():
@@ -323,8 +378,8 @@ def test_the_engine_reports_the_kernel_it_measured():
 
     engine = tiny_engine("llama", (2, 2, 1))  # pack_linears=None: measured at load
     choice = engine.runner.kernel_choice
-    assert choice.kernel in ("onednn-packed", "plain") and choice.reason
-    assert engine.runner.packed_linears == (choice.layers if choice.kernel == "onednn-packed" else 0)
+    assert choice.kernel in ("onednn-packed", "plain", "by-rows") and choice.reason
+    assert engine.runner.packed_linears == (choice.layers if choice.kernel != "plain" else 0)
     # engine.stats and the served /version details say the same thing
     from trtlade.engine.reference_serving import ReferenceServingEngine
 

@@ -1,32 +1,46 @@
-"""Adaptive lookahead: shrink (w, n, g) while drafts do not pay, probe back up later.
+"""The ``auto`` draft policy: each step, which running sequences verify their drafts.
 
-Lookahead is lossless whatever spec runs a step (every emitted token is the greedy argmax), so the
-engine may change the spec between steps using only what it has already measured. What a step
-costs depends on how many rows it computes; what it gains is the tokens it emits. Per request:
+Lookahead is lossless whatever rows a step verifies (every emitted token is the greedy argmax), so
+the engine may decide per step, per sequence, whether a sequence runs its drafts (all the rows of its
+admitted (w,n,g)) or only its golden row (plain decoding for that step; its n-gram pool keeps
+learning from the tokens it emits). :class:`AutoPolicy` chooses the set of sequences that maximises
+the batch's expected tokens per second, from two measurements:
 
-* :class:`CostTable` -- wall time of a step with K rows relative to a 1-row step, measured on this
-  engine (calibrated at load, refined by every step it runs);
-* :class:`SpecController` -- walks a ladder of specs from the request's (w, n, g) down to (1,1,0).
-  After ``window`` steps at a rung, the predicted speedup of those steps is
-  ``sum(tokens) / sum(cost_ratio(rows))``; below ``1 - margin`` the controller steps down one rung.
-  Below the top, it probes the rung above after ``probe_after`` steps; a failed probe doubles the
-  wait (up to ``probe_max``).
+* :class:`CostTable` -- the wall time of a forward pass by the rows it computes, calibrated at load
+  and refined by every step the engine runs (so it is the cost of a row on *this* host, at the
+  batch shapes it actually runs);
+* :class:`Acceptance` -- per sequence, the accepted drafts per drafted step so far, shrunk towards a
+  prior: the server's recent history of accepted drafts. A sequence that has not drafted for a while
+  forgets part of what it saw, so its estimate moves back to the prior and it is tried again when
+  trying is cheap (an optimism bonus of ``explore`` standard deviations, smaller with more evidence).
 
-Worked example: request (4,2,4) on text that never repeats. The ladder is (4,2,4) -> (2,2,2) ->
-(1,1,0). Six steps at (4,2,4) compute ~7 rows (cost 1.2x) and emit 1.0 tokens each: gain 0.83 <
-0.98, and no lower rung could pay with nothing accepted, so the next step runs (1,1,0). After 16
-greedy steps it tries (4,2,4) again for a window, then after 32, 64, ... steps.
+Worked example: one sequence alone, 10 rows with its drafts, on a host where 10 rows cost 1.3x one
+row: drafting pays if it expects more than 0.3 accepted drafts per step. Eight sequences on the same
+host: 8 rows cost 44 ms and 17 rows 60 ms (1.36x), so one sequence's drafts would have to add 2.9
+tokens to the batch's 8 -- more than any (2,4,2) step accepts: the batch runs plain decoding::
+
+    >>> cost = CostTable()
+    >>> for rows, ms in [(1, 31), (8, 44), (10, 40.3), (17, 60)]:
+    ...     cost.add(rows, ms / 1000)
+    >>> policy = AutoPolicy(cost)
+    >>> alone = policy.new_sequence()
+    >>> for accepted in (1, 0, 2, 1):          # what its drafted steps accepted
+    ...     policy.observe(alone, drafted=True, accepted=accepted)
+    >>> round(policy.expected(alone), 2), policy.plan([], [(alone, 9)])
+    (0.84, [True])
+    >>> busy = [policy.new_sequence() for _ in range(8)]
+    >>> policy.plan([], [(seq, 9) for seq in busy])
+    [False, False, False, False, False, False, False, False]
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
-from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
-
-__all__ = ["CostTable", "SpecController", "spec_ladder"]
-
+__all__ = ["CostTable", "Acceptance", "AutoPolicy", "PolicyCounters"]
 
 @dataclass
 class CostTable:
@@ -82,126 +96,145 @@ class CostTable:
         return max(1.0, many / one)
 
 
-#: Efficient rungs below a request's spec, measured on a 2-core CPU (SmolLM2-135M, fp32): tokens
-#: per step / rows per step on the bundled suite were (2,4,2) 1.76/9.7, (2,3,2) 1.59/6.6,
-#: (2,2,2) 1.36/3.4 (TensorRT-LLM verifies min(W, G) candidates, so G > W adds nothing). Nothing
-#: with W = 1 or G = 1: with TensorRT-LLM's keying a single candidate is almost never accepted.
-RUNGS = (LookaheadSpec(2, 4, 2), LookaheadSpec(2, 3, 2), LookaheadSpec(2, 2, 2))
+@dataclass
+class Acceptance:
+    """One sequence's accepted drafts per drafted step: a sum and a count that fade while it does
+    not draft (``weight`` is the evidence behind the mean, in drafted steps)."""
 
-
-def spec_ladder(spec: LookaheadSpec) -> list[LookaheadSpec]:
-    """``spec``, then the :data:`RUNGS` it admits (clipped to it field by field, each smaller than
-    the one before), then (1,1,0).
-
-    >>> [str(s) for s in spec_ladder(LookaheadSpec(7, 7, 7))]
-    ['7,7,7', '2,4,2', '2,3,2', '2,2,2', '1,1,0']
-    >>> [str(s) for s in spec_ladder(LookaheadSpec(4, 2, 4))]
-    ['4,2,4', '2,2,2', '1,1,0']
-    >>> [str(s) for s in spec_ladder(LookaheadSpec(1, 1, 0))]
-    ['1,1,0']
-    """
-    ladder = [spec]
-    if spec.is_autoregressive:
-        return ladder if spec == AUTOREGRESSIVE else ladder + [AUTOREGRESSIVE]
-    for rung in RUNGS:
-        w, n, g = (min(a, b) for a, b in zip(rung.as_tuple(), spec.as_tuple()))
-        candidate = LookaheadSpec(w, n, g) if n > 1 else AUTOREGRESSIVE
-        last = ladder[-1]
-        if not candidate.is_autoregressive and last.admits(candidate) \
-                and candidate.decoding_tokens < last.decoding_tokens:
-            ladder.append(candidate)
-    ladder.append(AUTOREGRESSIVE)
-    return ladder
-
-
-class SpecController:
-    """Chooses the spec of each step of one request (see the module docstring).
-
-    ``observe(tokens, rows)`` after every decoding step returns True when the spec changes; the
-    engine then restarts the algorithm with :attr:`spec` on the same context (lossless either way).
-
-    * Judging: after the warm-up of a rung (N-2 steps) and at least ``window`` more steps, each
-      of the last ``horizon`` steps has a gain ``tokens / cost_ratio(rows)``; the judgement is
-      their mean plus ``confidence`` standard errors (a run of 1-token steps is normal luck at
-      1.7 tokens per step, so a short bad patch does not shrink anything).
-    * Shrinking: below ``1 - margin``, the controller moves to the first lower rung that could
-      still pay if it kept every accepted token, ``(1 + drafts accepted per step) /
-      cost_ratio(its rows)``; with nothing accepted that is (1,1,0) at once.
-    * Probing: after ``probe_after[level]`` steps on a lower rung, it tries again the rung it
-      shrank from (text often turns repetitive later); a probe that fails doubles that wait (at
-      most ``probe_max``).
-    """
-
-    def __init__(self, requested: LookaheadSpec, cost: CostTable, *, window: int = 10, horizon: int = 32,
-                 confidence: float = 1.0, margin: float = 0.02, probe_after: int = 16,
-                 probe_max: int = 1024) -> None:
-        self.ladder = spec_ladder(requested)
-        self.cost = cost
-        self.window = window
-        self.horizon = horizon
-        self.confidence = confidence
-        self.margin = margin
-        self.level = 0
-        self.probe_after = [probe_after] * len(self.ladder)
-        self.probe_max = probe_max
-        self._history: list[tuple[int, int]] = []  # (tokens, rows) at the current level
-        self._probe_from: int | None = None  # the level a running probe came from
-        self._came_from: dict[int, int] = {}  # level -> the level it was shrunk from (probes go back there)
-        self.switches: list[tuple[int, str]] = []  # (step, spec) whenever the spec changed
-        self._steps = 0
+    total: float = 0.0
+    weight: float = 0.0
+    drafted_steps: int = 0
 
     @property
-    def spec(self) -> LookaheadSpec:
-        return self.ladder[self.level]
+    def mean(self) -> Optional[float]:
+        return self.total / self.weight if self.weight > 0 else None
 
-    def predicted_gain(self, steps: list[tuple[int, int]]) -> float:
-        """Tokens emitted over the steps' cost in 1-row steps: the predicted speedup."""
-        cost = sum(self.cost.ratio(rows) for _, rows in steps)
-        return sum(tokens for tokens, _ in steps) / cost if cost else 1.0
 
-    def gain_upper_bound(self, steps: list[tuple[int, int]]) -> float:
-        """Mean per-step gain plus ``confidence`` standard errors: accepted lengths vary a lot
-        from step to step, so the spec only shrinks when drafts clearly do not pay."""
-        gains = [tokens / self.cost.ratio(rows) for tokens, rows in steps]
-        mean = sum(gains) / len(gains)
-        if len(gains) < 2:
-            return mean
-        var = sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)
-        return mean + self.confidence * (var / len(gains)) ** 0.5
+@dataclass
+class PolicyCounters:
+    """Running totals for /metrics: steps planned, sequences that drafted, the accepted drafts the
+    policy expected for them and the ones they got."""
 
-    def observe(self, tokens: int, rows: int) -> bool:
-        """Record a decoding step; return True if the spec changes for the next step."""
-        self._steps += 1
-        self._history.append((tokens, rows))
-        last = len(self.ladder) - 1
-        if self.level < last:
-            judged = self._history[max(0, self.spec.ngram_size - 2):][-self.horizon:]
-            if len(judged) < self.window:
-                return False
-            if self.gain_upper_bound(judged) < 1.0 - self.margin:
-                if self._probe_from is not None:  # the probe failed: wait longer before the next
-                    self.probe_after[self._probe_from] = min(self.probe_max, 2 * self.probe_after[self._probe_from])
-                target = self._shrink_target(judged)
-                self._came_from[target] = self.level
-                return self._move(target, probe_from=None)
-            self._probe_from = None  # paying (a probe that got here succeeded)
-        if self.level > 0 and len(self._history) >= self.probe_after[self.level]:
-            return self._move(self._came_from.get(self.level, self.level - 1), probe_from=self.level)
-        return False
+    steps: int = 0
+    drafted: int = 0
+    skipped: int = 0
+    expected_accepted: float = 0.0
+    accepted: int = 0
 
-    def _shrink_target(self, recent: list[tuple[int, int]]) -> int:
-        accepted = sum(t for t, _ in recent) / len(recent) - 1.0
-        rows = sum(r for _, r in recent) / len(recent)
-        width = self.spec.decoding_tokens
-        for level in range(self.level + 1, len(self.ladder) - 1):
-            est_rows = max(1.0, rows * self.ladder[level].decoding_tokens / width)
-            if (1.0 + accepted) / self.cost.ratio(round(est_rows)) >= 1.0 - self.margin:
-                return level
-        return len(self.ladder) - 1
 
-    def _move(self, level: int, probe_from: int | None) -> bool:
-        self.level = level
-        self._probe_from = probe_from
-        self._history = []
-        self.switches.append((self._steps, str(self.spec)))
-        return True
+class AutoPolicy:
+    """The ``auto`` policy of one engine (see the module docstring).
+
+    ``prior_drafts``: accepted drafts per step assumed before the server has seen any;
+    ``prior_weight``: how many drafted steps the prior counts for in a sequence's estimate;
+    ``explore``: the optimism bonus in standard deviations of the server's accepted drafts (a new
+    sequence gets the benefit of the doubt; it shrinks as the sequence drafts);
+    ``fade``: per step without drafts, a sequence keeps this share of its evidence;
+    ``memory``: at most this many drafted steps of evidence per sequence (old steps fade out);
+    ``history``: the prior follows the last ~``history`` drafted steps of the whole server.
+    """
+
+    def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
+                 explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
+        self.cost = cost
+        self.prior_mean = float(prior_drafts)
+        self.prior_var = 1.0
+        self.prior_weight = float(prior_weight)
+        self.explore = float(explore)
+        self.fade = float(fade)
+        self.memory = float(memory)
+        self._alpha = 1.0 / max(1, history)
+        self.counters = PolicyCounters()
+
+    def new_sequence(self) -> Acceptance:
+        return Acceptance()
+
+    # ------------------------------------------------------------------ estimates
+    def expected(self, seq: Acceptance) -> float:
+        """Accepted drafts expected from the sequence's next drafted step (its mean, shrunk towards
+        the server's)."""
+        return (self.prior_mean * self.prior_weight + seq.total) / (self.prior_weight + seq.weight)
+
+    def optimistic(self, seq: Acceptance) -> float:
+        """:meth:`expected` plus the exploration bonus (what the plan ranks by): ``explore`` standard
+        deviations of the server's accepted drafts over the root of the sequence's drafted steps
+        (the bonus shrinks with every step it drafts and, unlike the mean, does not fade back)."""
+        return self.expected(seq) + self.explore * math.sqrt(self.prior_var / (self.prior_weight + seq.drafted_steps))
+
+    def step_seconds(self, rows: int) -> float:
+        """The cost model: seconds of a forward pass of ``rows`` rows (1.0 per step without data:
+        then every draft row is free and every sequence drafts)."""
+        seconds = self.cost.seconds(max(1, int(rows)))
+        return seconds if seconds else 1.0
+
+    # ------------------------------------------------------------------ the choice
+    def plan(self, fixed: Sequence[tuple[int, float]], candidates: Sequence[tuple[Acceptance, int]]) -> list[bool]:
+        """Which ``candidates`` (``(acceptance, draft rows)``) verify their drafts this step.
+
+        ``fixed``: the step's other sequences as ``(rows, expected tokens)`` (explicit specs,
+        plain decoding). Each candidate costs one golden row without drafts; with them, its draft
+        rows more and its expected accepted drafts more tokens. Candidates are ranked by optimistic
+        drafts per draft row; the chosen set is the ranked prefix with the most tokens per second.
+        """
+        counters = self.counters
+        counters.steps += 1
+        rows = sum(r for r, _ in fixed) + len(candidates)
+        tokens = sum(t for _, t in fixed) + len(candidates)
+        gains = [self.optimistic(seq) for seq, _ in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: -gains[i] / max(1, candidates[i][1]))
+        best, best_k = tokens / self.step_seconds(rows), 0
+        for k, i in enumerate(order, 1):
+            rows += max(0, candidates[i][1])
+            tokens += gains[i]
+            rate = tokens / self.step_seconds(rows)
+            if rate > best:
+                best, best_k = rate, k
+        chosen = set(order[:best_k])
+        counters.drafted += len(chosen)
+        counters.skipped += len(candidates) - len(chosen)
+        counters.expected_accepted += sum(self.expected(candidates[i][0]) for i in chosen)
+        return [i in chosen for i in range(len(candidates))]
+
+    # ------------------------------------------------------------------ learning
+    def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:
+        """After a step: a drafted step adds its ``accepted`` drafts to the sequence and to the
+        server's history; a step without drafts fades the sequence's evidence. ``planned``: the
+        policy chose this step's drafts (counted against what it expected, for /metrics)."""
+        if not drafted:
+            seq.total *= self.fade
+            seq.weight *= self.fade
+            return
+        seq.total += accepted
+        seq.weight += 1.0
+        seq.drafted_steps += 1
+        if planned:
+            self.counters.accepted += accepted
+        if seq.weight > self.memory:
+            scale = self.memory / seq.weight
+            seq.total *= scale
+            seq.weight = self.memory
+        delta = accepted - self.prior_mean
+        self.prior_mean += self._alpha * delta
+        self.prior_var = (1 - self._alpha) * (self.prior_var + self._alpha * delta * delta)
+
+    def observe_cost(self, rows: int, seconds: float) -> None:
+        """A decoding forward pass of ``rows`` rows took ``seconds``: keeps the cost model current."""
+        if rows >= 1 and seconds > 0:
+            self.cost.add(rows, seconds)
+
+    def snapshot(self) -> dict:
+        """The live cost model and acceptance prior, as data (for /version and engine stats)."""
+        measured = sorted(k for k, v in self.cost.samples.items() if v)
+        one = self.cost.seconds(1)
+        per_row = None
+        if one and measured and measured[-1] > 1:
+            top = measured[-1]
+            per_row = (self.cost.seconds(top) - one) / (top - 1)
+        c = self.counters
+        return {
+            "step_ms": {rows: round(1000 * self.cost.seconds(rows), 2) for rows in measured},
+            "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
+            "prior_accepted_drafts": round(self.prior_mean, 3),
+            "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped,
+            "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
+        }

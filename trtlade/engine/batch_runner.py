@@ -361,7 +361,7 @@ class BatchRunner:
     """Forward passes of many sequences at once on a causal LM (see the module docstring).
 
     ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
-    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster
+    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per row count
     (:func:`~trtlade.engine.kernels.choose_linear_kernel`; ``kernel_choice`` says what was chosen). Slots are handed out by
     :meth:`allocate` (lowest free first, so the attention reads a short slot range) and returned by
     :meth:`free`. Not thread-safe: one thread drives it.
@@ -378,7 +378,7 @@ class BatchRunner:
         self.dtype = param.dtype if param is not None else torch.float32
         if pack_linears is None:
             self.kernel_choice = choose_linear_kernel(model)
-            self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel == "onednn-packed" else 0
+            self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel != "plain" else 0
         else:
             self.packed_linears = pack_linear_layers(model) if pack_linears else 0
             self.kernel_choice = KernelChoice("onednn-packed" if self.packed_linears else "plain",

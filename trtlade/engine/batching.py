@@ -9,11 +9,16 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
    chunks of ``max_num_tokens`` rows); each request's first token is handed over at once
    (``on_chunk``), before the step's decode pass (a new request waits for the step in progress,
    not for one more);
-2. runs ONE forward pass over the sequences that were running before this step: every one contributes its
-   golden row, plus its window and candidate rows for its own (w,n,g), or one row for (1,1,0) and
-   sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that do not fit
-   ``max_num_tokens`` are dropped, oldest requests keep theirs (:mod:`trtlade.engine.scheduler`);
-3. verifies each sequence's rows on its own, emits 1..N tokens per sequence and keeps only the K/V
+2. decides who drafts: a ``fixed`` request verifies its drafts every step; a ``schedule`` request while
+   the schedule's band for the requests in flight now is not (1,1,0); the ``auto`` requests as the
+   engine's :class:`~trtlade.engine.adaptive.AutoPolicy` chooses for the whole batch (the most
+   expected tokens per second under the measured cost of a row); the others run their golden row;
+3. runs ONE forward pass over the sequences that were running before this step: every one contributes its
+   golden row, plus its window and candidate rows for its own (w,n,g) if it drafts this step, or one
+   row for (1,1,0) and sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that
+   do not fit ``max_num_tokens`` are dropped, oldest requests keep theirs
+   (:mod:`trtlade.engine.scheduler`);
+4. verifies each sequence's rows on its own, emits 1..N tokens per sequence and keeps only the K/V
    of what it accepted; finished, stopped and cancelled sequences leave at once and free their slot.
 
 Every emitted token is the argmax of logits computed over the sequence's own exact prefix, so
@@ -37,7 +42,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.profiler import record_function
 
-from trtlade.engine.adaptive import SpecController
+from trtlade.engine.adaptive import AutoPolicy
 from trtlade.engine.batch_runner import RowBlock
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.engine.scheduler import BatchLimits, StepReport
@@ -48,7 +53,7 @@ from trtlade.spec import LookaheadSpec
 __all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL"]
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
-ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the adaptive controller
+ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
 TEXT_LABEL = "trtlade.text"  # detokenization and stops
 
 
@@ -77,7 +82,10 @@ class SequenceState:
         self.slot: Optional[int] = None
         self.finish_reason: Optional[str] = None
         self.algo: Optional[LookaheadAlgorithm] = None
-        self.controller: Optional[SpecController] = None
+        self.policy = _resolve_policy(request, engine.adaptive)
+        self.acceptance = engine.policy.new_sequence()
+        #: rows of this sequence's last prepared step (the auto policy's estimate of the next)
+        self.draft_rows = spec.decoding_tokens
         self.enqueued_at = time.perf_counter()
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
 
@@ -87,11 +95,29 @@ class SequenceState:
         """One row per step: sampling, or ``min_tokens`` still forbids stopping."""
         return self.sampler is not None or len(self.tokens) < self.request.min_tokens
 
+    @property
+    def drafts(self) -> bool:
+        """Whether this sequence has drafts at all (a lookahead spec, greedy, past min_tokens)."""
+        return not self.single_row and not self.spec.is_autoregressive
+
+    def step_mode(self, in_flight: int) -> str:
+        """This step: ``"drafts"`` (verify them), ``"golden"`` (one row) or ``"auto"`` (the policy
+        decides). ``in_flight``: requests in the batch now (a schedule's band is keyed by it)."""
+        if not self.drafts:
+            return "golden"
+        if self.policy == "auto":
+            return "auto"
+        if self.policy == "schedule" and self.request.schedule is not None:
+            return "golden" if self.request.schedule.spec_for(in_flight).is_autoregressive else "drafts"
+        return "drafts"
+
     def wanted_rows(self) -> int:
         if self.single_row:
             return 1
         with record_function(ALGORITHM_LABEL):
-            return self._algorithm().prepare().num_rows
+            rows = self._algorithm().prepare().num_rows
+        self.draft_rows = rows
+        return rows
 
     def block(self, rows: int) -> RowBlock:
         """This step's rows: the prepared lookahead rows if ``rows`` allows them, else the golden row."""
@@ -124,7 +150,8 @@ class SequenceState:
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
-                self._observe(1, 1, on_greedy_rung=True)
+            if self.drafts:
+                self.engine.policy.observe(self.acceptance, drafted=False)
             return chunk, [0]
         argmax = logits.argmax(dim=-1).tolist()
         algo = self._algorithm()
@@ -138,38 +165,22 @@ class SequenceState:
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
         with record_function(ALGORITHM_LABEL):
             algo.commit(count)
-            if chunk.finish_reason is None:
-                self._observe(count, draft.num_rows)
+            if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
+                self.engine.policy.observe(self.acceptance, drafted=True, accepted=count - 1,
+                                           planned=self.policy == "auto")
         return chunk, list(verification.kept_rows[:count])
-
-    def _observe(self, tokens: int, rows: int, on_greedy_rung: bool = False) -> None:
-        """Tell the adaptive controller about a decoding step; restart the algorithm when it changes
-        the spec. A one-row step counts only on the controller's (1,1,0) rung, where it is what the
-        rung does (and is what lets the controller probe back up); elsewhere it is a step whose
-        drafts the token budget dropped, which says nothing about the spec."""
-        controller = self.controller
-        if controller is None or (on_greedy_rung and not controller.spec.is_autoregressive):
-            return
-        if controller.observe(tokens, rows):
-            self.algo = self._new_algorithm(controller.spec)
 
     # ------------------------------------------------------------------ internals
     def _algorithm(self) -> LookaheadAlgorithm:
+        """The sequence's lookahead state, set up on the context so far the first time it drafts."""
         if self.algo is None:
             engine = self.engine
-            if engine.adaptive and not self.spec.is_autoregressive:
-                self.controller = SpecController(self.spec, engine.cost)
-            engine.last_spec_changes = self.controller.switches if self.controller is not None else []
-            self.algo = self._new_algorithm(self.spec)
+            self.algo = LookaheadAlgorithm(
+                self.spec, eos_token_ids=engine.eos_token_ids, seed=engine.seed,
+                corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set,
+                prompt_lookup=getattr(engine, "prompt_lookup", 0))
+            self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
-
-    def _new_algorithm(self, spec: LookaheadSpec) -> LookaheadAlgorithm:
-        engine = self.engine
-        algo = LookaheadAlgorithm(spec, eos_token_ids=engine.eos_token_ids, seed=engine.seed,
-                                  corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set,
-                                  prompt_lookup=getattr(engine, "prompt_lookup", 0))
-        algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
-        return algo
 
     def _choose(self, logits: torch.Tensor) -> int:
         """Next token from one row of logits: argmax, or a sample; stop ids suppressed before min_tokens."""
@@ -376,10 +387,41 @@ class Batch:
             self._release(state)
             return None
 
+    def _plan(self, states: list[SequenceState], report: StepReport) -> list[Optional[int]]:
+        """The rows each sequence wants this step (None: it failed and left): its drafts' rows if it
+        drafts (see the module docstring, step 2), else 1."""
+        policy: AutoPolicy = self.engine.policy
+        in_flight = len(self)
+        modes = [self._isolated(s, s.step_mode, in_flight) for s in states]
+        wanted: list[Optional[int]] = [None] * len(states)
+        fixed: list[tuple[int, float]] = []
+        auto: list[int] = []
+        for i, (state, mode) in enumerate(zip(states, modes)):
+            if mode == "auto":
+                auto.append(i)
+            elif mode == "drafts":
+                wanted[i] = self._isolated(state, state.wanted_rows)
+                if wanted[i] is not None:
+                    fixed.append((wanted[i], 1.0 + policy.expected(state.acceptance)))
+            elif mode == "golden":
+                wanted[i] = 1
+                fixed.append((1, 1.0))
+        if auto:
+            before = policy.counters.expected_accepted
+            with record_function(ALGORITHM_LABEL):
+                choice = policy.plan(fixed, [(states[i].acceptance, states[i].draft_rows - 1) for i in auto])
+            report.auto_drafted = sum(choice)
+            report.auto_skipped = len(choice) - report.auto_drafted
+            report.expected_accepted = policy.counters.expected_accepted - before
+            for i, drafts in zip(auto, choice):
+                wanted[i] = self._isolated(states[i], states[i].wanted_rows) if drafts else 1
+        return wanted
+
     def _decode(self, states: list[SequenceState], report: StepReport,
                 emit: Callable[[int, StepChunk], None]) -> None:
         runner = self.engine.runner
-        wanted = [self._isolated(s, s.wanted_rows) for s in states]
+        policy: AutoPolicy = self.engine.policy
+        wanted = self._plan(states, report)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
         rows = self.limits.rows(wanted)
@@ -393,8 +435,10 @@ class Batch:
         report.running = len(states)
         report.rows = sum(b.rows for b in blocks)
         report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
+        accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
         logits = runner.forward(blocks)
+        policy.observe_cost(report.rows, time.perf_counter() - t0)
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
         done: list[SequenceState] = []
@@ -409,6 +453,7 @@ class Batch:
             done.append(state)
         runner.keep(kept)
         elapsed = time.perf_counter() - t0
+        report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
             if chunk.finish_reason is not None:
@@ -425,6 +470,20 @@ class Batch:
         if self.engine._batch_owner is not self._owner:
             raise RuntimeError("this generation was superseded by a newer batch on the same engine "
                                "(one batch drives an engine at a time)")
+
+
+def _resolve_policy(request: GenerationRequest, adaptive: bool) -> str:
+    """The request's draft policy: its own, else ``auto`` for an engine-default spec on an adaptive
+    engine, else ``fixed``.
+
+    >>> _resolve_policy(GenerationRequest(prompt_ids=(1,), max_tokens=1), adaptive=True)
+    'auto'
+    >>> _resolve_policy(GenerationRequest(prompt_ids=(1,), max_tokens=1, lookahead=LookaheadSpec(2, 2, 1)), True)
+    'fixed'
+    """
+    if request.policy is not None:
+        return request.policy
+    return "auto" if adaptive and request.lookahead is None else "fixed"
 
 
 class _Sampler:

@@ -4,7 +4,10 @@
 oneDNN with a pre-packed weight (the same ``y = x W^T + b``). On these CPUs, MKL's fp32 GEMM costs
 about K times the 1-row cost for K rows, oneDNN's packed GEMM is flat up to about 4 rows, which is
 what makes lookahead's extra rows -- and a batch's extra sequences -- nearly free. It also makes
-every output row independent of how many rows the call has.
+every output row independent of how many rows the call has. On other CPUs (an Intel Xeon host of
+this project) the plain GEMM is faster for 1-3 rows and the packed one from 4 rows on:
+:func:`choose_linear_kernel` measures both per row count at load and, where they cross, keeps both
+(:class:`RowDispatchedLinear`), so a greedy step and a lookahead step each get the faster one.
 
 >>> resolve_dtype("bf16"), dtype_name(resolve_dtype("fp32"))
 (torch.bfloat16, 'float32')
@@ -33,6 +36,11 @@ __all__ = [
     "PackedLinear",
     "onednn_available",
     "pack_linear_layers",
+    "RowDispatchedLinear",
+    "KernelChoice",
+    "KERNEL_ROWS",
+    "packed_from",
+    "choose_linear_kernel",
 ]
 
 DTYPES: dict[str, torch.dtype] = {
@@ -138,47 +146,97 @@ def pack_linear_layers(model: nn.Module) -> int:
 
 
 # ----------------------------------------------------------------------------------------- choice
+class RowDispatchedLinear(nn.Module):
+    """``y = x W^T + b`` by the plain GEMM below ``packed_from`` rows and by oneDNN's packed one from
+    there on: on some CPUs each kernel wins on one side of a crossover (measured at load by
+    :func:`choose_linear_kernel`). Holds both weights (the plain one is the model's own)."""
+
+    def __init__(self, linear: nn.Linear, packed: PackedLinear, packed_from: int) -> None:
+        super().__init__()
+        self.plain = linear
+        self.packed = packed
+        self.packed_from = int(packed_from)
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // self.in_features
+        return self.packed(x) if rows >= self.packed_from else self.plain(x)
+
+    def extra_repr(self) -> str:
+        return f"packed_from={self.packed_from}"
+
+
 @dataclass(frozen=True)
 class KernelChoice:
-    """Which linear kernel a model runs and why: ``kernel`` is ``"onednn-packed"`` or ``"plain"``;
-    ``packed_ms`` / ``plain_ms``: the measured time of every linear layer once, at 1 and 8 rows
-    (None where not measured, e.g. oneDNN unavailable or forced by the caller)."""
+    """Which linear kernel a model runs and why: ``kernel`` is ``"onednn-packed"``, ``"plain"`` or
+    ``"by-rows"`` (plain below ``packed_from_rows`` rows per call, packed from there on).
+    ``packed_ms`` / ``plain_ms``: the time of every linear layer once, summed over the measured row
+    counts; ``per_rows_ms``: ``{rows: (plain_ms, packed_ms)}`` (None where not measured, e.g. oneDNN
+    unavailable or the kernel forced by the caller)."""
 
     kernel: str
     layers: int
     packed_ms: Optional[float] = None
     plain_ms: Optional[float] = None
     reason: str = ""
+    packed_from_rows: Optional[int] = None
+    per_rows_ms: Optional[dict[int, tuple[float, float]]] = None
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "layers": self.layers, "packed_ms": self.packed_ms, "plain_ms": self.plain_ms,
+                "packed_from_rows": self.packed_from_rows,
+                "per_rows_ms": {r: list(v) for r, v in self.per_rows_ms.items()} if self.per_rows_ms else None,
                 "reason": self.reason}
 
 
-def _time_layers(layers: Sequence[nn.Module], rows: Sequence[int], repeats: int) -> float:
-    """Seconds for every layer once per row count, best of ``repeats`` (random inputs)."""
+#: Row counts the kernel choice measures: a greedy step, a few drafts, a full lookahead step, a batch.
+KERNEL_ROWS = (1, 2, 4, 8, 16)
+
+
+def _time_layers(plain: Sequence[nn.Module], packed: Sequence[nn.Module], rows: Sequence[int],
+                 repeats: int) -> dict[int, tuple[float, float]]:
+    """Seconds for every layer once, plain and packed, per row count: best of ``repeats``
+    rounds, the two kernels interleaved in each round so that drift hits both alike."""
     with torch.inference_mode():
-        xs = {(layer.in_features, r, _dtype_of(layer)): torch.randn(r, layer.in_features, dtype=_dtype_of(layer))
-              for layer in layers for r in rows}
-        best = float("inf")
+        xs = {(layer.in_features, r, layer.weight.dtype): torch.randn(r, layer.in_features, dtype=layer.weight.dtype)
+              for layer in plain for r in rows}
+        best = {r: [float("inf"), float("inf")] for r in rows}
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            for layer in layers:
-                for r in rows:
-                    layer(xs[(layer.in_features, r, _dtype_of(layer))])
-            best = min(best, time.perf_counter() - t0)
-    return best
+            for r in rows:
+                for k, layers in enumerate((plain, packed)):
+                    t0 = time.perf_counter()
+                    for layer, source in zip(layers, plain):
+                        layer(xs[(source.in_features, r, source.weight.dtype)])
+                    best[r][k] = min(best[r][k], time.perf_counter() - t0)
+    return {r: (p, q) for r, (p, q) in best.items()}
 
 
-def _dtype_of(layer: nn.Module) -> torch.dtype:
-    return layer.weight.dtype if isinstance(layer, nn.Linear) else layer.weight_dtype
+def packed_from(per_rows: dict[int, tuple[float, float]]) -> Optional[int]:
+    """The smallest measured row count from which packed is faster at every larger measured count
+    (None: plain wins at the largest; 1 or less: packed everywhere).
+
+    >>> packed_from({1: (21, 27), 2: (21, 28), 4: (34, 29), 8: (44, 34), 16: (48, 40)})   # Intel Xeon
+    4
+    >>> packed_from({1: (30, 25), 8: (40, 30)}), packed_from({1: (20, 25), 8: (30, 35)})
+    (1, None)
+    """
+    start = None
+    for rows in sorted(per_rows, reverse=True):
+        plain_s, packed_s = per_rows[rows]
+        if packed_s > plain_s:
+            break
+        start = rows
+    return start
 
 
-def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = (1, 8), repeats: int = 3,
-                         timer: Optional[Callable[[Sequence[nn.Module]], float]] = None) -> KernelChoice:
-    """Measure the model's linear layers packed for oneDNN against the plain ones and keep the faster
-    (on some CPUs the plain GEMM wins): swaps the leaf modules in place. ``timer(layers)`` replaces
-    the measurement (tests). Models off the CPU, in other dtypes, or without oneDNN stay plain."""
+def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = KERNEL_ROWS, repeats: int = 3,
+                         timer: Optional[Callable[..., dict[int, tuple[float, float]]]] = None) -> KernelChoice:
+    """Measure the model's linear layers packed for oneDNN against the plain ones per row count and
+    keep, for every call, the faster of the two (on some CPUs plain wins for a few rows and packed
+    for many: both are then kept, :class:`RowDispatchedLinear`); swaps the leaf modules in place.
+    ``timer(plain, packed, rows)`` replaces the measurement (tests). Models off the CPU, in other
+    dtypes, or without oneDNN stay plain."""
     targets = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
                if type(child) is nn.Linear and child.weight.device.type == "cpu"
                and child.weight.dtype in (torch.float32, torch.bfloat16)]
@@ -186,13 +244,22 @@ def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = (1, 8), repe
         return KernelChoice("plain", 0, reason="oneDNN packed linears unavailable for this model/device")
     plain = [child for _, _, child in targets]
     packed = [PackedLinear(child) for child in plain]
-    measure = timer or (lambda layers: _time_layers(layers, rows, repeats))
-    plain_s, packed_s = measure(plain), measure(packed)
-    if packed_s <= plain_s:
+    measure = timer or (lambda a, b, r: _time_layers(a, b, r, repeats))
+    per_rows = measure(plain, packed, list(rows))
+    start = packed_from(per_rows)
+    where = f"measured at {', '.join(map(str, sorted(per_rows)))} rows"
+    if start is not None and start <= min(per_rows):
         for (parent, name, _), layer in zip(targets, packed):
             setattr(parent, name, layer)
-        kernel, why = "onednn-packed", "faster on this CPU"
+        kernel, why = "onednn-packed", f"packed faster at every row count on this CPU ({where})"
+    elif start is None:
+        kernel, why = "plain", f"oneDNN packing measured slower on this CPU ({where})"
     else:
-        kernel, why = "plain", "oneDNN packing measured slower on this CPU"
-    return KernelChoice(kernel, len(targets), round(packed_s * 1000, 3), round(plain_s * 1000, 3),
-                        f"{why} (all linear layers at {', '.join(map(str, rows))} rows)")
+        for (parent, name, child), layer in zip(targets, packed):
+            setattr(parent, name, RowDispatchedLinear(child, layer, start))
+        kernel, why = "by-rows", f"plain below {start} rows, packed from {start} rows on this CPU ({where})"
+    plain_s = sum(p for p, _ in per_rows.values())
+    packed_s = sum(q for _, q in per_rows.values())
+    return KernelChoice(kernel, len(targets), round(packed_s * 1000, 3), round(plain_s * 1000, 3), why,
+                        packed_from_rows=start,
+                        per_rows_ms={r: (round(p * 1000, 3), round(q * 1000, 3)) for r, (p, q) in sorted(per_rows.items())})

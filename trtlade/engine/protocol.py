@@ -14,11 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
 FinishReason = Literal["stop", "length"]
 
-__all__ = ["FinishReason", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult", "TokenLogprob",
+#: How a request's drafts are run, step by step (see :class:`GenerationRequest`).
+DraftPolicy = Literal["fixed", "auto", "schedule"]
+DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
+
+__all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult", "TokenLogprob",
            "MAX_TOP_LOGPROBS"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
@@ -46,6 +51,13 @@ class GenerationRequest:
     count: arrived requests still being read or tokenized are in flight too); None: unknown.
     ``stop``: stop strings (the text is trimmed before the stop string); ``stop_token_ids``: extra
     token ids that end generation like EOS. ``ignore_eos``: EOS does not end generation.
+
+    ``policy``: how the drafts of ``lookahead`` run, step by step. ``"fixed"``: every step verifies
+    them. ``"auto"``: each step the engine's auto policy decides, for the whole batch, whether this
+    sequence verifies them or runs its golden row only (:mod:`trtlade.engine.adaptive`).
+    ``"schedule"``: ``schedule`` chose ``lookahead`` at admission; at each step the drafts run only
+    while the band for the requests in flight then is not (1,1,0). None: ``"auto"`` when
+    ``lookahead`` is None and the engine is adaptive, else ``"fixed"``. Lossless in every case.
     """
 
     prompt_ids: tuple[int, ...]
@@ -60,6 +72,8 @@ class GenerationRequest:
     seed: Optional[int] = None
     band: Optional[int] = None
     load: Optional[int] = None
+    policy: Optional[DraftPolicy] = None
+    schedule: Optional[LookaheadSchedule] = None
     #: log probabilities of the generated tokens, with this many alternatives each (None: none)
     logprobs: Optional[int] = None
     #: log probabilities of the prompt tokens (from the second on), with this many alternatives

@@ -17,7 +17,8 @@ each with its own (w,n,g), in one forward pass per step (in-flight batching,
 :mod:`trtlade.engine.batching`); the single-sequence calls are a batch of one, the same code.
 Not thread-safe: one thread drives an engine. Per request, the spec
 ``lookahead`` (w, n, g) must be admitted by the engine's (W, N, G) (``w <= W, n <= N, g <= G``);
-``None`` runs the engine's default request spec, ``(1,1,0)`` plain greedy decoding.
+``None`` runs the engine's default request spec (under the auto policy on an adaptive engine),
+``"auto"`` that spec under the auto policy always, ``(1,1,0)`` plain greedy decoding.
 
 Steps and stats: the prefill is the first step (it emits one token), every later step is one
 forward pass over the golden token and the drafts, emitting 1..N tokens. ``stats.steps`` counts all
@@ -26,6 +27,10 @@ step. ``rows_per_step`` records the rows each step computed (1 for the prefill s
 
 Sampling: ``temperature > 0`` runs plain (seeded) sampling with lookahead off for that request
 (``stats.spec`` is (1,1,0)); ``temperature == 0`` is greedy and ignores ``seed`` and ``top_p``.
+
+Drafts: a request with ``lookahead=None`` on an adaptive engine (the default) runs the ``auto``
+policy -- each step the engine decides, for the whole batch, which sequences verify their drafts
+(:mod:`trtlade.engine.adaptive`); an explicit spec verifies them every step.
 
 Stops: EOS (unless ``ignore_eos``) and ``stop_token_ids`` end the generation with that token kept
 in ``tokens`` (its text is not shown); a stop string ends it at the token that completes the
@@ -46,7 +51,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
 
-from trtlade.engine.adaptive import CostTable  # noqa: E402
+from trtlade.engine.adaptive import AutoPolicy, CostTable  # noqa: E402
 from trtlade.engine.batch_runner import BatchRunner, RowBlock  # noqa: E402
 from trtlade.engine.batching import Batch  # noqa: E402
 from trtlade.engine.kernels import configure_threads, dtype_name, resolve_dtype  # noqa: E402
@@ -111,13 +116,15 @@ class ReferenceEngine:
     tokens per step predict the TensorRT-LLM engine.
     ``prompt_lookup``: draft tokens of a prompt-lookup candidate added to each step's guesses
     (:mod:`trtlade.lookahead.prompt_lookup`; 0 = off, TensorRT-LLM's algorithm exactly).
-    ``adaptive``: per request, shrink (w, n, g) towards (1,1,0) while the measured acceptance
-    says drafts do not pay, and probe back up later (:mod:`trtlade.engine.adaptive`); always
-    lossless. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
+    ``adaptive``: requests that name no spec run the ``auto`` draft policy: each step, the engine
+    decides for the whole batch which sequences verify their drafts, from the measured cost of a
+    row and each sequence's acceptance (:mod:`trtlade.engine.adaptive`; always lossless). A request
+    with an explicit spec verifies its drafts every step unless its ``policy`` says otherwise. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
     available). Attention always runs through
     :func:`~trtlade.engine.batch_runner.batched_attention`. ``calibrate``:
-    time forwards of 1..K rows at start-up for the adaptive cost model (:meth:`calibrate`); without
-    it every draft row is assumed free and the adaptive shrink never triggers.
+    time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
+    which every decoding step then refines; without it, until steps are measured, every draft row
+    is assumed free.
     """
 
     sampling_mode = "sample-without-lookahead"
@@ -150,8 +157,7 @@ class ReferenceEngine:
                               if hasattr(model.get_output_embeddings(), "out_features")
                               else model.config.vocab_size)
         self.cost = CostTable()
-        #: (step, spec) each time the adaptive controller changed the spec in the last request
-        self.last_spec_changes: list[tuple[int, str]] = []
+        self.policy = AutoPolicy(self.cost)
         self._batch_owner: Optional[object] = None
         if calibrate:
             self.calibrate()
@@ -185,7 +191,8 @@ class ReferenceEngine:
     @property
     def stats(self) -> dict[str, Any]:
         """What this engine runs with, as data: the linear kernel chosen at load (and why), dtype,
-        threads, prompt-lookup tokens, adaptive, and the calibrated step cost per rows (ms)."""
+        threads, prompt-lookup tokens, adaptive, the step cost per rows (ms; calibrated at load and
+        refined by every step) and the auto policy's live state (``auto``)."""
         return {
             "linear_kernel": self.runner.kernel_choice.to_dict(),
             "dtype": self.dtype,
@@ -194,6 +201,7 @@ class ReferenceEngine:
             "adaptive": self.adaptive,
             "step_cost_ms": {rows: round(1000 * ms, 2) for rows in sorted(self.cost.samples)
                              if (ms := self.cost.median(rows)) is not None},
+            "auto": self.policy.snapshot(),
         }
 
     # ------------------------------------------------------------------------------- public API
@@ -226,9 +234,10 @@ class ReferenceEngine:
                      top_p: float = 1.0) -> GenerationRequest:
         if isinstance(stop, str):
             stop = (stop,)
+        auto = isinstance(lookahead, str) and lookahead.strip().lower() == "auto"
         return GenerationRequest(
-            prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens,
-            lookahead=None if lookahead is None else LookaheadSpec.parse(lookahead),
+            prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens, policy="auto" if auto else None,
+            lookahead=None if lookahead is None or auto else LookaheadSpec.parse(lookahead),
             stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),
             min_tokens=min_tokens, temperature=temperature, top_p=top_p, seed=seed)
 
@@ -310,15 +319,19 @@ class ReferenceEngine:
 
     # ------------------------------------------------------------------------------- calibration
     def calibrate(self, repeats: int = 3, context: int = 128, max_rows: int = 64, warmup: int = 2) -> dict[int, float]:
-        """Time forwards of 1, 2, 4, ... rows (up to the engine spec's width, at most ``max_rows``;
-        wider steps are extrapolated) after a ``context``-token prefix, in interleaved rounds; the
-        fastest of ``repeats`` rounds per row count becomes the adaptive cost model (timing noise on a
-        shared machine only ever adds time), after ``warmup`` discarded rounds. Returns seconds per
-        row count."""
-        top = min(self.spec.decoding_tokens, max_rows)
+        """Time forwards of 1, 2, 4, ... rows (the engine spec's width, and up to a few sequences'
+        full steps, at most ``max_rows``; wider steps are extrapolated) after a ``context``-token
+        prefix, in interleaved rounds; the fastest of ``repeats`` rounds per row count starts the
+        auto policy's cost model (timing noise on a shared machine only ever adds time; every
+        decoding step then adds what it measured), after ``warmup`` discarded rounds. Returns
+        seconds per row count."""
+        width = self.spec.decoding_tokens
+        top = min(max(4 * width, 16), max_rows)
         rows_list = [1]
         while rows_list[-1] < top:
             rows_list.append(min(2 * rows_list[-1], top))
+        if width <= top and width not in rows_list:
+            rows_list = sorted({*rows_list, width})
         context = max(1, min(context, self.max_seq_len - top - 1))
         prompt = [(7 * i + 3) % self.vocab_size for i in range(context)]
         self._batch_owner = None  # supersedes any batch: the calibration uses the runner's slots
@@ -340,6 +353,7 @@ class ReferenceEngine:
         self.cost = CostTable()
         for rows, seconds in best.items():
             self.cost.add(rows, seconds)
+        self.policy.cost = self.cost
         return best
 
 

@@ -79,7 +79,7 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
 class StepReport:
     """What one :meth:`Batch.step` did (for metrics and benchmarks): ``running`` sequences in its
     forward pass, ``rows`` computed, ``dropped_drafts`` draft rows dropped for ``max_num_tokens``,
-    ``prefills`` / ``prefill_tokens`` admitted, and the seconds spent."""
+    ``prefills`` / ``prefill_tokens`` admitted, the seconds spent, and what the auto policy did."""
 
     running: int = 0
     rows: int = 0
@@ -89,3 +89,9 @@ class StepReport:
     seconds: float = 0.0
     #: seconds each request prefilled in this step waited from being added to its prefill
     queue_waits: list[float] = field(default_factory=list)
+    #: the auto policy's choice this step: sequences it let draft / kept to their golden row, the
+    #: accepted drafts it expected from those that drafted, and the ones they got
+    auto_drafted: int = 0
+    auto_skipped: int = 0
+    expected_accepted: float = 0.0
+    accepted: int = 0
