@@ -160,6 +160,14 @@ class LookaheadSection(_Section):
         "adds prompt-lookup candidates (N-1 tokens) to each step's guesses, lossless like every mode, the "
         "fastest on this engine. `trtllm` (the only one the trtllm engine runs): exactly TensorRT-LLM's "
         "algorithm, to predict what an engine will do. /version says which one runs.")
+    policy: Optional[Literal["auto", "schedule", "fixed"]] = Field(
+        None, description="What a request that names no lookahead gets. `auto` (reference engine only; the "
+        "default there without a schedule): the engine decides each step, for the whole batch, which "
+        "sequences verify their drafts, from the measured cost of a row on this host and each sequence's "
+        "acceptance -- no tune run. `schedule` (the default with a schedule): the band of "
+        "`lookahead.schedule` for the requests in flight, re-checked every step on the reference engine. "
+        "`fixed`: `request_default` (or `spec`) every step. A request may also send "
+        '`"lookahead": "auto"` or `"schedule"`; an explicit (w,n,g) always wins.')
     schedule: Optional[list[ScheduleBand]] = Field(
         None, min_length=1, description="Load-aware (w,n,g) for requests that name none: bands "
         "{up_to, spec} in ascending up_to (requests in flight at admission, the new one included), the "
@@ -179,6 +187,11 @@ class LookaheadSection(_Section):
 
     @model_validator(mode="after")
     def _schedule_rules(self) -> "LookaheadSection":
+        if self.policy == "schedule" and not self.schedule:
+            raise ConfigRuleError(
+                "lookahead.policy is schedule but lookahead.schedule is not set: there are no bands to apply",
+                loc=("lookahead", "policy"), code="policy-without-schedule",
+                hint="add lookahead.schedule (trtlade tune --apply writes it), or use policy auto or fixed")
         if not self.schedule:
             return self
         where = ("lookahead", "schedule")
@@ -259,6 +272,28 @@ class TrtladeConfig(_Section):
         if self.lookahead.preset is not None:
             return self.lookahead.preset
         return DEFAULT_PRESET if self.serve.engine == "reference" else "trtllm"
+
+    @property
+    def lookahead_policy(self) -> str:
+        """The policy of requests that name no lookahead: ``lookahead.policy`` if given, else
+        ``schedule`` with a schedule, else ``auto`` on the reference engine and ``fixed`` on
+        TensorRT-LLM's."""
+        if self.lookahead.policy is not None:
+            return self.lookahead.policy
+        if self.lookahead.schedule:
+            return "schedule"
+        return "auto" if self.serve.engine == "reference" else "fixed"
+
+    @model_validator(mode="after")
+    def _auto_needs_the_reference_engine(self) -> "TrtladeConfig":
+        if self.lookahead.policy == "auto" and self.serve.engine == "trtllm":
+            raise ConfigRuleError(
+                "lookahead.policy auto needs the reference engine: TensorRT-LLM's executor fixes a request's "
+                "(w,n,g) at admission and cannot drop a running request's drafts per step",
+                loc=("lookahead", "policy"), code="policy-engine",
+                hint="measure the bands for your traffic with `trtlade tune --launch CONFIG --apply CONFIG` and "
+                     "use policy schedule (the executor applies a band at admission), or serve.engine reference")
+        return self
 
     @model_validator(mode="after")
     def _request_default_admitted(self) -> "TrtladeConfig":

@@ -224,15 +224,16 @@ class AutoPolicy:
 
     def snapshot(self) -> dict:
         """The live cost model and acceptance prior, as data (for /version and engine stats)."""
-        measured = sorted(k for k, v in self.cost.samples.items() if v)
-        one = self.cost.seconds(1)
+        cost = CostTable(self.cost.keep_last, {k: list(v) for k, v in dict(self.cost.samples).items()})  # a copy:
+        measured = sorted(k for k, v in cost.samples.items() if v)  # the engine thread may be adding to it
+        one = cost.seconds(1)
         per_row = None
         if one and measured and measured[-1] > 1:
             top = measured[-1]
-            per_row = (self.cost.seconds(top) - one) / (top - 1)
+            per_row = (cost.seconds(top) - one) / (top - 1)
         c = self.counters
         return {
-            "step_ms": {rows: round(1000 * self.cost.seconds(rows), 2) for rows in measured},
+            "step_ms": {rows: round(1000 * cost.seconds(rows), 2) for rows in measured},
             "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped,

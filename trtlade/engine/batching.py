@@ -83,6 +83,7 @@ class SequenceState:
         self.finish_reason: Optional[str] = None
         self.algo: Optional[LookaheadAlgorithm] = None
         self.policy = _resolve_policy(request, engine.adaptive)
+        self.stats.policy = self.policy if not spec.is_autoregressive else None
         self.acceptance = engine.policy.new_sequence()
         #: rows of this sequence's last prepared step (the auto policy's estimate of the next)
         self.draft_rows = spec.decoding_tokens

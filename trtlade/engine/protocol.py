@@ -94,6 +94,8 @@ class GenerationStats:
     decode_s: float = 0.0
     #: seconds from being queued in a batch to the start of its prefill
     queue_s: float = 0.0
+    #: how the drafts ran (``fixed``, ``auto``, ``schedule``); None where the engine does not say
+    policy: Optional[str] = None
 
     @property
     def tokens_per_step(self) -> float:

@@ -63,7 +63,8 @@ class ReferenceServingEngine:
     def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
                  max_num_tokens: Optional[int] = None, served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
-                 details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None) -> None:
+                 details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
+                 policy: Optional[str] = None) -> None:
         self._engine = engine
         self._max_queue = max_queue
         self._limits = (int(max_batch_size), max_num_tokens)
@@ -88,8 +89,10 @@ class ReferenceServingEngine:
                      **(details or {})},
             schedule=schedule,
             logprobs=bool(getattr(engine, "supports_logprobs", True)),
+            policy=policy or ("schedule" if schedule is not None else "auto"),
+            policies=("auto", "schedule") if schedule is not None else ("auto",),
         )
-        self.policy = LookaheadPolicy(schedule)
+        self.policy = LookaheadPolicy(schedule, default=self.info.policy)
         self.tokenizer = PromptTokenizer(engine.tokenizer)
         self._cv = threading.Condition()
         self._pending: collections.deque[_Job] = collections.deque()  # submitted, not yet in the batch
@@ -115,7 +118,7 @@ class ReferenceServingEngine:
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
                     f"{self._max_queue}); retry later", retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
-            request = self.policy.admit(request)  # the schedule's band, fixed for the request's life
+            request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
             handle = GenerationHandle(loop, request, on_cancel=self._cancel, on_finish=self.policy.release)
             self._pending.append(_Job(handle, time.perf_counter()))
             self._cv.notify()
@@ -124,6 +127,12 @@ class ReferenceServingEngine:
     def load(self) -> tuple[int, int]:
         with self._cv:
             return self._running, len(self._pending) + self._batch_waiting
+
+    def live(self) -> dict[str, Any]:
+        """What changes while serving: the auto policy's cost model and acceptance prior (read from
+        any thread; a snapshot)."""
+        policy = getattr(self._engine, "policy", None)
+        return {"auto": policy.snapshot()} if hasattr(policy, "snapshot") else {}
 
     def set_step_observer(self, observer: Optional[Callable[[Any], None]]) -> None:
         """``observer(report)`` after every step, on the worker thread (keep it cheap)."""

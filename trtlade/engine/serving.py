@@ -103,6 +103,10 @@ class EngineInfo:
     schedule: Optional[LookaheadSchedule] = None
     #: whether the engine returns log probabilities (generated tokens and prompt)
     logprobs: bool = False
+    #: what a request that names no lookahead gets: ``"auto"``, ``"schedule"`` or ``"fixed"``
+    policy: str = "fixed"
+    #: the draft policies a request may ask for by name (``"lookahead": "auto"``)
+    policies: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +122,8 @@ class EngineInfo:
             "sampling": self.sampling,
             "logprobs": self.logprobs,
             "lookahead_schedule": self.schedule.to_config() if self.schedule is not None else None,
+            "lookahead_policy": self.policy,
+            "lookahead_policies": list(self.policies),
             **({"details": self.details} if self.details else {}),
         }
 
@@ -141,14 +147,18 @@ class ServingEngine(Protocol):
 
 # ------------------------------------------------------------------------------------------- policy
 class LookaheadPolicy:
-    """The (w,n,g) of each admitted request, and the count of requests in flight.
+    """The (w,n,g) and draft policy of each admitted request, and the count of requests in flight.
 
-    A request that names its own ``lookahead`` keeps it. Otherwise, with a schedule, it gets the
-    band for the requests in flight counting itself -- the larger of the engine's own count and
-    the request's ``load`` (the server's count from arrival, which sees a burst of arrivals that
-    are still being tokenized); without one, it keeps None (the engine's default request spec). :meth:`admit` counts the request in flight until :meth:`release`
-    (call it once per admitted request, when it ends). The caller holds its own lock around
-    admission; the count has its own lock too, so :meth:`band_in_force` is safe from any thread.
+    A request that names its own spec keeps it, drafting every step (``fixed``). One that asks for
+    a policy by name (``"auto"`` / ``"schedule"``), or names nothing (``default``: the server's
+    ``lookahead.policy``), gets that policy: ``auto`` keeps the engine's default request spec and
+    lets the engine decide per step; ``schedule`` gets the band for the requests in flight counting
+    itself -- the larger of the engine's own count and the request's ``load`` (the server's count
+    from arrival, which sees a burst of arrivals that are still being tokenized) -- and the engine
+    re-checks the band at every step; ``fixed`` keeps None (the engine's default request spec,
+    every step). :meth:`admit` counts the request in flight until :meth:`release` (call it once
+    per admitted request, when it ends). The caller holds its own lock around admission; the count
+    has its own lock too, so :meth:`band_in_force` is safe from any thread.
 
     >>> from trtlade.engine.protocol import GenerationRequest
     >>> policy = LookaheadPolicy(LookaheadSchedule.parse([{"up_to": 1, "spec": "2,4,2"}, {"spec": "1,1,0"}]))
@@ -160,10 +170,13 @@ class LookaheadPolicy:
     0
     >>> policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4, load=3)).band  # 2 more arrived
     1
+    >>> policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4, policy="auto")).policy
+    'auto'
     """
 
-    def __init__(self, schedule: Optional[LookaheadSchedule] = None) -> None:
+    def __init__(self, schedule: Optional[LookaheadSchedule] = None, default: Optional[str] = None) -> None:
         self.schedule = schedule
+        self.default = default or ("schedule" if schedule is not None else "fixed")
         self._lock = threading.Lock()
         self._in_flight = 0
 
@@ -175,10 +188,14 @@ class LookaheadPolicy:
         with self._lock:
             self._in_flight += 1
             count = max(self._in_flight, request.load or 0)
-        if request.lookahead is not None or self.schedule is None:
-            return request
+        if request.lookahead is not None:
+            return dataclasses.replace(request, policy="fixed")
+        policy = request.policy or self.default
+        if policy != "schedule" or self.schedule is None:
+            return dataclasses.replace(request, policy="fixed" if policy == "schedule" else policy)
         band = self.schedule.band_for(count)
-        return dataclasses.replace(request, lookahead=self.schedule.bands[band].spec, band=band)
+        return dataclasses.replace(request, lookahead=self.schedule.bands[band].spec, band=band,
+                                   policy="schedule", schedule=self.schedule)
 
     def release(self) -> None:
         with self._lock:

@@ -262,6 +262,8 @@ class TrtllmEngine:
             scheduling=TRTLLM_SCHEDULING,
             sampling="greedy",
             schedule=launch.schedule,
+            policy="schedule" if launch.schedule is not None else "fixed",
+            policies=("schedule",) if launch.schedule is not None else (),
             details={"tensorrt_llm": pre.version, "engine_dir": str(launch.engine_dir),
                      "engine": engine.summary(), "tensor_parallel": engine.tp_size,
                      "pipeline_parallel": engine.pp_size, "preset": "trtllm"},

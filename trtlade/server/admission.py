@@ -9,6 +9,8 @@ Per-request lookahead, worked examples on a server with (W,N,G) = (4,2,4)::
     {"lookahead": {"w": 2, "n": 2, "g": 1}}   -> runs with (2,2,1)
     {"lookahead": [1, 1, 0]}                  -> lookahead off for this request
     {"lookahead": "4,2,4"}                    -> the server's own spec
+    {"lookahead": "auto"}                     -> the engine decides per step (reference engine)
+    {"lookahead": "schedule"}                 -> the config's lookahead.schedule band
     {"lookahead": {"w": 5, "n": 2, "g": 4}}   -> 400, param "lookahead.w": 5 > W = 4
     {"lookahead": {"w": 0, "n": 2, "g": 4}}   -> 400, param "lookahead.w": windowSize requires >= 1
     (no lookahead field)                      -> the config's lookahead.request_default
@@ -23,7 +25,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
-from trtlade.engine.protocol import GenerationRequest
+from trtlade.engine.protocol import DRAFT_POLICIES, GenerationRequest
 from trtlade.engine.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
@@ -273,9 +275,36 @@ def _stop_strings(stop: Union[str, list[str], None]) -> tuple[str, ...]:
     return tuple(items)
 
 
+def parse_request_policy(value: Any, info: EngineInfo) -> Optional[str]:
+    """``"auto"`` / ``"schedule"`` as the request's ``lookahead``: the draft policy it asks for (a 400
+    when this server has none such), else None (a spec, read by :func:`parse_request_lookahead`).
+
+    >>> from trtlade.engine.serving import EngineLimits
+    >>> info = EngineInfo("reference", "m", LookaheadSpec(2, 4, 2), LookaheadSpec(2, 4, 2),
+    ...                   EngineLimits(2048, 2047), "", policies=("auto",))
+    >>> parse_request_policy(" Auto ", info), parse_request_policy([2, 4, 2], info)
+    ('auto', None)
+    """
+    if not isinstance(value, str) or value.strip().lower() not in DRAFT_POLICIES:
+        return None
+    name = value.strip().lower()
+    if name in info.policies:
+        return name
+    why = {"auto": f"the {info.name} engine fixes a request's (w,n,g) at admission, so it cannot decide per step "
+                   "(TensorRT-LLM's executor); run `trtlade tune` and serve its lookahead.schedule",
+           "schedule": "this server has no lookahead.schedule",
+           "fixed": 'send the spec itself, e.g. "lookahead": [2, 4, 2]'}[name]
+    offered = ", ".join(f'"{p}"' for p in info.policies) or "none"
+    raise ApiError.bad_request(
+        f'lookahead: "{name}" is not offered by this server ({why}). Policies it offers: {offered}; or send a '
+        f"spec with w <= {info.spec.window_size}, n <= {info.spec.ngram_size}, g <= {info.spec.verification_set_size}",
+        param="lookahead", code="invalid_lookahead")
+
+
 def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo
-                  ) -> tuple[Optional[LookaheadSpec], tuple[str, ...]]:
-    """Everything that can be checked before tokenizing: returns (lookahead, stop strings)."""
+                  ) -> tuple[Optional[LookaheadSpec], tuple[str, ...], Optional[str]]:
+    """Everything that can be checked before tokenizing: returns (lookahead, stop strings, the draft
+    policy the request asked for by name)."""
     check_unsupported(body)
     resolve_model_name(body.model, info.model_id)
     if _wanted_logprobs(body)[0] is not None and not info.logprobs:
@@ -283,7 +312,9 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
             f"the {info.name} engine does not return log probabilities in trtlade (TensorRT-LLM's executor "
             "can compute them; trtlade does not map them yet); omit logprobs, or serve with the reference "
             "engine", param="logprobs", code="unsupported")
-    lookahead = parse_request_lookahead(body.lookahead, info.spec) if body.lookahead is not None else None
+    policy = parse_request_policy(body.lookahead, info)
+    lookahead = parse_request_lookahead(body.lookahead, info.spec) \
+        if body.lookahead is not None and policy is None else None
     temperature = body.temperature or 0.0
     if temperature > 0:
         if info.sampling == "greedy":
@@ -301,7 +332,7 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
         raise ApiError.bad_request(
             f"max_tokens ({body.max_tokens}) and max_completion_tokens ({body.max_completion_tokens}) "
             "disagree; send one of them", param="max_completion_tokens")
-    return lookahead, _stop_strings(body.stop)
+    return lookahead, _stop_strings(body.stop), policy
 
 
 def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
@@ -349,8 +380,8 @@ def _samples(body: Union[CompletionRequest, ChatCompletionRequest], n: int) -> l
 
 
 def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
-             prompts: list[list[int]], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...]
-             ) -> PreparedRequest:
+             prompts: list[list[int]], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...],
+             policy: Optional[str] = None) -> PreparedRequest:
     """Check each prompt and max_tokens against the limits and build the engine requests (one per
     prompt, times ``n`` with sampling; see :class:`PreparedRequest`)."""
     n = body.n or 1
@@ -371,6 +402,7 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
         for j, seed in enumerate(seeds):
             generations.append(GenerationRequest(
                 prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=lookahead, stop=stop,
+                policy=policy,  # type: ignore[arg-type]
                 stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
                 min_tokens=min_tokens, temperature=float(body.temperature or 0.0),
                 top_p=float(body.top_p if body.top_p is not None else 1.0), seed=seed, logprobs=logprobs,

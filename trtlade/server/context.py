@@ -100,6 +100,8 @@ class ServerContext:
         self.metrics.set_load(ready.load)
         if hasattr(ready, "set_step_observer"):
             ready.set_step_observer(self.metrics.batch_step)
+        if hasattr(ready, "live"):
+            self.metrics.set_live(ready.live)
         info = ready.info
         self.metrics.set_engine(info.name, info.model_id, str(info.spec))
         policy = getattr(ready, "policy", None)

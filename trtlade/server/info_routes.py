@@ -51,6 +51,7 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
         "engine": info.to_dict() if info is not None else None,
         "spec": str(info.spec) if info is not None else None,
         "scheduling": info.scheduling if info is not None else None,
+        "live": engine.live() if engine is not None and hasattr(engine, "live") else None,
         "manifest": settings.manifest,
         **({"source": settings.source} if settings.source else {}),
     })

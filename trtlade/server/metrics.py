@@ -23,6 +23,16 @@ trtlade_step_rows                             histogram  rows computed in each s
                                                          included (what max_num_tokens bounds)
 trtlade_dropped_draft_rows_total              counter    draft rows dropped because max_num_tokens had no
                                                          room for them
+trtlade_step_draft_rows                       histogram  draft rows in each such forward pass (its rows
+                                                         beyond one per running sequence)
+trtlade_auto_draft_decisions_total{decision}  counter    the auto policy's per-step choice for each
+                                                         ``auto`` sequence: ``drafted`` or ``skipped``
+trtlade_auto_expected_accepted_drafts_total   counter    accepted drafts the auto policy expected from
+                                                         the sequences it let draft
+trtlade_auto_accepted_drafts_total            counter    accepted drafts they actually got (compare the two)
+trtlade_row_cost_seconds                      gauge      measured cost of one more row in a forward pass
+                                                         (the auto policy's live cost model, reference
+                                                         engine)
 trtlade_queue_wait_seconds                    histogram  arrival -> start of the request's prefill
 trtlade_schedule_requests_total{band,spec}    counter    requests whose (w,n,g) the lookahead schedule chose,
                                                          by band (requests in flight, e.g. ``3-8``) and spec
@@ -93,6 +103,16 @@ class ServerMetrics:
                                     buckets=_BATCH_BUCKETS, registry=r)
         self.step_rows = Histogram("trtlade_step_rows", "Rows computed per forward pass, drafts included.",
                                    buckets=_ROWS_BUCKETS, registry=r)
+        self.draft_rows = Histogram("trtlade_step_draft_rows", "Draft rows per forward pass.",
+                                    buckets=_ROWS_BUCKETS, registry=r)
+        self.auto_decisions = Counter("trtlade_auto_draft_decisions", "The auto policy's per-step choice for "
+                                      "each auto sequence.", ["decision"], registry=r)
+        self.auto_expected = Counter("trtlade_auto_expected_accepted_drafts", "Accepted drafts the auto policy "
+                                     "expected from the sequences it let draft.", registry=r)
+        self.auto_accepted = Counter("trtlade_auto_accepted_drafts", "Accepted drafts of the sequences the "
+                                     "auto policy let draft.", registry=r)
+        self.row_cost = Gauge("trtlade_row_cost_seconds", "Measured cost of one more row in a forward pass "
+                              "(the auto policy's cost model).", registry=r)
         self.dropped_drafts = Counter("trtlade_dropped_draft_rows",
                                       "Draft rows dropped because max_num_tokens had no room for them.", registry=r)
         self.queue_wait = Histogram("trtlade_queue_wait_seconds", "Arrival to the start of the prefill.",
@@ -144,10 +164,23 @@ class ServerMetrics:
             self.batch_steps.inc()
             self.batch_size.observe(report.running)
             self.step_rows.observe(report.rows)
+            self.draft_rows.observe(report.rows - report.running)
+        if report.auto_drafted or report.auto_skipped:
+            self.auto_decisions.labels(decision="drafted").inc(report.auto_drafted)
+            self.auto_decisions.labels(decision="skipped").inc(report.auto_skipped)
+            self.auto_expected.inc(report.expected_accepted)
+            self.auto_accepted.inc(report.accepted)
         if report.dropped_drafts:
             self.dropped_drafts.inc(report.dropped_drafts)
         for wait in report.queue_waits:
             self.queue_wait.observe(wait)
+
+    def set_live(self, live: Callable[[], dict]) -> None:
+        """Read the engine's live cost model at scrape time (``live()["auto"]["row_cost_ms"]``)."""
+        def row_cost() -> float:
+            ms = (live().get("auto") or {}).get("row_cost_ms")
+            return ms / 1000 if ms is not None else float("nan")
+        self.row_cost.set_function(row_cost)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -143,6 +143,8 @@ class LookaheadUsage(_Out):
     spec: dict[str, int]
     steps: int
     tokens_per_step: float
+    #: how its drafts ran: fixed, auto or schedule (reference engine)
+    policy: Optional[str] = None
 
 
 class Usage(_Out):

@@ -34,6 +34,8 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
     if stats is not None:
         body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
                              "tokens_per_step": round(stats.tokens_per_step, 4)}
+        if stats.policy is not None:
+            body["lookahead"]["policy"] = stats.policy
     return body
 
 

@@ -44,7 +44,7 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
             details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
                      "preset": cfg.lookahead_preset},
-            schedule=cfg.lookahead.lookahead_schedule)
+            schedule=cfg.lookahead.lookahead_schedule, policy=cfg.lookahead_policy)
 
     return build
 
