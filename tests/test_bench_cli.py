@@ -66,7 +66,7 @@ def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Pa
                     "--label", "smoke")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "TTFT (ms, mean over requests)" in out and "| lookahead vs ar (%) |" in out
+    assert "TTFT (ms, mean over requests)" in out and "| lookahead vs ar |" in out
     assert "warning: 4 of 12 measured requests failed" in result.stderr
     run_dir = only_run(tmp_path / "r")
     assert run_dir.name.endswith("-smoke")
@@ -90,7 +90,7 @@ def test_two_servers_with_labels(server: tuple[str, Script], tmp_path: Path) -> 
                         "--modes", "default", "-c", "1", "-n", "2", "--max-tokens", "4", "--num-warmups", "0",
                         "--result-dir", str(tmp_path), "--no-plots")
     assert result.exit_code == 0, result.output
-    assert "| slow vs fast (%) |" in result.stdout
+    assert "| slow vs fast |" in result.stdout
     run = load_run(only_run(tmp_path))
     assert [(s.label, s.base_url) for s in run.series] == [("fast", url), ("slow", other.url)]
     assert not (only_run(tmp_path) / "ttft_vs_concurrency.png").exists()

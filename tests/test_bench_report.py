@@ -150,13 +150,58 @@ def test_summary_md_tables_for_known_input() -> None:
     run, _ = known_run()
     md = render_markdown(run)
     assert ("| concurrency | 1 | 2 |\n|---|---:|---:|\n| ar | 100.0 | 100.0 |\n| lookahead | 110.0 | 110.0 |\n"
-            "| lookahead vs ar (%) | +10.0% | +10.0% |") in md
+            "| lookahead vs ar | +10.0% one sample | +10.0% one sample |") in md
     # decode: ar 10 tok/s per request (x1, x2), lookahead 12.5 (x1, x2)
-    assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 |\n| lookahead vs ar (%) | +25.0% | +25.0% |") in md
+    assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 |\n| lookahead vs ar | +25.0% one sample | "
+            "+25.0% one sample |") in md
+    assert "One repeat: every cell is a single sample" in md
     assert "**1 of 9 measured requests failed**" in md
     assert "lookahead @ concurrency 2: 1 failed (http: 1). `HTTP 500: engine`" in md
     assert "## Full metrics: ar" in md and "TTFT p99 (ms)" in md
     assert "- gpu: `A10`" in md
+
+
+def repeated_run(ratios: dict[str, list[float]]) -> RunSummary:
+    """Three repeats at concurrency 1 and 2: ar at 100 tok/s give or take, each other series at
+    ar's throughput of the same repeat times its ratio."""
+    ar = [100.0, 104.0, 98.0]
+    summaries = []
+    for repeat in range(3):
+        for c in (1, 2):
+            for name, values in [("ar", [1.0] * 3), *ratios.items()]:
+                s = summarize_level([rec(name, c, 0, [0.1, 0.2], 5)], series=name, concurrency=c, num_prompts=1)
+                s.output_throughput = ar[repeat] * values[repeat] * c
+                s.repeat = repeat
+                summaries.append(s)
+    series = [SeriesInfo(label=n, server="a", base_url="http://h", model="m", mode=n) for n in ["ar", *ratios]]
+    return RunSummary(run_id="r", created="c", series=series, levels=[1, 2], summaries=summaries)
+
+
+def test_repeated_runs_report_mean_spread_and_a_verdict_per_speedup() -> None:
+    from trtlade.bench.report import noise_table, speedup_verdicts
+
+    run = repeated_run({"fast": [1.21, 1.23, 1.19], "same": [1.03, 0.99, 1.00], "slow": [0.80, 0.82, 0.79]})
+    assert run.repeats == 3 and run.values("ar", 2, "output_throughput") == [200.0, 208.0, 196.0]
+    table = noise_table(run, "output_throughput")
+    assert "| ar | 100.7 (98.0–104.0) | 201.3 (196.0–208.0) |" in table
+    assert "| fast vs ar | +21.0% (+19.0…+23.0) higher |" in table
+    assert "| same vs ar | +0.7% (-1.0…+3.0) within noise |" in table
+    assert "| slow vs ar | -19.7% (-21.0…-18.0) lower |" in table
+    assert "3 repeats, interleaved. A change is real (higher / lower) only beyond ±" in table
+    data = speedup_verdicts(run)
+    cells = {(c["series"], c["concurrency"]): c for c in data["cells"]}
+    assert data["repeats"] == 3 and 0 < data["margin"] < 0.05
+    assert [cells[(n, 1)]["verdict"] for n in ("fast", "same", "slow")] == ["faster", "within noise", "slower"]
+    assert cells[("fast", 2)]["ratios"] == pytest.approx([1.21, 1.23, 1.19])
+
+
+def test_repeated_run_plots_carry_error_bars(tmp_path) -> None:
+    from trtlade.bench.report import write_report
+
+    run = repeated_run({"fast": [1.21, 1.23, 1.19]})
+    written = write_report(tmp_path, run, [])
+    names = sorted(p.name for p in written if p.suffix == ".png")
+    assert "speedup_vs_concurrency.png" in names and "output_throughput_vs_concurrency.png" in names
 
 
 def test_summary_md_says_which_engine_and_preset_served() -> None:

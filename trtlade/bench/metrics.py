@@ -77,6 +77,7 @@ class LevelSummary(BaseModel):
     series: str
     concurrency: int
     num_prompts: int
+    repeat: int = 0
     completed: int
     failed: int
     failures_by_kind: dict[str, int] = {}

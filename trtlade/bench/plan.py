@@ -27,9 +27,11 @@ __all__ = [
 
 EndpointKind = Literal["chat", "completions"]
 
-#: Mode names that send no ``lookahead`` field (the server's default applies: its schedule if it has
-#: one). ``lookahead`` sends the server's full (W,N,G) once it is known (:func:`resolve_server_modes`).
-SERVER_DEFAULT_MODES = ("lookahead", "default", "schedule")
+#: Mode names that send no ``lookahead`` field (the server's default applies: its policy).
+#: ``lookahead`` sends the server's full (W,N,G) once it is known (:func:`resolve_server_modes`).
+SERVER_DEFAULT_MODES = ("lookahead", "default")
+#: Mode names sent as a trtlade draft policy by name (``"lookahead": "auto"``).
+POLICY_MODES = ("auto", "schedule")
 
 
 class PlanError(TrtladeError, ValueError):
@@ -44,17 +46,23 @@ class PlanError(TrtladeError, ValueError):
 class Mode:
     """How requests ask for lookahead: ``spec`` is sent as ``{"w","n","g"}``; None sends nothing.
 
-    >>> [(m.name, m.payload()) for m in parse_modes(["ar,lookahead", "4-2-4"])]
-    [('ar', {'w': 1, 'n': 1, 'g': 0}), ('lookahead', None), ('4-2-4', {'w': 4, 'n': 2, 'g': 4})]
+    >>> [(m.name, m.payload()) for m in parse_modes(["ar,lookahead", "4-2-4,auto"])]
+    [('ar', {'w': 1, 'n': 1, 'g': 0}), ('lookahead', None), ('4-2-4', {'w': 4, 'n': 2, 'g': 4}), ('auto', 'auto')]
     """
 
     name: str
     spec: Optional[LookaheadSpec]
+    #: a trtlade draft policy asked for by name instead of a spec (``auto``, ``schedule``)
+    policy: Optional[str] = None
 
-    def payload(self) -> Optional[dict[str, int]]:
+    def payload(self) -> Optional[dict[str, int] | str]:
+        if self.policy is not None:
+            return self.policy
         return None if self.spec is None else self.spec.to_wire()
 
     def describe(self) -> str:
+        if self.policy is not None:
+            return f'lookahead "{self.policy}" (the trtlade server\'s {self.policy} policy)'
         if self.spec is None:
             return "no lookahead field (the server's default: its schedule, if it has one)"
         if self.spec.is_autoregressive:
@@ -101,14 +109,17 @@ def parse_modes(values: list[str]) -> list[Mode]:
             mode = Mode("ar", AUTOREGRESSIVE)
         elif low in SERVER_DEFAULT_MODES:
             mode = Mode(low, None)
+        elif low in POLICY_MODES:
+            mode = Mode(low, None, policy=low)
         else:
             try:
                 spec = LookaheadSpec.parse(item)
             except SpecError as exc:
                 raise PlanError(
                     f"{item!r} is not a mode: {exc.message}", option="--modes",
-                    hint="modes are ar (lookahead off: (1,1,0)), lookahead or default (no field: the "
-                         "server's default), or a W-N-G spec such as 4-2-4 or 7-7-7 (commas separate modes)",
+                    hint="modes are ar (lookahead off: (1,1,0)), lookahead (the server's (W,N,G)), default "
+                         "(no field: the server's default), auto or schedule (trtlade's draft policies), or a "
+                         "W-N-G spec such as 4-2-4 or 7-7-7 (commas separate modes)",
                 ) from None
             mode = Mode("-".join(map(str, spec.as_tuple())), spec)
         if any(m.name == mode.name for m in modes):
@@ -236,6 +247,9 @@ class BenchPlan:
     temperature: float
     ignore_eos: bool
     timeout: float
+    #: every level x series runs this many times, the series interleaved and their order reversed
+    #: in every other repeat
+    repeats: int = 1
 
     @property
     def num_prompts(self) -> int:

@@ -38,6 +38,7 @@ class RequestRecord:
     concurrency: int
     index: int
     prompt_index: int
+    repeat: int = 0                          #: which repeat of the run (0-based)
     start: float = 0.0                       #: perf_counter() when sent (absolute; for the level's span)
     end: float = 0.0                         #: seconds from start until the stream closed or failed
     status: Optional[int] = None             #: HTTP status (None: no response)

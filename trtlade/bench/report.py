@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtlade.errors import TrtladeError
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
+from trtlade.bench.noise import Speedup, pooled_sd, speedup, spread, threshold, verdict
 from trtlade.bench.records import RequestRecord
 
 __all__ = [
@@ -71,12 +72,36 @@ class RunSummary(BaseModel):
     #: per non-baseline series: requests compared with the baseline's answer to the same prompt
     #: (same level and index, both completed) and how many had the identical text
     output_agreement: dict[str, dict[str, int]] = {}
+    #: output throughput against the first series over the repeats (:func:`speedup_verdicts`)
+    verdicts: dict[str, Any] = {}
 
     def summary(self, series: str, level: int) -> Optional[LevelSummary]:
+        """The first repeat's summary of (series, level) (see :meth:`values` for every repeat)."""
         for s in self.summaries:
             if s.series == series and s.concurrency == level:
                 return s
         return None
+
+    @property
+    def repeats(self) -> int:
+        return 1 + max((s.repeat for s in self.summaries), default=0)
+
+    def values(self, series: str, level: int, field: str) -> list[Optional[float]]:
+        """``field`` of (series, level) in every repeat, in repeat order (None where not measured)."""
+        by_repeat = {s.repeat: s.metric(field) for s in self.summaries if s.series == series and s.concurrency == level}
+        return [by_repeat.get(r) for r in range(self.repeats)]
+
+    def speedups(self, field: str = "output_throughput") -> tuple[dict[tuple[str, int], Speedup], Optional[float]]:
+        """Per (series, level) beyond the first series: its paired ratios against the first series
+        over the repeats; and the margin a mean must clear to be real (None with one repeat).
+        For a lower-is-better field the ratio is still ``value / baseline``."""
+        if len(self.series) < 2:
+            return {}, None
+        base = self.series[0].label
+        out = {(info.label, level): speedup(self.values(base, level, field), self.values(info.label, level, field))
+               for info in self.series[1:] for level in self.levels}
+        margin = threshold(pooled_sd(s.ratios for s in out.values()), self.repeats)
+        return out, margin
 
 
 # ----------------------------------------------------------------------------- tables
@@ -115,6 +140,53 @@ def _fmt_pct(value: Optional[float]) -> str:
     return "—" if value is None else f"{value:+.1f}%"
 
 
+def _fmt_spread(mean: Optional[float], lo: Optional[float], hi: Optional[float], decimals: int) -> str:
+    if mean is None:
+        return "—"
+    if lo is None or hi is None or lo == hi:
+        return _fmt(mean, decimals)
+    return f"{_fmt(mean, decimals)} ({_fmt(lo, decimals)}–{_fmt(hi, decimals)})"
+
+
+def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
+    """With several repeats: each cell is the mean (min–max over repeats); each change row is the
+    mean paired change against the first series, its min–max, and the verdict
+    (:mod:`trtlade.bench.noise`): faster / slower (or lower / higher for a latency), or within noise.
+    With one repeat: :func:`comparison_table` (one sample per cell, said in the verdict row)."""
+    levels = run.levels
+    lines = ["| concurrency | " + " | ".join(str(c) for c in levels) + " |", "|---|" + "---:|" * len(levels)]
+    for info in run.series:
+        cells = [_fmt_spread(*spread(run.values(info.label, c, field)), decimals) for c in levels]
+        lines.append(f"| {info.label} | " + " | ".join(cells) + " |")
+    ratios, margin = run.speedups(field)
+    base = run.series[0].label if run.series else ""
+    words = {"faster": "higher", "slower": "lower"}
+    for info in run.series[1:]:
+        cells = []
+        for c in levels:
+            s = ratios.get((info.label, c))
+            if s is None or not s.ratios:
+                cells.append("—")
+                continue
+            pct = (s.mean - 1) * 100
+            span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
+            cells.append(f"{pct:+.1f}%{span} {words.get(verdict(s.mean, margin), verdict(s.mean, margin))}")
+        lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
+    if len(run.series) > 1:
+        lines.append("")
+        lines.append(_noise_note(run.repeats, margin))
+    return "\n".join(lines)
+
+
+def _noise_note(repeats: int, margin: Optional[float]) -> str:
+    if margin is None:
+        return ("One repeat: every cell is a single sample, with no measure of its noise; run with --repeats 3 "
+                "or more before reading a difference as real.")
+    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond ±{margin * 100:.1f}% "
+            f"(2 standard errors of the repeat-to-repeat noise, pooled over the table's cells); otherwise "
+            f"it is within noise.")
+
+
 def comparison_table(levels: Sequence[int], rows: Sequence[Row], *, decimals: int = 1,
                      header: str = "concurrency", changes: bool = True) -> str:
     """A Markdown table: one row per series, then ``<series> vs <first series> (%)`` change rows.
@@ -142,14 +214,20 @@ def series_rows(run: RunSummary, field: str, *, prefix: str = "",
                 series: Optional[Iterable[str]] = None) -> list[Row]:
     """Rows of ``field`` per series of ``run`` (all series, or those named, in run order)."""
     names = list(series) if series is not None else [s.label for s in run.series]
-    rows: list[Row] = []
-    for name in names:
-        values: dict[int, Optional[float]] = {}
-        for level in run.levels:
-            summ = run.summary(name, level)
-            values[level] = summ.metric(field) if summ is not None else None
-        rows.append((f"{prefix}{name}", values))
-    return rows
+    return [(f"{prefix}{name}", {level: spread(run.values(name, level, field))[0] for level in run.levels})
+            for name in names]
+
+
+def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dict[str, Any]:
+    """The speedups of ``field`` against the first series, as data for summary.json: the margin, and
+    per (series, level) the mean, min and max ratio over repeats and the verdict."""
+    ratios, margin = run.speedups(field)
+    return {"field": field, "baseline": run.series[0].label if run.series else None, "repeats": run.repeats,
+            "margin": margin,
+            "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
+                       "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
+                       "ratios": list(s.ratios), "verdict": verdict(s.mean, margin) if s.ratios else None}
+                      for (name, level), s in ratios.items()]}
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -228,11 +306,11 @@ def output_agreement(records: Sequence[RequestRecord], series: Sequence[str]) ->
     """
     if len(series) < 2:
         return {}
-    base = {(r.concurrency, r.index): r.output_text for r in records if r.series == series[0] and r.ok}
+    base = {(r.repeat, r.concurrency, r.index): r.output_text for r in records if r.series == series[0] and r.ok}
     out: dict[str, dict[str, int]] = {}
     for name in series[1:]:
-        pairs = [(base[(r.concurrency, r.index)], r.output_text) for r in records
-                 if r.series == name and r.ok and (r.concurrency, r.index) in base]
+        pairs = [(base[(r.repeat, r.concurrency, r.index)], r.output_text) for r in records
+                 if r.series == name and r.ok and (r.repeat, r.concurrency, r.index) in base]
         out[name] = {"compared": len(pairs), "identical": sum(a == b for a, b in pairs)}
     return out
 
@@ -283,12 +361,12 @@ def render_markdown(run: RunSummary) -> str:
     s = run.settings
     out.append(f"{s.get('endpoint', '?')} endpoint, dataset `{s.get('dataset', '?')}`, "
                f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
-               f"warm-up), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
+               f"warm-up), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     out.append("")
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
-        out += [f"## {title}", "", comparison_table(run.levels, series_rows(run, field), decimals=decimals), ""]
+        out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
     out += _failures_section(run)
     out += _agreement_lines(run)
     out += ["## Series", ""]
@@ -343,15 +421,20 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
 
     written: list[Path] = []
 
-    def plot(name: str, title: str, ylabel: str, rows: list[Row], ref: Optional[float] = None) -> None:
+    def plot(name: str, title: str, ylabel: str, bars: list[tuple[str, dict[int, tuple]]],
+             ref: Optional[float] = None, note: str = "") -> None:
+        """``bars``: per line, per level ``(mean, min, max)``; the error bars span min..max over repeats."""
         fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-        for label, values in rows:
-            xs = [c for c in run.levels if values.get(c) is not None]
-            ax.plot(xs, [values[c] for c in xs], marker="o", label=label)
+        for label, values in bars:
+            xs = [c for c in run.levels if values.get(c, (None,))[0] is not None]
+            mean = [values[c][0] for c in xs]
+            low = [values[c][0] - (values[c][1] if values[c][1] is not None else values[c][0]) for c in xs]
+            high = [(values[c][2] if values[c][2] is not None else values[c][0]) - values[c][0] for c in xs]
+            ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=3, label=label)
         if ref is not None:
             ax.axhline(ref, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks(run.levels)
-        ax.set_xlabel("concurrency")
+        ax.set_xlabel("concurrency" + (f"  ({note})" if note else ""))
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
@@ -362,20 +445,26 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
-    plot("ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)", series_rows(run, "mean_ttft_ms"))
-    output = series_rows(run, "output_throughput")
+    def per_series(field: str) -> list[tuple[str, dict[int, tuple]]]:
+        return [(info.label, {c: spread(run.values(info.label, c, field)) for c in run.levels}) for info in run.series]
+
+    bars_note = f"bars: min–max of {run.repeats} repeats" if run.repeats > 1 else "one repeat: no error bars"
+    plot("ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)", per_series("mean_ttft_ms"),
+         note=bars_note)
     plot("output_throughput_vs_concurrency.png", "Output throughput: what the server delivers",
-         "completion tokens/s", output)
-    decode = series_rows(run, "aggregate_decode_throughput")
+         "completion tokens/s", per_series("output_throughput"), note=bars_note)
     plot("decode_throughput_vs_concurrency.png",
-         "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s", decode)
-    if len(output) > 1:
-        base_label, base = output[0]
-        speed = [(f"{label} / {base_label}",
-                  {c: (v[c] / base[c] if v.get(c) is not None and base.get(c) else None) for c in run.levels})
-                 for label, v in output[1:]]
+         "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s",
+         per_series("aggregate_decode_throughput"), note=bars_note)
+    if len(run.series) > 1:
+        ratios, margin = run.speedups("output_throughput")
+        base_label = run.series[0].label
+        speed = [(f"{info.label} / {base_label}",
+                  {c: (s.mean, s.lo, s.hi) if (s := ratios[(info.label, c)]).ratios else (None, None, None)
+                   for c in run.levels}) for info in run.series[1:]]
+        band = f"; within noise: 1 ± {margin:.3f}" if margin is not None else ""
         plot("speedup_vs_concurrency.png", f"Output throughput speedup vs {base_label}", "speedup (x)",
-             speed, ref=1.0)
+             speed, ref=1.0, note=bars_note + band)
     return written
 
 

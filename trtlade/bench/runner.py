@@ -4,7 +4,9 @@ Concurrency C means exactly C workers, each sending its next request as soon as 
 finished, until the level's ``num_prompts`` requests are done (the last ones run with fewer in
 flight). Levels run in the order given; at each level every series runs in turn (``ar`` then
 ``lookahead`` at C=1, then both at C=2, ...), so slow drift of the machine hits all series alike.
-Each (level, series) first sends ``num_warmups`` unmeasured requests.
+Each (level, series) first sends ``num_warmups`` unmeasured requests (in the first repeat). With
+``repeats`` R, the whole sweep runs R times, the series in reverse order in every other repeat, so
+that each speedup is measured R times, paired within a repeat (:mod:`trtlade.bench.noise`).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class _Clients:
 
 
 async def _closed_loop(clients: _Clients, plan: BenchPlan, series: Series, concurrency: int,
-                       prompts: list[Prompt], progress: Progress) -> list[RequestRecord]:
+                       prompts: list[Prompt], progress: Progress, repeat: int = 0) -> list[RequestRecord]:
     """Run ``prompts`` with ``concurrency`` workers sending back to back; records in send order."""
     url = series.target.base_url + plan.endpoint.path
     headers = series.target.headers()
@@ -98,7 +100,7 @@ async def _closed_loop(clients: _Clients, plan: BenchPlan, series: Series, concu
             i = next_index
             next_index += 1
             rec = RequestRecord(series=series.label, concurrency=concurrency, index=i,
-                                prompt_index=prompts[i].index)
+                                prompt_index=prompts[i].index, repeat=repeat)
             await stream_request(client, url, bodies[i], headers, rec, kind=plan.endpoint.kind,
                                  timeout=plan.timeout)
             records[i] = rec
@@ -116,22 +118,25 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
     checked: set[str] = set()
     clients = _Clients(plan)
     try:
-        for level in plan.levels:
-            for series in plan.series:
-                if plan.warmup_prompts:
-                    progress.start(series.label, level, len(plan.warmup_prompts), True)
-                    warm = await _closed_loop(clients, plan, series, level, plan.warmup_prompts, progress)
-                    progress.finish(None)
-                    if series.label not in checked and not any(r.ok for r in warm):
-                        raise BenchAborted(series.label, warm)
-                    checked.add(series.label)
-                progress.start(series.label, level, len(plan.prompts), False)
-                records = await _closed_loop(clients, plan, series, level, plan.prompts, progress)
-                summary = summarize_level(records, series=series.label, concurrency=level,
-                                          num_prompts=len(plan.prompts))
-                progress.finish(summary)
-                outcome.records.extend(records)
-                outcome.summaries.append(summary)
+        for repeat in range(max(1, plan.repeats)):
+            order = plan.series if repeat % 2 == 0 else plan.series[::-1]
+            for level in plan.levels:
+                for series in order:
+                    if plan.warmup_prompts and repeat == 0:
+                        progress.start(series.label, level, len(plan.warmup_prompts), True)
+                        warm = await _closed_loop(clients, plan, series, level, plan.warmup_prompts, progress)
+                        progress.finish(None)
+                        if series.label not in checked and not any(r.ok for r in warm):
+                            raise BenchAborted(series.label, warm)
+                        checked.add(series.label)
+                    progress.start(series.label, level, len(plan.prompts), False)
+                    records = await _closed_loop(clients, plan, series, level, plan.prompts, progress, repeat)
+                    summary = summarize_level(records, series=series.label, concurrency=level,
+                                              num_prompts=len(plan.prompts))
+                    summary.repeat = repeat
+                    progress.finish(summary)
+                    outcome.records.extend(records)
+                    outcome.summaries.append(summary)
     finally:
         await clients.aclose()
     return outcome

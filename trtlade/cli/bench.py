@@ -165,6 +165,11 @@ def bench(
         "(default 1,2,4,6,8,10,16; config: bench.concurrency)."),
     num_prompts: Optional[int] = typer.Option(None, "--num-prompts", "-n", min=1,
                                               help="Measured requests per level and series (default 16)."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", "-r", min=1, max=100,
+                                          help="Run the whole sweep this many times, the modes interleaved "
+                                               "and their order reversed every other repeat; each cell is "
+                                               "reported as mean (min-max) and each speedup as higher, lower "
+                                               "or within noise (default 1: one sample per cell)."),
     num_warmups: Optional[int] = typer.Option(None, "--num-warmups", min=0,
                                               help="Unmeasured warm-up requests per level and series (default 1)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request (default 50)."),
@@ -258,6 +263,7 @@ def bench(
         temperature=temperature if temperature is not None else section.temperature,
         ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
         timeout=timeout if timeout is not None else section.timeout_s,
+        repeats=repeats if repeats is not None else section.repeats,
     )
     if n_prompts < max(levels):
         err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
@@ -292,6 +298,7 @@ def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: lis
         "dataset_sampling": ds.sampling,
         "num_prompts": plan.num_prompts,
         "num_warmups": n_warm,
+        "repeats": plan.repeats,
         "max_tokens": plan.max_tokens,
         "temperature": plan.temperature,
         "ignore_eos": plan.ignore_eos,
@@ -336,7 +343,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
 
     from trtlade.bench.launch import LaunchError, launched_server
     from trtlade.bench.meta import machine_info
-    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id, output_agreement
+    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id, output_agreement, speedup_verdicts
     from trtlade.bench.plan import resolve_server_modes
     from trtlade.bench.runner import BenchAborted, run_plan
 
@@ -390,11 +397,12 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
         summaries=outcome.summaries,
         output_agreement=output_agreement(outcome.records, [s.label for s in plan.series]),
     )
+    run.verdicts = speedup_verdicts(run)
     _write_and_print(run, outcome.records, folder, plots)
 
 
 def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) -> None:
-    from trtlade.bench.report import TABLES, comparison_table, series_rows, write_report
+    from trtlade.bench.report import TABLES, noise_table, write_report
 
     try:
         write_report(folder, run, records, plots=plots)
@@ -402,7 +410,7 @@ def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) ->
         fail(f"cannot write the report to {folder}: {exc.strerror or exc}", hint="check --result-dir")
     for title, field, decimals, _ in TABLES:
         console.print(f"\n{title}", markup=False)
-        console.print(comparison_table(run.levels, series_rows(run, field), decimals=decimals), markup=False)
+        console.print(noise_table(run, field, decimals=decimals), markup=False)
     failed = sum(s.failed for s in run.summaries)
     sent = failed + sum(s.completed for s in run.summaries)
     console.print(f"\nreport: {folder}/summary.md", markup=False)

@@ -244,6 +244,8 @@ class BenchSection(_Section):
                                    description="Concurrency levels, run in this order.")
     num_prompts: int = Field(16, ge=1, description="Requests per concurrency level and mode.")
     num_warmups: int = Field(1, ge=0, description="Warm-up requests per level (not measured).")
+    repeats: int = Field(1, ge=1, le=100, description="Times the whole sweep runs, modes interleaved; speedups "
+                         "get a verdict (higher, lower, within noise) from the repeat-to-repeat noise.")
     max_tokens: int = Field(50, ge=1, description="max_tokens per request.")
     ignore_eos: bool = Field(False, description="Send ignore_eos so every request makes max_tokens.")
     endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")

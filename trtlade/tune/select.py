@@ -26,18 +26,15 @@ Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faste
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
+from trtlade.bench.noise import Z, pooled_sd, threshold
 from trtlade.schedule import LookaheadSchedule, bands_in_order
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
 __all__ = ["Run", "Cell", "Table", "Choice", "tabulate", "choose", "schedule_of", "Z"]
-
-#: How many noise standard errors a speedup must clear to be believed.
-Z = 2.0
 
 
 @dataclass(frozen=True)
@@ -95,8 +92,9 @@ class Table:
         return self.cells.get((spec, concurrency))
 
     def threshold(self) -> float:
-        """The speedup a spec must exceed to be chosen: ``1 + Z * noise / sqrt(repeats)``."""
-        return 1.0 + Z * self.noise / math.sqrt(max(1, self.repeats))
+        """The speedup a spec must exceed to be chosen: ``1 + Z * noise / sqrt(repeats)``
+        (:mod:`trtlade.bench.noise`, the same rule as the bench's verdicts; one repeat: 1.0)."""
+        return 1.0 + (threshold(self.noise, self.repeats) or 0.0)
 
 
 def tabulate(runs: Iterable[Run]) -> Table:
@@ -122,19 +120,8 @@ def tabulate(runs: Iterable[Run]) -> Table:
         if ar:
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
-    return Table(cells, specs, sorted(levels), repeats, _pooled_noise(c.ratios for c in cells.values()
+    return Table(cells, specs, sorted(levels), repeats, pooled_sd(c.ratios for c in cells.values()
                                                                           if c.spec != AUTOREGRESSIVE))
-
-
-def _pooled_noise(samples: Iterable[Sequence[float]]) -> float:
-    """Pooled sample standard deviation of several groups (0 when no group has two values)."""
-    num, dof = 0.0, 0
-    for values in samples:
-        if len(values) >= 2:
-            mean = statistics.fmean(values)
-            num += sum((v - mean) ** 2 for v in values)
-            dof += len(values) - 1
-    return math.sqrt(num / dof) if dof else 0.0
 
 
 @dataclass(frozen=True)
