@@ -135,3 +135,18 @@ def test_version_and_metrics_show_the_live_cost_model():
     assert drafted + skipped == live["drafted"] + live["skipped"]
     assert metric_value(metrics, "trtlade_row_cost_seconds", {}) == pytest.approx(live["row_cost_ms"] / 1000)
     assert metric_value(metrics, "trtlade_auto_accepted_drafts_total", {}) == live["accepted"]
+
+
+@pytest.mark.parametrize("body, error", [
+    ("lookahead: {spec: '2,4,2', schedule: [{spec: '1,1,0'}]}\nbench: {modes: [ar, auto, schedule]}\n", None),
+    ("lookahead: {spec: '2,4,2'}\nbench: {modes: [ar, schedule]}\n", "no lookahead.schedule"),
+    ("serve: {engine: trtllm}\nlookahead: {spec: '2,4,2'}\nbench: {modes: [ar, auto]}\n", "only the reference"),
+])
+def test_validate_config_checks_the_policy_bench_modes(body, error, tmp_path):
+    from trtlade.config.checks import check_trtlade
+    from trtlade.config.loader import load_config
+
+    path = tmp_path / "c.yml"
+    path.write_text("model: {}\n" + body)
+    found = [d for d in check_trtlade(load_config(path)) if d.code == "bench-mode"]
+    assert [error in d.message for d in found] == ([] if error is None else [True])

@@ -22,7 +22,7 @@ from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_e
 __all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
 
 #: bench.modes entries that are not specs.
-BENCH_NAMED_MODES = ("ar", "lookahead", "default", "schedule")
+BENCH_NAMED_MODES = ("ar", "lookahead", "default", "schedule", "auto")
 
 
 def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> list[Diagnostic]:
@@ -77,14 +77,27 @@ def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
     server = cfg.lookahead.spec
     for index, mode in enumerate(cfg.bench.modes):
         loc = ("bench", "modes", index)
-        if mode.strip().lower() in BENCH_NAMED_MODES:
+        name = mode.strip().lower()
+        if name == "auto" and cfg.serve.engine != "reference":
+            out.append(doc.diagnostic("error", "bench mode 'auto' asks for the auto policy, which only the reference "
+                                      "engine runs: the trtllm server would refuse every request", loc=loc,
+                                      code="bench-mode", hint="drop it, or use schedule (with lookahead.schedule)"))
+            continue
+        if name == "schedule" and not cfg.lookahead.schedule:
+            out.append(doc.diagnostic("error", "bench mode 'schedule' asks for the schedule policy but the config "
+                                      "has no lookahead.schedule: the server would refuse every request", loc=loc,
+                                      code="bench-mode", hint="add lookahead.schedule (trtlade tune --apply) or "
+                                                              "drop the mode"))
+            continue
+        if name in BENCH_NAMED_MODES:
             continue
         try:
             request = LookaheadSpec.parse(mode)
         except SpecError as exc:
-            what = "an illegal spec" if exc.rule not in ("parse", "type") else "neither ar, lookahead nor a spec"
+            what = "an illegal spec" if exc.rule not in ("parse", "type") else "neither a named mode nor a spec"
             out.append(doc.diagnostic("error", f"bench mode {mode!r} is {what}: {exc.message}", loc=loc,
-                                      code="bench-mode", hint="use ar, lookahead, or a spec such as 2-2-1"))
+                                      code="bench-mode", hint="use ar, lookahead, default, auto, schedule, or a "
+                                                              "spec such as 2-2-1"))
             continue
         excess = server.excess(request)
         if excess:
