@@ -13,6 +13,10 @@ the batch's expected tokens per second, from two measurements:
   prior: the server's recent history of accepted drafts. A sequence that has not drafted for a while
   forgets part of what it saw, so its estimate moves back to the prior and it is tried again when
   trying is cheap (an optimism bonus of ``explore`` standard deviations, smaller with more evidence).
+  Both are kept per *context* of the step (``key``): the engine keys a step ``repeat`` when the text's
+  last two tokens occurred earlier in prompt + output (n-gram and prompt-lookup drafts then often
+  match) and ``fresh`` otherwise (only Jacobi guesses, rarely accepted), so a sequence drafts while its
+  text repeats and runs plain decoding while it does not, without paying to find out each time.
 
 Worked example: one sequence alone, 10 rows with its drafts, on a host where 10 rows cost 1.3x one
 row: drafting pays if it expects more than 0.3 accepted drafts per step. Eight sequences on the same
@@ -104,6 +108,8 @@ class Acceptance:
     total: float = 0.0
     weight: float = 0.0
     drafted_steps: int = 0
+    #: the context these steps share (the server keeps one prior per context)
+    key: str = ""
 
     @property
     def mean(self) -> Optional[float]:
@@ -137,8 +143,8 @@ class AutoPolicy:
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
                  explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
         self.cost = cost
-        self.prior_mean = float(prior_drafts)
-        self.prior_var = 1.0
+        self.prior_start = float(prior_drafts)
+        self._priors: dict[str, list[float]] = {}  # context -> [mean, variance]
         self.prior_weight = float(prior_weight)
         self.explore = float(explore)
         self.fade = float(fade)
@@ -146,20 +152,33 @@ class AutoPolicy:
         self._alpha = 1.0 / max(1, history)
         self.counters = PolicyCounters()
 
-    def new_sequence(self) -> Acceptance:
-        return Acceptance()
+    def new_sequence(self, key: str = "") -> Acceptance:
+        return Acceptance(key=key)
+
+    def _prior(self, key: str) -> list[float]:
+        prior = self._priors.get(key)
+        if prior is None:
+            prior = self._priors[key] = [self.prior_start, 1.0]
+        return prior
+
+    @property
+    def prior_mean(self) -> float:
+        """The server's accepted drafts per drafted step, over every context (for reports)."""
+        return self._prior("")[0]
 
     # ------------------------------------------------------------------ estimates
     def expected(self, seq: Acceptance) -> float:
-        """Accepted drafts expected from the sequence's next drafted step (its mean, shrunk towards
-        the server's)."""
-        return (self.prior_mean * self.prior_weight + seq.total) / (self.prior_weight + seq.weight)
+        """Accepted drafts expected from the sequence's next drafted step in its context (its mean,
+        shrunk towards the server's in that context)."""
+        mean = self._prior(seq.key)[0]
+        return (mean * self.prior_weight + seq.total) / (self.prior_weight + seq.weight)
 
     def optimistic(self, seq: Acceptance) -> float:
         """:meth:`expected` plus the exploration bonus (what the plan ranks by): ``explore`` standard
         deviations of the server's accepted drafts over the root of the sequence's drafted steps
         (the bonus shrinks with every step it drafts and, unlike the mean, does not fade back)."""
-        return self.expected(seq) + self.explore * math.sqrt(self.prior_var / (self.prior_weight + seq.drafted_steps))
+        variance = self._prior(seq.key)[1]
+        return self.expected(seq) + self.explore * math.sqrt(variance / (self.prior_weight + seq.drafted_steps))
 
     def step_seconds(self, rows: int) -> float:
         """The cost model: seconds of a forward pass of ``rows`` rows (1.0 per step without data:
@@ -213,9 +232,11 @@ class AutoPolicy:
             scale = self.memory / seq.weight
             seq.total *= scale
             seq.weight = self.memory
-        delta = accepted - self.prior_mean
-        self.prior_mean += self._alpha * delta
-        self.prior_var = (1 - self._alpha) * (self.prior_var + self._alpha * delta * delta)
+        for key in {seq.key, ""}:  # its context's prior, and the server-wide one
+            prior = self._prior(key)
+            delta = accepted - prior[0]
+            prior[0] += self._alpha * delta
+            prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
 
     def observe_cost(self, rows: int, seconds: float) -> None:
         """A decoding forward pass of ``rows`` rows took ``seconds``: keeps the cost model current."""
@@ -236,6 +257,7 @@ class AutoPolicy:
             "step_ms": {rows: round(1000 * cost.seconds(rows), 2) for rows in measured},
             "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
             "prior_accepted_drafts": round(self.prior_mean, 3),
+            "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
         }

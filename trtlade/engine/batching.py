@@ -84,13 +84,20 @@ class SequenceState:
         self.algo: Optional[LookaheadAlgorithm] = None
         self.policy = _resolve_policy(request, engine.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive else None
-        self.acceptance = engine.policy.new_sequence()
+        self.contexts = _RepeatIndex(self.prompt)
+        self._acceptance = {key: engine.policy.new_sequence(key) for key in ("repeat", "fresh")}
         #: rows of this sequence's last prepared step (the auto policy's estimate of the next)
         self.draft_rows = spec.decoding_tokens
         self.enqueued_at = time.perf_counter()
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
 
     # ------------------------------------------------------------------ rows
+    @property
+    def acceptance(self):  # -> Acceptance
+        """The acceptance estimate of this step's context: ``repeat`` if the text's last two tokens
+        occurred earlier (drafts from the pool and prompt lookup tend to match), else ``fresh``."""
+        return self._acceptance["repeat" if self.contexts.repeating() else "fresh"]
+
     @property
     def single_row(self) -> bool:
         """One row per step: sampling, or ``min_tokens`` still forbids stopping."""
@@ -146,13 +153,14 @@ class SequenceState:
     def consume(self, logits: torch.Tensor) -> tuple[StepChunk, list[int]]:
         """Logits of this step's logit rows -> the emitted chunk and the step rows to keep."""
         draft, self._draft = self._draft, None
+        acceptance = self.acceptance  # the context this step was planned in (before its tokens)
         if draft is None:  # one row: greedy/sampled, or lookahead with its drafts dropped
             token = self._choose(logits[0])
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
             if self.drafts:
-                self.engine.policy.observe(self.acceptance, drafted=False)
+                self.engine.policy.observe(acceptance, drafted=False)
             return chunk, [0]
         argmax = logits.argmax(dim=-1).tolist()
         algo = self._algorithm()
@@ -167,7 +175,7 @@ class SequenceState:
         with record_function(ALGORITHM_LABEL):
             algo.commit(count)
             if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
-                self.engine.policy.observe(self.acceptance, drafted=True, accepted=count - 1,
+                self.engine.policy.observe(acceptance, drafted=True, accepted=count - 1,
                                            planned=self.policy == "auto")
         return chunk, list(verification.kept_rows[:count])
 
@@ -197,6 +205,7 @@ class SequenceState:
         ``rows_logits[j]``: the logits row that chose ``tokens[j]`` (for the request's logprobs)."""
         with record_function(TEXT_LABEL):
             emitted = self.output.extend(tokens)
+            self.contexts.extend(emitted.tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats
@@ -471,6 +480,31 @@ class Batch:
         if self.engine._batch_owner is not self._owner:
             raise RuntimeError("this generation was superseded by a newer batch on the same engine "
                                "(one batch drives an engine at a time)")
+
+
+class _RepeatIndex:
+    """Whether the last two tokens of a sequence occurred earlier in it (O(1) per token).
+
+    >>> index = _RepeatIndex([5, 6, 7])
+    >>> index.repeating(), index.extend([5, 6]), index.repeating(), index.extend([9]), index.repeating()
+    (False, None, True, None, False)
+    """
+
+    def __init__(self, tokens: Sequence[int]) -> None:
+        self._seen: set[tuple[int, int]] = set()
+        self._last: list[int] = []
+        self.extend(tokens)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        last = self._last
+        for token in tokens:
+            if len(last) == 2:
+                self._seen.add((last[0], last[1]))  # the bigram that ended before this token
+                last.pop(0)
+            last.append(int(token))
+
+    def repeating(self) -> bool:
+        return len(self._last) == 2 and (self._last[0], self._last[1]) in self._seen
 
 
 def _resolve_policy(request: GenerationRequest, adaptive: bool) -> str:
