@@ -363,6 +363,10 @@ def render_markdown(run: RunSummary) -> str:
                f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
                f"warm-up), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
+    m = run.metadata
+    if m.get("cpu") or m.get("cpu_count"):
+        out.append(f"Host: {m.get('cpu') or 'unknown CPU'}, {m.get('cpu_count') or '?'} CPUs (a speed figure holds "
+                   "on the host that measured it).")
     out.append("")
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:

@@ -102,7 +102,10 @@ def engine_bench(
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
     except (EmbeddedModelError, ModelLoadError) as exc:
         fail(str(exc))
+    from trtlade.bench.meta import machine_info
+
     data = result.to_dict()
+    data["machine"] = machine_info()  # the CPU model: a speed figure holds on the host that measured it
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
@@ -114,7 +117,8 @@ def _print_tables(data: dict) -> None:
     from rich.table import Table
 
     for res in data["results"]:
-        table = Table(title=f"{data['model_id']} {res['dtype']} (engine spec {res['engine_spec']}, "
+        table = Table(title=f"{data['model_id']} {res['dtype']} on {data.get('machine', {}).get('cpu') or 'an unknown CPU'} "
+                            f"(engine spec {res['engine_spec']}, "
                             f"{res['threads']} threads, {len(data['prompts'])} prompts x "
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
                             "and the speedup vs transformers generate count prefill + decode)")
@@ -122,7 +126,7 @@ def _print_tables(data: dict) -> None:
                     "rows/step", "identical", "same tokens"):
             table.add_column(col, justify="left" if col == "mode" else "right")
         for m in res["modes"]:
-            label = m["mode"] + (f" ({m['spec']}, adaptive)" if m["adaptive"] else "")
+            label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
             ours = m["kind"] == "trtlade"
             vs_generate = f"{m['speedup_vs_generate']:.2f}x" if m.get("speedup_vs_generate") is not None else "-"
             table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
