@@ -260,7 +260,7 @@ def test_auto_plan_follows_the_cost_of_a_row(table, running, accepted, drafts):
     seqs = [policy.new_sequence() for _ in range(running)]
     for seq in seqs:
         seq.total, seq.weight = accepted * 16, 16.0  # 16 drafted steps that accepted this on average
-    assert policy.plan([], [(seq, 9) for seq in seqs]) == drafts
+    assert policy.plan([], [[(seq, 9)] for seq in seqs]) == [0 if d else -1 for d in drafts]
 
 
 def test_auto_plan_gives_drafts_to_the_sequences_that_accept_most_per_row():
@@ -268,7 +268,22 @@ def test_auto_plan_gives_drafts_to_the_sequences_that_accept_most_per_row():
     good, bad = policy.new_sequence(), policy.new_sequence()
     good.total, good.weight = 2.5 * 16, 16.0
     bad.total, bad.weight = 0.0, 16.0
-    assert policy.plan([(1, 1.0)], [(bad, 9), (good, 9)]) == [False, True]
+    assert policy.plan([(1, 1.0)], [[(bad, 9)], [(good, 9)]]) == [-1, 0]
+
+
+def test_auto_plan_picks_the_option_of_each_sequence_that_pays_most():
+    """Two options per sequence: its candidates only (3 draft rows), or all its rows (9). On dear
+    rows the candidates win when they accept nearly as much; on flat rows all the rows do."""
+    def options(policy, cand, full):
+        a, b = policy.new_sequence("c"), policy.new_sequence("f")
+        a.total, a.weight, b.total, b.weight = cand * 16, 16.0, full * 16, 16.0
+        return [(a, 3), (b, 9)]
+
+    dear = AutoPolicy(_cost(DEAR), explore=0.0)
+    assert dear.plan([], [options(dear, 0.9, 1.0)]) == [0]      # 4 rows for 1.9 tokens beats 10 rows for 2.0
+    flat = AutoPolicy(_cost(FLAT), explore=0.0)
+    assert flat.plan([], [options(flat, 0.9, 1.6)]) == [1]      # rows nearly free: all of them
+    assert dear.plan([], [options(dear, 0.0, 0.2)]) == [-1]     # nothing pays
 
 
 def test_auto_sequence_that_stops_accepting_falls_back_then_is_tried_again():
@@ -278,7 +293,7 @@ def test_auto_sequence_that_stops_accepting_falls_back_then_is_tried_again():
     seq = policy.new_sequence()
     trace = []
     for _ in range(200):
-        drafts = policy.plan([], [(seq, 9)])[0]
+        drafts = policy.plan([], [[(seq, 9)]])[0] == 0
         trace.append(drafts)
         policy.observe(seq, drafted=drafts, accepted=0)
     assert trace[0] and not all(trace[:20])           # tried first, then dropped
@@ -298,7 +313,7 @@ def test_auto_prior_follows_the_server_history():
 def test_auto_counters_compare_expected_and_realised_acceptance():
     policy = AutoPolicy(_cost(FLAT), explore=0.0)
     seq = policy.new_sequence()
-    assert policy.plan([], [(seq, 9)]) == [True]
+    assert policy.plan([], [[(seq, 9)]]) == [0]
     policy.observe(seq, drafted=True, accepted=2)
     policy.observe(seq, drafted=True, accepted=1, planned=False)  # a fixed step: not the policy's choice
     c = policy.counters

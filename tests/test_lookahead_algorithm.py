@@ -404,3 +404,41 @@ def test_empty_prompt_is_rejected():
 def test_seed_must_be_an_integer(seed):
     with pytest.raises(ValueError, match="seed must be an integer"):
         LookaheadAlgorithm((2, 2, 1), seed=seed)
+
+
+# ------------------------------------------------------------------------------------ candidates only
+def _drive(algo: LookaheadAlgorithm, oracle, prompt: list[int], steps: int, window_at) -> list[int]:
+    """Run ``steps`` lookahead steps against an oracle LM (argmax of a row = the oracle's next token
+    after the row's own prefix), with or without the window's rows as ``window_at(step)`` says."""
+    out = [oracle(prompt)]
+    algo.setup(prompt, out[0])
+    for step in range(steps):
+        batch = algo.prepare(window=window_at(step))
+        context = prompt + out
+        argmax = [oracle(context[:-1] + [batch.tokens[a] for a in batch.ancestors[i]]) if i in batch.logit_rows else -1
+                  for i in range(batch.num_rows)]
+        v = algo.verify(argmax)
+        algo.commit()
+        out += v.tokens
+    return out
+
+
+@pytest.mark.parametrize("window_at", [lambda s: True, lambda s: False, lambda s: s % 3 != 0, lambda s: s % 2 == 0])
+@pytest.mark.parametrize("spec", [(2, 4, 2), (3, 3, 2), (4, 2, 4)])
+def test_candidates_only_steps_stay_greedy_and_leave_the_window_alone(window_at, spec):
+    from oracle import NgramOracle, greedy
+
+    oracle = NgramOracle([1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 8, 1, 2, 3, 4, 5, 9] * 3, order=3, fallback_vocab=40)
+    prompt = [1, 2, 3, 4, 5, 1, 2, 3]
+    algo = LookaheadAlgorithm(spec, seed=0, prompt_lookup=2)
+    out = _drive(algo, oracle, prompt, 25, window_at)
+    assert out == greedy(oracle, prompt, len(out))
+    assert len(out) > 26  # drafts were accepted along the way
+    short = LookaheadAlgorithm(spec, seed=0, prompt_lookup=2)
+    short.setup(prompt, oracle(prompt))
+    window = [list(c) for c in short.window]
+    batch = short.prepare(window=False)
+    assert batch.num_window_rows == 0 and not batch.with_window and batch.window_top_rows == ()
+    short.verify([oracle(prompt + [oracle(prompt)])] + [-1] * (batch.num_rows - 1))
+    short.commit()
+    assert short.window == window  # no Jacobi rows ran: the window did not move

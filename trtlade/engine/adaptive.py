@@ -1,8 +1,9 @@
 """The ``auto`` draft policy: each step, which running sequences verify their drafts.
 
 Lookahead is lossless whatever rows a step verifies (every emitted token is the greedy argmax), so
-the engine may decide per step, per sequence, whether a sequence runs its drafts (all the rows of its
-admitted (w,n,g)) or only its golden row (plain decoding for that step; its n-gram pool keeps
+the engine may decide per step, per sequence, how many rows a sequence runs: all the rows of its
+admitted (w,n,g), only its candidates (the n-gram pool's and prompt lookup's guesses, without the
+Jacobi window's rows), or only its golden row (plain decoding for that step; its n-gram pool keeps
 learning from the tokens it emits). :class:`AutoPolicy` chooses the set of sequences that maximises
 the batch's expected tokens per second, from two measurements:
 
@@ -30,11 +31,11 @@ tokens to the batch's 8 -- more than any (2,4,2) step accepts: the batch runs pl
     >>> alone = policy.new_sequence()
     >>> for accepted in (1, 0, 2, 1):          # what its drafted steps accepted
     ...     policy.observe(alone, drafted=True, accepted=accepted)
-    >>> round(policy.expected(alone), 2), policy.plan([], [(alone, 9)])
-    (0.84, [True])
+    >>> round(policy.expected(alone), 2), policy.plan([], [[(alone, 9)]])     # option 0: its 9 draft rows
+    (0.84, [0])
     >>> busy = [policy.new_sequence() for _ in range(8)]
-    >>> policy.plan([], [(seq, 9) for seq in busy])
-    [False, False, False, False, False, False, False, False]
+    >>> policy.plan([], [[(seq, 9)] for seq in busy])                         # -1: golden row only
+    [-1, -1, -1, -1, -1, -1, -1, -1]
 """
 
 from __future__ import annotations
@@ -173,12 +174,17 @@ class AutoPolicy:
         mean = self._prior(seq.key)[0]
         return (mean * self.prior_weight + seq.total) / (self.prior_weight + seq.weight)
 
+    def bonus(self, seq: Acceptance) -> float:
+        """The exploration bonus of :meth:`optimistic`: ``explore`` standard deviations of the
+        server's accepted drafts in this context, shrinking as ``1 / n`` with the sequence's drafted
+        steps (a new sequence gets a few tries; after a dozen the bonus no longer pays for rows)."""
+        sd = math.sqrt(self._prior(seq.key)[1])
+        return self.explore * sd * self.prior_weight / (self.prior_weight + seq.drafted_steps)
+
     def optimistic(self, seq: Acceptance) -> float:
-        """:meth:`expected` plus the exploration bonus (what the plan ranks by): ``explore`` standard
-        deviations of the server's accepted drafts over the root of the sequence's drafted steps
-        (the bonus shrinks with every step it drafts and, unlike the mean, does not fade back)."""
-        variance = self._prior(seq.key)[1]
-        return self.expected(seq) + self.explore * math.sqrt(variance / (self.prior_weight + seq.drafted_steps))
+        """:meth:`expected` plus :meth:`bonus` (what the plan ranks by); the bonus shrinks with every
+        step the sequence drafts and, unlike the mean, does not fade back."""
+        return self.expected(seq) + self.bonus(seq)
 
     def step_seconds(self, rows: int) -> float:
         """The cost model: seconds of a forward pass of ``rows`` rows (1.0 per step without data:
@@ -187,32 +193,52 @@ class AutoPolicy:
         return seconds if seconds else 1.0
 
     # ------------------------------------------------------------------ the choice
-    def plan(self, fixed: Sequence[tuple[int, float]], candidates: Sequence[tuple[Acceptance, int]]) -> list[bool]:
-        """Which ``candidates`` (``(acceptance, draft rows)``) verify their drafts this step.
+    def plan(self, fixed: Sequence[tuple[int, float]],
+             candidates: Sequence[Sequence[tuple[Acceptance, int]]]) -> list[int]:
+        """Which draft option each candidate sequence runs this step: an index into its options,
+        or -1 for its golden row only.
 
-        ``fixed``: the step's other sequences as ``(rows, expected tokens)`` (explicit specs,
-        plain decoding). Each candidate costs one golden row without drafts; with them, its draft
-        rows more and its expected accepted drafts more tokens. Candidates are ranked by optimistic
-        drafts per draft row; the chosen set is the ranked prefix with the most tokens per second.
+        ``candidates[i]``: sequence i's options as ``(acceptance, draft rows)``, each containing the
+        one before (e.g. its prompt-lookup and pool candidates only, then all its rows), so an option
+        is expected to accept at least what the one before it does. ``fixed``: the step's other
+        sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
+        ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
+        that gains more than what its sequence has so far replaces it, and the step keeps the
+        assignment seen with the most expected tokens per second.
         """
         counters = self.counters
         counters.steps += 1
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
-        gains = [self.optimistic(seq) for seq, _ in candidates]
-        order = sorted(range(len(candidates)), key=lambda i: -gains[i] / max(1, candidates[i][1]))
-        best, best_k = tokens / self.step_seconds(rows), 0
-        for k, i in enumerate(order, 1):
-            rows += max(0, candidates[i][1])
-            tokens += gains[i]
+        items = sorted(((gain, max(0, draft_rows), i, k)
+                        for i, options in enumerate(candidates)
+                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options))),
+                       key=lambda item: -item[0] / max(1, item[1]))
+        choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
+        best, best_choice = tokens / self.step_seconds(rows), list(choice)
+        for item_gain, item_rows, i, k in items:
+            if item_gain <= gain[i]:
+                continue  # sequence i already has an option that gains as much
+            tokens += item_gain - gain[i]
+            rows += item_rows - extra[i]
+            choice[i], gain[i], extra[i] = k, item_gain, item_rows
             rate = tokens / self.step_seconds(rows)
             if rate > best:
-                best, best_k = rate, k
-        chosen = set(order[:best_k])
-        counters.drafted += len(chosen)
-        counters.skipped += len(candidates) - len(chosen)
-        counters.expected_accepted += sum(self.expected(candidates[i][0]) for i in chosen)
-        return [i in chosen for i in range(len(candidates))]
+                best, best_choice = rate, list(choice)
+        drafted = [(i, k) for i, k in enumerate(best_choice) if k >= 0]
+        counters.drafted += len(drafted)
+        counters.skipped += len(candidates) - len(drafted)
+        counters.expected_accepted += sum(self.expected(candidates[i][k][0]) for i, k in drafted)
+        return best_choice
+
+    def _nested_gains(self, options: Sequence[tuple[Acceptance, int]]) -> list[tuple[float, int]]:
+        """Optimistic gain and draft rows per option; an option holds the one before it, so it is
+        expected to accept at least as much (plus its own exploration bonus)."""
+        out, floor = [], 0.0
+        for seq, draft_rows in options:
+            floor = max(floor, self.expected(seq))
+            out.append((floor + self.bonus(seq), draft_rows))
+        return out
 
     # ------------------------------------------------------------------ learning
     def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:

@@ -50,7 +50,11 @@ from trtlade.engine.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL"]
+__all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS"]
+
+#: What the auto policy may give a sequence beyond its golden row, fewest rows first: its candidates
+#: (n-gram pool and prompt lookup) without the Jacobi window's rows, or all its rows.
+DRAFT_OPTIONS = ("candidates", "full")
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
@@ -85,18 +89,28 @@ class SequenceState:
         self.policy = _resolve_policy(request, engine.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive else None
         self.contexts = _RepeatIndex(self.prompt)
-        self._acceptance = {key: engine.policy.new_sequence(key) for key in ("repeat", "fresh")}
-        #: rows of this sequence's last prepared step (the auto policy's estimate of the next)
-        self.draft_rows = spec.decoding_tokens
+        self._acceptance = {(ctx, option): engine.policy.new_sequence(f"{ctx}/{option}")
+                            for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
+        #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
+        self.draft_rows = {"candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
+        self._window = True  # this step's rows include the Jacobi window's
         self.enqueued_at = time.perf_counter()
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
 
     # ------------------------------------------------------------------ rows
     @property
-    def acceptance(self):  # -> Acceptance
-        """The acceptance estimate of this step's context: ``repeat`` if the text's last two tokens
-        occurred earlier (drafts from the pool and prompt lookup tend to match), else ``fresh``."""
-        return self._acceptance["repeat" if self.contexts.repeating() else "fresh"]
+    def context(self) -> str:
+        """``repeat`` if the text's last two tokens occurred earlier (drafts from the pool and prompt
+        lookup then tend to match), else ``fresh``."""
+        return "repeat" if self.contexts.repeating() else "fresh"
+
+    def acceptance(self, option: str = "full"):  # -> Acceptance
+        """The acceptance estimate of ``option`` (:data:`DRAFT_OPTIONS`) in this step's context."""
+        return self._acceptance[(self.context, option)]
+
+    def draft_options(self) -> list[tuple[object, int]]:
+        """What the auto policy may choose from: ``(acceptance, draft rows)`` per option."""
+        return [(self.acceptance(option), self.draft_rows[option] - 1) for option in DRAFT_OPTIONS]
 
     @property
     def single_row(self) -> bool:
@@ -119,12 +133,14 @@ class SequenceState:
             return "golden" if self.request.schedule.spec_for(in_flight).is_autoregressive else "drafts"
         return "drafts"
 
-    def wanted_rows(self) -> int:
+    def wanted_rows(self, window: bool = True) -> int:
+        """Prepare this step's rows (``window=False``: the candidates only) and return their count."""
         if self.single_row:
             return 1
+        self._window = window
         with record_function(ALGORITHM_LABEL):
-            rows = self._algorithm().prepare().num_rows
-        self.draft_rows = rows
+            rows = self._algorithm().prepare(window=window).num_rows
+        self.draft_rows["full" if window else "candidates"] = rows
         return rows
 
     def block(self, rows: int) -> RowBlock:
@@ -134,7 +150,7 @@ class SequenceState:
             self._draft = None
             return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
         with record_function(ALGORITHM_LABEL):
-            draft = self._algorithm().prepare()
+            draft = self._algorithm().prepare(window=self._window)
             mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
         return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows, mask=mask)
@@ -153,14 +169,15 @@ class SequenceState:
     def consume(self, logits: torch.Tensor) -> tuple[StepChunk, list[int]]:
         """Logits of this step's logit rows -> the emitted chunk and the step rows to keep."""
         draft, self._draft = self._draft, None
-        acceptance = self.acceptance  # the context this step was planned in (before its tokens)
+        context = self.context  # the context this step was planned in (before its tokens)
         if draft is None:  # one row: greedy/sampled, or lookahead with its drafts dropped
             token = self._choose(logits[0])
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
             if self.drafts:
-                self.engine.policy.observe(acceptance, drafted=False)
+                for option in DRAFT_OPTIONS:
+                    self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
         argmax = logits.argmax(dim=-1).tolist()
         algo = self._algorithm()
@@ -175,7 +192,8 @@ class SequenceState:
         with record_function(ALGORITHM_LABEL):
             algo.commit(count)
             if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
-                self.engine.policy.observe(acceptance, drafted=True, accepted=count - 1,
+                option = "full" if draft.with_window else "candidates"
+                self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
                                            planned=self.policy == "auto")
         return chunk, list(verification.kept_rows[:count])
 
@@ -412,25 +430,27 @@ class Batch:
             elif mode == "drafts":
                 wanted[i] = self._isolated(state, state.wanted_rows)
                 if wanted[i] is not None:
-                    fixed.append((wanted[i], 1.0 + policy.expected(state.acceptance)))
+                    fixed.append((wanted[i], 1.0 + policy.expected(state.acceptance())))
             elif mode == "golden":
                 wanted[i] = 1
                 fixed.append((1, 1.0))
         if auto:
             before = policy.counters.expected_accepted
             with record_function(ALGORITHM_LABEL):
-                choice = policy.plan(fixed, [(states[i].acceptance, states[i].draft_rows - 1) for i in auto])
-            report.auto_drafted = sum(choice)
+                choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
+            report.auto_drafted = sum(1 for k in choice if k >= 0)
             report.auto_skipped = len(choice) - report.auto_drafted
             report.expected_accepted = policy.counters.expected_accepted - before
-            for i, drafts in zip(auto, choice):
-                wanted[i] = self._isolated(states[i], states[i].wanted_rows) if drafts else 1
+            for i, k in zip(auto, choice):
+                wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k] == "full") \
+                    if k >= 0 else 1
         return wanted
 
     def _decode(self, states: list[SequenceState], report: StepReport,
                 emit: Callable[[int, StepChunk], None]) -> None:
         runner = self.engine.runner
         policy: AutoPolicy = self.engine.policy
+        started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
         wanted = self._plan(states, report)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
@@ -448,7 +468,6 @@ class Batch:
         accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
         logits = runner.forward(blocks)
-        policy.observe_cost(report.rows, time.perf_counter() - t0)
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
         done: list[SequenceState] = []
@@ -463,6 +482,7 @@ class Batch:
             done.append(state)
         runner.keep(kept)
         elapsed = time.perf_counter() - t0
+        policy.observe_cost(report.rows, time.perf_counter() - started)
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed

@@ -108,6 +108,8 @@ class DraftBatch:
     window_top_rows: tuple[int, ...] = ()
     #: pre-dedup row -> row in this batch (identity when nothing was merged)
     encode_map: tuple[int, ...] = field(default=(), repr=False)
+    #: whether the Jacobi window's rows are in the batch (False: candidates only, see ``prepare``)
+    with_window: bool = True
 
     @property
     def num_rows(self) -> int:
@@ -462,23 +464,38 @@ class LookaheadAlgorithm:
         self.filling = 1
 
     # ------------------------------------------------------------------------- prepare
-    def prepare(self) -> DraftBatch:
-        """The rows of the next forward pass (the same batch again until ``commit``)."""
+    def prepare(self, window: bool = True) -> DraftBatch:
+        """The rows of the next forward pass (the same batch again until ``commit``).
+
+        ``window=False``: the golden row and the candidates only (n-gram pool and prompt lookup),
+        without the Jacobi window's rows -- fewer rows, the same verification; the window then does
+        not move at ``commit`` (as after :meth:`advance`). Lossless either way.
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0)
+        >>> algo.setup([5, 6, 7, 5, 6], golden=7)
+        >>> full, short = algo.prepare().num_rows, algo.prepare(window=False)
+        >>> full, short.num_rows, short.tokens, short.with_window
+        (4, 3, [7, 5, 6], False)
+        """
         if self.golden is None:
             raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")
-        if self._batch is not None:
+        if self._batch is not None and (self._batch.with_window == window or self.autoregressive):
             return self._batch
         if self.autoregressive:
             self._batch = DraftBatch(tokens=[self.golden], positions=[0], parents=[NO_PARENT], logit_rows=[0],
                                      encode_map=(0,))
             return self._batch
-        self._batch = self._build_batch()
+        self._batch = self._build_batch(window)
         return self._batch
 
-    def _build_batch(self) -> DraftBatch:
+    def _build_batch(self, with_window: bool = True) -> DraftBatch:
         n = self._n
-        w_depths, w_parents, tops = window_layout(self._w, n, self.filling)
-        tokens = [self.golden, *window_tokens(self.window, self.prefills, self.filling, n)]
+        if with_window:
+            w_depths, w_parents, tops = window_layout(self._w, n, self.filling)
+            w_tokens = window_tokens(self.window, self.prefills, self.filling, n)
+        else:
+            w_depths, w_parents, tops, w_tokens = (), (), (), []
+        tokens = [self.golden, *w_tokens]
         positions = [0, *w_depths]
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
@@ -504,7 +521,7 @@ class LookaheadAlgorithm:
         return DraftBatch(
             tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
             num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
-            window_top_rows=top_rows, encode_map=tuple(encode),
+            window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window,
         )
 
     # ------------------------------------------------------------------------- verify
@@ -539,7 +556,8 @@ class LookaheadAlgorithm:
             )
         kept = v.tokens[:count]
         if not self.autoregressive:
-            self._update_window(batch, argmax)
+            if batch.with_window:
+                self._update_window(batch, argmax)
             self._accept(kept)
         self.golden = kept[-1]
         self.position += count
