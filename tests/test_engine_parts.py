@@ -411,3 +411,26 @@ def test_the_engine_reports_the_kernel_it_measured():
         import asyncio
 
         asyncio.run(serving.aclose())
+
+
+CPU_ALONE = {1: 53, 4: 62, 10: 70, 16: 75, 32: 95}
+GPU_ALONE = {1: 10, 4: 10, 10: 10.2, 16: 10.3, 32: 10.6}
+
+
+@pytest.mark.parametrize("alone, plain_8_ms, drafts", [
+    # CPU: 8 sequences' plain step costs 92 ms against 53 for one: a row costs 5.6 ms, drafts do not
+    # pay, although one sequence's table alone (10 rows 1.3x) would have said they do
+    (CPU_ALONE, 92.0, -1),
+    (GPU_ALONE, 10.5, 0),    # GPU-like: 8 sequences cost what one does, rows are nearly free: it drafts
+])
+def test_in_a_batch_a_draft_row_costs_what_another_sequence_row_costs(alone, plain_8_ms, drafts):
+    policy = AutoPolicy(_cost(alone), explore=0.0)
+    for _ in range(5):
+        policy.observe_cost(8, plain_8_ms / 1000, seqs=8)   # measured plain steps of 8 sequences
+    policy.observe_cost(17, 0.5, seqs=8)                    # a mixed step: not a plain one, not learned
+    assert policy.step_seconds(8, 8) == pytest.approx(plain_8_ms / 1000)
+    good = policy.new_sequence()
+    good.total, good.weight = 1.2 * 16, 16.0
+    others = [(1, 1.0)] * 7
+    assert policy.plan(others, [[(good, 9)]]) == [drafts]
+    assert policy.snapshot()["plain_step_ms_by_sequences"] == {8: plain_8_ms}

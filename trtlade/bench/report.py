@@ -91,17 +91,20 @@ class RunSummary(BaseModel):
         by_repeat = {s.repeat: s.metric(field) for s in self.summaries if s.series == series and s.concurrency == level}
         return [by_repeat.get(r) for r in range(self.repeats)]
 
-    def speedups(self, field: str = "output_throughput") -> tuple[dict[tuple[str, int], Speedup], Optional[float]]:
+    def speedups(self, field: str = "output_throughput"
+                 ) -> tuple[dict[tuple[str, int], Speedup], dict[int, Optional[float]]]:
         """Per (series, level) beyond the first series: its paired ratios against the first series
-        over the repeats; and the margin a mean must clear to be real (None with one repeat).
-        For a lower-is-better field the ratio is still ``value / baseline``."""
+        over the repeats; and per level the margin a mean must clear to be real (None with one
+        repeat). The noise is pooled over the series of a level: a busy level is noisier than an
+        idle one. For a lower-is-better field the ratio is still ``value / baseline``."""
         if len(self.series) < 2:
-            return {}, None
+            return {}, {level: None for level in self.levels}
         base = self.series[0].label
         out = {(info.label, level): speedup(self.values(base, level, field), self.values(info.label, level, field))
                for info in self.series[1:] for level in self.levels}
-        margin = threshold(pooled_sd(s.ratios for s in out.values()), self.repeats)
-        return out, margin
+        margins = {level: threshold(pooled_sd(s.ratios for (_, lv), s in out.items() if lv == level), self.repeats)
+                   for level in self.levels}
+        return out, margins
 
 
 # ----------------------------------------------------------------------------- tables
@@ -158,7 +161,7 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
     for info in run.series:
         cells = [_fmt_spread(*spread(run.values(info.label, c, field)), decimals) for c in levels]
         lines.append(f"| {info.label} | " + " | ".join(cells) + " |")
-    ratios, margin = run.speedups(field)
+    ratios, margins = run.speedups(field)
     base = run.series[0].label if run.series else ""
     words = {"faster": "higher", "slower": "lower"}
     for info in run.series[1:]:
@@ -170,21 +173,23 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
                 continue
             pct = (s.mean - 1) * 100
             span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
-            cells.append(f"{pct:+.1f}%{span} {words.get(verdict(s.mean, margin), verdict(s.mean, margin))}")
+            said = verdict(s.mean, margins.get(c))
+            cells.append(f"{pct:+.1f}%{span} {words.get(said, said)}")
         lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
     if len(run.series) > 1:
         lines.append("")
-        lines.append(_noise_note(run.repeats, margin))
+        lines.append(_noise_note(run.repeats, margins))
     return "\n".join(lines)
 
 
-def _noise_note(repeats: int, margin: Optional[float]) -> str:
-    if margin is None:
+def _noise_note(repeats: int, margins: dict[int, Optional[float]]) -> str:
+    if all(m is None for m in margins.values()):
         return ("One repeat: every cell is a single sample, with no measure of its noise; run with --repeats 3 "
                 "or more before reading a difference as real.")
-    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond ±{margin * 100:.1f}% "
-            f"(2 standard errors of the repeat-to-repeat noise, pooled over the table's cells); otherwise "
-            f"it is within noise.")
+    bands = ", ".join(f"±{m * 100:.1f}% at {c}" for c, m in margins.items() if m is not None)
+    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond {bands} "
+            f"(2 standard errors of the repeat-to-repeat noise of the paired ratios, pooled over the modes "
+            f"at each level); otherwise it is within noise.")
 
 
 def comparison_table(levels: Sequence[int], rows: Sequence[Row], *, decimals: int = 1,
@@ -221,12 +226,12 @@ def series_rows(run: RunSummary, field: str, *, prefix: str = "",
 def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dict[str, Any]:
     """The speedups of ``field`` against the first series, as data for summary.json: the margin, and
     per (series, level) the mean, min and max ratio over repeats and the verdict."""
-    ratios, margin = run.speedups(field)
+    ratios, margins = run.speedups(field)
     return {"field": field, "baseline": run.series[0].label if run.series else None, "repeats": run.repeats,
-            "margin": margin,
+            "margins": {str(level): m for level, m in margins.items()},
             "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
                        "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
-                       "ratios": list(s.ratios), "verdict": verdict(s.mean, margin) if s.ratios else None}
+                       "ratios": list(s.ratios), "verdict": verdict(s.mean, margins.get(level)) if s.ratios else None}
                       for (name, level), s in ratios.items()]}
 
 
@@ -461,12 +466,13 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
          "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s",
          per_series("aggregate_decode_throughput"), note=bars_note)
     if len(run.series) > 1:
-        ratios, margin = run.speedups("output_throughput")
+        ratios, margins = run.speedups("output_throughput")
         base_label = run.series[0].label
         speed = [(f"{info.label} / {base_label}",
                   {c: (s.mean, s.lo, s.hi) if (s := ratios[(info.label, c)]).ratios else (None, None, None)
                    for c in run.levels}) for info in run.series[1:]]
-        band = f"; within noise: 1 ± {margin:.3f}" if margin is not None else ""
+        known = [m for m in margins.values() if m is not None]
+        band = f"; within noise: 1 ± {min(known):.3f} to {max(known):.3f} by level" if known else ""
         plot("speedup_vs_concurrency.png", f"Output throughput speedup vs {base_label}", "speedup (x)",
              speed, ref=1.0, note=bars_note + band)
     return written

@@ -7,9 +7,12 @@ Jacobi window's rows), or only its golden row (plain decoding for that step; its
 learning from the tokens it emits). :class:`AutoPolicy` chooses the set of sequences that maximises
 the batch's expected tokens per second, from two measurements:
 
-* :class:`CostTable` -- the wall time of a forward pass by the rows it computes, calibrated at load
-  and refined by every step the engine runs (so it is the cost of a row on *this* host, at the
-  batch shapes it actually runs);
+* :class:`CostTable` -- the wall time of a step of one sequence by the rows it computes, calibrated
+  at load and refined by every step the engine runs (so it is the cost of a row on *this* host); and
+  for several sequences, the time of their plain steps by the number of sequences, measured while
+  serving. In a batch of S sequences a draft row costs at least what one more sequence's row costs,
+  ``(T(S) - T(1)) / (S - 1)``: on a CPU another sequence's row and a draft row go through the same
+  GEMMs, and on a GPU with idle compute both are nearly free;
 * :class:`Acceptance` -- per sequence, the accepted drafts per drafted step so far, shrunk towards a
   prior: the server's recent history of accepted drafts. A sequence that has not drafted for a while
   forgets part of what it saw, so its estimate moves back to the prior and it is tried again when
@@ -144,6 +147,8 @@ class AutoPolicy:
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
                  explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
         self.cost = cost
+        #: plain steps of several sequences (one row each): seconds by the number of sequences
+        self.plain = CostTable()
         self.prior_start = float(prior_drafts)
         self._priors: dict[str, list[float]] = {}  # context -> [mean, variance]
         self.prior_weight = float(prior_weight)
@@ -186,11 +191,26 @@ class AutoPolicy:
         step the sequence drafts and, unlike the mean, does not fade back."""
         return self.expected(seq) + self.bonus(seq)
 
-    def step_seconds(self, rows: int) -> float:
-        """The cost model: seconds of a forward pass of ``rows`` rows (1.0 per step without data:
-        then every draft row is free and every sequence drafts)."""
-        seconds = self.cost.seconds(max(1, int(rows)))
-        return seconds if seconds else 1.0
+    def step_seconds(self, rows: int, seqs: int = 1) -> float:
+        """The cost model: seconds of a step of ``seqs`` sequences computing ``rows`` rows (1.0
+        without data: then every draft row is free and every sequence drafts).
+
+        One sequence: the calibrated table by rows. Several: their measured plain step ``T(S)``
+        plus each draft row at the larger of one sequence's marginal row cost and
+        ``(T(S) - T(1)) / (S - 1)``; without a measured plain step for S yet, the one-sequence table.
+        """
+        rows, seqs = max(1, int(rows)), max(1, int(seqs))
+        alone = self.cost.seconds(rows)
+        base = self.plain.seconds(seqs) if seqs > 1 else None
+        one = self.cost.seconds(1)
+        if base is None or not one:
+            return alone if alone else 1.0
+        if rows <= seqs:
+            return base
+        per_sequence = max(0.0, (base - one) / (seqs - 1))
+        alone_low = self.cost.seconds(seqs)
+        per_draft = (alone - alone_low) / (rows - seqs) if alone and alone_low else 0.0
+        return base + max(per_sequence, per_draft) * (rows - seqs)
 
     # ------------------------------------------------------------------ the choice
     def plan(self, fixed: Sequence[tuple[int, float]],
@@ -210,19 +230,20 @@ class AutoPolicy:
         counters.steps += 1
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
+        seqs = len(fixed) + len(candidates)
         items = sorted(((gain, max(0, draft_rows), i, k)
                         for i, options in enumerate(candidates)
                         for k, (gain, draft_rows) in enumerate(self._nested_gains(options))),
                        key=lambda item: -item[0] / max(1, item[1]))
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
-        best, best_choice = tokens / self.step_seconds(rows), list(choice)
+        best, best_choice = tokens / self.step_seconds(rows, seqs), list(choice)
         for item_gain, item_rows, i, k in items:
             if item_gain <= gain[i]:
                 continue  # sequence i already has an option that gains as much
             tokens += item_gain - gain[i]
             rows += item_rows - extra[i]
             choice[i], gain[i], extra[i] = k, item_gain, item_rows
-            rate = tokens / self.step_seconds(rows)
+            rate = tokens / self.step_seconds(rows, seqs)
             if rate > best:
                 best, best_choice = rate, list(choice)
         drafted = [(i, k) for i, k in enumerate(best_choice) if k >= 0]
@@ -264,10 +285,15 @@ class AutoPolicy:
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
 
-    def observe_cost(self, rows: int, seconds: float) -> None:
-        """A decoding forward pass of ``rows`` rows took ``seconds``: keeps the cost model current."""
-        if rows >= 1 and seconds > 0:
+    def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
+        """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost
+        model current (one sequence: by rows; several with one row each: by sequences)."""
+        if rows < 1 or seconds <= 0:
+            return
+        if seqs <= 1:
             self.cost.add(rows, seconds)
+        elif rows == seqs:
+            self.plain.add(seqs, seconds)
 
     def snapshot(self) -> dict:
         """The live cost model and acceptance prior, as data (for /version and engine stats)."""
@@ -278,9 +304,12 @@ class AutoPolicy:
         if one and measured and measured[-1] > 1:
             top = measured[-1]
             per_row = (cost.seconds(top) - one) / (top - 1)
+        plain = CostTable(self.plain.keep_last, {k: list(v) for k, v in dict(self.plain.samples).items()})
         c = self.counters
         return {
             "step_ms": {rows: round(1000 * cost.seconds(rows), 2) for rows in measured},
+            "plain_step_ms_by_sequences": {seqs: round(1000 * plain.seconds(seqs), 2)
+                                           for seqs in sorted(k for k, v in plain.samples.items() if v)},
             "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},

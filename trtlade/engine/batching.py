@@ -482,7 +482,7 @@ class Batch:
             done.append(state)
         runner.keep(kept)
         elapsed = time.perf_counter() - t0
-        policy.observe_cost(report.rows, time.perf_counter() - started)
+        policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
