@@ -3,6 +3,7 @@
 `trtlade bench` at the same concurrency, and lm-eval's scores with lookahead on and off.
 
     .venv/bin/python scripts/compat_report.py reports/compat-YYYYmmdd-HHMMSS
+    .venv/bin/python scripts/compat_report.py --interleaved reports/compat-interleaved-YYYYmmdd-HHMMSS
 """
 
 from __future__ import annotations
@@ -65,7 +66,43 @@ def lm_eval(out: Path, mode: str) -> tuple[dict[str, float], dict[str, list[Any]
     return scores, samples
 
 
+def _prompt_tokens(name: str, dir: Path) -> Optional[float]:
+    """Mean prompt tokens a client's requests carried (what its TTFT's prefill had to read)."""
+    try:
+        if name == "guidellm":
+            m = json.loads((dir / "guidellm.json").read_text())["benchmarks"][0]["metrics"]
+            return m["prompt_token_count"]["successful"]["mean"]
+        if name == "aiperf":
+            return json.loads((dir / "aiperf" / "profile_export_aiperf.json").read_text())["input_sequence_length"]["avg"]
+        s = json.loads(Path(glob.glob(str(dir / "bench" / "*" / "summary.json"))[0]).read_text())["summaries"][0]
+        return s["total_input_tokens"] / max(1, s["completed"])
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def interleaved(out: Path) -> None:
+    """scripts/compat_interleaved.sh: per client, per round: TTFT, throughput, prompt tokens, and the
+    client's own CPU seconds against its wall time (a load generator that burns a core competes with
+    the server on a 2-core machine)."""
+    readers = {"guidellm": guidellm, "aiperf": aiperf, "bench": trtlade_bench}
+    print("| client | round | mean TTFT ms | output tok/s | mean prompt tokens | client CPU s | wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for dir in sorted(out.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
+        for name, read in readers.items():
+            row = read(dir)
+            timing = (dir / f"{name}.time").read_text().split() if (dir / f"{name}.time").is_file() else []
+            wall, cpu = (float(timing[0]), float(timing[1]) + float(timing[2])) if len(timing) == 3 else (None, None)
+            if row is None:
+                print(f"| {name} | {dir.name[6:]} | did not run | | | | |")
+                continue
+            print(f"| {name} | {dir.name[6:]} | {_num(row['ttft'])} | {_num(row['throughput'])} | "
+                  f"{_num(_prompt_tokens(name, dir))} | {_num(cpu)} | {_num(wall)} |")
+
+
 def main() -> None:
+    if sys.argv[1] == "--interleaved":
+        interleaved(Path(sys.argv[2]))
+        return
     out = Path(sys.argv[1])
     print("| client (concurrency 4, 16 requests) | completed | failed | output tok/s | mean TTFT ms | mean ITL ms |")
     print("|---|---:|---:|---:|---:|---:|")

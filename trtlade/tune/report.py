@@ -84,6 +84,8 @@ class TuneResult:
             "repeats": table.repeats,
             "noise": table.noise,
             "threshold": table.threshold(),
+            "noise_by_level": {str(level): noise for level, noise in table.noise_by_level.items()},
+            "threshold_by_level": {str(level): table.threshold(level) for level in table.levels},
             "limits": self.limits,
             "cells": cell_rows(table),
             "choices": [{"concurrency": c.concurrency, "spec": str(c.spec), "speedup": c.speedup,
@@ -171,9 +173,9 @@ throughput. Chosen cells are in bold.
 
 ## Noise
 
-A speedup moves by {table.noise:.3f} (pooled standard deviation of the paired ratios across
-repeats) between two runs of the same thing. A spec is chosen only above
-{table.threshold():.3f}x = 1 + 2 x noise / sqrt(repeats).{_one_repeat_note(table)}
+A speedup moves by {table.noise:.3f} over all levels (pooled standard deviation of the paired ratios
+across repeats) between two runs of the same thing; per level: {_per_level(table)}. A spec is chosen
+at a level only above 1 + 2 x that level's noise / sqrt(repeats): {_thresholds(table)}.{_one_repeat_note(table)}
 
 ## Choice per concurrency
 
@@ -200,6 +202,14 @@ def _served_by(result: TuneResult) -> str:
     """`` Served by: reference engine, preset fast, ...`` from the server's /version (empty if unknown)."""
     text = describe_server(result.metadata.get("server"))
     return f"\nServed by: {text}." if text else ""
+
+
+def _per_level(table: Table) -> str:
+    return ", ".join(f"{noise:.3f} at {level}" for level, noise in table.noise_by_level.items())
+
+
+def _thresholds(table: Table) -> str:
+    return ", ".join(f"{table.threshold(level):.3f}x at {level}" for level in table.levels)
 
 
 def _one_repeat_note(table: Table) -> str:

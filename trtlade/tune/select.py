@@ -3,10 +3,11 @@ decoding by more than the noise, under optional latency limits. Pure functions o
 
 Measurements are paired: at each (concurrency, repeat) every candidate runs the same prompts, one
 after another, so the ratio ``throughput(spec) / throughput(1,1,0)`` of one repeat compares like with
-like. The **noise** is the pooled standard deviation of those ratios across repeats (every spec and
-level together): how much a speedup moves between two runs of the same thing. A spec is chosen
-only if its mean speedup exceeds 1 by more than ``z * noise / sqrt(repeats)`` (``z = 2``): a spec
-that does not beat plain decoding beyond the noise is not picked, and (1,1,0) is.
+like. The **noise** of a level is the pooled standard deviation of those ratios across repeats (every spec
+at that level): how much a speedup moves between two runs of the same thing. A spec is chosen only
+if its mean speedup exceeds 1 by more than ``z * noise / sqrt(repeats)`` (``z = 2``) at its level: a
+spec that does not beat plain decoding beyond the noise is not picked, and (1,1,0) is. The same
+rule gives the verdicts of ``trtlade bench --repeats`` (:mod:`trtlade.bench.noise`).
 
 Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faster, within noise)::
 
@@ -87,14 +88,18 @@ class Table:
     levels: list[int]
     repeats: int
     noise: float
+    #: the noise of each level alone (pooled over the specs at that level): a busy level is noisier
+    noise_by_level: dict[int, float] = field(default_factory=dict)
 
     def cell(self, spec: LookaheadSpec, concurrency: int) -> Optional[Cell]:
         return self.cells.get((spec, concurrency))
 
-    def threshold(self) -> float:
-        """The speedup a spec must exceed to be chosen: ``1 + Z * noise / sqrt(repeats)``
-        (:mod:`trtlade.bench.noise`, the same rule as the bench's verdicts; one repeat: 1.0)."""
-        return 1.0 + (threshold(self.noise, self.repeats) or 0.0)
+    def threshold(self, level: Optional[int] = None) -> float:
+        """The speedup a spec must exceed to be chosen at ``level``: ``1 + Z * noise / sqrt(repeats)``
+        with that level's noise (None: the noise of all levels pooled), the rule of the bench's
+        verdicts (:mod:`trtlade.bench.noise`); one repeat: 1.0."""
+        noise = self.noise if level is None else self.noise_by_level.get(level, self.noise)
+        return 1.0 + (threshold(noise, self.repeats) or 0.0)
 
 
 def tabulate(runs: Iterable[Run]) -> Table:
@@ -120,8 +125,9 @@ def tabulate(runs: Iterable[Run]) -> Table:
         if ar:
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
-    return Table(cells, specs, sorted(levels), repeats, pooled_sd(c.ratios for c in cells.values()
-                                                                          if c.spec != AUTOREGRESSIVE))
+    compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE]
+    by_level = {level: pooled_sd(c.ratios for c in compared if c.concurrency == level) for level in levels}
+    return Table(cells, specs, sorted(levels), repeats, pooled_sd(c.ratios for c in compared), by_level)
 
 
 @dataclass(frozen=True)
@@ -138,8 +144,8 @@ def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Op
     """Per level: the fastest spec within the latency limits whose speedup clears the noise
     threshold, else (1,1,0)."""
     out: list[Choice] = []
-    threshold = table.threshold()
     for level in table.levels:
+        threshold = table.threshold(level)
         best: Optional[Cell] = None
         notes: list[str] = []
         for spec in table.specs:
