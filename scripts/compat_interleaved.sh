@@ -6,10 +6,10 @@
 #
 #   scripts/compat_interleaved.sh [CONFIG] [ROUNDS] [OUT]   # default configs/smollm2-cpu.yml, 2, reports/compat-interleaved-<time>
 #
-# Every client: streamed chat, concurrency 4, 16 requests, 50 output tokens (ignore_eos), no warm-up
-# beyond the first round's. guidellm and aiperf send synthetic prompts of 64 tokens; trtlade bench sends
-# a dataset of 64-token prompts (`long` cut to 64 tokens is not a thing, so it sends the `random` set and
-# the report gives each client's mean prompt tokens next to its TTFT).
+# Every client: streamed chat, concurrency 4, 16 requests, 50 output tokens (ignore_eos). guidellm and
+# aiperf send synthetic prompts of 64 tokens (94 after the chat template); trtlade bench sends
+# scripts/compat/synthetic64.jsonl, 16 user messages of 64 tokens each (94 after the template), so the
+# three prefill the same amount. The report gives each client's mean prompt tokens next to its TTFT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-configs/smollm2-cpu.yml}"
@@ -50,7 +50,7 @@ run_aiperf() {
 }
 run_bench() {
   timed bench "$1" .venv/bin/trtlade bench --base-url "$url" -c 4 -n 16 --num-warmups 1 --max-tokens 50 \
-    --ignore-eos --dataset random --modes default --result-dir "$1/bench" --no-plots
+    --ignore-eos --dataset scripts/compat/synthetic64.jsonl --modes default --result-dir "$1/bench" --no-plots
 }
 clients=(guidellm aiperf bench)
 for r in $(seq 1 "$rounds"); do

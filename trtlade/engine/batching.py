@@ -42,7 +42,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.profiler import record_function
 
-from trtlade.engine.adaptive import AutoPolicy
+from trtlade.engine.adaptive import Acceptance, AutoPolicy
 from trtlade.engine.batch_runner import RowBlock
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.engine.scheduler import BatchLimits, StepReport
@@ -104,11 +104,11 @@ class SequenceState:
         lookup then tend to match), else ``fresh``."""
         return "repeat" if self.contexts.repeating() else "fresh"
 
-    def acceptance(self, option: str = "full"):  # -> Acceptance
+    def acceptance(self, option: str = "full") -> Acceptance:
         """The acceptance estimate of ``option`` (:data:`DRAFT_OPTIONS`) in this step's context."""
         return self._acceptance[(self.context, option)]
 
-    def draft_options(self) -> list[tuple[object, int]]:
+    def draft_options(self) -> list[tuple[Acceptance, int]]:
         """What the auto policy may choose from: ``(acceptance, draft rows)`` per option."""
         return [(self.acceptance(option), self.draft_rows[option] - 1) for option in DRAFT_OPTIONS]
 
