@@ -6,9 +6,9 @@ that all are admitted) and these modes run over the prompt suite:
 * ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against;
 * per preset (``fast``, the serving default: prompt-lookup candidates of N-1 tokens next to the
   pool's; ``trtllm``: TensorRT-LLM's algorithm exactly):
-  ``<preset> default`` -- the engine's default request spec with the adaptive shrink on (what a user
+  ``<preset> default`` -- the engine's default request spec under the auto draft policy (what a user
   gets without choosing anything), and ``<preset> <W,N,G>`` -- one mode per ``--specs`` entry, fixed
-  (adaptive off): what that (W,N,G) does by itself;
+  (drafts every step): what that (W,N,G) does by itself;
 * with ``baselines`` (the default), what a user would otherwise run, on a separately loaded copy of
   the model: ``transformers generate`` (greedy) and ``transformers prompt lookup``
   (``prompt_lookup_num_tokens``), interleaved with the modes above. ``speedup_vs_generate`` compares
