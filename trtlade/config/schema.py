@@ -251,7 +251,8 @@ class BenchSection(_Section):
     endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")
     dataset: str = Field("mix", description="Bundled set (mix, short, long, random) or a JSONL/ShareGPT path.")
     modes: list[str] = Field(["ar", "lookahead"], min_length=1,
-                             description="ar, lookahead (the server's spec) or explicit specs like 4-2-4.")
+                             description="ar, lookahead (the server's spec), default (no field), auto or schedule "
+                             "(trtlade's draft policies), or explicit specs like 4-2-4.")
     seed: int = Field(0, description="Seed for prompt sampling and ordering.")
     result_dir: Path = Field(Path("reports"), description="Where run folders are written.")
     temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with every request.")
