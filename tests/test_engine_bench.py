@@ -61,13 +61,16 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
         # fp32: every lookahead mode, and transformers' own greedy and prompt lookup, give greedy's tokens
         assert m["identity_vs_greedy"] == 1.0 and m["identical_prefix_share"] == 1.0
         assert len(m["total_s_per_repeat"]) == 2 and m["total_tokens_per_s"] > 0 and m["speedup_vs_generate"] > 0
+        spread = m["speedup_vs_generate_per_repeat"]  # one paired ratio per repeat; the median sits inside
+        assert len(spread) == 2 and min(spread) <= m["speedup_vs_generate"] <= max(spread)
         assert m["tokens"] == 24
     for name in ("greedy", "fast default", "fast 2,2,1", "trtllm 4,3,4"):
         assert modes[name]["kind"] == "trtlade" and modes[name]["tokens_per_step"] >= 1.0
     assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
     assert modes["transformers generate"]["speedup_vs_generate"] == 1.0
     assert modes["transformers prompt lookup"]["kind"] == "transformers"
-    assert "vs transformers generate" in result.output
+    assert "vs transformers generate" in result.output and "median (min–max)" in result.output
+    assert data["machine"]["cpu_count"] >= 1  # the report names the host it ran on
     # per category (the suite's: repetition and edge), the same ratio on the category's prompts
     per_category = res["per_category_vs_generate"]
     assert list(per_category) == ["repetition", "edge"] and data["prompts"][0]["category"] == "repetition"

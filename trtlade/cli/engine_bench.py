@@ -118,7 +118,8 @@ def _print_tables(data: dict) -> None:
 
     for res in data["results"]:
         table = Table(title=f"{data['model_id']} {res['dtype']} on {data.get('machine', {}).get('cpu') or 'an unknown CPU'} "
-                            f"(engine spec {res['engine_spec']}, "
+                            f"(engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
+                            "repeats, each repeat running every mode; "
                             f"{res['threads']} threads, {len(data['prompts'])} prompts x "
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
                             "and the speedup vs transformers generate count prefill + decode)")
@@ -129,6 +130,9 @@ def _print_tables(data: dict) -> None:
             label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
             ours = m["kind"] == "trtlade"
             vs_generate = f"{m['speedup_vs_generate']:.2f}x" if m.get("speedup_vs_generate") is not None else "-"
+            per_repeat = m.get("speedup_vs_generate_per_repeat") or []
+            if len(per_repeat) > 1:  # the spread over repeats next to the median
+                vs_generate += f" ({min(per_repeat):.2f}–{max(per_repeat):.2f})"
             table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
                           f"{m['speedup_vs_greedy']:.2f}x" if ours else "-",
                           f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",

@@ -110,10 +110,14 @@ class ModeResult:
 
     def speedup_total(self, base: Optional["ModeResult"]) -> Optional[float]:
         """Median over repeats of ``base``'s whole time over this mode's (prefill included)."""
-        if base is None:
-            return None
-        pairs = [b / m for b, m in zip(base.total_s, self.total_s) if m > 0]
+        pairs = self.speedups_total(base)
         return statistics.median(pairs) if pairs else None
+
+    def speedups_total(self, base: Optional["ModeResult"]) -> list[float]:
+        """``base``'s whole time over this mode's, one ratio per repeat (each repeat runs both)."""
+        if base is None:
+            return []
+        return [b / m for b, m in zip(base.total_s, self.total_s) if m > 0]
 
     def to_dict(self, greedy: "ModeResult", generate: Optional["ModeResult"] = None) -> dict[str, Any]:
         vs_generate = self.speedup_total(generate)
@@ -122,6 +126,7 @@ class ModeResult:
             "preset": self.preset, "prompt_lookup": self.prompt_lookup,
             "total_tokens_per_s": round(self.total_tokens_per_s, 3),
             "speedup_vs_generate": round(vs_generate, 4) if vs_generate is not None else None,
+            "speedup_vs_generate_per_repeat": [round(r, 4) for r in self.speedups_total(generate)],
             "tokens": self.tokens, "steps": self.steps, "tokens_per_step": round(self.tokens_per_step, 4),
             "rows_per_step": round(self.rows_per_step, 3), "tokens_per_s": round(self.tokens_per_s, 3),
             "speedup_vs_greedy": round(self.speedup(greedy), 4), "identity_vs_greedy": round(self.identity, 4),
