@@ -363,6 +363,8 @@ def test_malformed_bodies(content, fragment):
     ({"prompt": "x", "max_tokens": 5, "max_tokns": 5}, "max_tokns"),
     ({"prompt": "x", "ignore_eos": 1}, "ignore_eos"),
     ({"prompt": "x", "min_tokens": -1}, "min_tokens"),
+    ({"prompt": "x", "seed": 2**70}, "seed"),       # beyond 64 bits: a 400 naming seed, not an overflow
+    ({"prompt": "x", "seed": -(2**64)}, "seed"),
 ])
 def test_wrong_types_and_values_name_the_field(body, param):
     error_of(post("/v1/completions", body), 400, param)

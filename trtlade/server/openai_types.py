@@ -73,7 +73,8 @@ class _GenerationFields(_Strict):
     top_p: Optional[float] = Field(None, gt=0, le=1)
     n: Optional[int] = Field(None, ge=1)
     stop: Union[str, list[str], None] = None
-    seed: Optional[int] = None
+    #: a 64-bit seed (what torch's generators take); larger ones are a 400 naming ``seed``
+    seed: Optional[int] = Field(None, ge=-(2**63), le=2**63 - 1)
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     user: Optional[str] = None
