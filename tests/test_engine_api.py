@@ -358,6 +358,7 @@ def test_auto_policy_stays_lossless_and_spends_fewer_rows_when_rows_are_dear():
         eng = tiny_engine("qwen2", ENGINE_SPEC, adaptive=True)
         eng.policy.cost = frozen_cost({rows: 0.01 * (1 + 0.03 * (rows - 1)) if steep else 0.01
                                        for rows in (1, 2, 4, 8, 16, 32, 64)})
+        eng.policy.plain = frozen_cost({})
         rows = []
         for prompt in ([5, 17, 99, 3], list(PROMPT), [250, 251, 252, 253, 254]):
             ref = eng.greedy(prompt, max_tokens=80, ignore_eos=True)

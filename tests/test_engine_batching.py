@@ -353,17 +353,19 @@ def test_fixed_and_auto_requests_share_a_batch_and_stay_exact():
     from trtlade.spec import LookaheadSpec
 
     eng = tiny_engine("llama", ENGINE_SPEC, adaptive=True)
-    saved = eng.policy.cost
-    eng.policy.cost = frozen_cost({r: 0.01 * r * r for r in (1, 2, 4, 8, 16, 32, 64, 128)})  # each row dearer
+    saved = eng.policy.cost, eng.policy.plain
+    eng.policy.cost = frozen_cost({r: 0.01 * 2 ** r for r in (1, 2, 4, 8, 16, 32, 64)})  # every row doubles the step
+    eng.policy.plain = frozen_cost({})  # and the tiny model's real batched steps do not teach it otherwise
     try:
         ps = prompts()
         reqs = [request(ps[0], LookaheadSpec(4, 2, 4)), request(ps[1]), request(ps[2], policy="auto"),
                 request(ps[3], LookaheadSpec(2, 3, 2), policy="auto")]
         out = run(eng.new_batch(max_batch_size=8), {0: reqs})
     finally:
-        eng.policy.cost = saved
+        eng.policy.cost, eng.policy.plain = saved
     for i, p in enumerate(ps[:4]):
         assert tokens(out[i]) == alone("llama", p)
     rows = [out[i][-1].stats.rows_per_step[1:] for i in range(4)]
     assert all(r > 1 for r in rows[0][:-1])  # fixed: drafts every step (the last may be cut)
-    assert all(r == 1 for i in (1, 2, 3) for r in rows[i])  # auto on dear rows: plain decoding
+    auto_rows = [r for i in (1, 2, 3) for r in rows[i]]
+    assert sum(r > 1 for r in auto_rows) <= 0.1 * len(auto_rows)  # auto on dear rows: plain, a rare probe

@@ -52,9 +52,12 @@ from trtlade.spec import LookaheadSpec
 
 __all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS"]
 
-#: What the auto policy may give a sequence beyond its golden row, fewest rows first: its candidates
-#: (n-gram pool and prompt lookup) without the Jacobi window's rows, or all its rows.
-DRAFT_OPTIONS = ("candidates", "full")
+#: What the auto policy may give a sequence beyond its golden row, fewest rows first: the first token of
+#: each of its candidates (n-gram pool and prompt lookup), its whole candidates, both without the Jacobi
+#: window's rows, or all its rows. Each holds the one before it.
+DRAFT_OPTIONS = ("first", "candidates", "full")
+#: option -> (the window's rows, candidate depth) for LookaheadAlgorithm.prepare
+_OPTION_ROWS = {"first": (False, 1), "candidates": (False, None), "full": (True, None)}
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
@@ -92,8 +95,8 @@ class SequenceState:
         self._acceptance = {(ctx, option): engine.policy.new_sequence(f"{ctx}/{option}")
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
-        self.draft_rows = {"candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
-        self._window = True  # this step's rows include the Jacobi window's
+        self.draft_rows = {"first": 2, "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
+        self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
         self.enqueued_at = time.perf_counter()
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
 
@@ -133,14 +136,15 @@ class SequenceState:
             return "golden" if self.request.schedule.spec_for(in_flight).is_autoregressive else "drafts"
         return "drafts"
 
-    def wanted_rows(self, window: bool = True) -> int:
-        """Prepare this step's rows (``window=False``: the candidates only) and return their count."""
+    def wanted_rows(self, option: str = "full") -> int:
+        """Prepare this step's rows for ``option`` (:data:`DRAFT_OPTIONS`) and return their count."""
         if self.single_row:
             return 1
-        self._window = window
+        self._option = option
+        window, depth = _OPTION_ROWS[option]
         with record_function(ALGORITHM_LABEL):
-            rows = self._algorithm().prepare(window=window).num_rows
-        self.draft_rows["full" if window else "candidates"] = rows
+            rows = self._algorithm().prepare(window=window, depth=depth).num_rows
+        self.draft_rows[option] = rows
         return rows
 
     def block(self, rows: int) -> RowBlock:
@@ -150,7 +154,8 @@ class SequenceState:
             self._draft = None
             return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
         with record_function(ALGORITHM_LABEL):
-            draft = self._algorithm().prepare(window=self._window)
+            window, depth = _OPTION_ROWS[self._option]
+            draft = self._algorithm().prepare(window=window, depth=depth)
             mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
         return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows, mask=mask)
@@ -192,7 +197,7 @@ class SequenceState:
         with record_function(ALGORITHM_LABEL):
             algo.commit(count)
             if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
-                option = "full" if draft.with_window else "candidates"
+                option = self._option
                 self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
                                            planned=self.policy == "auto")
         return chunk, list(verification.kept_rows[:count])
@@ -442,8 +447,7 @@ class Batch:
             report.auto_skipped = len(choice) - report.auto_drafted
             report.expected_accepted = policy.counters.expected_accepted - before
             for i, k in zip(auto, choice):
-                wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k] == "full") \
-                    if k >= 0 else 1
+                wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
         return wanted
 
     def _decode(self, states: list[SequenceState], report: StepReport,

@@ -110,6 +110,8 @@ class DraftBatch:
     encode_map: tuple[int, ...] = field(default=(), repr=False)
     #: whether the Jacobi window's rows are in the batch (False: candidates only, see ``prepare``)
     with_window: bool = True
+    #: candidates cut to this many tokens (None: whole)
+    depth: int | None = None
 
     @property
     def num_rows(self) -> int:
@@ -464,12 +466,13 @@ class LookaheadAlgorithm:
         self.filling = 1
 
     # ------------------------------------------------------------------------- prepare
-    def prepare(self, window: bool = True) -> DraftBatch:
+    def prepare(self, window: bool = True, depth: int | None = None) -> DraftBatch:
         """The rows of the next forward pass (the same batch again until ``commit``).
 
         ``window=False``: the golden row and the candidates only (n-gram pool and prompt lookup),
         without the Jacobi window's rows -- fewer rows, the same verification; the window then does
-        not move at ``commit`` (as after :meth:`advance`). Lossless either way.
+        not move at ``commit`` (as after :meth:`advance`). ``depth``: candidates cut to their first
+        ``depth`` tokens (fewer rows, at most ``depth`` accepted drafts). Lossless either way.
 
         >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0)
         >>> algo.setup([5, 6, 7, 5, 6], golden=7)
@@ -479,16 +482,17 @@ class LookaheadAlgorithm:
         """
         if self.golden is None:
             raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")
-        if self._batch is not None and (self._batch.with_window == window or self.autoregressive):
+        if self._batch is not None and ((self._batch.with_window, self._batch.depth) == (window, depth)
+                                        or self.autoregressive):
             return self._batch
         if self.autoregressive:
             self._batch = DraftBatch(tokens=[self.golden], positions=[0], parents=[NO_PARENT], logit_rows=[0],
                                      encode_map=(0,))
             return self._batch
-        self._batch = self._build_batch(window)
+        self._batch = self._build_batch(window, depth)
         return self._batch
 
-    def _build_batch(self, with_window: bool = True) -> DraftBatch:
+    def _build_batch(self, with_window: bool = True, depth: int | None = None) -> DraftBatch:
         n = self._n
         if with_window:
             w_depths, w_parents, tops = window_layout(self._w, n, self.filling)
@@ -504,6 +508,8 @@ class LookaheadAlgorithm:
             looked_up = propose(self._history, self.prompt_lookup)
             if looked_up and tuple(looked_up) not in {tuple(c[:len(looked_up)]) for c in candidates}:
                 candidates.append(tuple(looked_up))
+        if depth is not None:
+            candidates = list(dict.fromkeys(tuple(c[:depth]) for c in candidates))
         for cand in candidates:
             row = len(tokens)
             tokens.extend(cand)
@@ -521,7 +527,7 @@ class LookaheadAlgorithm:
         return DraftBatch(
             tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
             num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
-            window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window,
+            window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window, depth=depth,
         )
 
     # ------------------------------------------------------------------------- verify
