@@ -156,8 +156,7 @@ class ReferenceEngine:
         self.vocab_size = int(model.get_output_embeddings().out_features
                               if hasattr(model.get_output_embeddings(), "out_features")
                               else model.config.vocab_size)
-        self.cost = CostTable()
-        self.policy = AutoPolicy(self.cost)
+        self.policy = AutoPolicy(CostTable())
         self._batch_owner: Optional[object] = None
         if calibrate:
             self.calibrate()
@@ -187,6 +186,15 @@ class ReferenceEngine:
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
                    prompt_lookup=prompt_lookup)
+
+    @property
+    def cost(self) -> CostTable:
+        """The step cost by rows: the auto policy's own table (calibrated at load, refined by every step)."""
+        return self.policy.cost
+
+    @cost.setter
+    def cost(self, table: CostTable) -> None:
+        self.policy.cost = table
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -353,7 +361,6 @@ class ReferenceEngine:
         self.cost = CostTable()
         for rows, seconds in best.items():
             self.cost.add(rows, seconds)
-        self.policy.cost = self.cost
         return best
 
 
