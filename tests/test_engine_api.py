@@ -50,7 +50,7 @@ def test_engine_attributes():
     assert eng.dtype == "float32"
     assert eng.model_id == "tiny-qwen2"
     assert hasattr(eng.tokenizer, "decode")
-    assert eng.sampling_mode == "sample-without-lookahead"
+    assert eng.sampling_mode == "lookahead"
 
 
 def test_request_default_must_be_admitted():
@@ -192,15 +192,26 @@ def test_min_tokens_suppresses_stops_like_transformers():
 
 
 # ------------------------------------------------------------------------------------ sampling
-def test_temperature_runs_seeded_sampling_without_lookahead():
+def test_temperature_runs_seeded_sampling_with_lookahead():
     eng = engine()
     a = eng.generate(list(PROMPT), max_tokens=20, temperature=1.0, seed=7, ignore_eos=True)
     b = eng.generate(list(PROMPT), max_tokens=20, temperature=1.0, seed=7, ignore_eos=True)
     c = eng.generate(list(PROMPT), max_tokens=20, temperature=1.0, seed=8, ignore_eos=True)
-    assert a.tokens == b.tokens
+    plain = eng.generate(list(PROMPT), max_tokens=20, temperature=1.0, seed=7, ignore_eos=True, lookahead=(1, 1, 0))
+    assert a.tokens == b.tokens == plain.tokens
     assert a.tokens != c.tokens
-    assert a.stats.spec == LookaheadSpec(1, 1, 0) and set(a.stats.rows_per_step) == {1}
-    assert a.stats.steps == 20
+    assert a.stats.spec == eng.default_request_spec and max(a.stats.rows_per_step) > 1  # it drafted
+    assert (a.stats.seed, plain.stats.seed) == (7, 7)
+    assert set(plain.stats.rows_per_step) == {1} and plain.stats.steps == 20
+
+
+def test_a_sampled_request_without_a_seed_is_given_one_that_reproduces_it():
+    eng = engine()
+    a = eng.generate(list(PROMPT), max_tokens=12, temperature=1.0, ignore_eos=True)
+    assert isinstance(a.stats.seed, int) and 0 <= a.stats.seed < 2**63
+    again = eng.generate(list(PROMPT), max_tokens=12, temperature=1.0, seed=a.stats.seed, ignore_eos=True)
+    assert again.tokens == a.tokens
+    assert eng.generate(list(PROMPT), max_tokens=4).stats.seed is None  # greedy draws nothing
     cold = eng.generate(list(PROMPT), max_tokens=20, temperature=1e-4, seed=1, ignore_eos=True)
     assert tuple(cold.tokens) == greedy()[:20]  # near-zero temperature samples the argmax
 
@@ -222,6 +233,11 @@ def test_lookahead_not_admitted_names_field_and_limit():
     (dict(prompt_ids=[1, 2], max_tokens=511), "max_tokens"),
     (dict(prompt_ids=[1, 2], max_tokens=5, temperature=-1.0), "temperature"),
     (dict(prompt_ids=[1, 2], max_tokens=5, top_p=0.0), "top_p"),
+    (dict(prompt_ids=[1, 2], max_tokens=5, top_k=-1), "top_k"),
+    (dict(prompt_ids=[1, 2], max_tokens=5, min_p=1.5), "min_p"),
+    (dict(prompt_ids=[1, 2], max_tokens=5, presence_penalty=2.5), "presence_penalty"),
+    (dict(prompt_ids=[1, 2], max_tokens=5, frequency_penalty=-3.0), "frequency_penalty"),
+    (dict(prompt_ids=[1, 2], max_tokens=5, repetition_penalty=0.0), "repetition_penalty"),
     (dict(prompt_ids=[1, 2], max_tokens=5, min_tokens=6), "min_tokens"),
 ])
 def test_invalid_requests_are_refused_before_any_work(kwargs, field):

@@ -391,7 +391,7 @@ def test_call_order_errors():
     with pytest.raises(RuntimeError, match="verify"):
         algo.commit()
     batch = algo.prepare()
-    with pytest.raises(ValueError, match="one argmax per row"):
+    with pytest.raises(ValueError, match="one argmax entry per row"):
         algo.verify([1] * (batch.num_rows + 1))
 
 

@@ -347,15 +347,35 @@ def test_ignore_eos_min_tokens_and_eos_handling(tle, tokenizer_dir):
     assert req.end_id == -1 and req.sampling_config.min_tokens == 2
 
 
-def test_temperature_is_refused_greedy_only(tle, tokenizer_dir):
+@pytest.mark.parametrize("body, param", [
+    ({"temperature": 0.8}, "temperature"), ({"temperature": 0.8, "lookahead": [1, 1, 0]}, "temperature"),
+    ({"frequency_penalty": 0.5}, "frequency_penalty"), ({"repetition_penalty": 1.1}, "repetition_penalty"),
+])
+def test_sampling_is_refused_greedy_only(tle, tokenizer_dir, body, param):
+    """TensorRT-LLM's lookahead layer takes the top-1 token of every request, (1,1,0) ones included:
+    a sampled request would silently come back greedy, so it is a 400 that says where to sample."""
     app = trtllm_app(tokenizer_dir)
 
     async def go():
         async with client_for(app) as c:
-            return await c.post("/v1/completions", json={"prompt": PROMPT, "temperature": 0.8})
+            return await c.post("/v1/completions", json={"prompt": PROMPT, **body})
 
     resp = run(go())
-    assert resp.status_code == 400 and resp.json()["error"]["param"] == "temperature"
+    error = resp.json()["error"]
+    assert resp.status_code == 400 and error["param"] == param
+    assert "top-1" in error["message"] and "reference engine" in error["message"]
+    assert tle._instances[-1]._requests == []  # nothing reached the executor
+
+
+def test_top_p_top_k_and_min_p_do_not_change_a_greedy_request(tle, tokenizer_dir):
+    app = trtllm_app(tokenizer_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "top_p": 0.9,
+                                                         "top_k": 5, "min_p": 0.1, "seed": 3})
+
+    assert run(go()).status_code == 200
 
 
 def test_client_disconnect_cancels_the_executor_request(tle, tokenizer_dir):

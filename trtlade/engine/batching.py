@@ -15,14 +15,16 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
    expected tokens per second under the measured cost of a row); the others run their golden row;
 3. runs ONE forward pass over the sequences that were running before this step: every one contributes its
    golden row, plus its window and candidate rows for its own (w,n,g) if it drafts this step, or one
-   row for (1,1,0) and sampled requests (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that
+   row for (1,1,0) (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that
    do not fit ``max_num_tokens`` are dropped, oldest requests keep theirs
    (:mod:`trtlade.engine.scheduler`);
 4. verifies each sequence's rows on its own, emits 1..N tokens per sequence and keeps only the K/V
    of what it accepted; finished, stopped and cancelled sequences leave at once and free their slot.
 
-Every emitted token is the argmax of logits computed over the sequence's own exact prefix, so
-what a request gets does not depend on what shares its steps: lossless alone and in a batch.
+Every emitted token is the argmax of logits computed over the sequence's own exact prefix -- or, for a
+sampled request, the draw keyed by (seed, position) from them (:mod:`trtlade.engine.sampling`) -- so
+what a request gets does not depend on what shares its steps or on its drafts: lossless alone and in
+a batch, greedy or sampled.
 
 Worked example (``max_batch_size=2``; requests A (2,3,2), B (1,1,0), C arrive together)::
 
@@ -45,6 +47,7 @@ from torch.profiler import record_function
 from trtlade.engine.adaptive import Acceptance, AutoPolicy
 from trtlade.engine.batch_runner import RowBlock
 from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
+from trtlade.engine.sampling import KeyedSampler, SamplingParams, random_seed
 from trtlade.engine.scheduler import BatchLimits, StepReport
 from trtlade.engine.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
@@ -85,14 +88,20 @@ class SequenceState:
             context=self.prompt)
         self.tokens = self.output.tokens  # the output so far (the same list)
         self.stop_ids = self.output.stop_ids
-        self.sampler = _Sampler(request, engine.seed) if request.temperature > 0 else None
+        params = SamplingParams.of(request)
+        if not params.greedy and params.seed is None:  # reported back (stats.seed): any answer can be reproduced
+            params = SamplingParams.of(request, seed=random_seed())
+        #: the keyed draws and penalties; None for plain greedy decoding (the argmax of the raw logits)
+        self.sampler = None if params.plain else KeyedSampler(params, self.prompt)
+        self.stats.seed = None if params.greedy else params.seed
         self.slot: Optional[int] = None
         self.finish_reason: Optional[str] = None
         self.algo: Optional[LookaheadAlgorithm] = None
         self.policy = _resolve_policy(request, engine.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive else None
         self.contexts = _RepeatIndex(self.prompt)
-        self._acceptance = {(ctx, option): engine.policy.new_sequence(f"{ctx}/{option}")
+        kind = "" if params.greedy else "sampled-"  # sampled acceptance is its own prior
+        self._acceptance = {(ctx, option): engine.policy.new_sequence(f"{kind}{ctx}/{option}")
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
         self.draft_rows = {"first": 2, "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
@@ -117,12 +126,12 @@ class SequenceState:
 
     @property
     def single_row(self) -> bool:
-        """One row per step: sampling, or ``min_tokens`` still forbids stopping."""
-        return self.sampler is not None or len(self.tokens) < self.request.min_tokens
+        """One row per step while ``min_tokens`` still forbids stopping."""
+        return len(self.tokens) < self.request.min_tokens
 
     @property
     def drafts(self) -> bool:
-        """Whether this sequence has drafts at all (a lookahead spec, greedy, past min_tokens)."""
+        """Whether this sequence has drafts at all (a lookahead spec, past min_tokens)."""
         return not self.single_row and not self.spec.is_autoregressive
 
     def step_mode(self, in_flight: int) -> str:
@@ -185,11 +194,12 @@ class SequenceState:
                     self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
         argmax = logits.argmax(dim=-1).tolist()
+        targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
         algo = self._algorithm()
         with record_function(ALGORITHM_LABEL):
-            verification = algo.verify(draft.expand_argmax(argmax))
+            verification = algo.verify(draft.expand_argmax(argmax), targets)
         rows_logits = None
-        if self.request.logprobs is not None:  # token j is the argmax of kept row j's logits
+        if self.request.logprobs is not None:  # token j was chosen by kept row j's logits
             where = {row: i for i, row in enumerate(draft.logit_rows)}
             rows_logits = logits[[where[row] for row in verification.kept_rows]]
         chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
@@ -215,13 +225,24 @@ class SequenceState:
         return self.algo
 
     def _choose(self, logits: torch.Tensor) -> int:
-        """Next token from one row of logits: argmax, or a sample; stop ids suppressed before min_tokens."""
+        """Next token from one row of logits: argmax, or the keyed draw at its position; stop ids
+        suppressed before min_tokens."""
         if len(self.tokens) < self.request.min_tokens and self.stop_ids:
             logits = logits.clone()
             logits[list(self.stop_ids)] = float("-inf")
         if self.sampler is not None:
-            return self.sampler.sample(logits)
+            return self.sampler.choose(logits.unsqueeze(0), [()], [len(self.prompt) + len(self.tokens)])[0]
         return int(logits.argmax())
+
+    def _draws(self, draft: DraftBatch, logits: torch.Tensor) -> list[int]:
+        """The token each logit row of ``draft`` draws: warped with the penalties of the output and the
+        row's own path, keyed by the position it fills (:mod:`trtlade.engine.sampling`)."""
+        assert self.sampler is not None
+        first = len(self.prompt) + len(self.tokens)  # row 0 (the golden token) draws the token here
+        paths = [[draft.tokens[a] for a in draft.ancestors[row][1:]] for row in draft.logit_rows]
+        positions = [first + draft.positions[row] for row in draft.logit_rows]
+        with record_function(ALGORITHM_LABEL):
+            return self.sampler.choose(logits, paths, positions)
 
     def _emit(self, tokens: Sequence[int], rows: int, rows_logits: Optional[torch.Tensor] = None) -> StepChunk:
         """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget.
@@ -229,6 +250,8 @@ class SequenceState:
         with record_function(TEXT_LABEL):
             emitted = self.output.extend(tokens)
             self.contexts.extend(emitted.tokens)
+            if self.sampler is not None:
+                self.sampler.extend(emitted.tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats
@@ -543,22 +566,3 @@ def _resolve_policy(request: GenerationRequest, adaptive: bool) -> str:
     if request.policy is not None:
         return request.policy
     return "auto" if adaptive and request.lookahead is None else "fixed"
-
-
-class _Sampler:
-    """Temperature / top-p sampling with its own seeded generator (``seed`` or the engine's)."""
-
-    def __init__(self, request: GenerationRequest, engine_seed: int) -> None:
-        self.temperature = float(request.temperature)
-        self.top_p = float(request.top_p)
-        self.generator = torch.Generator().manual_seed(engine_seed if request.seed is None else int(request.seed))
-
-    def sample(self, logits: torch.Tensor) -> int:
-        probs = torch.softmax(logits.float().cpu() / self.temperature, dim=-1)
-        if self.top_p < 1.0:
-            ordered, index = torch.sort(probs, descending=True)
-            cumulative = torch.cumsum(ordered, dim=-1)
-            drop = cumulative - ordered > self.top_p  # keep the smallest prefix reaching top_p
-            ordered[drop] = 0.0
-            probs = torch.zeros_like(probs).scatter_(0, index, ordered)
-        return int(torch.multinomial(probs, 1, generator=self.generator))

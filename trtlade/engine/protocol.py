@@ -70,6 +70,13 @@ class GenerationRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: Optional[int] = None
+    #: the other warpers (:mod:`trtlade.engine.sampling`): 0 = off for top_k and min_p, 1.0 for the
+    #: repetition penalty; penalties apply at temperature 0 too (the argmax of the penalised logits)
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     band: Optional[int] = None
     load: Optional[int] = None
     policy: Optional[DraftPolicy] = None
@@ -96,6 +103,9 @@ class GenerationStats:
     queue_s: float = 0.0
     #: how the drafts ran (``fixed``, ``auto``, ``schedule``); None where the engine does not say
     policy: Optional[str] = None
+    #: the seed every draw was keyed by (a sampled request's own, or the random one it was given);
+    #: None for greedy decoding
+    seed: Optional[int] = None
 
     @property
     def tokens_per_step(self) -> float:
@@ -123,6 +133,7 @@ class GenerationStats:
             "prefill_s": self.prefill_s,
             "decode_s": self.decode_s,
             "queue_s": self.queue_s,
+            **({"seed": self.seed} if self.seed is not None else {}),
         }
 
 

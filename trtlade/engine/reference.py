@@ -25,8 +25,12 @@ forward pass over the golden token and the drafts, emitting 1..N tokens. ``stats
 of them, ``stats.tokens == len(result.tokens)``, so plain greedy decoding has exactly 1.0 tokens per
 step. ``rows_per_step`` records the rows each step computed (1 for the prefill step).
 
-Sampling: ``temperature > 0`` runs plain (seeded) sampling with lookahead off for that request
-(``stats.spec`` is (1,1,0)); ``temperature == 0`` is greedy and ignores ``seed`` and ``top_p``.
+Sampling: ``temperature > 0`` samples, with lookahead, and emits exactly the tokens plain sampling
+(lookahead (1,1,0)) draws with the same ``seed``: every draw is keyed by (seed, absolute position)
+and the drafts are verified by those draws (:mod:`trtlade.engine.sampling`). A sampled request
+without a seed is given a random one (``stats.seed``). ``top_p``, ``top_k``, ``min_p`` and the
+presence, frequency and repetition penalties warp each row; the penalties also apply at
+``temperature == 0`` (the argmax of the penalised logits). Plain greedy ignores ``seed``.
 
 Drafts: a request with ``lookahead=None`` on an adaptive engine (the default) runs the ``auto``
 policy -- each step the engine decides, for the whole batch, which sequences verify their drafts
@@ -127,7 +131,7 @@ class ReferenceEngine:
     is assumed free.
     """
 
-    sampling_mode = "sample-without-lookahead"
+    sampling_mode = "lookahead"
 
     def __init__(
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
@@ -216,21 +220,23 @@ class ReferenceEngine:
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                  stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                  temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                 top_p: float = 1.0) -> GenerationResult:
-        """Generate up to ``max_tokens`` tokens after ``prompt_ids``; see the module docstring."""
+                 top_p: float = 1.0, **sampling: Any) -> GenerationResult:
+        """Generate up to ``max_tokens`` tokens after ``prompt_ids``; see the module docstring.
+        ``sampling``: ``top_k``, ``min_p``, ``presence_penalty``, ``frequency_penalty``,
+        ``repetition_penalty`` (:class:`~trtlade.engine.protocol.GenerationRequest`)."""
         return self.generate_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p))
+            min_tokens=min_tokens, top_p=top_p, **sampling))
 
     def stream(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-               top_p: float = 1.0) -> Iterator[StepChunk]:
+               top_p: float = 1.0, **sampling: Any) -> Iterator[StepChunk]:
         """Like :meth:`generate`, one :class:`StepChunk` per engine step; the last has
         ``finish_reason`` and ``stats``. ``close()`` the iterator to stop early."""
         return self.stream_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p))
+            min_tokens=min_tokens, top_p=top_p, **sampling))
 
     def greedy(self, prompt_ids: Sequence[int], max_tokens: int = 128, **kwargs: Any) -> GenerationResult:
         """The engine's own plain greedy loop: :meth:`generate` with lookahead (1,1,0)."""
@@ -239,7 +245,7 @@ class ReferenceEngine:
     def make_request(self, prompt_ids: Sequence[int], max_tokens: int, lookahead: Any = None,
                      stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                      temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                     top_p: float = 1.0) -> GenerationRequest:
+                     top_p: float = 1.0, **sampling: Any) -> GenerationRequest:
         if isinstance(stop, str):
             stop = (stop,)
         auto = isinstance(lookahead, str) and lookahead.strip().lower() == "auto"
@@ -247,7 +253,7 @@ class ReferenceEngine:
             prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens, policy="auto" if auto else None,
             lookahead=None if lookahead is None or auto else LookaheadSpec.parse(lookahead),
             stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),
-            min_tokens=min_tokens, temperature=temperature, top_p=top_p, seed=seed)
+            min_tokens=min_tokens, temperature=temperature, top_p=top_p, seed=seed, **sampling)
 
     def generate_request(self, request: GenerationRequest) -> GenerationResult:
         tokens: list[int] = []
@@ -313,8 +319,7 @@ class ReferenceEngine:
                                f"got {request.min_tokens}", field="min_tokens", limit=request.max_tokens)
         if not request.temperature >= 0:
             raise RequestError(f"temperature must be >= 0, got {request.temperature}", field="temperature", limit=0)
-        if not 0 < request.top_p <= 1:
-            raise RequestError(f"top_p must be in (0, 1], got {request.top_p}", field="top_p", limit=1)
+        _check_sampling(request)
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(request, name)
             if value is not None and not 0 <= value <= MAX_TOP_LOGPROBS:
@@ -323,7 +328,7 @@ class ReferenceEngine:
         spec = self.default_request_spec if request.lookahead is None else LookaheadSpec.parse(request.lookahead)
         if not self.spec.admits(spec):
             raise LookaheadNotAdmitted(spec, self.spec)
-        return AUTOREGRESSIVE if request.temperature > 0 else spec
+        return spec
 
     # ------------------------------------------------------------------------------- calibration
     def calibrate(self, repeats: int = 3, context: int = 128, max_rows: int = 64, warmup: int = 2) -> dict[int, float]:
@@ -413,3 +418,20 @@ def load_hf_model(folder: Path, dtype: torch.dtype, device: str = "cpu") -> tupl
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+#: field -> (lowest, highest, whether the lowest itself is allowed): OpenAI's and vLLM's ranges
+_SAMPLING_RANGES = {"top_p": (0.0, 1.0, False), "min_p": (0.0, 1.0, True),
+                    "presence_penalty": (-2.0, 2.0, True), "frequency_penalty": (-2.0, 2.0, True),
+                    "repetition_penalty": (0.0, 2.0, False)}
+
+
+def _check_sampling(request: GenerationRequest) -> None:
+    """The warpers' ranges (the HTTP layer checks the same, naming the request field)."""
+    for name, (low, high, closed) in _SAMPLING_RANGES.items():
+        value = getattr(request, name)
+        if not (low <= value <= high if closed else low < value <= high):
+            bracket = "[" if closed else "("
+            raise RequestError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value}", field=name, limit=high)
+    if isinstance(request.top_k, bool) or not isinstance(request.top_k, int) or request.top_k < 0:
+        raise RequestError(f"top_k must be a whole number >= 0 (0: off), got {request.top_k!r}", field="top_k", limit=0)

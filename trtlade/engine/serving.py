@@ -88,8 +88,9 @@ class EngineLimits:
 class EngineInfo:
     """What /v1/models and /version show and what request validation checks against.
 
-    ``sampling``: ``"greedy"`` (temperature > 0 is refused with 400) or ``"sample-without-lookahead"``
-    (temperature > 0 runs plain sampling with lookahead off for that request).
+    ``sampling``: ``"greedy"`` (temperature > 0 and the penalties are refused with 400: TensorRT-LLM's
+    lookahead decodes top-1 for every request) or ``"lookahead"`` (sampled requests run with
+    lookahead and emit exactly what plain sampling with the same seed emits; every warper offered).
     """
 
     name: str

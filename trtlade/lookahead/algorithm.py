@@ -531,16 +531,31 @@ class LookaheadAlgorithm:
         )
 
     # ------------------------------------------------------------------------- verify
-    def verify(self, argmax: Sequence[int]) -> Verification:
+    def verify(self, argmax: Sequence[int], targets: Sequence[int] | None = None) -> Verification:
         """Accept the longest matching draft path (no state change besides remembering the result
-        for ``commit``). ``argmax``: one entry per row of the prepared batch."""
+        for ``commit``). ``argmax``: one entry per row of the prepared batch. ``targets``: the token
+        each row chose when that is not its argmax -- a sampled request's keyed draw at the row
+        (:mod:`trtlade.engine.sampling`); the path and the emitted tokens follow ``targets``, the
+        Jacobi window still moves with ``argmax`` (drafts never read a draw).
+
+        >>> algo = LookaheadAlgorithm((1, 3, 1), seed=0)
+        >>> algo.setup([4, 5, 6, 4], golden=5)          # the pool guesses 6 4 after 5
+        >>> algo.prepare(window=False).tokens           # g and the candidate only
+        [5, 6, 4]
+        >>> algo.verify([6, 4, 8]).tokens                # greedy: both drafts match, bonus 8
+        [6, 4, 8]
+        >>> algo.verify([6, 4, 8], targets=[6, 9, 8]).tokens   # the draw after 6 was 9, not 4
+        [6, 9]
+        """
         batch = self._batch
         if batch is None:
             raise RuntimeError("verify() before prepare(): call prepare() and run its rows first")
-        if len(argmax) != batch.num_rows:
-            raise ValueError(f"expected one argmax per row ({batch.num_rows}), got {len(argmax)}")
+        for name, values in (("argmax", argmax), ("targets", targets)):
+            if values is not None and len(values) != batch.num_rows:
+                raise ValueError(f"expected one {name} entry per row ({batch.num_rows}), got {len(values)}")
         argmax = [int(a) for a in argmax]
-        result = verify_tree(batch.tokens, batch.positions, batch.parents, argmax, self._max_drafts,
+        chosen = argmax if targets is None else [int(t) for t in targets]
+        result = verify_tree(batch.tokens, batch.positions, batch.parents, chosen, self._max_drafts,
                              self.eos_token_ids)
         self._argmax, self._verification = argmax, result
         return result

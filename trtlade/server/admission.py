@@ -156,12 +156,6 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
     def refuse(param: str, message: str) -> None:
         raise ApiError.bad_request(message, param=param, code="unsupported")
 
-    if body.presence_penalty not in (None, 0):
-        refuse("presence_penalty", "presence_penalty is not supported (Lookahead decoding is greedy); "
-                                   "omit it or send 0")
-    if body.frequency_penalty not in (None, 0):
-        refuse("frequency_penalty", "frequency_penalty is not supported (Lookahead decoding is greedy); "
-                                    "omit it or send 0")
     if body.logit_bias:
         refuse("logit_bias", "logit_bias is not supported; omit it")
     if body.tools:
@@ -315,24 +309,31 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
     policy = parse_request_policy(body.lookahead, info)
     lookahead = parse_request_lookahead(body.lookahead, info.spec) \
         if body.lookahead is not None and policy is None else None
-    temperature = body.temperature or 0.0
-    if temperature > 0:
-        if info.sampling == "greedy":
-            raise ApiError.bad_request(
-                f"temperature = {body.temperature}: this engine decodes greedily (Lookahead decoding is "
-                "greedy-only, like TensorRT-LLM's); omit temperature or send 0", param="temperature",
-                code="unsupported")
-        if lookahead is not None and not lookahead.is_autoregressive:
-            raise ApiError.bad_request(
-                f"temperature = {body.temperature} with lookahead ({lookahead}): Lookahead decoding is "
-                "greedy-only; send temperature 0, or lookahead [1, 1, 0] to sample without it",
-                param="temperature", code="unsupported")
+    if info.sampling == "greedy":
+        _check_greedy_only(body, info)
     if isinstance(body, ChatCompletionRequest) and body.max_tokens is not None \
             and body.max_completion_tokens is not None and body.max_tokens != body.max_completion_tokens:
         raise ApiError.bad_request(
             f"max_tokens ({body.max_tokens}) and max_completion_tokens ({body.max_completion_tokens}) "
             "disagree; send one of them", param="max_completion_tokens")
     return lookahead, _stop_strings(body.stop), policy
+
+
+#: request field -> its neutral value (what a greedy-only engine accepts)
+_WARPERS = {"temperature": 0, "presence_penalty": 0, "frequency_penalty": 0, "repetition_penalty": 1}
+
+
+def _check_greedy_only(body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo) -> None:
+    """An engine that decodes top-1 refuses what would change the tokens (top_p, top_k and min_p
+    do not change an argmax, so they pass)."""
+    for name, neutral in _WARPERS.items():
+        value = getattr(body, name)
+        if value is not None and value != neutral:
+            raise ApiError.bad_request(
+                f"{name} = {value}: the {info.name} engine decodes greedily (TensorRT-LLM's lookahead layer "
+                "takes the top-1 token of every request, whatever its sampling settings); omit it or send "
+                f"{neutral}, or serve with the reference engine, whose lookahead samples exactly",
+                param=name, code="unsupported")
 
 
 def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
@@ -379,6 +380,22 @@ def _samples(body: Union[CompletionRequest, ChatCompletionRequest], n: int) -> l
     return [base + j for j in range(n)]
 
 
+def _sampling_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> dict[str, Any]:
+    """The warpers as the engine takes them (absent: neutral; top_k -1 means off, as in vLLM).
+
+    >>> _sampling_fields(CompletionRequest(prompt="x", temperature=0.7, top_k=-1))["top_k"]
+    0
+    """
+    def value(name: str, neutral: float) -> float:
+        given = getattr(body, name)
+        return float(neutral if given is None else given)
+
+    return {"temperature": value("temperature", 0.0), "top_p": value("top_p", 1.0),
+            "top_k": max(0, int(body.top_k or 0)), "min_p": value("min_p", 0.0),
+            "presence_penalty": value("presence_penalty", 0.0), "frequency_penalty": value("frequency_penalty", 0.0),
+            "repetition_penalty": value("repetition_penalty", 1.0)}
+
+
 def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
              prompts: list[list[int]], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...],
              policy: Optional[str] = None) -> PreparedRequest:
@@ -404,9 +421,8 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
                 prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=lookahead, stop=stop,
                 policy=policy,  # type: ignore[arg-type]
                 stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
-                min_tokens=min_tokens, temperature=float(body.temperature or 0.0),
-                top_p=float(body.top_p if body.top_p is not None else 1.0), seed=seed, logprobs=logprobs,
-                prompt_logprobs=prompt_logprobs))
+                min_tokens=min_tokens, seed=seed, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
+                **_sampling_fields(body)))
             copies.append(tuple(range(k * n, (k + 1) * n)) if len(seeds) == 1 else (k * n + j,))
     return PreparedRequest(
         kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),

@@ -3,13 +3,15 @@
 Requests are validated strictly: wrong types are refused (``"max_tokens": "5"`` is a 400, not a 5),
 and unknown fields are refused with 400 naming the field, as vLLM and TensorRT-LLM do, so that a
 typo such as ``"max_token"`` never silently does nothing. Accepted beyond the OpenAI fields: the
-extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``) and trtlade's
-per-request ``lookahead``. Fields that do not change the output (``user``, ``store``, ``metadata``,
+extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``), vLLM's
+sampling extensions (``top_k``, ``min_p``, ``repetition_penalty``) and trtlade's per-request
+``lookahead``. Fields that do not change the output (``user``, ``store``, ``metadata``,
 ``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
-accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour (``n > 1``,
-``logprobs``, ``echo``, penalties, ``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON
-``response_format``, ``reasoning_effort``) are accepted only with their neutral value and otherwise
-refused with 400 saying why (see :func:`trtlade.server.admission.check_unsupported`).
+accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour
+(``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON ``response_format``,
+``reasoning_effort``; sampling and penalties on an engine that decodes greedily) are accepted only
+with their neutral value and otherwise refused with 400 saying why (see
+:func:`trtlade.server.admission.check_unsupported` and :func:`~trtlade.server.admission.check_request`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ __all__ = [
 ]
 
 #: Non-OpenAI request fields trtlade accepts (what benchmark clients send, and trtlade's own).
-EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "ignore_eos", "min_tokens", "stop_token_ids")
+EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "ignore_eos", "min_tokens", "stop_token_ids", "top_k", "min_p",
+                                     "repetition_penalty")
 
 
 class _Strict(BaseModel):
@@ -94,6 +97,10 @@ class _GenerationFields(_Strict):
     ignore_eos: Optional[bool] = False
     min_tokens: Optional[int] = Field(0, ge=0)
     stop_token_ids: Optional[list[int]] = None
+    #: vLLM's sampling extensions (top_k 0 or -1: off)
+    top_k: Optional[int] = Field(None, ge=-1)
+    min_p: Optional[float] = Field(None, ge=0, le=1)
+    repetition_penalty: Optional[float] = Field(None, gt=0, le=2)
 
 
 class CompletionRequest(_GenerationFields):
@@ -146,6 +153,8 @@ class LookaheadUsage(_Out):
     tokens_per_step: float
     #: how its drafts ran: fixed, auto or schedule (reference engine)
     policy: Optional[str] = None
+    #: a sampled request's seed (the first choice's; choice j drew with seed + j)
+    seed: Optional[int] = None
 
 
 class Usage(_Out):

@@ -36,6 +36,8 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
                              "tokens_per_step": round(stats.tokens_per_step, 4)}
         if stats.policy is not None:
             body["lookahead"]["policy"] = stats.policy
+        if stats.seed is not None:
+            body["lookahead"]["seed"] = stats.seed
     return body
 
 
@@ -84,7 +86,8 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
         return None
     if len(stats) == 1:
         return stats[0]
-    return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats))
+    return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats),
+                           policy=stats[0].policy, seed=stats[0].seed)
 
 
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],

@@ -1,0 +1,310 @@
+"""Sampled lookahead emits exactly what plain sampling with the same seed emits (fp32, tiny models).
+
+The spec table: every warper combination x Llama / Qwen2 / Qwen3 x both presets, lookahead against
+plain sampling (lookahead (1,1,0)) on the same engine and seed; then a mixed batch; then the
+distribution itself on an oracle LM (chi-square), and the rule that drafts never read a draw.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+from models import ARCHS, tiny_engine, tiny_tokenizer
+from test_engine_batching import request, run, tokens
+from trtlade.engine import sampling
+from trtlade.engine.prompt_suite import load_suite
+from trtlade.engine.sampling import KeyedSampler, SamplingParams, inverse_cdf, keyed_uniform
+from trtlade.lookahead.algorithm import LookaheadAlgorithm
+
+ENGINE_SPEC = (7, 5, 7)
+SPECS = [(2, 3, 2), (4, 2, 4), (7, 5, 7)]
+MAX_TOKENS = 24
+
+#: name -> warpers; low temperatures keep the tiny random models peaked enough to accept drafts
+WARPERS = {
+    "temperature": dict(temperature=0.15),
+    "top_p": dict(temperature=0.2, top_p=0.9),
+    "top_k": dict(temperature=0.3, top_k=3),
+    "min_p": dict(temperature=0.2, min_p=0.3),
+    "presence+frequency": dict(temperature=0.15, presence_penalty=0.4, frequency_penalty=0.3),
+    "repetition": dict(temperature=0.15, repetition_penalty=1.3),
+    "penalised greedy": dict(temperature=0.0, frequency_penalty=0.5, repetition_penalty=1.2),
+    "everything": dict(temperature=0.2, top_p=0.95, top_k=20, min_p=0.05, presence_penalty=0.2,
+                       frequency_penalty=0.2, repetition_penalty=1.1),
+    "hot": dict(temperature=1.0, top_p=0.95),
+}
+
+
+@lru_cache(maxsize=None)
+def prompts() -> tuple[tuple[int, ...], ...]:
+    tok = tiny_tokenizer()
+    chosen = ("code-prime", "extract-invoice", "summary-meeting")
+    return tuple(tuple(tok.encode(p.plain_text())[:64]) for p in load_suite("suite").prompts if p.id in chosen)
+
+
+@lru_cache(maxsize=None)
+def engine(arch: str, preset: str = "fast"):
+    return tiny_engine(arch, ENGINE_SPEC, prompt_lookup=4 if preset == "fast" else 0)
+
+
+def plain(arch: str, prompt, seed: int, **warpers) -> list[int]:
+    return engine(arch).generate(list(prompt), MAX_TOKENS, lookahead=(1, 1, 0), seed=seed, ignore_eos=True,
+                                 **warpers).tokens
+
+
+# ------------------------------------------------------------------------------------ the spec table
+@pytest.mark.parametrize("preset", ["fast", "trtllm"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_lookahead_samples_the_tokens_plain_sampling_draws(arch, preset):
+    eng = engine(arch, preset)
+    accepted = differs = 0
+    for name, warpers in WARPERS.items():
+        for k, prompt in enumerate(prompts()):
+            seed = 1000 * k + len(name)
+            expected = plain(arch, prompt, seed, **warpers)
+            for spec in SPECS:
+                got = eng.generate(list(prompt), MAX_TOKENS, lookahead=spec, seed=seed, ignore_eos=True, **warpers)
+                assert got.tokens == expected, f"{name} {spec} prompt {k}"
+                accepted += got.stats.tokens - got.stats.steps
+            differs += expected != eng.greedy(list(prompt), MAX_TOKENS, ignore_eos=True).tokens
+    assert accepted > 50  # drafts were accepted under sampling: the equality above was tested on them
+    assert differs >= len(WARPERS)  # and the samples are not the greedy text
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_sampled_request_in_a_mixed_batch_draws_what_it_draws_alone(arch):
+    eng = engine(arch)
+    ps = prompts()
+    mixed = [request(ps[0], (7, 5, 7)), request(ps[1], (2, 3, 2), temperature=0.2, seed=5, top_p=0.9),
+             request(ps[2], None, temperature=0.15, seed=6, frequency_penalty=0.3), request(ps[0], (1, 1, 0)),
+             request(ps[1], (4, 2, 4), temperature=0.2, seed=7, repetition_penalty=1.2),
+             request(ps[2], (1, 1, 0), temperature=0.15, seed=6, frequency_penalty=0.3)]
+    out = run(eng.new_batch(max_batch_size=8), {0: mixed[:3], 2: mixed[3:]})
+    for i, req in enumerate(mixed):
+        alone = eng.generate(list(req.prompt_ids), req.max_tokens, lookahead=(1, 1, 0), seed=req.seed,
+                             ignore_eos=True, temperature=req.temperature, top_p=req.top_p,
+                             frequency_penalty=req.frequency_penalty, repetition_penalty=req.repetition_penalty)
+        assert list(tokens(out[i])) == alone.tokens, f"request {i}"
+    assert tokens(out[2]) == tokens(out[5])  # same seed and warpers, with and without lookahead
+    assert any(len(c.tokens) > 1 for i in (1, 2, 4) for c in out[i])  # sampled drafts accepted in the batch
+
+
+def test_auto_policy_and_a_token_budget_keep_sampling_exact():
+    eng = tiny_engine("llama", ENGINE_SPEC, adaptive=True, prompt_lookup=4)
+    reqs = [request(p, None, max_tokens=MAX_TOKENS, temperature=0.2, seed=30 + i, top_p=0.9)
+            for i, p in enumerate(prompts())]
+    out = run(eng.new_batch(max_batch_size=4, max_num_tokens=12), {0: reqs})  # drafts dropped to fit 12 rows
+    for i, req in enumerate(reqs):
+        assert list(tokens(out[i])) == plain("llama", req.prompt_ids, req.seed, temperature=0.2, top_p=0.9)
+
+
+# ------------------------------------------------------------------------------------ drafts and draws
+def test_drafts_never_read_a_draw(monkeypatch):
+    """No uniform is computed while drafts are built, and the output does not depend on them: two
+    engines whose Jacobi windows start differently (engine seed) sample the same tokens."""
+    building = [False]
+    drawn: list[int] = []
+    original_prepare, original_uniform = LookaheadAlgorithm.prepare, sampling.keyed_uniform
+
+    def prepare(self, *args, **kwargs):
+        building[0] = True
+        try:
+            return original_prepare(self, *args, **kwargs)
+        finally:
+            building[0] = False
+
+    def uniform(seed, position):
+        assert not building[0], "a draft read the request's draws"
+        drawn.append(position)
+        return original_uniform(seed, position)
+
+    monkeypatch.setattr(LookaheadAlgorithm, "prepare", prepare)
+    monkeypatch.setattr(sampling, "keyed_uniform", uniform)
+    prompt = list(prompts()[0])
+    runs = []
+    for engine_seed in (0, 1):
+        eng = tiny_engine("qwen3", ENGINE_SPEC, seed=0, prompt_lookup=4)
+        eng.seed = engine_seed  # the window's initial guesses, drawn from the prompt
+        drawn.clear()
+        result = eng.generate(prompt, MAX_TOKENS, lookahead=(7, 5, 7), temperature=0.2, seed=9, ignore_eos=True)
+        runs.append((result.tokens, result.stats.rows_per_step, sorted(set(drawn))))
+    (a, rows_a, drawn_a), (b, rows_b, drawn_b) = runs
+    assert a == b == plain("qwen3", prompt, 9, temperature=0.2)
+    assert rows_a != rows_b  # different drafts ...
+    first = len(prompt)
+    assert drawn_a[0] == first and set(range(first, first + MAX_TOKENS)) <= set(drawn_a)  # ... the same draws
+
+
+def test_keyed_uniforms_are_uniform_and_independent_across_seeds_and_positions():
+    values = np.array([keyed_uniform(seed, pos) for seed in range(40) for pos in range(100)])
+    counts = np.histogram(values, bins=10, range=(0, 1))[0]
+    assert chi_square(counts, np.full(10, len(values) / 10)) < chi_square_critical(9)
+    pairs = np.array([(keyed_uniform(s, 5), keyed_uniform(s + 1, 5)) for s in range(2000)])
+    assert abs(np.corrcoef(pairs.T)[0, 1]) < 0.1  # seed and seed + 1 (n > 1's choices) are unrelated
+
+
+@pytest.mark.parametrize("probs,uniforms,expected", [
+    ([[0.5, 0.5, 0.0, 0.0]], [0.0], [0]),
+    ([[0.5, 0.5, 0.0, 0.0]], [0.5], [1]),          # the boundary belongs to the next token
+    ([[0.5, 0.5, 0.0, 0.0]], [0.999999], [1]),     # never a zero-probability token
+    ([[0.0, 0.0, 0.0, 2.0]], [0.0], [3]),          # unnormalised rows are fine
+    ([[0.0, 1.0, 0.0, 1.0]], [0.5], [3]),
+])
+def test_inverse_cdf_spec_table(probs, uniforms, expected):
+    assert inverse_cdf(torch.tensor(probs), uniforms) == expected
+
+
+def test_penalties_see_the_path_of_each_row():
+    """Row 1 follows draft token 2: its frequency and presence penalties count that token once more
+    than row 0's do; repetition applies to prompt tokens in every row and to the path's in its row."""
+    params = SamplingParams(temperature=0.0, frequency_penalty=1.0, presence_penalty=0.5, repetition_penalty=2.0)
+    sampler = KeyedSampler(params, prompt=[0])
+    sampler.extend([2])
+    logits = torch.tensor([[4.0, 1.0, 3.9, 3.0, 0.0], [4.0, 1.0, 3.9, 3.0, 3.5]])
+    penalised = sampler._penalise(logits.clone(), [[], [4]])
+    expected = [[2.0, 1.0, 3.9 / 2 - 1.5, 3.0, 0.0], [2.0, 1.0, 3.9 / 2 - 1.5, 3.0, 3.5 / 2 - 1.5]]
+    assert torch.allclose(penalised, torch.tensor(expected))
+    assert sampler.choose(logits, [[], [4]], [0, 1]) == [3, 3]
+
+
+# ------------------------------------------------------------------------------------ the distribution
+VOCAB = 6
+WARP = dict(temperature=0.8, top_p=0.9)
+
+
+def oracle_logits(prefix: tuple[int, ...]) -> list[float]:
+    """A fixed, peaked next-token distribution per context (the last two tokens)."""
+    rng = random.Random(hash(prefix[-2:]) & 0xFFFF)
+    return [rng.gauss(0.0, 1.5) for _ in range(VOCAB)]
+
+
+def warped(prefix: tuple[int, ...]) -> np.ndarray:
+    """The reference warp, written out independently: softmax(logits / T), then top-p."""
+    x = np.array(oracle_logits(prefix)) / WARP["temperature"]
+    p = np.exp(x - x.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    keep = np.cumsum(p[order]) - p[order] <= WARP["top_p"]
+    out = np.zeros_like(p)
+    out[order[keep]] = p[order[keep]]
+    return out / out.sum()
+
+
+def chi_square(observed, expected) -> float:
+    observed, expected = np.asarray(observed, float), np.asarray(expected, float)
+    live = expected > 0
+    assert observed[~live].sum() == 0, "a token of probability 0 was drawn"
+    return float(((observed[live] - expected[live]) ** 2 / expected[live]).sum())
+
+
+def chi_square_critical(df: int, z: float = 3.09) -> float:
+    """The upper 0.1% point of chi-square with ``df`` degrees of freedom (Wilson-Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def test_lookahead_sampled_tokens_follow_the_warped_distribution():
+    """One lookahead step per seed, over 3,000 seeds, on an oracle LM whose pool offers every token
+    after the golden one: the first token follows the warped distribution at the golden row, the
+    second (after an accepted draft) the warped distribution at that draft's row, and a draft is
+    accepted as often as the probability of the drafted tokens."""
+    prompt = [3, 4, 5, 3, 1, 2, 3, 0, 4, 1]  # the pool offers 4 5, 1 2 and 0 4 after 3
+    golden = 3
+    params = dict(WARP)
+    first: Counter[int] = Counter()
+    second: dict[int, Counter[int]] = {}
+    drafted_tokens: set[int] = set()
+    seeds = 3000
+    for seed in range(seeds):
+        algo = LookaheadAlgorithm((1, 3, 3), seed=0, full_guess_set=True)
+        algo.setup(prompt, golden)
+        draft = algo.prepare(window=False)
+        sampler = KeyedSampler(SamplingParams(seed=seed, **params), prompt)
+        context = tuple(prompt) + (golden,)
+        rows = draft.logit_rows
+        logits = torch.tensor([oracle_logits(context + tuple(draft.tokens[a] for a in draft.ancestors[r][1:]))
+                               for r in rows])
+        paths = [[draft.tokens[a] for a in draft.ancestors[r][1:]] for r in rows]
+        chosen = sampler.choose(logits, paths, [len(context) + draft.positions[r] for r in rows])
+        verification = algo.verify(draft.expand_argmax(logits.argmax(-1).tolist()), draft.expand_argmax(chosen))
+        emitted = verification.tokens
+        drafted_tokens = {draft.tokens[r] for r in range(1, draft.num_rows) if draft.parents[r] == 0}
+        first[emitted[0]] += 1
+        if len(emitted) > 1:
+            second.setdefault(emitted[0], Counter())[emitted[1]] += 1
+    assert len(drafted_tokens) >= 2  # the golden row had several children
+    p0 = warped(tuple(prompt) + (golden,))
+    observed = [first[t] for t in range(VOCAB)]
+    assert chi_square(observed, p0 * seeds) < chi_square_critical(VOCAB - 1)
+    accepted = sum(sum(c.values()) for c in second.values())
+    expected_accept = p0[list(drafted_tokens)].sum() * seeds
+    assert abs(accepted - expected_accept) < 4 * math.sqrt(expected_accept)  # acceptance = p(children)
+    for token, counts in second.items():
+        if sum(counts.values()) < 200:
+            continue
+        p1 = warped(tuple(prompt) + (golden, token))
+        observed = [counts[t] for t in range(VOCAB)]
+        assert chi_square(observed, p1 * sum(observed)) < chi_square_critical(VOCAB - 1), f"after {token}"
+
+
+# ------------------------------------------------------------------------------------ served
+def _serve(eng):
+    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    return create_app(lambda: ReferenceServingEngine(eng, max_batch_size=4))
+
+
+def _post_all(app, bodies):
+    import asyncio
+
+    from fake_engine import client_for
+
+    async def go():
+        async with client_for(app) as c:
+            return [await c.post("/v1/completions", json=b) for b in bodies]
+
+    return asyncio.run(go())
+
+
+def test_served_sampling_runs_with_lookahead_reports_its_seed_and_reproduces():
+    eng = engine("llama")
+    text = tiny_tokenizer().decode(list(prompts()[0]))
+    base = {"prompt": text, "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0.15, "top_p": 0.9,
+            "top_k": 50, "min_p": 0.01}
+    penalties = {"presence_penalty": 0.3, "frequency_penalty": 0.2, "repetition_penalty": 1.2}
+    unseeded, seeded, off, n2, penalised = _post_all(_serve(eng), [
+        base, {**base, "seed": 21, "lookahead": [7, 5, 7]}, {**base, "seed": 21, "lookahead": [1, 1, 0]},
+        {**base, "seed": 21, "n": 2, "lookahead": [7, 5, 7]}, {**base, **penalties, "seed": 4}])
+    for resp in (unseeded, seeded, off, n2, penalised):
+        assert resp.status_code == 200, resp.text
+    ids = eng.tokenizer.encode(text)
+    direct = eng.generate(ids, MAX_TOKENS, lookahead=(1, 1, 0), seed=4, ignore_eos=True,
+                          **{k: v for k, v in {**base, **penalties}.items() if k not in ("prompt", "max_tokens", "ignore_eos")})
+    assert penalised.json()["choices"][0]["text"] == direct.text  # every warper reached the engine
+    usage = seeded.json()["usage"]["lookahead"]
+    assert usage["spec"] == {"w": 7, "n": 5, "g": 7} and usage["seed"] == 21 and usage["tokens_per_step"] > 1
+    assert seeded.json()["choices"][0]["text"] == off.json()["choices"][0]["text"]  # lookahead changes nothing
+    given = unseeded.json()["usage"]["lookahead"]["seed"]  # a request without a seed is told the one it got
+    again, = _post_all(_serve(eng), [{**base, "seed": given}])
+    assert again.json()["choices"][0]["text"] == unseeded.json()["choices"][0]["text"]
+    first, second = (c["text"] for c in sorted(n2.json()["choices"], key=lambda c: c["index"]))
+    assert first == seeded.json()["choices"][0]["text"] and second != first  # choice j draws with seed + j
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"top_k": -2}, "top_k"), ({"min_p": 1.5}, "min_p"), ({"repetition_penalty": 0}, "repetition_penalty"),
+    ({"repetition_penalty": 2.5}, "repetition_penalty"), ({"presence_penalty": 2.5}, "presence_penalty"),
+])
+def test_out_of_range_warpers_are_a_400_naming_the_field(body, param):
+    from fake_engine import fake_app
+
+    app, _ = fake_app()
+    resp, = _post_all(app, [{"prompt": "x", **body}])
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == param

@@ -1,0 +1,238 @@
+"""Sampling that lookahead cannot change: every draw is keyed by (seed, absolute position).
+
+Plain sampling draws the token at absolute position ``q`` (prompt tokens are 0..P-1, the first
+generated token is at P) from the request's warped distribution with the uniform
+``u = keyed_uniform(seed, q)``, by inverse CDF in token-id order. Lookahead verifies its tree with
+the very same rule: at each node (a row at depth ``d`` after the golden token at position ``p``)
+the row's logits are warped with the penalties of the text up to that node -- the output so far and
+the node's own path -- and the token at ``p + d + 1`` is drawn with ``keyed_uniform(seed, p + d + 1)``.
+If the draw is one of the node's children the walk descends, otherwise it stops; the draw at the
+last node is the bonus token. The accepted path is therefore exactly the tokens plain sampling
+draws with the same seed: identical output, not merely the same distribution. A node accepts with
+probability ``sum(p(child))`` over its distinct children, the most any lossless verifier can.
+
+Drafts never read a draw: the Jacobi window moves with each row's argmax, and the n-gram pool and
+prompt lookup only see emitted tokens (:class:`~trtlade.lookahead.algorithm.LookaheadAlgorithm` knows
+nothing of sampling; :meth:`~trtlade.lookahead.algorithm.LookaheadAlgorithm.verify` takes the draws as
+``targets``).
+
+Warpers, in order (vLLM's, the same for plain and lookahead rows):
+
+1. ``repetition_penalty`` r over every token of prompt + output + path: a logit x becomes x / r
+   if x > 0, else x * r;
+2. ``frequency_penalty`` f and ``presence_penalty`` e over output + path: x - f * count - e * (count > 0);
+3. ``temperature`` T: x / T (T == 0: the draw is the argmax of the penalised logits, no seed);
+4. ``top_k`` k (0: off): only the k highest; ``top_p``: the smallest set of highest probabilities
+   reaching top_p; ``min_p`` m: only tokens with p >= m * max p.
+
+Worked example: two rows whose warped distributions are [0.5, 0.5, 0, 0] and [0.1, 0.2, 0.3, 0.4];
+the CDFs are [.5, 1, 1, 1] and [.1, .3, .6, 1]; uniforms 0.7 and 0.05 pick tokens 1 and 0::
+
+    >>> probs = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4]])
+    >>> inverse_cdf(probs, [0.7, 0.05])
+    [1, 0]
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import torch
+
+if TYPE_CHECKING:
+    from trtlade.engine.protocol import GenerationRequest
+
+__all__ = ["SamplingParams", "KeyedSampler", "keyed_uniform", "inverse_cdf", "random_seed"]
+
+_MASK64 = (1 << 64) - 1
+#: top_p looks among this many highest probabilities, then more, then the whole row, until they reach top_p
+_NUCLEUS_PROBES = (512, 8192)
+
+
+def _mix64(z: int) -> int:
+    """SplitMix64's finalizer: a bijection of 64-bit integers that spreads every input bit."""
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EB & _MASK64
+    return z ^ (z >> 31)
+
+
+def keyed_uniform(seed: int, position: int) -> float:
+    """The uniform in [0, 1) of the draw at absolute ``position`` of a request seeded ``seed``: a pure
+    function (counter-based, like Philox), so a draw is the same whoever asks and in whatever order.
+
+    >>> keyed_uniform(7, 12) == keyed_uniform(7, 12), keyed_uniform(7, 12) != keyed_uniform(7, 13)
+    (True, True)
+    >>> 0.0 <= keyed_uniform(-1, 0) < 1.0
+    True
+    """
+    z = _mix64((_mix64((int(seed) & _MASK64) ^ 0x9E3779B97F4A7C15) + int(position) * 0xD1B54A32D192ED03) & _MASK64)
+    return (z >> 11) * (1.0 / (1 << 53))
+
+
+def random_seed() -> int:
+    """A fresh 63-bit seed, for a sampled request that names none (reported back, so reproducible)."""
+    return secrets.randbits(63)
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: Sequence[float]) -> list[int]:
+    """Per row, the first token whose cumulative probability (float64, token-id order) exceeds
+    ``u * total``: tokens of probability 0 are never drawn; rows need not be normalised."""
+    cdf = probs.double().cumsum(dim=-1)
+    targets = torch.tensor(list(uniforms), dtype=torch.float64).unsqueeze(1) * cdf[:, -1:]
+    picked = torch.searchsorted(cdf, targets, right=True).squeeze(1)
+    return picked.clamp_(max=probs.shape[-1] - 1).tolist()
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """A request's warpers and seed (see the module docstring for the order they apply in).
+
+    >>> SamplingParams().greedy, SamplingParams(temperature=0.7).greedy, SamplingParams(frequency_penalty=1).plain
+    (True, False, False)
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: Optional[int] = None
+
+    @classmethod
+    def of(cls, request: "GenerationRequest", seed: Optional[int] = None) -> "SamplingParams":
+        """A request's sampling fields; ``seed``: the one to use (a sampled request's own, or given it)."""
+        return cls(temperature=float(request.temperature), top_p=float(request.top_p), top_k=int(request.top_k),
+                   min_p=float(request.min_p), presence_penalty=float(request.presence_penalty),
+                   frequency_penalty=float(request.frequency_penalty),
+                   repetition_penalty=float(request.repetition_penalty),
+                   seed=request.seed if seed is None else seed)
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: the argmax (of the penalised logits), no draw."""
+        return not self.temperature > 0
+
+    @property
+    def penalised(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+    @property
+    def plain(self) -> bool:
+        """Plain greedy decoding: the argmax of the raw logits (the engine's path before sampling existed)."""
+        return self.greedy and not self.penalised
+
+
+class KeyedSampler:
+    """One sequence's draws: penalties from its text, warpers, and the keyed uniforms.
+
+    ``prompt``: the prompt's tokens (the repetition penalty sees them); :meth:`extend` adds each
+    emitted token. :meth:`choose` gives, for rows of logits, the token each row draws: row i is
+    followed by ``paths[i]`` (its draft tokens after the emitted text, its own token last) and draws
+    the token at ``positions[i]``.
+
+    >>> sampler = KeyedSampler(SamplingParams(temperature=1.0, seed=3), prompt=[0])
+    >>> rows = torch.tensor([[0.0, 50.0, 0.0], [50.0, 0.0, 0.0]])     # near-certain rows
+    >>> sampler.choose(rows, paths=[[], [1]], positions=[1, 2])
+    [1, 0]
+    >>> sampler.draws                                                  # positions drawn so far
+    2
+    """
+
+    def __init__(self, params: SamplingParams, prompt: Sequence[int] = ()) -> None:
+        if params.seed is None and not params.greedy:
+            raise ValueError("a sampled request needs its seed here (the engine gives one a random seed)")
+        self.params = params
+        self._counts: Counter[int] = Counter()  # output tokens
+        self._seen: set[int] = set(int(t) for t in prompt) if params.repetition_penalty != 1.0 else set()
+        self._seen_index: Optional[torch.Tensor] = None
+        self._count_index: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        #: how many uniforms this sampler has computed (tests check drafts never ask for one)
+        self.draws = 0
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Emitted tokens join the text the penalties see."""
+        if not self.params.penalised:
+            return
+        for token in tokens:
+            token = int(token)
+            self._counts[token] += 1
+            if self.params.repetition_penalty != 1.0 and token not in self._seen:
+                self._seen.add(token)
+                self._seen_index = None
+        self._count_index = None
+
+    def choose(self, logits: torch.Tensor, paths: Sequence[Sequence[int]], positions: Sequence[int]) -> list[int]:
+        """The token each row of ``logits`` (rows x vocab) draws (see the class docstring)."""
+        params = self.params
+        logits = logits.float()
+        if params.penalised:
+            logits = self._penalise(logits.clone(), paths)
+        if params.greedy:
+            return logits.argmax(dim=-1).tolist()
+        self.draws += len(positions)
+        return inverse_cdf(self._warp(logits), [keyed_uniform(params.seed, q) for q in positions])  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ internals
+    def _warp(self, logits: torch.Tensor) -> torch.Tensor:
+        params = self.params
+        scores = logits / params.temperature
+        vocab = scores.shape[-1]
+        if 0 < params.top_k < vocab:
+            kth = scores.topk(params.top_k, dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if params.top_p < 1.0:
+            probs = _nucleus(probs, params.top_p)
+        if params.min_p > 0.0:
+            probs = probs.masked_fill(probs < params.min_p * probs.max(dim=-1, keepdim=True).values, 0.0)
+        return probs
+
+    def _penalise(self, logits: torch.Tensor, paths: Sequence[Sequence[int]]) -> torch.Tensor:
+        params = self.params
+        rep = params.repetition_penalty
+        if rep != 1.0:
+            if self._seen_index is None:
+                self._seen_index = torch.tensor(sorted(self._seen), dtype=torch.long)
+            if len(self._seen_index):
+                logits[:, self._seen_index] = _repeat(logits[:, self._seen_index], rep)
+        freq, presence = params.frequency_penalty, params.presence_penalty
+        if (freq or presence) and self._counts:
+            if self._count_index is None:
+                ids = sorted(self._counts)
+                self._count_index = (torch.tensor(ids, dtype=torch.long),
+                                     torch.tensor([self._counts[t] for t in ids], dtype=torch.float32))
+            ids, counts = self._count_index
+            logits[:, ids] -= freq * counts + presence
+        for row, path in enumerate(paths):  # the node's own draft tokens, emitted before its draw
+            for token, extra in Counter(int(t) for t in path).items():
+                if rep != 1.0 and token not in self._seen:
+                    logits[row, token] = _repeat(logits[row, token], rep)
+                before = self._counts.get(token, 0)
+                logits[row, token] -= freq * extra + presence * ((before + extra > 0) - (before > 0))
+        return logits
+
+
+def _repeat(values: torch.Tensor, penalty: float) -> torch.Tensor:
+    """The repetition penalty: positive logits divided by it, the others multiplied."""
+    return torch.where(values > 0, values / penalty, values * penalty)
+
+
+def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Zero every probability outside the smallest set of highest ones that reaches ``top_p``.
+
+    >>> _nucleus(torch.tensor([[0.1, 0.6, 0.3]]), 0.8).tolist()
+    [[0.0, 0.6000000238418579, 0.30000001192092896]]
+    """
+    vocab = probs.shape[-1]
+    for k in (*(k for k in _NUCLEUS_PROBES if k < vocab), vocab):
+        ordered, index = probs.topk(k, dim=-1) if k < vocab else torch.sort(probs, dim=-1, descending=True)
+        if k == vocab or not bool((ordered.sum(dim=-1) <= top_p).any()):
+            break  # every row's nucleus lies among its k highest (the next one would start past top_p)
+    drop = ordered.cumsum(dim=-1) - ordered > top_p  # keep the smallest prefix reaching top_p
+    kept = ordered.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter_(-1, index, kept)
