@@ -96,6 +96,25 @@ def test_two_servers_with_labels(server: tuple[str, Script], tmp_path: Path) -> 
     assert not (only_run(tmp_path) / "ttft_vs_concurrency.png").exists()
 
 
+def test_sampled_bench_sends_each_prompt_one_seed_in_every_mode(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, script = server
+    script.requests.clear()
+    result = invoke("bench", "--base-url", url, "-c", "1", "-n", "3", "--max-tokens", "4", "--num-warmups", "0",
+                    "--temperature", "0.7", "--top-p", "0.95", "--seed", "40", "--dataset", "short",
+                    "--result-dir", str(tmp_path), "--no-plots")
+    assert result.exit_code == 0, result.output
+    sent = [(r["messages"][0]["content"], str(r.get("lookahead")), r["seed"], r["top_p"], r["temperature"])
+            for r in script.requests]
+    assert len(sent) == 6 and {s[3:] for s in sent} == {(0.95, 0.7)}
+    by_prompt: dict[str, set] = {}
+    for text, _, seed, _, _ in sent:
+        by_prompt.setdefault(text, set()).add(seed)
+    assert all(len(seeds) == 1 for seeds in by_prompt.values())  # ar and lookahead sample with one seed
+    assert len({next(iter(s)) for s in by_prompt.values()}) == len(by_prompt)  # prompts differ in seed
+    run = load_run(only_run(tmp_path))
+    assert (run.settings["temperature"], run.settings["top_p"]) == (0.7, 0.95)
+
+
 def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> None:
     url, _ = server
     port = url.rsplit(":", 1)[1]
@@ -113,6 +132,7 @@ def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> Non
 @pytest.mark.parametrize("args, message", [
     (["--base-url", "localhost:8000"], "--base-url: 'localhost:8000' is not an http(s) URL"),
     (["--modes", "ar,4-2"], "--modes: '4-2' is not a mode"),
+    (["--base-url", "http://127.0.0.1:9", "--top-p", "0"], "top_p 0 is outside (0, 1]"),
     (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
     (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
     (["--metadata", "novalue"], "--metadata: 'novalue' is not key=value"),

@@ -91,7 +91,27 @@ def test_engine_bench_library_default_spec_and_bf16(tiny_folder, prompts_file):
                for m in res["modes"])
 
 
+def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folder, prompts_file, tmp_path):
+    out = tmp_path / "sampled.json"
+    result = CliRunner().invoke(app, [
+        "engine-bench", "--model", str(tiny_folder), "--specs", "4,3,4", "--max-tokens", "12", "--repeats", "2",
+        "--prompts", str(prompts_file), "--threads", "1", "--json", str(out), "--no-keying", "--no-profile",
+        "--temperature", "0.3", "--top-p", "0.9", "--seed", "5"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert (data["config"]["temperature"], data["config"]["top_p"], data["config"]["seed"]) == (0.3, 0.9, 5)
+    modes = {m["mode"]: m for m in data["results"][0]["modes"]}
+    assert list(modes) == ["plain sampling", "fast default", "fast 4,3,4", "transformers generate",
+                           "transformers prompt lookup"]
+    assert modes["transformers generate"]["spec"] == "sampled"
+    for name in ("fast default", "fast 4,3,4"):  # lookahead samples exactly what plain sampling samples
+        assert modes[name]["identity_vs_greedy"] == 1.0 and modes[name]["tokens"] == 24
+    text = " ".join(result.output.split())
+    assert "plain sampling" in text and "temperature 0.3" in text, result.output
+
+
 @pytest.mark.parametrize("args,message", [
+    (["--top-p", "0.9"], "without --temperature"),
     (["--specs", "4,1,4"], "ngramSize=1 requires windowSize=1"),
     (["--dtype", "int8"], "unknown dtype int8"),
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),

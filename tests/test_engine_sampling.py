@@ -11,10 +11,13 @@ import math
 import random
 from collections import Counter
 from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from models import ARCHS, tiny_engine, tiny_tokenizer
 from test_engine_batching import request, run, tokens
@@ -172,6 +175,74 @@ def test_penalties_see_the_path_of_each_row():
     expected = [[2.0, 1.0, 3.9 / 2 - 1.5, 3.0, 0.0], [2.0, 1.0, 3.9 / 2 - 1.5, 3.0, 3.5 / 2 - 1.5]]
     assert torch.allclose(penalised, torch.tensor(expected))
     assert sampler.choose(logits, [[], [4]], [0, 1]) == [3, 3]
+
+
+# ------------------------------------------------------------------------------------ a property, no model
+def periodic_logits(period: tuple[int, ...], vocab: int, sharpness: float):
+    """An oracle LM as logits: the token that continues ``period`` after the last token gets
+    ``sharpness``, the others a fixed hash-spread value, so a sample usually follows the period."""
+    def logits(prefix: Sequence[int]) -> list[float]:
+        last = prefix[-1]
+        nxt = period[(period.index(last) + 1) % len(period)] if last in period else period[0]
+        return [sharpness if t == nxt else ((t * 7 + last * 13) % 5) / 4 for t in range(vocab)]
+    return logits
+
+
+def sampled_lookahead(logits_of, prompt, spec, params: SamplingParams, max_tokens: int) -> tuple[list[int], int]:
+    """Drive the algorithm as the engine does: draws keyed by position, penalties over each row's path."""
+    sampler = KeyedSampler(params, prompt)
+    first = sampler.choose(torch.tensor([logits_of(prompt)]), [()], [len(prompt)])[0]
+    out = [first]
+    sampler.extend([first])
+    algo = LookaheadAlgorithm(spec, seed=0, prompt_lookup=2)
+    algo.setup(prompt, first)
+    accepted = 0
+    while len(out) < max_tokens:
+        draft = algo.prepare()
+        context = list(prompt) + out
+        rows = draft.logit_rows
+        paths = [[draft.tokens[a] for a in draft.ancestors[r][1:]] for r in rows]
+        logits = torch.tensor([logits_of(context + path) for path in paths])
+        chosen = sampler.choose(logits, paths, [len(context) + draft.positions[r] for r in rows])
+        v = algo.verify(draft.expand_argmax(logits.argmax(-1).tolist()), draft.expand_argmax(chosen))
+        kept = v.tokens[:max_tokens - len(out)]
+        algo.commit(len(kept))
+        sampler.extend(kept)
+        out += kept
+        accepted += len(kept) - 1
+    return out, accepted
+
+
+def plain_sampling(logits_of, prompt, params: SamplingParams, max_tokens: int) -> list[int]:
+    sampler = KeyedSampler(params, prompt)
+    out: list[int] = []
+    while len(out) < max_tokens:
+        context = list(prompt) + out
+        token = sampler.choose(torch.tensor([logits_of(context)]), [()], [len(context)])[0]
+        sampler.extend([token])
+        out.append(token)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**63 - 1), spec=st.sampled_from([(2, 2, 1), (3, 3, 2), (4, 4, 4), (1, 3, 2)]),
+       temperature=st.sampled_from([0.3, 0.7, 1.0, 1.5]), top_p=st.sampled_from([1.0, 0.9, 0.5]),
+       top_k=st.sampled_from([0, 3]), penalty=st.sampled_from([0.0, 0.5]),
+       period=st.lists(st.integers(0, 11), min_size=2, max_size=6, unique=True))
+def test_property_lookahead_sampling_equals_plain_sampling(seed, spec, temperature, top_p, top_k, penalty, period):
+    logits_of = periodic_logits(tuple(period), vocab=12, sharpness=6.0)
+    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, frequency_penalty=penalty,
+                            repetition_penalty=1.0 + penalty / 2, seed=seed)
+    prompt = list(period) * 3
+    got, _ = sampled_lookahead(logits_of, prompt, spec, params, 30)
+    assert got == plain_sampling(logits_of, prompt, params, 30)
+
+
+def test_the_property_driver_accepts_drafts():
+    """The property above is tested on accepted drafts, not only on golden rows."""
+    logits_of = periodic_logits((1, 2, 3, 4), vocab=12, sharpness=6.0)
+    _, accepted = sampled_lookahead(logits_of, [1, 2, 3, 4] * 3, (4, 4, 4), SamplingParams(temperature=0.7, seed=1), 40)
+    assert accepted >= 10
 
 
 # ------------------------------------------------------------------------------------ the distribution

@@ -11,6 +11,7 @@ server labels (``a``, ``b``), or ``a/ar``, ``b/ar`` ... when several modes run o
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
@@ -250,6 +251,10 @@ class BenchPlan:
     #: every level x series runs this many times, the series interleaved and their order reversed
     #: in every other repeat
     repeats: int = 1
+    #: with temperature > 0: the nucleus, and the base of the per-prompt seeds (prompt i: seed + i, in
+    #: every series, level and repeat, so a lossless server gives every series the same answers)
+    top_p: float = 1.0
+    seed: int = 0
 
     @property
     def num_prompts(self) -> int:
@@ -275,6 +280,10 @@ def build_payload(prompt: Prompt, series: Series, plan: BenchPlan) -> dict[str, 
     {'model': 'm', 'max_tokens': 50, 'temperature': 0.0, 'stream': True,
      'stream_options': {'include_usage': True}, 'prompt': 'Hi', 'ignore_eos': True,
      'lookahead': {'w': 1, 'n': 1, 'g': 0}}
+    >>> sampled = dataclasses.replace(p, temperature=0.7, top_p=0.95, seed=100)
+    >>> {k: v for k, v in build_payload(Prompt(3, text="Hi"), Series("ar", t, Mode("ar", AUTOREGRESSIVE)), sampled).items()
+    ...  if k in ("temperature", "top_p", "seed")}
+    {'temperature': 0.7, 'top_p': 0.95, 'seed': 103}
     """
     body: dict[str, Any] = {
         "model": series.target.model,
@@ -283,6 +292,10 @@ def build_payload(prompt: Prompt, series: Series, plan: BenchPlan) -> dict[str, 
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if plan.temperature > 0:
+        if plan.top_p < 1.0:
+            body["top_p"] = plan.top_p
+        body["seed"] = plan.seed + prompt.index
     if plan.endpoint.kind == "chat":
         body["messages"] = prompt.chat_messages()
     else:

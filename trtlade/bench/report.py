@@ -305,7 +305,8 @@ def _failures_section(run: RunSummary) -> list[str]:
 def output_agreement(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, int]]:
     """Compare each series' answers with the first series' answers to the same prompts.
 
-    At temperature 0 lookahead must not change the text: ``identical < compared`` flags a server
+    Lookahead must not change the text, greedy or sampled with the same seed (the bench sends prompt i
+    with seed + i in every series): ``identical < compared`` flags a server
     whose lookahead (or batching) changes outputs. Keyed by (level, request index): every series
     sends the same prompt sequence at every level.
     """
@@ -325,8 +326,9 @@ def _agreement_lines(run: RunSummary) -> list[str]:
         return []
     base = run.series[0].label
     lines = ["## Output agreement", "",
-             f"Answers compared with `{base}`'s answer to the same prompt (greedy decoding with and without "
-             "lookahead must give the same text; sampling or batching effects can differ).", ""]
+             f"Answers compared with `{base}`'s answer to the same prompt (with and without lookahead, the text "
+             "must be the same: greedy, or sampled with the same seed on the reference engine; another server's "
+             "sampling can differ).", ""]
     for name, counts in run.output_agreement.items():
         lines.append(f"- {name}: {counts['identical']} of {counts['compared']} identical")
     return lines + [""]

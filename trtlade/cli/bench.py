@@ -175,8 +175,13 @@ def bench(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request (default 50)."),
     ignore_eos: Optional[bool] = typer.Option(None, "--ignore-eos/--no-ignore-eos",
                                               help="Send ignore_eos so every answer has max_tokens tokens."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Default 0 (greedy)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws (default 0)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, max=2.0, help="Default 0 (greedy). "
+                                                "> 0: prompt i is sent with seed --seed + i in every mode, so a "
+                                                "lossless server answers every mode alike."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", min=0.0, max=1.0, help="Nucleus sampling sent with "
+                                          "--temperature > 0 (default 1)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws and, with --temperature > 0, the base of the "
+                                    "per-prompt sampling seeds (default 0)."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a .jsonl / ShareGPT "
                                           ".json file."),
     modes: Optional[list[str]] = typer.Option(
@@ -225,6 +230,7 @@ def bench(
         url_a = parse_base_url(base_url) if base_url is not None else ""
         url_b = parse_base_url(base_url_b, option="--base-url-b") if base_url_b else None
         names = _server_labels(labels, two=url_b is not None)
+        top_p_v = _top_p(top_p, section.top_p)
     except PlanError as exc:
         fail(exc.message, where=exc.option, hint=exc.hint)
 
@@ -264,6 +270,7 @@ def bench(
         ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
         timeout=timeout if timeout is not None else section.timeout_s,
         repeats=repeats if repeats is not None else section.repeats,
+        top_p=top_p_v, seed=seed_v,
     )
     if n_prompts < max(levels):
         err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
@@ -272,6 +279,15 @@ def bench(
                                                                            section.result_dir)
     settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
     _run_and_report(plan, settings, meta, Path(out_root), label, launch, launch_timeout, model, plots)
+
+
+def _top_p(given: Optional[float], configured: float) -> float:
+    from trtlade.bench.plan import PlanError
+
+    value = configured if given is None else given
+    if not 0.0 < value <= 1.0:
+        raise PlanError(f"top_p {value:g} is outside (0, 1]", option="--top-p", hint="e.g. --top-p 0.95")
+    return value
 
 
 def _server_labels(labels: Optional[str], *, two: bool) -> list[str]:
@@ -301,6 +317,7 @@ def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: lis
         "repeats": plan.repeats,
         "max_tokens": plan.max_tokens,
         "temperature": plan.temperature,
+        **({"top_p": plan.top_p} if plan.temperature > 0 else {}),
         "ignore_eos": plan.ignore_eos,
         "seed": seed,
         "timeout_s": plan.timeout,

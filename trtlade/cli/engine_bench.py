@@ -61,11 +61,17 @@ def engine_bench(
                                                "modes' preset, repeatable to compare: fast (the serving default: "
                                                "prompt-lookup candidates) or trtllm (TensorRT-LLM's algorithm "
                                                "exactly) (default: fast)."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="> 0: every mode samples "
+                                      "(top_p below; prompt i with seed --seed + i), against plain sampling on "
+                                      "the same engine and transformers' sampled generate (default 0: greedy)."),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling with --temperature."),
+    seed: int = typer.Option(0, "--seed", help="Base seed of the sampled modes."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
-    """Greedy vs lookahead on the reference engine: tokens/s, tokens/step, rows/step, speedup vs greedy
-    measured in the same run, identity vs greedy; plus TensorRT-LLM vs corrected n-gram keying."""
+    """Greedy (or sampling, with --temperature) vs lookahead on the reference engine: tokens/s,
+    tokens/step, rows/step, speedup vs the plain baseline measured in the same run, identity with it;
+    plus TensorRT-LLM vs corrected n-gram keying."""
     extra = list(ctx.args)  # `--specs 4,2,4 7,7,7`: the values after the first arrive as extra arguments
     if extra and not specs:
         fail(f"unexpected argument(s) {' '.join(extra)}", hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
@@ -77,6 +83,11 @@ def engine_bench(
     if not dtypes or bad:
         fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}",
              hint="use float32, bfloat16 or float16, comma-separated (e.g. --dtype float32,bfloat16)")
+    if top_p <= 0.0:
+        fail(f"--top-p {top_p}: must be in (0, 1]", hint="e.g. --temperature 0.7 --top-p 0.95")
+    if top_p < 1.0 and not temperature > 0:
+        fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p",
+             hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
     if model is not None and not (model / "config.json").is_file():
         fail(f"--model {model}: not a Hugging Face model folder (no config.json)",
              hint="give a folder with config.json, weights and tokenizer, or omit --model for the embedded model")
@@ -96,7 +107,7 @@ def engine_bench(
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
-                         presets=presets)
+                         presets=presets, temperature=temperature, top_p=top_p, seed=seed)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
@@ -116,15 +127,20 @@ def engine_bench(
 def _print_tables(data: dict) -> None:
     from rich.table import Table
 
+    config = data["config"]
+    sampled = config.get("temperature", 0) > 0
+    base = "plain sampling" if sampled else "greedy"
+    decoding = f"sampled at temperature {config['temperature']:g}, top_p {config['top_p']:g}; " if sampled else ""
     for res in data["results"]:
         table = Table(title=f"{data['model_id']} {res['dtype']} on {data.get('machine', {}).get('cpu') or 'an unknown CPU'} "
-                            f"(engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
-                            "repeats, each repeat running every mode; "
+                            f"({decoding}"
+                            f"engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
+                            "repeats of the token rate over generate's, each repeat running every mode; "
                             f"{res['threads']} threads, {len(data['prompts'])} prompts x "
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
                             "and the speedup vs transformers generate count prefill + decode)")
-        for col in ("mode", "preset", "tokens/s", "vs transformers generate", "vs trtlade greedy (decode)", "tokens/step",
-                    "rows/step", "identical", "same tokens"):
+        for col in ("mode", "preset", "tokens/s", "vs transformers generate", f"vs trtlade {base} (decode)",
+                    "tokens/step", "rows/step", f"identical to {base}", "same tokens"):
             table.add_column(col, justify="left" if col == "mode" else "right")
         for m in res["modes"]:
             label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
@@ -136,7 +152,8 @@ def _print_tables(data: dict) -> None:
             table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
                           f"{m['speedup_vs_greedy']:.2f}x" if ours else "-",
                           f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",
-                          f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
+                          *((f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
+                            if ours or not sampled else ("- (own RNG)", "-")))
         console.print(table)
         _print_categories(res)
         if res["keying"]:

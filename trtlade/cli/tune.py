@@ -110,6 +110,11 @@ def tune(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request "
                                              "(default: the config's bench.max_tokens)."),
     ignore_eos: Optional[bool] = typer.Option(None, "--ignore-eos/--no-ignore-eos", help="Send ignore_eos."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, max=2.0, help="Tune for sampled "
+                                                "traffic: every request samples at this temperature, prompt i "
+                                                "with seed --seed + i (default: the config's bench.temperature, 0)."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", min=0.0, max=1.0, help="Nucleus sampling with "
+                                          "--temperature (default: the config's bench.top_p, 1)."),
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", min=0.0, help="Only pick specs whose "
                                                 "median TTFT stays under this."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", min=0.0, help="Only pick specs whose "
@@ -158,7 +163,11 @@ def tune(
     settings = TuneSettings(
         levels=tuple(sorted(levels)), repeats=repeats, num_prompts=num_prompts,
         max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
-        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos, timeout=timeout, seed=seed)
+        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos, timeout=timeout, seed=seed,
+        temperature=temperature if temperature is not None else section.temperature,
+        top_p=top_p if top_p is not None else section.top_p)
+    if not 0.0 < settings.top_p <= 1.0:
+        fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
     out_root = Path(result_dir if result_dir is not None else
                     config_relative(loaded, section, "result_dir", section.result_dir))
     key = api_key
@@ -261,6 +270,7 @@ class _Job:
             settings={"dataset": self.dataset_name, "endpoint": self.endpoint.path, "levels": list(s.levels),
                       "repeats": s.repeats, "num_prompts": s.num_prompts, "per_worker": s.per_worker,
                       "max_tokens": s.max_tokens, "ignore_eos": s.ignore_eos, "seed": s.seed,
+                      "temperature": s.temperature, "top_p": s.top_p,
                       "base_url": self.target.base_url, "model": self.target.model,
                       "launch": str(self.launch) if self.launch else None, "seconds": round(seconds, 1)},
             metadata={**machine_info(), "server": self.target.server_info})

@@ -255,7 +255,9 @@ class BenchSection(_Section):
                              "(trtlade's draft policies), or explicit specs like 4-2-4.")
     seed: int = Field(0, description="Seed for prompt sampling and ordering.")
     result_dir: Path = Field(Path("reports"), description="Where run folders are written.")
-    temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with every request.")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature sent with every request (> 0: "
+                               "each prompt also gets its own seed, seed + its index, the same in every mode).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling sent with temperature > 0.")
     timeout_s: float = Field(600.0, gt=0, description="Bound on one request (connect to last byte), seconds.")
 
 

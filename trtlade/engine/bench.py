@@ -3,7 +3,8 @@
 For each dtype, one engine is loaded (spec = the field-wise maximum of the specs asked for, so
 that all are admitted) and these modes run over the prompt suite:
 
-* ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against;
+* ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against (``plain sampling``
+  with ``temperature > 0``: the same engine sampling without lookahead, with the same seeds);
 * per preset (``fast``, the serving default: prompt-lookup candidates of N-1 tokens next to the
   pool's; ``trtllm``: TensorRT-LLM's algorithm exactly):
   ``<preset> default`` -- the engine's default request spec under the auto draft policy (what a user
@@ -11,7 +12,9 @@ that all are admitted) and these modes run over the prompt suite:
   (drafts every step): what that (W,N,G) does by itself;
 * with ``baselines`` (the default), what a user would otherwise run, on a separately loaded copy of
   the model: ``transformers generate`` (greedy) and ``transformers prompt lookup``
-  (``prompt_lookup_num_tokens``), interleaved with the modes above. ``speedup_vs_generate`` compares
+  (``prompt_lookup_num_tokens``), interleaved with the modes above (sampled with the same temperature
+  and top_p when ``temperature > 0``: transformers verifies prompt-lookup candidates exactly against
+  its own draws, seeded per prompt with ``torch.manual_seed``). ``speedup_vs_generate`` compares
   every mode's whole time (prefill included: ``generate`` does not split it) with ``generate``'s
   on the same prompts in the same repeat; that is the speedup a user gets.
 
@@ -19,7 +22,9 @@ Runs are interleaved (repeat r: every prompt, every mode in a rotated order), so
 slows all modes alike; per mode the suite's decode tokens/s of each repeat is computed and the
 median over repeats reported; ``speedup`` is the median over repeats of greedy's suite decode time
 divided by the mode's, both from the same repeat. ``identity`` is the share of prompts whose tokens
-equal greedy's in the same dtype (1.0 in fp32; bf16 logits depend on the rows of a pass).
+equal the baseline's in the same dtype (1.0 in fp32, sampled too: prompt i is sampled with seed
+``seed + i`` in every trtlade mode; bf16 logits depend on the rows of a pass). transformers' sampled
+tokens come from its own generator, so their identity is not a lossless check.
 
 Separately, tokens per step with TensorRT-LLM's keying vs the corrected keying (column 0's n-gram
 keyed by g) is counted per spec (no timing: it only changes the pool).
@@ -60,6 +65,20 @@ class BenchConfig:
     baselines: bool = True  # transformers generate greedy and prompt lookup, interleaved
     presets: tuple[str, ...] = (DEFAULT_PRESET,)  # the reference engine's presets to run the lookahead modes with
     prompt_lookup_tokens: int = 10
+    temperature: float = 0.0  # > 0: every mode samples (the baseline is plain sampling on the same engine)
+    top_p: float = 1.0
+    seed: int = 0  # prompt i is sampled with seed + i, in every mode and repeat
+
+    @property
+    def baseline(self) -> str:
+        """The name of the mode every ratio is measured against."""
+        return "greedy" if not self.temperature > 0 else "plain sampling"
+
+    def sampling(self, prompt_index: int) -> dict[str, Any]:
+        """The sampling arguments of prompt ``prompt_index`` (none when greedy)."""
+        if not self.temperature > 0:
+            return {}
+        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed + prompt_index}
 
 
 @dataclass
@@ -109,15 +128,18 @@ class ModeResult:
         return statistics.median(self.tokens / t for t in self.total_s) if self.total_s else 0.0
 
     def speedup_total(self, base: Optional["ModeResult"]) -> Optional[float]:
-        """Median over repeats of ``base``'s whole time over this mode's (prefill included)."""
+        """Median over repeats of this mode's whole-time token rate over ``base``'s (prefill included)."""
         pairs = self.speedups_total(base)
         return statistics.median(pairs) if pairs else None
 
     def speedups_total(self, base: Optional["ModeResult"]) -> list[float]:
-        """``base``'s whole time over this mode's, one ratio per repeat (each repeat runs both)."""
-        if base is None:
+        """This mode's tokens per second (prefill included) over ``base``'s, one ratio per repeat
+        (each repeat runs both). With the same tokens -- greedy, or trtlade's sampled modes with
+        the same seeds -- it is ``base``'s time over this mode's; transformers' samples differ in
+        length (its own generator, its own EOS), so rates, not times, are compared."""
+        if base is None or not base.tokens or not self.tokens:
             return []
-        return [b / m for b, m in zip(base.total_s, self.total_s) if m > 0]
+        return [(self.tokens / m) / (base.tokens / b) for b, m in zip(base.total_s, self.total_s) if m > 0 and b > 0]
 
     def to_dict(self, greedy: "ModeResult", generate: Optional["ModeResult"] = None) -> dict[str, Any]:
         vs_generate = self.speedup_total(generate)
@@ -156,7 +178,8 @@ class DtypeResult:
 
     @property
     def greedy(self) -> ModeResult:
-        return next(m for m in self.modes if m.mode == "greedy")
+        """The baseline: plain greedy decoding (or plain sampling), always the first mode."""
+        return self.modes[0]
 
     @property
     def generate(self) -> Optional[ModeResult]:
@@ -194,14 +217,14 @@ class BenchResult:
 
 def category_speedups(modes: Sequence[ModeResult], base: Optional[ModeResult],
                       categories: dict[str, str]) -> dict[str, dict[str, float]]:
-    """Per category, per mode: the median over repeats of ``base``'s whole time on the category's
-    prompts over the mode's (prefill included), like ``speedup_vs_generate`` for the whole suite.
+    """Per category, per mode: the median over repeats of the mode's token rate on the category's
+    prompts over ``base``'s (prefill included), like ``speedup_vs_generate`` for the whole suite.
 
     >>> gen, ours = ModeResult("g", "greedy", False), ModeResult("o", "2,4,2", False)
-    >>> gen.per_prompt = {"a": {"total_s": [2.0, 2.0]}, "b": {"total_s": [1.0, 1.0]}}
-    >>> ours.per_prompt = {"a": {"total_s": [1.0, 1.0]}, "b": {"total_s": [1.0, 0.5]}}
-    >>> category_speedups([gen, ours], gen, {"a": "code", "b": "math"})
-    {'code': {'g': 1.0, 'o': 2.0}, 'math': {'g': 1.0, 'o': 1.5}}
+    >>> gen.per_prompt = {"a": {"tokens": 8, "total_s": [2.0, 2.0]}, "b": {"tokens": 4, "total_s": [1.0, 1.0]}}
+    >>> ours.per_prompt = {"a": {"tokens": 8, "total_s": [1.0, 1.0]}, "b": {"tokens": 2, "total_s": [1.0, 0.5]}}
+    >>> category_speedups([gen, ours], gen, {"a": "code", "b": "math"})   # b: half the tokens
+    {'code': {'g': 1.0, 'o': 2.0}, 'math': {'g': 1.0, 'o': 0.75}}
     """
     if base is None:
         return {}
@@ -209,10 +232,12 @@ def category_speedups(modes: Sequence[ModeResult], base: Optional[ModeResult],
     for category in dict.fromkeys(categories.values()):
         ids = [pid for pid, c in categories.items() if c == category]
         base_s = [sum(t) for t in zip(*(base.per_prompt[pid]["total_s"] for pid in ids))]
+        base_tokens = sum(base.per_prompt[pid]["tokens"] for pid in ids)
         out[category] = {}
         for mode in modes:
             mode_s = [sum(t) for t in zip(*(mode.per_prompt[pid]["total_s"] for pid in ids))]
-            pairs = [b / m for b, m in zip(base_s, mode_s) if m > 0]
+            tokens = sum(mode.per_prompt[pid]["tokens"] for pid in ids)
+            pairs = [(tokens / m) / (base_tokens / b) for b, m in zip(base_s, mode_s) if m > 0 and b > 0 and base_tokens]
             out[category][mode.mode] = round(statistics.median(pairs), 4) if pairs else 0.0
     return out
 
@@ -253,12 +278,13 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
         categories = {p.id: p.category for p in suite.prompts}
         prompt_info = [{"id": pid, "category": categories[pid], "tokens": len(ids)} for pid, ids in prompts]
-        modes = [ModeResult("greedy", str(AUTOREGRESSIVE), adaptive=False)]
+        modes = [ModeResult(config.baseline, str(AUTOREGRESSIVE), adaptive=False)]
         modes += lookahead_modes(config, engine.default_request_spec)
         baseline = None
         if config.baselines:
             baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens)
-            modes += [ModeResult(GENERATE, "greedy", adaptive=False, kind="transformers"),
+            modes += [ModeResult(GENERATE, "greedy" if not config.temperature > 0 else "sampled", adaptive=False,
+                                 kind="transformers"),
                       ModeResult(PROMPT_LOOKUP, f"prompt_lookup_num_tokens={config.prompt_lookup_tokens}",
                                  adaptive=False, kind="transformers")]
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
@@ -314,16 +340,23 @@ class TransformersBaseline:
         self.model.eval()
         self.lookup_tokens = lookup_tokens
 
-    def run(self, ids: Sequence[int], max_tokens: int, lookup: bool) -> tuple[list[int], float]:
-        """New tokens and the whole time (prefill included) of one greedy generate."""
+    def run(self, ids: Sequence[int], max_tokens: int, lookup: bool, temperature: float = 0.0, top_p: float = 1.0,
+            seed: int = 0) -> tuple[list[int], float]:
+        """New tokens and the whole time (prefill included) of one generate: greedy, or sampled
+        (``temperature > 0``) from ``torch.manual_seed(seed)``."""
         import torch
 
         inputs = torch.tensor([list(ids)])
-        extra = {"prompt_lookup_num_tokens": self.lookup_tokens} if lookup else {}
+        extra: dict[str, Any] = {"prompt_lookup_num_tokens": self.lookup_tokens} if lookup else {}
+        if temperature > 0:
+            torch.manual_seed(seed)
+            extra.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            extra["do_sample"] = False
         eos = self.model.generation_config.eos_token_id
         with torch.inference_mode():
             t0 = time.perf_counter()
-            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs),
                                       max_new_tokens=max_tokens, pad_token_id=eos[0] if isinstance(eos, list) else eos,
                                       **extra)
             seconds = time.perf_counter() - t0
@@ -341,16 +374,18 @@ def _prompt_lookup(engine: Any, tokens: int) -> Iterator[None]:
 
 
 def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeResult, ids: list[int],
-              max_tokens: int) -> tuple[list[int], float, float, Any]:
-    """(tokens, decode seconds, prefill seconds, stats or None) of one prompt in one mode."""
+              max_tokens: int, sampling: Optional[dict[str, Any]] = None) -> tuple[list[int], float, float, Any]:
+    """(tokens, decode seconds, prefill seconds, stats or None) of one prompt in one mode;
+    ``sampling``: temperature, top_p and seed (none: greedy)."""
+    sampling = sampling or {}
     if mode.kind == "transformers":
         assert baseline is not None
-        tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP)
+        tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP, **sampling)
         return tokens, seconds, 0.0, None
     engine.adaptive = mode.adaptive
     spec = None if mode.adaptive else LookaheadSpec.parse(mode.spec)
     with _prompt_lookup(engine, mode.prompt_lookup):
-        result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec)
+        result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec, **sampling)
     return result.tokens, result.stats.decode_s, result.stats.prefill_s, result
 
 
@@ -369,7 +404,8 @@ def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[Mode
             shift = (rep + p_index) % len(modes)
             order = modes[shift:] + modes[:shift]
             for mode in order:
-                tokens, decode_s, prefill_s, result = _run_mode(engine, baseline, mode, ids, config.max_tokens)
+                tokens, decode_s, prefill_s, result = _run_mode(engine, baseline, mode, ids, config.max_tokens,
+                                                                config.sampling(p_index))
                 totals[mode.mode][0] += decode_s
                 totals[mode.mode][1] += prefill_s
                 if rep == 0:
@@ -395,7 +431,7 @@ def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[Mode
     for mode in modes:
         mode.prompts = len(prompts)
         for pid, _ in prompts:
-            ours, ref = outputs[(mode.mode, pid)], outputs[("greedy", pid)]
+            ours, ref = outputs[(mode.mode, pid)], outputs[(modes[0].mode, pid)]
             same = ours == ref
             mode.identical_prompts += int(same)
             mode.per_prompt[pid]["identical"] = same

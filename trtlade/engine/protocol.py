@@ -58,6 +58,11 @@ class GenerationRequest:
     ``"schedule"``: ``schedule`` chose ``lookahead`` at admission; at each step the drafts run only
     while the band for the requests in flight then is not (1,1,0). None: ``"auto"`` when
     ``lookahead`` is None and the engine is adaptive, else ``"fixed"``. Lossless in every case.
+
+    Sampling: ``temperature > 0`` samples with the warpers below, every draw keyed by (``seed``,
+    position), so lookahead emits exactly what plain sampling does with the same seed (reference
+    engine, :mod:`trtlade.engine.sampling`); ``seed`` None: the engine picks one and reports it in
+    ``GenerationStats.seed``.
     """
 
     prompt_ids: tuple[int, ...]

@@ -36,6 +36,7 @@ class TuneSettings:
     per_worker: int = 2
     max_tokens: int = 48
     temperature: float = 0.0
+    top_p: float = 1.0
     ignore_eos: bool = False
     timeout: float = 600.0
     seed: int = 0
@@ -68,7 +69,8 @@ def _plan(target: Target, endpoint: Endpoint, specs: Sequence[LookaheadSpec], pr
           settings: TuneSettings, level: int) -> BenchPlan:
     return BenchPlan(series=[Series(mode_of(s).name, target, mode_of(s)) for s in specs], levels=[level],
                      endpoint=endpoint, prompts=prompts, warmup_prompts=[], max_tokens=settings.max_tokens,
-                     temperature=settings.temperature, ignore_eos=settings.ignore_eos, timeout=settings.timeout)
+                     temperature=settings.temperature, ignore_eos=settings.ignore_eos, timeout=settings.timeout,
+                     top_p=settings.top_p, seed=settings.seed)
 
 
 def _rotated(items: Sequence[LookaheadSpec], by: int) -> list[LookaheadSpec]:

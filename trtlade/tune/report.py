@@ -157,7 +157,7 @@ def summary_markdown(result: TuneResult) -> str:
 
 Server (W,N,G) = ({result.server_spec}); {table.repeats} repeat(s) x {levels} concurrency level(s) x
 {len(table.specs)} spec(s), interleaved; dataset `{result.settings.get('dataset')}`, max_tokens
-{result.settings.get('max_tokens')}. Latency limits: {limits}.{_served_by(result)}
+{result.settings.get('max_tokens')}, {_decoding(result.settings)}. Latency limits: {limits}.{_served_by(result)}
 {failed}
 ## Candidates
 
@@ -272,3 +272,13 @@ def write_report(folder: Path, result: TuneResult, *, plots: bool = True) -> lis
     return written
 
 
+def _decoding(settings: dict) -> str:
+    """How the measured requests decoded: a schedule tuned on sampled traffic says so.
+
+    >>> _decoding({}), _decoding({"temperature": 0.7, "top_p": 0.95})
+    ('greedy', 'sampled at temperature 0.7, top_p 0.95')
+    """
+    temperature = settings.get("temperature") or 0.0
+    if not temperature > 0:
+        return "greedy"
+    return f"sampled at temperature {temperature:g}, top_p {settings.get('top_p', 1.0):g}"
