@@ -73,7 +73,8 @@ def _prompt_tokens(name: str, dir: Path) -> Optional[float]:
             m = json.loads((dir / "guidellm.json").read_text())["benchmarks"][0]["metrics"]
             return m["prompt_token_count"]["successful"]["mean"]
         if name == "aiperf":
-            return json.loads((dir / "aiperf" / "profile_export_aiperf.json").read_text())["input_sequence_length"]["avg"]
+            export = json.loads((dir / "aiperf" / "profile_export_aiperf.json").read_text())
+            return export["input_sequence_length"]["avg"]
         s = json.loads(Path(glob.glob(str(dir / "bench" / "*" / "summary.json"))[0]).read_text())["summaries"][0]
         return s["total_input_tokens"] / max(1, s["completed"])
     except (OSError, KeyError, IndexError, TypeError, ValueError):

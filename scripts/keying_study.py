@@ -59,7 +59,11 @@ def corpus_suite(name: str, text: str, num_prompts: int, prompt_len: int, seed: 
 
 
 def code_text() -> str:
-    import argparse as m1, dataclasses as m2, json.decoder as m3, pathlib as m4, textwrap as m5
+    import argparse as m1
+    import dataclasses as m2
+    import json.decoder as m3
+    import pathlib as m4
+    import textwrap as m5
     return "\n".join(inspect.getsource(m) for m in (m1, m2, m3, m4, m5))
 
 

@@ -3,7 +3,6 @@ clear errors (exit 1, no traceback) for user mistakes; the --launch machinery.""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys

@@ -105,7 +105,8 @@ def test_deep_nesting_is_a_400_and_the_connection_stays_usable():
     with uvicorn_thread(app) as url:
         with httpx.Client(base_url=url, timeout=30) as client:  # one keep-alive connection
             bad = client.post("/v1/completions", content=deep, headers={"content-type": "application/json"})
-            nested = client.post("/v1/completions", json={"prompt": "x", "lookahead": json.loads("[" * 100 + "]" * 100)})
+            deep_list = json.loads("[" * 100 + "]" * 100)
+            nested = client.post("/v1/completions", json={"prompt": "x", "lookahead": deep_list})
             after = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
     assert "levels deep" in bad.json()["error"]["message"]
@@ -153,12 +154,32 @@ def test_access_log_has_one_line_per_request_with_tokens_spec_and_errors(caplog)
     with caplog.at_level(logging.INFO, logger="trtlade.access"):
         run(go())
     lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
-    assert len(lines) == 4
+    assert len(lines) == 3  # the health probe is not logged
     assert '"POST /v1/completions HTTP/1.1" 200' in lines[0]
     assert "prompt=2 completion=5 lookahead=2,2,1" in lines[0]
     assert "completion=3 lookahead=4,2,4" in lines[1]
     assert " 400 " in lines[2] and "error=lookahead_not_admitted param=lookahead.w" in lines[2]
-    assert '"GET /health HTTP/1.1" 200' in lines[3]
+
+
+@pytest.mark.parametrize("probes", [False, True])
+def test_health_probes_and_metrics_scrapes_stay_out_of_the_access_log_unless_asked(caplog, probes):
+    from trtlade.server.app import ServerSettings
+
+    app, _ = fake_app(settings=ServerSettings(access_log_probes=probes))
+
+    async def go():
+        async with client_for(app) as c:
+            for _ in range(5):
+                await c.get("/health")
+                await c.get("/metrics")
+            await c.get("/version")
+
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        run(go())
+    lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
+    assert sum("GET /health" in line for line in lines) == (5 if probes else 0)
+    assert sum("GET /metrics" in line for line in lines) == (5 if probes else 0)
+    assert sum("GET /version" in line for line in lines) == 1  # not a probe: logged
 
 
 def test_access_log_can_be_switched_off(caplog):

@@ -139,8 +139,8 @@ def test_tree_mask_is_honoured_row_by_row(arch, attn):
     runner.prefill(slots[2], other[:7])
     rows = list(range(batch.num_rows))
     neighbour = RowBlock(slots[0], batch.tokens[:3], batch.positions[:3], [0, 1, 2], mask=batch.mask_array()[:3, :3])
-    logits = runner.forward([neighbour, RowBlock(slots[1], batch.tokens, batch.positions, rows, mask=batch.mask_array()),
-                             RowBlock(slots[2], [other[7]], [0], [0])])
+    mine = RowBlock(slots[1], batch.tokens, batch.positions, rows, mask=batch.mask_array())
+    logits = runner.forward([neighbour, mine, RowBlock(slots[2], [other[7]], [0], [0])])
     cases = [(other + [batch.tokens[r] for r in batch.ancestors[row]], logits[0][row]) for row in range(3)]
     cases += [(committed + [batch.tokens[r] for r in batch.ancestors[row]], logits[1][row]) for row in rows]
     cases += [(other[:8], logits[2][0])]

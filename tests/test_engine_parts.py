@@ -13,7 +13,6 @@ from trtlade.engine.adaptive import AutoPolicy, CostTable
 from trtlade.engine.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
 from trtlade.engine.kernels import resolve_dtype
 from trtlade.engine.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
-from trtlade.spec import LookaheadSpec
 
 
 # ------------------------------------------------------------------------------------ KV cache

@@ -356,8 +356,8 @@ def test_served_sampling_runs_with_lookahead_reports_its_seed_and_reproduces():
     for resp in (unseeded, seeded, off, n2, penalised):
         assert resp.status_code == 200, resp.text
     ids = eng.tokenizer.encode(text)
-    direct = eng.generate(ids, MAX_TOKENS, lookahead=(1, 1, 0), seed=4, ignore_eos=True,
-                          **{k: v for k, v in {**base, **penalties}.items() if k not in ("prompt", "max_tokens", "ignore_eos")})
+    warpers = {k: v for k, v in {**base, **penalties}.items() if k not in ("prompt", "max_tokens", "ignore_eos")}
+    direct = eng.generate(ids, MAX_TOKENS, lookahead=(1, 1, 0), seed=4, ignore_eos=True, **warpers)
     assert penalised.json()["choices"][0]["text"] == direct.text  # every warper reached the engine
     usage = seeded.json()["usage"]["lookahead"]
     assert usage["spec"] == {"w": 7, "n": 5, "g": 7} and usage["seed"] == 21 and usage["tokens_per_step"] > 1

@@ -109,7 +109,8 @@ def test_k8s_export_of_a_multi_gpu_bundle_passes_the_kubernetes_schemas(tmp_path
     main = pod["containers"][0]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == 2
     assert main["command"][:3] == ["mpirun", "-n", "2"] and "serve" in main["command"]
-    assert main["readinessProbe"]["httpGet"]["path"] == "/health" and main["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert main["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert main["livenessProbe"]["httpGet"]["path"] == "/health"
     assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtlade.yml",
                                                   "--engine-dir", "/bundle/engine"]
     assert docs["deployment.yml"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"

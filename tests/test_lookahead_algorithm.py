@@ -261,7 +261,9 @@ def test_corrected_keying_changes_only_column_zeros_key():
     assert pools[False][99] == [(B0, 40)]            # TensorRT-LLM: keyed by y[g]
     assert (B0, 40) in pools[True][G]                # lade: keyed by g
     assert 99 not in pools[True]
-    strip = lambda pool: {k: [v for v in vs if v != (B0, 40)] for k, vs in pool.items()}
+    def strip(pool):
+        return {k: [v for v in vs if v != (B0, 40)] for k, vs in pool.items()}
+
     assert {k: v for k, v in strip(pools[False]).items() if v} == {k: v for k, v in strip(pools[True]).items() if v}
 
 

@@ -103,7 +103,8 @@ def test_trtllm_needs_an_engine_dir_and_a_tokenizer(tmp_path, hf_dir):
         make_plan(ServeFlags(engine="trtllm"), env={})
     with pytest.raises(PlanError, match="no tokenizer"):
         make_plan(ServeFlags(engine="trtllm", model=str(ENGINES / "qwen3-8b-424")), env={})
-    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {ENGINES / 'qwen3-8b-424'}}}\n"
+    engine_dir = ENGINES / "qwen3-8b-424"
+    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {engine_dir}}}\n"
                                     "lookahead: {spec: [4, 2, 4]}\nserve: {engine: trtllm}\n")
     plan = make_plan(ServeFlags(config=cfg), env={})
     assert (plan.engine, plan.engine_dir, plan.tokenizer_dir) == ("trtllm", ENGINES / "qwen3-8b-424", hf_dir)
@@ -167,7 +168,8 @@ def test_cli_missing_tensorrt_llm_says_how_to_install(tmp_path, hf_dir, monkeypa
                            env={"TRTLADE_API_KEY": ""})
     assert result.exit_code == 1
     assert "no tokenizer" in result.output  # plan errors come first
-    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {ENGINES / 'qwen3-8b-424'}}}\n"
+    engine_dir = ENGINES / "qwen3-8b-424"
+    cfg = write(tmp_path / "d.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: {engine_dir}}}\n"
                                     "lookahead: {spec: [4, 2, 4]}\nserve: {engine: trtllm}\n")
     result = runner.invoke(app, ["serve", "--config", str(cfg)])
     assert result.exit_code == 1 and "TensorRT-LLM is not installed" in result.output

@@ -11,7 +11,6 @@ server labels (``a``, ``b``), or ``a/ar``, ``b/ar`` ... when several modes run o
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
@@ -280,9 +279,10 @@ def build_payload(prompt: Prompt, series: Series, plan: BenchPlan) -> dict[str, 
     {'model': 'm', 'max_tokens': 50, 'temperature': 0.0, 'stream': True,
      'stream_options': {'include_usage': True}, 'prompt': 'Hi', 'ignore_eos': True,
      'lookahead': {'w': 1, 'n': 1, 'g': 0}}
+    >>> import dataclasses
     >>> sampled = dataclasses.replace(p, temperature=0.7, top_p=0.95, seed=100)
-    >>> {k: v for k, v in build_payload(Prompt(3, text="Hi"), Series("ar", t, Mode("ar", AUTOREGRESSIVE)), sampled).items()
-    ...  if k in ("temperature", "top_p", "seed")}
+    >>> body = build_payload(Prompt(3, text="Hi"), Series("ar", t, Mode("ar", AUTOREGRESSIVE)), sampled)
+    >>> {k: v for k, v in body.items() if k in ("temperature", "top_p", "seed")}
     {'temperature': 0.7, 'top_p': 0.95, 'seed': 103}
     """
     body: dict[str, Any] = {

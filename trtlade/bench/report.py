@@ -34,7 +34,8 @@ from trtlade.bench.records import RequestRecord
 
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
-    "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id", "output_agreement", "render_markdown", "series_rows",
+    "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id", "output_agreement",
+    "render_markdown", "series_rows",
     "write_report",
 ]
 
@@ -368,7 +369,8 @@ def render_markdown(run: RunSummary) -> str:
     s = run.settings
     out.append(f"{s.get('endpoint', '?')} endpoint, dataset `{s.get('dataset', '?')}`, "
                f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
-               f"warm-up), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
+               f"warm-up), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, "
+               f"temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     m = run.metadata
     if m.get("cpu") or m.get("cpu_count"):

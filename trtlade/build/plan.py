@@ -251,7 +251,7 @@ class BuildPlan:
         lines += [f"# note: {n}" for n in self.notes]
         if self.backend == "reference":
             lines += [
-                f"# the reference engine (PyTorch, CPU) serves the HF folder directly: nothing to convert",
+                "# the reference engine (PyTorch, CPU) serves the HF folder directly: nothing to convert",
                 f"mkdir -p {shlex.quote(str(self.output))}",
                 f"# trtlade writes {self.manifest_path.name} and {self.config_file.name} into "
                 f"{shlex.quote(str(self.output))}, then:",

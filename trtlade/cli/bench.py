@@ -180,9 +180,11 @@ def bench(
                                                 "lossless server answers every mode alike."),
     top_p: Optional[float] = typer.Option(None, "--top-p", min=0.0, max=1.0, help="Nucleus sampling sent with "
                                           "--temperature > 0 (default 1)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws and, with --temperature > 0, the base of the "
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws and, with "
+                                       "--temperature > 0, the base of the "
                                     "per-prompt sampling seeds (default 0)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a .jsonl / ShareGPT "
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a "
+                                          ".jsonl / ShareGPT "
                                           ".json file."),
     modes: Optional[list[str]] = typer.Option(
         None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)); lookahead (the server's own "

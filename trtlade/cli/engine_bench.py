@@ -132,7 +132,8 @@ def _print_tables(data: dict) -> None:
     base = "plain sampling" if sampled else "greedy"
     decoding = f"sampled at temperature {config['temperature']:g}, top_p {config['top_p']:g}; " if sampled else ""
     for res in data["results"]:
-        table = Table(title=f"{data['model_id']} {res['dtype']} on {data.get('machine', {}).get('cpu') or 'an unknown CPU'} "
+        cpu = data.get('machine', {}).get('cpu') or 'an unknown CPU'
+        table = Table(title=f"{data['model_id']} {res['dtype']} on {cpu} "
                             f"({decoding}"
                             f"engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
                             "repeats of the token rate over generate's, each repeat running every mode; "

@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One log line per request "
                                         "(status, latency, tokens, lookahead spec; error code and param for "
                                         "4xx/5xx), logger trtlade.access."),
+        access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
+                                               "/metrics too (left out by default: load balancers, Kubernetes "
+                                               "and Prometheus poll them every few seconds)."),
     ) -> None:
         from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
@@ -68,10 +71,11 @@ def register(app: typer.Typer) -> None:
             plan = make_plan(flags)
         except PlanError as exc:
             fail(exc.message, hint=exc.hint, code=EXIT_USAGE if exc.usage else 1)
-        _run(plan, log_level, access_log)
+        _run(plan, log_level, access_log, access_log_probes)
 
 
-def _run(plan, log_level: str, access_log: bool = True) -> None:  # noqa: ANN001 - ServePlan, imported lazily
+def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServePlan, imported lazily
+         access_log_probes: bool = False) -> None:
     from trtlade.server.runner import ServeError, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -83,7 +87,8 @@ def _run(plan, log_level: str, access_log: bool = True) -> None:  # noqa: ANN001
         f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, (W,N,G) = ({plan.spec}); "
         f"http://{plan.host}:{plan.port}/v1", highlight=False)
     try:
-        code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log)
+        code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,
+                        access_log_probes=access_log_probes)
     except ServeError as exc:
         fail(exc.message, hint=exc.hint)
     raise typer.Exit(code)

@@ -53,7 +53,8 @@ def _sibling_engine(doc: YamlDocument) -> Optional[Path]:
         except (OSError, yaml.YAMLError):
             continue
         for model in (data or {}).get("models") or []:
-            engine = ((model or {}).get("inferer_args") or {}).get("gpt_model_path") if isinstance(model, dict) else None
+            args = (model or {}).get("inferer_args") if isinstance(model, dict) else None
+            engine = (args or {}).get("gpt_model_path") if isinstance(model, dict) else None
             if isinstance(engine, str) and (Path(engine) / "config.json").is_file():
                 return Path(engine)
     return None

@@ -4,8 +4,9 @@ Lookahead is lossless whatever rows a step verifies (every emitted token is the 
 the engine may decide per step, per sequence, how many rows a sequence runs: all the rows of its
 admitted (w,n,g), only its candidates (the n-gram pool's and prompt lookup's guesses, without the
 Jacobi window's rows), only the first token of each candidate, or only its golden row (plain
-decoding for that step; its n-gram pool keeps learning from the tokens it emits). :class:`AutoPolicy` chooses the set of sequences that maximises
-the batch's expected tokens per second, from two measurements:
+decoding for that step; its n-gram pool keeps learning from the tokens it emits).
+:class:`AutoPolicy` chooses the set of sequences that maximises the batch's expected tokens per
+second, from two measurements:
 
 * :class:`CostTable` -- the wall time of a step of one sequence by the rows it computes, calibrated
   at load and refined by every step the engine runs (so it is the cost of a row on *this* host); and

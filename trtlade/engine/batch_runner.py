@@ -361,10 +361,10 @@ class BatchRunner:
     """Forward passes of many sequences at once on a causal LM (see the module docstring).
 
     ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
-    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per row count
-    (:func:`~trtlade.engine.kernels.choose_linear_kernel`; ``kernel_choice`` says what was chosen). Slots are handed out by
-    :meth:`allocate` (lowest free first, so the attention reads a short slot range) and returned by
-    :meth:`free`. Not thread-safe: one thread drives it.
+    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per
+    row count (:func:`~trtlade.engine.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
+    chosen). Slots are handed out by :meth:`allocate` (lowest free first, so the attention reads a
+    short slot range) and returned by :meth:`free`. Not thread-safe: one thread drives it.
     """
 
     def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None) -> None:

@@ -237,7 +237,8 @@ def category_speedups(modes: Sequence[ModeResult], base: Optional[ModeResult],
         for mode in modes:
             mode_s = [sum(t) for t in zip(*(mode.per_prompt[pid]["total_s"] for pid in ids))]
             tokens = sum(mode.per_prompt[pid]["tokens"] for pid in ids)
-            pairs = [(tokens / m) / (base_tokens / b) for b, m in zip(base_s, mode_s) if m > 0 and b > 0 and base_tokens]
+            pairs = [(tokens / m) / (base_tokens / b) for b, m in zip(base_s, mode_s)
+                     if m > 0 and b > 0 and base_tokens]
             out[category][mode.mode] = round(statistics.median(pairs), 4) if pairs else 0.0
     return out
 
@@ -320,7 +321,8 @@ def lookahead_modes(config: BenchConfig, default_spec: LookaheadSpec) -> list[Mo
         if config.default_mode:
             modes.append(ModeResult(f"{preset} default", str(default_spec), adaptive=True, preset=preset,
                                     prompt_lookup=preset_prompt_lookup(preset, default_spec)))
-        modes += [ModeResult(f"{preset} {s}", str(s), adaptive=False, preset=preset, prompt_lookup=preset_prompt_lookup(preset, s))
+        modes += [ModeResult(f"{preset} {s}", str(s), adaptive=False, preset=preset,
+                             prompt_lookup=preset_prompt_lookup(preset, s))
                   for s in config.specs if not s.is_autoregressive]
     return modes
 

@@ -262,4 +262,5 @@ def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = KERNEL_ROWS,
     packed_s = sum(q for _, q in per_rows.values())
     return KernelChoice(kernel, len(targets), round(packed_s * 1000, 3), round(plain_s * 1000, 3), why,
                         packed_from_rows=start,
-                        per_rows_ms={r: (round(p * 1000, 3), round(q * 1000, 3)) for r, (p, q) in sorted(per_rows.items())})
+                        per_rows_ms={r: (round(p * 1000, 3), round(q * 1000, 3))
+                                     for r, (p, q) in sorted(per_rows.items())})

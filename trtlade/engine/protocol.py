@@ -23,8 +23,8 @@ FinishReason = Literal["stop", "length"]
 DraftPolicy = Literal["fixed", "auto", "schedule"]
 DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
-__all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk", "GenerationResult", "TokenLogprob",
-           "MAX_TOP_LOGPROBS"]
+__all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
+           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
 MAX_TOP_LOGPROBS = 20

@@ -123,8 +123,8 @@ class ReferenceEngine:
     ``adaptive``: requests that name no spec run the ``auto`` draft policy: each step, the engine
     decides for the whole batch which sequences verify their drafts, from the measured cost of a
     row and each sequence's acceptance (:mod:`trtlade.engine.adaptive`; always lossless). A request
-    with an explicit spec verifies its drafts every step unless its ``policy`` says otherwise. ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when
-    available). Attention always runs through
+    with an explicit spec verifies its drafts every step unless its ``policy`` says otherwise.
+    ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when available). Attention always runs through
     :func:`~trtlade.engine.batch_runner.batched_attention`. ``calibrate``:
     time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
     which every decoding step then refines; without it, until steps are measured, every draft row
@@ -136,7 +136,8 @@ class ReferenceEngine:
     def __init__(
         self, model: Any, tokenizer: Any, spec: Any = DEFAULT_SPEC, *, request_default: Any = None,
         seed: int = 0, corrected_keying: bool = False, full_guess_set: bool = False,
-        threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True, pack_linears: Optional[bool] = None,
+        threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True,
+        pack_linears: Optional[bool] = None,
         calibrate: bool = True, prompt_lookup: int = 0,
     ) -> None:
         self.threads = configure_threads(threads)

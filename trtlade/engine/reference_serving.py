@@ -117,7 +117,8 @@ class ReferenceServingEngine:
                 steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits[0])
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
-                    f"{self._max_queue}); retry later", retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
+                    f"{self._max_queue}); retry later",
+                    retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
             request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
             handle = GenerationHandle(loop, request, on_cancel=self._cancel, on_finish=self.policy.release)
             self._pending.append(_Job(handle, time.perf_counter()))

@@ -163,7 +163,8 @@ def _ensemble(pb: Any, src: ExportSource) -> Any:
     steps = [
         ("preprocessing", {"QUERY": "text_input", "REQUEST_OUTPUT_LEN": "max_tokens", "BAD_WORDS_DICT": "bad_words",
                            "STOP_WORDS_DICT": "stop_words", "END_ID": "end_id", "PAD_ID": "pad_id"},
-         {"INPUT_ID": "_INPUT_ID", "REQUEST_INPUT_LEN": "_REQUEST_INPUT_LEN", "REQUEST_OUTPUT_LEN": "_REQUEST_OUTPUT_LEN",
+         {"INPUT_ID": "_INPUT_ID", "REQUEST_INPUT_LEN": "_REQUEST_INPUT_LEN",
+          "REQUEST_OUTPUT_LEN": "_REQUEST_OUTPUT_LEN",
           "BAD_WORDS_IDS": "_BAD_WORDS_IDS", "STOP_WORDS_IDS": "_STOP_WORDS_IDS", "OUT_END_ID": "_END_ID",
           "OUT_PAD_ID": "_PAD_ID"}),
         ("tensorrt_llm", {"input_ids": "_INPUT_ID", "input_lengths": "_REQUEST_INPUT_LEN",

@@ -9,6 +9,9 @@ Routes leave what they know in ``request.state.access`` (a dict: ``prompt``, ``c
 ``lookahead``, ``error``, ``param``); the middleware adds the status and the latency when the last
 byte of the response is sent (a stream: after ``[DONE]``), or ``499`` when the client went away.
 Switched by ``trtlade serve --access-log/--no-access-log`` (on by default); logger ``trtlade.access``.
+Probes -- ``GET /health`` and ``GET /metrics``, which a load balancer, Kubernetes or Prometheus polls
+every few seconds for the server's whole life, and the launcher while the model loads -- are left
+out unless asked for (``--access-log-probes``), so the log keeps the requests.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, MutableMapping, Optional
 
-__all__ = ["AccessLogMiddleware", "access_line"]
+__all__ = ["AccessLogMiddleware", "access_line", "PROBE_PATHS", "is_probe"]
 
 log = logging.getLogger("trtlade.access")
 
@@ -25,6 +28,17 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 
 _FIELDS = ("prompt", "completion", "lookahead", "error", "param")
+#: what infrastructure polls (a GET of one of these is a probe, left out of the log by default)
+PROBE_PATHS = ("/health", "/metrics")
+
+
+def is_probe(scope: Scope) -> bool:
+    """A health check or a metrics scrape.
+
+    >>> is_probe({"method": "GET", "path": "/health"}), is_probe({"method": "POST", "path": "/v1/completions"})
+    (True, False)
+    """
+    return scope.get("method") in ("GET", "HEAD") and scope.get("path") in PROBE_PATHS
 
 
 def access_line(scope: Scope, status: int, seconds: float, info: Optional[dict[str, Any]] = None) -> str:
@@ -44,14 +58,16 @@ def access_line(scope: Scope, status: int, seconds: float, info: Optional[dict[s
 
 
 class AccessLogMiddleware:
-    """Pure ASGI middleware (streams pass through untouched) writing :func:`access_line` per request."""
+    """Pure ASGI middleware (streams pass through untouched) writing :func:`access_line` per request;
+    ``probes``: log health checks and metrics scrapes too."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]], probes: bool = False) -> None:
         self.app = app
+        self.probes = probes
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
-        if scope.get("type") != "http":
+        if scope.get("type") != "http" or (not self.probes and is_probe(scope)):
             await self.app(scope, receive, send)
             return
         started = time.monotonic()

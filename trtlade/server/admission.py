@@ -30,14 +30,19 @@ from trtlade.engine.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
 from trtlade.engine.tokenization import ChatTemplateError, PromptTokenizer
-from trtlade.spec import FIELDS, WIRE_NAMES, LookaheadSpec, SpecError, wire_param
+from trtlade.spec import WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
 __all__ = [
     "PreparedRequest",
     "parse_body",
     "parse_request_lookahead",
+    "parse_request_policy",
     "check_unsupported",
-    "prepare",
+    "check_request",
+    "tokenize",
+    "assemble",
+    "ignored_fields",
+    "resolve_model_name",
     "DEFAULT_COMPLETION_MAX_TOKENS",
     "MAX_STOP_STRINGS",
 ]

@@ -68,7 +68,7 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
     app.include_router(generation.router)
     app.include_router(info_routes.router)
     if ctx.settings.access_log:
-        app.add_middleware(AccessLogMiddleware)
+        app.add_middleware(AccessLogMiddleware, probes=ctx.settings.access_log_probes)
     return app
 
 

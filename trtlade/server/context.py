@@ -31,7 +31,8 @@ EngineSource = Union[ServingEngine, Callable[[], ServingEngine]]
 class ServerSettings:
     """HTTP-level settings. ``api_key``: required Bearer token (None: no auth). ``manifest``: the
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
-    streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`)."""
+    streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
+    ``access_log_probes``: health checks and metrics scrapes too."""
 
     api_key: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
@@ -39,6 +40,7 @@ class ServerSettings:
     manifest: Optional[dict[str, Any]] = None
     source: dict[str, Any] = field(default_factory=dict)
     access_log: bool = True
+    access_log_probes: bool = False
 
 
 @dataclass

@@ -5,8 +5,9 @@ either streamed (:func:`stream_events`: ONE event per engine step and choice, wi
 step accepted) or collected into one JSON body (:func:`collect`, which cancels the generations when
 the client disconnects). A completions request with several prompts runs one generation per prompt,
 concurrently through the engine's batching; ``n > 1`` runs one generation per sample when sampling,
-and one generation copied into ``n`` identical choices when greedy. Choice ``prompt * n + j``. Errors before the first byte are JSON error bodies; an error after a stream
-started is sent as ``data: {"error": {...}}`` followed by ``data: [DONE]``.
+and one generation copied into ``n`` identical choices when greedy. Choice ``prompt * n + j``.
+Errors before the first byte are JSON error bodies; an error after a stream started is sent as
+``data: {"error": {...}}`` followed by ``data: [DONE]``.
 """
 
 from __future__ import annotations

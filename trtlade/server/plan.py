@@ -195,7 +195,10 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     else:
         base = TrtladeConfig.model_validate({"lookahead": {"spec": DEFAULT_SERVE_SPEC}})
     config = _with_flags(base, flags, model_arg)
-    resolve = loaded.resolve if loaded is not None else (lambda p: None if p is None else Path(p).expanduser().resolve())
+    def resolve_path(p: Any) -> Optional[Path]:
+        return None if p is None else Path(p).expanduser().resolve()
+
+    resolve = loaded.resolve if loaded is not None else resolve_path
     engine = config.serve.engine
     model_dir = engine_dir = None
     if config.model.path is not None:

@@ -7,7 +7,9 @@ A completion's choice carries ``text``; a chat completion's carries ``message`` 
     >>> from trtlade.engine.protocol import GenerationStats
     >>> from trtlade.spec import LookaheadSpec
     >>> usage(5, 6, GenerationStats(spec=LookaheadSpec(2, 2, 1), steps=4, tokens=6))
-    {'prompt_tokens': 5, 'completion_tokens': 6, 'total_tokens': 11, 'lookahead': {'spec': {'w': 2, 'n': 2, 'g': 1}, 'steps': 4, 'tokens_per_step': 1.5}}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'prompt_tokens': 5, 'completion_tokens': 6, 'total_tokens': 11,
+     'lookahead': {'spec': {'w': 2, 'n': 2, 'g': 1}, 'steps': 4, 'tokens_per_step': 1.5}}
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def completion_logprobs(scored: Sequence[Scored], piece: Callable[[int], str], o
     """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset.
 
     >>> completion_logprobs([(5, None), (7, TokenLogprob(7, -0.5, ((7, -0.5), (8, -1.0))))], lambda t: f"<{t}>")
-    {'tokens': ['<5>', '<7>'], 'token_logprobs': [None, -0.5], 'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}], 'text_offset': [0, 3]}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'tokens': ['<5>', '<7>'], 'token_logprobs': [None, -0.5],
+     'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}], 'text_offset': [0, 3]}
     """
     tokens, values, tops, offsets = [], [], [], []
     for token, lp in scored:

@@ -117,7 +117,7 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
 
 
 def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info",
-             access_log: bool = True) -> int:
+             access_log: bool = True, access_log_probes: bool = False) -> int:
     """Everything ``trtlade serve`` does after parsing: returns the process exit code."""
     from trtlade.server.app import ServerSettings, create_app
 
@@ -125,7 +125,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
     if factory is None:  # an MPI follower rank: done
         return 0
     settings = ServerSettings(api_key=plan.api_key, max_body_bytes=plan.config.serve.max_body_bytes,
-                              access_log=access_log,
+                              access_log=access_log, access_log_probes=access_log_probes,
                               manifest=plan.manifest, source=plan.describe())
     failure: list[BaseException] = []
 

@@ -472,7 +472,8 @@ def _check_mode_and_draft_len(ctx: _Ctx) -> None:
         if spec.is_autoregressive:
             ctx.on_config("error", "engine-max-draft-len", ctx.spec_path,
                           f"the engine was built for lookahead with max_draft_len {engine.max_draft_len} but "
-                          f"{ctx.spec_label} needs 0 (it turns lookahead off): the executor must be given a (W,N,G) with "
+                          f"{ctx.spec_label} needs 0 (it turns lookahead off): the executor must be given a "
+                          "(W,N,G) with "
                           f"max_draft_len exactly {engine.max_draft_len}, or TensorRT-LLM fails at start "
                           "('Lookahead decoding config must be provided', 'bad optional access' in old "
                           "versions, or an 'Assertion failed: N != M' on tokens per step)",
@@ -515,7 +516,8 @@ def _check_batching_support(ctx: _Ctx) -> None:
     packed (unpadded) inputs; lookahead's support matrix requires paged KV cache too."""
     engine = ctx.engine
     if engine.paged_kv_cache is False:
-        key = "build_config.kv_cache_type" if engine.kv_cache_type is not None else "build_config.plugin_config.paged_kv_cache"
+        key = ("build_config.kv_cache_type" if engine.kv_cache_type is not None
+               else "build_config.plugin_config.paged_kv_cache")
         ctx.on_engine("error", "engine-kv-cache", key,
                       f"the engine's KV cache is not paged ({key.rsplit('.', 1)[-1]} = "
                       f"{engine.kv_cache_type if engine.kv_cache_type is not None else False}); lookahead and "

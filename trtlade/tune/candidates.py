@@ -14,8 +14,9 @@ Worked example, the embedded default's (2,4,2)::
     >>> c = prune(LookaheadSpec(2, 4, 2), max_candidates=4)
     >>> [str(s) for s in c.specs]
     ['1,1,0', '2,4,2', '2,2,1', '2,3,1', '2,4,1']
-    >>> [(step.rule, step.count) for step in c.steps]
-    [('admitted by (2,4,2)', 19), ('at least (2,2,1), plus (1,1,0)', 7), ('at most 4 lookahead specs, spread over draft lengths', 5)]
+    >>> [(step.rule, step.count) for step in c.steps]  # doctest: +NORMALIZE_WHITESPACE
+    [('admitted by (2,4,2)', 19), ('at least (2,2,1), plus (1,1,0)', 7),
+     ('at most 4 lookahead specs, spread over draft lengths', 5)]
 """
 
 from __future__ import annotations

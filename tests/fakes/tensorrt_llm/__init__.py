@@ -12,5 +12,5 @@ if _os.environ.get("TRTLADE_FAKE_TRTLLM_VERSION"):
 #: True for a 0.x build patched for Qwen3 (like NetEase's fork used with grps_trtllm).
 QWEN3_PATCHED = _os.environ.get("TRTLADE_FAKE_TRTLLM_QWEN3_PATCHED") == "1"
 
-from . import models  # noqa: E402
-from .mapping import Mapping  # noqa: E402
+from . import models  # noqa: E402, F401 - the real package's public names
+from .mapping import Mapping  # noqa: E402, F401
