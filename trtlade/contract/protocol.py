@@ -54,14 +54,14 @@ class GenerationRequest:
 
     ``policy``: how the drafts of ``lookahead`` run, step by step. ``"fixed"``: every step verifies
     them. ``"auto"``: each step the engine's auto policy decides, for the whole batch, whether this
-    sequence verifies them or runs its golden row only (:mod:`trtlade.engine.adaptive`).
+    sequence verifies them or runs its golden row only (:mod:`trtlade.reference.adaptive`).
     ``"schedule"``: ``schedule`` chose ``lookahead`` at admission; at each step the drafts run only
     while the band for the requests in flight then is not (1,1,0). None: ``"auto"`` when
     ``lookahead`` is None and the engine is adaptive, else ``"fixed"``. Lossless in every case.
 
     Sampling: ``temperature > 0`` samples with the warpers below, every draw keyed by (``seed``,
     position), so lookahead emits exactly what plain sampling does with the same seed (reference
-    engine, :mod:`trtlade.engine.sampling`); ``seed`` None: the engine picks one and reports it in
+    engine, :mod:`trtlade.reference.sampling`); ``seed`` None: the engine picks one and reports it in
     ``GenerationStats.seed``.
     """
 
@@ -75,7 +75,7 @@ class GenerationRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: Optional[int] = None
-    #: the other warpers (:mod:`trtlade.engine.sampling`): 0 = off for top_k and min_p, 1.0 for the
+    #: the other warpers (:mod:`trtlade.reference.sampling`): 0 = off for top_k and min_p, 1.0 for the
     #: repetition penalty; penalties apply at temperature 0 too (the argmax of the penalised logits)
     top_k: int = 0
     min_p: float = 0.0
