@@ -24,7 +24,7 @@ DraftPolicy = Literal["fixed", "auto", "schedule"]
 DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
 __all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
-           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS"]
+           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
 MAX_TOP_LOGPROBS = 20
@@ -168,3 +168,26 @@ class GenerationResult:
     @property
     def steps(self) -> int:
         return self.stats.steps
+
+
+@dataclass
+class StepReport:
+    """What one batched engine step did (:meth:`trtlade.reference.batching.Batch.step`), for metrics
+    and benchmarks: ``running`` sequences in its forward pass, ``rows`` computed, ``dropped_drafts``
+    draft rows dropped for ``max_num_tokens``, ``prefills`` / ``prefill_tokens`` admitted, the seconds
+    spent, and what the auto policy did."""
+
+    running: int = 0
+    rows: int = 0
+    dropped_drafts: int = 0
+    prefills: int = 0
+    prefill_tokens: int = 0
+    seconds: float = 0.0
+    #: seconds each request prefilled in this step waited from being added to its prefill
+    queue_waits: list[float] = field(default_factory=list)
+    #: the auto policy's choice this step: sequences it let draft / kept to their golden row, the
+    #: accepted drafts it expected from those that drafted, and the ones they got
+    auto_drafted: int = 0
+    auto_skipped: int = 0
+    expected_accepted: float = 0.0
+    accepted: int = 0
