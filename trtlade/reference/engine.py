@@ -177,7 +177,6 @@ class ReferenceEngine:
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
         torch_dtype = resolve_dtype(dtype)
         spec = LookaheadSpec.parse(spec)
-        configure_threads(threads)
         if model is None:
             from trtlade.reference.embedded import EMBEDDED_MODEL_NAME, embedded_model_dir
 
