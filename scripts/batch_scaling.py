@@ -26,9 +26,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
-    from trtlade.engine.batch_runner import RowBlock
-    from trtlade.engine.protocol import GenerationRequest
-    from trtlade.engine.reference import ReferenceEngine
+    from trtlade.reference.batch_runner import RowBlock
+    from trtlade.contract.protocol import GenerationRequest
+    from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
     engine = ReferenceEngine.load(spec=args.spec, dtype=args.dtype)

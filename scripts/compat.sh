@@ -37,7 +37,7 @@ venv guidellm --torch "guidellm==0.8.1"
 venv aiperf "aiperf==0.13.0"
 venv lmeval --torch "lm-eval[api]==0.4.13" "transformers>=5.0,<6"
 
-tokenizer="$(.venv/bin/python -c 'from trtlade.engine.embedded import embedded_model_dir; print(embedded_model_dir())')"
+tokenizer="$(.venv/bin/python -c 'from trtlade.reference.embedded import embedded_model_dir; print(embedded_model_dir())')"
 model=SmolLM2-135M-Instruct
 port="$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 url="http://127.0.0.1:$port"

@@ -22,7 +22,7 @@ pip_q() { "$1/bin/python" -m pip install --quiet --disable-pip-version-check "${
 [ -x "$venvs/guidellm/bin/guidellm" ] || { python3 -m venv "$venvs/guidellm"; pip_q "$venvs/guidellm" "torch==2.13.0"; pip_q "$venvs/guidellm" "guidellm==0.8.1"; }
 [ -x "$venvs/aiperf/bin/aiperf" ] || { python3 -m venv "$venvs/aiperf"; pip_q "$venvs/aiperf" "aiperf==0.13.0"; }
 
-tokenizer="$(.venv/bin/python -c 'from trtlade.engine.embedded import embedded_model_dir; print(embedded_model_dir())')"
+tokenizer="$(.venv/bin/python -c 'from trtlade.reference.embedded import embedded_model_dir; print(embedded_model_dir())')"
 model=SmolLM2-135M-Instruct
 port="$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 url="http://127.0.0.1:$port"

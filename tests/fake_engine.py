@@ -1,7 +1,7 @@
 """A scripted engine with the reference engine's sync API, for fast server tests.
 
-``FakeEngine`` has what :class:`trtlade.engine.reference_serving.ReferenceServingEngine` uses from
-``trtlade.engine.reference.ReferenceEngine``: ``spec``, ``default_request_spec``, ``tokenizer``,
+``FakeEngine`` has what :class:`trtlade.reference.serving_adapter.ReferenceServingEngine` uses from
+``trtlade.reference.engine.ReferenceEngine``: ``spec``, ``default_request_spec``, ``tokenizer``,
 ``model_id``, ``max_seq_len``, ``eos_token_ids``, ``new_batch(max_batch_size, max_num_tokens)`` (a
 :class:`FakeBatch`: every step advances each running request's generator once),
 ``stream_request(req)`` (a generator yielding one StepChunk per step; ``close()`` cancels) and
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from trtlade.engine.protocol import GenerationRequest, GenerationResult, GenerationStats, StepChunk
+from trtlade.contract.protocol import GenerationRequest, GenerationResult, GenerationStats, StepChunk
 from trtlade.spec import LookaheadSpec
 
 EOS = 0
@@ -182,12 +182,12 @@ class FakeEngine:
 
 
 class FakeBatch:
-    """The reference engine's :class:`~trtlade.engine.batching.Batch` interface over per-request
+    """The reference engine's :class:`~trtlade.reference.batching.Batch` interface over per-request
     generators: first come first served, at most ``max_batch_size`` running; one step advances each
     running generator once. ``max_running`` / ``admitted`` record what the scheduler did."""
 
     def __init__(self, engine: FakeEngine, max_batch_size: int) -> None:
-        from trtlade.engine.scheduler import StepReport
+        from trtlade.reference.scheduler import StepReport
 
         self.engine = engine
         self.max_batch_size = max_batch_size
@@ -330,7 +330,7 @@ async def client_for(app: Any) -> AsyncIterator[httpx.AsyncClient]:
 def fake_app(engine: Optional[FakeEngine] = None, *, max_queue: int = 64, settings: Any = None,
              **adapter: Any) -> tuple[Any, FakeEngine]:
     from trtlade.server.app import create_app
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
 
     engine = engine or FakeEngine()
     app = create_app(lambda: ReferenceServingEngine(engine, max_queue=max_queue, **adapter), settings)

@@ -120,7 +120,7 @@ def tiny_engine(arch: str = "llama", spec: Any = (15, 5, 15), *, seed: int = 0, 
                 pack_linears: Any = None, attn_implementation: str = "sdpa", model: Any = None,
                 tokenizer: Any = None, **kwargs: Any) -> Any:
     """A ReferenceEngine on a tiny model (no calibration; fixed spec unless ``adaptive``)."""
-    from trtlade.engine.reference import ReferenceEngine
+    from trtlade.reference.engine import ReferenceEngine
 
     tok = tokenizer if tokenizer is not None else tiny_tokenizer()
     model = model if model is not None else tiny_model(arch, len(tok), seed=seed,
@@ -132,7 +132,7 @@ def tiny_engine(arch: str = "llama", spec: Any = (15, 5, 15), *, seed: int = 0, 
 def frozen_cost(seconds_by_rows: dict[int, float]) -> Any:
     """A step-cost table that keeps the given host's costs: the steps a test runs on its tiny model
     (a fraction of a millisecond) do not replace them."""
-    from trtlade.engine.adaptive import CostTable
+    from trtlade.reference.adaptive import CostTable
 
     class Frozen(CostTable):
         def add(self, rows: int, seconds: float) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fake_engine import FakeEngine, client_for, fake_app, metric_value, run
-from trtlade.engine.protocol import GenerationRequest
-from trtlade.engine.serving import LookaheadPolicy
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.serving import LookaheadPolicy
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
@@ -63,7 +63,7 @@ def test_a_policy_the_server_does_not_offer_is_a_400_naming_lookahead(name, sche
 
 
 def test_the_trtllm_engine_refuses_auto_and_points_to_tune():
-    from trtlade.engine.serving import EngineInfo, EngineLimits
+    from trtlade.contract.serving import EngineInfo, EngineLimits
     from trtlade.server.admission import parse_request_policy
     from trtlade.server.errors import ApiError
 
@@ -111,7 +111,7 @@ def test_the_policy_of_requests_without_a_field(body, policy, tmp_path):
 # ------------------------------------------------------------------------------------ a real engine
 def test_version_and_metrics_show_the_live_cost_model():
     from models import tiny_engine
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
     from trtlade.server.app import create_app
 
     engine = tiny_engine("llama", (2, 3, 2), adaptive=True)

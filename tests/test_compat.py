@@ -199,7 +199,7 @@ def test_access_log_can_be_switched_off(caplog):
 # ------------------------------------------------------------------------------------ several prompts, n
 def _tiny_app():
     from models import tiny_engine
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
     from trtlade.server.app import create_app
 
     engine = tiny_engine("llama", (2, 3, 2))
@@ -301,8 +301,8 @@ def test_chat_logprobs_with_lookahead_match_completions_and_stream_the_same():
     import copy
 
     from models import tiny_engine, tiny_tokenizer
-    from trtlade.engine.reference_serving import ReferenceServingEngine
-    from trtlade.engine.tokenization import PromptTokenizer
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.server.app import create_app
 
     tok = copy.deepcopy(tiny_tokenizer())

@@ -15,8 +15,8 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(trtlade.__path__, "trtlad
                  if not m.name.endswith("__main__"))
 #: modules whose worked examples must exist (a docstring rewrite must not drop them silently)
 MUST_HAVE_EXAMPLES = {"trtlade.spec", "trtlade.lookahead.pool", "trtlade.lookahead.algorithm",
-                      "trtlade.lookahead.simulate", "trtlade.engine.scheduler", "trtlade.engine.batch_runner",
-                      "trtlade.engine.adaptive"}
+                      "trtlade.lookahead.simulate", "trtlade.reference.scheduler", "trtlade.reference.batch_runner",
+                      "trtlade.reference.adaptive"}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -9,8 +9,8 @@ from functools import lru_cache
 import pytest
 import torch
 
-from trtlade.engine import embedded
-from trtlade.engine.embedded import (
+from trtlade.reference import embedded
+from trtlade.reference.embedded import (
     INSTALL_COMMAND,
     SOURCE_MARKER,
     EmbeddedModelError,
@@ -89,7 +89,7 @@ def smollm2_stock():
 
 
 def _prompt(engine, pid):
-    from trtlade.engine.prompt_suite import load_suite
+    from trtlade.reference.prompt_suite import load_suite
 
     return next(p for p in load_suite().prompts if p.id == pid).encode(engine.tokenizer)
 

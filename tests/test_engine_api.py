@@ -3,6 +3,8 @@ and step-for-step agreement with the pure-Python simulator."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from functools import lru_cache
 
 import pytest
@@ -11,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models import tiny_engine, tiny_model, tiny_tokenizer, tiny_word_tokenizer
-from trtlade.engine.protocol import GenerationRequest
-from trtlade.engine.reference import LookaheadNotAdmitted, ModelLoadError, ReferenceEngine, RequestError
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.reference.engine import LookaheadNotAdmitted, ModelLoadError, ReferenceEngine, RequestError
 from trtlade.lookahead.simulate import simulate
 from trtlade.spec import LookaheadSpec, SpecError
 
@@ -349,12 +351,9 @@ LEGAL_SPECS = st.tuples(st.integers(1, 6), st.integers(1, 5), st.integers(0, 6))
        max_tokens=st.integers(1, 30), adaptive=st.booleans())
 def test_property_lookahead_is_greedy(prompt, spec, max_tokens, adaptive):
     eng = engine()
-    eng.adaptive = adaptive
-    try:
-        ref = eng.greedy(prompt, max_tokens=max_tokens)
-        result = eng.generate(prompt, max_tokens=max_tokens, lookahead=spec)
-    finally:
-        eng.adaptive = False
+    ref = eng.greedy(prompt, max_tokens=max_tokens)
+    result = eng.generate(prompt, max_tokens=max_tokens, lookahead=spec,
+                          settings=dataclasses.replace(eng.settings, adaptive=adaptive))
     s = LookaheadSpec(*spec)
     assert result.tokens == ref.tokens and result.finish_reason == ref.finish_reason
     assert max(result.stats.tokens_per_step_hist) <= s.ngram_size

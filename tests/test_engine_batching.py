@@ -5,6 +5,8 @@ drops drafts -- on tiny random Llama, Qwen2 and Qwen3 models."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from functools import lru_cache
 
 import pytest
@@ -12,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models import ARCHS, tiny_engine, tiny_tokenizer, tiny_word_tokenizer
-from trtlade.engine.protocol import GenerationRequest
-from trtlade.engine.scheduler import fit_rows
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.reference.scheduler import fit_rows
 
 ENGINE_SPEC = (7, 5, 7)
 MAX_TOKENS = 32
@@ -177,14 +179,10 @@ def test_eos_and_stop_strings_inside_accepted_runs_in_a_batch():
 def test_property_any_arrival_schedule_is_greedy(schedule, max_batch, budget, lookup):
     """... with or without prompt-lookup candidates (preset fast: N-1 tokens) next to the pool's."""
     eng = engine()
-    eng.prompt_lookup = lookup
-    try:
-        _schedule_is_greedy(eng, schedule, max_batch, budget)
-    finally:
-        eng.prompt_lookup = 0
+    _schedule_is_greedy(eng, schedule, max_batch, budget, dataclasses.replace(eng.settings, prompt_lookup=lookup))
 
 
-def _schedule_is_greedy(eng, schedule, max_batch, budget):
+def _schedule_is_greedy(eng, schedule, max_batch, budget, settings=None):
     ps = prompts()
     arrivals: dict[int, list] = {}
     order = []
@@ -193,7 +191,7 @@ def _schedule_is_greedy(eng, schedule, max_batch, budget):
         order.append(prompt_index)
     if budget is not None and budget < max_batch:
         budget = max_batch
-    out = run(eng.new_batch(max_batch_size=max_batch, max_num_tokens=budget), arrivals)
+    out = run(eng.new_batch(max_batch_size=max_batch, max_num_tokens=budget, settings=settings), arrivals)
     for i, prompt_index in enumerate(order):
         assert tokens(out[i]) == alone("llama", ps[prompt_index], 32)[:16]
 
@@ -206,21 +204,18 @@ def test_the_fast_preset_in_a_batch_with_a_token_budget(arch):
     texts = ["one two three one two three one two", "a b c d a b c d a b", "def f(x): return x\ndef f(x):"]
     reqs = [request(tok.encode(t), s) for t, s in zip(texts, [(7, 5, 7), (2, 3, 2), None])]
     reqs.append(request(prompts()[0], (1, 1, 0)))
-    eng.prompt_lookup = 4
-    try:
-        batch = eng.new_batch(max_batch_size=4, max_num_tokens=20)
-        rows = []
-        original = batch.step
+    batch = eng.new_batch(max_batch_size=4, max_num_tokens=20,
+                          settings=dataclasses.replace(eng.settings, prompt_lookup=4))
+    rows = []
+    original = batch.step
 
-        def step():
-            out = original()
-            rows.append(batch.last.rows)
-            return out
+    def step():
+        out = original()
+        rows.append(batch.last.rows)
+        return out
 
-        batch.step = step
-        out = run(batch, {0: reqs})
-    finally:
-        eng.prompt_lookup = 0
+    batch.step = step
+    out = run(batch, {0: reqs})
     for i, req in enumerate(reqs):
         assert tokens(out[i]) == alone(arch, req.prompt_ids), f"request {i}"
     assert max(rows) <= 20  # the lookup rows are counted against the budget like any draft
@@ -245,7 +240,7 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
     import asyncio
 
     from fake_engine import client_for, metric_value, run as run_coro
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
     from trtlade.server.app import create_app
 
     eng = tiny_engine("qwen3", ENGINE_SPEC)

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from models import tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.cli.main import app
-from trtlade.engine.bench import BenchConfig, max_spec, profile_steps, run_engine_bench
-from trtlade.engine.reference import DEFAULT_SPEC
+from trtlade.engine_bench import BenchConfig, max_spec, profile_steps, run_engine_bench
+from trtlade.reference.engine import DEFAULT_SPEC
 from trtlade.spec import LookaheadSpec
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models import ARCHS, tiny_engine, tiny_tokenizer
-from trtlade.engine.protocol import GenerationRequest
+from trtlade.contract.protocol import GenerationRequest
 
 PROMPT = "one, two, three, four, five, six,"
 
@@ -75,7 +75,7 @@ def test_no_logprobs_unless_asked():
 
 
 def test_out_of_range_logprobs_are_refused_naming_the_field():
-    from trtlade.engine.reference import RequestError
+    from trtlade.reference.engine import RequestError
 
     eng = engine("llama")
     for name in ("logprobs", "prompt_logprobs"):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
-from trtlade.engine.prompt_suite import load_suite
+from trtlade.reference.prompt_suite import load_suite
 from trtlade.lookahead.algorithm import LookaheadAlgorithm
 
 SPECS = [(1, 1, 0), (2, 2, 1), (4, 2, 4), (5, 3, 5), (7, 7, 7), (15, 5, 15)]
@@ -113,7 +113,7 @@ def test_tree_mask_is_honoured_row_by_row(arch, attn):
     prefix computed alone, also when the same forward pass carries other sequences' rows (another
     tree before it, a greedy row after it): the per-block masks, the slots and the depth positions
     are exact, against transformers' own sdpa and eager attention."""
-    from trtlade.engine.batch_runner import RowBlock
+    from trtlade.reference.batch_runner import RowBlock
 
     eng = engine(arch, attn, True)
     assert eng.runner.attn_implementation == "trtlade_batched"
@@ -194,7 +194,7 @@ def test_bf16_identity_rate_is_measured_not_assumed():
 
 
 def test_packed_linear_rows_do_not_depend_on_the_row_count():
-    from trtlade.engine.kernels import PackedLinear, onednn_available
+    from trtlade.reference.kernels import PackedLinear, onednn_available
 
     assert onednn_available()
     torch.manual_seed(0)

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models import tiny_tokenizer
-from trtlade.engine.adaptive import AutoPolicy, CostTable
-from trtlade.engine.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
-from trtlade.engine.kernels import resolve_dtype
-from trtlade.engine.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
+from trtlade.reference.adaptive import AutoPolicy, CostTable
+from trtlade.reference.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
+from trtlade.reference.kernels import resolve_dtype
+from trtlade.contract.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
 
 
 # ------------------------------------------------------------------------------------ KV cache
@@ -339,7 +339,7 @@ def test_cost_table_interpolates():
 ])
 def test_the_linear_kernel_is_chosen_per_row_count_and_stays_lossless(faster, kernel, kinds):
     from models import tiny_model
-    from trtlade.engine.kernels import RowDispatchedLinear, choose_linear_kernel, onednn_available
+    from trtlade.reference.kernels import RowDispatchedLinear, choose_linear_kernel, onednn_available
 
     model = tiny_model("llama", 320)
     if not onednn_available():  # a torch build without oneDNN: nothing to choose, plain it is
@@ -369,7 +369,7 @@ def test_the_linear_kernel_is_chosen_per_row_count_and_stays_lossless(faster, ke
 
 
 def test_row_dispatched_linear_calls_the_kernel_its_row_count_asks_for():
-    from trtlade.engine.kernels import PackedLinear, RowDispatchedLinear, onednn_available
+    from trtlade.reference.kernels import PackedLinear, RowDispatchedLinear, onednn_available
 
     if not onednn_available():
         pytest.skip("torch build without oneDNN: no packed kernel to dispatch to")
@@ -395,7 +395,7 @@ def test_the_engine_reports_the_kernel_it_measured():
     assert choice.kernel in ("onednn-packed", "plain", "by-rows") and choice.reason
     assert engine.runner.packed_linears == (choice.layers if choice.kernel != "plain" else 0)
     # engine.stats and the served /version details say the same thing
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
 
     assert engine.stats["step_cost_ms"] == {}  # the test engines skip the calibration
     engine.calibrate()

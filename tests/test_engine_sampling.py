@@ -7,6 +7,7 @@ distribution itself on an oracle LM (chi-square), and the rule that drafts never
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -21,9 +22,9 @@ from hypothesis import strategies as st
 
 from models import ARCHS, tiny_engine, tiny_tokenizer
 from test_engine_batching import request, run, tokens
-from trtlade.engine import sampling
-from trtlade.engine.prompt_suite import load_suite
-from trtlade.engine.sampling import KeyedSampler, SamplingParams, inverse_cdf, keyed_uniform
+from trtlade.reference import sampling
+from trtlade.reference.prompt_suite import load_suite
+from trtlade.reference.sampling import KeyedSampler, SamplingParams, inverse_cdf, keyed_uniform
 from trtlade.lookahead.algorithm import LookaheadAlgorithm
 
 ENGINE_SPEC = (7, 5, 7)
@@ -134,9 +135,10 @@ def test_drafts_never_read_a_draw(monkeypatch):
     runs = []
     for engine_seed in (0, 1):
         eng = tiny_engine("qwen3", ENGINE_SPEC, seed=0, prompt_lookup=4)
-        eng.seed = engine_seed  # the window's initial guesses, drawn from the prompt
+        window = dataclasses.replace(eng.settings, seed=engine_seed)  # the window's initial guesses
         drawn.clear()
-        result = eng.generate(prompt, MAX_TOKENS, lookahead=(7, 5, 7), temperature=0.2, seed=9, ignore_eos=True)
+        result = eng.generate(prompt, MAX_TOKENS, lookahead=(7, 5, 7), temperature=0.2, seed=9, ignore_eos=True,
+                              settings=window)
         runs.append((result.tokens, result.stats.rows_per_step, sorted(set(drawn))))
     (a, rows_a, drawn_a), (b, rows_b, drawn_b) = runs
     assert a == b == plain("qwen3", prompt, 9, temperature=0.2)
@@ -326,7 +328,7 @@ def test_lookahead_sampled_tokens_follow_the_warped_distribution():
 
 # ------------------------------------------------------------------------------------ served
 def _serve(eng):
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
     from trtlade.server.app import create_app
 
     return create_app(lambda: ReferenceServingEngine(eng, max_batch_size=4))

@@ -4,6 +4,8 @@ tiny random models)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,11 +77,8 @@ def test_lossless_with_prompt_lookup_on_tiny_models(arch):
     for text in prompts:
         ids = tok.encode(text)
         plain = engine.greedy(ids, max_tokens=24, ignore_eos=True).tokens
-        engine.prompt_lookup = 3
-        try:
-            ours = engine.generate(ids, max_tokens=24, ignore_eos=True, lookahead=(2, 4, 2))
-        finally:
-            engine.prompt_lookup = 0
+        ours = engine.generate(ids, max_tokens=24, ignore_eos=True, lookahead=(2, 4, 2),
+                               settings=dataclasses.replace(engine.settings, prompt_lookup=3))
         assert ours.tokens == plain
 
 
@@ -129,7 +128,7 @@ def test_the_schema_and_the_engine_know_the_same_presets():
     import typing
 
     from trtlade.config.schema import LookaheadSection
-    from trtlade.engine.presets import DEFAULT_PRESET, PRESETS
+    from trtlade.presets import DEFAULT_PRESET, PRESETS
 
     annotation = LookaheadSection.model_fields["preset"].annotation
     literal = next(a for a in typing.get_args(annotation) if typing.get_origin(a) is typing.Literal)
@@ -139,13 +138,13 @@ def test_the_schema_and_the_engine_know_the_same_presets():
 @pytest.mark.parametrize("preset, spec, lookup", [
     ("fast", "2,4,2", 3), ("fast", "4,2,4", 1), ("fast", "1,1,0", 0), ("trtllm", "7,7,7", 0)])
 def test_preset_prompt_lookup_table(preset, spec, lookup):
-    from trtlade.engine.presets import preset_prompt_lookup
+    from trtlade.presets import preset_prompt_lookup
 
     assert preset_prompt_lookup(preset, spec) == lookup
 
 
 def test_an_unknown_preset_is_refused():
-    from trtlade.engine.presets import preset_prompt_lookup
+    from trtlade.presets import preset_prompt_lookup
 
     with pytest.raises(ValueError, match="unknown preset 'quick': choose fast or trtllm"):
         preset_prompt_lookup("quick", "2,4,2")

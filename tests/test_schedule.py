@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fake_engine import FakeEngine, client_for, fake_app, metric_value, run
-from trtlade.engine.protocol import GenerationRequest
-from trtlade.engine.serving import LookaheadPolicy
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.serving import LookaheadPolicy
 from trtlade.schedule import Band, LookaheadSchedule, ScheduleError, bands_in_order
 from trtlade.spec import LookaheadSpec
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fake_engine import DEFAULT_REPLY, FakeEngine, client_for, fake_app, metric_sum, metric_value, run, sse_events
 from trtlade.server.app import ServerSettings, create_app
-from trtlade.engine.reference_serving import ReferenceServingEngine
+from trtlade.reference.serving_adapter import ReferenceServingEngine
 from trtlade.server.openai_types import (
     ChatCompletionChunk,
     ChatCompletionResponse,

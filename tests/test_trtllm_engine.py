@@ -35,13 +35,13 @@ def tle(fake_trtllm):
 
 
 def launch(tokenizer_dir, engine="qwen3-8b-424", spec=(4, 2, 4), **kw):
-    from trtlade.engine.trtllm import TrtllmLaunch
+    from trtlade.trtllm.engine import TrtllmLaunch
 
     return TrtllmLaunch(engine_dir=ENGINES / engine, spec=LookaheadSpec(*spec), tokenizer_dir=tokenizer_dir, **kw)
 
 
 def trtllm_app(tokenizer_dir, **kw):
-    from trtlade.engine.trtllm import TrtllmEngine
+    from trtlade.trtllm.engine import TrtllmEngine
     from trtlade.server.app import create_app
 
     lau = launch(tokenizer_dir, **kw)
@@ -110,7 +110,7 @@ def test_double_runtime_lookahead_check(tle):
 
 # ------------------------------------------------------------------------------------------ start-up
 def test_config_mismatch_refuses_to_start_with_validate_configs_message(tle, tokenizer_dir):
-    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine import TrtllmStartError, preflight
     from trtlade.trtllm.engine_config import check_engine, read_engine_config
 
     spec = LookaheadSpec(4, 3, 4)
@@ -124,7 +124,7 @@ def test_config_mismatch_refuses_to_start_with_validate_configs_message(tle, tok
 
 
 def test_plain_engine_with_a_lookahead_spec_is_refused(tle, tokenizer_dir):
-    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine import TrtllmStartError, preflight
 
     with pytest.raises(TrtllmStartError, match="lookahead"):
         preflight(launch(tokenizer_dir, engine="qwen3-8b-plain"))
@@ -132,7 +132,7 @@ def test_plain_engine_with_a_lookahead_spec_is_refused(tle, tokenizer_dir):
 
 @pytest.mark.parametrize("version, fragment", [("1.3.0", "too new"), ("0.15.0", "too old")])
 def test_unsupported_tensorrt_llm_version_is_refused(fake_trtllm, tokenizer_dir, version, fragment):
-    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine import TrtllmStartError, preflight
 
     fake_trtllm.__version__ = version
     with pytest.raises(TrtllmStartError, match=fragment) as info:
@@ -143,7 +143,7 @@ def test_unsupported_tensorrt_llm_version_is_refused(fake_trtllm, tokenizer_dir,
 def test_missing_tensorrt_llm_is_refused(tokenizer_dir, monkeypatch):
     import sys
 
-    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine import TrtllmStartError, preflight
 
     monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # import fails as when not installed
     with pytest.raises(TrtllmStartError, match="not installed"):
@@ -151,7 +151,7 @@ def test_missing_tensorrt_llm_is_refused(tokenizer_dir, monkeypatch):
 
 
 def test_multi_gpu_engine_needs_mpirun_with_the_exact_command(tle, tokenizer_dir):
-    from trtlade.engine.trtllm import TrtllmStartError, preflight
+    from trtlade.trtllm.engine import TrtllmStartError, preflight
 
     lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2", argv=("serve", "--config", "deploy tp2.yml"))
     with pytest.raises(TrtllmStartError) as info:
@@ -167,7 +167,7 @@ def test_multi_gpu_engine_needs_mpirun_with_the_exact_command(tle, tokenizer_dir
 
 
 def test_follower_rank_runs_the_executor_until_stopped(tle, tokenizer_dir, monkeypatch):
-    from trtlade.engine.trtllm import preflight, run_follower
+    from trtlade.trtllm.engine import preflight, run_follower
 
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
@@ -184,7 +184,7 @@ def test_follower_rank_runs_the_executor_until_stopped(tle, tokenizer_dir, monke
 
 
 def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
-    from trtlade.engine.trtllm import TrtllmEngine
+    from trtlade.trtllm.engine import TrtllmEngine
 
     engine = TrtllmEngine.start(launch(tokenizer_dir, kv_cache_free_gpu_memory_fraction=0.85))
     try:
@@ -413,9 +413,9 @@ def test_chat_uses_the_tokenizers_template(tle, tokenizer_dir):
 
 
 def test_queue_bound_gives_429(tle, tokenizer_dir):
-    from trtlade.engine.trtllm import TrtllmEngine
-    from trtlade.engine.serving import EngineOverloaded
-    from trtlade.engine.protocol import GenerationRequest
+    from trtlade.trtllm.engine import TrtllmEngine
+    from trtlade.contract.serving import EngineOverloaded
+    from trtlade.contract.protocol import GenerationRequest
 
     engine = TrtllmEngine.start(launch(tokenizer_dir, max_queue=1))
 

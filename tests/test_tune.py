@@ -133,7 +133,7 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     from fake_engine import uvicorn_thread
     from models import tiny_engine
     from trtlade.cli.main import app as cli
-    from trtlade.engine.reference_serving import ReferenceServingEngine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
     from trtlade.server.app import create_app
 
     engine = tiny_engine("llama", (2, 3, 2))

@@ -15,12 +15,12 @@ __version__ = "0.1.0"
 __all__ = ["LookaheadSpec", "SpecError", "ReferenceEngine", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trtlade.engine.reference import ReferenceEngine
+    from trtlade.reference.engine import ReferenceEngine
 
 
 def __getattr__(name: str) -> Any:
     if name == "ReferenceEngine":
-        from trtlade.engine.reference import ReferenceEngine
+        from trtlade.reference.engine import ReferenceEngine
 
         return ReferenceEngine
     raise AttributeError(f"module 'trtlade' has no attribute {name!r}")

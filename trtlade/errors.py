@@ -1,19 +1,32 @@
-"""The one base class of trtlade's user-facing errors.
+"""The one family of trtlade's user-facing errors.
 
-Every error a user can cause (a bad flag, config, dataset, engine directory, missing TensorRT-LLM ...)
-carries ``message`` (what is wrong), ``hint`` (what to do) and ``where`` (the flag, ``file:line`` or
-field it is about). The CLI prints them without a traceback; the server maps them to HTTP errors.
+Every error a user can cause (a bad flag, config, dataset, request, engine directory, missing
+TensorRT-LLM ...) derives from :class:`TrtladeError` and carries ``message`` (what is wrong),
+``hint`` (what to do, or "") and ``where`` (the flag, ``file:line``, config path or request field
+it is about, or ""). The CLI prints them without a traceback; the server maps them to HTTP errors.
 Subclasses also derive from the builtin that fits (ValueError for bad input, RuntimeError for a
 failed step), so callers can catch either.
+
+``str()`` is the located form (``where: message`` and a hint line) unless a subclass keeps its
+message alone (``located = False``): those are read by code that shows the message itself (pydantic
+wraps validator errors, the HTTP layer puts the field in ``param``).
+
+>>> str(PlanError("no engine directory", "run trtlade build first", where="--engine-dir"))
+'--engine-dir: no engine directory\\nhint: run trtlade build first'
+>>> issubclass(PlanError, ValueError)
+True
 """
 
 from __future__ import annotations
 
-__all__ = ["TrtladeError"]
+__all__ = ["TrtladeError", "PlanError"]
 
 
 class TrtladeError(Exception):
     """``TrtladeError("engine dir missing", "run trtlade build first", where="--engine-dir")``."""
+
+    #: whether ``str()`` carries ``where`` and ``hint`` (False: the message alone)
+    located = True
 
     def __init__(self, message: str, hint: str = "", *, where: str = "") -> None:
         super().__init__(message)
@@ -22,5 +35,18 @@ class TrtladeError(Exception):
         self.where = where
 
     def __str__(self) -> str:
+        if not self.located:
+            return self.message
         prefix = f"{self.where}: " if self.where else ""
         return prefix + self.message + (f"\nhint: {self.hint}" if self.hint else "")
+
+
+class PlanError(TrtladeError, ValueError):
+    """A bad flag or config value while planning a command (build, serve, bench, tune): ``where`` and
+    ``option`` name the flag (or ""), ``usage``: a command-line usage mistake (exit 2 instead of 1)."""
+
+    def __init__(self, message: str, hint: str = "", *, option: str = "", where: str = "", usage: bool = False
+                 ) -> None:
+        super().__init__(message, hint, where=where or option)
+        self.option = option or where
+        self.usage = usage

@@ -24,23 +24,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from trtlade.errors import TrtladeError
 from trtlade.spec import FIELDS, LookaheadSpec, SpecError
 
 __all__ = ["Band", "LookaheadSchedule", "ScheduleError", "bands_in_order"]
 
 
-class ScheduleError(ValueError):
+class ScheduleError(TrtladeError, ValueError):
     """A schedule that breaks a rule: ``index`` is the band concerned (None: the whole list),
     ``field`` the key in it (``up_to`` or ``spec``), ``rule`` a short code, ``hint`` what to do."""
 
+    located = False  # raised inside config validators: pydantic shows the message as it is
+
     def __init__(self, message: str, *, rule: str, index: Optional[int] = None, field: Optional[str] = None,
                  hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
+        where = ".".join(str(part) for part in (index, field) if part is not None)
+        super().__init__(message, hint, where=where)
         self.rule = rule
         self.index = index
         self.field = field
-        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,44 @@ class Band:
     def to_config(self) -> dict[str, Any]:
         """As written in a config: ``{"up_to": 2, "spec": "4,2,4"}`` (no up_to on the last band)."""
         return ({"up_to": self.up_to} if self.up_to is not None else {}) | {"spec": str(self.spec)}
+
+    @classmethod
+    def parse(cls, item: Any, index: Optional[int] = None) -> "Band":
+        """One band from ``{up_to, spec}`` (a spec in any spelling ``LookaheadSpec.parse`` reads): the
+        rules of a single band, in one place (the config schema validates into this too). ``index``:
+        the band's place in its schedule, for the messages.
+
+        >>> Band.parse({"up_to": 2, "spec": [4, 2, 4]})
+        Band(up_to=2, spec=LookaheadSpec(window_size=4, ngram_size=2, verification_set_size=4))
+        >>> Band.parse({"up_to": 0, "spec": "4,2,4"}, index=1)
+        Traceback (most recent call last):
+        ...
+        trtlade.schedule.ScheduleError: band 1: up_to must be a whole number >= 1, got 0
+        """
+        if isinstance(item, Band):
+            return item
+        name = "band" if index is None else f"band {index}"
+        if not isinstance(item, Mapping):
+            raise ScheduleError(f"{name} is {type(item).__name__}, not a mapping", rule="parse", index=index,
+                                hint="write each band as {up_to: <requests in flight>, spec: 'W,N,G'}")
+        unknown = [k for k in item if k not in ("up_to", "spec")]
+        if unknown:
+            raise ScheduleError(f"{name} has unknown key {unknown[0]!r}", rule="parse", index=index,
+                                hint="a band has up_to (omitted on the last band) and spec")
+        if "spec" not in item:
+            raise ScheduleError(f"{name} has no spec", rule="parse", index=index, field="spec",
+                                hint="add spec: 'W,N,G' (e.g. '2,2,2', or '1,1,0' for no lookahead)")
+        up_to = item.get("up_to")
+        if up_to is not None and (isinstance(up_to, bool) or not isinstance(up_to, int) or up_to < 1):
+            raise ScheduleError(f"{name}: up_to must be a whole number >= 1, got {up_to!r}", rule="parse",
+                                index=index, field="up_to",
+                                hint="up_to counts requests in flight, the new one included")
+        try:
+            spec = LookaheadSpec.parse(item["spec"])
+        except SpecError as exc:
+            raise ScheduleError(f"{name}: {exc.message}", rule="spec", index=index, field="spec",
+                                hint=exc.hint) from None
+        return cls(up_to, spec)
 
 
 @dataclass(frozen=True)
@@ -92,7 +132,7 @@ class LookaheadSchedule:
         if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
             raise ScheduleError(f"a schedule is a list of bands, got {type(value).__name__}", rule="parse",
                                 hint="e.g. [{up_to: 2, spec: '4,2,4'}, {spec: '1,1,0'}]")
-        return cls(tuple(_band(index, item) for index, item in enumerate(value)))
+        return cls(tuple(Band.parse(item, index) for index, item in enumerate(value)))
 
     # ------------------------------------------------------------------ lookup
     def band_for(self, in_flight: int) -> int:
@@ -134,31 +174,6 @@ class LookaheadSchedule:
 
     def __str__(self) -> str:
         return "; ".join(f"{'else' if b.up_to is None else f'<={b.up_to}'}: {b.spec}" for b in self.bands)
-
-
-def _band(index: int, item: Any) -> Band:
-    if isinstance(item, Band):
-        return item
-    if not isinstance(item, Mapping):
-        raise ScheduleError(f"band {index} is {type(item).__name__}, not a mapping", rule="parse", index=index,
-                            hint="write each band as {up_to: <requests in flight>, spec: 'W,N,G'}")
-    unknown = [k for k in item if k not in ("up_to", "spec")]
-    if unknown:
-        raise ScheduleError(f"band {index} has unknown key {unknown[0]!r}", rule="parse", index=index,
-                            hint="a band has up_to (omitted on the last band) and spec")
-    if "spec" not in item:
-        raise ScheduleError(f"band {index} has no spec", rule="parse", index=index, field="spec",
-                            hint="add spec: 'W,N,G' (e.g. '2,2,2', or '1,1,0' for no lookahead)")
-    up_to = item.get("up_to")
-    if up_to is not None and (isinstance(up_to, bool) or not isinstance(up_to, int) or up_to < 1):
-        raise ScheduleError(f"band {index}: up_to must be a whole number >= 1, got {up_to!r}", rule="parse",
-                            index=index, field="up_to", hint="up_to counts requests in flight, the new one included")
-    try:
-        spec = LookaheadSpec.parse(item["spec"])
-    except SpecError as exc:
-        raise ScheduleError(f"band {index}: {exc.message}", rule="spec", index=index, field="spec",
-                            hint=exc.hint) from None
-    return Band(up_to, spec)
 
 
 def bands_in_order(items: Iterable[tuple[Optional[int], LookaheadSpec]]) -> LookaheadSchedule:

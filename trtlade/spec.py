@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from trtlade.errors import TrtladeError
+
 __all__ = [
     "FIELDS",
     "FIELD_ALIASES",
@@ -76,7 +78,7 @@ _ALIAS_TO_FIELD: dict[str, str] = {
 DRAFT_TOKENS_WARNING_THRESHOLD = 128
 
 
-class SpecError(ValueError):
+class SpecError(TrtladeError, ValueError):
     """An illegal or unparsable (W, N, G).
 
     ``rule`` names the TensorRT-LLM rule broken (``ngramSize requires >= 1`` ...) or ``parse``;
@@ -84,13 +86,11 @@ class SpecError(ValueError):
     """
 
     def __init__(self, message: str, *, rule: str, field: str | None = None, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, hint, where=field or "")
         self.rule = rule
         self.field = field
-        self.hint = hint
 
-    def __str__(self) -> str:  # message plus hint, one line each
+    def __str__(self) -> str:  # message plus hint, one line each (the field is in the message)
         return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 

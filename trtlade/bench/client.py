@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import httpx
 
+from trtlade.errors import TrtladeError
 from trtlade.bench.records import RequestRecord
 from trtlade.bench.sse import SSEDecoder
 
@@ -24,7 +25,7 @@ _MAX_ERROR_BODY = 64 * 1024
 _AFTER_DONE_S = 2.0  #: how long the body may stay open after "data: [DONE]"
 
 
-class ServerError(RuntimeError):
+class ServerError(TrtladeError, RuntimeError):
     """A preflight call (models, version) failed: ``kind`` is connection / http / timeout / protocol."""
 
     def __init__(self, message: str, *, kind: str) -> None:

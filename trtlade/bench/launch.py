@@ -17,15 +17,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator, Optional, Sequence
 
+from trtlade.errors import TrtladeError
+
 __all__ = ["LaunchError", "free_port", "launched_server", "log_tail", "serve_command"]
 
 
-class LaunchError(RuntimeError):
+class LaunchError(TrtladeError, RuntimeError):
     """The launched server did not become ready; ``log_tail`` holds the end of its output."""
 
+    located = False  # the CLI prints the log's path and tail itself
+
     def __init__(self, message: str, *, log_tail: str = "", log_path: Optional[Path] = None) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, where=str(log_path) if log_path is not None else "")
         self.log_tail = log_tail
         self.log_path = log_path
 

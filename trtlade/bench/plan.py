@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import PlanError
 from trtlade.bench.datasets import Prompt
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
 
@@ -32,14 +32,6 @@ EndpointKind = Literal["chat", "completions"]
 SERVER_DEFAULT_MODES = ("lookahead", "default")
 #: Mode names sent as a trtlade draft policy by name (``"lookahead": "auto"``).
 POLICY_MODES = ("auto", "schedule")
-
-
-class PlanError(TrtladeError, ValueError):
-    """A bad flag value: ``option`` names the flag; ``hint`` says what to do."""
-
-    def __init__(self, message: str, *, option: str, hint: str = "") -> None:
-        super().__init__(message, hint, where=option)
-        self.option = option
 
 
 @dataclass(frozen=True)

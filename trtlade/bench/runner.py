@@ -18,6 +18,7 @@ from typing import Optional, Protocol
 
 import httpx
 
+from trtlade.errors import TrtladeError
 from trtlade.bench.client import make_client, stream_request
 from trtlade.bench.datasets import Prompt
 from trtlade.bench.metrics import LevelSummary, summarize_level
@@ -27,7 +28,7 @@ from trtlade.bench.records import RequestRecord
 __all__ = ["BenchAborted", "Progress", "RunOutcome", "run_plan", "run_plan_sync"]
 
 
-class BenchAborted(RuntimeError):
+class BenchAborted(TrtladeError, RuntimeError):
     """Every warm-up request of a series failed: measuring it would only count failures."""
 
     def __init__(self, series: str, records: list[RequestRecord]) -> None:

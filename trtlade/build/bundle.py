@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +19,7 @@ from typing import Any, Mapping
 import yaml
 
 from trtlade.build.plan import BuildPlan
+from trtlade.files import write_json_atomic
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
 
 __all__ = [
@@ -32,8 +31,6 @@ __all__ = [
     "inputs_hash",
     "checkpoint_complete",
     "write_stamp",
-    "write_text_atomic",
-    "write_json_atomic",
     "remove_tree",
     "query_gpus",
     "parse_gpu_query",
@@ -116,26 +113,6 @@ def write_stamp(folder: Path, inputs: Mapping[str, Any], seconds: float) -> None
                                             "seconds": round(seconds, 3)})
 
 
-# ------------------------------------------------------------------------------ atomic writes
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path`` (mode from the umask) and rename it over
-    ``path``: readers see the old file or the new one, never half of it."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
 def remove_tree(path: Path) -> None:
     """Remove a file or folder if present."""
     if path.is_dir() and not path.is_symlink():
@@ -192,7 +169,7 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
             tokenizer = (plan.config_path.parent / tokenizer).resolve()
         model["tokenizer"] = str(tokenizer)
     if plan.embedded and not model.get("served_name"):
-        from trtlade.engine.embedded import EMBEDDED_MODEL_NAME
+        from trtlade.reference.embedded import EMBEDDED_MODEL_NAME
 
         model["served_name"] = EMBEDDED_MODEL_NAME  # not the cache folder's hashed name
     if plan.backend == "trtllm":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from trtlade.bundle import MODELS_DIR_ENV
+from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV
 from trtlade.build.errors import BuildError
 
 __all__ = [
@@ -162,10 +162,10 @@ def _require_hf_folder(folder: Path, *, where: str) -> None:
         raise BuildError(f"{folder} is not a folder", where=where,
                          hint="pass the folder that holds config.json, not a file in it")
     if not (folder / "config.json").is_file():
-        if (folder / "trtlade-manifest.json").is_file():
+        if (folder / MANIFEST_FILE).is_file():
             raise BuildError(f"{folder} is a trtlade bundle, not a Hugging Face model folder", where=where,
                              hint="build from the model folder; serve the bundle with "
-                                  f"`trtlade serve --config {folder / 'trtlade.yml'}`")
+                                  f"`trtlade serve --config {folder / CONFIG_FILE}`")
         raise BuildError(f"{folder} has no config.json; it is not a Hugging Face model folder", where=where,
                          hint="pass the folder that holds config.json, the *.safetensors weights and the "
                               "tokenizer files")

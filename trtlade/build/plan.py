@@ -313,7 +313,7 @@ def default_output_name(model_name: str, spec: LookaheadSpec, backend: Backend) 
 
 def embedded_model_peek() -> Path:
     """Where the embedded model's HF folder is (or will be), without converting it: for dry runs."""
-    from trtlade.engine.embedded import EMBEDDED_MODEL_NAME, embedded_source, models_cache_dir
+    from trtlade.reference.embedded import EMBEDDED_MODEL_NAME, embedded_source, models_cache_dir
 
     return models_cache_dir() / f"{EMBEDDED_MODEL_NAME}-{embedded_source().key}"
 
@@ -514,8 +514,8 @@ def _pick_model(options: BuildOptions, model_sec: Any, explicit: set[str], base:
         except BuildError as exc:
             raise BuildError(exc.message, where=f"{src}:model.name", hint=exc.hint) from None
     if embedded_dir is None:
-        from trtlade.engine.embedded import embedded_model_dir as embedded_dir
-    from trtlade.engine.embedded import EmbeddedModelError
+        from trtlade.reference.embedded import embedded_model_dir as embedded_dir
+    from trtlade.reference.embedded import EmbeddedModelError
 
     try:
         folder = Path(embedded_dir())

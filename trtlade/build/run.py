@@ -33,11 +33,10 @@ from trtlade.build.bundle import (
     remove_tree,
     render_deployment_config,
     render_extra_options,
-    write_json_atomic,
     write_stamp,
-    write_text_atomic,
 )
 from trtlade.build.errors import BuildError
+from trtlade.files import write_json_atomic, write_text_atomic
 from trtlade.build.failures import diagnose, log_tail
 from trtlade.build.models import weights_fingerprint
 from trtlade.build.plan import BuildPlan

@@ -27,7 +27,7 @@ def _split(values: Optional[List[str]]) -> list[str]:
 
 def _presets(values: Optional[List[str]]) -> tuple[str, ...]:
     """``--preset fast --preset trtllm`` (or ``fast,trtllm``), in the order given, without repeats."""
-    from trtlade.engine.presets import DEFAULT_PRESET, PRESETS
+    from trtlade.presets import DEFAULT_PRESET, PRESETS
 
     names = [p.strip() for v in values or [] for p in v.split(",") if p.strip()] or [DEFAULT_PRESET]
     bad = [p for p in names if p not in PRESETS]
@@ -94,10 +94,10 @@ def engine_bench(
 
     from transformers.utils import logging as hf_logging
 
-    from trtlade.engine.bench import BenchConfig, run_engine_bench
-    from trtlade.engine.embedded import EmbeddedModelError
-    from trtlade.engine.prompt_suite import PromptSuiteError, load_suite
-    from trtlade.engine.reference import ModelLoadError
+    from trtlade.engine_bench import BenchConfig, run_engine_bench
+    from trtlade.reference.embedded import EmbeddedModelError
+    from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
+    from trtlade.reference.engine import ModelLoadError
 
     try:
         load_suite(prompts)

@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from trtlade.errors import TrtladeError
 from trtlade.config.schema import ConfigRuleError, TrtladeConfig
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import FIELD_ALIASES, SpecError
@@ -76,8 +77,9 @@ def dotted(loc: Iterable[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-class ConfigLoadError(ValueError):
-    """A file that cannot be read as YAML at all; ``diagnostics`` holds the (located) reason."""
+class ConfigLoadError(TrtladeError, ValueError):
+    """A file that cannot be read as YAML at all; ``diagnostics`` holds the (located) reasons, and the
+    message is all of them, each with its ``file:line`` and hint."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = list(diagnostics)

@@ -16,10 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema,
+                      model_validator)
 
-from trtlade.engine.presets import DEFAULT_PRESET
-from trtlade.schedule import LookaheadSchedule, ScheduleError
+from trtlade.errors import TrtladeError
+from trtlade.presets import DEFAULT_PRESET
+from trtlade.schedule import Band, LookaheadSchedule, ScheduleError
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -30,24 +32,24 @@ __all__ = [
     "ServeSection",
     "BenchSection",
     "TrtladeConfig",
-    "ScheduleBand",
+    "ScheduleBandField",
     "ConfigRuleError",
     "DEFAULT_CONCURRENCY",
 ]
 
 
-class ConfigRuleError(ValueError):
+class ConfigRuleError(TrtladeError, ValueError):
     """A rule across fields broken, located: ``loc`` is the path in the config (``("lookahead",
     "schedule", 1, "up_to")``), ``code`` the diagnostic code, ``hint`` what to do. Raised by model
     validators; the loader turns it into a diagnostic at ``loc``'s line (``loc=()``: where pydantic
     reports the error, for a validator that does not know its place)."""
 
+    located = False  # pydantic shows the message of a validator's error as it is
+
     def __init__(self, message: str, *, loc: tuple, code: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, hint, where=".".join(str(part) for part in loc))
         self.loc = loc
         self.code = code
-        self.hint = hint
 
 _SPEC_JSON_SCHEMA = {
     "description": 'A (W,N,G) lookahead spec: "4,2,4", [4, 2, 4], or a mapping with window_size, '
@@ -122,21 +124,36 @@ class BuildSection(_Section):
         return self.tp_size * self.pp_size
 
 
-class ScheduleBand(_Section):
-    up_to: Optional[int] = Field(
-        None, ge=1, description="This band serves requests admitted with at most this many requests in "
-        "flight, the new one included. Omitted on the last band (open-ended) only.")
-    spec: SpecField = Field(description="The (w,n,g) such a request gets; admitted by lookahead.spec. "
-                            "Quote it in a flow mapping: {up_to: 2, spec: '4,2,4'}.")
+def _band_from_config(value: Any) -> Band:
+    """A schedule band as the config writes it, validated by the schedule's own rules (:meth:`Band.parse`)."""
+    if isinstance(value, dict) and any(isinstance(k, int) and v is None for k, v in value.items()):
+        raise ConfigRuleError("the band's spec was read as several keys: in a flow mapping like "
+                              "{up_to: 2, spec: 4,2,4} the commas separate keys", loc=(), code="spec-parse",
+                              hint="quote the spec: {up_to: 2, spec: '4,2,4'}, or write it as [4, 2, 4]")
+    try:
+        return Band.parse(value)
+    except ScheduleError as exc:
+        raise ConfigRuleError(exc.message, loc=(), code="schedule-band", hint=exc.hint) from None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _flow_mapping_commas(cls, value: Any) -> Any:
-        if isinstance(value, dict) and any(isinstance(k, int) and v is None for k, v in value.items()):
-            raise ConfigRuleError("the band's spec was read as several keys: in a flow mapping like "
-                                  "{up_to: 2, spec: 4,2,4} the commas separate keys", loc=(), code="spec-parse",
-                                  hint="quote the spec: {up_to: 2, spec: '4,2,4'}, or write it as [4, 2, 4]")
-        return value
+
+_BAND_JSON_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["spec"],
+    "properties": {
+        "up_to": {"type": "integer", "minimum": 1, "description": "This band serves requests admitted with at "
+                  "most this many requests in flight, the new one included. Omitted on the last band "
+                  "(open-ended) only."},
+        "spec": {**_SPEC_JSON_SCHEMA, "description": "The (w,n,g) such a request gets; admitted by "
+                 "lookahead.spec. Quote it in a flow mapping: {up_to: 2, spec: '4,2,4'}."},
+    },
+}
+
+#: A band of ``lookahead.schedule``: validated into the schedule's own :class:`~trtlade.schedule.Band`.
+ScheduleBandField = Annotated[
+    Band,
+    PlainValidator(_band_from_config),
+    PlainSerializer(lambda band: band.to_config(), return_type=dict),
+    WithJsonSchema(_BAND_JSON_SCHEMA),
+]
 
 
 #: The schedule's rule codes (ScheduleError.rule) -> validate-config diagnostic codes.
@@ -168,7 +185,7 @@ class LookaheadSection(_Section):
         "`lookahead.schedule` for the requests in flight, re-checked every step on the reference engine. "
         "`fixed`: `request_default` (or `spec`) every step. A request may also send "
         '`"lookahead": "auto"` or `"schedule"`; an explicit (w,n,g) always wins.')
-    schedule: Optional[list[ScheduleBand]] = Field(
+    schedule: Optional[list[ScheduleBandField]] = Field(
         None, min_length=1, description="Load-aware (w,n,g) for requests that name none: bands "
         "{up_to, spec} in ascending up_to (requests in flight at admission, the new one included), the "
         "last without up_to. Every spec must be admitted by `spec`; not together with request_default. "
@@ -183,7 +200,7 @@ class LookaheadSection(_Section):
         """The schedule as a value object (None without one)."""
         if not self.schedule:
             return None
-        return LookaheadSchedule.parse([b.model_dump(exclude_none=True) | {"spec": b.spec} for b in self.schedule])
+        return LookaheadSchedule(tuple(self.schedule))
 
     @model_validator(mode="after")
     def _schedule_rules(self) -> "LookaheadSection":

@@ -14,6 +14,7 @@ from trtlade.bundle import Bundle, BundleError, open_bundle
 from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 from trtlade.config.schema import TrtladeConfig
 from trtlade.errors import TrtladeError
+from trtlade.files import write_text_atomic
 from trtlade.trtllm.engine_config import EngineConfig, EngineConfigError, read_engine_config
 
 __all__ = ["ExportError", "ExportSource", "read_source", "write_file", "write_tree"]
@@ -76,9 +77,7 @@ def write_file(out: Path, text: str, *, force: bool) -> None:
     if out.is_dir():
         raise ExportError(f"{out} is a directory", "give a file path to --out", where="--out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    write_text_atomic(out, text)
 
 
 def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:

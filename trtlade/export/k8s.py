@@ -27,7 +27,7 @@ from typing import Any, Optional
 import yaml
 
 from trtlade import __version__
-from trtlade.bundle import ENGINE_DIR
+from trtlade.bundle import CONFIG_FILE, ENGINE_DIR
 
 __all__ = ["K8sOptions", "manifests", "pod_config_text", "config_data"]
 
@@ -73,10 +73,10 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
     """The manifest files (name -> YAML text) for a config (as data) and its engine's world size."""
     labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
     cm_name = f"{opts.name}-config"
-    serve = ["trtlade", "serve", "--config", f"{CONFIG_MOUNT}/trtlade.yml"]
+    serve = ["trtlade", "serve", "--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
     if world_size > 1:
         serve = ["mpirun", "-n", str(world_size), "--allow-run-as-root", *serve]
-    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/trtlade.yml"]
+    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
     if has_engine:
         check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
@@ -117,7 +117,7 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
                    "prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}},
                "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm_name, "labels": labels},
-                 "data": {"trtlade.yml": yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}}
+                 "data": {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}}
     files = {"configmap.yml": configmap, "deployment.yml": deployment, "service.yml": service}
     if opts.hpa_max_replicas:
         files["hpa.yml"] = {
@@ -149,7 +149,7 @@ _PlainDumper.add_representer(str, _block_strings)
 
 def pod_config_text(files: dict[str, str]) -> str:
     """The trtlade config the ConfigMap of ``files`` holds (as the pod reads it)."""
-    return yaml.safe_load(files["configmap.yml"])["data"]["trtlade.yml"]
+    return yaml.safe_load(files["configmap.yml"])["data"][CONFIG_FILE]
 
 
 def config_data(path: Path) -> dict[str, Any]:

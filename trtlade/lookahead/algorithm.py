@@ -535,7 +535,7 @@ class LookaheadAlgorithm:
         """Accept the longest matching draft path (no state change besides remembering the result
         for ``commit``). ``argmax``: one entry per row of the prepared batch. ``targets``: the token
         each row chose when that is not its argmax -- a sampled request's keyed draw at the row
-        (:mod:`trtlade.engine.sampling`); the path and the emitted tokens follow ``targets``, the
+        (:mod:`trtlade.reference.sampling`); the path and the emitted tokens follow ``targets``, the
         Jacobi window still moves with ``argmax`` (drafts never read a draw).
 
         >>> algo = LookaheadAlgorithm((1, 3, 1), seed=0)

@@ -25,11 +25,11 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
-from trtlade.engine.protocol import DRAFT_POLICIES, GenerationRequest
-from trtlade.engine.serving import EngineInfo
+from trtlade.contract.protocol import DRAFT_POLICIES, GenerationRequest
+from trtlade.contract.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
-from trtlade.engine.tokenization import ChatTemplateError, PromptTokenizer
+from trtlade.contract.tokenization import ChatTemplateError, PromptTokenizer
 from trtlade.spec import WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
 __all__ = [
@@ -278,7 +278,7 @@ def parse_request_policy(value: Any, info: EngineInfo) -> Optional[str]:
     """``"auto"`` / ``"schedule"`` as the request's ``lookahead``: the draft policy it asks for (a 400
     when this server has none such), else None (a spec, read by :func:`parse_request_lookahead`).
 
-    >>> from trtlade.engine.serving import EngineLimits
+    >>> from trtlade.contract.serving import EngineLimits
     >>> info = EngineInfo("reference", "m", LookaheadSpec(2, 4, 2), LookaheadSpec(2, 4, 2),
     ...                   EngineLimits(2048, 2047), "", policies=("auto",))
     >>> parse_request_policy(" Auto ", info), parse_request_policy([2, 4, 2], info)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 from fastapi import Request
 
-from trtlade.engine.serving import ServingEngine
+from trtlade.contract.serving import ServingEngine
 from trtlade.server.errors import ApiError
 from trtlade.server.metrics import ServerMetrics
 

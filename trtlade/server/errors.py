@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from trtlade.errors import TrtladeError
+
 if TYPE_CHECKING:
     from fastapi.responses import JSONResponse
 
@@ -33,7 +35,7 @@ ERROR_TYPES: dict[int, str] = {
 
 
 @dataclass
-class ApiError(Exception):
+class ApiError(TrtladeError):
     """An error response. ``param`` names the offending request field (dotted, e.g. ``lookahead.w``)."""
 
     status: int
@@ -42,8 +44,10 @@ class ApiError(Exception):
     code: Optional[str] = None
     headers: dict[str, str] = field(default_factory=dict)
 
+    located = False  # the body carries the message, the field goes in ``param``
+
     def __post_init__(self) -> None:
-        super().__init__(self.message)
+        TrtladeError.__init__(self, self.message, where=self.param or "")
 
     @property
     def type(self) -> str:

@@ -22,8 +22,8 @@ from typing import Any, AsyncIterator, Optional
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from trtlade.engine.protocol import StepChunk
-from trtlade.engine.serving import EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected
+from trtlade.contract.protocol import StepChunk
+from trtlade.contract.serving import EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected
 from trtlade.server.admission import (
     Kind,
     PreparedRequest,

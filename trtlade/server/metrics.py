@@ -50,8 +50,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from trtlade.engine.protocol import GenerationRequest, GenerationStats
-from trtlade.engine.scheduler import StepReport
+from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepReport
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]

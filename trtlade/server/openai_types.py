@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtlade.engine.protocol import MAX_TOP_LOGPROBS
+from trtlade.contract.protocol import MAX_TOP_LOGPROBS
 
 __all__ = [
     "EXTENSION_FIELDS",

@@ -24,9 +24,9 @@ from typing import Any, Mapping, Optional
 from pydantic import ValidationError
 
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
-from trtlade.errors import TrtladeError
+from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
-from trtlade.engine.presets import PRESETS
+from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -41,14 +41,6 @@ __all__ = [
 #: The server's (W,N,G) when no config names one: the user's deployment.
 DEFAULT_SERVE_SPEC = LookaheadSpec(4, 2, 4)
 ENGINES = ("reference", "trtllm")
-
-
-class PlanError(TrtladeError, ValueError):
-    """A user mistake in flags or config: ``message``, ``hint``, ``usage`` (exit 2 instead of 1)."""
-
-    def __init__(self, message: str, hint: str = "", *, usage: bool = False) -> None:
-        super().__init__(message, hint)
-        self.usage = usage
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A completion's choice carries ``text``; a chat completion's carries ``message`` 
 (streamed; the first delta also says ``"role": "assistant"``). ``usage`` adds trtlade's
 ``lookahead`` block when the engine reports one::
 
-    >>> from trtlade.engine.protocol import GenerationStats
+    >>> from trtlade.contract.protocol import GenerationStats
     >>> from trtlade.spec import LookaheadSpec
     >>> usage(5, 6, GenerationStats(spec=LookaheadSpec(2, 2, 1), steps=4, tokens=6))
     ... # doctest: +NORMALIZE_WHITESPACE
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from trtlade.engine.protocol import GenerationStats, StepChunk, TokenLogprob
+from trtlade.contract.protocol import GenerationStats, StepChunk, TokenLogprob
 from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 

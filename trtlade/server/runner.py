@@ -28,9 +28,9 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
     cfg = plan.config
 
     def build() -> Any:
-        from trtlade.engine.presets import preset_prompt_lookup
-        from trtlade.engine.reference import ReferenceEngine
-        from trtlade.engine.reference_serving import ReferenceServingEngine
+        from trtlade.presets import preset_prompt_lookup
+        from trtlade.reference.engine import ReferenceEngine
+        from trtlade.reference.serving_adapter import ReferenceServingEngine
 
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype
         engine = ReferenceEngine.load(
@@ -50,7 +50,7 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
 
 
 def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
-    from trtlade.engine.trtllm import TrtllmLaunch
+    from trtlade.trtllm.engine import TrtllmLaunch
 
     cfg = plan.config
     assert plan.engine_dir is not None and plan.tokenizer_dir is not None
@@ -74,7 +74,7 @@ def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optiona
     """
     if plan.engine == "reference":
         return _reference_factory(plan)
-    from trtlade.engine.trtllm import TrtllmEngine, TrtllmStartError, preflight, run_follower
+    from trtlade.trtllm.engine import TrtllmEngine, TrtllmStartError, preflight, run_follower
 
     launch = trtllm_launch(plan, argv)
     try:

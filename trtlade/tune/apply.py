@@ -18,11 +18,11 @@ beside it), and the error says what to change.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 from trtlade.config.loader import ConfigLoadError, parse_yaml, validate_trtlade
 from trtlade.errors import TrtladeError
+from trtlade.files import write_text_atomic
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ApplyError", "apply_schedule", "with_schedule"]
@@ -122,7 +122,5 @@ def apply_schedule(path: Path, schedule: LookaheadSchedule) -> str:
         raise ApplyError(f"cannot read {path}: {exc.strerror or exc}", "give the path of a trtlade config",
                          where=str(path)) from None
     new_text = with_schedule(text, schedule, file=str(path))
-    tmp = path.with_name(f".{path.name}.trtlade-tune.tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, new_text)
     return new_text

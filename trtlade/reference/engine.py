@@ -14,7 +14,7 @@
 
 ``generate`` / ``stream`` run one sequence; :meth:`ReferenceEngine.new_batch` runs many at once,
 each with its own (w,n,g), in one forward pass per step (in-flight batching,
-:mod:`trtlade.engine.batching`); the single-sequence calls are a batch of one, the same code.
+:mod:`trtlade.reference.batching`); the single-sequence calls are a batch of one, the same code.
 Not thread-safe: one thread drives an engine. Per request, the spec
 ``lookahead`` (w, n, g) must be admitted by the engine's (W, N, G) (``w <= W, n <= N, g <= G``);
 ``None`` runs the engine's default request spec (under the auto policy on an adaptive engine),
@@ -27,14 +27,14 @@ step. ``rows_per_step`` records the rows each step computed (1 for the prefill s
 
 Sampling: ``temperature > 0`` samples, with lookahead, and emits exactly the tokens plain sampling
 (lookahead (1,1,0)) draws with the same ``seed``: every draw is keyed by (seed, absolute position)
-and the drafts are verified by those draws (:mod:`trtlade.engine.sampling`). A sampled request
+and the drafts are verified by those draws (:mod:`trtlade.reference.sampling`). A sampled request
 without a seed is given a random one (``stats.seed``). ``top_p``, ``top_k``, ``min_p`` and the
 presence, frequency and repetition penalties warp each row; the penalties also apply at
 ``temperature == 0`` (the argmax of the penalised logits). Plain greedy ignores ``seed``.
 
 Drafts: a request with ``lookahead=None`` on an adaptive engine (the default) runs the ``auto``
 policy -- each step the engine decides, for the whole batch, which sequences verify their drafts
-(:mod:`trtlade.engine.adaptive`); an explicit spec verifies them every step.
+(:mod:`trtlade.reference.adaptive`); an explicit spec verifies them every step.
 
 Stops: EOS (unless ``ignore_eos``) and ``stop_token_ids`` end the generation with that token kept
 in ``tokens`` (its text is not shown); a stop string ends it at the token that completes the
@@ -46,23 +46,21 @@ and nothing past it enters the n-gram pool or the KV cache.
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts OpenMP (see kernels)
+import torch
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Iterable, Iterator, Optional, Sequence  # noqa: E402
-
-import torch  # noqa: E402
-
-from trtlade.engine.adaptive import AutoPolicy, CostTable  # noqa: E402
-from trtlade.engine.batch_runner import BatchRunner, RowBlock  # noqa: E402
-from trtlade.engine.batching import Batch  # noqa: E402
-from trtlade.engine.kernels import configure_threads, dtype_name, resolve_dtype  # noqa: E402
-from trtlade.engine.protocol import MAX_TOP_LOGPROBS, GenerationRequest, GenerationResult, StepChunk  # noqa: E402
-from trtlade.engine.scheduler import BatchLimits  # noqa: E402
-from trtlade.engine.text import eos_token_ids  # noqa: E402
-from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param  # noqa: E402
+from trtlade.errors import TrtladeError
+from trtlade.reference.adaptive import AutoPolicy, CostTable
+from trtlade.reference.batch_runner import BatchRunner, RowBlock
+from trtlade.reference.batching import Batch, DraftSettings
+from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
+from trtlade.contract.protocol import MAX_TOP_LOGPROBS, GenerationRequest, GenerationResult, StepChunk
+from trtlade.reference.scheduler import BatchLimits
+from trtlade.contract.text import eos_token_ids
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param
 
 __all__ = [
     "DEFAULT_SPEC",
@@ -78,14 +76,16 @@ __all__ = [
 DEFAULT_SPEC = LookaheadSpec(2, 4, 2)
 
 
-class RequestError(ValueError):
+class RequestError(TrtladeError, ValueError):
     """A request the engine refuses: ``field`` names the offending field, ``limit`` the bound."""
 
     def __init__(self, message: str, *, field: str, limit: Any = None, hint: str = "") -> None:
-        super().__init__(message + (f" (hint: {hint})" if hint else ""))
+        super().__init__(message, hint, where=field)
         self.field = field
         self.limit = limit
-        self.hint = hint
+
+    def __str__(self) -> str:  # one line: the HTTP layer sends it as the 400's message, the field as param
+        return self.message + (f" (hint: {self.hint})" if self.hint else "")
 
 
 class LookaheadNotAdmitted(RequestError):
@@ -106,7 +106,7 @@ class LookaheadNotAdmitted(RequestError):
         self.value = value
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(TrtladeError, ValueError):
     """The model folder cannot be loaded (missing, not a HF folder, unsupported architecture)."""
 
 
@@ -122,10 +122,10 @@ class ReferenceEngine:
     (:mod:`trtlade.lookahead.prompt_lookup`; 0 = off, TensorRT-LLM's algorithm exactly).
     ``adaptive``: requests that name no spec run the ``auto`` draft policy: each step, the engine
     decides for the whole batch which sequences verify their drafts, from the measured cost of a
-    row and each sequence's acceptance (:mod:`trtlade.engine.adaptive`; always lossless). A request
+    row and each sequence's acceptance (:mod:`trtlade.reference.adaptive`; always lossless). A request
     with an explicit spec verifies its drafts every step unless its ``policy`` says otherwise.
     ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when available). Attention always runs through
-    :func:`~trtlade.engine.batch_runner.batched_attention`. ``calibrate``:
+    :func:`~trtlade.reference.batch_runner.batched_attention`. ``calibrate``:
     time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
     which every decoding step then refines; without it, until steps are measured, every draft row
     is assumed free.
@@ -147,11 +147,10 @@ class ReferenceEngine:
             raise LookaheadNotAdmitted(default, self.spec)
         self.default_request_spec = default
         self.tokenizer = tokenizer
-        self.seed = int(seed)
-        self.corrected_keying = bool(corrected_keying)
-        self.full_guess_set = bool(full_guess_set)
-        self.prompt_lookup = int(prompt_lookup)
-        self.adaptive = bool(adaptive)
+        #: how requests draft; a batch may run with its own (:meth:`new_batch`)
+        self.settings = DraftSettings(adaptive=bool(adaptive), prompt_lookup=int(prompt_lookup),
+                                      corrected_keying=bool(corrected_keying), full_guess_set=bool(full_guess_set),
+                                      seed=int(seed))
         self.runner = BatchRunner(model, pack_linears=pack_linears)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
@@ -178,9 +177,8 @@ class ReferenceEngine:
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
         torch_dtype = resolve_dtype(dtype)
         spec = LookaheadSpec.parse(spec)
-        configure_threads(threads)
         if model is None:
-            from trtlade.engine.embedded import EMBEDDED_MODEL_NAME, embedded_model_dir
+            from trtlade.reference.embedded import EMBEDDED_MODEL_NAME, embedded_model_dir
 
             folder, model_id = embedded_model_dir(), EMBEDDED_MODEL_NAME
         else:
@@ -191,6 +189,26 @@ class ReferenceEngine:
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
                    prompt_lookup=prompt_lookup)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.settings.adaptive
+
+    @property
+    def prompt_lookup(self) -> int:
+        return self.settings.prompt_lookup
+
+    @property
+    def corrected_keying(self) -> bool:
+        return self.settings.corrected_keying
+
+    @property
+    def full_guess_set(self) -> bool:
+        return self.settings.full_guess_set
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
 
     @property
     def cost(self) -> CostTable:
@@ -221,23 +239,24 @@ class ReferenceEngine:
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                  stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                  temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                 top_p: float = 1.0, **sampling: Any) -> GenerationResult:
+                 top_p: float = 1.0, settings: Optional[DraftSettings] = None, **sampling: Any) -> GenerationResult:
         """Generate up to ``max_tokens`` tokens after ``prompt_ids``; see the module docstring.
         ``sampling``: ``top_k``, ``min_p``, ``presence_penalty``, ``frequency_penalty``,
-        ``repetition_penalty`` (:class:`~trtlade.engine.protocol.GenerationRequest`)."""
+        ``repetition_penalty`` (:class:`~trtlade.contract.protocol.GenerationRequest`).
+        ``settings``: draft settings for this call instead of the engine's (:attr:`settings`)."""
         return self.generate_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p, **sampling))
+            min_tokens=min_tokens, top_p=top_p, **sampling), settings=settings)
 
     def stream(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-               top_p: float = 1.0, **sampling: Any) -> Iterator[StepChunk]:
+               top_p: float = 1.0, settings: Optional[DraftSettings] = None, **sampling: Any) -> Iterator[StepChunk]:
         """Like :meth:`generate`, one :class:`StepChunk` per engine step; the last has
         ``finish_reason`` and ``stats``. ``close()`` the iterator to stop early."""
         return self.stream_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p, **sampling))
+            min_tokens=min_tokens, top_p=top_p, **sampling), settings=settings)
 
     def greedy(self, prompt_ids: Sequence[int], max_tokens: int = 128, **kwargs: Any) -> GenerationResult:
         """The engine's own plain greedy loop: :meth:`generate` with lookahead (1,1,0)."""
@@ -256,11 +275,12 @@ class ReferenceEngine:
             stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),
             min_tokens=min_tokens, temperature=temperature, top_p=top_p, seed=seed, **sampling)
 
-    def generate_request(self, request: GenerationRequest) -> GenerationResult:
+    def generate_request(self, request: GenerationRequest, settings: Optional[DraftSettings] = None
+                         ) -> GenerationResult:
         tokens: list[int] = []
         texts: list[str] = []
         last: Optional[StepChunk] = None
-        for chunk in self.stream_request(request):
+        for chunk in self.stream_request(request, settings=settings):
             tokens.extend(chunk.tokens)
             texts.append(chunk.text)
             last = chunk
@@ -268,22 +288,25 @@ class ReferenceEngine:
         return GenerationResult(tokens=tokens, text="".join(texts), finish_reason=last.finish_reason,
                                 stats=last.stats)
 
-    def stream_request(self, request: GenerationRequest) -> Iterator[StepChunk]:
+    def stream_request(self, request: GenerationRequest, settings: Optional[DraftSettings] = None
+                       ) -> Iterator[StepChunk]:
         """Validate ``request`` now (raising :class:`RequestError` / :class:`LookaheadNotAdmitted`),
         then return the step iterator (a batch of one; a later call supersedes it)."""
-        batch = self.new_batch(max_batch_size=1)
+        batch = self.new_batch(max_batch_size=1, settings=settings)
         seq_id = batch.add(request)
         return self._single(batch, seq_id)
 
-    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None) -> Batch:
-        """A :class:`~trtlade.engine.batching.Batch`: in-flight batching of many requests, each with
+    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None,
+                  settings: Optional[DraftSettings] = None) -> Batch:
+        """A :class:`~trtlade.reference.batching.Batch`: in-flight batching of many requests, each with
         its own (w,n,g). It supersedes any earlier batch or stream of this engine (their slots are
         freed; their next step raises). ``max_num_tokens``: rows per forward pass, drafts included
-        (None: no limit)."""
+        (None: no limit). ``settings``: how its requests draft (default: the engine's)."""
         self.runner.free_all()
         owner = object()
         self._batch_owner = owner
-        return Batch(self, BatchLimits(max_batch_size, max_num_tokens), owner)
+        return Batch(self, BatchLimits(max_batch_size, max_num_tokens), settings=settings or self.settings,
+                     is_current=lambda: self._batch_owner is owner)
 
     def _single(self, batch: Batch, seq_id: int) -> Iterator[StepChunk]:
         try:
@@ -294,7 +317,7 @@ class ReferenceEngine:
                         if chunk.finish_reason is not None:
                             return
         finally:
-            if self._batch_owner is batch._owner:
+            if batch.is_current():
                 batch.close()
 
     def validate(self, request: GenerationRequest) -> LookaheadSpec:

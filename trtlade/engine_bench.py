@@ -32,13 +32,13 @@ keyed by g) is counted per spec (no timing: it only changes the pool).
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from trtlade.engine.presets import DEFAULT_PRESET, preset_prompt_lookup
+from trtlade.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
 __all__ = ["BenchConfig", "ModeResult", "DtypeResult", "BenchResult", "run_engine_bench", "max_spec",
@@ -259,8 +259,8 @@ def max_spec(specs: Sequence[LookaheadSpec]) -> LookaheadSpec:
 
 def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> BenchResult:
     """Run the benchmark (see the module docstring); ``progress`` gets one line per finished run."""
-    from trtlade.engine.prompt_suite import load_suite
-    from trtlade.engine.reference import DEFAULT_SPEC, ReferenceEngine
+    from trtlade.reference.prompt_suite import load_suite
+    from trtlade.reference.engine import DEFAULT_SPEC, ReferenceEngine
 
     suite = load_suite(config.prompts)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -299,8 +299,9 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         if config.profile:
             first = config.presets[0]
             for spec in (AUTOREGRESSIVE, engine.default_request_spec):
-                with _prompt_lookup(engine, preset_prompt_lookup(first, spec)):
-                    outcome.profile.append(profile_steps(engine, prompts[0][1], spec) | {"preset": first})
+                settings = dataclasses.replace(engine.settings, prompt_lookup=preset_prompt_lookup(first, spec))
+                outcome.profile.append(profile_steps(engine, prompts[0][1], spec, settings=settings)
+                                       | {"preset": first})
         results.append(outcome)
         del engine
     return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
@@ -335,7 +336,7 @@ class TransformersBaseline:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from trtlade.engine.embedded import embedded_model_dir
+        from trtlade.reference.embedded import embedded_model_dir
 
         folder = model or str(embedded_model_dir())
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
@@ -365,16 +366,6 @@ class TransformersBaseline:
         return out[0, len(ids):].tolist(), seconds
 
 
-@contextlib.contextmanager
-def _prompt_lookup(engine: Any, tokens: int) -> Iterator[None]:
-    """The engine's prompt-lookup tokens set to ``tokens`` for a block, then restored."""
-    before, engine.prompt_lookup = engine.prompt_lookup, tokens
-    try:
-        yield
-    finally:
-        engine.prompt_lookup = before
-
-
 def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeResult, ids: list[int],
               max_tokens: int, sampling: Optional[dict[str, Any]] = None) -> tuple[list[int], float, float, Any]:
     """(tokens, decode seconds, prefill seconds, stats or None) of one prompt in one mode;
@@ -384,10 +375,9 @@ def _run_mode(engine: Any, baseline: Optional[TransformersBaseline], mode: ModeR
         assert baseline is not None
         tokens, seconds = baseline.run(ids, max_tokens, lookup=mode.mode == PROMPT_LOOKUP, **sampling)
         return tokens, seconds, 0.0, None
-    engine.adaptive = mode.adaptive
     spec = None if mode.adaptive else LookaheadSpec.parse(mode.spec)
-    with _prompt_lookup(engine, mode.prompt_lookup):
-        result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec, **sampling)
+    settings = dataclasses.replace(engine.settings, adaptive=mode.adaptive, prompt_lookup=mode.prompt_lookup)
+    result = engine.generate(ids, max_tokens=max_tokens, lookahead=spec, settings=settings, **sampling)
     return result.tokens, result.stats.decode_s, result.stats.prefill_s, result
 
 
@@ -441,23 +431,22 @@ def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[Mode
             mode.identical_prefix_tokens += prefix if not same else len(ref)
             mode.greedy_tokens += len(ref)
             mode.per_prompt[pid]["first_difference"] = None if same else prefix
-    engine.adaptive = True
 
 
 def _keying(engine: Any, prompts: list[tuple[str, list[int]]], config: BenchConfig,
             progress: Callable[[str], None]) -> list[dict[str, Any]]:
     """Tokens per step with TensorRT-LLM's keying vs the corrected keying, per spec (adaptive off)."""
     rows = []
-    engine.adaptive = False
     for spec in config.specs:
         if spec.is_autoregressive:
             continue
         counts = {}
         for corrected in (False, True):
-            engine.corrected_keying = corrected
+            settings = dataclasses.replace(engine.settings, adaptive=False, corrected_keying=corrected,
+                                           prompt_lookup=0)  # the keying of TensorRT-LLM's algorithm itself
             tokens = steps = 0
             for _, ids in prompts:
-                st = engine.generate(ids, max_tokens=config.max_tokens, lookahead=spec).stats
+                st = engine.generate(ids, max_tokens=config.max_tokens, lookahead=spec, settings=settings).stats
                 tokens += st.tokens
                 steps += st.steps
             counts[corrected] = tokens / steps if steps else 0.0
@@ -465,8 +454,6 @@ def _keying(engine: Any, prompts: list[tuple[str, list[int]]], config: BenchConf
                      "tokens_per_step_corrected_keying": round(counts[True], 4),
                      "change": round(counts[True] / counts[False] - 1.0, 4) if counts[False] else 0.0})
         progress(f"keying {spec}: TensorRT-LLM {counts[False]:.3f} vs corrected {counts[True]:.3f} tokens/step")
-    engine.corrected_keying = False
-    engine.adaptive = True
     return rows
 
 
@@ -492,7 +479,8 @@ _CATEGORIES = (
 )
 
 
-def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, steps: int = 24) -> dict[str, Any]:
+def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, steps: int = 24,
+                  settings: Any = None) -> dict[str, Any]:
     """Where the time of a decoding step goes: op self-time by category (torch.profiler), the
     engine's own Python (algorithm, text) and the rest (Python and dispatch in transformers and
     torch): ``step_ms``, measured without the profiler, minus the other parts. Milliseconds per
@@ -500,20 +488,16 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     so they include a little profiler overhead and the rest is, if anything, underestimated."""
     from torch.profiler import ProfilerActivity, profile
 
-    from trtlade.engine.batching import ALGORITHM_LABEL, TEXT_LABEL
+    from trtlade.reference.batching import ALGORITHM_LABEL, TEXT_LABEL
 
-    adaptive = engine.adaptive
-    engine.adaptive = False
-    try:
-        plain = engine.generate(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True)
-        stream = engine.stream(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True)
-        next(stream)  # the prefill
-        t0 = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            decode_steps = sum(1 for _ in stream)
-        wall = time.perf_counter() - t0
-    finally:
-        engine.adaptive = adaptive
+    fixed = dataclasses.replace(settings or engine.settings, adaptive=False)
+    plain = engine.generate(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
+    stream = engine.stream(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
+    next(stream)  # the prefill
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decode_steps = sum(1 for _ in stream)
+    wall = time.perf_counter() - t0
     n = max(1, decode_steps)
     by_name = {e.key: e for e in prof.key_averages()}
     ms = {}

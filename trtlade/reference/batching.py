@@ -11,18 +11,18 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
    not for one more);
 2. decides who drafts: a ``fixed`` request verifies its drafts every step; a ``schedule`` request while
    the schedule's band for the requests in flight now is not (1,1,0); the ``auto`` requests as the
-   engine's :class:`~trtlade.engine.adaptive.AutoPolicy` chooses for the whole batch (the most
+   engine's :class:`~trtlade.reference.adaptive.AutoPolicy` chooses for the whole batch (the most
    expected tokens per second under the measured cost of a row); the others run their golden row;
 3. runs ONE forward pass over the sequences that were running before this step: every one contributes its
    golden row, plus its window and candidate rows for its own (w,n,g) if it drafts this step, or one
-   row for (1,1,0) (:class:`~trtlade.engine.batch_runner.RowBlock`); drafts that
+   row for (1,1,0) (:class:`~trtlade.reference.batch_runner.RowBlock`); drafts that
    do not fit ``max_num_tokens`` are dropped, oldest requests keep theirs
-   (:mod:`trtlade.engine.scheduler`);
+   (:mod:`trtlade.reference.scheduler`);
 4. verifies each sequence's rows on its own, emits 1..N tokens per sequence and keeps only the K/V
    of what it accepted; finished, stopped and cancelled sequences leave at once and free their slot.
 
 Every emitted token is the argmax of logits computed over the sequence's own exact prefix -- or, for a
-sampled request, the draw keyed by (seed, position) from them (:mod:`trtlade.engine.sampling`) -- so
+sampled request, the draw keyed by (seed, position) from them (:mod:`trtlade.reference.sampling`) -- so
 what a request gets does not depend on what shares its steps or on its drafts: lossless alone and in
 a batch, greedy or sampled.
 
@@ -39,21 +39,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 from torch.profiler import record_function
 
-from trtlade.engine.adaptive import Acceptance, AutoPolicy
-from trtlade.engine.batch_runner import RowBlock
-from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
-from trtlade.engine.sampling import KeyedSampler, SamplingParams, random_seed
-from trtlade.engine.scheduler import BatchLimits, StepReport
-from trtlade.engine.text import OutputText
+from trtlade.reference.adaptive import Acceptance, AutoPolicy
+from trtlade.reference.batch_runner import BatchRunner, RowBlock
+from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
+from trtlade.reference.sampling import KeyedSampler, SamplingParams, random_seed
+from trtlade.reference.scheduler import BatchLimits, StepReport
+from trtlade.contract.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS"]
+__all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS"]
 
 #: What the auto policy may give a sequence beyond its golden row, fewest rows first: the first token of
 #: each of its candidates (n-gram pool and prompt lookup), its whole candidates, both without the Jacobi
@@ -67,16 +67,53 @@ ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto polic
 TEXT_LABEL = "trtlade.text"  # detokenization and stops
 
 
+@dataclass(frozen=True)
+class DraftSettings:
+    """How sequences build and run their drafts. An engine holds one (``engine.settings``); a batch
+    may be given its own (engine-bench runs each mode so) and never changes the engine's.
+
+    ``adaptive``: a request that names no spec runs the ``auto`` policy. ``prompt_lookup``: draft
+    tokens of the prompt-lookup candidate (0: TensorRT-LLM's algorithm exactly). ``corrected_keying``
+    / ``full_guess_set``: the algorithm's departures from TensorRT-LLM
+    (:class:`~trtlade.lookahead.algorithm.LookaheadAlgorithm`). ``seed``: the Jacobi window's
+    initial guesses (never a sampled request's draws).
+
+    >>> dataclasses.replace(DraftSettings(), prompt_lookup=3).prompt_lookup
+    3
+    """
+
+    adaptive: bool = True
+    prompt_lookup: int = 0
+    corrected_keying: bool = False
+    full_guess_set: bool = False
+    seed: int = 0
+
+
+class BatchEngine(Protocol):
+    """What a :class:`Batch` needs from its engine (:class:`~trtlade.reference.engine.ReferenceEngine`
+    has it): the request check, the forward pass, the auto policy, the text rules' inputs."""
+
+    spec: LookaheadSpec
+    tokenizer: Any
+    eos_token_ids: tuple[int, ...]
+    runner: BatchRunner
+    policy: AutoPolicy
+
+    def validate(self, request: GenerationRequest) -> LookaheadSpec: ...
+
+
 class SequenceState:
     """One request's decoding state: output, text, stops, sampler, lookahead algorithm, slot.
 
     The batch asks it for its rows (:meth:`block`), hands back their logits (:meth:`consume`) and
-    learns which rows' K/V to keep. ``engine`` supplies tokenizer, EOS ids, seed, cost table and
-    the algorithm settings (:class:`~trtlade.engine.reference.ReferenceEngine`).
+    learns which rows' K/V to keep. ``engine`` supplies the tokenizer, the EOS ids and the auto
+    policy; ``settings`` how the drafts are built.
     """
 
-    def __init__(self, engine: Any, request: GenerationRequest, spec: LookaheadSpec, seq_id: int) -> None:
+    def __init__(self, engine: BatchEngine, request: GenerationRequest, spec: LookaheadSpec, seq_id: int,
+                 settings: DraftSettings = DraftSettings()) -> None:
         self.engine = engine
+        self.settings = settings
         self.request = request
         self.spec = spec
         self.seq_id = seq_id
@@ -97,7 +134,7 @@ class SequenceState:
         self.slot: Optional[int] = None
         self.finish_reason: Optional[str] = None
         self.algo: Optional[LookaheadAlgorithm] = None
-        self.policy = _resolve_policy(request, engine.adaptive)
+        self.policy = _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive else None
         self.contexts = _RepeatIndex(self.prompt)
         kind = "" if params.greedy else "sampled-"  # sampled acceptance is its own prior
@@ -216,11 +253,11 @@ class SequenceState:
     def _algorithm(self) -> LookaheadAlgorithm:
         """The sequence's lookahead state, set up on the context so far the first time it drafts."""
         if self.algo is None:
-            engine = self.engine
+            settings = self.settings
             self.algo = LookaheadAlgorithm(
-                self.spec, eos_token_ids=engine.eos_token_ids, seed=engine.seed,
-                corrected_keying=engine.corrected_keying, full_guess_set=engine.full_guess_set,
-                prompt_lookup=getattr(engine, "prompt_lookup", 0))
+                self.spec, eos_token_ids=self.engine.eos_token_ids, seed=settings.seed,
+                corrected_keying=settings.corrected_keying, full_guess_set=settings.full_guess_set,
+                prompt_lookup=settings.prompt_lookup)
             self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
 
@@ -236,7 +273,7 @@ class SequenceState:
 
     def _draws(self, draft: DraftBatch, logits: torch.Tensor) -> list[int]:
         """The token each logit row of ``draft`` draws: warped with the penalties of the output and the
-        row's own path, keyed by the position it fills (:mod:`trtlade.engine.sampling`)."""
+        row's own path, keyed by the position it fills (:mod:`trtlade.reference.sampling`)."""
         assert self.sampler is not None
         first = len(self.prompt) + len(self.tokens)  # row 0 (the golden token) draws the token here
         paths = [[draft.tokens[a] for a in draft.ancestors[row][1:]] for row in draft.logit_rows]
@@ -293,18 +330,22 @@ class _Waiting:
 class Batch:
     """Waiting and running sequences of one engine, stepped together (see the module docstring).
 
-    ``engine``: the :class:`~trtlade.engine.reference.ReferenceEngine` (validation, runner, settings).
-    ``limits``: :class:`~trtlade.engine.scheduler.BatchLimits`. Not thread-safe: one thread calls
+    ``engine``: what the batch needs of it (:class:`BatchEngine`). ``limits``:
+    :class:`~trtlade.reference.scheduler.BatchLimits`. ``settings``: how its sequences draft.
+    ``is_current``: False once a newer batch drives the engine (this one then refuses to step: the
+    engine's slots are no longer its own). Not thread-safe: one thread calls
     :meth:`add`, :meth:`cancel` and :meth:`step`. ``last``: the :class:`StepReport` of the last step;
     ``failed``: ``(seq_id, exception)`` of the sequences that failed in it on their own (a request's
     text or sampling, say): they have left the batch, their neighbours went on. An exception raised
     by :meth:`step` itself (the shared forward pass) concerns every sequence in it.
     """
 
-    def __init__(self, engine: Any, limits: BatchLimits, owner: object) -> None:
+    def __init__(self, engine: BatchEngine, limits: BatchLimits, *, settings: DraftSettings = DraftSettings(),
+                 is_current: Callable[[], bool] = lambda: True) -> None:
         self.engine = engine
         self.limits = limits
-        self._owner = owner
+        self.settings = settings
+        self.is_current = is_current
         self._next_id = 0
         self._waiting: list[_Waiting] = []
         self._running: list[SequenceState] = []
@@ -329,7 +370,7 @@ class Batch:
         spec = self.engine.validate(request)
         seq_id = self._next_id
         self._next_id += 1
-        state = SequenceState(self.engine, request, spec, seq_id)
+        state = SequenceState(self.engine, request, spec, seq_id, self.settings)
         if enqueued_at is not None:
             state.enqueued_at = enqueued_at
         self._waiting.append(_Waiting(state))
@@ -524,7 +565,7 @@ class Batch:
             state.slot = None
 
     def _check_owner(self) -> None:
-        if self.engine._batch_owner is not self._owner:
+        if not self.is_current():
             raise RuntimeError("this generation was superseded by a newer batch on the same engine "
                                "(one batch drives an engine at a time)")
 

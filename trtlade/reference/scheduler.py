@@ -20,8 +20,10 @@ do (15)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
+
+from trtlade.contract.protocol import StepReport
 
 __all__ = ["BatchLimits", "StepReport", "fit_rows", "default_max_num_tokens"]
 
@@ -75,23 +77,3 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
     return rows
 
 
-@dataclass
-class StepReport:
-    """What one :meth:`Batch.step` did (for metrics and benchmarks): ``running`` sequences in its
-    forward pass, ``rows`` computed, ``dropped_drafts`` draft rows dropped for ``max_num_tokens``,
-    ``prefills`` / ``prefill_tokens`` admitted, the seconds spent, and what the auto policy did."""
-
-    running: int = 0
-    rows: int = 0
-    dropped_drafts: int = 0
-    prefills: int = 0
-    prefill_tokens: int = 0
-    seconds: float = 0.0
-    #: seconds each request prefilled in this step waited from being added to its prefill
-    queue_waits: list[float] = field(default_factory=list)
-    #: the auto policy's choice this step: sequences it let draft / kept to their golden row, the
-    #: accepted drafts it expected from those that drafted, and the ones they got
-    auto_drafted: int = 0
-    auto_skipped: int = 0
-    expected_accepted: float = 0.0
-    accepted: int = 0

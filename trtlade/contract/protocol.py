@@ -24,7 +24,7 @@ DraftPolicy = Literal["fixed", "auto", "schedule"]
 DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
 __all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
-           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS"]
+           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
 MAX_TOP_LOGPROBS = 20
@@ -54,14 +54,14 @@ class GenerationRequest:
 
     ``policy``: how the drafts of ``lookahead`` run, step by step. ``"fixed"``: every step verifies
     them. ``"auto"``: each step the engine's auto policy decides, for the whole batch, whether this
-    sequence verifies them or runs its golden row only (:mod:`trtlade.engine.adaptive`).
+    sequence verifies them or runs its golden row only (:mod:`trtlade.reference.adaptive`).
     ``"schedule"``: ``schedule`` chose ``lookahead`` at admission; at each step the drafts run only
     while the band for the requests in flight then is not (1,1,0). None: ``"auto"`` when
     ``lookahead`` is None and the engine is adaptive, else ``"fixed"``. Lossless in every case.
 
     Sampling: ``temperature > 0`` samples with the warpers below, every draw keyed by (``seed``,
     position), so lookahead emits exactly what plain sampling does with the same seed (reference
-    engine, :mod:`trtlade.engine.sampling`); ``seed`` None: the engine picks one and reports it in
+    engine, :mod:`trtlade.reference.sampling`); ``seed`` None: the engine picks one and reports it in
     ``GenerationStats.seed``.
     """
 
@@ -75,7 +75,7 @@ class GenerationRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: Optional[int] = None
-    #: the other warpers (:mod:`trtlade.engine.sampling`): 0 = off for top_k and min_p, 1.0 for the
+    #: the other warpers (:mod:`trtlade.reference.sampling`): 0 = off for top_k and min_p, 1.0 for the
     #: repetition penalty; penalties apply at temperature 0 too (the argmax of the penalised logits)
     top_k: int = 0
     min_p: float = 0.0
@@ -168,3 +168,26 @@ class GenerationResult:
     @property
     def steps(self) -> int:
         return self.stats.steps
+
+
+@dataclass
+class StepReport:
+    """What one batched engine step did (:meth:`trtlade.reference.batching.Batch.step`), for metrics
+    and benchmarks: ``running`` sequences in its forward pass, ``rows`` computed, ``dropped_drafts``
+    draft rows dropped for ``max_num_tokens``, ``prefills`` / ``prefill_tokens`` admitted, the seconds
+    spent, and what the auto policy did."""
+
+    running: int = 0
+    rows: int = 0
+    dropped_drafts: int = 0
+    prefills: int = 0
+    prefill_tokens: int = 0
+    seconds: float = 0.0
+    #: seconds each request prefilled in this step waited from being added to its prefill
+    queue_waits: list[float] = field(default_factory=list)
+    #: the auto policy's choice this step: sequences it let draft / kept to their golden row, the
+    #: accepted drafts it expected from those that drafted, and the ones they got
+    auto_drafted: int = 0
+    auto_skipped: int = 0
+    expected_accepted: float = 0.0
+    accepted: int = 0

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from trtlade.errors import TrtladeError
+
 __all__ = ["Prompt", "PromptSuite", "PromptSuiteError", "load_suite", "BUNDLED_SUITES"]
 
 #: Bundled suites: name -> file in trtlade/data.
@@ -26,7 +28,7 @@ BUNDLED_SUITES = {"suite": "prompts.json"}
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
-class PromptSuiteError(ValueError):
+class PromptSuiteError(TrtladeError, ValueError):
     """A prompt suite file that cannot be read (the message names the file and the entry)."""
 
 

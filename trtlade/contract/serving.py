@@ -2,20 +2,20 @@
 
 The HTTP layer never calls an engine's model code directly. It asks a :class:`ServingEngine` for
 its :class:`EngineInfo` (model id, (W,N,G), limits, scheduling note), its
-:class:`~trtlade.engine.tokenization.PromptTokenizer`, and submits a
-:class:`~trtlade.engine.protocol.GenerationRequest`, getting back a :class:`GenerationHandle`: an
-async iterator of :class:`~trtlade.engine.protocol.StepChunk` (one per engine step) with ``cancel()``.
+:class:`~trtlade.contract.tokenization.PromptTokenizer`, and submits a
+:class:`~trtlade.contract.protocol.GenerationRequest`, getting back a :class:`GenerationHandle`: an
+async iterator of :class:`~trtlade.contract.protocol.StepChunk` (one per engine step) with ``cancel()``.
 
 ``submit`` answers at once (it never waits for the model): it either raises
 :class:`EngineOverloaded` (-> 429), :class:`RequestRejected` (-> 400), or queues the request.
 Failures after that surface as :class:`EngineFailure` raised from the iterator (-> 500, or an SSE
 error event once a stream has started).
 
-Two engines implement it: :class:`trtlade.engine.reference_serving.ReferenceServingEngine` (the
+Two engines implement it: :class:`trtlade.reference.serving_adapter.ReferenceServingEngine` (the
 PyTorch reference engine with in-flight batching in one worker thread) and
-:class:`trtlade.engine.trtllm.TrtllmEngine` (TensorRT-LLM's executor with in-flight batching).
+:class:`trtlade.trtllm.engine.TrtllmEngine` (TensorRT-LLM's executor with in-flight batching).
 Engines may also offer ``set_step_observer(callback)``: the callback gets every step's
-:class:`~trtlade.engine.scheduler.StepReport` (the server's batch metrics).
+:class:`~trtlade.reference.scheduler.StepReport` (the server's batch metrics).
 
 Both engines decide what a request without its own (w,n,g) gets with one :class:`LookaheadPolicy`:
 the band of the server's :class:`~trtlade.schedule.LookaheadSchedule` for the requests in flight
@@ -31,8 +31,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
-from trtlade.engine.protocol import GenerationRequest, StepChunk
-from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.errors import TrtladeError
+from trtlade.contract.protocol import GenerationRequest, StepChunk
+from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
@@ -50,25 +51,28 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------- errors
-class EngineOverloaded(Exception):
+class EngineOverloaded(TrtladeError):
     """The engine's queue is full; retry after ``retry_after_s`` seconds (-> HTTP 429)."""
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, f"retry after {retry_after_s} s")
         self.retry_after_s = retry_after_s
 
+    def __str__(self) -> str:
+        return self.message
 
-class RequestRejected(ValueError):
+
+class RequestRejected(TrtladeError, ValueError):
     """The engine refused this request as invalid (-> HTTP 400). ``param`` names the field."""
 
+    located = False  # the HTTP layer puts the field in ``param``
+
     def __init__(self, message: str, param: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, where=param or "")
         self.param = param
 
 
-class EngineFailure(RuntimeError):
+class EngineFailure(TrtladeError, RuntimeError):
     """The engine failed while generating this request (-> HTTP 500); the server keeps serving."""
 
 
@@ -161,7 +165,7 @@ class LookaheadPolicy:
     per admitted request, when it ends). The caller holds its own lock around admission; the count
     has its own lock too, so :meth:`band_in_force` is safe from any thread.
 
-    >>> from trtlade.engine.protocol import GenerationRequest
+    >>> from trtlade.contract.protocol import GenerationRequest
     >>> policy = LookaheadPolicy(LookaheadSchedule.parse([{"up_to": 1, "spec": "2,4,2"}, {"spec": "1,1,0"}]))
     >>> first = policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4))
     >>> second = policy.admit(GenerationRequest(prompt_ids=(1,), max_tokens=4))

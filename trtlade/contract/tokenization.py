@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from trtlade.errors import TrtladeError
+
 __all__ = ["PromptTokenizer", "ChatTemplateError", "load_hf_tokenizer"]
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(TrtladeError, ValueError):
     """The tokenizer has no chat template, or the template rejected the messages."""
 
 

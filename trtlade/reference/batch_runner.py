@@ -38,22 +38,17 @@ argument, the way transformers passes ``cu_seq_lens`` to its flash kernels.
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
 
-# OpenMP reads its wait policy when its runtime starts (at the first parallel region). With the
-# default (active spinning) two threads were 4x slower than one on a shared 2-core machine.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
+import torch
+from torch import nn
+from torch.profiler import record_function
+from transformers.cache_utils import Cache, CacheLayerMixin
 
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, Optional, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.profiler import record_function  # noqa: E402
-from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: E402
-
-from trtlade.engine.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers  # noqa: E402
+from trtlade.errors import TrtladeError
+from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 
 __all__ = [
     "RowBlock",
@@ -74,7 +69,7 @@ BATCHED_ATTENTION = "trtlade_batched"
 _UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "sliding_window", "s_aux", "sinks", "position_bias")
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(TrtladeError, ValueError):
     """The model cannot be driven by the reference engine (the message says why and what to use)."""
 
 
@@ -362,7 +357,7 @@ class BatchRunner:
 
     ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
     oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per
-    row count (:func:`~trtlade.engine.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
+    row count (:func:`~trtlade.reference.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
     chosen). Slots are handed out by :meth:`allocate` (lowest free first, so the attention reads a
     short slot range) and returned by :meth:`free`. Not thread-safe: one thread drives it.
     """

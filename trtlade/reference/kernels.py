@@ -20,12 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-# OpenMP reads its wait policy when its runtime starts (at the first parallel region). With the
-# default (active spinning) two threads were 4x slower than one on a shared 2-core machine.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
 __all__ = [
     "DTYPES",

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import torch
 
 if TYPE_CHECKING:
-    from trtlade.engine.protocol import GenerationRequest
+    from trtlade.contract.protocol import GenerationRequest
 
 __all__ = ["SamplingParams", "KeyedSampler", "keyed_uniform", "inverse_cdf", "random_seed"]
 

@@ -1,5 +1,5 @@
 """The TensorRT-LLM engine: ``tensorrt_llm.bindings.executor`` on a built Lookahead engine, served
-through the same interface as the reference engine (:class:`trtlade.engine.serving.ServingEngine`).
+through the same interface as the reference engine (:class:`trtlade.contract.serving.ServingEngine`).
 
 Start-up, in this order (every refusal is a :class:`TrtllmStartError` with a message and a hint; the
 CLI prints it and exits 1 before binding a port):
@@ -41,8 +41,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
-from trtlade.engine.protocol import GenerationRequest, GenerationStats, StepChunk
-from trtlade.engine.serving import (
+from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk
+from trtlade.contract.serving import (
     EngineFailure,
     EngineInfo,
     EngineLimits,
@@ -51,8 +51,8 @@ from trtlade.engine.serving import (
     LookaheadPolicy,
     RequestRejected,
 )
-from trtlade.engine.text import OutputText, eos_token_ids
-from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.contract.text import OutputText, eos_token_ids
+from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec, wire_param
 
@@ -238,7 +238,7 @@ class _Job:
 
 
 class TrtllmEngine:
-    """A started TensorRT-LLM executor behind the :class:`~trtlade.engine.serving.ServingEngine`
+    """A started TensorRT-LLM executor behind the :class:`~trtlade.contract.serving.ServingEngine`
     interface. Build it with :meth:`start` (runs :func:`preflight` unless given its result)."""
 
     def __init__(self, executor: Any, tle: ModuleType, launch: TrtllmLaunch, pre: Preflight,
@@ -287,7 +287,7 @@ class TrtllmEngine:
     @classmethod
     def start(cls, launch: TrtllmLaunch, pre: Optional[Preflight] = None) -> "TrtllmEngine":
         """Preflight (unless given), tokenizer, executor, response thread."""
-        from trtlade.engine.tokenization import load_hf_tokenizer
+        from trtlade.contract.tokenization import load_hf_tokenizer
 
         pre = pre or preflight(launch)
         if not pre.world.is_leader:
@@ -458,7 +458,7 @@ class TrtllmEngine:
 
     def _chunk(self, job: _Job, new: list[int], finish: Optional[str]) -> StepChunk:
         """The step's tokens through the same output rules as the reference engine
-        (:class:`~trtlade.engine.text.OutputText`): EOS and stop ids end the text and show none,
+        (:class:`~trtlade.contract.text.OutputText`): EOS and stop ids end the text and show none,
         a stop string ends it at the token that completes it. ``finish`` is the executor's."""
         emitted = job.output.extend(new)
         text = emitted.text

@@ -1,10 +1,10 @@
 """The reference engine behind the serving contract: in-flight batching in one worker thread.
 
 The event loop only appends to a deque (:meth:`ReferenceServingEngine.submit` never waits for the
-model). One worker thread owns the engine and its :class:`~trtlade.engine.batching.Batch`: it hands
+model). One worker thread owns the engine and its :class:`~trtlade.reference.batching.Batch`: it hands
 new requests to the batch, runs one batch step at a time and posts every
-:class:`~trtlade.engine.protocol.StepChunk` to its request's
-:class:`~trtlade.engine.serving.GenerationHandle`. Requests run concurrently, up to
+:class:`~trtlade.contract.protocol.StepChunk` to its request's
+:class:`~trtlade.contract.serving.GenerationHandle`. Requests run concurrently, up to
 ``max_batch_size`` of them, each with its own (w,n,g), all in one forward pass per step; the others
 wait in arrival order (at most ``max_queue``, more get 429). A cancelled request leaves at once if
 it waits, or at the next step boundary if it runs, and frees its cache slot.
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from trtlade.engine.protocol import GenerationRequest
-from trtlade.engine.serving import (
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.serving import (
     EngineFailure,
     EngineInfo,
     EngineLimits,
@@ -31,7 +31,7 @@ from trtlade.engine.serving import (
     LookaheadPolicy,
     RequestRejected,
 )
-from trtlade.engine.tokenization import PromptTokenizer
+from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ReferenceServingEngine", "reference_scheduling"]
@@ -56,7 +56,7 @@ class _Job:
 
 
 class ReferenceServingEngine:
-    """Serves a :class:`~trtlade.engine.reference.ReferenceEngine` (or anything with ``new_batch``,
+    """Serves a :class:`~trtlade.reference.engine.ReferenceEngine` (or anything with ``new_batch``,
     ``spec``, ``default_request_spec``, ``tokenizer``, ``model_id`` and ``max_seq_len``, such as the
     scripted engine of the tests) from ONE worker thread, batching requests in flight."""
 

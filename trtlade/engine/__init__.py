@@ -1,1 +1,0 @@
-"""Engines: the PyTorch reference engine and the TensorRT-LLM executor engine, behind one protocol."""
