@@ -242,11 +242,28 @@ def test_request_lookahead_is_passed_per_request(tle, tokenizer_dir):
     assert on["choices"][0]["text"] == off["choices"][0]["text"]
 
 
-def test_the_schedule_gives_the_executor_a_per_request_config(tle, tokenizer_dir):
+def test_the_schedule_gives_the_executor_a_per_request_config(tle, tokenizer_dir, monkeypatch):
+    import itertools
+    import threading
+
     from trtlade.schedule import LookaheadSchedule
+    from trtlade.server import generation
 
     schedule = LookaheadSchedule.parse([{"up_to": 1, "spec": "2,2,1"}, {"spec": "1,1,0"}])
     app = trtllm_app(tokenizer_dir, schedule=schedule)
+    # the two concurrent requests meet in tokenization (a worker thread each), so both have arrived,
+    # and count each other, before either is admitted -- whatever the machine's timing
+    together = threading.Barrier(2, timeout=10)
+    tokenize = generation.tokenize
+
+    calls = itertools.count()
+
+    def meeting(*args, **kwargs):
+        if next(calls) < 2:  # the two concurrent requests; the third comes alone
+            together.wait()
+        return tokenize(*args, **kwargs)
+
+    monkeypatch.setattr(generation, "tokenize", meeting)
 
     async def go():
         async with client_for(app) as c:
