@@ -331,7 +331,8 @@ def test_engine_matches_the_simulator_step_for_step():
             return int(model(torch.tensor([list(prefix)])).logits[0, -1].argmax())
 
     for spec in [(4, 2, 4), (5, 3, 5), (7, 5, 7)]:
-        sim = simulate(oracle, list(PROMPT), spec, max_tokens=40, eos_token_ids=eng.eos_token_ids, seed=eng.seed)
+        sim = simulate(oracle, list(PROMPT), spec, max_tokens=40, eos_token_ids=eng.eos_token_ids,
+                       seed=eng.settings.seed)
         ours = eng.generate(list(PROMPT), max_tokens=40, lookahead=spec)
         assert ours.tokens == sim.tokens
         assert ours.stats.steps == sim.steps + 1  # + the prefill step

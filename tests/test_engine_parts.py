@@ -401,7 +401,7 @@ def test_the_engine_reports_the_kernel_it_measured():
     engine.calibrate()
     stats = engine.stats
     assert stats["linear_kernel"] == choice.to_dict() and stats["dtype"] == "float32"
-    assert stats["prompt_lookup"] == engine.prompt_lookup and stats["step_cost_ms"]
+    assert stats["prompt_lookup"] == engine.settings.prompt_lookup and stats["step_cost_ms"]
     assert all(ms > 0 for ms in stats["step_cost_ms"].values())
     serving = ReferenceServingEngine(engine, max_batch_size=1)
     try:

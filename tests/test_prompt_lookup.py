@@ -102,7 +102,7 @@ def test_the_preset_reaches_the_served_engine(tmp_path, preset_line, lookup, sho
     config.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\n{preset_line}")
     serving = engine_factory(make_plan(ServeFlags(config=config)))()
     try:
-        assert serving._engine.prompt_lookup == lookup
+        assert serving._engine.settings.prompt_lookup == lookup
         assert serving.info.details["preset"] == shown
     finally:
         import asyncio

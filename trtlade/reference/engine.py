@@ -191,26 +191,6 @@ class ReferenceEngine:
                    prompt_lookup=prompt_lookup)
 
     @property
-    def adaptive(self) -> bool:
-        return self.settings.adaptive
-
-    @property
-    def prompt_lookup(self) -> int:
-        return self.settings.prompt_lookup
-
-    @property
-    def corrected_keying(self) -> bool:
-        return self.settings.corrected_keying
-
-    @property
-    def full_guess_set(self) -> bool:
-        return self.settings.full_guess_set
-
-    @property
-    def seed(self) -> int:
-        return self.settings.seed
-
-    @property
     def cost(self) -> CostTable:
         """The step cost by rows: the auto policy's own table (calibrated at load, refined by every step)."""
         return self.policy.cost
@@ -228,8 +208,8 @@ class ReferenceEngine:
             "linear_kernel": self.runner.kernel_choice.to_dict(),
             "dtype": self.dtype,
             "threads": self.threads,
-            "prompt_lookup": self.prompt_lookup,
-            "adaptive": self.adaptive,
+            "prompt_lookup": self.settings.prompt_lookup,
+            "adaptive": self.settings.adaptive,
             "step_cost_ms": {rows: round(1000 * ms, 2) for rows in sorted(self.cost.samples)
                              if (ms := self.cost.median(rows)) is not None},
             "auto": self.policy.snapshot(),
