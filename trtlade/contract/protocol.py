@@ -24,7 +24,8 @@ DraftPolicy = Literal["fixed", "auto", "schedule"]
 DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
 __all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
-           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport"]
+           "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport",
+           "SamplingParams"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
 MAX_TOP_LOGPROBS = 20
@@ -40,8 +41,46 @@ class TokenLogprob:
     top: tuple[tuple[int, float], ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class SamplingParams:
+    """A request's warpers and seed: what decides which token a row's logits give. The rule that
+    applies them (in vLLM's order) is :mod:`trtlade.reference.sampling`'s; a
+    :class:`GenerationRequest` is one of these plus the rest of the request.
+
+    ``temperature`` 0: the argmax (of the penalised logits), no draw and no seed. ``top_k`` and
+    ``min_p`` 0: off; ``repetition_penalty`` 1.0: off. ``seed`` None on a sampled request: the engine
+    picks one and reports it (``GenerationStats.seed``).
+
+    >>> SamplingParams().greedy, SamplingParams(temperature=0.7).greedy, SamplingParams(frequency_penalty=1).plain
+    (True, False, False)
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: Optional[int] = None
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: the argmax (of the penalised logits), no draw."""
+        return not self.temperature > 0
+
+    @property
+    def penalised(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+    @property
+    def plain(self) -> bool:
+        """Plain greedy decoding: the argmax of the raw logits (the engine's path before sampling existed)."""
+        return self.greedy and not self.penalised
+
+
 @dataclass(frozen=True)
-class GenerationRequest:
+class GenerationRequest(SamplingParams):
     """One sequence to generate.
 
     ``lookahead``: the per-request (w,n,g); None = the engine's default request spec; (1,1,0) = off.
@@ -59,10 +98,9 @@ class GenerationRequest:
     while the band for the requests in flight then is not (1,1,0). None: ``"auto"`` when
     ``lookahead`` is None and the engine is adaptive, else ``"fixed"``. Lossless in every case.
 
-    Sampling: ``temperature > 0`` samples with the warpers below, every draw keyed by (``seed``,
-    position), so lookahead emits exactly what plain sampling does with the same seed (reference
-    engine, :mod:`trtlade.reference.sampling`); ``seed`` None: the engine picks one and reports it in
-    ``GenerationStats.seed``.
+    Sampling (the :class:`SamplingParams` fields, keyword-only): ``temperature > 0`` samples, every
+    draw keyed by (``seed``, position), so lookahead emits exactly what plain sampling does with the
+    same seed (reference engine, :mod:`trtlade.reference.sampling`).
     """
 
     prompt_ids: tuple[int, ...]
@@ -72,16 +110,6 @@ class GenerationRequest:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     min_tokens: int = 0
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: Optional[int] = None
-    #: the other warpers (:mod:`trtlade.reference.sampling`): 0 = off for top_k and min_p, 1.0 for the
-    #: repetition penalty; penalties apply at temperature 0 too (the argmax of the penalised logits)
-    top_k: int = 0
-    min_p: float = 0.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
     band: Optional[int] = None
     load: Optional[int] = None
     policy: Optional[DraftPolicy] = None

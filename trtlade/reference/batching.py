@@ -47,7 +47,7 @@ from torch.profiler import record_function
 from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
-from trtlade.reference.sampling import KeyedSampler, SamplingParams, random_seed
+from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import BatchLimits, StepReport
 from trtlade.contract.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
@@ -125,9 +125,9 @@ class SequenceState:
             context=self.prompt)
         self.tokens = self.output.tokens  # the output so far (the same list)
         self.stop_ids = self.output.stop_ids
-        params = SamplingParams.of(request)
+        params = request  # a request is its SamplingParams and more
         if not params.greedy and params.seed is None:  # reported back (stats.seed): any answer can be reproduced
-            params = SamplingParams.of(request, seed=random_seed())
+            params = dataclasses.replace(request, seed=random_seed())
         #: the keyed draws and penalties; None for plain greedy decoding (the argmax of the raw logits)
         self.sampler = None if params.plain else KeyedSampler(params, self.prompt)
         self.stats.seed = None if params.greedy else params.seed

@@ -37,13 +37,11 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
-if TYPE_CHECKING:
-    from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.protocol import SamplingParams
 
 __all__ = ["SamplingParams", "KeyedSampler", "keyed_uniform", "inverse_cdf", "random_seed"]
 
@@ -84,47 +82,6 @@ def inverse_cdf(probs: torch.Tensor, uniforms: Sequence[float]) -> list[int]:
     targets = torch.tensor(list(uniforms), dtype=torch.float64).unsqueeze(1) * cdf[:, -1:]
     picked = torch.searchsorted(cdf, targets, right=True).squeeze(1)
     return picked.clamp_(max=probs.shape[-1] - 1).tolist()
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """A request's warpers and seed (see the module docstring for the order they apply in).
-
-    >>> SamplingParams().greedy, SamplingParams(temperature=0.7).greedy, SamplingParams(frequency_penalty=1).plain
-    (True, False, False)
-    """
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    seed: Optional[int] = None
-
-    @classmethod
-    def of(cls, request: "GenerationRequest", seed: Optional[int] = None) -> "SamplingParams":
-        """A request's sampling fields; ``seed``: the one to use (a sampled request's own, or given it)."""
-        return cls(temperature=float(request.temperature), top_p=float(request.top_p), top_k=int(request.top_k),
-                   min_p=float(request.min_p), presence_penalty=float(request.presence_penalty),
-                   frequency_penalty=float(request.frequency_penalty),
-                   repetition_penalty=float(request.repetition_penalty),
-                   seed=request.seed if seed is None else seed)
-
-    @property
-    def greedy(self) -> bool:
-        """Temperature 0: the argmax (of the penalised logits), no draw."""
-        return not self.temperature > 0
-
-    @property
-    def penalised(self) -> bool:
-        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
-
-    @property
-    def plain(self) -> bool:
-        """Plain greedy decoding: the argmax of the raw logits (the engine's path before sampling existed)."""
-        return self.greedy and not self.penalised
 
 
 class KeyedSampler:
