@@ -132,10 +132,17 @@ class KeyedSampler:
         if params.greedy:
             return logits.argmax(dim=-1).tolist()
         self.draws += len(positions)
-        return inverse_cdf(self._warp(logits), [keyed_uniform(params.seed, q) for q in positions])  # type: ignore[arg-type]
+        probs, ids = self._warp(logits)
+        picked = inverse_cdf(probs, [keyed_uniform(params.seed, q) for q in positions])  # type: ignore[arg-type]
+        if ids is None:
+            return picked
+        return ids.gather(1, torch.tensor(picked).unsqueeze(1)).squeeze(1).tolist()
 
     # ------------------------------------------------------------------ internals
-    def _warp(self, logits: torch.Tensor) -> torch.Tensor:
+    def _warp(self, logits: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The warped probabilities, and the token ids they are over, ascending (None: the whole
+        vocabulary). With top_p, only the nucleus is kept: drawing in token-id order over it is the
+        same draw as over the whole row with the rest at 0, without a pass over the vocabulary."""
         params = self.params
         scores = logits / params.temperature
         vocab = scores.shape[-1]
@@ -143,11 +150,12 @@ class KeyedSampler:
             kth = scores.topk(params.top_k, dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
+        ids = None
         if params.top_p < 1.0:
-            probs = _nucleus(probs, params.top_p)
-        if params.min_p > 0.0:
+            probs, ids = _nucleus(probs, params.top_p)
+        if params.min_p > 0.0:  # the highest probability is always in the nucleus
             probs = probs.masked_fill(probs < params.min_p * probs.max(dim=-1, keepdim=True).values, 0.0)
-        return probs
+        return probs, ids
 
     def _penalise(self, logits: torch.Tensor, paths: Sequence[Sequence[int]]) -> torch.Tensor:
         params = self.params
@@ -179,11 +187,13 @@ def _repeat(values: torch.Tensor, penalty: float) -> torch.Tensor:
     return torch.where(values > 0, values / penalty, values * penalty)
 
 
-def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Zero every probability outside the smallest set of highest ones that reaches ``top_p``.
+def _nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest set of highest probabilities that reaches ``top_p``, per row: ``(p, ids)`` over
+    the same k candidates per row in ascending token id, those outside the set at 0.
 
-    >>> _nucleus(torch.tensor([[0.1, 0.6, 0.3]]), 0.8).tolist()
-    [[0.0, 0.6000000238418579, 0.30000001192092896]]
+    >>> p, ids = _nucleus(torch.tensor([[0.1, 0.6, 0.3]]), 0.8)
+    >>> ids.tolist(), p.tolist()
+    ([[0, 1, 2]], [[0.0, 0.6000000238418579, 0.30000001192092896]])
     """
     vocab = probs.shape[-1]
     for k in (*(k for k in _NUCLEUS_PROBES if k < vocab), vocab):
@@ -192,4 +202,5 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
             break  # every row's nucleus lies among its k highest (the next one would start past top_p)
     drop = ordered.cumsum(dim=-1) - ordered > top_p  # keep the smallest prefix reaching top_p
     kept = ordered.masked_fill(drop, 0.0)
-    return torch.zeros_like(probs).scatter_(-1, index, kept)
+    ids, order = index.sort(dim=-1)
+    return kept.gather(-1, order), ids
