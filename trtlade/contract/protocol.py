@@ -25,7 +25,7 @@ DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
 __all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
            "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport",
-           "SamplingParams"]
+           "SamplingParams", "SAMPLING_RANGES", "sampling_bounds"]
 
 #: Most alternatives per token a request may ask for (``logprobs`` / ``top_logprobs``).
 MAX_TOP_LOGPROBS = 20
@@ -39,6 +39,25 @@ class TokenLogprob:
     token: int
     logprob: float
     top: tuple[tuple[int, float], ...] = ()
+
+
+#: the warpers' ranges, field -> (lowest, highest, whether the lowest itself is allowed): OpenAI's and
+#: vLLM's. The HTTP layer's request model and the reference engine's request check both read them.
+SAMPLING_RANGES: dict[str, tuple[float, float, bool]] = {
+    "top_p": (0.0, 1.0, False), "min_p": (0.0, 1.0, True),
+    "presence_penalty": (-2.0, 2.0, True), "frequency_penalty": (-2.0, 2.0, True),
+    "repetition_penalty": (0.0, 2.0, False),
+}
+
+
+def sampling_bounds(name: str) -> dict[str, float]:
+    """A warper's range as pydantic ``Field`` bounds.
+
+    >>> sampling_bounds("top_p"), sampling_bounds("min_p")
+    ({'gt': 0.0, 'le': 1.0}, {'ge': 0.0, 'le': 1.0})
+    """
+    low, high, closed = SAMPLING_RANGES[name]
+    return {"ge" if closed else "gt": low, "le": high}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,7 +57,8 @@ from trtlade.reference.adaptive import AutoPolicy, CostTable
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.batching import Batch, DraftSettings
 from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
-from trtlade.contract.protocol import MAX_TOP_LOGPROBS, GenerationRequest, GenerationResult, StepChunk
+from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, GenerationRequest, GenerationResult,
+                                       StepChunk)
 from trtlade.reference.scheduler import BatchLimits
 from trtlade.contract.text import eos_token_ids
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param
@@ -424,15 +425,9 @@ def load_hf_model(folder: Path, dtype: torch.dtype, device: str = "cpu") -> tupl
     return model, tokenizer
 
 
-#: field -> (lowest, highest, whether the lowest itself is allowed): OpenAI's and vLLM's ranges
-_SAMPLING_RANGES = {"top_p": (0.0, 1.0, False), "min_p": (0.0, 1.0, True),
-                    "presence_penalty": (-2.0, 2.0, True), "frequency_penalty": (-2.0, 2.0, True),
-                    "repetition_penalty": (0.0, 2.0, False)}
-
-
 def _check_sampling(request: GenerationRequest) -> None:
     """The warpers' ranges (the HTTP layer checks the same, naming the request field)."""
-    for name, (low, high, closed) in _SAMPLING_RANGES.items():
+    for name, (low, high, closed) in SAMPLING_RANGES.items():
         value = getattr(request, name)
         if not (low <= value <= high if closed else low < value <= high):
             bracket = "[" if closed else "("

@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtlade.contract.protocol import MAX_TOP_LOGPROBS
+from trtlade.contract.protocol import MAX_TOP_LOGPROBS, sampling_bounds
 
 __all__ = [
     "EXTENSION_FIELDS",
@@ -73,7 +73,7 @@ class _GenerationFields(_Strict):
     model: Optional[str] = None
     max_tokens: Optional[int] = Field(None, ge=1)
     temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, gt=0, le=1)
+    top_p: Optional[float] = Field(None, **sampling_bounds("top_p"))
     n: Optional[int] = Field(None, ge=1)
     stop: Union[str, list[str], None] = None
     #: a 64-bit seed (what torch's generators take); larger ones are a 400 naming ``seed``
@@ -89,8 +89,8 @@ class _GenerationFields(_Strict):
     tools: Optional[list[Any]] = None
     tool_choice: Any = None
     reasoning_effort: Optional[str] = None
-    presence_penalty: Optional[float] = Field(None, ge=-2, le=2)
-    frequency_penalty: Optional[float] = Field(None, ge=-2, le=2)
+    presence_penalty: Optional[float] = Field(None, **sampling_bounds("presence_penalty"))
+    frequency_penalty: Optional[float] = Field(None, **sampling_bounds("frequency_penalty"))
     logit_bias: Optional[dict[str, float]] = None
     # extensions
     lookahead: Any = None
@@ -99,8 +99,8 @@ class _GenerationFields(_Strict):
     stop_token_ids: Optional[list[int]] = None
     #: vLLM's sampling extensions (top_k 0 or -1: off)
     top_k: Optional[int] = Field(None, ge=-1)
-    min_p: Optional[float] = Field(None, ge=0, le=1)
-    repetition_penalty: Optional[float] = Field(None, gt=0, le=2)
+    min_p: Optional[float] = Field(None, **sampling_bounds("min_p"))
+    repetition_penalty: Optional[float] = Field(None, **sampling_bounds("repetition_penalty"))
 
 
 class CompletionRequest(_GenerationFields):
