@@ -29,6 +29,7 @@ def tle(fake_trtllm):
     tle._fail_after_iterations = None
     tle._iteration_delay = 0.0
     tle._instances.clear()
+    tle._fail_start = None
     yield tle
     tle._fail_after_iterations = None
     tle._iteration_delay = 0.0
@@ -78,18 +79,77 @@ def test_double_speculative_resource_matches_the_spec(tle, wng, draft):
     assert LookaheadSpec(*wng).max_draft_len == draft
 
 
-def test_double_decoding_config_refuses_lookahead_with_another_mode(tle):
-    la = tle.LookaheadDecodingConfig(4, 2, 4)
-    with pytest.raises(RuntimeError, match="Lookahead"):
-        tle.DecodingConfig(decoding_mode=tle.DecodingMode.TopKTopP(), lookahead_decoding_config=la)
-    cfg = tle.DecodingConfig()
-    cfg.lookahead_decoding_config = la
-    assert cfg.decoding_mode.isLookahead()
+def lookahead_decoding(tle, w, n, g):
+    """The decoding config as TensorRT-LLM's own code builds it: the mode passed with the config."""
+    return tle.DecodingConfig(decoding_mode=tle.DecodingMode.Lookahead(),
+                              lookahead_decoding_config=tle.LookaheadDecodingConfig(w, n, g))
+
+
+# What the real bindings refuse, the double refuses, with the real message (each check in the double
+# cites the C++ file and function it mirrors). One row per refusal: (what is built, the message).
+REFUSALS = [
+    # decodingConfig.cpp, DecodingConfig::DecodingConfig: the defect of trtlade serve before issue 26
+    (lambda t: t.DecodingConfig(lookahead_decoding_config=t.LookaheadDecodingConfig(4, 2, 4)),
+     "LookaheadDecodingConfig is set, but DecodingMode is not set"),
+    (lambda t: t.DecodingConfig(decoding_mode=t.DecodingMode.TopKTopP(),
+                                lookahead_decoding_config=t.LookaheadDecodingConfig(4, 2, 4)),
+     "LookaheadDecodingConfig is set, but DecodingMode is not set to Lookahead"),
+    # decodingConfig.cpp, DecodingConfig::setDecodingMode
+    (lambda t: setattr(t.DecodingConfig(), "decoding_mode", t.DecodingMode.Lookahead()),
+     "Decoding mode must not be set with `setDecodingMode` for Medusa, Lookahead"),
+    # decodingConfig.cpp, LookaheadDecodingConfig::LookaheadDecodingConfig: the C++ order of the checks
+    (lambda t: t.LookaheadDecodingConfig(4, 1, 2), "ngramSize=1 requires verificationSetSize=0"),
+    # kvCacheConfig.cpp, setFreeGpuMemoryFraction: strictly below 1
+    (lambda t: t.KvCacheConfig(free_gpu_memory_fraction=1.0), r"freeGpuMemoryFraction < 1\.F"),
+    (lambda t: t.KvCacheConfig(free_gpu_memory_fraction=0.0), r"freeGpuMemoryFraction > 0\.F"),
+    (lambda t: t.KvCacheConfig(max_tokens=0), "maxTokens > 0"),
+    (lambda t: t.KvCacheConfig(max_attention_window=[4096, 0]), "maxAttentionWindow > 0"),
+    # executorConfig.cpp, ExecutorConfig::ExecutorConfig
+    (lambda t: t.ExecutorConfig(max_beam_width=0), "mMaxBeamWidth > 0"),
+    # samplingConfig.cpp, SamplingConfig::check*
+    (lambda t: t.SamplingConfig(0), "beamWidth > 0"),
+    (lambda t: t.SamplingConfig(1, top_p=0.0), "topP.value\\(\\) > 0.f"),
+    (lambda t: t.SamplingConfig(1, temperature=-0.5), "temperature.value\\(\\) >= 0.f"),
+    (lambda t: t.SamplingConfig(1, min_tokens=-1), "minTokens.value\\(\\) >= 0"),
+    (lambda t: t.SamplingConfig(1, repetition_penalty=0.0), "repetitionpenalty.value\\(\\) > 0.f"),
+    # requestImpl.h, Request::Impl::validate
+    (lambda t: t.Request([], max_tokens=4), "!mInputTokenIds.empty\\(\\)"),
+    (lambda t: t.Request([1, 2], max_tokens=0), "mMaxNewTokens > 0"),
+]
+
+
+@pytest.mark.parametrize("build, message", REFUSALS)
+def test_double_refuses_what_the_real_bindings_refuse(tle, build, message):
+    with pytest.raises(RuntimeError, match=message):
+        build(tle)
+
+
+def test_the_old_serve_decoding_config_fails_on_the_double(tle):
+    """Issue 26's defect: DecodingConfig(lookahead_decoding_config=la) without a mode never starts."""
+    with pytest.raises(RuntimeError, match="DecodingMode is not set"):
+        tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
+            lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 2, 4)))
+
+
+def test_double_lookahead_setter_sets_the_mode_and_the_constructor_with_mode_works(tle):
+    by_setter = tle.DecodingConfig()
+    by_setter.lookahead_decoding_config = tle.LookaheadDecodingConfig(4, 2, 4)
+    by_ctor = lookahead_decoding(tle, 4, 2, 4)
+    for cfg in (by_setter, by_ctor):
+        assert cfg.decoding_mode.isLookahead() and cfg.lookahead_decoding_config.max_window_size == 4
+    assert not tle.LookaheadDecodingConfig.is_legal(4, 1, 0) and tle.LookaheadDecodingConfig.is_legal(1, 1, 0)
+
+
+@pytest.mark.parametrize("version, default", [("0.16.0", False), ("1.2.0", True)])
+def test_double_block_reuse_default_follows_the_version(tle, fake_trtllm, monkeypatch, version, default):
+    monkeypatch.setattr(fake_trtllm, "__version__", version)
+    cfg = tle.KvCacheConfig()
+    assert cfg.enable_block_reuse is default and not cfg._block_reuse_explicit
+    assert tle.KvCacheConfig(enable_block_reuse=False)._block_reuse_explicit
 
 
 def test_double_executor_refuses_a_mismatched_spec_like_the_real_one(tle):
-    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
-        lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 3, 4)))
+    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 3, 4))
     with pytest.raises(RuntimeError, match="Assertion failed: 16 != 40"):
         tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, cfg)
     with pytest.raises(RuntimeError, match="Lookahead decoding config must be provided"):
@@ -97,8 +157,7 @@ def test_double_executor_refuses_a_mismatched_spec_like_the_real_one(tle):
 
 
 def test_double_runtime_lookahead_check(tle):
-    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
-        lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 2, 4)))
+    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 2, 4))
     ex = tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, cfg)
     rid = ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True,
                                          lookahead_config=tle.LookaheadDecodingConfig(5, 2, 4)))
@@ -195,6 +254,100 @@ def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
         assert engine.info.details["preset"] == "trtllm"  # the only algorithm TensorRT-LLM runs
     finally:
         run(engine.aclose())
+
+
+def assert_built_like_tensorrt_llm(config, spec, fraction=None, reuse=False):
+    """The executor config as TensorRT-LLM's sources require: DecodingMode.Lookahead() with the lookahead
+    config, KV block reuse passed explicitly (its default differs across versions)."""
+    decoding = config.decoding_config
+    assert decoding.decoding_mode.isLookahead()
+    la = decoding.lookahead_decoding_config
+    assert (la.max_window_size, la.max_ngram_size, la.max_verification_set_size) == spec
+    assert config.kv_cache_config._block_reuse_explicit and config.kv_cache_config.enable_block_reuse is reuse
+    assert config.kv_cache_config.free_gpu_memory_fraction == fraction
+    assert config.max_beam_width == 1
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "1.2.0"])
+def test_leader_builds_the_executor_config_like_tensorrt_llm(tle, fake_trtllm, monkeypatch, tokenizer_dir,
+                                                             version):
+    from trtlade.trtllm.engine import TrtllmEngine
+
+    monkeypatch.setattr(fake_trtllm, "__version__", version)
+    engine = TrtllmEngine.start(launch(tokenizer_dir, kv_cache_free_gpu_memory_fraction=0.85))
+    try:
+        assert_built_like_tensorrt_llm(tle._instances[-1]._config, (4, 2, 4), fraction=0.85)
+    finally:
+        run(engine.aclose())
+
+
+def test_follower_builds_the_same_executor_config(tle, tokenizer_dir, monkeypatch):
+    from trtlade.trtllm.engine import preflight, run_follower
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2", kv_cache_enable_block_reuse=True)
+    stop = threading.Event()
+    stop.set()  # build the executor, then return at once (in a thread: no signal handlers installed)
+    thread = threading.Thread(target=run_follower, args=(lau, preflight(lau), stop))
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert_built_like_tensorrt_llm(tle._instances[-1]._config, (4, 2, 4), reuse=True)
+
+
+@pytest.mark.parametrize("error, code, hint", [
+    ("[TensorRT-LLM][ERROR] Assertion failed: LookaheadDecodingConfig is set, but DecodingMode is not set "
+     "(/src/cpp/tensorrt_llm/executor/decodingConfig.cpp:84)", "decoding-mode", "DecodingMode.Lookahead()"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: 16 != 40 (/src/cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp"
+     ":56)", "draft-len-mismatch", "trtlade validate-config"),
+    ("[TensorRT-LLM][ERROR] No available XQA kernels are found for speculative decoding mode.", "xqa-kernels",
+     "upgrade TensorRT-LLM"),
+    ("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory", "out-of-memory",
+     "kv_cache_free_gpu_memory_fraction"),
+    ("[TensorRT-LLM][ERROR] something new", None, "not a failure trtlade knows"),
+])
+def test_start_failures_are_classified_like_the_build_log(tle, tokenizer_dir, error, code, hint):
+    from trtlade.trtllm.engine import TrtllmEngine, TrtllmStartError
+
+    tle._fail_start = error
+    with pytest.raises(TrtllmStartError) as info:
+        TrtllmEngine.start(launch(tokenizer_dir))
+    assert error in info.value.message and hint in info.value.hint
+    assert (f"[{code}:" in info.value.message) if code else ("[" not in info.value.message.split(error)[-1])
+    if code != "draft-len-mismatch":
+        assert "16 != 40" not in info.value.hint  # the old catch-all hint is gone
+
+
+def test_runtime_with_a_known_lookahead_bug_warns_and_still_starts(tle, fake_trtllm, monkeypatch, tokenizer_dir):
+    from trtlade.trtllm.engine import preflight
+
+    monkeypatch.setattr(fake_trtllm, "__version__", "0.20.0")  # the engine itself says 0.16.0
+    pre = preflight(launch(tokenizer_dir))
+    (warning,) = [w for w in pre.warnings if w.code == "runtime-version-known-bug"]
+    assert "NVIDIA/TensorRT-LLM#5451" in warning.message and "0.19.0" in warning.hint
+
+
+def test_engine_built_by_a_release_with_a_known_bug_warns_in_validate_config(tmp_path):
+    import json
+    import shutil
+
+    from trtlade.trtllm.engine_config import check_engine, read_engine_config
+
+    shutil.copytree(ENGINES / "qwen3-8b-424", tmp_path / "e")
+    raw = json.loads((tmp_path / "e" / "config.json").read_text())
+    raw["version"] = "0.20.0"
+    (tmp_path / "e" / "config.json").write_text(json.dumps(raw, indent=4))
+    diags = check_engine(LookaheadSpec(4, 2, 4), read_engine_config(tmp_path / "e"))
+    (bug,) = [d for d in diags if d.code == "engine-version-known-bug"]
+    assert bug.severity == "warning" and "#5451" in bug.message and "0.19.0" in bug.hint
+    assert bug.file.endswith("config.json") and bug.line == 2 and bug.path == "version"
+    assert not [d for d in diags if d.severity == "error"]  # warned, not refused
+    raw["build_config"]["max_prompt_embedding_table_size"] = 256  # a multimodal engine: #6009 too
+    (tmp_path / "e" / "config.json").write_text(json.dumps(raw, indent=4))
+    codes = [d.message for d in check_engine(LookaheadSpec(4, 2, 4), read_engine_config(tmp_path / "e"))
+             if d.code == "engine-version-known-bug"]
+    assert len(codes) == 2 and any("#6009" in m for m in codes)
 
 
 # ------------------------------------------------------------------------------------------ serving

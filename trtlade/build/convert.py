@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trtlade.errors import TrtladeError
-from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm, qwen3_note
+from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm, qwen3_note, supports_qwen3
 
 __all__ = ["main", "ConversionFailure", "EXIT_REPORTED"]
 
@@ -90,11 +90,15 @@ def _known(exc: BaseException, version: str) -> ConversionFailure | None:
         return ConversionFailure("unsupported-qwen3", f"TensorRT-LLM {version} cannot convert Qwen3: {exc}",
                                  hint=qwen3_note(version))
     if "does not recognize this architecture" in text or "model type `qwen3`" in text:
+        hint = ("upgrade transformers to a release that knows the model within what your TensorRT-LLM "
+                "accepts, or use a TensorRT-LLM release that ships one")
+        if "qwen3" in text and not supports_qwen3(version):
+            # a newer transformers only moves the failure on to "Unsupported Qwen type: qwen3"
+            hint = ("a newer transformers alone does not help: this TensorRT-LLM has no Qwen3 engine support "
+                    "either. " + qwen3_note(version))
         return ConversionFailure(
             "transformers-too-old", f"the transformers package next to TensorRT-LLM {version} does not "
-            f"know this model: {exc}",
-            hint="upgrade transformers to a release that knows the model (Qwen3 needs transformers >= 4.51) "
-                 "within what your TensorRT-LLM accepts, or use a TensorRT-LLM release that ships one")
+            f"know this model: {exc}", hint=hint)
     return None
 
 

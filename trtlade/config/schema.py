@@ -252,7 +252,11 @@ class ServeSection(_Section):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
     shutdown_grace_s: float = Field(30.0, ge=0, description="SIGTERM: time to finish in-flight requests.")
     kv_cache_free_gpu_memory_fraction: Optional[float] = Field(
-        None, gt=0, le=1, description="trtllm engine: KvCacheConfig.free_gpu_memory_fraction.")
+        None, gt=0, lt=1, description="trtllm engine: KvCacheConfig.free_gpu_memory_fraction, 0 < value < 1 "
+        "(TensorRT-LLM's setFreeGpuMemoryFraction refuses 1.0).")
+    kv_cache_enable_block_reuse: bool = Field(
+        False, description="trtllm engine: KvCacheConfig.enable_block_reuse, set explicitly (the binding's "
+        "default is False in 0.16 and True in later releases).")
     threads: Optional[int] = Field(None, ge=1, description="Reference engine CPU threads; default: cores.")
 
 

@@ -62,6 +62,7 @@ def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
         request_default=cfg.lookahead.request_default, schedule=cfg.lookahead.lookahead_schedule,
         served_name=cfg.model.served_name,
         max_queue=cfg.serve.max_queue, kv_cache_free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
+        kv_cache_enable_block_reuse=cfg.serve.kv_cache_enable_block_reuse,
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
         build=cfg.build if plan.config_file else None, source=plan.config_file, argv=tuple(argv))
 

@@ -14,6 +14,8 @@ after the 1.3.0 release candidates, and 0.16 is the oldest release trtlade was c
     (True, False, False)
     >>> supports_qwen3("0.16.0"), supports_qwen3("1.0.0")
     (False, True)
+    >>> [b.issue for b in known_bugs("0.20.0")], known_bugs("0.19.0")
+    (['NVIDIA/TensorRT-LLM#5451'], [])
 """
 
 from __future__ import annotations
@@ -43,12 +45,18 @@ __all__ = [
     "supports_qwen3",
     "qwen3_note",
     "has_lookahead",
+    "KnownBug",
+    "KNOWN_LOOKAHEAD_BUGS",
+    "known_bugs",
 ]
 
 MIN_VERSION: tuple[int, int] = (0, 16)
 MAX_VERSION_EXCLUSIVE: tuple[int, int] = (1, 3)
 SUPPORTED_RANGE = "0.16 <= version < 1.3"
-#: First release with stock Qwen3 support on the engine backend (PR #5650; unconfirmed).
+#: First release line with stock Qwen3 support on the engine backend: NVIDIA/TensorRT-LLM PR #5650, merged
+#: 2025-07-10 while main was the 1.0 release-candidate line (Triton's backend shipped 1.0.0rc2 on 07-08
+#: and 1.0.0rc3 on 07-16); 1.0.0 (2025-09-24) is the first final release that carries it. Which rc first
+#: carried it is unconfirmed.
 QWEN3_STOCK_VERSION: tuple[int, int] = (1, 0)
 
 INSTALL_HINT = (
@@ -216,8 +224,9 @@ def qwen3_note(version: str | TrtllmVersion) -> str:
     if supports_qwen3(version):
         return f"TensorRT-LLM {version} builds Qwen3 engines (stock support since 1.0)"
     return (f"stock TensorRT-LLM {version} has no Qwen3 engine support (\"Unsupported Qwen type: "
-            f"qwen3\"); it needs a build patched for Qwen3 (e.g. NetEase's fork used with "
-            f"grps_trtllm) or TensorRT-LLM >= 1.0, < 1.3")
+            f"qwen3\"); two ways out: a release that carries it (stock support came with "
+            f"NVIDIA/TensorRT-LLM PR #5650, first released in 1.0.0: pip install 'tensorrt-llm>=1.0,<1.3'), "
+            f"or a {version} build patched for Qwen3 (e.g. NetEase's fork used with grps_trtllm)")
 
 
 def has_lookahead(version: str | TrtllmVersion) -> bool:
@@ -229,3 +238,56 @@ def has_lookahead(version: str | TrtllmVersion) -> bool:
 def describe(module: Any) -> str:
     """``"tensorrt_llm 0.16.0 (/path/to/tensorrt_llm)"`` for logs."""
     return f"tensorrt_llm {getattr(module, '__version__', '?')} ({getattr(module, '__file__', '?')})"
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A Lookahead bug of some TensorRT-LLM releases: ``first`` <= (major, minor) < ``end``.
+
+    ``needs``: the engine's ``build_config`` key that must be set and non-zero for the bug to apply
+    (None: every lookahead engine). trtlade warns about these and does not refuse them.
+    """
+
+    issue: str
+    first: tuple[int, int]
+    end: tuple[int, int]
+    summary: str
+    instead: str
+    needs: str | None = None
+
+    def applies(self, version: str | TrtllmVersion, build_config: Any = None) -> bool:
+        try:
+            v = parse_version(version)
+        except ValueError:
+            return False
+        if not self.first <= (v.major, v.minor) < self.end:
+            return False
+        return self.needs is None or bool((build_config or {}).get(self.needs))
+
+    def message(self, version: str | TrtllmVersion) -> str:
+        return f"TensorRT-LLM {version} has a known Lookahead bug, {self.issue}: {self.summary}"
+
+
+#: Each entry read from the issue itself; the range is the versions reported, not a proof that others are
+#: free of it (docs/trtllm-compat.md lists them with what trtlade does).
+KNOWN_LOOKAHEAD_BUGS: tuple[KnownBug, ...] = (
+    KnownBug(
+        "NVIDIA/TensorRT-LLM#5451", (0, 20), (0, 21),
+        "a KV-cache rewind kernel (updateKVCacheDraftTokenLocationBatched, from "
+        "TrtGptModelInflightBatching::rewindKVCacheBlocks) fails mid-generation with \"cudaGetLastError(): "
+        "invalid configuration argument\" and takes the executor loop down (open, reported on 0.20.0 as a "
+        "regression of the engine flow)",
+        "0.19.0, the release before the regression (the first whose Triton backend also takes W/N/G)"),
+    KnownBug(
+        "NVIDIA/TensorRT-LLM#6009", (0, 20), (0, 21),
+        "Lookahead with a prompt-embedding table (multimodal, max_prompt_embedding_table_size > 0) fails "
+        "every forward with \"Invalid input shape\" (vocab_embedding slice out of bounds)",
+        "0.19.0, or an engine built without a prompt-embedding table", needs="max_prompt_embedding_table_size"),
+)
+
+
+def known_bugs(version: str | TrtllmVersion | None, build_config: Any = None) -> list[KnownBug]:
+    """The known Lookahead bugs of ``version`` (for an engine with this ``build_config``, if given)."""
+    if version is None:
+        return []
+    return [bug for bug in KNOWN_LOOKAHEAD_BUGS if bug.applies(version, build_config)]

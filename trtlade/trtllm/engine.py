@@ -10,8 +10,15 @@ CLI prints it and exits 1 before binding a port):
 3. multi-GPU: an engine with tp*pp > 1 ranks must run under ``mpirun -n <tp*pp>`` (leader mode: every
    rank builds the executor, rank 0 serves HTTP); the error shows the exact command;
 4. ``Executor(engine_dir, ModelType.DECODER_ONLY, ExecutorConfig(max_beam_width=1,
-   kv_cache_config=KvCacheConfig(free_gpu_memory_fraction=...),
-   decoding_config=DecodingConfig(lookahead_decoding_config=LookaheadDecodingConfig(W, N, G))))``.
+   kv_cache_config=KvCacheConfig(enable_block_reuse=..., free_gpu_memory_fraction=...),
+   decoding_config=DecodingConfig(decoding_mode=DecodingMode.Lookahead(),
+   lookahead_decoding_config=LookaheadDecodingConfig(W, N, G))))``, the same on the leader and on every
+   follower rank. The mode goes with the config because the C++ constructor
+   (cpp/tensorrt_llm/executor/decodingConfig.cpp, ``DecodingConfig::DecodingConfig``) refuses a lookahead
+   config without it in every release 0.16 to 1.2. KV-cache block reuse is set explicitly (the
+   binding's default changed from False in 0.16 to True later): ``serve.kv_cache_enable_block_reuse``,
+   default False. A start failure goes through :func:`trtlade.trtllm.failures.diagnose`, the build
+   log's classifier, so each known cause gets its own hint.
 
 Serving: each request becomes ``Request(prompt_ids, max_tokens=..., streaming=True, end_id=...,
 pad_id=..., stop_words=..., lookahead_config=LookaheadDecodingConfig(w, n, g) or None)`` (None = the
@@ -99,6 +106,7 @@ class TrtllmLaunch:
     served_name: Optional[str] = None
     max_queue: int = 64
     kv_cache_free_gpu_memory_fraction: Optional[float] = None
+    kv_cache_enable_block_reuse: bool = False
     max_prompt_tokens: Optional[int] = None
     max_new_tokens: Optional[int] = None
     build: Any = None
@@ -188,15 +196,32 @@ def preflight(launch: TrtllmLaunch, env: Optional[Mapping[str, str]] = None,
             f"rank{'s' if ranks != 1 else ''} (tp_size {engine.tp_size} x pp_size {engine.pp_size})",
             f"start it with: {mpirun_command(ranks, launch.argv or ('serve',))}"
             if ranks > 1 else "start it without mpirun: " + "trtlade " + shlex.join(list(launch.argv or ("serve",))))
-    return Preflight(bindings=bindings, version=str(getattr(root, "__version__", "?")), engine=engine,
-                     world=world, warnings=tuple(d for d in diags if d.severity == "warning"))
+    version = str(getattr(root, "__version__", "?"))
+    warnings = [d for d in diags if d.severity == "warning"]
+    warnings += _runtime_bug_warnings(version, engine)
+    return Preflight(bindings=bindings, version=version, engine=engine, world=world, warnings=tuple(warnings))
+
+
+def _runtime_bug_warnings(version: str, engine: Any) -> list[Diagnostic]:
+    """The installed runtime's known Lookahead bugs (the engine's own version is checked with the engine,
+    by check_engine; the two differ when an engine is served by another release)."""
+    from trtlade.trtllm.compat import known_bugs
+
+    if not engine.is_lookahead or version == str(engine.version):
+        return []
+    return [Diagnostic("warning", bug.message(version), path="tensorrt_llm.__version__",
+                       code="runtime-version-known-bug",
+                       hint=f"serve with TensorRT-LLM {bug.instead}; trtlade does not refuse it")
+            for bug in known_bugs(version, engine.raw.get("build_config"))]
 
 
 def _executor_config(tle: ModuleType, launch: TrtllmLaunch) -> Any:
+    """The executor config as TensorRT-LLM's own code builds it (module docstring, step 4)."""
     la = tle.LookaheadDecodingConfig(*launch.spec.as_tuple())
-    kv = tle.KvCacheConfig(free_gpu_memory_fraction=launch.kv_cache_free_gpu_memory_fraction)
-    return tle.ExecutorConfig(max_beam_width=1, kv_cache_config=kv,
-                              decoding_config=tle.DecodingConfig(lookahead_decoding_config=la))
+    decoding = tle.DecodingConfig(decoding_mode=tle.DecodingMode.Lookahead(), lookahead_decoding_config=la)
+    kv = tle.KvCacheConfig(enable_block_reuse=launch.kv_cache_enable_block_reuse,
+                           free_gpu_memory_fraction=launch.kv_cache_free_gpu_memory_fraction)
+    return tle.ExecutorConfig(max_beam_width=1, kv_cache_config=kv, decoding_config=decoding)
 
 
 def _create_executor(pre: Preflight, launch: TrtllmLaunch) -> Any:
@@ -204,10 +229,18 @@ def _create_executor(pre: Preflight, launch: TrtllmLaunch) -> Any:
     try:
         return tle.Executor(str(launch.engine_dir), tle.ModelType.DECODER_ONLY, _executor_config(tle, launch))
     except (RuntimeError, TypeError, ValueError) as exc:
-        raise TrtllmStartError(
-            f"TensorRT-LLM {pre.version} refused to start the executor on {launch.engine_dir}: {exc}",
-            "`trtlade validate-config` checks the config against the engine; a message such as "
-            "'Assertion failed: 16 != 40' means the (W,N,G) does not give the engine's max_draft_len") from None
+        raise start_failure(pre.version, launch.engine_dir, exc) from None
+
+
+def start_failure(version: str, engine_dir: Path, exc: BaseException) -> TrtllmStartError:
+    """The executor's start error, classified like a build log (:mod:`trtlade.trtllm.failures`)."""
+    from trtlade.trtllm.failures import UNKNOWN_START_HINT, diagnose
+
+    known = diagnose(str(exc))
+    cause = f" [{known.code}: {known.summary}]" if known else ""
+    return TrtllmStartError(
+        f"TensorRT-LLM {version} refused to start the executor on {engine_dir}: {exc}{cause}",
+        known.hint if known else UNKNOWN_START_HINT)
 
 
 def _eos_ids(tokenizer: Any, folder: Path) -> tuple[int, ...]:

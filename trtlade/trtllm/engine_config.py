@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import LookaheadSpec, fitting_specs
-from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, is_supported, parse_version
+from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, is_supported, known_bugs, parse_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from trtlade.config.schema import BuildSection
@@ -436,6 +436,10 @@ def _check_version(ctx: _Ctx) -> None:
                       f"the engine was built by TensorRT-LLM {version}, outside the supported range "
                       f"{SUPPORTED_VERSIONS}: {why}",
                       hint="rebuild the engine with tensorrt-llm>=0.16,<1.3 (pip install 'trtlade[trtllm]')")
+    elif ctx.engine.is_lookahead:
+        for bug in known_bugs(version, ctx.engine.raw.get("build_config")):
+            ctx.on_engine("warning", "engine-version-known-bug", "version", bug.message(version),
+                          hint=f"rebuild and serve with TensorRT-LLM {bug.instead}; trtlade does not refuse it")
 
 
 def _build_hint(spec: LookaheadSpec) -> str:

@@ -1,12 +1,19 @@
 """Test double of ``tensorrt_llm.bindings.executor`` (TensorRT-LLM 0.16 to 1.2), as trtlade uses it.
 
-Mirrors, from ../shared/reference/trtllm-facts.md and the pybind sources: class and argument names,
-keyword-only arguments (``Request``: everything after ``input_token_ids`` is keyword-only and
-``max_tokens`` is required, as in 0.16), ``LookaheadDecodingConfig`` legality messages and
-``calculate_speculative_resource()``, ``DecodingConfig`` refusing a lookahead config with another
-decoding mode, and an ``Executor`` that checks the engine directory's ``config.json`` against the
-executor config at construction the way the real one fails ("Assertion failed: 16 != 40").
-C++ exceptions surface as ``RuntimeError`` (pybind's translation of ``TllmException``) and wrong
+Every check a constructor or setter makes here mirrors one in TensorRT-LLM's C++ or pybind sources,
+and each carries a ``# mirrors:`` comment naming the file and function (paths inside NVIDIA/TensorRT-LLM;
+versions read: the 0.16.0 to 1.2 tags as summarised in ../shared/reference/trtllm-facts.md, and the
+stored files of the newest 1.x sources; where a check changed across the range, the comment says so).
+The rule of the double: it refuses what the real bindings refuse, with the real message, so a trtlade
+call that would fail on a GPU fails in the tests too. What it cannot know (kernels, memory) it does
+not pretend to check.
+
+Also mirrored: class and argument names, keyword-only arguments (``Request``: everything after
+``input_token_ids`` is keyword-only and ``max_tokens`` is required, as in 0.16),
+``calculate_speculative_resource()``, and an ``Executor`` that checks the engine directory's
+``config.json`` against the executor config at construction the way the real one fails
+("Assertion failed: 16 != 40"). C++ exceptions surface as ``RuntimeError`` (pybind's translation of
+``TllmException``, text ``[TensorRT-LLM][ERROR] Assertion failed: <condition or message>``) and wrong
 argument types as ``TypeError``, as in the real bindings.
 
 Generation is a deterministic stand-in: the output echoes the prompt's tokens cyclically; the first
@@ -15,7 +22,7 @@ request's ngram size (or the executor's), so streaming yields several tokens per
 lookahead does; ``decoding_iter`` counts the iterations.
 
 Test-only hooks (not in the real API) start with an underscore: ``_fail_after_iterations``,
-``_iteration_delay``,
+``_iteration_delay``, ``_fail_start``, ``Executor._config``,
 ``_instances``, ``Executor._requests``.
 """
 
@@ -37,13 +44,32 @@ _fail_after_iterations: Optional[tuple[int, str]] = None
 _iteration_delay: float = 0.0
 #: Every Executor constructed (most recent last).
 _instances: list["Executor"] = []
+#: When set: the next Executor construction raises RuntimeError with this text (a start failure the
+#: double cannot produce itself: missing kernels, GPU memory), as the real one does.
+_fail_start: Optional[str] = None
 
 _PREFIX = "[TensorRT-LLM][ERROR] "
 
 
 def _assert(cond: bool, message: str) -> None:
+    """``TLLM_CHECK(cond)`` / ``TLLM_CHECK_WITH_INFO(cond, message)`` (cpp/include/tensorrt_llm/common/
+    assert.h): a ``TllmException`` whose text is "Assertion failed: " and the condition's source text
+    or the message; pybind turns it into ``RuntimeError``."""
     if not cond:
         raise RuntimeError(f"{_PREFIX}Assertion failed: {message}")
+
+
+def _throw(message: str) -> None:
+    """``TLLM_THROW(message)`` (assert.h): the message without "Assertion failed"."""
+    raise RuntimeError(f"{_PREFIX}{message}")
+
+
+def _version() -> tuple[int, int]:
+    """The double's TensorRT-LLM version (the ``fake_trtllm`` fixture sets ``tensorrt_llm.__version__``)."""
+    import tensorrt_llm
+
+    major, minor = str(tensorrt_llm.__version__).split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def _int_arg(name: str, value: object) -> int:
@@ -74,7 +100,8 @@ class FinishReason(enum.Enum):
 
 
 class DecodingMode:
-    """``DecodingMode.Lookahead()`` etc.; ``isLookahead()`` as in the bindings."""
+    """``DecodingMode.Lookahead()`` etc.; the ``is*()`` predicates as in the bindings
+    (cpp/include/tensorrt_llm/executor/types.h, class DecodingMode)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -118,6 +145,12 @@ class DecodingMode:
     def isLookahead(self) -> bool:
         return self.name == "Lookahead"
 
+    def isMedusa(self) -> bool:
+        return self.name == "Medusa"
+
+    def isExplicitDraftTokens(self) -> bool:
+        return self.name == "ExplicitDraftTokens"
+
     def isAuto(self) -> bool:
         return self.name == "Auto"
 
@@ -133,31 +166,23 @@ class LookaheadDecodingConfig:
     """``LookaheadDecodingConfig(max_window_size, max_ngram_size, max_verification_set_size)``."""
 
     def __init__(self, max_window_size: int, max_ngram_size: int, max_verification_set_size: int) -> None:
+        # pybind: SizeType32 arguments; anything but an int is "incompatible function arguments"
         w = _int_arg("max_window_size", max_window_size)
         n = _int_arg("max_ngram_size", max_ngram_size)
         g = _int_arg("max_verification_set_size", max_verification_set_size)
-        problem = self._illegal(w, n, g)
-        _assert(problem is None, f"Illegal lookahead decoding config: {problem}")
+        # mirrors: cpp/tensorrt_llm/executor/decodingConfig.cpp, LookaheadDecodingConfig::LookaheadDecodingConfig
+        # (0.16.0 to 1.2: five TLLM_CHECK_WITH_INFO, in this order; the first that fails is raised)
+        _assert(n >= 1, "ngramSize requires >= 1")
+        _assert(w >= 1, "windowSize requires >= 1")
+        _assert(g == 0 if n == 1 else True, "ngramSize=1 requires verificationSetSize=0")
+        _assert(w == 1 if n == 1 else True, "ngramSize=1 requires windowSize=1")
+        _assert(g >= 0, "verificationSetSize requires >=0")
         self._w, self._n, self._g = w, n, g
 
     @staticmethod
-    def _illegal(w: int, n: int, g: int) -> Optional[str]:
-        """C++ ``isLegal``: the first rule broken, in the order the C++ checks them."""
-        if n < 1:
-            return "ngramSize requires >= 1"
-        if w < 1:
-            return "windowSize requires >= 1"
-        if g < 0:
-            return "verificationSetSize requires >=0"
-        if n == 1 and w != 1:
-            return "ngramSize=1 requires windowSize=1"
-        if n == 1 and g != 0:
-            return "ngramSize=1 requires verificationSetSize=0"
-        return None
-
-    @staticmethod
     def is_legal(w: int, n: int, g: int) -> bool:
-        return LookaheadDecodingConfig._illegal(w, n, g) is None
+        # mirrors: decodingConfig.cpp, LookaheadDecodingConfig::isLegal (noexcept: a bool, never raises)
+        return n >= 1 and w >= 1 and (w == 1 if n == 1 else True) and (g == 0 if n == 1 else True) and g >= 0
 
     @property
     def max_window_size(self) -> int:
@@ -173,7 +198,8 @@ class LookaheadDecodingConfig:
 
     @staticmethod
     def calculate_speculative_resource_tuple(w: int, n: int, g: int) -> tuple[int, int, int, int]:
-        draft = (w - 1 + g) * (n - 1) if n == 1 else (n - 2) + (w - 1 + g) * (n - 1)
+        # mirrors: decodingConfig.cpp, LookaheadDecodingConfig::calculateSpeculativeResourceTuple
+        draft = (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)
         return (draft + 1, n, draft, n - 1)
 
     def calculate_speculative_resource(self) -> tuple[int, int, int, int]:
@@ -195,23 +221,38 @@ class LookaheadDecodingConfig:
     def get_default_lookahead_decoding_verification_set() -> int:
         return 4
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LookaheadDecodingConfig) and (self._w, self._n, self._g) == (other._w, other._n,
+                                                                                              other._g)
+
     def __repr__(self) -> str:
         return f"LookaheadDecodingConfig({self._w}, {self._n}, {self._g})"
 
 
 class DecodingConfig:
     """``DecodingConfig(decoding_mode=None, lookahead_decoding_config=None, medusa_choices=None,
-    eagle_config=None)``; setting ``lookahead_decoding_config`` also sets the mode to Lookahead."""
+    eagle_config=None)``: the pybind ``py::init`` passes the keywords to the C++ constructor as they are
+    (cpp/tensorrt_llm/pybind/executor/executorConfig.cpp, initConfigBindings, class DecodingConfig)."""
 
     def __init__(self, decoding_mode: Optional[DecodingMode] = None,
                  lookahead_decoding_config: Optional[LookaheadDecodingConfig] = None,
                  medusa_choices: Optional[list] = None, eagle_config: object = None) -> None:
+        if decoding_mode is not None and not isinstance(decoding_mode, DecodingMode):
+            raise TypeError("incompatible constructor arguments: decoding_mode must be a DecodingMode")
+        if lookahead_decoding_config is not None and not isinstance(lookahead_decoding_config,
+                                                                    LookaheadDecodingConfig):
+            raise TypeError("incompatible constructor arguments: lookahead_decoding_config must be a "
+                            "LookaheadDecodingConfig")
+        # mirrors: cpp/tensorrt_llm/executor/decodingConfig.cpp, DecodingConfig::DecodingConfig
+        # (0.16.0 to 1.2): a lookahead config needs the mode passed with it, and that mode must be Lookahead
+        if lookahead_decoding_config is not None:
+            _assert(decoding_mode is not None, "LookaheadDecodingConfig is set, but DecodingMode is not set")
+            _assert(decoding_mode.isLookahead(),  # type: ignore[union-attr]
+                    "LookaheadDecodingConfig is set, but DecodingMode is not set to Lookahead")
         self._decoding_mode = decoding_mode
-        self._lookahead: Optional[LookaheadDecodingConfig] = None
+        self._lookahead = lookahead_decoding_config
         self.medusa_choices = medusa_choices
         self.eagle_config = eagle_config
-        if lookahead_decoding_config is not None:
-            self.lookahead_decoding_config = lookahead_decoding_config
 
     @property
     def decoding_mode(self) -> Optional[DecodingMode]:
@@ -219,6 +260,11 @@ class DecodingConfig:
 
     @decoding_mode.setter
     def decoding_mode(self, mode: DecodingMode) -> None:
+        # mirrors: decodingConfig.cpp, DecodingConfig::setDecodingMode (0.16.0 to 1.2)
+        if mode.isMedusa() or mode.isLookahead() or mode.isExplicitDraftTokens():
+            _throw("Decoding mode must not be set with `setDecodingMode` for Medusa, Lookahead or explicit "
+                   "draft tokens. Please, use setters for the respective configs or set decoding mode at the "
+                   "DecodingConfig constructor")
         self._decoding_mode = mode
 
     @property
@@ -230,29 +276,102 @@ class DecodingConfig:
         if not isinstance(config, LookaheadDecodingConfig):
             raise TypeError("incompatible function arguments: lookahead_decoding_config must be a "
                             "LookaheadDecodingConfig")
-        _assert(self._decoding_mode is None or self._decoding_mode.isLookahead(),
-                "Decoding mode must be Lookahead when lookahead decoding config is set")
+        # mirrors: decodingConfig.cpp, DecodingConfig::setLookaheadDecodingConfig: sets the config and the
+        # mode, with no check of the mode that was there
         self._lookahead = config
         self._decoding_mode = DecodingMode.Lookahead()
 
 
 # ------------------------------------------------------------------------------------- configs
+_UNSET = object()
+
+
 class KvCacheConfig:
-    def __init__(self, enable_block_reuse: bool = False, max_tokens: Optional[int] = None,
+    """``KvCacheConfig(enable_block_reuse=<version default>, max_tokens=None, ...)``.
+
+    The default of ``enable_block_reuse`` differs across the range: False in 0.16's binding, True in the
+    newest 1.x binding (cpp/tensorrt_llm/pybind/executor/executorConfig.cpp, initConfigBindings,
+    ``py::arg("enable_block_reuse") = true``). The release that flipped it was not pinned down, so the
+    double flips at 0.17 and records whether the caller passed it (``_block_reuse_explicit``): trtlade
+    must not depend on the default.
+    """
+
+    def __init__(self, enable_block_reuse: object = _UNSET, max_tokens: Optional[int] = None,
                  max_attention_window: Optional[list[int]] = None, sink_token_length: Optional[int] = None,
                  free_gpu_memory_fraction: Optional[float] = None, host_cache_size: Optional[int] = None,
                  onboard_blocks: bool = True, cross_kv_cache_fraction: Optional[float] = None,
                  secondary_offload_min_priority: Optional[int] = None, event_buffer_max_size: int = 0,
                  enable_partial_reuse: bool = True, copy_on_partial_reuse: bool = True) -> None:
-        if free_gpu_memory_fraction is not None and not 0 < free_gpu_memory_fraction <= 1:
-            raise RuntimeError(f"{_PREFIX}Assertion failed: freeGpuMemoryFraction must be in (0, 1]")
-        self.enable_block_reuse = enable_block_reuse
-        self.max_tokens = max_tokens
-        self.max_attention_window = max_attention_window
-        self.sink_token_length = sink_token_length
-        self.free_gpu_memory_fraction = free_gpu_memory_fraction
+        self._block_reuse_explicit = enable_block_reuse is not _UNSET
+        self.enable_block_reuse = bool(_version() >= (0, 17) if enable_block_reuse is _UNSET else enable_block_reuse)
         self.host_cache_size = host_cache_size
         self.onboard_blocks = onboard_blocks
+        self._max_tokens: Optional[int] = None
+        self._max_attention_window: Optional[list[int]] = None
+        self._sink_token_length: Optional[int] = None
+        self._free_gpu_memory_fraction: Optional[float] = None
+        self._cross_kv_cache_fraction: Optional[float] = None
+        # mirrors: cpp/tensorrt_llm/executor/kvCacheConfig.cpp, KvCacheConfig::KvCacheConfig: every optional
+        # value that is given goes through its setter, and the setters check
+        if max_tokens is not None:
+            self.max_tokens = max_tokens
+        if max_attention_window is not None:
+            self.max_attention_window = max_attention_window
+        if sink_token_length is not None:
+            self.sink_token_length = sink_token_length
+        if free_gpu_memory_fraction is not None:
+            self.free_gpu_memory_fraction = free_gpu_memory_fraction
+        if cross_kv_cache_fraction is not None:
+            self.cross_kv_cache_fraction = cross_kv_cache_fraction
+
+    @property
+    def max_tokens(self) -> Optional[int]:
+        return self._max_tokens
+
+    @max_tokens.setter
+    def max_tokens(self, value: int) -> None:
+        _assert(_int_arg("max_tokens", value) > 0, "maxTokens > 0")  # mirrors: kvCacheConfig.cpp, setMaxTokens
+        self._max_tokens = value
+
+    @property
+    def max_attention_window(self) -> Optional[list[int]]:
+        return self._max_attention_window
+
+    @max_attention_window.setter
+    def max_attention_window(self, value: list[int]) -> None:
+        for window in value:  # mirrors: kvCacheConfig.cpp, setMaxAttentionWindowVec
+            _assert(_int_arg("max_attention_window[i]", window) > 0, "maxAttentionWindow > 0")
+        self._max_attention_window = list(value)
+
+    @property
+    def sink_token_length(self) -> Optional[int]:
+        return self._sink_token_length
+
+    @sink_token_length.setter
+    def sink_token_length(self, value: int) -> None:
+        _assert(_int_arg("sink_token_length", value) > 0, "sinkTokenLength > 0")  # setSinkTokenLength
+        self._sink_token_length = value
+
+    @property
+    def free_gpu_memory_fraction(self) -> Optional[float]:
+        return self._free_gpu_memory_fraction
+
+    @free_gpu_memory_fraction.setter
+    def free_gpu_memory_fraction(self, value: float) -> None:
+        # mirrors: kvCacheConfig.cpp, setFreeGpuMemoryFraction: strictly between 0 and 1 (1.0 is refused)
+        _assert(value > 0.0, "freeGpuMemoryFraction > 0.F")
+        _assert(value < 1.0, "freeGpuMemoryFraction < 1.F")
+        self._free_gpu_memory_fraction = float(value)
+
+    @property
+    def cross_kv_cache_fraction(self) -> Optional[float]:
+        return self._cross_kv_cache_fraction
+
+    @cross_kv_cache_fraction.setter
+    def cross_kv_cache_fraction(self, value: float) -> None:
+        _assert(value > 0.0, "crossKvCacheFraction > 0.F")  # mirrors: kvCacheConfig.cpp, setCrossKvCacheFraction
+        _assert(value < 1.0, "crossKvCacheFraction < 1.F")
+        self._cross_kv_cache_fraction = float(value)
 
 
 class OrchestratorConfig:
@@ -292,6 +411,15 @@ class ExecutorConfig:
                  debug_config: object = None, recv_poll_period_ms: int = 0,
                  max_seq_idle_microseconds: int = 180000000, spec_dec_config: object = None) -> None:
         self.max_beam_width = _int_arg("max_beam_width", max_beam_width)
+        # mirrors: cpp/tensorrt_llm/executor/executorConfig.cpp, ExecutorConfig::ExecutorConfig
+        _assert(iter_stats_max_iterations >= 0, "iterStatsMaxIterations >= 0")
+        _assert(request_stats_max_iterations >= 0, "requestStatsMaxIterations >= 0")
+        _assert(self.max_beam_width > 0, "mMaxBeamWidth > 0")
+        _assert(max_seq_idle_microseconds > 0, "maxSeqIdleMicroseconds > 0")
+        for name, value in (("kv_cache_config", kv_cache_config), ("decoding_config", decoding_config)):
+            expected = KvCacheConfig if name == "kv_cache_config" else DecodingConfig
+            if value is not None and not isinstance(value, expected):
+                raise TypeError(f"incompatible constructor arguments: {name} must be a {expected.__name__}")
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.kv_cache_config = kv_cache_config or KvCacheConfig()
         self.enable_chunked_context = enable_chunked_context
@@ -302,6 +430,10 @@ class ExecutorConfig:
         self.decoding_config = decoding_config or DecodingConfig()
         self.gpu_weights_percent = gpu_weights_percent
         self.max_queue_size = max_queue_size
+        if max_batch_size is not None:  # the optional sizes: only their setters check (> 0)
+            _assert(max_batch_size > 0, "mMaxBatchSize > 0")
+        if max_num_tokens is not None:
+            _assert(max_num_tokens > 0, "mMaxNumTokens > 0")
 
 
 class SamplingConfig:
@@ -315,6 +447,26 @@ class SamplingConfig:
                  early_stopping: Optional[int] = None, no_repeat_ngram_size: Optional[int] = None,
                  num_return_sequences: Optional[int] = None) -> None:
         self.beam_width = _int_arg("beam_width", beam_width)
+        # mirrors: cpp/tensorrt_llm/executor/samplingConfig.cpp, SamplingConfig::SamplingConfig and its
+        # check* functions (TLLM_CHECK with the condition as the message); kMaxBeamWidth is 1024
+        _assert(0 < beam_width <= 1024, "beamWidth > 0 && beamWidth <= kMaxBeamWidth")
+        checks = ((top_k, lambda v: v >= 0, "topK.value() >= 0"),
+                  (top_p, lambda v: 0.0 < v <= 1.0, "topP.value() > 0.f && topP.value() <= 1.f"),
+                  (top_p_min, lambda v: 0.0 <= v <= 1.0, "topPMin.value() >= 0.f && topPMin.value() <= 1.f"),
+                  (top_p_reset_ids, lambda v: v >= 0, "topPResetIds.value() >= 0"),
+                  (top_p_decay, lambda v: 0.0 < v <= 1.0, "topPDecay.value() > 0.f && topPDecay.value() <= 1.f"),
+                  (temperature, lambda v: v >= 0.0, "temperature.value() >= 0.f"),
+                  (min_tokens, lambda v: v >= 0, "minTokens.value() >= 0"),
+                  (beam_search_diversity_rate, lambda v: v >= 0.0, "beamSearchDiversityRate.value() >= 0.f"),
+                  (repetition_penalty, lambda v: v > 0.0, "repetitionpenalty.value() > 0.f"),
+                  (length_penalty, lambda v: v >= 0.0, "lengthPenalty.value() >= 0.f"),
+                  (early_stopping, lambda v: v >= 0, "earlyStopping.value() >= 0"),
+                  (no_repeat_ngram_size, lambda v: v >= 0, "noRepeatNgramSize.value() >= 0"),
+                  (num_return_sequences, lambda v: v > 0 and (beam_width == 1 or v <= beam_width),
+                   "numReturnSequences.value() > 0"))
+        for value, ok, condition in checks:
+            if value is not None:
+                _assert(ok(value), condition)
         self.top_k = top_k
         self.top_p = top_p
         self.seed = seed
@@ -351,6 +503,11 @@ class Request:
             raise TypeError("incompatible constructor arguments: input_token_ids must be a list of int")
         self.input_token_ids = [_int_arg("input_token_ids[i]", t) for t in input_token_ids]
         self.max_tokens = _int_arg("max_tokens", max_tokens)
+        # mirrors: cpp/tensorrt_llm/executor/requestImpl.h, Request::Impl::validate
+        _assert(bool(self.input_token_ids), "!mInputTokenIds.empty()")
+        _assert(self.max_tokens > 0, "mMaxNewTokens > 0")
+        if sampling_config is not None and not isinstance(sampling_config, SamplingConfig):
+            raise TypeError("incompatible constructor arguments: sampling_config must be a SamplingConfig")
         self.streaming = bool(streaming)
         self.sampling_config = sampling_config or SamplingConfig()
         self.output_config = output_config or OutputConfig()
@@ -437,6 +594,11 @@ class Executor:
             raise TypeError("incompatible constructor arguments: model_type must be a ModelType")
         if not isinstance(executor_config, ExecutorConfig):
             raise TypeError("incompatible constructor arguments: executor_config must be an ExecutorConfig")
+        global _fail_start
+        if _fail_start is not None:
+            message, _fail_start = _fail_start, None
+            raise RuntimeError(message)
+        self._config = executor_config
         path = Path(model_path)
         config_file = path / "config.json"
         _assert(config_file.is_file(), f"Engine config file {config_file} does not exist")
@@ -450,8 +612,12 @@ class Executor:
         self._vocab_size = int(raw.get("pretrained_config", {}).get("vocab_size", 32000))
         world = int(mapping.get("world_size", 1))
         mpi_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE") or 1)
+        # mirrors: cpp/tensorrt_llm/executor/executorImpl.cpp, Executor::Impl::initializeCommAndWorkers (open
+        # from 0.19; earlier releases shipped it closed, users quote the "tp*pp" form, issues #2021, #2058)
+        parallel = "tp*pp*cp" if _version() >= (0, 19) else "tp*pp"
         _assert(mpi_size == world or executor_config.parallel_config is not None,
-                f"mpiSize == tp * pp ({mpi_size} != {world})")
+                f"With communicationMode kLEADER, MPI worldSize is expected to be equal to {parallel} when "
+                f"participantIds are not specified")
         self._rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
         _assert(executor_config.max_beam_width <= int(build.get("max_beam_width", 1)),
                 "max_beam_width exceeds the engine's max_beam_width")
@@ -459,11 +625,16 @@ class Executor:
         engine_draft = int(build.get("max_draft_len", 0))
         la = executor_config.decoding_config.lookahead_decoding_config
         if engine_mode & 8:
+            # the runtime refuses a lookahead engine without draft tokens (trtllm-facts.md; file unconfirmed)
             _assert(engine_draft > 0, "Lookahead decoding requires max_draft_len > 0")
+            # "Lookahead decoding config must be provided" (0.17+; 0.16 failed with "bad optional access",
+            # NVIDIA/TensorRT-LLM#2020); the file was not confirmed in the public sources
             _assert(la is not None, "Lookahead decoding config must be provided")
             tokens, _, draft, _ = la.calculate_speculative_resource()  # type: ignore[union-attr]
             # The runtime checks <= (message unconfirmed); the decoding layer asserts equality of tokens
-            # per step ("Assertion failed: 16 != 40", tensorrtllm_backend #710).
+            # per step. mirrors: cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp,
+            # LookaheadDecodingLayer::CpuAlgorithmResources::CpuAlgorithmResources, line 55 at 0.16.0, 56 at
+            # 0.17 ("Assertion failed: 16 != 40", tensorrtllm_backend #710).
             _assert(draft <= engine_draft, f"Lookahead decoding config needs max_draft_len {draft}, more than "
                                            f"the engine's {engine_draft}")
             _assert(tokens == engine_draft + 1, f"{tokens} != {engine_draft + 1}")

@@ -1,0 +1,110 @@
+"""Known ways TensorRT-LLM fails (building an engine, or starting its executor), recognised in the
+error text, each with what happened and what to do. ``trtlade build`` reads its log through
+:func:`diagnose`, and ``trtlade serve`` reads the executor's start error through the same function,
+so the same failure gets the same words in both places.
+
+    >>> diagnose("[TensorRT-LLM][ERROR] Assertion failed: LookaheadDecodingConfig is set, but DecodingMode "
+    ...          "is not set (decodingConfig.cpp:84)").code
+    'decoding-mode'
+    >>> diagnose("[TensorRT-LLM][ERROR] Assertion failed: 16 != 40 (lookaheadDecodingLayer.cpp:56)").code
+    'draft-len-mismatch'
+    >>> diagnose("... [TRT-LLM] [E] No available XQA kernels are found for speculative decoding mode.").code
+    'xqa-kernels'
+    >>> diagnose("Killed", exit_code=-9).code
+    'out-of-memory'
+    >>> diagnose("something nobody has seen") is None
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["KnownFailure", "KNOWN_FAILURES", "UNKNOWN_START_HINT", "diagnose"]
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """``pattern``: a regular expression searched in the text (case-insensitive)."""
+
+    code: str
+    pattern: str
+    summary: str
+    hint: str
+
+
+KNOWN_FAILURES: tuple[KnownFailure, ...] = (
+    KnownFailure(
+        "decoding-mode", r"LookaheadDecodingConfig is set, but DecodingMode is not set",
+        "the executor's DecodingConfig carried a LookaheadDecodingConfig without DecodingMode.Lookahead() "
+        "(cpp/tensorrt_llm/executor/decodingConfig.cpp, DecodingConfig::DecodingConfig refuses it in "
+        "0.16 to 1.2)",
+        "pass decoding_mode=DecodingMode.Lookahead() with the lookahead config, or set it through the "
+        "property (dc.lookahead_decoding_config = ...); trtlade serve does this itself, so this message "
+        "from trtlade is a bug: please report it"),
+    KnownFailure(
+        "draft-len-mismatch", r"Assertion failed: (\d+) != (\d+)[^\n]*lookaheadDecodingLayer",
+        "the executor's (W,N,G) asks for a different number of decoding tokens per step than the engine "
+        "was built for (LookaheadDecodingLayer asserts tokens per step = the engine's max_draft_len + 1)",
+        "make the config's lookahead.spec give the engine's max_draft_len (`trtlade spec W,N,G` prints "
+        "it; `trtlade validate-config` checks config against engine), or rebuild the engine with "
+        "--max_draft_len of the spec"),
+    KnownFailure(
+        "lookahead-config-missing", r"Lookahead decoding config must be provided|bad optional access",
+        "the engine was built for lookahead but the executor got no LookaheadDecodingConfig "
+        "(0.16 reports it as 'bad optional access', NVIDIA/TensorRT-LLM#2020)",
+        "set lookahead.spec in the config to the (W,N,G) the engine was built for"),
+    KnownFailure(
+        "xqa-kernels", r"No available XQA kernels are found for speculative decoding mode",
+        "this GPU / head size has no speculative-decoding XQA kernels in this TensorRT-LLM version "
+        "(known on A10 with 0.16, NVIDIA/TensorRT-LLM#2879)",
+        "upgrade TensorRT-LLM (newer releases up to 1.2.x add the kernels: pip install "
+        "'tensorrt-llm>=1.2,<1.3' or a newer NGC container), or build and serve on another GPU type"),
+    KnownFailure(
+        "unsupported-qwen3", r"Unsupported Qwen type:\s*qwen3",
+        "this TensorRT-LLM has no Qwen3 engine support (stock support came with NVIDIA/TensorRT-LLM "
+        "PR #5650, merged 2025-07-10, first in the 1.0 release line)",
+        "two ways out: a TensorRT-LLM release that carries it, 1.0.x to 1.2.x (pip install "
+        "'tensorrt-llm>=1.0,<1.3'), or keep 0.16 with a build patched for Qwen3 (e.g. NetEase's fork "
+        "used with grps_trtllm); upgrading transformers alone does not help"),
+    KnownFailure(
+        "mpi-world-size", r"MPI worldSize is expected to be equal to|mpiSize == tp",
+        "the number of MPI processes differs from the engine's tp_size x pp_size",
+        "start one process per rank: mpirun -n <tp*pp> trtlade serve ... (trtlade's preflight prints "
+        "the exact command)"),
+    KnownFailure(
+        "out-of-memory",
+        r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|std::bad_alloc|MemoryError|"
+        r"Requested amount of GPU memory .* could not be allocated",
+        "ran out of memory",
+        "conversion needs host RAM for the weights (about 2 bytes per parameter in fp16/bf16); the "
+        "build and the executor need GPU memory: lower max batch size, max_num_tokens or max_seq_len, "
+        "lower serve.kv_cache_free_gpu_memory_fraction, use more GPUs, or stop other processes using "
+        "the GPU (nvidia-smi)"),
+    KnownFailure(
+        "no-gpu", r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
+        r"libcuda\.so[^\n]*(cannot open|not found)",
+        "no usable NVIDIA GPU / CUDA driver",
+        "run on a machine with an NVIDIA GPU (compute capability >= 8.0 for lookahead) and its driver, "
+        "e.g. inside NVIDIA's NGC TensorRT-LLM container with --gpus all"),
+)
+
+#: What serve says when the start error is none of the above.
+UNKNOWN_START_HINT = (
+    "not a failure trtlade knows; `trtlade validate-config` checks the config against the engine, and "
+    "docs/trtllm-compat.md lists the known TensorRT-LLM bugs by version")
+
+#: Exit codes of a process killed by SIGKILL (the kernel's OOM killer): Python reports -9, shells 137.
+_KILLED = {-9, 137}
+
+
+def diagnose(text: str, exit_code: int | None = None,
+             failures: tuple[KnownFailure, ...] = KNOWN_FAILURES) -> KnownFailure | None:
+    """The first known failure whose pattern appears in ``text`` (or a SIGKILL exit: out of memory)."""
+    for failure in failures:
+        if re.search(failure.pattern, text, flags=re.IGNORECASE):
+            return failure
+    if exit_code in _KILLED:
+        return next(f for f in failures if f.code == "out-of-memory")
+    return None
