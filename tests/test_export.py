@@ -173,6 +173,64 @@ def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
     assert steps[1].input_map["lookahead_window_size"] == "lookahead_window_size"
 
 
+def _stock_view(config_text: str) -> dict:
+    """The config as a stock model.py receives it at initialize(): Triton's ModelConfig as JSON
+    (``args['model_config']``), with ``input``/``output`` lists and ``parameters`` by key."""
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = text_format.Parse(config_text, model_config_pb2.ModelConfig())
+    try:  # Triton prints primitive fields even when empty (ModelConfigToJson, always_print_primitive_fields)
+        return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+    except TypeError:  # protobuf < 5.26
+        return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         including_default_value_fields=True)
+
+
+def _config_by_name(config: dict, kind: str, name: str):
+    """triton_python_backend_utils.get_{input,output}_config_by_name: the entry, or None."""
+    return next((t for t in config.get(kind, []) if t["name"] == name), None)
+
+
+@pytest.mark.parametrize("version, line", [("0.19.0", "0.19"), ("0.20.0", "0.20"), ("1.0.0", "0.20"),
+                                           ("1.2.1", "0.20")])
+def test_triton_export_carries_everything_the_stock_models_read_at_initialize(tmp_path, version, line):
+    """Replays what each stock initialize() reads with no fallback (triton_stock.INITIALIZE_READS, cited
+    there): every parameter present, every data_type readable; the stock names of the release line."""
+    from trtlade.export import triton_stock as stock
+
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, version)
+    out = tmp_path / "repo"
+    assert export("triton", str(bundle), "--out", str(out)).exit_code == 0
+    for model, reads in stock.INITIALIZE_READS.items():
+        config = _stock_view((out / model / "config.pbtxt").read_text())
+        for key in reads["parameters"]:
+            assert "string_value" in config["parameters"][key], (model, key)
+        for kind, names in (("input", reads["inputs"]), ("output", reads["outputs"])):
+            for name in names:
+                assert _config_by_name(config, kind, name)["data_type"].startswith("TYPE_"), (model, name)
+    pre = _stock_view((out / "preprocessing" / "config.pbtxt").read_text())
+    assert [t["name"] for t in pre["input"]] == [t.name for t in stock.preprocessing_inputs(line)]
+    assert [t["name"] for t in pre["output"]] == [t.name for t in stock.preprocessing_outputs(line)]
+    assert pre["parameters"]["multimodal_model_path"]["string_value"] == ""  # "unused" to the stock model
+    assert ("hf_model_path" in pre["parameters"]) is (line != "0.19")
+    sizes = _config_by_name(pre, "output", "IMAGE_SIZES")["dims"]
+    assert sizes == (["2"] if line == "0.19" else ["-1", "2"])
+    trt = _stock_view((out / "tensorrt_llm" / "config.pbtxt").read_text())
+    assert trt["parameters"]["enable_kv_cache_reuse"]["string_value"] == "false"  # set, as serve sets it
+
+
+def test_triton_export_before_the_fix_would_not_load(tmp_path):
+    """The check above fails on the configs the export wrote before issue 26 (kept here as text)."""
+    old = 'name: "preprocessing" backend: "python" input { name: "QUERY" data_type: TYPE_STRING dims: 1 } ' \
+          'parameters { key: "tokenizer_dir" value { string_value: "/t" } }'
+    config = _stock_view(old)
+    assert "multimodal_model_path" not in config["parameters"]  # KeyError in the stock initialize()
+    assert _config_by_name(config, "input", "EMBEDDING_BIAS_WORDS") is None  # None['data_type']: TypeError
+
+
 def test_triton_export_refuses_engines_older_than_0_19(tmp_path):
     bundle = make_bundle(tmp_path / "b")  # the test engines say 0.16.0
     out = tmp_path / "repo"

@@ -71,9 +71,14 @@ def triton(
     from trtlade.export.triton import model_repository
 
     src = _export(bundle, bundle_path, tokenizer, lambda s: write_tree(out, model_repository(s), force=force))
+    from trtlade.export.triton import engine_version
+    from trtlade.export.triton_stock import family, model_py_source
+
+    source = model_py_source(family(engine_version(src.engine.version)))
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
-                      "models' model.py from tensorrtllm_backend's all_models/inflight_batcher_llm, then: "
-                      f"tritonserver --model-repository {out}", markup=False, highlight=False)
+                      f"models' model.py from {source}, then: tritonserver --model-repository {out}; a request sets "
+                      "lookahead_window_size, lookahead_ngram_size and lookahead_verification_set_size together or "
+                      "none of them", markup=False, highlight=False)
 
 
 @export_app.command("k8s")

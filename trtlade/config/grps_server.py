@@ -52,7 +52,9 @@ def _sibling_engine(doc: YamlDocument) -> Optional[Path]:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             continue
-        for model in (data or {}).get("models") or []:
+        if not isinstance(data, dict):  # a stray file (grps's own conf/inference.yml is a symlink's text in a copy)
+            continue
+        for model in data.get("models") or []:
             args = (model or {}).get("inferer_args") if isinstance(model, dict) else None
             engine = (args or {}).get("gpt_model_path") if isinstance(model, dict) else None
             if isinstance(engine, str) and (Path(engine) / "config.json").is_file():

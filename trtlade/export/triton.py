@@ -16,10 +16,14 @@ Layout written::
 The lookahead keys are those of tensorrtllm_backend from v0.19.0 on (also TensorRT-LLM's
 ``triton_backend/`` since v0.20): ``decoding_mode: lookahead`` and the parameters
 ``lookahead_window_size``, ``lookahead_ngram_size``, ``lookahead_verification_set_size``, plus optional
-per-request INT32 [1] inputs of the same names (a request's (w,n,g), at most the engine's). Engines
-built with TensorRT-LLM below 0.19 are refused: their backend has no lookahead keys. The python
-models' ``model.py`` files come from the same tensorrtllm_backend tag (``all_models/
-inflight_batcher_llm/{preprocessing,postprocessing}/1/model.py``); trtlade writes the configs only.
+per-request INT32 [1] inputs of the same names (a request's (w,n,g), at most the engine's). The backend
+needs all three of those per-request inputs whenever ``lookahead_window_size`` is sent: a client sends
+the whole triple or none. Engines built with TensorRT-LLM below 0.19 are refused: their backend has no
+lookahead keys. The python models' ``model.py`` files come from the backend release that matches the
+engine (tensorrtllm_backend v0.19.0, or TensorRT-LLM's ``triton_backend/`` from 0.20 on); trtlade
+writes the configs only, and they carry every input, output and parameter those stock models read when
+they load (:mod:`trtlade.export.triton_stock`, per release line), with empty values where a feature is
+unused.
 
 Every config is built as Triton's own ``ModelConfig`` protobuf (shipped by ``tritonclient``),
 written in protobuf text format and parsed back before anything is written.
@@ -29,9 +33,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from trtlade.export import triton_stock as stock
 from trtlade.export.common import ExportError, ExportSource
 
-__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "model_repository", "parse_config"]
+__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "engine_version", "model_repository", "parse_config"]
 
 #: The first TensorRT-LLM (and tensorrtllm_backend) release whose Triton backend reads lookahead.
 MIN_TRTLLM = (0, 19)
@@ -47,7 +52,7 @@ def _pb() -> Any:
     return model_config_pb2
 
 
-def _version(text: Optional[str]) -> tuple[int, ...]:
+def engine_version(text: Optional[str]) -> tuple[int, ...]:
     parts = []
     for item in (text or "").split("."):
         digits = "".join(ch for ch in item if ch.isdigit())
@@ -102,6 +107,10 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
         "exclude_input_in_output": "true",
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
         "executor_worker_path": "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
+        # read with no fallback by ModelInstanceState::getGuidedDecodingConfigFromParams: empty = unused
+        "tokenizer_dir": "", "xgrammar_tokenizer_info_path": "", "guided_decoding_backend": "",
+        # the backend's own default is true; trtlade sets it as serve does (serve.kv_cache_enable_block_reuse)
+        "enable_kv_cache_reuse": "true" if src.config.serve.kv_cache_enable_block_reuse else "false",
     }
     if not spec.is_autoregressive:
         params["decoding_mode"] = "lookahead"
@@ -111,27 +120,16 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
 
 
 def _preprocessing(pb: Any, src: ExportSource) -> Any:
+    """Every input, output and parameter of the stock preprocessing config of the engine's release line."""
+    line = stock.family(engine_version(src.engine.version))
     c = pb.ModelConfig(name="preprocessing", backend="python", max_batch_size=src.engine.max_batch_size)
-    In, Out = pb.ModelInput, pb.ModelOutput
-    c.input.extend([
-        _tensor(pb, In, "QUERY", "TYPE_STRING", [1]),
-        _tensor(pb, In, "REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
-        _tensor(pb, In, "BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-        _tensor(pb, In, "STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-        _tensor(pb, In, "END_ID", "TYPE_INT32", [1], optional=True),
-        _tensor(pb, In, "PAD_ID", "TYPE_INT32", [1], optional=True),
-    ])
-    c.output.extend([
-        _tensor(pb, Out, "INPUT_ID", "TYPE_INT32", [-1]),
-        _tensor(pb, Out, "REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
-        _tensor(pb, Out, "BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
-        _tensor(pb, Out, "STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
-        _tensor(pb, Out, "REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
-        _tensor(pb, Out, "OUT_END_ID", "TYPE_INT32", [1]),
-        _tensor(pb, Out, "OUT_PAD_ID", "TYPE_INT32", [1]),
-    ])
+    for t in stock.preprocessing_inputs(line):
+        c.input.append(_tensor(pb, pb.ModelInput, t.name, t.dtype, list(t.dims), **({"optional": True}
+                                                                                     if t.optional else {})))
+    for t in stock.preprocessing_outputs(line):
+        c.output.append(_tensor(pb, pb.ModelOutput, t.name, t.dtype, list(t.dims)))
     c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
-    _params(c, {"tokenizer_dir": str(src.tokenizer), "add_special_tokens": "true"})
+    _params(c, stock.preprocessing_parameters(line, str(src.tokenizer), str(src.engine_dir)))
     return c
 
 
@@ -197,7 +195,7 @@ def model_repository(src: ExportSource) -> dict[str, str]:
     """The repository's files (relative path -> text), every config parsed back and checked."""
     from google.protobuf import text_format
 
-    version = _version(src.engine.version)
+    version = engine_version(src.engine.version)
     if version[:2] < MIN_TRTLLM:
         raise ExportError(
             f"the bundle's engine was built with TensorRT-LLM {src.engine.version or 'unknown'}: Triton's "
@@ -207,8 +205,8 @@ def model_repository(src: ExportSource) -> dict[str, str]:
             where=str(src.bundle.root))
     pb = _pb()
     header = (f"# written by `trtlade export triton` from the bundle {src.bundle.root}: engine {src.engine_dir}, "
-              f"lookahead ({src.config.lookahead.spec}); model.py files: tensorrtllm_backend "
-              "all_models/inflight_batcher_llm of the matching release\n")
+              f"lookahead ({src.config.lookahead.spec}); model.py files: "
+              f"{stock.model_py_source(stock.family(version))}\n")
     files: dict[str, str] = {}
     for build in (_preprocessing, _tensorrt_llm, _postprocessing, _ensemble):
         config = build(pb, src)

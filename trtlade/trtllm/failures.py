@@ -79,9 +79,9 @@ KNOWN_FAILURES: tuple[KnownFailure, ...] = (
         r"Requested amount of GPU memory .* could not be allocated",
         "ran out of memory",
         "conversion needs host RAM for the weights (about 2 bytes per parameter in fp16/bf16); the "
-        "build and the executor need GPU memory: lower max batch size, max_num_tokens or max_seq_len, "
-        "lower serve.kv_cache_free_gpu_memory_fraction, use more GPUs, or stop other processes using "
-        "the GPU (nvidia-smi)"),
+        "build needs GPU memory: lower --max-batch-size, --max-num-tokens or --max-seq-len, use more GPUs "
+        "(--tp-size); the executor's KV cache takes serve.kv_cache_free_gpu_memory_fraction of what is "
+        "free: lower it; or stop other processes using the GPU (nvidia-smi)"),
     KnownFailure(
         "no-gpu", r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
         r"libcuda\.so[^\n]*(cannot open|not found)",

@@ -1,0 +1,142 @@
+"""What the stock models of Triton's TensorRT-LLM backend read when they load, per backend release line:
+the inputs, outputs and parameters ``trtlade export triton`` must write so that the stock ``model.py``
+files (and the C++ ``tensorrtllm`` backend) start on its configs.
+
+Sources, read for this table (names only; no code of theirs is in trtlade):
+
+- ``0.19``: triton-inference-server/tensorrtllm_backend at tag v0.19.0,
+  ``all_models/inflight_batcher_llm/{preprocessing,postprocessing}/{config.pbtxt,1/model.py}`` and
+  ``inflight_batcher_llm/src/model_instance_state.cc``. From 0.19 on the tensorrt_llm model reads lookahead.
+- ``0.20``: the same files under NVIDIA/TensorRT-LLM ``triton_backend/`` (the backend moved there with
+  0.20; tensorrtllm_backend's own tags from v0.20.0 on no longer carry ``all_models/``), read at the
+  newest stored commit and taken for 0.20 to 1.2. Against 0.19 the preprocessing model gained the
+  ``IMAGES`` input and the ``hf_model_path`` parameter, and ``IMAGE_SIZES`` became ``[-1, 2]``.
+
+What ``initialize()`` needs, the reason this table exists:
+
+- preprocessing ``model.py``: ``parameters['tokenizer_dir']`` and ``parameters['multimodal_model_path']``
+  with no fallback (a KeyError otherwise), and the ``data_type`` of the inputs ``EMBEDDING_BIAS_WORDS``,
+  ``EMBEDDING_BIAS_WEIGHTS`` and of the outputs ``INPUT_ID``, ``DECODER_INPUT_ID``, ``REQUEST_INPUT_LEN``,
+  ``REQUEST_DECODER_INPUT_LEN``, ``BAD_WORDS_IDS``, ``STOP_WORDS_IDS``, ``OUT_END_ID``, ``OUT_PAD_ID``,
+  ``OUT_PROMPT_TABLE_EXTRA_IDS``, ``PIXEL_VALUES``, ``IMAGE_SIZES`` (a TypeError on ``None[...]`` when one
+  is absent);
+- postprocessing ``model.py``: ``parameters['tokenizer_dir']`` and the output ``OUTPUT``;
+- the C++ tensorrtllm model (``ModelInstanceState``): ``gpt_model_type`` and, in
+  ``getGuidedDecodingConfigFromParams``, ``tokenizer_dir``, ``xgrammar_tokenizer_info_path`` and
+  ``guided_decoding_backend`` with no fallback ("Cannot find parameter with name: ...").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = ["Tensor", "family", "model_py_source", "preprocessing_inputs", "preprocessing_outputs",
+           "preprocessing_parameters", "TENSORRT_LLM_REQUIRED_PARAMETERS", "INITIALIZE_READS"]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: str  # Triton's DataType name, e.g. "TYPE_INT32"
+    dims: tuple[int, ...]
+    optional: bool = False
+
+
+def family(version: tuple[int, ...]) -> str:
+    """The backend release line of an engine's TensorRT-LLM version: ``"0.19"`` or ``"0.20"`` (0.20 to 1.2).
+
+    >>> family((0, 19, 0)), family((0, 20)), family((1, 2, 1))
+    ('0.19', '0.20', '0.20')
+    """
+    return "0.19" if version[:2] <= (0, 19) else "0.20"
+
+
+def model_py_source(line: str) -> str:
+    """Where the stock python models of a release line live (what the user copies next to the configs)."""
+    if line == "0.19":
+        return "triton-inference-server/tensorrtllm_backend v0.19.0: all_models/inflight_batcher_llm/*/1/model.py"
+    return ("NVIDIA/TensorRT-LLM, the engine's release tag: triton_backend/all_models/inflight_batcher_llm/*/1/"
+            "model.py (the NGC Triton TRT-LLM container of that release ships them)")
+
+
+_IMAGE = (-1, -1, -1, -1)
+
+
+def preprocessing_inputs(line: str) -> list[Tensor]:
+    """The stock preprocessing inputs, in the stock order."""
+    images = [Tensor("IMAGES", "TYPE_STRING", (-1,), True)] if line != "0.19" else []
+    return [
+        Tensor("QUERY", "TYPE_STRING", (1,)),
+        Tensor("DECODER_QUERY", "TYPE_STRING", (1,), True),
+        Tensor("IMAGE_BYTES", "TYPE_UINT8", _IMAGE, True),
+        Tensor("IMAGE_URL", "TYPE_STRING", (1,), True),
+        *images,
+        Tensor("VIDEO_BYTES", "TYPE_UINT8", _IMAGE, True),
+        Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (1,)),
+        Tensor("BAD_WORDS_DICT", "TYPE_STRING", (-1,), True),
+        Tensor("STOP_WORDS_DICT", "TYPE_STRING", (-1,), True),
+        Tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", (-1,), True),
+        Tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", (-1,), True),
+        Tensor("END_ID", "TYPE_INT32", (1,), True),
+        Tensor("PAD_ID", "TYPE_INT32", (1,), True),
+        Tensor("PROMPT_TABLE_EXTRA_ID", "TYPE_UINT64", (1,), True),
+    ]
+
+
+def preprocessing_outputs(line: str) -> list[Tensor]:
+    """The stock preprocessing outputs, in the stock order."""
+    return [
+        Tensor("INPUT_ID", "TYPE_INT32", (-1,)),
+        Tensor("REQUEST_INPUT_LEN", "TYPE_INT32", (1,)),
+        Tensor("DECODER_INPUT_ID", "TYPE_INT32", (-1,)),
+        Tensor("REQUEST_DECODER_INPUT_LEN", "TYPE_INT32", (1,)),
+        Tensor("BAD_WORDS_IDS", "TYPE_INT32", (2, -1)),
+        Tensor("STOP_WORDS_IDS", "TYPE_INT32", (2, -1)),
+        Tensor("EMBEDDING_BIAS", "TYPE_FP32", (-1,)),
+        Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (-1,)),
+        Tensor("OUT_END_ID", "TYPE_INT32", (1,)),
+        Tensor("OUT_PAD_ID", "TYPE_INT32", (1,)),
+        Tensor("OUT_PROMPT_TABLE_EXTRA_IDS", "TYPE_UINT64", (-1,)),
+        Tensor("PIXEL_VALUES", "TYPE_FP16", _IMAGE),
+        Tensor("ASPECT_RATIO_IDS", "TYPE_INT64", (-1,)),
+        Tensor("ASPECT_RATIO_MASK", "TYPE_INT64", (-1, -1)),
+        Tensor("CROSS_ATTENTION_MASK", "TYPE_INT64", (-1, -1, -1)),
+        Tensor("IMAGE_SIZES", "TYPE_INT64", (2,) if line == "0.19" else (-1, 2)),
+        Tensor("IS_VIDEO_INPUT", "TYPE_BOOL", (1,)),
+        Tensor("ATTENTION_MASK", "TYPE_INT64", (-1,)),
+        Tensor("IMAGE_GRID_THW", "TYPE_INT64", (3,)),
+        Tensor("VISION_INPUT_ID", "TYPE_INT32", (-1,)),
+    ]
+
+
+def preprocessing_parameters(line: str, tokenizer: str, engine_dir: str,
+                             hf_model: Optional[str] = None) -> dict[str, str]:
+    """The stock preprocessing parameters; the multimodal ones empty ("" is how the stock model reads
+    'unused': ``multimodal_model_path == ""`` -> None). ``max_num_images`` is left out: the stock model
+    reads it with ``.get`` and would report an empty value as "not set correctly"."""
+    params = {"tokenizer_dir": tokenizer, "add_special_tokens": "true", "multimodal_model_path": "",
+              "gpt_model_path": engine_dir}
+    if line != "0.19":
+        params["hf_model_path"] = hf_model or tokenizer
+    return params
+
+
+#: The tensorrt_llm model's parameters read with no fallback (ModelInstanceState::getBatchingTypeFromParams
+#: and ::getGuidedDecodingConfigFromParams, 0.19 and the newest triton_backend): empty means "unused".
+TENSORRT_LLM_REQUIRED_PARAMETERS = ("gpt_model_type", "tokenizer_dir", "xgrammar_tokenizer_info_path",
+                                    "guided_decoding_backend")
+
+#: model -> what its stock initialize() reads with no fallback: ("parameters", names), ("inputs", names)
+#: and ("outputs", names) whose data_type it reads. Tests replay these reads on every exported config.
+INITIALIZE_READS: dict[str, dict[str, tuple[str, ...]]] = {
+    "preprocessing": {
+        "parameters": ("tokenizer_dir", "multimodal_model_path"),
+        "inputs": ("EMBEDDING_BIAS_WORDS", "EMBEDDING_BIAS_WEIGHTS"),
+        "outputs": ("INPUT_ID", "DECODER_INPUT_ID", "REQUEST_INPUT_LEN", "REQUEST_DECODER_INPUT_LEN",
+                    "BAD_WORDS_IDS", "STOP_WORDS_IDS", "OUT_END_ID", "OUT_PAD_ID", "OUT_PROMPT_TABLE_EXTRA_IDS",
+                    "PIXEL_VALUES", "IMAGE_SIZES"),
+    },
+    "postprocessing": {"parameters": ("tokenizer_dir",), "inputs": (), "outputs": ("OUTPUT",)},
+    "tensorrt_llm": {"parameters": TENSORRT_LLM_REQUIRED_PARAMETERS, "inputs": (), "outputs": ()},
+}
