@@ -15,10 +15,17 @@ from trtlade.spec import LookaheadSpec
 ENGINES = Path(__file__).resolve().parent / "data" / "engines"
 
 
-def _grps(args: str, *, models_extra: str = "", path: Path | None = None):
+#: What grps_trtllm's loader needs to start, besides the keys a test is about.
+LOADABLE = ("      llm_style: llama3\n      tokenizer_type: huggingface\n      tokenizer_path: /t/\n"
+            "      end_token_id: 151645\n      stop_words: ['<|im_end|>']\n")
+
+
+def _grps(args: str, *, models_extra: str = "", path: Path | None = None, base: str = LOADABLE):
     body = textwrap.indent(textwrap.dedent(args).strip("\n"), " " * 6)
-    text = ("models:\n  - name: llm\n    inferer_args:\n      tokenizer_path: /t\n"
-            "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: /nonexistent/engine\n"
+    given = {line.split(":")[0].strip() for line in body.splitlines() if line.startswith("      ") and ":" in line}
+    base = "".join(line + "\n" for line in base.splitlines() if line.split(":")[0].strip() not in given)
+    text = (f"models:\n  - name: llm\n    inferer_args:\n{base}"
+            "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: /nonexistent/engine/\n"
             f"{body}\n{models_extra}")
     return parse_yaml(text, "inference.yml", path=path)
 
@@ -53,10 +60,10 @@ def test_models_list_without_inferer_args_says_so(tmp_path):
 
 
 def test_unknown_model_type():
-    doc = parse_yaml("models:\n  - inferer_args:\n      tokenizer_path: /t\n      gpt_model_path: /e\n"
+    doc = parse_yaml("models:\n  - inferer_args:\n" + LOADABLE + "      gpt_model_path: /e/\n"
                      "      gpt_model_type: continuous\n", "i.yml")
     [d] = [d for d in check_grps(doc) if d.severity == "error"]
-    assert (d.code, d.line, d.column) == ("grps-model-type", 5, 23) and "inflight_fused_batching" in d.hint
+    assert (d.code, d.line, d.column) == ("grps-model-type", 9, 23) and "inflight_fused_batching" in d.hint
 
 
 def test_reads_the_block_and_settings():
@@ -69,8 +76,8 @@ def test_reads_the_block_and_settings():
 
 def test_non_llm_models_are_skipped_and_every_llm_model_is_checked():
     extra = ("  - name: pre\n    inferer_args: {some_setting: 1}\n"
-             "  - name: second\n    inferer_args:\n      tokenizer_path: /t\n      gpt_model_type: V1\n"
-             "      gpt_model_path: /e\n      lookahead_decoding: {window_size: 2, ngram_size: 2, "
+             "  - name: second\n    inferer_args:\n" + LOADABLE + "      gpt_model_type: V1\n"
+             "      gpt_model_path: /e/\n      lookahead_decoding: {window_size: 2, ngram_size: 2, "
              "verification_set_size: 1}\n")
     doc = _grps(BLOCK, models_extra=extra)
     models, _ = read_grps_models(doc)
@@ -160,8 +167,8 @@ def test_relative_engine_path_is_resolved_against_the_file(tmp_path):
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "inference.yml").write_text(
-        "models:\n  - name: llm\n    inferer_args:\n      tokenizer_path: /t\n"
-        "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: ../engines/e\n"
+        "models:\n  - name: llm\n    inferer_args:\n" + LOADABLE +
+        "      gpt_model_type: inflight_fused_batching\n      gpt_model_path: ../engines/e/\n"
         f"      {BLOCK}\n")
     report = validate_file(conf / "inference.yml")
     errors = [d for d in report.diagnostics if d.severity == "error"]
@@ -190,3 +197,71 @@ def test_engine_built_for_15_has_no_default_trap_clause():
 def test_plain_engine_without_block_is_fine():
     diags = check_grps(_grps("x: 1"), engine_dir=ENGINES / "qwen3-8b-plain")
     assert _codes(diags, "error") == []
+
+
+# ------------------------------------------------------------------- grps_trtllm's loader, mutation by mutation
+USER_QWEN3 = Path(__file__).resolve().parent / "data" / "grps" / "inference_qwen3.yml"
+
+
+def _mutate(tmp_path: Path, old: str, new: str) -> Path:
+    text = USER_QWEN3.read_text()
+    assert old in text, old
+    path = tmp_path / "inference_qwen3.yml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+# (line in the user's config, its mutation, the key the error names); each rule cites the grps source it follows
+REFUSED = [
+    ("      llm_style: qwen3\n", "", "llm_style"),                                  # customized_inferer.cc Load
+    ("llm_style: qwen3", "llm_style: qwen4", "llm_style"),                          # llm_styler.cc CreateLLMStyler
+    ("llm_style: qwen3", "llm_style: Qwen3", "llm_style"),
+    ("      tokenizer_type: huggingface\n", "", "tokenizer_type"),                  # customized_inferer.cc Load
+    ("tokenizer_type: huggingface", "tokenizer_type: tiktoken", "tokenizer_type"),  # tokenizer.cc Load
+    ("tokenizer_parallelism: 16", "tokenizer_parallelism: 0", "tokenizer_parallelism"),
+    ("      tokenizer_path: /models/Qwen3-8B/\n", "", "tokenizer_path"),
+    ("      gpt_model_type: inflight_fused_batching\n", "", "gpt_model_type"),      # trtllm_model_instance.cc
+    ("gpt_model_path: /models/Qwen3-8B/trt_engines/", "gpt_model_path: /models/Qwen3-8B/trt_engines",
+     "gpt_model_path"),                                                             # path + "config.json"
+    ("window_size: 4", "window_size: '4'", "window_size"),                          # trtllm_model_state.cc int32
+    ("ngram_size: 2", "ngram_size: 2.5", "ngram_size"),
+    ("        verification_set_size: 4\n", "", "lookahead_decoding"),
+    ("top_k: 20", "top_k: twenty", "top_k"),                                        # GetParameter<SamplingConfig>
+    ("top_p: 0.95", "top_p: 0", "top_p"),                                           # samplingConfig.cpp checkTopP
+    ("kv_cache_free_gpu_mem_fraction: 0.9", "kv_cache_free_gpu_mem_fraction: 1.0",  # kvCacheConfig.cpp
+     "kv_cache_free_gpu_mem_fraction"),
+]
+
+
+@pytest.mark.parametrize("old, new, key", REFUSED)
+def test_validate_config_refuses_what_grps_refuses_naming_the_key(tmp_path, old, new, key):
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    path = _mutate(tmp_path, old, new)
+    result = CliRunner().invoke(app, ["validate-config", str(path)])
+    assert result.exit_code == 1, result.output
+    errors = [d for d in validate_file(path).diagnostics if d.severity == "error"]
+    assert any(key in (d.path or "") or key in d.message for d in errors), [d.format_text() for d in errors]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("old, new, code", [
+    ("      end_token_id: 151645          # <|im_end|>\n", "", "grps-no-end-id"),
+    ('      stop_words:\n        - "<|im_start|>"\n        - "<|im_end|>"\n        - "<|endoftext|>"\n', "",
+     "grps-no-stop-words"),
+    ("      skip_special_tokens:\n        - 151643\n        - 151644\n        - 151645\n",
+     "      skip_special_tokens: true\n", "grps-tokenizer"),
+    ("tokenizer_parallelism: 16", "tokenizer_parallelism: many", "grps-tokenizer"),
+])
+def test_validate_config_warns_where_grps_silently_falls_back(tmp_path, old, new, code):
+    report = validate_file(_mutate(tmp_path, old, new))
+    assert report.valid() and code in [d.code for d in report.diagnostics if d.severity == "warning"]
+
+
+def test_the_users_qwen3_config_passes_with_no_loader_finding():
+    report = validate_file(USER_QWEN3)
+    assert report.valid()
+    assert not [d for d in report.diagnostics if d.code.startswith(("grps-llm-style", "grps-tokenizer", "grps-no-",
+                                                                   "grps-engine-path"))]

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hf_folders import write_hf_folder
 from trtlade.cli.main import app
 from trtlade.config.validate import validate_file
 
@@ -19,12 +20,14 @@ ENGINES = Path(__file__).resolve().parent / "data" / "engines"
 
 
 def make_bundle(root: Path, engine: str = "qwen3-8b-424", spec: str = "4,2,4", with_engine: bool = True,
-                extra: str = "") -> Path:
-    """A bundle as `trtlade build` leaves it (engine config only: no weights are needed to export)."""
+                extra: str = "", family: str | None = "qwen3") -> Path:
+    """A bundle as `trtlade build` leaves it (engine config only: no weights are needed to export), its
+    model folder beside it with the ``family``'s tokenizer and generation config (None: no folder here)."""
     root.mkdir(parents=True)
     if with_engine:
         shutil.copytree(ENGINES / engine, root / "engine")
-    (root / "trtlade.yml").write_text(f"model:\n  path: /models/Qwen3-8B\nlookahead:\n  spec: {spec}\n{extra}")
+    model = write_hf_folder(root.parent / f"{root.name}-hf", family) if family else Path("/models/Qwen3-8B")
+    (root / "trtlade.yml").write_text(f"model:\n  path: {model}\nlookahead:\n  spec: {spec}\n{extra}")
     (root / "trtlade-manifest.json").write_text(json.dumps({"format": 1, "backend": "trtllm"}))
     return root
 
@@ -41,12 +44,63 @@ def test_grps_export_round_trips_through_validate_config(tmp_path):
     data = yaml.safe_load(out.read_text())
     args = data["models"][0]["inferer_args"]
     assert args["lookahead_decoding"] == {"window_size": 4, "ngram_size": 2, "verification_set_size": 4}
-    assert args["gpt_model_path"] == f"{bundle.resolve()}/engine/" and args["tokenizer_path"] == "/models/Qwen3-8B/"
+    hf = tmp_path / "qwen3-hf"
+    assert args["gpt_model_path"] == f"{bundle.resolve()}/engine/" and args["tokenizer_path"] == f"{hf}/"
     assert args["gpt_model_type"] == "inflight_fused_batching"
     report = validate_file(out, engine_dir=bundle / "engine")
     assert report.kind == "grps" and report.valid(), [d.format_text() for d in report.diagnostics]
     assert report.details["models"][0]["spec"] == "4,2,4"
     assert "no per-request" in out.read_text()
+
+
+@pytest.mark.parametrize("family, style, end, pad, stops", [
+    ("qwen3", "qwen3", 151645, 151643, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]),
+    ("qwen2.5", "qwen2.5", 151645, 151643, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]),
+    ("llama3", "llama3", 128009, 128009, ["<|eot_id|>", "<|end_of_text|>"]),
+])
+def test_grps_export_writes_every_key_grps_reads_with_the_models_style_and_stops(tmp_path, family, style, end,
+                                                                                 pad, stops):
+    """grps_trtllm's loader (customized_inferer.cc TrtllmInferer::Load, llm_styler.cc, utils.cc): llm_style,
+    tokenizer_type, an int end_token_id (else requests run to max_tokens), stop words, skip_special_tokens,
+    int lookahead sizes; sampling from generation_config.json."""
+    bundle = make_bundle(tmp_path / "b", family=family)
+    out = tmp_path / "inference.yml"
+    assert export("grps", str(bundle), "--out", str(out)).exit_code == 0
+    args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
+    assert (args["llm_style"], args["tokenizer_type"]) == (style, "huggingface")
+    assert type(args["end_token_id"]) is int and (args["end_token_id"], args["pad_token_id"]) == (end, pad)
+    assert args["stop_words"] == stops
+    assert end in args["skip_special_tokens"] and all(type(t) is int for t in args["skip_special_tokens"])
+    assert all(type(v) is int for v in args["lookahead_decoding"].values())
+    assert args["sampling"]["temperature"] == json.loads((tmp_path / "b-hf" / "generation_config.json")
+                                                         .read_text())["temperature"]
+    report = validate_file(out, engine_dir=bundle / "engine")
+    assert report.valid() and not [d for d in report.diagnostics if d.code in ("grps-no-end-id", "grps-no-stop-words")]
+
+
+def test_grps_export_refuses_a_model_no_style_fits_and_takes_an_explicit_one(tmp_path):
+    bundle = make_bundle(tmp_path / "b", family="smollm2")  # Llama with a ChatML template
+    out = tmp_path / "inference.yml"
+    refused = export("grps", str(bundle), "--out", str(out))
+    assert refused.exit_code == 1 and "llm_style" in refused.output and "qwen2.5" in refused.output
+    assert "--llm-style" in refused.output and not out.exists()
+    wrong = export("grps", str(bundle), "--out", str(out), "--llm-style", "chatml")
+    assert wrong.exit_code == 1 and "--llm-style" in wrong.output and "not supported now" in wrong.output
+    assert export("grps", str(bundle), "--out", str(out), "--llm-style", "qwen2.5").exit_code == 0
+    args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
+    assert args["llm_style"] == "qwen2.5" and args["end_token_id"] == 2 and args["stop_words"][:2] == [
+        "<|im_start|>", "<|im_end|>"]
+
+
+def test_grps_export_reads_the_model_folder_given_with_model_dir(tmp_path):
+    bundle = make_bundle(tmp_path / "b", family=None)  # the config's model folder is not on this machine
+    out = tmp_path / "inference.yml"
+    refused = export("grps", str(bundle), "--out", str(out))
+    assert refused.exit_code == 1 and "--model-dir" in refused.output
+    hf = write_hf_folder(tmp_path / "here", "qwen3")
+    assert export("grps", str(bundle), "--out", str(out), "--model-dir", str(hf)).exit_code == 0
+    args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
+    assert args["llm_style"] == "qwen3" and args["tokenizer_path"] == "/models/Qwen3-8B/"  # as grps sees it
 
 
 def test_grps_export_paths_as_the_grps_machine_sees_them_and_the_schedule_note(tmp_path):
@@ -163,7 +217,7 @@ def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
     per_request = {i.name: i for i in trt.input if i.name.startswith("lookahead_")}
     assert len(per_request) == 3 and all(i.optional and i.data_type == model_config_pb2.TYPE_INT32
                                          and list(i.dims) == [1] for i in per_request.values())
-    assert configs["preprocessing"].parameters["tokenizer_dir"].string_value == "/models/Qwen3-8B"
+    assert configs["preprocessing"].parameters["tokenizer_dir"].string_value == str(tmp_path / "b-hf")
     steps = configs["ensemble"].ensemble_scheduling.step
     assert [s.model_name for s in steps] == ["preprocessing", "tensorrt_llm", "postprocessing"]
     produced = {v for s in steps for v in s.output_map.values()}

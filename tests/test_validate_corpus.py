@@ -90,7 +90,7 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "grps-illegal-spec.yml": ("error", "spec-illegal", "models.0.inferer_args.lookahead_decoding.window_size", 10,
                               22, "ngramSize=1 requires windowSize=1"),
     "grps-bad-fraction.yml": ("error", "grps-value", "models.0.inferer_args.kv_cache_free_gpu_mem_fraction", 9, 39,
-                              "0 < value <= 1"),
+                              "0 < value < 1"),
     "grps-missing-engine-path.yml": ("error", "grps-required", "models.0.inferer_args.gpt_model_path", 6, 7,
                                      "requires it"),
     "grps-lookahead-mode-without-block.yml": ("error", "grps-decoding-mode", "models.0.inferer_args.decoding_mode",

@@ -25,14 +25,23 @@ def grps(
                                              "(default: the bundle config's model.tokenizer or model.path)."),
     bundle_path: Optional[Path] = typer.Option(None, "--bundle-path", help="Where the bundle is on the grps "
                                                "machine (default: its absolute path here)."),
+    llm_style: Optional[str] = typer.Option(None, "--llm-style", help="grps_trtllm's llm_style (default: derived "
+                                            "from the model's model_type and chat template; refused if none fits)."),
+    model_dir: Optional[Path] = typer.Option(None, "--model-dir", help="The model's Hugging Face folder on this "
+                                             "machine, read for llm_style, end/pad ids, special tokens, stop words "
+                                             "and sampling (default: the bundle config's model.tokenizer or "
+                                             "model.path, when it is here)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out."),
 ) -> None:
-    """A grps_trtllm inference yml with the bundle's engine and (W,N,G). grps takes no per-request
-    lookahead: every request runs with the bundle's spec. `trtlade validate-config` passes on it."""
+    """A grps_trtllm inference yml with the bundle's engine and (W,N,G), and every key grps_trtllm's loader
+    reads with no fallback (llm_style, tokenizer_type, ...). grps takes no per-request lookahead: every
+    request runs with the bundle's spec. `trtlade validate-config` passes on it."""
     from trtlade.export.common import write_file
     from trtlade.export.grps import grps_inference_yml
 
-    src = _export(bundle, bundle_path, tokenizer, lambda s: write_file(out, grps_inference_yml(s), force=force))
+    src = _export(bundle, bundle_path, tokenizer,
+                  lambda s: write_file(out, grps_inference_yml(s, llm_style=llm_style), force=force),
+                  model_dir=model_dir)
     err_console.print(f"wrote {out}: grps_trtllm inference config, engine {src.engine_dir}, lookahead "
                       f"({src.config.lookahead.spec}); check it with: trtlade validate-config {out} "
                       f"--engine-dir {src.bundle.engine_dir}", markup=False, highlight=False)
@@ -42,13 +51,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
 
 
-def _export(bundle: Path, bundle_path: Optional[Path], tokenizer: Optional[Path], write: Callable[[Any], None]) -> Any:
+def _export(bundle: Path, bundle_path: Optional[Path], tokenizer: Optional[Path], write: Callable[[Any], None],
+            model_dir: Optional[Path] = None) -> Any:
     """Read ``bundle`` as a TensorRT-LLM export source and ``write(src)``; any refusal exits with its
     reason and hint. Returns the source (for the success line)."""
     from trtlade.export.common import ExportError, read_source
 
+    if model_dir is not None and not (model_dir / "config.json").is_file():
+        fail(f"--model-dir {model_dir} has no config.json", where="--model-dir",
+             hint="the model's Hugging Face folder on this machine (config.json, tokenizer files)")
     try:
-        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer)
+        src = read_source(bundle, root=bundle_path, tokenizer=tokenizer, model_dir_here=model_dir)
         write(src)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)

@@ -39,6 +39,9 @@ __all__ = [
     "INFLIGHT_MODEL_TYPES",
     "V1_MODEL_TYPES",
     "IGNORED_SAMPLING_KEYS",
+    "GRPS_LLM_STYLES",
+    "GRPS_TOKENIZER_TYPES",
+    "GRPS_SAMPLING_TYPES",
     "GrpsModel",
     "is_grps_config",
     "read_grps_models",
@@ -57,6 +60,24 @@ IGNORED_SAMPLING_KEYS = (
     "presence_penalty", "frequency_penalty", "length_penalty", "min_p",
 )
 _LLM_KEYS = ("gpt_model_path", "gpt_model_type", "lookahead_decoding", "tokenizer_path")
+
+# What grps_trtllm's loader reads, from its sources at the commit that adds lookahead support
+# (NetEase-Media/grps_trtllm fb941b5, "Add lookahead support"):
+#: src/llm_styler.cc, LLMStylerFactory::CreateLLMStyler: every other name throws "LLM style X not supported now."
+GRPS_LLM_STYLES: tuple[str, ...] = (
+    "qwen", "qwenvl", "qwen2.5", "qwen2vl", "qwq", "qwq-preview", "qwen3", "chatglm3", "glm4", "llama3",
+    "internlm2", "internvl2-internlm2", "internvl2-phi3", "internvl2-qwen2", "internvl2.5", "intern-video2.5",
+    "internvl3", "phi3", "phi4", "deepseek-r1", "janus-pro", "gemma3", "minicpmv")
+#: src/tokenizer.cc, MultiInstanceTokenizer::Load: anything else throws "Unsupported tokenizer type: X".
+GRPS_TOKENIZER_TYPES = ("huggingface", "sentencepiece")
+#: src/trtllm_model_state.cc, TrtLlmModelState::GetParameter<SamplingConfig>: each key present in
+#: ``sampling`` is read with YAML_TRY_EXTRACT as this type (names from src/constants.h).
+GRPS_SAMPLING_TYPES: dict[str, type] = {
+    "beam_width": int, "top_k": int, "top_p": float, "top_p_min": float, "top_p_decay": float,
+    "top_p_reset_ids": int, "temperature": float, "length_penalty": float, "early_stopping": int,
+    "repetition_penalty": float, "min_length": int, "beam_search_diversity_rate": float,
+    "presence_penalty": float, "frequency_penalty": float, "seed": int, "no_repeat_ngram_size": int,
+}
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,7 @@ def check_grps(doc: YamlDocument, *, engine_dir: Path | None = None) -> list[Dia
     """Every check of a grps config; ``engine_dir`` overrides each model's ``gpt_model_path``."""
     models, out = read_grps_models(doc)
     for model in models:
+        out += _check_loader(doc, model)
         out += _check_required(doc, model)
         out += _check_model_type(doc, model)
         out += _check_decoding_mode(doc, model)
@@ -197,6 +219,98 @@ def check_grps(doc: YamlDocument, *, engine_dir: Path | None = None) -> list[Dia
         out += _check_scalars(doc, model)
         out += _check_engine(doc, model, engine_dir)
     return out
+
+
+def _check_loader(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
+    """What grps_trtllm's loader reads with no fallback, and where it silently falls back."""
+    return [*_check_llm_style(doc, model), *_check_tokenizer(doc, model), *_check_stopping(doc, model),
+            *_check_engine_path(doc, model)]
+
+
+def _check_llm_style(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
+    # src/customized_inferer.cc, TrtllmInferer::Load: GetParameter<std::string>("llm_style") outside any try;
+    # src/trtllm_model_state.cc, YAML_TRY_EXTRACT throws "Failed to parse conf, conf_name: llm_style"
+    value, loc = model.arg("llm_style"), (*model.loc, "llm_style")
+    names = ", ".join(GRPS_LLM_STYLES)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return [doc.diagnostic(
+            "error", "llm_style is not set: grps_trtllm reads it with no fallback and fails to load with "
+                     "\"Failed to parse conf, conf_name: llm_style\" (src/customized_inferer.cc, TrtllmInferer::Load)",
+            loc=model.loc if "llm_style" not in model.args else loc, code="grps-llm-style",
+            hint=f"set llm_style to the model's chat style, one of: {names}")]
+    if not isinstance(value, str) or value not in GRPS_LLM_STYLES:
+        close = difflib.get_close_matches(str(value), GRPS_LLM_STYLES, n=1, cutoff=0.6)
+        return [doc.diagnostic(
+            "error", f"llm_style {value!r} is not one grps_trtllm knows: it fails to load with \"LLM style "
+                     f"{value} not supported now.\" (src/llm_styler.cc, LLMStylerFactory::CreateLLMStyler)", loc=loc,
+            code="grps-llm-style", hint=(f"did you mean {close[0]!r}? " if close else "") + f"one of: {names}")]
+    return []
+
+
+def _check_tokenizer(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
+    out = []
+    value, loc = model.arg("tokenizer_type"), (*model.loc, "tokenizer_type")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        out.append(doc.diagnostic(
+            "error", "tokenizer_type is not set: grps_trtllm fails to load with \"tokenizer_type is not specified.\" "
+                     "(src/customized_inferer.cc, TrtllmInferer::Load)",
+            loc=model.loc if "tokenizer_type" not in model.args else loc, code="grps-tokenizer",
+            hint="tokenizer_type: huggingface (a folder with tokenizer.json) or sentencepiece (tokenizer.model)"))
+    elif value not in GRPS_TOKENIZER_TYPES:
+        out.append(doc.diagnostic(
+            "error", f"tokenizer_type {value!r}: grps_trtllm fails with \"Unsupported tokenizer type: {value}\" "
+                     "(src/tokenizer.cc, MultiInstanceTokenizer::Load)", loc=loc, code="grps-tokenizer",
+            hint="huggingface or sentencepiece"))
+    parallelism, ploc = model.arg("tokenizer_parallelism"), (*model.loc, "tokenizer_parallelism")
+    if parallelism is not None and (isinstance(parallelism, bool) or not isinstance(parallelism, int)):
+        out.append(doc.diagnostic(
+            "warning", f"tokenizer_parallelism {parallelism!r} is not an int32: grps logs a warning and uses 8 "
+                       "(src/customized_inferer.cc, TrtllmInferer::Load)", loc=ploc, code="grps-tokenizer",
+            hint="an integer >= 1, e.g. 16"))
+    elif isinstance(parallelism, int) and parallelism < 1:
+        out.append(doc.diagnostic(
+            "error", f"tokenizer_parallelism {parallelism}: grps fails with \"tokenizer_parallelism should be "
+                     "greater than 0.\" (src/tokenizer.cc, MultiInstanceTokenizer::Load)", loc=ploc,
+            code="grps-tokenizer", hint="an integer >= 1, e.g. 16"))
+    skip, sloc = model.arg("skip_special_tokens"), (*model.loc, "skip_special_tokens")
+    if skip is not None and (not isinstance(skip, list)
+                             or not all(isinstance(t, int) and not isinstance(t, bool) for t in skip)):
+        out.append(doc.diagnostic(
+            "warning", f"skip_special_tokens is {skip!r}: grps reads a list of token ids (int32) and otherwise "
+                       "uses an empty list, so no special token is skipped (src/customized_inferer.cc)", loc=sloc,
+            code="grps-tokenizer", hint="list the special token ids to hide, e.g. [151643, 151644, 151645]"))
+    return out
+
+
+def _check_stopping(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
+    """Where grps falls back silently to running until max_tokens (src/utils.cc passes the tokenizer's end
+    id, which is null without end_token_id)."""
+    out = []
+    if model.arg("end_token_id") is None:
+        out.append(doc.diagnostic(
+            "warning", "no end_token_id: grps logs \"end_token_id is not specified, will use default value of "
+                       "null\" and sends requests with no end id, so generation runs to max_tokens unless a stop "
+                       "word matches (src/customized_inferer.cc, src/utils.cc)", loc=model.loc,
+            code="grps-no-end-id", hint="end_token_id: the tokenizer's EOS id, e.g. 151645 (<|im_end|>) for Qwen3"))
+    stop = model.arg("stop_words")
+    if stop is None or stop == []:
+        out.append(doc.diagnostic(
+            "warning", "no stop_words: grps stops only on end_token_id; chat models that end a turn with another "
+                       "token (e.g. <|im_start|>) run on (src/trtllm_model_instance.cc reads stop_words, default "
+                       "empty)", loc=model.loc if "stop_words" not in model.args else (*model.loc, "stop_words"),
+            code="grps-no-stop-words", hint='e.g. stop_words: ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]'))
+    return out
+
+
+def _check_engine_path(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
+    # src/trtllm_model_instance.cc, TrtLlmModelInstance::TrtLlmModelInstance reads gpt_model_path + "config.json"
+    path = model.gpt_model_path
+    if isinstance(path, str) and path.strip() and not path.strip().endswith("/"):
+        return [doc.diagnostic(
+            "error", f"gpt_model_path {path!r} does not end with '/': grps opens gpt_model_path + \"config.json\" "
+                     f"({path.strip()}config.json) and fails to load (src/trtllm_model_instance.cc)",
+            loc=(*model.loc, "gpt_model_path"), code="grps-engine-path", hint=f"write {path.strip()}/")]
+    return []
 
 
 def _check_required(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
@@ -281,6 +395,19 @@ def _check_sampling(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
         return [doc.diagnostic("error", f"sampling is {sampling!r}, not a mapping", loc=loc, code="grps-sampling",
                                hint="sampling: {temperature: ..., top_k: ..., top_p: ...}")]
     out = []
+    for key, value in sampling.items():
+        kind = GRPS_SAMPLING_TYPES.get(str(key))
+        ok = kind is not None and not isinstance(value, bool) and (
+            isinstance(value, int) if kind is int else isinstance(value, (int, float)))
+        if kind is not None and not ok:
+            out.append(doc.diagnostic(
+                "error", f"sampling.{key} is {value!r}, not {'an int' if kind is int else 'a number'}: grps fails to "
+                         f"load with \"Failed to parse conf, conf_name: {key}\" (src/trtllm_model_state.cc, "
+                         "GetParameter<SamplingConfig>)", loc=(*loc, key), code="grps-sampling",
+                hint="write a number, or remove the key"))
+    out += _sampling_ranges(doc, sampling, loc)
+    if any(d.severity == "error" for d in out):
+        return out
     beam = sampling.get("beam_width")
     if model.has_lookahead_block and isinstance(beam, int) and beam > 1:
         out.append(doc.diagnostic("error", f"sampling.beam_width {beam}: lookahead needs beam width 1",
@@ -302,12 +429,34 @@ def _check_sampling(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     return out
 
 
+#: TensorRT-LLM's SamplingConfig checks (cpp/tensorrt_llm/executor/samplingConfig.cpp, check*), which the
+#: SamplingConfig grps builds from ``sampling`` goes through at load.
+_SAMPLING_RANGES: dict[str, tuple[str, Any]] = {
+    "beam_width": ("> 0", lambda v: v > 0), "top_k": (">= 0", lambda v: v >= 0),
+    "top_p": ("in (0, 1]", lambda v: 0 < v <= 1), "temperature": (">= 0", lambda v: v >= 0),
+    "repetition_penalty": ("> 0", lambda v: v > 0), "min_length": (">= 0", lambda v: v >= 0),
+}
+
+
+def _sampling_ranges(doc: YamlDocument, sampling: dict[str, Any], loc: Loc) -> list[Diagnostic]:
+    out = []
+    for key, (allowed, ok) in _SAMPLING_RANGES.items():
+        value = sampling.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not ok(value):
+            out.append(doc.diagnostic(
+                "error", f"sampling.{key} is {value}; TensorRT-LLM's SamplingConfig requires {allowed} and grps "
+                         "fails to load (cpp/tensorrt_llm/executor/samplingConfig.cpp)", loc=(*loc, key),
+                code="grps-sampling", hint=f"a value {allowed}"))
+    return out
+
+
 def _check_scalars(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     out = []
     fraction = model.arg("kv_cache_free_gpu_mem_fraction")
     if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-                                 or not 0 < fraction <= 1):
-        out.append(doc.diagnostic("error", f"kv_cache_free_gpu_mem_fraction is {fraction!r}; allowed: 0 < value <= 1",
+                                 or not 0 < fraction < 1):
+        out.append(doc.diagnostic("error", f"kv_cache_free_gpu_mem_fraction is {fraction!r}; allowed: 0 < value < 1 "
+                                  "(TensorRT-LLM's KvCacheConfig::setFreeGpuMemoryFraction refuses 1.0 and more)",
                                   loc=(*model.loc, "kv_cache_free_gpu_mem_fraction"), code="grps-value",
                                   hint="e.g. 0.9 (the grps default)"))
     for key in ("end_token_id", "pad_token_id"):

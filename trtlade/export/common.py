@@ -34,14 +34,19 @@ class ExportSource:
     engine: EngineConfig
     root: Path
     tokenizer: Path
+    #: The Hugging Face folder on this machine (config.json, tokenizer files, generation_config.json), read
+    #: for what an export derives from the model; None when the config's folder is not here.
+    model_dir: Optional[Path] = None
 
     @property
     def engine_dir(self) -> Path:
         return self.root / self.bundle.engine_dir.name
 
 
-def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[Path] = None) -> ExportSource:
-    """Open ``path`` as a TensorRT-LLM bundle with its config and engine config, or refuse saying why."""
+def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[Path] = None,
+                model_dir_here: Optional[Path] = None) -> ExportSource:
+    """Open ``path`` as a TensorRT-LLM bundle with its config and engine config, or refuse saying why.
+    ``model_dir_here``: the model's Hugging Face folder on this machine, when the config's is elsewhere."""
     try:
         bundle = open_bundle(path, need_engine=True)
     except BundleError as exc:
@@ -62,7 +67,10 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
         raise ExportError("the bundle's config names no tokenizer folder (model.tokenizer or model.path)",
                           "pass --tokenizer PATH: the Hugging Face folder the engine was built from, as the "
                           "server will see it", where=str(path))
-    return ExportSource(bundle, loaded.config, engine, (root or path.resolve()), Path(tok))
+    local = [loaded.resolve(p) for p in (model.tokenizer, model.path) if p]
+    candidates = (model_dir_here, tokenizer, *local)
+    model_dir = next((Path(p) for p in candidates if p and (Path(p) / "config.json").is_file()), None)
+    return ExportSource(bundle, loaded.config, engine, (root or path.resolve()), Path(tok), model_dir)
 
 
 def _refuse_existing(out: Path, force: bool) -> None:
