@@ -390,7 +390,9 @@ def test_row_dispatched_linear_calls_the_kernel_its_row_count_asks_for():
 def test_the_engine_reports_the_kernel_it_measured():
     from models import tiny_engine
 
-    engine = tiny_engine("llama", (2, 2, 1))  # pack_linears=None: measured at load
+    fused = tiny_engine("llama", (2, 2, 1)).runner.kernel_choice  # the engine's own forward: fused, packed
+    assert fused.kernel == "fused-onednn" and fused.layers == 4 * 2 + 1 and "one packed copy" in fused.reason
+    engine = tiny_engine("llama", (2, 2, 1), fast_forward=False)  # transformers' forward: measured at load
     choice = engine.runner.kernel_choice
     assert choice.kernel in ("onednn-packed", "plain", "by-rows") and choice.reason
     assert engine.runner.packed_linears == (choice.layers if choice.kernel != "plain" else 0)

@@ -48,6 +48,7 @@ from torch.profiler import record_function
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from trtlade.errors import TrtladeError
+from trtlade.reference.fast_forward import FAMILIES, FusedLinear, fast_body
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 
 __all__ = [
@@ -355,14 +356,18 @@ class SlotKVCache(Cache):
 class BatchRunner:
     """Forward passes of many sequences at once on a causal LM (see the module docstring).
 
-    ``model``: a loaded ``*ForCausalLM`` (any device). ``pack_linears``: swap ``nn.Linear`` for
+    ``model``: a loaded ``*ForCausalLM`` (any device). ``fast_forward``: the engine's own Llama-family
+    forward (None: when the family is covered); ``release_weights``: drop the model's own linear weights
+    once the fused copies are made (the engine owns the model: one copy in memory; the model can no
+    longer run by itself). ``pack_linears``: swap ``nn.Linear`` for
     oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per
     row count (:func:`~trtlade.reference.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
     chosen). Slots are handed out by :meth:`allocate` (lowest free first, so the attention reads a
     short slot range) and returned by :meth:`free`. Not thread-safe: one thread drives it.
     """
 
-    def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None) -> None:
+    def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None,
+                 fast_forward: Optional[bool] = None, release_weights: bool = False) -> None:
         check_supported(model)
         model.eval()
         self.model = model
@@ -371,16 +376,29 @@ class BatchRunner:
         param = next(model.parameters(), None)
         self.device = param.device if param is not None else torch.device("cpu")
         self.dtype = param.dtype if param is not None else torch.float32
-        if pack_linears is None:
+        self.lm_head = model.get_output_embeddings()
+        if self.lm_head is None:
+            raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
+        #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
+        self.fast = None if fast_forward is False or pack_linears is False else \
+            fast_body(model, release=release_weights)
+        if fast_forward and self.fast is None:
+            raise UnsupportedModelError(f"{self.config.model_type}: the fast forward runs the Llama family "
+                                        f"({', '.join(FAMILIES)}) only")
+        if self.fast is not None:
+            self.lm_head = FusedLinear([self.lm_head], release=release_weights and not _tied(model))
+            packed = self.lm_head.packed
+            self.packed_linears = 4 * len(self.fast.layers) + 1 if packed else 0
+            self.kernel_choice = KernelChoice("fused-onednn" if packed else "fused-plain", self.packed_linears,
+                                              reason="the engine's own Llama-family forward: q/k/v and gate/up "
+                                                     "fused, one packed copy of every weight")
+        elif pack_linears is None:
             self.kernel_choice = choose_linear_kernel(model)
             self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel != "plain" else 0
         else:
             self.packed_linears = pack_linear_layers(model) if pack_linears else 0
             self.kernel_choice = KernelChoice("onednn-packed" if self.packed_linears else "plain",
                                               self.packed_linears, reason="set by the caller")
-        self.lm_head = model.get_output_embeddings()
-        if self.lm_head is None:
-            raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
         cfg = self.config
@@ -438,9 +456,12 @@ class BatchRunner:
         self.cache.layout = layout
         try:
             with record_function("trtlade.body"):
-                hidden = self.base(input_ids=ids, position_ids=pos, attention_mask=self._dummy_mask,
-                                   past_key_values=self.cache, use_cache=True,
-                                   trtlade_layout=layout).last_hidden_state[0]
+                if self.fast is not None:
+                    hidden = self.fast(ids, pos, self._attend)
+                else:
+                    hidden = self.base(input_ids=ids, position_ids=pos, attention_mask=self._dummy_mask,
+                                       past_key_values=self.cache, use_cache=True,
+                                       trtlade_layout=layout).last_hidden_state[0]
         finally:
             self.cache.layout = None
         with record_function("trtlade.lm_head"):
@@ -457,6 +478,12 @@ class BatchRunner:
             out.append(logits[offset:offset + len(b.logit_rows)])
             offset += len(b.logit_rows)
         return out
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int,
+                scaling: float) -> torch.Tensor:
+        """The fast forward's attention: write the rows' K/V into the slots, attend (``[1, R, heads, dim]``)."""
+        keys, values = self.cache.update(k, v, layer_idx)
+        return batched_attention(None, q, keys, values, None, scaling, trtlade_layout=self.cache.layout)[0]
 
     def keep(self, kept: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Keep, per ``(slot, rows)``, the K/V of those rows of the last step (see SlotKVCache.keep)."""
@@ -509,6 +536,12 @@ class BatchRunner:
 
 
 _MASKED = float(torch.finfo(torch.float32).min)
+
+
+def _tied(model: nn.Module) -> bool:
+    """Whether the LM head shares its weight with the input embedding."""
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    return head is not None and embed is not None and head.weight is embed.weight
 
 
 def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any = "cpu") -> StepLayout:

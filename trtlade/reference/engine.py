@@ -125,7 +125,12 @@ class ReferenceEngine:
     decides for the whole batch which sequences verify their drafts, from the measured cost of a
     row and each sequence's acceptance (:mod:`trtlade.reference.adaptive`; always lossless). A request
     with an explicit spec verifies its drafts every step unless its ``policy`` says otherwise.
-    ``pack_linears``: oneDNN-packed linear layers on the CPU (``None`` = when available). Attention always runs through
+    ``fast_forward``: the engine's own Llama-family forward (:mod:`trtlade.reference.fast_forward`: fused
+    projections, one packed copy of the weights); ``None`` = for the families it covers, ``False`` =
+    transformers' forward always. ``release_weights``: free the model's own linear weights once the
+    fused copies exist, so the process holds one copy (:meth:`load` does: the engine loaded the model and
+    owns it; a model passed in stays usable by its caller, at the cost of a second copy).
+    ``pack_linears``: oneDNN-packed linear layers on the CPU for transformers' forward (``None`` = measured per row count at load). Attention always runs through
     :func:`~trtlade.reference.batch_runner.batched_attention`. ``calibrate``:
     time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
     which every decoding step then refines; without it, until steps are measured, every draft row
@@ -139,7 +144,8 @@ class ReferenceEngine:
         seed: int = 0, corrected_keying: bool = False, full_guess_set: bool = False,
         threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True,
         pack_linears: Optional[bool] = None,
-        calibrate: bool = True, prompt_lookup: int = 0,
+        calibrate: bool = True, prompt_lookup: int = 0, fast_forward: Optional[bool] = None,
+        release_weights: bool = False,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -152,7 +158,8 @@ class ReferenceEngine:
         self.settings = DraftSettings(adaptive=bool(adaptive), prompt_lookup=int(prompt_lookup),
                                       corrected_keying=bool(corrected_keying), full_guess_set=bool(full_guess_set),
                                       seed=int(seed))
-        self.runner = BatchRunner(model, pack_linears=pack_linears)
+        self.runner = BatchRunner(model, pack_linears=pack_linears, fast_forward=fast_forward,
+                                  release_weights=release_weights)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
@@ -173,6 +180,7 @@ class ReferenceEngine:
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
+        fast_forward: Optional[bool] = None,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
@@ -189,7 +197,7 @@ class ReferenceEngine:
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
-                   prompt_lookup=prompt_lookup)
+                   prompt_lookup=prompt_lookup, fast_forward=fast_forward, release_weights=True)
 
     @property
     def cost(self) -> CostTable:

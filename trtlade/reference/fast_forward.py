@@ -1,0 +1,234 @@
+"""The reference engine's own decoder forward for the Llama family (Llama, Mistral, Qwen2, Qwen3): one
+copy of the weights, fused projections, and few ops per layer, so that a decode step of a small batch
+costs little more than reading the weights once.
+
+Why its own loop: a greedy step of SmolLM2-135M through transformers' modeling code spent about a third
+of its time outside the matrix products (the per-op cost of ~30 small ops per layer, twice over with
+the dispatch of 211 separate linear layers; profile in docs/reference-engine.md, "Where a step's time
+goes"). This forward runs the same arithmetic with:
+
+* **fused projections**: q, k and v are one matrix (one GEMM per layer instead of three), gate and up
+  another (one instead of two), each packed once for oneDNN on the CPU (:class:`FusedLinear`); the
+  model's own ``nn.Linear`` weights are released after packing, so the process holds one copy;
+* **the model's own modules for everything else**: its RMSNorms, rotary embedding
+  (``model.model.rotary_emb``), activation, embedding and Qwen3's q/k norms are called as they are,
+  so their arithmetic is transformers' own; attention is
+  :func:`~trtlade.reference.batch_runner.batched_attention` on the slot cache, as before;
+* **rows that do not change each other** (CPU, oneDNN): a packed GEMM gives each output row the same
+  bits whatever the number of rows, except in float32 with more than 1024 input features, where a
+  single row takes another kernel; :class:`FusedLinear` then computes it as two rows. So a row's
+  projections are the same in a greedy step and in a verification step.
+
+Worked example (one layer, R = 3 packed rows, SmolLM2: hidden 576, 9 heads of 64, 3 KV heads)::
+
+    x = input_layernorm(h)                    # [3, 576]
+    qkv = attn_in(x)                          # ONE GEMM: [3, 576 + 192 + 192]
+    q, k, v = split(qkv, [576, 192, 192])     # -> [1, 9, 3, 64], [1, 3, 3, 64], [1, 3, 3, 64]
+    q, k = rope(q, k, cos, sin)               # the model's rotary embedding at the rows' positions
+    a = batched_attention(q, cache.write(k, v))
+    h = h + o_proj(a)                         # [3, 576]
+    g, u = split(mlp_in(post_attention_layernorm(h)), [1536, 1536])   # ONE GEMM for gate and up
+    h = h + down_proj(act(g) * u)
+
+Models of other shapes (another attention module, extra per-layer features) keep transformers'
+forward: :func:`fast_body` returns None for them and :class:`~trtlade.reference.batch_runner.BatchRunner`
+runs the model's own body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import nn
+
+from trtlade.reference.kernels import onednn_available
+
+__all__ = ["FAMILIES", "FusedLinear", "FastBody", "fast_body"]
+
+#: ``config.model_type`` values whose decoder layer this forward reproduces.
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+#: float32 oneDNN GEMMs with more input features than this take another kernel for a single row.
+_ONE_ROW_KERNEL_FROM = 1024
+
+
+class FusedLinear(nn.Module):
+    """``y = x [W_1; W_2; ...]^T + [b_1; b_2; ...]``: several linear layers of the same input as one
+    GEMM, the weight packed once for oneDNN on the CPU (plain elsewhere).
+
+    The source layers' weights are concatenated, then released (``release=True``): this module holds
+    the only copy. ``splits``: the output width of each source layer, to split the result.
+    """
+
+    def __init__(self, layers: Sequence[nn.Linear], *, release: bool = True) -> None:
+        super().__init__()
+        weight = torch.cat([layer.weight.detach() for layer in layers]) if len(layers) > 1 \
+            else layers[0].weight.detach()
+        biases = [layer.bias for layer in layers]
+        bias = None
+        if any(b is not None for b in biases):
+            bias = torch.cat([b.detach() if b is not None else torch.zeros(layer.out_features, dtype=weight.dtype,
+                                                                          device=weight.device)
+                              for b, layer in zip(biases, layers)])
+        self.in_features = int(weight.shape[1])
+        self.out_features = int(weight.shape[0])
+        self.splits = [int(layer.out_features) for layer in layers]
+        self.packed = (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+                       and onednn_available())
+        self.two_rows_for_one = self.packed and weight.dtype == torch.float32 and \
+            self.in_features > _ONE_ROW_KERNEL_FROM
+        stored = torch.ops.mkldnn._reorder_linear_weight(weight) if self.packed else weight.contiguous()
+        self.register_buffer("weight", stored, persistent=False)
+        self.register_buffer("bias", bias, persistent=False)
+        if release:
+            for layer in layers:
+                _release(layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.packed:
+            return nn.functional.linear(x, self.weight, self.bias)
+        if not x.is_contiguous():
+            x = x.contiguous()
+        if self.two_rows_for_one and x.shape[0] == 1:
+            return self._packed(x.expand(2, -1).contiguous())[:1]
+        return self._packed(x)
+
+    def _packed(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, splits={self.splits}, packed={self.packed}"
+
+
+def _release(layer: nn.Linear) -> None:
+    """Drop a linear layer's weight (and bias) storage: the fused copy is the one in use."""
+    for name in ("weight", "bias"):
+        param = getattr(layer, name, None)
+        if param is not None:
+            param.data = torch.empty(0, dtype=param.dtype, device=param.device)
+
+
+class _Norm(nn.Module):
+    """The model's RMSNorm as one fused op: ``weight * rms_norm(x.float()).to(dtype)``, the same bits
+    as transformers' ``LlamaRMSNorm`` / ``Qwen3RMSNorm`` (float32 statistics, weight applied in the
+    input dtype). Used only where :func:`_fusable_norm` found the module to be that norm; else the
+    module runs as it is."""
+
+    def __init__(self, norm: nn.Module) -> None:
+        super().__init__()
+        self.weight = norm.weight
+        self.eps = float(norm.variance_epsilon)
+        self.shape = (int(norm.weight.shape[0]),)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * nn.functional.rms_norm(x.float(), self.shape, None, self.eps).to(x.dtype)
+
+
+def _fusable_norm(norm: nn.Module) -> bool:
+    """Whether ``norm`` is transformers' plain RMSNorm (checked on its behaviour, not only its name)."""
+    weight = getattr(norm, "weight", None)
+    known = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+    if weight is None or not hasattr(norm, "variance_epsilon") or weight.dim() != 1 or type(norm).__name__ not in known:
+        return False
+    with torch.no_grad():
+        x = torch.randn(3, weight.shape[0], generator=torch.Generator().manual_seed(0)).to(weight)
+        return torch.equal(norm(x), _Norm(norm)(x))
+
+
+def _norm(norm: Optional[nn.Module]) -> Optional[nn.Module]:
+    return None if norm is None else _Norm(norm) if _fusable_norm(norm) else norm
+
+
+class _Layer(nn.Module):
+    def __init__(self, layer: nn.Module, release: bool) -> None:
+        super().__init__()
+        attn, mlp = layer.self_attn, layer.mlp
+        self.input_layernorm = _norm(layer.input_layernorm)
+        self.post_attention_layernorm = _norm(layer.post_attention_layernorm)
+        self.q_norm = _norm(getattr(attn, "q_norm", None))
+        self.k_norm = _norm(getattr(attn, "k_norm", None))
+        self.attn_in = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], release=release)
+        self.attn_out = FusedLinear([attn.o_proj], release=release)
+        self.mlp_in = FusedLinear([mlp.gate_proj, mlp.up_proj], release=release)
+        self.mlp_out = FusedLinear([mlp.down_proj], release=release)
+        self.act = mlp.act_fn
+        self.head_dim = int(attn.head_dim)
+        self.scaling = float(attn.scaling)
+        self.layer_idx = int(attn.layer_idx)
+
+
+class FastBody(nn.Module):
+    """The decoder body of a Llama-family model (see the module docstring): ``forward(ids, positions,
+    cache, attend)`` -> the last hidden states ``[R, hidden]``; ``attend(q, k, v, layer_idx, scaling)``
+    writes ``k``/``v`` into the cache and returns the attention output ``[1, R, heads, dim]``."""
+
+    def __init__(self, model: nn.Module, *, release: bool = True) -> None:
+        super().__init__()
+        base = getattr(model, model.base_model_prefix)
+        self.embed_tokens = base.embed_tokens
+        self.rotary_emb = base.rotary_emb
+        self.norm = _norm(base.norm)
+        self.layers = nn.ModuleList(_Layer(layer, release) for layer in base.layers)
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any) -> torch.Tensor:
+        h = self.embed_tokens(ids)[0]  # [R, hidden]
+        rows = h.shape[0]
+        cos, sin = self.rotary_emb(h[None], positions)
+        for layer in self.layers:
+            h = h + layer.attn_out(self._attention(layer, layer.input_layernorm(h), rows, cos, sin, attend))
+            g, u = layer.mlp_in(layer.post_attention_layernorm(h)).split(layer.mlp_in.splits, dim=-1)
+            h = h + layer.mlp_out(layer.act(g) * u)
+        return self.norm(h)
+
+    def _attention(self, layer: _Layer, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
+                   attend: Any) -> torch.Tensor:
+        d, (nq, nk, _) = layer.head_dim, layer.attn_in.splits
+        qkv = layer.attn_in(x).view(rows, -1, d)  # [R, q heads + k heads + v heads, d]
+        heads = nq // d
+        if layer.q_norm is not None:
+            qk = torch.cat([layer.q_norm(qkv[:, :heads]), layer.k_norm(qkv[:, heads:(nq + nk) // d])], dim=1)
+        else:
+            qk = qkv[:, :(nq + nk) // d]
+        qk = _rope(qk, cos, sin)  # q and k rotated in one pass: elementwise, the same bits as apart
+        q, k = qk[:, :heads].transpose(0, 1)[None], qk[:, heads:].transpose(0, 1)[None]
+        v = qkv[:, (nq + nk) // d:].transpose(0, 1)[None]
+        out = attend(q, k, v, layer.layer_idx, layer.scaling)
+        return out.reshape(rows, -1)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' ``apply_rotary_pos_emb`` on ``x`` ``[R, heads, d]`` with ``cos``/``sin`` ``[1, R, d]``:
+    ``x * cos + rotate_half(x) * sin``, the same elementwise ops in the same order."""
+    cos, sin = cos[0, :, None], sin[0, :, None]
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * cos) + (rotated * sin)
+
+
+def _has_llama_layers(model: nn.Module) -> bool:
+    base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    layers = getattr(base, "layers", None)
+    if base is None or layers is None or not all(hasattr(base, n) for n in ("embed_tokens", "rotary_emb", "norm")):
+        return False
+    wanted_attn = ("q_proj", "k_proj", "v_proj", "o_proj", "head_dim", "scaling", "layer_idx")
+    wanted_mlp = ("gate_proj", "up_proj", "down_proj", "act_fn")
+    for layer in layers:
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        if attn is None or mlp is None or not all(hasattr(attn, n) for n in wanted_attn) \
+                or not all(hasattr(mlp, n) for n in wanted_mlp):
+            return False
+        if not all(type(getattr(attn, n)) is nn.Linear for n in ("q_proj", "k_proj", "v_proj", "o_proj")) or \
+                not all(type(getattr(mlp, n)) is nn.Linear for n in ("gate_proj", "up_proj", "down_proj")):
+            return False
+    return True
+
+
+def fast_body(model: nn.Module, *, release: bool = True) -> Optional[FastBody]:
+    """A :class:`FastBody` for ``model``, or None when its family or layer shape is not one this forward
+    reproduces (the engine then runs transformers' forward)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in FAMILIES or not _has_llama_layers(model):
+        return None
+    if getattr(config, "layer_types", None) and any(t != "full_attention" for t in config.layer_types):
+        return None
+    return FastBody(model, release=release)
