@@ -130,7 +130,8 @@ class ReferenceEngine:
     transformers' forward always. ``release_weights``: free the model's own linear weights once the
     fused copies exist, so the process holds one copy (:meth:`load` does: the engine loaded the model and
     owns it; a model passed in stays usable by its caller, at the cost of a second copy).
-    ``pack_linears``: oneDNN-packed linear layers on the CPU for transformers' forward (``None`` = measured per row count at load). Attention always runs through
+    ``pack_linears``: oneDNN-packed linear layers on the CPU for transformers' forward (``None`` =
+    measured per row count at load). Attention always runs through
     :func:`~trtlade.reference.batch_runner.batched_attention`. ``calibrate``:
     time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
     which every decoding step then refines; without it, until steps are measured, every draft row
