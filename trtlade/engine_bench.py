@@ -111,6 +111,13 @@ class ModeResult:
     def tokens_per_step(self) -> float:
         return self.tokens / self.steps if self.steps else 0.0
 
+    def step_ms(self, prompts: int) -> Optional[float]:
+        """Median over repeats of the decode time per decoding step (the prefill steps left out)."""
+        decode_steps = self.steps - prompts
+        if self.kind != "trtlade" or decode_steps <= 0 or not self.decode_s:
+            return None
+        return statistics.median(t / decode_steps * 1e3 for t in self.decode_s)
+
     @property
     def rows_per_step(self) -> float:
         return self.rows / self.steps if self.steps else 0.0
@@ -157,6 +164,7 @@ class ModeResult:
             "decode_s_per_repeat": [round(t, 4) for t in self.decode_s],
             "prefill_s_per_repeat": [round(t, 4) for t in self.prefill_s],
             "total_s_per_repeat": [round(t, 4) for t in self.total_s],
+            "step_ms": round(self.step_ms(self.prompts), 3) if self.step_ms(self.prompts) is not None else None,
             "per_prompt": self.per_prompt,
         }
 
@@ -175,6 +183,7 @@ class DtypeResult:
     step_cost: dict[str, float] = field(default_factory=dict)  # rows -> ms per step (calibration)
     profile: list[dict[str, Any]] = field(default_factory=list)
     categories: dict[str, str] = field(default_factory=dict)  # prompt id -> category
+    floor: dict[str, Any] = field(default_factory=dict)  # weight bytes / read bandwidth (trtlade.reference.floor)
 
     @property
     def greedy(self) -> ModeResult:
@@ -194,6 +203,7 @@ class DtypeResult:
             "load_s": round(self.load_s, 3),
             "step_cost_ms": self.step_cost,
             "profile": self.profile,
+            "floor": self.floor,
             "modes": [m.to_dict(greedy, generate) for m in self.modes],
             "per_category_vs_generate": category_speedups(self.modes, generate, self.categories),
             "keying": self.keying,
@@ -261,6 +271,7 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
     """Run the benchmark (see the module docstring); ``progress`` gets one line per finished run."""
     from trtlade.reference.prompt_suite import load_suite
     from trtlade.reference.engine import DEFAULT_SPEC, ReferenceEngine
+    from trtlade.reference.floor import Floor, weight_bytes
 
     suite = load_suite(config.prompts)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -292,7 +303,11 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
                               linear_kernel=engine.stats["linear_kernel"], categories=categories)
+        floor = Floor(weight_bytes(engine.runner))
+        floor.sample()  # the bandwidth before and after the modes: the host's, in this run
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
+        floor.sample()
+        outcome.floor = floor.to_dict()
         outcome.step_cost = {str(k): v for k, v in engine.stats["step_cost_ms"].items()}
         if config.keying:
             outcome.keying = _keying(engine, prompts, config, progress)

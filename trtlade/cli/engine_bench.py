@@ -141,7 +141,7 @@ def _print_tables(data: dict) -> None:
                             f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
                             "and the speedup vs transformers generate count prefill + decode)")
         for col in ("mode", "preset", "tokens/s", "vs transformers generate", f"vs trtlade {base} (decode)",
-                    "tokens/step", "rows/step", f"identical to {base}", "same tokens"):
+                    "tokens/step", "rows/step", "ms/step", "step / floor", f"identical to {base}", "same tokens"):
             table.add_column(col, justify="left" if col == "mode" else "right")
         for m in res["modes"]:
             label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
@@ -153,9 +153,17 @@ def _print_tables(data: dict) -> None:
             table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
                           f"{m['speedup_vs_greedy']:.2f}x" if ours else "-",
                           f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",
+                          *_step_cells(m, res.get("floor") or {}),
                           *((f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
                             if ours or not sampled else ("- (own RNG)", "-")))
         console.print(table)
+        floor = res.get("floor") or {}
+        if floor:
+            lo, hi = floor["floor_ms_range"]
+            console.print(f"floor: {floor['weight_bytes'] / 1e6:.0f} MB of weights read once per step at "
+                          f"{floor['read_gb_s']:.1f} GB/s (torch.sum over 1 GiB, {res['threads']} threads, measured "
+                          f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
+                          f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
         _print_categories(res)
         if res["keying"]:
             keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")
@@ -176,6 +184,14 @@ def _print_tables(data: dict) -> None:
             for part, value in prof["breakdown_ms"].items():
                 breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
             console.print(breakdown)
+
+
+def _step_cells(mode: dict, floor: dict) -> tuple[str, str]:
+    """A mode's decode time per step and its ratio to the floor (the time to read the weights once)."""
+    step = mode.get("step_ms")
+    if step is None:
+        return "-", "-"
+    return f"{step:.1f}", f"{step / floor['floor_ms']:.2f}x" if floor.get("floor_ms") else "-"
 
 
 def _print_categories(res: dict) -> None:
