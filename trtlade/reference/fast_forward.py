@@ -174,16 +174,18 @@ class FastBody(nn.Module):
         h = self.embed_tokens(ids)[0]  # [R, hidden]
         rows = h.shape[0]
         cos, sin = self.rotary_emb(h[None], positions)
-        for layer in self.layers:
-            h = h + layer.attn_out(self._attention(layer, layer.input_layernorm(h), rows, cos, sin, attend))
-            g, u = layer.mlp_in(layer.post_attention_layernorm(h)).split(layer.mlp_in.splits, dim=-1)
-            h = h + layer.mlp_out(layer.act(g) * u)
+        cos, sin = cos[0, :, None], sin[0, :, None]  # [R, 1, d]: broadcast over the heads
+        for layer in self.layers:  # .forward: the modules' own code without nn.Module's call machinery
+            h = h + layer.attn_out.forward(self._attention(layer, layer.input_layernorm.forward(h), rows, cos, sin,
+                                                           attend))
+            g, u = layer.mlp_in.forward(layer.post_attention_layernorm.forward(h)).split(layer.mlp_in.splits, dim=-1)
+            h = h + layer.mlp_out.forward(layer.act(g) * u)
         return self.norm(h)
 
     def _attention(self, layer: _Layer, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
                    attend: Any) -> torch.Tensor:
         d, (nq, nk, _) = layer.head_dim, layer.attn_in.splits
-        qkv = layer.attn_in(x).view(rows, -1, d)  # [R, q heads + k heads + v heads, d]
+        qkv = layer.attn_in.forward(x).view(rows, -1, d)  # [R, q heads + k heads + v heads, d]
         heads = nq // d
         if layer.q_norm is not None:
             qk = torch.cat([layer.q_norm(qkv[:, :heads]), layer.k_norm(qkv[:, heads:(nq + nk) // d])], dim=1)
@@ -197,9 +199,8 @@ class FastBody(nn.Module):
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """transformers' ``apply_rotary_pos_emb`` on ``x`` ``[R, heads, d]`` with ``cos``/``sin`` ``[1, R, d]``:
+    """transformers' ``apply_rotary_pos_emb`` on ``x`` ``[R, heads, d]`` with ``cos``/``sin`` ``[R, 1, d]``:
     ``x * cos + rotate_half(x) * sin``, the same elementwise ops in the same order."""
-    cos, sin = cos[0, :, None], sin[0, :, None]
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return (x * cos) + (rotated * sin)
