@@ -232,4 +232,17 @@ def fast_body(model: nn.Module, *, release: bool = True) -> Optional[FastBody]:
         return None
     if getattr(config, "layer_types", None) and any(t != "full_attention" for t in config.layer_types):
         return None
-    return FastBody(model, release=release)
+    body = FastBody(model, release=release)
+    if release:
+        _own_the_rest(model)
+    return body
+
+
+def _own_the_rest(model: nn.Module) -> None:
+    """Copy the parameters and buffers still in use (embedding, norms) into the process's own memory:
+    loaded from safetensors they are views of the file's memory map, which would otherwise stay mapped
+    (and resident) as long as one of them lives, after the linear weights are released."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.numel() and tensor.device.type == "cpu":
+                tensor.data = tensor.data.clone()

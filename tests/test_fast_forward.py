@@ -1,0 +1,82 @@
+"""The engine's own Llama-family forward (trtlade.reference.fast_forward): fused projections with rows
+that do not change each other, one copy of the weights when the engine owns the model, and the same
+greedy tokens as transformers (the lossless suite in test_engine_lossless.py runs on it too)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
+from trtlade.reference.batch_runner import UnsupportedModelError
+from trtlade.reference.fast_forward import FusedLinear, fast_body
+from trtlade.reference.kernels import onednn_available
+
+ROWS = (1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 32, 64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("in_features", [64, 576, 1536])
+def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(dtype, in_features):
+    """Bitwise, for 1 to 64 rows: float32 with more than 1024 inputs takes another oneDNN kernel for one
+    row, so FusedLinear computes a lone row as two."""
+    assert onednn_available()
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(in_features, 96, bias=True), torch.nn.Linear(in_features, 32, bias=False)]
+    fused = FusedLinear([layer.to(dtype) for layer in layers], release=False)
+    x = torch.randn(64, in_features, dtype=dtype)
+    with torch.inference_mode():
+        alone = fused(x[:1])
+        for rows in ROWS:
+            assert torch.equal(fused(x[:rows])[:1], alone), rows
+        reference = torch.cat([layers[0](x), layers[1](x)], dim=-1)
+        assert torch.allclose(fused(x).float(), reference.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-4)
+    assert fused.splits == [96, 32] and fused.two_rows_for_one == (dtype == torch.float32 and in_features > 1024)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_llama_family_runs_the_fast_forward(arch):
+    eng = tiny_engine(arch, (4, 2, 4))
+    assert eng.runner.fast is not None and eng.runner.kernel_choice.kernel == "fused-onednn"
+    layer = eng.runner.fast.layers[0]
+    assert layer.attn_in.splits == [64, 32, 32] and len(layer.mlp_in.splits) == 2
+    assert (layer.q_norm is not None) == (arch == "qwen3")
+
+
+def test_released_weights_leave_one_copy_and_the_same_tokens():
+    tok = tiny_tokenizer()
+    prompt = tok.encode("Once upon a time there was a little robot who")
+    kept = tiny_engine("llama", (4, 2, 4), model=tiny_model("llama", len(tok), seed=3))
+    owned = tiny_engine("llama", (4, 2, 4), model=tiny_model("llama", len(tok), seed=3), release_weights=True)
+    attn = owned.model.model.layers[0].self_attn
+    assert attn.q_proj.weight.numel() == 0 and owned.model.model.layers[0].mlp.down_proj.weight.numel() == 0
+    assert kept.model.model.layers[0].self_attn.q_proj.weight.numel() > 0  # a caller's model stays usable
+    for spec in [(1, 1, 0), (4, 2, 4)]:
+        assert owned.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens == \
+            kept.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens
+
+
+def test_a_bf16_model_keeps_its_kv_cache_in_float32_on_the_cpu():
+    tok = tiny_tokenizer()
+    eng = tiny_engine("llama", (4, 2, 4), model=tiny_model("llama", len(tok), dtype=torch.bfloat16))
+    assert eng.runner.kv_dtype == torch.float32 and eng.dtype == "bfloat16"
+    prompt = tok.encode("The quick brown fox jumps over the lazy dog and the")
+    greedy = eng.generate(prompt, max_tokens=16, lookahead=(1, 1, 0), ignore_eos=True).tokens
+    assert eng.runner.cache.layers[0].keys.dtype == torch.float32 and len(greedy) == 16
+
+
+def test_other_families_keep_transformers_forward_and_a_forced_fast_forward_says_why():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=64))
+    assert fast_body(model) is None
+    with pytest.raises(UnsupportedModelError, match="Llama family"):
+        tiny_engine("llama", (2, 2, 1), fast_forward=True, model=_mistral_like_without_norm_eps())
+
+
+def _mistral_like_without_norm_eps():
+    """A Llama model with one projection swapped for a non-Linear module: not the shape fast_body copies."""
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", len(tok))
+    model.model.layers[0].mlp.up_proj = torch.nn.Sequential(model.model.layers[0].mlp.up_proj)
+    return model
