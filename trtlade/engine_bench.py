@@ -68,6 +68,7 @@ class BenchConfig:
     temperature: float = 0.0  # > 0: every mode samples (the baseline is plain sampling on the same engine)
     top_p: float = 1.0
     seed: int = 0  # prompt i is sampled with seed + i, in every mode and repeat
+    fast_forward: bool = True  # False: transformers' forward (the engine before its own Llama-family forward)
 
     @property
     def baseline(self) -> str:
@@ -284,7 +285,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         engine_spec = config.engine_spec or max_spec(wanted)
         t0 = time.perf_counter()
         engine = ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
-                                      request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None)
+                                      request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
+                                      fast_forward=None if config.fast_forward else False)
         load_s = time.perf_counter() - t0
         model_id = engine.model_id
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
@@ -486,7 +488,8 @@ _CATEGORIES = (
     ("attention", ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
                    "aten::bmm", "aten::_softmax", "aten::softmax", "aten::baddbmm")),
     ("KV cache writes and compaction", ("aten::copy_", "aten::index", "aten::index_put_", "aten::masked_fill_")),
-    ("norms, rotary, activations", ("aten::mul", "aten::add", "aten::add_", "aten::mul_", "aten::pow", "aten::mean",
+    ("norms, rotary, activations", ("aten::_fused_rms_norm", "aten::mul", "aten::add", "aten::add_", "aten::mul_",
+                                    "aten::pow", "aten::mean",
                                     "aten::rsqrt", "aten::silu", "aten::neg", "aten::cat", "aten::div_", "aten::sum",
                                     "aten::cos", "aten::sin", "aten::to", "aten::_to_copy", "aten::embedding",
                                     "aten::index_select")),
@@ -528,7 +531,7 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     plain_steps = max(1, plain.stats.steps - 1)
     step_ms = 1000.0 * plain.stats.decode_s / plain_steps
     # the profiler slows every op call down; the rest is taken against the unprofiled step time
-    ms["Python/dispatch in transformers+torch (rest)"] = max(0.0, step_ms - sum(ms.values()))
+    ms["Python and dispatch (rest)"] = max(0.0, step_ms - sum(ms.values()))
     return {
         "spec": str(spec),
         "steps": decode_steps,

@@ -66,6 +66,9 @@ def engine_bench(
                                       "the same engine and transformers' sampled generate (default 0: greedy)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling with --temperature."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the sampled modes."),
+    transformers_forward: bool = typer.Option(False, "--transformers-forward", help="Run the reference engine on "
+                                              "transformers' own forward instead of its fused Llama-family one "
+                                              "(to compare; the per-step profile shows the difference)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -107,7 +110,8 @@ def engine_bench(
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
-                         presets=presets, temperature=temperature, top_p=top_p, seed=seed)
+                         presets=presets, temperature=temperature, top_p=top_p, seed=seed,
+                         fast_forward=not transformers_forward)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))

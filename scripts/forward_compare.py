@@ -1,0 +1,107 @@
+"""The reference engine's own Llama-family forward against transformers' forward, on one host, in one
+run: decode time per step (greedy and a lookahead spec), next to the floor (the time to read the weights
+once, from a bandwidth measured in the same run), interleaved and repeated, and where each step's time
+goes (torch.profiler). The numbers behind docs/reference-engine.md, "Where a step's time goes".
+
+    .venv/bin/python scripts/forward_compare.py --dtype float32 --repeats 3 --json reports/forward-fp32.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from trtlade.engine_bench import profile_steps
+from trtlade.reference.engine import ReferenceEngine
+from trtlade.reference.floor import Floor, weight_bytes
+from trtlade.reference.prompt_suite import load_suite
+from trtlade.spec import LookaheadSpec
+
+PROMPTS = ("code-prime", "chat-weekend", "summary-bees", "list-planets")
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    suite = {p.id: p for p in load_suite("suite").prompts}
+    engines = {name: ReferenceEngine.load(dtype=args.dtype, threads=args.threads, spec=(2, 4, 2),
+                                          fast_forward=None if name == "fast" else False)
+               for name in ("fast", "transformers")}
+    ids = [suite[pid].encode(engines["fast"].tokenizer) for pid in PROMPTS]
+    specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)]
+    floors = {name: Floor(weight_bytes(e.runner)) for name, e in engines.items()}
+    ms: dict[tuple[str, str], list[float]] = {}
+    tokens: dict[tuple[str, str], list[list[int]]] = {}
+    for e in engines.values():  # warm-up
+        e.generate(ids[0], max_tokens=8, lookahead=(1, 1, 0))
+    for rep in range(args.repeats):
+        for floor in floors.values():
+            floor.sample()
+        order = list(engines.items())[::(1 if rep % 2 == 0 else -1)]
+        for spec in specs:
+            for name, e in order:
+                decode, steps, outs = 0.0, 0, []
+                for prompt in ids:
+                    r = e.generate(prompt, max_tokens=args.max_tokens, lookahead=spec, ignore_eos=True,
+                                   settings=dataclasses.replace(e.settings, adaptive=False))
+                    decode += r.stats.decode_s
+                    steps += r.stats.steps - 1
+                    outs.append(r.tokens)
+                ms.setdefault((name, str(spec)), []).append(decode / steps * 1e3)
+                tokens[(name, str(spec))] = outs
+        print(f"repeat {rep + 1}/{args.repeats}: "
+              + ", ".join(f"{n} ({s}) {v[-1]:.2f} ms/step" for (n, s), v in ms.items()), flush=True)
+    for floor in floors.values():
+        floor.sample()
+    result = {"host": cpu_name(), "threads": engines["fast"].threads, "dtype": args.dtype,
+              "max_tokens": args.max_tokens, "prompts": len(ids), "repeats": args.repeats,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "floor": {n: f.to_dict() for n, f in floors.items()},
+              "linear_kernel": {n: e.stats["linear_kernel"]["kernel"] for n, e in engines.items()}, "modes": []}
+    for (name, spec), values in ms.items():
+        floor_ms = result["floor"][name]["floor_ms"]
+        base = ms[("transformers", spec)]
+        result["modes"].append({
+            "forward": name, "spec": spec, "step_ms": round(statistics.median(values), 3),
+            "step_ms_range": [round(min(values), 3), round(max(values), 3)],
+            "step_over_floor": round(statistics.median(values) / floor_ms, 3),
+            "speedup_vs_transformers_forward": [round(b / v, 3) for b, v in zip(base, values)],
+            "identical_to_transformers_forward": tokens[(name, spec)] == tokens[("transformers", spec)],
+            "identical_to_greedy": tokens[(name, spec)] == tokens[(name, "1,1,0")]})
+    result["profile"] = {name: [profile_steps(e, ids[0], spec) for spec in specs] for name, e in engines.items()}
+    for m in result["modes"]:
+        print(f"{m['forward']:>12} ({m['spec']}): {m['step_ms']:.2f} ms/step ({m['step_ms_range'][0]:.2f}-"
+              f"{m['step_ms_range'][1]:.2f}), {m['step_over_floor']:.2f}x the floor, vs transformers' forward "
+              f"{statistics.median(m['speedup_vs_transformers_forward']):.2f}x {m['speedup_vs_transformers_forward']}, "
+              f"same tokens as transformers' forward: {m['identical_to_transformers_forward']}, as greedy: "
+              f"{m['identical_to_greedy']}")
+    for name, f in result["floor"].items():
+        print(f"floor ({name}): {f['weight_bytes'] / 1e6:.0f} MB at {f['read_gb_s']} GB/s {f['read_gb_s_samples']} "
+              f"= {f['floor_ms']} ms")
+    for name, profs in result["profile"].items():
+        for p in profs:
+            print(f"profile {name} ({p['spec']}): {p['step_ms']} ms/step: " +
+                  ", ".join(f"{k} {v}" for k, v in p["breakdown_ms"].items()))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
