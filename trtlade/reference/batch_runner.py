@@ -369,8 +369,9 @@ class BatchRunner:
     ``model``: a loaded ``*ForCausalLM`` (any device). ``fast_forward``: the engine's own Llama-family
     forward (None: when the family is covered); ``release_weights``: drop the model's own linear weights
     once the fused copies are made (the engine owns the model: one copy in memory; the model can no
-    longer run by itself). ``pack_linears``: swap ``nn.Linear`` for
-    oneDNN-packed ones (CPU only); ``None``: measure both on this CPU at load and keep the faster per
+    longer run by itself). ``pack_linears``: for transformers' forward, swap ``nn.Linear`` for
+    oneDNN-packed ones (CPU only; ``False`` also keeps the stock kernels, so it turns the fused forward
+    off); ``None``: measure both on this CPU at load and keep the faster per
     row count (:func:`~trtlade.reference.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
     chosen). Slots are handed out by :meth:`allocate` (lowest free first, so the attention reads a
     short slot range) and returned by :meth:`free`. Not thread-safe: one thread drives it.
