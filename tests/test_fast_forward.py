@@ -18,8 +18,8 @@ ROWS = (1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 32, 64)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("in_features", [64, 576, 1536])
 def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(dtype, in_features):
-    """Bitwise, for 1 to 64 rows: float32 with more than 1024 inputs takes another oneDNN kernel for one
-    row, so FusedLinear computes a lone row as two."""
+    """Bitwise, for 1 to 64 rows: with more than 1024 inputs oneDNN takes another kernel for one row
+    (float32 and bfloat16), so FusedLinear computes a lone row as two."""
     assert onednn_available()
     torch.manual_seed(0)
     layers = [torch.nn.Linear(in_features, 96, bias=True), torch.nn.Linear(in_features, 32, bias=False)]
@@ -29,9 +29,12 @@ def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(dtype, in_featu
         alone = fused(x[:1])
         for rows in ROWS:
             assert torch.equal(fused(x[:rows])[:1], alone), rows
+        for trial in range(40):  # bf16 rounds away most differences: many inputs, to catch the rest
+            y = torch.randn(3, in_features, dtype=dtype)
+            assert torch.equal(fused(y[:1]), fused(y)[:1]), trial
         reference = torch.cat([layers[0](x), layers[1](x)], dim=-1)
         assert torch.allclose(fused(x).float(), reference.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-4)
-    assert fused.splits == [96, 32] and fused.two_rows_for_one == (dtype == torch.float32 and in_features > 1024)
+    assert fused.splits == [96, 32] and fused.two_rows_for_one == (in_features > 1024)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -80,3 +83,45 @@ def _mistral_like_without_norm_eps():
     model = tiny_model("llama", len(tok))
     model.model.layers[0].mlp.up_proj = torch.nn.Sequential(model.model.layers[0].mlp.up_proj)
     return model
+
+
+# ------------------------------------------------------------------- row-invariant attention (experimental)
+def test_a_verification_rows_attention_equals_a_greedy_rows_bitwise():
+    """invariant_attention: row b of a tree (sees the golden row) at position L0 + 1 gets the bits of a
+    greedy row at that position with the same keys, alone and beside another sequence."""
+    import numpy as np
+
+    from trtlade.reference.batch_runner import RowBlock, invariant_attention, invariant_index
+
+    torch.manual_seed(0)
+    K, V = torch.randn(2, 3, 300, 64), torch.randn(2, 3, 300, 64)
+    L0 = 200
+    greedy_k, greedy_v = K.clone(), V.clone()  # greedy's cache: the golden row at L0, row b's token at L0 + 1
+    greedy_k[0, :, L0 + 1], greedy_v[0, :, L0 + 1] = K[0, :, L0 + 2], V[0, :, L0 + 2]
+    q = torch.randn(1, 9, 1, 64)
+    greedy = invariant_attention(q, greedy_k, greedy_v, 0.125, invariant_index([RowBlock(0, [5], [0], [0])],
+                                                                               {0: L0 + 1}))
+    tree = RowBlock(0, [1, 2, 3], [0, 1, 1], [0, 1, 2], mask=np.array([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=bool))
+    for blocks, lengths in (([tree], {0: L0}), ([tree, RowBlock(1, [4], [0], [0])], {0: L0, 1: 37})):
+        qs = torch.randn(1, 9, sum(b.rows for b in blocks), 64)
+        qs[:, :, 2] = q[:, :, 0]
+        out = invariant_attention(qs, K, V, 0.125, invariant_index(blocks, lengths))
+        assert torch.equal(out[0, 2], greedy[0, 0])
+        plain = torch.nn.functional.scaled_dot_product_attention(q, greedy_k[:1, :, :L0 + 2], greedy_v[:1, :, :L0 + 2],
+                                                                 scale=0.125, enable_gqa=True)
+        assert torch.allclose(out[0, 2], plain.transpose(1, 2)[0, 0], atol=1e-5)  # the same attention
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_bf16_lookahead_is_token_identical_with_invariant_attention(arch):
+    tok = tiny_tokenizer()
+    eng = tiny_engine(arch, (4, 4, 4), model=tiny_model(arch, len(tok), dtype=torch.bfloat16),
+                      invariant_attention=True)
+    assert eng.dtype == "bfloat16"
+    prompts = [tok.encode(t) for t in ("Once upon a time there was a little robot who liked to paint pictures",
+                                       "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20",
+                                       "The cat sat on the mat. The cat sat on the mat. The dog")]
+    for prompt in prompts:
+        greedy = eng.generate(prompt, max_tokens=32, lookahead=(1, 1, 0), ignore_eos=True).tokens
+        for spec in [(2, 2, 1), (2, 4, 2), (4, 4, 4)]:
+            assert eng.generate(prompt, max_tokens=32, lookahead=spec, ignore_eos=True).tokens == greedy, spec

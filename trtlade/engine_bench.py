@@ -69,6 +69,7 @@ class BenchConfig:
     top_p: float = 1.0
     seed: int = 0  # prompt i is sampled with seed + i, in every mode and repeat
     fast_forward: bool = True  # False: transformers' forward (the engine before its own Llama-family forward)
+    invariant_attention: bool = False  # experimental: row-invariant attention (bit-exact bf16 lookahead)
 
     @property
     def baseline(self) -> str:
@@ -286,7 +287,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         t0 = time.perf_counter()
         engine = ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
                                       request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
-                                      fast_forward=None if config.fast_forward else False)
+                                      fast_forward=None if config.fast_forward else False,
+                                      invariant_attention=config.invariant_attention)
         load_s = time.perf_counter() - t0
         model_id = engine.model_id
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]

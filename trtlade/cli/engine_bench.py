@@ -69,6 +69,9 @@ def engine_bench(
     transformers_forward: bool = typer.Option(False, "--transformers-forward", help="Run the reference engine on "
                                               "transformers' own forward instead of its fused Llama-family one "
                                               "(to compare; the per-step profile shows the difference)."),
+    invariant_attention: bool = typer.Option(False, "--invariant-attention", help="Experimental: attention "
+                                             "computed per row from its own keys, so bf16 lookahead gives "
+                                             "greedy's tokens exactly (slower)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -111,7 +114,7 @@ def engine_bench(
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
                          presets=presets, temperature=temperature, top_p=top_p, seed=seed,
-                         fast_forward=not transformers_forward)
+                         fast_forward=not transformers_forward, invariant_attention=invariant_attention)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))

@@ -135,6 +135,90 @@ class StepLayout:
     prefill: Optional[tuple[int, int]] = None
     single: Optional[tuple[int, int]] = None
     contiguous: Optional[tuple[int, int, int]] = field(default=None)  # (slot, start, count) single-block write
+    invariant: Optional["InvariantIndex"] = None  # set when the runner computes row-invariant attention
+
+
+@dataclass(eq=False)
+class InvariantIndex:
+    """Where each packed row's visible keys are, in position order, for :func:`invariant_attention`:
+    ``slot`` / ``pos`` ``[R, P]`` (cache slot and index of the row's j-th visible key), ``valid``
+    ``[R, P]`` (False past the row's keys), ``P`` a multiple of :data:`INVARIANT_BLOCK`."""
+
+    slot: torch.Tensor
+    pos: torch.Tensor
+    valid: torch.Tensor
+
+
+#: Keys per block of :func:`invariant_attention`: every row's keys are cut into blocks of this many
+#: positions, counted from position 0, whatever the step.
+INVARIANT_BLOCK = 32
+
+
+def invariant_index(blocks: Sequence["RowBlock"], lengths: dict[int, int], device: Any = "cpu") -> InvariantIndex:
+    """Each row's visible keys in position order: its slot's committed positions, then the rows of its
+    block it sees, by depth (for a verification row, its path: so its j-th key is the token at position
+    j, as in a greedy step at that position).
+
+    >>> idx = invariant_index([RowBlock(0, [7, 8, 9], [0, 1, 1], [0, 1, 2], mask=np.array(
+    ...     [[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=bool))], {0: 2})
+    >>> idx.pos[:, :4].tolist(), idx.valid[:, :4].int().tolist()       # row 2 sees 0, 1, the golden row (2), itself (4)
+    ([[0, 1, 2, 0], [0, 1, 2, 3], [0, 1, 2, 4]], [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+    """
+    rows: list[tuple[int, list[int]]] = []
+    for b in blocks:
+        start, seen = lengths[b.slot], b.visibility()
+        for i in range(b.rows):
+            mine = sorted((int(b.depths[j]), j) for j in range(b.rows) if seen[i, j])
+            rows.append((b.slot, list(range(start)) + [start + j for _, j in mine]))
+    width = max(len(keys) for _, keys in rows)
+    width = -(-width // INVARIANT_BLOCK) * INVARIANT_BLOCK
+    slot = np.zeros((len(rows), width), dtype=np.int64)
+    pos = np.zeros((len(rows), width), dtype=np.int64)
+    valid = np.zeros((len(rows), width), dtype=bool)
+    for r, (s, keys) in enumerate(rows):
+        slot[r] = s
+        pos[r, :len(keys)] = keys
+        valid[r, :len(keys)] = True
+    return InvariantIndex(torch.from_numpy(slot).to(device), torch.from_numpy(pos).to(device),
+                          torch.from_numpy(valid).to(device))
+
+
+def invariant_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
+                        index: InvariantIndex) -> torch.Tensor:
+    """Attention whose result for a row depends only on that row's query and visible keys, never on
+    the other rows of the step, their number, or padding: ``[1, heads, R, dim]`` -> ``[1, R, heads, dim]``.
+
+    Each row's keys are gathered in position order and cut into blocks of :data:`INVARIANT_BLOCK`
+    positions from position 0; each block's scores, max, exponentials, sum and weighted values are
+    computed by batched kernels whose per-element results do not depend on the batch, and the blocks
+    are combined by a sequential running sum (``cumsum``), where padded blocks add exact zeros. So a
+    verification row and a greedy decode row at the same position, with the same tokens before it,
+    get the same bits. In float32 (a bf16 query is upcast; a half-precision cache too).
+    """
+    _, heads, rows, dim = query.shape
+    kv_heads = key.shape[1]
+    rep = heads // kv_heads
+    width = index.pos.shape[1]
+    nb = width // INVARIANT_BLOCK
+    # every operand contiguous in one layout: a kernel may take another path for other strides
+    q = query[0].transpose(0, 1).float().reshape(rows, kv_heads, rep, dim).contiguous()
+    k = key[index.slot, :, index.pos].float().permute(0, 2, 1, 3).contiguous()  # [R, kv_heads, P, dim]
+    v = value[index.slot, :, index.pos].float().permute(0, 2, 1, 3).contiguous()
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [R, kv_heads, rep, P]
+    scores = scores.masked_fill(~index.valid[:, None, None, :], float("-inf"))
+    scores = scores.view(rows, kv_heads, rep, nb, INVARIANT_BLOCK)
+    block_max = scores.amax(-1)  # [R, kv, rep, nb]; -inf for a block with no key
+    finite = torch.where(torch.isinf(block_max), torch.zeros_like(block_max), block_max)
+    weights = torch.exp(scores - finite[..., None])  # 0 for masked keys
+    block_sum = weights.sum(-1)  # [R, kv, rep, nb]
+    vb = v.reshape(rows, kv_heads, nb, INVARIANT_BLOCK, dim)
+    block_out = torch.matmul(weights.permute(0, 1, 3, 2, 4), vb)  # [R, kv, nb, rep, dim]
+    top = block_max.amax(-1, keepdim=True)  # [R, kv, rep, 1]
+    scale_b = torch.exp(block_max - top)  # 0 for empty blocks
+    total = torch.cumsum(scale_b * block_sum, dim=-1)[..., -1]  # [R, kv, rep]
+    out = torch.cumsum(block_out * scale_b.permute(0, 1, 3, 2)[..., None], dim=2)[:, :, -1]  # [R, kv, rep, dim]
+    out = out / total[..., None]
+    return out.reshape(rows, heads, dim)[None]
 
 
 # ----------------------------------------------------------------------------------------- attention
@@ -420,6 +504,8 @@ class BatchRunner:
         self._free: list[int] = []
         self._next_slot = 0
         self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
+        #: attention computed per row from its own keys only (:func:`invariant_attention`; fast forward)
+        self.invariant_attention = False
         #: the KV cache's dtype: float32 for a half-precision model on the CPU under the fast forward (K/V
         #: are stored exactly, upcast; attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs)
         self.kv_dtype = torch.float32 if (self.fast is not None and self.device.type == "cpu"
@@ -499,6 +585,8 @@ class BatchRunner:
         """The fast forward's attention: write the rows' K/V into the slots, attend (``[1, R, heads, dim]``)."""
         layer, layout = self.cache.layers[layer_idx], self.cache.layout
         layer.write(k, v, layout)
+        if layout.invariant is not None:
+            return invariant_attention(q, layer.keys, layer.values, scaling, layout.invariant).to(q.dtype)
         return batched_attention(None, q, layer.keys, layer.values, None, scaling, trtlade_layout=layout)[0]
 
     def keep(self, kept: Sequence[tuple[int, Sequence[int]]]) -> None:
@@ -546,6 +634,8 @@ class BatchRunner:
         needed = max(lengths[b.slot] + b.rows for b in blocks)
         self.cache.ensure(max(b.slot for b in blocks) + 1, needed, self.kv_dtype, self.device)
         layout = step_layout(blocks, lengths, self.device)
+        if self.invariant_attention and self.fast is not None:
+            layout.invariant = invariant_index(blocks, lengths, self.device)
         if layout.mask is not None and layout.hi - layout.lo == 1:
             layout.mask = layout.mask.to(self.kv_dtype)  # one block runs sdpa: its mask in the cache's dtype, once
         return layout

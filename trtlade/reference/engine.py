@@ -130,6 +130,10 @@ class ReferenceEngine:
     transformers' forward always. ``release_weights``: free the model's own linear weights once the
     fused copies exist, so the process holds one copy (:meth:`load` does: the engine loaded the model and
     owns it; a model passed in stays usable by its caller, at the cost of a second copy).
+    ``invariant_attention`` (experimental, fast forward only): attention computed for each row from its
+    own keys in position order (:func:`~trtlade.reference.batch_runner.invariant_attention`), so that a
+    verification row gets the bits of a greedy row: lookahead is then token-identical to greedy in
+    bf16 too, at a cost (+33% per greedy step, +68% per (2,4,2) step on the AMD EPYC host).
     ``pack_linears``: oneDNN-packed linear layers on the CPU for transformers' forward (``None`` =
     measured per row count at load). Attention always runs through
     :func:`~trtlade.reference.batch_runner.batched_attention`. ``calibrate``:
@@ -146,7 +150,7 @@ class ReferenceEngine:
         threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True,
         pack_linears: Optional[bool] = None,
         calibrate: bool = True, prompt_lookup: int = 0, fast_forward: Optional[bool] = None,
-        release_weights: bool = False,
+        release_weights: bool = False, invariant_attention: bool = False,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -161,6 +165,7 @@ class ReferenceEngine:
                                       seed=int(seed))
         self.runner = BatchRunner(model, pack_linears=pack_linears, fast_forward=fast_forward,
                                   release_weights=release_weights)
+        self.runner.invariant_attention = bool(invariant_attention)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
@@ -181,7 +186,7 @@ class ReferenceEngine:
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
-        fast_forward: Optional[bool] = None,
+        fast_forward: Optional[bool] = None, invariant_attention: bool = False,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
         once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
@@ -198,7 +203,8 @@ class ReferenceEngine:
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
-                   prompt_lookup=prompt_lookup, fast_forward=fast_forward, release_weights=True)
+                   prompt_lookup=prompt_lookup, fast_forward=fast_forward, release_weights=True,
+                   invariant_attention=invariant_attention)
 
     @property
     def cost(self) -> CostTable:

@@ -15,8 +15,9 @@ goes"). This forward runs the same arithmetic with:
   so their arithmetic is transformers' own; attention is
   :func:`~trtlade.reference.batch_runner.batched_attention` on the slot cache, as before;
 * **rows that do not change each other** (CPU, oneDNN): a packed GEMM gives each output row the same
-  bits whatever the number of rows, except in float32 with more than 1024 input features, where a
-  single row takes another kernel; :class:`FusedLinear` then computes it as two rows. So a row's
+  bits whatever the number of rows, except with more than 1024 input features, where a single row
+  takes another kernel (float32: always different bits; bfloat16: about one call in ten, when the
+  float32 sums round differently); :class:`FusedLinear` then computes it as two rows. So a row's
   projections are the same in a greedy step and in a verification step.
 
 Worked example (one layer, R = 3 packed rows, SmolLM2: hidden 576, 9 heads of 64, 3 KV heads)::
@@ -48,7 +49,7 @@ __all__ = ["FAMILIES", "FusedLinear", "FastBody", "fast_body"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-#: float32 oneDNN GEMMs with more input features than this take another kernel for a single row.
+#: oneDNN GEMMs (float32 and bfloat16) with more input features than this take another kernel for a single row.
 _ONE_ROW_KERNEL_FROM = 1024
 
 
@@ -75,8 +76,7 @@ class FusedLinear(nn.Module):
         self.splits = [int(layer.out_features) for layer in layers]
         self.packed = (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
                        and onednn_available())
-        self.two_rows_for_one = self.packed and weight.dtype == torch.float32 and \
-            self.in_features > _ONE_ROW_KERNEL_FROM
+        self.two_rows_for_one = self.packed and self.in_features > _ONE_ROW_KERNEL_FROM
         stored = torch.ops.mkldnn._reorder_linear_weight(weight) if self.packed else weight.contiguous()
         self.register_buffer("weight", stored, persistent=False)
         self.register_buffer("bias", bias, persistent=False)
