@@ -453,7 +453,9 @@ class BatchRunner:
     ``model``: a loaded ``*ForCausalLM`` (any device). ``fast_forward``: the engine's own Llama-family
     forward (None: when the family is covered); ``release_weights``: drop the model's own linear weights
     once the fused copies are made (the engine owns the model: one copy in memory; the model can no
-    longer run by itself). ``pack_linears``: for transformers' forward, swap ``nn.Linear`` for
+    longer run by itself); ``invariant_attention``: attention per row from its own keys only, the same
+    bits in a greedy and a verification step (experimental, fast forward only, slower).
+    ``pack_linears``: for transformers' forward, swap ``nn.Linear`` for
     oneDNN-packed ones (CPU only; ``False`` also keeps the stock kernels, so it turns the fused forward
     off); ``None``: measure both on this CPU at load and keep the faster per
     row count (:func:`~trtlade.reference.kernels.choose_linear_kernel`; ``kernel_choice`` says what was
@@ -462,7 +464,8 @@ class BatchRunner:
     """
 
     def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None,
-                 fast_forward: Optional[bool] = None, release_weights: bool = False) -> None:
+                 fast_forward: Optional[bool] = None, release_weights: bool = False,
+                 invariant_attention: bool = False) -> None:
         check_supported(model)
         model.eval()
         self.model = model
@@ -505,7 +508,7 @@ class BatchRunner:
         self._next_slot = 0
         self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
         #: attention computed per row from its own keys only (:func:`invariant_attention`; fast forward)
-        self.invariant_attention = False
+        self.invariant_attention = bool(invariant_attention)
         #: the KV cache's dtype: float32 for a half-precision model on the CPU under the fast forward (K/V
         #: are stored exactly, upcast; attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs)
         self.kv_dtype = torch.float32 if (self.fast is not None and self.device.type == "cpu"

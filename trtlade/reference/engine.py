@@ -164,8 +164,7 @@ class ReferenceEngine:
                                       corrected_keying=bool(corrected_keying), full_guess_set=bool(full_guess_set),
                                       seed=int(seed))
         self.runner = BatchRunner(model, pack_linears=pack_linears, fast_forward=fast_forward,
-                                  release_weights=release_weights)
-        self.runner.invariant_attention = bool(invariant_attention)
+                                  release_weights=release_weights, invariant_attention=invariant_attention)
         self.model = model
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
