@@ -18,6 +18,11 @@ from typing import Any
 import torch
 
 ARCHS = ("llama", "qwen2", "qwen3")
+#: Tiny models with sliding-window layers (window :data:`WINDOW` tokens): Mistral (every layer),
+#: Qwen2 with ``use_sliding_window`` (the layers from ``max_window_layers`` on), Gemma 2 (alternating, with
+#: attention and final-logit soft-capping), Gemma 3 (five sliding layers to one full, q/k norms, two ropes).
+WINDOW_ARCHS = ("mistral", "qwen2-sw", "gemma2", "gemma3")
+WINDOW = 8
 
 #: Text the tiny tokenizer is trained on (a few hundred merges over it).
 CORPUS = """
@@ -78,7 +83,7 @@ def tiny_word_tokenizer(vocab_size: int = 320) -> Any:
 
 
 def tiny_config(arch: str, vocab_size: int, *, eos_token_id: int = 0, attn_implementation: str = "sdpa",
-                hidden_size: int = 64, layers: int = 2, max_positions: int = 512) -> Any:
+                hidden_size: int = 64, layers: int = 2, max_positions: int = 512, window: int = WINDOW) -> Any:
     common = dict(
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
@@ -97,8 +102,29 @@ def tiny_config(arch: str, vocab_size: int, *, eos_token_id: int = 0, attn_imple
         from transformers import Qwen3Config
 
         config = Qwen3Config(**common, head_dim=16, use_sliding_window=False)
+    elif arch == "mistral":
+        from transformers import MistralConfig
+
+        config = MistralConfig(**common, sliding_window=window)
+    elif arch == "qwen2-sw":
+        from transformers import Qwen2Config
+
+        common["num_hidden_layers"] = max(layers, 3)
+        config = Qwen2Config(**common, use_sliding_window=True, sliding_window=window, max_window_layers=1)
+    elif arch == "gemma2":
+        from transformers import Gemma2Config
+
+        config = Gemma2Config(**common, head_dim=16, sliding_window=window, query_pre_attn_scalar=16,
+                              attn_logit_softcapping=1.0, final_logit_softcapping=2.0)
+    elif arch == "gemma3":
+        from transformers import Gemma3TextConfig
+
+        common["num_hidden_layers"] = max(layers, 6)
+        config = Gemma3TextConfig(**common, head_dim=16, sliding_window=window, query_pre_attn_scalar=16,
+                                  layer_types=["sliding_attention"] * 5 + ["full_attention"]
+                                  + ["sliding_attention"] * (common["num_hidden_layers"] - 6))
     else:
-        raise ValueError(f"unknown arch {arch!r}; use one of {ARCHS}")
+        raise ValueError(f"unknown arch {arch!r}; use one of {ARCHS + WINDOW_ARCHS}")
     config._attn_implementation = attn_implementation
     return config
 
@@ -108,6 +134,8 @@ def tiny_model(arch: str = "llama", vocab_size: int = 320, *, seed: int = 0, dty
     """A seeded random ``*ForCausalLM`` in eval mode (2 layers, hidden 64)."""
     from transformers import AutoModelForCausalLM
 
+    if arch == "gemma2":  # transformers runs Gemma 2's soft-capped attention eagerly only
+        attn_implementation = "eager"
     config = tiny_config(arch, vocab_size, attn_implementation=attn_implementation, **kwargs)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn_implementation)

@@ -38,6 +38,7 @@ argument, the way transformers passes ``cu_seq_lens`` to its flash kernels.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -62,12 +63,16 @@ __all__ = [
     "install_batched_attention",
     "UnsupportedModelError",
     "check_supported",
+    "layer_windows",
+    "SUPPORTED_LAYER_TYPES",
 ]
 
 #: Name under which :func:`batched_attention` is registered with transformers' AttentionInterface.
 BATCHED_ATTENTION = "trtlade_batched"
 #: Attention kwargs this engine does not implement (check_supported refuses such models up front).
-_UNSUPPORTED_ATTENTION_KWARGS = ("softcap", "sliding_window", "s_aux", "sinks", "position_bias")
+_UNSUPPORTED_ATTENTION_KWARGS = ("s_aux", "sinks", "position_bias")
+#: Layer types the engine drives: full causal attention, and a sliding window over the last ``window`` positions.
+SUPPORTED_LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 class UnsupportedModelError(TrtladeError, ValueError):
@@ -136,6 +141,29 @@ class StepLayout:
     single: Optional[tuple[int, int]] = None
     contiguous: Optional[tuple[int, int, int]] = field(default=None)  # (slot, start, count) single-block write
     invariant: Optional["InvariantIndex"] = None  # set when the runner computes row-invariant attention
+    #: logical position of each padded query ``[blocks, kmax]`` and key ``[blocks, lmax]`` (general path):
+    #: a verification row's key at cache index ``length + j`` holds the token at ``length + depths[j]``
+    query_pos: Optional[np.ndarray] = None
+    key_pos: Optional[np.ndarray] = None
+    _windowed: dict = field(default_factory=dict)
+
+    def window_mask(self, window: Optional[int]) -> Optional[torch.Tensor]:
+        """The additive mask of a sliding-window layer: :attr:`mask` with every key at a position ``<= p -
+        window`` of its query's position ``p`` masked too (transformers' ``kv_idx > q_idx - window``);
+        ``window=None``: :attr:`mask` itself. Built once per step and window.
+
+        >>> layout = step_layout([RowBlock(0, [7, 8, 9], [0, 1, 1], [0, 1, 2], mask=np.array(
+        ...     [[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=bool))], {0: 4})
+        >>> (layout.window_mask(3)[0, 0, 0] == 0).int().tolist()  # positions 4, 5, 5: keys in (p - 3, p]
+        [[0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 1]]
+        """
+        if window is None or self.mask is None:
+            return self.mask
+        if window not in self._windowed:
+            outside = self.key_pos[:, None, :] <= self.query_pos[:, :, None] - int(window)
+            self._windowed[window] = self.mask.masked_fill(
+                torch.from_numpy(outside).to(self.mask.device)[:, None, None], _MASKED)
+        return self._windowed[window]
 
 
 @dataclass(eq=False)
@@ -248,34 +276,45 @@ def batched_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
     out_dtype = query.dtype
     if key.dtype != query.dtype:  # a float32 cache under a half-precision model: attention in float32
         query = query.to(key.dtype)
-    out, _ = _slot_attention(query, key, value, scaling, layout)
+    out, _ = _slot_attention(query, key, value, scaling, layout, window=kwargs.get("sliding_window"),
+                             softcap=kwargs.get("softcap"))
     return out.to(out_dtype), None
 
 
 def _slot_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: Optional[float],
-                    layout: StepLayout) -> tuple[torch.Tensor, None]:
-    """:func:`batched_attention` once the dtypes agree (see there)."""
+                    layout: StepLayout, window: Optional[int] = None,
+                    softcap: Optional[float] = None) -> tuple[torch.Tensor, None]:
+    """:func:`batched_attention` once the dtypes agree (see there). ``window``: a sliding-window layer's
+    window (a row at position p sees its keys in ``(p - window, p]``); ``softcap``: scores capped as
+    ``softcap * tanh(scores / softcap)`` before the mask (Gemma 2), which only the general path computes."""
     _, heads, rows, dim = query.shape
     kv_heads = key.shape[1]
     rep = heads // kv_heads
     scale = scaling if scaling is not None else dim ** -0.5
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if softcap is not None and layout.mask is None:
+        raise ValueError("attention with softcap needs a general step layout (step_layout(shortcuts=False))")
     if layout.prefill is not None:
         slot, count = layout.prefill
-        k = key[slot:slot + 1, :, :count]
-        v = value[slot:slot + 1, :, :count]
-        out = torch.nn.functional.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scale,
-                                                               enable_gqa=rep > 1)
+        k, v = key[slot:slot + 1, :, :count], value[slot:slot + 1, :, :count]
+        if window is not None and count > window:
+            where = torch.arange(count, device=query.device)
+            seen = (where[None, :] <= where[:, None]) & (where[None, :] > where[:, None] - int(window))
+            out = sdpa(query, k, v, attn_mask=seen, scale=scale, enable_gqa=rep > 1)
+        else:
+            out = sdpa(query, k, v, is_causal=True, scale=scale, enable_gqa=rep > 1)
         return out.transpose(1, 2), None
     if layout.single is not None:
         slot, keys = layout.single
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query, key[slot:slot + 1, :, :keys], value[slot:slot + 1, :, :keys], scale=scale, enable_gqa=rep > 1)
+        first = max(0, keys - int(window)) if window is not None else 0
+        out = sdpa(query, key[slot:slot + 1, :, first:keys], value[slot:slot + 1, :, first:keys], scale=scale,
+                   enable_gqa=rep > 1)
         return out.transpose(1, 2), None
     blocks, kmax, lmax = layout.hi - layout.lo, layout.kmax, layout.lmax
-    if blocks == 1:  # one sequence's rows (packed = padded): sdpa's kernel with the tree mask
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query, key[layout.lo:layout.hi, :, :lmax], value[layout.lo:layout.hi, :, :lmax],
-            attn_mask=layout.mask[0].to(query.dtype), scale=scale, enable_gqa=rep > 1)
+    mask = layout.window_mask(window)
+    if blocks == 1 and softcap is None:  # one sequence's rows (packed = padded): sdpa's kernel with the tree mask
+        out = sdpa(query, key[layout.lo:layout.hi, :, :lmax], value[layout.lo:layout.hi, :, :lmax],
+                   attn_mask=mask[0].to(query.dtype), scale=scale, enable_gqa=rep > 1)
         return out.transpose(1, 2), None
     dtype = query.dtype
     q = query[0].index_select(1, layout.q_index)  # [heads, blocks * kmax, dim]
@@ -286,8 +325,10 @@ def _slot_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         q, k, v = q.float(), k.float(), v.float()
     scores = torch.matmul(q, k.transpose(-1, -2))
     scores.mul_(scale)
+    if softcap is not None:  # transformers' eager attention: scores / cap, tanh, * cap, then the mask
+        scores = torch.tanh(scores / softcap) * softcap
     scores = scores.view(blocks, kv_heads, rep, kmax, lmax)
-    scores.add_(layout.mask)
+    scores.add_(mask.to(scores.dtype))
     probs = torch.softmax(scores.view(blocks, kv_heads, rep * kmax, lmax), dim=-1)
     out = torch.matmul(probs, v)  # [blocks, kv_heads, rep * kmax, dim]
     out = out.view(blocks, kv_heads, rep, kmax, dim).permute(0, 3, 1, 2, 4).reshape(blocks * kmax, heads, dim)
@@ -500,6 +541,11 @@ class BatchRunner:
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
         cfg = self.config
+        #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
+        self.windows = layer_windows(model)
+        #: Gemma 2's attention and final-logit soft-capping (None: off)
+        self.attn_softcap = getattr(cfg, "attn_logit_softcapping", None)
+        self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
         heads = int(cfg.num_attention_heads)
         head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
@@ -507,8 +553,13 @@ class BatchRunner:
         self._free: list[int] = []
         self._next_slot = 0
         self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
+        #: the base model's name for the cache argument (``cache`` from transformers 5.x, ``past_key_values`` before)
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
         #: attention computed per row from its own keys only (:func:`invariant_attention`; fast forward)
         self.invariant_attention = bool(invariant_attention)
+        if self.invariant_attention and any(self.windows):
+            raise UnsupportedModelError(f"{cfg.model_type}: invariant_attention does not apply sliding windows; "
+                                        f"run this model without it")
         #: the KV cache's dtype: float32 for a half-precision model on the CPU under the fast forward (K/V
         #: are stored exactly, upcast; attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs)
         self.kv_dtype = torch.float32 if (self.fast is not None and self.device.type == "cpu"
@@ -564,8 +615,8 @@ class BatchRunner:
                     hidden = self.fast(ids, pos, self._attend)
                 else:
                     hidden = self.base(input_ids=ids, position_ids=pos, attention_mask=self._dummy_mask,
-                                       past_key_values=self.cache, use_cache=True,
-                                       trtlade_layout=layout).last_hidden_state[0]
+                                       use_cache=True, trtlade_layout=layout,
+                                       **{self._cache_kwarg: self.cache}).last_hidden_state[0]
         finally:
             self.cache.layout = None
         with record_function("trtlade.lm_head"):
@@ -576,7 +627,10 @@ class BatchRunner:
                 offset += b.rows
             if select != list(range(len(tokens))):
                 hidden = hidden[torch.tensor(select, dtype=torch.long, device=self.device)]
-            logits = self.lm_head(hidden).float()
+            logits = self.lm_head(hidden)
+            if self.final_softcap is not None:  # as the model's own forward: / cap, tanh, * cap, in its dtype
+                logits = torch.tanh(logits / self.final_softcap) * self.final_softcap
+            logits = logits.float()
         out, offset = [], 0
         for b in blocks:
             out.append(logits[offset:offset + len(b.logit_rows)])
@@ -590,7 +644,8 @@ class BatchRunner:
         layer.write(k, v, layout)
         if layout.invariant is not None:
             return invariant_attention(q, layer.keys, layer.values, scaling, layout.invariant).to(q.dtype)
-        return batched_attention(None, q, layer.keys, layer.values, None, scaling, trtlade_layout=layout)[0]
+        return batched_attention(None, q, layer.keys, layer.values, None, scaling, trtlade_layout=layout,
+                                 sliding_window=self.windows[layer_idx])[0]
 
     def keep(self, kept: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Keep, per ``(slot, rows)``, the K/V of those rows of the last step (see SlotKVCache.keep)."""
@@ -636,7 +691,7 @@ class BatchRunner:
         lengths = self.cache.lengths
         needed = max(lengths[b.slot] + b.rows for b in blocks)
         self.cache.ensure(max(b.slot for b in blocks) + 1, needed, self.kv_dtype, self.device)
-        layout = step_layout(blocks, lengths, self.device)
+        layout = step_layout(blocks, lengths, self.device, shortcuts=self.attn_softcap is None)
         if self.invariant_attention and self.fast is not None:
             layout.invariant = invariant_index(blocks, lengths, self.device)
         if layout.mask is not None and layout.hi - layout.lo == 1:
@@ -653,8 +708,10 @@ def _tied(model: nn.Module) -> bool:
     return head is not None and embed is not None and head.weight is embed.weight
 
 
-def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any = "cpu") -> StepLayout:
-    """The :class:`StepLayout` of one forward over ``blocks``, given each slot's committed length.
+def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any = "cpu", *,
+                shortcuts: bool = True) -> StepLayout:
+    """The :class:`StepLayout` of one forward over ``blocks``, given each slot's committed length
+    (``shortcuts=False``: never the prefill / single-row layouts, for attention that sdpa cannot run).
 
     >>> layout = step_layout([RowBlock(0, [7, 8], [0, 1], [1], causal=True), RowBlock(2, [9], [0], [0])],
     ...                      {0: 3, 2: 1})
@@ -667,12 +724,12 @@ def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any
     >>> step_layout([RowBlock(1, [5], [0], [0])], {1: 4}).single   # one row: slot 1's 4 cached keys + itself
     (1, 5)
     """
-    if len(blocks) == 1 and blocks[0].causal and lengths[blocks[0].slot] == 0:
+    if shortcuts and len(blocks) == 1 and blocks[0].causal and lengths[blocks[0].slot] == 0:
         b = blocks[0]  # a prefill on an empty slot: sdpa's causal kernel, written as one slice
         empty = torch.empty(0, dtype=torch.long, device=device)
         return StepLayout(write_slot=empty, write_pos=empty, lo=b.slot, hi=b.slot + 1, kmax=b.rows, lmax=b.rows,
                           prefill=(b.slot, b.rows), contiguous=(b.slot, 0, b.rows))
-    if len(blocks) == 1 and blocks[0].rows == 1:
+    if shortcuts and len(blocks) == 1 and blocks[0].rows == 1:
         b, start = blocks[0], lengths[blocks[0].slot]  # one row: it sees the whole slot and itself
         empty = torch.empty(0, dtype=torch.long, device=device)
         return StepLayout(write_slot=empty, write_pos=empty, lo=b.slot, hi=b.slot + 1, kmax=1, lmax=start + 1,
@@ -686,6 +743,8 @@ def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any
     mask = np.full((hi - lo, kmax, lmax), _MASKED, dtype=np.float32)
     mask[:, :, 0] = 0.0  # padded queries see one key (their output is dropped; no all-masked row)
     q_index = np.zeros((hi - lo, kmax), dtype=np.int64)
+    query_pos = np.zeros((hi - lo, kmax), dtype=np.int64)
+    key_pos = np.zeros((hi - lo, lmax), dtype=np.int64)
     out_index: list[int] = []
     write_slot: list[int] = []
     write_pos: list[int] = []
@@ -696,6 +755,10 @@ def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any
         mask[i, :k, start:start + k] = np.where(b.visibility(), 0.0, _MASKED)
         mask[i, :k, start + k:] = _MASKED
         q_index[i, :k] = np.arange(row, row + k)
+        depths = start + np.asarray(b.depths, dtype=np.int64)
+        query_pos[i, :k] = depths
+        key_pos[i, :start] = np.arange(start)
+        key_pos[i, start:start + k] = depths
         out_index.extend(i * kmax + j for j in range(k))
         write_slot.extend([b.slot] * k)
         write_pos.extend(range(start, start + k))
@@ -708,25 +771,50 @@ def step_layout(blocks: Sequence[RowBlock], lengths: dict[int, int], device: Any
     return StepLayout(
         write_slot=as_long(write_slot), write_pos=as_long(write_pos), lo=lo, hi=hi, kmax=kmax, lmax=lmax,
         q_index=as_long(q_index.reshape(-1)), out_index=as_long(out_index),
-        mask=torch.from_numpy(mask).to(device).view(hi - lo, 1, 1, kmax, lmax),
+        mask=torch.from_numpy(mask).to(device).view(hi - lo, 1, 1, kmax, lmax), query_pos=query_pos, key_pos=key_pos,
         contiguous=(first.slot, lengths[first.slot], first.rows) if len(blocks) == 1 else None)
 
 
+def layer_windows(model: nn.Module) -> list[Optional[int]]:
+    """Each decoder layer's sliding window, as its attention module hands it to the attention function:
+    the module's own ``sliding_window`` (Gemma 2/3, Qwen2/3, Cohere 2: None on full layers), else the
+    config's (Mistral, Mixtral: every layer); None for full attention.
+
+    >>> from types import SimpleNamespace as NS
+    >>> layers = [NS(self_attn=NS(sliding_window=4)), NS(self_attn=NS(sliding_window=None))]
+    >>> layer_windows(NS(config=NS(num_hidden_layers=2), base_model_prefix="model", model=NS(layers=layers)))
+    [4, None]
+    """
+    config = model.config
+    base = getattr(model, getattr(model, "base_model_prefix", "model"), None)
+    layers = list(getattr(base, "layers", None) or [])
+    windows: list[Optional[int]] = []
+    for i in range(int(config.num_hidden_layers)):
+        attn = getattr(layers[i], "self_attn", None) if i < len(layers) else None
+        window = getattr(attn, "sliding_window") if attn is not None and hasattr(attn, "sliding_window") \
+            else getattr(config, "sliding_window", None)
+        windows.append(int(window) if window else None)
+    return windows
+
+
 def check_supported(model: nn.Module) -> None:
-    """Refuse models the engine cannot drive exactly (sliding-window or non-attention layers)."""
+    """Refuse, by name, what the engine cannot drive exactly: encoder-decoders, layer types other than full
+    and sliding-window attention, attention sinks, bidirectional attention."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(model, "get_output_embeddings"):
         raise UnsupportedModelError(f"{type(model).__name__} is not a transformers causal LM")
     if getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(f"{type(model).__name__} is an encoder-decoder; the engine runs decoder-only LMs")
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types:
-        other = sorted({t for t in layer_types if t != "full_attention"})
-        if other:
-            raise UnsupportedModelError(
-                f"{config.model_type}: layer types {other} are not supported; the reference engine drives "
-                f"models whose layers all use full attention (e.g. Llama, Qwen2, Qwen3 without sliding window)")
-    elif getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True) \
-            and config.model_type not in ("qwen2", "qwen3"):
+    other = sorted({t for t in (getattr(config, "layer_types", None) or []) if t not in SUPPORTED_LAYER_TYPES})
+    if other:
         raise UnsupportedModelError(
-            f"{config.model_type}: sliding-window attention is not supported by the reference engine")
+            f"{config.model_type}: layer types {other} are not supported; the reference engine drives layers of "
+            f"types {list(SUPPORTED_LAYER_TYPES)} (full causal and sliding-window attention)")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise UnsupportedModelError(f"{config.model_type}: bidirectional attention (use_bidirectional_attention) "
+                                    f"is not a causal LM; the engine decodes causal models only")
+    sinks = [name for name, _ in model.named_parameters() if name.rsplit(".", 1)[-1] in ("sinks", "s_aux")]
+    if sinks:
+        raise UnsupportedModelError(
+            f"{config.model_type}: attention sinks (s_aux, e.g. {sinks[0]}) are not supported by the reference "
+            f"engine; supported: full and sliding-window attention, attention and final-logit soft-capping")

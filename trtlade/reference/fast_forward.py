@@ -230,8 +230,6 @@ def fast_body(model: nn.Module, *, release: bool = True) -> Optional[FastBody]:
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) not in FAMILIES or not _has_llama_layers(model):
         return None
-    if getattr(config, "layer_types", None) and any(t != "full_attention" for t in config.layer_types):
-        return None
     body = FastBody(model, release=release)
     if release:
         _own_the_rest(model)
