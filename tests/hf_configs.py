@@ -7,6 +7,8 @@ HF_CONFIGS = {
               "max_position_embeddings": 32768},
     "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
               "max_position_embeddings": 40960},
+    "gemma3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "torch_dtype": "bfloat16",
+               "max_position_embeddings": 32768, "sliding_window": 512},
     "phi": {"architectures": ["PhiForCausalLM"], "model_type": "phi", "torch_dtype": "float16"},
     "bert": {"architectures": ["BertForMaskedLM"], "model_type": "bert", "torch_dtype": "float32"},
 }

@@ -17,7 +17,10 @@ from typer.testing import CliRunner
 
 from hf_configs import HF_CONFIGS
 from trtlade.build.errors import BuildError
-from trtlade.build.models import ARCHITECTURE_TO_CLASS, read_hf_config, resolve_model, trtllm_class_for
+from trtlade.build.models import (
+    ARCHITECTURE_TO_CLASS, BUILDABLE, FIRST_VERSION, read_hf_config, resolve_model, trtllm_class_for,
+)
+from trtlade.trtllm.compat import parse_version
 from trtlade.build.plan import BuildOptions, Limits, make_plan, shell_join
 from trtlade.cli.main import app
 from trtlade.spec import LookaheadSpec
@@ -46,10 +49,35 @@ def plan_for(tmp_path: Path, kind: str = "qwen3", *, config: dict | None = None,
     ("MixtralForCausalLM", "LLaMAForCausalLM"), ("QWenLMHeadModel", "QWenForCausalLM"),
     ("QWenForCausalLM", "QWenForCausalLM"), ("Qwen2ForCausalLM", "QWenForCausalLM"),
     ("Qwen2MoeForCausalLM", "QWenForCausalLM"), ("Qwen3ForCausalLM", "QWenForCausalLM"),
-    ("Qwen3MoeForCausalLM", "QWenForCausalLM"),
+    ("Qwen3MoeForCausalLM", "QWenForCausalLM"), ("Gemma2ForCausalLM", "GemmaForCausalLM"),
+    ("Gemma3ForCausalLM", "GemmaForCausalLM"),
 ])
 def test_architecture_maps_to_trtllm_class(arch, cls):
     assert trtllm_class_for(arch) == cls
+
+
+def test_every_buildable_architecture_names_its_first_version_in_range():
+    for arch in BUILDABLE:
+        assert arch.architecture in ARCHITECTURE_TO_CLASS and arch.source
+        assert (0, 16, 0) <= parse_version(arch.first_version).key < (1, 3, 0)
+    assert FIRST_VERSION["Gemma3ForCausalLM"] == "0.19.0" and FIRST_VERSION["Qwen3ForCausalLM"] == "1.0.0"
+    assert FIRST_VERSION["LlamaForCausalLM"] == "0.16.0"
+
+
+@pytest.mark.parametrize("installed, refused", [("0.18.2", True), ("0.16.0", True), ("0.19.0", False),
+                                                ("1.2.0", False), (None, False)])
+def test_gemma3_is_refused_before_conversion_below_its_first_version(tmp_path, monkeypatch, installed, refused):
+    monkeypatch.setattr("trtlade.build.plan.installed_version", lambda: installed)
+    if refused:
+        with pytest.raises(BuildError) as err:
+            plan_for(tmp_path, "gemma3")
+        assert f"TensorRT-LLM {installed} does not convert Gemma3ForCausalLM" in err.value.message
+        assert "0.19.0" in err.value.message and ">=0.19.0" in err.value.hint
+        assert err.value.where.endswith("config.json:architectures[0]")
+    else:
+        plan = plan_for(tmp_path, "gemma3")
+        assert plan.trtllm_class == "GemmaForCausalLM"
+        assert any("Gemma3ForCausalLM needs TensorRT-LLM >= 0.19.0" in n for n in plan.notes)
 
 
 def test_unknown_architecture_is_refused_with_the_supported_list(tmp_path):
@@ -223,6 +251,7 @@ def test_trtllm_build_argv_is_exact(tmp_path):
     assert plan.convert_argv()[1:] == [
         "-m", "trtlade.build.convert", "--hf-dir", str(plan.model.path),
         "--checkpoint-dir", str(tmp_path / "out" / "checkpoint"), "--model-class", "QWenForCausalLM",
+        "--architecture", "Qwen3ForCausalLM",
         "--dtype", "bfloat16", "--tp-size", "2", "--pp-size", "1",
     ]
 
@@ -313,3 +342,12 @@ def test_dry_run_with_the_embedded_model_converts_nothing(tmp_path, monkeypatch)
     assert "converted into" in result.stdout and "SmolLM2-135M-Instruct" in result.stdout
     assert "trtlade serve --config" in result.stdout
     assert list(tmp_path.iterdir()) == []  # no cache folder, no bundle
+
+
+def test_build_architectures_lists_every_architecture_with_its_first_release():
+    result = CliRunner().invoke(app, ["build", "--architectures"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") >= 4}
+    assert set(ARCHITECTURE_TO_CLASS) <= set(rows)
+    assert "GemmaForCausalLM" in rows["Gemma3ForCausalLM"] and "0.19.0" in rows["Gemma3ForCausalLM"]
+    assert "1.0.0" in rows["Qwen3ForCausalLM"]

@@ -286,6 +286,16 @@ def test_missing_tensorrt_llm_says_how_to_install(tmp_path, fake_trtllm_build):
     assert not out.exists()
 
 
+def test_gemma3_below_its_first_release_is_refused_before_any_conversion(tmp_path, fake_trtllm_build):
+    fake_trtllm_build.set_version("0.18.2")  # the double is no installed distribution: the probe checks
+    out = tmp_path / "b"
+    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out))
+    assert res.exit_code == 1
+    assert "TensorRT-LLM 0.18.2 does not convert Gemma3ForCausalLM" in res.stderr and "0.19.0" in res.stderr
+    assert not out.exists() and fake_trtllm_build.builds() == []
+    assert not [c for c in fake_trtllm_build.calls() if c["call"] in ("from_hugging_face", "save_checkpoint")]
+
+
 def test_unknown_architecture_is_refused_without_running_anything(tmp_path, fake_trtllm_build):
     res = build("--model", str(model(tmp_path, "phi")), "--wng", "4,2,4", "--output", str(tmp_path / "b"))
     assert res.exit_code == 1 and "PhiForCausalLM" in res.stderr and "Unsupported model architecture" in res.stderr

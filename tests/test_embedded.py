@@ -17,6 +17,8 @@ from trtlade.reference.embedded import (
     embedded_model_dir,
     embedded_source,
     find_embedded_gguf,
+    gguf_model_dir,
+    model_folder,
     models_cache_dir,
 )
 
@@ -44,7 +46,7 @@ def test_cache_dir_honours_xdg_cache_home(monkeypatch, tmp_path):
 def test_conversion_is_atomic_keyed_and_done_once(monkeypatch, tmp_path):
     calls = []
 
-    def fake_convert(source, out_dir):  # the real one takes ~20 s; its output is tested below
+    def fake_convert(source, out_dir, name=None):  # the real one takes ~20 s; its output is tested below
         calls.append(out_dir)
         (out_dir / "config.json").write_text("{}")
         (out_dir / SOURCE_MARKER).write_text(json.dumps({"sha256": source.sha256}))
@@ -61,7 +63,7 @@ def test_conversion_is_atomic_keyed_and_done_once(monkeypatch, tmp_path):
 
 
 def test_a_failed_conversion_leaves_nothing_behind(monkeypatch, tmp_path):
-    def broken(source, out_dir):
+    def broken(source, out_dir, name=None):
         (out_dir / "partial.bin").write_text("x")
         raise RuntimeError("disk full")
 
@@ -69,6 +71,63 @@ def test_a_failed_conversion_leaves_nothing_behind(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="disk full"):
         embedded_model_dir(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------ any GGUF file
+def _fake_hf_conversion(monkeypatch, calls: list):
+    """convert_gguf writing a tiny Llama folder (the real conversion of Gemma 3 270M is in the docs)."""
+    from models import tiny_model, tiny_tokenizer
+
+    def fake_convert(source, out_dir, name=None):
+        calls.append((source.gguf_path.name, name))
+        tiny_model("llama", len(tiny_tokenizer())).save_pretrained(out_dir)
+        tiny_tokenizer().save_pretrained(out_dir)
+        (out_dir / SOURCE_MARKER).write_text(json.dumps({"sha256": source.sha256, "model": name}))
+
+    monkeypatch.setattr(embedded, "convert_gguf", fake_convert)
+
+
+def test_any_gguf_file_converts_once_into_a_keyed_folder(monkeypatch, tmp_path):
+    calls: list = []
+    _fake_hf_conversion(monkeypatch, calls)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gguf = tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    folder = model_folder(gguf)
+    source = embedded.gguf_source(gguf)
+    assert folder == tmp_path / "cache" / "trtlade" / "models" / f"gemma-3-270m-q4_k_m-64-{source.sha256[:12]}"
+    assert (folder / "config.json").is_file() and calls == [("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m")]
+    assert gguf_model_dir(gguf) == folder and len(calls) == 1  # cached
+    gguf.write_bytes(b"GGUF" + bytes(61))  # another file under the same name: converted again
+    assert model_folder(gguf) != folder and len(calls) == 2
+    assert model_folder(tmp_path) == tmp_path  # a folder is used as it is
+
+
+def test_a_missing_gguf_file_is_a_clear_error(tmp_path):
+    with pytest.raises(EmbeddedModelError, match="GGUF file .*missing.gguf does not exist"):
+        model_folder(tmp_path / "missing.gguf")
+
+
+def test_the_engine_and_serve_take_a_gguf_file(monkeypatch, tmp_path):
+    from trtlade import ReferenceEngine
+    from trtlade.server.plan import PlanError, ServeFlags, make_plan
+
+    calls: list = []
+    _fake_hf_conversion(monkeypatch, calls)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(10))
+    engine = ReferenceEngine.load(str(gguf), spec=(2, 2, 1), calibrate=False, adaptive=False)
+    assert engine.model_id == "tiny" and len(calls) == 1
+    assert engine.generate([5, 6, 7], 4, ignore_eos=True).tokens == engine.greedy([5, 6, 7], 4, ignore_eos=True).tokens
+    plan = make_plan(ServeFlags(model=str(gguf)), env={})
+    assert plan.engine == "reference" and plan.model_dir == gguf.resolve()
+    with pytest.raises(PlanError, match="GGUF file, which only the reference engine loads"):
+        make_plan(ServeFlags(model=str(gguf), engine="trtllm"), env={})
+    other = tmp_path / "weights.bin"
+    other.write_bytes(b"x")
+    with pytest.raises(PlanError, match="not a folder nor a .gguf file"):
+        make_plan(ServeFlags(model=str(other)), env={})
 
 
 # ------------------------------------------------------------------------------------ SmolLM2

@@ -355,9 +355,9 @@ class TransformersBaseline:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from trtlade.reference.embedded import embedded_model_dir
+        from trtlade.reference.embedded import embedded_model_dir, model_folder
 
-        folder = model or str(embedded_model_dir())
+        folder = str(model_folder(model)) if model else str(embedded_model_dir())
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
         self.model.eval()
         self.lookup_tokens = lookup_tokens

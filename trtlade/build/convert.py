@@ -33,6 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+from trtlade.build.errors import BuildError
+from trtlade.build.models import check_architecture_version
 from trtlade.errors import TrtladeError
 from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm, qwen3_note, supports_qwen3
 
@@ -57,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hf-dir", required=True, type=Path)
     p.add_argument("--checkpoint-dir", type=Path)
     p.add_argument("--model-class", required=True, help="a tensorrt_llm.models class, e.g. QWenForCausalLM")
+    p.add_argument("--architecture", help="the HF architectures[0]: refused when this TensorRT-LLM predates the "
+                                          "first release that converts it")
     p.add_argument("--dtype", default="auto", choices=["auto", "float16", "bfloat16", "float32"])
     p.add_argument("--tp-size", type=int, default=1)
     p.add_argument("--pp-size", type=int, default=1)
@@ -106,6 +110,11 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     """Import TensorRT-LLM, find the class, run its config conversion (no weights read)."""
     trt = import_tensorrt_llm()
     version = str(trt.__version__)
+    if args.architecture:
+        try:
+            check_architecture_version(args.architecture, version)
+        except BuildError as exc:
+            raise ConversionFailure("unsupported-architecture", exc.message, hint=exc.hint) from exc
     cls = _model_class(trt, args.model_class)
     config_class = getattr(cls, "config_class", None)
     checked = False

@@ -27,6 +27,10 @@ from trtlade.build.errors import BuildError
 __all__ = [
     "MODELS_DIR_ENV",
     "ARCHITECTURE_TO_CLASS",
+    "BUILDABLE",
+    "BuildableArchitecture",
+    "FIRST_VERSION",
+    "check_architecture_version",
     "QWEN3_ARCHITECTURES",
     "HfModelInfo",
     "ModelSource",
@@ -40,18 +44,44 @@ __all__ = [
 
 #: The documented environment variable naming the models directory.
 
+@dataclass(frozen=True)
+class BuildableArchitecture:
+    """An HF architecture TensorRT-LLM's engine flow converts: its ``tensorrt_llm.models`` class (the
+    ``MODEL_MAP`` entry, tensorrt_llm/models/__init__.py) and the first release in trtlade's range
+    (0.16 <= v < 1.3) that converts it, with where that is said."""
+
+    architecture: str
+    trtllm_class: str
+    first_version: str
+    source: str
+
+
+_BEFORE_RANGE = "converted before 0.16 already"
+
+#: What ``trtlade build`` converts, by HF ``architectures[0]``.
+BUILDABLE: tuple[BuildableArchitecture, ...] = (
+    BuildableArchitecture("LlamaForCausalLM", "LLaMAForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("MistralForCausalLM", "LLaMAForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("MixtralForCausalLM", "LLaMAForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("QWenLMHeadModel", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("QWenForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("Qwen2ForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("Qwen2MoeForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("Qwen3ForCausalLM", "QWenForCausalLM", "1.0.0",
+                          "release notes 1.0: 'Add TensorRT-Engine Qwen3 (dense) model support' (PR #5650); "
+                          "0.16-0.21 need a build patched for Qwen3"),
+    BuildableArchitecture("Qwen3MoeForCausalLM", "QWenForCausalLM", "1.0.0",
+                          "release notes 1.0: 'Add Qwen3 MoE support to TensorRT backend'"),
+    BuildableArchitecture("GemmaForCausalLM", "GemmaForCausalLM", "0.16.0", _BEFORE_RANGE + " (Gemma: 0.9)"),
+    BuildableArchitecture("Gemma2ForCausalLM", "GemmaForCausalLM", "0.16.0", _BEFORE_RANGE),
+    BuildableArchitecture("Gemma3ForCausalLM", "GemmaForCausalLM", "0.19.0",
+                          "release notes 0.19.0: 'Added Gemma3 text-only model support' (examples/gemma)"),
+)
+
 #: HF ``architectures[0]`` -> the ``tensorrt_llm.models`` class that converts it (its MODEL_MAP).
-ARCHITECTURE_TO_CLASS: dict[str, str] = {
-    "LlamaForCausalLM": "LLaMAForCausalLM",
-    "MistralForCausalLM": "LLaMAForCausalLM",
-    "MixtralForCausalLM": "LLaMAForCausalLM",
-    "QWenLMHeadModel": "QWenForCausalLM",
-    "QWenForCausalLM": "QWenForCausalLM",
-    "Qwen2ForCausalLM": "QWenForCausalLM",
-    "Qwen2MoeForCausalLM": "QWenForCausalLM",
-    "Qwen3ForCausalLM": "QWenForCausalLM",
-    "Qwen3MoeForCausalLM": "QWenForCausalLM",
-}
+ARCHITECTURE_TO_CLASS: dict[str, str] = {a.architecture: a.trtllm_class for a in BUILDABLE}
+#: HF ``architectures[0]`` -> the first TensorRT-LLM release in trtlade's range that converts it.
+FIRST_VERSION: dict[str, str] = {a.architecture: a.first_version for a in BUILDABLE}
 
 QWEN3_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
 _QWEN3_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
@@ -220,6 +250,30 @@ def trtllm_class_for(architecture: str, *, where: str = "") -> str:
             f"architecture {architecture!r} is not one trtlade builds (trtllm-build would fail with "
             f"\"Unsupported model architecture\")", where=f"{where}:architectures[0]" if where else "",
             hint=f"supported: {supported}; other models need their own TensorRT-LLM conversion") from None
+
+
+def check_architecture_version(architecture: str, version: str, *, where: str = "") -> None:
+    """:class:`BuildError` when TensorRT-LLM ``version`` predates the first release that converts
+    ``architecture`` (Qwen3 is left to the conversion probe: a patched 0.16 build converts it).
+
+    >>> check_architecture_version("Gemma3ForCausalLM", "0.19.0")
+    >>> check_architecture_version("Gemma3ForCausalLM", "0.18.2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    trtlade.build.errors.BuildError: TensorRT-LLM 0.18.2 does not convert Gemma3ForCausalLM: its first release ...
+    """
+    from trtlade.trtllm.compat import parse_version
+
+    first = FIRST_VERSION.get(architecture)
+    if first is None or is_qwen3(architecture):
+        return
+    have, need = parse_version(version), parse_version(first)
+    if have.key < need.key:
+        source = next(a.source for a in BUILDABLE if a.architecture == architecture)
+        raise BuildError(f"TensorRT-LLM {version} does not convert {architecture}: its first release that does "
+                         f"is {first} ({source})", where=f"{where}:architectures[0]" if where else "",
+                         hint=f"pip install 'tensorrt-llm>={first},<1.3' (trtlade supports up to 1.2), or serve "
+                              f"this model with --backend reference")
 
 
 def is_qwen3(architecture: str, model_type: str | None = None) -> bool:

@@ -31,14 +31,17 @@ from typing import Any, Literal, Mapping, Sequence
 from trtlade.build.errors import BuildError
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
 from trtlade.build.models import (
+    FIRST_VERSION,
     MODELS_DIR_ENV,
     HfModelInfo,
     ModelSource,
     read_hf_config,
+    check_architecture_version,
     resolve_model,
     trtllm_class_for,
 )
 from trtlade.spec import LookaheadSpec
+from trtlade.trtllm.compat import installed_version
 
 __all__ = [
     "Backend",
@@ -196,7 +199,7 @@ class BuildPlan:
         argv += ["--hf-dir", str(self.model.path)]
         if not probe:
             argv += ["--checkpoint-dir", str(checkpoint_dir or self.checkpoint_dir)]
-        argv += ["--model-class", self.trtllm_class, "--dtype", self.dtype,
+        argv += ["--model-class", self.trtllm_class, "--architecture", self.info.architecture, "--dtype", self.dtype,
                  "--tp-size", str(self.tp_size), "--pp-size", str(self.pp_size)]
         if result_file is not None:
             argv += ["--result", str(result_file)]
@@ -243,7 +246,8 @@ class BuildPlan:
         lines = [
             f"# trtlade build plan ({self.backend} backend)",
             f"# model: {self.model.path}  ({self.info.architecture}"
-            + (f" -> tensorrt_llm.models.{self.trtllm_class}" if self.backend == "trtllm" else "") + ")",
+            + (f" -> tensorrt_llm.models.{self.trtllm_class}, TensorRT-LLM >= "
+               f"{FIRST_VERSION[self.info.architecture]}" if self.backend == "trtllm" else "") + ")",
             f"# lookahead (W,N,G) = ({spec}): max_draft_len = {_formula(spec)} = {spec.max_draft_len}",
             f"# dtype {self.dtype}" + (f" (from {self.dtype_requested})" if self.dtype != self.dtype_requested else "")
             + f", tp_size {self.tp_size}, pp_size {self.pp_size}",
@@ -427,7 +431,16 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
                              "needs TensorRT-LLM", where=where,
                              hint="drop --tp-size/--pp-size, or use --backend trtllm on a multi-GPU machine")
     else:
-        trtllm_class_for(info.architecture, where=str(model.path / "config.json"))
+        where = str(model.path / "config.json")
+        trtllm_class_for(info.architecture, where=where)
+        installed = installed_version()
+        if installed is not None:
+            check_architecture_version(info.architecture, installed, where=where)
+        first = FIRST_VERSION[info.architecture]
+        if first != "0.16.0" and not info.is_qwen3:
+            notes.append(f"{info.architecture} needs TensorRT-LLM >= {first} (the first release that converts it); "
+                         + (f"installed: {installed}" if installed else "the installed version is checked before "
+                            "any weights are converted"))
         if info.is_qwen3:
             notes.append("Qwen3 needs TensorRT-LLM >= 1.0, < 1.3, or a 0.16 build patched for Qwen3; the "
                          "installed version is checked before any weights are converted")

@@ -129,6 +129,19 @@ def _print_outcome(result: Any) -> None:
     console.print(f"  serve:  trtlade serve --config {out / 'trtlade.yml'}", markup=False)
 
 
+def _print_architectures() -> None:
+    from rich.table import Table
+
+    from trtlade.build.models import BUILDABLE
+
+    table = Table(title="HF architectures trtlade build converts (TensorRT-LLM 0.16 <= v < 1.3)")
+    for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source"):
+        table.add_column(column)
+    for arch in BUILDABLE:
+        table.add_row(arch.architecture, arch.trtllm_class, arch.first_version, arch.source)
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("build", help=HELP)
     def build(
@@ -162,7 +175,13 @@ def register(app: typer.Typer) -> None:
             "rebuild skip the conversion)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as shell commands; write nothing."),
         force: bool = typer.Option(False, "--force", help="Rebuild over an existing bundle."),
+        architectures: bool = typer.Option(
+            False, "--architectures", help="List the HF architectures build converts, each with its "
+            "TensorRT-LLM class and the first release (0.16 <= v < 1.3) that converts it; then exit."),
     ) -> None:
+        if architectures:
+            _print_architectures()
+            return
         from trtlade.build.bundle import query_gpus
         from trtlade.build.errors import BuildError
         from trtlade.build.plan import BuildOptions, embedded_model_peek, make_plan

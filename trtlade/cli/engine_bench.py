@@ -39,14 +39,16 @@ def _presets(values: Optional[List[str]]) -> tuple[str, ...]:
 
 def engine_bench(
     ctx: typer.Context,
-    model: Optional[Path] = typer.Option(None, "--model", help="Hugging Face model folder (default: the embedded "
-                                                              "SmolLM2-135M-Instruct)."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Hugging Face model folder or GGUF file (default: "
+                                                              "the embedded SmolLM2-135M-Instruct)."),
     specs: Optional[List[str]] = typer.Option(None, "--specs", metavar="W,N,G ...",
                                               help="Lookahead specs to measure, fixed (adaptive off) "
                                                    "(default: 2,2,2 4,2,4 5,3,5 7,7,7)."),
     dtype: str = typer.Option("float32", "--dtype", help="Comma-separated dtypes: float32, bfloat16, float16."),
     max_tokens: int = typer.Option(128, "--max-tokens", min=1, help="New tokens per prompt."),
-    prompts: str = typer.Option("suite", "--prompts", help="Bundled suite name ('suite') or a JSON file."),
+    prompts: str = typer.Option("suite", "--prompts", help="Bundled suite name ('suite', or 'long-context': "
+                                                           "prompts longer than a 512-token sliding window) "
+                                                           "or a JSON file."),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Interleaved repeats (medians are reported)."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads (default: the CPUs "
                                                                          "this process may use)."),
@@ -94,9 +96,11 @@ def engine_bench(
     if top_p < 1.0 and not temperature > 0:
         fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
-    if model is not None and not (model / "config.json").is_file():
-        fail(f"--model {model}: not a Hugging Face model folder (no config.json)",
-             hint="give a folder with config.json, weights and tokenizer, or omit --model for the embedded model")
+    gguf = model is not None and model.suffix == ".gguf" and model.is_file()
+    if model is not None and not (model / "config.json").is_file() and not gguf:
+        fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file",
+             hint="give a folder with config.json, weights and tokenizer, a GGUF file, or omit --model for the "
+                  "embedded model")
 
     from transformers.utils import logging as hf_logging
 
@@ -108,7 +112,7 @@ def engine_bench(
     try:
         load_suite(prompts)
     except PromptSuiteError as exc:
-        fail(f"--prompts: {exc}", hint="use 'suite' or a JSON file like trtlade/data/prompts.json")
+        fail(f"--prompts: {exc}", hint="use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,

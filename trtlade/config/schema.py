@@ -84,9 +84,10 @@ class _Section(BaseModel):
 
 class ModelSection(_Section):
     path: Optional[Path] = Field(
-        None, description="A Hugging Face model folder (config.json, weights, tokenizer), or a trtlade "
-        "bundle folder. Absent with no `name`: the embedded SmolLM2-135M-Instruct. Relative paths are "
-        "relative to the config file.")
+        None, description="A Hugging Face model folder (config.json, weights, tokenizer), a trtlade "
+        "bundle folder, or (reference engine) a GGUF file, dequantised once into ~/.cache/trtlade/models. "
+        "Absent with no `name`: the embedded SmolLM2-135M-Instruct. Relative paths are relative to the "
+        "config file.")
     name: Optional[str] = Field(
         None, description="A model name such as Qwen3-8B, resolved as a folder under `models_dir` "
         "(never downloaded from a hub).")

@@ -16,6 +16,15 @@ never leaves a half-written model behind.
     >>> from trtlade.reference.embedded import embedded_model_dir
     >>> embedded_model_dir()                                  # doctest: +SKIP
     PosixPath('/root/.cache/trtlade/models/SmolLM2-135M-Instruct-98362432-1f0c0c9b62a1')
+
+Any other GGUF file transformers can read (its ``GGUF_CONFIG_MAPPING``: Llama, Mistral, Qwen2/3, Gemma 2/3,
+Phi-3, ...) goes the same way with :func:`gguf_model_dir`, into ``<file stem>-<size>-<sha256[:12]>/``;
+:func:`model_folder` turns what a user passes as ``--model`` (a folder or a ``.gguf`` file) into a folder::
+
+    >>> model_folder("/models/Qwen3-8B")                      # a folder is used as it is
+    PosixPath('/models/Qwen3-8B')
+    >>> model_folder("~/gemma-3-270m-q4_k_m.gguf")            # doctest: +SKIP
+    PosixPath('/root/.cache/trtlade/models/gemma-3-270m-q4_k_m-253734272-a5fd3b62230a')
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ __all__ = [
     "find_embedded_gguf",
     "models_cache_dir",
     "embedded_model_dir",
+    "gguf_model_dir",
+    "model_folder",
+    "is_gguf",
 ]
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -94,8 +106,17 @@ def _sha256(path: Path, chunk: int = 1 << 22) -> str:
 
 
 def embedded_source() -> EmbeddedSource:
-    path = find_embedded_gguf()
+    return gguf_source(find_embedded_gguf())
+
+
+def gguf_source(path: Path) -> EmbeddedSource:
+    path = Path(path)
     return EmbeddedSource(gguf_path=path, size=path.stat().st_size, sha256=_sha256(path))
+
+
+def is_gguf(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a GGUF file (by its suffix)."""
+    return Path(path).suffix.lower() == ".gguf"
 
 
 def models_cache_dir() -> Path:
@@ -120,15 +141,35 @@ def embedded_model_dir(cache_dir: Path | None = None) -> Path:
 
     ``cache_dir`` overrides :func:`models_cache_dir` (tests use a temporary folder).
     """
-    source = embedded_source()
+    return _converted(embedded_source(), EMBEDDED_MODEL_NAME, cache_dir)
+
+
+def gguf_model_dir(gguf: str | os.PathLike, cache_dir: Path | None = None) -> Path:
+    """The HF folder of any GGUF file transformers reads, dequantised to float32 on first use and cached
+    under :func:`models_cache_dir` by the file's size and hash (a changed file converts again)."""
+    path = Path(gguf).expanduser()
+    if not path.is_file():
+        raise EmbeddedModelError(f"GGUF file {path} does not exist",
+                                 hint="give the path of a .gguf file, or a Hugging Face model folder")
+    return _converted(gguf_source(path), path.stem, cache_dir)
+
+
+def model_folder(model: str | os.PathLike) -> Path:
+    """What a user gives as a model: a Hugging Face folder (as it is) or a GGUF file (its converted folder)."""
+    path = Path(model).expanduser()
+    return gguf_model_dir(path) if is_gguf(path) and not path.is_dir() else path
+
+
+def _converted(source: EmbeddedSource, name: str, cache_dir: Path | None) -> Path:
+    """Convert ``source`` into ``<cache>/<name>-<key>`` once: written into a temporary folder, renamed."""
     root = Path(cache_dir) if cache_dir is not None else models_cache_dir()
-    target = root / f"{EMBEDDED_MODEL_NAME}-{source.key}"
+    target = root / f"{name}-{source.key}"
     if _is_complete(target, source):
         return target
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_MODEL_NAME}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
-        convert_gguf(source, tmp)
+        convert_gguf(source, tmp, name)
         if target.exists():  # a stale or incomplete folder: replace it
             if _is_complete(target, source):  # a concurrent conversion finished first
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -151,19 +192,24 @@ def _make_readable(folder: Path) -> None:
         path.chmod(0o666 & ~umask)
 
 
-def convert_gguf(source: EmbeddedSource, out_dir: Path) -> None:
+def convert_gguf(source: EmbeddedSource, out_dir: Path, name: str = EMBEDDED_MODEL_NAME) -> None:
     """Dequantise ``source`` to an fp32 safetensors folder with tokenizer and chat template."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder, name = str(source.gguf_path.parent), source.gguf_path.name
+    folder, file = str(source.gguf_path.parent), source.gguf_path.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
     except ImportError as exc:  # gguf / accelerate missing
         raise EmbeddedModelError(
             f"cannot read {source.gguf_path}: {exc}; the conversion needs the packages 'gguf' and "
             f"'accelerate' (pip install 'trtlade[reference]')") from exc
+    except (ValueError, KeyError, OSError) as exc:  # an architecture or quantisation transformers cannot read
+        raise EmbeddedModelError(
+            f"transformers cannot read the GGUF file {source.gguf_path}: {exc}",
+            hint="transformers reads the GGUF architectures in transformers.integrations.ggml."
+                 "GGUF_CONFIG_MAPPING; convert other models to a Hugging Face folder and pass that") from exc
     # A GGUF-loaded model carries a quantizer; save_pretrained refuses it. The weights are already
     # dequantised to fp32, so the folder is a plain HF checkpoint.
     model.hf_quantizer = None
@@ -174,7 +220,7 @@ def convert_gguf(source: EmbeddedSource, out_dir: Path) -> None:
     if getattr(tokenizer, "chat_template", None) and not (out_dir / "chat_template.jinja").exists():
         (out_dir / "chat_template.jinja").write_text(tokenizer.chat_template)
     (out_dir / SOURCE_MARKER).write_text(json.dumps({
-        "model": EMBEDDED_MODEL_NAME,
+        "model": name,
         "gguf_file": str(source.gguf_path),
         "size": source.size,
         "sha256": source.sha256,

@@ -187,8 +187,8 @@ class ReferenceEngine:
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
         fast_forward: Optional[bool] = None, invariant_attention: bool = False,
     ) -> "ReferenceEngine":
-        """Load a Hugging Face model folder (``None``: the embedded SmolLM2-135M-Instruct, converted
-        once into the user cache) in ``dtype`` on ``device``. Never downloads anything."""
+        """Load a Hugging Face model folder or a GGUF file (dequantised once into the user cache; ``None``:
+        the embedded SmolLM2-135M-Instruct) in ``dtype`` on ``device``. Never downloads anything."""
         torch_dtype = resolve_dtype(dtype)
         spec = LookaheadSpec.parse(spec)
         if model is None:
@@ -196,8 +196,10 @@ class ReferenceEngine:
 
             folder, model_id = embedded_model_dir(), EMBEDDED_MODEL_NAME
         else:
-            folder = Path(model).expanduser()
-            model_id = folder.name
+            from trtlade.reference.embedded import is_gguf, model_folder
+
+            folder = model_folder(model)  # a GGUF file: its converted folder (converted once, cached)
+            model_id = Path(model).stem if is_gguf(model) else folder.name
         hf_model, tokenizer = load_hf_model(folder, torch_dtype, device)
         return cls(hf_model, tokenizer, spec, request_default=request_default, seed=seed,
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,

@@ -24,7 +24,7 @@ from trtlade.errors import TrtladeError
 __all__ = ["Prompt", "PromptSuite", "PromptSuiteError", "load_suite", "BUNDLED_SUITES"]
 
 #: Bundled suites: name -> file in trtlade/data.
-BUNDLED_SUITES = {"suite": "prompts.json"}
+BUNDLED_SUITES = {"suite": "prompts.json", "long-context": "prompts_long.json"}
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 

@@ -90,6 +90,11 @@ class ServePlan:
                 "bundle": str(self.bundle) if self.bundle else None}
 
 
+def _is_gguf_file(path: Path) -> bool:
+    """A GGUF file: the reference engine dequantises it once into the models cache."""
+    return path.suffix.lower() == ".gguf" and path.is_file()
+
+
 def is_engine_dir(path: Path) -> bool:
     if not (path.is_dir() and (path / "config.json").is_file()):
         return False
@@ -117,9 +122,10 @@ def _load_file(path: Path) -> Any:
 def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str, str]) -> Path:
     path = Path(value).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise PlanError(f"--model {value}: not a folder", "pass a Hugging Face model folder, a trtlade "
-                            "bundle folder or a TensorRT-LLM engine directory", usage=True)
+        if not path.is_dir() and not _is_gguf_file(path):
+            raise PlanError(f"--model {value}: not a folder nor a .gguf file", "pass a Hugging Face model folder, "
+                            "a GGUF file (reference engine), a trtlade bundle folder or a TensorRT-LLM engine "
+                            "directory", usage=True)
         return path.resolve()
     base = models_dir or (Path(env[MODELS_DIR_ENV]) if env.get(MODELS_DIR_ENV) else None)
     if base is not None and "/" not in value and (base / value).is_dir():
@@ -198,9 +204,12 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     elif config.model.name is not None:
         model_dir = _resolve_model_arg(config.model.name, resolve(config.model.models_dir), env)
     tokenizer_dir = resolve(config.model.tokenizer) if config.model.tokenizer is not None else None
-    if model_dir is not None and not model_dir.is_dir():
-        raise PlanError(f"model.path {model_dir} is not a folder",
-                        "point model.path at a Hugging Face model folder")
+    if model_dir is not None and not model_dir.is_dir() and not (engine == "reference" and _is_gguf_file(model_dir)):
+        gguf = _is_gguf_file(model_dir)
+        raise PlanError(f"model.path {model_dir} is " + ("a GGUF file, which only the reference engine loads"
+                                                         if gguf else "not a folder"),
+                        "build TensorRT-LLM engines from the Hugging Face folder" if gguf else
+                        "point model.path at a Hugging Face model folder (or, for the reference engine, a GGUF file)")
     if engine == "reference":
         if model_dir is not None and is_engine_dir(model_dir):
             raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
