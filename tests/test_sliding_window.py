@@ -166,6 +166,11 @@ def test_other_layer_types_and_bidirectional_attention_are_refused_by_name():
         check_supported(gemma)
 
 
-def test_invariant_attention_refuses_a_sliding_model():
-    with pytest.raises(UnsupportedModelError, match="invariant_attention does not apply sliding windows"):
+def test_without_the_native_kernel_invariant_attention_refuses_a_sliding_model(monkeypatch):
+    import trtlade.reference.batch_runner as batch_runner
+
+    assert BatchRunner(tiny_model("mistral")).invariant_attention in ("native", None)  # the default never refuses
+    monkeypatch.setattr(batch_runner, "_ROW_ATTENTION", None)
+    assert BatchRunner(tiny_model("mistral")).invariant_attention is None
+    with pytest.raises(UnsupportedModelError, match="invariant_attention needs the native kernel"):
         BatchRunner(tiny_model("mistral"), invariant_attention=True)

@@ -69,7 +69,7 @@ class BenchConfig:
     top_p: float = 1.0
     seed: int = 0  # prompt i is sampled with seed + i, in every mode and repeat
     fast_forward: bool = True  # False: transformers' forward (the engine before its own Llama-family forward)
-    invariant_attention: bool = False  # experimental: row-invariant attention (bit-exact bf16 lookahead)
+    invariant_attention: Optional[bool] = None  # row-invariant attention: None = the engine's default (on, CPU)
 
     @property
     def baseline(self) -> str:
@@ -186,6 +186,7 @@ class DtypeResult:
     profile: list[dict[str, Any]] = field(default_factory=list)
     categories: dict[str, str] = field(default_factory=dict)  # prompt id -> category
     floor: dict[str, Any] = field(default_factory=dict)  # weight bytes / read bandwidth (trtlade.reference.floor)
+    exactness: dict[str, Any] = field(default_factory=dict)  # what lossless rests on (ReferenceEngine.exactness)
 
     @property
     def greedy(self) -> ModeResult:
@@ -206,6 +207,7 @@ class DtypeResult:
             "step_cost_ms": self.step_cost,
             "profile": self.profile,
             "floor": self.floor,
+            "exactness": self.exactness,
             "modes": [m.to_dict(greedy, generate) for m in self.modes],
             "per_category_vs_generate": category_speedups(self.modes, generate, self.categories),
             "keying": self.keying,
@@ -306,7 +308,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
-                              linear_kernel=engine.stats["linear_kernel"], categories=categories)
+                              linear_kernel=engine.stats["linear_kernel"], categories=categories,
+                              exactness=engine.exactness)
         floor = Floor(weight_bytes(engine.runner))
         floor.sample()  # the bandwidth before and after the modes: the host's, in this run
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
@@ -488,7 +491,7 @@ def _config_dict(config: BenchConfig) -> dict[str, Any]:
 _CATEGORIES = (
     ("linear (GEMM)", ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm_linear")),
     ("attention", ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                   "aten::bmm", "aten::_softmax", "aten::softmax", "aten::baddbmm")),
+                   "aten::bmm", "aten::_softmax", "aten::softmax", "aten::baddbmm", "trtlade.row_attention")),
     ("KV cache writes and compaction", ("aten::copy_", "aten::index", "aten::index_put_", "aten::masked_fill_")),
     ("norms, rotary, activations", ("aten::_fused_rms_norm", "aten::mul", "aten::add", "aten::add_", "aten::mul_",
                                     "aten::pow", "aten::mean",

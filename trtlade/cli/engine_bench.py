@@ -71,9 +71,10 @@ def engine_bench(
     transformers_forward: bool = typer.Option(False, "--transformers-forward", help="Run the reference engine on "
                                               "transformers' own forward instead of its fused Llama-family one "
                                               "(to compare; the per-step profile shows the difference)."),
-    invariant_attention: bool = typer.Option(False, "--invariant-attention", help="Experimental: attention "
-                                             "computed per row from its own keys, so bf16 lookahead gives "
-                                             "greedy's tokens exactly (slower)."),
+    invariant_attention: Optional[bool] = typer.Option(
+        None, "--invariant-attention/--no-invariant-attention", help="Row-invariant attention (each row from its "
+        "own keys, so lookahead gives greedy's bits in bf16 too). Default: the engine's (on where the native "
+        "kernel builds); --no-invariant-attention measures the sdpa/batched kernels instead."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -175,6 +176,15 @@ def _print_tables(data: dict) -> None:
                           f"{floor['read_gb_s']:.1f} GB/s (torch.sum over 1 GiB, {res['threads']} threads, measured "
                           f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
                           f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
+        exact = res.get("exactness") or {}
+        if exact:
+            ours_modes = [m for m in res["modes"] if m.get("kind") == "trtlade"]
+            same = sum(m["identity_vs_greedy"] == 1.0 for m in ours_modes)
+            console.print(f"identity, {res['dtype']}: {same} of {len(ours_modes)} modes identical to the engine's own "
+                          f"{'plain sampling' if sampled else 'greedy'} on every prompt; "
+                          + ("bit-exact by construction (row-invariant attention: "
+                             f"{exact['row_invariant_attention']}, row-invariant linear layers)" if exact["bit_exact"]
+                             else "not bit-exact by construction here: " + exact["statement"]), highlight=False)
         _print_categories(res)
         if res["keying"]:
             keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")

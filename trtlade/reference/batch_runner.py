@@ -51,6 +51,8 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 from trtlade.errors import TrtladeError
 from trtlade.reference.fast_forward import FAMILIES, FusedLinear, fast_body
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
+from trtlade.reference.native import RowKeys, row_attention
+from trtlade.reference.native import status as native_status
 
 __all__ = [
     "RowBlock",
@@ -66,6 +68,9 @@ __all__ = [
     "layer_windows",
     "SUPPORTED_LAYER_TYPES",
 ]
+
+#: The native row-invariant attention kernel (None: not built here; see trtlade.reference.native.status()).
+_ROW_ATTENTION = row_attention()
 
 #: Name under which :func:`batched_attention` is registered with transformers' AttentionInterface.
 BATCHED_ATTENTION = "trtlade_batched"
@@ -140,7 +145,8 @@ class StepLayout:
     prefill: Optional[tuple[int, int]] = None
     single: Optional[tuple[int, int]] = None
     contiguous: Optional[tuple[int, int, int]] = field(default=None)  # (slot, start, count) single-block write
-    invariant: Optional["InvariantIndex"] = None  # set when the runner computes row-invariant attention
+    invariant: Optional["InvariantIndex"] = None  # set when the runner computes row-invariant attention (torch)
+    row_keys: Optional[RowKeys] = None  # set when it computes it with the native kernel (every path, every layer)
     #: logical position of each padded query ``[blocks, kmax]`` and key ``[blocks, lmax]`` (general path):
     #: a verification row's key at cache index ``length + j`` holds the token at ``length + depths[j]``
     query_pos: Optional[np.ndarray] = None
@@ -209,6 +215,29 @@ def invariant_index(blocks: Sequence["RowBlock"], lengths: dict[int, int], devic
         valid[r, :len(keys)] = True
     return InvariantIndex(torch.from_numpy(slot).to(device), torch.from_numpy(pos).to(device),
                           torch.from_numpy(valid).to(device))
+
+
+def row_keys(blocks: Sequence["RowBlock"], lengths: dict[int, int]) -> RowKeys:
+    """Each packed row's keys for the native kernel: its slot's committed positions, then the rows of its
+    block it sees, by depth (cache index, position). A causal block's row i sees rows 0..i, which sit at
+    cache index = position: they count as committed, so a prefill of n rows lists n keys, not n^2/2.
+
+    >>> keys = row_keys([RowBlock(0, [7, 8, 9], [0, 1, 1], [0, 1, 2], mask=np.array(
+    ...     [[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=bool))], {0: 2})
+    >>> keys.committed.tolist(), keys.pos.tolist(), keys.idx.tolist(), keys.at.tolist()   # row 2: 0, 1, g, itself
+    ([2, 2, 2], [2, 3, 3], [2, 2, 3, 2, 4], [2, 2, 3, 2, 3])
+    """
+    rows: list[tuple[int, int, int, list[tuple[int, int]]]] = []
+    for b in blocks:
+        start = lengths[b.slot]
+        if b.mask is None:  # one row, or a causal chain: rows before it are at their positions
+            rows.extend((b.slot, start + i, start + i, [(start + i, start + i)]) for i in range(b.rows))
+            continue
+        seen = b.visibility()
+        for i in range(b.rows):
+            path = sorted((int(b.depths[j]), start + j) for j in range(b.rows) if seen[i, j])
+            rows.append((b.slot, start, start + int(b.depths[i]), [(idx, start + d) for d, idx in path]))
+    return RowKeys.build(rows)
 
 
 def invariant_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
@@ -292,6 +321,10 @@ def _slot_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     rep = heads // kv_heads
     scale = scaling if scaling is not None else dim ** -0.5
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    if layout.row_keys is not None:  # row-invariant: every row on its own (native kernel)
+        q = query[0].transpose(0, 1).float()  # [R, heads, dim]
+        out = _ROW_ATTENTION(q, key, value, layout.row_keys, scale, window=window, softcap=softcap)
+        return out.unsqueeze(0), None
     if softcap is not None and layout.mask is None:
         raise ValueError("attention with softcap needs a general step layout (step_layout(shortcuts=False))")
     if layout.prefill is not None:
@@ -495,7 +528,8 @@ class BatchRunner:
     forward (None: when the family is covered); ``release_weights``: drop the model's own linear weights
     once the fused copies are made (the engine owns the model: one copy in memory; the model can no
     longer run by itself); ``invariant_attention``: attention per row from its own keys only, the same
-    bits in a greedy and a verification step (experimental, fast forward only, slower).
+    bits in a greedy and a verification step (None: on wherever the native kernel runs, the CPU;
+    True: required, with the slower torch implementation when the kernel is missing; False: off).
     ``pack_linears``: for transformers' forward, swap ``nn.Linear`` for
     oneDNN-packed ones (CPU only; ``False`` also keeps the stock kernels, so it turns the fused forward
     off); ``None``: measure both on this CPU at load and keep the faster per
@@ -506,7 +540,7 @@ class BatchRunner:
 
     def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None,
                  fast_forward: Optional[bool] = None, release_weights: bool = False,
-                 invariant_attention: bool = False) -> None:
+                 invariant_attention: Optional[bool] = None) -> None:
         check_supported(model)
         model.eval()
         self.model = model
@@ -555,15 +589,32 @@ class BatchRunner:
         self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
         #: the base model's name for the cache argument (``cache`` from transformers 5.x, ``past_key_values`` before)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
-        #: attention computed per row from its own keys only (:func:`invariant_attention`; fast forward)
-        self.invariant_attention = bool(invariant_attention)
-        if self.invariant_attention and any(self.windows):
-            raise UnsupportedModelError(f"{cfg.model_type}: invariant_attention does not apply sliding windows; "
-                                        f"run this model without it")
+        #: attention computed per row from its own keys only: "native" (the C kernel, every model and
+        #: feature), "torch" (:func:`invariant_attention`: fast forward, full attention) or None (off)
+        self.invariant_attention = None
+        if invariant_attention is None:  # the default: on wherever the native kernel runs
+            self.invariant_attention = "native" if self.device.type == "cpu" and _ROW_ATTENTION is not None else None
+        elif invariant_attention:
+            if self.device.type == "cpu" and _ROW_ATTENTION is not None:
+                self.invariant_attention = "native"
+            elif self.fast is not None and not any(self.windows) and self.attn_softcap is None:
+                self.invariant_attention = "torch"
+            else:
+                raise UnsupportedModelError(
+                    f"{cfg.model_type}: invariant_attention needs the native kernel here (sliding windows, soft-caps "
+                    f"or transformers' forward), which is not available: {native_status()}")
         #: the KV cache's dtype: float32 for a half-precision model on the CPU under the fast forward (K/V
         #: are stored exactly, upcast; attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs)
-        self.kv_dtype = torch.float32 if (self.fast is not None and self.device.type == "cpu"
+        self.kv_dtype = torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
+                                          and self.device.type == "cpu"
                                           and self.dtype in (torch.bfloat16, torch.float16)) else self.dtype
+
+    @property
+    def bit_exact(self) -> bool:
+        """Whether every op gives a row the same bits whatever the rows beside it: the engine's own forward
+        (row-invariant linear layers) with row-invariant attention. Then lookahead's verification rows compute
+        exactly what a greedy step computes, in every dtype."""
+        return self.fast is not None and self.invariant_attention is not None
 
     # ------------------------------------------------------------------ slots
     def allocate(self, reserve: int) -> int:
@@ -692,7 +743,9 @@ class BatchRunner:
         needed = max(lengths[b.slot] + b.rows for b in blocks)
         self.cache.ensure(max(b.slot for b in blocks) + 1, needed, self.kv_dtype, self.device)
         layout = step_layout(blocks, lengths, self.device, shortcuts=self.attn_softcap is None)
-        if self.invariant_attention and self.fast is not None:
+        if self.invariant_attention == "native":
+            layout.row_keys = row_keys(blocks, lengths)
+        elif self.invariant_attention == "torch":
             layout.invariant = invariant_index(blocks, lengths, self.device)
         if layout.mask is not None and layout.hi - layout.lo == 1:
             layout.mask = layout.mask.to(self.kv_dtype)  # one block runs sdpa: its mask in the cache's dtype, once

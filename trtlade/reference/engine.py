@@ -130,10 +130,11 @@ class ReferenceEngine:
     transformers' forward always. ``release_weights``: free the model's own linear weights once the
     fused copies exist, so the process holds one copy (:meth:`load` does: the engine loaded the model and
     owns it; a model passed in stays usable by its caller, at the cost of a second copy).
-    ``invariant_attention`` (experimental, fast forward only): attention computed for each row from its
-    own keys in position order (:func:`~trtlade.reference.batch_runner.invariant_attention`), so that a
-    verification row gets the bits of a greedy row: lookahead is then token-identical to greedy in
-    bf16 too, at a cost (+33% per greedy step, +68% per (2,4,2) step on the AMD EPYC host).
+    ``invariant_attention``: attention computed for each row from its own keys in position order, by one
+    compiled routine (:mod:`trtlade.reference.native`), so that a verification row gets the bits of a
+    greedy row; with the engine's own forward (whose linear layers are row-invariant too) lookahead is
+    then token-identical to greedy in bf16 as in fp32 (:attr:`bit_exact`). ``None`` (default): on
+    wherever the kernel runs (the CPU, with a C compiler); ``False``: sdpa and the batched kernel.
     ``pack_linears``: oneDNN-packed linear layers on the CPU for transformers' forward (``None`` =
     measured per row count at load). Attention always runs through
     :func:`~trtlade.reference.batch_runner.batched_attention`. ``calibrate``:
@@ -150,7 +151,7 @@ class ReferenceEngine:
         threads: Optional[int] = None, model_id: Optional[str] = None, adaptive: bool = True,
         pack_linears: Optional[bool] = None,
         calibrate: bool = True, prompt_lookup: int = 0, fast_forward: Optional[bool] = None,
-        release_weights: bool = False, invariant_attention: bool = False,
+        release_weights: bool = False, invariant_attention: Optional[bool] = None,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -185,7 +186,7 @@ class ReferenceEngine:
         request_default: Any = None, threads: Optional[int] = None, seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
-        fast_forward: Optional[bool] = None, invariant_attention: bool = False,
+        fast_forward: Optional[bool] = None, invariant_attention: Optional[bool] = None,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder or a GGUF file (dequantised once into the user cache; ``None``:
         the embedded SmolLM2-135M-Instruct) in ``dtype`` on ``device``. Never downloads anything."""
@@ -230,6 +231,32 @@ class ReferenceEngine:
             "step_cost_ms": {rows: round(1000 * ms, 2) for rows in sorted(self.cost.samples)
                              if (ms := self.cost.median(rows)) is not None},
             "auto": self.policy.snapshot(),
+            "exactness": self.exactness,
+        }
+
+    @property
+    def bit_exact(self) -> bool:
+        """Lookahead and sampled lookahead give the bits of greedy / plain sampling in this engine's dtype by
+        construction: every op computes a row the same whatever the rows beside it."""
+        return self.runner.bit_exact
+
+    @property
+    def exactness(self) -> dict[str, Any]:
+        """What "lossless" rests on here, as data (``/version`` shows it)."""
+        from trtlade.reference.native import status
+
+        invariant = self.runner.invariant_attention
+        return {
+            "dtype": self.dtype,
+            "bit_exact": self.bit_exact,
+            "row_invariant_attention": invariant,
+            "row_invariant_linear": self.runner.fast is not None,
+            "native_kernel": status(),
+            "statement": (f"lookahead equals the engine's own {self.dtype} greedy / plain sampling bit for bit: every "
+                          f"op computes a row the same whatever the rows beside it (tested float32 and bfloat16 on "
+                          f"the AMD EPYC and CPU hosts CI runs on; tests/test_invariance.py)" if self.bit_exact else
+                          "row-invariance is not complete for this model or device (transformers' forward or no "
+                          "native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can differ"),
         }
 
     # ------------------------------------------------------------------------------- public API

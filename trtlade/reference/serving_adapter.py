@@ -84,7 +84,7 @@ class ReferenceServingEngine:
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                     **({"linear_kernel": engine_stats["linear_kernel"]}
+                     **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
                         if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                      **(details or {})},
             schedule=schedule,

@@ -1,0 +1,162 @@
+/* Row-invariant attention for the reference engine (CPU, float32).
+ *
+ * Each (row, head) is computed on its own, by one thread, by the same instructions: its keys are visited
+ * in position order (the slot's committed positions, then the row's path in the step), in chunks of
+ * CHUNK keys, with an online softmax. Nothing in a row's arithmetic depends on which other rows are in
+ * the call, how many there are, or which thread runs it, so a verification row and a greedy decode row
+ * at the same position, with the same tokens before them, get the same bits.
+ *
+ * Layout (all contiguous):
+ *   q     [rows, heads, dim]                   float32
+ *   k, v  [slots, kv_heads, capacity, dim]     float32 (the engine's slot cache)
+ *   out   [rows, heads, dim]                   float32
+ *   slot[r], committed[r], pos[r]: the row's cache slot, the slot's committed length, the row's position
+ *   path_ptr[r]..path_ptr[r+1]: the row's keys in the step, in depth order: cache index (path_idx) and
+ *   position (path_pos); the row itself is the last.
+ *   window > 0: keys at positions <= pos - window are skipped (sliding-window layers).
+ *   softcap > 0: scores become softcap * tanh(score / softcap).
+ *
+ * Built by trtlade/reference/native/__init__.py with the system C compiler (gcc/cc); -ffast-math lets
+ * the compiler vectorise expf/tanhf, and since one compiled sequence computes every row, invariance
+ * does not depend on it.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CHUNK 32
+#define MAX_DIM 512
+#define MAX_REP 16
+
+static inline float dot(const float *a, const float *b, int dim) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= dim; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < dim; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* One chunk of keys (pointers into the cache) folded into the running (m, l, acc) of each of the
+ * group's query heads: every head's arithmetic is the same sequence as if it were alone. */
+static void fold(const float *qg, int rep, const float **keys, const float **vals, int n, int dim,
+                 float scale, float softcap, float *m, float *l, float *acc) {
+    float s[MAX_REP][CHUNK];
+    for (int h = 0; h < rep; h++) {
+        const float *qh = qg + h * dim;
+        float cmax = -FLT_MAX;
+        for (int j = 0; j < n; j++) {
+            float x = dot(qh, keys[j], dim) * scale;
+            if (softcap > 0.0f) x = softcap * tanhf(x / softcap);
+            s[h][j] = x;
+            cmax = x > cmax ? x : cmax;
+        }
+        float mnew = cmax > m[h] ? cmax : m[h];
+        float corr = l[h] > 0.0f ? expf(m[h] - mnew) : 0.0f;
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) {
+            s[h][j] = expf(s[h][j] - mnew);
+            sum += s[h][j];
+        }
+        float *ah = acc + h * dim;
+        for (int d = 0; d < dim; d++) ah[d] *= corr;
+        l[h] = l[h] * corr + sum;
+        m[h] = mnew;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *vj = vals[j];
+        for (int h = 0; h < rep; h++) {
+            const float w = s[h][j];
+            float *ah = acc + h * dim;
+            for (int d = 0; d < dim; d++) ah[d] += w * vj[d];
+        }
+    }
+}
+
+#define TILE 4
+
+static inline int64_t first_key(int64_t pos, int64_t window) {
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
+/* The rest of one row's keys, from its committed key `from` on (chunking continues from a chunk boundary). */
+static void finish_row(const float *qg, int rep, const float *kbase, const float *vbase, int64_t from,
+                       int64_t committed, int64_t first, const int64_t *idx, const int64_t *at, int64_t npath,
+                       int dim, float scale, float softcap, float *m, float *l, float *acc) {
+    const float *keys[CHUNK];
+    const float *vals[CHUNK];
+    int n = 0;
+    for (int64_t j = from; j < committed; j++) {  /* committed keys, in position order */
+        keys[n] = kbase + j * dim;
+        vals[n] = vbase + j * dim;
+        if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
+    }
+    for (int64_t e = 0; e < npath; e++) {  /* then the row's path, by depth */
+        if (at[e] < first) continue;
+        keys[n] = kbase + idx[e] * dim;
+        vals[n] = vbase + idx[e] * dim;
+        if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
+    }
+    if (n) fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc);
+}
+
+int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k,
+                          const float *v, int64_t kv_heads, int64_t capacity, const int64_t *slot,
+                          const int64_t *committed, const int64_t *pos, const int64_t *path_ptr,
+                          const int64_t *path_idx, const int64_t *path_pos, int64_t window, float scale,
+                          float softcap, float *out) {
+    if (dim > MAX_DIM || heads % kv_heads != 0 || heads / kv_heads > MAX_REP) return 1;
+    const int rep = (int)(heads / kv_heads);
+    const int64_t tiles = (rows + TILE - 1) / TILE;
+    /* A tile: up to TILE consecutive rows. Rows of one slot with the same first key share their full chunks
+     * of committed keys: those chunks are folded for each of them while the keys are in cache; every row
+     * still sees exactly the chunk sequence it would alone. */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tiles * kv_heads; task++) {
+        const int64_t t0 = (task / kv_heads) * TILE, g = task % kv_heads;
+        const int64_t t1 = t0 + TILE < rows ? t0 + TILE : rows;
+        float acc[TILE][MAX_REP * MAX_DIM];
+        float m[TILE][MAX_REP], l[TILE][MAX_REP];
+        for (int64_t r = t0; r < t1; r++) {
+            for (int h = 0; h < rep; h++) { m[r - t0][h] = -FLT_MAX; l[r - t0][h] = 0.0f; }
+            memset(acc[r - t0], 0, sizeof(float) * rep * dim);
+        }
+        int64_t r = t0;
+        while (r < t1) {  /* a run of rows [r, e) of one slot and first key */
+            const int64_t first = first_key(pos[r], window);
+            int64_t e = r + 1, shared = committed[r];
+            while (e < t1 && slot[e] == slot[r] && first_key(pos[e], window) == first) {
+                shared = committed[e] < shared ? committed[e] : shared;
+                e++;
+            }
+            const int64_t chunks = shared > first ? (shared - first) / CHUNK : 0;
+            const float *kbase = k + ((slot[r] * kv_heads + g) * capacity) * dim;
+            const float *vbase = v + ((slot[r] * kv_heads + g) * capacity) * dim;
+            const float *keys[CHUNK];
+            const float *vals[CHUNK];
+            for (int64_t c = 0; c < chunks; c++) {
+                for (int j = 0; j < CHUNK; j++) {
+                    keys[j] = kbase + (first + c * CHUNK + j) * dim;
+                    vals[j] = vbase + (first + c * CHUNK + j) * dim;
+                }
+                for (int64_t x = r; x < e; x++)
+                    fold(q + (x * heads + g * rep) * dim, rep, keys, vals, CHUNK, dim, scale, softcap,
+                         m[x - t0], l[x - t0], acc[x - t0]);
+            }
+            for (int64_t x = r; x < e; x++)
+                finish_row(q + (x * heads + g * rep) * dim, rep, kbase, vbase, first + chunks * CHUNK, committed[x],
+                           first, path_idx + path_ptr[x], path_pos + path_ptr[x], path_ptr[x + 1] - path_ptr[x],
+                           dim, scale, softcap, m[x - t0], l[x - t0], acc[x - t0]);
+            r = e;
+        }
+        for (int64_t x = t0; x < t1; x++)
+            for (int h = 0; h < rep; h++) {
+                float *o = out + (x * heads + g * rep + h) * dim;
+                const float inv = 1.0f / l[x - t0][h];
+                for (int64_t d = 0; d < dim; d++) o[d] = acc[x - t0][h * dim + d] * inv;
+            }
+    }
+    return 0;
+}
