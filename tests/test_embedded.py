@@ -193,3 +193,36 @@ def test_smollm2_chat_stops_at_im_end():
     result = engine.generate(ids, max_tokens=64, lookahead=(4, 2, 4))
     assert result.finish_reason == "stop" and result.tokens[-1] == 2
     assert "<|im_end|>" not in result.text and result.text.strip()
+
+
+@pytest.mark.slow
+def test_smollm2_bf16_lookahead_and_sampling_are_bit_exact():
+    """Issue 28's target on the real model: in bfloat16 every lookahead mode gives the engine's own bf16
+    greedy tokens and seeded lookahead sampling plain sampling's (576 inputs: the two-rows GEMM path too)."""
+    from trtlade import ReferenceEngine
+    from trtlade.reference.prompt_suite import load_suite
+
+    engine = ReferenceEngine.load(dtype="bfloat16", spec=(4, 4, 4), calibrate=False, prompt_lookup=3)
+    assert engine.bit_exact, engine.exactness
+    chosen = ("code-prime", "chat-weekend", "summary-bees", "list-planets", "repeat-numbers", "math-train")
+    prompts = [p.encode(engine.tokenizer) for p in load_suite().prompts if p.id in chosen]
+    assert len(prompts) == len(chosen)
+    batch_reqs = []
+    for ids in prompts:
+        greedy = engine.greedy(ids, 40, ignore_eos=True).tokens
+        for spec in [(2, 4, 2), (4, 4, 4), "auto"]:
+            assert engine.generate(ids, 40, lookahead=spec, ignore_eos=True).tokens == greedy, spec
+        plain = engine.generate(ids, 24, lookahead=(1, 1, 0), temperature=0.8, seed=7, ignore_eos=True).tokens
+        assert engine.generate(ids, 24, lookahead=(2, 4, 2), temperature=0.8, seed=7, ignore_eos=True).tokens == plain
+        batch_reqs.append((ids, greedy))
+    from trtlade.contract.protocol import GenerationRequest
+    from trtlade.spec import LookaheadSpec
+
+    batch = engine.new_batch(max_batch_size=8)
+    ids_of = {batch.add(GenerationRequest(prompt_ids=tuple(ids), max_tokens=40, ignore_eos=True,
+                                          lookahead=LookaheadSpec(2, 4, 2))): want for ids, want in batch_reqs}
+    got: dict[int, list[int]] = {i: [] for i in ids_of}
+    while len(batch):
+        for seq_id, chunk in batch.step():
+            got[seq_id].extend(chunk.tokens)
+    assert all(got[i] == want for i, want in ids_of.items())

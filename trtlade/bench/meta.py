@@ -68,6 +68,9 @@ def describe_server(version: Any) -> Optional[str]:
     ...     "spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2},
     ...     "details": {"preset": "fast", "dtype": "float32"}}})
     'reference engine, preset fast, (W,N,G) = (2,4,2), float32, model SmolLM2-135M-Instruct'
+    >>> describe_server({"engine": {"name": "reference", "details": {"dtype": "bfloat16",
+    ...     "exactness": {"bit_exact": True}}}})
+    'reference engine, bfloat16, lookahead bit-exact by construction (row-invariant kernels)'
     >>> describe_server({"object": "list"}) is None
     True
     """
@@ -84,6 +87,10 @@ def describe_server(version: Any) -> Optional[str]:
             "window_size", "ngram_size", "verification_set_size"))))
     if details.get("dtype"):
         parts.append(str(details["dtype"]))
+    exact = details.get("exactness") if isinstance(details.get("exactness"), dict) else {}
+    if "bit_exact" in exact:
+        parts.append("lookahead bit-exact by construction (row-invariant kernels)" if exact["bit_exact"]
+                     else "lookahead not bit-exact by construction")
     if engine.get("model"):
         parts.append(f"model {engine['model']}")
     return ", ".join(parts)

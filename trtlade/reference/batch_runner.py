@@ -419,8 +419,9 @@ class _SlotLayer(CacheLayerMixin):
             self.keys[slot, :, start:start + count] = key_states[0]
             self.values[slot, :, start:start + count] = value_states[0]
         else:
-            self.keys[layout.write_slot, :, layout.write_pos] = key_states[0].transpose(0, 1)
-            self.values[layout.write_slot, :, layout.write_pos] = value_states[0].transpose(0, 1)
+            # index_put does not cast: a half-precision model's rows into a float32 cache are upcast here
+            self.keys[layout.write_slot, :, layout.write_pos] = key_states[0].transpose(0, 1).to(self.keys.dtype)
+            self.values[layout.write_slot, :, layout.write_pos] = value_states[0].transpose(0, 1).to(self.values.dtype)
 
     def move(self, src: tuple[torch.Tensor, torch.Tensor], dst: tuple[torch.Tensor, torch.Tensor]) -> None:
         for buf in (self.keys, self.values):

@@ -34,7 +34,11 @@ import numpy as np
 __all__ = ["RowKeys", "row_attention", "status", "FLAGS", "PROFILE_LABEL"]
 
 SOURCE = Path(__file__).with_name("row_attention.c")
-FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
+#: Compile flags. -ffast-math only for compiling (it lets expf/tanhf vectorise; one compiled sequence
+#: computes every row, so invariance does not depend on it): linking with it would add crtfastmath.o,
+#: whose constructor sets flush-to-zero for the whole process when the library loads.
+FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC")
+LINK_FLAGS = ("-shared", "-fopenmp")
 _state: dict = {}
 #: the kernel's name in a torch profile
 PROFILE_LABEL = "trtlade.row_attention"
@@ -98,23 +102,26 @@ def _build() -> tuple[Optional[ctypes.CDLL], str]:
     cc = _compiler()
     if cc is None:
         return None, "no C compiler (cc/gcc) found: the torch implementation runs instead"
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + _cpu_key().encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + LINK_FLAGS).encode()
+                         + _cpu_key().encode()).hexdigest()[:16]
     target = _cache_dir() / f"row_attention-{key}.so"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
         try:
-            done = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True,
-                                  timeout=120)
-            if done.returncode != 0:
-                return None, f"{cc} failed: {done.stderr.strip()[-300:]}"
+            obj = tmp + ".o"
+            for argv in ([cc, *FLAGS, "-c", str(SOURCE), "-o", obj], [cc, *LINK_FLAGS, obj, "-o", tmp, "-lm"]):
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+                if done.returncode != 0:
+                    return None, f"{cc} failed: {done.stderr.strip()[-300:]}"
             os.replace(tmp, target)
         except (OSError, subprocess.SubprocessError) as exc:
             return None, f"{cc} failed: {exc}"
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            for leftover in (tmp, tmp + ".o"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
     try:
         lib = ctypes.CDLL(str(target))
     except OSError as exc:
