@@ -199,6 +199,27 @@ def test_bf16_batches_of_1_to_8_are_greedy_token_for_token(arch, batch_size):
         assert list(tokens(out[i])) == want, f"request {i} spec {specs[i]}"
 
 
+@needs_kernel
+@pytest.mark.parametrize("arch", ARCHS)
+def test_bf16_schedule_requests_in_a_filling_batch_are_greedy_token_for_token(arch):
+    """The schedule drafts (4,2,4) while a request is alone and stops when neighbours arrive: the bf16 tokens
+    stay greedy's through every change of rows."""
+    from trtlade.schedule import LookaheadSchedule
+    from trtlade.spec import LookaheadSpec
+
+    eng = engine(arch, torch.bfloat16)
+    schedule = LookaheadSchedule.parse([{"up_to": 1, "spec": "4,2,4"}, {"spec": "1,1,0"}])
+    ps = prompts()
+    first = request(ps[0], LookaheadSpec(4, 2, 4), max_tokens=40, policy="schedule", schedule=schedule, band=0)
+    later = [request(p, LookaheadSpec(1, 1, 0), max_tokens=6, policy="schedule", schedule=schedule, band=1)
+             for p in ps[1:4]]
+    out = run(eng.new_batch(max_batch_size=8), {0: [first], 4: later})
+    assert list(tokens(out[0])) == eng.greedy(list(ps[0]), 40, ignore_eos=True).tokens
+    for i, p in enumerate(ps[1:4], 1):
+        assert list(tokens(out[i])) == eng.greedy(list(p), 6, ignore_eos=True).tokens
+    assert any(r > 1 for r in out[0][-1].stats.rows_per_step[1:4])  # it did draft
+
+
 def test_bf16_engine_states_its_exactness():
     eng = engine("llama", torch.bfloat16)
     info = eng.exactness
