@@ -391,7 +391,8 @@ def test_the_engine_reports_the_kernel_it_measured():
     from models import tiny_engine
 
     fused = tiny_engine("llama", (2, 2, 1)).runner.kernel_choice  # the engine's own forward: fused, packed
-    assert fused.kernel == "fused-onednn" and fused.layers == 4 * 2 + 1 and "one packed copy" in fused.reason
+    assert fused.kernel in ("fused-native", "fused-onednn-packed") and fused.layers == 4 * 2 + 1
+    assert "one packed copy" in fused.reason
     engine = tiny_engine("llama", (2, 2, 1), fast_forward=False)  # transformers' forward: measured at load
     choice = engine.runner.kernel_choice
     assert choice.kernel in ("onednn-packed", "plain", "by-rows") and choice.reason

@@ -11,19 +11,29 @@ from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.reference.batch_runner import UnsupportedModelError
 from trtlade.reference.fast_forward import FusedLinear, fast_body
 from trtlade.reference.kernels import onednn_available
+from trtlade.reference.native import PanelLinear, linear_dtypes, status
 
 ROWS = (1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 32, 64)
 
 
+NATIVE = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+needs_native = pytest.mark.skipif(not linear_dtypes(), reason=f"native linear kernel not built here: {status()}")
+
+
+@pytest.mark.parametrize("kernel", ["native", "onednn-packed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("in_features", [64, 576, 1536])
-def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(dtype, in_features):
-    """Bitwise, for 1 to 64 rows: with more than 1024 inputs oneDNN takes another kernel for one row
-    (float32 and bfloat16), so FusedLinear computes a lone row as two."""
+def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(kernel, dtype, in_features):
+    """Bitwise, for 1 to 64 rows, on both kernels: the native one computes each output as one chain over
+    k whatever the tile; with more than 1024 inputs oneDNN takes another kernel for one row (float32 and
+    bfloat16), so FusedLinear computes a lone row as two there."""
     assert onednn_available()
+    if kernel == "native" and dtype not in [NATIVE[d] for d in linear_dtypes()]:
+        pytest.skip(f"native linear kernel not built for {dtype} here: {status()}")
     torch.manual_seed(0)
     layers = [torch.nn.Linear(in_features, 96, bias=True), torch.nn.Linear(in_features, 32, bias=False)]
-    fused = FusedLinear([layer.to(dtype) for layer in layers], release=False)
+    fused = FusedLinear([layer.to(dtype) for layer in layers], release=False, native=kernel == "native")
+    assert fused.kernel == kernel
     x = torch.randn(64, in_features, dtype=dtype)
     with torch.inference_mode():
         alone = fused(x[:1])
@@ -34,13 +44,45 @@ def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(dtype, in_featu
             assert torch.equal(fused(y[:1]), fused(y)[:1]), trial
         reference = torch.cat([layers[0](x), layers[1](x)], dim=-1)
         assert torch.allclose(fused(x).float(), reference.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-4)
-    assert fused.splits == [96, 32] and fused.two_rows_for_one == (in_features > 1024)
+    assert fused.splits == [96, 32] and fused.two_rows_for_one == (kernel != "native" and in_features > 1024)
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("out_features, in_features", [(1, 2), (17, 6), (50, 64), (300, 130)])
+def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, out_features, in_features):
+    """Outputs not a multiple of the 16-wide panels, a bias in float32, and W's rows read back exactly
+    (the tied embedding reads its rows from the LM head's packed copy)."""
+    if dtype not in [NATIVE[d] for d in linear_dtypes()]:
+        pytest.skip(f"native linear kernel not built for {dtype} here")
+    torch.manual_seed(1)
+    w, b = torch.randn(out_features, in_features).to(dtype), torch.randn(out_features).to(dtype)
+    lin = PanelLinear.pack(w, b)
+    x = torch.randn(70, in_features).to(dtype)
+    y = lin(x)
+    assert y.shape == (70, out_features) and y.dtype == dtype
+    reference = x.float() @ w.float().T + b.float()
+    assert torch.allclose(y.float(), reference, atol=0.06 * in_features ** 0.5 if dtype == torch.bfloat16 else 1e-4)
+    assert torch.equal(torch.stack([lin(x[i:i + 1])[0] for i in range(70)]), y)
+    ids = torch.tensor([out_features - 1, 0, out_features // 2])
+    assert torch.equal(lin.rows(ids), w[ids])
+
+
+def test_without_the_native_kernel_the_fused_linear_runs_onednn(monkeypatch):
+    import trtlade.reference.native as native
+
+    monkeypatch.setattr(native, "linear_dtypes", lambda: ())
+    fused = FusedLinear([torch.nn.Linear(64, 32)], release=False)
+    assert fused.kernel == "onednn-packed" and fused.native is None
+    with pytest.raises(ValueError, match="native linear kernel does not run"):
+        FusedLinear([torch.nn.Linear(64, 32)], release=False, native=True)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_llama_family_runs_the_fast_forward(arch):
     eng = tiny_engine(arch, (4, 2, 4))
-    assert eng.runner.fast is not None and eng.runner.kernel_choice.kernel == "fused-onednn"
+    expected = "fused-native" if "float32" in linear_dtypes() else "fused-onednn-packed"
+    assert eng.runner.fast is not None and eng.runner.kernel_choice.kernel == expected
     layer = eng.runner.fast.layers[0]
     assert layer.attn_in.splits == [64, 32, 32] and len(layer.mlp_in.splits) == 2
     assert (layer.q_norm is not None) == (arch == "qwen3")
@@ -125,3 +167,33 @@ def test_bf16_lookahead_is_token_identical_with_invariant_attention(arch):
         greedy = eng.generate(prompt, max_tokens=32, lookahead=(1, 1, 0), ignore_eos=True).tokens
         for spec in [(2, 2, 1), (2, 4, 2), (4, 4, 4)]:
             assert eng.generate(prompt, max_tokens=32, lookahead=spec, ignore_eos=True).tokens == greedy, spec
+
+
+@needs_native
+def test_a_tied_embedding_reads_the_packed_head_and_keeps_no_second_copy():
+    """SmolLM2 ties its embedding to the LM head: the engine's embedding reads its rows from the head's
+    native packed weight, the model's own copy is released, and greedy and lookahead still give
+    transformers' generate tokens."""
+    from transformers import AutoModelForCausalLM
+
+    from models import tiny_config
+
+    tok = tiny_tokenizer()
+    config = tiny_config("qwen3", len(tok))
+    config.tie_word_embeddings = True
+
+    def model():
+        torch.manual_seed(5)
+        return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+
+    reference = model()
+    assert reference.get_input_embeddings().weight is reference.get_output_embeddings().weight
+    prompt = tok.encode("Once upon a time there was a little robot who")
+    with torch.no_grad():
+        expected = reference.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
+                                      eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+    owned = tiny_engine("qwen3", (4, 2, 4), model=model(), release_weights=True)
+    assert type(owned.runner.fast.embed_tokens).__name__ == "PackedEmbedding"
+    assert owned.model.get_input_embeddings().weight.numel() == 0
+    for spec in [(1, 1, 0), (4, 2, 4)]:
+        assert owned.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens == expected

@@ -489,7 +489,7 @@ def _config_dict(config: BenchConfig) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- profile
 #: aten / mkldnn op name -> category of the per-step profile
 _CATEGORIES = (
-    ("linear (GEMM)", ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm_linear")),
+    ("linear (GEMM)", ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm_linear", "trtlade.linear")),
     ("attention", ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
                    "aten::bmm", "aten::_softmax", "aten::softmax", "aten::baddbmm", "trtlade.row_attention")),
     ("KV cache writes and compaction", ("aten::copy_", "aten::index", "aten::index_put_", "aten::masked_fill_")),
@@ -497,7 +497,7 @@ _CATEGORIES = (
                                     "aten::pow", "aten::mean",
                                     "aten::rsqrt", "aten::silu", "aten::neg", "aten::cat", "aten::div_", "aten::sum",
                                     "aten::cos", "aten::sin", "aten::to", "aten::_to_copy", "aten::embedding",
-                                    "aten::index_select")),
+                                    "aten::index_select", "trtlade.layer_ops")),
     ("argmax", ("aten::argmax",)),
 )
 
@@ -517,6 +517,10 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     plain = engine.generate(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
     stream = engine.stream(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
     next(stream)  # the prefill
+    fast = getattr(getattr(engine, "runner", None), "fast", None)
+    native = getattr(fast, "native", None)
+    if native is not None:
+        native.timings[:] = 0.0
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         decode_steps = sum(1 for _ in stream)
@@ -530,6 +534,9 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     other_ops = sum(e.self_cpu_time_total for k, e in by_name.items()
                     if (k.startswith("aten::") or k.startswith("mkldnn::")) and k not in known)
     ms["other torch ops"] = other_ops / 1000.0 / n
+    if native is not None:  # the native body is one call: its own timers split it
+        for category, seconds in zip(("linear (GEMM)", "attention", "norms, rotary, activations"), native.timings):
+            ms[category] += float(seconds) * 1000.0 / n
     for label, key in (("lookahead algorithm (Python)", ALGORITHM_LABEL), ("detokenize + stops", TEXT_LABEL)):
         ms[label] = by_name[key].cpu_time_total / 1000.0 / n if key in by_name else 0.0
     profiled_ms = 1000.0 * wall / n

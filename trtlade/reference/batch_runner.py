@@ -49,7 +49,7 @@ from torch.profiler import record_function
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from trtlade.errors import TrtladeError
-from trtlade.reference.fast_forward import FAMILIES, FusedLinear, fast_body
+from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, _release, fast_body
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 from trtlade.reference.native import RowKeys, row_attention
 from trtlade.reference.native import status as native_status
@@ -554,18 +554,27 @@ class BatchRunner:
         if self.lm_head is None:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
         #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
+        #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
+        self.windows = layer_windows(model)
         self.fast = None if fast_forward is False or pack_linears is False else \
-            fast_body(model, release=release_weights)
+            fast_body(model, release=release_weights, windows=self.windows)
         if fast_forward and self.fast is None:
             raise UnsupportedModelError(f"{self.config.model_type}: the fast forward runs the Llama family "
                                         f"({', '.join(FAMILIES)}) only")
         if self.fast is not None:
-            self.lm_head = FusedLinear([self.lm_head], release=release_weights and not _tied(model))
-            packed = self.lm_head.packed
-            self.packed_linears = 4 * len(self.fast.layers) + 1 if packed else 0
-            self.kernel_choice = KernelChoice("fused-onednn" if packed else "fused-plain", self.packed_linears,
+            tied = _tied(model)
+            self.lm_head = FusedLinear([self.lm_head], release=release_weights and not tied)
+            if tied and self.lm_head.native is not None:  # the embedding reads its rows from the packed head
+                self.fast.embed_tokens = PackedEmbedding(self.lm_head)
+                if release_weights:
+                    _release(model.get_input_embeddings())
+            kernel = self.lm_head.kernel
+            self.packed_linears = 4 * len(self.fast.layers) + 1 if kernel != "plain" else 0
+            self.kernel_choice = KernelChoice(f"fused-{kernel}", self.packed_linears,
                                               reason="the engine's own Llama-family forward: q/k/v and gate/up "
-                                                     "fused, one packed copy of every weight")
+                                                     "fused, one packed copy of every weight"
+                                                     + (" (native linear kernel, linear.c)" if kernel == "native"
+                                                        else ""))
         elif pack_linears is None:
             self.kernel_choice = choose_linear_kernel(model)
             self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel != "plain" else 0
@@ -576,8 +585,6 @@ class BatchRunner:
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
         cfg = self.config
-        #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
-        self.windows = layer_windows(model)
         #: Gemma 2's attention and final-logit soft-capping (None: off)
         self.attn_softcap = getattr(cfg, "attn_logit_softcapping", None)
         self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
@@ -663,7 +670,10 @@ class BatchRunner:
         self.cache.layout = layout
         try:
             with record_function("trtlade.body"):
-                if self.fast is not None:
+                if self.fast is not None and self.fast.native is not None and layout.row_keys is not None \
+                        and self.kv_dtype == torch.float32:
+                    hidden = self.fast.forward_native(ids, pos, _NativeStep(self, layout))
+                elif self.fast is not None:
                     hidden = self.fast(ids, pos, self._attend)
                 else:
                     hidden = self.base(input_ids=ids, position_ids=pos, attention_mask=self._dummy_mask,
@@ -751,6 +761,19 @@ class BatchRunner:
         if layout.mask is not None and layout.hi - layout.lo == 1:
             layout.mask = layout.mask.to(self.kv_dtype)  # one block runs sdpa: its mask in the cache's dtype, once
         return layout
+
+
+class _NativeStep:
+    """One step of the native body (:meth:`FastBody.forward_native`): each row's keys, where its K/V go
+    (its own cache index: the last key of its path), and the cache buffers."""
+
+    def __init__(self, runner: "BatchRunner", layout: StepLayout) -> None:
+        self.keys = layout.row_keys
+        self.index = np.ascontiguousarray(self.keys.idx[self.keys.ptr[1:] - 1])
+        self._cache = runner.cache
+
+    def caches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(layer.keys, layer.values) for layer in self._cache.layers]
 
 
 _MASKED = float(torch.finfo(torch.float32).min)

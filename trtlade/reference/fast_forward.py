@@ -38,14 +38,16 @@ runs the model's own body.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import torch
 from torch import nn
 
 from trtlade.reference.kernels import onednn_available
+from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
+from trtlade.reference.native import status as native_status
 
-__all__ = ["FAMILIES", "FusedLinear", "FastBody", "fast_body"]
+__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "FastBody", "fast_body"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -61,7 +63,7 @@ class FusedLinear(nn.Module):
     the only copy. ``splits``: the output width of each source layer, to split the result.
     """
 
-    def __init__(self, layers: Sequence[nn.Linear], *, release: bool = True) -> None:
+    def __init__(self, layers: Sequence[nn.Linear], *, release: bool = True, native: Optional[bool] = None) -> None:
         super().__init__()
         weight = torch.cat([layer.weight.detach() for layer in layers]) if len(layers) > 1 \
             else layers[0].weight.detach()
@@ -74,17 +76,35 @@ class FusedLinear(nn.Module):
         self.in_features = int(weight.shape[1])
         self.out_features = int(weight.shape[0])
         self.splits = [int(layer.out_features) for layer in layers]
-        self.packed = (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
-                       and onednn_available())
+        #: the native kernel (``trtlade/reference/native/linear.c``): None where it does not run
+        self.native: Optional[PanelLinear] = None
+        if native is not False and PanelLinear.supports(weight):
+            self.native = PanelLinear.pack(weight, bias)
+        elif native:
+            raise ValueError(f"the native linear kernel does not run a {weight.dtype} weight here: "
+                             f"{native_status()}")
+        self.packed = self.native is None and (weight.device.type == "cpu"
+                                               and weight.dtype in (torch.float32, torch.bfloat16)
+                                               and onednn_available())
         self.two_rows_for_one = self.packed and self.in_features > _ONE_ROW_KERNEL_FROM
-        stored = torch.ops.mkldnn._reorder_linear_weight(weight) if self.packed else weight.contiguous()
+        if self.native is not None:
+            stored, bias = self.native.packed, None
+        else:
+            stored = torch.ops.mkldnn._reorder_linear_weight(weight) if self.packed else weight.contiguous()
         self.register_buffer("weight", stored, persistent=False)
         self.register_buffer("bias", bias, persistent=False)
         if release:
             for layer in layers:
                 _release(layer)
 
+    @property
+    def kernel(self) -> str:
+        """``"native"`` (linear.c), ``"onednn-packed"`` or ``"plain"``."""
+        return "native" if self.native is not None else "onednn-packed" if self.packed else "plain"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.native is not None:
+            return self.native(x)
         if not self.packed:
             return nn.functional.linear(x, self.weight, self.bias)
         if not x.is_contiguous():
@@ -97,7 +117,21 @@ class FusedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, splits={self.splits}, packed={self.packed}"
+        return f"in_features={self.in_features}, splits={self.splits}, kernel={self.kernel}"
+
+
+class PackedEmbedding(nn.Module):
+    """A tied input embedding read from the LM head's native packed weight (:meth:`PanelLinear.rows`):
+    the same values as ``embed_tokens(ids)``, without a second copy of the vocabulary matrix."""
+
+    def __init__(self, head: FusedLinear) -> None:
+        super().__init__()
+        if head.native is None:
+            raise ValueError("a packed embedding needs the LM head on the native kernel")
+        self.head = head.native
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head.rows(ids).view(*ids.shape, self.head.in_features)
 
 
 def _release(layer: nn.Linear) -> None:
@@ -162,13 +196,45 @@ class FastBody(nn.Module):
     cache, attend)`` -> the last hidden states ``[R, hidden]``; ``attend(q, k, v, layer_idx, scaling)``
     writes ``k``/``v`` into the cache and returns the attention output ``[1, R, heads, dim]``."""
 
-    def __init__(self, model: nn.Module, *, release: bool = True) -> None:
+    def __init__(self, model: nn.Module, *, release: bool = True,
+                 windows: Optional[Sequence[Optional[int]]] = None) -> None:
         super().__init__()
         base = getattr(model, model.base_model_prefix)
+        #: each layer's sliding window (None: full attention), as the engine reads them from the model
+        self.windows = list(windows) if windows is not None else [None] * len(base.layers)
         self.embed_tokens = base.embed_tokens
         self.rotary_emb = base.rotary_emb
         self.norm = _norm(base.norm)
         self.layers = nn.ModuleList(_Layer(layer, release) for layer in base.layers)
+        if release:  # before the native body takes the remaining tensors' addresses
+            _own_the_rest(model)
+        #: the whole body in one native call (:meth:`forward_native`), or None: the model's own modules run
+        self.native = self._native_body()
+
+    def _native_body(self) -> Optional[NativeBody]:
+        """A :class:`NativeBody` where it computes this model: every linear on the native kernel, plain
+        RMSNorms with one epsilon, SiLU (checked on its values), heads of an even size; else None."""
+        parts = ("input_layernorm", "post_attention_layernorm", "q_norm", "k_norm")
+        norms = [self.norm] + [getattr(layer, p) for layer in self.layers for p in parts
+                               if getattr(layer, p) is not None]
+        if not all(isinstance(n, _Norm) for n in norms) or len({n.eps for n in norms}) != 1:
+            return None
+        layers = list(self.layers)
+        for layer in layers:
+            if any(lin.native is None for lin in (layer.attn_in, layer.attn_out, layer.mlp_in, layer.mlp_out)):
+                return None
+            if layer.head_dim % 2 or layer.head_dim > 512 or (layer.q_norm is None) != (layer.k_norm is None):
+                return None
+        x = torch.linspace(-8, 8, 33)
+        if not torch.equal(layers[0].act(x), nn.functional.silu(x)):
+            return None
+        d, (nq, nk, _) = layers[0].head_dim, layers[0].attn_in.splits
+        body = [BodyLayer(layer.attn_in.native, layer.attn_out.native, layer.mlp_in.native, layer.mlp_out.native,
+                          layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
+                          layer.q_norm.weight if layer.q_norm is not None else None,
+                          layer.k_norm.weight if layer.k_norm is not None else None, layer.scaling, window)
+                for layer, window in zip(layers, self.windows)]
+        return NativeBody(body, self.norm.weight, heads=nq // d, kv_heads=nk // d, head_dim=d, eps=norms[0].eps)
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any) -> torch.Tensor:
         h = self.embed_tokens(ids)[0]  # [R, hidden]
@@ -181,6 +247,14 @@ class FastBody(nn.Module):
             g, u = layer.mlp_in.forward(layer.post_attention_layernorm.forward(h)).split(layer.mlp_in.splits, dim=-1)
             h = h + layer.mlp_out.forward(layer.act(g) * u)
         return self.norm(h)
+
+    def forward_native(self, ids: torch.Tensor, positions: torch.Tensor, step: "NativeStep") -> torch.Tensor:
+        """:meth:`forward` as ONE native call (:class:`~trtlade.reference.native.NativeBody`): the
+        embedding and the rotary tables here, every layer in C. ``step``: the rows' keys and cache."""
+        h = self.embed_tokens(ids)[0].contiguous()  # [R, hidden]: the residual stream, updated in place
+        cos, sin = self.rotary_emb(h[None], positions)
+        cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()  # [R, d]
+        return self.native(h, cos, sin, step.keys, step.index, step.caches())
 
     def _attention(self, layer: _Layer, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
                    attend: Any) -> torch.Tensor:
@@ -196,6 +270,17 @@ class FastBody(nn.Module):
         v = qkv[:, (nq + nk) // d:].transpose(0, 1)[None]
         out = attend(q, k, v, layer.layer_idx, layer.scaling)
         return out.reshape(rows, -1)
+
+
+class NativeStep(Protocol):
+    """What :meth:`FastBody.forward_native` needs of the engine for one step: each row's keys
+    (:class:`~trtlade.reference.native.RowKeys`), where its K/V go in its slot (``index``, int64 numpy),
+    and every layer's float32 cache buffers."""
+
+    keys: Any
+    index: Any
+
+    def caches(self) -> list[tuple[torch.Tensor, torch.Tensor]]: ...
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -224,16 +309,14 @@ def _has_llama_layers(model: nn.Module) -> bool:
     return True
 
 
-def fast_body(model: nn.Module, *, release: bool = True) -> Optional[FastBody]:
+def fast_body(model: nn.Module, *, release: bool = True,
+              windows: Optional[Sequence[Optional[int]]] = None) -> Optional[FastBody]:
     """A :class:`FastBody` for ``model``, or None when its family or layer shape is not one this forward
     reproduces (the engine then runs transformers' forward)."""
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) not in FAMILIES or not _has_llama_layers(model):
         return None
-    body = FastBody(model, release=release)
-    if release:
-        _own_the_rest(model)
-    return body
+    return FastBody(model, release=release, windows=windows)
 
 
 def _own_the_rest(model: nn.Module) -> None:
