@@ -1,9 +1,14 @@
-"""The reference engine's own Llama-family forward against transformers' forward, on one host, in one
-run: decode time per step (greedy and a lookahead spec), next to the floor (the time to read the weights
-once, from a bandwidth measured in the same run), interleaved and repeated, and where each step's time
-goes (torch.profiler). The numbers behind docs/reference-engine.md, "Where a step's time goes".
+"""The reference engine's forwards against each other, on one host, in one run: decode time per step
+(greedy and a lookahead spec), next to the floor (the time to read the weights once, from a bandwidth
+measured in the same run), interleaved and repeated, and where each step's time goes (torch.profiler and
+the native body's own timers). The numbers behind docs/reference-engine.md, "Where a step's time goes".
+
+Forwards: ``native`` (the default: linear.c and the one-call body), ``onednn`` (the engine's own forward
+on oneDNN's GEMMs and torch's ops, as before the native body), ``transformers`` (transformers' forward).
+Ratios are against the last one named.
 
     .venv/bin/python scripts/forward_compare.py --dtype float32 --repeats 3 --json reports/forward-fp32.json
+    .venv/bin/python scripts/forward_compare.py --forwards native,onednn,transformers
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from trtlade.reference.prompt_suite import load_suite
 from trtlade.spec import LookaheadSpec
 
 PROMPTS = ("code-prime", "chat-weekend", "summary-bees", "list-planets")
+FORWARDS = {"native": {}, "onednn": {"native_kernels": False}, "transformers": {"fast_forward": False}}
 
 
 def cpu_name() -> str:
@@ -39,12 +45,16 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--forwards", default="native,onednn", help=f"comma-separated, of {', '.join(FORWARDS)}")
     args = ap.parse_args()
+    names = [n.strip() for n in args.forwards.split(",") if n.strip()]
+    if not names or any(n not in FORWARDS for n in names):
+        ap.error(f"--forwards {args.forwards!r}: use names of {', '.join(FORWARDS)}")
+    base_name = names[-1]
     suite = {p.id: p for p in load_suite("suite").prompts}
-    engines = {name: ReferenceEngine.load(dtype=args.dtype, threads=args.threads, spec=(2, 4, 2),
-                                          fast_forward=None if name == "fast" else False)
-               for name in ("fast", "transformers")}
-    ids = [suite[pid].encode(engines["fast"].tokenizer) for pid in PROMPTS]
+    engines = {name: ReferenceEngine.load(dtype=args.dtype, threads=args.threads, spec=(2, 4, 2), **FORWARDS[name])
+               for name in names}
+    ids = [suite[pid].encode(engines[names[0]].tokenizer) for pid in PROMPTS]
     specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)]
     floors = {name: Floor(weight_bytes(e.runner)) for name, e in engines.items()}
     ms: dict[tuple[str, str], list[float]] = {}
@@ -70,27 +80,26 @@ def main() -> None:
               + ", ".join(f"{n} ({s}) {v[-1]:.2f} ms/step" for (n, s), v in ms.items()), flush=True)
     for floor in floors.values():
         floor.sample()
-    result = {"host": cpu_name(), "threads": engines["fast"].threads, "dtype": args.dtype,
+    result = {"host": cpu_name(), "threads": engines[names[0]].threads, "baseline": base_name, "dtype": args.dtype,
               "max_tokens": args.max_tokens, "prompts": len(ids), "repeats": args.repeats,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "floor": {n: f.to_dict() for n, f in floors.items()},
               "linear_kernel": {n: e.stats["linear_kernel"]["kernel"] for n, e in engines.items()}, "modes": []}
     for (name, spec), values in ms.items():
         floor_ms = result["floor"][name]["floor_ms"]
-        base = ms[("transformers", spec)]
+        base = ms[(base_name, spec)]
         result["modes"].append({
             "forward": name, "spec": spec, "step_ms": round(statistics.median(values), 3),
             "step_ms_range": [round(min(values), 3), round(max(values), 3)],
             "step_over_floor": round(statistics.median(values) / floor_ms, 3),
-            "speedup_vs_transformers_forward": [round(b / v, 3) for b, v in zip(base, values)],
-            "identical_to_transformers_forward": tokens[(name, spec)] == tokens[("transformers", spec)],
+            "speedup_vs_baseline": [round(b / v, 3) for b, v in zip(base, values)],
+            "identical_to_baseline": tokens[(name, spec)] == tokens[(base_name, spec)],
             "identical_to_greedy": tokens[(name, spec)] == tokens[(name, "1,1,0")]})
     result["profile"] = {name: [profile_steps(e, ids[0], spec) for spec in specs] for name, e in engines.items()}
     for m in result["modes"]:
         print(f"{m['forward']:>12} ({m['spec']}): {m['step_ms']:.2f} ms/step ({m['step_ms_range'][0]:.2f}-"
-              f"{m['step_ms_range'][1]:.2f}), {m['step_over_floor']:.2f}x the floor, vs transformers' forward "
-              f"{statistics.median(m['speedup_vs_transformers_forward']):.2f}x {m['speedup_vs_transformers_forward']}, "
-              f"same tokens as transformers' forward: {m['identical_to_transformers_forward']}, as greedy: "
-              f"{m['identical_to_greedy']}")
+              f"{m['step_ms_range'][1]:.2f}), {m['step_over_floor']:.2f}x the floor, vs {base_name} "
+              f"{statistics.median(m['speedup_vs_baseline']):.2f}x {m['speedup_vs_baseline']}, "
+              f"same tokens as {base_name}: {m['identical_to_baseline']}, as greedy: {m['identical_to_greedy']}")
     for name, f in result["floor"].items():
         print(f"floor ({name}): {f['weight_bytes'] / 1e6:.0f} MB at {f['read_gb_s']} GB/s {f['read_gb_s_samples']} "
               f"= {f['floor_ms']} ms")

@@ -197,3 +197,19 @@ def test_a_tied_embedding_reads_the_packed_head_and_keeps_no_second_copy():
     assert owned.model.get_input_embeddings().weight.numel() == 0
     for spec in [(1, 1, 0), (4, 2, 4)]:
         assert owned.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens == expected
+
+
+@needs_native
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_native_body_and_the_onednn_forward_give_the_same_tokens(arch):
+    """One call per step (linear.c + layer_ops.c) against oneDNN's GEMMs with torch's ops, on the same
+    model: greedy and lookahead give the same tokens (float32), and the engine says which one it runs."""
+    tok = tiny_tokenizer()
+    prompt = tok.encode("The quick brown fox jumps over the lazy dog and the quick brown")
+    native = tiny_engine(arch, (4, 2, 4), model=tiny_model(arch, len(tok), seed=2))
+    onednn = tiny_engine(arch, (4, 2, 4), model=tiny_model(arch, len(tok), seed=2), native_kernels=False)
+    assert native.stats["native_body"] and not onednn.stats["native_body"]
+    assert onednn.runner.kernel_choice.kernel == "fused-onednn-packed"
+    for spec in [(1, 1, 0), (4, 2, 4)]:
+        assert native.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens == \
+            onednn.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens

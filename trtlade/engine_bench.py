@@ -70,6 +70,7 @@ class BenchConfig:
     seed: int = 0  # prompt i is sampled with seed + i, in every mode and repeat
     fast_forward: bool = True  # False: transformers' forward (the engine before its own Llama-family forward)
     invariant_attention: Optional[bool] = None  # row-invariant attention: None = the engine's default (on, CPU)
+    native_kernels: Optional[bool] = None  # the native linear layers and body: None = the engine's default
 
     @property
     def baseline(self) -> str:
@@ -290,7 +291,8 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         engine = ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
                                       request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
                                       fast_forward=None if config.fast_forward else False,
-                                      invariant_attention=config.invariant_attention)
+                                      invariant_attention=config.invariant_attention,
+                                      native_kernels=config.native_kernels)
         load_s = time.perf_counter() - t0
         model_id = engine.model_id
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]

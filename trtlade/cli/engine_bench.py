@@ -75,6 +75,10 @@ def engine_bench(
         None, "--invariant-attention/--no-invariant-attention", help="Row-invariant attention (each row from its "
         "own keys, so lookahead gives greedy's bits in bf16 too). Default: the engine's (on where the native "
         "kernel builds); --no-invariant-attention measures the sdpa/batched kernels instead."),
+    native_kernels: Optional[bool] = typer.Option(
+        None, "--native-kernels/--no-native-kernels", help="The engine's native linear layers and one-call body "
+        "(linear.c, layer_ops.c). Default: the engine's (on where they build: AVX-512 / AVX512-BF16); "
+        "--no-native-kernels measures oneDNN's GEMMs and torch's ops instead."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -119,7 +123,8 @@ def engine_bench(
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
                          presets=presets, temperature=temperature, top_p=top_p, seed=seed,
-                         fast_forward=not transformers_forward, invariant_attention=invariant_attention)
+                         fast_forward=not transformers_forward, invariant_attention=invariant_attention,
+                         native_kernels=native_kernels)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))

@@ -531,6 +531,8 @@ class BatchRunner:
     longer run by itself); ``invariant_attention``: attention per row from its own keys only, the same
     bits in a greedy and a verification step (None: on wherever the native kernel runs, the CPU;
     True: required, with the slower torch implementation when the kernel is missing; False: off).
+    ``native_kernels``: the fast forward's native linear layers and one-call body (``native/linear.c``,
+    ``native/layer_ops.c``; None: where they run; False: oneDNN GEMMs and torch's ops, to compare).
     ``pack_linears``: for transformers' forward, swap ``nn.Linear`` for
     oneDNN-packed ones (CPU only; ``False`` also keeps the stock kernels, so it turns the fused forward
     off); ``None``: measure both on this CPU at load and keep the faster per
@@ -541,7 +543,7 @@ class BatchRunner:
 
     def __init__(self, model: nn.Module, *, pack_linears: Optional[bool] = None,
                  fast_forward: Optional[bool] = None, release_weights: bool = False,
-                 invariant_attention: Optional[bool] = None) -> None:
+                 invariant_attention: Optional[bool] = None, native_kernels: Optional[bool] = None) -> None:
         check_supported(model)
         model.eval()
         self.model = model
@@ -557,13 +559,13 @@ class BatchRunner:
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
         self.fast = None if fast_forward is False or pack_linears is False else \
-            fast_body(model, release=release_weights, windows=self.windows)
+            fast_body(model, release=release_weights, windows=self.windows, native=native_kernels)
         if fast_forward and self.fast is None:
             raise UnsupportedModelError(f"{self.config.model_type}: the fast forward runs the Llama family "
                                         f"({', '.join(FAMILIES)}) only")
         if self.fast is not None:
             tied = _tied(model)
-            self.lm_head = FusedLinear([self.lm_head], release=release_weights and not tied)
+            self.lm_head = FusedLinear([self.lm_head], release=release_weights and not tied, native=native_kernels)
             if tied and self.lm_head.native is not None:  # the embedding reads its rows from the packed head
                 self.fast.embed_tokens = PackedEmbedding(self.lm_head)
                 if release_weights:

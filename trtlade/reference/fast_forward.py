@@ -174,17 +174,17 @@ def _norm(norm: Optional[nn.Module]) -> Optional[nn.Module]:
 
 
 class _Layer(nn.Module):
-    def __init__(self, layer: nn.Module, release: bool) -> None:
+    def __init__(self, layer: nn.Module, release: bool, native: Optional[bool]) -> None:
         super().__init__()
         attn, mlp = layer.self_attn, layer.mlp
         self.input_layernorm = _norm(layer.input_layernorm)
         self.post_attention_layernorm = _norm(layer.post_attention_layernorm)
         self.q_norm = _norm(getattr(attn, "q_norm", None))
         self.k_norm = _norm(getattr(attn, "k_norm", None))
-        self.attn_in = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], release=release)
-        self.attn_out = FusedLinear([attn.o_proj], release=release)
-        self.mlp_in = FusedLinear([mlp.gate_proj, mlp.up_proj], release=release)
-        self.mlp_out = FusedLinear([mlp.down_proj], release=release)
+        self.attn_in = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], release=release, native=native)
+        self.attn_out = FusedLinear([attn.o_proj], release=release, native=native)
+        self.mlp_in = FusedLinear([mlp.gate_proj, mlp.up_proj], release=release, native=native)
+        self.mlp_out = FusedLinear([mlp.down_proj], release=release, native=native)
         self.act = mlp.act_fn
         self.head_dim = int(attn.head_dim)
         self.scaling = float(attn.scaling)
@@ -197,7 +197,7 @@ class FastBody(nn.Module):
     writes ``k``/``v`` into the cache and returns the attention output ``[1, R, heads, dim]``."""
 
     def __init__(self, model: nn.Module, *, release: bool = True,
-                 windows: Optional[Sequence[Optional[int]]] = None) -> None:
+                 windows: Optional[Sequence[Optional[int]]] = None, native: Optional[bool] = None) -> None:
         super().__init__()
         base = getattr(model, model.base_model_prefix)
         #: each layer's sliding window (None: full attention), as the engine reads them from the model
@@ -205,11 +205,11 @@ class FastBody(nn.Module):
         self.embed_tokens = base.embed_tokens
         self.rotary_emb = base.rotary_emb
         self.norm = _norm(base.norm)
-        self.layers = nn.ModuleList(_Layer(layer, release) for layer in base.layers)
+        self.layers = nn.ModuleList(_Layer(layer, release, native) for layer in base.layers)
         if release:  # before the native body takes the remaining tensors' addresses
             _own_the_rest(model)
         #: the whole body in one native call (:meth:`forward_native`), or None: the model's own modules run
-        self.native = self._native_body()
+        self.native = self._native_body() if native is not False else None
 
     def _native_body(self) -> Optional[NativeBody]:
         """A :class:`NativeBody` where it computes this model: every linear on the native kernel, plain
@@ -309,14 +309,15 @@ def _has_llama_layers(model: nn.Module) -> bool:
     return True
 
 
-def fast_body(model: nn.Module, *, release: bool = True,
-              windows: Optional[Sequence[Optional[int]]] = None) -> Optional[FastBody]:
+def fast_body(model: nn.Module, *, release: bool = True, windows: Optional[Sequence[Optional[int]]] = None,
+              native: Optional[bool] = None) -> Optional[FastBody]:
     """A :class:`FastBody` for ``model``, or None when its family or layer shape is not one this forward
-    reproduces (the engine then runs transformers' forward)."""
+    reproduces (the engine then runs transformers' forward). ``native``: the native kernels (linear.c and the
+    one-call body; None: where they run, False: oneDNN and torch's ops, True: required)."""
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) not in FAMILIES or not _has_llama_layers(model):
         return None
-    return FastBody(model, release=release, windows=windows)
+    return FastBody(model, release=release, windows=windows, native=native)
 
 
 def _own_the_rest(model: nn.Module) -> None:
