@@ -1,11 +1,19 @@
-"""The engine's one native kernel: row-invariant attention (``row_attention.c``), built on first use.
+"""The engine's native library, built on first use: three C files, each computing every row on its own.
+
+* ``row_attention.c``: row-invariant attention over the slot cache (:func:`row_attention`);
+* ``linear.c``: linear layers that stream a weight packed in panels of 16 outputs once per call, at
+  memory speed, one FMA chain per output (:class:`PanelLinear`; AVX-512 for float32, AVX512-BF16 for
+  bfloat16: :func:`linear_dtypes` says which were built here);
+* ``layer_ops.c``: the small ops of a Llama-family layer and the whole decoder body as one call per
+  step (:class:`NativeBody`).
 
 Built with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into ``~/.cache/trtlade/native/``,
-keyed by the source, the flags and this CPU (``-march=native``), and loaded with ctypes: no torch
-headers, no build step in the package, about a second to compile. When there is no compiler or the
-build fails, :func:`row_attention` is None and :func:`status` says why; the engine then uses its
-torch implementation (:func:`trtlade.reference.batch_runner.invariant_attention`), which gives the same
-guarantee more slowly. ``TRTLADE_NATIVE=0`` turns the kernel off.
+keyed by the sources, the flags and this CPU (``-march=native``), and loaded with ctypes: no torch
+headers, no build step in the package, about three seconds to compile (``scripts/setup.sh`` does it
+once). When there is no compiler or the build fails, :func:`row_attention` is None, :func:`linear_dtypes`
+empty, and :func:`status` says why; the engine then runs oneDNN's GEMMs, torch's ops and its torch
+implementation of invariant attention (:func:`trtlade.reference.batch_runner.invariant_attention`), which
+give the same guarantee more slowly. ``TRTLADE_NATIVE=0`` turns the library off.
 
     >>> import torch
     >>> from trtlade.reference.native import RowKeys, row_attention
@@ -154,7 +162,8 @@ def _build() -> tuple[Optional[ctypes.CDLL], str]:
     lib.trtlade_forward_scratch.restype = i64
     lib.trtlade_forward.argtypes = [ctypes.POINTER(_Model), ctypes.POINTER(_Step)]
     lib.trtlade_forward.restype = ctypes.c_int
-    return lib, f"built with {cc} {' '.join(FLAGS)}: {target}"
+    return lib, (f"built with {cc} ({' '.join(FLAGS)} for row_attention.c, {' '.join(STRICT_FLAGS)} for "
+                 f"linear.c and layer_ops.c): {target}")
 
 
 def _library() -> Optional[ctypes.CDLL]:
