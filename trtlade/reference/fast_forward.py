@@ -51,6 +51,9 @@ __all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "FastBody", "fast_body"
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+#: The native body's limits (layer_ops.c MAX_HIDDEN, row_attention.c MAX_REP): larger models run the torch body.
+_NATIVE_MAX_HIDDEN = 16384
+_NATIVE_MAX_GROUP = 16
 #: oneDNN GEMMs (float32 and bfloat16) with more input features than this take another kernel for a single row.
 _ONE_ROW_KERNEL_FROM = 1024
 
@@ -229,6 +232,9 @@ class FastBody(nn.Module):
         if not torch.equal(layers[0].act(x), nn.functional.silu(x)):
             return None
         d, (nq, nk, _) = layers[0].head_dim, layers[0].attn_in.splits
+        if layers[0].attn_in.in_features > _NATIVE_MAX_HIDDEN or (nq // d) % (nk // d) \
+                or (nq // d) // (nk // d) > _NATIVE_MAX_GROUP:
+            return None
         body = [BodyLayer(layer.attn_in.native, layer.attn_out.native, layer.mlp_in.native, layer.mlp_out.native,
                           layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
                           layer.q_norm.weight if layer.q_norm is not None else None,
