@@ -8,8 +8,11 @@ the dispatch of 211 separate linear layers; profile in docs/reference-engine.md,
 goes"). This forward runs the same arithmetic with:
 
 * **fused projections**: q, k and v are one matrix (one GEMM per layer instead of three), gate and up
-  another (one instead of two), each packed once for oneDNN on the CPU (:class:`FusedLinear`); the
-  model's own ``nn.Linear`` weights are released after packing, so the process holds one copy;
+  another (one instead of two), each packed once (:class:`FusedLinear`: for the native kernel,
+  ``native/linear.c``, where it builds, else for oneDNN); the model's own ``nn.Linear`` weights are
+  released after packing, so the process holds one copy;
+* **one native call per step** where the native library builds (:meth:`FastBody.forward_native`,
+  ``native/layer_ops.c``): the whole body below in C, no Python between the ops;
 * **the model's own modules for everything else**: its RMSNorms, rotary embedding
   (``model.model.rotary_emb``), activation, embedding and Qwen3's q/k norms are called as they are,
   so their arithmetic is transformers' own; attention is
