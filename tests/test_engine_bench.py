@@ -144,3 +144,18 @@ def test_profile_breaks_a_step_down():
     assert parts["lookahead algorithm (Python)"] > 0 and parts["detokenize + stops"] > 0
     # the rest closes the gap to the step time (each part is rounded to 0.01 ms)
     assert sum(parts.values()) >= 0.99 * report["step_ms"] - 0.005 * len(parts)
+
+
+def test_engine_bench_measures_the_onednn_forward_on_request(tiny_folder, prompts_file, tmp_path):
+    """--no-native-kernels: the engine's own forward on oneDNN's GEMMs and torch's ops (to compare with
+    the native body); same tokens in float32, and the choice recorded in the report."""
+    out = tmp_path / "onednn.json"
+    result = CliRunner().invoke(app, [
+        "engine-bench", "--model", str(tiny_folder), "--specs", "4,3,4", "--max-tokens", "8", "--repeats", "1",
+        "--prompts", str(prompts_file), "--threads", "1", "--json", str(out), "--no-keying", "--no-baselines",
+        "--no-native-kernels"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["config"]["native_kernels"] is False
+    assert data["results"][0]["linear_kernel"]["kernel"] == "fused-onednn-packed"
+    assert all(m["identity_vs_greedy"] == 1.0 for m in data["results"][0]["modes"])
