@@ -49,7 +49,7 @@ from torch.profiler import record_function
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from trtlade.errors import TrtladeError
-from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, _release, fast_body
+from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 from trtlade.reference.native import RowKeys, row_attention
 from trtlade.reference.native import status as native_status
@@ -555,9 +555,9 @@ class BatchRunner:
         self.lm_head = model.get_output_embeddings()
         if self.lm_head is None:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
-        #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
+        #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
         self.fast = None if fast_forward is False or pack_linears is False else \
             fast_body(model, release=release_weights, windows=self.windows, native=native_kernels)
         if fast_forward and self.fast is None:
@@ -569,7 +569,7 @@ class BatchRunner:
             if tied and self.lm_head.native is not None:  # the embedding reads its rows from the packed head
                 self.fast.embed_tokens = PackedEmbedding(self.lm_head)
                 if release_weights:
-                    _release(model.get_input_embeddings())
+                    release_parameters(model.get_input_embeddings())
             kernel = self.lm_head.kernel
             self.packed_linears = 4 * len(self.fast.layers) + 1 if kernel != "plain" else 0
             self.kernel_choice = KernelChoice(f"fused-{kernel}", self.packed_linears,

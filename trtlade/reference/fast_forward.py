@@ -50,7 +50,7 @@ from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
 from trtlade.reference.native import status as native_status
 
-__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "FastBody", "fast_body"]
+__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "FastBody", "fast_body", "release_parameters"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -101,7 +101,7 @@ class FusedLinear(nn.Module):
         self.register_buffer("bias", bias, persistent=False)
         if release:
             for layer in layers:
-                _release(layer)
+                release_parameters(layer)
 
     @property
     def kernel(self) -> str:
@@ -140,8 +140,9 @@ class PackedEmbedding(nn.Module):
         return self.head.rows(ids).view(*ids.shape, self.head.in_features)
 
 
-def _release(layer: nn.Linear) -> None:
-    """Drop a linear layer's weight (and bias) storage: the fused copy is the one in use."""
+def release_parameters(layer: nn.Module) -> None:
+    """Drop a layer's weight (and bias) storage: the packed copy is the one in use (a linear layer, or a
+    tied embedding whose rows are read from the packed LM head)."""
     for name in ("weight", "bias"):
         param = getattr(layer, name, None)
         if param is not None:
