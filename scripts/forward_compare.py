@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
+from trtlade.bench.meta import machine_info
 from trtlade.engine_bench import profile_steps
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.reference.floor import Floor, weight_bytes
@@ -29,13 +29,6 @@ from trtlade.spec import LookaheadSpec
 
 PROMPTS = ("code-prime", "chat-weekend", "summary-bees", "list-planets")
 FORWARDS = {"native": {}, "onednn": {"native_kernels": False}, "transformers": {"fast_forward": False}}
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -80,7 +73,8 @@ def main() -> None:
               + ", ".join(f"{n} ({s}) {v[-1]:.2f} ms/step" for (n, s), v in ms.items()), flush=True)
     for floor in floors.values():
         floor.sample()
-    result = {"host": cpu_name(), "threads": engines[names[0]].threads, "baseline": base_name, "dtype": args.dtype,
+    result = {"host": machine_info()["cpu"], "threads": engines[names[0]].threads, "baseline": base_name,
+              "dtype": args.dtype,
               "max_tokens": args.max_tokens, "prompts": len(ids), "repeats": args.repeats,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "floor": {n: f.to_dict() for n, f in floors.items()},
               "linear_kernel": {n: e.stats["linear_kernel"]["kernel"] for n, e in engines.items()}, "modes": []}

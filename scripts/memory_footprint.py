@@ -55,12 +55,16 @@ def main() -> None:
     ap.add_argument("--kernels", default="native,onednn")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    from trtlade.bench.meta import machine_info
+
+    host = machine_info()["cpu"]
+    print(f"host: {host}", flush=True)
     rows = []
     for dtype in args.dtypes.split(","):
         for kernels in args.kernels.split(","):
             out = subprocess.run([sys.executable, "-c", CHILD, dtype, kernels], capture_output=True, text=True,
                                  check=True).stdout.strip().splitlines()[-1]
-            row = json.loads(out)
+            row = {**json.loads(out), "host": host}
             mib = 1 << 20
             row["growth_over_weights_plus_kv"] = round(row["growth_bytes"] / (row["weight_bytes"] + row["kv_bytes"]), 3)
             rows.append(row)

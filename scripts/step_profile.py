@@ -14,6 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
+from trtlade.bench.meta import machine_info
 from trtlade.engine_bench import profile_steps
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.reference.prompt_suite import load_suite
@@ -40,6 +41,8 @@ def main() -> None:
         for name in names[::1 if rep % 2 == 0 else -1]:
             for spec in specs:
                 runs.setdefault((name, str(spec)), []).append(profile_steps(engines[name], prompt, spec, args.steps))
+    host = machine_info()["cpu"]
+    print(f"host: {host}, {engines[names[0]].threads} threads", flush=True)
     out = []
     for (name, spec), reps in runs.items():
         parts = {k: statistics.median(r["breakdown_ms"][k] for r in reps) for k in reps[0]["breakdown_ms"] if k != REST}
@@ -56,7 +59,8 @@ def main() -> None:
               flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"dtype": args.dtype, "repeats": args.repeats, "rows": out}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"host": host, "dtype": args.dtype, "repeats": args.repeats,
+                                         "rows": out}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

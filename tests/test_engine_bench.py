@@ -117,6 +117,7 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
     (["7,7,7"], "unexpected argument"),
     (["--preset", "quick"], "--preset 'quick': unknown preset"),
+    (["--native-kernels", "--transformers-forward"], "the native kernels run in the engine's own forward"),
 ])
 def test_engine_bench_cli_errors(args, message, tiny_folder):
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), *args])

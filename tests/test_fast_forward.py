@@ -213,3 +213,14 @@ def test_the_native_body_and_the_onednn_forward_give_the_same_tokens(arch):
     for spec in [(1, 1, 0), (4, 2, 4)]:
         assert native.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens == \
             onednn.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens
+
+
+def test_native_kernels_asked_where_they_cannot_run_is_a_clear_error():
+    """native_kernels=True is never dropped silently: outside the Llama family, or with transformers'
+    forward, the engine refuses it by name, with what to do."""
+    tok = tiny_tokenizer()
+    with pytest.raises(UnsupportedModelError, match="native_kernels=True: gemma2 is not of the Llama family"):
+        tiny_engine("gemma2", (2, 2, 1), model=tiny_model("gemma2", len(tok)), native_kernels=True)
+    with pytest.raises(UnsupportedModelError, match="runs in the engine's own forward") as info:
+        tiny_engine("llama", (2, 2, 1), model=tiny_model("llama", len(tok)), native_kernels=True, fast_forward=False)
+    assert "native_kernels unset" in str(info.value)

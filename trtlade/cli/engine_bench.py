@@ -101,6 +101,9 @@ def engine_bench(
     if top_p < 1.0 and not temperature > 0:
         fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    if native_kernels and transformers_forward:
+        fail("--native-kernels with --transformers-forward: the native kernels run in the engine's own forward",
+             hint="drop one of the two (--no-native-kernels measures the engine's own forward on oneDNN)")
     gguf = model is not None and model.suffix == ".gguf" and model.is_file()
     if model is not None and not (model / "config.json").is_file() and not gguf:
         fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file",
@@ -112,6 +115,7 @@ def engine_bench(
     from trtlade.engine_bench import BenchConfig, run_engine_bench
     from trtlade.reference.embedded import EmbeddedModelError
     from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
+    from trtlade.reference.batch_runner import UnsupportedModelError
     from trtlade.reference.engine import ModelLoadError
 
     try:
@@ -128,7 +132,7 @@ def engine_bench(
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
-    except (EmbeddedModelError, ModelLoadError) as exc:
+    except (EmbeddedModelError, ModelLoadError, UnsupportedModelError) as exc:
         fail(str(exc))
     from trtlade.bench.meta import machine_info
 

@@ -52,6 +52,7 @@ from trtlade.errors import TrtladeError
 from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 from trtlade.reference.native import RowKeys, row_attention
+from trtlade.reference.native import linear_dtypes as native_linear_dtypes
 from trtlade.reference.native import status as native_status
 
 __all__ = [
@@ -557,6 +558,9 @@ class BatchRunner:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
+        if native_kernels:
+            _check_native_kernels(model, self.dtype, self.device, transformers_forward=fast_forward is False
+                                  or pack_linears is False)
         #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
         self.fast = None if fast_forward is False or pack_linears is False else \
             fast_body(model, release=release_weights, windows=self.windows, native=native_kernels)
@@ -618,6 +622,10 @@ class BatchRunner:
         self.kv_dtype = torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
                                           and self.device.type == "cpu"
                                           and self.dtype in (torch.bfloat16, torch.float16)) else self.dtype
+        #: each step as ONE native call (:meth:`FastBody.forward_native`): the native body, whose attention
+        #: is the native row-invariant kernel over a float32 cache
+        self.native_body = (self.fast is not None and self.fast.native is not None
+                            and self.invariant_attention == "native" and self.kv_dtype == torch.float32)
 
     @property
     def bit_exact(self) -> bool:
@@ -672,8 +680,7 @@ class BatchRunner:
         self.cache.layout = layout
         try:
             with record_function("trtlade.body"):
-                if self.fast is not None and self.fast.native is not None and layout.row_keys is not None \
-                        and self.kv_dtype == torch.float32:
+                if self.native_body:
                     hidden = self.fast.forward_native(ids, pos, _NativeStep(self, layout))
                 elif self.fast is not None:
                     hidden = self.fast(ids, pos, self._attend)
@@ -763,6 +770,24 @@ class BatchRunner:
         if layout.mask is not None and layout.hi - layout.lo == 1:
             layout.mask = layout.mask.to(self.kv_dtype)  # one block runs sdpa: its mask in the cache's dtype, once
         return layout
+
+
+def _check_native_kernels(model: nn.Module, dtype: torch.dtype, device: torch.device, *,
+                          transformers_forward: bool) -> None:
+    """``native_kernels=True``: refuse, before any packing, what the native kernels do not run."""
+    hint = "leave native_kernels unset (the engine then uses them where they run) or set it to False"
+    model_type = getattr(model.config, "model_type", "?")
+    if transformers_forward:
+        raise UnsupportedModelError("native_kernels=True runs in the engine's own forward, which "
+                                    "fast_forward=False / pack_linears=False turn off", hint)
+    if model_type not in FAMILIES:
+        raise UnsupportedModelError(f"native_kernels=True: {model_type} is not of the Llama family the native body "
+                                    f"runs ({', '.join(FAMILIES)})", hint)
+    name = str(dtype).removeprefix("torch.")
+    if device.type != "cpu" or name not in native_linear_dtypes():
+        raise UnsupportedModelError(f"native_kernels=True: the native linear kernel does not run {name} on "
+                                    f"{device.type} here (built for: {', '.join(native_linear_dtypes()) or 'nothing'}; "
+                                    f"{native_status()})", hint)
 
 
 class _NativeStep:

@@ -95,6 +95,16 @@ class RowKeys:
         return cls(col(0), col(1), col(2), ptr, np.asarray(idx, dtype=np.int64), np.asarray(at, dtype=np.int64))
 
 
+def _profiled(label: str, fn: Callable, *args) -> int:
+    """``fn(*args)``, named ``label`` in a torch profile when one runs (the engine-bench's breakdown)."""
+    import torch
+
+    if torch.autograd.profiler._is_profiler_enabled:
+        with torch.profiler.record_function(label):
+            return fn(*args)
+    return fn(*args)
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "trtlade" / "native"
@@ -198,11 +208,7 @@ def row_attention() -> Optional[Callable]:
                 rows.slot.ctypes.data, rows.committed.ctypes.data, rows.pos.ctypes.data, rows.ptr.ctypes.data,
                 rows.idx.ctypes.data, rows.at.ctypes.data, int(window or 0), float(scale), float(softcap or 0.0),
                 out.data_ptr())
-        if torch.autograd.profiler._is_profiler_enabled:  # named in a profile (engine-bench's breakdown)
-            with torch.profiler.record_function(PROFILE_LABEL):
-                code = fn(*args)
-        else:
-            code = fn(*args)
+        code = _profiled(PROFILE_LABEL, fn, *args)
         if code:
             raise ValueError(f"row_attention refused: head_dim {dim} > 512 or heads {heads} not a multiple of "
                              f"kv_heads {k.shape[1]}")
@@ -249,8 +255,7 @@ class PanelLinear:
         self.in_features, self.out_features = int(in_features), int(out_features)
         self.dtype = packed.dtype
         lib = _library()
-        self._fn = lib.trtlade_linear_f32 if packed.dtype.is_floating_point and packed.element_size() == 4 \
-            else lib.trtlade_linear_bf16
+        self._fn = lib.trtlade_linear_f32 if packed.element_size() == 4 else lib.trtlade_linear_bf16
 
     @classmethod
     def supports(cls, weight) -> bool:
@@ -292,11 +297,7 @@ class PanelLinear:
         args = (x.data_ptr(), rows, self.in_features, self.packed.data_ptr(),
                 self.bias.data_ptr() if self.bias is not None else None, self.out_features, y.data_ptr(),
                 torch.get_num_threads())
-        if torch.autograd.profiler._is_profiler_enabled:  # named in a profile (engine-bench's breakdown)
-            with torch.profiler.record_function(LINEAR_LABEL):
-                code = self._fn(*args)
-        else:
-            code = self._fn(*args)
+        code = _profiled(LINEAR_LABEL, self._fn, *args)
         if code:
             raise ValueError(f"the native linear kernel refused {rows} x {self.in_features} -> {self.out_features} "
                              f"({self.dtype}): code {code}")
@@ -309,11 +310,6 @@ class PanelLinear:
         if self.packed.dim() == 3:  # float32 [panels, K, 16]
             return self.packed[panel, :, lane]
         return self.packed[panel, :, lane, :].reshape(len(ids), self.in_features)  # bf16 [panels, K/2, 16, 2]
-
-    @property
-    def nbytes(self) -> int:
-        return self.packed.numel() * self.packed.element_size() + (self.bias.numel() * 4 if self.bias is not None
-                                                                   else 0)
 
 
 # ----------------------------------------------------------------------------------------- the whole body
@@ -373,9 +369,6 @@ class NativeBody:
             raise ValueError(f"the native body needs the native library: {status()}")
         self._lib, self._torch = lib, torch
         first = layers[0]
-        self.dtype = first.attn_in.dtype
-        self.hidden, self.inter = first.attn_in.in_features, first.mlp_out.in_features
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self._keep: list = [final_norm]  # every tensor the structure points into
 
         def array(values, ctype=_P):
@@ -393,8 +386,9 @@ class NativeBody:
         def bias(name):
             return ptrs([getattr(layer, name).bias for layer in layers])
 
-        m = _Model(layers=len(layers), hidden=self.hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                   inter=self.inter, dtype=1 if self.dtype == torch.bfloat16 else 0, threads=0, eps=float(eps))
+        m = _Model(layers=len(layers), hidden=first.attn_in.in_features, heads=heads, kv_heads=kv_heads,
+                   head_dim=head_dim, inter=first.mlp_out.in_features,
+                   dtype=1 if first.attn_in.dtype == torch.bfloat16 else 0, threads=0, eps=float(eps))
         for name in ("attn_in", "attn_out", "mlp_in", "mlp_out"):
             setattr(m, name, packed(name))
             setattr(m, f"{name}_bias", bias(name))
@@ -425,12 +419,9 @@ class NativeBody:
                      index=index.ctypes.data, committed=keys.committed.ctypes.data, pos=keys.pos.ctypes.data,
                      path_ptr=keys.ptr.ctypes.data, path_idx=keys.idx.ctypes.data, path_pos=keys.at.ctypes.data,
                      keys=k_ptrs, values=v_ptrs)
-        if torch.autograd.profiler._is_profiler_enabled:  # a profile: named, and timed part by part
+        if torch.autograd.profiler._is_profiler_enabled:  # a profile: the body times its parts too
             step.timing = self.timings.ctypes.data
-            with torch.profiler.record_function(BODY_LABEL):
-                code = self._lib.trtlade_forward(ctypes.byref(self._model), ctypes.byref(step))
-        else:
-            code = self._lib.trtlade_forward(ctypes.byref(self._model), ctypes.byref(step))
+        code = _profiled(BODY_LABEL, self._lib.trtlade_forward, ctypes.byref(self._model), ctypes.byref(step))
         if code:
             raise ValueError(f"the native body refused the step (code {code})")
         return out
