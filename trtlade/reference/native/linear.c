@@ -91,19 +91,19 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
     }
 #endif
 
-/* Split the panels evenly over the threads; each thread walks its panels PT at a time, and for each
- * group every row tile (the group's weights stay in the L2 cache while the rows pass). */
+/* The panels in groups of PT, handed out one group at a time to whichever thread is free (a thread
+ * that the OS gives to another process for a while does not hold the others up); each group runs every
+ * row tile while its weights stay in the L2 cache. Which thread computes a group never changes an
+ * output's chain, so the bits do not depend on the schedule. */
 #define FOR_TILES(BODY)                                                                                       \
-    int64_t panels = (N + 15) / 16;                                                                           \
-    _Pragma("omp parallel num_threads(threads)") {                                                            \
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();                                             \
-        int64_t lo = panels * t / nt, hi = panels * (t + 1) / nt;                                             \
-        for (int64_t p0 = lo; p0 < hi; p0 += PT) {                                                            \
-            int np = (int)(hi - p0 < PT ? hi - p0 : PT);                                                      \
-            for (int64_t i0 = 0; i0 < M; i0 += MT) {                                                          \
-                int m = (int)(M - i0 < MT ? M - i0 : MT);                                                     \
-                BODY                                                                                          \
-            }                                                                                                 \
+    const int64_t panels = (N + 15) / 16, groups = (panels + PT - 1) / PT;                                    \
+    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
+    for (int64_t g = 0; g < groups; g++) {                                                                    \
+        const int64_t p0 = g * PT;                                                                            \
+        const int np = (int)(panels - p0 < PT ? panels - p0 : PT);                                            \
+        for (int64_t i0 = 0; i0 < M; i0 += MT) {                                                              \
+            const int m = (int)(M - i0 < MT ? M - i0 : MT);                                                   \
+            BODY                                                                                              \
         }                                                                                                     \
     }
 
