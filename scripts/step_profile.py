@@ -5,6 +5,11 @@ same profiled run ("rest" = the profiled step minus the parts: Python, dispatch,
 cost, which is large only for the forwards of many small ops), next to the step without the profiler.
 
     .venv/bin/python scripts/step_profile.py --dtype float32 --json reports/profile-fp32.json
+    .venv/bin/python scripts/step_profile.py --sequences 8 --forwards native     # 8 sequences, plain greedy
+
+``--sequences N`` (N > 1): N sequences decoding together with plain greedy (one row each, in-flight
+batching), the first N prompts of the bench's ``mix`` dataset through the chat template, instead of one
+sequence with greedy and (2,4,2).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from trtlade.bench.meta import machine_info
-from trtlade.engine_bench import profile_steps
+from trtlade.engine_bench import profile_batch_steps, profile_steps
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.reference.prompt_suite import load_suite
 from trtlade.spec import LookaheadSpec
@@ -30,17 +35,22 @@ def main() -> None:
     ap.add_argument("--forwards", default="native,onednn")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=48)
+    ap.add_argument("--sequences", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     names = [n for n in args.forwards.split(",") if n]
     engines = {n: ReferenceEngine.load(dtype=args.dtype, spec=(2, 4, 2), **FORWARDS[n]) for n in names}
-    prompt = next(p for p in load_suite("suite").prompts if p.id == "code-prime").encode(engines[names[0]].tokenizer)
-    specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)]
+    tokenizer = engines[names[0]].tokenizer
+    prompt = next(p for p in load_suite("suite").prompts if p.id == "code-prime").encode(tokenizer)
+    specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)] if args.sequences <= 1 else [LookaheadSpec(1, 1, 0)]
+    batch = _mix_prompts(tokenizer, args.sequences)
     runs: dict[tuple[str, str], list[dict]] = {}
     for rep in range(args.repeats):
         for name in names[::1 if rep % 2 == 0 else -1]:
             for spec in specs:
-                runs.setdefault((name, str(spec)), []).append(profile_steps(engines[name], prompt, spec, args.steps))
+                run = (profile_steps(engines[name], prompt, spec, args.steps) if args.sequences <= 1
+                       else profile_batch_steps(engines[name], batch, spec, args.steps))
+                runs.setdefault((name, str(spec)), []).append(run)
     host = machine_info()["cpu"]
     print(f"host: {host}, {engines[names[0]].threads} threads", flush=True)
     out = []
@@ -60,7 +70,17 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"host": host, "dtype": args.dtype, "repeats": args.repeats,
-                                         "rows": out}, indent=2) + "\n")
+                                         "sequences": max(1, args.sequences), "rows": out}, indent=2) + "\n")
+
+
+def _mix_prompts(tokenizer, n: int) -> list[list[int]]:
+    from trtlade.bench.datasets import load_dataset
+
+    out = []
+    for p in load_dataset("mix").prompts[:max(0, n)]:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": p.text}], add_generation_prompt=True)
+        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+    return out
 
 
 if __name__ == "__main__":

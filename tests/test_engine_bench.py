@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from models import tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.cli.main import app
-from trtlade.engine_bench import BenchConfig, max_spec, profile_steps, run_engine_bench
+from trtlade.engine_bench import BenchConfig, max_spec, profile_batch_steps, profile_steps, run_engine_bench
 from trtlade.reference.engine import DEFAULT_SPEC
 from trtlade.spec import LookaheadSpec
 
@@ -145,6 +145,19 @@ def test_profile_breaks_a_step_down():
     assert parts["lookahead algorithm (Python)"] > 0 and parts["detokenize + stops"] > 0
     # the rest closes the gap to the step time (each part is rounded to 0.01 ms)
     assert sum(parts.values()) >= 0.99 * report["step_ms"] - 0.005 * len(parts)
+
+
+def test_profile_of_a_batch_step_counts_its_sequences_and_parts():
+    """scripts/step_profile.py --sequences N: N sequences decode together; each step's parts are
+    split as for one sequence, and the steps stop where the sequences end."""
+    eng = tiny_engine("llama", (4, 3, 4))
+    report = profile_batch_steps(eng, [[5, 6, 7], [9, 10], [11, 12, 13, 14]], LookaheadSpec(1, 1, 0), steps=5)
+    assert report["sequences"] == 3 and report["steps"] == 5 and report["rows_per_step"] == 3
+    parts = report["breakdown_ms"]
+    assert parts["linear (GEMM)"] > 0 and parts["detokenize + stops"] > 0 and "attention" in parts
+    assert sum(parts.values()) >= 0.99 * report["step_ms"] - 0.005 * len(parts)
+    short = profile_batch_steps(eng, [[5, 6, 7]], LookaheadSpec(1, 1, 0), steps=50)
+    assert short["steps"] == 50  # max_tokens follows steps: every profiled step runs
 
 
 def test_engine_bench_measures_the_onednn_forward_on_request(tiny_folder, prompts_file, tmp_path):

@@ -511,21 +511,74 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
     torch): ``step_ms``, measured without the profiler, minus the other parts. Milliseconds per
     step, over ``steps`` decoding steps after the prefill. The op times come from a profiled run,
     so they include a little profiler overhead and the rest is, if anything, underestimated."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from trtlade.reference.batching import ALGORITHM_LABEL, TEXT_LABEL
-
     fixed = dataclasses.replace(settings or engine.settings, adaptive=False)
     plain = engine.generate(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
     stream = engine.stream(prompt_ids, max_tokens=steps, lookahead=spec, ignore_eos=True, settings=fixed)
     next(stream)  # the prefill
+    ms, profiled_ms, decode_steps = _profiled_parts(engine, lambda: sum(1 for _ in stream))
+    plain_steps = max(1, plain.stats.steps - 1)
+    step_ms = 1000.0 * plain.stats.decode_s / plain_steps
+    # the profiler slows every op call down; the rest is taken against the unprofiled step time
+    ms["Python and dispatch (rest)"] = max(0.0, step_ms - sum(ms.values()))
+    return {
+        "spec": str(spec),
+        "steps": decode_steps,
+        "rows_per_step": round(sum(plain.stats.rows_per_step[1:]) / plain_steps, 2),
+        "step_ms": round(step_ms, 2),
+        "profiled_step_ms": round(profiled_ms, 2),
+        "breakdown_ms": {k: round(v, 2) for k, v in ms.items()},
+    }
+
+
+def profile_batch_steps(engine: Any, prompts: Sequence[Sequence[int]], spec: LookaheadSpec,
+                        steps: int = 24) -> dict[str, Any]:
+    """:func:`profile_steps` for ``len(prompts)`` sequences decoding together (in-flight batching, one
+    forward pass per step): each step's parts in ms, over ``steps`` steps after the prefill and one
+    step, every sequence running to the end (``ignore_eos``)."""
+    from trtlade.contract.protocol import GenerationRequest
+
+    def batch():
+        b = engine.new_batch(max_batch_size=len(prompts))
+        for ids in prompts:
+            b.add(GenerationRequest(prompt_ids=tuple(ids), max_tokens=steps + 2, lookahead=spec, ignore_eos=True))
+        b.step()  # the prefill
+        b.step()
+        return b
+
+    def run(b) -> int:
+        n = 0
+        while len(b) and n < steps:
+            b.step()
+            n += 1
+        return n
+
+    plain = batch()
+    t0 = time.perf_counter()
+    n = run(plain)
+    step_ms = 1000.0 * (time.perf_counter() - t0) / max(1, n)
+    profiled = batch()
+    ms, profiled_ms, _ = _profiled_parts(engine, lambda: run(profiled))
+    ms["Python and dispatch (rest)"] = max(0.0, step_ms - sum(ms.values()))
+    return {"spec": str(spec), "sequences": len(prompts), "steps": n, "rows_per_step": float(len(prompts)),
+            "step_ms": round(step_ms, 2), "profiled_step_ms": round(profiled_ms, 2),
+            "breakdown_ms": {k: round(v, 2) for k, v in ms.items()}}
+
+
+def _profiled_parts(engine: Any, decode: Any) -> tuple[dict[str, float], float, int]:
+    """Run ``decode()`` (returns the steps it ran) under torch.profiler: ms per step by category of
+    op, the native body's own parts, the engine's algorithm and text work; the profiled step's ms;
+    the steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from trtlade.reference.batching import ALGORITHM_LABEL, TEXT_LABEL
+
     fast = getattr(getattr(engine, "runner", None), "fast", None)
     native = getattr(fast, "native", None)
     if native is not None:
         native.timings[:] = 0.0
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        decode_steps = sum(1 for _ in stream)
+        decode_steps = decode()
     wall = time.perf_counter() - t0
     n = max(1, decode_steps)
     by_name = {e.key: e for e in prof.key_averages()}
@@ -541,16 +594,4 @@ def profile_steps(engine: Any, prompt_ids: Sequence[int], spec: LookaheadSpec, s
             ms[category] += float(seconds) * 1000.0 / n
     for label, key in (("lookahead algorithm (Python)", ALGORITHM_LABEL), ("detokenize + stops", TEXT_LABEL)):
         ms[label] = by_name[key].cpu_time_total / 1000.0 / n if key in by_name else 0.0
-    profiled_ms = 1000.0 * wall / n
-    plain_steps = max(1, plain.stats.steps - 1)
-    step_ms = 1000.0 * plain.stats.decode_s / plain_steps
-    # the profiler slows every op call down; the rest is taken against the unprofiled step time
-    ms["Python and dispatch (rest)"] = max(0.0, step_ms - sum(ms.values()))
-    return {
-        "spec": str(spec),
-        "steps": decode_steps,
-        "rows_per_step": round(sum(plain.stats.rows_per_step[1:]) / plain_steps, 2),
-        "step_ms": round(step_ms, 2),
-        "profiled_step_ms": round(profiled_ms, 2),
-        "breakdown_ms": {k: round(v, 2) for k, v in ms.items()},
-    }
+    return ms, 1000.0 * wall / n, decode_steps
