@@ -9,11 +9,16 @@ decoding for that step; its n-gram pool keeps learning from the tokens it emits)
 second, from two measurements:
 
 * :class:`CostTable` -- the wall time of a step of one sequence by the rows it computes, calibrated
-  at load and refined by every step the engine runs (so it is the cost of a row on *this* host); and
+  at load and refined by every step the engine runs (so it is the cost of a row on *this* host; wider
+  steps kept as ratios to the 1-row step of their time, so a calibration on a busy host does not
+  stick); and
   for several sequences, the time of their plain steps by the number of sequences, measured while
   serving. In a batch of S sequences a draft row costs at least what one more sequence's row costs,
   ``(T(S) - T(1)) / (S - 1)``: on a CPU another sequence's row and a draft row go through the same
-  GEMMs, and on a GPU with idle compute both are nearly free;
+  GEMMs, and on a GPU with idle compute both are nearly free. Steps of S sequences that did draft
+  teach the rest: what a draft row cost them beyond ``T(S)`` (the median of the last ones, once there
+  are three) raises that estimate where it was too low, and is forgotten slowly while none drafts, so
+  the cheaper model gets its chance again;
 * :class:`Acceptance` -- per sequence, the accepted drafts per drafted step so far, shrunk towards a
   prior: the server's recent history of accepted drafts. A sequence that has not drafted for a while
   forgets part of what it saw, so its estimate moves back to the prior and it is tried again when
@@ -45,6 +50,7 @@ tokens to the batch's 8 -- more than any (2,4,2) step accepts: the batch runs pl
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -60,24 +66,56 @@ class CostTable:
     ...     t.add(rows, s)
     >>> round(t.ratio(8), 3), round(t.ratio(6), 3), round(t.ratio(16), 3)   # measured, interpolated, extrapolated
     (1.355, 1.258, 1.742)
+
+    ``relative=True`` keeps a step of several rows as its ratio to the 1-row steps measured by then,
+    and gives its time at today's 1-row median: a table calibrated while the host was busy (every step
+    3x slower) still costs rows right once the 1-row steps, measured all the time, speed up -- the
+    wider steps, measured only when some sequence drafts, would otherwise keep the busy times and the
+    policy would never draft again to find out. A wider step before any 1-row step is not kept.
+
+    >>> busy = CostTable(relative=True)
+    >>> for rows, s in [(1, 0.090), (8, 0.105)]:      # calibrated on a busy host
+    ...     busy.add(rows, s)
+    >>> for _ in range(3):
+    ...     busy.add(1, 0.020)                        # serving, the host quiet again
+    >>> round(1000 * busy.seconds(8), 2), round(busy.ratio(8), 3)
+    (23.33, 1.167)
     """
 
     keep_last: int = 32
     samples: dict[int, list[float]] = field(default_factory=dict)
+    relative: bool = False
 
     def add(self, rows: int, seconds: float) -> None:
-        bucket = self.samples.setdefault(int(rows), [])
-        bucket.append(float(seconds))
+        rows, value = int(rows), float(seconds)
+        if self.relative and rows != 1:
+            one = self._median(1)
+            if not one:
+                return
+            value /= one
+        bucket = self.samples.setdefault(rows, [])
+        bucket.append(value)
         if len(bucket) > self.keep_last:
             del bucket[0]
 
     def median(self, rows: int) -> float | None:
+        value = self._median(rows)
+        if value is None or not self.relative or rows == 1:
+            return value
+        one = self._median(1)
+        return None if one is None else value * one
+
+    def _median(self, rows: int) -> float | None:
         bucket = self.samples.get(rows)
         if not bucket:
             return None
         ordered = sorted(bucket)
         mid = len(ordered) // 2
         return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+    def copy(self) -> "CostTable":
+        """A copy (another thread may be adding to this one)."""
+        return dataclasses.replace(self, samples={k: list(v) for k, v in dict(self.samples).items()})
 
     def seconds(self, rows: int) -> float | None:
         """Median time of a ``rows``-row step: measured, else interpolated between the nearest
@@ -145,11 +183,18 @@ class AutoPolicy:
     ``history``: the prior follows the last ~``history`` drafted steps of the whole server.
     """
 
+    #: batched samples needed before they count; plain steps per forgotten sample
+    MIN_BATCHED = 3
+    FORGET_EVERY = 32
+
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
                  explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
         self.cost = cost
         #: plain steps of several sequences (one row each): seconds by the number of sequences
         self.plain = CostTable()
+        #: steps of several sequences with drafts: seconds per draft row beyond the plain step, by sequences
+        self.batched = CostTable()
+        self._plain_since: dict[int, int] = {}  # sequences -> plain steps since a batched sample was forgotten
         self.prior_start = float(prior_drafts)
         self._priors: dict[str, list[float]] = {}  # context -> [mean, variance]
         self.prior_weight = float(prior_weight)
@@ -211,7 +256,24 @@ class AutoPolicy:
         per_sequence = max(0.0, (base - one) / (seqs - 1))
         alone_low = self.cost.seconds(seqs)
         per_draft = (alone - alone_low) / (rows - seqs) if alone and alone_low else 0.0
-        return base + max(per_sequence, per_draft) * (rows - seqs)
+        return base + max(per_sequence, per_draft, self.measured_row(seqs)) * (rows - seqs)
+
+    def measured_row(self, seqs: int) -> float:
+        """What a draft row cost steps of ``seqs`` sequences beyond their plain step: the median of the
+        last ones, 0.0 with fewer than ``MIN_BATCHED`` samples.
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> for _ in range(4):
+        ...     policy.observe_cost(8, 0.020, seqs=8)          # plain steps of 8 sequences: 20 ms
+        >>> for ms in (26, 28, 27):                            # 8 sequences + 4 draft rows
+        ...     policy.observe_cost(12, ms / 1000, seqs=8)
+        >>> round(1000 * policy.measured_row(8), 2), policy.measured_row(4)
+        (1.75, 0.0)
+        """
+        samples = self.batched.samples.get(int(seqs))
+        if not samples or len(samples) < self.MIN_BATCHED:
+            return 0.0
+        return self.batched.median(int(seqs)) or 0.0
 
     # ------------------------------------------------------------------ the choice
     def plan(self, fixed: Sequence[tuple[int, float]],
@@ -292,30 +354,48 @@ class AutoPolicy:
 
     def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
         """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost
-        model current (one sequence: by rows; several with one row each: by sequences)."""
+        model current (one sequence: by rows; several with one row each: by sequences; several with
+        drafts: the cost of a draft row beyond their plain step, once that step is measured)."""
         if rows < 1 or seconds <= 0:
             return
         if seqs <= 1:
             self.cost.add(rows, seconds)
         elif rows == seqs:
             self.plain.add(seqs, seconds)
+            self._forget(seqs)
+        elif rows > seqs and (base := self.plain.median(seqs)) is not None:
+            self.batched.add(seqs, max(0.0, (seconds - base) / (rows - seqs)))
+            self._plain_since[seqs] = 0
+
+    def _forget(self, seqs: int) -> None:
+        """Every ``FORGET_EVERY`` plain steps of ``seqs`` sequences without a drafted one, the oldest
+        batched sample goes: a cost measured once does not keep the batch from drafting for good."""
+        since = self._plain_since.get(seqs, 0) + 1
+        samples = self.batched.samples.get(seqs)
+        if since >= self.FORGET_EVERY and samples:
+            del samples[0]
+            since = 0
+        self._plain_since[seqs] = since
 
     def snapshot(self) -> dict:
         """The live cost model and acceptance prior, as data (for /version and engine stats)."""
-        cost = CostTable(self.cost.keep_last, {k: list(v) for k, v in dict(self.cost.samples).items()})  # a copy:
-        measured = sorted(k for k, v in cost.samples.items() if v)  # the engine thread may be adding to it
+        cost = self.cost.copy()  # the engine thread may be adding to it
+        measured = sorted(k for k, v in cost.samples.items() if v)
         one = cost.seconds(1)
         per_row = None
         if one and measured and measured[-1] > 1:
             top = measured[-1]
             per_row = (cost.seconds(top) - one) / (top - 1)
-        plain = CostTable(self.plain.keep_last, {k: list(v) for k, v in dict(self.plain.samples).items()})
+        plain = self.plain.copy()
         c = self.counters
         return {
             "step_ms": {rows: round(1000 * cost.seconds(rows), 2) for rows in measured},
             "plain_step_ms_by_sequences": {seqs: round(1000 * plain.seconds(seqs), 2)
                                            for seqs in sorted(k for k, v in plain.samples.items() if v)},
             "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
+            "batched_row_cost_ms": {seqs: round(1000 * self.measured_row(seqs), 3)
+                                    for seqs in sorted(k for k, v in dict(self.batched.samples).items()
+                                                       if len(v) >= self.MIN_BATCHED)},
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped,

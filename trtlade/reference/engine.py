@@ -185,7 +185,7 @@ class ReferenceEngine:
         self.vocab_size = int(model.get_output_embeddings().out_features
                               if hasattr(model.get_output_embeddings(), "out_features")
                               else model.config.vocab_size)
-        self.policy = AutoPolicy(CostTable())
+        self.policy = AutoPolicy(CostTable(relative=True))
         self._batch_owner: Optional[object] = None
         if calibrate:
             self.calibrate()
@@ -428,7 +428,7 @@ class ReferenceEngine:
                 if rep >= warmup:  # the first rounds warm the kernels and the buffers up
                     best[rows] = min(elapsed, best.get(rows, elapsed))
         runner.free(slot)
-        self.cost = CostTable()
+        self.cost = CostTable(relative=True)
         for rows, seconds in best.items():
             self.cost.add(rows, seconds)
         return best
