@@ -38,15 +38,13 @@ def main() -> None:
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.meta import machine_info
     from trtlade.contract.protocol import GenerationRequest
+    from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
     engine = ReferenceEngine.load(spec=args.engine_spec, dtype=args.dtype)
-    tok = engine.tokenizer
-    prompts = []
-    for p in load_dataset(args.dataset).prompts:
-        ids = tok.apply_chat_template([{"role": "user", "content": p.text}], add_generation_prompt=True)
-        prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+    chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
     modes: dict[str, Optional[LookaheadSpec]] = {"greedy": LookaheadSpec(1, 1, 0), "auto": None}
     modes.update({f"fixed {s}": LookaheadSpec.parse(s) for s in args.specs})
 

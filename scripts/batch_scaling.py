@@ -28,14 +28,13 @@ def main() -> None:
     from trtlade.bench.datasets import load_dataset
     from trtlade.reference.batch_runner import RowBlock
     from trtlade.contract.protocol import GenerationRequest
+    from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
     engine = ReferenceEngine.load(spec=args.spec, dtype=args.dtype)
-    tok = engine.tokenizer
-    texts = [p.text for p in load_dataset("mix").prompts]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True) for t in texts]
-    prompts = [list(p["input_ids"] if hasattr(p, "keys") else p) for p in prompts]
+    chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
     sizes = [int(x) for x in args.batches.split(",")]
     modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
 

@@ -43,17 +43,15 @@ def main() -> None:
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.meta import machine_info
     from trtlade.contract.protocol import GenerationRequest
+    from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
     loads = [None] + [tuple(int(x) for x in item.split(":")) for item in args.loads.split(",") if item]
     sizes = [int(x) for x in args.sequences.split(",")]
     engine = ReferenceEngine.load(dtype=args.dtype)
-    tok = engine.tokenizer
-    prompts = []
-    for p in load_dataset("mix").prompts:
-        ids = tok.apply_chat_template([{"role": "user", "content": p.text}], add_generation_prompt=True)
-        prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+    chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
 
     def median_step(size: int, offset: int) -> float:
         batch = engine.new_batch(max_batch_size=size)

@@ -74,13 +74,12 @@ def main() -> None:
 
 
 def _mix_prompts(tokenizer, n: int) -> list[list[int]]:
+    """The first ``n`` mix prompts as /v1/chat/completions sends them to the engine."""
     from trtlade.bench.datasets import load_dataset
+    from trtlade.contract.tokenization import PromptTokenizer
 
-    out = []
-    for p in load_dataset("mix").prompts[:max(0, n)]:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": p.text}], add_generation_prompt=True)
-        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
-    return out
+    chat = PromptTokenizer(tokenizer)
+    return [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts[:max(0, n)]]
 
 
 if __name__ == "__main__":

@@ -545,10 +545,13 @@ def profile_batch_steps(engine: Any, prompts: Sequence[Sequence[int]], spec: Loo
         b.step()
         return b
 
+    rows: list[int] = []
+
     def run(b) -> int:
         n = 0
         while len(b) and n < steps:
             b.step()
+            rows.append(b.last.rows)
             n += 1
         return n
 
@@ -556,10 +559,11 @@ def profile_batch_steps(engine: Any, prompts: Sequence[Sequence[int]], spec: Loo
     t0 = time.perf_counter()
     n = run(plain)
     step_ms = 1000.0 * (time.perf_counter() - t0) / max(1, n)
+    rows_per_step = round(sum(rows) / max(1, len(rows)), 2)
     profiled = batch()
     ms, profiled_ms, _ = _profiled_parts(engine, lambda: run(profiled))
     ms["Python and dispatch (rest)"] = max(0.0, step_ms - sum(ms.values()))
-    return {"spec": str(spec), "sequences": len(prompts), "steps": n, "rows_per_step": float(len(prompts)),
+    return {"spec": str(spec), "sequences": len(prompts), "steps": n, "rows_per_step": rows_per_step,
             "step_ms": round(step_ms, 2), "profiled_step_ms": round(profiled_ms, 2),
             "breakdown_ms": {k: round(v, 2) for k, v in ms.items()}}
 
