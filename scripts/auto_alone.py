@@ -108,6 +108,11 @@ def main() -> None:
                  _ratio(ratios[1]), f"{same}/{args.repeats * len(prompts)}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print(f"auto's rows per step (count of steps): {result['auto_rows_per_step']}")
+    c = engine.policy.counters  # only auto's steps count (fixed specs are not the policy's choice)
+    result["auto_decisions"] = {"drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
+                                "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
+    print(f"auto's decisions: drafted {c.drafted}, skipped {c.skipped}, empty {c.empty} (no draft for the option "
+          f"chosen); accepted drafts expected {c.expected_accepted:.1f}, got {c.accepted}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))

@@ -388,6 +388,33 @@ def test_auto_policy_stays_lossless_and_spends_fewer_rows_when_rows_are_dear():
     assert rows_per_step[True] < 0.5 * rows_per_step[False]
 
 
+def test_auto_counters_count_the_steps_as_they_ran():
+    """A chosen option planned on the rows it had at the sequence's last step may have no draft now
+    (no candidate): that step runs its golden row and counts as ``empty``, with nothing expected, so
+    the expected and the accepted drafts of /metrics compare the steps that did draft."""
+    from models import frozen_cost
+
+    eng = tiny_engine("qwen2", (2, 3, 2), adaptive=True)
+    eng.policy.cost = frozen_cost({rows: 0.01 if rows <= 5 else 0.03 for rows in (1, 2, 3, 4, 5, 6, 8, 9, 16)})
+    eng.policy.plain = frozen_cost({})
+    batch = eng.new_batch(max_batch_size=1)
+    batch.add(GenerationRequest(prompt_ids=PROMPT, max_tokens=60, ignore_eos=True))  # the engine default: auto
+    decisions = {"drafted": 0, "skipped": 0, "empty": 0}
+    while len(batch):
+        batch.step()
+        report = batch.last
+        if report.running and (report.auto_drafted or report.auto_skipped or report.auto_empty):
+            assert report.auto_drafted + report.auto_skipped + report.auto_empty == 1
+            assert report.auto_drafted == (report.rows > 1)  # drafted: the step verified drafts
+            assert report.expected_accepted == 0.0 or report.auto_drafted
+            decisions["drafted"] += report.auto_drafted
+            decisions["skipped"] += report.auto_skipped
+            decisions["empty"] += report.auto_empty
+    c = eng.policy.counters
+    assert (c.drafted, c.skipped, c.empty) == (decisions["drafted"], decisions["skipped"], decisions["empty"])
+    assert c.drafted > 0 and c.empty > 0  # this prompt has steps without a candidate
+
+
 def test_engine_runs_in_a_plain_worker_thread_after_calibration():
     """The server drives the engine from a worker thread with no torch mode set: every runner call
     (calibration's truncate included) must enter inference mode itself."""

@@ -313,10 +313,13 @@ def test_auto_counters_compare_expected_and_realised_acceptance():
     policy = AutoPolicy(_cost(FLAT), explore=0.0)
     seq = policy.new_sequence()
     assert policy.plan([], [[(seq, 9)]]) == [0]
+    assert policy.counters.drafted == 0  # the plan alone counts nothing: the step may have no draft
+    assert policy.count(seq, drafted=True) == "drafted"
     policy.observe(seq, drafted=True, accepted=2)
     policy.observe(seq, drafted=True, accepted=1, planned=False)  # a fixed step: not the policy's choice
+    assert policy.count(seq, drafted=False) == "empty"  # chosen, but nothing to verify: nothing expected
     c = policy.counters
-    assert (c.steps, c.drafted, c.accepted) == (1, 1, 2) and c.expected_accepted == pytest.approx(0.5)
+    assert (c.steps, c.drafted, c.empty, c.accepted) == (1, 1, 1, 2) and c.expected_accepted == pytest.approx(0.5)
     snap = policy.snapshot()
     assert snap["row_cost_ms"] == pytest.approx((90 - 34) / 63, abs=1e-3) and snap["step_ms"][1] == 34
 

@@ -232,9 +232,11 @@ class StepReport:
     seconds: float = 0.0
     #: seconds each request prefilled in this step waited from being added to its prefill
     queue_waits: list[float] = field(default_factory=list)
-    #: the auto policy's choice this step: sequences it let draft / kept to their golden row, the
-    #: accepted drafts it expected from those that drafted, and the ones they got
+    #: the auto policy's choice this step: sequences it let draft / kept to their golden row / whose
+    #: chosen option had no draft this step, the accepted drafts it expected from those that drafted,
+    #: and the ones they got
     auto_drafted: int = 0
     auto_skipped: int = 0
+    auto_empty: int = 0
     expected_accepted: float = 0.0
     accepted: int = 0

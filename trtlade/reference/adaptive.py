@@ -161,12 +161,14 @@ class Acceptance:
 
 @dataclass
 class PolicyCounters:
-    """Running totals for /metrics: steps planned, sequences that drafted, the accepted drafts the
-    policy expected for them and the ones they got."""
+    """Running totals for /metrics: steps planned; per ``auto`` sequence and step, whether it drafted,
+    was kept to its golden row (skipped) or had no draft for the option chosen (empty); the accepted
+    drafts the policy expected from those that drafted and the ones they got."""
 
     steps: int = 0
     drafted: int = 0
     skipped: int = 0
+    empty: int = 0
     expected_accepted: float = 0.0
     accepted: int = 0
 
@@ -289,8 +291,7 @@ class AutoPolicy:
         that gains more than what its sequence has so far replaces it, and the step keeps the
         assignment seen with the most expected tokens per second.
         """
-        counters = self.counters
-        counters.steps += 1
+        self.counters.steps += 1
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
@@ -309,11 +310,33 @@ class AutoPolicy:
             rate = tokens / self.step_seconds(rows, seqs)
             if rate > best:
                 best, best_choice = rate, list(choice)
-        drafted = [(i, k) for i, k in enumerate(best_choice) if k >= 0]
-        counters.drafted += len(drafted)
-        counters.skipped += len(candidates) - len(drafted)
-        counters.expected_accepted += sum(self.expected(candidates[i][k][0]) for i, k in drafted)
         return best_choice
+
+    def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
+        """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the
+        decision: ``skipped`` (the plan gave it its golden row: ``chosen`` is None), ``drafted`` (its
+        option had drafts to verify; what it expects from them is added to ``expected_accepted``, to
+        compare with what it gets) or ``empty`` (the option, planned on the rows it had at its last
+        step, has no draft now, e.g. no candidate: the golden row ran and nothing was expected).
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> seq = policy.new_sequence()
+        >>> [policy.count(None, False), policy.count(seq, True), policy.count(seq, False)]
+        ['skipped', 'drafted', 'empty']
+        >>> c = policy.counters
+        >>> (c.drafted, c.skipped, c.empty, c.expected_accepted)
+        (1, 1, 1, 0.5)
+        """
+        counters = self.counters
+        if chosen is None:
+            counters.skipped += 1
+            return "skipped"
+        if not drafted:
+            counters.empty += 1
+            return "empty"
+        counters.drafted += 1
+        counters.expected_accepted += self.expected(chosen)
+        return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1) -> list[tuple[float, int]]:
         """Optimistic gain and draft rows per option; an option holds the one before it, so it is
@@ -398,6 +421,6 @@ class AutoPolicy:
                                                        if len(v) >= self.MIN_BATCHED)},
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
-            "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped,
+            "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
         }

@@ -484,9 +484,10 @@ class Batch:
             self._release(state)
             return None
 
-    def _plan(self, states: list[SequenceState], report: StepReport) -> list[Optional[int]]:
+    def _plan(self, states: list[SequenceState]) -> tuple[list[Optional[int]], dict[int, Optional[Acceptance]]]:
         """The rows each sequence wants this step (None: it failed and left): its drafts' rows if it
-        drafts (see the module docstring, step 2), else 1."""
+        drafts (see the module docstring, step 2), else 1; and for each ``auto`` sequence (by
+        ``seq_id``) the acceptance of the option the policy chose for it (None: its golden row)."""
         policy: AutoPolicy = self.engine.policy
         in_flight = len(self)
         modes = [self._isolated(s, s.step_mode, in_flight) for s in states]
@@ -503,23 +504,34 @@ class Batch:
             elif mode == "golden":
                 wanted[i] = 1
                 fixed.append((1, 1.0))
+        chosen: dict[int, Optional[Acceptance]] = {}
         if auto:
-            before = policy.counters.expected_accepted
             with record_function(ALGORITHM_LABEL):
                 choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
-            report.auto_drafted = sum(1 for k in choice if k >= 0)
-            report.auto_skipped = len(choice) - report.auto_drafted
-            report.expected_accepted = policy.counters.expected_accepted - before
             for i, k in zip(auto, choice):
+                chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
                 wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
-        return wanted
+        return wanted, chosen
+
+    def _count_auto(self, chosen: dict[int, Optional[Acceptance]], states: list[SequenceState],
+                    blocks: list[RowBlock], report: StepReport) -> None:
+        """The auto policy's decisions as they run (a chosen option may have no draft this step)."""
+        policy: AutoPolicy = self.engine.policy
+        before = policy.counters.expected_accepted
+        for state, block in zip(states, blocks):
+            if state.seq_id in chosen:
+                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1)
+                report.auto_drafted += decision == "drafted"
+                report.auto_skipped += decision == "skipped"
+                report.auto_empty += decision == "empty"
+        report.expected_accepted = policy.counters.expected_accepted - before
 
     def _decode(self, states: list[SequenceState], report: StepReport,
                 emit: Callable[[int, StepChunk], None]) -> None:
         runner = self.engine.runner
         policy: AutoPolicy = self.engine.policy
         started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
-        wanted = self._plan(states, report)
+        wanted, chosen = self._plan(states)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
         rows = self.limits.rows(wanted)
@@ -533,6 +545,7 @@ class Batch:
         report.running = len(states)
         report.rows = sum(b.rows for b in blocks)
         report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
+        self._count_auto(chosen, states, blocks, report)
         accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
         logits = runner.forward(blocks)

@@ -26,7 +26,9 @@ trtlade_dropped_draft_rows_total              counter    draft rows dropped beca
 trtlade_step_draft_rows                       histogram  draft rows in each such forward pass (its rows
                                                          beyond one per running sequence)
 trtlade_auto_draft_decisions_total{decision}  counter    the auto policy's per-step choice for each
-                                                         ``auto`` sequence: ``drafted`` or ``skipped``
+                                                         ``auto`` sequence: ``drafted``, ``skipped``
+                                                         (golden row) or ``empty`` (the option chosen
+                                                         had no draft this step: golden row)
 trtlade_auto_expected_accepted_drafts_total   counter    accepted drafts the auto policy expected from
                                                          the sequences it let draft
 trtlade_auto_accepted_drafts_total            counter    accepted drafts they actually got (compare the two)
@@ -164,9 +166,10 @@ class ServerMetrics:
             self.batch_size.observe(report.running)
             self.step_rows.observe(report.rows)
             self.draft_rows.observe(report.rows - report.running)
-        if report.auto_drafted or report.auto_skipped:
+        if report.auto_drafted or report.auto_skipped or report.auto_empty:
             self.auto_decisions.labels(decision="drafted").inc(report.auto_drafted)
             self.auto_decisions.labels(decision="skipped").inc(report.auto_skipped)
+            self.auto_decisions.labels(decision="empty").inc(report.auto_empty)
             self.auto_expected.inc(report.expected_accepted)
             self.auto_accepted.inc(report.accepted)
         if report.dropped_drafts:
