@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--engine-spec", default="2,4,2", help="the engine's (W,N,G): auto drafts within it")
     ap.add_argument("--specs", nargs="*", default=["2,3,2", "2,4,2"], help="fixed specs to compare")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--preset", default="fast", help="fast (served default: prompt lookup too) or trtllm")
     ap.add_argument("--max-tokens", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
@@ -39,10 +40,13 @@ def main() -> None:
     from trtlade.bench.meta import machine_info
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.presets import preset_prompt_lookup
     from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
-    engine = ReferenceEngine.load(spec=args.engine_spec, dtype=args.dtype)
+    # as `trtlade serve` loads it (trtlade/server/runner.py): the preset sets the prompt-lookup candidates
+    engine = ReferenceEngine.load(spec=args.engine_spec, dtype=args.dtype,
+                                  prompt_lookup=preset_prompt_lookup(args.preset, args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
     prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
     modes: dict[str, Optional[LookaheadSpec]] = {"greedy": LookaheadSpec(1, 1, 0), "auto": None}
@@ -87,13 +91,13 @@ def main() -> None:
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
             f"{name} {per_repeat[name][-1][0]:.1f} tok/s" for name in modes), flush=True)
 
-    result = {"host": machine_info()["cpu"], "threads": engine.threads, "dtype": args.dtype,
+    result = {"host": machine_info()["cpu"], "threads": engine.threads, "dtype": args.dtype, "preset": args.preset,
               "dataset": args.dataset, "prompts": len(prompts), "max_tokens": args.max_tokens,
               "repeats": args.repeats, "engine_spec": args.engine_spec, "modes": [],
               "auto_rows_per_step": dict(sorted(rows_hist.items())),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     print(f"\n{result['host']}, {engine.threads} threads, {args.dtype}, {args.dataset} ({len(prompts)} prompts), "
-          f"{args.max_tokens} tokens, {args.repeats} repeats, engine spec {args.engine_spec}")
+          f"{args.max_tokens} tokens, {args.repeats} repeats, engine spec {args.engine_spec}, preset {args.preset}")
     print("| mode | decode tok/s | decode vs greedy | output tok/s | output vs greedy | identical to greedy |")
     print("|---|---:|---:|---:|---:|---:|")
     greedy = {i: answers[("greedy", i)][0] for i in range(len(prompts))}
