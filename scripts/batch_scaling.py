@@ -20,6 +20,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--spec", default="2,4,2")
+    ap.add_argument("--preset", default="fast", help="fast (served default: prompt lookup too) or trtllm")
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=48)
@@ -29,10 +30,12 @@ def main() -> None:
     from trtlade.reference.batch_runner import RowBlock
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.presets import preset_prompt_lookup
     from trtlade.reference.engine import ReferenceEngine
     from trtlade.spec import LookaheadSpec
 
-    engine = ReferenceEngine.load(spec=args.spec, dtype=args.dtype)
+    engine = ReferenceEngine.load(spec=args.spec, dtype=args.dtype,
+                                  prompt_lookup=preset_prompt_lookup(args.preset, args.spec))
     chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
     prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
     sizes = [int(x) for x in args.batches.split(",")]
