@@ -415,6 +415,19 @@ def test_auto_counters_count_the_steps_as_they_ran():
     assert c.drafted > 0 and c.empty > 0  # this prompt has steps without a candidate
 
 
+def test_requests_with_another_spec_keep_their_own_acceptance_prior():
+    """What an explicit (2,2,1) accepts (one draft at most) must not teach ``auto``, which drafts within
+    the engine's (7,5,7), what its own steps will accept: their priors are kept apart by spec."""
+    eng = tiny_engine("qwen2", ENGINE_SPEC, adaptive=True)
+    prompt = list(PROMPT)
+    eng.generate(prompt, max_tokens=40, lookahead=(2, 2, 1), ignore_eos=True)
+    priors = eng.policy.snapshot()["prior_by_context"]
+    assert any(key.endswith("@2,2,1") for key in priors)
+    assert not any("/" in key and "@" not in key for key in priors)  # auto's priors untouched
+    eng.generate(prompt, max_tokens=40, lookahead=ENGINE_SPEC, ignore_eos=True)  # the engine's spec: shared
+    assert any("/" in key and "@" not in key for key in eng.policy.snapshot()["prior_by_context"])
+
+
 def test_engine_runs_in_a_plain_worker_thread_after_calibration():
     """The server drives the engine from a worker thread with no torch mode set: every runner call
     (calibration's truncate included) must enter inference mode itself."""

@@ -137,8 +137,8 @@ class SequenceState:
         self.policy = _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive else None
         self.contexts = _RepeatIndex(self.prompt)
-        kind = "" if params.greedy else "sampled-"  # sampled acceptance is its own prior
-        self._acceptance = {(ctx, option): engine.policy.new_sequence(f"{kind}{ctx}/{option}")
+        self._acceptance = {(ctx, option): engine.policy.new_sequence(_prior_key(ctx, option, params.greedy, spec,
+                                                                                 engine.spec))
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
         self.draft_rows = {"first": 2, "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
@@ -581,6 +581,20 @@ class Batch:
         if not self.is_current():
             raise RuntimeError("this generation was superseded by a newer batch on the same engine "
                                "(one batch drives an engine at a time)")
+
+
+def _prior_key(context: str, option: str, greedy: bool, spec: LookaheadSpec, engine_spec: LookaheadSpec) -> str:
+    """The server-wide acceptance prior a sequence's steps share: by context and draft option, and
+    apart for sampled requests (accepted less often) and for requests with another spec than the
+    engine's (an explicit (2,2,1) accepts at most one draft: its steps must not teach ``auto``, which
+    drafts within the engine's spec, what a (2,4,2) step accepts).
+
+    >>> e = LookaheadSpec(2, 4, 2)
+    >>> _prior_key("fresh", "full", True, e, e), _prior_key("fresh", "full", False, LookaheadSpec(2, 2, 1), e)
+    ('fresh/full', 'sampled-fresh/full@2,2,1')
+    """
+    kind = "" if greedy else "sampled-"
+    return f"{kind}{context}/{option}" + ("" if spec == engine_spec else f"@{spec}")
 
 
 class _RepeatIndex:
