@@ -7,6 +7,11 @@ HTTP and the load generator on the same cores.
 
     .venv/bin/python scripts/auto_alone.py                                   # mix, 50 tokens, fp32
     .venv/bin/python scripts/auto_alone.py --specs 2,3,2 2,4,2 --repeats 3 --json reports/auto-alone.json
+    .venv/bin/python scripts/auto_alone.py --preset trtllm                   # TensorRT-LLM's algorithm
+
+The engine loads as `trtlade serve` loads it: ``--preset fast`` (the default, as in
+configs/smollm2-cpu.yml) adds prompt-lookup candidates to every lookahead request; it ends with the
+``auto`` policy's decisions (drafted / skipped / empty, accepted drafts expected and got).
 
 Decode: tokens after the first / time after the first token (lookahead does not change the prefill);
 output: all tokens / time from the request to its last token (what the bench's output throughput

@@ -6,6 +6,7 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
 
     .venv/bin/python scripts/batch_scaling.py                        # embedded SmolLM2, fp32, (2,4,2)
     .venv/bin/python scripts/batch_scaling.py --dtype bfloat16 --repeats 1
+    .venv/bin/python scripts/batch_scaling.py --preset trtllm          # no prompt-lookup candidates
 
 Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
 """
