@@ -7,33 +7,45 @@ from __future__ import annotations
 import pytest
 import torch
 
+import native_variants
 from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.reference.batch_runner import UnsupportedModelError
 from trtlade.reference.fast_forward import FusedLinear, fast_body
 from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import PanelLinear, linear_dtypes, status
+from trtlade.reference.native.cpu import ENV
 
 ROWS = (1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 32, 64)
 
 
 NATIVE = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 needs_native = pytest.mark.skipif(not linear_dtypes(), reason=f"native linear kernel not built here: {status()}")
+#: oneDNN's bfloat16 GEMM needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT (torch's check, named in the skip)
+ONEDNN_BF16 = onednn_available(torch.bfloat16)
+ONEDNN_BF16_REASON = (f"oneDNN's bfloat16 GEMM needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT; this CPU's torch "
+                      f"capability is {torch.backends.cpu.get_cpu_capability()}")
+KERNELS = [pytest.param(f"native:{p.values[0]}", id=f"native-{p.values[0]}", marks=p.marks)
+           for p in native_variants.params()] + ["onednn-packed"]
 
 
-@pytest.mark.parametrize("kernel", ["native", "onednn-packed"])
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("in_features", [64, 576, 1536])
-def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(kernel, dtype, in_features):
-    """Bitwise, for 1 to 64 rows, on both kernels: the native one computes each output as one chain over
-    k whatever the tile; with more than 1024 inputs oneDNN takes another kernel for one row (float32 and
-    bfloat16), so FusedLinear computes a lone row as two there."""
+def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(kernel, dtype, in_features, monkeypatch):
+    """Bitwise, for 1 to 64 rows, on every kernel: each native variant computes each output as one chain
+    over k whatever the tile; with more than 1024 inputs oneDNN takes another kernel for one row (float32
+    and bfloat16), so FusedLinear computes a lone row as two there."""
     assert onednn_available()
-    if kernel == "native" and dtype not in [NATIVE[d] for d in linear_dtypes()]:
-        pytest.skip(f"native linear kernel not built for {dtype} here: {status()}")
+    if kernel == "onednn-packed" and dtype == torch.bfloat16 and not ONEDNN_BF16:
+        pytest.skip(ONEDNN_BF16_REASON)
+    if kernel.startswith("native:"):
+        monkeypatch.setenv(ENV, kernel.split(":")[1])
     torch.manual_seed(0)
     layers = [torch.nn.Linear(in_features, 96, bias=True), torch.nn.Linear(in_features, 32, bias=False)]
-    fused = FusedLinear([layer.to(dtype) for layer in layers], release=False, native=kernel == "native")
-    assert fused.kernel == kernel
+    fused = FusedLinear([layer.to(dtype) for layer in layers], release=False, native=kernel != "onednn-packed")
+    assert fused.kernel == kernel.split(":")[0]
+    if fused.native is not None:
+        assert fused.native.kernels.variant == kernel.split(":")[1]
     x = torch.randn(64, in_features, dtype=dtype)
     with torch.inference_mode():
         alone = fused(x[:1])
@@ -44,23 +56,21 @@ def test_a_rows_projection_does_not_depend_on_the_rows_beside_it(kernel, dtype, 
             assert torch.equal(fused(y[:1]), fused(y)[:1]), trial
         reference = torch.cat([layers[0](x), layers[1](x)], dim=-1)
         assert torch.allclose(fused(x).float(), reference.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-4)
-    assert fused.splits == [96, 32] and fused.two_rows_for_one == (kernel != "native" and in_features > 1024)
+    assert fused.splits == [96, 32] and fused.two_rows_for_one == (kernel == "onednn-packed" and in_features > 1024)
 
 
-@needs_native
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("out_features, in_features", [(1, 2), (17, 6), (50, 64), (300, 130)])
-def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, out_features, in_features):
+def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, out_features, in_features, variant):
     """Outputs not a multiple of the 16-wide panels, a bias in float32, and W's rows read back exactly
-    (the tied embedding reads its rows from the LM head's packed copy)."""
-    if dtype not in [NATIVE[d] for d in linear_dtypes()]:
-        pytest.skip(f"native linear kernel not built for {dtype} here")
+    (the tied embedding reads its rows from the LM head's packed copy), on every CPU variant."""
     torch.manual_seed(1)
     w, b = torch.randn(out_features, in_features).to(dtype), torch.randn(out_features).to(dtype)
-    lin = PanelLinear.pack(w, b)
+    lin = PanelLinear.pack(w, b, variant=variant)
     x = torch.randn(70, in_features).to(dtype)
     y = lin(x)
-    assert y.shape == (70, out_features) and y.dtype == dtype
+    assert y.shape == (70, out_features) and y.dtype == dtype and lin.kernels.variant == variant
     reference = x.float() @ w.float().T + b.float()
     assert torch.allclose(y.float(), reference, atol=0.06 * in_features ** 0.5 if dtype == torch.bfloat16 else 1e-4)
     assert torch.equal(torch.stack([lin(x[i:i + 1])[0] for i in range(70)]), y)
@@ -68,12 +78,41 @@ def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, ou
     assert torch.equal(lin.rows(ids), w[ids])
 
 
-def test_without_the_native_kernel_the_fused_linear_runs_onednn(monkeypatch):
-    import trtlade.reference.native as native
+@pytest.mark.parametrize("variant", native_variants.pairs())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_cpu_variant_gives_the_best_variants_bits(variant, dtype):
+    """The same FMA chain on every instruction set (bfloat16: widened pairs, odd k first, as VDPBF16PS):
+    a linear layer's output has the same bits on each variant this CPU runs, whatever the row count."""
+    torch.manual_seed(2)
+    best = native_variants.RUNS[0]
+    same = total = 0
+    for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]:
+        w, b = torch.randn(n, k).to(dtype), torch.randn(n).to(dtype)
+        x = torch.randn(9, k).to(dtype)
+        got, want = PanelLinear.pack(w, b, variant=variant)(x), PanelLinear.pack(w, b, variant=best)(x)
+        if dtype == torch.bfloat16 and "avx512bf16" in (variant, best):
+            # VDPBF16PS against its emulation: Intel's pseudo-code is two FMAs, odd k first; whether a CPU's
+            # hardware rounds the same is measured here (docs/reference-engine.md, "Across CPU classes")
+            ulps = (got.view(torch.int16).int() - want.view(torch.int16).int()).abs()
+            assert ulps.max() <= 1, (n, k)
+            same, total = same + int((ulps == 0).sum()), total + ulps.numel()
+        else:
+            assert torch.equal(got, want), (n, k)
+    if total:
+        print(f"bf16 {variant} vs {best}: {same}/{total} outputs bit-identical")
 
-    monkeypatch.setattr(native, "linear_dtypes", lambda: ())
+
+def test_without_the_native_kernel_the_fused_linear_runs_onednn_where_this_cpu_has_it(monkeypatch):
+    """A forced variant this CPU cannot run leaves the library unused (the status says why); float32 then
+    runs oneDNN, and bfloat16 runs oneDNN only where this CPU has its bf16 path, else the plain GEMM:
+    no oneDNN call whose CPU requirement was not checked (it raised a RuntimeError on AVX2-only CPUs)."""
+    monkeypatch.setenv(ENV, "no-such-variant")
+    assert not linear_dtypes() and "TRTLADE_NATIVE_ISA=no-such-variant" in status()
     fused = FusedLinear([torch.nn.Linear(64, 32)], release=False)
     assert fused.kernel == "onednn-packed" and fused.native is None
+    half = FusedLinear([torch.nn.Linear(64, 32).to(torch.bfloat16)], release=False)
+    assert half.kernel == ("onednn-packed" if ONEDNN_BF16 else "plain")
+    assert half(torch.ones(2, 64, dtype=torch.bfloat16)).shape == (2, 32)
     with pytest.raises(ValueError, match="native linear kernel does not run"):
         FusedLinear([torch.nn.Linear(64, 32)], release=False, native=True)
 

@@ -11,11 +11,13 @@ alone and in batches of 1-8, on Llama, Qwen2 and Qwen3.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 import pytest
 import torch
 
+import native_variants
 from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
 from test_engine_batching import request, run, tokens
 from trtlade.reference.batch_runner import RowBlock, row_keys
@@ -43,11 +45,13 @@ def test_loading_the_kernel_leaves_the_process_floating_point_state_alone():
     assert float(np.float32(1e-45) * np.float32(1.0)) != 0.0
 
 
-@needs_kernel
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("window, softcap", [(None, None), (40, None), (None, 5.0)])
-def test_attention_of_a_row_alone_equals_it_beside_any_rows(window, softcap):
+def test_attention_of_a_row_alone_equals_it_beside_any_rows(window, softcap, variant):
     """A greedy row at position L0 + 1 (its slot holds L0 + 1 committed keys, the token at L0 + 1 is its
-    own) against the same row as branch b of a tree at L0, then beside 1..63 rows of other sequences."""
+    own) against the same row as branch b of a tree at L0, then beside 1..63 rows of other sequences; on
+    every CPU variant."""
+    KERNEL = row_attention(variant)
     torch.manual_seed(0)
     L0 = 200
     k, v = torch.randn(6, 2, 300, 16), torch.randn(6, 2, 300, 16)
@@ -101,13 +105,14 @@ def test_norms_rotary_and_the_lm_head_give_a_row_the_same_bits_beside_any_rows(a
                 assert torch.equal(layer.q_norm(heads[:rows])[:1], layer.q_norm(heads[:1])), rows
 
 
-@needs_kernel
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("arch", ARCHS)
-def test_a_verification_step_computes_and_writes_what_greedy_steps_do(arch, dtype):
+def test_a_verification_step_computes_and_writes_what_greedy_steps_do(arch, dtype, variant):
     """The whole forward: the logits of every accepted row of a lookahead step, and the K/V it leaves in
-    the cache, equal bitwise those of the greedy steps that produce the same tokens."""
-    eng = engine(arch, dtype)
+    the cache, equal bitwise those of the greedy steps that produce the same tokens; on every CPU variant."""
+    eng = engine(arch, dtype, variant=variant)
+    assert eng.runner.lm_head.native.kernels.variant == variant and eng.runner.native_body
     runner = eng.runner
     prompt = tiny_tokenizer().encode("The quick brown fox jumps over the lazy dog. The quick brown")
     greedy = eng.greedy(prompt, 6, ignore_eos=True).tokens
@@ -138,9 +143,10 @@ def test_a_verification_step_computes_and_writes_what_greedy_steps_do(arch, dtyp
 
 
 @lru_cache(maxsize=None)
-def engine(arch: str, dtype: torch.dtype = torch.float32, lookup: int = 0):
+def engine(arch: str, dtype: torch.dtype = torch.float32, lookup: int = 0, variant: Optional[str] = None):
     tok = tiny_tokenizer()
-    return tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=dtype), prompt_lookup=lookup)
+    with native_variants.forced(variant):
+        return tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=dtype), prompt_lookup=lookup)
 
 
 # ------------------------------------------------------------------------------------ whole runs, bf16
@@ -155,11 +161,12 @@ def prompts() -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(tiny_tokenizer().encode(t)) for t in TEXTS)
 
 
-@needs_kernel
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("arch", ARCHS)
-def test_bf16_every_lookahead_mode_is_greedy_token_for_token(arch):
-    eng, fast = engine(arch, torch.bfloat16), engine(arch, torch.bfloat16, lookup=4)
+def test_bf16_every_lookahead_mode_is_greedy_token_for_token(arch, variant):
+    eng, fast = engine(arch, torch.bfloat16, variant=variant), engine(arch, torch.bfloat16, lookup=4, variant=variant)
     assert eng.bit_exact and eng.exactness["row_invariant_attention"] == "native"
+    assert eng.exactness["kernels"] == f"native {variant} (one call per step)"
     for prompt in prompts():
         want = eng.greedy(list(prompt), 40, ignore_eos=True).tokens
         for spec in [(2, 2, 1), (2, 4, 2), (4, 4, 4), (7, 5, 7), "auto"]:

@@ -69,8 +69,9 @@ def describe_server(version: Any) -> Optional[str]:
     ...     "details": {"preset": "fast", "dtype": "float32"}}})
     'reference engine, preset fast, (W,N,G) = (2,4,2), float32, model SmolLM2-135M-Instruct'
     >>> describe_server({"engine": {"name": "reference", "details": {"dtype": "bfloat16",
-    ...     "exactness": {"bit_exact": True}}}})
-    'reference engine, bfloat16, lookahead bit-exact by construction (row-invariant kernels)'
+    ...     "exactness": {"bit_exact": True, "kernels": "native avx2 (one call per step)"}}}}).split(", ")
+    ['reference engine', 'bfloat16', 'kernels native avx2 (one call per step)', \
+'lookahead bit-exact by construction (row-invariant kernels)']
     >>> describe_server({"object": "list"}) is None
     True
     """
@@ -88,6 +89,8 @@ def describe_server(version: Any) -> Optional[str]:
     if details.get("dtype"):
         parts.append(str(details["dtype"]))
     exact = details.get("exactness") if isinstance(details.get("exactness"), dict) else {}
+    if exact.get("kernels"):
+        parts.append(f"kernels {exact['kernels']}")
     if "bit_exact" in exact:
         parts.append("lookahead bit-exact by construction (row-invariant kernels)" if exact["bit_exact"]
                      else "lookahead not bit-exact by construction")

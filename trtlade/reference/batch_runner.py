@@ -632,7 +632,19 @@ class BatchRunner:
         """Whether every op gives a row the same bits whatever the rows beside it: the engine's own forward
         (row-invariant linear layers) with row-invariant attention. Then lookahead's verification rows compute
         exactly what a greedy step computes, in every dtype."""
-        return self.fast is not None and self.invariant_attention is not None
+        return self.fast is not None and self.lm_head.kernel != "plain" and self.invariant_attention is not None
+
+    @property
+    def kernels(self) -> str:
+        """What computes a step, in words: ``"native avx2 (one call per step)"``, ``"oneDNN packed GEMMs and
+        torch ops"``, ``"plain torch GEMMs and torch ops"`` or ``"transformers' forward (...)"``."""
+        if self.fast is None:
+            return f"transformers' forward ({self.kernel_choice.kernel} linear layers)"
+        kernel = self.lm_head.kernel
+        if kernel == "native":
+            how = "one call per step" if self.native_body else "linear layers; torch ops between"
+            return f"native {self.lm_head.native.kernels.variant} ({how})"
+        return ("oneDNN packed GEMMs" if kernel == "onednn-packed" else "plain torch GEMMs") + " and torch ops"
 
     # ------------------------------------------------------------------ slots
     def allocate(self, reserve: int) -> int:
@@ -786,8 +798,8 @@ def _check_native_kernels(model: nn.Module, dtype: torch.dtype, device: torch.de
     name = str(dtype).removeprefix("torch.")
     if device.type != "cpu" or name not in native_linear_dtypes():
         raise UnsupportedModelError(f"native_kernels=True: the native linear kernel does not run {name} on "
-                                    f"{device.type} here (built for: {', '.join(native_linear_dtypes()) or 'nothing'}; "
-                                    f"{native_status()})", hint)
+                                    f"{device.type} here (it runs: {', '.join(native_linear_dtypes()) or 'nothing'} "
+                                    f"on the CPU; {native_status()})", hint)
 
 
 class _NativeStep:

@@ -239,6 +239,7 @@ class ReferenceEngine:
         return {
             "linear_kernel": self.runner.kernel_choice.to_dict(),
             "native_body": self.runner.fast is not None and self.runner.fast.native is not None,
+            "kernels": self.runner.kernels,
             "dtype": self.dtype,
             "threads": self.threads,
             "prompt_lookup": self.settings.prompt_lookup,
@@ -265,15 +266,17 @@ class ReferenceEngine:
             "dtype": self.dtype,
             "bit_exact": self.bit_exact,
             "row_invariant_attention": invariant,
-            "row_invariant_linear": self.runner.fast is not None,
+            "row_invariant_linear": self.runner.fast is not None and self.runner.lm_head.kernel != "plain",
             "native_kernel": status(),
+            "kernels": self.runner.kernels,
             "tested": dict(TESTED_EXACT),
             "statement": (f"lookahead equals the engine's own {self.dtype} greedy / plain sampling bit for bit: every "
                           f"op computes a row the same whatever the rows beside it"
                           + ("" if self.dtype in TESTED_EXACT else f" ({self.dtype} runs the same kernels but was "
                                                                     f"not tested)") if self.bit_exact else
-                          "row-invariance is not complete for this model or device (transformers' forward or no "
-                          "native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can differ"),
+                          "row-invariance is not complete for this model or device (transformers' forward, plain "
+                          "GEMMs or no native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can "
+                          "differ"),
         }
 
     # ------------------------------------------------------------------------------- public API

@@ -91,7 +91,7 @@ class FusedLinear(nn.Module):
                              f"{native_status()}")
         self.packed = self.native is None and (weight.device.type == "cpu"
                                                and weight.dtype in (torch.float32, torch.bfloat16)
-                                               and onednn_available())
+                                               and onednn_available(weight.dtype))
         self.two_rows_for_one = self.packed and self.in_features > _ONE_ROW_KERNEL_FROM
         if self.native is not None:
             stored, bias = self.native.packed, None

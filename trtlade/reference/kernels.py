@@ -83,13 +83,25 @@ def configure_threads(threads: int | None) -> int:
 
 
 # ----------------------------------------------------------------------------------------- kernels
-def onednn_available() -> bool:
-    """Whether this torch build has oneDNN's packed linear ops (CPU builds with MKLDNN)."""
-    return bool(
-        torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    )
+def onednn_available(dtype: Optional[torch.dtype] = None) -> bool:
+    """Whether this torch build has oneDNN's packed linear ops (CPU builds with MKLDNN), and, for a
+    ``dtype``, whether this CPU runs them in it: oneDNN's bfloat16 and float16 paths need AVX-512
+    (BW/VL/DQ) or AVX-NE-CONVERT, and raise a RuntimeError at the first reorder on a CPU without (an AMD
+    Zen 2/3 or most laptops: AVX2 only). Checked here, before any call.
+
+    >>> onednn_available(torch.float32) == onednn_available()
+    True
+    >>> onednn_available(torch.bfloat16) == (onednn_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    True
+    """
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    if dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return dtype in (None, torch.float32)
 
 
 class PackedLinear(nn.Module):
@@ -103,6 +115,10 @@ class PackedLinear(nn.Module):
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         weight = linear.weight.detach()
+        if not onednn_available(weight.dtype):
+            raise ValueError(f"oneDNN's packed linear does not run {weight.dtype} on this CPU (its bfloat16/float16 "
+                             f"paths need AVX-512 BW/VL/DQ or AVX-NE-CONVERT; CPU capability: "
+                             f"{torch.backends.cpu.get_cpu_capability()}); use the plain nn.Linear")
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.weight_dtype = weight.dtype
@@ -128,17 +144,20 @@ def pack_linear_layers(model: nn.Module) -> int:
     is not on the CPU, or its dtype is not float32/bfloat16). Inference only: the packed weights
     are not parameters any more.
     """
-    if not onednn_available():
+    targets = _packable(model)
+    if not targets:
         return 0
-    targets: list[tuple[nn.Module, str, nn.Linear]] = []
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if type(child) is nn.Linear and child.weight.device.type == "cpu" \
-                    and child.weight.dtype in (torch.float32, torch.bfloat16):
-                targets.append((parent, name, child))
     for parent, name, child in targets:
         setattr(parent, name, PackedLinear(child))
     return len(targets)
+
+
+def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
+    """(parent, name, layer) of every ``nn.Linear`` oneDNN can pack here: on the CPU, float32 or bfloat16,
+    in a dtype this CPU runs oneDNN in (:func:`onednn_available`)."""
+    return [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+            if type(child) is nn.Linear and child.weight.device.type == "cpu"
+            and child.weight.dtype in (torch.float32, torch.bfloat16) and onednn_available(child.weight.dtype)]
 
 
 # ----------------------------------------------------------------------------------------- choice
@@ -233,11 +252,9 @@ def choose_linear_kernel(model: nn.Module, *, rows: Sequence[int] = KERNEL_ROWS,
     for many: both are then kept, :class:`RowDispatchedLinear`); swaps the leaf modules in place.
     ``timer(plain, packed, rows)`` replaces the measurement (tests). Models off the CPU, in other
     dtypes, or without oneDNN stay plain."""
-    targets = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
-               if type(child) is nn.Linear and child.weight.device.type == "cpu"
-               and child.weight.dtype in (torch.float32, torch.bfloat16)]
-    if not targets or not onednn_available():
-        return KernelChoice("plain", 0, reason="oneDNN packed linears unavailable for this model/device")
+    targets = _packable(model)
+    if not targets:
+        return KernelChoice("plain", 0, reason="oneDNN packed linears unavailable for this model/device/CPU")
     plain = [child for _, _, child in targets]
     packed = [PackedLinear(child) for child in plain]
     measure = timer or (lambda a, b, r: _time_layers(a, b, r, repeats))

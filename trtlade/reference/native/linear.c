@@ -6,25 +6,51 @@
  * pre-packed weight once per call, whatever the number of rows, on every OpenMP thread.
  *
  * Row-invariant by construction: output (i, n) is ONE chain of fused multiply-adds over k = 0, 1, ...,
- * K-1 in that order (bf16: one VDPBF16PS per pair k, k+1, in order), then the bias. The tiling (how many
- * rows and outputs a tile holds) and the threads (which outputs each computes) never change that chain,
- * so a row's result has the same bits alone, among 63 others, or beside another sequence's rows.
+ * K-1 in that order, then the bias. The tiling (how many rows and outputs a tile holds) and the threads
+ * (which outputs each computes) never change that chain, so a row's result has the same bits alone,
+ * among 63 others, or beside another sequence's rows.
  *
- * Packed layout (see trtlade/reference/native/__init__.py, pack_weight): outputs in panels of 16,
+ * One file, three instruction sets: the build (trtlade/reference/native/build.py) compiles it once per
+ * CPU variant with explicit target flags, and the engine picks the variant by probing the CPU
+ * (cpu.c). Every path computes the SAME chain, so a float32 output has the same bits on each:
+ *   - AVX-512F: 16 outputs per register;
+ *   - AVX2 + FMA: 8 outputs per register, two registers a panel;
+ *   - portable C: fmaf() in plain loops (the compiler vectorises them where the target has a vector
+ *     FMA: aarch64's FMLA; elsewhere libm's fmaf, correct and slow).
+ * bfloat16 (weights and inputs; the sums in float32): with AVX512-BF16, one VDPBF16PS per pair k, k+1;
+ * elsewhere both values are widened to float32 exactly (a bf16 value is the high half of a float32) and
+ * the pair is two FMAs in the order Intel's pseudo-code gives VDPBF16PS: odd k first, then even k. The
+ * product of two bf16 values is exact in float32, so each step rounds once like an FMA; the one
+ * documented difference is that VDPBF16PS flushes subnormal inputs and results to zero
+ * (docs/reference-engine.md, "Across CPU classes").
+ *
+ * Packed layout (see trtlade/reference/native/linear.py, PanelLinear.pack): outputs in panels of 16,
  * float32 Wp[panel][k][16]; bfloat16 Wp[panel][k/2][16][2] (the pair of k's VDPBF16PS takes). N is
  * padded to a multiple of 16 with zero rows; the padded outputs are never stored.
  *
  * Worked example (K = 2, N = 16, one row x = [1, 2]): panel 0 holds W[0..15][0] then W[0..15][1];
  * acc = 0; acc = fma(Wp[0][0][:], 1, acc); acc = fma(Wp[0][1][:], 2, acc); y[n] = acc[n] + b[n].
- *
- * Built only where the compiler targets AVX-512 (float32) and AVX512-BF16 (bfloat16): trtlade_linear_caps
- * says which; the engine keeps oneDNN for what is missing.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <omp.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#endif
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#define BF16_PATH "avx512-bf16 (VDPBF16PS)"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define BF16_PATH "avx2-fma (widened to float32)"
+#else
+#define BF16_PATH "portable C (widened to float32)"
+#endif
+#if defined(__AVX512F__)
+#define F32_PATH "avx512f"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define F32_PATH "avx2-fma"
+#else
+#define F32_PATH "portable C"
 #endif
 
 #define CAP_F32 1
@@ -32,15 +58,25 @@
 #define MT 8 /* rows per tile */
 #define PT 3 /* panels of 16 outputs per tile: MT * PT = 24 accumulators */
 
-int trtlade_linear_caps(void) {
-    int caps = 0;
-#if defined(__AVX512F__)
-    caps |= CAP_F32;
-#endif
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    caps |= CAP_BF16;
-#endif
-    return caps;
+/* Both dtypes run on every variant (bit 1: float32, bit 2: bfloat16). */
+int trtlade_linear_caps(void) { return CAP_F32 | CAP_BF16; }
+
+/* Which instructions compute dtype 0 (float32) or 1 (bfloat16) in this variant, for /version. */
+const char *trtlade_linear_path(int dtype) { return dtype == 1 ? BF16_PATH : F32_PATH; }
+
+static inline float bf16_to_f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t f_to_bf16(float f) { /* to nearest even; NaN stays NaN */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
 }
 
 #if defined(__AVX512F__)
@@ -74,7 +110,7 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
     }
 }
 
-#define TILE_CASES(FN, ...)                                                                                   \
+#define TILE_CASES_512(FN, ...)                                                                                   \
     switch (m * 4 + np) {                                                                                     \
     case 1 * 4 + 1: FN(__VA_ARGS__, 1, 1); break; case 1 * 4 + 2: FN(__VA_ARGS__, 1, 2); break;              \
     case 1 * 4 + 3: FN(__VA_ARGS__, 1, 3); break; case 2 * 4 + 1: FN(__VA_ARGS__, 2, 1); break;              \
@@ -90,34 +126,6 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
     case 8 * 4 + 2: FN(__VA_ARGS__, 8, 2); break; default: FN(__VA_ARGS__, 8, 3); break;                     \
     }
 #endif
-
-/* The panels in groups of PT, handed out one group at a time to whichever thread is free (a thread
- * that the OS gives to another process for a while does not hold the others up); each group runs every
- * row tile while its weights stay in the L2 cache. Which thread computes a group never changes an
- * output's chain, so the bits do not depend on the schedule. */
-#define FOR_TILES(BODY)                                                                                       \
-    const int64_t panels = (N + 15) / 16, groups = (panels + PT - 1) / PT;                                    \
-    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
-    for (int64_t g = 0; g < groups; g++) {                                                                    \
-        const int64_t p0 = g * PT;                                                                            \
-        const int np = (int)(panels - p0 < PT ? panels - p0 : PT);                                            \
-        for (int64_t i0 = 0; i0 < M; i0 += MT) {                                                              \
-            const int m = (int)(M - i0 < MT ? M - i0 : MT);                                                   \
-            BODY                                                                                              \
-        }                                                                                                     \
-    }
-
-int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
-                       float *y, int threads) {
-#if defined(__AVX512F__)
-    if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
-    FOR_TILES(TILE_CASES(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
-    return 0;
-#else
-    (void)x; (void)M; (void)K; (void)wp; (void)bias; (void)N; (void)y; (void)threads;
-    return 2;
-#endif
-}
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
@@ -150,15 +158,177 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
 }
 #endif
 
+
+/* ------------------------------------------------------------------ AVX2 + FMA: 8 lanes, 2 registers a panel */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#define AVX2_PATH 1
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !(defined(__AVX512BF16__) && defined(__AVX512BW__))
+#define AVX2_BF16_PATH 1
+#endif
+#if defined(AVX2_PATH)
+/* Store m rows of one panel's two registers, the last panel possibly partial. */
+static inline __attribute__((always_inline)) void store_panel_avx2(float *y, int64_t N, int64_t at, const float *bias,
+                                                                  __m256 lo, __m256 hi) {
+    float out[16];
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+    const int64_t left = N - at < 16 ? N - at : 16;
+    for (int64_t n = 0; n < left; n++) y[at + n] = out[n] + (bias ? bias[at + n] : 0.0f);
+}
+#endif
+
+#if defined(AVX2_PATH)
+/* m rows (<= 4) of one panel: 2m accumulators, every output one FMA chain over k. */
+static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, int64_t K, const float *wp,
+                                                               const float *bias, float *y, int64_t N, int64_t n0,
+                                                               const int m) {
+    __m256 lo[4], hi[4];
+    for (int i = 0; i < m; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 w0 = _mm256_loadu_ps(wp + k * 16), w1 = _mm256_loadu_ps(wp + k * 16 + 8);
+        for (int i = 0; i < m; i++) {
+            const __m256 xb = _mm256_broadcast_ss(x + (size_t)i * K + k);
+            lo[i] = _mm256_fmadd_ps(w0, xb, lo[i]);
+            hi[i] = _mm256_fmadd_ps(w1, xb, hi[i]);
+        }
+    }
+    for (int i = 0; i < m; i++) store_panel_avx2(y + (size_t)i * N, N, n0, bias, lo[i], hi[i]);
+}
+#endif
+
+#if defined(AVX2_BF16_PATH)
+static inline __attribute__((always_inline)) __m256 bf16_scalar(const uint16_t *p) {
+    uint32_t u = (uint32_t)*p << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return _mm256_set1_ps(f);
+}
+
+/* m rows (<= 4) of one panel in bfloat16: per pair (k, k+1) a 256-bit load holds 8 outputs' pairs; the
+ * even k is the low half of each 32-bit lane (shifted up: exactly its float32), the odd k the high half
+ * (masked). Odd first, then even, as VDPBF16PS; the result rounded to bfloat16, to nearest even. */
+static inline __attribute__((always_inline)) void tile_bf16_avx2(const uint16_t *x, int64_t K, const uint16_t *wp,
+                                                                const float *bias, uint16_t *y, int64_t N,
+                                                                int64_t n0, const int m) {
+    __m256 lo[4], hi[4];
+    const int64_t K2 = K / 2;
+    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (int i = 0; i < m; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K2; k++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(wp + k * 32));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(wp + k * 32 + 16));
+        const __m256 a_even = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+        const __m256 a_odd = _mm256_castsi256_ps(_mm256_and_si256(a, high));
+        const __m256 b_even = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+        const __m256 b_odd = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+        for (int i = 0; i < m; i++) {
+            const __m256 x_even = bf16_scalar(x + (size_t)i * K + 2 * k);
+            const __m256 x_odd = bf16_scalar(x + (size_t)i * K + 2 * k + 1);
+            lo[i] = _mm256_fmadd_ps(a_even, x_even, _mm256_fmadd_ps(a_odd, x_odd, lo[i]));
+            hi[i] = _mm256_fmadd_ps(b_even, x_even, _mm256_fmadd_ps(b_odd, x_odd, hi[i]));
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        float out[16];
+        _mm256_storeu_ps(out, lo[i]);
+        _mm256_storeu_ps(out + 8, hi[i]);
+        const int64_t left = N - n0 < 16 ? N - n0 : 16;
+        for (int64_t n = 0; n < left; n++) y[(size_t)i * N + n0 + n] = f_to_bf16(out[n] + (bias ? bias[n0 + n] : 0.0f));
+    }
+}
+#endif
+
+/* ------------------------------------------------------------------ portable C: fmaf in plain loops */
+#if !defined(__AVX512F__) && !defined(AVX2_PATH)
+#define PORTABLE_PATH 1
+#endif
+#if !defined(AVX2_BF16_PATH) && !(defined(__AVX512BF16__) && defined(__AVX512BW__))
+#define PORTABLE_BF16_PATH 1
+#endif
+#if defined(PORTABLE_PATH)
+static inline __attribute__((always_inline)) void tile_f32_portable(const float *x, int64_t K, const float *wp,
+                                                                   const float *bias, float *y, int64_t N,
+                                                                   int64_t n0, const int m) {
+    float acc[4][16] = {{0}};
+    for (int64_t k = 0; k < K; k++)
+        for (int i = 0; i < m; i++) {
+            const float xv = x[(size_t)i * K + k];
+            for (int l = 0; l < 16; l++) acc[i][l] = fmaf(wp[k * 16 + l], xv, acc[i][l]);
+        }
+    const int64_t left = N - n0 < 16 ? N - n0 : 16;
+    for (int i = 0; i < m; i++)
+        for (int64_t n = 0; n < left; n++) y[(size_t)i * N + n0 + n] = acc[i][n] + (bias ? bias[n0 + n] : 0.0f);
+}
+#endif
+#if defined(PORTABLE_BF16_PATH)
+static inline __attribute__((always_inline)) void tile_bf16_portable(const uint16_t *x, int64_t K, const uint16_t *wp,
+                                                                    const float *bias, uint16_t *y, int64_t N,
+                                                                    int64_t n0, const int m) {
+    float acc[4][16] = {{0}};
+    for (int64_t k = 0; k < K / 2; k++)
+        for (int i = 0; i < m; i++) {
+            const float x_even = bf16_to_f(x[(size_t)i * K + 2 * k]), x_odd = bf16_to_f(x[(size_t)i * K + 2 * k + 1]);
+            for (int l = 0; l < 16; l++) {
+                const float odd = fmaf(bf16_to_f(wp[k * 32 + 2 * l + 1]), x_odd, acc[i][l]);
+                acc[i][l] = fmaf(bf16_to_f(wp[k * 32 + 2 * l]), x_even, odd);
+            }
+        }
+    const int64_t left = N - n0 < 16 ? N - n0 : 16;
+    for (int i = 0; i < m; i++)
+        for (int64_t n = 0; n < left; n++) y[(size_t)i * N + n0 + n] = f_to_bf16(acc[i][n] + (bias ? bias[n0 + n] : 0.0f));
+}
+#endif
+
+/* The 8-lane and portable tiles: up to 4 rows of one panel (m a compile-time constant in each case). */
+#define TILE_CASES_4(FN, ...)                                                                                 \
+    switch (m) {                                                                                              \
+    case 1: FN(__VA_ARGS__, 1); break; case 2: FN(__VA_ARGS__, 2); break;                                     \
+    case 3: FN(__VA_ARGS__, 3); break; default: FN(__VA_ARGS__, 4); break;                                    \
+    }
+
+/* The panels in groups of GP, handed out one group at a time to whichever thread is free (a thread
+ * that the OS gives to another process for a while does not hold the others up); each group runs every
+ * tile of MT rows x TP panels while its weights stay in the L2 cache. Which thread computes a group
+ * never changes an output's chain, so the bits do not depend on the schedule. */
+#define FOR_TILES(GP, MT, TP, BODY)                                                                           \
+    const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
+    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
+    for (int64_t g = 0; g < groups; g++) {                                                                    \
+        const int64_t g1 = (g + 1) * (GP) < panels ? (g + 1) * (GP) : panels;                                 \
+        for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                            \
+            const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                               \
+            for (int64_t p0 = g * (GP); p0 < g1; p0 += (TP)) {                                                \
+                const int np = (int)(g1 - p0 < (TP) ? g1 - p0 : (TP));                                        \
+                (void)np;                                                                                     \
+                BODY                                                                                          \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
+int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
+                       float *y, int threads) {
+    if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
+#if defined(__AVX512F__)
+    FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+#elif defined(AVX2_PATH)
+    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_avx2, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+#else
+    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+#endif
+    return 0;
+}
+
 /* bfloat16 x and packed W (as uint16), float32 bias, bfloat16 y; K even. */
 int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                         uint16_t *y, int threads) {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
-    FOR_TILES(TILE_CASES(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
-    return 0;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+#elif defined(AVX2_BF16_PATH)
+    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_avx2, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #else
-    (void)x; (void)M; (void)K; (void)wp; (void)bias; (void)N; (void)y; (void)threads;
-    return 2;
+    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
+    return 0;
 }

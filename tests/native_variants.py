@@ -1,0 +1,56 @@
+"""The native library's CPU variants as test parameters: every variant of this machine's architecture,
+each run where this CPU executes it and skipped with the CPU feature it lacks where it does not (never
+silently), so that the same tests hold every variant to the same promise on every host."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import pytest
+
+from trtlade.reference.native import executable_variants, status
+from trtlade.reference.native.bindings import _load
+from trtlade.reference.native.cpu import ENV, lacks, variants_for
+
+ALL = tuple(v.name for v in variants_for())
+RUNS = executable_variants()
+
+
+def _reason(name: str) -> str:
+    if not RUNS:
+        return f"native library not available here: {status()}"
+    variant = next(v for v in variants_for() if v.name == name)
+    missing = lacks(variant, _load()["features"])
+    return f"this CPU lacks {missing}" if missing else f"variant {name} not built here: {status()}"
+
+
+def params() -> list:
+    """``pytest.param(name)`` for every variant, skipped with its reason where this CPU cannot run it."""
+    return [pytest.param(name, id=name, marks=() if name in RUNS else pytest.mark.skip(reason=_reason(name)))
+            for name in ALL]
+
+
+def pairs() -> list:
+    """Every variant beside the best one this CPU runs (to compare their bits), skipped as :func:`params`."""
+    best = RUNS[0] if RUNS else ALL[0]
+    return [p for p in params() if p.values[0] != best]
+
+
+@contextmanager
+def forced(name: Optional[str]) -> Iterator[None]:
+    """``TRTLADE_NATIVE_ISA=name`` inside the block (None: the process's default), restored after: an
+    engine loaded inside keeps the variant it packed its weights for."""
+    before = os.environ.get(ENV)
+    if name is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before

@@ -1,0 +1,165 @@
+"""The native library loaded with ctypes, and its dispatch table: :class:`Kernels`, one per CPU variant.
+
+:func:`kernels` is the table this process uses (the best variant the CPU executes, or the one
+``TRTLADE_NATIVE_ISA`` names); :func:`kernels` with a name gives any other variant this CPU executes
+(the tests hold every one of them to the same promises). ``TRTLADE_NATIVE=0`` turns the library off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from trtlade.reference.native import build as _build
+from trtlade.reference.native import cpu as _cpu
+
+__all__ = ["Kernels", "kernels", "status", "executable_variants", "profiled", "PROFILE_LABEL", "LINEAR_LABEL",
+           "BODY_LABEL", "Model", "Step"]
+
+#: the attention kernel's name in a torch profile
+PROFILE_LABEL = "trtlade.row_attention"
+#: the native linear kernel's name in a torch profile
+LINEAR_LABEL = "trtlade.linear"
+#: the native decoder body's name in a torch profile (one call per step: GEMMs, attention and the rest)
+BODY_LABEL = "trtlade.body_native"
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+
+
+class Model(ctypes.Structure):  # TrtladeModel in layer_ops.c
+    _fields_ = [(n, ctypes.c_int64) for n in ("layers", "hidden", "heads", "kv_heads", "head_dim", "inter")] + \
+        [("dtype", ctypes.c_int32), ("threads", ctypes.c_int32), ("eps", ctypes.c_float)] + \
+        [(n, ctypes.POINTER(_P)) for n in ("attn_in", "attn_out", "mlp_in", "mlp_out", "attn_in_bias",
+                                           "attn_out_bias", "mlp_in_bias", "mlp_out_bias", "in_norm", "post_norm",
+                                           "q_norm", "k_norm")] + \
+        [("final_norm", _P), ("scaling", ctypes.POINTER(ctypes.c_float)), ("window", ctypes.POINTER(ctypes.c_int64))]
+
+
+class Step(ctypes.Structure):  # TrtladeStep in layer_ops.c
+    _fields_ = [("rows", ctypes.c_int64), ("capacity", ctypes.c_int64)] + \
+        [(n, _P) for n in ("h", "out", "scratch", "cos", "sin", "slot", "index", "committed", "pos", "path_ptr",
+                           "path_idx", "path_pos")] + [("keys", ctypes.POINTER(_P)), ("values", ctypes.POINTER(_P)),
+                                                       ("timing", _P)]
+
+
+#: each exported function's ctypes signature: (argument types, result type)
+_SIGNATURES = {
+    "trtlade_row_attention": ([_P, _I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P, _I64,
+                               ctypes.c_float, ctypes.c_float, _P], ctypes.c_int),
+    "trtlade_linear_caps": ([], ctypes.c_int),
+    "trtlade_linear_path": ([ctypes.c_int], ctypes.c_char_p),
+    "trtlade_linear_f32": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
+    "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
+    "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
+    "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
+}
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
+    ``linear_bf16``, ``forward_scratch``, ``forward``; ``variant`` its name, ``paths`` what computes
+    each dtype's linear layers."""
+
+    variant: str
+    row_attention: Callable
+    linear_f32: Callable
+    linear_bf16: Callable
+    forward_scratch: Callable
+    forward: Callable
+    paths: dict
+
+    @classmethod
+    def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
+        fns = {}
+        for name, (args, result) in _SIGNATURES.items():
+            fn = getattr(lib, f"{name}__{variant}")
+            fn.argtypes, fn.restype = args, result
+            fns[name.removeprefix("trtlade_")] = fn
+        paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
+        return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
+                   fns["forward"], paths)
+
+
+_state: dict = {}
+
+
+def _load() -> dict:
+    """The library, this CPU's features, the built variants' tables, and the status (once a process)."""
+    if "status" in _state:
+        return _state
+    _state.update(lib=None, features=0, tables={}, status="")
+    if os.environ.get("TRTLADE_NATIVE", "1") == "0":
+        _state["status"] = "off (TRTLADE_NATIVE=0)"
+        return _state
+    built = _build.build(_cpu.variants_for())
+    if built.path is None:
+        _state["status"] = built.message
+        return _state
+    try:
+        lib = ctypes.CDLL(str(built.path))
+        lib.trtlade_cpu_features.restype = ctypes.c_int
+        features = lib.trtlade_cpu_features()
+        tables = {name: Kernels.bind(lib, name) for name in built.variants}
+    except (OSError, AttributeError) as exc:
+        _state["status"] = f"cannot load {built.path}: {exc}"
+        return _state
+    _state.update(lib=lib, features=features, tables=tables, status=built.message)
+    return _state
+
+
+def executable_variants() -> tuple[str, ...]:
+    """The built variants this CPU executes, best first (empty when the library is not available)."""
+    state = _load()
+    runs = _cpu.executable(_cpu.variants_for(), state["features"])
+    return tuple(v.name for v in runs if v.name in state["tables"])
+
+
+def kernels(variant: Optional[str] = None) -> Optional[Kernels]:
+    """The dispatch table of ``variant`` (a name this CPU executes: ValueError otherwise), or by default
+    the process's own: the best variant this CPU executes, or ``$TRTLADE_NATIVE_ISA``. None when the
+    library is not available or the variable names a variant this CPU cannot run (:func:`status` says
+    why)."""
+    state = _load()
+    if not state["tables"]:
+        return None
+    if variant is not None:
+        if variant not in executable_variants():
+            raise ValueError(f"native variant {variant!r} does not run on this CPU (it runs: "
+                             f"{', '.join(executable_variants())})")
+        return state["tables"][variant]
+    forced = os.environ.get(_cpu.ENV) or None
+    try:
+        chosen = _cpu.choose([v for v in _cpu.variants_for() if v.name in state["tables"]], state["features"],
+                             forced)
+    except ValueError:
+        return None
+    return state["tables"][chosen.name]
+
+
+def status() -> str:
+    """How the library was built and which variant runs, or why none does."""
+    state = _load()
+    if not state["tables"]:
+        return state["status"]
+    forced = os.environ.get(_cpu.ENV) or None
+    try:
+        chosen = _cpu.choose([v for v in _cpu.variants_for() if v.name in state["tables"]], state["features"],
+                             forced)
+    except ValueError as exc:
+        return f"not used: {exc} ({state['status']})"
+    how = f"{_cpu.ENV}={forced}" if forced else "the best this CPU runs"
+    return f"variant {chosen.name} ({how}; this CPU runs {', '.join(executable_variants())}); {state['status']}"
+
+
+def profiled(label: str, fn: Callable, *args) -> int:
+    """``fn(*args)``, named ``label`` in a torch profile when one runs (the engine-bench's breakdown)."""
+    import torch
+
+    if torch.autograd.profiler._is_profiler_enabled:
+        with torch.profiler.record_function(label):
+            return fn(*args)
+    return fn(*args)
