@@ -15,8 +15,8 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(trtlade.__path__, "trtlad
                  if not m.name.endswith("__main__"))
 #: modules whose worked examples must exist (a docstring rewrite must not drop them silently)
 MUST_HAVE_EXAMPLES = {"trtlade.spec", "trtlade.lookahead.pool", "trtlade.lookahead.algorithm",
-                      "trtlade.lookahead.simulate", "trtlade.reference.scheduler", "trtlade.reference.batch_runner",
-                      "trtlade.reference.adaptive"}
+                      "trtlade.lookahead.simulate", "trtlade.reference.scheduler", "trtlade.reference.step_layout",
+                      "trtlade.reference.adaptive", "trtlade.reference.native.cpu", "trtlade.reference.native.build"}
 
 
 @pytest.mark.parametrize("name", MODULES)

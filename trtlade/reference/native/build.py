@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 
 from trtlade.reference.native.cpu import Variant
 
-__all__ = ["HERE", "KERNELS", "PROBE", "FAST_MATH", "STRICT", "LINK", "Built", "build", "exported", "renames",
+__all__ = ["HERE", "KERNELS", "PROBE", "STRICT", "LINK", "Built", "build", "exported", "renames",
            "compiler", "cache_dir"]
 
 HERE = Path(__file__).parent
@@ -36,14 +36,12 @@ HERE = Path(__file__).parent
 KERNELS = (HERE / "row_attention.c", HERE / "linear.c", HERE / "layer_ops.c")
 #: The CPU probe, compiled once for the architecture's baseline.
 PROBE = HERE / "cpu.c"
-#: row_attention.c: -ffast-math only for compiling (it lets expf/tanhf vectorise; one compiled sequence
-#: computes every row, so invariance does not depend on it). Linking with it would add crtfastmath.o,
-#: whose constructor sets flush-to-zero for the whole process when the library loads.
-FAST_MATH = ("-O3", "-ffast-math", "-fopenmp", "-fPIC")
-#: The other sources: strict IEEE arithmetic. With -ffast-math the compiler may vectorise a loop with a
-#: peeled scalar head whose length depends on a buffer's alignment (and vector expf in the body, scalar
-#: expf in the head, or reductions regrouped): a row's bits would then depend on where it sits in
-#: memory, that is on the rows beside it. linear.c is intrinsics and fmaf; layer_ops.c is plain C.
+#: Every source: strict IEEE arithmetic. With -ffast-math the compiler may vectorise a loop with a peeled
+#: scalar head whose length depends on a buffer's alignment (and vector expf in the body, scalar expf in
+#: the head, or reductions regrouped): a row's bits would then depend on where it sits in memory, that is
+#: on the rows beside it, and on the CPU variant. linear.c is intrinsics and fmaf; the others plain C with
+#: exp/tanh of det_math.h. (-ffast-math at link time would also add crtfastmath.o, whose constructor sets
+#: flush-to-zero for the whole process.)
 STRICT = ("-O3", "-ffp-contract=off", "-fopenmp", "-fPIC")
 LINK = ("-shared", "-fopenmp")
 
@@ -94,8 +92,7 @@ def _commands(cc: str, variants: Sequence[Variant], tmp: str) -> list[tuple[str,
     for v in variants:
         for i, src in enumerate(KERNELS):
             obj = f"{tmp}.{v.name}.{i}.o"
-            flags = FAST_MATH if src.name == "row_attention.c" else STRICT
-            jobs.append((v.name, [cc, *flags, *v.flags, *renames(names, v.name), "-c", str(src), "-o", obj], obj))
+            jobs.append((v.name, [cc, *STRICT, *v.flags, *renames(names, v.name), "-c", str(src), "-o", obj], obj))
     return jobs
 
 
@@ -113,8 +110,8 @@ def build(variants: Sequence[Variant]) -> Built:
     cc = compiler()
     if cc is None:
         return Built(None, (), "no C compiler (cc/gcc) found: the torch implementation runs instead")
-    recipe = repr((FAST_MATH, STRICT, LINK, [(v.name, v.flags) for v in variants], _version(cc))).encode()
-    sources = b"".join(src.read_bytes() for src in (PROBE, *KERNELS))
+    recipe = repr((STRICT, LINK, [(v.name, v.flags) for v in variants], _version(cc))).encode()
+    sources = b"".join(src.read_bytes() for src in (PROBE, *KERNELS, HERE / "det_math.h"))
     key = hashlib.sha256(sources + recipe).hexdigest()[:16]
     target = cache_dir() / f"trtlade-native-{key}.so"
     index = target.with_suffix(".variants")

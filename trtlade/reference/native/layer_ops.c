@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "det_math.h"
+
 static inline float bf16_to_f(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
     float f;
@@ -95,29 +97,6 @@ int trtlade_add_rms_norm(void *h, const void *a, int64_t rows, int64_t dim, cons
         for (int64_t r = 0; r < rows; r++) add_norm_row(h, a, r, dim, weight, eps, out, 0);
     }
     return 0;
-}
-
-/* exp(x) from float arithmetic only (no libm call), so that the compiler may vectorise a loop of it
- * and every lane still computes the scalar's bits (the file is compiled without -ffast-math): range
- * reduction x = n ln2 + r (Cody-Waite, two constants), Cephes' degree-6 polynomial for exp(r), times 2^n
- * built in the exponent bits. About 1 ulp; x is clamped to [-87.3, 88.7]. */
-static inline __attribute__((always_inline)) float exp_det(float x) {
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
-    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const float y = p * (r * r) + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return y * scale;
 }
 
 static inline __attribute__((always_inline)) void silu_row(const void *gu, int64_t r, int64_t inter, void *out,

@@ -16,14 +16,17 @@
  *   window > 0: keys at positions <= pos - window are skipped (sliding-window layers).
  *   softcap > 0: scores become softcap * tanh(score / softcap).
  *
- * Built by trtlade/reference/native/__init__.py with the system C compiler (gcc/cc); -ffast-math lets
- * the compiler vectorise expf/tanhf, and since one compiled sequence computes every row, invariance
- * does not depend on it.
+ * Built by trtlade/reference/native/build.py with the system C compiler, strict IEEE arithmetic
+ * (-ffp-contract=off, no -ffast-math) and exp/tanh from det_math.h: a row gets the same bits on every
+ * CPU variant and architecture, not only beside any rows (the dot products keep 8 partial sums in a
+ * fixed order, which the compiler vectorises without regrouping them).
  */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "det_math.h"
 
 #define CHUNK 32
 #define MAX_DIM 512
@@ -49,15 +52,15 @@ static void fold(const float *qg, int rep, const float **keys, const float **val
         float cmax = -FLT_MAX;
         for (int j = 0; j < n; j++) {
             float x = dot(qh, keys[j], dim) * scale;
-            if (softcap > 0.0f) x = softcap * tanhf(x / softcap);
+            if (softcap > 0.0f) x = softcap * tanh_det(x / softcap);
             s[h][j] = x;
             cmax = x > cmax ? x : cmax;
         }
         float mnew = cmax > m[h] ? cmax : m[h];
-        float corr = l[h] > 0.0f ? expf(m[h] - mnew) : 0.0f;
+        float corr = l[h] > 0.0f ? exp_det(m[h] - mnew) : 0.0f;
         float sum = 0.0f;
         for (int j = 0; j < n; j++) {
-            s[h][j] = expf(s[h][j] - mnew);
+            s[h][j] = exp_det(s[h][j] - mnew);
             sum += s[h][j];
         }
         float *ah = acc + h * dim;

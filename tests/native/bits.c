@@ -1,0 +1,87 @@
+/* A C-level check of the native kernels' bits, built for any architecture (tests/test_native_arch.py builds
+ * it for x86-64 and for aarch64 with Debian's cross compiler and runs it under qemu-user).
+ *
+ * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers and for attention:
+ *   - row invariance: each row computed alone equals the same row among 9 (else exit 1);
+ *   - one line per kernel: "<name> <FNV-1a hash of the output bytes>", so that two builds (another
+ *     variant, another architecture) can be compared for identical bits.
+ * Linked with the kernel sources compiled without renaming (the plain trtlade_* names). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N, float *y,
+                       int threads);
+int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
+                        uint16_t *y, int threads);
+int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k, const float *v,
+                          int64_t kv_heads, int64_t capacity, const int64_t *slot, const int64_t *committed,
+                          const int64_t *pos, const int64_t *path_ptr, const int64_t *path_idx,
+                          const int64_t *path_pos, int64_t window, float scale, float softcap, float *out);
+
+enum { M = 9, K = 130, N = 50, NP = 64 /* N padded to panels of 16 */ };
+
+static uint32_t state = 2463534242u;
+static float next_float(void) { /* uniform in [-1, 1) */
+    state ^= state << 13; state ^= state >> 17; state ^= state << 5;
+    return (float)(state >> 8) / 8388608.0f - 1.0f;
+}
+static uint16_t to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); } /* truncate: exact input */
+static uint64_t fnv(const void *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+static float w[N][K], x[M][K], bias[N], wp[NP / 16][K][16], y[M][N], y1[N];
+static uint16_t xb[M][K], wpb[NP / 16][K / 2][16][2], yb[M][N], yb1[N];
+
+static int linear_checks(void) {
+    for (int n = 0; n < N; n++) { bias[n] = next_float(); for (int k = 0; k < K; k++) w[n][k] = next_float(); }
+    for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) { x[i][k] = next_float(); xb[i][k] = to_bf16(x[i][k]); }
+    memset(wp, 0, sizeof wp); memset(wpb, 0, sizeof wpb);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            wp[n / 16][k][n % 16] = w[n][k];
+            wpb[n / 16][k / 2][n % 16][k % 2] = to_bf16(w[n][k]);
+        }
+    if (trtlade_linear_f32(&x[0][0], M, K, &wp[0][0][0], bias, N, &y[0][0], 2)) return 2;
+    if (trtlade_linear_bf16(&xb[0][0], M, K, &wpb[0][0][0][0], bias, N, &yb[0][0], 2)) return 2;
+    for (int i = 0; i < M; i++) {
+        trtlade_linear_f32(x[i], 1, K, &wp[0][0][0], bias, N, y1, 1);
+        trtlade_linear_bf16(xb[i], 1, K, &wpb[0][0][0][0], bias, N, yb1, 1);
+        if (memcmp(y1, y[i], sizeof y1) || memcmp(yb1, yb[i], sizeof yb1)) {
+            printf("row %d differs alone\n", i);
+            return 1;
+        }
+    }
+    printf("linear_f32 %016llx\n", (unsigned long long)fnv(y, sizeof y));
+    printf("linear_bf16 %016llx\n", (unsigned long long)fnv(yb, sizeof yb));
+    return 0;
+}
+
+enum { HEADS = 4, KVH = 2, D = 16, CAP = 80 };
+static float kc[1][KVH][CAP][D], vc[1][KVH][CAP][D], q[3][HEADS][D], out[3][HEADS][D], out1[HEADS][D];
+
+static int attention_checks(void) {
+    for (int g = 0; g < KVH; g++) for (int j = 0; j < CAP; j++) for (int d = 0; d < D; d++) {
+        kc[0][g][j][d] = next_float(); vc[0][g][j][d] = next_float();
+    }
+    for (int r = 0; r < 3; r++) for (int h = 0; h < HEADS; h++) for (int d = 0; d < D; d++) q[r][h][d] = next_float();
+    /* three rows of slot 0 with 70 committed keys: a chain at positions 70, 71, 72 (cache 70, 71, 72) */
+    int64_t slot[3] = {0, 0, 0}, committed[3] = {70, 70, 70}, pos[3] = {70, 71, 72};
+    int64_t ptr[4] = {0, 1, 3, 6}, idx[6] = {70, 70, 71, 70, 71, 72}, at[6] = {70, 70, 71, 70, 71, 72};
+    trtlade_row_attention(&q[0][0][0], 3, HEADS, D, &kc[0][0][0][0], &vc[0][0][0][0], KVH, CAP, slot, committed, pos,
+                          ptr, idx, at, 0, 0.25f, 0.0f, &out[0][0][0]);
+    int64_t ptr1[2] = {0, 3};
+    trtlade_row_attention(&q[2][0][0], 1, HEADS, D, &kc[0][0][0][0], &vc[0][0][0][0], KVH, CAP, slot, committed,
+                          pos + 2, ptr1, idx + 3, at + 3, 0, 0.25f, 0.0f, &out1[0][0]);
+    if (memcmp(out1, out[2], sizeof out1)) { printf("attention row differs alone\n"); return 1; }
+    printf("row_attention %016llx\n", (unsigned long long)fnv(out, sizeof out));
+    return 0;
+}
+
+int main(void) {
+    int code = linear_checks();
+    return code ? code : attention_checks();
+}
