@@ -3,12 +3,15 @@
 measured in the same run), interleaved and repeated, and where each step's time goes (torch.profiler and
 the native body's own timers). The numbers behind docs/reference-engine.md, "Where a step's time goes".
 
-Forwards: ``native`` (the default: linear.c and the one-call body), ``onednn`` (the engine's own forward
-on oneDNN's GEMMs and torch's ops, as before the native body), ``transformers`` (transformers' forward).
-Ratios are against the last one named.
+Forwards: ``native`` (the default: linear.c and the one-call body, on the best CPU variant this host
+runs), ``native@<variant>`` (the same on a lower variant: ``native@portable``, ``native@avx2`` on an
+AVX-512 host), ``onednn`` (the engine's own forward on oneDNN's GEMMs -- where this CPU has them for the
+dtype, else torch's plain GEMMs -- and torch's ops: the fallback), ``transformers`` (transformers'
+forward). Ratios are against the last one named.
 
     .venv/bin/python scripts/forward_compare.py --dtype float32 --repeats 3 --json reports/forward-fp32.json
     .venv/bin/python scripts/forward_compare.py --forwards native,onednn,transformers
+    .venv/bin/python scripts/forward_compare.py --forwards native,native@avx2,onednn   # an AVX-512 host
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
 from trtlade.bench.meta import machine_info
+from trtlade.reference.native.cpu import ENV
 from trtlade.engine_bench import profile_steps
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.reference.floor import Floor, weight_bytes
@@ -29,6 +34,21 @@ from trtlade.spec import LookaheadSpec
 
 PROMPTS = ("code-prime", "chat-weekend", "summary-bees", "list-planets")
 FORWARDS = {"native": {}, "onednn": {"native_kernels": False}, "transformers": {"fast_forward": False}}
+
+
+def load(name: str, args: argparse.Namespace) -> ReferenceEngine:
+    """The engine of a forward name; ``native@<variant>`` loads under ``TRTLADE_NATIVE_ISA=<variant>``."""
+    base, _, variant = name.partition("@")
+    before = os.environ.get(ENV)
+    if variant:
+        os.environ[ENV] = variant
+    try:
+        return ReferenceEngine.load(dtype=args.dtype, threads=args.threads, spec=(2, 4, 2), **FORWARDS[base])
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 def main() -> None:
@@ -41,12 +61,11 @@ def main() -> None:
     ap.add_argument("--forwards", default="native,onednn", help=f"comma-separated, of {', '.join(FORWARDS)}")
     args = ap.parse_args()
     names = [n.strip() for n in args.forwards.split(",") if n.strip()]
-    if not names or any(n not in FORWARDS for n in names):
-        ap.error(f"--forwards {args.forwards!r}: use names of {', '.join(FORWARDS)}")
+    if not names or any(n.partition("@")[0] not in FORWARDS for n in names):
+        ap.error(f"--forwards {args.forwards!r}: use names of {', '.join(FORWARDS)} (native@<variant> too)")
     base_name = names[-1]
     suite = {p.id: p for p in load_suite("suite").prompts}
-    engines = {name: ReferenceEngine.load(dtype=args.dtype, threads=args.threads, spec=(2, 4, 2), **FORWARDS[name])
-               for name in names}
+    engines = {name: load(name, args) for name in names}
     ids = [suite[pid].encode(engines[names[0]].tokenizer) for pid in PROMPTS]
     specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)]
     floors = {name: Floor(weight_bytes(e.runner)) for name, e in engines.items()}
@@ -77,7 +96,8 @@ def main() -> None:
               "dtype": args.dtype,
               "max_tokens": args.max_tokens, "prompts": len(ids), "repeats": args.repeats,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "floor": {n: f.to_dict() for n, f in floors.items()},
-              "linear_kernel": {n: e.stats["linear_kernel"]["kernel"] for n, e in engines.items()}, "modes": []}
+              "linear_kernel": {n: e.stats["linear_kernel"]["kernel"] for n, e in engines.items()},
+              "kernels": {n: e.stats["kernels"] for n, e in engines.items()}, "modes": []}
     for (name, spec), values in ms.items():
         floor_ms = result["floor"][name]["floor_ms"]
         base = ms[(base_name, spec)]
@@ -94,6 +114,8 @@ def main() -> None:
               f"{m['step_ms_range'][1]:.2f}), {m['step_over_floor']:.2f}x the floor, vs {base_name} "
               f"{statistics.median(m['speedup_vs_baseline']):.2f}x {m['speedup_vs_baseline']}, "
               f"same tokens as {base_name}: {m['identical_to_baseline']}, as greedy: {m['identical_to_greedy']}")
+    for name, kernels in result["kernels"].items():
+        print(f"kernels ({name}): {kernels}")
     for name, f in result["floor"].items():
         print(f"floor ({name}): {f['weight_bytes'] / 1e6:.0f} MB at {f['read_gb_s']} GB/s {f['read_gb_s_samples']} "
               f"= {f['floor_ms']} ms")

@@ -186,6 +186,8 @@ def _print_tables(data: dict) -> None:
                           f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
                           f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
         exact = res.get("exactness") or {}
+        if exact.get("kernels"):
+            console.print(f"kernels: {exact['kernels']} ({exact.get('native_kernel', '')})", highlight=False)
         if exact:
             ours_modes = [m for m in res["modes"] if m.get("kind") == "trtlade"]
             same = sum(m["identity_vs_greedy"] == 1.0 for m in ours_modes)
