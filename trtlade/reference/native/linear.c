@@ -33,6 +33,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -178,43 +179,78 @@ static inline __attribute__((always_inline)) void store_panel_avx2(float *y, int
 }
 #endif
 
+/* The accumulators of up to 4 rows as named registers (an array of them, indexed in the loop, made GCC 12
+ * copy every accumulator to the stack at every k: a store per FMA). ROWS4(X) expands X(0) .. X(3); each
+ * X(i) runs only where i < m, a compile-time constant in every instantiation. */
+#define ROWS4(X) X(0) if (m > 1) { X(1) } if (m > 2) { X(2) } if (m > 3) { X(3) }
+
 #if defined(AVX2_PATH)
 /* m rows (<= 4) of one panel: 2m accumulators, every output one FMA chain over k. */
 static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, int64_t K, const float *wp,
                                                                const float *bias, float *y, int64_t N, int64_t n0,
                                                                const int m) {
-    __m256 lo[4], hi[4];
-    for (int i = 0; i < m; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     for (int64_t k = 0; k < K; k++) {
         const __m256 w0 = _mm256_loadu_ps(wp + k * 16), w1 = _mm256_loadu_ps(wp + k * 16 + 8);
-        for (int i = 0; i < m; i++) {
-            const __m256 xb = _mm256_broadcast_ss(x + (size_t)i * K + k);
-            lo[i] = _mm256_fmadd_ps(w0, xb, lo[i]);
-            hi[i] = _mm256_fmadd_ps(w1, xb, hi[i]);
+#define FMA_ROW(i)                                                                                            \
+        {                                                                                                     \
+            const __m256 xb = _mm256_broadcast_ss(x + (size_t)(i) * K + k);                                   \
+            lo##i = _mm256_fmadd_ps(w0, xb, lo##i);                                                           \
+            hi##i = _mm256_fmadd_ps(w1, xb, hi##i);                                                           \
         }
+        ROWS4(FMA_ROW)
+#undef FMA_ROW
     }
-    for (int i = 0; i < m; i++) store_panel_avx2(y + (size_t)i * N, N, n0, bias, lo[i], hi[i]);
+#define STORE_ROW(i) store_panel_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
+    ROWS4(STORE_ROW)
+#undef STORE_ROW
+}
+#endif
+
+/* One row over np (<= 4) panels: 2 np independent chains, so that a lone row (a greedy step) is not held
+ * to the latency of one FMA per k (with one panel, 2 chains: measured slower than two rows). */
+#define PANELS4(X) X(0) if (np > 1) { X(1) } if (np > 2) { X(2) } if (np > 3) { X(3) }
+#if defined(AVX2_PATH)
+static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, int64_t K, const float *wp,
+                                                              const float *bias, float *y, int64_t N, int64_t n0,
+                                                              const int np) {
+    __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 xb = _mm256_broadcast_ss(x + k);
+#define FMA_PANEL(p)                                                                                          \
+        {                                                                                                     \
+            const float *w = wp + ((size_t)(p) * K + k) * 16;                                                 \
+            lo##p = _mm256_fmadd_ps(_mm256_loadu_ps(w), xb, lo##p);                                           \
+            hi##p = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8), xb, hi##p);                                       \
+        }
+        PANELS4(FMA_PANEL)
+#undef FMA_PANEL
+    }
+#define STORE_PANEL(p) store_panel_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
+    PANELS4(STORE_PANEL)
+#undef STORE_PANEL
 }
 #endif
 
 #if defined(AVX2_BF16_PATH)
-static inline __attribute__((always_inline)) __m256 bf16_scalar(const uint16_t *p) {
-    uint32_t u = (uint32_t)*p << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return _mm256_set1_ps(f);
+static inline __attribute__((always_inline)) void store_bf16_avx2(uint16_t *y, int64_t N, int64_t n0,
+                                                                 const float *bias, __m256 lo, __m256 hi) {
+    float out[16];
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+    const int64_t left = N - n0 < 16 ? N - n0 : 16;
+    for (int64_t n = 0; n < left; n++) y[n0 + n] = f_to_bf16(out[n] + (bias ? bias[n0 + n] : 0.0f));
 }
 
 /* m rows (<= 4) of one panel in bfloat16: per pair (k, k+1) a 256-bit load holds 8 outputs' pairs; the
  * even k is the low half of each 32-bit lane (shifted up: exactly its float32), the odd k the high half
  * (masked). Odd first, then even, as VDPBF16PS; the result rounded to bfloat16, to nearest even. */
-static inline __attribute__((always_inline)) void tile_bf16_avx2(const uint16_t *x, int64_t K, const uint16_t *wp,
+static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
                                                                 int64_t n0, const int m) {
-    __m256 lo[4], hi[4];
+    __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
     const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
-    for (int i = 0; i < m; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     for (int64_t k = 0; k < K2; k++) {
         const __m256i a = _mm256_loadu_si256((const __m256i *)(wp + k * 32));
         const __m256i b = _mm256_loadu_si256((const __m256i *)(wp + k * 32 + 16));
@@ -222,20 +258,47 @@ static inline __attribute__((always_inline)) void tile_bf16_avx2(const uint16_t 
         const __m256 a_odd = _mm256_castsi256_ps(_mm256_and_si256(a, high));
         const __m256 b_even = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
         const __m256 b_odd = _mm256_castsi256_ps(_mm256_and_si256(b, high));
-        for (int i = 0; i < m; i++) {
-            const __m256 x_even = bf16_scalar(x + (size_t)i * K + 2 * k);
-            const __m256 x_odd = bf16_scalar(x + (size_t)i * K + 2 * k + 1);
-            lo[i] = _mm256_fmadd_ps(a_even, x_even, _mm256_fmadd_ps(a_odd, x_odd, lo[i]));
-            hi[i] = _mm256_fmadd_ps(b_even, x_even, _mm256_fmadd_ps(b_odd, x_odd, hi[i]));
+#define FMA_ROW(i)                                                                                            \
+        {                                                                                                     \
+            const __m256 x_even = _mm256_broadcast_ss(x + (size_t)(i) * K + 2 * k);                           \
+            const __m256 x_odd = _mm256_broadcast_ss(x + (size_t)(i) * K + 2 * k + 1);                        \
+            lo##i = _mm256_fmadd_ps(a_even, x_even, _mm256_fmadd_ps(a_odd, x_odd, lo##i));                    \
+            hi##i = _mm256_fmadd_ps(b_even, x_even, _mm256_fmadd_ps(b_odd, x_odd, hi##i));                    \
         }
+        ROWS4(FMA_ROW)
+#undef FMA_ROW
     }
-    for (int i = 0; i < m; i++) {
-        float out[16];
-        _mm256_storeu_ps(out, lo[i]);
-        _mm256_storeu_ps(out + 8, hi[i]);
-        const int64_t left = N - n0 < 16 ? N - n0 : 16;
-        for (int64_t n = 0; n < left; n++) y[(size_t)i * N + n0 + n] = f_to_bf16(out[n] + (bias ? bias[n0 + n] : 0.0f));
+#define STORE_ROW(i) store_bf16_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
+    ROWS4(STORE_ROW)
+#undef STORE_ROW
+}
+#endif
+
+#if defined(AVX2_BF16_PATH)
+static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
+                                                               const float *bias, uint16_t *y, int64_t N,
+                                                               int64_t n0, const int np) {
+    __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+    const int64_t K2 = K / 2;
+    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (int64_t k = 0; k < K2; k++) {
+        const __m256 x_even = _mm256_broadcast_ss(x + 2 * k), x_odd = _mm256_broadcast_ss(x + 2 * k + 1);
+#define FMA_PANEL(p)                                                                                          \
+        {                                                                                                     \
+            const uint16_t *w = wp + ((size_t)(p) * K2 + k) * 32;                                             \
+            const __m256i a = _mm256_loadu_si256((const __m256i *)w);                                         \
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(w + 16));                                 \
+            lo##p = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), x_even,                    \
+                                    _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(a, high)), x_odd, lo##p)); \
+            hi##p = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)), x_even,                    \
+                                    _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(b, high)), x_odd, hi##p)); \
+        }
+        PANELS4(FMA_PANEL)
+#undef FMA_PANEL
     }
+#define STORE_PANEL(p) store_bf16_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
+    PANELS4(STORE_PANEL)
+#undef STORE_PANEL
 }
 #endif
 
@@ -262,13 +325,13 @@ static inline __attribute__((always_inline)) void tile_f32_portable(const float 
 }
 #endif
 #if defined(PORTABLE_BF16_PATH)
-static inline __attribute__((always_inline)) void tile_bf16_portable(const uint16_t *x, int64_t K, const uint16_t *wp,
+static inline __attribute__((always_inline)) void tile_bf16_portable(const float *x, int64_t K, const uint16_t *wp,
                                                                     const float *bias, uint16_t *y, int64_t N,
                                                                     int64_t n0, const int m) {
     float acc[4][16] = {{0}};
     for (int64_t k = 0; k < K / 2; k++)
         for (int i = 0; i < m; i++) {
-            const float x_even = bf16_to_f(x[(size_t)i * K + 2 * k]), x_odd = bf16_to_f(x[(size_t)i * K + 2 * k + 1]);
+            const float x_even = x[(size_t)i * K + 2 * k], x_odd = x[(size_t)i * K + 2 * k + 1];
             for (int l = 0; l < 16; l++) {
                 const float odd = fmaf(bf16_to_f(wp[k * 32 + 2 * l + 1]), x_odd, acc[i][l]);
                 acc[i][l] = fmaf(bf16_to_f(wp[k * 32 + 2 * l]), x_even, odd);
@@ -286,12 +349,23 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const uint1
     case 1: FN(__VA_ARGS__, 1); break; case 2: FN(__VA_ARGS__, 2); break;                                     \
     case 3: FN(__VA_ARGS__, 3); break; default: FN(__VA_ARGS__, 4); break;                                    \
     }
+/* AVX2: one row over np <= 4 panels (ROW), or up to 4 rows of one panel (TILE). */
+#define TILE_CASES_AVX2(ROW, TILE, ...)                                                                       \
+    if (m == 1) {                                                                                             \
+        switch (np) {                                                                                         \
+        case 1: ROW(__VA_ARGS__, 1); break; case 2: ROW(__VA_ARGS__, 2); break;                               \
+        case 3: ROW(__VA_ARGS__, 3); break; default: ROW(__VA_ARGS__, 4); break;                              \
+        }                                                                                                     \
+    } else {                                                                                                  \
+        TILE_CASES_4(TILE, __VA_ARGS__)                                                                       \
+    }
 
 /* The panels in groups of GP, handed out one group at a time to whichever thread is free (a thread
  * that the OS gives to another process for a while does not hold the others up); each group runs every
- * tile of MT rows x TP panels while its weights stay in the L2 cache. Which thread computes a group
+ * tile of MT rows x TP panels (TP may depend on m, the tile's rows) while its weights stay in the L2
+ * cache. Which thread computes a group
  * never changes an output's chain, so the bits do not depend on the schedule. */
-#define FOR_TILES(GP, MT, TP, BODY)                                                                           \
+#define FOR_TILES(GP, MT, TP, BODY)                                                                     \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
     for (int64_t g = 0; g < groups; g++) {                                                                    \
@@ -312,23 +386,32 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
 #if defined(__AVX512F__)
     FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #elif defined(AVX2_PATH)
-    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_avx2, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+    FOR_TILES(4, 4, (m == 1 ? 4 : 1), TILE_CASES_AVX2(row_f32_avx2, tile_f32_avx2, x + i0 * K, K, wp + p0 * K * 16, bias,
+                                                       y + i0 * N, N, p0 * 16))
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
     return 0;
 }
 
-/* bfloat16 x and packed W (as uint16), float32 bias, bfloat16 y; K even. */
+/* bfloat16 x and packed W (as uint16), float32 bias, bfloat16 y; K even. Without AVX512-BF16 the rows of
+ * x are widened to float32 once per call (exact), so a tile broadcasts each value with one load. */
 int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                         uint16_t *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
-#elif defined(AVX2_BF16_PATH)
-    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_avx2, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #else
-    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+    float *xf = malloc(sizeof(float) * (size_t)(M * K));
+    if (!xf) return 3;
+    for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
+#if defined(AVX2_BF16_PATH)
+    FOR_TILES(4, 4, (m == 1 ? 4 : 1), TILE_CASES_AVX2(row_bf16_avx2, tile_bf16_avx2, xf + i0 * K, K, wp + p0 * K * 16,
+                                                       bias, y + i0 * N, N, p0 * 16))
+#else
+    FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_portable, xf + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+#endif
+    free(xf);
 #endif
     return 0;
 }
