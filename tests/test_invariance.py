@@ -254,3 +254,6 @@ def test_a_served_bf16_engine_states_its_exactness_in_version():
     exact = body["engine"]["details"]["exactness"]
     assert exact["dtype"] == "bfloat16" and exact["bit_exact"] == (KERNEL is not None)
     assert exact["row_invariant_linear"] is True and "statement" in exact
+    from trtlade.reference.native import kernels  # which CPU variant computes it, said where users look
+    assert exact["kernels"] == f"native {kernels().variant} (one call per step)"
+    assert f"variant {kernels().variant}" in exact["native_kernel"]

@@ -1,0 +1,45 @@
+"""The native library's build and choice: every variant that compiles goes into one library, one that does
+not is left out and said, and the process runs what its CPU executes or what TRTLADE_NATIVE_ISA names."""
+
+from __future__ import annotations
+
+import pytest
+
+from trtlade.reference.native import build, executable_variants, kernels, status
+from trtlade.reference.native.cpu import ENV, PORTABLE, Variant, choose, variants_for
+
+
+def test_a_variant_the_compiler_cannot_build_is_left_out_and_said(tmp_path, monkeypatch):
+    if build.compiler() is None:
+        pytest.skip("no C compiler here")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    broken = Variant("broken", ("-mno-such-target-flag",), 0, "", "")
+    built = build.build([PORTABLE, broken])
+    assert built.path is not None and built.path.parent == tmp_path / "trtlade" / "native"
+    assert built.variants == ("portable",)
+    assert "broken not built" in built.message
+    again = build.build([PORTABLE, broken])  # cached: the same file and variants, nothing compiled
+    assert again.path == built.path and again.variants == ("portable",)
+
+
+def test_the_process_runs_the_best_variant_unless_the_variable_names_a_lower_one(monkeypatch):
+    runs = executable_variants()
+    if not runs:
+        pytest.skip(f"native library not available: {status()}")
+    monkeypatch.delenv(ENV, raising=False)
+    assert kernels().variant == runs[0] and f"variant {runs[0]} (the best this CPU runs" in status()
+    monkeypatch.setenv(ENV, "portable")
+    assert kernels().variant == "portable" and f"{ENV}=portable" in status()
+    with pytest.raises(ValueError, match="does not run on this CPU"):
+        kernels("no-such-variant")
+
+
+@pytest.mark.parametrize("features, best", [(0, "portable"), (1, "avx2"), (3, "avx512"), (7, "avx512bf16")])
+def test_the_choice_by_cpu_features(features, best):
+    """CPUID bits (cpu.c): AVX2+FMA+F16C, AVX-512 F/BW/VL/DQ, AVX512-BF16; a forced variant the CPU lacks is
+    refused with what it lacks."""
+    assert choose(variants_for("x86_64"), features, None).name == best
+    assert choose(variants_for("aarch64"), features, None).name == "portable"
+    if features < 7:
+        with pytest.raises(ValueError, match="this CPU lacks .*AVX512-BF16"):
+            choose(variants_for("x86_64"), features, "avx512bf16")
