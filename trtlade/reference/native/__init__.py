@@ -14,8 +14,8 @@ architecture and the choice among them), :mod:`.bindings` (ctypes, the per-varia
 needs) and its branch in the C sources.
 
 Built once with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into ``~/.cache/trtlade/native/``
-(``scripts/setup.sh`` does it: about 10 s for the four x86-64 variants), and loaded with ctypes: no torch
-headers, no build step in the package. Each variant is compiled with explicit target flags (x86-64:
+(``scripts/setup.sh`` does it: about 15 s for the four x86-64 variants on 2 cores), and loaded with
+ctypes: no torch headers, no build step in the package. Each variant is compiled with explicit target flags (x86-64:
 ``avx512bf16``, ``avx512``, ``avx2``, ``portable``; every other architecture, aarch64 included:
 ``portable``), and the process runs the best one its CPU executes; ``TRTLADE_NATIVE_ISA=<variant>``
 forces a lower one. When there is no compiler or the build fails, :func:`row_attention` is None,
