@@ -232,6 +232,36 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
 }
 #endif
 
+#if defined(AVX2_PATH)
+/* Two rows over np (<= 2) panels: 4 np chains (one panel, 4 chains, was latency-bound like one row). */
+static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, int64_t K, const float *wp,
+                                                               const float *bias, float *y, int64_t N, int64_t n0,
+                                                               const int np) {
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + K + k);
+#define FMA_PANEL(p)                                                                                          \
+        {                                                                                                     \
+            const float *w = wp + ((size_t)(p) * K + k) * 16;                                                 \
+            const __m256 lo = _mm256_loadu_ps(w), hi = _mm256_loadu_ps(w + 8);                               \
+            a##p = _mm256_fmadd_ps(lo, x0, a##p);                                                             \
+            b##p = _mm256_fmadd_ps(hi, x0, b##p);                                                             \
+            c##p = _mm256_fmadd_ps(lo, x1, c##p);                                                             \
+            d##p = _mm256_fmadd_ps(hi, x1, d##p);                                                             \
+        }
+        FMA_PANEL(0)
+        if (np > 1) { FMA_PANEL(1) }
+#undef FMA_PANEL
+    }
+    store_panel_avx2(y, N, n0, bias, a0, b0);
+    store_panel_avx2(y + N, N, n0, bias, c0, d0);
+    if (np > 1) {
+        store_panel_avx2(y, N, n0 + 16, bias, a1, b1);
+        store_panel_avx2(y + N, N, n0 + 16, bias, c1, d1);
+    }
+}
+#endif
+
 #if defined(AVX2_BF16_PATH)
 static inline __attribute__((always_inline)) void store_bf16_avx2(uint16_t *y, int64_t N, int64_t n0,
                                                                  const float *bias, __m256 lo, __m256 hi) {
@@ -302,6 +332,44 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
 }
 #endif
 
+#if defined(AVX2_BF16_PATH)
+/* Two rows over np (<= 2) panels in bfloat16 (x widened already): 4 np chains. */
+static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
+                                                                const float *bias, uint16_t *y, int64_t N,
+                                                                int64_t n0, const int np) {
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
+    const int64_t K2 = K / 2;
+    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (int64_t k = 0; k < K2; k++) {
+        const __m256 e0 = _mm256_broadcast_ss(x + 2 * k), o0 = _mm256_broadcast_ss(x + 2 * k + 1);
+        const __m256 e1 = _mm256_broadcast_ss(x + K + 2 * k), o1 = _mm256_broadcast_ss(x + K + 2 * k + 1);
+#define FMA_PANEL(p)                                                                                          \
+        {                                                                                                     \
+            const uint16_t *w = wp + ((size_t)(p) * K2 + k) * 32;                                             \
+            const __m256i u = _mm256_loadu_si256((const __m256i *)w);                                         \
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16));                                 \
+            const __m256 ue = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));                                  \
+            const __m256 uo = _mm256_castsi256_ps(_mm256_and_si256(u, high));                                \
+            const __m256 ve = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));                                  \
+            const __m256 vo = _mm256_castsi256_ps(_mm256_and_si256(v, high));                                 \
+            a##p = _mm256_fmadd_ps(ue, e0, _mm256_fmadd_ps(uo, o0, a##p));                                    \
+            b##p = _mm256_fmadd_ps(ve, e0, _mm256_fmadd_ps(vo, o0, b##p));                                    \
+            c##p = _mm256_fmadd_ps(ue, e1, _mm256_fmadd_ps(uo, o1, c##p));                                    \
+            d##p = _mm256_fmadd_ps(ve, e1, _mm256_fmadd_ps(vo, o1, d##p));                                    \
+        }
+        FMA_PANEL(0)
+        if (np > 1) { FMA_PANEL(1) }
+#undef FMA_PANEL
+    }
+    store_bf16_avx2(y, N, n0, bias, a0, b0);
+    store_bf16_avx2(y + N, N, n0, bias, c0, d0);
+    if (np > 1) {
+        store_bf16_avx2(y, N, n0 + 16, bias, a1, b1);
+        store_bf16_avx2(y + N, N, n0 + 16, bias, c1, d1);
+    }
+}
+#endif
+
 /* ------------------------------------------------------------------ portable C: fmaf in plain loops */
 #if !defined(__AVX512F__) && !defined(AVX2_PATH)
 #define PORTABLE_PATH 1
@@ -349,13 +417,18 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     case 1: FN(__VA_ARGS__, 1); break; case 2: FN(__VA_ARGS__, 2); break;                                     \
     case 3: FN(__VA_ARGS__, 3); break; default: FN(__VA_ARGS__, 4); break;                                    \
     }
-/* AVX2: one row over np <= 4 panels (ROW), or up to 4 rows of one panel (TILE). */
-#define TILE_CASES_AVX2(ROW, TILE, ...)                                                                       \
+/* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR, float32; NULL: TILE), or up
+ * to 4 rows of one panel (TILE): at least 8 independent FMA chains but for a 3-row tile. */
+#define TILE_CASES_AVX2(ROW, PAIR, TILE, ...)                                                                 \
     if (m == 1) {                                                                                             \
         switch (np) {                                                                                         \
         case 1: ROW(__VA_ARGS__, 1); break; case 2: ROW(__VA_ARGS__, 2); break;                               \
         case 3: ROW(__VA_ARGS__, 3); break; default: ROW(__VA_ARGS__, 4); break;                              \
         }                                                                                                     \
+    } else if (m == 2 && np == 2) {                                                                           \
+        PAIR(__VA_ARGS__, 2);                                                                                 \
+    } else if (m == 2) {                                                                                      \
+        PAIR(__VA_ARGS__, 1);                                                                                 \
     } else {                                                                                                  \
         TILE_CASES_4(TILE, __VA_ARGS__)                                                                       \
     }
@@ -386,7 +459,8 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
 #if defined(__AVX512F__)
     FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #elif defined(AVX2_PATH)
-    FOR_TILES(4, 4, (m == 1 ? 4 : 1), TILE_CASES_AVX2(row_f32_avx2, tile_f32_avx2, x + i0 * K, K, wp + p0 * K * 16, bias,
+    FOR_TILES(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1), TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, x + i0 * K,
+                                                                    K, wp + p0 * K * 16, bias,
                                                        y + i0 * N, N, p0 * 16))
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
@@ -406,7 +480,8 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_TILES(4, 4, (m == 1 ? 4 : 1), TILE_CASES_AVX2(row_bf16_avx2, tile_bf16_avx2, xf + i0 * K, K, wp + p0 * K * 16,
+    FOR_TILES(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1), TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2,
+                                                                    xf + i0 * K, K, wp + p0 * K * 16,
                                                        bias, y + i0 * N, N, p0 * 16))
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_portable, xf + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
