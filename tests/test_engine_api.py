@@ -452,3 +452,29 @@ def test_engine_runs_in_a_plain_worker_thread_after_calibration():
     worker.join(120)
     assert errors == []
     assert len(results) == 3 and results[0] == results[1] == results[2]
+
+
+@pytest.mark.parametrize("variant", [None, "portable", "off"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_every_dtype_loads_and_generates_on_every_path(dtype, variant, tmp_path, monkeypatch):
+    """On this CPU's best native variant, the portable one forced, and with no native library: each dtype
+    loads (no oneDNN call whose CPU requirement was not checked: bf16 raised on AVX2-only CPUs), generates,
+    says which kernels run, and lookahead gives greedy's tokens where the engine says it is bit-exact."""
+    if variant == "off":
+        monkeypatch.setenv("TRTLADE_NATIVE_ISA", "no-such-variant")  # the library then runs nothing
+    elif variant:
+        monkeypatch.setenv("TRTLADE_NATIVE_ISA", variant)
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", len(tok))
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    eng = ReferenceEngine.load(tmp_path / "m", spec="4,2,4", dtype=dtype, threads=1, calibrate=False)
+    greedy = eng.generate([5, 6, 7, 5, 6], max_tokens=12, lookahead=(1, 1, 0), ignore_eos=True).tokens
+    ahead = eng.generate([5, 6, 7, 5, 6], max_tokens=12, lookahead=(4, 2, 4), ignore_eos=True).tokens
+    assert len(greedy) == len(ahead) == 12
+    kernels = eng.exactness["kernels"]
+    native = dtype != "float16" and variant != "off"
+    assert kernels.startswith("native") == native, kernels
+    if variant == "portable" and native:
+        assert kernels == "native portable (one call per step)"
+    assert eng.bit_exact == native and (not native or ahead == greedy)

@@ -39,16 +39,7 @@ from trtlade.reference.native.bindings import (BODY_LABEL, LINEAR_LABEL, PROFILE
 from trtlade.reference.native.body import BodyLayer, NativeBody
 from trtlade.reference.native.linear import PANEL, PanelLinear, linear_dtypes
 
-__all__ = ["RowKeys", "row_attention", "status", "kernels", "Kernels", "executable_variants", "variant",
+__all__ = ["RowKeys", "row_attention", "status", "kernels", "Kernels", "executable_variants",
            "PROFILE_LABEL", "LINEAR_LABEL", "BODY_LABEL", "PANEL", "PanelLinear", "BodyLayer", "NativeBody",
            "linear_dtypes"]
 
-
-def variant() -> dict:
-    """The variant this process runs and what computes each dtype's linear layers (for /version, the
-    engine-bench and the report): ``{"variant": "avx2", "float32": "avx2-fma", "bfloat16": ...,
-    "runs": [...]}``, or ``{"variant": None, "why": ...}``."""
-    table = kernels()
-    if table is None:
-        return {"variant": None, "why": status()}
-    return {"variant": table.variant, **table.paths, "runs": list(executable_variants())}
