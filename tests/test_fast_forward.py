@@ -93,8 +93,12 @@ def test_every_cpu_variant_gives_the_best_variants_bits(variant, dtype):
         if dtype == torch.bfloat16 and "avx512bf16" in (variant, best):
             # VDPBF16PS against its emulation: Intel's pseudo-code is two FMAs, odd k first; whether a CPU's
             # hardware rounds the same is measured here (docs/reference-engine.md, "Across CPU classes")
+            # a float32 sum that rounds once more or less can move a bf16 result by one ulp, or by more
+            # where the sum cancels to near zero: one ulp from |y| >= 1 on, 0.01 absolute below
             ulps = (got.view(torch.int16).int() - want.view(torch.int16).int()).abs()
-            assert ulps.max() <= 1, (n, k)
+            large = want.float().abs() >= 1.0
+            assert ulps[large].max() <= 1, (n, k)
+            assert (got.float() - want.float())[~large].abs().max() <= 1e-2, (n, k)
             same, total = same + int((ulps == 0).sum()), total + ulps.numel()
         else:
             assert torch.equal(got, want), (n, k)
