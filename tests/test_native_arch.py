@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import native_variants
-from trtlade.reference.native.build import KERNELS, STRICT, compiler
+from trtlade.reference.native.build import HERE, KERNELS, STRICT, compiler
 from trtlade.reference.native.cpu import variants_for
 
 HARNESS = Path(__file__).parent / "native" / "bits.c"
@@ -27,8 +27,8 @@ def _build(cc: str, flags: tuple[str, ...], out: Path) -> Path:
         obj = out.with_name(f"{out.name}.{src.stem}.o")
         subprocess.run([cc, *STRICT, *flags, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
         objects.append(str(obj))
-    subprocess.run([cc, "-O2", "-fopenmp", *flags, str(HARNESS), *objects, "-o", str(out), "-lm", "-static"],
-                   check=True, capture_output=True)
+    subprocess.run([cc, "-O2", "-fopenmp", *flags, f"-I{HERE}", str(HARNESS), *objects, "-o", str(out), "-lm",
+                    "-static"], check=True, capture_output=True)
     return out
 
 

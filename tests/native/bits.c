@@ -10,14 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N, float *y,
-                       int threads);
-int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
-                        uint16_t *y, int threads);
-int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k, const float *v,
-                          int64_t kv_heads, int64_t capacity, const int64_t *slot, const int64_t *committed,
-                          const int64_t *pos, const int64_t *path_ptr, const int64_t *path_idx,
-                          const int64_t *path_pos, int64_t window, float scale, float softcap, float *out);
+#include "kernels.h" /* trtlade/reference/native/, on the include path */
 
 enum { M = 9, K = 130, N = 50, NP = 64 /* N padded to panels of 16 */ };
 

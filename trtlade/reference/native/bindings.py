@@ -49,7 +49,6 @@ class Step(ctypes.Structure):  # TrtladeStep in layer_ops.c
 _SIGNATURES = {
     "trtlade_row_attention": ([_P, _I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P, _I64,
                                ctypes.c_float, ctypes.c_float, _P], ctypes.c_int),
-    "trtlade_linear_caps": ([], ctypes.c_int),
     "trtlade_linear_path": ([ctypes.c_int], ctypes.c_char_p),
     "trtlade_linear_f32": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
@@ -111,6 +110,16 @@ def _load() -> dict:
     return _state
 
 
+def _chosen(state: dict) -> tuple[Optional[str], str]:
+    """(the variant this process runs, '') or (None, why not): the best this CPU executes among those
+    built, or ``$TRTLADE_NATIVE_ISA``."""
+    built = [v for v in _cpu.variants_for() if v.name in state["tables"]]
+    try:
+        return _cpu.choose(built, state["features"], os.environ.get(_cpu.ENV) or None).name, ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def executable_variants() -> tuple[str, ...]:
     """The built variants this CPU executes, best first (empty when the library is not available)."""
     state = _load()
@@ -131,13 +140,8 @@ def kernels(variant: Optional[str] = None) -> Optional[Kernels]:
             raise ValueError(f"native variant {variant!r} does not run on this CPU (it runs: "
                              f"{', '.join(executable_variants())})")
         return state["tables"][variant]
-    forced = os.environ.get(_cpu.ENV) or None
-    try:
-        chosen = _cpu.choose([v for v in _cpu.variants_for() if v.name in state["tables"]], state["features"],
-                             forced)
-    except ValueError:
-        return None
-    return state["tables"][chosen.name]
+    chosen, _ = _chosen(state)
+    return state["tables"][chosen] if chosen else None
 
 
 def status() -> str:
@@ -145,14 +149,12 @@ def status() -> str:
     state = _load()
     if not state["tables"]:
         return state["status"]
+    chosen, why = _chosen(state)
+    if chosen is None:
+        return f"not used: {why} ({state['status']})"
     forced = os.environ.get(_cpu.ENV) or None
-    try:
-        chosen = _cpu.choose([v for v in _cpu.variants_for() if v.name in state["tables"]], state["features"],
-                             forced)
-    except ValueError as exc:
-        return f"not used: {exc} ({state['status']})"
     how = f"{_cpu.ENV}={forced}" if forced else "the best this CPU runs"
-    return f"variant {chosen.name} ({how}; this CPU runs {', '.join(executable_variants())}); {state['status']}"
+    return f"variant {chosen} ({how}; this CPU runs {', '.join(executable_variants())}); {state['status']}"
 
 
 def profiled(label: str, fn: Callable, *args) -> int:

@@ -111,7 +111,7 @@ def build(variants: Sequence[Variant]) -> Built:
     if cc is None:
         return Built(None, (), "no C compiler (cc/gcc) found: the torch implementation runs instead")
     recipe = repr((STRICT, LINK, [(v.name, v.flags) for v in variants], _version(cc))).encode()
-    sources = b"".join(src.read_bytes() for src in (PROBE, *KERNELS, HERE / "det_math.h"))
+    sources = b"".join(src.read_bytes() for src in (PROBE, *KERNELS, *sorted(HERE.glob("*.h"))))
     key = hashlib.sha256(sources + recipe).hexdigest()[:16]
     target = cache_dir() / f"trtlade-native-{key}.so"
     index = target.with_suffix(".variants")

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "det_math.h"
+#include "kernels.h"
 
 static inline float bf16_to_f(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -182,14 +183,6 @@ int trtlade_qkv_prepare(const void *qkv, int64_t rows, int64_t heads, int64_t kv
  * trtlade/reference/fast_forward.py): per layer, seven steps of the kernels above and in linear.c and
  * row_attention.c, with no Python between them. Every step computes each row on its own, so the body
  * keeps the row invariance of its parts. */
-int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N, float *y,
-                       int threads);
-int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
-                        uint16_t *y, int threads);
-int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k, const float *v,
-                          int64_t kv_heads, int64_t capacity, const int64_t *slot, const int64_t *committed,
-                          const int64_t *pos, const int64_t *path_ptr, const int64_t *path_idx,
-                          const int64_t *path_pos, int64_t window, float scale, float softcap, float *out);
 
 /* The model: sizes, and per layer (arrays of `layers` pointers) its packed weights, float32 biases (or
  * NULL), norm weights (model dtype), attention scale and sliding window (0: none). */

@@ -54,13 +54,8 @@
 #define F32_PATH "portable C"
 #endif
 
-#define CAP_F32 1
-#define CAP_BF16 2
 #define MT 8 /* rows per tile */
 #define PT 3 /* panels of 16 outputs per tile: MT * PT = 24 accumulators */
-
-/* Both dtypes run on every variant (bit 1: float32, bit 2: bfloat16). */
-int trtlade_linear_caps(void) { return CAP_F32 | CAP_BF16; }
 
 /* Which instructions compute dtype 0 (float32) or 1 (bfloat16) in this variant, for /version. */
 const char *trtlade_linear_path(int dtype) { return dtype == 1 ? BF16_PATH : F32_PATH; }
