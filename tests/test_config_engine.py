@@ -192,8 +192,29 @@ def test_engine_side_findings(tmp_path, edit, code, severity):
 
 
 def test_max_num_tokens_message_shows_the_product(tmp_path):
-    [d] = _with(lambda c: c["build_config"].update(max_num_tokens=100), tmp_path=tmp_path)
+    [d] = [d for d in _with(lambda c: c["build_config"].update(max_num_tokens=100), tmp_path=tmp_path)
+           if d.severity == "error"]
     assert "16 * 8 = 128" in d.message and "--max_num_tokens 128" in d.hint
+
+
+@pytest.mark.parametrize("build_config, plugin, limit", [
+    ({"max_input_len": 16384, "max_seq_len": 20480, "max_num_tokens": 8192}, {}, 8192),   # the issue's engine
+    ({"max_input_len": 2048, "max_seq_len": 4103, "max_num_tokens": 8192}, {}, None),      # fits: no warning
+    ({"max_input_len": 16384, "max_seq_len": 20480, "max_num_tokens": 8192}, {"context_fmha": False}, None),
+])
+def test_prompt_limit_warning_when_max_num_tokens_is_below_max_input_len(tmp_path, build_config, plugin, limit):
+    """TrtGptModel admits min(max_seq_len - 1, max_num_tokens) with context FMHA and packed input."""
+    def edit(c):
+        c["build_config"].update(build_config)
+        c["build_config"]["plugin_config"].update(plugin)
+
+    diags = [d for d in _with(edit, tmp_path=tmp_path) if d.code == "engine-prompt-limit"]
+    if limit is None:
+        assert diags == []
+    else:
+        [d] = diags
+        assert d.severity == "warning" and f"= {limit} tokens" in d.message
+        assert "--max_num_tokens 16384" in d.hint and d.path == "build_config.max_num_tokens"
 
 
 @pytest.mark.parametrize("build, code, path", [

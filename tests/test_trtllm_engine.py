@@ -152,19 +152,67 @@ def test_double_executor_refuses_a_mismatched_spec_like_the_real_one(tle):
     cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 3, 4))
     with pytest.raises(RuntimeError, match="Assertion failed: 16 != 40"):
         tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, cfg)
-    with pytest.raises(RuntimeError, match="Lookahead decoding config must be provided"):
+    # setupSpeculativeDecodingModule: TLLM_CHECK(maxDraftTokens <= ...), the condition as the message
+    too_big = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 7, 7, 7))
+    with pytest.raises(RuntimeError, match=r"Assertion failed: maxDraftTokens <= mModelConfig\."):
+        tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, too_big)
+    with pytest.raises(RuntimeError, match="bad optional access"):  # no executor lookahead config
         tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
 
 
-def test_double_runtime_lookahead_check(tle):
+def test_double_plain_engine_overwrites_a_lookahead_mode_with_a_warning(tle):
+    """getDecodingMode (trtGptModelInflightBatching.cpp): Lookahead on a plain engine is replaced, not refused."""
+    ex = tle.Executor(ENGINES / "qwen3-8b-plain", tle.ModelType.DECODER_ONLY,
+                      tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 1, 1, 0)))
+    assert ex._spec == (1, 1, 0) and "Overwriting decoding mode" in ex._warnings[0]
+    plain = tle.Executor(ENGINES / "qwen3-8b-plain", tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
+    assert plain._warnings == []
+    ex.shutdown()
+    plain.shutdown()
+
+
+def test_double_oversize_request_lookahead_fails_every_active_request(tle):
+    """LookaheadAlgorithm::setup throws inside the step; Executor::Impl::forwardAsync catches it and
+    terminateActiveRequests gives every active request the same error."""
     cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 2, 4))
     ex = tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, cfg)
-    rid = ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True,
+    good = [ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True)) for _ in range(2)]
+    bad = ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True,
                                          lookahead_config=tle.LookaheadDecodingConfig(5, 2, 4)))
-    (resp,) = ex.await_responses(timeout=timedelta(milliseconds=10))
-    assert resp.request_id == rid and resp.has_error()
-    assert "lookahead requires setup w (5) <= max_w (4)" in resp.error_msg
+    responses = ex.await_responses(timeout=timedelta(milliseconds=10))
+    assert sorted(r.request_id for r in responses) == sorted([*good, bad])
+    assert all(r.has_error() and r.error_msg.startswith("Encountered an error in forwardAsync function: ")
+               and "lookahead requires setup w (5) <= max_w (4)" in r.error_msg for r in responses)
+    assert ex._active == {}
     ex.shutdown()
+
+
+def test_double_prompt_limit_is_the_executors(tle, tmp_path):
+    """TrtGptModel: min(max_seq_len - 1, max_num_tokens) with context FMHA and packed input; the prompt
+    above it fails alone (fetchNewRequests), the others go on."""
+    engine = engine_copy(tmp_path, "qwen3-8b-424", max_input_len=300, max_num_tokens=200)
+    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 2, 4))
+    ex = tle.Executor(engine, tle.ModelType.DECODER_ONLY, cfg)
+    long_id = ex.enqueue_request(tle.Request([7] * 201, max_tokens=4, streaming=True))
+    ok_id = ex.enqueue_request(tle.Request([7] * 200, max_tokens=4, streaming=True))
+    by_id = {r.request_id: r for r in ex.await_responses(timeout=timedelta(milliseconds=10))}
+    assert "Prompt length (201) exceeds maximum input length (200)." in by_id[long_id].error_msg
+    assert not by_id[ok_id].has_error()
+    ex.shutdown()
+
+
+def engine_copy(tmp_path, name, **build_config):
+    """A copy of a test engine's config.json with some build_config keys changed."""
+    import json
+
+    folder = tmp_path / f"{name}-edited"
+    folder.mkdir()
+    raw = json.loads((ENGINES / name / "config.json").read_text())
+    raw["build_config"].update(build_config)
+    (folder / "config.json").write_text(json.dumps(raw))
+    for rank in (ENGINES / name).glob("rank*.engine"):
+        (folder / rank.name).write_bytes(rank.read_bytes())
+    return folder
 
 
 # ------------------------------------------------------------------------------------------ start-up
@@ -250,7 +298,9 @@ def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
         ex = tle._instances[-1]
         assert ex._spec == (4, 2, 4)
         assert engine.info.limits.max_seq_len == 4096 + 0  # qwen3-8b-424: max_seq_len minus max_draft_len
-        assert engine.info.limits.max_prompt_tokens <= 2048
+        # the executor's limit (context FMHA, packed input): min(max_seq_len - 1, max_num_tokens) = 4102,
+        # kept one below the usable 4096 for output; max_input_len 2048 does not bind (TrtGptModel)
+        assert engine.info.limits.max_prompt_tokens == 4095
         assert engine.info.details["preset"] == "trtllm"  # the only algorithm TensorRT-LLM runs
     finally:
         run(engine.aclose())
@@ -301,6 +351,11 @@ def test_follower_builds_the_same_executor_config(tle, tokenizer_dir, monkeypatc
      "(/src/cpp/tensorrt_llm/executor/decodingConfig.cpp:84)", "decoding-mode", "DecodingMode.Lookahead()"),
     ("[TensorRT-LLM][ERROR] Assertion failed: 16 != 40 (/src/cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp"
      ":56)", "draft-len-mismatch", "trtlade validate-config"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: Speculative decoding module is not set to decoder domain "
+     "(/src/cpp/tensorrt_llm/layers/decodingParams.h:97)", "lookahead-mode-on-plain-engine", "lookahead.spec 1,1,0"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens() "
+     "(/src/cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp:312)", "draft-len-too-large",
+     "validate-config"),
     ("[TensorRT-LLM][ERROR] No available XQA kernels are found for speculative decoding mode.", "xqa-kernels",
      "upgrade TensorRT-LLM"),
     ("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory", "out-of-memory",
@@ -375,6 +430,55 @@ def test_completion_streaming_usage_and_acceptance(tle, tokenizer_dir):
     requests = tle._instances[-1]._requests
     assert all(r.streaming and r.lookahead_config is None for r in requests)  # None = executor's (4,2,4)
     assert requests[0].max_tokens == 12 and requests[0].end_id == 1 and requests[0].pad_id == 0
+
+
+def test_plain_engine_serves_the_autoregressive_baseline_end_to_end(tle, tokenizer_dir):
+    """Spec (1,1,0) on an engine built without lookahead: no decoding mode, no lookahead config, no
+    per-request config; completions work and a per-request lookahead above (1,1,0) is a 400."""
+    app = trtllm_app(tokenizer_dir, engine="qwen3-8b-plain", spec=(1, 1, 0))
+
+    async def go():
+        async with client_for(app) as c:
+            ok = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})
+            off = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6, "lookahead": [1, 1, 0]})
+            on = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6, "lookahead": [2, 2, 1]})
+            return ok, off, on, (await c.get("/version")).json()
+
+    ok, off, on, version = run(go())
+    ex = tle._instances[-1]
+    decoding = ex._config.decoding_config
+    assert decoding.decoding_mode is None and decoding.lookahead_decoding_config is None
+    assert ex._warnings == []  # nothing for TensorRT-LLM to overwrite
+    assert ok.status_code == 200 and off.status_code == 200
+    assert ok.json()["usage"]["lookahead"]["tokens_per_step"] == 1.0
+    assert all(r.lookahead_config is None for r in ex._requests) and len(ex._requests) == 2
+    assert on.status_code == 400 and on.json()["error"]["param"].startswith("lookahead.")
+    # a plain engine reserves no draft tokens: the whole max_seq_len is usable
+    assert version["engine"]["limits"]["max_seq_len"] == 4096
+
+
+def test_prompt_limit_is_the_executors_and_a_longer_prompt_is_400(tle, tokenizer_dir, tmp_path):
+    """max_input_len 300 but max_num_tokens 200: the executor admits 200 (TrtGptModel); so does trtlade."""
+    engine = engine_copy(tmp_path, "qwen3-8b-424", max_input_len=300, max_num_tokens=200)
+    from trtlade.server.app import create_app
+    from trtlade.trtllm.engine import TrtllmEngine, TrtllmLaunch
+
+    lau = TrtllmLaunch(engine_dir=engine, spec=LookaheadSpec(4, 2, 4), tokenizer_dir=tokenizer_dir)
+    app = create_app(lambda: TrtllmEngine.start(lau))
+
+    async def go():
+        async with client_for(app) as c:
+            version = (await c.get("/version")).json()
+            tokens = [5] * 201
+            long = await c.post("/v1/completions", json={"prompt": tokens, "max_tokens": 4})
+            fits = await c.post("/v1/completions", json={"prompt": tokens[:200], "max_tokens": 4})
+            return version, long, fits
+
+    version, long, fits = run(go())
+    assert version["engine"]["limits"]["max_prompt_tokens"] == 200
+    assert long.status_code == 400 and "at most 200" in long.json()["error"]["message"]
+    assert fits.status_code == 200, fits.text
+    assert [len(r.input_token_ids) for r in tle._instances[-1]._requests] == [200]
 
 
 def test_request_lookahead_is_passed_per_request(tle, tokenizer_dir):

@@ -48,12 +48,14 @@ __all__ = [
 class BuildableArchitecture:
     """An HF architecture TensorRT-LLM's engine flow converts: its ``tensorrt_llm.models`` class (the
     ``MODEL_MAP`` entry, tensorrt_llm/models/__init__.py) and the first release in trtlade's range
-    (0.16 <= v < 1.3) that converts it, with where that is said."""
+    (0.16 <= v < 1.3) that converts it, with where that is said, and ``unverified``: what the sources
+    read do not settle (empty when nothing is open)."""
 
     architecture: str
     trtllm_class: str
     first_version: str
     source: str
+    unverified: str = ""
 
 
 _BEFORE_RANGE = "converted before 0.16 already"
@@ -69,9 +71,13 @@ BUILDABLE: tuple[BuildableArchitecture, ...] = (
     BuildableArchitecture("Qwen2MoeForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
     BuildableArchitecture("Qwen3ForCausalLM", "QWenForCausalLM", "1.0.0",
                           "release notes 1.0: 'Add TensorRT-Engine Qwen3 (dense) model support' (PR #5650); "
-                          "0.16-0.21 need a build patched for Qwen3"),
+                          "0.16-0.21 need a build patched for Qwen3",
+                          "unverified: which Qwen3 sizes (0.6B to 32B) stock 1.0-1.2 converts on the engine "
+                          "path; settled by converting each size with stock TensorRT-LLM"),
     BuildableArchitecture("Qwen3MoeForCausalLM", "QWenForCausalLM", "1.0.0",
-                          "release notes 1.0: 'Add Qwen3 MoE support to TensorRT backend'"),
+                          "release notes 1.0: 'Add Qwen3 MoE support to TensorRT backend'",
+                          "unverified: that stock 1.0-1.2 builds Qwen3-MoE engines with lookahead (30B-A3B, "
+                          "235B-A22B); settled by a build on a GPU"),
     BuildableArchitecture("GemmaForCausalLM", "GemmaForCausalLM", "0.16.0", _BEFORE_RANGE + " (Gemma: 0.9)"),
     BuildableArchitecture("Gemma2ForCausalLM", "GemmaForCausalLM", "0.16.0", _BEFORE_RANGE),
     BuildableArchitecture("Gemma3ForCausalLM", "GemmaForCausalLM", "0.19.0",

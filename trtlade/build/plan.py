@@ -552,6 +552,12 @@ def _check_limits(limits: Limits, spec: LookaheadSpec, origin: Mapping[str, str]
     if built["max_num_tokens"] != limits.max_num_tokens:
         notes.append(f"trtllm-build raises max_num_tokens {limits.max_num_tokens} to {built['max_num_tokens']} "
                      f"= max_batch_size {limits.max_batch_size} x (max_draft_len {spec.max_draft_len} + 1)")
+    if built["max_num_tokens"] < limits.max_input_len:
+        notes.append(f"max_input_len {limits.max_input_len} is above max_num_tokens {built['max_num_tokens']}: "
+                     "trtllm-build keeps it (context FMHA is on), but TensorRT-LLM's executor then admits "
+                     f"prompts of at most min(max_seq_len - 1, max_num_tokens) = "
+                     f"{min(built['max_seq_len'] - 1, built['max_num_tokens'])} tokens; set --max-num-tokens "
+                     f"{limits.max_input_len} (build.max_num_tokens) to serve prompts of max_input_len tokens")
     if info.max_position_embeddings is not None and limits.max_seq_len > info.max_position_embeddings:
         notes.append(f"max_seq_len {limits.max_seq_len} is above the model's max_position_embeddings "
                      f"{info.max_position_embeddings}; quality beyond it depends on its rope scaling")

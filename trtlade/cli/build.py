@@ -135,10 +135,11 @@ def _print_architectures() -> None:
     from trtlade.build.models import BUILDABLE
 
     table = Table(title="HF architectures trtlade build converts (TensorRT-LLM 0.16 <= v < 1.3)")
-    for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source"):
+    for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source", "open"):
         table.add_column(column)
     for arch in BUILDABLE:
-        table.add_row(arch.architecture, arch.trtllm_class, arch.first_version, arch.source)
+        table.add_row(arch.architecture, arch.trtllm_class, arch.first_version, arch.source,
+                      arch.unverified or "-")
     console.print(table)
 
 

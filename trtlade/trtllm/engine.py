@@ -13,7 +13,12 @@ CLI prints it and exits 1 before binding a port):
    kv_cache_config=KvCacheConfig(enable_block_reuse=..., free_gpu_memory_fraction=...),
    decoding_config=DecodingConfig(decoding_mode=DecodingMode.Lookahead(),
    lookahead_decoding_config=LookaheadDecodingConfig(W, N, G))))``, the same on the leader and on every
-   follower rank. The mode goes with the config because the C++ constructor
+   follower rank. An engine built without lookahead is served with spec (1,1,0) and an empty
+   ``DecodingConfig()`` (no mode, no lookahead config, no per-request config): the autoregressive
+   baseline, as TensorRT-LLM runs any plain engine. (Passing the Lookahead mode there would not stop
+   it in the decoder-only sources read: ``getDecodingMode`` in
+   cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp overwrites it with a warning; but it
+   is not what a plain engine expects, and the encoder-decoder path fails on it, NVIDIA/TensorRT-LLM#2816.) The mode goes with the config because the C++ constructor
    (cpp/tensorrt_llm/executor/decodingConfig.cpp, ``DecodingConfig::DecodingConfig``) refuses a lookahead
    config without it in every release 0.16 to 1.2. KV-cache block reuse is set explicitly (the
    binding's default changed from False in 0.16 to True later): ``serve.kv_cache_enable_block_reuse``,
@@ -23,7 +28,11 @@ CLI prints it and exits 1 before binding a port):
 Serving: each request becomes ``Request(prompt_ids, max_tokens=..., streaming=True, end_id=...,
 pad_id=..., stop_words=..., lookahead_config=LookaheadDecodingConfig(w, n, g) or None)`` (None = the
 executor's (W,N,G)); a request whose (w,n,g) the server does not admit never reaches the executor
-(TensorRT-LLM only fails deep inside the decoder). One background thread calls
+(TensorRT-LLM checks it only inside the decoder step, where the exception fails every active request:
+``Executor::Impl::forwardAsync`` calls ``terminateActiveRequests``). The prompt limit advertised in
+``/version`` and enforced at admission (400) is the executor's own
+(:attr:`~trtlade.trtllm.engine_config.EngineConfig.executor_max_input_len`), so the executor never
+refuses a prompt trtlade admitted. One background thread calls
 ``await_responses(timeout=...)`` and hands every response to its request's async stream; a response
 is one executor iteration, so one response = one step = one SSE chunk. Acceptance (tokens per step)
 is ``tokens / decoding_iter``. An error response fails that request only (HTTP 500); a client that
@@ -215,10 +224,15 @@ def _runtime_bug_warnings(version: str, engine: Any) -> list[Diagnostic]:
             for bug in known_bugs(version, engine.raw.get("build_config"))]
 
 
-def _executor_config(tle: ModuleType, launch: TrtllmLaunch) -> Any:
-    """The executor config as TensorRT-LLM's own code builds it (module docstring, step 4)."""
-    la = tle.LookaheadDecodingConfig(*launch.spec.as_tuple())
-    decoding = tle.DecodingConfig(decoding_mode=tle.DecodingMode.Lookahead(), lookahead_decoding_config=la)
+def _executor_config(tle: ModuleType, launch: TrtllmLaunch, lookahead_engine: bool = True) -> Any:
+    """The executor config as TensorRT-LLM's own code builds it (module docstring, step 4). On an engine
+    built without lookahead (served with spec (1,1,0), checked by preflight) the decoding config is left
+    empty: no mode, no lookahead config, as for any plain engine."""
+    if lookahead_engine:
+        la = tle.LookaheadDecodingConfig(*launch.spec.as_tuple())
+        decoding = tle.DecodingConfig(decoding_mode=tle.DecodingMode.Lookahead(), lookahead_decoding_config=la)
+    else:
+        decoding = tle.DecodingConfig()
     kv = tle.KvCacheConfig(enable_block_reuse=launch.kv_cache_enable_block_reuse,
                            free_gpu_memory_fraction=launch.kv_cache_free_gpu_memory_fraction)
     return tle.ExecutorConfig(max_beam_width=1, kv_cache_config=kv, decoding_config=decoding)
@@ -227,7 +241,8 @@ def _executor_config(tle: ModuleType, launch: TrtllmLaunch) -> Any:
 def _create_executor(pre: Preflight, launch: TrtllmLaunch) -> Any:
     tle = pre.bindings
     try:
-        return tle.Executor(str(launch.engine_dir), tle.ModelType.DECODER_ONLY, _executor_config(tle, launch))
+        config = _executor_config(tle, launch, lookahead_engine=pre.engine.is_lookahead)
+        return tle.Executor(str(launch.engine_dir), tle.ModelType.DECODER_ONLY, config)
     except (RuntimeError, TypeError, ValueError) as exc:
         raise start_failure(pre.version, launch.engine_dir, exc) from None
 
@@ -281,8 +296,11 @@ class TrtllmEngine:
         self._launch = launch
         engine = pre.engine
         self._max_batch = int(engine.max_batch_size)
-        usable = int(engine.max_seq_len) - int(engine.max_draft_len)  # the builder added max_draft_len
-        prompt_limit = min(int(engine.max_input_len), usable - 1)
+        # the builder added max_draft_len to max_seq_len; a plain engine reserves nothing
+        usable = int(engine.max_seq_len) - (int(engine.max_draft_len) if engine.is_lookahead else 0)
+        # the executor's own limit (EngineConfig.executor_max_input_len), kept one token below the usable
+        # length so that every admitted prompt has room for output and a lookahead step's draft
+        prompt_limit = min(int(engine.executor_max_input_len), usable - 1)
         if launch.max_prompt_tokens is not None:
             prompt_limit = min(prompt_limit, launch.max_prompt_tokens)
         self.info = EngineInfo(
@@ -381,6 +399,7 @@ class TrtllmEngine:
     def _to_request(self, req: GenerationRequest, spec: LookaheadSpec) -> Any:
         tle = self._tle
         stop_words = [[t] for t in (*req.stop_token_ids, *([] if req.ignore_eos else self._extra_eos))]
+        # None = the executor's (W,N,G); on a plain engine (spec (1,1,0)) every request is None
         lookahead = None if spec == self.info.spec else tle.LookaheadDecodingConfig(*spec.as_tuple())
         return tle.Request(
             list(req.prompt_ids),

@@ -177,6 +177,31 @@ class EngineConfig:
         value = self.plugin_config.get("paged_kv_cache")
         return value if isinstance(value, bool) else None
 
+    @property
+    def packed_context_fmha(self) -> bool:
+        """Context FMHA with packed (unpadded) input: ``plugin_config.context_fmha`` and
+        ``remove_input_padding``, both on by default in trtllm-build (absent keys count as on)."""
+        return (self.plugin_config.get("context_fmha", True) is not False
+                and self.plugin_config.get("remove_input_padding", True) is not False)
+
+    @property
+    def executor_max_input_len(self) -> int:
+        """The longest prompt the executor admits, as TensorRT-LLM's ``TrtGptModel`` constructor sets
+        it (cpp/tensorrt_llm/batch_manager/trtGptModel.h, 0.16 to 1.2; trtlade never enables chunked
+        context, which would make it ``max_seq_len - 1``): ``min(max_seq_len - 1, max_num_tokens)``
+        with context FMHA and packed input (the default build), else ``max_input_len``. A longer prompt
+        fails in ``LlmRequest::validate`` ("Prompt length (%d) exceeds maximum input length (%d).").
+
+        >>> eng = EngineConfig.from_dict({"pretrained_config": {"architecture": "Qwen3ForCausalLM",
+        ...     "dtype": "bfloat16"}, "build_config": {"max_batch_size": 8, "max_input_len": 16384,
+        ...     "max_seq_len": 20480, "max_num_tokens": 8192}}, path="e")
+        >>> eng.executor_max_input_len
+        8192
+        """
+        if self.packed_context_fmha and self.max_num_tokens is not None:
+            return min(self.max_seq_len - 1, self.max_num_tokens)
+        return self.max_input_len
+
     def locate(self, dotted: str) -> tuple[int, int] | None:
         """1-based (line, column) of the key ``dotted`` (``build_config.max_draft_len``) in config.json,
         found by scanning for each quoted key in turn; None when unknown."""
@@ -381,12 +406,13 @@ def check_engine(spec: LookaheadSpec, engine: EngineConfig, build: "BuildSection
     and the engine plain); max_draft_len > 0 for a lookahead engine and equal to the spec's exactly;
     max_beam_width 1; paged KV cache, GPT attention plugin and removed input padding (in-flight
     batching); dtype in the lookahead support matrix; rank engine files present; max_num_tokens >=
-    max_batch_size * (max_draft_len + 1); room for output in max_seq_len; tp/pp and sizes of
+    max_batch_size * (max_draft_len + 1); room for output in max_seq_len; max_input_len not above the
+    executor's own prompt limit (:attr:`EngineConfig.executor_max_input_len`); tp/pp and sizes of
     ``build`` not larger than the engine's.
     """
     ctx = _Ctx(spec, engine, source, spec_path)
     checks = (_check_version, _check_mode_and_draft_len, _check_beam_width, _check_batching_support,
-              _check_dtype, _check_rank_files, _check_num_tokens, _check_seq_len)
+              _check_dtype, _check_rank_files, _check_num_tokens, _check_seq_len, _check_prompt_limit)
     for check in checks:
         check(ctx)
     if build is not None:
@@ -592,6 +618,23 @@ def _check_seq_len(ctx: _Ctx) -> None:
                       f"{_draft_len_in_use(ctx)} is {usable}, not above max_input_len {engine.max_input_len}: "
                       "a prompt of max_input_len tokens leaves no room for output",
                       hint="rebuild with --max_seq_len = longest prompt + longest answer")
+
+
+def _check_prompt_limit(ctx: _Ctx) -> None:
+    """trtllm-build keeps ``max_num_tokens < max_input_len`` with a warning only when context FMHA is on
+    (tensorrt_llm/_common.py, check_max_num_tokens, 0.16 to 1.2); the executor then admits prompts up
+    to max_num_tokens only (:attr:`EngineConfig.executor_max_input_len`)."""
+    engine = ctx.engine
+    limit = engine.executor_max_input_len
+    if limit < engine.max_input_len:
+        ctx.on_engine("warning", "engine-prompt-limit", "build_config.max_num_tokens",
+                      f"the engine's max_input_len is {engine.max_input_len} but its max_num_tokens is "
+                      f"{engine.max_num_tokens}: with context FMHA and packed input TensorRT-LLM's executor "
+                      f"admits prompts of at most min(max_seq_len - 1, max_num_tokens) = {limit} tokens "
+                      "(TrtGptModel constructor); trtlade serve advertises and admits that limit, longer "
+                      "prompts get 400",
+                      hint=f"rebuild with --max_num_tokens {engine.max_input_len} or more to serve prompts of "
+                           f"max_input_len tokens (build.max_num_tokens)")
 
 
 def _check_build_section(ctx: _Ctx, build: "BuildSection") -> None:

@@ -8,6 +8,9 @@ so the same failure gets the same words in both places.
     'decoding-mode'
     >>> diagnose("[TensorRT-LLM][ERROR] Assertion failed: 16 != 40 (lookaheadDecodingLayer.cpp:56)").code
     'draft-len-mismatch'
+    >>> diagnose("[TensorRT-LLM][ERROR] Assertion failed: Speculative decoding module is not set to "
+    ...          "decoder domain (decodingParams.h:97)").code
+    'lookahead-mode-on-plain-engine'
     >>> diagnose("... [TRT-LLM] [E] No available XQA kernels are found for speculative decoding mode.").code
     'xqa-kernels'
     >>> diagnose("Killed", exit_code=-9).code
@@ -55,6 +58,23 @@ KNOWN_FAILURES: tuple[KnownFailure, ...] = (
         "the engine was built for lookahead but the executor got no LookaheadDecodingConfig "
         "(0.16 reports it as 'bad optional access', NVIDIA/TensorRT-LLM#2020)",
         "set lookahead.spec in the config to the (W,N,G) the engine was built for"),
+    KnownFailure(
+        "draft-len-too-large", r"maxDraftTokens <= mModelConfig\.getMaxDecodingDraftTokens",
+        "the executor's (W,N,G) needs more draft tokens than the engine was built for "
+        "(TrtGptModelInflightBatching::setupSpeculativeDecodingModule, "
+        "cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp)",
+        "make the config's lookahead.spec give the engine's max_draft_len exactly (`trtlade validate-config` "
+        "lists the specs that fit), or rebuild the engine for the spec"),
+    KnownFailure(
+        "lookahead-mode-on-plain-engine", r"Speculative decoding module is not set to decoder domain",
+        "the decoder was set up for Lookahead on a model without a speculative-decoding module "
+        "(DecoderDomain::getSpeculativeDecodingModule, cpp/tensorrt_llm/layers/decodingParams.h): a "
+        "Lookahead decoding mode or config reached an engine built without lookahead "
+        "(NVIDIA/TensorRT-LLM#2816; the decoder-only executor overwrites the mode with a warning, other "
+        "paths fail like this)",
+        "serve an engine built without lookahead with lookahead.spec 1,1,0 (trtlade then passes no "
+        "decoding mode and no lookahead config); to use lookahead, rebuild with `trtlade build` "
+        "(--speculative_decoding_mode lookahead_decoding); with grps, remove the lookahead_decoding block"),
     KnownFailure(
         "xqa-kernels", r"No available XQA kernels are found for speculative decoding mode",
         "this GPU / head size has no speculative-decoding XQA kernels in this TensorRT-LLM version "

@@ -1,9 +1,10 @@
 """Test double of ``tensorrt_llm.bindings.executor`` (TensorRT-LLM 0.16 to 1.2), as trtlade uses it.
 
 Every check a constructor or setter makes here mirrors one in TensorRT-LLM's C++ or pybind sources,
-and each carries a ``# mirrors:`` comment naming the file and function (paths inside NVIDIA/TensorRT-LLM;
-versions read: the 0.16.0 to 1.2 tags as summarised in ../shared/reference/trtllm-facts.md, and the
-stored files of the newest 1.x sources; where a check changed across the range, the comment says so).
+and each carries a ``# mirrors:`` comment naming the file and function (paths inside
+https://github.com/NVIDIA/TensorRT-LLM, read across its 0.16.0 to 1.2 releases and the newest 1.x
+sources; where a check changed across the range, or the release was not pinned down, the comment says
+so). A message the double cannot quote from the sources is marked "paraphrased".
 The rule of the double: it refuses what the real bindings refuse, with the real message, so a trtlade
 call that would fail on a GPU fails in the tests too. What it cannot know (kernels, memory) it does
 not pretend to check.
@@ -583,6 +584,8 @@ class _Active:
         self.iterations = 0
         self.cancelled = False
         self.error: Optional[str] = None
+        #: the decoder-step exception this request raises when it is set up (its first iteration)
+        self.poison: Optional[str] = None
 
 
 class Executor:
@@ -606,7 +609,6 @@ class Executor:
         build = raw.get("build_config", {})
         mapping = raw.get("pretrained_config", {}).get("mapping", {})
         self._engine_dir = path
-        self._max_input_len = int(build.get("max_input_len", 1024))
         self._max_seq_len = int(build.get("max_seq_len", 2048))
         self._max_batch_size = int(build.get("max_batch_size", 8))
         self._vocab_size = int(raw.get("pretrained_config", {}).get("vocab_size", 32000))
@@ -623,25 +625,39 @@ class Executor:
                 "max_beam_width exceeds the engine's max_beam_width")
         engine_mode = int(build.get("speculative_decoding_mode", 1))
         engine_draft = int(build.get("max_draft_len", 0))
-        la = executor_config.decoding_config.lookahead_decoding_config
-        if engine_mode & 8:
-            # the runtime refuses a lookahead engine without draft tokens (trtllm-facts.md; file unconfirmed)
-            _assert(engine_draft > 0, "Lookahead decoding requires max_draft_len > 0")
-            # "Lookahead decoding config must be provided" (0.17+; 0.16 failed with "bad optional access",
-            # NVIDIA/TensorRT-LLM#2020); the file was not confirmed in the public sources
-            _assert(la is not None, "Lookahead decoding config must be provided")
-            tokens, _, draft, _ = la.calculate_speculative_resource()  # type: ignore[union-attr]
-            # The runtime checks <= (message unconfirmed); the decoding layer asserts equality of tokens
-            # per step. mirrors: cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp,
-            # LookaheadDecodingLayer::CpuAlgorithmResources::CpuAlgorithmResources, line 55 at 0.16.0, 56 at
-            # 0.17 ("Assertion failed: 16 != 40", tensorrtllm_backend #710).
-            _assert(draft <= engine_draft, f"Lookahead decoding config needs max_draft_len {draft}, more than "
-                                           f"the engine's {engine_draft}")
+        self._max_input_len = self._prompt_limit(build)
+        decoding = executor_config.decoding_config
+        la = decoding.lookahead_decoding_config
+        #: TLLM_LOG_WARNING lines the real executor would print at construction (test hook).
+        self._warnings: list[str] = []
+        self._lookahead = bool(engine_mode & 8)
+        if self._lookahead:
+            # mirrors: cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp,
+            # TrtGptModelInflightBatching::setupSpeculativeDecodingModule. Without an executor lookahead
+            # config: up to some release between 0.16 and 1.0 it calls .value() on the empty optional
+            # ("bad optional access", std::bad_optional_access, NVIDIA/TensorRT-LLM#2020); later releases skip
+            # the module here and fail each request in createNewDecoderRequests.cpp
+            # (CreateNewDecoderRequests, "Lookahead decoding config must be provided"). The double raises
+            # the older form at construction (the release that changed it was not pinned down).
+            if la is None:
+                raise RuntimeError("bad optional access")
+            tokens, _, draft, _ = la.calculate_speculative_resource()
+            # same function: TLLM_CHECK(maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens())
+            _assert(draft <= engine_draft, "maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens()")
+            # mirrors: cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp,
+            # LookaheadDecodingLayer::CpuAlgorithmResources::CpuAlgorithmResources (line 55 at 0.16.0, 56 at
+            # 0.17): TLLM_CHECK_WITH_INFO(maxTokensPerStep == decodingTokens, "%d != %d")
+            # ("Assertion failed: 16 != 40", triton-inference-server/tensorrtllm_backend#710)
             _assert(tokens == engine_draft + 1, f"{tokens} != {engine_draft + 1}")
-        else:
-            _assert(la is None, "Lookahead decoding config given for an engine built without "
-                                "speculative_decoding_mode lookahead_decoding")
-        self._spec = (la.max_window_size, la.max_ngram_size, la.max_verification_set_size) if la else (1, 1, 0)
+        elif decoding.decoding_mode is not None and decoding.decoding_mode.isLookahead():
+            # mirrors: trtGptModelInflightBatching.cpp, getDecodingMode (anonymous namespace), every release
+            # read: an explicit Lookahead mode on an engine built without it is replaced by the default
+            # (TopKTopP at beam width 1) with a warning, and setupSpeculativeDecodingModule ignores the
+            # lookahead config; the engine runs plain.
+            self._warnings.append("Model is not built with Lookahead decoding, but decoding mode is Lookahead. "
+                                  "Overwriting decoding mode.")
+        self._spec = ((la.max_window_size, la.max_ngram_size, la.max_verification_set_size)
+                      if la is not None and self._lookahead else (1, 1, 0))
         self._lock = threading.Condition()
         self._active: dict[int, _Active] = {}
         self._pending: list[Response] = []
@@ -649,6 +665,19 @@ class Executor:
         self._shutdown = False
         self._requests: list[Request] = []
         _instances.append(self)
+
+    @staticmethod
+    def _prompt_limit(build: dict) -> int:
+        """mirrors: cpp/tensorrt_llm/batch_manager/trtGptModel.h, TrtGptModel::TrtGptModel (0.16 to 1.2,
+        chunked context off): min(maxSequenceLen - 1, maxNumTokens) with context FMHA and packed input,
+        else the engine's max_input_len."""
+        plugin = build.get("plugin_config") or {}
+        max_num_tokens = build.get("max_num_tokens")
+        if plugin.get("context_fmha", True) is not False and plugin.get("remove_input_padding", True) is not False:
+            _assert(max_num_tokens is not None,
+                    "Max number of tokens has to be set for context FMHA and usePackedInput case.")
+            return min(int(build.get("max_seq_len", 2048)) - 1, int(max_num_tokens))  # type: ignore[arg-type]
+        return int(build.get("max_input_len", 1024))
 
     # ---------------------------------------------------------------------------- API
     def can_enqueue_requests(self) -> bool:
@@ -663,24 +692,32 @@ class Executor:
             rid = self._next_id
             self._next_id += 1
             self._requests.append(request)
-            la = request.lookahead_config
+            la = request.lookahead_config if self._lookahead else None  # a plain engine ignores it
             spec = (la.max_window_size, la.max_ngram_size, la.max_verification_set_size) if la else self._spec
             active = _Active(rid, request, spec)
             if len(request.input_token_ids) > self._max_input_len:
-                active.error = (f"{_PREFIX}Assertion failed: Prompt length ({len(request.input_token_ids)}) "
-                                f"exceeds maximum input length ({self._max_input_len}).")
+                # mirrors: cpp/tensorrt_llm/batch_manager/llmRequest.cpp (llmRequest.h in older releases),
+                # LlmRequest::validate, TLLM_THROW (older releases stop after the first sentence), caught per request in executorImpl.cpp,
+                # Executor::Impl::fetchNewRequests: an error response for this request only
+                active.error = (f"Encountered an error when fetching new request: {_PREFIX}Prompt length "
+                                f"({len(request.input_token_ids)}) exceeds maximum input length "
+                                f"({self._max_input_len}). Set log level to info and check TRTGptModel logs for "
+                                "how maximum input length is set")
             elif la is not None:
-                W, N, G = self._spec
-                w, n, g = spec
-                if w > W:
-                    active.error = f"{_PREFIX}Assertion failed: lookahead requires setup w ({w}) <= max_w ({W})"
-                elif n > N:
-                    active.error = f"{_PREFIX}Assertion failed: lookahead requires setup n ({n}) <= max_n ({N})"
-                elif g > G:
-                    active.error = f"{_PREFIX}Assertion failed: lookahead requires setup g ({g}) <= max_g ({G})"
+                active.poison = self._setup_error(spec)
             self._active[rid] = active
             self._lock.notify_all()
         return rid
+
+    def _setup_error(self, spec: tuple[int, int, int]) -> Optional[str]:
+        """mirrors: cpp/tensorrt_llm/layers/lookaheadAlgorithm.cpp, LookaheadAlgorithm::setup (a request's
+        (w,n,g) is compared with the executor's only here, inside the decoder step; no caller checks it
+        when the request is enqueued)."""
+        (w, n, g), (W, N, G) = spec, self._spec
+        for name, value, limit in (("w", w, W), ("n", n, N), ("g", g, G)):
+            if value > limit:
+                return f"{_PREFIX}Assertion failed: lookahead requires setup {name} ({value}) <= max_{name} ({limit})"
+        return None
 
     def enqueue_requests(self, requests: list[Request]) -> list[int]:
         return [self.enqueue_request(r) for r in requests]
@@ -725,6 +762,10 @@ class Executor:
 
     def _iterate(self, wanted: Optional[set[int]]) -> list[Response]:
         """One executor iteration for every active request (of ``wanted``)."""
+        poisoned = next((a.poison for a in self._active.values() if a.poison is not None and a.iterations == 0
+                         and a.error is None), None)
+        if poisoned is not None:
+            return self._terminate_active(poisoned)
         out: list[Response] = []
         for rid in list(self._active):
             if wanted is not None and rid not in wanted:
@@ -733,6 +774,15 @@ class Executor:
             response = self._step(active)
             if response is not None:
                 out.append(response)
+        return out
+
+    def _terminate_active(self, error: str) -> list[Response]:
+        """mirrors: cpp/tensorrt_llm/executor/executorImpl.cpp, Executor::Impl::forwardAsync: an exception in
+        the model's step is caught and ``terminateActiveRequests`` gives EVERY active request an error
+        response with the same text, then removes them all."""
+        message = f"Encountered an error in forwardAsync function: {error}"
+        out = [Response(rid, error_msg=message, client_id=a.request.client_id) for rid, a in self._active.items()]
+        self._active.clear()
         return out
 
     def _step(self, a: _Active) -> Optional[Response]:
