@@ -94,9 +94,10 @@ def test_no_llm_model_is_an_error():
 @pytest.mark.parametrize("mode, with_block, severity", [
     (None, True, None), (None, False, None),
     ("top_k_top_p", True, "warning"), ("top_k", True, "warning"), ("lookahead", True, "warning"),
-    ("beam_search", True, "error"), ("medusa", True, "error"), ("sampling", True, "warning"),
-    ("top_k_top_p", False, None), ("beam_search", False, None), ("lookahead", False, "error"),
-    ("lookahead_decoding", False, "error"), ("greedy", False, "warning"),
+    # beam_search / medusa beside the block: grps's setLookaheadDecoding replaces the mode (trtllm_model_instance.cc)
+    ("beam_search", True, "warning"), ("medusa", True, "warning"), ("sampling", True, "warning"),
+    ("top_k_top_p", False, None), ("beam_search", False, None), ("lookahead", False, "warning"),
+    ("lookahead_decoding", False, "warning"), ("greedy", False, "warning"),
 ])
 def test_decoding_mode(mode, with_block, severity):
     lines = [BLOCK] if with_block else []
@@ -132,20 +133,80 @@ def test_beam_width_with_lookahead():
     assert ("error", "models.0.inferer_args.sampling.beam_width") in [(d.severity, d.path) for d in diags]
 
 
-@pytest.mark.parametrize("line, path", [
-    ("kv_cache_free_gpu_mem_fraction: 0", "kv_cache_free_gpu_mem_fraction"),
-    ("kv_cache_free_gpu_mem_fraction: high", "kv_cache_free_gpu_mem_fraction"),
-    ("end_token_id: -1", "end_token_id"),
-    ("pad_token_id: '<pad>'", "pad_token_id"),
-    ("stop_words: '<|im_end|>'", "stop_words"),
-    ("stop_words: [1, 2]", "stop_words"),
-    ("lookahead_decoding: [4, 2, 4]", "lookahead_decoding"),
+# (line, the field it names, what validate-config says: error = grps refuses to load or fails every
+# request, warning = grps logs and falls back, None = grps reads it fine); each row cites the grps source
+@pytest.mark.parametrize("line, path, severity", [
+    ("kv_cache_free_gpu_mem_fraction: 0", "kv_cache_free_gpu_mem_fraction", "error"),      # kvCacheConfig.cpp
+    ("kv_cache_free_gpu_mem_fraction: high", "kv_cache_free_gpu_mem_fraction", "warning"),  # read in a try
+    ("kv_cache_free_gpu_mem_fraction: '0.85'", "kv_cache_free_gpu_mem_fraction", None),     # yaml-cpp as<float>
+    ("end_token_id: -2", "end_token_id", "error"),                     # LlmRequest::validate, range [-1, vocab)
+    ("end_token_id: -1", "end_token_id", None),
+    ('end_token_id: "151645"', "end_token_id", None),                  # quoted: yaml-cpp converts the scalar
+    ("pad_token_id: '<pad>'", "pad_token_id", "warning"),              # customized_inferer.cc: logs, uses null
+    ("stop_words: '<|im_end|>'", "stop_words", "error"),
+    ("stop_words: [1, 2]", "stop_words", "error"),
+    ("lookahead_decoding: [4, 2, 4]", "lookahead_decoding", "error"),  # GetParameter<...>: "not a map"
+    ("lookahead_decoding:", "lookahead_decoding", "error"),            # a null node is defined: "not a map"
+    ("lookahead_decoding: {window_size: four, ngram_size: 2, verification_set_size: 4}",
+     "lookahead_decoding.window_size", "error"),                       # YAML_TRY_EXTRACT int32_t
     ("lookahead_decoding: {window_size: '4', ngram_size: 2, verification_set_size: 4}",
-     "lookahead_decoding.window_size"),
+     "lookahead_decoding.window_size", None),
 ])
-def test_bad_values(line, path):
+def test_bad_values(line, path, severity):
     diags = check_grps(_grps(line))
-    assert f"models.0.inferer_args.{path}" in [d.path for d in diags if d.severity == "error"]
+    named = [d.severity for d in diags if d.path == f"models.0.inferer_args.{path}" and d.severity != "info"]
+    assert named == ([severity] if severity else []), [d.format_text() for d in diags]
+
+
+def test_null_lookahead_block_quotes_grps():
+    [d] = [d for d in check_grps(_grps("lookahead_decoding:")) if d.severity == "error"]
+    assert "Failed to parse `lookahead_decoding` conf, not a map, conf_name: lookahead_decoding" in d.message
+
+
+def test_quoted_lookahead_numbers_give_the_spec():
+    [model], diags = read_grps_models(_grps("lookahead_decoding: {window_size: '4', ngram_size: \"2\", "
+                                            "verification_set_size: 4}"))
+    assert diags == [] and model.spec == LookaheadSpec(4, 2, 4)
+
+
+# TensorRT-LLM's SamplingConfig::check* (cpp/tensorrt_llm/executor/samplingConfig.cpp): a bad value and a good
+# one per rule; "warning" where only some releases refuse it
+@pytest.mark.parametrize("bad, good, severity", [
+    ("top_p: 1.5", "top_p: 1.0", "error"),
+    ("top_p_min: -0.1", "top_p_min: 0.5", "error"),
+    ("top_p_min: 0", "top_p_min: 0.5", "warning"),                     # > 0 before 1.x, >= 0 in 1.x
+    ("top_p_decay: 0", "top_p_decay: 0.9", "error"),
+    ("top_p_decay: 1.5", "top_p_decay: 1.0", "error"),
+    ("top_p_reset_ids: -1", "top_p_reset_ids: 3", "error"),
+    ("beam_search_diversity_rate: -0.5", "beam_search_diversity_rate: 0.0", "error"),
+    ("no_repeat_ngram_size: -1", "no_repeat_ngram_size: 3", "error"),
+    ("no_repeat_ngram_size: 0", "no_repeat_ngram_size: 3", "warning"),  # > 0 before 1.x, >= 0 in 1.x
+    ("length_penalty: -1.0", "length_penalty: 1.0", "warning"),        # checkLengthPenalty: 1.x only
+    ("early_stopping: -1", "early_stopping: 1", "warning"),            # checkEarlyStopping: 1.x only
+    ("temperature: -1", "temperature: '0.6'", "error"),                # quoted numbers are numbers to yaml-cpp
+])
+def test_sampling_ranges(bad, good, severity):
+    key = bad.split(":")[0]
+    where = f"models.0.inferer_args.sampling.{key}"
+    found = [d for d in check_grps(_grps(f"sampling: {{{bad}}}")) if d.path == where]
+    assert [d.severity for d in found] == [severity]
+    assert "Assertion failed: " in found[0].message and "samplingConfig.cpp" in found[0].message
+    assert [d for d in check_grps(_grps(f"sampling: {{{good}}}")) if d.path == where and d.severity != "info"] == []
+
+
+def test_top_p_zero_is_unset_by_grps_not_an_error():
+    diags = [d for d in check_grps(_grps("sampling: {top_p: 0}")) if d.path and d.path.endswith("sampling.top_p")]
+    assert [d.severity for d in diags] == ["info"] and "unset" in diags[0].message
+
+
+def test_autoregressive_block_on_a_plain_engine_is_a_noop_warning():
+    block = "lookahead_decoding: {window_size: 1, ngram_size: 1, verification_set_size: 0}"
+    diags = check_grps(_grps(block), engine_dir=ENGINES / "qwen3-8b-plain")
+    assert _codes(diags, "error") == []
+    [d] = [d for d in diags if d.code == "grps-lookahead-noop"]
+    assert d.severity == "warning" and "Overwriting decoding mode" in d.message
+    assert [d for d in check_grps(_grps(BLOCK), engine_dir=ENGINES / "qwen3-8b-424")
+            if d.code == "grps-lookahead-noop"] == []
 
 
 def test_unknown_key_in_block_is_a_warning_with_did_you_mean():
@@ -223,11 +284,11 @@ REFUSED = [
     ("      gpt_model_type: inflight_fused_batching\n", "", "gpt_model_type"),      # trtllm_model_instance.cc
     ("gpt_model_path: /models/Qwen3-8B/trt_engines/", "gpt_model_path: /models/Qwen3-8B/trt_engines",
      "gpt_model_path"),                                                             # path + "config.json"
-    ("window_size: 4", "window_size: '4'", "window_size"),                          # trtllm_model_state.cc int32
+    ("window_size: 4", "window_size: four", "window_size"),                         # trtllm_model_state.cc int32
     ("ngram_size: 2", "ngram_size: 2.5", "ngram_size"),
     ("        verification_set_size: 4\n", "", "lookahead_decoding"),
     ("top_k: 20", "top_k: twenty", "top_k"),                                        # GetParameter<SamplingConfig>
-    ("top_p: 0.95", "top_p: 0", "top_p"),                                           # samplingConfig.cpp checkTopP
+    ("top_p: 0.95", "top_p: 1.5", "top_p"),                                         # samplingConfig.cpp checkTopP
     ("kv_cache_free_gpu_mem_fraction: 0.9", "kv_cache_free_gpu_mem_fraction: 1.0",  # kvCacheConfig.cpp
      "kv_cache_free_gpu_mem_fraction"),
 ]

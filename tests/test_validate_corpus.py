@@ -80,8 +80,9 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "grps-draft-mismatch.yml": ("error", "engine-max-draft-len", "models.0.inferer_args.lookahead_decoding", 10, 9,
                                 "Assertion failed: 16 != 8"),
     "grps-v1.yml": ("error", "grps-model-type", "models.0.inferer_args.gpt_model_type", 7, 23, "in-flight batching"),
-    "grps-beam-search.yml": ("error", "grps-decoding-mode", "models.0.inferer_args.decoding_mode", 9, 22,
-                             "conflicts with the lookahead_decoding block"),
+    # grps loads it: setLookaheadDecoding replaces the mode (src/trtllm_model_instance.cc); a warning, not an error
+    "grps-beam-search.yml": ("warning", "grps-decoding-mode", "models.0.inferer_args.decoding_mode", 9, 22,
+                             "has no effect beside the lookahead_decoding block"),
     "grps-alias-key.yml": ("error", "grps-lookahead-key",
                            "models.0.inferer_args.lookahead_decoding.windows_size", 10, 9,
                            "rename 'windows_size' to 'window_size'"),
@@ -93,7 +94,8 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
                               "0 < value < 1"),
     "grps-missing-engine-path.yml": ("error", "grps-required", "models.0.inferer_args.gpt_model_path", 6, 7,
                                      "requires it"),
-    "grps-lookahead-mode-without-block.yml": ("error", "grps-decoding-mode", "models.0.inferer_args.decoding_mode",
+    # grps logs "decoding_mode parameter is invalid" and loads (src/trtllm_model_instance.cc): a warning
+    "grps-lookahead-mode-without-block.yml": ("warning", "grps-decoding-mode", "models.0.inferer_args.decoding_mode",
                                               9, 22, "no lookahead_decoding block"),
 }
 

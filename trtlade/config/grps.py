@@ -23,6 +23,7 @@ lookahead block switches the decoding mode to lookahead whatever ``decoding_mode
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,47 @@ GRPS_SAMPLING_TYPES: dict[str, type] = {
     "repetition_penalty": float, "min_length": int, "beam_search_diversity_rate": float,
     "presence_penalty": float, "frequency_penalty": float, "seed": int, "no_repeat_ngram_size": int,
 }
+
+
+_YAML_CPP_TYPE_NAMES = {int: "int32_t", float: "float"}
+_INT_TEXT = re.compile(r"[+-]?(?:0x[0-9a-fA-F]+|0o[0-7]+|\d+)")
+
+
+def yaml_cpp_number(value: Any, kind: type) -> int | float | None:
+    """``value`` as yaml-cpp's ``node.as<int32_t>()`` / ``as<float>()`` reads it, or None where it
+    throws (grps's YAML_TRY_EXTRACT then fails to load). yaml-cpp converts the scalar's text whatever
+    its quoting, so ``'4'`` is 4; ``true`` and ``4.5`` are not int32 (yaml-cpp, include/yaml-cpp/node/
+    convert.h, the numeric ``convert<T>::decode``).
+
+    >>> yaml_cpp_number("4", int), yaml_cpp_number(4, int), yaml_cpp_number("151645", int)
+    (4, 4, 151645)
+    >>> yaml_cpp_number(True, int), yaml_cpp_number(4.5, int), yaml_cpp_number("four", int)
+    (None, None, None)
+    >>> yaml_cpp_number("0.95", float), yaml_cpp_number(1, float)
+    (0.95, 1.0)
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if kind is int:
+        if isinstance(value, int):
+            return value if -2**31 <= value < 2**31 else None
+        if isinstance(value, str) and _INT_TEXT.fullmatch(value):
+            number = int(value, 0) if value.lstrip("+-").startswith(("0x", "0o")) else int(value)
+            return number if -2**31 <= number < 2**31 else None
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value == value.strip():
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _extract_error(key: str, kind: type) -> str:
+    """What grps's YAML_TRY_EXTRACT throws (src/trtllm_model_state.cc), up to yaml-cpp's own text."""
+    return f"Failed to parse conf, conf_name: {key}, data_type: {_YAML_CPP_TYPE_NAMES[kind]}, err: ..."
 
 
 @dataclass(frozen=True)
@@ -142,8 +184,10 @@ def read_grps_models(doc: YamlDocument) -> tuple[list[GrpsModel], list[Diagnosti
             continue
         spec, block_diags = _read_lookahead_block(doc, args, loc)
         out += block_diags
+        # yaml-cpp: a key with no value is a Null node, which is defined; grps's `if (config["lookahead_decoding"])`
+        # (src/trtllm_model_instance.cc) is true for it and its GetParameter then refuses "not a map"
         models.append(GrpsModel(index=index, name=item.get("name"), loc=loc, args=args, spec=spec,
-                                has_lookahead_block=args.get("lookahead_decoding") is not None))
+                                has_lookahead_block="lookahead_decoding" in args))
     if not models and not out:
         out.append(doc.diagnostic(
             "error", "no TensorRT-LLM model in this grps config: no models[*].inferer_args names gpt_model_path, "
@@ -157,26 +201,32 @@ def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
     """Exactly grps's reading: the three canonical keys, integers; other spellings are errors because
     grps would not see them."""
     block_loc = (*loc, "lookahead_decoding")
-    block = args.get("lookahead_decoding")
-    if block is None:
+    if "lookahead_decoding" not in args:
         return None, []
+    block = args.get("lookahead_decoding")
     if not isinstance(block, dict):
+        shown = "empty (a null node)" if block is None else f"{type(block).__name__} {block!r}"
         return None, [doc.diagnostic(
-            "error", f"lookahead_decoding is {type(block).__name__} {block!r}, not a mapping; grps fails with "
-                     "\"Failed to parse `lookahead_decoding` conf, not a map\"", loc=block_loc, code="grps-lookahead",
+            "error", f"lookahead_decoding is {shown}, not a mapping: grps_trtllm fails to load with \"Failed to "
+                     "parse `lookahead_decoding` conf, not a map, conf_name: lookahead_decoding\" "
+                     "(src/trtllm_model_state.cc, GetParameter<LookaheadDecodingConfig>)", loc=block_loc,
+            code="grps-lookahead",
             hint="write it as\n    lookahead_decoding:\n      window_size: 4\n      ngram_size: 2\n"
-                 "      verification_set_size: 4")]
+                 "      verification_set_size: 4\nor remove the key to serve without lookahead")]
     out: list[Diagnostic] = []
     alias_of = {a: f for f, aliases in FIELD_ALIASES.items() for a in aliases if a != f}
     values: dict[str, int] = {}
     for key, value in block.items():
         key_loc = (*block_loc, key)
         if key in GRPS_LOOKAHEAD_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int):
-                out.append(doc.diagnostic("error", f"{key} is {value!r}, not an integer", loc=key_loc,
-                                          code="grps-lookahead", hint="grps reads it as int32"))
+            number = yaml_cpp_number(value, int)
+            if number is None:
+                out.append(doc.diagnostic(
+                    "error", f"{key} is {value!r}, not an int32: grps_trtllm fails to load with "
+                             f"\"{_extract_error(key, int)}\" (src/trtllm_model_state.cc, YAML_TRY_EXTRACT)",
+                    loc=key_loc, code="grps-lookahead", hint="an integer, e.g. 4"))
             else:
-                values[key] = value
+                values[key] = int(number)
         elif str(key) in alias_of:
             canonical = alias_of[str(key)]
             out.append(doc.diagnostic(
@@ -192,8 +242,9 @@ def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
     for key in GRPS_LOOKAHEAD_KEYS:
         if key not in block and not any(alias_of.get(str(k)) == key for k in block):
             out.append(doc.diagnostic(
-                "error", f"lookahead_decoding has no {key}: grps fails at start with \"Failed to parse conf, "
-                         f"conf_name: kLookahead...\"", loc=block_loc, code="grps-lookahead",
+                "error", f"lookahead_decoding has no {key}: grps_trtllm fails to load with "
+                         f"\"{_extract_error(key, int)}\" (src/trtllm_model_state.cc, "
+                         "GetParameter<LookaheadDecodingConfig>)", loc=block_loc, code="grps-lookahead",
                 hint="give all three: window_size, ngram_size, verification_set_size"))
     if len(values) < 3 or any(d.severity == "error" for d in out):
         return None, out
@@ -229,13 +280,15 @@ def _check_loader(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
 
 def _check_llm_style(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     # src/customized_inferer.cc, TrtllmInferer::Load: GetParameter<std::string>("llm_style") outside any try;
-    # src/trtllm_model_state.cc, YAML_TRY_EXTRACT throws "Failed to parse conf, conf_name: llm_style"
+    # src/trtllm_model_state.cc, YAML_TRY_EXTRACT throws "Failed to parse conf, conf_name: llm_style, data_type:
+    # std::string, err: <yaml-cpp's text>"
     value, loc = model.arg("llm_style"), (*model.loc, "llm_style")
     names = ", ".join(GRPS_LLM_STYLES)
     if value is None or (isinstance(value, str) and not value.strip()):
         return [doc.diagnostic(
             "error", "llm_style is not set: grps_trtllm reads it with no fallback and fails to load with "
-                     "\"Failed to parse conf, conf_name: llm_style\" (src/customized_inferer.cc, TrtllmInferer::Load)",
+                     "\"Failed to parse conf, conf_name: llm_style, data_type: std::string, err: ...\" "
+                     "(src/customized_inferer.cc, TrtllmInferer::Load)",
             loc=model.loc if "llm_style" not in model.args else loc, code="grps-llm-style",
             hint=f"set llm_style to the model's chat style, one of: {names}")]
     if not isinstance(value, str) or value not in GRPS_LLM_STYLES:
@@ -251,23 +304,28 @@ def _check_tokenizer(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     out = []
     value, loc = model.arg("tokenizer_type"), (*model.loc, "tokenizer_type")
     if value is None or (isinstance(value, str) and not value.strip()):
+        said = ("Load tokenizer failed: tokenizer_type is not specified." if "tokenizer_type" in model.args else
+                "Load tokenizer failed: Failed to parse conf, conf_name: tokenizer_type, data_type: std::string, "
+                "err: ...")
         out.append(doc.diagnostic(
-            "error", "tokenizer_type is not set: grps_trtllm fails to load with \"tokenizer_type is not specified.\" "
+            "error", f"tokenizer_type is not set: grps_trtllm fails to load with \"{said}\" "
                      "(src/customized_inferer.cc, TrtllmInferer::Load)",
             loc=model.loc if "tokenizer_type" not in model.args else loc, code="grps-tokenizer",
             hint="tokenizer_type: huggingface (a folder with tokenizer.json) or sentencepiece (tokenizer.model)"))
     elif value not in GRPS_TOKENIZER_TYPES:
         out.append(doc.diagnostic(
-            "error", f"tokenizer_type {value!r}: grps_trtllm fails with \"Unsupported tokenizer type: {value}\" "
+            "error", f"tokenizer_type {value!r}: grps_trtllm fails with \"Load tokenizer failed: Unsupported "
+                     f"tokenizer type: {value}\" "
                      "(src/tokenizer.cc, MultiInstanceTokenizer::Load)", loc=loc, code="grps-tokenizer",
             hint="huggingface or sentencepiece"))
     parallelism, ploc = model.arg("tokenizer_parallelism"), (*model.loc, "tokenizer_parallelism")
-    if parallelism is not None and (isinstance(parallelism, bool) or not isinstance(parallelism, int)):
+    number = yaml_cpp_number(parallelism, int)
+    if parallelism is not None and number is None:
         out.append(doc.diagnostic(
             "warning", f"tokenizer_parallelism {parallelism!r} is not an int32: grps logs a warning and uses 8 "
                        "(src/customized_inferer.cc, TrtllmInferer::Load)", loc=ploc, code="grps-tokenizer",
             hint="an integer >= 1, e.g. 16"))
-    elif isinstance(parallelism, int) and parallelism < 1:
+    elif number is not None and number < 1:
         out.append(doc.diagnostic(
             "error", f"tokenizer_parallelism {parallelism}: grps fails with \"tokenizer_parallelism should be "
                      "greater than 0.\" (src/tokenizer.cc, MultiInstanceTokenizer::Load)", loc=ploc,
@@ -356,8 +414,9 @@ def _check_decoding_mode(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic
     if not model.has_lookahead_block:
         if is_lookahead_word:
             return [doc.diagnostic(
-                "error", f"decoding_mode {value!r} asks for lookahead but there is no lookahead_decoding block: "
-                         "grps ignores the value and the executor gets no lookahead config", loc=loc,
+                "warning", f"decoding_mode {value!r} asks for lookahead but there is no lookahead_decoding block: "
+                           "grps logs 'decoding_mode parameter is invalid', uses the default and the executor gets "
+                           "no lookahead config (src/trtllm_model_instance.cc)", loc=loc,
                 code="grps-decoding-mode",
                 hint="add lookahead_decoding: {window_size: W, ngram_size: N, verification_set_size: G} "
                      "matching the engine's max_draft_len")]
@@ -368,9 +427,12 @@ def _check_decoding_mode(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic
                 hint=f"one of {', '.join(GRPS_DECODING_MODES)}, or leave it empty")]
         return []
     if text in ("beam_search", "medusa"):
+        # src/trtllm_model_instance.cc: DecodingConfig(decoding_mode), then setLookaheadDecoding(...), which sets
+        # the mode to Lookahead (TensorRT-LLM decodingConfig.cpp): grps loads and runs lookahead
         return [doc.diagnostic(
-            "error", f"decoding_mode {value} conflicts with the lookahead_decoding block: lookahead decodes "
-                     "greedily with one beam", loc=loc, code="grps-decoding-mode",
+            "warning", f"decoding_mode {value} has no effect beside the lookahead_decoding block: grps's "
+                       "setLookaheadDecoding replaces the mode with Lookahead, which decodes greedily with one beam "
+                       "(src/trtllm_model_instance.cc)", loc=loc, code="grps-decoding-mode",
             hint="leave decoding_mode empty; the lookahead_decoding block selects lookahead")]
     if is_lookahead_word:
         return [doc.diagnostic(
@@ -395,20 +457,24 @@ def _check_sampling(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
         return [doc.diagnostic("error", f"sampling is {sampling!r}, not a mapping", loc=loc, code="grps-sampling",
                                hint="sampling: {temperature: ..., top_k: ..., top_p: ...}")]
     out = []
+    numbers: dict[str, int | float] = {}
     for key, value in sampling.items():
         kind = GRPS_SAMPLING_TYPES.get(str(key))
-        ok = kind is not None and not isinstance(value, bool) and (
-            isinstance(value, int) if kind is int else isinstance(value, (int, float)))
-        if kind is not None and not ok:
+        if kind is None:
+            continue
+        number = yaml_cpp_number(value, kind)
+        if number is None:
             out.append(doc.diagnostic(
-                "error", f"sampling.{key} is {value!r}, not {'an int' if kind is int else 'a number'}: grps fails to "
-                         f"load with \"Failed to parse conf, conf_name: {key}\" (src/trtllm_model_state.cc, "
+                "error", f"sampling.{key} is {value!r}, not {'an int32' if kind is int else 'a float'}: grps fails to "
+                         f"load with \"{_extract_error(str(key), kind)}\" (src/trtllm_model_state.cc, "
                          "GetParameter<SamplingConfig>)", loc=(*loc, key), code="grps-sampling",
                 hint="write a number, or remove the key"))
-    out += _sampling_ranges(doc, sampling, loc)
+        else:
+            numbers[str(key)] = number
+    out += _sampling_ranges(doc, numbers, loc)
     if any(d.severity == "error" for d in out):
         return out
-    beam = sampling.get("beam_width")
+    beam = numbers.get("beam_width")
     if model.has_lookahead_block and isinstance(beam, int) and beam > 1:
         out.append(doc.diagnostic("error", f"sampling.beam_width {beam}: lookahead needs beam width 1",
                                   loc=(*loc, "beam_width"), code="grps-sampling", hint="remove beam_width or set 1"))
@@ -429,40 +495,101 @@ def _check_sampling(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     return out
 
 
-#: TensorRT-LLM's SamplingConfig checks (cpp/tensorrt_llm/executor/samplingConfig.cpp, check*), which the
-#: SamplingConfig grps builds from ``sampling`` goes through at load.
-_SAMPLING_RANGES: dict[str, tuple[str, Any]] = {
-    "beam_width": ("> 0", lambda v: v > 0), "top_k": (">= 0", lambda v: v >= 0),
-    "top_p": ("in (0, 1]", lambda v: 0 < v <= 1), "temperature": (">= 0", lambda v: v >= 0),
-    "repetition_penalty": ("> 0", lambda v: v > 0), "min_length": (">= 0", lambda v: v >= 0),
-}
+@dataclass(frozen=True)
+class SamplingRange:
+    """One check of TensorRT-LLM's ``SamplingConfig`` constructor (cpp/tensorrt_llm/executor/samplingConfig.cpp,
+    ``SamplingConfig::check*``), which the config grps builds from ``sampling`` goes through at load.
+    ``condition`` is the C++ text TLLM_CHECK prints ("Assertion failed: <condition>"); ``everywhere``:
+    refused in every release read (the oldest stored file and the 1.x one); otherwise only in some, and
+    validate-config warns instead of failing a config some releases load."""
+
+    key: str
+    allowed: str
+    ok: Any
+    condition: str
+    everywhere: bool = True
+    note: str = ""
 
 
-def _sampling_ranges(doc: YamlDocument, sampling: dict[str, Any], loc: Loc) -> list[Diagnostic]:
-    out = []
-    for key, (allowed, ok) in _SAMPLING_RANGES.items():
-        value = sampling.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not ok(value):
+_SAMPLING_RANGES: tuple[SamplingRange, ...] = (
+    SamplingRange("beam_width", "> 0", lambda v: v > 0, "beamWidth > 0"),
+    SamplingRange("top_k", ">= 0", lambda v: v >= 0, "topK.value() >= 0"),
+    SamplingRange("top_p", "<= 1", lambda v: v <= 1, "topP.value() <= 1.f"),  # <= 0: grps unsets it, below
+    SamplingRange("top_p_min", ">= 0 and <= 1", lambda v: 0 <= v <= 1, "topPMin.value() <= 1.f"),
+    SamplingRange("top_p_min", "> 0", lambda v: v > 0, "topPMin.value() > 0.f", everywhere=False,
+                  note="older releases check > 0, 1.x checks >= 0"),
+    SamplingRange("top_p_decay", "> 0 and <= 1", lambda v: 0 < v <= 1, "topPDecay.value() > 0.f"),
+    SamplingRange("top_p_reset_ids", ">= 0", lambda v: v >= 0, "topPResetIds.value() >= 0"),
+    SamplingRange("temperature", ">= 0", lambda v: v >= 0, "temperature.value() >= 0.f"),
+    SamplingRange("min_length", ">= 0", lambda v: v >= 0, "minLength.value() >= 0"),
+    SamplingRange("beam_search_diversity_rate", ">= 0", lambda v: v >= 0, "beamSearchDiversityRate.value() >= 0.f"),
+    SamplingRange("repetition_penalty", "> 0", lambda v: v > 0, "penalty.value() > 0.f"),
+    SamplingRange("no_repeat_ngram_size", ">= 0", lambda v: v >= 0, "noRepeatNgramSize.value() >= 0"),
+    SamplingRange("no_repeat_ngram_size", "> 0", lambda v: v > 0, "noRepeatNgramSize.value() > 0",
+                  everywhere=False, note="older releases check > 0, 1.x checks >= 0"),
+    SamplingRange("length_penalty", ">= 0", lambda v: v >= 0, "lengthPenalty.value() >= 0.f", everywhere=False,
+                  note="checked by 1.x (checkLengthPenalty), not by the older release read"),
+    SamplingRange("early_stopping", ">= 0", lambda v: v >= 0, "earlyStopping.value() >= 0", everywhere=False,
+                  note="checked by 1.x (checkEarlyStopping), not by the older release read"),
+)
+
+
+def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: Loc) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    flagged: set[str] = set()
+    for rule in _SAMPLING_RANGES:
+        value = sampling.get(rule.key)
+        if value is None or rule.ok(value) or rule.key in flagged:
+            continue
+        flagged.add(rule.key)
+        said = f"\"[TensorRT-LLM][ERROR] Assertion failed: {rule.condition}\""
+        if rule.everywhere:
             out.append(doc.diagnostic(
-                "error", f"sampling.{key} is {value}; TensorRT-LLM's SamplingConfig requires {allowed} and grps "
-                         "fails to load (cpp/tensorrt_llm/executor/samplingConfig.cpp)", loc=(*loc, key),
-                code="grps-sampling", hint=f"a value {allowed}"))
+                "error", f"sampling.{rule.key} is {value}; TensorRT-LLM's SamplingConfig requires {rule.allowed} and "
+                         f"grps fails to load with {said} (cpp/tensorrt_llm/executor/samplingConfig.cpp)",
+                loc=(*loc, rule.key), code="grps-sampling", hint=f"a value {rule.allowed}"))
+        else:
+            out.append(doc.diagnostic(
+                "warning", f"sampling.{rule.key} is {value}: some TensorRT-LLM releases refuse it at load with {said} "
+                           f"({rule.note}; cpp/tensorrt_llm/executor/samplingConfig.cpp)",
+                loc=(*loc, rule.key), code="grps-sampling", hint=f"a value {rule.allowed} loads everywhere"))
+    top_p = sampling.get("top_p")
+    if top_p is not None and top_p <= 0:
+        out.append(doc.diagnostic(
+            "info", f"sampling.top_p is {top_p}: grps treats top_p <= 0 as unset (src/trtllm_model_state.cc, "
+                    "GetParameter<SamplingConfig>; src/utils.cc does the same per request)",
+            loc=(*loc, "top_p"), code="grps-sampling", hint="remove it, or leave it: it means no top-p"))
     return out
 
 
 def _check_scalars(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
     out = []
-    fraction = model.arg("kv_cache_free_gpu_mem_fraction")
-    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-                                 or not 0 < fraction < 1):
-        out.append(doc.diagnostic("error", f"kv_cache_free_gpu_mem_fraction is {fraction!r}; allowed: 0 < value < 1 "
-                                  "(TensorRT-LLM's KvCacheConfig::setFreeGpuMemoryFraction refuses 1.0 and more)",
-                                  loc=(*model.loc, "kv_cache_free_gpu_mem_fraction"), code="grps-value",
+    raw = model.arg("kv_cache_free_gpu_mem_fraction")
+    fraction = yaml_cpp_number(raw, float)
+    where = (*model.loc, "kv_cache_free_gpu_mem_fraction")
+    if raw is not None and fraction is None:
+        # src/trtllm_model_instance.cc, GetKvCacheConfigFromParams: read in a try, a failure only logs
+        out.append(doc.diagnostic("warning", f"kv_cache_free_gpu_mem_fraction is {raw!r}, not a float: grps logs "
+                                  "\"kv_cache_free_gpu_mem_fraction is not specified, will use default value of 0.9\" "
+                                  "and goes on (src/trtllm_model_instance.cc)", loc=where, code="grps-value",
                                   hint="e.g. 0.9 (the grps default)"))
+    elif fraction is not None and not 0 < fraction < 1:
+        out.append(doc.diagnostic("error", f"kv_cache_free_gpu_mem_fraction is {raw!r}; allowed: 0 < value < 1 "
+                                  "(TensorRT-LLM's KvCacheConfig::setFreeGpuMemoryFraction refuses 1.0 and more)",
+                                  loc=where, code="grps-value", hint="e.g. 0.9 (the grps default)"))
     for key in ("end_token_id", "pad_token_id"):
         value = model.arg(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            out.append(doc.diagnostic("error", f"{key} is {value!r}, not a token id (an integer >= 0)",
+        number = yaml_cpp_number(value, int)
+        if value is not None and number is None:
+            # src/customized_inferer.cc, TrtllmInferer::Load: read in a try; a failure logs and uses null
+            out.append(doc.diagnostic("warning", f"{key} is {value!r}, not an int32: grps logs \"{key} is not "
+                                      "specified, will use default value of null.\" and goes on without it "
+                                      "(src/customized_inferer.cc)", loc=(*model.loc, key), code="grps-value",
+                                      hint="take it from the tokenizer, e.g. <|im_end|> = 151645 for Qwen3"))
+        elif number is not None and number < -1:
+            out.append(doc.diagnostic("error", f"{key} is {value!r}: TensorRT-LLM refuses every request with "
+                                      "\"EndId (...) is not within acceptable range [-1, vocab)\" "
+                                      "(cpp/tensorrt_llm/batch_manager/llmRequest.cpp, LlmRequest::validate)",
                                       loc=(*model.loc, key), code="grps-value",
                                       hint="take it from the tokenizer, e.g. <|im_end|> = 151645 for Qwen3"))
     stop = model.arg("stop_words")
@@ -488,8 +615,9 @@ def _check_engine(doc: YamlDocument, model: GrpsModel, override: Path | None) ->
     else:
         return []
     if model.spec is not None:
-        return engine_diagnostics(doc, model.spec, engine_dir, spec_loc=block_loc, where_loc=path_loc,
-                                  from_cli=override is not None)
+        found = engine_diagnostics(doc, model.spec, engine_dir, spec_loc=block_loc, where_loc=path_loc,
+                                   from_cli=override is not None)
+        return found + _autoregressive_block_on_plain_engine(doc, model, engine_dir, found)
     if model.has_lookahead_block:
         return []  # the block is broken; its own diagnostics say so
     try:
@@ -517,3 +645,26 @@ def _check_engine(doc: YamlDocument, model: GrpsModel, override: Path | None) ->
         loc=model.loc, code="grps-lookahead-missing",
         hint=f"add {block}" + (f" (other specs that fit: {', '.join(f'({s})' for s in fits[1:])})"
                                if len(fits) > 1 else ""))]
+
+
+def _autoregressive_block_on_plain_engine(doc: YamlDocument, model: GrpsModel, engine_dir: Path,
+                                          found: list[Diagnostic]) -> list[Diagnostic]:
+    """A (1,1,0) block on an engine built without lookahead: grps's setLookaheadDecoding sets the Lookahead
+    mode, and TensorRT-LLM replaces it (getDecodingMode in cpp/tensorrt_llm/batch_manager/
+    trtGptModelInflightBatching.cpp logs "Model is not built with Lookahead decoding, but decoding mode is
+    Lookahead. Overwriting decoding mode.") and serves plainly: the block does nothing."""
+    if model.spec is None or not model.spec.is_autoregressive or any(d.severity == "error" for d in found):
+        return []
+    try:
+        engine = read_engine_config(engine_dir)
+    except EngineConfigError:
+        return []
+    if engine.is_lookahead:
+        return []
+    return [doc.diagnostic(
+        "warning", "lookahead_decoding (1,1,0) on an engine built without lookahead does nothing: grps's "
+                   "setLookaheadDecoding sets the Lookahead mode and TensorRT-LLM replaces it with a warning "
+                   "(\"Model is not built with Lookahead decoding, but decoding mode is Lookahead. Overwriting "
+                   "decoding mode.\", trtGptModelInflightBatching.cpp, getDecodingMode); the engine serves plainly",
+        loc=(*model.loc, "lookahead_decoding"), code="grps-lookahead-noop",
+        hint="remove the lookahead_decoding block: that is the plain baseline, without the warning")]
