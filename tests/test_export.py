@@ -205,8 +205,9 @@ def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
     assert result.exit_code == 0, result.output
     configs = {p.parent.name: text_format.Parse(p.read_text(), model_config_pb2.ModelConfig())
                for p in out.glob("*/config.pbtxt")}
-    assert set(configs) == {"preprocessing", "tensorrt_llm", "postprocessing", "ensemble"}
+    assert set(configs) == {"preprocessing", "tensorrt_llm", "lookahead_guard", "postprocessing", "ensemble"}
     assert all((out / name / "1").is_dir() for name in configs)
+    assert (out / "lookahead_guard" / "1" / "model.py").read_text().startswith('"""Triton python model')
     trt = configs["tensorrt_llm"]
     params = {k: v.string_value for k, v in trt.parameters.items()}
     assert trt.backend == "tensorrtllm" and trt.max_batch_size == 16 and trt.model_transaction_policy.decoupled
@@ -219,12 +220,105 @@ def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
                                          and list(i.dims) == [1] for i in per_request.values())
     assert configs["preprocessing"].parameters["tokenizer_dir"].string_value == str(tmp_path / "b-hf")
     steps = configs["ensemble"].ensemble_scheduling.step
-    assert [s.model_name for s in steps] == ["preprocessing", "tensorrt_llm", "postprocessing"]
+    assert [s.model_name for s in steps] == ["preprocessing", "lookahead_guard", "tensorrt_llm", "postprocessing"]
     produced = {v for s in steps for v in s.output_map.values()}
     consumed = {v for s in steps for v in s.input_map.values()}
     ensemble_inputs = {i.name for i in configs["ensemble"].input}
     assert consumed <= produced | ensemble_inputs  # every step input is wired
+    # the client's triple goes to the guard; tensorrt_llm gets only what the guard let through
     assert steps[1].input_map["lookahead_window_size"] == "lookahead_window_size"
+    assert steps[2].input_map["lookahead_window_size"] == "_OUT_WINDOW_SIZE"
+    guard = {k: v.string_value for k, v in configs["lookahead_guard"].parameters.items()}
+    assert guard == {"max_window_size": "4", "max_ngram_size": "2", "max_verification_set_size": "4"}
+
+
+def _guard(tmp_path, monkeypatch, spec="4,2,4"):
+    """The exported guard's model.py, loaded as Triton's python backend loads it, and initialized with the
+    exported config.pbtxt as Triton hands it over (args['model_config'] as JSON)."""
+    import importlib.util
+    import sys
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent / "fakes" / "triton"))
+    sys.modules.pop("triton_python_backend_utils", None)
+    bundle = make_bundle(tmp_path / "b", spec=spec)
+    _engine_version(bundle, "0.19.0")
+    out = tmp_path / "repo"
+    assert export("triton", str(bundle), "--out", str(out)).exit_code == 0
+    module_spec = importlib.util.spec_from_file_location("guard_model", out / "lookahead_guard" / "1" / "model.py")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    model = module.TritonPythonModel()
+    model.initialize({"model_config": json.dumps(_stock_view((out / "lookahead_guard" / "config.pbtxt").read_text()))})
+    return model
+
+
+def _request(pb, **lookahead):
+    import numpy as np
+
+    inputs = {"REQUEST_INPUT_LEN": np.array([[12]], dtype=np.int32)}
+    inputs.update({f"lookahead_{k}": np.array([[v]], dtype=np.int32) for k, v in lookahead.items()})
+    return pb.InferenceRequest(inputs)
+
+
+def test_triton_guard_refuses_one_oversize_request_and_passes_the_others(tmp_path, monkeypatch, fake_trtllm):
+    """One request asks for w=5 on a (4,2,4) model, beside good ones. Without the guard TensorRT-LLM fails
+    every request in flight (the double mirrors forwardAsync -> terminateActiveRequests); with it, only
+    that request gets an error, and the good ones run on the executor."""
+    from datetime import timedelta
+
+    import tensorrt_llm.bindings.executor as tle
+
+    model = _guard(tmp_path, monkeypatch)
+    import triton_python_backend_utils as pb  # the stand-in, on sys.path from _guard
+
+    requests = [_request(pb), _request(pb, window_size=5, ngram_size=2, verification_set_size=4),
+                _request(pb, window_size=2, ngram_size=2, verification_set_size=1)]
+    responses = model.execute(requests)
+    assert [r.has_error() for r in responses] == [False, True, False]
+    message = responses[1].error().message()
+    assert "lookahead_window_size 5 is above this model's 4" in message and "this request alone" in message
+    triples = [tuple(int(pb.get_output_tensor_by_name(r, n).as_numpy()[0][0])
+                     for n in ("OUT_WINDOW_SIZE", "OUT_NGRAM_SIZE", "OUT_VERIFICATION_SET_SIZE"))
+               for r in (responses[0], responses[2])]
+    assert triples == [(4, 2, 4), (2, 2, 1)]  # none sent: the model's own; sent: the client's
+
+    engine = Path(__file__).resolve().parent / "data" / "engines" / "qwen3-8b-424"
+    config = tle.ExecutorConfig(max_beam_width=1, decoding_config=tle.DecodingConfig(
+        decoding_mode=tle.DecodingMode.Lookahead(), lookahead_decoding_config=tle.LookaheadDecodingConfig(4, 2, 4)))
+    ex = tle.Executor(engine, tle.ModelType.DECODER_ONLY, config)
+    ids = [ex.enqueue_request(tle.Request([5, 6, 7], max_tokens=3, streaming=False,
+                                          lookahead_config=tle.LookaheadDecodingConfig(*t))) for t in triples]
+    finals = {}
+    while len(finals) < len(ids):
+        for r in ex.await_responses(timeout=timedelta(milliseconds=10)):
+            finals[r.request_id] = r
+    assert all(not finals[i].has_error() for i in ids)
+    ex.shutdown()
+
+
+@pytest.mark.parametrize("lookahead, fragment", [
+    ({"window_size": 4, "ngram_size": 2}, "missing: lookahead_verification_set_size"),
+    ({"window_size": 4, "ngram_size": 3, "verification_set_size": 4}, "lookahead_ngram_size 3 is above"),
+    ({"window_size": 4, "ngram_size": 1, "verification_set_size": 4}, "ngram_size 1 requires"),
+    ({"window_size": 0, "ngram_size": 2, "verification_set_size": 4}, "window_size must be >= 1"),
+])
+def test_triton_guard_messages(tmp_path, monkeypatch, lookahead, fragment):
+    model = _guard(tmp_path, monkeypatch)
+    import triton_python_backend_utils as pb  # the stand-in, on sys.path from _guard
+
+    [response] = model.execute([_request(pb, **lookahead)])
+    assert response.has_error() and fragment in response.error().message()
+
+
+def test_triton_export_of_a_plain_spec_has_no_guard_and_no_per_request_inputs(tmp_path):
+    bundle = make_bundle(tmp_path / "b", engine="qwen3-8b-plain", spec="1,1,0")
+    _engine_version(bundle, "0.19.0")
+    out = tmp_path / "repo"
+    result = export("triton", str(bundle), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert not (out / "lookahead_guard").exists()
+    for model in ("ensemble", "tensorrt_llm"):
+        assert "lookahead_window_size" not in (out / model / "config.pbtxt").read_text()
 
 
 def _stock_view(config_text: str) -> dict:

@@ -8,17 +8,24 @@ Layout written::
       preprocessing/1/
       tensorrt_llm/config.pbtxt     tensorrtllm backend: the engine, batch size, beam width 1, in-flight
       tensorrt_llm/1/               fused batching, KV cache, decoding_mode lookahead with (W,N,G)
+      lookahead_guard/config.pbtxt  python backend: checks each request's (w,n,g) (not for spec (1,1,0))
+      lookahead_guard/1/model.py    written by trtlade (trtlade/data/triton/lookahead_guard.py)
       postprocessing/config.pbtxt   python backend: detokenize
       postprocessing/1/
-      ensemble/config.pbtxt         text_input -> preprocessing -> tensorrt_llm -> postprocessing -> text_output
-      ensemble/1/
+      ensemble/config.pbtxt         text_input -> preprocessing -> lookahead_guard -> tensorrt_llm
+      ensemble/1/                   -> postprocessing -> text_output
 
 The lookahead keys are those of tensorrtllm_backend from v0.19.0 on (also TensorRT-LLM's
 ``triton_backend/`` since v0.20): ``decoding_mode: lookahead`` and the parameters
 ``lookahead_window_size``, ``lookahead_ngram_size``, ``lookahead_verification_set_size``, plus optional
 per-request INT32 [1] inputs of the same names (a request's (w,n,g), at most the engine's). The backend
 needs all three of those per-request inputs whenever ``lookahead_window_size`` is sent: a client sends
-the whole triple or none. Engines built with TensorRT-LLM below 0.19 are refused: their backend has no
+the whole triple or none. The backend never compares them with the model's (W,N,G); TensorRT-LLM does
+so only inside the decoder step, where the failure ends every request in flight on the instance
+(``Executor::Impl::forwardAsync`` -> ``terminateActiveRequests``). So the ensemble routes them through
+``lookahead_guard``, which refuses an oversize or illegal triple for that request alone and passes the
+model's own (W,N,G) when the client sent none. An engine served with spec (1,1,0) exposes no
+per-request lookahead inputs (the backend refuses them on a model without lookahead parameters). Engines built with TensorRT-LLM below 0.19 are refused: their backend has no
 lookahead keys. The python models' ``model.py`` files come from the backend release that matches the
 engine (tensorrtllm_backend v0.19.0, or TensorRT-LLM's ``triton_backend/`` from 0.20 on); trtlade
 writes the configs only, and they carry every input, output and parameter those stock models read when
@@ -36,11 +43,15 @@ from typing import Any, Optional
 from trtlade.export import triton_stock as stock
 from trtlade.export.common import ExportError, ExportSource
 
-__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "engine_version", "model_repository", "parse_config"]
+__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "model_repository",
+           "parse_config", "guard_model_source"]
 
 #: The first TensorRT-LLM (and tensorrtllm_backend) release whose Triton backend reads lookahead.
 MIN_TRTLLM = (0, 19)
 LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+#: The python model that checks each request's (w,n,g) before tensorrt_llm sees it, and its outputs.
+GUARD = "lookahead_guard"
+GUARD_OUTPUTS = ("OUT_WINDOW_SIZE", "OUT_NGRAM_SIZE", "OUT_VERIFICATION_SET_SIZE")
 
 
 def _pb() -> Any:
@@ -92,8 +103,9 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
         _tensor(pb, In, "stop_words_list", "TYPE_INT32", [2, -1], optional=True, allow_ragged_batch=True),
         _tensor(pb, In, "bad_words_list", "TYPE_INT32", [2, -1], optional=True, allow_ragged_batch=True),
         _tensor(pb, In, "streaming", "TYPE_BOOL", [1], optional=True),
-        *(_tensor(pb, In, key, "TYPE_INT32", [1], reshape=[], optional=True) for key in LOOKAHEAD_KEYS),
     ])
+    if not spec.is_autoregressive:  # a plain model refuses per-request lookahead (utils.cc): none exposed
+        c.input.extend(_tensor(pb, In, key, "TYPE_INT32", [1], reshape=[], optional=True) for key in LOOKAHEAD_KEYS)
     Out = pb.ModelOutput
     c.output.extend([_tensor(pb, Out, "output_ids", "TYPE_INT32", [-1, -1]),
                      _tensor(pb, Out, "sequence_length", "TYPE_INT32", [-1])])
@@ -144,6 +156,21 @@ def _postprocessing(pb: Any, src: ExportSource) -> Any:
     return c
 
 
+def _lookahead_guard(pb: Any, src: ExportSource) -> Any:
+    """The guard between the client and tensorrt_llm (trtlade/data/triton/lookahead_guard.py): refuses a
+    request whose (w,n,g) the model does not admit, for that request alone."""
+    c = pb.ModelConfig(name=GUARD, backend="python", max_batch_size=src.engine.max_batch_size)
+    In, Out = pb.ModelInput, pb.ModelOutput
+    c.input.extend([_tensor(pb, In, "REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
+                    *(_tensor(pb, In, key, "TYPE_INT32", [1], optional=True) for key in LOOKAHEAD_KEYS)])
+    c.output.extend(_tensor(pb, Out, name, "TYPE_INT32", [1]) for name in GUARD_OUTPUTS)
+    c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    spec = src.config.lookahead.spec
+    _params(c, dict(zip(("max_window_size", "max_ngram_size", "max_verification_set_size"),
+                        map(str, spec.as_tuple()))))
+    return c
+
+
 def _ensemble(pb: Any, src: ExportSource) -> Any:
     c = pb.ModelConfig(name="ensemble", platform="ensemble", max_batch_size=src.engine.max_batch_size)
     In, Out = pb.ModelInput, pb.ModelOutput
@@ -155,8 +182,10 @@ def _ensemble(pb: Any, src: ExportSource) -> Any:
         _tensor(pb, In, "end_id", "TYPE_INT32", [1], optional=True),
         _tensor(pb, In, "pad_id", "TYPE_INT32", [1], optional=True),
         _tensor(pb, In, "stream", "TYPE_BOOL", [1], optional=True),
-        *(_tensor(pb, In, key, "TYPE_INT32", [1], optional=True) for key in LOOKAHEAD_KEYS),
     ])
+    lookahead = not src.config.lookahead.spec.is_autoregressive
+    if lookahead:
+        c.input.extend(_tensor(pb, In, key, "TYPE_INT32", [1], optional=True) for key in LOOKAHEAD_KEYS)
     c.output.extend([_tensor(pb, Out, "text_output", "TYPE_STRING", [-1])])
     steps = [
         ("preprocessing", {"QUERY": "text_input", "REQUEST_OUTPUT_LEN": "max_tokens", "BAD_WORDS_DICT": "bad_words",
@@ -168,11 +197,15 @@ def _ensemble(pb: Any, src: ExportSource) -> Any:
         ("tensorrt_llm", {"input_ids": "_INPUT_ID", "input_lengths": "_REQUEST_INPUT_LEN",
                           "request_output_len": "_REQUEST_OUTPUT_LEN", "end_id": "_END_ID", "pad_id": "_PAD_ID",
                           "stop_words_list": "_STOP_WORDS_IDS", "bad_words_list": "_BAD_WORDS_IDS",
-                          "streaming": "stream", **{key: key for key in LOOKAHEAD_KEYS}},
+                          "streaming": "stream", **({key: f"_{out}" for key, out in zip(LOOKAHEAD_KEYS, GUARD_OUTPUTS)}
+                                                    if lookahead else {})},
          {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"}),
         ("postprocessing", {"TOKENS_BATCH": "_TOKENS_BATCH", "SEQUENCE_LENGTH": "_SEQUENCE_LENGTH"},
          {"OUTPUT": "text_output"}),
     ]
+    if lookahead:  # every request's (w,n,g) passes the guard: the model's own when the client sent none
+        steps.insert(1, (GUARD, {"REQUEST_INPUT_LEN": "_REQUEST_INPUT_LEN", **{key: key for key in LOOKAHEAD_KEYS}},
+                         {out: f"_{out}" for out in GUARD_OUTPUTS}))
     for model, inputs, outputs in steps:
         step = c.ensemble_scheduling.step.add(model_name=model, model_version=-1)
         step.input_map.update(inputs)
@@ -208,11 +241,24 @@ def model_repository(src: ExportSource) -> dict[str, str]:
               f"lookahead ({src.config.lookahead.spec}); model.py files: "
               f"{stock.model_py_source(stock.family(version))}\n")
     files: dict[str, str] = {}
-    for build in (_preprocessing, _tensorrt_llm, _postprocessing, _ensemble):
+    builds = [_preprocessing, _tensorrt_llm, _postprocessing, _ensemble]
+    if not src.config.lookahead.spec.is_autoregressive:
+        builds.insert(2, _lookahead_guard)
+    for build in builds:
         config = build(pb, src)
         text = header + text_format.MessageToString(config)
         if parse_config(text) != config:
             raise ExportError(f"{config.name}/config.pbtxt does not read back as written", "report this")
         files[f"{config.name}/config.pbtxt"] = text
         files[f"{config.name}/1/.keep"] = ""
+    if GUARD + "/config.pbtxt" in files:
+        del files[f"{GUARD}/1/.keep"]
+        files[f"{GUARD}/1/model.py"] = guard_model_source()
     return files
+
+
+def guard_model_source() -> str:
+    """The guard's model.py (shipped in trtlade/data/triton/lookahead_guard.py)."""
+    from importlib.resources import files
+
+    return (files("trtlade") / "data" / "triton" / "lookahead_guard.py").read_text()
