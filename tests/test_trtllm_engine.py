@@ -273,21 +273,40 @@ def test_multi_gpu_engine_needs_mpirun_with_the_exact_command(tle, tokenizer_dir
     assert pre.world.is_leader
 
 
-def test_follower_rank_runs_the_executor_until_stopped(tle, tokenizer_dir, monkeypatch):
+def test_follower_exits_when_the_leader_shuts_down(tle, tokenizer_dir, monkeypatch):
+    """Executor::Impl::shutdown on a follower joins until the leader's terminate request: the follower
+    calls it at once and returns when the leader's executor shuts down (mpirun waits for every rank)."""
     from trtlade.trtllm.engine import preflight, run_follower
 
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    tle._leader_terminated.clear()
     lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2")
-    pre = preflight(lau)
-    stop = threading.Event()
-    thread = threading.Thread(target=run_follower, args=(lau, pre, stop))
+    thread = threading.Thread(target=run_follower, args=(lau, preflight(lau), threading.Event()))
     thread.start()
     assert wait_until(lambda: len(tle._instances) == 1)
     assert not tle._instances[0].can_enqueue_requests()
-    stop.set()
+    thread.join(0.5)
+    assert thread.is_alive()  # the leader still runs
+    tle._leader_terminated.set()  # what the leader's Executor.shutdown() broadcasts
     thread.join(5)
     assert not thread.is_alive() and tle._instances[0]._shutdown
+
+
+def test_follower_stopped_by_a_signal_gives_up_after_the_grace(tle, tokenizer_dir, monkeypatch):
+    from trtlade.trtllm.engine import preflight, run_follower
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    tle._leader_terminated.clear()
+    lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2")
+    stop = threading.Event()
+    stop.set()  # SIGTERM arrived, the leader never shut down
+    thread = threading.Thread(target=run_follower, args=(lau, preflight(lau), stop), kwargs={"grace_s": 0.2})
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()
+    tle._leader_terminated.set()  # release the double's blocked shutdown thread
 
 
 def test_executor_config_carries_the_server_spec(tle, tokenizer_dir):
@@ -337,9 +356,8 @@ def test_follower_builds_the_same_executor_config(tle, tokenizer_dir, monkeypatc
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
     lau = launch(tokenizer_dir, engine="qwen3-8b-424-tp2", kv_cache_enable_block_reuse=True)
-    stop = threading.Event()
-    stop.set()  # build the executor, then return at once (in a thread: no signal handlers installed)
-    thread = threading.Thread(target=run_follower, args=(lau, preflight(lau), stop))
+    tle._leader_terminated.set()  # the leader is already done: build the executor, then return at once
+    thread = threading.Thread(target=run_follower, args=(lau, preflight(lau), threading.Event()))
     thread.start()
     thread.join(5)
     assert not thread.is_alive()

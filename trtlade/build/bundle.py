@@ -222,7 +222,15 @@ def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
 
 
 def extra_llm_api_options(plan: BuildPlan) -> dict[str, Any]:
-    """``--extra_llm_api_options`` for TensorRT-LLM 1.x's ``trtllm-serve --backend tensorrt``."""
+    """``--extra_llm_api_options`` for TensorRT-LLM 1.x's ``trtllm-serve --backend tensorrt``.
+
+    As read in tensorrt_llm/commands/serve.py (newest stored commit): ``--backend`` takes pytorch,
+    tensorrt or _autodeploy (``trt`` is an alias of tensorrt) and defaults to pytorch, so an engine
+    directory needs ``--backend tensorrt``, which builds ``tensorrt_llm._tensorrt_engine.LLM``; the YAML
+    file updates the LLM arguments (``update_llm_args_with_extra_dict``), and
+    tensorrt_llm/llmapi/llm_args.py maps ``decoding_type: Lookahead`` to ``LookaheadDecodingConfig``
+    (every field > 0). Each 1.0-1.2 release was not read separately, and the path was not run end to end.
+    """
     w, n, g = plan.spec.as_tuple()
     return {"speculative_config": {"decoding_type": "Lookahead", "max_window_size": w, "max_ngram_size": n,
                                    "max_verification_set_size": g}}

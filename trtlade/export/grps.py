@@ -49,6 +49,10 @@ class StyleRule:
 STYLE_RULES: tuple[StyleRule, ...] = (
     StyleRule("qwen3", None, "qwen3"),
     StyleRule("qwen2", "\uff5cAssistant\uff5c", "deepseek-r1"),     # DeepSeek-R1-Distill-Qwen
+    # QwQ (model_type qwen2): grps's own conf/inference_qwq*.yml use these; QwQPreviewStyler's system prompt is
+    # the preview template's default, and QwQ-32B's template opens the answer with <think>
+    StyleRule("qwen2", "You should think step-by-step", "qwq-preview"),
+    StyleRule("qwen2", "<think>", "qwq"),
     StyleRule("qwen2", "You are Qwen, created by Alibaba Cloud", "qwen2.5"),
     StyleRule("qwen2", "<|im_start|>", "qwen"),                       # Qwen2: grps's own qwen2 config uses qwen
     StyleRule("qwen", None, "qwen"),
@@ -73,6 +77,13 @@ def llm_style_for(model_type: str, chat_template: str) -> Optional[str]:
     'llama3'
     >>> llm_style_for("llama", "{{ '<|im_start|>' + message['role'] }}") is None  # SmolLM2: ChatML on Llama
     True
+    >>> llm_style_for("qwen2", "{{- '<|im_start|>assistant\\n<think>\\n' }}")  # QwQ-32B
+    'qwq'
+    >>> llm_style_for("qwen2", "You are a helpful and harmless assistant. You are Qwen developed by Alibaba. "
+    ...               "You should think step-by-step.<|im_start|>")  # QwQ-32B-Preview
+    'qwq-preview'
+    >>> llm_style_for("qwen2", "You are Qwen, created by Alibaba Cloud. <|im_start|>")  # Qwen2.5
+    'qwen2.5'
     """
     for rule in STYLE_RULES:
         if rule.model_type == model_type and (rule.marker is None or rule.marker in chat_template):

@@ -530,16 +530,34 @@ class TrtllmEngine:
 
 
 def run_follower(launch: TrtllmLaunch, pre: Optional[Preflight] = None,
-                 stop: Optional[threading.Event] = None) -> None:
-    """A non-leader MPI rank: build the executor (it joins the leader's), wait for SIGTERM/SIGINT
-    (or ``stop``), shut down. No HTTP server."""
+                 stop: Optional[threading.Event] = None, grace_s: float = 30.0) -> None:
+    """A non-leader MPI rank: build the executor (it joins the leader's) and run until the leader
+    shuts its executor down. No HTTP server.
+
+    How it ends (cpp/tensorrt_llm/executor/executorImpl.cpp, ``Executor::Impl::shutdown``, 0.16 to 1.2):
+    on a follower in leader mode ``shutdown()`` sends nothing and joins the execution thread, which
+    returns when the leader's own ``shutdown()`` broadcasts its terminate request. So the follower
+    calls ``shutdown()`` at once, in a thread, and returns when it does: when the leader exits (its
+    server stops, or its start fails after the executor was built). This matters because ``mpirun``
+    waits for every rank: a follower waiting on a signal that never comes would keep the job, and the
+    GPUs, held after the leader is gone. On SIGTERM/SIGINT (``mpirun`` forwards them to every rank, so
+    the leader shuts down too) or ``stop``, it waits ``grace_s`` seconds for that and then returns anyway.
+    """
     pre = pre or preflight(launch)
     executor = _create_executor(pre, launch)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())  # type: ignore[union-attr]
-    log.info("rank %d: executor running; waiting for the leader", pre.world.rank)
-    stop.wait()
-    executor.shutdown()
-
+    joined = threading.Thread(target=executor.shutdown, name="trtlade-follower-shutdown", daemon=True)
+    joined.start()
+    log.info("rank %d: executor running; it ends when the leader shuts down", pre.world.rank)
+    while joined.is_alive() and not stop.is_set():
+        joined.join(0.5)
+    if joined.is_alive():
+        joined.join(grace_s)
+        if joined.is_alive():
+            log.warning("rank %d: stopped, but the leader did not shut down within %.0f s; exiting anyway",
+                        pre.world.rank, grace_s)
+            return
+    log.info("rank %d: the leader shut down; exiting", pre.world.rank)

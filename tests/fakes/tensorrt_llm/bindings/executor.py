@@ -23,7 +23,7 @@ request's ngram size (or the executor's), so streaming yields several tokens per
 lookahead does; ``decoding_iter`` counts the iterations.
 
 Test-only hooks (not in the real API) start with an underscore: ``_fail_after_iterations``,
-``_iteration_delay``, ``_fail_start``, ``Executor._config``,
+``_iteration_delay``, ``_fail_start``, ``_leader_terminated``, ``Executor._config``, ``Executor._warnings``,
 ``_instances``, ``Executor._requests``.
 """
 
@@ -48,6 +48,8 @@ _instances: list["Executor"] = []
 #: When set: the next Executor construction raises RuntimeError with this text (a start failure the
 #: double cannot produce itself: missing kernels, GPU memory), as the real one does.
 _fail_start: Optional[str] = None
+#: Set when a leader (rank 0) executor shuts down: the terminate request it broadcasts to its followers.
+_leader_terminated = threading.Event()
 
 _PREFIX = "[TensorRT-LLM][ERROR] "
 
@@ -621,6 +623,8 @@ class Executor:
                 f"With communicationMode kLEADER, MPI worldSize is expected to be equal to {parallel} when "
                 f"participantIds are not specified")
         self._rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
+        if self._rank == 0:
+            _leader_terminated.clear()
         _assert(executor_config.max_beam_width <= int(build.get("max_beam_width", 1)),
                 "max_beam_width exceeds the engine's max_beam_width")
         engine_mode = int(build.get("speculative_decoding_mode", 1))
@@ -751,6 +755,13 @@ class Executor:
         return []
 
     def shutdown(self) -> None:
+        # mirrors: cpp/tensorrt_llm/executor/executorImpl.cpp, Executor::Impl::shutdown (leader mode): the
+        # leader enqueues a terminate request that reaches every rank; a follower sends nothing and joins
+        # its execution thread, which returns only when that terminate request arrives
+        if self._rank != 0:
+            _leader_terminated.wait()
+        else:
+            _leader_terminated.set()
         with self._lock:
             self._shutdown = True
             self._active.clear()
