@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trtlade.build.bundle import checkpoint_complete, inputs_hash, output_state, parse_gpu_query, write_stamp
-from trtlade.build.failures import diagnose, log_tail
+from trtlade.builder.bundle import checkpoint_complete, inputs_hash, output_state, parse_gpu_query, write_stamp
+from trtlade.builder.failures import diagnose, log_tail
 from trtlade.trtllm.compat import (
     TrtllmUnavailable,
     check_version,

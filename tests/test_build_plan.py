@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from hf_configs import HF_CONFIGS
-from trtlade.build.errors import BuildError
-from trtlade.build.models import (
+from trtlade.builder.errors import BuildError
+from trtlade.builder.models import (
     ARCHITECTURE_TO_CLASS, BUILDABLE, FIRST_VERSION, read_hf_config, resolve_model, trtllm_class_for,
 )
 from trtlade.trtllm.compat import parse_version
-from trtlade.build.plan import BuildOptions, Limits, make_plan, shell_join
+from trtlade.builder.plan import BuildOptions, Limits, make_plan, shell_join
 from trtlade.cli.main import app
 from trtlade.spec import LookaheadSpec
 
@@ -67,7 +67,7 @@ def test_every_buildable_architecture_names_its_first_version_in_range():
 @pytest.mark.parametrize("installed, refused", [("0.18.2", True), ("0.16.0", True), ("0.19.0", False),
                                                 ("1.2.0", False), (None, False)])
 def test_gemma3_is_refused_before_conversion_below_its_first_version(tmp_path, monkeypatch, installed, refused):
-    monkeypatch.setattr("trtlade.build.plan.installed_version", lambda: installed)
+    monkeypatch.setattr("trtlade.builder.plan.installed_version", lambda: installed)
     if refused:
         with pytest.raises(BuildError) as err:
             plan_for(tmp_path, "gemma3")
@@ -249,7 +249,7 @@ def test_trtllm_build_argv_is_exact(tmp_path):
         "--workers", "2",
     ]
     assert plan.convert_argv()[1:] == [
-        "-m", "trtlade.build.convert", "--hf-dir", str(plan.model.path),
+        "-m", "trtlade.builder.convert", "--hf-dir", str(plan.model.path),
         "--checkpoint-dir", str(tmp_path / "out" / "checkpoint"), "--model-class", "QWenForCausalLM",
         "--architecture", "Qwen3ForCausalLM",
         "--dtype", "bfloat16", "--tp-size", "2", "--pp-size", "1",

@@ -132,7 +132,7 @@ def _print_outcome(result: Any) -> None:
 def _print_architectures() -> None:
     from rich.table import Table
 
-    from trtlade.build.models import BUILDABLE
+    from trtlade.builder.models import BUILDABLE
 
     table = Table(title="HF architectures trtlade build converts (TensorRT-LLM 0.16 <= v < 1.3)")
     for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source", "open"):
@@ -183,9 +183,9 @@ def register(app: typer.Typer) -> None:
         if architectures:
             _print_architectures()
             return
-        from trtlade.build.bundle import query_gpus
-        from trtlade.build.errors import BuildError
-        from trtlade.build.plan import BuildOptions, embedded_model_peek, make_plan
+        from trtlade.builder.bundle import query_gpus
+        from trtlade.builder.errors import BuildError
+        from trtlade.builder.plan import BuildOptions, embedded_model_peek, make_plan
 
         spec = parse_spec_option(wng, option="--wng") if wng is not None else None
         doc = _load_config_file(config) if config is not None else None
@@ -206,7 +206,7 @@ def register(app: typer.Typer) -> None:
             return
         for note in plan.notes:
             err_console.print(f"[yellow]note:[/] {_esc(note)}", highlight=False)
-        from trtlade.build.run import run_build
+        from trtlade.builder.run import run_build
 
         t0 = time.monotonic()
         reporter = _RichReporter()

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from trtlade.build.plan import BuildPlan
+from trtlade.builder.plan import BuildPlan
 from trtlade.files import write_json_atomic
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
 

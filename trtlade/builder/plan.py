@@ -9,7 +9,7 @@ Worked example, Qwen3-8B with (4,2,4) on one GPU::
 resolves /models/Qwen3-8B (Qwen3ForCausalLM -> QWenForCausalLM, bfloat16 from its config.json),
 max_draft_len (0) + (4-1+4)*(2-1) = 7, and plans::
 
-    python -m trtlade.build.convert --hf-dir /models/Qwen3-8B --checkpoint-dir /bundles/qwen3/checkpoint \\
+    python -m trtlade.builder.convert --hf-dir /models/Qwen3-8B --checkpoint-dir /bundles/qwen3/checkpoint \\
         --model-class QWenForCausalLM --dtype bfloat16 --tp-size 1 --pp-size 1
     trtllm-build --checkpoint_dir /bundles/qwen3/checkpoint --output_dir /bundles/qwen3/engine \\
         --speculative_decoding_mode lookahead_decoding --max_draft_len 7 --max_batch_size 8 ...
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-from trtlade.build.errors import BuildError
+from trtlade.builder.errors import BuildError
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
-from trtlade.build.models import (
+from trtlade.builder.models import (
     FIRST_VERSION,
     MODELS_DIR_ENV,
     HfModelInfo,
@@ -186,14 +186,14 @@ class BuildPlan:
     # ------------------------------------------------------------------ commands
     def convert_argv(self, checkpoint_dir: Path | None = None, result_file: Path | None = None,
                      *, probe: bool = False) -> list[str]:
-        """Step 1: ``python -m trtlade.build.convert``, which runs, per rank r of tp*pp::
+        """Step 1: ``python -m trtlade.builder.convert``, which runs, per rank r of tp*pp::
 
             mapping = tensorrt_llm.Mapping(world_size=tp*pp, rank=r, tp_size=tp, pp_size=pp)
             model = tensorrt_llm.models.<Class>.from_hugging_face(hf_dir, dtype, mapping=mapping,
                                                                   quant_config=None)
             model.save_checkpoint(checkpoint_dir, save_config=(r == 0))
         """
-        argv = [self.python, "-m", "trtlade.build.convert"]
+        argv = [self.python, "-m", "trtlade.builder.convert"]
         if probe:
             argv.append("--probe")
         argv += ["--hf-dir", str(self.model.path)]

@@ -3,7 +3,7 @@ TensorRT-LLM's Python API (the ``examples/*/convert_checkpoint.py`` scripts are 
 
 Run as its own process (``trtlade build`` logs its output to ``<bundle>/logs/convert.log``)::
 
-    python -m trtlade.build.convert --hf-dir /models/Qwen3-8B --checkpoint-dir /b/checkpoint \\
+    python -m trtlade.builder.convert --hf-dir /models/Qwen3-8B --checkpoint-dir /b/checkpoint \\
         --model-class QWenForCausalLM --dtype bfloat16 --tp-size 2 --pp-size 1
 
 which does, for every rank r < tp*pp::
@@ -33,8 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
-from trtlade.build.errors import BuildError
-from trtlade.build.models import check_architecture_version
+from trtlade.builder.errors import BuildError
+from trtlade.builder.models import check_architecture_version
 from trtlade.errors import TrtladeError
 from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm, qwen3_note, supports_qwen3
 
@@ -52,7 +52,7 @@ class ConversionFailure(TrtladeError):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trtlade.build.convert",
+    p = argparse.ArgumentParser(prog="python -m trtlade.builder.convert",
                                 description="Convert a Hugging Face folder to a TensorRT-LLM checkpoint.")
     p.add_argument("--probe", action="store_true",
                    help="only check TensorRT-LLM, the model class and the config conversion")

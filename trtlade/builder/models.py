@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV
-from trtlade.build.errors import BuildError
+from trtlade.builder.errors import BuildError
 
 __all__ = [
     "MODELS_DIR_ENV",
@@ -266,7 +266,7 @@ def check_architecture_version(architecture: str, version: str, *, where: str = 
     >>> check_architecture_version("Gemma3ForCausalLM", "0.18.2")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    trtlade.build.errors.BuildError: TensorRT-LLM 0.18.2 does not convert Gemma3ForCausalLM: its first release ...
+    trtlade.builder.errors.BuildError: TensorRT-LLM 0.18.2 does not convert Gemma3ForCausalLM: its first release ...
     """
     from trtlade.trtllm.compat import parse_version
 

@@ -1,9 +1,9 @@
-"""Running a :class:`~trtlade.build.plan.BuildPlan`: probe TensorRT-LLM, convert (unless a checkpoint
+"""Running a :class:`~trtlade.builder.plan.BuildPlan`: probe TensorRT-LLM, convert (unless a checkpoint
 from the same inputs is there), ``trtllm-build``, check the engine, write the bundle (manifest last).
 
 Each step runs as a subprocess whose output goes to ``<output>/logs/<step>.log``; a :class:`Reporter`
 hears about progress (the CLI shows it with rich). Every failure is a
-:class:`~trtlade.build.errors.BuildError` carrying the log's tail and what to try.
+:class:`~trtlade.builder.errors.BuildError` carrying the log's tail and what to try.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from trtlade.build.bundle import (
+from trtlade.builder.bundle import (
     MANIFEST_FORMAT,
     checkpoint_complete,
     conversion_inputs,
@@ -35,11 +35,11 @@ from trtlade.build.bundle import (
     render_extra_options,
     write_stamp,
 )
-from trtlade.build.errors import BuildError
+from trtlade.builder.errors import BuildError
 from trtlade.files import write_json_atomic, write_text_atomic
-from trtlade.build.failures import diagnose, log_tail
-from trtlade.build.models import weights_fingerprint
-from trtlade.build.plan import BuildPlan
+from trtlade.builder.failures import diagnose, log_tail
+from trtlade.builder.models import weights_fingerprint
+from trtlade.builder.plan import BuildPlan
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR
 from trtlade.trtllm.compat import INSTALL_HINT
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtlade.build.models import ARCHITECTURE_TO_CLASS
+from trtlade.builder.models import ARCHITECTURE_TO_CLASS
 from trtlade.trtllm import failures as _shared
 from trtlade.trtllm.failures import KnownFailure
 
