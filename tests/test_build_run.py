@@ -326,3 +326,12 @@ def test_config_tokenizer_is_kept_and_made_absolute(tmp_path, fake_trtllm_build)
     assert res.exit_code == 0, res.output
     data = yaml.safe_load((out / "trtlade.yml").read_text())
     assert data["model"]["tokenizer"] == str((tmp_path / "tok").resolve())
+
+
+def test_gemma3_builds_on_019_through_the_fake_builder(tmp_path, fake_trtllm_build):
+    """trtlade converts Gemma 3 from 0.19 on, and trtllm-build takes it (MODEL_MAP maps it to GemmaForCausalLM)."""
+    fake_trtllm_build.set_version("0.19.0")
+    out = tmp_path / "b"
+    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out))
+    assert res.exit_code == 0, res.output + res.stderr
+    assert manifest(out)["tensorrt_llm"]["version"] == "0.19.0" and len(fake_trtllm_build.builds()) == 1

@@ -567,11 +567,13 @@ class Response:
 
     @property
     def error_msg(self) -> str:
+        # paraphrased: the real getter refuses too (executor Response::getErrorMsg); its text was not read
         _assert(self._error is not None, "Cannot get the error message of a response without error")
         return self._error  # type: ignore[return-value]
 
     @property
     def result(self) -> Result:
+        # paraphrased, as above (Response::getResult)
         _assert(self._result is not None, f"Cannot get the result of a response with an error: {self._error}")
         return self._result  # type: ignore[return-value]
 
@@ -606,6 +608,7 @@ class Executor:
         self._config = executor_config
         path = Path(model_path)
         config_file = path / "config.json"
+        # paraphrased: the real executor fails reading the missing file (GptJsonConfig::parse); text not read
         _assert(config_file.is_file(), f"Engine config file {config_file} does not exist")
         raw = json.loads(config_file.read_text())
         build = raw.get("build_config", {})
@@ -625,6 +628,7 @@ class Executor:
         self._rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
         if self._rank == 0:
             _leader_terminated.clear()
+        # paraphrased: a beam width above the engine's is refused at construction; the real text was not read
         _assert(executor_config.max_beam_width <= int(build.get("max_beam_width", 1)),
                 "max_beam_width exceeds the engine's max_beam_width")
         engine_mode = int(build.get("speculative_decoding_mode", 1))
@@ -690,6 +694,8 @@ class Executor:
     def enqueue_request(self, request: Request) -> int:
         if not isinstance(request, Request):
             raise TypeError("incompatible function arguments: request must be a Request")
+        # paraphrased: executorImpl.cpp refuses both (mShutdownCalled; canEnqueueRequests() false on a
+        # follower in leader mode); the exact texts of enqueueRequests were not read
         _assert(not self._shutdown, "Shutdown called, cannot enqueue request")
         _assert(self._rank == 0, "Cannot enqueue requests on a non-leader rank")
         with self._lock:

@@ -1,5 +1,6 @@
-"""Test double of ``tensorrt_llm.models``: MODEL_MAP and the two decoder classes trtlade converts."""
+"""Test double of ``tensorrt_llm.models``: MODEL_MAP and the decoder classes trtlade converts."""
 
+from .gemma import GemmaConfig, GemmaForCausalLM
 from .llama import LLaMAConfig, LLaMAForCausalLM
 from .modeling_utils import CALLS, PretrainedConfig, PretrainedModel
 from .qwen import QWenConfig, QWenForCausalLM
@@ -15,7 +16,10 @@ MODEL_MAP = {
     "Qwen2MoeForCausalLM": QWenForCausalLM,
     "Qwen3ForCausalLM": QWenForCausalLM,
     "Qwen3MoeForCausalLM": QWenForCausalLM,
+    "GemmaForCausalLM": GemmaForCausalLM,
+    "Gemma2ForCausalLM": GemmaForCausalLM,
+    "Gemma3ForCausalLM": GemmaForCausalLM,  # from 0.19 (release notes); trtlade checks the version first
 }
 
 __all__ = ["MODEL_MAP", "CALLS", "PretrainedConfig", "PretrainedModel", "LLaMAConfig", "LLaMAForCausalLM",
-           "QWenConfig", "QWenForCausalLM"]
+           "QWenConfig", "QWenForCausalLM", "GemmaConfig", "GemmaForCausalLM"]
