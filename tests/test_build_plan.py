@@ -351,3 +351,13 @@ def test_build_architectures_lists_every_architecture_with_its_first_release():
     assert set(ARCHITECTURE_TO_CLASS) <= set(rows)
     assert "GemmaForCausalLM" in rows["Gemma3ForCausalLM"] and "0.19.0" in rows["Gemma3ForCausalLM"]
     assert "1.0.0" in rows["Qwen3ForCausalLM"]
+
+
+def test_plan_notes_the_executors_prompt_limit_when_max_num_tokens_is_below_max_input_len(tmp_path):
+    """TrtGptModel admits min(max_seq_len - 1, max_num_tokens) with context FMHA: the plan says so."""
+    plan = plan_for(tmp_path, "llama", max_batch_size=8, max_input_len=16384, max_seq_len=20480,
+                    max_num_tokens=8192)
+    [note] = [n for n in plan.notes if "max_input_len 16384 is above max_num_tokens 8192" in n]
+    assert "= 8192 tokens" in note and "--max-num-tokens 16384" in note
+    fits = plan_for(tmp_path / "2", "llama", max_batch_size=8, max_input_len=4096, max_num_tokens=8192)
+    assert not [n for n in fits.notes if "is above max_num_tokens" in n]

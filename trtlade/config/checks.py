@@ -128,6 +128,15 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
             "warning", "model.dtype float32 with a TensorRT-LLM engine: the lookahead support matrix lists FP16, "
                        "BF16 and FP8 only", loc=("model", "dtype"), code="dtype-lookahead",
             hint="use bfloat16 or float16 (or auto for the checkpoint's dtype)"))
+    tokens = cfg.build.max_num_tokens
+    if uses_trtllm and tokens is not None and tokens < cfg.build.max_input_len:
+        out.append(doc.diagnostic(
+            "warning", f"build.max_num_tokens {tokens} is below build.max_input_len {cfg.build.max_input_len}: "
+                       "with context FMHA (trtllm-build's default) TensorRT-LLM's executor admits prompts of at "
+                       f"most min(max_seq_len - 1, max_num_tokens), so {tokens} tokens (TrtGptModel constructor); "
+                       "trtlade serve advertises that limit and answers longer prompts with 400",
+            loc=("build", "max_num_tokens"), code="engine-prompt-limit",
+            hint=f"set build.max_num_tokens: {cfg.build.max_input_len} or more to serve prompts of max_input_len"))
     limit = cfg.serve.max_prompt_tokens
     if limit is not None and limit > cfg.build.max_input_len:
         out.append(doc.diagnostic(
