@@ -25,12 +25,13 @@ so only inside the decoder step, where the failure ends every request in flight 
 (``Executor::Impl::forwardAsync`` -> ``terminateActiveRequests``). So the ensemble routes them through
 ``lookahead_guard``, which refuses an oversize or illegal triple for that request alone and passes the
 model's own (W,N,G) when the client sent none. An engine served with spec (1,1,0) exposes no
-per-request lookahead inputs (the backend refuses them on a model without lookahead parameters). Engines built with TensorRT-LLM below 0.19 are refused: their backend has no
-lookahead keys. The python models' ``model.py`` files come from the backend release that matches the
-engine (tensorrtllm_backend v0.19.0, or TensorRT-LLM's ``triton_backend/`` from 0.20 on); trtlade
-writes the configs only, and they carry every input, output and parameter those stock models read when
-they load (:mod:`trtlade.export.triton_stock`, per release line), with empty values where a feature is
-unused.
+per-request lookahead inputs (the backend refuses them on a model without lookahead parameters).
+Engines built with TensorRT-LLM below 0.19 are refused: their backend has no lookahead keys. The stock
+python models' ``model.py`` files come from the backend release that matches the engine
+(tensorrtllm_backend v0.19.0, or TensorRT-LLM's ``triton_backend/`` from 0.20 on); trtlade writes their
+configs only (and the guard's own model.py), and they carry every input, output and parameter those
+stock models read when they load (:mod:`trtlade.export.triton_stock`, per release line), with empty
+values where a feature is unused.
 
 Every config is built as Triton's own ``ModelConfig`` protobuf (shipped by ``tritonclient``),
 written in protobuf text format and parsed back before anything is written.

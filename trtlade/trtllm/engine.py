@@ -18,7 +18,8 @@ CLI prints it and exits 1 before binding a port):
    baseline, as TensorRT-LLM runs any plain engine. (Passing the Lookahead mode there would not stop
    it in the decoder-only sources read: ``getDecodingMode`` in
    cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp overwrites it with a warning; but it
-   is not what a plain engine expects, and the encoder-decoder path fails on it, NVIDIA/TensorRT-LLM#2816.) The mode goes with the config because the C++ constructor
+   is not what a plain engine expects, and the encoder-decoder path fails on it,
+   NVIDIA/TensorRT-LLM#2816.) The mode goes with the config because the C++ constructor
    (cpp/tensorrt_llm/executor/decodingConfig.cpp, ``DecodingConfig::DecodingConfig``) refuses a lookahead
    config without it in every release 0.16 to 1.2. KV-cache block reuse is set explicitly (the
    binding's default changed from False in 0.16 to True later): ``serve.kv_cache_enable_block_reuse``,

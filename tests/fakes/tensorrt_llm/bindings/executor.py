@@ -707,8 +707,8 @@ class Executor:
             active = _Active(rid, request, spec)
             if len(request.input_token_ids) > self._max_input_len:
                 # mirrors: cpp/tensorrt_llm/batch_manager/llmRequest.cpp (llmRequest.h in older releases),
-                # LlmRequest::validate, TLLM_THROW (older releases stop after the first sentence), caught per request in executorImpl.cpp,
-                # Executor::Impl::fetchNewRequests: an error response for this request only
+                # LlmRequest::validate, TLLM_THROW (older releases stop after the first sentence), caught per
+                # request in executorImpl.cpp, Executor::Impl::fetchNewRequests: an error for this request only
                 active.error = (f"Encountered an error when fetching new request: {_PREFIX}Prompt length "
                                 f"({len(request.input_token_ids)}) exceeds maximum input length "
                                 f"({self._max_input_len}). Set log level to info and check TRTGptModel logs for "
