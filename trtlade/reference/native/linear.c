@@ -420,11 +420,12 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     case 3: FN(__VA_ARGS__, 3); break; case 4: FN(__VA_ARGS__, 4); break;                                     \
     case 5: FN(__VA_ARGS__, 5); break; default: FN(__VA_ARGS__, 6); break;                                    \
     }
-/* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 to TILE_ROWS rows of
+/* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
- * tile. float32 takes 6-row tiles (12 chains: 1.1-1.4x faster from 4 rows up than 4-row tiles, measured
- * in one process, same bits); bfloat16 keeps 4 (its four weight registers leave no room for 12
- * accumulators: 6 rows measured no faster, and slower when split in halves). */
+ * tile. float32 takes 6-row tiles (12 chains; a model's linear layers streamed from memory 1.04-1.11x
+ * faster at 6-16 rows than with 4-row tiles, measured in one process, same bits; docs/reference-engine.md);
+ * bfloat16 keeps 4 (its four weight registers leave no room for 12 accumulators: 6 rows measured no
+ * faster, and slower when split in halves). */
 #define TILE_CASES_AVX2(ROW, PAIR, TILE, CASES, ...)                                                          \
     if (m == 1) {                                                                                             \
         switch (np) {                                                                                         \
