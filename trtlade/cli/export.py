@@ -78,8 +78,10 @@ def triton(
                                                "machine (default: its absolute path here)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
 ) -> None:
-    """Triton's inflight_batcher_llm model repository (preprocessing, tensorrt_llm, postprocessing,
-    ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's ModelConfig."""
+    """Triton's inflight_batcher_llm model repository (preprocessing, lookahead_guard, tensorrt_llm,
+    postprocessing, ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's
+    ModelConfig. lookahead_guard refuses a request's oversize (w,n,g) for that request alone (TensorRT-LLM
+    would fail every request in flight on it)."""
     from trtlade.export.common import write_tree
     from trtlade.export.triton import model_repository
 
@@ -89,9 +91,10 @@ def triton(
 
     source = model_py_source(family(engine_version(src.engine.version)))
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
-                      f"models' model.py from {source}, then: tritonserver --model-repository {out}; a request sets "
-                      "lookahead_window_size, lookahead_ngram_size and lookahead_verification_set_size together or "
-                      "none of them", markup=False, highlight=False)
+                      f"models' model.py from {source} (lookahead_guard's is written), then: tritonserver "
+                      f"--model-repository {out}; a request sets lookahead_window_size, lookahead_ngram_size and "
+                      "lookahead_verification_set_size together or none of them (lookahead_guard refuses a partial or "
+                      "oversize triple for that request alone)", markup=False, highlight=False)
 
 
 @export_app.command("k8s")
