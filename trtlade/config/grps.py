@@ -471,7 +471,7 @@ def _check_sampling(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
                 hint="write a number, or remove the key"))
         else:
             numbers[str(key)] = number
-    out += _sampling_ranges(doc, numbers, loc)
+    out += _sampling_ranges(doc, numbers, loc, written=sampling)
     if any(d.severity == "error" for d in out):
         return out
     beam = numbers.get("beam_width")
@@ -534,7 +534,9 @@ _SAMPLING_RANGES: tuple[SamplingRange, ...] = (
 )
 
 
-def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: Loc) -> list[Diagnostic]:
+def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: Loc,
+                     written: dict[str, Any]) -> list[Diagnostic]:
+    """``sampling``: the values as numbers (yaml-cpp's reading); ``written``: as the file has them (shown)."""
     out: list[Diagnostic] = []
     flagged: set[str] = set()
     for rule in _SAMPLING_RANGES:
@@ -542,6 +544,7 @@ def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: L
         if value is None or rule.ok(value) or rule.key in flagged:
             continue
         flagged.add(rule.key)
+        value = written.get(rule.key, value)
         said = f"\"[TensorRT-LLM][ERROR] Assertion failed: {rule.condition}\""
         if rule.everywhere:
             out.append(doc.diagnostic(
@@ -556,7 +559,7 @@ def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: L
     top_p = sampling.get("top_p")
     if top_p is not None and top_p <= 0:
         out.append(doc.diagnostic(
-            "info", f"sampling.top_p is {top_p}: grps treats top_p <= 0 as unset (src/trtllm_model_state.cc, "
+            "info", f"sampling.top_p is {written.get('top_p')}: grps treats top_p <= 0 as unset (src/trtllm_model_state.cc, "
                     "GetParameter<SamplingConfig>; src/utils.cc does the same per request)",
             loc=(*loc, "top_p"), code="grps-sampling", hint="remove it, or leave it: it means no top-p"))
     return out
