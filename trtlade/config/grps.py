@@ -559,8 +559,8 @@ def _sampling_ranges(doc: YamlDocument, sampling: dict[str, int | float], loc: L
     top_p = sampling.get("top_p")
     if top_p is not None and top_p <= 0:
         out.append(doc.diagnostic(
-            "info", f"sampling.top_p is {written.get('top_p')}: grps treats top_p <= 0 as unset (src/trtllm_model_state.cc, "
-                    "GetParameter<SamplingConfig>; src/utils.cc does the same per request)",
+            "info", f"sampling.top_p is {written.get('top_p')}: grps treats top_p <= 0 as unset "
+                    "(src/trtllm_model_state.cc, GetParameter<SamplingConfig>; src/utils.cc does the same per request)",
             loc=(*loc, "top_p"), code="grps-sampling", hint="remove it, or leave it: it means no top-p"))
     return out
 
