@@ -270,28 +270,37 @@ static inline __attribute__((always_inline)) void store_bf16_avx2(uint16_t *y, i
     for (int64_t n = 0; n < left; n++) y[n0 + n] = f_to_bf16(out[n] + (bias ? bias[n0 + n] : 0.0f));
 }
 
-/* m rows (<= 4) of one panel in bfloat16: per pair (k, k+1) a 256-bit load holds 8 outputs' pairs; the
- * even k is the low half of each 32-bit lane (shifted up: exactly its float32), the odd k the high half
- * (masked). Odd first, then even, as VDPBF16PS; the result rounded to bfloat16, to nearest even. */
+/* A 256-bit load of packed bf16 pairs (k, k+1) for 8 outputs, widened exactly: the even k is the low half
+ * of each 32-bit lane (shifted up), the odd k the high half (masked). */
+static inline __attribute__((always_inline)) __m256 bf16_even(__m256i pairs) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+}
+static inline __attribute__((always_inline)) __m256 bf16_odd(__m256i pairs) {
+    return _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+/* One pair step of an output's chain, in the order Intel's pseudo-code gives VDPBF16PS: odd k, then even k. */
+static inline __attribute__((always_inline)) __m256 pair_fma(__m256 acc, __m256 w_even, __m256 w_odd,
+                                                           __m256 x_even, __m256 x_odd) {
+    return _mm256_fmadd_ps(w_even, x_even, _mm256_fmadd_ps(w_odd, x_odd, acc));
+}
+
+/* m rows (<= 4) of one panel in bfloat16: per pair (k, k+1) two 256-bit loads hold the 16 outputs' pairs
+ * (bf16_even/bf16_odd, pair_fma); the result rounded to bfloat16, to nearest even. */
 static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
                                                                 int64_t n0, const int m) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
-    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
     for (int64_t k = 0; k < K2; k++) {
         const __m256i a = _mm256_loadu_si256((const __m256i *)(wp + k * 32));
         const __m256i b = _mm256_loadu_si256((const __m256i *)(wp + k * 32 + 16));
-        const __m256 a_even = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
-        const __m256 a_odd = _mm256_castsi256_ps(_mm256_and_si256(a, high));
-        const __m256 b_even = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
-        const __m256 b_odd = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+        const __m256 a_even = bf16_even(a), a_odd = bf16_odd(a), b_even = bf16_even(b), b_odd = bf16_odd(b);
 #define FMA_ROW(i)                                                                                            \
         {                                                                                                     \
             const __m256 x_even = _mm256_broadcast_ss(x + (size_t)(i) * K + 2 * k);                           \
             const __m256 x_odd = _mm256_broadcast_ss(x + (size_t)(i) * K + 2 * k + 1);                        \
-            lo##i = _mm256_fmadd_ps(a_even, x_even, _mm256_fmadd_ps(a_odd, x_odd, lo##i));                    \
-            hi##i = _mm256_fmadd_ps(b_even, x_even, _mm256_fmadd_ps(b_odd, x_odd, hi##i));                    \
+            lo##i = pair_fma(lo##i, a_even, a_odd, x_even, x_odd);                                            \
+            hi##i = pair_fma(hi##i, b_even, b_odd, x_even, x_odd);                                            \
         }
         ROWS4(FMA_ROW)
 #undef FMA_ROW
@@ -308,7 +317,6 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
                                                                int64_t n0, const int np) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
-    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
     for (int64_t k = 0; k < K2; k++) {
         const __m256 x_even = _mm256_broadcast_ss(x + 2 * k), x_odd = _mm256_broadcast_ss(x + 2 * k + 1);
 #define FMA_PANEL(p)                                                                                          \
@@ -316,10 +324,8 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
             const uint16_t *w = wp + ((size_t)(p) * K2 + k) * 32;                                             \
             const __m256i a = _mm256_loadu_si256((const __m256i *)w);                                         \
             const __m256i b = _mm256_loadu_si256((const __m256i *)(w + 16));                                 \
-            lo##p = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), x_even,                    \
-                                    _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(a, high)), x_odd, lo##p)); \
-            hi##p = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)), x_even,                    \
-                                    _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(b, high)), x_odd, hi##p)); \
+            lo##p = pair_fma(lo##p, bf16_even(a), bf16_odd(a), x_even, x_odd);                                \
+            hi##p = pair_fma(hi##p, bf16_even(b), bf16_odd(b), x_even, x_odd);                                \
         }
         PANELS4(FMA_PANEL)
 #undef FMA_PANEL
@@ -337,7 +343,6 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
                                                                 int64_t n0, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
     const int64_t K2 = K / 2;
-    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
     for (int64_t k = 0; k < K2; k++) {
         const __m256 e0 = _mm256_broadcast_ss(x + 2 * k), o0 = _mm256_broadcast_ss(x + 2 * k + 1);
         const __m256 e1 = _mm256_broadcast_ss(x + K + 2 * k), o1 = _mm256_broadcast_ss(x + K + 2 * k + 1);
@@ -346,14 +351,11 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
             const uint16_t *w = wp + ((size_t)(p) * K2 + k) * 32;                                             \
             const __m256i u = _mm256_loadu_si256((const __m256i *)w);                                         \
             const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16));                                 \
-            const __m256 ue = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));                                  \
-            const __m256 uo = _mm256_castsi256_ps(_mm256_and_si256(u, high));                                \
-            const __m256 ve = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));                                  \
-            const __m256 vo = _mm256_castsi256_ps(_mm256_and_si256(v, high));                                 \
-            a##p = _mm256_fmadd_ps(ue, e0, _mm256_fmadd_ps(uo, o0, a##p));                                    \
-            b##p = _mm256_fmadd_ps(ve, e0, _mm256_fmadd_ps(vo, o0, b##p));                                    \
-            c##p = _mm256_fmadd_ps(ue, e1, _mm256_fmadd_ps(uo, o1, c##p));                                    \
-            d##p = _mm256_fmadd_ps(ve, e1, _mm256_fmadd_ps(vo, o1, d##p));                                    \
+            const __m256 ue = bf16_even(u), uo = bf16_odd(u), ve = bf16_even(v), vo = bf16_odd(v);            \
+            a##p = pair_fma(a##p, ue, uo, e0, o0);                                                            \
+            b##p = pair_fma(b##p, ve, vo, e0, o0);                                                            \
+            c##p = pair_fma(c##p, ue, uo, e1, o1);                                                            \
+            d##p = pair_fma(d##p, ve, vo, e1, o1);                                                            \
         }
         FMA_PANEL(0)
         if (np > 1) { FMA_PANEL(1) }
