@@ -78,6 +78,29 @@ def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, ou
     assert torch.equal(lin.rows(ids), w[ids])
 
 
+@pytest.mark.parametrize("variant", native_variants.params())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_native_kernels_bits_do_not_depend_on_the_threads_or_who_takes_which_panels(variant, dtype):
+    """1 to 8 threads on this machine's cores: the AVX2 schedule gives each thread a range of panel groups
+    and lets a thread whose range is done take groups from another's (with 8 threads and 5 groups three
+    ranges are empty, so those threads take from the others at once); no output's chain may change."""
+    torch.manual_seed(3)
+    before = torch.get_num_threads()
+    try:
+        for n, k in [(300, 130), (17, 6), (960, 64)]:
+            lin = PanelLinear.pack(torch.randn(n, k).to(dtype), torch.randn(n).to(dtype), variant=variant)
+            x = torch.randn(13, k).to(dtype)
+            torch.set_num_threads(1)
+            want = {rows: lin(x[:rows]) for rows in (1, 2, 7, 13)}
+            for threads in (2, 3, 5, 8):
+                torch.set_num_threads(threads)
+                for trial in range(5):
+                    for rows, y in want.items():
+                        assert torch.equal(lin(x[:rows]), y), (n, k, threads, rows, trial)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("variant", native_variants.pairs())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_every_cpu_variant_gives_the_best_variants_bits(variant, dtype):

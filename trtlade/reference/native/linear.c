@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
+#include <stdatomic.h>
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
@@ -162,6 +163,21 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
 #if defined(__AVX2__) && defined(__FMA__) && !(defined(__AVX512BF16__) && defined(__AVX512BW__))
 #define AVX2_BF16_PATH 1
 #endif
+#if defined(AVX2_PATH) || defined(AVX2_BF16_PATH)
+/* The next weights a thread will read, fetched into its L2 cache one 64-byte line per k step while it
+ * computes the current ones (AVX2 path; see FOR_STREAMS): a tile of several rows reads each line of its
+ * panel for many multiply-adds, and a group of more rows than a tile is read again from the L2 cache, so
+ * without it the memory would sit idle during that arithmetic. A prefetch never changes a value. */
+typedef struct {
+    const char *at, *end;
+} Prefetch;
+#define PREFETCH_LINE(c)                                                                                      \
+    if ((c) < pf_end) {                                                                                       \
+        _mm_prefetch((c), _MM_HINT_T1);                                                                       \
+        (c) += 64;                                                                                            \
+    }
+#endif
+
 #if defined(AVX2_PATH)
 /* Store m rows of one panel's two registers, the last panel possibly partial. */
 static inline __attribute__((always_inline)) void store_panel_avx2(float *y, int64_t N, int64_t at, const float *bias,
@@ -185,10 +201,12 @@ static inline __attribute__((always_inline)) void store_panel_avx2(float *y, int
 /* m rows (<= 6) of one panel: 2m accumulators, every output one FMA chain over k. */
 static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, int64_t K, const float *wp,
                                                                const float *bias, float *y, int64_t N, int64_t n0,
-                                                               const int m) {
+                                                               Prefetch *pf, const int m) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     __m256 lo4 = lo0, hi4 = lo0, lo5 = lo0, hi5 = lo0;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256 w0 = _mm256_loadu_ps(wp + k * 16), w1 = _mm256_loadu_ps(wp + k * 16 + 8);
 #define FMA_ROW(i)                                                                                            \
         {                                                                                                     \
@@ -199,6 +217,7 @@ static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, 
         ROWS6(FMA_ROW)
 #undef FMA_ROW
     }
+    pf->at = pf_at;
 #define STORE_ROW(i) store_panel_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
     ROWS6(STORE_ROW)
 #undef STORE_ROW
@@ -211,9 +230,11 @@ static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, 
 #if defined(AVX2_PATH)
 static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, int64_t K, const float *wp,
                                                               const float *bias, float *y, int64_t N, int64_t n0,
-                                                              const int np) {
+                                                              Prefetch *pf, const int np) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256 xb = _mm256_broadcast_ss(x + k);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -224,6 +245,7 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
         PANELS4(FMA_PANEL)
 #undef FMA_PANEL
     }
+    pf->at = pf_at;
 #define STORE_PANEL(p) store_panel_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
     PANELS4(STORE_PANEL)
 #undef STORE_PANEL
@@ -234,9 +256,11 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
 /* Two rows over np (<= 2) panels: 4 np chains (one panel, 4 chains, was latency-bound like one row). */
 static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, int64_t K, const float *wp,
                                                                const float *bias, float *y, int64_t N, int64_t n0,
-                                                               const int np) {
+                                                               Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + K + k);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -251,6 +275,7 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
         if (np > 1) { FMA_PANEL(1) }
 #undef FMA_PANEL
     }
+    pf->at = pf_at;
     store_panel_avx2(y, N, n0, bias, a0, b0);
     store_panel_avx2(y + N, N, n0, bias, c0, d0);
     if (np > 1) {
@@ -288,10 +313,12 @@ static inline __attribute__((always_inline)) __m256 pair_fma(__m256 acc, __m256 
  * (bf16_even/bf16_odd, pair_fma); the result rounded to bfloat16, to nearest even. */
 static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
-                                                                int64_t n0, const int m) {
+                                                                int64_t n0, Prefetch *pf, const int m) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K2; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256i a = _mm256_loadu_si256((const __m256i *)(wp + k * 32));
         const __m256i b = _mm256_loadu_si256((const __m256i *)(wp + k * 32 + 16));
         const __m256 a_even = bf16_even(a), a_odd = bf16_odd(a), b_even = bf16_even(b), b_odd = bf16_odd(b);
@@ -305,6 +332,7 @@ static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x,
         ROWS4(FMA_ROW)
 #undef FMA_ROW
     }
+    pf->at = pf_at;
 #define STORE_ROW(i) store_bf16_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
     ROWS4(STORE_ROW)
 #undef STORE_ROW
@@ -314,10 +342,12 @@ static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x,
 #if defined(AVX2_BF16_PATH)
 static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                const float *bias, uint16_t *y, int64_t N,
-                                                               int64_t n0, const int np) {
+                                                               int64_t n0, Prefetch *pf, const int np) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K2; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256 x_even = _mm256_broadcast_ss(x + 2 * k), x_odd = _mm256_broadcast_ss(x + 2 * k + 1);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -330,6 +360,7 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
         PANELS4(FMA_PANEL)
 #undef FMA_PANEL
     }
+    pf->at = pf_at;
 #define STORE_PANEL(p) store_bf16_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
     PANELS4(STORE_PANEL)
 #undef STORE_PANEL
@@ -340,10 +371,12 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
 /* Two rows over np (<= 2) panels in bfloat16 (x widened already): 4 np chains. */
 static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
-                                                                int64_t n0, const int np) {
+                                                                int64_t n0, Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
     const int64_t K2 = K / 2;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
     for (int64_t k = 0; k < K2; k++) {
+        PREFETCH_LINE(pf_at)
         const __m256 e0 = _mm256_broadcast_ss(x + 2 * k), o0 = _mm256_broadcast_ss(x + 2 * k + 1);
         const __m256 e1 = _mm256_broadcast_ss(x + K + 2 * k), o1 = _mm256_broadcast_ss(x + K + 2 * k + 1);
 #define FMA_PANEL(p)                                                                                          \
@@ -361,6 +394,7 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
         if (np > 1) { FMA_PANEL(1) }
 #undef FMA_PANEL
     }
+    pf->at = pf_at;
     store_bf16_avx2(y, N, n0, bias, a0, b0);
     store_bf16_avx2(y + N, N, n0, bias, c0, d0);
     if (np > 1) {
@@ -442,11 +476,12 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         CASES(TILE, __VA_ARGS__)                                                                              \
     }
 
-/* The panels in groups of GP, handed out one group at a time to whichever thread is free (a thread
- * that the OS gives to another process for a while does not hold the others up); each group runs every
- * tile of MT rows x TP panels (TP may depend on m, the tile's rows) while its weights stay in the L2
- * cache. Which thread computes a group
- * never changes an output's chain, so the bits do not depend on the schedule. */
+/* The AVX-512 and portable schedule: the panels in groups of GP, handed out one group at a time to
+ * whichever thread is free (a thread that the OS gives to another process for a while does not hold the
+ * others up); each group runs every tile of MT rows x TP panels (TP may depend on m, the tile's rows)
+ * while its weights stay in the L2 cache. Which thread computes a group never changes an output's chain,
+ * so the bits do not depend on the schedule. (The AVX2 path streams and prefetches: FOR_STREAMS. Not
+ * moved to it here: neither of these two was measured with it, no AVX-512 host in that session.) */
 #define FOR_TILES(GP, MT, TP, BODY)                                                                     \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
@@ -462,15 +497,83 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         }                                                                                                     \
     }
 
+#if defined(AVX2_PATH) || defined(AVX2_BF16_PATH)
+/* Claim a group of a thread's range, packed as lo | hi << 32: its owner takes the front (lo), a thread
+ * whose own range is done takes the back (hi - 1). -1: the range is empty. *hi: its end when claimed. */
+static int64_t claim_group(_Atomic uint64_t *range, int from_back, int64_t *hi) {
+    uint64_t w = atomic_load_explicit(range, memory_order_relaxed);
+    for (;;) {
+        const uint64_t lo = w & 0xffffffffu, end = w >> 32;
+        if (lo >= end) return -1;
+        const uint64_t next = from_back ? (lo | (end - 1) << 32) : ((lo + 1) | end << 32);
+        if (atomic_compare_exchange_weak_explicit(range, &w, next, memory_order_relaxed, memory_order_relaxed)) {
+            *hi = (int64_t)end;
+            return from_back ? (int64_t)end - 1 : (int64_t)lo;
+        }
+    }
+}
+
+/* The range with the most groups left (-1: none), for a thread whose own range is done. */
+static int fullest_range(_Atomic uint64_t *ranges, int count) {
+    int best = -1;
+    int64_t most = 0;
+    for (int t = 0; t < count; t++) {
+        const uint64_t w = atomic_load_explicit(&ranges[t], memory_order_relaxed);
+        const int64_t left = (int64_t)(w >> 32) - (int64_t)(w & 0xffffffffu);
+        if (left > most) most = left, best = t;
+    }
+    return best;
+}
+
+/* The AVX2 schedule: thread t owns the t-th contiguous range of panel groups and runs it front to back, so
+ * each thread streams one run of memory, and while it computes a group (every tile of MT rows x TP panels,
+ * the weights staying in its L2 cache) it prefetches the next group of its range (Prefetch). A thread
+ * whose range is done takes groups from the back of the fullest other range (without prefetch), so a
+ * thread the OS gives to another process for a while does not hold the others up. Which thread computes
+ * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
+ * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Rows 3 and up". */
+#define FOR_STREAMS(GP, MT, TP, BODY)                                                                   \
+    const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
+    const int owners = threads > 0 ? threads : 1;                                                             \
+    _Atomic uint64_t ranges[owners];                                                                          \
+    for (int t = 0; t < owners; t++)                                                                          \
+        atomic_init(&ranges[t], (uint64_t)(groups * t / owners) | (uint64_t)(groups * (t + 1) / owners) << 32); \
+    _Pragma("omp parallel num_threads(owners)")                                                               \
+    {                                                                                                         \
+        int range = omp_get_thread_num() % owners, from_back = 0;                                             \
+        for (;;) {                                                                                            \
+            int64_t hi = 0, g = claim_group(&ranges[range], from_back, &hi);                                  \
+            if (g < 0) {                                                                                      \
+                range = fullest_range(ranges, owners);                                                        \
+                if (range < 0) break;                                                                         \
+                from_back = range != omp_get_thread_num();                                                    \
+                continue;                                                                                     \
+            }                                                                                                 \
+            const int64_t p_lo = g * (GP), p_hi = p_lo + (GP) < panels ? p_lo + (GP) : panels;                \
+            const int64_t p_next = !from_back && g + 1 < hi ? (p_hi + (GP) < panels ? p_hi + (GP) : panels) : p_hi; \
+            Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16)};   \
+            Prefetch *pf = &next;                                                                             \
+            for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
+                const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
+                for (int64_t p0 = p_lo; p0 < p_hi; p0 += (TP)) {                                              \
+                    const int np = (int)(p_hi - p0 < (TP) ? p_hi - p0 : (TP));                                \
+                    (void)np;                                                                                 \
+                    BODY                                                                                      \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+#endif
+
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
     FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #elif defined(AVX2_PATH)
-    FOR_TILES(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1), TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2,
-                                                                    TILE_CASES_6, x + i0 * K, K, wp + p0 * K * 16,
-                                                                    bias, y + i0 * N, N, p0 * 16))
+    FOR_STREAMS(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1),
+                TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
+                                wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
@@ -489,10 +592,9 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_TILES(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1), TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2,
-                                                                    TILE_CASES_4,
-                                                                    xf + i0 * K, K, wp + p0 * K * 16,
-                                                       bias, y + i0 * N, N, p0 * 16))
+    FOR_STREAMS(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1),
+                TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
+                                wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_bf16_portable, xf + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
