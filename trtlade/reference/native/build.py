@@ -41,8 +41,11 @@ PROBE = HERE / "cpu.c"
 #: the head, or reductions regrouped): a row's bits would then depend on where it sits in memory, that is
 #: on the rows beside it, and on the CPU variant. linear.c is intrinsics and fmaf; the others plain C with
 #: exp/tanh of det_math.h. (-ffast-math at link time would also add crtfastmath.o, whose constructor sets
-#: flush-to-zero for the whole process.)
-STRICT = ("-O3", "-ffp-contract=off", "-fopenmp", "-fPIC")
+#: flush-to-zero for the whole process.) -fno-trapping-math changes no value (nothing here reads an FP
+#: exception flag, and every operation rounds as before): it lets GCC if-convert a loop whose float
+#: comparisons could raise one, so exp_det's clamps no longer keep the SiLU loop scalar ("control flow in
+#: loop"). The bit harness checks it (tests/test_native_arch.py: one hash on every variant and on aarch64).
+STRICT = ("-O3", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp", "-fPIC")
 LINK = ("-shared", "-fopenmp")
 
 
