@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from trtlade.reference.native.build import HERE, STRICT, compiler
+from trtlade.reference.native import executable_variants
 from trtlade.reference.native.cpu import variants_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +46,12 @@ def checkout(rev: str, into: Path) -> Path:
     """The native sources (*.c, *.h) of ``rev`` under ``into``."""
     into.mkdir(parents=True, exist_ok=True)
     rel = HERE.relative_to(ROOT).as_posix()
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{rel}"], check=True,
-                           capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{rel}"],
+                            capture_output=True, text=True)
+    if listed.returncode:
+        raise SystemExit(f"--base {rev}: git has no {rel} there ({listed.stderr.strip()}); "
+                         "hint: a commit of this repository, e.g. HEAD~2")
+    names = listed.stdout.split()
     for name in names:
         if name.endswith((".c", ".h")):
             blob = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}/{name}"], check=True,
@@ -81,7 +86,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
-    flags = {v.name: v.flags for v in variants_for()}[args.variant]
+    built = {v.name: v.flags for v in variants_for()}
+    if args.variant not in built:
+        raise SystemExit(f"--variant {args.variant}: this architecture builds {', '.join(built)}")
+    runs = executable_variants()
+    if runs and args.variant not in runs:
+        raise SystemExit(f"--variant {args.variant}: this CPU executes {', '.join(runs)}")
+    flags = built[args.variant]
     with tempfile.TemporaryDirectory() as tmp:
         base_dir = checkout(args.base, Path(tmp) / "base")
         libs = {"base": kernel(compile_linear(base_dir, flags, Path(tmp) / "base.so"), dtype),

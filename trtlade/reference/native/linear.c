@@ -476,12 +476,13 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         CASES(TILE, __VA_ARGS__)                                                                              \
     }
 
-/* The AVX-512 and portable schedule: the panels in groups of GP, handed out one group at a time to
- * whichever thread is free (a thread that the OS gives to another process for a while does not hold the
- * others up); each group runs every tile of MT rows x TP panels (TP may depend on m, the tile's rows)
- * while its weights stay in the L2 cache. Which thread computes a group never changes an output's chain,
- * so the bits do not depend on the schedule. (The AVX2 path streams and prefetches: FOR_STREAMS. Not
- * moved to it here: neither of these two was measured with it, no AVX-512 host in that session.) */
+/* The schedule of the AVX-512 tiles (float32 with AVX-512F, bfloat16 with AVX512-BF16) and of portable C:
+ * the panels in groups of GP, handed out one group at a time to whichever thread is free (a thread that
+ * the OS gives to another process for a while does not hold the others up); each group runs every tile of
+ * MT rows x TP panels (TP may depend on m, the tile's rows) while its weights stay in the L2 cache. Which
+ * thread computes a group never changes an output's chain, so the bits do not depend on the schedule. The
+ * AVX2 tiles (also the `avx512` variant's bfloat16) stream and prefetch instead: FOR_STREAMS. These two
+ * were not moved to it: not timed with it, no AVX-512 host in that session. */
 #define FOR_TILES(GP, MT, TP, BODY)                                                                     \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
@@ -531,7 +532,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * whose range is done takes groups from the back of the fullest other range (without prefetch), so a
  * thread the OS gives to another process for a while does not hold the others up. Which thread computes
  * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
- * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Rows 3 and up". */
+ * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Memory and arithmetic overlapped". */
 #define FOR_STREAMS(GP, MT, TP, BODY)                                                                   \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     const int owners = threads > 0 ? threads : 1;                                                             \
