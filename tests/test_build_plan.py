@@ -70,12 +70,12 @@ def test_gemma3_is_refused_before_conversion_below_its_first_version(tmp_path, m
     monkeypatch.setattr("trtlade.builder.plan.installed_version", lambda: installed)
     if refused:
         with pytest.raises(BuildError) as err:
-            plan_for(tmp_path, "gemma3")
+            plan_for(tmp_path, "gemma3", max_input_len=256, max_seq_len=505)
         assert f"TensorRT-LLM {installed} does not convert Gemma3ForCausalLM" in err.value.message
         assert "0.19.0" in err.value.message and ">=0.19.0" in err.value.hint
         assert err.value.where.endswith("config.json:architectures[0]")
     else:
-        plan = plan_for(tmp_path, "gemma3")
+        plan = plan_for(tmp_path, "gemma3", max_input_len=256, max_seq_len=505)
         assert plan.trtllm_class == "GemmaForCausalLM"
         assert any("Gemma3ForCausalLM needs TensorRT-LLM >= 0.19.0" in n for n in plan.notes)
 

@@ -289,7 +289,8 @@ def test_missing_tensorrt_llm_says_how_to_install(tmp_path, fake_trtllm_build):
 def test_gemma3_below_its_first_release_is_refused_before_any_conversion(tmp_path, fake_trtllm_build):
     fake_trtllm_build.set_version("0.18.2")  # the double is no installed distribution: the probe checks
     out = tmp_path / "b"
-    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out))
+    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out),
+                "--max-input-len", "256", "--max-seq-len", "505")  # within Gemma 3's 512-token window
     assert res.exit_code == 1
     assert "TensorRT-LLM 0.18.2 does not convert Gemma3ForCausalLM" in res.stderr and "0.19.0" in res.stderr
     assert not out.exists() and fake_trtllm_build.builds() == []
@@ -332,6 +333,10 @@ def test_gemma3_builds_on_019_through_the_fake_builder(tmp_path, fake_trtllm_bui
     """trtlade converts Gemma 3 from 0.19 on, and trtllm-build takes it (MODEL_MAP maps it to GemmaForCausalLM)."""
     fake_trtllm_build.set_version("0.19.0")
     out = tmp_path / "b"
-    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out))
+    res = build("--model", str(model(tmp_path, "gemma3")), "--wng", "4,2,4", "--output", str(out),
+                "--max-input-len", "256", "--max-seq-len", "505")  # within Gemma 3's 512-token window
     assert res.exit_code == 0, res.output + res.stderr
     assert manifest(out)["tensorrt_llm"]["version"] == "0.19.0" and len(fake_trtllm_build.builds()) == 1
+    engine = json.loads((out / "engine" / "config.json").read_text())
+    assert engine["pretrained_config"]["sliding_window"] == 512 and engine["build_config"]["max_seq_len"] == 512
+    assert not [d for d in engine_check(out) if d.severity == "error"]

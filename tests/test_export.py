@@ -229,10 +229,11 @@ def test_triton_export_configs_parse_as_tritons_model_config(tmp_path):
     assert steps[1].input_map["lookahead_window_size"] == "lookahead_window_size"
     assert steps[2].input_map["lookahead_window_size"] == "_OUT_WINDOW_SIZE"
     guard = {k: v.string_value for k, v in configs["lookahead_guard"].parameters.items()}
-    assert guard == {"max_window_size": "4", "max_ngram_size": "2", "max_verification_set_size": "4"}
+    assert guard == {"max_window_size": "4", "max_ngram_size": "2", "max_verification_set_size": "4",
+                     "default_window_size": "4", "default_ngram_size": "2", "default_verification_set_size": "4"}
 
 
-def _guard(tmp_path, monkeypatch, spec="4,2,4"):
+def _guard(tmp_path, monkeypatch, spec="4,2,4", extra=""):
     """The exported guard's model.py, loaded as Triton's python backend loads it, and initialized with the
     exported config.pbtxt as Triton hands it over (args['model_config'] as JSON)."""
     import importlib.util
@@ -240,7 +241,7 @@ def _guard(tmp_path, monkeypatch, spec="4,2,4"):
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent / "fakes" / "triton"))
     sys.modules.pop("triton_python_backend_utils", None)
-    bundle = make_bundle(tmp_path / "b", spec=spec)
+    bundle = make_bundle(tmp_path / "b", spec=spec, extra=extra)
     _engine_version(bundle, "0.19.0")
     out = tmp_path / "repo"
     assert export("triton", str(bundle), "--out", str(out)).exit_code == 0
@@ -252,12 +253,25 @@ def _guard(tmp_path, monkeypatch, spec="4,2,4"):
     return model
 
 
-def _request(pb, **lookahead):
+def _request(pb, rows=1, **lookahead):
+    """One Triton request of ``rows`` rows; a lookahead value may be a list (one per row)."""
     import numpy as np
 
-    inputs = {"REQUEST_INPUT_LEN": np.array([[12]], dtype=np.int32)}
-    inputs.update({f"lookahead_{k}": np.array([[v]], dtype=np.int32) for k, v in lookahead.items()})
+    rows = max((len(v) for v in lookahead.values() if isinstance(v, list)), default=rows)
+    inputs = {"REQUEST_INPUT_LEN": np.full((rows, 1), 12, dtype=np.int32)}
+    inputs.update({f"lookahead_{k}": np.array(v if isinstance(v, list) else [v] * rows, dtype=np.int32).reshape(-1, 1)
+                   for k, v in lookahead.items()})
     return pb.InferenceRequest(inputs)
+
+
+def _rows(pb, response):
+    """The guard's answer as one (w,n,g) per row, after checking every output is [B, 1] INT32."""
+    import numpy as np
+
+    outs = [pb.get_output_tensor_by_name(response, n).as_numpy()
+            for n in ("OUT_WINDOW_SIZE", "OUT_NGRAM_SIZE", "OUT_VERIFICATION_SET_SIZE")]
+    assert all(o.dtype == np.int32 and o.ndim == 2 and o.shape[1] == 1 and o.shape == outs[0].shape for o in outs)
+    return [tuple(int(o[row][0]) for o in outs) for row in range(outs[0].shape[0])]
 
 
 def test_triton_guard_refuses_one_oversize_request_and_passes_the_others(tmp_path, monkeypatch, fake_trtllm):
@@ -277,9 +291,7 @@ def test_triton_guard_refuses_one_oversize_request_and_passes_the_others(tmp_pat
     assert [r.has_error() for r in responses] == [False, True, False]
     message = responses[1].error().message()
     assert "lookahead_window_size 5 is above this model's 4" in message and "this request alone" in message
-    triples = [tuple(int(pb.get_output_tensor_by_name(r, n).as_numpy()[0][0])
-                     for n in ("OUT_WINDOW_SIZE", "OUT_NGRAM_SIZE", "OUT_VERIFICATION_SET_SIZE"))
-               for r in (responses[0], responses[2])]
+    triples = [_rows(pb, r)[0] for r in (responses[0], responses[2])]
     assert triples == [(4, 2, 4), (2, 2, 1)]  # none sent: the model's own; sent: the client's
 
     engine = Path(__file__).resolve().parent / "data" / "engines" / "qwen3-8b-424"
@@ -308,6 +320,111 @@ def test_triton_guard_messages(tmp_path, monkeypatch, lookahead, fragment):
 
     [response] = model.execute([_request(pb, **lookahead)])
     assert response.has_error() and fragment in response.error().message()
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4])
+@pytest.mark.parametrize("extra, default", [("", (4, 2, 4)), ("  request_default: 2,2,1\n", (2, 2, 1)),
+                                            ("  request_default: 1,1,0\n", (1, 1, 0))])
+def test_triton_guard_answers_one_triple_per_row_of_a_batched_request(tmp_path, monkeypatch, batch, extra, default):
+    """A request of B rows gets [B, 1] outputs (Triton refuses tensorrt_llm inputs whose batch sizes
+    differ): rows that sent nothing get lookahead.request_default (else the spec), rows that sent a
+    triple get theirs."""
+    model = _guard(tmp_path, monkeypatch, extra=extra)
+    import triton_python_backend_utils as pb  # the stand-in, on sys.path from _guard
+
+    sent = [(1 + r % 4, 2, r % 5) for r in range(batch)]
+    plain, given = model.execute([_request(pb, rows=batch),
+                                  _request(pb, window_size=[t[0] for t in sent], ngram_size=[t[1] for t in sent],
+                                           verification_set_size=[t[2] for t in sent])])
+    assert not plain.has_error() and _rows(pb, plain) == [default] * batch
+    assert not given.has_error() and _rows(pb, given) == sent
+
+
+@pytest.mark.parametrize("batch, bad_row", [(2, 1), (4, 0), (4, 3)])
+def test_triton_guard_refuses_a_batched_request_naming_its_bad_row(tmp_path, monkeypatch, batch, bad_row):
+    model = _guard(tmp_path, monkeypatch)
+    import triton_python_backend_utils as pb  # the stand-in, on sys.path from _guard
+
+    windows = [5 if r == bad_row else 2 for r in range(batch)]
+    [refused, beside] = model.execute([_request(pb, window_size=windows, ngram_size=[2] * batch,
+                                                verification_set_size=[1] * batch), _request(pb)])
+    assert refused.has_error() and not beside.has_error()  # the request alone, not its neighbours
+    message = refused.error().message()
+    assert message.startswith(f"row {bad_row} of {batch}: lookahead_window_size 5 is above this model's 4")
+
+
+def test_triton_guard_refuses_a_lookahead_input_whose_rows_disagree_with_the_batch(tmp_path, monkeypatch):
+    import numpy as np
+
+    model = _guard(tmp_path, monkeypatch)
+    import triton_python_backend_utils as pb  # the stand-in, on sys.path from _guard
+
+    request = pb.InferenceRequest({"REQUEST_INPUT_LEN": np.full((2, 1), 9, dtype=np.int32),
+                                   **{f"lookahead_{k}": np.array([[2, 2]], dtype=np.int32)
+                                      for k in ("window_size", "ngram_size", "verification_set_size")}})
+    [response] = model.execute([request])
+    assert response.has_error() and "one INT32 value per row" in response.error().message()
+
+
+def test_triton_guard_and_ensemble_agree_with_the_stock_models(tmp_path):
+    """Every model of the repository shares the engine's max_batch_size (the stock configs all write
+    ${triton_max_batch_size}), and the lookahead tensors the guard takes and gives have the stock
+    tensorrt_llm inputs' type and dims ([1], optional, allow_ragged_batch; tensorrtllm_backend v0.19.0 and
+    TensorRT-LLM's triton_backend/)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from trtlade.export.triton_stock import TENSORRT_LLM_LOOKAHEAD_INPUTS
+
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, "1.0.0")
+    out = tmp_path / "repo"
+    assert export("triton", str(bundle), "--out", str(out)).exit_code == 0
+    configs = {p.parent.name: text_format.Parse(p.read_text(), model_config_pb2.ModelConfig())
+               for p in out.glob("*/config.pbtxt")}
+    assert {c.max_batch_size for c in configs.values()} == {16}
+    stock = {t.name: t for t in TENSORRT_LLM_LOOKAHEAD_INPUTS}
+    trt = {i.name: i for i in configs["tensorrt_llm"].input if i.name in stock}
+    for name, t in stock.items():
+        got = trt[name]
+        assert (list(got.dims), got.optional, got.allow_ragged_batch, got.HasField("reshape")) == \
+            ([1], True, True, False)
+        assert model_config_pb2.DataType.Name(got.data_type) == t.dtype
+    guard = configs["lookahead_guard"]
+    ensemble = {i.name: i for i in configs["ensemble"].input}
+    for name in stock:  # client -> ensemble -> guard: the same [B, 1] INT32
+        assert [list(i.dims) for i in (ensemble[name], next(g for g in guard.input if g.name == name))] == [[1], [1]]
+    assert all(list(o.dims) == [1] and o.data_type == model_config_pb2.TYPE_INT32 for o in guard.output)
+
+
+def test_triton_export_warns_that_a_schedule_cannot_apply(tmp_path):
+    bundle = make_bundle(tmp_path / "b", extra="  schedule:\n    - {up_to: 2, spec: '4,2,4'}\n    - {spec: '1,1,0'}\n")
+    _engine_version(bundle, "0.19.0")
+    out = tmp_path / "repo"
+    result = export("triton", str(bundle), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "warning: lookahead.schedule and lookahead.policy cannot be expressed in Triton" not in text
+    assert "warning: lookahead.schedule cannot be expressed in Triton" in text and "runs (4,2,4)" in text
+    assert "# warning: lookahead.schedule cannot" in (out / "lookahead_guard" / "config.pbtxt").read_text()
+    plain = make_bundle(tmp_path / "c")
+    _engine_version(plain, "0.19.0")
+    assert "warning" not in export("triton", str(plain), "--out", str(tmp_path / "repo2")).output
+
+
+def test_the_guards_worked_examples_run():
+    import doctest
+    import importlib.util
+
+    from trtlade.export.triton import guard_model_source
+
+    assert ">>> triples(" in guard_model_source()
+    path = Path(__file__).resolve().parents[1] / "trtlade" / "data" / "triton" / "lookahead_guard.py"
+    module_spec = importlib.util.spec_from_file_location("guard_doc", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    failures, attempted = doctest.testmod(module)
+    assert failures == 0 and attempted >= 2
 
 
 def test_triton_export_of_a_plain_spec_has_no_guard_and_no_per_request_inputs(tmp_path):

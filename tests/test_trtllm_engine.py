@@ -374,6 +374,11 @@ def test_follower_builds_the_same_executor_config(tle, tokenizer_dir, monkeypatc
     ("[TensorRT-LLM][ERROR] Assertion failed: maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens() "
      "(/src/cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp:312)", "draft-len-too-large",
      "validate-config"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: Rewinding KV cache blocks for variable SWA models isn't supported "
+     "(/src/cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp:300)", "lookahead-variable-swa",
+     "reference engine"),
+    ("[TensorRT-LLM][ERROR] Assertion failed: Rewinding KV cache blocks for models with multiple pools is not "
+     "supported", "lookahead-variable-swa", "max_seq_len within the smallest"),
     ("[TensorRT-LLM][ERROR] No available XQA kernels are found for speculative decoding mode.", "xqa-kernels",
      "upgrade TensorRT-LLM"),
     ("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory", "out-of-memory",

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV
 from trtlade.builder.errors import BuildError
+from trtlade.trtllm.windows import SlidingWindows, from_hf_config
 
 __all__ = [
     "MODELS_DIR_ENV",
@@ -122,6 +123,8 @@ class HfModelInfo:
     torch_dtype: str | None
     config_sha256: str
     max_position_embeddings: int | None = None
+    #: the model's sliding-window layers when some layers are local and some global (Gemma 2/3), else None
+    sliding_windows: SlidingWindows | None = None
 
     @property
     def trtllm_class(self) -> str:
@@ -243,6 +246,7 @@ def read_hf_config(folder: Path) -> HfModelInfo:
         torch_dtype=torch_dtype,
         config_sha256=hashlib.sha256(raw).hexdigest(),
         max_position_embeddings=max_pos if isinstance(max_pos, int) and not isinstance(max_pos, bool) else None,
+        sliding_windows=from_hf_config(data, where=str(path)),
     )
 
 

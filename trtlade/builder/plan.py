@@ -42,6 +42,7 @@ from trtlade.builder.models import (
 )
 from trtlade.spec import LookaheadSpec
 from trtlade.trtllm.compat import installed_version
+from trtlade.trtllm.windows import lookahead_refusal, within_note
 
 __all__ = [
     "Backend",
@@ -558,6 +559,26 @@ def _check_limits(limits: Limits, spec: LookaheadSpec, origin: Mapping[str, str]
                      f"prompts of at most min(max_seq_len - 1, max_num_tokens) = "
                      f"{min(built['max_seq_len'] - 1, built['max_num_tokens'])} tokens; set --max-num-tokens "
                      f"{limits.max_input_len} (build.max_num_tokens) to serve prompts of max_input_len tokens")
+    _check_sliding_windows(info, built["max_seq_len"], spec.max_draft_len, origin, notes)
     if info.max_position_embeddings is not None and limits.max_seq_len > info.max_position_embeddings:
         notes.append(f"max_seq_len {limits.max_seq_len} is above the model's max_position_embeddings "
                      f"{info.max_position_embeddings}; quality beyond it depends on its rope scaling")
+
+
+def _check_sliding_windows(info: HfModelInfo, built_seq_len: int, draft: int, origin: Mapping[str, str],
+                           notes: list[str]) -> None:
+    """A Lookahead engine of a model with sliding-window layers serves it exactly only when its
+    max_seq_len (as built) is within the smallest window (:mod:`trtlade.trtllm.windows`)."""
+    windows = info.sliding_windows
+    if windows is None:
+        return
+    refusal = lookahead_refusal(windows, built_seq_len)
+    if refusal is None:
+        notes.append(within_note(windows, built_seq_len))
+        return
+    raise BuildError(
+        f"a Lookahead engine of {info.architecture} would not be the model: {refusal}",
+        where=origin["max_seq_len"],
+        hint=f"build with --max-seq-len {windows.smallest - draft} or less (trtllm-build adds the {draft} draft "
+             f"tokens: {windows.smallest} in all, which the windows cover), or serve the model on trtlade's "
+             "reference engine (--backend reference; it applies the windows exactly)")

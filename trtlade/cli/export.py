@@ -81,14 +81,18 @@ def triton(
     """Triton's inflight_batcher_llm model repository (preprocessing, lookahead_guard, tensorrt_llm,
     postprocessing, ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's
     ModelConfig. lookahead_guard refuses a request's oversize (w,n,g) for that request alone (TensorRT-LLM
-    would fail every request in flight on it)."""
+    would fail every request in flight on it), row by row for a batched request, and gives a request that
+    names none lookahead.request_default (else the bundle's spec). A lookahead.schedule or policy other than
+    fixed cannot apply in Triton: the export warns."""
     from trtlade.export.common import write_tree
     from trtlade.export.triton import model_repository
 
     src = _export(bundle, bundle_path, tokenizer, lambda s: write_tree(out, model_repository(s), force=force))
-    from trtlade.export.triton import engine_version
+    from trtlade.export.triton import engine_version, warnings
     from trtlade.export.triton_stock import family, model_py_source
 
+    for warning in warnings(src):
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
     source = model_py_source(family(engine_version(src.engine.version)))
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
                       f"models' model.py from {source} (lookahead_guard's is written), then: tritonserver "

@@ -15,7 +15,7 @@ from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 from trtlade.config.schema import TrtladeConfig
 from trtlade.errors import TrtladeError
 from trtlade.files import write_text_atomic
-from trtlade.trtllm.engine_config import EngineConfig, EngineConfigError, read_engine_config
+from trtlade.trtllm.engine_config import EngineConfig, EngineConfigError, read_engine_config, sliding_window_finding
 
 __all__ = ["ExportError", "ExportSource", "read_source", "write_file", "write_tree"]
 
@@ -60,6 +60,7 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
         engine = read_engine_config(bundle.engine_dir)
     except EngineConfigError as exc:
         raise ExportError(f"cannot read the bundle's engine: {exc}", "rebuild the bundle", where=str(path)) from None
+    _refuse_variable_windows(engine)
     model = loaded.config.model
     tok = tokenizer or (loaded.resolve(model.tokenizer) if model.tokenizer else None) or \
         (loaded.resolve(model.path) if model.path else None)
@@ -71,6 +72,14 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
     candidates = (model_dir_here, tokenizer, *local)
     model_dir = next((Path(p) for p in candidates if p and (Path(p) / "config.json").is_file()), None)
     return ExportSource(bundle, loaded.config, engine, (root or path.resolve()), Path(tok), model_dir)
+
+
+def _refuse_variable_windows(engine: EngineConfig) -> None:
+    """Every export refuses what ``trtlade build``, validate-config and serve refuse: a Lookahead engine
+    of a sliding-window model past its smallest window (:mod:`trtlade.trtllm.windows`)."""
+    finding = sliding_window_finding(engine)
+    if finding is not None and finding[0] == "error":
+        raise ExportError(finding[2], finding[3], where=f"{engine.config_path}:build_config.max_seq_len")
 
 
 def _refuse_existing(out: Path, force: bool) -> None:

@@ -45,7 +45,7 @@ from trtlade.export import triton_stock as stock
 from trtlade.export.common import ExportError, ExportSource
 
 __all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "model_repository",
-           "parse_config", "guard_model_source"]
+           "parse_config", "guard_model_source", "warnings"]
 
 #: The first TensorRT-LLM (and tensorrtllm_backend) release whose Triton backend reads lookahead.
 MIN_TRTLLM = (0, 19)
@@ -106,7 +106,8 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
         _tensor(pb, In, "streaming", "TYPE_BOOL", [1], optional=True),
     ])
     if not spec.is_autoregressive:  # a plain model refuses per-request lookahead (utils.cc): none exposed
-        c.input.extend(_tensor(pb, In, key, "TYPE_INT32", [1], reshape=[], optional=True) for key in LOOKAHEAD_KEYS)
+        c.input.extend(_tensor(pb, In, t.name, t.dtype, list(t.dims), optional=t.optional,
+                               allow_ragged_batch=t.ragged) for t in stock.TENSORRT_LLM_LOOKAHEAD_INPUTS)
     Out = pb.ModelOutput
     c.output.extend([_tensor(pb, Out, "output_ids", "TYPE_INT32", [-1, -1]),
                      _tensor(pb, Out, "sequence_length", "TYPE_INT32", [-1])])
@@ -162,14 +163,33 @@ def _lookahead_guard(pb: Any, src: ExportSource) -> Any:
     request whose (w,n,g) the model does not admit, for that request alone."""
     c = pb.ModelConfig(name=GUARD, backend="python", max_batch_size=src.engine.max_batch_size)
     In, Out = pb.ModelInput, pb.ModelOutput
+    # the client's triple arrives as the ensemble's inputs, [B, 1] like tensorrt_llm's stock lookahead inputs
     c.input.extend([_tensor(pb, In, "REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
-                    *(_tensor(pb, In, key, "TYPE_INT32", [1], optional=True) for key in LOOKAHEAD_KEYS)])
+                    *(_tensor(pb, In, t.name, t.dtype, list(t.dims), optional=True)
+                      for t in stock.TENSORRT_LLM_LOOKAHEAD_INPUTS)])
     c.output.extend(_tensor(pb, Out, name, "TYPE_INT32", [1]) for name in GUARD_OUTPUTS)
     c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
-    spec = src.config.lookahead.spec
-    _params(c, dict(zip(("max_window_size", "max_ngram_size", "max_verification_set_size"),
-                        map(str, spec.as_tuple()))))
+    lookahead = src.config.lookahead
+    _params(c, {**dict(zip(("max_window_size", "max_ngram_size", "max_verification_set_size"),
+                           map(str, lookahead.spec.as_tuple()))),
+                **dict(zip(("default_window_size", "default_ngram_size", "default_verification_set_size"),
+                           map(str, lookahead.default_request.as_tuple())))})
     return c
+
+
+def warnings(src: ExportSource) -> list[str]:
+    """What the bundle's config asks for that Triton cannot do (printed by ``export triton`` and written into
+    the guard's config.pbtxt): a load-aware ``lookahead.schedule`` or ``lookahead.policy`` other than
+    ``fixed`` needs trtlade's server, which counts the requests in flight; Triton's ensemble sees one
+    request at a time, so the guard gives every request that names no (w,n,g) one triple."""
+    lookahead = src.config.lookahead
+    keys = [k for k, v in (("lookahead.schedule", lookahead.schedule),
+                           ("lookahead.policy", lookahead.policy not in (None, "fixed") and lookahead.policy)) if v]
+    if not keys or lookahead.spec.is_autoregressive:
+        return []
+    return [f"{' and '.join(keys)} cannot be expressed in Triton (the ensemble has no count of the requests in "
+            f"flight): every request that names no (w,n,g) runs ({lookahead.default_request}) there; serve with "
+            "`trtlade serve` to apply them"]
 
 
 def _ensemble(pb: Any, src: ExportSource) -> Any:
@@ -240,7 +260,8 @@ def model_repository(src: ExportSource) -> dict[str, str]:
     pb = _pb()
     header = (f"# written by `trtlade export triton` from the bundle {src.bundle.root}: engine {src.engine_dir}, "
               f"lookahead ({src.config.lookahead.spec}); model.py files: "
-              f"{stock.model_py_source(stock.family(version))}\n")
+              f"{stock.model_py_source(stock.family(version))}\n"
+              + "".join(f"# warning: {w}\n" for w in warnings(src)))
     files: dict[str, str] = {}
     builds = [_preprocessing, _tensorrt_llm, _postprocessing, _ensemble]
     if not src.config.lookahead.spec.is_autoregressive:

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 __all__ = ["Tensor", "family", "model_py_source", "preprocessing_inputs", "preprocessing_outputs",
-           "preprocessing_parameters", "TENSORRT_LLM_REQUIRED_PARAMETERS", "INITIALIZE_READS"]
+           "preprocessing_parameters", "TENSORRT_LLM_REQUIRED_PARAMETERS", "INITIALIZE_READS",
+           "TENSORRT_LLM_LOOKAHEAD_INPUTS", "STOCK_MAX_BATCH_SIZE"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Tensor:
     dtype: str  # Triton's DataType name, e.g. "TYPE_INT32"
     dims: tuple[int, ...]
     optional: bool = False
+    ragged: bool = False  # allow_ragged_batch
 
 
 def family(version: tuple[int, ...]) -> str:
@@ -121,6 +123,16 @@ def preprocessing_parameters(line: str, tokenizer: str, engine_dir: str,
         params["hf_model_path"] = hf_model or tokenizer
     return params
 
+
+#: The stock tensorrt_llm model's per-request lookahead inputs, the same in both release lines
+#: (tensorrtllm_backend v0.19.0 and NVIDIA/TensorRT-LLM triton_backend/, all_models/inflight_batcher_llm/
+#: tensorrt_llm/config.pbtxt): INT32, dims [1] (so [B, 1] with Triton's batch dimension), optional,
+#: allow_ragged_batch, no reshape. The guard's outputs feed them, so they are [B, 1] too.
+TENSORRT_LLM_LOOKAHEAD_INPUTS = tuple(Tensor(name, "TYPE_INT32", (1,), optional=True, ragged=True) for name in (
+    "lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size"))
+#: Every stock model of inflight_batcher_llm (ensemble, preprocessing, tensorrt_llm, postprocessing, ...)
+#: writes ``max_batch_size: ${triton_max_batch_size}``: one value for all, which the guard shares.
+STOCK_MAX_BATCH_SIZE = "${triton_max_batch_size}"
 
 #: The tensorrt_llm model's parameters read with no fallback (ModelInstanceState::getBatchingTypeFromParams
 #: and ::getGuidedDecodingConfigFromParams, 0.19 and the newest triton_backend): empty means "unused".

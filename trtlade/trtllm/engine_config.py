@@ -38,6 +38,7 @@ from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import LookaheadSpec, fitting_specs
 from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, is_supported, known_bugs, parse_version
+from trtlade.trtllm.windows import from_engine_config, lookahead_refusal
 
 if TYPE_CHECKING:  # pragma: no cover
     from trtlade.config.schema import BuildSection
@@ -412,7 +413,8 @@ def check_engine(spec: LookaheadSpec, engine: EngineConfig, build: "BuildSection
     """
     ctx = _Ctx(spec, engine, source, spec_path)
     checks = (_check_version, _check_mode_and_draft_len, _check_beam_width, _check_batching_support,
-              _check_dtype, _check_rank_files, _check_num_tokens, _check_seq_len, _check_prompt_limit)
+              _check_dtype, _check_rank_files, _check_num_tokens, _check_seq_len, _check_prompt_limit,
+              _check_sliding_windows)
     for check in checks:
         check(ctx)
     if build is not None:
@@ -635,6 +637,36 @@ def _check_prompt_limit(ctx: _Ctx) -> None:
                       "prompts get 400",
                       hint=f"rebuild with --max_num_tokens {engine.max_input_len} or more to serve prompts of "
                            f"max_input_len tokens (build.max_num_tokens)")
+
+
+def sliding_window_finding(engine: EngineConfig) -> tuple[str, str, str, str] | None:
+    """Gemma 2/3 on TensorRT-LLM (:mod:`trtlade.trtllm.windows`) as ``(severity, code, message, hint)``:
+    a Lookahead engine past the smallest sliding window is an error (build, validate-config, serve and
+    every export refuse it); a plain one is served with one window for every layer (trtlade sets no
+    per-layer windows), so past that window it is not the model either: a warning. None otherwise."""
+    windows = from_engine_config(engine.raw)
+    refusal = None if windows is None else lookahead_refusal(windows, engine.max_seq_len)
+    if windows is None or refusal is None:
+        return None
+    if engine.is_lookahead:
+        return ("error", "lookahead-variable-swa",
+                f"this Lookahead engine of {engine.architecture} cannot serve the model: {refusal}",
+                f"rebuild with `trtlade build --max-seq-len {windows.smallest - engine.max_draft_len}` or less (the "
+                "windows then cover the whole sequence), or serve the model on trtlade's reference engine "
+                "(serve.engine reference), which applies the windows exactly")
+    return ("warning", "plain-engine-global-windows",
+            f"{engine.architecture} has {windows.local_layers} sliding-window layers ({windows.source}) and this "
+            f"engine holds {engine.max_seq_len} tokens: trtlade passes no KvCacheConfig.max_attention_window, so "
+            "TensorRT-LLM gives every layer one window of max_seq_len and past "
+            f"{windows.smallest} tokens the output is not the model's",
+            f"keep prompts plus answers within {windows.smallest} tokens, or serve the model on the reference "
+            "engine (serve.engine reference)")
+
+
+def _check_sliding_windows(ctx: _Ctx) -> None:
+    finding = sliding_window_finding(ctx.engine)
+    if finding is not None:
+        ctx.on_engine(finding[0], finding[1], "build_config.max_seq_len", finding[2], hint=finding[3])
 
 
 def _check_build_section(ctx: _Ctx, build: "BuildSection") -> None:

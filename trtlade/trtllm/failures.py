@@ -76,6 +76,17 @@ KNOWN_FAILURES: tuple[KnownFailure, ...] = (
         "decoding mode and no lookahead config); to use lookahead, rebuild with `trtlade build` "
         "(--speculative_decoding_mode lookahead_decoding); with grps, remove the lookahead_decoding block"),
     KnownFailure(
+        "lookahead-variable-swa",
+        r"Rewinding KV cache blocks for (variable SWA models isn't supported|models with multiple pools)",
+        "a Lookahead engine was started with per-layer attention windows (KvCacheConfig.max_attention_window, "
+        "Gemma 2/3's sliding windows): Lookahead rewinds the KV cache after each step and TensorRT-LLM "
+        "refuses that with variable windows (TrtGptModelInflightBatching's constructor, "
+        "cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp; needsKVCacheRewind() includes "
+        "kLookaheadDecoding)",
+        "serve the model without lookahead windows: rebuild with max_seq_len within the smallest sliding "
+        "window (every layer's window then covers the sequence, so one window serves exactly), or serve "
+        "it on trtlade's reference engine (serve.engine reference), which applies the windows exactly"),
+    KnownFailure(
         "xqa-kernels", r"No available XQA kernels are found for speculative decoding mode",
         "this GPU / head size has no speculative-decoding XQA kernels in this TensorRT-LLM version "
         "(known on A10 with 0.16, NVIDIA/TensorRT-LLM#2879)",

@@ -664,6 +664,16 @@ class Executor:
             # lookahead config; the engine runs plain.
             self._warnings.append("Model is not built with Lookahead decoding, but decoding mode is Lookahead. "
                                   "Overwriting decoding mode.")
+        self._windows = self._attention_windows(executor_config.kv_cache_config)
+        if self._lookahead:
+            # mirrors: trtGptModelInflightBatching.cpp, TrtGptModelInflightBatching::TrtGptModelInflightBatching
+            # (1.x; needsKVCacheRewind() includes kLookaheadDecoding, cpp/include/tensorrt_llm/runtime/
+            # speculativeDecodingMode.h): a rewinding mode checks getNumPools() == 1 ("Rewinding KV cache
+            # blocks for models with multiple pools is not supported"), then !isVariableWindow() ("Rewinding
+            # KV cache blocks for variable SWA models isn't supported"). The block manager keeps one pool per
+            # window size, so variable windows fail the first check; the double raises that one.
+            _assert(len(set(self._windows)) == 1,
+                    "Rewinding KV cache blocks for models with multiple pools is not supported")
         self._spec = ((la.max_window_size, la.max_ngram_size, la.max_verification_set_size)
                       if la is not None and self._lookahead else (1, 1, 0))
         self._lock = threading.Condition()
@@ -673,6 +683,15 @@ class Executor:
         self._shutdown = False
         self._requests: list[Request] = []
         _instances.append(self)
+
+    def _attention_windows(self, kv: "KvCacheConfig | None") -> list[int]:
+        """mirrors: cpp/tensorrt_llm/batch_manager/trtGptModel.h, TrtGptModel::TrtGptModel: without
+        KvCacheConfig.max_attention_window every layer gets one window of max_sequence_len (a Gemma
+        engine's local layers then attend globally); with it, each window clamped to max_sequence_len."""
+        given = None if kv is None else kv.max_attention_window
+        if not given:
+            return [self._max_seq_len]
+        return [min(int(w), self._max_seq_len) for w in given]
 
     @staticmethod
     def _prompt_limit(build: dict) -> int:

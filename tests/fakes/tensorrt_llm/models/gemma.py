@@ -12,7 +12,14 @@ class GemmaConfig(PretrainedConfig):
     def from_hugging_face(cls, hf_config_or_dir: Any, dtype: str = "auto", mapping: Any = None,
                           quant_config: Any = None, **kwargs: Any) -> "GemmaConfig":
         hf = read_hf_config(hf_config_or_dir)
-        return cls(mapping=mapping, quantization=quant_config, **cls.common_fields(hf, dtype))
+        fields = cls.common_fields(hf, dtype)
+        # mirrors: tensorrt_llm/models/modeling_utils.py, Gemma3ConfigGroup (sliding_window,
+        # _sliding_window_pattern, rope_local_base_freq, ... kept in the checkpoint's config); Gemma2ConfigGroup
+        # keeps no window (query_pre_attn_scalar and the two soft-cappings only)
+        if fields["architecture"] == "Gemma3ForCausalLM":
+            fields["sliding_window"] = hf.get("sliding_window")
+            fields["_sliding_window_pattern"] = hf.get("sliding_window_pattern", 6)
+        return cls(mapping=mapping, quantization=quant_config, **fields)
 
 
 class GemmaForCausalLM(PretrainedModel):
