@@ -59,11 +59,57 @@ def test_out_of_range_errors_name_the_version_and_the_reason():
     assert "cannot read" in version_problem("latest").message
 
 
-@pytest.mark.parametrize("version, qwen3", [("0.16.0", False), ("0.19.0", False), ("1.0.0", True),
+@pytest.mark.parametrize("version, qwen3", [("0.16.0", False), ("0.19.0", False), ("1.0.0rc0", False),
+                                            ("1.0.0rc2", False), ("1.0.0rc3", True), ("1.0.0", True),
                                             ("1.2.1", True)])
 def test_qwen3_support(version, qwen3):
     assert supports_qwen3(version) is qwen3
     assert ("patched" in qwen3_note(version)) is (not qwen3)
+    if not qwen3:  # never "this release builds Qwen3" in the same breath as the refusal
+        assert "1.0.0rc3" in qwen3_note(version) and f"TensorRT-LLM {version} builds" not in qwen3_note(version)
+
+
+@pytest.mark.parametrize("version, head_dim, moe, ok", [
+    ("1.0.0rc3", False, False, True), ("1.0.0rc4", True, False, False), ("1.0.0rc5", True, False, True),
+    ("1.0.0rc5", False, True, False), ("1.0.0rc6", True, True, True), ("1.2.0", True, True, True),
+])
+def test_qwen3_support_by_checkpoint_feature(version, head_dim, moe, ok):
+    assert supports_qwen3(version, head_dim=head_dim, moe=moe) is ok
+
+
+def _qwen3_folder(tmp_path, **extra):
+    hf = tmp_path / "hf"
+    hf.mkdir(exist_ok=True)
+    (hf / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                                "torch_dtype": "bfloat16", **extra}))
+    return hf
+
+
+@pytest.mark.parametrize("version, outcome", [
+    ("1.0.0rc2", "Unsupported Qwen type: qwen3"), ("1.0.0rc3", "qkv weight shape"), ("1.0.0rc4", "qkv weight shape"),
+    ("1.0.0rc5", None), ("1.0.0", None),
+])
+def test_the_double_converts_qwen3_per_pre_release(fake_trtllm, tmp_path, version, outcome):
+    """Qwen3-0.6B's shapes (head_dim 128 against hidden_size 1024 / 16 heads = 64)."""
+    hf = _qwen3_folder(tmp_path, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128)
+    fake_trtllm.__version__ = version
+    cls = fake_trtllm.models.MODEL_MAP["Qwen3ForCausalLM"]
+    quant = fake_trtllm.models.QuantConfig()
+    if outcome is None:
+        cls.from_hugging_face(str(hf), "auto", mapping=fake_trtllm.Mapping(), quant_config=quant)
+    else:
+        with pytest.raises(AssertionError, match=outcome):
+            cls.from_hugging_face(str(hf), "auto", mapping=fake_trtllm.Mapping(), quant_config=quant)
+
+
+def test_the_double_reads_quant_algo_on_the_legacy_converter_path(fake_trtllm, tmp_path, monkeypatch):
+    hf = _qwen3_folder(tmp_path)
+    fake_trtllm.__version__ = "1.0.0"
+    cls = fake_trtllm.models.MODEL_MAP["Qwen3ForCausalLM"]
+    monkeypatch.setenv("TRTLLM_DISABLE_UNIFIED_CONVERTER", "1")
+    with pytest.raises(AttributeError):
+        cls.from_hugging_face(str(hf), "auto", mapping=fake_trtllm.Mapping(), quant_config=None)
+    cls.from_hugging_face(str(hf), "auto", mapping=fake_trtllm.Mapping(), quant_config=fake_trtllm.models.QuantConfig())
 
 
 def test_import_finds_the_double_and_checks_its_version(fake_trtllm):

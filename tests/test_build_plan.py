@@ -60,7 +60,7 @@ def test_every_buildable_architecture_names_its_first_version_in_range():
     for arch in BUILDABLE:
         assert arch.architecture in ARCHITECTURE_TO_CLASS and arch.source
         assert (0, 16, 0) <= parse_version(arch.first_version).key < (1, 3, 0)
-    assert FIRST_VERSION["Gemma3ForCausalLM"] == "0.19.0" and FIRST_VERSION["Qwen3ForCausalLM"] == "1.0.0"
+    assert FIRST_VERSION["Gemma3ForCausalLM"] == "0.19.0" and FIRST_VERSION["Qwen3ForCausalLM"] == "1.0.0rc3"
     assert FIRST_VERSION["LlamaForCausalLM"] == "0.16.0"
 
 
@@ -361,3 +361,62 @@ def test_plan_notes_the_executors_prompt_limit_when_max_num_tokens_is_below_max_
     assert "= 8192 tokens" in note and "--max-num-tokens 16384" in note
     fits = plan_for(tmp_path / "2", "llama", max_batch_size=8, max_input_len=4096, max_num_tokens=8192)
     assert not [n for n in fits.notes if "is above max_num_tokens" in n]
+
+
+# ------------------------------------------------------------------------------ Qwen3 release floors
+QWEN3_06B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+             "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+             "tie_word_embeddings": True}
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+            "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "tie_word_embeddings": False}
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "torch_dtype": "bfloat16",
+             "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128}
+
+
+def _qwen3_plan(tmp_path, monkeypatch, config, installed):
+    monkeypatch.setattr("trtlade.builder.plan.installed_version", lambda: installed)
+    folder = tmp_path / "models" / "q"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), output=tmp_path / "out"),
+                     config=None, env={}, cwd=tmp_path, trtllm_present=True)
+
+
+@pytest.mark.parametrize("config, installed, first", [
+    (QWEN3_8B, "1.0.0rc0", "1.0.0rc3"), (QWEN3_8B, "1.0.0rc2", "1.0.0rc3"), (QWEN3_8B, "1.0.0rc3", None),
+    (QWEN3_8B, "1.0.0", None), (QWEN3_06B, "1.0.0rc3", "1.0.0rc5"), (QWEN3_06B, "1.0.0rc4", "1.0.0rc5"),
+    (QWEN3_06B, "1.0.0rc5", None), (QWEN3_06B, "1.2.0", None), (QWEN3_MOE, "1.0.0rc5", "1.0.0rc6"),
+    (QWEN3_MOE, "1.0.0rc6", None), (QWEN3_8B, "0.16.0", None),  # 0.x: maybe patched, the probe decides
+])
+def test_qwen3_is_refused_below_the_first_release_that_converts_that_checkpoint(tmp_path, monkeypatch, config,
+                                                                                 installed, first):
+    if first is None:
+        plan = _qwen3_plan(tmp_path, monkeypatch, config, installed)
+        (note,) = [n for n in plan.notes if n.startswith("this Qwen3 checkpoint needs")]
+        assert f"installed: {installed}" in note
+        return
+    with pytest.raises(BuildError) as err:
+        _qwen3_plan(tmp_path, monkeypatch, config, installed)
+    assert f"TensorRT-LLM {installed} does not convert this Qwen3 checkpoint" in err.value.message
+    assert f"the first release that does is {first}" in err.value.message
+    assert f"tensorrt-llm>={first},<1.3" in err.value.hint and "--backend reference" in err.value.hint
+    if first == "1.0.0rc5":
+        assert "(head_dim 128)" in err.value.message and "#6182" in err.value.message
+
+
+def test_qwen3_with_tied_embeddings_is_warned_not_refused(tmp_path, monkeypatch):
+    plan = _qwen3_plan(tmp_path, monkeypatch, QWEN3_06B, "1.2.0")
+    assert any("tie_word_embeddings is true" in n and "open upstream" in n for n in plan.notes)
+    assert not any("tie_word_embeddings" in n for n in _qwen3_plan(tmp_path / "b", monkeypatch, QWEN3_8B,
+                                                                    "1.2.0").notes)
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq", "fp8", "compressed-tensors"])
+def test_a_quantized_checkpoint_is_refused_by_name_with_what_builds_it(tmp_path, monkeypatch, method):
+    config = dict(QWEN3_8B, quantization_config={"quant_method": method, "bits": 4})
+    with pytest.raises(BuildError) as err:
+        _qwen3_plan(tmp_path, monkeypatch, config, "1.2.0")
+    assert f"quant_method: {method}" in err.value.message and "full-precision" in err.value.message
+    assert "quantize.py" in err.value.hint and "int4_gptq" in err.value.hint
+    assert err.value.where.endswith("config.json:quantization_config")

@@ -69,7 +69,7 @@ def test_build_converts_per_rank_and_runs_trtllm_build_exactly(tmp_path, fake_tr
     assert [c["mapping"] for c in per_rank] == [
         {"world_size": world, "rank": r, "tp_size": tp, "pp_size": pp} for r in range(world)]
     assert {(c["class"], c["hf_dir"], c["dtype"], c["quant_config"]) for c in per_rank} == {
-        (cls, str(hf), HF[kind]["torch_dtype"], None)}
+        (cls, str(hf), HF[kind]["torch_dtype"], "QuantConfig")}  # QuantConfig(), as upstream passes it
     saves = [(c["rank"], c["save_config"]) for c in calls if c["call"] == "save_checkpoint"]
     assert saves == [(r, r == 0) for r in range(world)]
 
@@ -143,8 +143,12 @@ def test_deployment_config_and_extra_options(tmp_path, fake_trtllm_build):
     assert cfg_obj.build.max_batch_size == 4
     extra = yaml.safe_load((out / "extra_llm_api_options.yml").read_text())
     assert extra == {"speculative_config": {"decoding_type": "Lookahead", "max_window_size": 4,
-                                            "max_ngram_size": 2, "max_verification_set_size": 4}}
-    assert "0.16 to 0.18" in (out / "extra_llm_api_options.yml").read_text()
+                                            "max_ngram_size": 2, "max_verification_set_size": 4},
+                     "kv_cache_config": {"enable_block_reuse": False}}  # as trtlade serve and Triton: explicit
+    text = (out / "extra_llm_api_options.yml").read_text()
+    assert "0.16 to 0.18" in text and "LLM API's own default is on" in text
+    # the fake toolchain is 0.16: trtllm-serve's engine path is its default there, no --backend
+    assert f"#   trtllm-serve engine --tokenizer {hf.resolve()}" in text and "--backend" in text
 
 
 def test_tampered_bundle_is_caught(tmp_path, fake_trtllm_build):
@@ -340,3 +344,23 @@ def test_gemma3_builds_on_019_through_the_fake_builder(tmp_path, fake_trtllm_bui
     engine = json.loads((out / "engine" / "config.json").read_text())
     assert engine["pretrained_config"]["sliding_window"] == 512 and engine["build_config"]["max_seq_len"] == 512
     assert not [d for d in engine_check(out) if d.severity == "error"]
+
+
+@pytest.mark.parametrize("version, flag", [("0.19.0", ""), ("0.21.0", ""), ("1.0.0", "--backend trt"),
+                                           ("1.1.0", "--backend tensorrt"), ("1.2.0", "--backend tensorrt"),
+                                           (None, "--backend trt")])
+def test_the_trtllm_serve_command_is_spelled_for_the_release(version, flag):
+    from trtlade.builder.bundle import trtllm_serve_backend
+
+    got, why = trtllm_serve_backend(version)
+    assert got == flag and ("#5717" in why or "#7829" in why)
+
+
+def test_block_reuse_in_the_llm_api_options_follows_the_config(tmp_path, fake_trtllm_build):
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(f"model: {{path: {model(tmp_path, 'llama')}}}\nlookahead: {{spec: '4,2,4'}}\n"
+                   "serve: {kv_cache_enable_block_reuse: true}\n")
+    out = tmp_path / "b"
+    assert build("--config", str(cfg), "--output", str(out)).exit_code == 0
+    extra = yaml.safe_load((out / "extra_llm_api_options.yml").read_text())
+    assert extra["kv_cache_config"] == {"enable_block_reuse": True}

@@ -222,27 +222,67 @@ def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
 
 
 def extra_llm_api_options(plan: BuildPlan) -> dict[str, Any]:
-    """``--extra_llm_api_options`` for TensorRT-LLM 1.x's ``trtllm-serve --backend tensorrt``.
+    """``--extra_llm_api_options`` for TensorRT-LLM 1.x's ``trtllm-serve`` on the engine backend.
 
-    As read in tensorrt_llm/commands/serve.py (newest stored commit): ``--backend`` takes pytorch,
-    tensorrt or _autodeploy (``trt`` is an alias of tensorrt) and defaults to pytorch, so an engine
-    directory needs ``--backend tensorrt``, which builds ``tensorrt_llm._tensorrt_engine.LLM``; the YAML
-    file updates the LLM arguments (``update_llm_args_with_extra_dict``), and
-    tensorrt_llm/llmapi/llm_args.py maps ``decoding_type: Lookahead`` to ``LookaheadDecodingConfig``
-    (every field > 0). Each 1.0-1.2 release was not read separately, and the path was not run end to end.
+    As read in tensorrt_llm/commands/serve.py: the YAML file updates the LLM arguments
+    (``update_llm_args_with_extra_dict``), and tensorrt_llm/llmapi/llm_args.py maps ``decoding_type:
+    Lookahead`` to ``LookaheadDecodingConfig`` (every field > 0). ``kv_cache_config.enable_block_reuse``
+    is written explicitly: the LLM API's KvCacheConfig turns block reuse on by default, while ``trtlade
+    serve`` and the Triton export set it from ``serve.kv_cache_enable_block_reuse`` (off by default), so
+    the three deployments of one bundle behave alike. The path was not run end to end.
     """
     w, n, g = plan.spec.as_tuple()
     return {"speculative_config": {"decoding_type": "Lookahead", "max_window_size": w, "max_ngram_size": n,
-                                   "max_verification_set_size": g}}
+                                   "max_verification_set_size": g},
+            "kv_cache_config": {"enable_block_reuse": _block_reuse(plan)}}
 
 
-def render_extra_options(plan: BuildPlan, engine_dir: str = ENGINE_DIR) -> str:
+def _block_reuse(plan: BuildPlan) -> bool:
+    serve = plan.config_data.get("serve") if isinstance(plan.config_data, Mapping) else None
+    value = serve.get("kv_cache_enable_block_reuse") if isinstance(serve, Mapping) else None
+    return bool(value) if isinstance(value, bool) else False
+
+
+def trtllm_serve_backend(version: str | None) -> tuple[str, str]:
+    """The ``--backend`` words that select the engine backend of ``trtllm-serve`` in a release, and why.
+
+    tensorrt_llm/commands/serve.py, by release: up to 0.21 (and the 1.0 candidates before
+    NVIDIA/TensorRT-LLM#5717) ``--backend`` offers only ``pytorch`` and the engine is the default, so no
+    flag; #5717 made PyTorch the default and named the engine backend ``trt``; #7829 (merged 2025-09-18,
+    after the 1.0 branch) renamed it ``tensorrt`` and kept ``trt`` as an alias (ChoiceWithAlias). So
+    ``--backend trt`` selects it on every 1.x release that has the flag.
+
+    >>> trtllm_serve_backend("0.21.0")[0], trtllm_serve_backend("1.0.0")[0], trtllm_serve_backend("1.2.0")[0]
+    ('', '--backend trt', '--backend tensorrt')
+    """
+    from trtlade.trtllm.compat import parse_version
+
+    if version is None:
+        return "--backend trt", ("the release is not known here: every 1.x release takes --backend trt (1.1 and "
+                                 "later also tensorrt, NVIDIA/TensorRT-LLM#7829); 0.19-0.21 take no --backend "
+                                 "(the engine is the default)")
+    v = parse_version(version)
+    if v.major < 1:
+        return "", (f"TensorRT-LLM {version}: the engine is trtllm-serve's default backend (--backend offers only "
+                    "pytorch before NVIDIA/TensorRT-LLM#5717)")
+    if (v.major, v.minor) == (1, 0):
+        return "--backend trt", (f"TensorRT-LLM {version}: the engine backend is spelled trt (#5717); on a 1.0.0 "
+                                 "release candidate older than #5717 drop --backend (the engine is the default)")
+    return "--backend tensorrt", f"TensorRT-LLM {version}: tensorrt (#7829; trt is an alias)"
+
+
+def render_extra_options(plan: BuildPlan, engine_dir: str = ENGINE_DIR, version: str | None = None) -> str:
+    flag, why = trtllm_serve_backend(version)
+    command = " ".join(p for p in ("trtllm-serve", engine_dir, flag, "--tokenizer", str(plan.model.path)) if p)
     head = [
-        "# For TensorRT-LLM 1.x's own OpenAI server (the engine backend), from this folder:",
-        f"#   trtllm-serve {engine_dir} --backend tensorrt --tokenizer {plan.model.path} \\",
+        "# For TensorRT-LLM's own OpenAI server (the engine backend), from this folder:",
+        f"#   {command} \\",
         "#       --extra_llm_api_options extra_llm_api_options.yml",
+        f"# --backend: {why}.",
         "# trtllm-serve of 0.16 to 0.18 has no way to set a lookahead config (use `trtlade serve`).",
         "# trtllm-serve rejects unknown request fields: no per-request (w,n,g) there.",
+        "# kv_cache_config.enable_block_reuse is written as trtlade serve and the Triton export set it "
+        "(serve.kv_cache_enable_block_reuse): the LLM API's own default is on.",
     ]
     if not plan.spec.llmapi_compatible:
         head.append(f"# WARNING: ({plan.spec}) has a 0 field; the 1.x LLM API requires every field > 0.")

@@ -10,7 +10,7 @@ which does, for every rank r < tp*pp::
 
     mapping = tensorrt_llm.Mapping(world_size=tp*pp, rank=r, tp_size=tp, pp_size=pp)
     model = tensorrt_llm.models.QWenForCausalLM.from_hugging_face(hf_dir, dtype, mapping=mapping,
-                                                                   quant_config=None)
+                                                                   quant_config=QuantConfig())
     model.save_checkpoint(checkpoint_dir, save_config=(r == 0))   # rank{r}.safetensors (+ config.json)
 
 ``--probe`` only imports TensorRT-LLM (checking 0.16 <= version < 1.3), finds the class, and runs the
@@ -83,6 +83,13 @@ def _model_class(trt: Any, name: str) -> Any:
     return cls
 
 
+def _no_quantization() -> Any:
+    """``QuantConfig()`` (no quantization), as upstream's convert_checkpoint.py passes it: some converter
+    paths read ``quant_config.quant_algo`` without a None check (tensorrt_llm/models/qwen/model.py,
+    QWenForCausalLM.from_hugging_face: Qwen 1 with tp > 1 and TRTLLM_DISABLE_UNIFIED_CONVERTER)."""
+    return import_tensorrt_llm("models.modeling_utils").QuantConfig()
+
+
 def _mapping(trt: Any, tp: int, pp: int, rank: int) -> Any:
     return trt.Mapping(world_size=tp * pp, rank=rank, tp_size=tp, pp_size=pp)
 
@@ -122,7 +129,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         try:
             config_class.from_hugging_face(str(args.hf_dir), dtype=args.dtype,
                                            mapping=_mapping(trt, args.tp_size, args.pp_size, 0),
-                                           quant_config=None)
+                                           quant_config=_no_quantization())
         except Exception as exc:  # noqa: BLE001 - reported as data
             known = _known(exc, version)
             if known is not None:
@@ -147,9 +154,10 @@ def convert(args: argparse.Namespace) -> dict[str, Any]:
         mapping = _mapping(trt, args.tp_size, args.pp_size, rank)
         print(f"[trtlade] rank {rank}/{world}: {cls.__name__}.from_hugging_face({str(args.hf_dir)!r}, "
               f"{args.dtype!r}, mapping=Mapping(world_size={world}, rank={rank}, tp_size={args.tp_size}, "
-              f"pp_size={args.pp_size}), quant_config=None)", flush=True)
+              f"pp_size={args.pp_size}), quant_config=QuantConfig())", flush=True)
         try:
-            model = cls.from_hugging_face(str(args.hf_dir), args.dtype, mapping=mapping, quant_config=None)
+            model = cls.from_hugging_face(str(args.hf_dir), args.dtype, mapping=mapping,
+                                          quant_config=_no_quantization())
             model.save_checkpoint(str(out), save_config=(rank == 0))
         except Exception as exc:  # noqa: BLE001
             known = _known(exc, info["version"])

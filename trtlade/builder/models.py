@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from trtlade.bundle import CONFIG_FILE, MANIFEST_FILE, MODELS_DIR_ENV
 from trtlade.builder.errors import BuildError
+from trtlade.trtllm.compat import QWEN3_FLOORS
 from trtlade.trtllm.windows import SlidingWindows, from_hf_config
 
 __all__ = [
@@ -70,13 +71,14 @@ BUILDABLE: tuple[BuildableArchitecture, ...] = (
     BuildableArchitecture("QWenForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
     BuildableArchitecture("Qwen2ForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
     BuildableArchitecture("Qwen2MoeForCausalLM", "QWenForCausalLM", "0.16.0", _BEFORE_RANGE),
-    BuildableArchitecture("Qwen3ForCausalLM", "QWenForCausalLM", "1.0.0",
-                          "release notes 1.0: 'Add TensorRT-Engine Qwen3 (dense) model support' (PR #5650); "
+    BuildableArchitecture("Qwen3ForCausalLM", "QWenForCausalLM", QWEN3_FLOORS["dense"].first or "",
+                          f"{QWEN3_FLOORS['dense'].source}; a head_dim other than hidden_size / heads (0.6B, 4B, "
+                          f"32B) from {QWEN3_FLOORS['head_dim'].first} ({QWEN3_FLOORS['head_dim'].source}); "
                           "0.16-0.21 need a build patched for Qwen3",
-                          "unverified: which Qwen3 sizes (0.6B to 32B) stock 1.0-1.2 converts on the engine "
-                          "path; settled by converting each size with stock TensorRT-LLM"),
-    BuildableArchitecture("Qwen3MoeForCausalLM", "QWenForCausalLM", "1.0.0",
-                          "release notes 1.0: 'Add Qwen3 MoE support to TensorRT backend'",
+                          "unverified: tied embeddings (0.6B, 1.7B, 4B) are open upstream; settled by converting "
+                          "each size with stock TensorRT-LLM on a GPU"),
+    BuildableArchitecture("Qwen3MoeForCausalLM", "QWenForCausalLM", QWEN3_FLOORS["moe"].first or "",
+                          QWEN3_FLOORS["moe"].source,
                           "unverified: that stock 1.0-1.2 builds Qwen3-MoE engines with lookahead (30B-A3B, "
                           "235B-A22B); settled by a build on a GPU"),
     BuildableArchitecture("GemmaForCausalLM", "GemmaForCausalLM", "0.16.0", _BEFORE_RANGE + " (Gemma: 0.9)"),
@@ -125,6 +127,11 @@ class HfModelInfo:
     max_position_embeddings: int | None = None
     #: the model's sliding-window layers when some layers are local and some global (Gemma 2/3), else None
     sliding_windows: SlidingWindows | None = None
+    #: config.json's head_dim when it differs from hidden_size / num_attention_heads (Qwen3-0.6B, 4B, 32B)
+    explicit_head_dim: int | None = None
+    tied_embeddings: bool = False
+    #: config.json's quantization_config.quant_method (awq, gptq, fp8, ...) when the checkpoint is quantized
+    quant_method: str | None = None
 
     @property
     def trtllm_class(self) -> str:
@@ -247,7 +254,32 @@ def read_hf_config(folder: Path) -> HfModelInfo:
         config_sha256=hashlib.sha256(raw).hexdigest(),
         max_position_embeddings=max_pos if isinstance(max_pos, int) and not isinstance(max_pos, bool) else None,
         sliding_windows=from_hf_config(data, where=str(path)),
+        explicit_head_dim=_explicit_head_dim(data),
+        tied_embeddings=data.get("tie_word_embeddings") is True,
+        quant_method=_quant_method(data),
     )
+
+
+def _explicit_head_dim(data: dict) -> int | None:
+    """``head_dim`` when config.json gives one other than ``hidden_size // num_attention_heads``.
+
+    >>> _explicit_head_dim({"hidden_size": 1024, "num_attention_heads": 16, "head_dim": 128})
+    128
+    >>> _explicit_head_dim({"hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128}) is None
+    True
+    """
+    head, hidden, heads = data.get("head_dim"), data.get("hidden_size"), data.get("num_attention_heads")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (head, hidden, heads)):
+        return None
+    return head if head != hidden // heads else None
+
+
+def _quant_method(data: dict) -> str | None:
+    """The checkpoint's quantization (``quantization_config.quant_method``), or None for full weights."""
+    section = data.get("quantization_config")
+    if not isinstance(section, dict):
+        return None
+    return str(section.get("quant_method") or section.get("quant_algo") or "unknown")
 
 
 def trtllm_class_for(architecture: str, *, where: str = "") -> str:

@@ -41,7 +41,9 @@ from trtlade.builder.models import (
     trtllm_class_for,
 )
 from trtlade.spec import LookaheadSpec
-from trtlade.trtllm.compat import installed_version
+from trtlade.trtllm.compat import (
+    QWEN3_TIED_EMBEDDINGS_NOTE, installed_version, parse_version, qwen3_floor, supports_qwen3,
+)
 from trtlade.trtllm.windows import lookahead_refusal, within_note
 
 __all__ = [
@@ -191,7 +193,7 @@ class BuildPlan:
 
             mapping = tensorrt_llm.Mapping(world_size=tp*pp, rank=r, tp_size=tp, pp_size=pp)
             model = tensorrt_llm.models.<Class>.from_hugging_face(hf_dir, dtype, mapping=mapping,
-                                                                  quant_config=None)
+                                                                  quant_config=QuantConfig())
             model.save_checkpoint(checkpoint_dir, save_config=(r == 0))
         """
         argv = [self.python, "-m", "trtlade.builder.convert"]
@@ -270,7 +272,8 @@ class BuildPlan:
             f"mkdir -p {shlex.quote(str(self.logs_dir))}",
             "# step 1: convert the HF checkpoint with TensorRT-LLM's Python API, per rank r < tp*pp:",
             f"#   Mapping(world_size={self.world_size}, rank=r, tp_size={self.tp_size}, pp_size={self.pp_size});"
-            f" {self.trtllm_class}.from_hugging_face(hf_dir, {self.dtype!r}, mapping=..., quant_config=None)"
+            f" {self.trtllm_class}.from_hugging_face(hf_dir, {self.dtype!r}, mapping=...,"
+            " quant_config=QuantConfig())"
             f".save_checkpoint(ckpt_dir, save_config=(r == 0))",
             shell_join(self.convert_argv()) + " \\\n    > " + shlex.quote(str(self.logs_dir / "convert.log"))
             + " 2>&1",
@@ -442,9 +445,9 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
             notes.append(f"{info.architecture} needs TensorRT-LLM >= {first} (the first release that converts it); "
                          + (f"installed: {installed}" if installed else "the installed version is checked before "
                             "any weights are converted"))
+        _refuse_quantized(info, where)
         if info.is_qwen3:
-            notes.append("Qwen3 needs TensorRT-LLM >= 1.0, < 1.3, or a 0.16 build patched for Qwen3; the "
-                         "installed version is checked before any weights are converted")
+            _check_qwen3(info, installed, where, notes)
         if dtype not in ("float16", "bfloat16"):
             notes.append(f"dtype {dtype}: TensorRT-LLM's lookahead support matrix lists FP16/BF16/FP8; "
                          "prefer --dtype bfloat16 or float16")
@@ -582,3 +585,45 @@ def _check_sliding_windows(info: HfModelInfo, built_seq_len: int, draft: int, or
         hint=f"build with --max-seq-len {windows.smallest - draft} or less (trtllm-build adds the {draft} draft "
              f"tokens: {windows.smallest} in all, which the windows cover), or serve the model on trtlade's "
              "reference engine (--backend reference; it applies the windows exactly)")
+
+
+#: What builds a quantized engine upstream (trtlade converts full-precision checkpoints only).
+_QUANTIZED_HINT = (
+    "build from the model's full-precision checkpoint (bf16/fp16), or quantize with TensorRT-LLM's own tools, "
+    "which trtlade does not drive: examples/quantization/quantize.py --qformat fp8|int4_awq|w4a8_awq (ModelOpt, "
+    "from the full-precision weights), or the model's examples/models/core/<model>/convert_checkpoint.py "
+    "--use_weight_only --weight_only_precision int4_gptq --quant_ckpt_path for a GPTQ checkpoint; then "
+    "trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len as `trtlade spec` prints it, "
+    "and `trtlade validate-config` against that engine")
+
+
+def _refuse_quantized(info: HfModelInfo, where: str) -> None:
+    """A checkpoint with a ``quantization_config`` (AWQ, GPTQ, FP8, ...) is refused by name: trtlade's
+    conversion (``from_hugging_face`` with ``QuantConfig()``) reads full-precision weights only."""
+    if info.quant_method is None:
+        return
+    raise BuildError(f"the checkpoint is quantized (config.json quantization_config.quant_method: "
+                     f"{info.quant_method}); trtlade build converts full-precision checkpoints only",
+                     where=f"{where}:quantization_config", hint=_QUANTIZED_HINT)
+
+
+def _check_qwen3(info: HfModelInfo, installed: str | None, where: str, notes: list[str]) -> None:
+    """The first stock release that converts this Qwen3 checkpoint (its head_dim, MoE), refused before any
+    weights are read when the installed 1.x release is older; a 0.x install may be a build patched for
+    Qwen3, which the conversion probe settles."""
+    moe = info.architecture == "Qwen3MoeForCausalLM" or info.model_type == "qwen3_moe"
+    head_dim = info.explicit_head_dim is not None
+    first, floors = qwen3_floor(moe=moe, head_dim=head_dim)
+    why = "; ".join(f"{f.feature}: {f.first} ({f.source})" for f in floors)
+    if info.tied_embeddings:
+        notes.append(QWEN3_TIED_EMBEDDINGS_NOTE)
+    if installed is not None and parse_version(installed).major >= 1 and not supports_qwen3(
+            installed, moe=moe, head_dim=head_dim):
+        detail = f" (head_dim {info.explicit_head_dim})" if head_dim else ""
+        raise BuildError(f"TensorRT-LLM {installed} does not convert this Qwen3 checkpoint{detail}: the first "
+                         f"release that does is {first} ({why})", where=f"{where}:architectures[0]",
+                         hint=f"pip install 'tensorrt-llm>={first},<1.3' (trtlade supports up to 1.2), or serve "
+                              "this model with --backend reference")
+    notes.append(f"this Qwen3 checkpoint needs TensorRT-LLM >= {first}, < 1.3 ({why}), or a 0.x build patched "
+                 "for Qwen3; " + (f"installed: {installed}" if installed else "the installed version is checked "
+                                  "before any weights are converted"))

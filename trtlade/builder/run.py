@@ -345,7 +345,7 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
 
     deploy = deployment_config(plan, engine_dtype=engine.dtype)
     _validate_deployment(deploy)
-    write_text_atomic(plan.extra_options_file, render_extra_options(plan))
+    write_text_atomic(plan.extra_options_file, render_extra_options(plan, version=version))
     write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
     total = time.monotonic() - t_start
     timings = {f"{r.step}_s": r.seconds for r in records}

@@ -12,8 +12,8 @@ after the 1.3.0 release candidates, and 0.16 is the oldest release trtlade was c
     TrtllmVersion(major=0, minor=16, patch=0, raw='0.16.0')
     >>> is_supported("1.2.1"), is_supported("1.3.0rc1"), is_supported("0.15.0")
     (True, False, False)
-    >>> supports_qwen3("0.16.0"), supports_qwen3("1.0.0")
-    (False, True)
+    >>> supports_qwen3("0.16.0"), supports_qwen3("1.0.0rc2"), supports_qwen3("1.0.0rc3"), supports_qwen3("1.0.0")
+    (False, False, True, True)
     >>> [b.issue for b in known_bugs("0.20.0")], known_bugs("0.19.0")
     (['NVIDIA/TensorRT-LLM#5451'], [])
 """
@@ -44,6 +44,11 @@ __all__ = [
     "installed_version",
     "supports_qwen3",
     "qwen3_note",
+    "qwen3_floor",
+    "release_key",
+    "QWEN3_FLOORS",
+    "Qwen3Floor",
+    "QWEN3_TIED_EMBEDDINGS_NOTE",
     "has_lookahead",
     "KnownBug",
     "KNOWN_LOOKAHEAD_BUGS",
@@ -53,12 +58,41 @@ __all__ = [
 MIN_VERSION: tuple[int, int] = (0, 16)
 MAX_VERSION_EXCLUSIVE: tuple[int, int] = (1, 3)
 SUPPORTED_RANGE = "0.16 <= version < 1.3"
-#: First release line with stock Qwen3 support on the engine backend: NVIDIA/TensorRT-LLM PR #5650, merged
-#: 2025-07-10 while main was the 1.0 release-candidate line (Triton's backend shipped 1.0.0rc2 on 07-08
-#: and 1.0.0rc3 on 07-16); 1.0.0 (2025-09-24) is the first final release that carries it. Which rc first
-#: carried it is unconfirmed.
-QWEN3_STOCK_VERSION: tuple[int, int] = (1, 0)
+#: First release with stock Qwen3 (dense) support on the engine backend: NVIDIA/TensorRT-LLM PR #5650, merged
+#: 2025-07-10, between the commits tensorrtllm_backend pinned for 1.0.0rc2 (07-08) and 1.0.0rc3 (07-16); a
+#: maintainer in NVIDIA/TensorRT-LLM#6295: "supported for conversion starting from version 1.0.0rc3".
+QWEN3_STOCK_VERSION = "1.0.0rc3"
 
+
+@dataclass(frozen=True)
+class Qwen3Floor:
+    """A Qwen3 checkpoint feature and the first stock release whose engine flow converts it (None: no
+    release in trtlade's range is known to), with where that boundary comes from."""
+
+    feature: str
+    first: str | None
+    source: str
+
+
+#: The Qwen3 features whose first stock release differs, read per release (docs/build.md carries the table).
+QWEN3_FLOORS: dict[str, Qwen3Floor] = {
+    "dense": Qwen3Floor("Qwen3 (dense)", QWEN3_STOCK_VERSION,
+                        "PR #5650 (tensorrt_llm/models/qwen/: qwen3 in QWenConfig's valid_types); #6295"),
+    "head_dim": Qwen3Floor(
+        "a head_dim other than hidden_size / num_attention_heads (Qwen3-0.6B, 4B, 32B)", "1.0.0rc5",
+        "1.0.0rc3 and rc4 compute head_dim = hidden_size // num_attention_heads (NVIDIA/TensorRT-LLM#6182 on the "
+        "1.0.0rc3 container, #5912); QWenConfig.from_hugging_face reads getattr(hf_config, 'head_dim', ...) "
+        "from rc5 on (#6344, as the third reading places it; 1.0.0 and later inherit it)"),
+    "moe": Qwen3Floor("Qwen3-MoE (Qwen3MoeForCausalLM)", "1.0.0rc6",
+                      "release notes 1.0: 'Add Qwen3 MoE support to TensorRT backend'; the third reading places its "
+                      "merge in 1.0.0rc6 (not confirmed against a tag here)"),
+}
+#: Open upstream: a Qwen3 checkpoint with tied embeddings (no lm_head.weight). Warned, not refused.
+QWEN3_TIED_EMBEDDINGS_NOTE = (
+    "tie_word_embeddings is true (Qwen3-0.6B, 1.7B, 4B): whether the engine flow's Qwen converter fills "
+    "lm_head from the embedding table in 1.0-1.2 is open upstream (not settled by the sources read; "
+    "NVIDIA/TensorRT-LLM#1733 is the same question for the Llama converter); check the engine's output "
+    "against the model")
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
     "pip install 'trtlade[trtllm]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3), "
@@ -208,25 +242,49 @@ def installed_version() -> str | None:
     return None
 
 
-def supports_qwen3(version: str | TrtllmVersion) -> bool:
-    """Whether a *stock* TensorRT-LLM of this version builds Qwen3 engines (from 1.0; unconfirmed).
+def release_key(version: str | TrtllmVersion) -> tuple[int, int, int, int]:
+    """Orders releases and their candidates: ``1.0.0rc3 < 1.0.0rc5 < 1.0.0 < 1.0.0.post1``.
+
+    >>> release_key("1.0.0rc3") < release_key("1.0.0rc5") < release_key("1.0.0") == release_key("1.0.0.post1")
+    True
+    """
+    v = parse_version(version)
+    match = re.search(r"rc(\d+)", v.raw)
+    return (v.major, v.minor, v.patch, int(match.group(1)) if match else 1_000)
+
+
+def qwen3_floor(*, moe: bool = False, head_dim: bool = False) -> tuple[str, list[Qwen3Floor]]:
+    """The first stock release that converts a Qwen3 checkpoint with these features, and why.
+
+    >>> qwen3_floor()[0], qwen3_floor(head_dim=True)[0], qwen3_floor(moe=True, head_dim=True)[0]
+    ('1.0.0rc3', '1.0.0rc5', '1.0.0rc6')
+    """
+    floors = [QWEN3_FLOORS["dense"]] + ([QWEN3_FLOORS["head_dim"]] if head_dim else []) \
+        + ([QWEN3_FLOORS["moe"]] if moe else [])
+    first = max((f.first for f in floors if f.first), key=release_key)
+    return first, floors
+
+
+def supports_qwen3(version: str | TrtllmVersion, *, moe: bool = False, head_dim: bool = False) -> bool:
+    """Whether a *stock* TensorRT-LLM of this version builds this Qwen3 checkpoint's engine.
 
     Older versions (0.16 in the user's deployment) need a build patched for Qwen3; whether the
     installed one is patched is only known by trying its config conversion (trtlade does that before
     converting any weights).
     """
-    v = parse_version(version)
-    return (v.major, v.minor) >= QWEN3_STOCK_VERSION
+    return release_key(version) >= release_key(qwen3_floor(moe=moe, head_dim=head_dim)[0])
 
 
-def qwen3_note(version: str | TrtllmVersion) -> str:
+def qwen3_note(version: str | TrtllmVersion, *, moe: bool = False, head_dim: bool = False) -> str:
     """One sentence on Qwen3 support for a version (for plans and error hints)."""
-    if supports_qwen3(version):
-        return f"TensorRT-LLM {version} builds Qwen3 engines (stock support since 1.0)"
-    return (f"stock TensorRT-LLM {version} has no Qwen3 engine support (\"Unsupported Qwen type: "
-            f"qwen3\"); two ways out: a release that carries it (stock support came with "
-            f"NVIDIA/TensorRT-LLM PR #5650, first released in 1.0.0: pip install 'tensorrt-llm>=1.0,<1.3'), "
-            f"or a {version} build patched for Qwen3 (e.g. NetEase's fork used with grps_trtllm)")
+    first, floors = qwen3_floor(moe=moe, head_dim=head_dim)
+    if supports_qwen3(version, moe=moe, head_dim=head_dim):
+        return f"TensorRT-LLM {version} builds this Qwen3 checkpoint (stock support from {first})"
+    why = "; ".join(f"{f.feature}: from {f.first} ({f.source})" for f in floors)
+    return (f"stock TensorRT-LLM {version} does not convert this Qwen3 checkpoint (\"Unsupported Qwen type: "
+            f"qwen3\" below {QWEN3_STOCK_VERSION}); the first stock release that does is {first} ({why}): "
+            f"pip install 'tensorrt-llm>={first},<1.3', or a {version} build patched for Qwen3 (e.g. NetEase's "
+            "fork used with grps_trtllm)")
 
 
 def has_lookahead(version: str | TrtllmVersion) -> bool:

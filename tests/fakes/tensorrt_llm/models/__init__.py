@@ -2,7 +2,7 @@
 
 from .gemma import GemmaConfig, GemmaForCausalLM
 from .llama import LLaMAConfig, LLaMAForCausalLM
-from .modeling_utils import CALLS, PretrainedConfig, PretrainedModel
+from .modeling_utils import CALLS, PretrainedConfig, PretrainedModel, QuantConfig
 from .qwen import QWenConfig, QWenForCausalLM
 
 #: HF architecture -> class, as in tensorrt_llm/models/__init__.py (the parts trtlade uses).
@@ -21,5 +21,6 @@ MODEL_MAP = {
     "Gemma3ForCausalLM": GemmaForCausalLM,  # from 0.19 (release notes); trtlade checks the version first
 }
 
-__all__ = ["MODEL_MAP", "CALLS", "PretrainedConfig", "PretrainedModel", "LLaMAConfig", "LLaMAForCausalLM",
+__all__ = ["MODEL_MAP", "CALLS", "PretrainedConfig", "PretrainedModel", "QuantConfig", "LLaMAConfig",
+           "LLaMAForCausalLM",
            "QWenConfig", "QWenForCausalLM", "GemmaConfig", "GemmaForCausalLM"]

@@ -51,6 +51,18 @@ def mapping_dict(mapping: Mapping | None) -> dict[str, Any]:
     return (mapping or Mapping()).to_dict()
 
 
+class QuantConfig:
+    """``QuantConfig()``: no quantization (tensorrt_llm/models/modeling_utils.py, re-exported from
+    tensorrt_llm.quantization in newer releases); only the two algorithm fields the converters read."""
+
+    def __init__(self, quant_algo: Any = None, kv_cache_quant_algo: Any = None) -> None:
+        self.quant_algo = quant_algo
+        self.kv_cache_quant_algo = kv_cache_quant_algo
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quant_algo": self.quant_algo, "kv_cache_quant_algo": self.kv_cache_quant_algo}
+
+
 class PretrainedConfig:
     def __init__(self, *, architecture: str, dtype: str, mapping: Mapping | None = None,
                  quantization: Any = None, **kwargs: Any) -> None:
@@ -100,7 +112,8 @@ class PretrainedModel:
                 "dtype": dtype, "mapping": None if mapping is None else {
                     "world_size": mapping.world_size, "rank": mapping.rank, "tp_size": mapping.tp_size,
                     "pp_size": mapping.pp_size},
-                "quant_config": quant_config, "kwargs": sorted(kwargs)})
+                "quant_config": quant_config if quant_config is None else type(quant_config).__name__,
+                "kwargs": sorted(kwargs)})
         config = cls.config_class.from_hugging_face(hf_model_or_dir, dtype=dtype, mapping=mapping,
                                                     quant_config=quant_config, **kwargs)
         return cls(config)
