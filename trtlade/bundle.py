@@ -7,7 +7,7 @@ Layout::
       engine/                       config.json + rank{r}.engine   (TensorRT-LLM backend)
       checkpoint/                   the converted checkpoint (kept unless --no-keep-checkpoint)
       logs/                         convert.log, trtllm-build.log
-      extra_llm_api_options.yml     speculative_config for `trtllm-serve --backend tensorrt` (1.x)
+      extra_llm_api_options.yml     speculative_config, kv_cache_config for `trtllm-serve` (1.x)
       trtlade.yml                   the deployment config (serve / validate-config / bench / export take it)
       trtlade-manifest.json         written LAST: its presence marks a complete bundle
 
