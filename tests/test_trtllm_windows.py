@@ -185,3 +185,18 @@ def test_reference_engine_is_not_concerned(tmp_path):
     plan = make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), output=tmp_path / "o",
                                   backend="reference"), config=None, env={}, cwd=tmp_path, trtllm_present=False)
     assert plan.backend == "reference"
+
+
+@pytest.mark.parametrize("max_seq_len, refused", [(None, True), (4096, True), (505, False)])
+def test_validate_config_refuses_a_config_past_the_window_before_any_engine(tmp_path, max_seq_len, refused):
+    folder = tmp_path / "gemma3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(HF_CONFIGS["gemma3"]))
+    build = "" if max_seq_len is None else f"build:\n  max_input_len: 256\n  max_seq_len: {max_seq_len}\n"
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 4,2,4\nserve:\n  engine: trtllm\n{build}")
+    result = CliRunner().invoke(app, ["validate-config", str(cfg)])
+    text = " ".join((result.output + result.stderr).split())
+    assert (result.exit_code == 1) == refused, text
+    if refused:
+        assert "sliding window of 512 tokens" in text and "build.max_seq_len: 505 or less" in text

@@ -35,8 +35,42 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> li
     out += _check_build_sizes(doc, cfg)
     out += _check_bench_modes(doc, cfg)
     out += _check_sections(doc, cfg)
-    out += _check_engine(loaded, engine_dir)
+    engine_found = _check_engine(loaded, engine_dir)
+    out += engine_found
+    if not any(d.code == "lookahead-variable-swa" for d in engine_found):
+        out += _check_sliding_windows(loaded)
     return out
+
+
+def _check_sliding_windows(loaded: LoadedConfig) -> list[Diagnostic]:
+    """Before any engine exists: a TensorRT-LLM Lookahead config of a sliding-window model (Gemma 2/3,
+    read from model.path's config.json when it is on this machine) whose build.max_seq_len plus the
+    draft tokens goes past the smallest window (:mod:`trtlade.trtllm.windows`)."""
+    import json
+
+    from trtlade.trtllm.windows import from_hf_config, lookahead_refusal
+
+    doc, cfg = loaded.document, loaded.config
+    folder = loaded.resolve(cfg.model.path) if cfg.model.path else None
+    spec = cfg.lookahead.spec
+    if cfg.serve.engine != "trtllm" or spec.is_autoregressive or folder is None:
+        return []
+    try:
+        data = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return []
+    windows = from_hf_config(data, where=str(Path(folder) / "config.json")) if isinstance(data, dict) else None
+    # build.max_seq_len defaults to max_input_len + 2048 (the schema's and `trtlade build`'s default)
+    seq = (cfg.build.max_seq_len or cfg.build.max_input_len + 2048) + spec.max_draft_len
+    refusal = None if windows is None else lookahead_refusal(windows, seq)
+    if refusal is None:
+        return []
+    return [doc.diagnostic(
+        "error", f"a Lookahead engine of this model would not be the model: {refusal}",
+        loc=("build", "max_seq_len") if cfg.build.max_seq_len is not None else ("lookahead", "spec"),
+        code="lookahead-variable-swa",
+        hint=f"set build.max_seq_len: {windows.smallest - spec.max_draft_len} or less (the windows then cover "
+             "the whole sequence, draft tokens included), or serve.engine: reference (exact windows)")]
 
 
 def spec_warnings(doc: YamlDocument, spec: LookaheadSpec, loc: tuple) -> list[Diagnostic]:
