@@ -68,7 +68,7 @@ def main() -> None:
     engines = {name: load(name, args) for name in names}
     ids = [suite[pid].encode(engines[names[0]].tokenizer) for pid in PROMPTS]
     specs = [LookaheadSpec(1, 1, 0), LookaheadSpec(2, 4, 2)]
-    floors = {name: Floor(weight_bytes(e.runner)) for name, e in engines.items()}
+    floors = {name: Floor(weight_bytes(e.runner), dtype=args.dtype) for name, e in engines.items()}
     ms: dict[tuple[str, str], list[float]] = {}
     tokens: dict[tuple[str, str], list[list[int]]] = {}
     for e in engines.values():  # warm-up
@@ -118,7 +118,8 @@ def main() -> None:
         print(f"kernels ({name}): {kernels}")
     for name, f in result["floor"].items():
         print(f"floor ({name}): {f['weight_bytes'] / 1e6:.0f} MB at {f['read_gb_s']} GB/s {f['read_gb_s_samples']} "
-              f"= {f['floor_ms']} ms")
+              f"= {f['floor_ms']} ms; roofline: peak {f['peak_gflops']} GFLOP/s {f['peak_gflops_samples']} "
+              f"({f['dtype']} torch.mm, cache-resident), R* = {f['rows_star']} rows")
     for name, profs in result["profile"].items():
         for p in profs:
             print(f"profile {name} ({p['spec']}): {p['step_ms']} ms/step: " +

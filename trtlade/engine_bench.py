@@ -312,7 +312,7 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
                               linear_kernel=engine.stats["linear_kernel"], categories=categories,
                               exactness=engine.exactness)
-        floor = Floor(weight_bytes(engine.runner))
+        floor = Floor(weight_bytes(engine.runner), dtype=engine.dtype)
         floor.sample()  # the bandwidth before and after the modes: the host's, in this run
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
         floor.sample()

@@ -185,6 +185,12 @@ def _print_tables(data: dict) -> None:
                           f"{floor['read_gb_s']:.1f} GB/s (torch.sum over 1 GiB, {res['threads']} threads, measured "
                           f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
                           f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
+        if floor.get("peak_gflops"):
+            peaks = ", ".join(f"{p:.0f}" for p in floor["peak_gflops_samples"])
+            console.print(f"roofline: multiply-adds at {floor['peak_gflops']:.0f} GFLOP/s ({floor['dtype']} torch.mm "
+                          f"in cache, {res['threads']} threads: {peaks}); a step carries R* = "
+                          f"{floor['rows_star']:.1f} rows before its multiply-adds take longer than reading the "
+                          "weights once", highlight=False)
         exact = res.get("exactness") or {}
         if exact.get("kernels"):
             console.print(f"kernels: {exact['kernels']} ({exact.get('native_kernel', '')})", highlight=False)

@@ -8,6 +8,17 @@ with it, because on a shared host the bandwidth moves from minute to minute.
 
     >>> round(floor_ms(538_000_000, 48.0), 2)       # SmolLM2-135M in float32 at 48 GB/s
     11.21
+
+The other side of the roofline is the multiply-add rate: ``peak_gflops`` times a cache-resident GEMM
+in the engine's dtype through torch (oneDNN: FMA in float32; the bf16 dot product, AVX512-BF16 or AMX,
+where the CPU has it), with the engine's threads, best of a few passes. A linear layer's row costs
+``2 * K * N`` flops and its weights ``K * N * bytes_per_weight`` bytes, so the rows a step can carry
+before computing takes longer than reading the weights once is
+
+``R* = peak_gflops * bytes_per_weight / (2 * read_gb_s)``
+
+    >>> round(rows_star(190.0, 28.9, 4), 1)           # the Intel host of issue 43, fp32
+    13.1
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["read_bandwidth", "weight_bytes", "floor_ms", "Floor"]
+__all__ = ["read_bandwidth", "peak_gflops", "rows_star", "weight_bytes", "floor_ms", "Floor"]
 
 
 def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
@@ -31,6 +42,29 @@ def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
         buf.sum()
         best = min(best, time.perf_counter() - t0)
     return buf.numel() * 4 / best / 1e9
+
+
+def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, passes: int = 3) -> float:
+    """GFLOP/s of ``torch.mm`` on ``size`` x ``size`` matrices of ``dtype`` (2 * size**3 flops each; the
+    operands, 4 MiB each in float32, stay in the L3 cache), best of ``passes`` after a warm-up: the
+    multiply-add rate the cores reach with this process's threads, as oneDNN drives them (on the Zen 4
+    host of 2026-11-26, 512 gave 160-174 GFLOP/s in float32, 1024 gave 180-194)."""
+    torch_dtype = getattr(torch, dtype)
+    a = torch.randn(size, size).to(torch_dtype)
+    b = torch.randn(size, size).to(torch_dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        best = min(best, (time.perf_counter() - t0) / repeats)
+    return 2 * size ** 3 / best / 1e9
+
+
+def rows_star(gflops: float, gb_per_s: float, bytes_per_weight: float) -> float:
+    """Rows a linear layer carries before its multiply-adds take longer than reading its weights once."""
+    return gflops * bytes_per_weight / (2 * gb_per_s)
 
 
 def weight_bytes(runner: Any) -> int:
@@ -53,14 +87,19 @@ def floor_ms(nbytes: int, gb_per_s: float) -> float:
 
 
 class Floor:
-    """Bandwidth samples taken during a run (before and after the measured modes) and the floor."""
+    """Bandwidth and multiply-add samples taken during a run (before and after the measured modes), the
+    floor and, with ``dtype``, the roofline's R* for weights of that dtype."""
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, dtype: str | None = None) -> None:
         self.nbytes = int(nbytes)
+        self.dtype = dtype
         self.samples: list[float] = []
+        self.peaks: list[float] = []
 
     def sample(self) -> None:
         self.samples.append(read_bandwidth())
+        if self.dtype is not None:
+            self.peaks.append(peak_gflops(self.dtype))
 
     def to_dict(self) -> dict[str, Any]:
         if not self.samples:
@@ -70,4 +109,13 @@ class Floor:
                 "read_gb_s_samples": [round(s, 2) for s in self.samples],
                 "floor_ms": round(floor_ms(self.nbytes, gbs), 3),
                 "floor_ms_range": [round(floor_ms(self.nbytes, max(self.samples)), 3),
-                                   round(floor_ms(self.nbytes, min(self.samples)), 3)]}
+                                   round(floor_ms(self.nbytes, min(self.samples)), 3)]} | self._roofline(gbs)
+
+    def _roofline(self, gbs: float) -> dict[str, Any]:
+        if not self.peaks or self.dtype is None:
+            return {}
+        peak = statistics.median(self.peaks)
+        size = torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+        return {"dtype": self.dtype, "peak_gflops": round(peak, 1),
+                "peak_gflops_samples": [round(p, 1) for p in self.peaks],
+                "rows_star": round(rows_star(peak, gbs, size), 1)}

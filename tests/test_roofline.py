@@ -1,0 +1,39 @@
+"""The host's roofline (trtlade.reference.floor): read bandwidth, the multiply-add rate of a cache-resident
+GEMM in the engine's dtype, and R*, the rows a step carries before computing costs more than reading."""
+
+from __future__ import annotations
+
+import pytest
+
+from trtlade.reference.floor import Floor, peak_gflops, rows_star
+
+
+@pytest.mark.parametrize("gflops, gbs, width, expected", [
+    (190.0, 28.9, 4, 13.1), (190.0, 28.9, 2, 6.6), (400.0, 32.0, 2, 12.5), (100.0, 50.0, 4, 4.0),
+])
+def test_rows_star_is_where_the_multiply_adds_take_as_long_as_the_read(gflops, gbs, width, expected):
+    assert rows_star(gflops, gbs, width) == pytest.approx(expected, abs=0.05)
+    weights = 1_000_000  # any layer: R* rows of 2 flops per weight take the time its bytes take to read
+    assert 2 * weights * rows_star(gflops, gbs, width) / (gflops * 1e9) == pytest.approx(weights * width / (gbs * 1e9))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_floor_carries_the_roofline_of_its_dtype(dtype):
+    floor = Floor(538_000_000, dtype=dtype)
+    floor.sample()
+    floor.sample()
+    d = floor.to_dict()
+    assert d["dtype"] == dtype and len(d["peak_gflops_samples"]) == 2 and d["peak_gflops"] > 0
+    width = 4 if dtype == "float32" else 2
+    assert d["rows_star"] == pytest.approx(rows_star(d["peak_gflops"], d["read_gb_s"], width), abs=0.1)
+
+
+def test_without_a_dtype_the_floor_is_the_bandwidth_alone():
+    floor = Floor(1_000_000)
+    floor.sample()
+    assert "rows_star" not in floor.to_dict() and floor.to_dict()["floor_ms"] > 0
+
+
+def test_a_larger_gemm_does_not_report_an_impossible_rate():
+    """2 cores cannot exceed a few TFLOP/s in float32: a timing taken around nothing would."""
+    assert 1 < peak_gflops("float32", size=256, repeats=2, passes=1) < 5_000
