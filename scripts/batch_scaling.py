@@ -89,24 +89,24 @@ def main() -> None:
 
     roof = Floor(weight_bytes(runner), dtype=args.dtype)
     roof.sample()
-    print("\nForward pass cost by rows (ms, best of 5): one sequence with R rows | R sequences with one row each"
-          " | GFLOP/s of the one-sequence forward (2 x weights x rows / time) | % of the measured peak")
-    base = None
+    timed = []
     for rows in (1, 2, 4, 8, 16, 32, 64):
         one = [RowBlock(slots[0], [5] * rows, list(range(rows)), list(range(rows)), causal=True)]
         many = [RowBlock(s, [5], [0], [0]) for s in slots[:rows]] if rows <= len(slots) else None
-        t_one = _best(lambda: runner.forward(one))
-        t_many = _best(lambda: runner.forward(many)) if many else None
-        base = base or t_one
+        timed.append((rows, _best(lambda: runner.forward(one)), _best(lambda: runner.forward(many)) if many else None))
+    roof.sample()
+    r = roof.to_dict()
+    print("\nForward pass cost by rows (ms, best of 5): one sequence with R rows | R sequences with one row each"
+          " | GFLOP/s of the one-sequence forward (2 x weights x rows / time) | % of the measured peak")
+    base = timed[0][1]
+    for rows, t_one, t_many in timed:
         gflops = 2 * roof.nbytes / runner_bytes_per_weight(args.dtype) * rows / t_one / 1e9
         print(f"  {rows:3d} rows: {1000 * t_one:7.1f} ({t_one / base:.2f}x) | "
               + (f"{1000 * t_many:7.1f} ({t_many / base:.2f}x)" if t_many else "      -")
-              + f" | {gflops:6.1f} | {100 * gflops / roof.peaks[0]:4.0f}%")
-    roof.sample()
-    r = roof.to_dict()
+              + f" | {gflops:6.1f} | {100 * gflops / r['peak_gflops']:4.0f}%")
     print(f"roofline ({args.dtype}): peak {r['peak_gflops']} GFLOP/s {r['peak_gflops_samples']} (torch.mm, "
-          f"cache-resident), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor {r['floor_ms']} ms: "
-          f"R* = {r['rows_star']} rows")
+          f"cache-resident, before and after), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor "
+          f"{r['floor_ms']} ms: R* = {r['rows_star']} rows")
 
 
 def runner_bytes_per_weight(dtype: str) -> int:
