@@ -85,7 +85,7 @@ def main() -> None:
     slots = [runner.allocate(256) for _ in range(8)]
     for s in slots:
         runner.prefill(s, prompts[0][:100])
-    from trtlade.reference.floor import Floor, weight_bytes
+    from trtlade.reference.floor import Floor, bytes_per_weight, weight_bytes
 
     roof = Floor(weight_bytes(runner), dtype=args.dtype)
     roof.sample()
@@ -100,19 +100,13 @@ def main() -> None:
           " | GFLOP/s of the one-sequence forward (2 x weights x rows / time) | % of the measured peak")
     base = timed[0][1]
     for rows, t_one, t_many in timed:
-        gflops = 2 * roof.nbytes / runner_bytes_per_weight(args.dtype) * rows / t_one / 1e9
+        gflops = 2 * roof.nbytes / bytes_per_weight(args.dtype) * rows / t_one / 1e9
         print(f"  {rows:3d} rows: {1000 * t_one:7.1f} ({t_one / base:.2f}x) | "
               + (f"{1000 * t_many:7.1f} ({t_many / base:.2f}x)" if t_many else "      -")
               + f" | {gflops:6.1f} | {100 * gflops / r['peak_gflops']:4.0f}%")
     print(f"roofline ({args.dtype}): peak {r['peak_gflops']} GFLOP/s {r['peak_gflops_samples']} (torch.mm, "
           f"cache-resident, before and after), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor "
           f"{r['floor_ms']} ms: R* = {r['rows_star']} rows")
-
-
-def runner_bytes_per_weight(dtype: str) -> int:
-    import torch
-
-    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
 def _best(fn, repeats: int = 5) -> float:

@@ -40,6 +40,7 @@ from trtlade.builder.models import (
     resolve_model,
     trtllm_class_for,
 )
+from trtlade.config.schema import DEFAULT_OUTPUT_SEQ
 from trtlade.spec import LookaheadSpec
 from trtlade.trtllm.compat import (
     QWEN3_TIED_EMBEDDINGS_NOTE, installed_version, parse_version, qwen3_floor, supports_qwen3,
@@ -66,8 +67,6 @@ EMBEDDED_ARCHITECTURE = "LlamaForCausalLM"
 
 #: trtllm-build's own default --max_num_tokens (0.16 to 1.2).
 DEFAULT_MAX_NUM_TOKENS = 8192
-#: Default room for output when --max-seq-len is not given: max_input_len + this.
-DEFAULT_OUTPUT_SEQ = 2048
 
 # What is written where in a bundle: trtlade.bundle names it.
 

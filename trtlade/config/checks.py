@@ -60,8 +60,7 @@ def _check_sliding_windows(loaded: LoadedConfig) -> list[Diagnostic]:
     except (OSError, ValueError):
         return []
     windows = from_hf_config(data, where=str(Path(folder) / "config.json")) if isinstance(data, dict) else None
-    # build.max_seq_len defaults to max_input_len + 2048 (the schema's and `trtlade build`'s default)
-    seq = (cfg.build.max_seq_len or cfg.build.max_input_len + 2048) + spec.max_draft_len
+    seq = cfg.build.requested_max_seq_len + spec.max_draft_len
     refusal = None if windows is None else lookahead_refusal(windows, seq)
     if refusal is None:
         return []

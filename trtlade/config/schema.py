@@ -101,6 +101,10 @@ class ModelSection(_Section):
         None, description="The model id clients send and /v1/models lists; default: the folder name.")
 
 
+#: Default room for output when build.max_seq_len / --max-seq-len is not given: max_input_len + this.
+DEFAULT_OUTPUT_SEQ = 2048
+
+
 class BuildSection(_Section):
     backend: Literal["trtllm", "reference"] = Field(
         "trtllm", description="trtllm: convert and run trtllm-build; reference: prepare a bundle for the "
@@ -123,6 +127,12 @@ class BuildSection(_Section):
     @property
     def world_size(self) -> int:
         return self.tp_size * self.pp_size
+
+    @property
+    def requested_max_seq_len(self) -> int:
+        """``max_seq_len``, or the default ``trtlade build`` uses (max_input_len + DEFAULT_OUTPUT_SEQ);
+        the engine then holds this plus max_draft_len."""
+        return self.max_seq_len if self.max_seq_len is not None else self.max_input_len + DEFAULT_OUTPUT_SEQ
 
 
 def _band_from_config(value: Any) -> Band:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["read_bandwidth", "peak_gflops", "rows_star", "weight_bytes", "floor_ms", "Floor"]
+__all__ = ["read_bandwidth", "peak_gflops", "bytes_per_weight", "rows_star", "weight_bytes", "floor_ms", "Floor"]
 
 
 def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
@@ -60,6 +60,11 @@ def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, pass
             torch.mm(a, b)
         best = min(best, (time.perf_counter() - t0) / repeats)
     return 2 * size ** 3 / best / 1e9
+
+
+def bytes_per_weight(dtype: str) -> int:
+    """Bytes of one weight of ``dtype`` (``"float32"`` -> 4, ``"bfloat16"`` -> 2)."""
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
 def rows_star(gflops: float, gb_per_s: float, bytes_per_weight: float) -> float:
@@ -115,7 +120,6 @@ class Floor:
         if not self.peaks or self.dtype is None:
             return {}
         peak = max(self.peaks)  # a peak: the best any sample reached (a busy neighbour only lowers one)
-        size = torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
         return {"dtype": self.dtype, "peak_gflops": round(peak, 1),
                 "peak_gflops_samples": [round(p, 1) for p in self.peaks],
-                "rows_star": round(rows_star(peak, gbs, size), 1)}
+                "rows_star": round(rows_star(peak, gbs, bytes_per_weight(self.dtype)), 1)}
