@@ -43,8 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-__all__ = ["SlidingWindows", "from_hf_config", "from_engine_config", "lookahead_refusal", "GEMMA2_WINDOW",
-           "UPSTREAM_MESSAGE"]
+__all__ = ["SlidingWindows", "from_hf_config", "from_engine_config", "lookahead_refusal", "within_note",
+           "GEMMA2_WINDOW", "UPSTREAM_MESSAGE"]
 
 #: The window of every published Gemma 2 checkpoint (config.json ``sliding_window``).
 GEMMA2_WINDOW = 4096
