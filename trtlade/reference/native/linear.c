@@ -76,6 +76,32 @@ static inline uint16_t f_to_bf16(float f) { /* to nearest even; NaN stays NaN */
     return (uint16_t)(u >> 16);
 }
 
+/* ------------------------------------------------------------------ AVX2 + FMA: 8 lanes, 2 registers a panel */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#define AVX2_PATH 1
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !(defined(__AVX512BF16__) && defined(__AVX512BW__))
+#define AVX2_BF16_PATH 1
+#endif
+#if defined(AVX2_PATH) || defined(AVX2_BF16_PATH) || defined(__AVX512F__)
+#define STREAMS_PATH 1
+#endif
+#if defined(STREAMS_PATH)
+/* The next weights a thread will read, fetched into its L2 cache one 64-byte line per k step while it
+ * computes the current ones (AVX2 path; see FOR_STREAMS): a tile of several rows reads each line of its
+ * panel for many multiply-adds, and a group of more rows than a tile is read again from the L2 cache, so
+ * without it the memory would sit idle during that arithmetic. A prefetch never changes a value. */
+typedef struct {
+    const char *at, *end;
+    int rate; /* lines per k step (the AVX-512 tiles; the AVX2 tiles fetch one) */
+} Prefetch;
+#define PREFETCH_LINE(c)                                                                                      \
+    if ((c) < pf_end) {                                                                                       \
+        _mm_prefetch((c), _MM_HINT_T1);                                                                       \
+        (c) += 64;                                                                                            \
+    }
+#endif
+
 #if defined(__AVX512F__)
 /* Store one tile row's panels: the last panel may be partial (N not a multiple of 16). */
 static inline __mmask16 tail_mask(int64_t n0, int64_t N) {
@@ -87,11 +113,14 @@ static inline __mmask16 tail_mask(int64_t n0, int64_t N) {
  * the accumulators stay in registers; every instantiation runs the same chain per output. */
 static inline __attribute__((always_inline)) void tile_f32(const float *x, int64_t K, const float *wp,
                                                           const float *bias, float *y, int64_t N, int64_t n0,
-                                                          const int m, const int np) {
+                                                          Prefetch *pf, const int m, const int np) {
     __m512 acc[MT][PT];
+    const char *pf_at = pf->at, *const pf_end = pf->end;
+    const int rate = pf->rate;
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
+        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
         __m512 w[PT];
         for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
         for (int i = 0; i < m; i++) {
@@ -99,6 +128,7 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
             for (int p = 0; p < np; p++) acc[i][p] = _mm512_fmadd_ps(w[p], xb, acc[i][p]);
         }
     }
+    pf->at = pf_at;
     for (int p = 0; p < np; p++) {
         int64_t at = n0 + 16 * p;
         __mmask16 mask = tail_mask(at, N);
@@ -127,12 +157,15 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
                                                            const float *bias, uint16_t *y, int64_t N, int64_t n0,
-                                                           const int m, const int np) {
+                                                           Prefetch *pf, const int m, const int np) {
     __m512 acc[MT][PT];
     const int64_t K2 = K / 2;
+    const char *pf_at = pf->at, *const pf_end = pf->end;
+    const int rate = pf->rate;
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K2; k++) {
+        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
         __m512i w[PT];
         for (int p = 0; p < np; p++) w[p] = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
         for (int i = 0; i < m; i++) {
@@ -143,6 +176,7 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
                 acc[i][p] = _mm512_dpbf16_ps(acc[i][p], (__m512bh)w[p], (__m512bh)xb);
         }
     }
+    pf->at = pf_at;
     for (int p = 0; p < np; p++) {
         int64_t at = n0 + 16 * p;
         __mmask16 mask = tail_mask(at, N);
@@ -156,27 +190,6 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
 #endif
 
 
-/* ------------------------------------------------------------------ AVX2 + FMA: 8 lanes, 2 registers a panel */
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-#define AVX2_PATH 1
-#endif
-#if defined(__AVX2__) && defined(__FMA__) && !(defined(__AVX512BF16__) && defined(__AVX512BW__))
-#define AVX2_BF16_PATH 1
-#endif
-#if defined(AVX2_PATH) || defined(AVX2_BF16_PATH)
-/* The next weights a thread will read, fetched into its L2 cache one 64-byte line per k step while it
- * computes the current ones (AVX2 path; see FOR_STREAMS): a tile of several rows reads each line of its
- * panel for many multiply-adds, and a group of more rows than a tile is read again from the L2 cache, so
- * without it the memory would sit idle during that arithmetic. A prefetch never changes a value. */
-typedef struct {
-    const char *at, *end;
-} Prefetch;
-#define PREFETCH_LINE(c)                                                                                      \
-    if ((c) < pf_end) {                                                                                       \
-        _mm_prefetch((c), _MM_HINT_T1);                                                                       \
-        (c) += 64;                                                                                            \
-    }
-#endif
 
 #if defined(AVX2_PATH)
 /* Store m rows of one panel's two registers, the last panel possibly partial. */
@@ -481,8 +494,7 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
  * the OS gives to another process for a while does not hold the others up); each group runs every tile of
  * MT rows x TP panels (TP may depend on m, the tile's rows) while its weights stay in the L2 cache. Which
  * thread computes a group never changes an output's chain, so the bits do not depend on the schedule. The
- * AVX2 tiles (also the `avx512` variant's bfloat16) stream and prefetch instead: FOR_STREAMS. These two
- * were not moved to it: not timed with it, no AVX-512 host in that session. */
+ * AVX2 and AVX-512 tiles stream and prefetch instead (FOR_STREAMS); portable C keeps this schedule. */
 #define FOR_TILES(GP, MT, TP, BODY)                                                                     \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     _Pragma("omp parallel for schedule(dynamic, 1) num_threads(threads)")                                     \
@@ -498,7 +510,7 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         }                                                                                                     \
     }
 
-#if defined(AVX2_PATH) || defined(AVX2_BF16_PATH)
+#if defined(STREAMS_PATH)
 /* Claim a group of a thread's range, packed as lo | hi << 32: its owner takes the front (lo), a thread
  * whose own range is done takes the back (hi - 1). -1: the range is empty. *hi: its end when claimed. */
 static int64_t claim_group(_Atomic uint64_t *range, int from_back, int64_t *hi) {
@@ -533,7 +545,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * thread the OS gives to another process for a while does not hold the others up. Which thread computes
  * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
  * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Memory and arithmetic overlapped". */
-#define FOR_STREAMS(GP, MT, TP, BODY)                                                                   \
+#define FOR_STREAMS(GP, MT, TP, RATE, BODY)                                                                   \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     const int owners = threads > 0 ? threads : 1;                                                             \
     _Atomic uint64_t ranges[owners];                                                                          \
@@ -552,7 +564,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
             }                                                                                                 \
             const int64_t p_lo = g * (GP), p_hi = p_lo + (GP) < panels ? p_lo + (GP) : panels;                \
             const int64_t p_next = !from_back && g + 1 < hi ? (p_hi + (GP) < panels ? p_hi + (GP) : panels) : p_hi; \
-            Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16)};   \
+            Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16), (RATE)}; \
             Prefetch *pf = &next;                                                                             \
             for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
                 const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
@@ -566,13 +578,22 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
     }
 #endif
 
+#if defined(__AVX512F__)
+/* The AVX-512 tiles prefetch the next group of their stream while they compute the current one: a group is
+ * PT panels, one 64-byte line of each per k step (float32: 16 floats; bfloat16: 16 pairs), and its tiles
+ * run ceil(M / MT) passes over it, so ceil(PT / passes) lines per k step fetch the next group in time. With
+ * more than MT rows the later passes read the group from the L2 cache and the memory would otherwise sit
+ * idle for their arithmetic (forward(16) cost 1.57x forward(1) without it, linear layers alone, Zen 4). */
+#define RATE_512 ((int)((PT + (M + MT - 1) / MT - 1) / ((M + MT - 1) / MT)))
+#endif
+
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
-    FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+    FOR_STREAMS(PT, MT, PT, RATE_512, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #elif defined(AVX2_PATH)
-    FOR_STREAMS(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1),
+    FOR_STREAMS(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
                 TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
@@ -587,13 +608,13 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
                         uint16_t *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    FOR_TILES(PT, MT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
+    FOR_STREAMS(PT, MT, PT, RATE_512, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
     float *xf = malloc(sizeof(float) * (size_t)(M * K));
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_STREAMS(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1),
+    FOR_STREAMS(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
