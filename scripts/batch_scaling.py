@@ -7,6 +7,7 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
     .venv/bin/python scripts/batch_scaling.py                        # embedded SmolLM2, fp32, (2,4,2)
     .venv/bin/python scripts/batch_scaling.py --dtype bfloat16 --repeats 1
     .venv/bin/python scripts/batch_scaling.py --preset trtllm          # no prompt-lookup candidates
+    .venv/bin/python scripts/batch_scaling.py --forward-only --repeats 3 # the cost by rows alone, 3 times
 
 Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
 """
@@ -25,10 +26,11 @@ def main() -> None:
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--forward-only", action="store_true",
+                    help="only the cost of a forward by rows (and the roofline), --repeats times")
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
-    from trtlade.reference.batch_runner import RowBlock
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.presets import preset_prompt_lookup
@@ -42,6 +44,10 @@ def main() -> None:
     sizes = [int(x) for x in args.batches.split(",")]
     modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
 
+    if args.forward_only:
+        for _ in range(args.repeats):
+            forward_by_rows(engine, prompts, args.dtype)
+        return
     alone = {i: engine.greedy(p, max_tokens=args.max_tokens, ignore_eos=True).tokens for i, p in enumerate(prompts)}
 
     def run(size: int, spec: LookaheadSpec, offset: int) -> tuple[float, int, int]:
@@ -80,14 +86,21 @@ def main() -> None:
     for name, (same, total) in identical.items():
         print(f"identical to the prompt run alone with plain greedy: {name}: {same}/{total}")
 
-    # cost of a forward pass by rows, over several sequences of ~100 cached tokens
+    forward_by_rows(engine, prompts, args.dtype)
+
+
+def forward_by_rows(engine, prompts, dtype: str) -> None:
+    """The cost of a forward pass by rows, over several sequences of ~100 cached tokens, beside the
+    host's roofline measured before and after."""
+    from trtlade.reference.batch_runner import RowBlock
+
     runner = engine.new_batch().engine.runner
-    slots = [runner.allocate(256) for _ in range(8)]
+    slots = [runner.allocate(256) for _ in range(16)]
     for s in slots:
         runner.prefill(s, prompts[0][:100])
     from trtlade.reference.floor import Floor, bytes_per_weight, weight_bytes
 
-    roof = Floor(weight_bytes(runner), dtype=args.dtype)
+    roof = Floor(weight_bytes(runner), dtype=dtype)
     roof.sample()
     timed = []
     for rows in (1, 2, 4, 8, 16, 32, 64):
@@ -100,12 +113,12 @@ def main() -> None:
           " | GFLOP/s of the one-sequence forward (2 x weights x rows / time) | % of the measured peak")
     base = timed[0][1]
     for rows, t_one, t_many in timed:
-        gflops = 2 * roof.nbytes / bytes_per_weight(args.dtype) * rows / t_one / 1e9
+        gflops = 2 * roof.nbytes / bytes_per_weight(dtype) * rows / t_one / 1e9
         print(f"  {rows:3d} rows: {1000 * t_one:7.1f} ({t_one / base:.2f}x) | "
               + (f"{1000 * t_many:7.1f} ({t_many / base:.2f}x)" if t_many else "      -")
               + f" | {gflops:6.1f} | {100 * gflops / r['peak_gflops']:4.0f}%")
-    print(f"roofline ({args.dtype}): peak {r['peak_gflops']} GFLOP/s {r['peak_gflops_samples']} (torch.mm, "
-          f"cache-resident, before and after), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor "
+    print(f"roofline ({dtype}): peak {r['peak_gflops']} GFLOP/s {r['peak_gflops_samples']} ({r['peak_source']}, "
+          f"before and after; torch.mm {r['mm_gflops']}), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor "
           f"{r['floor_ms']} ms: R* = {r['rows_star']} rows")
 
 

@@ -119,7 +119,7 @@ def main() -> None:
     for name, f in result["floor"].items():
         print(f"floor ({name}): {f['weight_bytes'] / 1e6:.0f} MB at {f['read_gb_s']} GB/s {f['read_gb_s_samples']} "
               f"= {f['floor_ms']} ms; roofline: peak {f['peak_gflops']} GFLOP/s {f['peak_gflops_samples']} "
-              f"({f['dtype']} torch.mm, cache-resident), R* = {f['rows_star']} rows")
+              f"({f['dtype']}, {f['peak_source']}; torch.mm {f['mm_gflops']}), R* = {f['rows_star']} rows")
     for name, profs in result["profile"].items():
         for p in profs:
             print(f"profile {name} ({p['spec']}): {p['step_ms']} ms/step: " +

@@ -1,11 +1,14 @@
-"""The host's roofline (trtlade.reference.floor): read bandwidth, the multiply-add rate of a cache-resident
-GEMM in the engine's dtype, and R*, the rows a step carries before computing costs more than reading."""
+"""The host's roofline (trtlade.reference.floor): read bandwidth, the multiply-add rate (the native
+kernels' instruction probe; a cache-resident GEMM in the engine's dtype), and R*, the rows a step
+carries before computing costs more than reading."""
 
 from __future__ import annotations
 
 import pytest
 
-from trtlade.reference.floor import Floor, peak_gflops, rows_star
+from tests.native_variants import forced, params
+from trtlade.reference.floor import Floor, instruction_peak, peak_gflops, rows_star
+from trtlade.reference.native import executable_variants
 
 
 @pytest.mark.parametrize("gflops, gbs, width, expected", [
@@ -37,3 +40,22 @@ def test_without_a_dtype_the_floor_is_the_bandwidth_alone():
 def test_a_larger_gemm_does_not_report_an_impossible_rate():
     """2 cores cannot exceed a few TFLOP/s in float32: a timing taken around nothing would."""
     assert 1 < peak_gflops("float32", size=256, repeats=2, passes=1) < 5_000
+
+
+@pytest.mark.parametrize("variant", params())
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_variant_probes_its_multiply_add_rate(variant, dtype):
+    """The probe runs in each variant and reports a rate two cores can reach: at least one multiply-add every
+    20 ns (libm's fmaf, the slowest path, does more) and below 2 x 32 flops x 6 GHz a core."""
+    with forced(variant):
+        rate = instruction_peak(dtype, seconds=0.02, passes=1)
+    assert rate is not None and 0.05 < rate < 2 * 64 * 6 * 2
+
+
+@pytest.mark.skipif(not executable_variants(), reason="native library not available here")
+def test_the_floor_takes_the_instruction_peak_and_keeps_torch_mm_beside_it():
+    floor = Floor(538_000_000, dtype="float32")
+    floor.sample()
+    d = floor.to_dict()
+    assert d["peak_source"] == "instruction" and d["peak_gflops_samples"] == [d["peak_gflops"]]
+    assert d["mm_gflops"] > 0

@@ -187,8 +187,11 @@ def _print_tables(data: dict) -> None:
                           f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
         if floor.get("peak_gflops"):
             peaks = ", ".join(f"{p:.0f}" for p in floor["peak_gflops_samples"])
-            console.print(f"roofline: multiply-adds at {floor['peak_gflops']:.0f} GFLOP/s ({floor['dtype']} torch.mm "
-                          f"in cache, {res['threads']} threads: {peaks}); a step carries R* = "
+            how = ("the native kernels' instruction, 12 chains a thread" if floor.get("peak_source") == "instruction"
+                   else "torch.mm in cache")
+            console.print(f"roofline: multiply-adds at {floor['peak_gflops']:.0f} GFLOP/s ({floor['dtype']}, {how}, "
+                          f"{res['threads']} threads: {peaks}; torch.mm {floor.get('mm_gflops', 0):.0f}); "
+                          f"a step carries R* = "
                           f"{floor['rows_star']:.1f} rows before its multiply-adds take longer than reading the "
                           "weights once", highlight=False)
         exact = res.get("exactness") or {}

@@ -9,9 +9,12 @@ with it, because on a shared host the bandwidth moves from minute to minute.
     >>> round(floor_ms(538_000_000, 48.0), 2)       # SmolLM2-135M in float32 at 48 GB/s
     11.21
 
-The other side of the roofline is the multiply-add rate: ``peak_gflops`` times a cache-resident GEMM
-in the engine's dtype through torch (oneDNN: FMA in float32; the bf16 dot product, AVX512-BF16 or AMX,
-where the CPU has it), with the engine's threads, best of a few passes. A linear layer's row costs
+The other side of the roofline is the multiply-add rate. ``instruction_peak`` runs the native library's
+probe (``trtlade_peak_flops`` in ``linear.c``, in the process's CPU variant): 12 independent chains of the
+instruction the linear tiles use (float32: the widest FMA; bfloat16: ``VDPBF16PS`` with AVX512-BF16, else
+the float32 FMA the widened pairs run) on every thread: the most the engine's kernels can reach.
+``peak_gflops`` times a cache-resident GEMM through torch (oneDNN) in the engine's dtype, what a tuned
+library reaches; it stands in for the probe when the native library is not there. A linear layer's row costs
 ``2 * K * N`` flops and its weights ``K * N * bytes_per_weight`` bytes, so the rows a step can carry
 before computing takes longer than reading the weights once is
 
@@ -29,7 +32,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["read_bandwidth", "peak_gflops", "bytes_per_weight", "rows_star", "weight_bytes", "floor_ms", "Floor"]
+__all__ = ["read_bandwidth", "peak_gflops", "instruction_peak", "bytes_per_weight", "rows_star", "weight_bytes",
+           "floor_ms", "Floor"]
 
 
 def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
@@ -60,6 +64,30 @@ def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, pass
             torch.mm(a, b)
         best = min(best, (time.perf_counter() - t0) / repeats)
     return 2 * size ** 3 / best / 1e9
+
+
+def instruction_peak(dtype: str = "float32", seconds: float = 0.1, passes: int = 3) -> float | None:
+    """GFLOP/s of the native probe in ``dtype`` with the process's threads (best of ``passes`` of about
+    ``seconds`` each), or None without the native library."""
+    import ctypes
+
+    from trtlade.reference.native.bindings import kernels
+
+    table = kernels()
+    if table is None:
+        return None
+    code, threads, sink = int(dtype == "bfloat16"), torch.get_num_threads(), ctypes.c_float()
+
+    def rate(iters: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        flops = table.peak_flops(code, iters, threads, ctypes.byref(sink))
+        elapsed = time.perf_counter() - t0
+        return flops / elapsed / 1e9, elapsed
+
+    iters = 100_000
+    _, elapsed = rate(iters)
+    iters = max(iters, int(iters * seconds / max(elapsed, 1e-6)))
+    return max(rate(iters)[0] for _ in range(passes))
 
 
 def bytes_per_weight(dtype: str) -> int:
@@ -100,11 +128,15 @@ class Floor:
         self.dtype = dtype
         self.samples: list[float] = []
         self.peaks: list[float] = []
+        self.mm_peaks: list[float] = []
 
     def sample(self) -> None:
         self.samples.append(read_bandwidth())
         if self.dtype is not None:
-            self.peaks.append(peak_gflops(self.dtype))
+            self.mm_peaks.append(peak_gflops(self.dtype))
+            probe = instruction_peak(self.dtype)
+            if probe is not None:
+                self.peaks.append(probe)
 
     def to_dict(self) -> dict[str, Any]:
         if not self.samples:
@@ -117,9 +149,13 @@ class Floor:
                                    round(floor_ms(self.nbytes, min(self.samples)), 3)]} | self._roofline(gbs)
 
     def _roofline(self, gbs: float) -> dict[str, Any]:
-        if not self.peaks or self.dtype is None:
+        """The peak is the native probe's where the library is there (else torch.mm's), the best any
+        sample reached (a busy neighbour only lowers one); torch.mm's beside it."""
+        if not self.mm_peaks or self.dtype is None:
             return {}
-        peak = max(self.peaks)  # a peak: the best any sample reached (a busy neighbour only lowers one)
-        return {"dtype": self.dtype, "peak_gflops": round(peak, 1),
-                "peak_gflops_samples": [round(p, 1) for p in self.peaks],
+        source, peaks = ("instruction", self.peaks) if self.peaks else ("torch.mm", self.mm_peaks)
+        peak = max(peaks)
+        return {"dtype": self.dtype, "peak_gflops": round(peak, 1), "peak_source": source,
+                "peak_gflops_samples": [round(p, 1) for p in peaks],
+                "mm_gflops": round(max(self.mm_peaks), 1),
                 "rows_star": round(rows_star(peak, gbs, bytes_per_weight(self.dtype)), 1)}

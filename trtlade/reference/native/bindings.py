@@ -52,6 +52,7 @@ _SIGNATURES = {
     "trtlade_linear_path": ([ctypes.c_int], ctypes.c_char_p),
     "trtlade_linear_f32": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
+    "trtlade_peak_flops": ([ctypes.c_int, _I64, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], _I64),
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
 }
@@ -60,8 +61,8 @@ _SIGNATURES = {
 @dataclass(frozen=True)
 class Kernels:
     """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
-    ``linear_bf16``, ``forward_scratch``, ``forward``; ``variant`` its name, ``paths`` what computes
-    each dtype's linear layers."""
+    ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe);
+    ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
 
     variant: str
     row_attention: Callable
@@ -70,6 +71,7 @@ class Kernels:
     forward_scratch: Callable
     forward: Callable
     paths: dict
+    peak_flops: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
@@ -80,7 +82,7 @@ class Kernels:
             fns[name.removeprefix("trtlade_")] = fn
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
-                   fns["forward"], paths)
+                   fns["forward"], paths, fns["peak_flops"])
 
 
 _state: dict = {}

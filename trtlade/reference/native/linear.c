@@ -624,3 +624,70 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
 #endif
     return 0;
 }
+
+/* ------------------------------------------------------------------ the roofline's other side */
+/* The multiply-add rate this variant's linear tiles can reach at best, for the roofline (trtlade/reference/
+ * floor.py): `threads` threads each run `iters` rounds of CHAINS independent accumulator chains of the
+ * instruction the variant's tiles use (float32: the widest FMA; bfloat16: VDPBF16PS with AVX512-BF16, else
+ * the float32 FMA the widened pairs run, one per weight as well). Returns the flops done (2 per
+ * multiply-add), to divide by the time the caller measured; the sum of the chains is stored in *sink so
+ * that no chain can be dropped. */
+#define CHAINS 12
+int64_t trtlade_peak_flops(int dtype, int64_t iters, int threads, float *sink) {
+    const int owners = threads > 0 ? threads : 1;
+    float total = 0.0f;
+#pragma omp parallel num_threads(owners) reduction(+ : total)
+    {
+        volatile float seed = 1.0f;
+        const float w = seed * 0.999f, xv = seed * 1.001f;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        if (dtype == 1) {
+            __m512 acc[CHAINS];
+            const __m512i wv = _mm512_set1_epi32(0x3f7f3f7f), xb = _mm512_set1_epi32(0x3f803f80);
+            for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps(w);
+            for (int64_t r = 0; r < iters; r++)
+                for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbf16_ps(acc[c], (__m512bh)wv, (__m512bh)xb);
+            for (int c = 0; c < CHAINS; c++) total += _mm512_reduce_add_ps(acc[c]);
+        } else
+#endif
+        {
+#if defined(__AVX512F__)
+            __m512 acc[CHAINS];
+            const __m512 wv = _mm512_set1_ps(w), xb = _mm512_set1_ps(xv);
+            for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_setzero_ps();
+            for (int64_t r = 0; r < iters; r++)
+                for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_fmadd_ps(wv, xb, acc[c]);
+            for (int c = 0; c < CHAINS; c++) total += _mm512_reduce_add_ps(acc[c]);
+#elif defined(__AVX2__) && defined(__FMA__)
+            __m256 acc[CHAINS];
+            const __m256 wv = _mm256_set1_ps(w), xb = _mm256_set1_ps(xv);
+            for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_setzero_ps();
+            for (int64_t r = 0; r < iters; r++)
+                for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_fmadd_ps(wv, xb, acc[c]);
+            float out[8];
+            for (int c = 0; c < CHAINS; c++) {
+                _mm256_storeu_ps(out, acc[c]);
+                for (int l = 0; l < 8; l++) total += out[l];
+            }
+#else
+            float acc[CHAINS][16] = {{0}};
+            for (int64_t r = 0; r < iters; r++)
+                for (int c = 0; c < CHAINS; c++)
+                    for (int l = 0; l < 16; l++) acc[c][l] = fmaf(w, xv, acc[c][l]);
+            for (int c = 0; c < CHAINS; c++)
+                for (int l = 0; l < 16; l++) total += acc[c][l];
+#endif
+        }
+    }
+    if (sink) *sink = total;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    const int64_t lanes = dtype == 1 ? 32 : 16; /* VDPBF16PS: 16 lanes x a pair */
+#elif defined(__AVX512F__)
+    const int64_t lanes = 16;
+#elif defined(__AVX2__) && defined(__FMA__)
+    const int64_t lanes = 8;
+#else
+    const int64_t lanes = 16;
+#endif
+    return 2 * lanes * CHAINS * iters * owners;
+}
