@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One log line per request "
                                         "(status, latency, tokens, lookahead spec; error code and param for "
                                         "4xx/5xx), logger trtlade.access."),
+        prefix_cache_mb: Optional[int] = typer.Option(
+            None, "--prefix-cache-mb", help="Reference engine: MiB of prompt K/V kept across requests for exact "
+            "prefix reuse (0 = off, the default); overrides serve.prefix_cache_mb."),
         access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
@@ -64,9 +67,11 @@ def register(app: typer.Typer) -> None:
             fail(f"--log-level {log_level!r}: choose debug, info, warning or error", code=EXIT_USAGE)
         if port is not None and not 0 <= port <= 65535:
             fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE)
+        if prefix_cache_mb is not None and prefix_cache_mb < 0:
+            fail(f"--prefix-cache-mb {prefix_cache_mb}: must be 0 (off) or more MiB", code=EXIT_USAGE)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
-                           api_key=api_key, preset=preset)
+                           api_key=api_key, preset=preset, prefix_cache_mb=prefix_cache_mb)
         try:
             plan = make_plan(flags)
         except PlanError as exc:

@@ -269,6 +269,10 @@ class ServeSection(_Section):
         False, description="trtllm engine: KvCacheConfig.enable_block_reuse, set explicitly (the binding's "
         "default is False in 0.16 and True in later releases).")
     threads: Optional[int] = Field(None, ge=1, description="Reference engine CPU threads; default: cores.")
+    prefix_cache_mb: int = Field(
+        0, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
+        "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
+        "a cached prefix prefills only the rest; usage.prompt_tokens_details.cached_tokens says how much.")
 
 
 class BenchSection(_Section):

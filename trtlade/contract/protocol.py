@@ -149,6 +149,8 @@ class GenerationStats:
     tokens_per_step_hist: dict[int, int] = field(default_factory=dict)
     rows_per_step: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
+    #: prompt tokens whose K/V came from the prefix cache (not computed by this request's prefill)
+    cached_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
     #: seconds from being queued in a batch to the start of its prefill
@@ -182,6 +184,7 @@ class GenerationStats:
             "mean_rows_per_step": round(sum(self.rows_per_step) / len(self.rows_per_step), 3)
             if self.rows_per_step else 0.0,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "prefill_s": self.prefill_s,
             "decode_s": self.decode_s,
             "queue_s": self.queue_s,

@@ -55,6 +55,7 @@ from trtlade.reference.native import status as native_status
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
 from trtlade.reference.slot_cache import SlotKVCache
+from trtlade.reference.prefix_cache import DEFAULT_BLOCK_TOKENS, PrefixCache
 from trtlade.reference.step_layout import (RowBlock, StepLayout, invariant_index, row_keys,  # noqa: F401 (re-exported)
                                            step_layout)
 
@@ -152,6 +153,8 @@ class BatchRunner:
         head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
         self.cache = SlotKVCache(int(cfg.num_hidden_layers), kv_heads, head_dim)
+        #: K/V of prompts' whole blocks kept across requests (None: off; see enable_prefix_cache)
+        self.prefix_cache: Optional[PrefixCache] = None
         self._free: list[int] = []
         self._next_slot = 0
         self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
@@ -292,17 +295,61 @@ class BatchRunner:
         with torch.inference_mode():
             self.cache.keep(kept)
 
+    # ------------------------------------------------------------------ prefix reuse
+    def enable_prefix_cache(self, max_bytes: int, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> PrefixCache:
+        """Keep the K/V of prompts' whole blocks across requests, at most ``max_bytes`` (see
+        :mod:`trtlade.reference.prefix_cache`)."""
+        per_token = 2 * len(self.cache.layers) * self.cache.kv_heads * self.cache.head_dim
+        self.prefix_cache = PrefixCache(block_tokens, int(max_bytes),
+                                        per_token * torch.empty((), dtype=self.kv_dtype).element_size())
+        return self.prefix_cache
+
+    def prefix_hit(self, prompt: Sequence[int]) -> int:
+        """Tokens of ``prompt`` the prefix cache holds (0 without one)."""
+        return self.prefix_cache.match(prompt) if self.prefix_cache is not None else 0
+
+    def reuse(self, slot: int, prompt: Sequence[int]) -> int:
+        """Copy the cached K/V of ``prompt``'s longest cached prefix into ``slot`` (empty); returns its
+        tokens, where :meth:`prefill` starts (0: nothing cached)."""
+        hit = self.prefix_hit(prompt)
+        if self.prefix_cache is None:
+            return 0
+        blocks = self.prefix_cache.blocks_for(prompt, hit)
+        self.cache.ensure(slot + 1, hit + 1, self.kv_dtype, self.device)
+        width = self.prefix_cache.block_tokens
+        with torch.inference_mode():
+            for i, kv in enumerate(blocks):
+                for layer, (k, v) in zip(self.cache.layers, kv):
+                    layer.keys[slot, :, i * width:(i + 1) * width] = k
+                    layer.values[slot, :, i * width:(i + 1) * width] = v
+        self.cache.lengths[slot] = hit
+        return hit
+
+    def remember(self, slot: int, prompt: Sequence[int]) -> int:
+        """Keep ``prompt``'s whole blocks (their K/V now in ``slot``) in the prefix cache; blocks added."""
+        if self.prefix_cache is None:
+            return 0
+
+        def read(lo: int, hi: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            return [(layer.keys[slot, :, lo:hi].clone(), layer.values[slot, :, lo:hi].clone())
+                    for layer in self.cache.layers]
+
+        return self.prefix_cache.store(prompt, read)
+
     def prefill(self, slot: int, prompt: Sequence[int], chunk: Optional[int] = None,
-                all_rows: bool = False) -> torch.Tensor:
-        """Run ``prompt`` into ``slot`` (empty), in chunks of at most ``chunk`` rows; return the
-        last row's logits (float32, ``[vocab]``), or every row's (``[len(prompt), vocab]``) with
+                all_rows: bool = False, start: int = 0) -> torch.Tensor:
+        """Run ``prompt`` into ``slot`` (empty, or holding its first ``start`` tokens' K/V: see
+        :meth:`reuse`), in chunks of at most ``chunk`` rows; return the last row's logits (float32,
+        ``[vocab]``), or every row's from ``start`` on (``[len(prompt) - start, vocab]``) with
         ``all_rows`` (for prompt log probabilities)."""
         if len(prompt) == 0:
             raise ValueError("the prompt is empty: give at least one token")
-        self.cache.lengths[slot] = 0
+        if not 0 <= start < len(prompt):
+            raise ValueError(f"start {start} is outside the prompt of {len(prompt)} tokens")
+        self.cache.lengths[slot] = start
         step = len(prompt) if not chunk else max(1, int(chunk))
         parts: list[torch.Tensor] = []
-        for start in range(0, len(prompt), step):
+        for start in range(start, len(prompt), step):
             part = list(prompt[start:start + step])
             rows = list(range(len(part))) if all_rows else [len(part) - 1]
             block = RowBlock(slot, part, list(range(len(part))), rows, causal=True)
@@ -310,18 +357,22 @@ class BatchRunner:
             self.keep([(slot, range(len(part)))])
         return torch.cat(parts) if all_rows else parts[-1][0]
 
-    def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int]]]) -> list[torch.Tensor]:
-        """Run several prompts, each into its own empty slot, in ONE forward pass (a causal block
-        each); return each prompt's last-row logits (float32, ``[vocab]``). Several arrivals then
-        share one forward's fixed cost instead of queueing behind each other's prefill."""
+    def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int]] | tuple[int, Sequence[int], int]]
+                     ) -> list[torch.Tensor]:
+        """Run several prompts, each into its own slot (empty, or holding its first ``start`` tokens:
+        ``(slot, prompt, start)``), in ONE forward pass (a causal block each); return each prompt's
+        last-row logits (float32, ``[vocab]``). Several arrivals then share one forward's fixed cost
+        instead of queueing behind each other's prefill."""
         if len(prompts) == 1:
-            return [self.prefill(*prompts[0])]
+            return [self.prefill(*prompts[0][:2], start=prompts[0][2] if len(prompts[0]) > 2 else 0)]
         blocks = []
-        for slot, prompt in prompts:
+        for slot, prompt, *rest in prompts:
+            start = rest[0] if rest else 0
             if len(prompt) == 0:
                 raise ValueError("the prompt is empty: give at least one token")
-            self.cache.lengths[slot] = 0
-            blocks.append(RowBlock(slot, list(prompt), list(range(len(prompt))), [len(prompt) - 1], causal=True))
+            self.cache.lengths[slot] = start
+            tail = list(prompt[start:])
+            blocks.append(RowBlock(slot, tail, list(range(len(tail))), [len(tail) - 1], causal=True))
         logits = self.forward(blocks)
         self.keep([(b.slot, range(b.rows)) for b in blocks])
         return [row[0] for row in logits]

@@ -428,14 +428,15 @@ class Batch:
         admitted: list[SequenceState] = []
         while self._waiting and len(self._running) + len(admitted) < self.limits.max_batch_size:
             state = self._waiting[0].state
-            if report.prefill_tokens and report.prefill_tokens + len(state.prompt) > budget:
+            computed = len(state.prompt) - self.engine.runner.prefix_hit(state.prompt)  # a cached prefix costs nothing
+            if report.prefill_tokens and report.prefill_tokens + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.spec.decoding_tokens + 1
                 state.slot = self.engine.runner.allocate(reserve)
             self._waiting.pop(0)
             report.prefills += 1
-            report.prefill_tokens += len(state.prompt)
+            report.prefill_tokens += computed
             admitted.append(state)
         return admitted
 
@@ -450,15 +451,21 @@ class Batch:
         scored = [s for s in admitted if s.request.prompt_logprobs is not None]  # every prompt row's logits
         together = [s for s in admitted if s.request.prompt_logprobs is None]
         firsts: dict[int, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
-        for state in scored:
+        for state in scored:  # every prompt row's logits: computed, not reused
             rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True)
             firsts[state.seq_id] = (rows[-1], rows)
+        for state in together:  # the cached prefix's K/V into the slot; the prefill starts after it
+            state.stats.cached_tokens = runner.reuse(state.slot, state.prompt)
         if len(together) == 1:
             firsts[together[0].seq_id] = (runner.prefill(together[0].slot, together[0].prompt,
-                                                         chunk=self.limits.max_num_tokens), None)
+                                                         chunk=self.limits.max_num_tokens,
+                                                         start=together[0].stats.cached_tokens), None)
         elif together:
-            for state, last in zip(together, runner.prefill_many([(s.slot, s.prompt) for s in together])):
+            many = [(s.slot, s.prompt, s.stats.cached_tokens) for s in together]
+            for state, last in zip(together, runner.prefill_many(many)):
                 firsts[state.seq_id] = (last, None)
+        for state in admitted:
+            runner.remember(state.slot, state.prompt)
         elapsed = time.perf_counter() - t0
         for state in admitted:
             state.stats.prefill_s = elapsed

@@ -133,7 +133,11 @@ class ReferenceServingEngine:
         """What changes while serving: the auto policy's cost model and acceptance prior (read from
         any thread; a snapshot)."""
         policy = getattr(self._engine, "policy", None)
-        return {"auto": policy.snapshot()} if hasattr(policy, "snapshot") else {}
+        out = {"auto": policy.snapshot()} if hasattr(policy, "snapshot") else {}
+        cache = getattr(getattr(self._engine, "runner", None), "prefix_cache", None)
+        if cache is not None:
+            out["prefix_cache"] = cache.stats()
+        return out
 
     def set_step_observer(self, observer: Optional[Callable[[Any], None]]) -> None:
         """``observer(report)`` after every step, on the worker thread (keep it cheap)."""

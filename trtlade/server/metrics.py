@@ -40,6 +40,10 @@ trtlade_schedule_requests_total{band,spec}    counter    requests whose (w,n,g) 
                                                          by band (requests in flight, e.g. ``3-8``) and spec
 trtlade_schedule_band_in_force{band,spec}     gauge      1 for the band a request admitted now would get,
                                                          0 for the others (only with a schedule)
+trtlade_prompt_cached_tokens_total            counter    prompt tokens whose K/V came from the prefix cache
+                                                         (reference engine, serve.prefix_cache_mb)
+trtlade_prefix_cache_bytes                    gauge      bytes of K/V the prefix cache holds (NaN: no cache)
+trtlade_prefix_cache_token_hit_rate           gauge      cached / looked-up prompt tokens since the start
 ============================================  =========  =================================================
 
 ``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off).
@@ -122,6 +126,11 @@ class ServerMetrics:
                                          "schedule chose, by band and spec.", ["band", "spec"], registry=r)
         self.band_in_force = Gauge("trtlade_schedule_band_in_force", "1 for the schedule band a request "
                                    "admitted now would get.", ["band", "spec"], registry=r)
+        self.cached_tokens = Counter("trtlade_prompt_cached_tokens", "Prompt tokens whose K/V came from the "
+                                     "prefix cache.", registry=r)
+        self.prefix_bytes = Gauge("trtlade_prefix_cache_bytes", "Bytes of K/V the prefix cache holds.", registry=r)
+        self.prefix_hit_rate = Gauge("trtlade_prefix_cache_token_hit_rate", "Cached / looked-up prompt tokens.",
+                                     registry=r)
         self._schedule: LookaheadSchedule | None = None
 
     def set_schedule(self, schedule: LookaheadSchedule, band_in_force: Callable[[], int | None]) -> None:
@@ -151,6 +160,7 @@ class ServerMetrics:
     def lookahead(self, stats: GenerationStats) -> None:
         """Record what lookahead did for one finished request."""
         label = str(stats.spec)
+        self.cached_tokens.inc(stats.cached_tokens)
         self.la_steps.labels(spec=label).inc(stats.steps)
         self.la_draft_rows.labels(spec=label).inc(max(0, stats.draft_rows))
         self.la_accepted.labels(spec=label).inc(max(0, stats.tokens - stats.steps))
@@ -182,7 +192,12 @@ class ServerMetrics:
         def row_cost() -> float:
             ms = (live().get("auto") or {}).get("row_cost_ms")
             return ms / 1000 if ms is not None else float("nan")
+
+        def prefix(key: str) -> Callable[[], float]:
+            return lambda: float((live().get("prefix_cache") or {}).get(key, float("nan")))
         self.row_cost.set_function(row_cost)
+        self.prefix_bytes.set_function(prefix("bytes"))
+        self.prefix_hit_rate.set_function(prefix("token_hit_rate"))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

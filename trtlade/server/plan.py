@@ -55,6 +55,7 @@ class ServeFlags:
     port: Optional[int] = None
     api_key: Optional[str] = None
     preset: Optional[str] = None
+    prefix_cache_mb: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         data["serve"]["host"] = flags.host
     if flags.port is not None:
         data["serve"]["port"] = flags.port
+    if flags.prefix_cache_mb is not None:
+        data["serve"]["prefix_cache_mb"] = flags.prefix_cache_mb
     if model_path is not None:
         data["model"]["path"] = model_path
         data["model"]["name"] = None

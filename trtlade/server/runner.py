@@ -38,6 +38,8 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
             threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
             prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec))
+        if cfg.serve.prefix_cache_mb:
+            engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
             max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,

@@ -1,0 +1,233 @@
+"""Exact prefix reuse (trtlade.reference.prefix_cache): the cache's rules as a spec table, then the
+promise: a request served after a cached prefix gets the tokens and the logits' bits of a cold engine,
+greedy and seeded sampling, fp32 and bf16, for a prefix that ends mid-block and for a whole prompt seen
+before; and what the server says of it (usage, /metrics)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+import torch
+
+from models import tiny_engine, tiny_model, tiny_tokenizer
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.reference.prefix_cache import PrefixCache
+
+BLOCK = 16
+
+
+# ------------------------------------------------------------------------------------ the cache alone
+@pytest.mark.parametrize("stored, prompt, expected", [
+    ([], [1, 2, 3, 4, 5], 0),                                  # cold
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4, 9], 4),                   # two whole blocks shared
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 9, 9], 2),                   # diverges inside block 2: block 1 only
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4], 2),                      # the whole prompt cached: one token left to run
+    ([[1, 2, 3, 4, 5]], [9, 1, 2, 3, 4], 0),                   # same tokens at other positions: nothing
+    ([[1, 2, 3, 4, 5], [7, 7, 3, 4]], [7, 7, 3, 4, 1], 4),     # block [3, 4] after [7, 7] is its own
+    ([[1, 2]], [1, 2, 5], 2),
+    ([[1]], [1, 5], 0),                                        # a partial block is never kept
+])
+def test_a_prompt_matches_whole_blocks_of_the_same_tokens_from_position_0(stored, prompt, expected):
+    cache = PrefixCache(block_tokens=2, max_bytes=1 << 20, bytes_per_token=1)
+    for p in stored:
+        cache.store(p, lambda lo, hi, p=p: tuple(p[lo:hi]))
+    assert cache.match(prompt) == expected
+    assert cache.blocks_for(prompt, expected) == [tuple(prompt[i:i + 2]) for i in range(0, expected, 2)]
+
+
+def test_the_least_recently_used_leaf_goes_first_and_the_bytes_stay_within_the_budget():
+    cache = PrefixCache(block_tokens=2, max_bytes=6, bytes_per_token=1)  # room for 3 blocks
+    cache.store([1, 2, 3, 4], lambda lo, hi: lo)        # a: [1,2] -> [3,4]
+    cache.store([5, 6], lambda lo, hi: lo)              # b
+    cache.blocks_for([1, 2, 3, 4, 0], cache.match([1, 2, 3, 4, 0]))  # a used again: b is the oldest
+    cache.store([7, 8], lambda lo, hi: lo)              # evicts b, not a's parent [1,2] (it has a child)
+    assert cache.match([5, 6, 0]) == 0 and cache.match([1, 2, 3, 4, 0]) == 4 and cache.match([7, 8, 0]) == 2
+    assert cache.stats()["bytes"] <= 6 and cache.stats()["evictions"] == 1
+    cache.store([9, 9, 9, 9, 9, 9], lambda lo, hi: lo)  # a chain longer than the budget: oldest leaves go
+    assert cache.stats()["bytes"] <= 6
+
+
+def test_a_budget_below_one_block_keeps_nothing():
+    cache = PrefixCache(block_tokens=4, max_bytes=3, bytes_per_token=1)
+    assert cache.store([1, 2, 3, 4, 5], lambda lo, hi: lo) == 0 and cache.match([1, 2, 3, 4, 5]) == 0
+
+
+def test_the_hit_rate_counts_looked_up_prompt_tokens():
+    cache = PrefixCache(block_tokens=2, max_bytes=100, bytes_per_token=1)
+    cache.blocks_for([1, 2, 3], cache.match([1, 2, 3]))
+    cache.store([1, 2, 3], lambda lo, hi: lo)
+    cache.blocks_for([1, 2, 4], cache.match([1, 2, 4]))
+    s = cache.stats()
+    assert (s["lookups"], s["hits"], s["hit_tokens"], s["prompt_tokens"], s["token_hit_rate"]) == (2, 1, 2, 6, 0.3333)
+
+
+# ------------------------------------------------------------------------------------ exact on the engine
+@lru_cache(maxsize=None)
+def engine(dtype: torch.dtype = torch.float32, arch: str = "llama"):
+    tok = tiny_tokenizer()
+    return tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=dtype))
+
+
+@lru_cache(maxsize=None)
+def texts() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Two prompts sharing 40 tokens (the shared part ends inside the third block of 16)."""
+    tok = tiny_tokenizer()
+    shared = tok.encode("You are a helpful assistant. Answer briefly and exactly. " * 3)[:40]
+    a = shared + tok.encode("What is two plus two?")
+    b = shared + tok.encode("Name a colour of the sky at noon.")
+    assert len(shared) == 40 and a[:40] == b[:40] and a[40] != b[40]
+    return tuple(a), tuple(b)
+
+
+def cold_logits(eng, prompt) -> torch.Tensor:
+    runner = eng.runner
+    runner.prefix_cache = None
+    slot = runner.allocate(len(prompt) + 8)
+    try:
+        return runner.prefill(slot, list(prompt))
+    finally:
+        runner.free(slot)
+
+
+def warm_logits(eng, seen, prompt) -> tuple[torch.Tensor, int]:
+    runner = eng.runner
+    runner.enable_prefix_cache(64 << 20, block_tokens=BLOCK)
+    try:
+        slot = runner.allocate(len(seen) + 8)
+        runner.prefill(slot, list(seen))
+        runner.remember(slot, list(seen))
+        runner.free(slot)
+        slot = runner.allocate(len(prompt) + 8)
+        hit = runner.reuse(slot, list(prompt))
+        logits = runner.prefill(slot, list(prompt), start=hit)
+        runner.free(slot)
+        return logits, hit
+    finally:
+        runner.prefix_cache = None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("case", ["mid-block", "whole prompt"])
+def test_a_cached_prefix_gives_the_logits_bits_of_a_cold_prefill(dtype, case):
+    a, b = texts()
+    eng = engine(dtype)
+    seen, prompt = (a, b) if case == "mid-block" else (b, b)
+    warm, hit = warm_logits(eng, seen, prompt)
+    assert hit == (32 if case == "mid-block" else (len(b) - 1) // BLOCK * BLOCK) and hit > 0
+    assert torch.equal(warm, cold_logits(eng, prompt))
+
+
+def serve(eng, requests, cache_mb: int) -> list[tuple[list[int], int]]:
+    """Each request in turn through a batch (the server's path): its tokens and cached prompt tokens."""
+    eng.runner.prefix_cache = None
+    if cache_mb:
+        eng.runner.enable_prefix_cache(cache_mb << 20, block_tokens=BLOCK)
+    out = []
+    try:
+        for req in requests:
+            batch = eng.new_batch(max_batch_size=4)
+            sid = batch.add(req)
+            tokens, cached = [], 0
+            while len(batch):
+                for got, chunk in batch.step():
+                    if got == sid:
+                        tokens.extend(chunk.tokens)
+                        cached = chunk.stats.cached_tokens if chunk.stats is not None else cached
+            out.append((tokens, cached))
+    finally:
+        eng.runner.prefix_cache = None
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.9, "top_p": 0.95, "seed": 11}], ids=["greedy", "seeded"])
+@pytest.mark.parametrize("lookahead", [None, (1, 1, 0)], ids=["server-spec", "ar"])
+def test_a_request_after_a_cached_prefix_gets_the_tokens_of_a_cold_server(dtype, sampling, lookahead):
+    a, b = texts()
+    eng = engine(dtype)
+    reqs = [GenerationRequest(prompt_ids=p, max_tokens=12, ignore_eos=True, lookahead=lookahead, **sampling)
+            for p in (a, b, b)]
+    cold = serve(eng, reqs, cache_mb=0)
+    warm = serve(eng, reqs, cache_mb=64)
+    assert [t for t, _ in warm] == [t for t, _ in cold]
+    assert [c for _, c in cold] == [0, 0, 0]
+    assert [c for _, c in warm] == [0, 32, (len(b) - 1) // BLOCK * BLOCK]
+
+
+def test_requests_admitted_together_reuse_and_stay_exact():
+    """Two requests prefilled in one forward (prefill_many), each after its own cached prefix."""
+    a, b = texts()
+    eng = engine()
+    reqs = [GenerationRequest(prompt_ids=p, max_tokens=10, ignore_eos=True) for p in (a, b)]
+    expected = [t for t, _ in serve(eng, reqs, cache_mb=0)]
+    eng.runner.enable_prefix_cache(64 << 20, block_tokens=BLOCK)
+    try:
+        serve_first = eng.new_batch(max_batch_size=4)
+        serve_first.add(GenerationRequest(prompt_ids=a, max_tokens=1, ignore_eos=True))
+        while len(serve_first):
+            serve_first.step()
+        batch = eng.new_batch(max_batch_size=4)
+        ids = [batch.add(r) for r in reqs]
+        got = {i: [] for i in ids}
+        cached = {}
+        while len(batch):
+            for sid, chunk in batch.step():
+                got[sid].extend(chunk.tokens)
+                if chunk.stats is not None:
+                    cached[sid] = chunk.stats.cached_tokens
+    finally:
+        eng.runner.prefix_cache = None
+    assert [got[i] for i in ids] == expected
+    assert [cached[i] for i in ids] == [(len(a) - 1) // BLOCK * BLOCK, 32]
+
+
+# ------------------------------------------------------------------------------------ what the server says
+def test_the_server_reports_cached_tokens_in_usage_and_metrics():
+    import asyncio
+
+    from fake_engine import client_for, metric_value
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    a, b = texts()
+    eng = engine()
+    eng.runner.enable_prefix_cache(64 << 20, block_tokens=BLOCK)
+    app = create_app(lambda: ReferenceServingEngine(eng, max_batch_size=4))
+
+    async def go():
+        async with client_for(app) as c:
+            bodies = [{"model": "tiny-llama", "prompt": list(p), "max_tokens": 4, "ignore_eos": True} for p in (a, b)]
+            replies = [await c.post("/v1/completions", json=body) for body in bodies]
+            return replies, await c.get("/metrics")
+
+    try:
+        (first, second), metrics = asyncio.run(go())
+        held = eng.runner.prefix_cache.stats()["bytes"]
+    finally:
+        eng.runner.prefix_cache = None
+    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    assert "prompt_tokens_details" not in first.json()["usage"]
+    assert second.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 32}
+    assert metric_value(metrics.text, "trtlade_prompt_cached_tokens_total") == 32.0
+    assert held > 0 and metric_value(metrics.text, "trtlade_prefix_cache_bytes") == held
+
+
+def test_serve_takes_the_prefix_cache_size_from_the_config_and_the_flag(tmp_path):
+    from trtlade.config.schema import ServeSection
+    from trtlade.server.plan import ServeFlags, make_plan
+
+    assert ServeSection().prefix_cache_mb == 0  # off unless asked
+    config = tmp_path / "c.yml"
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefix_cache_mb: 128\n")
+    assert make_plan(ServeFlags(config=config)).config.serve.prefix_cache_mb == 128
+    assert make_plan(ServeFlags(config=config, prefix_cache_mb=0)).config.serve.prefix_cache_mb == 0
+
+
+def test_a_negative_prefix_cache_size_is_refused_naming_the_flag():
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    result = CliRunner().invoke(app, ["serve", "--prefix-cache-mb", "-1"])
+    assert result.exit_code != 0 and "--prefix-cache-mb -1" in result.output and "Traceback" not in result.output
