@@ -311,9 +311,9 @@ class BatchRunner:
     def reuse(self, slot: int, prompt: Sequence[int]) -> int:
         """Copy the cached K/V of ``prompt``'s longest cached prefix into ``slot`` (empty); returns its
         tokens, where :meth:`prefill` starts (0: nothing cached)."""
-        hit = self.prefix_hit(prompt)
         if self.prefix_cache is None:
             return 0
+        hit = self.prefix_cache.match(prompt)
         blocks = self.prefix_cache.blocks_for(prompt, hit)
         self.cache.ensure(slot + 1, hit + 1, self.kv_dtype, self.device)
         width = self.prefix_cache.block_tokens
@@ -349,25 +349,24 @@ class BatchRunner:
         self.cache.lengths[slot] = start
         step = len(prompt) if not chunk else max(1, int(chunk))
         parts: list[torch.Tensor] = []
-        for start in range(start, len(prompt), step):
-            part = list(prompt[start:start + step])
+        for at in range(start, len(prompt), step):
+            part = list(prompt[at:at + step])
             rows = list(range(len(part))) if all_rows else [len(part) - 1]
             block = RowBlock(slot, part, list(range(len(part))), rows, causal=True)
             parts.append(self.forward([block])[0])
             self.keep([(slot, range(len(part)))])
         return torch.cat(parts) if all_rows else parts[-1][0]
 
-    def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int]] | tuple[int, Sequence[int], int]]
-                     ) -> list[torch.Tensor]:
-        """Run several prompts, each into its own slot (empty, or holding its first ``start`` tokens:
-        ``(slot, prompt, start)``), in ONE forward pass (a causal block each); return each prompt's
-        last-row logits (float32, ``[vocab]``). Several arrivals then share one forward's fixed cost
-        instead of queueing behind each other's prefill."""
+    def prefill_many(self, prompts: Sequence[tuple[int, Sequence[int], int]]) -> list[torch.Tensor]:
+        """Run several prompts ``(slot, prompt, start)``, each into its own slot (empty, or holding its
+        first ``start`` tokens: see :meth:`reuse`), in ONE forward pass (a causal block each); return
+        each prompt's last-row logits (float32, ``[vocab]``). Several arrivals then share one forward's
+        fixed cost instead of queueing behind each other's prefill."""
         if len(prompts) == 1:
-            return [self.prefill(*prompts[0][:2], start=prompts[0][2] if len(prompts[0]) > 2 else 0)]
+            slot, prompt, start = prompts[0]
+            return [self.prefill(slot, prompt, start=start)]
         blocks = []
-        for slot, prompt, *rest in prompts:
-            start = rest[0] if rest else 0
+        for slot, prompt, start in prompts:
             if len(prompt) == 0:
                 raise ValueError("the prompt is empty: give at least one token")
             self.cache.lengths[slot] = start

@@ -428,7 +428,8 @@ class Batch:
         admitted: list[SequenceState] = []
         while self._waiting and len(self._running) + len(admitted) < self.limits.max_batch_size:
             state = self._waiting[0].state
-            computed = len(state.prompt) - self.engine.runner.prefix_hit(state.prompt)  # a cached prefix costs nothing
+            computed = len(state.prompt) - (0 if state.request.prompt_logprobs is not None  # scored: computed whole
+                                            else self.engine.runner.prefix_hit(state.prompt))
             if report.prefill_tokens and report.prefill_tokens + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
