@@ -92,7 +92,8 @@ class FakeEngine:
             raise ValueError("the fake engine rejects this prompt")
         return self._steps(req, spec)
 
-    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None) -> "FakeBatch":
+    def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None,
+                  prefill_chunk: Optional[int] = None) -> "FakeBatch":
         return FakeBatch(self, max_batch_size)
 
     def _steps(self, req: GenerationRequest, spec: LookaheadSpec) -> Iterator[StepChunk]:

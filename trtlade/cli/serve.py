@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
         prefix_cache_mb: Optional[int] = typer.Option(
             None, "--prefix-cache-mb", help="Reference engine: MiB of prompt K/V kept across requests for exact "
             "prefix reuse (0 = off, the default); overrides serve.prefix_cache_mb."),
+        prefill_chunk_tokens: Optional[int] = typer.Option(
+            None, "--prefill-chunk-tokens", help="Reference engine: prompt tokens a step computes next to the "
+            "requests decoding (chunked prefill; 0 = off: whole prompts before the step's decode); overrides "
+            "serve.prefill_chunk_tokens."),
         access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
@@ -69,9 +73,12 @@ def register(app: typer.Typer) -> None:
             fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE)
         if prefix_cache_mb is not None and prefix_cache_mb < 0:
             fail(f"--prefix-cache-mb {prefix_cache_mb}: must be 0 (off) or more MiB", code=EXIT_USAGE)
+        if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
+            fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
-                           api_key=api_key, preset=preset, prefix_cache_mb=prefix_cache_mb)
+                           api_key=api_key, preset=preset, prefix_cache_mb=prefix_cache_mb,
+                           prefill_chunk_tokens=prefill_chunk_tokens)
         try:
             plan = make_plan(flags)
         except PlanError as exc:

@@ -74,6 +74,8 @@ SpecField = Annotated[
 ]
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
+#: serve.prefill_chunk_tokens: prompt rows per step next to decoding requests (scripts/prefill_stall.py)
+DEFAULT_PREFILL_CHUNK = 16
 
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 
@@ -273,6 +275,11 @@ class ServeSection(_Section):
         0, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
         "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
         "a cached prefix prefills only the rest; usage.prompt_tokens_details.cached_tokens says how much.")
+    prefill_chunk_tokens: int = Field(
+        DEFAULT_PREFILL_CHUNK, ge=0, description="Reference engine: prompt tokens a step computes next to the "
+        "requests decoding (chunked prefill: a long prompt advances by chunks inside their steps instead of "
+        "stalling them for its whole prefill); 0 = off (a new prompt is prefilled whole before the step's "
+        "decode). With nothing decoding a prompt is prefilled whole either way.")
 
 
 class BenchSection(_Section):

@@ -144,7 +144,17 @@ class SequenceState:
         self.draft_rows = {"first": 2, "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
         self.enqueued_at = time.perf_counter()
+        #: prompt tokens whose K/V are in the slot (cached, then prefilled); when its prefill began; the
+        #: prompt rows' logits so far (a scored request: ``prompt_logprobs``)
+        self.prefilled = 0
+        self.prefill_started: Optional[float] = None
+        self.prompt_rows: list[torch.Tensor] = []
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
+
+    @property
+    def scored(self) -> bool:
+        """Whether every prompt row's logits are wanted (``prompt_logprobs``): computed, never reused."""
+        return self.request.prompt_logprobs is not None
 
     # ------------------------------------------------------------------ rows
     @property
@@ -348,20 +358,22 @@ class Batch:
         self.is_current = is_current
         self._next_id = 0
         self._waiting: list[_Waiting] = []
+        self._prefilling: list[SequenceState] = []  # admitted, their prompts on the way (chunked prefill)
         self._running: list[SequenceState] = []
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
 
     @property
     def running(self) -> int:
-        return len(self._running)
+        """Sequences holding a slot: decoding, or with their prompt on the way."""
+        return len(self._running) + len(self._prefilling)
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
 
     def __len__(self) -> int:
-        return len(self._running) + len(self._waiting)
+        return self.running + len(self._waiting)
 
     def add(self, request: GenerationRequest, enqueued_at: Optional[float] = None) -> int:
         """Validate ``request`` now (raising the engine's RequestError) and queue it; returns its id.
@@ -383,23 +395,26 @@ class Batch:
                 self._waiting.remove(item)
                 self._release(item.state)
                 return True
-        for state in self._running:
-            if state.seq_id == seq_id:
-                self._running.remove(state)
-                self._release(state)
-                return True
+        for held in (self._prefilling, self._running):
+            for state in held:
+                if state.seq_id == seq_id:
+                    held.remove(state)
+                    self._release(state)
+                    return True
         return False
 
     def close(self) -> None:
         """Cancel everything and free every slot."""
-        for seq_id in [w.state.seq_id for w in self._waiting] + [s.seq_id for s in self._running]:
+        for seq_id in [w.state.seq_id for w in self._waiting] + [s.seq_id for s in self._prefilling + self._running]:
             self.cancel(seq_id)
 
     def step(self, on_chunk: Optional[Callable[[int, StepChunk], None]] = None) -> list[tuple[int, StepChunk]]:
         """Admit and prefill, then one forward pass for the running sequences; returns the chunks
         emitted, as ``(seq_id, chunk)`` in order (a chunk with ``finish_reason`` is the last of its
         sequence). ``on_chunk(seq_id, chunk)``, if given, gets each chunk as soon as it exists: a
-        new request's first token leaves right after its prefill, not after the decode pass."""
+        new request's first token leaves right after its prefill, not after the decode pass. With
+        ``limits.prefill_chunk`` and sequences decoding, prompts advance by chunks inside the decode
+        pass instead (see the module docstring, step 1)."""
         self._check_owner()
         t0 = time.perf_counter()
         report = StepReport()
@@ -412,74 +427,116 @@ class Batch:
                 on_chunk(seq_id, chunk)
 
         decoding = list(self._running)  # newly prefilled sequences join at the next step
-        self._admit(report, emit)  # prefill first: a new request's first token waits for no decode step
+        chunked = bool(decoding) and self.limits.prefill_chunk is not None
+        self._admit(report, chunked)
+        if not chunked:
+            self._prefill_whole(report, emit)  # a new request's first token waits for no decode step
         if decoding:
-            self._decode(decoding, report, emit)
+            self._decode(decoding, report, emit, chunked)
         report.seconds = time.perf_counter() - t0
         self.last = report
         return out
 
     # ------------------------------------------------------------------ internals
-    def _admissions(self, report: StepReport) -> list[SequenceState]:
-        """The waiting sequences this step admits (first come first served), with their slots:
-        as many as free places allow and whose prompts fit this step's prefill budget (the first
-        always does: a prompt longer than ``max_num_tokens`` is prefilled in chunks)."""
-        budget = self.limits.max_num_tokens or (1 << 62)
-        admitted: list[SequenceState] = []
-        while self._waiting and len(self._running) + len(admitted) < self.limits.max_batch_size:
+    def _admit(self, report: StepReport, chunked: bool) -> None:
+        """Move waiting sequences (first come first served) to prefilling, with their slots and their
+        cached prefix, while fewer than ``max_batch_size`` hold a slot. Prefilled whole this step
+        (``chunked`` False), their prompts must fit ``max_num_tokens`` together beyond the first
+        (a longer first prompt is prefilled in chunks); prefilled by chunks, any number waits its turn."""
+        budget = None if chunked else (self.limits.max_num_tokens or (1 << 62))
+        pending = sum(len(s.prompt) - s.prefilled for s in self._prefilling)
+        runner = self.engine.runner
+        while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
             state = self._waiting[0].state
-            computed = len(state.prompt) - (0 if state.request.prompt_logprobs is not None  # scored: computed whole
-                                            else self.engine.runner.prefix_hit(state.prompt))
-            if report.prefill_tokens and report.prefill_tokens + computed > budget:
+            computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt))
+            if budget is not None and pending and pending + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.spec.decoding_tokens + 1
-                state.slot = self.engine.runner.allocate(reserve)
+                state.slot = runner.allocate(reserve)
             self._waiting.pop(0)
+            if not state.scored:  # the cached prefix's K/V into the slot; the prefill starts after it
+                state.prefilled = state.stats.cached_tokens = runner.reuse(state.slot, state.prompt)
             report.prefills += 1
-            report.prefill_tokens += computed
-            admitted.append(state)
-        return admitted
+            pending += computed
+            self._prefilling.append(state)
 
-    def _admit(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
-        """Prefill the admitted sequences (together in one forward when their prompts fit the
-        budget together, else alone in chunks) and emit each first token."""
-        admitted = self._admissions(report)
-        if not admitted:
+    def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
+        """Prefill every prefilling sequence to its end (together in one forward when not scored and
+        more than one, else alone in chunks of ``max_num_tokens``) and emit each first token."""
+        states, self._prefilling = self._prefilling, []
+        if not states:
             return
         t0 = time.perf_counter()
         runner = self.engine.runner
-        scored = [s for s in admitted if s.request.prompt_logprobs is not None]  # every prompt row's logits
-        together = [s for s in admitted if s.request.prompt_logprobs is None]
-        firsts: dict[int, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
-        for state in scored:  # every prompt row's logits: computed, not reused
-            rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True)
-            firsts[state.seq_id] = (rows[-1], rows)
-        for state in together:  # the cached prefix's K/V into the slot; the prefill starts after it
-            state.stats.cached_tokens = runner.reuse(state.slot, state.prompt)
+        report.prefill_tokens += sum(len(s.prompt) - s.prefilled for s in states)
+        together = [s for s in states if not s.scored]
+        lasts: dict[int, torch.Tensor] = {}
+        for state in states:
+            if state.scored:  # every prompt row's logits
+                rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True,
+                                      start=state.prefilled)
+                state.prompt_rows.append(rows)
+                lasts[state.seq_id] = rows[-1]
         if len(together) == 1:
-            firsts[together[0].seq_id] = (runner.prefill(together[0].slot, together[0].prompt,
-                                                         chunk=self.limits.max_num_tokens,
-                                                         start=together[0].stats.cached_tokens), None)
+            lasts[together[0].seq_id] = runner.prefill(together[0].slot, together[0].prompt,
+                                                       chunk=self.limits.max_num_tokens, start=together[0].prefilled)
         elif together:
-            many = [(s.slot, s.prompt, s.stats.cached_tokens) for s in together]
-            for state, last in zip(together, runner.prefill_many(many)):
-                firsts[state.seq_id] = (last, None)
-        for state in admitted:
-            runner.remember(state.slot, state.prompt)
-        elapsed = time.perf_counter() - t0
-        for state in admitted:
-            state.stats.prefill_s = elapsed
-            state.stats.queue_s = t0 - state.enqueued_at
-            report.queue_waits.append(state.stats.queue_s)
-            chunk = self._isolated(state, state.first, *firsts[state.seq_id])
-            if chunk is None:
-                continue
-            emit(state.seq_id, chunk)
-            if chunk.finish_reason is None:
-                self._running.append(state)
-            else:
-                self._release(state)
+            for state, last in zip(together, runner.prefill_many([(s.slot, s.prompt, s.prefilled) for s in together])):
+                lasts[state.seq_id] = last
+        for state in states:
+            state.prefill_started = state.prefill_started or t0
+            self._prefilled(state, lasts[state.seq_id], report, emit)
+
+    def _chunk_blocks(self, spare: int) -> list[tuple[SequenceState, RowBlock]]:
+        """This step's prompt chunks, oldest prefill first, ``spare`` rows in all: a causal block each,
+        with its last row's logits when it ends its prompt (every row's for a scored request)."""
+        now = time.perf_counter()
+        chunks: list[tuple[SequenceState, RowBlock]] = []
+        for state in self._prefilling:
+            take = min(spare, len(state.prompt) - state.prefilled)
+            if take <= 0:
+                break
+            ends = state.prefilled + take == len(state.prompt)
+            rows = list(range(take)) if state.scored else ([take - 1] if ends else [])
+            part = state.prompt[state.prefilled:state.prefilled + take]
+            chunks.append((state, RowBlock(state.slot, part, list(range(take)), rows, causal=True)))
+            state.prefill_started = state.prefill_started or now
+            spare -= take
+        return chunks
+
+    def _advance_chunks(self, chunks: list[tuple[SequenceState, RowBlock]], logits: Sequence[torch.Tensor],
+                        report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
+        """After the forward (and :meth:`BatchRunner.keep`): each chunked prompt moves on; the ones
+        that ended emit their first token and run from the next step."""
+        for (state, block), rows in zip(chunks, logits):
+            state.prefilled += block.rows
+            if state.scored:
+                state.prompt_rows.append(rows)
+            if state.prefilled == len(state.prompt):
+                self._prefilling.remove(state)
+                self._prefilled(state, rows[-1], report, emit)
+
+    def _prefilled(self, state: SequenceState, last: torch.Tensor, report: StepReport,
+                   emit: Callable[[int, StepChunk], None]) -> None:
+        """``state``'s prompt is in its slot (``last``: its last row's logits): keep its blocks in the
+        prefix cache, time it, emit its first token; it runs from the next step."""
+        self.engine.runner.remember(state.slot, state.prompt)
+        now = time.perf_counter()
+        started = state.prefill_started if state.prefill_started is not None else now
+        state.stats.prefill_s = now - started
+        state.stats.queue_s = started - state.enqueued_at
+        report.queue_waits.append(state.stats.queue_s)
+        scored = torch.cat(state.prompt_rows) if state.scored else None
+        state.prompt_rows = []
+        chunk = self._isolated(state, state.first, last, scored)
+        if chunk is None:
+            return
+        emit(state.seq_id, chunk)
+        if chunk.finish_reason is None:
+            self._running.append(state)
+        else:
+            self._release(state)
 
     def _isolated(self, state: SequenceState, call: Any, *args: Any) -> Any:
         """``call(*args)`` for one sequence; on failure it leaves the batch (see ``failed``)."""
@@ -535,28 +592,34 @@ class Batch:
         report.expected_accepted = policy.counters.expected_accepted - before
 
     def _decode(self, states: list[SequenceState], report: StepReport,
-                emit: Callable[[int, StepChunk], None]) -> None:
+                emit: Callable[[int, StepChunk], None], chunked: bool = False) -> None:
+        """ONE forward of the running sequences' rows (and, ``chunked``, of the prompt chunks that fit
+        ``limits.prefill_chunk``: drafts yield to them under ``max_num_tokens``); verify, emit, keep."""
         runner = self.engine.runner
         policy: AutoPolicy = self.engine.policy
         started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
         wanted, chosen = self._plan(states)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
-        rows = self.limits.rows(wanted)
+        reserve = min(self.limits.prefill_chunk or 0, sum(len(s.prompt) - s.prefilled for s in self._prefilling))
+        rows = self.limits.rows(wanted, reserve=reserve if chunked else 0)
         blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
         ran = [b is not None for b in blocks]
         states = [s for s, ok in zip(states, ran) if ok]
         wanted = [w for w, ok in zip(wanted, ran) if ok]
         blocks = [b for b in blocks if b is not None]
-        if not blocks:
+        chunks = self._chunk_blocks(self.limits.chunk_room(sum(b.rows for b in blocks))) if chunked else []
+        if not blocks and not chunks:
             return
+        report.prefill_tokens += sum(b.rows for _, b in chunks)
         report.running = len(states)
         report.rows = sum(b.rows for b in blocks)
         report.dropped_drafts = sum(w - b.rows for w, b in zip(wanted, blocks))
         self._count_auto(chosen, states, blocks, report)
         accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
-        logits = runner.forward(blocks)
+        logits = runner.forward(blocks + [b for _, b in chunks])
+        logits, chunk_logits = logits[:len(blocks)], logits[len(blocks):]
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
         done: list[SequenceState] = []
@@ -569,9 +632,10 @@ class Batch:
             kept.append((slot, keep_rows))
             out.append((state.seq_id, chunk))
             done.append(state)
-        runner.keep(kept)
+        runner.keep(kept + [(b.slot, range(b.rows)) for _, b in chunks])
         elapsed = time.perf_counter() - t0
-        policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
+        if not chunks:  # the cost model learns decode steps only
+            policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
@@ -579,6 +643,7 @@ class Batch:
                 self._running.remove(state)
                 self._release(state)
             emit(seq_id, chunk)
+        self._advance_chunks(chunks, chunk_logits, report, emit)
 
     def _release(self, state: SequenceState) -> None:
         if state.slot is not None:

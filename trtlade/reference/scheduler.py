@@ -40,10 +40,22 @@ def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
 @dataclass(frozen=True)
 class BatchLimits:
     """``max_batch_size`` running sequences, ``max_num_tokens`` rows per step (None: every
-    sequence's full step always fits)."""
+    sequence's full step always fits), ``prefill_chunk`` prompt rows a step computes next to the
+    sequences decoding (None: a new prompt is prefilled whole, in a forward of its own, before the
+    step's decode pass).
+
+    With ``prefill_chunk``, drafts yield to prompt chunks under ``max_num_tokens``: four sequences
+    wanting 9 rows each, a budget of 24 and a chunk of 8 leave the decoders 16 rows, and the chunk
+    gets what they leave::
+
+        >>> limits = BatchLimits(4, max_num_tokens=24, prefill_chunk=8)
+        >>> rows = limits.rows([9, 9, 9, 9], reserve=8); rows, limits.chunk_room(sum(rows))
+        ([9, 1, 1, 1], 8)
+    """
 
     max_batch_size: int = 8
     max_num_tokens: Optional[int] = None
+    prefill_chunk: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
@@ -51,9 +63,20 @@ class BatchLimits:
         if self.max_num_tokens is not None and self.max_num_tokens < self.max_batch_size:
             raise ValueError(f"max_num_tokens ({self.max_num_tokens}) must be >= max_batch_size "
                              f"({self.max_batch_size}): every running sequence needs its golden row")
+        if self.prefill_chunk is not None and self.prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be >= 1 (or None: whole prompts), got {self.prefill_chunk}")
 
-    def rows(self, wanted: Sequence[int]) -> list[int]:
-        return list(wanted) if self.max_num_tokens is None else fit_rows(wanted, self.max_num_tokens)
+    def rows(self, wanted: Sequence[int], reserve: int = 0) -> list[int]:
+        """Rows each decoding sequence computes, ``reserve`` rows of ``max_num_tokens`` kept for prompt
+        chunks (never the golden rows: each sequence keeps one)."""
+        if self.max_num_tokens is None:
+            return list(wanted)
+        return fit_rows(wanted, max(len(wanted), self.max_num_tokens - int(reserve)))
+
+    def chunk_room(self, decode_rows: int) -> int:
+        """Prompt rows a step may add next to ``decode_rows`` decoding rows (0 without ``prefill_chunk``)."""
+        room = self.prefill_chunk or 0
+        return room if self.max_num_tokens is None else max(0, min(room, self.max_num_tokens - decode_rows))
 
 
 def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:

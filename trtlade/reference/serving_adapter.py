@@ -39,13 +39,17 @@ __all__ = ["ReferenceServingEngine", "reference_scheduling"]
 log = logging.getLogger("trtlade.engine")
 
 
-def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max_queue: int) -> str:
+def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max_queue: int,
+                         prefill_chunk: Optional[int] = None) -> str:
     """The /version description of how the reference engine schedules requests."""
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
+    prefill = ("new requests are prefilled together in one forward pass, their first token sent at once, "
+               if not prefill_chunk else
+               f"while requests decode, new prompts advance by {prefill_chunk} tokens per step inside their "
+               f"forward pass (chunked prefill; with none decoding, prefilled whole and together), ")
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
             f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
-            f"keep theirs); new requests are prefilled together in one forward pass, their first token sent at "
-            f"once, and join at the next step, first come first served; "
+            f"keep theirs); {prefill}and join at the next step, first come first served; "
             f"up to {max_queue} requests wait, more get 429")
 
 
@@ -61,14 +65,16 @@ class ReferenceServingEngine:
     scripted engine of the tests) from ONE worker thread, batching requests in flight."""
 
     def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
-                 max_num_tokens: Optional[int] = None, served_name: Optional[str] = None,
+                 max_num_tokens: Optional[int] = None, prefill_chunk: Optional[int] = None,
+                 served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
                  details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
                  policy: Optional[str] = None) -> None:
         self._engine = engine
         self._max_queue = max_queue
-        self._limits = (int(max_batch_size), max_num_tokens)
-        self._batch = engine.new_batch(max_batch_size=max_batch_size, max_num_tokens=max_num_tokens)
+        self._limits = {"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
+                        "prefill_chunk": prefill_chunk}
+        self._batch = engine.new_batch(**self._limits)
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
         self.info = EngineInfo(
@@ -81,9 +87,10 @@ class ReferenceServingEngine:
                 max_prompt_tokens=min(max_prompt_tokens or engine_prompt_limit, engine_prompt_limit),
                 max_new_tokens=max_new_tokens,
             ),
-            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue),
+            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
+                     "prefill_chunk_tokens": prefill_chunk,
                      **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
                         if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                      **(details or {})},
@@ -114,7 +121,7 @@ class ReferenceServingEngine:
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
             waiting = len(self._pending) + self._batch_waiting
             if waiting >= self._max_queue:
-                steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits[0])
+                steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits["max_batch_size"])
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
                     f"{self._max_queue}); retry later",
@@ -222,7 +229,7 @@ class ReferenceServingEngine:
             for job in self._jobs.values():
                 job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
             self._jobs.clear()
-            self._batch = self._engine.new_batch(max_batch_size=self._limits[0], max_num_tokens=self._limits[1])
+            self._batch = self._engine.new_batch(**self._limits)
             return
         for seq_id, exc in getattr(self._batch, "failed", ()):
             job = self._jobs.pop(seq_id, None)

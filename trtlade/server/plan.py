@@ -56,6 +56,7 @@ class ServeFlags:
     api_key: Optional[str] = None
     preset: Optional[str] = None
     prefix_cache_mb: Optional[int] = None
+    prefill_chunk_tokens: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,8 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         data["serve"]["port"] = flags.port
     if flags.prefix_cache_mb is not None:
         data["serve"]["prefix_cache_mb"] = flags.prefix_cache_mb
+    if flags.prefill_chunk_tokens is not None:
+        data["serve"]["prefill_chunk_tokens"] = flags.prefill_chunk_tokens
     if model_path is not None:
         data["model"]["path"] = model_path
         data["model"]["name"] = None

@@ -42,7 +42,8 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
             engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
-            max_num_tokens=cfg.build.max_num_tokens, served_name=cfg.model.served_name,
+            max_num_tokens=cfg.build.max_num_tokens, prefill_chunk=cfg.serve.prefill_chunk_tokens or None,
+            served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
             details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
                      "preset": cfg.lookahead_preset},

@@ -1,0 +1,230 @@
+"""Chunked prefill (BatchLimits.prefill_chunk): while requests decode, a new prompt advances by at most
+``prefill_chunk`` rows per step inside their forward pass, several prompts' chunks in one forward, so the
+decoders never wait for a whole prompt. The promise stays: every request's tokens (and prompt log
+probabilities) equal those of the same request served with whole prefills, greedy and seeded sampling,
+with lookahead drafts and a ``max_num_tokens`` budget beside the chunks."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+import torch
+
+from models import tiny_engine, tiny_model, tiny_tokenizer
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.reference.scheduler import BatchLimits
+
+SPEC = (7, 5, 7)
+
+
+@lru_cache(maxsize=None)
+def engine(arch: str = "llama", dtype: torch.dtype = torch.float32):
+    return tiny_engine(arch, SPEC, model=tiny_model(arch, len(tiny_tokenizer()), dtype=dtype))
+
+
+@lru_cache(maxsize=None)
+def long_prompt() -> tuple[int, ...]:
+    tok = tiny_tokenizer()
+    ids = tok.encode("Write down every step. The train leaves at nine and arrives at noon; how far? " * 4)[:61]
+    assert len(ids) == 61
+    return tuple(ids)
+
+
+def short(text: str) -> tuple[int, ...]:
+    return tuple(tiny_tokenizer().encode(text))
+
+
+def request(prompt, max_tokens=16, **kwargs) -> GenerationRequest:
+    return GenerationRequest(prompt_ids=tuple(prompt), max_tokens=max_tokens, ignore_eos=True, **kwargs)
+
+
+class Recorder:
+    """Drives a batch: arrivals by step; records each request's chunks, each step's report and the
+    blocks of every forward the runner ran (a spy on ``runner.forward``)."""
+
+    def __init__(self, eng, **limits) -> None:
+        self.batch = eng.new_batch(**limits)
+        self.forwards: list[list] = []
+        runner = eng.runner
+        real = type(runner).forward
+
+        def spy(blocks):
+            self.forwards.append([(b.slot, b.rows, len(b.logit_rows)) for b in blocks])
+            return real(runner, blocks)
+
+        runner.forward = spy
+        self._runner = runner
+
+    def run(self, arrivals: dict[int, list[GenerationRequest]], max_steps: int = 400):
+        ids, chunks, reports = [], {}, []
+        try:
+            for step in range(max_steps):
+                for req in arrivals.get(step, []):
+                    ids.append(self.batch.add(req))
+                    chunks[ids[-1]] = []
+                for sid, chunk in self.batch.step():
+                    chunks[sid].append((step, chunk))
+                reports.append(self.batch.last)
+                if not len(self.batch) and step >= max(arrivals):
+                    return [chunks[i] for i in ids], reports
+        finally:
+            del self._runner.forward
+        raise AssertionError("the batch did not finish")
+
+
+def tokens(chunks) -> list[int]:
+    return [t for _, c in chunks for t in c.tokens]
+
+
+def served(eng, arrivals, **limits):
+    return Recorder(eng, **limits).run(arrivals)
+
+
+# ------------------------------------------------------------------------------------ the budget, as numbers
+@pytest.mark.parametrize("limits, wanted, reserve, rows, room", [
+    (BatchLimits(4, None, 8), [9, 9], 8, [9, 9], 8),                 # no row budget: the chunk beside everything
+    (BatchLimits(4, 24, 8), [9, 9, 9, 9], 8, [9, 1, 1, 1], 8),       # drafts yield to the chunk
+    (BatchLimits(4, 24, 8), [9, 9], 3, [9, 9], 6),                   # 3 prompt rows left: drafts keep their 18
+    (BatchLimits(4, 8, 8), [9, 9, 9, 9], 8, [1, 1, 1, 1], 4),        # golden rows first, the chunk gets the rest
+    (BatchLimits(4, 24, None), [9, 9], 0, [9, 9], 0),                # chunking off
+])
+def test_a_step_fits_golden_rows_then_the_chunk_then_drafts(limits, wanted, reserve, rows, room):
+    assert limits.rows(wanted, reserve=reserve) == rows
+    assert limits.chunk_room(sum(rows)) == room
+
+
+def test_a_chunk_below_one_row_is_refused():
+    with pytest.raises(ValueError, match="prefill_chunk must be >= 1"):
+        BatchLimits(4, None, 0)
+
+
+# ------------------------------------------------------------------------------------ the schedule
+def test_a_long_prompt_advances_by_chunks_inside_the_decoders_steps():
+    eng = engine()
+    runner_first = request(short("one, two, three, four,"), max_tokens=40, lookahead=(1, 1, 0))
+    out, reports = served(eng, {0: [runner_first], 2: [request(long_prompt())]}, max_batch_size=4, prefill_chunk=8)
+    decoder, newcomer = out
+    first_token_step = newcomer[0][0]
+    assert first_token_step == 2 + (61 + 7) // 8 - 1  # ceil(61 / 8) steps, the first one the step it arrived
+    for step in range(2, first_token_step + 1):  # the decoder got a token every one of those steps
+        assert any(s == step and c.tokens for s, c in decoder), step
+        assert reports[step].prefill_tokens <= 8
+    assert sum(r.prefill_tokens for r in reports[2:first_token_step + 1]) == 61
+
+
+def test_prompts_share_a_forward_with_the_decoders_and_with_each_other():
+    eng = engine()
+    rec = Recorder(eng, max_batch_size=4, prefill_chunk=12)
+    a, b = short("Hello! How are you today?"), short("The quick brown fox jumps over")
+    rec.run({0: [request(short("one, two, three,"), max_tokens=20, lookahead=(1, 1, 0))], 1: [request(a), request(b)]})
+    mixed = [f for f in rec.forwards if len(f) == 3]  # the decoder's row and both prompts' chunks
+    assert mixed, rec.forwards
+    assert mixed[0][0][1] == 1 and sum(rows for _, rows, _ in mixed[0][1:]) == 12
+
+
+def test_with_nothing_decoding_a_prompt_is_prefilled_whole():
+    eng = engine()
+    out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4, prefill_chunk=8)
+    assert out[0][0][0] == 0 and reports[0].prefill_tokens == 61
+
+
+# ------------------------------------------------------------------------------------ lossless
+def arrivals_for(sampling: dict, lookahead) -> dict[int, list[GenerationRequest]]:
+    return {0: [request(short("def is_prime(n):\n    if n < 2:"), max_tokens=30, lookahead=lookahead, **sampling),
+                request(short("one, two, three, four,"), max_tokens=30, **sampling)],
+            3: [request(long_prompt(), max_tokens=12, lookahead=lookahead, **sampling),
+                request(short("Honey bees live in colonies."), max_tokens=12, **sampling)],
+            5: [request(long_prompt()[:37], max_tokens=8, **sampling)]}
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.8, "top_p": 0.9, "seed": 5}], ids=["greedy", "seeded"])
+@pytest.mark.parametrize("lookahead", [None, (1, 1, 0)], ids=["server-spec", "ar"])
+@pytest.mark.parametrize("chunk, max_num_tokens", [(1, None), (7, None), (16, 24)])
+def test_chunked_prefill_gives_the_tokens_of_whole_prefills(arch, sampling, lookahead, chunk, max_num_tokens):
+    eng = engine(arch)
+    whole, _ = served(eng, arrivals_for(sampling, lookahead), max_batch_size=4)
+    chunked, reports = served(eng, arrivals_for(sampling, lookahead), max_batch_size=4,
+                              max_num_tokens=max_num_tokens, prefill_chunk=chunk)
+    assert [tokens(c) for c in chunked] == [tokens(c) for c in whole]
+    mixed = [r.prefill_tokens for r in reports if r.running]  # steps with sequences decoding
+    assert max(mixed) <= chunk and sum(mixed) > 0
+
+
+def test_chunked_prefill_is_exact_in_bfloat16():
+    eng = engine("llama", torch.bfloat16)
+    whole, _ = served(eng, arrivals_for({}, None), max_batch_size=4)
+    chunked, _ = served(eng, arrivals_for({}, None), max_batch_size=4, prefill_chunk=5)
+    assert [tokens(c) for c in chunked] == [tokens(c) for c in whole]
+
+
+def test_a_scored_prompt_gets_the_same_prompt_logprobs_by_chunks():
+    eng = engine()
+    scored = request(long_prompt(), max_tokens=4, prompt_logprobs=2)
+    arrivals = {0: [request(short("one, two, three,"), max_tokens=30)], 2: [scored]}
+    whole, _ = served(eng, arrivals, max_batch_size=4)
+    chunked, _ = served(eng, arrivals, max_batch_size=4, prefill_chunk=9)
+    assert tokens(chunked[1]) == tokens(whole[1])
+    assert chunked[1][0][1].prompt_logprobs == whole[1][0][1].prompt_logprobs
+    assert len(chunked[1][0][1].prompt_logprobs) == 61
+
+
+def test_a_cached_prefix_is_skipped_and_the_rest_chunked():
+    eng = engine()
+    eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
+    try:
+        warm = {0: [request(long_prompt(), max_tokens=2)]}
+        served(eng, warm, max_batch_size=4)
+        arrivals = {0: [request(short("one, two, three,"), max_tokens=30)], 2: [request(long_prompt()[:55] + (7, 8))]}
+        out, reports = served(eng, arrivals, max_batch_size=4, prefill_chunk=4)
+    finally:
+        eng.runner.prefix_cache = None
+    cold, _ = served(eng, arrivals, max_batch_size=4)
+    assert tokens(out[1]) == tokens(cold[1])
+    assert out[1][-1][1].stats.cached_tokens == 48
+    assert sum(r.prefill_tokens for r in reports[2:]) == 57 - 48
+
+
+def test_a_request_cancelled_mid_prefill_frees_its_slot():
+    eng = engine()
+    batch = eng.new_batch(max_batch_size=2, prefill_chunk=4)
+    first = batch.add(request(short("one, two, three,"), max_tokens=30))
+    batch.step()
+    long_id = batch.add(request(long_prompt()))
+    batch.step()
+    assert batch.running == 2 and eng.runner.slots_in_use == 2
+    assert batch.cancel(long_id)
+    assert batch.running == 1 and eng.runner.slots_in_use == 1
+    batch.cancel(first)
+    assert len(batch) == 0
+
+
+# ------------------------------------------------------------------------------------ configuration
+def test_serve_takes_the_chunk_from_the_config_and_the_flag(tmp_path):
+    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, ServeSection
+    from trtlade.server.plan import ServeFlags, make_plan
+
+    assert ServeSection().prefill_chunk_tokens == DEFAULT_PREFILL_CHUNK > 0
+    config = tmp_path / "c.yml"
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_chunk_tokens: 48\n")
+    assert make_plan(ServeFlags(config=config)).config.serve.prefill_chunk_tokens == 48
+    assert make_plan(ServeFlags(config=config, prefill_chunk_tokens=0)).config.serve.prefill_chunk_tokens == 0
+
+
+def test_a_negative_chunk_is_refused_naming_the_flag():
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    result = CliRunner().invoke(app, ["serve", "--prefill-chunk-tokens", "-3"])
+    assert result.exit_code != 0 and "--prefill-chunk-tokens -3" in result.output and "Traceback" not in result.output
+
+
+def test_the_server_says_how_it_prefills():
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+
+    chunked = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=16)
+    whole = ReferenceServingEngine(engine(), max_batch_size=4)
+    assert "16 tokens per step" in chunked.info.scheduling and chunked.info.details["prefill_chunk_tokens"] == 16
+    assert "prefilled together in one forward pass" in whole.info.scheduling
