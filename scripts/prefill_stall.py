@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """What a long prompt arriving during decoding does to the requests already running, in-process, on the
-embedded model, by ``prefill_chunk`` (serve.prefill_chunk_tokens).
+embedded model, by chunked-prefill setting (serve.prefill_chunk_tokens, serve.prefill_stall).
 
 ``--running`` requests decode (``--max-tokens`` each, ``--lookahead``: ``auto`` = the server's default
 requests, ``ar`` = (1,1,0)); at step ``--arrive-at`` a prompt of ``--long`` tokens arrives. Per setting
-(``off`` = whole prefills, then each chunk size), interleaved ``--repeats`` times with a baseline run
+(``off`` = whole prefills, ``N`` = fixed chunks of N tokens, ``pacedX`` = chunks paced for a stall of X),
+interleaved ``--repeats`` times with a baseline run
 without the long prompt: the running requests' TPOT ((last token - first token) / (tokens - 1), as
 ``vllm bench serve`` counts it), its p99 (over requests and repeats) against the baseline's p99 in the
 same repeat, and the long prompt's time to first token. Every request's tokens must equal the
 baseline's (and the long one's equal across settings): the script says so.
 
     .venv/bin/python scripts/prefill_stall.py                         # 4 running, 2,000-token prompt
-    .venv/bin/python scripts/prefill_stall.py --chunks off,16,32 --lookahead ar --repeats 3
+    .venv/bin/python scripts/prefill_stall.py --settings off,16,paced1.5 --lookahead ar --repeats 3
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--long", type=int, default=2000, help="tokens of the prompt that arrives")
     ap.add_argument("--arrive-at", type=int, default=4, help="the step it arrives at")
-    ap.add_argument("--chunks", default="off,8,16,32,64")
+    ap.add_argument("--settings", default="off,8,16,paced1.5,paced2",
+                    help="off (whole prefills), N (fixed chunks of N tokens), pacedX (chunks of up to "
+                         "--max-chunk paced for a stall of X: serve.prefill_stall)")
+    ap.add_argument("--max-chunk", type=int, default=256, help="serve.prefill_chunk_tokens of the paced settings")
     ap.add_argument("--lookahead", choices=("auto", "ar"), default="auto")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
@@ -54,8 +58,15 @@ def main() -> None:
     long_ids = tuple((filler * (args.long // len(filler) + 1))[:args.long])
     long_req = GenerationRequest(prompt_ids=long_ids, max_tokens=4, ignore_eos=True, lookahead=look)
 
-    def serve(chunk: int | None, with_long: bool) -> tuple[list[float], float | None, list[list[int]]]:
-        batch = engine.new_batch(max_batch_size=args.running + 1, prefill_chunk=chunk)
+    def limits(setting: str) -> dict:
+        if setting == "off":
+            return {}
+        if setting.startswith("paced"):
+            return {"prefill_chunk": args.max_chunk, "prefill_stall": float(setting[5:])}
+        return {"prefill_chunk": int(setting)}
+
+    def serve(setting: str, with_long: bool) -> tuple[list[float], float | None, list[list[int]]]:
+        batch = engine.new_batch(max_batch_size=args.running + 1, **limits(setting))
         ids = [batch.add(r) for r in running]
         times: dict[int, list[float]] = {i: [] for i in ids}
         toks: dict[int, list[int]] = {i: [] for i in ids}
@@ -76,14 +87,16 @@ def main() -> None:
         tpots = [(t[-1] - t[0]) / (len(t) - 1) for t in times.values()]
         return tpots, ttft, [toks[i] for i in sorted(toks)]
 
-    settings = [None if c == "off" else int(c) for c in args.chunks.split(",")]
-    serve(None, False)  # warm-up: the engine's first steps and the auto policy's cost model
+    settings = args.settings.split(",")
+    for setting in settings:
+        limits(setting)  # a typo fails now, not after minutes
+    serve("off", False)  # warm-up: the engine's first steps and the auto policy's cost model
     ratios: dict = {c: [] for c in settings}
     ttfts: dict = {c: [] for c in settings}
     tpot99: dict = {c: [] for c in settings}
     base99, identical, long_tokens = [], 0, set()
     for rep in range(args.repeats):
-        base, _, base_tokens = serve(None, False)
+        base, _, base_tokens = serve("off", False)
         base99.append(percentile(base, 99))
         order = settings if rep % 2 == 0 else settings[::-1]
         for chunk in order:
@@ -99,11 +112,11 @@ def main() -> None:
           f"prompt arriving at step {args.arrive_at}; {args.repeats} interleaved repeats")
     print(f"baseline (no long prompt) TPOT p99 {1000 * statistics.median(base99):.1f} ms "
           f"({1000 * min(base99):.1f}-{1000 * max(base99):.1f})")
-    print("| prefill_chunk | running TPOT p99 (ms) | vs baseline (median, range) | long prompt TTFT (ms) |")
+    print("| setting | running TPOT p99 (ms) | vs baseline (median, range) | long prompt TTFT (ms) |")
     print("|---|---:|---:|---:|")
     for chunk in settings:
         r, t, p = ratios[chunk], ttfts[chunk], tpot99[chunk]
-        print(f"| {chunk or 'off (whole)'} | {1000 * statistics.median(p):.1f} | {statistics.median(r):.2f}x "
+        print(f"| {chunk} | {1000 * statistics.median(p):.1f} | {statistics.median(r):.2f}x "
               f"({min(r):.2f}-{max(r):.2f}) | {1000 * statistics.median(t):.0f} ({1000 * min(t):.0f}-"
               f"{1000 * max(t):.0f}) |")
     runs = args.repeats * len(settings)

@@ -13,7 +13,7 @@ import torch
 
 from models import tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.contract.protocol import GenerationRequest
-from trtlade.reference.scheduler import BatchLimits
+from trtlade.reference.scheduler import BatchLimits, PrefillPacer
 
 SPEC = (7, 5, 7)
 
@@ -97,6 +97,46 @@ def test_a_step_fits_golden_rows_then_the_chunk_then_drafts(limits, wanted, rese
 def test_a_chunk_below_one_row_is_refused():
     with pytest.raises(ValueError, match="prefill_chunk must be >= 1"):
         BatchLimits(4, None, 0)
+    with pytest.raises(ValueError, match="prefill_stall must be > 1"):
+        BatchLimits(4, None, 8, 1.0)
+
+
+# ------------------------------------------------------------------------------------ the pacer, as numbers
+def paced(steps: list[tuple[float, int]], stall=1.5, max_rows=256, burst=8) -> list[int]:
+    """The rows the pacer allows after each ``(seconds, prompt rows)`` step."""
+    pacer = PrefillPacer(max_rows, stall, burst)
+    out = []
+    for seconds, rows in steps:
+        pacer.step(seconds, rows)
+        out.append(pacer.rows())
+    return out
+
+
+DECODE = (0.020, 0)  # a decode-only step of 20 ms
+
+
+@pytest.mark.parametrize("steps, stall, expected", [
+    ([DECODE], None, [256]),                                            # not paced: always max_rows
+    ([DECODE], 1.5, [2]),                                               # 10 ms earned, a row guessed at 5 ms
+    ([DECODE] * 12, 1.5, [2, 4, 6, 8, 10, 12, 14, 16, 16, 16, 16, 16]),  # the bucket holds 8 steps' worth
+    ([DECODE] * 8 + [(0.036, 16), (0.030, 10), (0.030, 10)], 1.5, [2, 4, 6, 8, 10, 12, 14, 16, 74, 74, 74]),
+    ([DECODE] * 8 + [(0.036, 16), (0.094, 74), (0.030, 10)], 1.5, [2, 4, 6, 8, 10, 12, 14, 16, 74, 10, 10]),
+    ([DECODE] * 8 + [(0.036, 16), (0.094, 74), (0.030, 10)], 2.0, [4, 8, 12, 16, 20, 24, 28, 32, 160, 106, 116]),
+    ([DECODE, (0.520, 1)], 1.5, [2, 1]),                                # a debt: the prompt still advances a row
+])
+def test_the_pacer_spends_what_the_stall_earns(steps, stall, expected):
+    assert paced(steps, stall) == expected
+
+
+def test_the_pacer_follows_the_cost_of_a_row_up_as_the_context_grows():
+    rows = paced([DECODE] * 8 + [(0.020 + 0.001 * r, r) for r in (16, 10, 10, 10)]
+                 + [(0.020 + 0.004 * r, r) for r in (10, 3, 3, 3, 3, 3, 3, 3)])
+    assert rows[-1] < rows[11] and rows[-1] >= 1  # rows now cost 4 ms: fewer fit the 10 ms a step earns
+
+
+def test_the_pacer_refuses_a_stall_that_leaves_no_time():
+    with pytest.raises(ValueError, match="stall must be > 1"):
+        PrefillPacer(64, stall=1.0)
 
 
 # ------------------------------------------------------------------------------------ the schedule
@@ -141,12 +181,13 @@ def arrivals_for(sampling: dict, lookahead) -> dict[int, list[GenerationRequest]
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 0.8, "top_p": 0.9, "seed": 5}], ids=["greedy", "seeded"])
 @pytest.mark.parametrize("lookahead", [None, (1, 1, 0)], ids=["server-spec", "ar"])
-@pytest.mark.parametrize("chunk, max_num_tokens", [(1, None), (7, None), (16, 24)])
-def test_chunked_prefill_gives_the_tokens_of_whole_prefills(arch, sampling, lookahead, chunk, max_num_tokens):
+@pytest.mark.parametrize("chunk, max_num_tokens, stall", [(1, None, None), (7, None, None), (16, 24, None),
+                                                          (64, None, 1.2)])
+def test_chunked_prefill_gives_the_tokens_of_whole_prefills(arch, sampling, lookahead, chunk, max_num_tokens, stall):
     eng = engine(arch)
     whole, _ = served(eng, arrivals_for(sampling, lookahead), max_batch_size=4)
     chunked, reports = served(eng, arrivals_for(sampling, lookahead), max_batch_size=4,
-                              max_num_tokens=max_num_tokens, prefill_chunk=chunk)
+                              max_num_tokens=max_num_tokens, prefill_chunk=chunk, prefill_stall=stall)
     assert [tokens(c) for c in chunked] == [tokens(c) for c in whole]
     mixed = [r.prefill_tokens for r in reports if r.running]  # steps with sequences decoding
     assert max(mixed) <= chunk and sum(mixed) > 0
@@ -201,15 +242,30 @@ def test_a_request_cancelled_mid_prefill_frees_its_slot():
 
 
 # ------------------------------------------------------------------------------------ configuration
-def test_serve_takes_the_chunk_from_the_config_and_the_flag(tmp_path):
-    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, ServeSection
+def test_serve_takes_the_chunk_and_the_stall_from_the_config_and_the_flags(tmp_path):
+    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL, ServeSection
     from trtlade.server.plan import ServeFlags, make_plan
 
     assert ServeSection().prefill_chunk_tokens == DEFAULT_PREFILL_CHUNK > 0
+    assert ServeSection().prefill_stall == DEFAULT_PREFILL_STALL > 1
     config = tmp_path / "c.yml"
-    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_chunk_tokens: 48\n")
-    assert make_plan(ServeFlags(config=config)).config.serve.prefill_chunk_tokens == 48
-    assert make_plan(ServeFlags(config=config, prefill_chunk_tokens=0)).config.serve.prefill_chunk_tokens == 0
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_chunk_tokens: 48\n  prefill_stall: 2\n")
+    serve = make_plan(ServeFlags(config=config)).config.serve
+    assert (serve.prefill_chunk_tokens, serve.prefill_stall) == (48, 2.0)
+    serve = make_plan(ServeFlags(config=config, prefill_chunk_tokens=0, prefill_stall=0)).config.serve
+    assert (serve.prefill_chunk_tokens, serve.prefill_stall) == (0, 0.0)
+
+
+def test_a_stall_of_one_or_less_is_refused_in_the_config_naming_the_field(tmp_path):
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    config = tmp_path / "c.yml"
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_stall: 1.0\n")
+    result = CliRunner().invoke(app, ["validate-config", str(config)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "serve.prefill_stall" in result.output and "c.yml:4" in result.output and "> 1" in result.output
 
 
 def test_a_negative_chunk_is_refused_naming_the_flag():
@@ -219,12 +275,16 @@ def test_a_negative_chunk_is_refused_naming_the_flag():
 
     result = CliRunner().invoke(app, ["serve", "--prefill-chunk-tokens", "-3"])
     assert result.exit_code != 0 and "--prefill-chunk-tokens -3" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["serve", "--prefill-stall", "0.5"])
+    assert result.exit_code != 0 and "--prefill-stall 0.5" in result.output and "Traceback" not in result.output
 
 
 def test_the_server_says_how_it_prefills():
     from trtlade.reference.serving_adapter import ReferenceServingEngine
 
     chunked = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=16)
+    paced = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=256, prefill_stall=1.5)
     whole = ReferenceServingEngine(engine(), max_batch_size=4)
     assert "16 tokens per step" in chunked.info.scheduling and chunked.info.details["prefill_chunk_tokens"] == 16
+    assert "at most 1.5x as long" in paced.info.scheduling and paced.info.details["prefill_stall"] == 1.5
     assert "prefilled together in one forward pass" in whole.info.scheduling

@@ -61,6 +61,9 @@ def register(app: typer.Typer) -> None:
             None, "--prefill-chunk-tokens", help="Reference engine: prompt tokens a step computes next to the "
             "requests decoding (chunked prefill; 0 = off: whole prompts before the step's decode); overrides "
             "serve.prefill_chunk_tokens."),
+        prefill_stall: Optional[float] = typer.Option(
+            None, "--prefill-stall", help="Reference engine: pace the prompt chunks so the decoding requests' steps "
+            "take at most this many times as long on average (> 1; 0 = fixed chunks); overrides serve.prefill_stall."),
         access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
@@ -75,10 +78,13 @@ def register(app: typer.Typer) -> None:
             fail(f"--prefix-cache-mb {prefix_cache_mb}: must be 0 (off) or more MiB", code=EXIT_USAGE)
         if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
             fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE)
+        if prefill_stall is not None and not (prefill_stall == 0 or prefill_stall > 1):
+            fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
+                 "(fixed chunks)", code=EXIT_USAGE)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
                            api_key=api_key, preset=preset, prefix_cache_mb=prefix_cache_mb,
-                           prefill_chunk_tokens=prefill_chunk_tokens)
+                           prefill_chunk_tokens=prefill_chunk_tokens, prefill_stall=prefill_stall)
         try:
             plan = make_plan(flags)
         except PlanError as exc:

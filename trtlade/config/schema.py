@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema,
-                      model_validator)
+                      field_validator, model_validator)
 
 from trtlade.errors import TrtladeError
 from trtlade.presets import DEFAULT_PRESET
@@ -75,7 +75,9 @@ SpecField = Annotated[
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
 #: serve.prefill_chunk_tokens: prompt rows per step next to decoding requests (scripts/prefill_stall.py)
-DEFAULT_PREFILL_CHUNK = 16
+DEFAULT_PREFILL_CHUNK = 256
+#: serve.prefill_stall: how much longer decoding requests' steps may take while prompts are prefilled
+DEFAULT_PREFILL_STALL = 1.5
 
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 
@@ -276,10 +278,23 @@ class ServeSection(_Section):
         "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
         "a cached prefix prefills only the rest; usage.prompt_tokens_details.cached_tokens says how much.")
     prefill_chunk_tokens: int = Field(
-        DEFAULT_PREFILL_CHUNK, ge=0, description="Reference engine: prompt tokens a step computes next to the "
-        "requests decoding (chunked prefill: a long prompt advances by chunks inside their steps instead of "
-        "stalling them for its whole prefill); 0 = off (a new prompt is prefilled whole before the step's "
-        "decode). With nothing decoding a prompt is prefilled whole either way.")
+        DEFAULT_PREFILL_CHUNK, ge=0, description="Reference engine: at most this many prompt tokens a step "
+        "computes next to the requests decoding (chunked prefill: a long prompt advances by chunks inside their "
+        "steps instead of stalling them for its whole prefill); 0 = off (a new prompt is prefilled whole before "
+        "the step's decode). With nothing decoding a prompt is prefilled whole either way.")
+    prefill_stall: float = Field(
+        DEFAULT_PREFILL_STALL, ge=0, description="Reference engine, chunked prefill: the chunks are paced so that "
+        "the decoding requests' steps take at most this many times as long as without them, on average (a "
+        "token bucket: a short prompt goes in one step, a long one at the rate this allows); must be > 1, or "
+        "0 = fixed chunks of prefill_chunk_tokens.")
+
+    @field_validator("prefill_stall")
+    @classmethod
+    def _stall_above_one(cls, value: float) -> float:
+        if 0 < value <= 1:
+            raise ValueError(f"{value} would leave prompts no time next to decoding requests: give a value > 1 "
+                             "(1.5: their steps up to 1.5x as long), or 0 for fixed chunks of prefill_chunk_tokens")
+        return value
 
 
 class BenchSection(_Section):

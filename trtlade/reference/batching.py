@@ -48,7 +48,7 @@ from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import BatchLimits, StepReport
+from trtlade.reference.scheduler import BatchLimits, PrefillPacer, StepReport
 from trtlade.contract.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
@@ -362,6 +362,8 @@ class Batch:
         self._running: list[SequenceState] = []
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
+        #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
+        self.pacer = PrefillPacer(limits.prefill_chunk, limits.prefill_stall) if limits.prefill_chunk else None
 
     @property
     def running(self) -> int:
@@ -594,21 +596,22 @@ class Batch:
     def _decode(self, states: list[SequenceState], report: StepReport,
                 emit: Callable[[int, StepChunk], None], chunked: bool = False) -> None:
         """ONE forward of the running sequences' rows (and, ``chunked``, of the prompt chunks that fit
-        ``limits.prefill_chunk``: drafts yield to them under ``max_num_tokens``); verify, emit, keep."""
+        ``limits.prefill_chunk``, as the pacer allows: drafts yield to them under ``max_num_tokens``);
+        verify, emit, keep."""
         runner = self.engine.runner
         policy: AutoPolicy = self.engine.policy
         started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
         wanted, chosen = self._plan(states)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
-        reserve = min(self.limits.prefill_chunk or 0, sum(len(s.prompt) - s.prefilled for s in self._prefilling))
-        rows = self.limits.rows(wanted, reserve=reserve if chunked else 0)
+        cap = self.pacer.rows() if chunked and self.pacer is not None else 0
+        rows = self.limits.rows(wanted, reserve=min(cap, sum(len(s.prompt) - s.prefilled for s in self._prefilling)))
         blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
         ran = [b is not None for b in blocks]
         states = [s for s, ok in zip(states, ran) if ok]
         wanted = [w for w, ok in zip(wanted, ran) if ok]
         blocks = [b for b in blocks if b is not None]
-        chunks = self._chunk_blocks(self.limits.chunk_room(sum(b.rows for b in blocks))) if chunked else []
+        chunks = self._chunk_blocks(self.limits.chunk_room(sum(b.rows for b in blocks), cap)) if cap else []
         if not blocks and not chunks:
             return
         report.prefill_tokens += sum(b.rows for _, b in chunks)
@@ -636,6 +639,8 @@ class Batch:
         elapsed = time.perf_counter() - t0
         if not chunks:  # the cost model learns decode steps only
             policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
+        if self.pacer is not None:
+            self.pacer.step(time.perf_counter() - started, rows=sum(b.rows for _, b in chunks))
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed

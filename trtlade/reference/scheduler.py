@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from trtlade.contract.protocol import StepReport
 
-__all__ = ["BatchLimits", "StepReport", "fit_rows", "default_max_num_tokens"]
+__all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens"]
 
 
 def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
@@ -42,7 +42,8 @@ class BatchLimits:
     """``max_batch_size`` running sequences, ``max_num_tokens`` rows per step (None: every
     sequence's full step always fits), ``prefill_chunk`` prompt rows a step computes next to the
     sequences decoding (None: a new prompt is prefilled whole, in a forward of its own, before the
-    step's decode pass).
+    step's decode pass), at most: with ``prefill_stall`` the rows a step adds are paced so the decoding
+    sequences' steps take at most that many times as long on average (:class:`PrefillPacer`).
 
     With ``prefill_chunk``, drafts yield to prompt chunks under ``max_num_tokens``: four sequences
     wanting 9 rows each, a budget of 24 and a chunk of 8 leave the decoders 16 rows, and the chunk
@@ -56,6 +57,7 @@ class BatchLimits:
     max_batch_size: int = 8
     max_num_tokens: Optional[int] = None
     prefill_chunk: Optional[int] = None
+    prefill_stall: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
@@ -65,6 +67,8 @@ class BatchLimits:
                              f"({self.max_batch_size}): every running sequence needs its golden row")
         if self.prefill_chunk is not None and self.prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be >= 1 (or None: whole prompts), got {self.prefill_chunk}")
+        if self.prefill_stall is not None and self.prefill_stall <= 1.0:
+            raise ValueError(f"prefill_stall must be > 1 (or None: fixed chunks), got {self.prefill_stall}")
 
     def rows(self, wanted: Sequence[int], reserve: int = 0) -> list[int]:
         """Rows each decoding sequence computes, ``reserve`` rows of ``max_num_tokens`` kept for prompt
@@ -73,9 +77,10 @@ class BatchLimits:
             return list(wanted)
         return fit_rows(wanted, max(len(wanted), self.max_num_tokens - int(reserve)))
 
-    def chunk_room(self, decode_rows: int) -> int:
-        """Prompt rows a step may add next to ``decode_rows`` decoding rows (0 without ``prefill_chunk``)."""
-        room = self.prefill_chunk or 0
+    def chunk_room(self, decode_rows: int, cap: Optional[int] = None) -> int:
+        """Prompt rows a step may add next to ``decode_rows`` decoding rows: ``cap`` (default
+        ``prefill_chunk``; 0 without it), within ``max_num_tokens``."""
+        room = (self.prefill_chunk or 0) if cap is None else cap
         return room if self.max_num_tokens is None else max(0, min(room, self.max_num_tokens - decode_rows))
 
 
@@ -100,3 +105,74 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
     return rows
 
 
+
+
+class PrefillPacer:
+    """How many prompt rows a step with decoding sequences may add (chunked prefill), so that their steps
+    take at most ``stall`` times as long as without the prompts, on average: a token bucket in seconds.
+
+    Every step with sequences decoding earns ``(stall - 1) x`` a decode-only step's duration (``ref``, a
+    moving average of the steps that carried no prompt rows), kept up to ``burst`` steps' worth; a step
+    with prompt rows spends what they added (its duration minus ``ref``). The rows a step may add are the
+    credit over the measured cost of a prompt row (a moving average, which follows the cost up as the
+    prompt's context grows), at least 1 (a prompt always advances), at most ``max_rows``. A short prompt
+    arriving with the bucket full goes in one step; a long one advances at the rate the stall allows.
+    ``stall=None``: a fixed ``max_rows`` per step. Scheduling only: a row's bits do not depend on the
+    chunk it is in, so the tokens do not depend on the timings.
+
+    Worked example (decode steps of 20 ms, prompt rows costing 1 ms each, stall 1.5, burst 8)::
+
+        >>> p = PrefillPacer(max_rows=256, stall=1.5, burst=8)
+        >>> p.rows()                                     # nothing measured yet: up to max_rows
+        256
+        >>> p.step(0.020, rows=0); p.credit             # a decode step earns 10 ms, up to 8 x 10 ms
+        0.01
+        >>> p.step(0.020, rows=0, steps=10); round(p.credit, 3)
+        0.08
+        >>> p.rows()                                     # before any prompt row was measured: ref / 4 a row
+        16
+        >>> p.step(0.036, rows=16); p.rows()             # 16 ms added: 1 ms a row; 74 ms of credit left
+        74
+        >>> p.step(0.094, rows=74); p.rows()             # the bucket is spent: 10 ms a step from now on
+        10
+    """
+
+    ALPHA = 0.3  # weight of the newest sample in the moving averages
+
+    def __init__(self, max_rows: int, stall: Optional[float] = None, burst: int = 8) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        if stall is not None and stall <= 1.0:
+            raise ValueError(f"stall must be > 1 (or None: fixed chunks), got {stall}")
+        self.max_rows, self.stall, self.burst = int(max_rows), stall, int(burst)
+        self.ref: Optional[float] = None  # seconds of a decode-only step
+        self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
+        self.credit = 0.0
+
+    def rows(self) -> int:
+        """Prompt rows the next step with decoding sequences may add."""
+        if self.stall is None:
+            return self.max_rows
+        if self.ref is None:  # no decode step measured yet (a warm engine has one): as a whole prefill would
+            return self.max_rows
+        cost = self.row_cost if self.row_cost is not None else self.ref / 4
+        cost = max(cost, self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
+        return max(1, min(self.max_rows, int(round(max(0.0, self.credit) / cost, 6))))
+
+    def step(self, seconds: float, rows: int, steps: int = 1) -> None:
+        """A step with sequences decoding took ``seconds`` and carried ``rows`` prompt rows (``steps``
+        such steps, for the examples)."""
+        if self.stall is None or seconds <= 0:
+            return
+        for _ in range(steps):
+            if rows == 0:
+                self.ref = seconds if self.ref is None else self.ref + self.ALPHA * (seconds - self.ref)
+            elif self.ref is not None:
+                added = max(0.0, seconds - self.ref)
+                sample = added / rows
+                old = self.row_cost
+                self.row_cost = sample if old is None else old + self.ALPHA * (sample - old)
+                self.credit -= added
+            if self.ref is not None:
+                earned = (self.stall - 1.0) * self.ref
+                self.credit = min(self.credit + earned, earned * self.burst)

@@ -40,13 +40,15 @@ log = logging.getLogger("trtlade.engine")
 
 
 def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max_queue: int,
-                         prefill_chunk: Optional[int] = None) -> str:
+                         prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None) -> str:
     """The /version description of how the reference engine schedules requests."""
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
     prefill = ("new requests are prefilled together in one forward pass, their first token sent at once, "
                if not prefill_chunk else
-               f"while requests decode, new prompts advance by {prefill_chunk} tokens per step inside their "
-               f"forward pass (chunked prefill; with none decoding, prefilled whole and together), ")
+               "while requests decode, new prompts advance by chunks inside their forward pass (chunked prefill: "
+               + (f"paced so their steps take at most {prefill_stall:g}x as long on average, up to {prefill_chunk} "
+                  f"tokens per step" if prefill_stall else f"{prefill_chunk} tokens per step")
+               + "; with none decoding, prefilled whole and together), ")
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
             f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
             f"keep theirs); {prefill}and join at the next step, first come first served; "
@@ -66,6 +68,7 @@ class ReferenceServingEngine:
 
     def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
                  max_num_tokens: Optional[int] = None, prefill_chunk: Optional[int] = None,
+                 prefill_stall: Optional[float] = None,
                  served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
                  details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
@@ -73,7 +76,7 @@ class ReferenceServingEngine:
         self._engine = engine
         self._max_queue = max_queue
         self._limits = {"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                        "prefill_chunk": prefill_chunk}
+                        "prefill_chunk": prefill_chunk, "prefill_stall": prefill_stall}
         self._batch = engine.new_batch(**self._limits)
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
@@ -87,10 +90,10 @@ class ReferenceServingEngine:
                 max_prompt_tokens=min(max_prompt_tokens or engine_prompt_limit, engine_prompt_limit),
                 max_new_tokens=max_new_tokens,
             ),
-            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk),
+            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                     "prefill_chunk_tokens": prefill_chunk,
+                     "prefill_chunk_tokens": prefill_chunk, "prefill_stall": prefill_stall,
                      **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
                         if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                      **(details or {})},

@@ -57,6 +57,7 @@ class ServeFlags:
     preset: Optional[str] = None
     prefix_cache_mb: Optional[int] = None
     prefill_chunk_tokens: Optional[int] = None
+    prefill_stall: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         data["serve"]["prefix_cache_mb"] = flags.prefix_cache_mb
     if flags.prefill_chunk_tokens is not None:
         data["serve"]["prefill_chunk_tokens"] = flags.prefill_chunk_tokens
+    if flags.prefill_stall is not None:
+        data["serve"]["prefill_stall"] = flags.prefill_stall
     if model_path is not None:
         data["model"]["path"] = model_path
         data["model"]["name"] = None

@@ -43,6 +43,7 @@ def _reference_factory(plan: ServePlan) -> Callable[[], Any]:
         return ReferenceServingEngine(
             engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
             max_num_tokens=cfg.build.max_num_tokens, prefill_chunk=cfg.serve.prefill_chunk_tokens or None,
+            prefill_stall=cfg.serve.prefill_stall or None,
             served_name=cfg.model.served_name,
             max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
             details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",

@@ -1,0 +1,114 @@
+"""The native row attention of a git revision against the working tree's, interleaved in one process.
+
+Both are compiled here the same way (this tree's strict flags and the variant's target flags,
+row_attention.c alone) and called on SmolLM2-135M's shapes (9 query heads over 3 KV heads of 64, 30
+layers' worth of calls, each with its own cache so the keys stream from memory as in a step): a prompt
+chunk of ``--chunk`` rows after ``--context`` committed keys (chunked prefill), and ``--sequences``
+sequences with one row each over ``--context`` keys (in-flight decode). Prints the median time of each,
+base/new with its range over the repeats (order flipped every repeat), and whether the outputs are
+bitwise equal (they must be: the kernel's promise is the same bits on every variant).
+
+    .venv/bin/python scripts/attention_ab.py --base HEAD~1
+    .venv/bin/python scripts/attention_ab.py --base HEAD~1 --variant avx2 --context 1000 --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from linear_ab import checkout
+from trtlade.reference.native import executable_variants
+from trtlade.reference.native.attention import RowKeys
+from trtlade.reference.native.build import HERE, STRICT, compiler
+from trtlade.reference.native.cpu import variants_for
+
+HEADS, KV_HEADS, DIM, LAYERS = 9, 3, 64, 30
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+def compile_attention(sources: Path, flags: tuple[str, ...], out: Path):
+    import subprocess
+
+    cc = compiler()
+    if cc is None:
+        raise SystemExit("no C compiler (cc/gcc) found")
+    subprocess.run([cc, *STRICT, *flags, "-shared", str(sources / "row_attention.c"), "-o", str(out), "-lm"],
+                   check=True)
+    fn = ctypes.CDLL(str(out)).trtlade_row_attention
+    fn.argtypes = [_P, _I, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P, _I, ctypes.c_float, ctypes.c_float, _P]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def case(kind: str, context: int, chunk: int, sequences: int) -> RowKeys:
+    """The rows of one call: a causal chunk in slot 0, or one row per slot."""
+    if kind == "chunk":
+        return RowKeys.build([(0, context, context + i, [(context + j, context + j) for j in range(i + 1)])
+                              for i in range(chunk)])
+    return RowKeys.build([(s, context, context, [(context, context)]) for s in range(sequences)])
+
+
+def one_pass(fn, rows: RowKeys, qs, caches) -> tuple[float, list]:
+    outs = [torch.empty_like(q) for q in qs]
+    start = time.perf_counter()
+    for q, (k, v), out in zip(qs, caches, outs):
+        code = fn(q.data_ptr(), q.shape[0], HEADS, DIM, k.data_ptr(), v.data_ptr(), KV_HEADS, k.shape[2],
+                  rows.slot.ctypes.data, rows.committed.ctypes.data, rows.pos.ctypes.data, rows.ptr.ctypes.data,
+                  rows.idx.ctypes.data, rows.at.ctypes.data, 0, 0.125, 0.0, out.data_ptr())
+        if code:
+            raise SystemExit("the kernel refused the call")
+    return time.perf_counter() - start, outs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="git revision whose row_attention.c is the baseline")
+    ap.add_argument("--variant", default="avx2", help="which CPU variant's flags both are built with")
+    ap.add_argument("--context", type=int, default=1000, help="committed keys before the rows")
+    ap.add_argument("--chunk", type=int, default=16, help="rows of the prompt chunk")
+    ap.add_argument("--sequences", type=int, default=8, help="sequences of the decode case")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    built = {v.name: v.flags for v in variants_for()}
+    if args.variant not in built:
+        raise SystemExit(f"--variant {args.variant}: this architecture builds {', '.join(built)}")
+    runs = executable_variants()
+    if runs and args.variant not in runs:
+        raise SystemExit(f"--variant {args.variant}: this CPU executes {', '.join(runs)}")
+    flags = built[args.variant]
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = {"base": compile_attention(checkout(args.base, Path(tmp) / "base"), flags, Path(tmp) / "base.so"),
+                "new": compile_attention(HERE, flags, Path(tmp) / "new.so")}
+        print(f"variant {args.variant}, {torch.get_num_threads()} threads, base {args.base} vs the working tree, "
+              f"{args.repeats} repeats, {LAYERS} layers' calls, context {args.context}")
+        torch.manual_seed(0)
+        for kind in ("chunk", "decode"):
+            rows = case(kind, args.context, args.chunk, args.sequences)
+            slots = 1 if kind == "chunk" else args.sequences
+            capacity = args.context + args.chunk + 1
+            caches = [(torch.randn(slots, KV_HEADS, capacity, DIM), torch.randn(slots, KV_HEADS, capacity, DIM))
+                      for _ in range(LAYERS)]
+            qs = [torch.randn(len(rows.slot), HEADS, DIM) for _ in range(LAYERS)]
+            times: dict[str, list[float]] = {"base": [], "new": []}
+            outs = {}
+            for r in range(args.repeats):
+                for name in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                    seconds, outs[name] = one_pass(libs[name], rows, qs, caches)
+                    times[name].append(seconds)
+            ratios = sorted(b / n for b, n in zip(times["base"], times["new"]))
+            same = all(torch.equal(a, b) for a, b in zip(outs["base"], outs["new"]))
+            label = f"chunk of {args.chunk} rows" if kind == "chunk" else f"{args.sequences} sequences x 1 row"
+            print(f"{label:>22}: base {statistics.median(times['base']) * 1e3:7.2f} ms, new "
+                  f"{statistics.median(times['new']) * 1e3:7.2f} ms, base/new {statistics.median(ratios):.2f}x "
+                  f"({ratios[0]:.2f}-{ratios[-1]:.2f}), outputs bitwise equal: {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
