@@ -152,6 +152,9 @@ class _StreamState:
                 rec.completion_tokens = usage["completion_tokens"]
             if isinstance(usage.get("lookahead"), dict):
                 rec.usage_lookahead = usage["lookahead"]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                rec.cached_tokens = details["cached_tokens"]
 
     def fail(self, kind: str, message: str) -> None:
         if self.record.error is None:  # keep the first error

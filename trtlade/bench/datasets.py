@@ -3,7 +3,9 @@
 * ``short``: one short fixed question for every request; ``long``: one long fixed summarisation
   prompt; ``random``: each request draws one of 16 short questions with ``random.Random(seed)``.
   These mirror the user's three prompt types (short fixed, long fixed, random) and live in
-  ``trtlade/data/datasets/<name>.json``.
+  ``trtlade/data/datasets/<name>.json``. ``mix``: 20 prompts of five kinds. ``multiturn``: four
+  conversations of three turns under one shared system prompt, each turn a chat message list that
+  resends the system prompt and the history (what exact prefix reuse serves).
 * a ``.jsonl`` file: one object per line, ``{"prompt": "..."}`` or ``{"messages": [...]}``; blank
   lines are skipped. Prompts are used in file order and repeated from the start when more are needed.
 * a ``.json`` file in ShareGPT form: a list of ``{"conversations": [{"from": "human", "value": ...},
@@ -25,7 +27,7 @@ from typing import Any, Literal, Optional
 __all__ = ["BUNDLED", "DatasetError", "Dataset", "Prompt", "load_dataset"]
 
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "datasets"
-BUNDLED: tuple[str, ...] = ("mix", "short", "long", "random")
+BUNDLED: tuple[str, ...] = ("mix", "short", "long", "random", "multiturn")
 
 Sampling = Literal["fixed", "random", "in_order"]
 
@@ -78,7 +80,7 @@ class Dataset:
 
 
 def load_dataset(spec: str) -> Dataset:
-    """A bundled set by name (mix, short, long, random) or a JSONL / ShareGPT JSON file by path."""
+    """A bundled set by name (mix, short, long, random, multiturn) or a JSONL / ShareGPT JSON file by path."""
     if spec in BUNDLED:
         return _load_bundled(spec)
     path = Path(spec).expanduser()
@@ -104,8 +106,29 @@ def load_dataset(spec: str) -> Dataset:
 def _load_bundled(name: str) -> Dataset:
     path = _DATA_DIR / f"{name}.json"
     data = json.loads(path.read_text(encoding="utf-8"))
+    if "conversations" in data:
+        return Dataset(name=name, source=f"bundled:{name}", sampling=data["sampling"],
+                       prompts=tuple(_turns(name, data["system"], data["conversations"])))
     prompts = tuple(Prompt(i, text=t, where=f"{name}[{i}]") for i, t in enumerate(data["prompts"]))
     return Dataset(name=name, source=f"bundled:{name}", sampling=data["sampling"], prompts=prompts)
+
+
+def _turns(name: str, system: str, conversations: list[list[dict[str, Any]]]) -> list[Prompt]:
+    """Every turn of every conversation as a prompt: the system prompt, the turns before it (user and
+    assistant), then its user message; conversations one after another, their turns in order.
+
+    >>> [len(p.messages) for p in _turns("x", "S", [[{"user": "a", "assistant": "b"}, {"user": "c"}]])]
+    [2, 4]
+    """
+    prompts: list[Prompt] = []
+    for c, turns in enumerate(conversations):
+        history: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        for t, turn in enumerate(turns):
+            history.append({"role": "user", "content": turn["user"]})
+            prompts.append(Prompt(len(prompts), messages=tuple(dict(m) for m in history), where=f"{name}[{c}][{t}]"))
+            if turn.get("assistant"):
+                history.append({"role": "assistant", "content": turn["assistant"]})
+    return prompts
 
 
 def _parse_jsonl(text: str, source: str) -> list[Prompt]:

@@ -94,6 +94,10 @@ class LevelSummary(BaseModel):
     lookahead_specs: list[str] = []
     mean_lookahead_tokens_per_step: Optional[float] = None
     aggregate_decode_throughput: Optional[float] = None
+    #: prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens) and
+    #: their share of the prompt tokens of the requests that reported it; None: the server did not say
+    cached_input_tokens: Optional[int] = None
+    prefix_hit_rate: Optional[float] = None
 
     mean_ttft_ms: Optional[float] = None
     median_ttft_ms: Optional[float] = None
@@ -184,6 +188,15 @@ def _errors(records: list[RequestRecord]) -> tuple[dict[str, int], list[str]]:
     return dict(sorted(kinds.items())), examples
 
 
+def _prefix_hits(done: list[RequestRecord]) -> tuple[Optional[int], Optional[float]]:
+    """Cached prompt tokens and their share of the prompt tokens, over the requests that reported both."""
+    told = [r for r in done if r.cached_tokens is not None and r.prompt_tokens]
+    if not told:
+        return None, None
+    cached = sum(r.cached_tokens or 0 for r in told)
+    return cached, round(cached / sum(r.prompt_tokens or 0 for r in told), 4)
+
+
 def summarize_level(records: list[RequestRecord], *, series: str, concurrency: int,
                     num_prompts: int) -> LevelSummary:
     """Summarise the measured requests of one (series, concurrency) level.
@@ -205,6 +218,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
     per_chunk = [r.tokens_per_chunk for r in done if r.tokens_per_chunk is not None]
     failures, examples = _errors(records)
     specs, per_step = _lookahead_usage(done)
+    cached, hit_rate = _prefix_hits(done)
 
     values: dict[str, Any] = {}
     for name, unit in LATENCY_METRICS:
@@ -237,5 +251,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
         lookahead_specs=specs,
         mean_lookahead_tokens_per_step=per_step,
         aggregate_decode_throughput=mean_decode * effective if mean_decode is not None else None,
+        cached_input_tokens=cached,
+        prefix_hit_rate=hit_rate,
         **values,
     )

@@ -246,6 +246,9 @@ class BenchPlan:
     #: every series, level and repeat, so a lossless server gives every series the same answers)
     top_p: float = 1.0
     seed: int = 0
+    #: "clear": empty each server's prefix cache (POST /admin/prefix-cache/clear) before every series, so
+    #: that no mode finds another's prompts computed; "keep": leave it (what a long-running server sees)
+    prefix_cache: str = "clear"
 
     @property
     def num_prompts(self) -> int:

@@ -50,6 +50,7 @@ class RequestRecord:
     prompt_tokens: Optional[int] = None       #: from usage only
     completion_tokens: Optional[int] = None   #: from usage only
     usage_lookahead: Optional[dict[str, Any]] = None  #: usage.lookahead when the server sends it
+    cached_tokens: Optional[int] = None       #: usage.prompt_tokens_details.cached_tokens, when sent
     finish_reason: Optional[str] = None
     done: bool = False                        #: "data: [DONE]" was received
     output_chars: int = 0

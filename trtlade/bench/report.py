@@ -284,6 +284,33 @@ def _full_metric_table(run: RunSummary, series: str) -> str:
     return frame.to_markdown(disable_numparse=True, colalign=["left"] + ["right"] * len(run.levels))
 
 
+def _prefix_cache_lines(run: RunSummary) -> list[str]:
+    """How the series stood with the servers' prefix caches: the rule, each server's answer, and the
+    share of prompt tokens served from the cache per series and level (mean over the repeats)."""
+    rule = run.settings.get("prefix_cache")
+    told = any(s.prefix_hit_rate is not None for s in run.summaries)
+    if rule is None and not told:
+        return []
+    out = ["## Prefix cache", ""]
+    if rule == "clear":
+        answers = run.metadata.get("prefix_cache") or {}
+        said = "; ".join(f"{label}: {text}" for label, text in answers.items()) or "no series ran"
+        out.append(f"Each series started from an empty prefix cache (`--prefix-cache clear`): {said}.")
+    elif rule == "keep":
+        out.append("The prefix caches were kept across series (`--prefix-cache keep`): a series may find prompts "
+                   "an earlier series computed; compare the hit rates below before the timings.")
+    if told:
+        out += ["", "Share of prompt tokens served from the prefix cache "
+                "(`usage.prompt_tokens_details.cached_tokens`), mean over the repeats:", "",
+                comparison_table(run.levels, [(f"{name} (%)", {lv: None if v is None else 100 * v
+                                                               for lv, v in row.items()})
+                                              for name, row in series_rows(run, "prefix_hit_rate")], decimals=1,
+                                 changes=False)]
+    else:
+        out += ["", "No server reported cached prompt tokens (`usage.prompt_tokens_details`)."]
+    return out + [""]
+
+
 def _failures_section(run: RunSummary) -> list[str]:
     failed = [s for s in run.summaries if s.failed]
     total = sum(s.failed for s in run.summaries)
@@ -380,6 +407,7 @@ def render_markdown(run: RunSummary) -> str:
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
+    out += _prefix_cache_lines(run)
     out += _failures_section(run)
     out += _agreement_lines(run)
     out += ["## Series", ""]

@@ -7,6 +7,12 @@ flight). Levels run in the order given; at each level every series runs in turn 
 Each (level, series) first sends ``num_warmups`` unmeasured requests (in the first repeat). With
 ``repeats`` R, the whole sweep runs R times, the series in reverse order in every other repeat, so
 that each speedup is measured R times, paired within a repeat (:mod:`trtlade.bench.noise`).
+
+With ``prefix_cache`` "clear" (the default), each server's prefix cache is emptied before every
+(level, series) -- ``POST /admin/prefix-cache/clear``, which ``trtlade serve`` has -- so that a mode never
+finds the prompts of the mode before it already computed; each series then starts from the same empty
+cache and reuses only what its own requests share (a chat template's system prompt, say). What each
+server answered is kept in :attr:`RunOutcome.prefix_cache`.
 """
 
 from __future__ import annotations
@@ -60,6 +66,23 @@ class _NoProgress:
 class RunOutcome:
     records: list[RequestRecord] = field(default_factory=list)
     summaries: list[LevelSummary] = field(default_factory=list)
+    #: per server label: what clearing its prefix cache before each series gave ("cleared before each
+    #: series", "no prefix cache (404)", ...); empty with prefix_cache "keep"
+    prefix_cache: dict[str, str] = field(default_factory=dict)
+
+
+async def clear_prefix_cache(client: httpx.AsyncClient, base_url: str, headers: dict[str, str],
+                             timeout: float) -> str:
+    """Ask the server at ``base_url`` to empty its prefix cache; says what happened."""
+    try:
+        reply = await client.post(base_url + "/admin/prefix-cache/clear", headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return f"not cleared: {type(exc).__name__}: {exc}"
+    if reply.status_code == 200:
+        return "cleared before each series"
+    if reply.status_code == 404:
+        return "not cleared: the server has no prefix cache or no clear endpoint (HTTP 404)"
+    return f"not cleared: HTTP {reply.status_code}"
 
 
 class _Clients:
@@ -123,6 +146,10 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
             order = plan.series if repeat % 2 == 0 else plan.series[::-1]
             for level in plan.levels:
                 for series in order:
+                    if plan.prefix_cache == "clear":
+                        target = series.target
+                        outcome.prefix_cache[target.label] = await clear_prefix_cache(
+                            clients.get(1)[0], target.base_url, target.headers(), min(plan.timeout, 30.0))
                     if plan.warmup_prompts and repeat == 0:
                         progress.start(series.label, level, len(plan.warmup_prompts), True)
                         warm = await _closed_loop(clients, plan, series, level, plan.warmup_prompts, progress)

@@ -183,7 +183,8 @@ def bench(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random dataset's draws and, with "
                                        "--temperature > 0, the base of the "
                                     "per-prompt sampling seeds (default 0)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, or a "
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix (default), short, long, random, multiturn "
+                                           "(a shared system prompt, multi-turn), or a "
                                           ".jsonl / ShareGPT "
                                           ".json file."),
     modes: Optional[list[str]] = typer.Option(
@@ -208,6 +209,10 @@ def bench(
     config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench "
                                           "section (and its serve host:port as --base-url)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots."),
+    prefix_cache: Optional[str] = typer.Option(
+        None, "--prefix-cache", help="clear (default): empty each server's prefix cache before every series "
+        "(POST /admin/prefix-cache/clear), so no mode finds another's prompts computed; keep: leave it. The "
+        "report gives the hit rate per series either way (config: bench.prefix_cache)."),
 ) -> None:
     from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
     from trtlade.bench.plan import (BenchPlan, PlanError, Target, make_series, parse_base_url,
@@ -233,6 +238,10 @@ def bench(
         url_b = parse_base_url(base_url_b, option="--base-url-b") if base_url_b else None
         names = _server_labels(labels, two=url_b is not None)
         top_p_v = _top_p(top_p, section.top_p)
+        cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
+        if cache_rule not in ("clear", "keep"):
+            raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
+                            hint="clear (each series starts from an empty cache) or keep")
     except PlanError as exc:
         fail(exc.message, where=exc.option, hint=exc.hint)
 
@@ -272,7 +281,7 @@ def bench(
         ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
         timeout=timeout if timeout is not None else section.timeout_s,
         repeats=repeats if repeats is not None else section.repeats,
-        top_p=top_p_v, seed=seed_v,
+        top_p=top_p_v, seed=seed_v, prefix_cache=cache_rule,
     )
     if n_prompts < max(levels):
         err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
@@ -324,6 +333,7 @@ def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: lis
         "seed": seed,
         "timeout_s": plan.timeout,
         "levels": plan.levels,
+        "prefix_cache": plan.prefix_cache,
         "modes": {m.name: m.describe() for m in mode_list},
         "launch": str(launch) if launch is not None else None,
         "config": str(cfg_path) if cfg_path is not None else None,
@@ -412,6 +422,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
         metadata={**machine_info(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "servers": {t.label: {"base_url": t.base_url, "model": t.model, "version": t.server_info}
                               for t in plan.targets},
+                  "prefix_cache": outcome.prefix_cache,
                   "user": meta},
         summaries=outcome.summaries,
         output_agreement=output_agreement(outcome.records, [s.label for s in plan.series]),

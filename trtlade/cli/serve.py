@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
                                         "4xx/5xx), logger trtlade.access."),
         prefix_cache_mb: Optional[int] = typer.Option(
             None, "--prefix-cache-mb", help="Reference engine: MiB of prompt K/V kept across requests for exact "
-            "prefix reuse (0 = off, the default); overrides serve.prefix_cache_mb."),
+            "prefix reuse (default 256; 0 = off); overrides serve.prefix_cache_mb."),
         prefill_chunk_tokens: Optional[int] = typer.Option(
             None, "--prefill-chunk-tokens", help="Reference engine: prompt tokens a step computes next to the "
             "requests decoding (chunked prefill; 0 = off: whole prompts before the step's decode); overrides "

@@ -93,7 +93,7 @@ def tune(
     config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench section."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="chat (default) or completions."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name sent; default: the first of /v1/models."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix, short, long, random, or a .jsonl / "
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="mix, short, long, random, multiturn, or a .jsonl / "
                                           "ShareGPT file. Tune on one dataset, evaluate with `trtlade bench` on "
                                           "another (default: the config's bench.dataset)."),
     max_concurrency: Optional[list[str]] = typer.Option(None, "--max-concurrency", "-c", help="Concurrency levels "

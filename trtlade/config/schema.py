@@ -274,7 +274,7 @@ class ServeSection(_Section):
         "default is False in 0.16 and True in later releases).")
     threads: Optional[int] = Field(None, ge=1, description="Reference engine CPU threads; default: cores.")
     prefix_cache_mb: int = Field(
-        0, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
+        256, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
         "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
         "a cached prefix prefills only the rest; usage.prompt_tokens_details.cached_tokens says how much.")
     prefill_chunk_tokens: int = Field(
@@ -307,7 +307,8 @@ class BenchSection(_Section):
     max_tokens: int = Field(50, ge=1, description="max_tokens per request.")
     ignore_eos: bool = Field(False, description="Send ignore_eos so every request makes max_tokens.")
     endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")
-    dataset: str = Field("mix", description="Bundled set (mix, short, long, random) or a JSONL/ShareGPT path.")
+    dataset: str = Field("mix", description="Bundled set (mix, short, long, random, multiturn) or a JSONL/ShareGPT "
+                         "path.")
     modes: list[str] = Field(["ar", "lookahead"], min_length=1,
                              description="ar, lookahead (the server's spec), default (no field), auto or schedule "
                              "(trtlade's draft policies), or explicit specs like 4-2-4.")
@@ -317,6 +318,10 @@ class BenchSection(_Section):
                                "each prompt also gets its own seed, seed + its index, the same in every mode).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling sent with temperature > 0.")
     timeout_s: float = Field(600.0, gt=0, description="Bound on one request (connect to last byte), seconds.")
+    prefix_cache: Literal["clear", "keep"] = Field(
+        "clear", description="clear: empty each server's prefix cache before every series (POST "
+        "/admin/prefix-cache/clear), so that modes compare on equal terms; keep: leave it. The report gives the "
+        "prefix-cache hit rate per series either way.")
 
 
 class TrtladeConfig(_Section):

@@ -149,8 +149,9 @@ class GenerationStats:
     tokens_per_step_hist: dict[int, int] = field(default_factory=dict)
     rows_per_step: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
-    #: prompt tokens whose K/V came from the prefix cache (not computed by this request's prefill)
-    cached_tokens: int = 0
+    #: prompt tokens whose K/V came from the prefix cache (not computed by this request's prefill);
+    #: None where the engine keeps no prefix cache
+    cached_tokens: Optional[int] = None
     prefill_s: float = 0.0
     decode_s: float = 0.0
     #: seconds from being queued in a batch to the start of its prefill

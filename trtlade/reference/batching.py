@@ -457,8 +457,9 @@ class Batch:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.spec.decoding_tokens + 1
                 state.slot = runner.allocate(reserve)
             self._waiting.pop(0)
-            if not state.scored:  # the cached prefix's K/V into the slot; the prefill starts after it
-                state.prefilled = state.stats.cached_tokens = runner.reuse(state.slot, state.prompt)
+            if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
+                state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt)
+                state.stats.cached_tokens = state.prefilled
             report.prefills += 1
             pending += computed
             self._prefilling.append(state)

@@ -131,8 +131,11 @@ class PrefixCache:
                 self._blocks[blk.parent].children -= 1
             self.evictions += 1
 
-    def clear(self) -> None:
+    def clear(self) -> dict[str, int]:
+        """Drop every block (the counters stay: they count since the start); returns what was dropped."""
+        dropped = {"blocks": len(self._blocks), "bytes": len(self._blocks) * self.block_bytes}
         self._blocks.clear()
+        return dropped
 
     def stats(self) -> dict[str, int | float]:
         """As data: blocks, cached tokens and bytes held, lookups, hits, hit tokens, prompt tokens looked

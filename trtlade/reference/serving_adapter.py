@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import math
 import threading
@@ -107,6 +108,7 @@ class ReferenceServingEngine:
         self._cv = threading.Condition()
         self._pending: collections.deque[_Job] = collections.deque()  # submitted, not yet in the batch
         self._cancels: list[GenerationHandle] = []
+        self._chores: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []  # run between steps
         self._jobs: dict[int, _Job] = {}  # in the batch (waiting or running), by sequence id
         self._running = 0
         self._batch_waiting = 0
@@ -149,6 +151,18 @@ class ReferenceServingEngine:
             out["prefix_cache"] = cache.stats()
         return out
 
+    async def clear_prefix_cache(self) -> Optional[dict[str, int]]:
+        """Drop every block of the prefix cache, between two steps (the worker owns the cache); returns
+        what was dropped, or None where there is no cache."""
+        cache = getattr(getattr(self._engine, "runner", None), "prefix_cache", None)
+        if cache is None:
+            return None
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cv:
+            self._chores.append((cache.clear, done))
+            self._cv.notify()
+        return await asyncio.wrap_future(done)
+
     def set_step_observer(self, observer: Optional[Callable[[Any], None]]) -> None:
         """``observer(report)`` after every step, on the worker thread (keep it cheap)."""
         self._observer = observer
@@ -179,16 +193,26 @@ class ReferenceServingEngine:
     def _worker(self) -> None:
         while True:
             with self._cv:
-                while not (self._pending or self._cancels or self._jobs or self._closing):
+                while not (self._pending or self._cancels or self._jobs or self._chores or self._closing):
                     self._cv.wait()
                 if self._closing:
                     break
                 new, self._pending = list(self._pending), collections.deque()
                 cancels, self._cancels = self._cancels, []
+                chores, self._chores = self._chores, []
+            for chore, done in chores:
+                try:
+                    done.set_result(chore())
+                except Exception as exc:  # noqa: BLE001 - the caller gets it
+                    done.set_exception(exc)
             self._admit(new)
             self._drop(cancels)
             if self._jobs:
                 self._step()
+        with self._cv:
+            chores, self._chores = self._chores, []
+        for _, done in chores:
+            done.set_exception(EngineFailure("the server is shutting down"))
         for job in list(self._jobs.values()):  # closing: whatever still runs is cancelled
             job.handle.finish(EngineFailure("the server is shutting down"))
         self._batch.close()

@@ -1,5 +1,5 @@
 """The information routes: GET /v1/models (needs the API key when one is set), /health, /metrics and
-/version."""
+/version; and POST /admin/prefix-cache/clear (needs the API key), which the bench calls between series."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from trtlade import __version__
 from trtlade.server.context import ServerContext, server_context
+from trtlade.server.errors import ApiError
 from trtlade.server.metrics import CONTENT_TYPE_LATEST
 
 __all__ = ["router"]
@@ -55,3 +56,16 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
         "manifest": settings.manifest,
         **({"source": settings.source} if settings.source else {}),
     })
+
+
+@router.post("/admin/prefix-cache/clear")
+async def clear_prefix_cache(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    """Drop every block of the reference engine's prefix cache (between two engine steps); 404 where the
+    server keeps none. ``trtlade bench`` calls it before each series so that modes compare on equal terms."""
+    ctx.check_auth(request)
+    clear = getattr(ctx.ready_engine(), "clear_prefix_cache", None)
+    dropped = await clear() if clear is not None else None
+    if dropped is None:
+        raise ApiError(404, "this server keeps no prefix cache: the reference engine has one when "
+                       "serve.prefix_cache_mb (--prefix-cache-mb) is above 0", code="no_prefix_cache")
+    return JSONResponse({"cleared": dropped})

@@ -160,7 +160,7 @@ class ServerMetrics:
     def lookahead(self, stats: GenerationStats) -> None:
         """Record what lookahead did for one finished request."""
         label = str(stats.spec)
-        self.cached_tokens.inc(stats.cached_tokens)
+        self.cached_tokens.inc(stats.cached_tokens or 0)
         self.la_steps.labels(spec=label).inc(stats.steps)
         self.la_draft_rows.labels(spec=label).inc(max(0, stats.draft_rows))
         self.la_accepted.labels(spec=label).inc(max(0, stats.tokens - stats.steps))

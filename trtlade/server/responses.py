@@ -33,7 +33,7 @@ def endpoint_label(kind: str) -> str:
 def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[GenerationStats]) -> dict[str, Any]:
     body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                             "total_tokens": prompt_tokens + completion_tokens}
-    if stats is not None and stats.cached_tokens:  # OpenAI's field; absent where nothing was reused
+    if stats is not None and stats.cached_tokens is not None:  # OpenAI's field; absent without a prefix cache
         body["prompt_tokens_details"] = {"cached_tokens": min(stats.cached_tokens, prompt_tokens)}
     if stats is not None:
         body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
@@ -94,7 +94,8 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
         return stats[0]
     return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats),
                            policy=stats[0].policy, seed=stats[0].seed,
-                           cached_tokens=sum(s.cached_tokens for s in stats))
+                           cached_tokens=None if all(s.cached_tokens is None for s in stats)
+                           else sum(s.cached_tokens or 0 for s in stats))
 
 
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
