@@ -23,11 +23,9 @@ from pathlib import Path
 
 import torch
 
-from linear_ab import checkout
-from trtlade.reference.native import executable_variants
+from linear_ab import checkout, variant_flags
 from trtlade.reference.native.attention import RowKeys
 from trtlade.reference.native.build import HERE, STRICT, compiler
-from trtlade.reference.native.cpu import variants_for
 
 HEADS, KV_HEADS, DIM, LAYERS = 9, 3, 64, 30
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -76,13 +74,7 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=8, help="sequences of the decode case")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    built = {v.name: v.flags for v in variants_for()}
-    if args.variant not in built:
-        raise SystemExit(f"--variant {args.variant}: this architecture builds {', '.join(built)}")
-    runs = executable_variants()
-    if runs and args.variant not in runs:
-        raise SystemExit(f"--variant {args.variant}: this CPU executes {', '.join(runs)}")
-    flags = built[args.variant]
+    flags = variant_flags(args.variant)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {"base": compile_attention(checkout(args.base, Path(tmp) / "base"), flags, Path(tmp) / "base.so"),
                 "new": compile_attention(HERE, flags, Path(tmp) / "new.so")}

@@ -42,6 +42,17 @@ def compile_linear(sources: Path, flags: tuple[str, ...], out: Path) -> ctypes.C
     return ctypes.CDLL(str(out))
 
 
+def variant_flags(name: str) -> tuple[str, ...]:
+    """The target flags of CPU variant ``name``, if this architecture builds it and this CPU runs it."""
+    built = {v.name: v.flags for v in variants_for()}
+    if name not in built:
+        raise SystemExit(f"--variant {name}: this architecture builds {', '.join(built)}")
+    runs = executable_variants()
+    if runs and name not in runs:
+        raise SystemExit(f"--variant {name}: this CPU executes {', '.join(runs)}")
+    return built[name]
+
+
 def checkout(rev: str, into: Path) -> Path:
     """The native sources (*.c, *.h) of ``rev`` under ``into``."""
     into.mkdir(parents=True, exist_ok=True)
@@ -86,13 +97,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
-    built = {v.name: v.flags for v in variants_for()}
-    if args.variant not in built:
-        raise SystemExit(f"--variant {args.variant}: this architecture builds {', '.join(built)}")
-    runs = executable_variants()
-    if runs and args.variant not in runs:
-        raise SystemExit(f"--variant {args.variant}: this CPU executes {', '.join(runs)}")
-    flags = built[args.variant]
+    flags = variant_flags(args.variant)
     with tempfile.TemporaryDirectory() as tmp:
         base_dir = checkout(args.base, Path(tmp) / "base")
         libs = {"base": kernel(compile_linear(base_dir, flags, Path(tmp) / "base.so"), dtype),
