@@ -3,17 +3,22 @@ pass per step.
 
 A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
 
-1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` run, and
-   prefills them: those admitted together share ONE forward pass (a causal block each; at most
-   ``max_num_tokens`` prompt tokens per step beyond the first prompt, a longer first prompt alone in
-   chunks of ``max_num_tokens`` rows); each request's first token is handed over at once
-   (``on_chunk``), before the step's decode pass (a new request waits for the step in progress,
-   not for one more);
+1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` hold a slot,
+   with their cached prefix (:mod:`~trtlade.reference.prefix_cache`). With nothing decoding (or
+   without ``limits.prefill_chunk``) it prefills them now: those admitted together share ONE forward
+   pass (a causal block each; at most ``max_num_tokens`` prompt tokens per step beyond the first
+   prompt, a longer first prompt alone in chunks of ``max_num_tokens`` rows), each first token handed
+   over at once (``on_chunk``), before the step's decode pass. With sequences decoding and
+   ``limits.prefill_chunk``, their prompts instead advance by chunks inside step 3's forward pass, as
+   many rows as the :class:`~trtlade.reference.scheduler.PrefillPacer` allows (the decoders' steps
+   stretched at most ``prefill_stall`` times on average); the chunk that ends a prompt hands over its
+   first token after that pass;
 2. decides who drafts: a ``fixed`` request verifies its drafts every step; a ``schedule`` request while
    the schedule's band for the requests in flight now is not (1,1,0); the ``auto`` requests as the
    engine's :class:`~trtlade.reference.adaptive.AutoPolicy` chooses for the whole batch (the most
    expected tokens per second under the measured cost of a row); the others run their golden row;
-3. runs ONE forward pass over the sequences that were running before this step: every one contributes its
+3. runs ONE forward pass over the sequences that were running before this step (and step 1's prompt
+   chunks, if any): every one contributes its
    golden row, plus its window and candidate rows for its own (w,n,g) if it drafts this step, or one
    row for (1,1,0) (:class:`~trtlade.reference.batch_runner.RowBlock`); drafts that
    do not fit ``max_num_tokens`` are dropped, oldest requests keep theirs

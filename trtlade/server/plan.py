@@ -140,6 +140,10 @@ def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str,
                     "`trtlade build`", usage=True)
 
 
+#: ServeFlags fields that are serve.<same name> keys
+_SERVE_FLAGS = ("host", "port", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall")
+
+
 def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[Path]) -> TrtladeConfig:
     data = config.model_dump(mode="python")
     if flags.spec is not None:
@@ -148,16 +152,9 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         data["serve"]["engine"] = flags.engine
     if flags.preset is not None:
         data["lookahead"]["preset"] = flags.preset
-    if flags.host is not None:
-        data["serve"]["host"] = flags.host
-    if flags.port is not None:
-        data["serve"]["port"] = flags.port
-    if flags.prefix_cache_mb is not None:
-        data["serve"]["prefix_cache_mb"] = flags.prefix_cache_mb
-    if flags.prefill_chunk_tokens is not None:
-        data["serve"]["prefill_chunk_tokens"] = flags.prefill_chunk_tokens
-    if flags.prefill_stall is not None:
-        data["serve"]["prefill_stall"] = flags.prefill_stall
+    for name in _SERVE_FLAGS:  # a flag given overrides the config's serve.<name>
+        if (value := getattr(flags, name)) is not None:
+            data["serve"][name] = value
     if model_path is not None:
         data["model"]["path"] = model_path
         data["model"]["name"] = None
