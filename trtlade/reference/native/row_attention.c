@@ -27,6 +27,9 @@
 #include <string.h>
 
 #include "det_math.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #define CHUNK 32
 #define MAX_DIM 512
@@ -44,8 +47,8 @@ static inline float dot(const float *a, const float *b, int dim) {
 
 /* One chunk of keys (pointers into the cache) folded into the running (m, l, acc) of each of the
  * group's query heads: every head's arithmetic is the same sequence as if it were alone. */
-static void fold(const float *qg, int rep, const float **keys, const float **vals, int n, int dim,
-                 float scale, float softcap, float *m, float *l, float *acc) {
+static void fold_scalar(const float *qg, int rep, const float **keys, const float **vals, int n, int dim,
+                        float scale, float softcap, float *m, float *l, float *acc) {
     float s[MAX_REP][CHUNK];
     for (int h = 0; h < rep; h++) {
         const float *qh = qg + h * dim;
@@ -78,7 +81,109 @@ static void fold(const float *qg, int rep, const float **keys, const float **val
     }
 }
 
+/* The same fold for a head size D that is a compile-time multiple of 8, written with explicit 8-lane
+ * vectors (GCC/Clang vector extensions: on every target each lane is one float operation, so the bits
+ * are those of fold_scalar): dot() is one 8-lane vector of partial sums, then the same tree; the
+ * exponentials get a loop of their own (it vectorises; the sum stays a left-to-right chain); a head's
+ * D outputs stay in registers over the chunk (acc = acc * corr, then += w_j * v_j in key order). */
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline __attribute__((always_inline)) v8f load8(const float *p) {
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) float dot8(const v8f *q, const float *k, const int D) {
+    v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int b = 0; b < D / 8; b++) acc = acc + q[b] * load8(k + 8 * b);
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* s[j] = dot8(q, keys[j]) * scale for j < n. With AVX, four keys at a time (eight with AVX-512's 32
+ * registers): their partial-sum vectors go through the same tree with horizontal adds (each lane of
+ * _mm256_hadd_ps is one float add of two neighbours: hadd(hadd(A0, A1), hadd(A2, A3)) holds
+ * (a0+a1)+(a2+a3) of four keys in its low half and (a4+a5)+(a6+a7) in its high half; one add of the
+ * halves ends each key's tree). */
+#if defined(__AVX512F__)
+#define KEYS_AT_ONCE 8
+#elif defined(__AVX__)
+#define KEYS_AT_ONCE 4
+#else
+#define KEYS_AT_ONCE 1
+#endif
+#if defined(__AVX__)
+static inline __attribute__((always_inline)) __m256 tree4(const __m256 *a) {
+    return _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+}
+#endif
+
+static inline __attribute__((always_inline)) void dots8(const v8f *q, const float **keys, int n, const int D,
+                                                       float scale, float *s) {
+    int j = 0;
+#if defined(__AVX__)
+    for (; KEYS_AT_ONCE > 1 && j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE) {
+        __m256 a[KEYS_AT_ONCE];
+        for (int t = 0; t < KEYS_AT_ONCE; t++) {
+            v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int b = 0; b < D / 8; b++) acc = acc + q[b] * load8(keys[j + t] + 8 * b);
+            a[t] = (__m256)acc;
+        }
+        if (KEYS_AT_ONCE == 8) {
+            const __m256 lo = tree4(a), hi = tree4(a + 4);
+            const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
+            _mm256_storeu_ps(s + j, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+        } else {
+            const __m256 t = tree4(a);
+            const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+            _mm_storeu_ps(s + j, _mm_mul_ps(sums, _mm_set1_ps(scale)));
+        }
+    }
+#endif
+    for (; j < n; j++) s[j] = dot8(q, keys[j], D) * scale;
+}
+
+static inline __attribute__((always_inline)) void fold_vec(const float *qg, int rep, const float **keys,
+                                                          const float **vals, int n, const int D, float scale,
+                                                          float softcap, float *m, float *l, float *acc) {
+    for (int h = 0; h < rep; h++) {
+        v8f q[D / 8], a[D / 8];
+        float s[CHUNK];
+        for (int b = 0; b < D / 8; b++) q[b] = load8(qg + h * D + 8 * b);
+        dots8(q, keys, n, D, scale, s);
+        if (softcap > 0.0f)
+            for (int j = 0; j < n; j++) s[j] = softcap * tanh_det(s[j] / softcap);
+        float cmax = -FLT_MAX;
+        for (int j = 0; j < n; j++) cmax = s[j] > cmax ? s[j] : cmax;
+        const float mnew = cmax > m[h] ? cmax : m[h];
+        const float corr = l[h] > 0.0f ? exp_det(m[h] - mnew) : 0.0f;
+        for (int j = 0; j < n; j++) s[j] = exp_det(s[j] - mnew);
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) sum += s[j];
+        float *ah = acc + h * D;
+        for (int b = 0; b < D / 8; b++) a[b] = load8(ah + 8 * b) * corr;
+        for (int j = 0; j < n; j++) {
+            const float w = s[j];
+            for (int b = 0; b < D / 8; b++) a[b] = a[b] + w * load8(vals[j] + 8 * b);
+        }
+        memcpy(ah, a, sizeof a);
+        l[h] = l[h] * corr + sum;
+        m[h] = mnew;
+    }
+}
+
+static void fold(const float *qg, int rep, const float **keys, const float **vals, int n, int dim, float scale,
+                 float softcap, float *m, float *l, float *acc) {
+#if defined(__AVX__)
+    if (dim == 64) fold_vec(qg, rep, keys, vals, n, 64, scale, softcap, m, l, acc);
+    else if (dim == 128) fold_vec(qg, rep, keys, vals, n, 128, scale, softcap, m, l, acc);
+    else
+#endif
+    fold_scalar(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc);
+}
+
 #define TILE 4
+
 
 static inline int64_t first_key(int64_t pos, int64_t window) {
     return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
