@@ -645,8 +645,7 @@ class Batch:
         elapsed = time.perf_counter() - t0
         if not chunks:  # the cost model learns decode steps only
             policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
-        if self.pacer is not None:
-            self.pacer.step(time.perf_counter() - started, rows=sum(b.rows for _, b in chunks))
+        seconds = time.perf_counter() - started
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
             state.stats.decode_s += elapsed
@@ -655,6 +654,9 @@ class Batch:
                 self._release(state)
             emit(seq_id, chunk)
         self._advance_chunks(chunks, chunk_logits, report, emit)
+        if self.pacer is not None:  # the prompts still on their way share the time with the decoding ones
+            self.pacer.step(seconds, rows=sum(b.rows for _, b in chunks), decoding=len(states),
+                            waiting=len(self._prefilling))
 
     def _release(self, state: SequenceState) -> None:
         if state.slot is not None:

@@ -117,8 +117,12 @@ class PrefillPacer:
     credit over the measured cost of a prompt row (a moving average, which follows the cost up as the
     prompt's context grows), at least 1 (a prompt always advances), at most ``max_rows``. A short prompt
     arriving with the bucket full goes in one step; a long one advances at the rate the stall allows.
-    ``stall=None``: a fixed ``max_rows`` per step. Scheduling only: a row's bits do not depend on the
-    chunk it is in, so the tokens do not depend on the timings.
+    When more prompts wait than the stall gives time for, each request in the batch gets an equal share
+    of the time: a step with ``decoding`` sequences and ``waiting`` prompts earns at the stall
+    ``max(stall, (decoding + waiting) / decoding)`` (one request decoding beside 7 prompts arrived
+    together: 8, so the 7 first tokens do not wait for 7 prompts' worth of paced steps; 7 decoding beside
+    1 prompt: 1.5). ``stall=None``: a fixed ``max_rows`` per step. Scheduling only: a row's bits do not
+    depend on the chunk it is in, so the tokens do not depend on the timings.
 
     Worked example (decode steps of 20 ms, prompt rows costing 1 ms each, stall 1.5, burst 8)::
 
@@ -135,6 +139,8 @@ class PrefillPacer:
         74
         >>> p.step(0.094, rows=74); p.rows()             # the bucket is spent: 10 ms a step from now on
         10
+        >>> p.step(0.030, rows=10, decoding=1, waiting=3); p.rows()  # 3 prompts beside 1 decoding: stall 4
+        60
     """
 
     ALPHA = 0.3  # weight of the newest sample in the moving averages
@@ -159,9 +165,18 @@ class PrefillPacer:
         cost = max(cost, self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
         return max(1, min(self.max_rows, int(round(max(0.0, self.credit) / cost, 6))))
 
-    def step(self, seconds: float, rows: int, steps: int = 1) -> None:
-        """A step with sequences decoding took ``seconds`` and carried ``rows`` prompt rows (``steps``
-        such steps, for the examples)."""
+    def stall_for(self, decoding: int, waiting: int) -> float:
+        """The stall a step earns at: ``stall``, or each request's equal share of the time when more wait.
+
+        >>> PrefillPacer(64, stall=1.5).stall_for(decoding=1, waiting=7), PrefillPacer(64, 1.5).stall_for(7, 1)
+        (8.0, 1.5)
+        """
+        assert self.stall is not None
+        return max(self.stall, (decoding + waiting) / decoding) if decoding > 0 else self.stall
+
+    def step(self, seconds: float, rows: int, steps: int = 1, decoding: int = 1, waiting: int = 0) -> None:
+        """A step with ``decoding`` sequences took ``seconds`` and carried ``rows`` prompt rows, with
+        ``waiting`` prompts still on their way (``steps`` such steps, for the examples)."""
         if self.stall is None or seconds <= 0:
             return
         for _ in range(steps):
@@ -174,5 +189,5 @@ class PrefillPacer:
                 self.row_cost = sample if old is None else old + self.ALPHA * (sample - old)
                 self.credit -= added
             if self.ref is not None:
-                earned = (self.stall - 1.0) * self.ref
+                earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
                 self.credit = min(self.credit + earned, earned * self.burst)
