@@ -21,19 +21,33 @@ BLOCK = 16
 @pytest.mark.parametrize("stored, prompt, expected", [
     ([], [1, 2, 3, 4, 5], 0),                                  # cold
     ([[1, 2, 3, 4, 5]], [1, 2, 3, 4, 9], 4),                   # two whole blocks shared
-    ([[1, 2, 3, 4, 5]], [1, 2, 3, 9, 9], 2),                   # diverges inside block 2: block 1 only
-    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4], 2),                      # the whole prompt cached: one token left to run
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 9, 9], 3),                   # diverges inside block 2: block 1 and 3 of it
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4], 3),                      # the whole prompt cached: one token left to run
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4, 5], 4),                   # the same prompt again: all but its last token
+    ([[1, 2, 3, 4, 5]], [1, 2, 3, 4, 5, 6], 5),                # its next turn: the partial tail [5] too
     ([[1, 2, 3, 4, 5]], [9, 1, 2, 3, 4], 0),                   # same tokens at other positions: nothing
     ([[1, 2, 3, 4, 5], [7, 7, 3, 4]], [7, 7, 3, 4, 1], 4),     # block [3, 4] after [7, 7] is its own
     ([[1, 2]], [1, 2, 5], 2),
-    ([[1]], [1, 5], 0),                                        # a partial block is never kept
+    ([[1]], [1, 5], 1),                                        # a partial block is kept
+    ([[1]], [2, 5], 0),
+    ([[1, 2, 3], [1, 2, 3, 4, 5]], [1, 2, 3, 4, 7], 4),        # the longest of the children that match
 ])
-def test_a_prompt_matches_whole_blocks_of_the_same_tokens_from_position_0(stored, prompt, expected):
+def test_a_prompt_matches_blocks_of_the_same_tokens_from_position_0(stored, prompt, expected):
     cache = PrefixCache(block_tokens=2, max_bytes=1 << 20, bytes_per_token=1)
     for p in stored:
         cache.store(p, lambda lo, hi, p=p: tuple(p[lo:hi]))
     assert cache.match(prompt) == expected
-    assert cache.blocks_for(prompt, expected) == [tuple(prompt[i:i + 2]) for i in range(0, expected, 2)]
+    pieces = cache.blocks_for(prompt, expected)
+    assert [t for kv, used in pieces for t in kv[:used]] == prompt[:expected]
+    assert all(used == 2 for _, used in pieces[:-1])  # whole blocks but the last
+
+
+def test_a_partial_block_already_held_by_a_longer_one_is_not_kept_twice():
+    cache = PrefixCache(block_tokens=4, max_bytes=1 << 20, bytes_per_token=1)
+    assert cache.store([1, 2, 3, 4, 5, 6, 7], lambda lo, hi: (lo, hi)) == 2   # [1..4] and the tail [5, 6, 7]
+    assert cache.store([1, 2, 3, 4, 5, 6], lambda lo, hi: (lo, hi)) == 0      # [5, 6] starts the tail held
+    assert cache.store([1, 2, 3, 4, 5, 6, 7, 8], lambda lo, hi: (lo, hi)) == 1  # a whole block [5..8]
+    assert cache.stats()["cached_tokens"] == 4 + 3 + 4 and cache.stats()["blocks"] == 3
 
 
 def test_the_least_recently_used_leaf_goes_first_and_the_bytes_stay_within_the_budget():
@@ -114,7 +128,7 @@ def test_a_cached_prefix_gives_the_logits_bits_of_a_cold_prefill(dtype, case):
     eng = engine(dtype)
     seen, prompt = (a, b) if case == "mid-block" else (b, b)
     warm, hit = warm_logits(eng, seen, prompt)
-    assert hit == (32 if case == "mid-block" else (len(b) - 1) // BLOCK * BLOCK) and hit > 0
+    assert hit == (40 if case == "mid-block" else len(b) - 1)  # 2 blocks and 8 tokens of the third; all but 1
     assert torch.equal(warm, cold_logits(eng, prompt))
 
 
@@ -152,7 +166,7 @@ def test_a_request_after_a_cached_prefix_gets_the_tokens_of_a_cold_server(dtype,
     warm = serve(eng, reqs, cache_mb=64)
     assert [t for t, _ in warm] == [t for t, _ in cold]
     assert [c for _, c in cold] == [None, None, None]  # no cache: nothing said
-    assert [c for _, c in warm] == [0, 32, (len(b) - 1) // BLOCK * BLOCK]
+    assert [c for _, c in warm] == [0, 40, len(b) - 1]  # 40 shared with a; b again: all but its last token
 
 
 def test_requests_admitted_together_reuse_and_stay_exact():
@@ -179,7 +193,7 @@ def test_requests_admitted_together_reuse_and_stay_exact():
     finally:
         eng.runner.prefix_cache = None
     assert [got[i] for i in ids] == expected
-    assert [cached[i] for i in ids] == [(len(a) - 1) // BLOCK * BLOCK, 32]
+    assert [cached[i] for i in ids] == [len(a) - 1, 40]
 
 
 # ------------------------------------------------------------------------------------ what the server says
@@ -208,8 +222,8 @@ def test_the_server_reports_cached_tokens_in_usage_and_metrics():
         eng.runner.prefix_cache = None
     assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
     assert first.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}  # a cache, nothing in it yet
-    assert second.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 32}
-    assert metric_value(metrics.text, "trtlade_prompt_cached_tokens_total") == 32.0
+    assert second.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": 40}
+    assert metric_value(metrics.text, "trtlade_prompt_cached_tokens_total") == 40.0
     assert held > 0 and metric_value(metrics.text, "trtlade_prefix_cache_bytes") == held
 
 

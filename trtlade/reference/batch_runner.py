@@ -153,7 +153,7 @@ class BatchRunner:
         head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
         self.cache = SlotKVCache(int(cfg.num_hidden_layers), kv_heads, head_dim)
-        #: K/V of prompts' whole blocks kept across requests (None: off; see enable_prefix_cache)
+        #: K/V of prompts' blocks kept across requests (None: off; see enable_prefix_cache)
         self.prefix_cache: Optional[PrefixCache] = None
         self._free: list[int] = []
         self._next_slot = 0
@@ -297,7 +297,7 @@ class BatchRunner:
 
     # ------------------------------------------------------------------ prefix reuse
     def enable_prefix_cache(self, max_bytes: int, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> PrefixCache:
-        """Keep the K/V of prompts' whole blocks across requests, at most ``max_bytes`` (see
+        """Keep the K/V of prompts' blocks across requests, at most ``max_bytes`` (see
         :mod:`trtlade.reference.prefix_cache`)."""
         per_token = 2 * len(self.cache.layers) * self.cache.kv_heads * self.cache.head_dim
         self.prefix_cache = PrefixCache(block_tokens, int(max_bytes),
@@ -316,17 +316,18 @@ class BatchRunner:
         hit = self.prefix_cache.match(prompt)
         blocks = self.prefix_cache.blocks_for(prompt, hit)
         self.cache.ensure(slot + 1, hit + 1, self.kv_dtype, self.device)
-        width = self.prefix_cache.block_tokens
+        at = 0
         with torch.inference_mode():
-            for i, kv in enumerate(blocks):
+            for kv, used in blocks:  # whole blocks, the last one possibly in part
                 for layer, (k, v) in zip(self.cache.layers, kv):
-                    layer.keys[slot, :, i * width:(i + 1) * width] = k
-                    layer.values[slot, :, i * width:(i + 1) * width] = v
+                    layer.keys[slot, :, at:at + used] = k[:, :used]
+                    layer.values[slot, :, at:at + used] = v[:, :used]
+                at += used
         self.cache.lengths[slot] = hit
         return hit
 
     def remember(self, slot: int, prompt: Sequence[int]) -> int:
-        """Keep ``prompt``'s whole blocks (their K/V now in ``slot``) in the prefix cache; blocks added."""
+        """Keep ``prompt``'s blocks (their K/V now in ``slot``) in the prefix cache; blocks added."""
         if self.prefix_cache is None:
             return 0
 

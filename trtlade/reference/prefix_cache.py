@@ -12,23 +12,28 @@ The K/V of a prefix computed in an earlier request are therefore the bits a fres
 the rows after them see the same keys in the same order (tests/test_prefix_cache.py checks the tokens and
 the logits' bits against a cold engine, fp32 and bf16, greedy and seeded sampling).
 
-At least one prompt token is always prefilled (its logits give the first token), so a hit covers at
-most ``len(prompt) - 1`` tokens, in whole blocks. Eviction takes the least recently used block with no
+A prompt's last, partial block is kept too (its key holds fewer tokens), and a lookup ends with the
+cached child of its last whole block that shares the most next tokens with the prompt, of which it uses
+that many: the same prompt sent again, or a conversation's next turn that resends it, reuses all of it
+but the last token. At least one prompt token is always prefilled (its logits give the first token), so
+a hit covers at most ``len(prompt) - 1`` tokens. Eviction takes the least recently used block with no
 cached child (a block's children are unreachable without it).
 
     >>> cache = PrefixCache(block_tokens=2, max_bytes=10 ** 6, bytes_per_token=1)
     >>> cache.match([5, 6, 7, 8, 9])                       # cold: nothing
     0
-    >>> cache.store([5, 6, 7, 8, 9], lambda lo, hi: f"kv[{lo}:{hi}]")  # blocks [5,6], [7,8]; 9 is partial
-    2
-    >>> cache.match([5, 6, 7, 8, 1]), cache.match([5, 6, 7, 1]), cache.match([7, 8, 5, 6])
-    (4, 2, 0)
-    >>> cache.match([5, 6, 7, 8])                           # leaves one token to prefill: the first block
-    2
-    >>> cache.blocks_for([5, 6, 7, 8, 1], 4)
-    ['kv[0:2]', 'kv[2:4]']
+    >>> cache.store([5, 6, 7, 8, 9], lambda lo, hi: f"kv[{lo}:{hi}]")  # blocks [5,6], [7,8] and the tail [9]
+    3
+    >>> cache.match([5, 6, 7, 8, 1]), cache.match([5, 6, 7, 1]), cache.match([7, 8, 5, 6])  # [7, 1]: 7 of [7, 8]
+    (4, 3, 0)
+    >>> cache.match([5, 6, 7, 8])                           # leaves one token to prefill: block [7, 8] in part
+    3
+    >>> cache.match([5, 6, 7, 8, 9, 4])                     # the tail too
+    5
+    >>> cache.blocks_for([5, 6, 7, 8], 3)                   # (K/V, tokens of it used)
+    [('kv[0:2]', 2), ('kv[2:4]', 1)]
     >>> cache.stats()["cached_tokens"], cache.stats()["bytes"]
-    (4, 4)
+    (5, 5)
 """
 
 from __future__ import annotations
@@ -48,7 +53,20 @@ class _Block:
     key: tuple
     kv: Any
     parent: Optional[tuple]
-    children: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return len(self.key[1])
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many first tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 @dataclass
@@ -59,6 +77,9 @@ class PrefixCache:
     max_bytes: int = 0
     bytes_per_token: int = 1
     _blocks: "OrderedDict[tuple, _Block]" = field(default_factory=OrderedDict, repr=False)
+    _kids: "dict[tuple, set[tuple]]" = field(default_factory=dict, repr=False)  # (parent, first token) -> keys
+    _children: "dict[Optional[tuple], int]" = field(default_factory=dict, repr=False)
+    _tokens: int = 0
     lookups: int = 0
     hits: int = 0
     hit_tokens: int = 0
@@ -73,76 +94,102 @@ class PrefixCache:
     def block_bytes(self) -> int:
         return self.block_tokens * self.bytes_per_token
 
-    def _keys(self, tokens: Sequence[int], blocks: int) -> list[tuple]:
-        keys, parent, b = [], None, self.block_tokens
-        for i in range(blocks):
-            parent = (parent, tuple(tokens[i * b:(i + 1) * b]))
-            keys.append(parent)
-        return keys
-
-    def match(self, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt`` whose K/V are cached (whole blocks, at most ``len(prompt) - 1``)."""
-        found = 0
-        for key in self._keys(prompt, max(0, len(prompt) - 1) // self.block_tokens):
+    def _walk(self, prompt: Sequence[int]) -> list[tuple[tuple, int]]:
+        """The cached blocks a lookup of ``prompt`` uses, each with the tokens used of it: its whole
+        blocks from position 0, then the child sharing the most next tokens (at most ``len - 1`` in all)."""
+        limit, b = len(prompt) - 1, self.block_tokens
+        used: list[tuple[tuple, int]] = []
+        parent: Optional[tuple] = None
+        while len(used) * b + b <= limit:
+            key = (parent, tuple(prompt[len(used) * b:len(used) * b + b]))
             if key not in self._blocks:
                 break
-            found += 1
-        return found * self.block_tokens
+            used.append((key, b))
+            parent = key
+        rest = prompt[len(used) * b:max(limit, 0)]
+        if rest:  # the child sharing the most next tokens (ties: the greater tokens, so the same every time)
+            kids = self._kids.get((parent, rest[0]), ())
+            shared, tokens = max(((_common(k[1], rest), k[1]) for k in kids), default=(0, ()))
+            if shared:
+                used.append(((parent, tokens), shared))
+        return used
 
-    def blocks_for(self, prompt: Sequence[int], tokens: int) -> list[Any]:
-        """The K/V of the first ``tokens`` (a :meth:`match` result) of ``prompt``, block by block; counts
-        the lookup and marks the blocks recently used."""
-        keys = self._keys(prompt, tokens // self.block_tokens)
-        out = []
-        for key in keys:
+    def match(self, prompt: Sequence[int]) -> int:
+        """Tokens of ``prompt`` whose K/V are cached (at most ``len(prompt) - 1``)."""
+        return sum(n for _, n in self._walk(prompt))
+
+    def blocks_for(self, prompt: Sequence[int], tokens: int) -> list[tuple[Any, int]]:
+        """The K/V of the first ``tokens`` (a :meth:`match` result) of ``prompt``, block by block, each
+        with the tokens of it to use; counts the lookup and marks the blocks recently used."""
+        out, total = [], 0
+        for key, n in self._walk(prompt):
+            if total >= tokens:
+                break
+            n = min(n, tokens - total)
             self._blocks.move_to_end(key)
-            out.append(self._blocks[key].kv)
+            out.append((self._blocks[key].kv, n))
+            total += n
         self.lookups += 1
-        self.hits += bool(keys)
-        self.hit_tokens += tokens
+        self.hits += bool(out)
+        self.hit_tokens += total
         self.prompt_tokens += len(prompt)
         return out
 
     def store(self, prompt: Sequence[int], read: Callable[[int, int], Any]) -> int:
-        """Keep every whole block of ``prompt`` not cached yet, ``read(lo, hi)`` giving the K/V of
-        positions [lo, hi); returns the blocks added. Nothing when one block exceeds the budget."""
+        """Keep every block of ``prompt`` not cached yet, its last partial one included unless a cached
+        block already starts with it, ``read(lo, hi)`` giving the K/V of positions [lo, hi); returns
+        the blocks added. Nothing when one block exceeds the budget."""
         if self.block_bytes > self.max_bytes:
             return 0
-        added, parent = 0, None
-        for i, key in enumerate(self._keys(prompt, len(prompt) // self.block_tokens)):
+        added, parent, b = 0, None, self.block_tokens
+        for lo in range(0, len(prompt), b):
+            tokens = tuple(prompt[lo:lo + b])
+            key = (parent, tokens)
             if key in self._blocks:
                 self._blocks.move_to_end(key)
+            elif len(tokens) < b and any(k[1][:len(tokens)] == tokens for k in self._kids.get((parent, tokens[0]), ())):
+                break  # a partial block another block already holds
             else:
-                self._make_room()
-                self._blocks[key] = _Block(key, read(i * self.block_tokens, (i + 1) * self.block_tokens), parent)
-                if parent is not None:
-                    self._blocks[parent].children += 1
+                self._make_room(len(tokens))
+                self._blocks[key] = _Block(key, read(lo, lo + len(tokens)), parent)
+                self._kids.setdefault((parent, tokens[0]), set()).add(key)
+                self._children[parent] = self._children.get(parent, 0) + 1
+                self._tokens += len(tokens)
                 added += 1
             parent = key
         return added
 
-    def _make_room(self) -> None:
-        while self._blocks and (len(self._blocks) + 1) * self.block_bytes > self.max_bytes:
-            victim = next((k for k, blk in self._blocks.items() if blk.children == 0), None)
+    def _make_room(self, tokens: int) -> None:
+        while self._blocks and (self._tokens + tokens) * self.bytes_per_token > self.max_bytes:
+            victim = next((k for k in self._blocks if not self._children.get(k)), None)
             if victim is None:  # pragma: no cover - a chain always has a leaf
                 return
             blk = self._blocks.pop(victim)
-            if blk.parent is not None and blk.parent in self._blocks:
-                self._blocks[blk.parent].children -= 1
+            group = (blk.parent, victim[1][0])
+            self._kids[group].discard(victim)
+            if not self._kids[group]:
+                del self._kids[group]
+            self._children[blk.parent] -= 1
+            if not self._children[blk.parent]:
+                del self._children[blk.parent]
+            self._tokens -= blk.tokens
             self.evictions += 1
 
     def clear(self) -> dict[str, int]:
         """Drop every block (the counters stay: they count since the start); returns what was dropped."""
-        dropped = {"blocks": len(self._blocks), "bytes": len(self._blocks) * self.block_bytes}
+        dropped = {"blocks": len(self._blocks), "bytes": self._tokens * self.bytes_per_token}
         self._blocks.clear()
+        self._kids.clear()
+        self._children.clear()
+        self._tokens = 0
         return dropped
 
     def stats(self) -> dict[str, int | float]:
         """As data: blocks, cached tokens and bytes held, lookups, hits, hit tokens, prompt tokens looked
         up, the token hit rate, evictions."""
         rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-        return {"blocks": len(self._blocks), "cached_tokens": len(self._blocks) * self.block_tokens,
-                "bytes": len(self._blocks) * self.block_bytes, "max_bytes": self.max_bytes,
+        return {"blocks": len(self._blocks), "cached_tokens": self._tokens,
+                "bytes": self._tokens * self.bytes_per_token, "max_bytes": self.max_bytes,
                 "block_tokens": self.block_tokens, "lookups": self.lookups, "hits": self.hits,
                 "hit_tokens": self.hit_tokens, "prompt_tokens": self.prompt_tokens,
                 "token_hit_rate": round(rate, 4), "evictions": self.evictions}
