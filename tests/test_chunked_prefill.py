@@ -130,13 +130,15 @@ def test_the_pacer_spends_what_the_stall_earns(steps, stall, expected):
 
 @pytest.mark.parametrize("decoding, waiting, stall, earns", [
     (4, 1, 1.5, 1.5),      # one long prompt beside 4 decoders: the configured stall
+    (1, 1, 1.5, 1.5),      # ... and beside the last one still decoding
     (7, 1, 1.5, 1.5),      # steady traffic: one newcomer beside 7
-    (1, 7, 1.5, 8.0),      # a burst: 7 prompts beside 1 decoder get 7 of 8 equal shares
-    (2, 3, 1.5, 2.5),
+    (1, 7, 1.5, 7.0),      # a burst: 7 prompts beside 1 decoder
+    (1, 2, 1.5, 2.0),
+    (2, 3, 1.5, 1.5),
     (4, 4, 3.0, 3.0),      # a larger configured stall still rules
     (0, 3, 1.5, 1.5),      # nothing decoding (the batch prefills whole then)
 ])
-def test_waiting_prompts_get_their_equal_share_of_the_time(decoding, waiting, stall, earns):
+def test_many_waiting_prompts_beside_few_decoders_stretch_the_stall(decoding, waiting, stall, earns):
     assert PrefillPacer(64, stall).stall_for(decoding, waiting) == earns
 
 
@@ -152,7 +154,7 @@ def test_a_burst_of_prompts_advances_faster_than_one_prompt_alone():
 
     alone, burst = rows_after(4, 1), rows_after(1, 7)
     assert all(b > a for a, b in zip(alone, burst)), (alone, burst)
-    assert burst[-1] >= 10 * alone[-1]  # 140 ms earned a step against 10 ms, the bucket 8 steps deep
+    assert burst[-1] >= 10 * alone[-1]  # 120 ms earned a step against 10 ms, the bucket 8 steps deep
 
 
 def test_the_pacer_follows_the_cost_of_a_row_up_as_the_context_grows():
@@ -191,8 +193,8 @@ def test_prompts_share_a_forward_with_the_decoders_and_with_each_other():
 
 
 def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_sooner(monkeypatch):
-    """Equal shares against the stall alone (prefill_stall 1.5 either way): the same arrivals, the steps
-    of the newcomers' first tokens compared; every token the same."""
+    """The stall stretched by waiting / decoding against the stall alone (prefill_stall 1.5 either way):
+    the same arrivals, the steps of the newcomers' first tokens compared; every token the same."""
     def first_steps():
         arrivals = {0: [request(short("one, two, three,"), max_tokens=60, lookahead=(1, 1, 0))],
                     2: [request(long_prompt()[:40 + 5 * i], max_tokens=4) for i in range(4)]}
@@ -203,7 +205,7 @@ def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_soo
     monkeypatch.setattr(PrefillPacer, "stall_for", lambda self, decoding, waiting: self.stall)
     alone, alone_tokens = first_steps()
     assert fair_tokens == alone_tokens
-    assert sum(fair) < sum(alone) and max(fair) <= max(alone), (fair, alone)
+    assert sum(fair) < sum(alone), (fair, alone)  # the pacer runs on measured time: the mean step, not each
 
 
 def test_with_nothing_decoding_a_prompt_is_prefilled_whole():

@@ -285,9 +285,9 @@ class ServeSection(_Section):
     prefill_stall: float = Field(
         DEFAULT_PREFILL_STALL, ge=0, description="Reference engine, chunked prefill: the chunks are paced so that "
         "the decoding requests' steps take at most this many times as long as without them, on average (a "
-        "token bucket: a short prompt goes in one step, a long one at the rate this allows); when more prompts "
-        "wait than that leaves time for, every request gets an equal share of the time instead (1 decoding beside "
-        "7 prompts: 8x); must be > 1, or 0 = fixed chunks of prefill_chunk_tokens.")
+        "token bucket: a short prompt goes in one step, a long one at the rate this allows); with many prompts "
+        "waiting beside few decoding requests the steps stretch to waiting / decoding instead (7 prompts beside "
+        "1 decoding: 7x); must be > 1, or 0 = fixed chunks of prefill_chunk_tokens.")
 
     @field_validator("prefill_stall")
     @classmethod

@@ -117,12 +117,12 @@ class PrefillPacer:
     credit over the measured cost of a prompt row (a moving average, which follows the cost up as the
     prompt's context grows), at least 1 (a prompt always advances), at most ``max_rows``. A short prompt
     arriving with the bucket full goes in one step; a long one advances at the rate the stall allows.
-    When more prompts wait than the stall gives time for, each request in the batch gets an equal share
-    of the time: a step with ``decoding`` sequences and ``waiting`` prompts earns at the stall
-    ``max(stall, (decoding + waiting) / decoding)`` (one request decoding beside 7 prompts arrived
-    together: 8, so the 7 first tokens do not wait for 7 prompts' worth of paced steps; 7 decoding beside
-    1 prompt: 1.5). ``stall=None``: a fixed ``max_rows`` per step. Scheduling only: a row's bits do not
-    depend on the chunk it is in, so the tokens do not depend on the timings.
+    When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
+    ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
+    request decoding when 7 prompts arrive together: 7, so the 7 first tokens do not wait for 7 prompts'
+    worth of paced steps; one long prompt beside 1 or 4 decoding: the stall). ``stall=None``: a fixed
+    ``max_rows`` per step. Scheduling only: a row's bits do not depend on the chunk it is in, so the
+    tokens do not depend on the timings.
 
     Worked example (decode steps of 20 ms, prompt rows costing 1 ms each, stall 1.5, burst 8)::
 
@@ -139,8 +139,8 @@ class PrefillPacer:
         74
         >>> p.step(0.094, rows=74); p.rows()             # the bucket is spent: 10 ms a step from now on
         10
-        >>> p.step(0.030, rows=10, decoding=1, waiting=3); p.rows()  # 3 prompts beside 1 decoding: stall 4
-        60
+        >>> p.step(0.030, rows=10, decoding=1, waiting=3); p.rows()  # 3 prompts beside 1 decoding: stall 3
+        40
     """
 
     ALPHA = 0.3  # weight of the newest sample in the moving averages
@@ -166,13 +166,13 @@ class PrefillPacer:
         return max(1, min(self.max_rows, int(round(max(0.0, self.credit) / cost, 6))))
 
     def stall_for(self, decoding: int, waiting: int) -> float:
-        """The stall a step earns at: ``stall``, or each request's equal share of the time when more wait.
+        """The stall a step earns at: ``stall``, or ``waiting / decoding`` when that is more.
 
-        >>> PrefillPacer(64, stall=1.5).stall_for(decoding=1, waiting=7), PrefillPacer(64, 1.5).stall_for(7, 1)
-        (8.0, 1.5)
+        >>> PrefillPacer(64, stall=1.5).stall_for(decoding=1, waiting=7), PrefillPacer(64, 1.5).stall_for(1, 1)
+        (7.0, 1.5)
         """
         assert self.stall is not None
-        return max(self.stall, (decoding + waiting) / decoding) if decoding > 0 else self.stall
+        return max(self.stall, waiting / decoding) if decoding > 0 else self.stall
 
     def step(self, seconds: float, rows: int, steps: int = 1, decoding: int = 1, waiting: int = 0) -> None:
         """A step with ``decoding`` sequences took ``seconds`` and carried ``rows`` prompt rows, with
