@@ -654,7 +654,7 @@ class Batch:
                 self._release(state)
             emit(seq_id, chunk)
         self._advance_chunks(chunks, chunk_logits, report, emit)
-        if self.pacer is not None:  # the prompts still on their way share the time with the decoding ones
+        if self.pacer is not None:  # the prompts still on their way after this step stretch the stall if many
             self.pacer.step(seconds, rows=sum(b.rows for _, b in chunks), decoding=len(states),
                             waiting=len(self._prefilling))
 
