@@ -245,3 +245,39 @@ def test_a_negative_prefix_cache_size_is_refused_naming_the_flag():
 
     result = CliRunner().invoke(app, ["serve", "--prefix-cache-mb", "-1"])
     assert result.exit_code != 0 and "--prefix-cache-mb -1" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.9, "top_p": 0.95, "seed": 11}], ids=["greedy", "seeded"])
+@pytest.mark.parametrize("lookahead", [None, (1, 1, 0)], ids=["server-spec", "ar"])
+def test_a_next_turn_reuses_the_previous_answer_and_stays_exact(sampling, lookahead):
+    """Turn 2 resends turn 1's prompt and answer: all of it but the answer's last token (never fed) is
+    cached, and turn 2's tokens are a cold server's."""
+    a, _ = texts()
+    eng = engine()
+
+    def turns(cache_mb: int) -> list[tuple[list[int], int]]:
+        eng.runner.prefix_cache = None
+        if cache_mb:
+            eng.runner.enable_prefix_cache(cache_mb << 20, block_tokens=BLOCK)
+        out, prompt = [], list(a)
+        try:
+            for question in (a[:3], a[5:9]):
+                batch = eng.new_batch(max_batch_size=4)
+                sid = batch.add(GenerationRequest(prompt_ids=tuple(prompt), max_tokens=21, ignore_eos=True,
+                                                  lookahead=lookahead, **sampling))
+                tokens, cached = [], 0
+                while len(batch):
+                    for got, chunk in batch.step():
+                        if got == sid:
+                            tokens.extend(chunk.tokens)
+                            cached = chunk.stats.cached_tokens if chunk.stats is not None else cached
+                out.append((tokens, cached, len(prompt)))
+                prompt = prompt + tokens + list(question)  # the next turn: history, answer, a new question
+        finally:
+            eng.runner.prefix_cache = None
+        return out
+
+    warm, cold = turns(64), turns(0)
+    assert [t for t, _, _ in warm] == [t for t, _, _ in cold]
+    (first, _, first_len), (_, cached, _) = warm
+    assert cached == first_len + len(first) - 1  # the answer's last token was never fed

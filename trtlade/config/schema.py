@@ -276,7 +276,8 @@ class ServeSection(_Section):
     prefix_cache_mb: int = Field(
         256, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
         "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
-        "a cached prefix prefills only the rest; usage.prompt_tokens_details.cached_tokens says how much.")
+        "a cached prefix prefills only the rest (answers are kept too, for a conversation's next turn); "
+        "usage.prompt_tokens_details.cached_tokens says how much.")
     prefill_chunk_tokens: int = Field(
         DEFAULT_PREFILL_CHUNK, ge=0, description="Reference engine: at most this many prompt tokens a step "
         "computes next to the requests decoding (chunked prefill: a long prompt advances by chunks inside their "

@@ -660,8 +660,21 @@ class Batch:
 
     def _release(self, state: SequenceState) -> None:
         if state.slot is not None:
+            self._keep_conversation(state)
             self.engine.runner.free(state.slot)
             state.slot = None
+
+    def _keep_conversation(self, state: SequenceState) -> None:
+        """The prompt and the answer whose K/V are in the slot into the prefix cache, so that a next turn
+        resending both reuses them (the answer's K/V are the bits a prefill of it computes: row-invariant
+        kernels). Its positions hold prompt + output in order; a stop may have cut the output short, so
+        only what both hold is kept."""
+        runner = self.engine.runner
+        held = int(runner.cache.lengths.get(state.slot, 0))
+        if runner.prefix_cache is None or held <= len(state.prompt) or not state.tokens:
+            return  # no cache, or nothing past the prompt (kept when it was prefilled)
+        seq = state.prompt + list(state.tokens)
+        runner.remember(state.slot, seq[:min(held, len(seq))])
 
     def _check_owner(self) -> None:
         if not self.is_current():
