@@ -53,28 +53,34 @@ static int linear_checks(void) {
     return 0;
 }
 
-enum { HEADS = 4, KVH = 2, D = 16, CAP = 80 };
-static float kc[1][KVH][CAP][D], vc[1][KVH][CAP][D], q[3][HEADS][D], out[3][HEADS][D], out1[HEADS][D];
+/* Attention for head sizes 16 (the scalar fold everywhere), 64 and 128 (with AVX, the vector fold and
+ * its horizontal-add tree; the scalar fold on the portable variant and aarch64): the same bits. */
+enum { HEADS = 4, KVH = 2, MAXD = 128, CAP = 80 };
+static float kc[KVH * CAP * MAXD], vc[KVH * CAP * MAXD], q[3 * HEADS * MAXD], out[3 * HEADS * MAXD],
+    out1[HEADS * MAXD];
 
-static int attention_checks(void) {
-    for (int g = 0; g < KVH; g++) for (int j = 0; j < CAP; j++) for (int d = 0; d < D; d++) {
-        kc[0][g][j][d] = next_float(); vc[0][g][j][d] = next_float();
-    }
-    for (int r = 0; r < 3; r++) for (int h = 0; h < HEADS; h++) for (int d = 0; d < D; d++) q[r][h][d] = next_float();
+static int attention_checks(int D) {
+    for (int i = 0; i < KVH * CAP * D; i++) { kc[i] = next_float(); vc[i] = next_float(); }
+    for (int i = 0; i < 3 * HEADS * D; i++) q[i] = next_float();
     /* three rows of slot 0 with 70 committed keys: a chain at positions 70, 71, 72 (cache 70, 71, 72) */
     int64_t slot[3] = {0, 0, 0}, committed[3] = {70, 70, 70}, pos[3] = {70, 71, 72};
     int64_t ptr[4] = {0, 1, 3, 6}, idx[6] = {70, 70, 71, 70, 71, 72}, at[6] = {70, 70, 71, 70, 71, 72};
-    trtlade_row_attention(&q[0][0][0], 3, HEADS, D, &kc[0][0][0][0], &vc[0][0][0][0], KVH, CAP, slot, committed, pos,
-                          ptr, idx, at, 0, 0.25f, 0.0f, &out[0][0][0]);
+    trtlade_row_attention(q, 3, HEADS, D, kc, vc, KVH, CAP, slot, committed, pos, ptr, idx, at, 0, 0.25f, 0.0f, out);
     int64_t ptr1[2] = {0, 3};
-    trtlade_row_attention(&q[2][0][0], 1, HEADS, D, &kc[0][0][0][0], &vc[0][0][0][0], KVH, CAP, slot, committed,
-                          pos + 2, ptr1, idx + 3, at + 3, 0, 0.25f, 0.0f, &out1[0][0]);
-    if (memcmp(out1, out[2], sizeof out1)) { printf("attention row differs alone\n"); return 1; }
-    printf("row_attention %016llx\n", (unsigned long long)fnv(out, sizeof out));
+    trtlade_row_attention(q + 2 * HEADS * D, 1, HEADS, D, kc, vc, KVH, CAP, slot, committed, pos + 2, ptr1, idx + 3,
+                          at + 3, 0, 0.25f, 0.0f, out1);
+    if (memcmp(out1, out + 2 * HEADS * D, sizeof(float) * HEADS * D)) {
+        printf("attention row differs alone (head size %d)\n", D);
+        return 1;
+    }
+    const char *name = D == 16 ? "row_attention" : D == 64 ? "row_attention_64" : "row_attention_128";
+    printf("%s %016llx\n", name, (unsigned long long)fnv(out, sizeof(float) * 3 * HEADS * D));
     return 0;
 }
 
 int main(void) {
     int code = linear_checks();
-    return code ? code : attention_checks();
+    const int sizes[3] = {16, 64, 128};
+    for (int i = 0; !code && i < 3; i++) code = attention_checks(sizes[i]);
+    return code;
 }
