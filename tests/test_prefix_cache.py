@@ -137,21 +137,23 @@ def serve(eng, requests, cache_mb: int) -> list[tuple[list[int], int]]:
     eng.runner.prefix_cache = None
     if cache_mb:
         eng.runner.enable_prefix_cache(cache_mb << 20, block_tokens=BLOCK)
-    out = []
     try:
-        for req in requests:
-            batch = eng.new_batch(max_batch_size=4)
-            sid = batch.add(req)
-            tokens, cached = [], 0
-            while len(batch):
-                for got, chunk in batch.step():
-                    if got == sid:
-                        tokens.extend(chunk.tokens)
-                        cached = chunk.stats.cached_tokens if chunk.stats is not None else cached
-            out.append((tokens, cached))
+        return [run_one(eng, req) for req in requests]
     finally:
         eng.runner.prefix_cache = None
-    return out
+
+
+def run_one(eng, req) -> tuple[list[int], int]:
+    """One request through a batch of its own: its tokens and cached prompt tokens."""
+    batch = eng.new_batch(max_batch_size=4)
+    sid = batch.add(req)
+    tokens, cached = [], 0
+    while len(batch):
+        for got, chunk in batch.step():
+            if got == sid:
+                tokens.extend(chunk.tokens)
+                cached = chunk.stats.cached_tokens if chunk.stats is not None else cached
+    return tokens, cached
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -262,15 +264,8 @@ def test_a_next_turn_reuses_the_previous_answer_and_stays_exact(sampling, lookah
         out, prompt = [], list(a)
         try:
             for question in (a[:3], a[5:9]):
-                batch = eng.new_batch(max_batch_size=4)
-                sid = batch.add(GenerationRequest(prompt_ids=tuple(prompt), max_tokens=21, ignore_eos=True,
-                                                  lookahead=lookahead, **sampling))
-                tokens, cached = [], 0
-                while len(batch):
-                    for got, chunk in batch.step():
-                        if got == sid:
-                            tokens.extend(chunk.tokens)
-                            cached = chunk.stats.cached_tokens if chunk.stats is not None else cached
+                tokens, cached = run_one(eng, GenerationRequest(prompt_ids=tuple(prompt), max_tokens=21,
+                                                                ignore_eos=True, lookahead=lookahead, **sampling))
                 out.append((tokens, cached, len(prompt)))
                 prompt = prompt + tokens + list(question)  # the next turn: history, answer, a new question
         finally:
