@@ -109,8 +109,6 @@ static inline __attribute__((always_inline)) float dot8(const v8f *q, const floa
 #define KEYS_AT_ONCE 8
 #elif defined(__AVX__)
 #define KEYS_AT_ONCE 4
-#else
-#define KEYS_AT_ONCE 1
 #endif
 #if defined(__AVX__)
 static inline __attribute__((always_inline)) __m256 tree4(const __m256 *a) {
@@ -122,7 +120,7 @@ static inline __attribute__((always_inline)) void dots8(const v8f *q, const floa
                                                        float scale, float *s) {
     int j = 0;
 #if defined(__AVX__)
-    for (; KEYS_AT_ONCE > 1 && j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE) {
+    for (; j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE) {
         __m256 a[KEYS_AT_ONCE];
         for (int t = 0; t < KEYS_AT_ONCE; t++) {
             v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
