@@ -65,6 +65,19 @@ def test_cache_grows_slots_and_capacity_keeping_contents():
     assert torch.count_nonzero(cache.layers[0].keys[1:]) == 0  # new room is zero: finite under any mask
 
 
+@pytest.mark.parametrize("grow", ["slots", "capacity"])
+def test_cache_grows_only_the_dimension_asked_for(grow):
+    """Slots added one by one (a batch filling up) leave the capacity alone, and a longer sequence leaves
+    the slot count alone: 64 slots of 456 tokens once grew the capacity to 116,736 (23 GB for SmolLM2)."""
+    cache = _cache(slots=1, layers=1, capacity=456)
+    for n in range(2, 65):
+        cache.ensure(n if grow == "slots" else 1, 456 if grow == "slots" else 456 * n, torch.float32, "cpu")
+    if grow == "slots":
+        assert 64 <= cache.slots <= 72 and cache.capacity == 456
+    else:
+        assert cache.slots == 1 and 456 * 64 <= cache.capacity < 2 * 456 * 64
+
+
 def test_cache_refuses_unordered_keep():
     cache = _cache()
     _write(cache, {0: [1, 2, 3]})

@@ -328,7 +328,8 @@ def token_logprobs(logits: torch.Tensor, tokens: Sequence[int], top: int) -> lis
     if not len(tokens):
         return []
     logp = torch.log_softmax(logits[:len(tokens)].float(), dim=-1)
-    chosen = logp.gather(1, torch.tensor(list(tokens), dtype=torch.long).unsqueeze(1)).squeeze(1).tolist()
+    index = torch.tensor(list(tokens), dtype=torch.long, device=logp.device)
+    chosen = logp.gather(1, index.unsqueeze(1)).squeeze(1).tolist()
     if top > 0:
         values, index = logp.topk(min(top, logp.shape[-1]), dim=-1)
         tops = [tuple(zip(i, v)) for i, v in zip(index.tolist(), values.tolist())]

@@ -276,7 +276,8 @@ class ReferenceEngine:
                                                                     f"not tested)") if self.bit_exact else
                           "row-invariance is not complete for this model or device (transformers' forward, plain "
                           "GEMMs or no native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can "
-                          "differ"),
+                          "differ, most often for a request batched with others (docs/reference-engine.md, "
+                          "\"On a GPU\")"),
         }
 
     # ------------------------------------------------------------------------------- public API

@@ -127,6 +127,8 @@ class KeyedSampler:
         """The token each row of ``logits`` (rows x vocab) draws (see the class docstring)."""
         params = self.params
         logits = logits.float()
+        if params.penalised or not params.greedy:
+            logits = logits.cpu()  # penalties and draws index with host tensors (a no-op on the CPU)
         if params.penalised:
             logits = self._penalise(logits.clone(), paths)
         if params.greedy:

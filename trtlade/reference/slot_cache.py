@@ -107,11 +107,15 @@ class SlotKVCache(Cache):
         return 0 if first is None else first.shape[2]
 
     def ensure(self, slots: int, capacity: int, dtype, device) -> None:
-        """Room for ``slots`` slots of ``capacity`` tokens (grows by doubling, keeps the contents)."""
+        """Room for ``slots`` slots of ``capacity`` tokens (keeps the contents). Each dimension grows
+        only when it is short, and then by doubling (slots by at most 8 more than asked): 64 slots added
+        one by one leave the capacity what the longest asked for."""
         if slots <= self.slots and capacity <= self.capacity:
             return
-        slots = max(slots, min(2 * self.slots, slots + 8)) if self.slots else slots
-        capacity = max(capacity, 2 * self.capacity)
+        if slots > self.slots:
+            slots = max(slots, min(2 * self.slots, slots + 8))
+        if capacity > self.capacity:
+            capacity = max(capacity, 2 * self.capacity)
         for layer in self.layers:
             layer.ensure(slots, capacity, self.kv_heads, self.head_dim, dtype, device)
 
