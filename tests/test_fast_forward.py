@@ -167,13 +167,19 @@ def test_released_weights_leave_one_copy_and_the_same_tokens():
             kept.generate(prompt, max_tokens=24, lookahead=spec, ignore_eos=True).tokens
 
 
-def test_a_bf16_model_keeps_its_kv_cache_in_float32_on_the_cpu():
+@pytest.mark.parametrize("native, cache", [(None, torch.bfloat16), (False, torch.float32)])
+def test_a_bf16_model_keeps_its_kv_cache_in_bf16_under_the_native_body_else_in_float32(native, cache):
+    """The native body reads a bf16 cache (a bf16 model's K/V exactly, half the bytes); torch's ops and
+    attention on the CPU keep float32 (bf16 sdpa is several times slower there)."""
     tok = tiny_tokenizer()
-    eng = tiny_engine("llama", (4, 2, 4), model=tiny_model("llama", len(tok), dtype=torch.bfloat16))
-    assert eng.runner.kv_dtype == torch.float32 and eng.dtype == "bfloat16"
+    eng = tiny_engine("llama", (4, 2, 4), model=tiny_model("llama", len(tok), dtype=torch.bfloat16),
+                      native_kernels=native)
+    if native is None and not eng.runner.native_body:
+        pytest.skip("no native body on this host")
+    assert eng.runner.kv_dtype == cache and eng.dtype == "bfloat16"
     prompt = tok.encode("The quick brown fox jumps over the lazy dog and the")
     greedy = eng.generate(prompt, max_tokens=16, lookahead=(1, 1, 0), ignore_eos=True).tokens
-    assert eng.runner.cache.layers[0].keys.dtype == torch.float32 and len(greedy) == 16
+    assert eng.runner.cache.layers[0].keys.dtype == cache and len(greedy) == 16
 
 
 def test_other_families_keep_transformers_forward_and_a_forced_fast_forward_says_why():

@@ -106,6 +106,52 @@ def test_norms_rotary_and_the_lm_head_give_a_row_the_same_bits_beside_any_rows(a
 
 
 @pytest.mark.parametrize("variant", native_variants.params())
+@pytest.mark.parametrize("dim", [16, 64, 128])
+def test_attention_over_a_bf16_cache_gives_the_bits_of_its_float32_copy(dim, variant):
+    """A bf16 model's K/V are bf16 numbers: the kernel reads them from a bf16 cache (half the bytes) and
+    widens them exactly, so every row gets the bits it gets from a float32 cache holding the same numbers
+    (committed keys in shared chunks, a tree's path, a window); head sizes of the scalar and vector folds."""
+    KERNEL = row_attention(variant)
+    torch.manual_seed(dim)
+    k32 = torch.randn(3, 2, 120, dim).bfloat16().float()  # bf16 numbers, as a bf16 model writes them
+    v32 = torch.randn(3, 2, 120, dim).bfloat16().float()
+    blocks = [RowBlock(0, [1, 2, 3], [0, 1, 1], [0, 1, 2], mask=TREE), RowBlock(1, [4] * 5, list(range(5)),
+                                                                               [0, 4], causal=True)]
+    rows = row_keys(blocks, {0: 70, 1: 101})
+    q = torch.randn(8, 4, dim)
+    for window in (None, 40):
+        want = KERNEL(q, k32, v32, rows, 0.125, window=window)
+        got = KERNEL(q, k32.bfloat16(), v32.bfloat16(), rows, 0.125, window=window)
+        assert torch.equal(got, want), window
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_bf16_model_keeps_its_cache_in_bf16_with_the_float32_caches_bits(arch):
+    """Under the native body a bf16 model's cache is bf16; a step's logits and its K/V equal bitwise those
+    of the same engine with a float32 cache (prefill, then a lookahead step beside another sequence)."""
+    tok = tiny_tokenizer()
+    runners = []
+    for kv in (torch.bfloat16, torch.float32):
+        eng = tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=torch.bfloat16))
+        assert eng.runner.native_body and eng.runner.kv_dtype == torch.bfloat16
+        eng.runner.kv_dtype = kv  # before the first slot: the cache is made in this dtype
+        runners.append(eng.runner)
+    prompt = tok.encode("The quick brown fox jumps over the lazy dog. The quick brown")
+    results = []
+    for runner in runners:
+        a, b = runner.allocate(64), runner.allocate(64)
+        first = [runner.prefill(a, prompt), runner.prefill(b, prompt[:9])]
+        mask = np.array([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=bool)
+        step = runner.forward([RowBlock(a, [5, 6, 7], [0, 1, 1], [0, 1, 2], mask=mask),
+                               RowBlock(b, [8, 9], [0, 1], [0, 1], causal=True)])
+        keys = runner.cache.layers[-1].keys[a, :, :len(prompt) + 3].float()
+        results.append((first, step, keys, runner.cache.layers[0].keys.dtype))
+    (f16, s16, k16, d16), (f32, s32, k32, d32) = results
+    assert (d16, d32) == (torch.bfloat16, torch.float32)
+    assert all(torch.equal(x, y) for x, y in zip(f16 + s16, f32 + s32)) and torch.equal(k16, k32)
+
+
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_verification_step_computes_and_writes_what_greedy_steps_do(arch, dtype, variant):

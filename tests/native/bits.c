@@ -59,23 +59,44 @@ enum { HEADS = 4, KVH = 2, MAXD = 128, CAP = 80 };
 static float kc[KVH * CAP * MAXD], vc[KVH * CAP * MAXD], q[3 * HEADS * MAXD], out[3 * HEADS * MAXD],
     out1[HEADS * MAXD];
 
+/* A bf16 cache (a bf16 model's K/V) gives the bits of a float32 cache holding the same bf16 numbers. */
+static float kr[KVH * CAP * MAXD], vr[KVH * CAP * MAXD];
+static uint16_t kb[KVH * CAP * MAXD], vb[KVH * CAP * MAXD];
+
+static int bf16_cache_check(int D, const int64_t *slot, const int64_t *committed, const int64_t *pos,
+                            const int64_t *ptr, const int64_t *idx, const int64_t *at) {
+    for (int i = 0; i < KVH * CAP * D; i++) {
+        uint32_t bits;
+        memcpy(&bits, &kc[i], 4); kb[i] = (uint16_t)(bits >> 16); bits &= 0xFFFF0000u; memcpy(&kr[i], &bits, 4);
+        memcpy(&bits, &vc[i], 4); vb[i] = (uint16_t)(bits >> 16); bits &= 0xFFFF0000u; memcpy(&vr[i], &bits, 4);
+    }
+    trtlade_row_attention(q, 3, HEADS, D, kr, vr, KVH, CAP, slot, committed, pos, ptr, idx, at, 0, 0.25f, 0.0f, out, 0);
+    static float outb[3 * HEADS * MAXD];
+    trtlade_row_attention(q, 3, HEADS, D, kb, vb, KVH, CAP, slot, committed, pos, ptr, idx, at, 0, 0.25f, 0.0f, outb, 1);
+    if (memcmp(outb, out, sizeof(float) * 3 * HEADS * D)) {
+        printf("attention over a bf16 cache differs from its float32 copy (head size %d)\n", D);
+        return 1;
+    }
+    return 0;
+}
+
 static int attention_checks(int D) {
     for (int i = 0; i < KVH * CAP * D; i++) { kc[i] = next_float(); vc[i] = next_float(); }
     for (int i = 0; i < 3 * HEADS * D; i++) q[i] = next_float();
     /* three rows of slot 0 with 70 committed keys: a chain at positions 70, 71, 72 (cache 70, 71, 72) */
     int64_t slot[3] = {0, 0, 0}, committed[3] = {70, 70, 70}, pos[3] = {70, 71, 72};
     int64_t ptr[4] = {0, 1, 3, 6}, idx[6] = {70, 70, 71, 70, 71, 72}, at[6] = {70, 70, 71, 70, 71, 72};
-    trtlade_row_attention(q, 3, HEADS, D, kc, vc, KVH, CAP, slot, committed, pos, ptr, idx, at, 0, 0.25f, 0.0f, out);
+    trtlade_row_attention(q, 3, HEADS, D, kc, vc, KVH, CAP, slot, committed, pos, ptr, idx, at, 0, 0.25f, 0.0f, out, 0);
     int64_t ptr1[2] = {0, 3};
     trtlade_row_attention(q + 2 * HEADS * D, 1, HEADS, D, kc, vc, KVH, CAP, slot, committed, pos + 2, ptr1, idx + 3,
-                          at + 3, 0, 0.25f, 0.0f, out1);
+                          at + 3, 0, 0.25f, 0.0f, out1, 0);
     if (memcmp(out1, out + 2 * HEADS * D, sizeof(float) * HEADS * D)) {
         printf("attention row differs alone (head size %d)\n", D);
         return 1;
     }
     const char *name = D == 16 ? "row_attention" : D == 64 ? "row_attention_64" : "row_attention_128";
     printf("%s %016llx\n", name, (unsigned long long)fnv(out, sizeof(float) * 3 * HEADS * D));
-    return 0;
+    return bf16_cache_check(D, slot, committed, pos, ptr, idx, at);
 }
 
 int main(void) {

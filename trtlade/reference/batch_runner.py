@@ -177,15 +177,19 @@ class BatchRunner:
                 raise UnsupportedModelError(
                     f"{cfg.model_type}: invariant_attention needs the native kernel here (sliding windows, soft-caps "
                     f"or transformers' forward), which is not available: {native_status()}")
-        #: the KV cache's dtype: float32 for a half-precision model on the CPU under the fast forward (K/V
-        #: are stored exactly, upcast; attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs)
-        self.kv_dtype = torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
-                                          and self.device.type == "cpu"
-                                          and self.dtype in (torch.bfloat16, torch.float16)) else self.dtype
         #: each step as ONE native call (:meth:`FastBody.forward_native`): the native body, whose attention
-        #: is the native row-invariant kernel over a float32 cache
+        #: is the native row-invariant kernel over the slot cache
         self.native_body = (self.fast is not None and self.fast.native is not None
-                            and self.invariant_attention == "native" and self.kv_dtype == torch.float32)
+                            and self.invariant_attention == "native")
+        #: the KV cache's dtype (set it before the first slot is allocated to store otherwise): under the
+        #: native body a bf16 model's own, since its K/V are bf16 numbers (stored exactly, half the bytes
+        #: the attention reads; the kernel widens them to the same float32 values); float32 for another
+        #: half-precision model on the CPU under the fast forward or the native attention (upcast exactly;
+        #: attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs); else the model's dtype
+        self.kv_dtype = self.dtype if self.native_body and self.dtype == torch.bfloat16 else (
+            torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
+                              and self.device.type == "cpu" and self.dtype in (torch.bfloat16, torch.float16))
+            else self.dtype)
 
     @property
     def bit_exact(self) -> bool:

@@ -285,7 +285,7 @@ class FastBody(nn.Module):
 class NativeStep(Protocol):
     """What :meth:`FastBody.forward_native` needs of the engine for one step: each row's keys
     (:class:`~trtlade.reference.native.RowKeys`), where its K/V go in its slot (``index``, int64 numpy),
-    and every layer's float32 cache buffers."""
+    and every layer's cache buffers (float32, or bf16 for a bf16 model)."""
 
     keys: Any
     index: Any

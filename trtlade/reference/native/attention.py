@@ -52,7 +52,8 @@ class RowKeys:
 
 def row_attention(variant: Optional[str] = None) -> Optional[Callable]:
     """The kernel as ``f(q [R, heads, dim], k, v [slots, kv_heads, capacity, dim], rows: RowKeys, scale,
-    window=None, softcap=None) -> [R, heads, dim]`` (float32, contiguous), or None (see :func:`status`);
+    window=None, softcap=None) -> [R, heads, dim]`` (float32, contiguous; ``k`` and ``v`` float32 or both
+    bfloat16, which the kernel widens exactly: the same bits as their float32 copies), or None (see :func:`status`);
     ``variant``: a CPU variant other than the process's own (see :func:`~.bindings.kernels`)."""
     table = kernels(variant)
     if table is None:
@@ -62,15 +63,16 @@ def row_attention(variant: Optional[str] = None) -> Optional[Callable]:
     def call(q, k, v, rows: RowKeys, scale: float, window: Optional[int] = None, softcap: Optional[float] = None):
         import torch
 
-        if not (q.dtype == k.dtype == v.dtype == torch.float32) or not (k.is_contiguous() and v.is_contiguous()):
-            raise ValueError("row_attention takes contiguous float32 tensors")
+        if q.dtype != torch.float32 or k.dtype != v.dtype or k.dtype not in (torch.float32, torch.bfloat16) \
+                or not (k.is_contiguous() and v.is_contiguous()):
+            raise ValueError("row_attention takes a float32 q and contiguous float32 or bfloat16 k and v")
         q = q.contiguous()
         out = torch.empty_like(q)
         R, heads, dim = q.shape
         args = (q.data_ptr(), R, heads, dim, k.data_ptr(), v.data_ptr(), k.shape[1], k.shape[2],
                 rows.slot.ctypes.data, rows.committed.ctypes.data, rows.pos.ctypes.data, rows.ptr.ctypes.data,
                 rows.idx.ctypes.data, rows.at.ctypes.data, int(window or 0), float(scale), float(softcap or 0.0),
-                out.data_ptr())
+                out.data_ptr(), int(k.dtype == torch.bfloat16))
         code = profiled(PROFILE_LABEL, fn, *args)
         if code:
             raise ValueError(f"row_attention refused: head_dim {dim} > 512 or heads {heads} not a multiple of "

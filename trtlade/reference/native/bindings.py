@@ -42,13 +42,13 @@ class Step(ctypes.Structure):  # TrtladeStep in layer_ops.c
     _fields_ = [("rows", ctypes.c_int64), ("capacity", ctypes.c_int64)] + \
         [(n, _P) for n in ("h", "out", "scratch", "cos", "sin", "slot", "index", "committed", "pos", "path_ptr",
                            "path_idx", "path_pos")] + [("keys", ctypes.POINTER(_P)), ("values", ctypes.POINTER(_P)),
-                                                       ("timing", _P)]
+                                                       ("timing", _P), ("kv_bf16", ctypes.c_int64)]
 
 
 #: each exported function's ctypes signature: (argument types, result type)
 _SIGNATURES = {
     "trtlade_row_attention": ([_P, _I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P, _I64,
-                               ctypes.c_float, ctypes.c_float, _P], ctypes.c_int),
+                               ctypes.c_float, ctypes.c_float, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_linear_path": ([ctypes.c_int], ctypes.c_char_p),
     "trtlade_linear_f32": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),

@@ -92,7 +92,8 @@ class NativeBody:
     def __call__(self, h, cos, sin, keys: RowKeys, index: np.ndarray, caches: Sequence[tuple]):
         """``h`` ``[R, hidden]`` the embedded rows (overwritten: the residual stream), ``cos``/``sin``
         ``[R, head_dim]`` float32, ``keys`` each row's keys, ``index`` where each row's K/V go in its
-        slot, ``caches`` each layer's float32 ``(keys, values)`` ``[slots, kv_heads, capacity, dim]``;
+        slot, ``caches`` each layer's ``(keys, values)`` ``[slots, kv_heads, capacity, dim]``, float32, or
+        bfloat16 for a bf16 model (its K/V are bf16 numbers: stored exactly, half the bytes to read);
         returns the final norm's output ``[R, hidden]``."""
         torch = self._torch
         rows = h.shape[0]
@@ -104,7 +105,7 @@ class NativeBody:
                      scratch=scratch.data_ptr(), cos=cos.data_ptr(), sin=sin.data_ptr(), slot=keys.slot.ctypes.data,
                      index=index.ctypes.data, committed=keys.committed.ctypes.data, pos=keys.pos.ctypes.data,
                      path_ptr=keys.ptr.ctypes.data, path_idx=keys.idx.ctypes.data, path_pos=keys.at.ctypes.data,
-                     keys=k_ptrs, values=v_ptrs)
+                     keys=k_ptrs, values=v_ptrs, kv_bf16=int(caches[0][0].dtype == torch.bfloat16))
         if torch.autograd.profiler._is_profiler_enabled:  # a profile: the body times its parts too
             step.timing = self.timings.ctypes.data
         code = profiled(BODY_LABEL, self.kernels.forward, ctypes.byref(self._model), ctypes.byref(step))

@@ -9,8 +9,9 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
                        int threads);
 int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                         uint16_t *y, int threads);
-int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k, const float *v,
+int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const void *k, const void *v,
                           int64_t kv_heads, int64_t capacity, const int64_t *slot, const int64_t *committed,
                           const int64_t *pos, const int64_t *path_ptr, const int64_t *path_idx,
-                          const int64_t *path_pos, int64_t window, float scale, float softcap, float *out);
+                          const int64_t *path_pos, int64_t window, float scale, float softcap, float *out,
+                          int kv_bf16);
 #endif

@@ -146,34 +146,48 @@ static inline __attribute__((always_inline)) void head_prepare(const void *src, 
 static inline __attribute__((always_inline)) void qkv_row(const void *qkv, int64_t r, int64_t heads, int64_t kv_heads,
                                                           int64_t d, const float *cos, const float *sin,
                                                           const void *q_norm_w, const void *k_norm_w, float eps,
-                                                          float *kc, float *vc, int64_t capacity, const int64_t *slot,
-                                                          const int64_t *index, float *q_out, const int bf16) {
+                                                          void *kc, void *vc, int64_t capacity, const int64_t *slot,
+                                                          const int64_t *index, float *q_out, const int bf16,
+                                                          const int kv_bf16) {
     const float *c = cos + r * d, *s = sin + r * d;
     const int64_t base = r * (heads + 2 * kv_heads) * d;
     for (int64_t h = 0; h < heads; h++)
         head_prepare(qkv, base + h * d, d, q_norm_w, eps, c, s, bf16, q_out + (r * heads + h) * d);
     for (int64_t g = 0; g < kv_heads; g++) {
         const int64_t cell = ((slot[r] * kv_heads + g) * capacity + index[r]) * d;
-        head_prepare(qkv, base + (heads + g) * d, d, k_norm_w, eps, c, s, bf16, kc + cell);
-        for (int64_t i = 0; i < d; i++) vc[cell + i] = load(qkv, base + (heads + kv_heads + g) * d + i, bf16);
+        if (kv_bf16) {  /* a bf16 model's K (rounded to bf16 above) and V (bf16 already): stored as they are */
+            float key[1024];
+            head_prepare(qkv, base + (heads + g) * d, d, k_norm_w, eps, c, s, bf16, key);
+            for (int64_t i = 0; i < d; i++) ((uint16_t *)kc)[cell + i] = f_to_bf16(key[i]);
+            const uint16_t *v = (const uint16_t *)qkv + base + (heads + kv_heads + g) * d;
+            memcpy((uint16_t *)vc + cell, v, sizeof(uint16_t) * d);
+        } else {
+            head_prepare(qkv, base + (heads + g) * d, d, k_norm_w, eps, c, s, bf16, (float *)kc + cell);
+            for (int64_t i = 0; i < d; i++)
+                ((float *)vc)[cell + i] = load(qkv, base + (heads + kv_heads + g) * d + i, bf16);
+        }
     }
 }
 
 /* qkv [rows, (heads + 2 kv_heads) * d] in the model's dtype; cos/sin [rows, d] float32; q_norm_w/k_norm_w
- * [d] or NULL. Writes q_out [rows, heads, d] (float32) and, per row r, its K and V into the float32 cache
- * kc/vc [slots, kv_heads, capacity, d] at slot[r], index[r]. */
+ * [d] or NULL. Writes q_out [rows, heads, d] (float32) and, per row r, its K and V into the cache kc/vc
+ * [slots, kv_heads, capacity, d] at slot[r], index[r]: float32, or with kv_bf16 (a bf16 model only) bf16,
+ * which holds a bf16 model's K and V exactly. */
 int trtlade_qkv_prepare(const void *qkv, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, const float *cos,
-                        const float *sin, const void *q_norm_w, const void *k_norm_w, float eps, float *kc, float *vc,
-                        int64_t capacity, const int64_t *slot, const int64_t *index, float *q_out, int dtype) {
-    if (d > 1024 || d % 2 || dtype < 0 || dtype > 1) return 1;
+                        const float *sin, const void *q_norm_w, const void *k_norm_w, float eps, void *kc, void *vc,
+                        int64_t capacity, const int64_t *slot, const int64_t *index, float *q_out, int dtype,
+                        int kv_bf16) {
+    if (d > 1024 || d % 2 || dtype < 0 || dtype > 1 || (kv_bf16 && dtype != 1)) return 1;
     if (dtype == 1) {
 #pragma omp parallel for schedule(static) if (rows >= 16)
         for (int64_t r = 0; r < rows; r++)
-            qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 1);
+            qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 1,
+                    kv_bf16);
     } else {
 #pragma omp parallel for schedule(static) if (rows >= 16)
         for (int64_t r = 0; r < rows; r++)
-            qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 0);
+            qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 0,
+                    0);
     }
     return 0;
 }
@@ -200,15 +214,16 @@ typedef struct {
 
 /* One step: `rows` packed rows; h [rows, hidden] the embedded tokens (model dtype; the residual stream,
  * overwritten); cos/sin [rows, head_dim] float32; the rows' keys (see row_attention.c) and where each
- * row's K/V go (slot, index); the float32 caches per layer; out [rows, hidden] the final norm's output;
+ * row's K/V go (slot, index); the caches per layer (float32, or bf16 with kv_bf16); out [rows, hidden] the final norm's output;
  * scratch: trtlade_forward_scratch(model, rows) bytes. */
 typedef struct {
     int64_t rows, capacity;
     void *h, *out, *scratch;
     const float *cos, *sin;
     const int64_t *slot, *index, *committed, *pos, *path_ptr, *path_idx, *path_pos;
-    float *const *keys, *const *values;
+    void *const *keys, *const *values;
     double *timing; /* NULL, or seconds added per part: [0] linear layers, [1] attention, [2] the rest */
+    int64_t kv_bf16; /* the caches hold bf16 (a bf16 model's K/V, exactly), else float32 */
 } TrtladeStep;
 
 static inline double now_s(void) {
@@ -258,10 +273,10 @@ int trtlade_forward(const TrtladeModel *m, const TrtladeStep *s) {
         TIMED(0, code |= linear(m, x, R, m->hidden, m->attn_in[l], m->attn_in_bias[l], width, qkv));
         TIMED(2, code |= trtlade_qkv_prepare(qkv, R, m->heads, m->kv_heads, d, s->cos, s->sin, m->q_norm[l],
                                              m->k_norm[l], m->eps, s->keys[l], s->values[l], s->capacity, s->slot,
-                                             s->index, q, m->dtype));
+                                             s->index, q, m->dtype, (int)s->kv_bf16));
         TIMED(1, code |= trtlade_row_attention(q, R, m->heads, d, s->keys[l], s->values[l], m->kv_heads, s->capacity,
                                                s->slot, s->committed, s->pos, s->path_ptr, s->path_idx, s->path_pos,
-                                               m->window[l], m->scaling[l], 0.0f, att));
+                                               m->window[l], m->scaling[l], 0.0f, att, (int)s->kv_bf16));
         if (m->dtype == 1)
             TIMED(2, for (int64_t i = 0; i < R * qd; i++) ((uint16_t *)attc)[i] = f_to_bf16(att[i]));
         TIMED(0, code |= linear(m, m->dtype == 1 ? attc : (void *)att, R, qd, m->attn_out[l], m->attn_out_bias[l],

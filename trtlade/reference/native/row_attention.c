@@ -8,7 +8,8 @@
  *
  * Layout (all contiguous):
  *   q     [rows, heads, dim]                   float32
- *   k, v  [slots, kv_heads, capacity, dim]     float32 (the engine's slot cache)
+ *   k, v  [slots, kv_heads, capacity, dim]     float32, or bfloat16 with kv_bf16 (the engine's slot cache; a
+ *                                              bf16 model's K/V are bf16 values, so both hold the same numbers)
  *   out   [rows, heads, dim]                   float32
  *   slot[r], committed[r], pos[r]: the row's cache slot, the slot's committed length, the row's position
  *   path_ptr[r]..path_ptr[r+1]: the row's keys in the step, in depth order: cache index (path_idx) and
@@ -183,38 +184,65 @@ static void fold(const float *qg, int rep, const float **keys, const float **val
 #define TILE 4
 
 
+/* Key or value j of a head's cache rows: a pointer into a float32 cache, or the bf16 row widened into
+ * `stage` (exact: a bf16 number is a float32 with 16 low zero bits), so a chunk's fold sees the same
+ * floats either way and the bits do not depend on how the cache stores them; a bf16 cache halves what
+ * attention reads. */
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+static inline const float *kv_at(const char *base, int64_t j, int dim, int kv_bf16, float *stage) {
+    if (!kv_bf16) return (const float *)base + j * dim;
+    const uint16_t *src = (const uint16_t *)base + j * dim;
+    int d = 0;
+    for (; d + 16 <= dim; d += 16) {  /* 16 at a time, as the target's vectors allow (the loop alone is not
+                                       * vectorised by the compiler) */
+        u16x16 h;
+        memcpy(&h, src + d, sizeof h);
+        const u32x16 w = __builtin_convertvector(h, u32x16) << 16;
+        memcpy(stage + d, &w, sizeof w);
+    }
+    for (; d < dim; d++) {
+        const uint32_t bits = (uint32_t)src[d] << 16;
+        memcpy(stage + d, &bits, sizeof bits);
+    }
+    return stage;
+}
+
 static inline int64_t first_key(int64_t pos, int64_t window) {
     return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
 /* The rest of one row's keys, from its committed key `from` on (chunking continues from a chunk boundary). */
-static void finish_row(const float *qg, int rep, const float *kbase, const float *vbase, int64_t from,
+static void finish_row(const float *qg, int rep, const char *kbase, const char *vbase, int kv_bf16, int64_t from,
                        int64_t committed, int64_t first, const int64_t *idx, const int64_t *at, int64_t npath,
                        int dim, float scale, float softcap, float *m, float *l, float *acc) {
     const float *keys[CHUNK];
     const float *vals[CHUNK];
+    float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
     int n = 0;
     for (int64_t j = from; j < committed; j++) {  /* committed keys, in position order */
-        keys[n] = kbase + j * dim;
-        vals[n] = vbase + j * dim;
+        keys[n] = kv_at(kbase, j, dim, kv_bf16, kst + n * dim);
+        vals[n] = kv_at(vbase, j, dim, kv_bf16, vst + n * dim);
         if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
     }
     for (int64_t e = 0; e < npath; e++) {  /* then the row's path, by depth */
         if (at[e] < first) continue;
-        keys[n] = kbase + idx[e] * dim;
-        vals[n] = vbase + idx[e] * dim;
+        keys[n] = kv_at(kbase, idx[e], dim, kv_bf16, kst + n * dim);
+        vals[n] = kv_at(vbase, idx[e], dim, kv_bf16, vst + n * dim);
         if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
     }
     if (n) fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc);
 }
 
-int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const float *k,
-                          const float *v, int64_t kv_heads, int64_t capacity, const int64_t *slot,
+int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const void *k,
+                          const void *v, int64_t kv_heads, int64_t capacity, const int64_t *slot,
                           const int64_t *committed, const int64_t *pos, const int64_t *path_ptr,
                           const int64_t *path_idx, const int64_t *path_pos, int64_t window, float scale,
-                          float softcap, float *out) {
+                          float softcap, float *out, int kv_bf16) {
     if (dim > MAX_DIM || heads % kv_heads != 0 || heads / kv_heads > MAX_REP) return 1;
     const int rep = (int)(heads / kv_heads);
+    const int64_t es = kv_bf16 ? 2 : 4;
     const int64_t tiles = (rows + TILE - 1) / TILE;
     /* A tile: up to TILE consecutive rows. Rows of one slot with the same first key share their full chunks
      * of committed keys: those chunks are folded for each of them while the keys are in cache; every row
@@ -238,21 +266,22 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                 e++;
             }
             const int64_t chunks = shared > first ? (shared - first) / CHUNK : 0;
-            const float *kbase = k + ((slot[r] * kv_heads + g) * capacity) * dim;
-            const float *vbase = v + ((slot[r] * kv_heads + g) * capacity) * dim;
+            const char *kbase = (const char *)k + ((slot[r] * kv_heads + g) * capacity) * dim * es;
+            const char *vbase = (const char *)v + ((slot[r] * kv_heads + g) * capacity) * dim * es;
             const float *keys[CHUNK];
             const float *vals[CHUNK];
+            float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
             for (int64_t c = 0; c < chunks; c++) {
                 for (int j = 0; j < CHUNK; j++) {
-                    keys[j] = kbase + (first + c * CHUNK + j) * dim;
-                    vals[j] = vbase + (first + c * CHUNK + j) * dim;
+                    keys[j] = kv_at(kbase, first + c * CHUNK + j, (int)dim, kv_bf16, kst + j * dim);
+                    vals[j] = kv_at(vbase, first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
                 }
                 for (int64_t x = r; x < e; x++)
                     fold(q + (x * heads + g * rep) * dim, rep, keys, vals, CHUNK, dim, scale, softcap,
                          m[x - t0], l[x - t0], acc[x - t0]);
             }
             for (int64_t x = r; x < e; x++)
-                finish_row(q + (x * heads + g * rep) * dim, rep, kbase, vbase, first + chunks * CHUNK, committed[x],
+                finish_row(q + (x * heads + g * rep) * dim, rep, kbase, vbase, kv_bf16, first + chunks * CHUNK, committed[x],
                            first, path_idx + path_ptr[x], path_pos + path_ptr[x], path_ptr[x + 1] - path_ptr[x],
                            dim, scale, softcap, m[x - t0], l[x - t0], acc[x - t0]);
             r = e;
