@@ -214,8 +214,8 @@ typedef struct {
 
 /* One step: `rows` packed rows; h [rows, hidden] the embedded tokens (model dtype; the residual stream,
  * overwritten); cos/sin [rows, head_dim] float32; the rows' keys (see row_attention.c) and where each
- * row's K/V go (slot, index); the caches per layer (float32, or bf16 with kv_bf16); out [rows, hidden] the final norm's output;
- * scratch: trtlade_forward_scratch(model, rows) bytes. */
+ * row's K/V go (slot, index); the caches per layer (float32, or bf16 with kv_bf16); out [rows, hidden]
+ * the final norm's output; scratch: trtlade_forward_scratch(model, rows) bytes. */
 typedef struct {
     int64_t rows, capacity;
     void *h, *out, *scratch;
