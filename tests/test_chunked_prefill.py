@@ -335,4 +335,4 @@ def test_the_server_says_how_it_prefills():
     whole = ReferenceServingEngine(engine(), max_batch_size=4)
     assert "16 tokens per step" in chunked.info.scheduling and chunked.info.details["prefill_chunk_tokens"] == 16
     assert "at most 1.5x as long" in paced.info.scheduling and paced.info.details["prefill_stall"] == 1.5
-    assert "prefilled together in one forward pass" in whole.info.scheduling
+    assert "shortest first in forwards of at least 64 rows" in whole.info.scheduling

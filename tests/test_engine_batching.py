@@ -298,6 +298,40 @@ def test_arrivals_in_one_step_share_one_prefill_forward_and_stay_lossless(arch):
         assert tokens(chunks[seq_id]) == alone(arch, prompt)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arrivals_prefill_shortest_first_in_groups_each_first_token_after_its_own_forward(arch, monkeypatch):
+    """Prompts too long to share a forward usefully (here: groups of at least 20 rows) go shortest first,
+    a forward per group; each first token leaves when its group's forward ends (not after every prompt's),
+    and the tokens are still each prompt's alone."""
+    import trtlade.reference.batching as batching
+
+    monkeypatch.setattr(batching, "PREFILL_GROUP_ROWS", 20)
+    eng = engine(arch)
+    tok = tiny_tokenizer()
+    ps = [tuple(tok.encode(t)) for t in ("The quick brown fox jumps over the lazy dog. The quick brown fox jumps",
+                                          "Hello! How are", "one, two, three, four, five, six, seven, eight")]
+    lengths = [len(p) for p in ps]
+    assert lengths[1] < 20 <= lengths[1] + lengths[2] and lengths[2] < lengths[0]
+    batch = eng.new_batch(max_batch_size=4)
+    forwards = []
+    real = eng.runner.forward
+    eng.runner.forward = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
+    try:
+        ids = [batch.add(request(p)) for p in ps]
+        first: list = []
+        delivered = batch.step(on_chunk=lambda seq_id, chunk: first.append((seq_id, len(forwards))))
+        chunks = {i: [c] for i, c in delivered}
+        while len(batch):
+            for seq_id, chunk in batch.step():
+                chunks[seq_id].append(chunk)
+    finally:
+        eng.runner.forward = real
+    assert forwards[:2] == [[lengths[1], lengths[2]], [lengths[0]]]  # the two short ones, then the long one
+    assert first == [(ids[1], 1), (ids[2], 1), (ids[0], 2)]
+    for seq_id, prompt in zip(ids, ps):
+        assert tokens(chunks[seq_id]) == alone(arch, prompt)
+
+
 def test_the_prefill_budget_splits_arrivals_over_steps():
     eng = engine("llama")
     ps = prompts()[:3]

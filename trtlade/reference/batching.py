@@ -5,10 +5,12 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
 
 1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` hold a slot,
    with their cached prefix (:mod:`~trtlade.reference.prefix_cache`). With nothing decoding (or
-   without ``limits.prefill_chunk``) it prefills them now: those admitted together share ONE forward
-   pass (a causal block each; at most ``max_num_tokens`` prompt tokens per step beyond the first
-   prompt, a longer first prompt alone in chunks of ``max_num_tokens`` rows), each first token handed
-   over at once (``on_chunk``), before the step's decode pass. With sequences decoding and
+   without ``limits.prefill_chunk``) it prefills them now, shortest first, in forwards of at least
+   :data:`~trtlade.reference.scheduler.PREFILL_GROUP_ROWS` rows (a causal block each: short prompts
+   share one forward, which reads the weights once; at most ``max_num_tokens`` prompt tokens per step
+   beyond the first prompt, a longer first prompt alone in chunks of ``max_num_tokens`` rows), each
+   first token handed over
+   (``on_chunk``) as soon as its forward ends, before the step's decode pass. With sequences decoding and
    ``limits.prefill_chunk``, their prompts instead advance by chunks inside step 3's forward pass, as
    many rows as the :class:`~trtlade.reference.scheduler.PrefillPacer` allows (the decoders' steps
    stretched at most ``prefill_stall`` times on average); the chunk that ends a prompt hands over its
@@ -53,7 +55,7 @@ from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import BatchLimits, PrefillPacer, StepReport
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
@@ -471,31 +473,33 @@ class Batch:
             self._prefilling.append(state)
 
     def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
-        """Prefill every prefilling sequence to its end (together in one forward when not scored and
-        more than one, else alone in chunks of ``max_num_tokens``) and emit each first token."""
+        """Prefill every prefilling sequence to its end and emit each first token when its forward ends:
+        a scored one alone (every row's logits), the others by :func:`prefill_groups` (one forward per
+        group, alone in chunks of ``max_num_tokens`` for a group of one)."""
         states, self._prefilling = self._prefilling, []
         if not states:
             return
         t0 = time.perf_counter()
         runner = self.engine.runner
         report.prefill_tokens += sum(len(s.prompt) - s.prefilled for s in states)
-        together = [s for s in states if not s.scored]
-        lasts: dict[int, torch.Tensor] = {}
+        for state in states:
+            state.prefill_started = state.prefill_started or t0
         for state in states:
             if state.scored:  # every prompt row's logits
                 rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True,
                                       start=state.prefilled)
                 state.prompt_rows.append(rows)
-                lasts[state.seq_id] = rows[-1]
-        if len(together) == 1:
-            lasts[together[0].seq_id] = runner.prefill(together[0].slot, together[0].prompt,
-                                                       chunk=self.limits.max_num_tokens, start=together[0].prefilled)
-        elif together:
-            for state, last in zip(together, runner.prefill_many([(s.slot, s.prompt, s.prefilled) for s in together])):
-                lasts[state.seq_id] = last
-        for state in states:
-            state.prefill_started = state.prefill_started or t0
-            self._prefilled(state, lasts[state.seq_id], report, emit)
+                self._prefilled(state, rows[-1], report, emit)
+        together = [s for s in states if not s.scored]
+        for group in prefill_groups([len(s.prompt) - s.prefilled for s in together], PREFILL_GROUP_ROWS):
+            members = [together[i] for i in group]
+            if len(members) == 1:
+                one = members[0]
+                lasts = [runner.prefill(one.slot, one.prompt, chunk=self.limits.max_num_tokens, start=one.prefilled)]
+            else:
+                lasts = runner.prefill_many([(s.slot, s.prompt, s.prefilled) for s in members])
+            for state, last in zip(members, lasts):
+                self._prefilled(state, last, report, emit)
 
     def _chunk_blocks(self, spare: int) -> list[tuple[SequenceState, RowBlock]]:
         """This step's prompt chunks, oldest prefill first, ``spare`` rows in all: a causal block each,

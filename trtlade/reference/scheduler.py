@@ -107,6 +107,36 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
 
 
 
+#: Prompts prefilled together (nothing decoding) go shortest first in forwards of at least this many
+#: rows: below it a forward is bound by reading the weights, so short prompts share one; above it a
+#: forward is bound by its arithmetic (a 64-row forward runs at ~80% of the cores' peak on the AMD EPYC
+#: Zen 4 host), so a bigger group would only make its first tokens wait for the others' prompts.
+PREFILL_GROUP_ROWS = 64
+
+def prefill_groups(lengths: Sequence[int], min_rows: int) -> list[list[int]]:
+    """Prompts to prefill now (their rows still to compute), as forwards: shortest first, each forward
+    at least ``min_rows`` rows (the last takes what is left), its prompts in arrival order. The mean
+    time to first token then falls: a prompt waits only for the groups before its own.
+
+    >>> prefill_groups([80, 10, 30, 40, 5], min_rows=64)   # 5+10+30+40 = 85 rows, then the 80-row prompt
+    [[1, 2, 3, 4], [0]]
+    >>> prefill_groups([70, 90, 20], min_rows=64), prefill_groups([12, 9], min_rows=64)
+    ([[0, 2], [1]], [[0, 1]])
+    """
+    groups: list[list[int]] = []
+    group: list[int] = []
+    rows = 0
+    for i in sorted(range(len(lengths)), key=lambda k: (lengths[k], k)):
+        group.append(i)
+        rows += lengths[i]
+        if rows >= min_rows:
+            groups.append(sorted(group))
+            group, rows = [], 0
+    if group:
+        groups.append(sorted(group))
+    return groups
+
+
 class PrefillPacer:
     """How many prompt rows a step with decoding sequences may add (chunked prefill), so that their steps
     take at most ``stall`` times as long as without the prompts, on average: a token bucket in seconds.

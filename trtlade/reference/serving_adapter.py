@@ -33,6 +33,7 @@ from trtlade.contract.serving import (
     RequestRejected,
 )
 from trtlade.contract.tokenization import PromptTokenizer
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ReferenceServingEngine", "reference_scheduling"]
@@ -44,12 +45,14 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
                          prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None) -> str:
     """The /version description of how the reference engine schedules requests."""
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
-    prefill = ("new requests are prefilled together in one forward pass, their first token sent at once, "
+    prefill = (f"new requests are prefilled together, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
+               "rows (short prompts share one), each first token sent as soon as its forward ends, "
                if not prefill_chunk else
                "while requests decode, new prompts advance by chunks inside their forward pass (chunked prefill: "
                + (f"paced so their steps take at most {prefill_stall:g}x as long on average, up to {prefill_chunk} "
                   f"tokens per step" if prefill_stall else f"{prefill_chunk} tokens per step")
-               + "; with none decoding, prefilled whole and together), ")
+               + f"; with none decoding, prefilled whole, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
+                 "rows), ")
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
             f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
             f"keep theirs); {prefill}and join at the next step, first come first served; "
