@@ -55,6 +55,11 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MODES = [(4, 2, 4), (7, 7, 7)]
 
 
+def native(device: str) -> bool | None:
+    """The engine's native kernels where they run (the CPU), off elsewhere."""
+    return None if device == "cpu" else False
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -155,7 +160,7 @@ def _identity_engine(arch: str, dtype: str, device: str, invariant: bool | None)
         tok = tiny_tokenizer()
         model = tiny_model(arch, len(tok), dtype=DTYPES[dtype]).to(device)
     return ReferenceEngine(model, tok, (7, 7, 7), calibrate=False, model_id=arch, invariant_attention=invariant,
-                           native_kernels=None if device == "cpu" else False)
+                           native_kernels=native(device))
 
 
 # ------------------------------------------------------------------------------------------ 2. rows
@@ -178,7 +183,7 @@ def forward_by_rows(shape: str, dtype: str, device: str, repeats: int, max_rows:
     model = shaped_model(shape, DTYPES[dtype], device, layers)
     params = sum(p.numel() for p in model.parameters())
     engine = ReferenceEngine(model, tiny_word_tokenizer(512), (7, 7, 7), calibrate=False, model_id=shape,
-                             native_kernels=None if device == "cpu" else False)
+                             native_kernels=native(device))
     runner = engine.runner
     seqs = min(64, max_rows)
     slots = [runner.allocate(max_rows + 200) for _ in range(seqs)]
@@ -206,7 +211,7 @@ def batching(device: str, sizes: list[int], max_tokens: int, repeats: int, layer
     model = shaped_model("qwen3-8b", torch.bfloat16, device, layers)
     tok = tiny_word_tokenizer(SHAPES["qwen3-8b"]["vocab_size"])
     engine = ReferenceEngine(model, tok, (4, 2, 4), calibrate=True, model_id="qwen3-8b-shaped-random",
-                             native_kernels=None if device == "cpu" else False, invariant_attention=invariant)
+                             native_kernels=native(device), invariant_attention=invariant)
     prompts = [list(range(1000 + 97 * k, 1064 + 97 * k)) for k in range(max(sizes))]
     alone = {k: engine.greedy(p, max_tokens, ignore_eos=True).tokens for k, p in enumerate(prompts)}
     modes = {"ar": LookaheadSpec(1, 1, 0), "(4,2,4)": LookaheadSpec(4, 2, 4), "auto": "auto"}

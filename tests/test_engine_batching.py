@@ -272,28 +272,37 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
 
 
 # ------------------------------------------------------------------------------------ prefill together
-@pytest.mark.parametrize("arch", ARCHS)
-def test_arrivals_in_one_step_share_one_prefill_forward_and_stay_lossless(arch):
-    eng = engine(arch)
-    batch = eng.new_batch(max_batch_size=4, max_num_tokens=256)
-    forwards = []
+def run_arrivals(eng, batch, requests) -> tuple[list, list, list, list, dict, int]:
+    """``requests`` added together, run to the end, counting forwards: the ids, each forward's block
+    rows, ``(seq_id, forwards run when its first token was handed over)``, the first step's returned
+    chunks, every request's chunks, and the first step's prefills."""
+    forwards: list = []
     real = eng.runner.forward
     eng.runner.forward = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
     try:
-        ps = prompts()[:3]
-        first_step: list = []  # (seq_id, forwards run when its first token was handed over)
-        ids = [batch.add(r) for r in (request(ps[0]), request(ps[1], lookahead=(2, 3, 2)),
-                                       request(ps[2], lookahead=(1, 1, 0)))]
-        delivered = batch.step(on_chunk=lambda seq_id, chunk: first_step.append((seq_id, len(forwards))))
-        assert forwards[0] == [len(p) for p in ps]  # one forward, one causal block per prompt
-        assert [seq_id for seq_id, _ in first_step] == ids and [n for _, n in first_step] == [1, 1, 1]
-        assert batch.last.prefills == 3 and [i for i, _ in delivered] == ids  # on_chunk saw what step returned
+        ids = [batch.add(r) for r in requests]
+        first: list = []
+        delivered = batch.step(on_chunk=lambda seq_id, chunk: first.append((seq_id, len(forwards))))
+        prefills = batch.last.prefills
         chunks = {i: [c] for i, c in delivered}
         while len(batch):
             for seq_id, chunk in batch.step():
                 chunks[seq_id].append(chunk)
     finally:
         eng.runner.forward = real
+    return ids, forwards, first, delivered, chunks, prefills
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arrivals_in_one_step_share_one_prefill_forward_and_stay_lossless(arch):
+    eng = engine(arch)
+    batch = eng.new_batch(max_batch_size=4, max_num_tokens=256)
+    ps = prompts()[:3]
+    ids, forwards, first_step, delivered, chunks, prefills = run_arrivals(
+        eng, batch, (request(ps[0]), request(ps[1], lookahead=(2, 3, 2)), request(ps[2], lookahead=(1, 1, 0))))
+    assert forwards[0] == [len(p) for p in ps]  # one forward, one causal block per prompt
+    assert [seq_id for seq_id, _ in first_step] == ids and [n for _, n in first_step] == [1, 1, 1]
+    assert prefills == 3 and [i for i, _ in delivered] == ids  # on_chunk saw what step returned
     for seq_id, prompt in zip(ids, ps):
         assert tokens(chunks[seq_id]) == alone(arch, prompt)
 
@@ -312,20 +321,7 @@ def test_arrivals_prefill_shortest_first_in_groups_each_first_token_after_its_ow
                                           "Hello! How are", "one, two, three, four, five, six, seven, eight")]
     lengths = [len(p) for p in ps]
     assert lengths[1] < 20 <= lengths[1] + lengths[2] and lengths[2] < lengths[0]
-    batch = eng.new_batch(max_batch_size=4)
-    forwards = []
-    real = eng.runner.forward
-    eng.runner.forward = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
-    try:
-        ids = [batch.add(request(p)) for p in ps]
-        first: list = []
-        delivered = batch.step(on_chunk=lambda seq_id, chunk: first.append((seq_id, len(forwards))))
-        chunks = {i: [c] for i, c in delivered}
-        while len(batch):
-            for seq_id, chunk in batch.step():
-                chunks[seq_id].append(chunk)
-    finally:
-        eng.runner.forward = real
+    ids, forwards, first, _, chunks, _ = run_arrivals(eng, eng.new_batch(max_batch_size=4), [request(p) for p in ps])
     assert forwards[:2] == [[lengths[1], lengths[2]], [lengths[0]]]  # the two short ones, then the long one
     assert first == [(ids[1], 1), (ids[2], 1), (ids[0], 2)]
     for seq_id, prompt in zip(ids, ps):

@@ -125,14 +125,18 @@ def test_attention_over_a_bf16_cache_gives_the_bits_of_its_float32_copy(dim, var
         assert torch.equal(got, want), window
 
 
+@pytest.mark.parametrize("variant", native_variants.params())
 @pytest.mark.parametrize("arch", ARCHS)
-def test_a_bf16_model_keeps_its_cache_in_bf16_with_the_float32_caches_bits(arch):
+def test_a_bf16_model_keeps_its_cache_in_bf16_with_the_float32_caches_bits(arch, variant):
     """Under the native body a bf16 model's cache is bf16; a step's logits and its K/V equal bitwise those
-    of the same engine with a float32 cache (prefill, then a lookahead step beside another sequence)."""
+    of the same engine with a float32 cache (prefill, then a lookahead step beside another sequence); on
+    every CPU variant."""
     tok = tiny_tokenizer()
     runners = []
     for kv in (torch.bfloat16, torch.float32):
-        eng = tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=torch.bfloat16))
+        with native_variants.forced(variant):
+            eng = tiny_engine(arch, (7, 5, 7), model=tiny_model(arch, len(tok), dtype=torch.bfloat16))
+        assert eng.runner.lm_head.native.kernels.variant == variant
         assert eng.runner.native_body and eng.runner.kv_dtype == torch.bfloat16
         eng.runner.kv_dtype = kv  # before the first slot: the cache is made in this dtype
         runners.append(eng.runner)
