@@ -500,7 +500,7 @@ _CATEGORIES = (
                                     "aten::rsqrt", "aten::silu", "aten::neg", "aten::cat", "aten::div_", "aten::sum",
                                     "aten::cos", "aten::sin", "aten::to", "aten::_to_copy", "aten::embedding",
                                     "aten::index_select", "trtlade.layer_ops")),
-    ("argmax", ("aten::argmax",)),
+    ("argmax", ("aten::argmax", "trtlade.argmax")),
 )
 
 

@@ -53,6 +53,7 @@ from torch.profiler import record_function
 
 from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
+from trtlade.reference.native.argmax import argmax_rows
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
@@ -247,7 +248,7 @@ class SequenceState:
                 for option in DRAFT_OPTIONS:
                     self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
-        argmax = logits.argmax(dim=-1).tolist()
+        argmax = argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
         algo = self._algorithm()
         with record_function(ALGORITHM_LABEL):
@@ -286,7 +287,7 @@ class SequenceState:
             logits[list(self.stop_ids)] = float("-inf")
         if self.sampler is not None:
             return self.sampler.choose(logits.unsqueeze(0), [()], [len(self.prompt) + len(self.tokens)])[0]
-        return int(logits.argmax())
+        return argmax_rows(logits)[0]
 
     def _draws(self, draft: DraftBatch, logits: torch.Tensor) -> list[int]:
         """The token each logit row of ``draft`` draws: warped with the penalties of the output and the

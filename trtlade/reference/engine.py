@@ -57,6 +57,7 @@ from trtlade.reference.adaptive import AutoPolicy, CostTable
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.batching import Batch, DraftSettings
 from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
+from trtlade.reference.native.argmax import argmax_rows
 from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, GenerationRequest, GenerationResult,
                                        StepChunk)
 from trtlade.reference.scheduler import BatchLimits
@@ -430,7 +431,7 @@ class ReferenceEngine:
                 tokens = [prompt[i % len(prompt)] for i in range(rows)]
                 block = RowBlock(slot, tokens, list(range(rows)), list(range(rows)), causal=True)
                 t0 = time.perf_counter()
-                runner.forward([block])[0].argmax(dim=-1).tolist()
+                argmax_rows(runner.forward([block])[0])
                 elapsed = time.perf_counter() - t0
                 if rep >= warmup:  # the first rounds warm the kernels and the buffers up
                     best[rows] = min(elapsed, best.get(rows, elapsed))

@@ -42,6 +42,7 @@ from typing import Optional, Sequence
 import torch
 
 from trtlade.contract.protocol import SamplingParams
+from trtlade.reference.native.argmax import argmax_rows
 
 __all__ = ["SamplingParams", "KeyedSampler", "keyed_uniform", "inverse_cdf", "random_seed"]
 
@@ -132,7 +133,7 @@ class KeyedSampler:
         if params.penalised:
             logits = self._penalise(logits.clone(), paths)
         if params.greedy:
-            return logits.argmax(dim=-1).tolist()
+            return argmax_rows(logits)
         self.draws += len(positions)
         probs, ids = self._warp(logits)
         picked = inverse_cdf(probs, [keyed_uniform(params.seed, q) for q in positions])  # type: ignore[arg-type]

@@ -4,13 +4,13 @@
 * ``linear.c``: linear layers that stream a weight packed in panels of 16 outputs once per call, at
   memory speed, one FMA chain per output (:class:`PanelLinear`, float32 and bfloat16);
 * ``layer_ops.c``: the small ops of a Llama-family layer and the whole decoder body as one call per
-  step (:class:`NativeBody`);
+  step (:class:`NativeBody`), and the greedy token of each row of logits (:func:`argmax_rows`);
 * ``cpu.c``: which variants this CPU executes (CPUID).
 
 The rooms: :mod:`.build` (the compiler driver and its cache), :mod:`.cpu` (the variants of each
 architecture and the choice among them), :mod:`.bindings` (ctypes, the per-variant dispatch table
 :class:`~.bindings.Kernels`), then one module per kernel family (:mod:`.attention`, :mod:`.linear`,
-:mod:`.body`). Adding a CPU variant is one row of :data:`.cpu.X86_64` (its flags and the CPUID bits it
+:mod:`.body`, :mod:`.argmax`). Adding a CPU variant is one row of :data:`.cpu.X86_64` (its flags and the CPUID bits it
 needs) and its branch in the C sources.
 
 Built once with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into ``~/.cache/trtlade/native/``
@@ -33,6 +33,7 @@ which give the same guarantee more slowly. ``TRTLADE_NATIVE=0`` turns the librar
 
 from __future__ import annotations
 
+from trtlade.reference.native.argmax import argmax_rows
 from trtlade.reference.native.attention import RowKeys, row_attention
 from trtlade.reference.native.bindings import (BODY_LABEL, LINEAR_LABEL, PROFILE_LABEL, Kernels,
                                                executable_variants, kernels, status)
@@ -41,5 +42,5 @@ from trtlade.reference.native.linear import PANEL, PanelLinear, linear_dtypes
 
 __all__ = ["RowKeys", "row_attention", "status", "kernels", "Kernels", "executable_variants",
            "PROFILE_LABEL", "LINEAR_LABEL", "BODY_LABEL", "PANEL", "PanelLinear", "BodyLayer", "NativeBody",
-           "linear_dtypes"]
+           "linear_dtypes", "argmax_rows"]
 

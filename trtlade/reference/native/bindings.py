@@ -16,12 +16,14 @@ from trtlade.reference.native import build as _build
 from trtlade.reference.native import cpu as _cpu
 
 __all__ = ["Kernels", "kernels", "status", "executable_variants", "profiled", "PROFILE_LABEL", "LINEAR_LABEL",
-           "BODY_LABEL", "Model", "Step"]
+           "BODY_LABEL", "ARGMAX_LABEL", "Model", "Step"]
 
 #: the attention kernel's name in a torch profile
 PROFILE_LABEL = "trtlade.row_attention"
 #: the native linear kernel's name in a torch profile
 LINEAR_LABEL = "trtlade.linear"
+#: the native argmax's name in a torch profile (the greedy token of each row of logits)
+ARGMAX_LABEL = "trtlade.argmax"
 #: the native decoder body's name in a torch profile (one call per step: GEMMs, attention and the rest)
 BODY_LABEL = "trtlade.body_native"
 
@@ -55,13 +57,15 @@ _SIGNATURES = {
     "trtlade_peak_flops": ([ctypes.c_int, _I64, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], _I64),
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
+    "trtlade_argmax_rows": ([_P, _I64, _I64, _P], ctypes.c_int),
 }
 
 
 @dataclass(frozen=True)
 class Kernels:
     """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
-    ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe);
+    ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe),
+    ``argmax_rows`` (the greedy token of each row of logits);
     ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
 
     variant: str
@@ -72,6 +76,7 @@ class Kernels:
     forward: Callable
     paths: dict
     peak_flops: Callable
+    argmax_rows: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
@@ -82,7 +87,7 @@ class Kernels:
             fns[name.removeprefix("trtlade_")] = fn
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
-                   fns["forward"], paths, fns["peak_flops"])
+                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"])
 
 
 _state: dict = {}
