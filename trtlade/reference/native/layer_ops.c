@@ -111,14 +111,18 @@ static inline __attribute__((always_inline)) void silu_row(const void *gu, int64
     }
 }
 
-/* gu [rows, 2 * inter] (gate then up, as the fused GEMM writes them), out [rows, inter]. */
+/* gu [rows, 2 * inter] (gate then up, as the fused GEMM writes them), out [rows, inter].
+ * Threads: the activation and trtlade_qkv_prepare split their rows between the threads from 4 rows on (a
+ * lookahead step or a batch: 8 bf16 rows of SmolLM2, 11.9 -> 6.6 us and 5.8 -> 3.3 us on 2 Zen 4 cores);
+ * the norms stay on one thread below 64 rows (split, 8 rows took 7.0 us instead of 4.6). A row is still
+ * computed by one thread alone: its bits do not change. */
 int trtlade_silu_mul(const void *gu, int64_t rows, int64_t inter, void *out, int dtype) {
     if (dtype < 0 || dtype > 1) return 1;
     if (dtype == 1) {
-#pragma omp parallel for schedule(static) if (rows >= 16)
+#pragma omp parallel for schedule(static) if (rows >= 4)
         for (int64_t r = 0; r < rows; r++) silu_row(gu, r, inter, out, 1);
     } else {
-#pragma omp parallel for schedule(static) if (rows >= 16)
+#pragma omp parallel for schedule(static) if (rows >= 4)
         for (int64_t r = 0; r < rows; r++) silu_row(gu, r, inter, out, 0);
     }
     return 0;
@@ -229,12 +233,12 @@ int trtlade_qkv_prepare(const void *qkv, int64_t rows, int64_t heads, int64_t kv
                         int kv_bf16) {
     if (d > 1024 || d % 2 || dtype < 0 || dtype > 1 || (kv_bf16 && dtype != 1)) return 1;
     if (dtype == 1) {
-#pragma omp parallel for schedule(static) if (rows >= 16)
+#pragma omp parallel for schedule(static) if (rows >= 4)
         for (int64_t r = 0; r < rows; r++)
             qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 1,
                     kv_bf16);
     } else {
-#pragma omp parallel for schedule(static) if (rows >= 16)
+#pragma omp parallel for schedule(static) if (rows >= 4)
         for (int64_t r = 0; r < rows; r++)
             qkv_row(qkv, r, heads, kv_heads, d, cos, sin, q_norm_w, k_norm_w, eps, kc, vc, capacity, slot, index, q_out, 0,
                     0);
