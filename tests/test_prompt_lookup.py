@@ -106,7 +106,9 @@ def test_the_preset_reaches_the_served_engine(tmp_path, preset_line, lookup, sho
         assert serving.info.details["preset"] == shown
     finally:
         import asyncio
+        import gc
 
+        gc.unfreeze()  # the server's factory froze this process's heap (trtlade.server.runner.long_lived_heap)
         asyncio.run(serving.aclose())
 
 

@@ -186,3 +186,35 @@ def test_serve_help_is_light():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_served_engine_loads_with_the_collector_paused_and_leaves_its_heap_frozen(tmp_path, monkeypatch):
+    """`trtlade serve`'s reference factory: no full collection runs while the engine's objects pile up, and
+    afterwards they are frozen (a later full collection does not scan them), the collector on again."""
+    import asyncio
+    import gc
+
+    from models import tiny_model, tiny_tokenizer
+    from trtlade.reference.engine import ReferenceEngine
+    from trtlade.server.runner import engine_factory
+
+    folder = tmp_path / "tiny"
+    tok = tiny_tokenizer()
+    tiny_model("llama", len(tok)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    config = write(tmp_path / "deploy.yml", f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\n")
+    load, seen = ReferenceEngine.load, []
+
+    def spying_load(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(ReferenceEngine, "load", spying_load)
+    gc.unfreeze()
+    serving = engine_factory(make_plan(ServeFlags(config=config)))()
+    try:
+        assert seen == [False]
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        asyncio.run(serving.aclose())
