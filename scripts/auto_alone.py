@@ -11,7 +11,10 @@ HTTP and the load generator on the same cores.
 
 The engine loads as `trtlade serve` loads it: ``--preset fast`` (the default, as in
 configs/smollm2-cpu.yml) adds prompt-lookup candidates to every lookahead request; it ends with the
-``auto`` policy's decisions (drafted / skipped / empty, accepted drafts expected and got).
+``auto`` policy's decisions (drafted / skipped / empty, accepted drafts expected and got), and, on the
+``mix`` dataset, where drafts pay by kind of prompt (its 20 prompts cycle code, chat, math,
+summarisation, extraction): ``auto``'s decode speed against greedy's on the same prompts, its tokens
+per step and the share of its steps that carried a draft.
 
 Decode: tokens after the first / time after the first token (lookahead does not change the prefill);
 output: all tokens / time from the request to its last token (what the bench's output throughput
@@ -77,6 +80,9 @@ def main() -> None:
     engine.generate(prompts[0], max_tokens=8)  # warm-up
     per_repeat: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     rows_hist: collections.Counter = collections.Counter()
+    # per kind of prompt (mix only), summed over the repeats: decode tokens and seconds of greedy and auto,
+    # auto's decode steps and those with a draft
+    kinds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     answers: dict[tuple[str, int], list[list[int]]] = collections.defaultdict(list)
     for rep in range(args.repeats):
         sums = {name: [0, 0.0, 0.0] for name in modes}  # decode tokens, decode s, output s
@@ -91,6 +97,13 @@ def main() -> None:
                 s[2] += total_s
                 if name == "auto":
                     rows_hist.update(rows)
+                if name in ("greedy", "auto") and args.dataset == "mix":
+                    k = kinds[MIX_KINDS[i % len(MIX_KINDS)]]
+                    k[f"{name} tokens"] += len(tokens) - 1
+                    k[f"{name} s"] += decode_s
+                    if name == "auto":
+                        k["steps"] += len(rows)  # decode steps (not the prefill, which made the first token)
+                        k["drafted"] += sum(r > 1 for r in rows)
         for name, (n, dec, out) in sums.items():
             per_repeat[name].append(((n - len(prompts)) / dec, n / out))
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
@@ -122,10 +135,32 @@ def main() -> None:
                                 "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
     print(f"auto's decisions: drafted {c.drafted}, skipped {c.skipped}, empty {c.empty} (no draft for the option "
           f"chosen); accepted drafts expected {c.expected_accepted:.1f}, got {c.accepted}")
+    if kinds:
+        result["auto_by_kind"] = _by_kind(kinds)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.json}")
+
+
+MIX_KINDS = ("code", "chat", "math", "summarisation", "extraction")  # mix.json's prompts cycle these, in order
+
+
+def _by_kind(kinds: dict) -> dict:
+    """Print and return, per kind of mix prompt, auto's decode speed against greedy's, its tokens per
+    decode step and its share of steps with a draft (every repeat pooled)."""
+    print("| kind | auto decode vs greedy | auto tokens per step | auto steps with a draft |")
+    print("|---|---:|---:|---:|")
+    out = {}
+    for kind in MIX_KINDS:
+        k = kinds[kind]
+        speed = (k["auto tokens"] / k["auto s"]) / (k["greedy tokens"] / k["greedy s"])
+        per_step = k["auto tokens"] / max(1, k["steps"])
+        share = k["drafted"] / max(1, k["steps"])
+        out[kind] = {"decode_vs_greedy": round(speed, 3), "tokens_per_step": round(per_step, 3),
+                     "drafted_share": round(share, 3)}
+        print(f"| {kind} | {speed:.2f}x | {per_step:.2f} | {100 * share:.0f}% |")
+    return out
 
 
 def _ratio(values: list[float]) -> str:
