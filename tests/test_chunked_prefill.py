@@ -288,21 +288,6 @@ def test_prompts_waiting_together_get_their_first_tokens_a_forward_apart(monkeyp
     assert sum(capped) < sum(whole), (capped, whole)
 
 
-def test_prompts_admitted_together_go_shortest_first_and_no_later_one_overtakes():
-    """Beside a decoder, fixed chunks of 8: three prompts arriving in one step (40, 20, 30 rows) get their
-    first tokens shortest first; a shorter one arriving a step later still waits for all three."""
-    eng = engine()
-    lengths = (40, 20, 30)
-    arrivals = {0: [request(short("one, two, three,"), max_tokens=60, lookahead=(1, 1, 0))],
-                2: [request((long_prompt()[i:] + long_prompt())[:n], max_tokens=2) for i, n in enumerate(lengths)],
-                3: [request(long_prompt()[5:15], max_tokens=2)]}
-    out, _ = served(eng, arrivals, max_batch_size=8, prefill_chunk=8)
-    first = [c[0][0] for c in out[1:]]  # the step of each newcomer's first token, in arrival order
-    forty, twenty, thirty, late = first
-    assert twenty < thirty < forty, first
-    assert late > forty, first  # admitted a step later: after every prompt admitted before it
-
-
 def test_with_nothing_decoding_a_prompt_is_prefilled_whole():
     eng = engine()
     out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4, prefill_chunk=8)

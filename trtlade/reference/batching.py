@@ -454,15 +454,11 @@ class Batch:
         """Move waiting sequences (first come first served) to prefilling, with their slots and their
         cached prefix, while fewer than ``max_batch_size`` hold a slot. Prefilled whole this step
         (``chunked`` False), their prompts must fit ``max_num_tokens`` together beyond the first
-        (a longer first prompt is prefilled in chunks); prefilled by chunks, any number waits its turn,
-        those admitted in the same step shortest first (fewest rows left after their cached prefix),
-        after every prompt admitted before them: a burst's short prompts do not wait for its long ones,
-        and no later arrival overtakes an earlier one."""
+        (a longer first prompt is prefilled in chunks); prefilled by chunks, any number waits its turn."""
         budget = None if chunked else (self.limits.max_num_tokens or (1 << 62))
         pending = sum(len(s.prompt) - s.prefilled for s in self._prefilling)
         runner = self.engine.runner
-        admitted: list[SequenceState] = []
-        while self._waiting and len(self._running) + len(self._prefilling) + len(admitted) < self.limits.max_batch_size:
+        while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
             state = self._waiting[0].state
             computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt))
             if budget is not None and pending and pending + computed > budget:
@@ -476,10 +472,7 @@ class Batch:
                 state.stats.cached_tokens = state.prefilled
             report.prefills += 1
             pending += computed
-            admitted.append(state)
-        if chunked:  # by chunks beside decoding: the ones admitted together go shortest first, after earlier ones
-            admitted.sort(key=lambda s: len(s.prompt) - s.prefilled)
-        self._prefilling.extend(admitted)
+            self._prefilling.append(state)
 
     def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
         """Prefill every prefilling sequence to its end and emit each first token when its forward ends:
