@@ -13,7 +13,7 @@ import torch
 
 from models import tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.contract.protocol import GenerationRequest
-from trtlade.reference.scheduler import BatchLimits, PrefillPacer, chunk_cap
+from trtlade.reference.scheduler import BatchLimits, PrefillPacer
 
 SPEC = (7, 5, 7)
 
@@ -226,68 +226,6 @@ def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_soo
     assert sum(fair) < sum(alone), (fair, alone)  # the pacer paces the mean step, not each: compare the sums
 
 
-@pytest.mark.parametrize("allowed, rests, cap", [
-    (500, [61, 61, 61, 61], 64),  # several waiting, a full bucket: a group's worth
-    (500, [200, 10], 200),        # the oldest's rest when it is more: it still ends in this step
-    (30, [61, 61], 30),           # the pacer allows less: the pacer's
-    (500, [300], 500),            # one prompt alone: no group to wait for
-    (500, [], 500),
-])
-def test_several_waiting_prompts_advance_about_a_group_per_step(allowed, rests, cap):
-    assert chunk_cap(allowed, rests) == cap
-
-
-def test_prompts_waiting_together_get_their_first_tokens_a_forward_apart(monkeypatch):
-    """One decoder with a full bucket, then 4 prompts of 61 rows together (no prefix in common): at most
-    64 prompt rows a forward while two or more wait, so the first tokens leave over several steps, their mean time (on a
-    clock that moves 20 ms a forward and 1 ms a row) earlier than when the pacer's full bucket lets one
-    forward take them almost all (the cap lifted); every token the same."""
-    import types
-
-    import trtlade.reference.batching as batching
-
-    from trtlade.reference.batch_runner import BatchRunner
-
-    clock = types.SimpleNamespace(now=0.0)
-    real = BatchRunner.forward
-
-    def forward(self, blocks):
-        clock.now += 0.020 + 0.001 * sum(b.rows for b in blocks)
-        return real(self, blocks)
-
-    monkeypatch.setattr(BatchRunner, "forward", forward)
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
-
-    def first_tokens():
-        rec = Recorder(engine(), max_batch_size=8, prefill_chunk=512, prefill_stall=1.5)
-        times: dict[int, float] = {}
-        batch, ids = rec.batch, []
-        ids.append(batch.add(request(short("one, two, three,"), max_tokens=60, lookahead=(1, 1, 0))))
-        out: dict[int, list[int]] = {}
-        prompt_rows: list[int] = []
-        for step in range(200):
-            if step == 30:  # the decoder has filled the pacer's bucket by now
-                ids += [batch.add(request(long_prompt()[i:] + long_prompt()[:i], max_tokens=3)) for i in range(4)]
-                arrived = clock.now
-            if not len(batch):
-                break
-            for seq_id, chunk in batch.step():
-                if chunk.tokens and seq_id not in times:
-                    times[seq_id] = clock.now
-                out.setdefault(seq_id, []).extend(chunk.tokens)
-            prompt_rows.append(batch.last.prefill_tokens)
-        newcomers = [times[i] - arrived for i in ids[1:]]
-        return newcomers, [out[i] for i in ids], prompt_rows
-
-    capped, capped_tokens, capped_rows = first_tokens()
-    monkeypatch.setattr(batching, "chunk_cap", lambda allowed, rests: allowed)
-    whole, whole_tokens, whole_rows = first_tokens()
-    assert capped_tokens == whole_tokens
-    assert max(whole_rows) > 64 and max(capped_rows) <= 64, (whole_rows, capped_rows)
-    assert len(set(capped)) > len(set(whole)), (capped, whole)  # more forwards, first tokens spread out
-    assert sum(capped) < sum(whole), (capped, whole)
-
-
 def test_with_nothing_decoding_a_prompt_is_prefilled_whole():
     eng = engine()
     out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4, prefill_chunk=8)
@@ -415,5 +353,4 @@ def test_the_server_says_how_it_prefills():
     whole = ReferenceServingEngine(engine(), max_batch_size=4)
     assert "16 tokens per step" in chunked.info.scheduling and chunked.info.details["prefill_chunk_tokens"] == 16
     assert "at most 1.5x as long" in paced.info.scheduling and paced.info.details["prefill_stall"] == 1.5
-    assert "about 64 rows per step while several prompts wait" in paced.info.scheduling
     assert "shortest first in forwards of at least 64 rows" in whole.info.scheduling

@@ -56,8 +56,7 @@ from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.native.argmax import argmax_rows
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import (PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, chunk_cap,
-                                         prefill_groups)
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
@@ -617,9 +616,7 @@ class Batch:
         wanted, chosen = self._plan(states)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
-        cap = 0
-        if chunked and self.pacer is not None:  # the pacer's rows, about a group's worth while several wait
-            cap = chunk_cap(self.pacer.rows(), [len(s.prompt) - s.prefilled for s in self._prefilling])
+        cap = self.pacer.rows() if chunked and self.pacer is not None else 0
         rows = self.limits.rows(wanted, reserve=min(cap, sum(len(s.prompt) - s.prefilled for s in self._prefilling)))
         blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
         ran = [b is not None for b in blocks]

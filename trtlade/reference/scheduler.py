@@ -113,22 +113,6 @@ def fit_rows(wanted: Sequence[int], max_num_tokens: int) -> list[int]:
 #: Zen 4 host), so a bigger group would only make its first tokens wait for the others' prompts.
 PREFILL_GROUP_ROWS = 64
 
-
-def chunk_cap(allowed: int, rests: Sequence[int]) -> int:
-    """The prompt rows a step with decoding sequences adds: ``allowed`` (what the pacer allows) and,
-    while several prompts wait for their first tokens (``rests``: the rows each still has to prefill,
-    oldest first), at most a group's worth, :data:`PREFILL_GROUP_ROWS` or the oldest one's rest if that is
-    more. Their first tokens then leave about a forward apart instead of all after one big forward, which
-    a full bucket or a stretched stall would allow (a forward beyond the group is arithmetic: a bigger one
-    costs as much per row and only makes the first tokens wait). One prompt alone keeps ``allowed``.
-
-    >>> chunk_cap(500, [61, 61, 61, 61]), chunk_cap(500, [200, 10]), chunk_cap(30, [61, 61]), chunk_cap(500, [300])
-    (64, 200, 30, 500)
-    """
-    if len(rests) > 1:
-        return min(allowed, max(PREFILL_GROUP_ROWS, rests[0]))
-    return allowed
-
 def prefill_groups(lengths: Sequence[int], min_rows: int) -> list[list[int]]:
     """Prompts to prefill now (their rows still to compute), as forwards: shortest first, each forward
     at least ``min_rows`` rows (the last takes what is left), its prompts in arrival order. The mean

@@ -51,7 +51,6 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
                "while requests decode, new prompts advance by chunks inside their forward pass (chunked prefill: "
                + (f"paced so their steps take at most {prefill_stall:g}x as long on average, up to {prefill_chunk} "
                   f"tokens per step" if prefill_stall else f"{prefill_chunk} tokens per step")
-               + f", about {PREFILL_GROUP_ROWS} rows per step while several prompts wait"
                + f"; with none decoding, prefilled whole, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
                  "rows), ")
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
