@@ -163,6 +163,50 @@ def test_the_pacer_follows_the_cost_of_a_row_up_as_the_context_grows():
     assert rows[-1] < rows[11] and rows[-1] >= 1  # rows now cost 4 ms: fewer fit the 10 ms a step earns
 
 
+def _burst(hiccups=(), per_decoder=0.001):
+    """7 prompts (the rows a level's burst of mix prompts left to prefill) beside 1 decoder with a full
+    bucket, oldest first, on a model clock: a step costs 25 ms + per_decoder x decoders + 1.3 ms a prompt
+    row, and 100 ms more at the ``hiccups`` steps (the host busy); each prompt that ends adds a decoder.
+    Returns the first-token times (s) and the prompt rows of each step."""
+    p = PrefillPacer(256, stall=1.5)
+    for _ in range(12):
+        p.step(0.025, rows=0)
+    rests, decoders, now, firsts, rows = [24, 38, 68, 18, 36, 50, 32], 1, 0.0, [], []
+    while rests and len(rows) < 500:
+        spare, took = p.rows(), 0
+        for i, rest in enumerate(rests):
+            take = min(spare, rest)
+            rests[i], spare, took = rest - take, spare - take, took + take
+        seconds = 0.025 + per_decoder * decoders + 0.0013 * took + (0.1 if len(rows) + 1 in hiccups else 0.0)
+        now += seconds
+        ended = rests.count(0)
+        firsts += [now] * ended
+        rests = [r for r in rests if r]
+        p.step(seconds, rows=took, decoding=decoders, waiting=len(rests))
+        decoders += ended
+        rows.append(took)
+    return firsts, rows
+
+
+@pytest.mark.parametrize("why, hiccups, per_decoder, bound", [
+    ("the host busy for 100 ms in one step", (3,), 0.001, 1.5),
+    ("two such steps", (3, 6), 0.001, 1.6),
+    pytest.param("each decoder that joins adds 3 ms a step, which the decode-only reference never saw", (), 0.003,
+                 1.6, marks=pytest.mark.xfail(strict=True, reason="known: ref is measured only on steps without "
+                                              "prompt rows (PrefillPacer's docstring); 3.4x, 43 one-row steps")),
+])
+def test_a_prompt_never_crawls_after_an_overrun(why, hiccups, per_decoder, bound):
+    """An overrun (a step slower than its rows explain) must not leave the waiting prompts at one row a
+    step: the debt is kept to one step's earnings, and a step of few rows moves the row cost little. The
+    last first token of the burst against the undisturbed burst's: before, 1.94x with 24 one-row steps
+    after one 100 ms overrun; now 1.23x with one."""
+    clean, _ = _burst()
+    disturbed, rows = _burst(hiccups, per_decoder)
+    assert len(disturbed) == len(clean) == 7
+    assert max(disturbed) <= bound * max(clean), (why, clean, disturbed, rows)
+    assert rows.count(1) <= 2 * max(1, len(hiccups)), (why, rows)  # before: 24 and more
+
+
 def test_the_pacer_refuses_a_stall_that_leaves_no_time():
     with pytest.raises(ValueError, match="stall must be > 1"):
         PrefillPacer(64, stall=1.0)
