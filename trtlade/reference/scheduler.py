@@ -196,7 +196,7 @@ class PrefillPacer:
         self.ref: Optional[float] = None  # seconds of a decode-only step
         self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
         self.credit = 0.0
-        self.earned = 0.0  # what the last step earned: a step with prompts waiting may always spend that much
+        self.earned = 0.0  # what the last step earned: the most debt the bucket keeps
 
     def rows(self) -> int:
         """Prompt rows the next step with decoding sequences may add."""
