@@ -1,7 +1,7 @@
 /* A C-level check of the native kernels' bits, built for any architecture (tests/test_native_arch.py builds
  * it for x86-64 and for aarch64 with Debian's cross compiler and runs it under qemu-user).
  *
- * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers and for attention:
+ * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers, the greedy argmax and attention:
  *   - row invariance: each row computed alone equals the same row among 9 (else exit 1);
  *   - one line per kernel: "<name> <FNV-1a hash of the output bytes>", so that two builds (another
  *     variant, another architecture) can be compared for identical bits.
@@ -99,8 +99,28 @@ static int attention_checks(int D) {
     return bf16_cache_check(D, slot, committed, pos, ptr, idx, at);
 }
 
+/* The greedy token of rows with ties across the lanes and the tail, -inf and a NaN: every build answers alike. */
+static int argmax_checks(void) {
+    enum { R = 4, V = 1000 };
+    static float x[R][V];
+    int64_t best[R];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) x[r][v] = next_float();
+    x[1][17] = x[1][990] = 5.0f;  /* a tie: the first */
+    for (int v = 0; v < V; v++) x[2][v] = -1.0f / 0.0f;
+    x[3][400] = 0.0f / 0.0f;      /* a NaN wins */
+    if (trtlade_argmax_rows(&x[0][0], R, V, best)) return 1;
+    if (best[1] != 17 || best[2] != 0 || best[3] != 400) {
+        printf("argmax %lld %lld %lld\n", (long long)best[1], (long long)best[2], (long long)best[3]);
+        return 1;
+    }
+    printf("argmax %016llx\n", (unsigned long long)fnv(best, sizeof best));
+    return 0;
+}
+
 int main(void) {
     int code = linear_checks();
+    if (!code) code = argmax_checks();
     const int sizes[3] = {16, 64, 128};
     for (int i = 0; !code && i < 3; i++) code = attention_checks(sizes[i]);
     return code;

@@ -14,4 +14,5 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                           const int64_t *pos, const int64_t *path_ptr, const int64_t *path_idx,
                           const int64_t *path_pos, int64_t window, float scale, float softcap, float *out,
                           int kv_bf16);
+int trtlade_argmax_rows(const float *x, int64_t rows, int64_t n, int64_t *out);
 #endif
