@@ -150,8 +150,9 @@ class PrefillPacer:
     An overrun (a step slower than its rows explain, the host busy for a moment) must not leave the
     prompts crawling at one row a step: the debt is kept to one step's earnings, and a step of fewer than
     ``SAMPLE_ROWS`` rows moves the row cost's average in proportion (one row's sample carries the whole
-    step's noise). Before, one 100 ms overrun in a burst of 7 prompts left them 24 steps at one row a step
-    (the last first token 1.9x later; now 1.2x, one such step). Not handled: decoders that join while
+    step's noise). Before, on a model clock (``tests/test_chunked_prefill.py``), one 100 ms overrun in a
+    burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.2x, one
+    such step). Not handled: decoders that join while
     prompts keep every step busy make each step slower than ``ref`` (measured only on steps without
     prompt rows) knows, and that still reads as prompt cost (``tests/test_chunked_prefill.py``).
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
@@ -196,7 +197,6 @@ class PrefillPacer:
         self.ref: Optional[float] = None  # seconds of a decode-only step
         self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
         self.credit = 0.0
-        self.earned = 0.0  # what the last step earned: the most debt the bucket keeps
 
     def rows(self) -> int:
         """Prompt rows the next step with decoding sequences may add."""
@@ -233,5 +233,5 @@ class PrefillPacer:
                 self.row_cost = sample if old is None else old + weight * (sample - old)
                 self.credit -= added
             if self.ref is not None:
-                self.earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
-                self.credit = min(max(self.credit, -self.earned) + self.earned, self.earned * self.burst)
+                earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref  # also the most debt kept
+                self.credit = min(max(self.credit, -earned) + earned, earned * self.burst)

@@ -1,8 +1,8 @@
 """The greedy token of each row of logits (``layer_ops.c``, ``trtlade_argmax_rows``): torch.argmax's
 answer (the first of equal values, the first NaN where a row has one), 16 columns at a time.
 
-torch's argmax compares one logit at a time: about 45 us a row of SmolLM2's 49152 tokens on the hosts of
-this project, 0.35 ms for a step of 8 sequences or of 8 lookahead rows; this kernel takes a few us.
+torch's argmax compares one logit at a time: about 45 us a row of SmolLM2's 49152 tokens on a 2-core AMD
+EPYC Zen 4 (AVX-512), 0.34 ms for 8 rows; this kernel 60 us for the 8 (in a loop, same host).
 
     >>> import torch
     >>> argmax_rows(torch.tensor([[1.0, 3.0, float("-inf"), 3.0], [0.0, -1.0, 2.0, 2.0]]))

@@ -131,7 +131,7 @@ int trtlade_silu_mul(const void *gu, int64_t rows, int64_t inter, void *out, int
 /* The greedy token of each row of logits x [rows, n] (float32): the index of the largest value, the first
  * of equal ones, the first NaN where a row has one; torch.argmax's answer. 16 lanes each keep the first
  * maximum of their columns, then the lanes are merged (equal values: the smaller index); torch's kernel
- * compares one value at a time (about 1 ns a logit here, 45 us for SmolLM2's 49152-token vocabulary).
+ * compares one value at a time (about 1 ns a logit on a 2-core AMD EPYC Zen 4: 45 us for SmolLM2's 49152 tokens).
  * Worked example: [1, 3, -inf, 3] -> 1. */
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef int32_t i32x16 __attribute__((vector_size(64)));
