@@ -372,7 +372,8 @@ class Batch:
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
         #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
-        self.pacer = PrefillPacer(limits.prefill_chunk, limits.prefill_stall) if limits.prefill_chunk else None
+        self.pacer = (PrefillPacer(limits.prefill_chunk, limits.prefill_stall, decode_cost=self._decode_cost)
+                      if limits.prefill_chunk else None)
 
     @property
     def running(self) -> int:
@@ -662,7 +663,12 @@ class Batch:
         self._advance_chunks(chunks, chunk_logits, report, emit)
         if self.pacer is not None:  # the prompts still on their way after this step stretch the stall if many
             self.pacer.step(seconds, rows=sum(b.rows for _, b in chunks), decoding=len(states),
-                            waiting=len(self._prefilling))
+                            waiting=len(self._prefilling), decode_rows=report.rows)
+
+    def _decode_cost(self, rows: int, seqs: int) -> float:
+        """The auto policy's measured cost of a decode-only step (the pacer's model of what the decoders
+        cost, so that decoders joining during a burst of prompts are not counted as prompt cost)."""
+        return self.engine.policy.step_seconds(rows, seqs)
 
     def _release(self, state: SequenceState) -> None:
         if state.slot is not None:

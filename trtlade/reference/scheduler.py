@@ -21,7 +21,7 @@ do (15)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from trtlade.contract.protocol import StepReport
 
@@ -151,10 +151,14 @@ class PrefillPacer:
     prompts crawling at one row a step: the debt is kept to one step's earnings, and a step of fewer than
     ``SAMPLE_ROWS`` rows moves the row cost's average in proportion (one row's sample carries the whole
     step's noise). Before, on a model clock (``tests/test_chunked_prefill.py``), one 100 ms overrun in a
-    burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.2x, one
-    such step). Not handled: decoders that join while
-    prompts keep every step busy make each step slower than ``ref`` (measured only on steps without
-    prompt rows) knows, and that still reads as prompt cost (``tests/test_chunked_prefill.py``).
+    burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.3x, two
+    such steps). Decoders that join while prompts keep every step busy make each step slower than the
+    decode-only steps measured before they joined; that is decode cost, not prompt cost. With a
+    ``decode_cost(rows, sequences)`` model (the auto policy's measured step cost), ``ref`` is kept as the
+    host's speed against the model (``level``) and each step expects ``level x decode_cost`` of its own
+    decoders' rows and sequences; without one, every decode-only step costs the same. On the model clock,
+    decoders adding 3 ms a step each: the last first token 3.4x later with 43 one-row steps without the
+    model, 1.1x with none (``tests/test_chunked_prefill.py``).
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
     ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
     request decoding when 7 prompts arrive together: 7, so the 7 first tokens do not wait for 7 prompts'
@@ -188,13 +192,16 @@ class PrefillPacer:
     ALPHA = 0.3  # weight of the newest sample in the moving averages
     SAMPLE_ROWS = 16  # a step with fewer prompt rows moves the row cost's average less, in proportion
 
-    def __init__(self, max_rows: int, stall: Optional[float] = None, burst: int = 8) -> None:
+    def __init__(self, max_rows: int, stall: Optional[float] = None, burst: int = 8,
+                 decode_cost: Optional[Callable[[int, int], float]] = None) -> None:
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         if stall is not None and stall <= 1.0:
             raise ValueError(f"stall must be > 1 (or None: fixed chunks), got {stall}")
         self.max_rows, self.stall, self.burst = int(max_rows), stall, int(burst)
-        self.ref: Optional[float] = None  # seconds of a decode-only step
+        self.decode_cost = decode_cost
+        self.level: Optional[float] = None  # decode-only steps' seconds over the model's (1.0 model: seconds)
+        self.ref: Optional[float] = None  # seconds a decode-only step of the latest step's decoders takes
         self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
         self.credit = 0.0
 
@@ -217,15 +224,30 @@ class PrefillPacer:
         assert self.stall is not None
         return max(self.stall, waiting / decoding) if decoding > 0 else self.stall
 
-    def step(self, seconds: float, rows: int, steps: int = 1, decoding: int = 1, waiting: int = 0) -> None:
-        """A step with ``decoding`` sequences took ``seconds`` and carried ``rows`` prompt rows, with
-        ``waiting`` prompts still on their way (``steps`` such steps, for the examples)."""
+    def model(self, decode_rows: int, decoding: int) -> float:
+        """What ``decode_cost`` says a decode-only step of these decoders takes (1.0 without a model, or
+        before it has data).
+
+        >>> PrefillPacer(64, 1.5, decode_cost=lambda rows, seqs: 0.020 + 0.003 * seqs).model(4, 4)
+        0.032
+        """
+        cost = self.decode_cost(max(1, decode_rows), max(1, decoding)) if self.decode_cost else 1.0
+        return cost if cost and cost > 0 else 1.0
+
+    def step(self, seconds: float, rows: int, steps: int = 1, decoding: int = 1, waiting: int = 0,
+             decode_rows: Optional[int] = None) -> None:
+        """A step with ``decoding`` sequences (``decode_rows`` rows, drafts included; default one each)
+        took ``seconds`` and carried ``rows`` prompt rows, with ``waiting`` prompts still on their way
+        (``steps`` such steps, for the examples)."""
         if self.stall is None or seconds <= 0:
             return
+        shape = self.model(decoding if decode_rows is None else decode_rows, decoding)
         for _ in range(steps):
             if rows == 0:
-                self.ref = seconds if self.ref is None else self.ref + self.ALPHA * (seconds - self.ref)
-            elif self.ref is not None:
+                sample = seconds / shape
+                self.level = sample if self.level is None else self.level + self.ALPHA * (sample - self.level)
+            self.ref = None if self.level is None else self.level * shape
+            if rows and self.ref is not None:
                 added = max(0.0, seconds - self.ref)
                 sample = added / rows
                 old = self.row_cost  # a step of few rows says little of a row's cost: its noise is all theirs
