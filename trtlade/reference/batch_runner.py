@@ -44,7 +44,6 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 from torch import nn
-from torch.profiler import record_function
 
 from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
@@ -52,6 +51,7 @@ from trtlade.reference.model_support import (SUPPORTED_LAYER_TYPES, UnsupportedM
                                              check_supported, layer_windows, tied)
 from trtlade.reference.native import row_attention
 from trtlade.reference.native import status as native_status
+from trtlade.reference.native.bindings import traced
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
 from trtlade.reference.slot_cache import SlotKVCache
@@ -248,16 +248,17 @@ class BatchRunner:
         slot's committed length, until :meth:`keep`."""
         if not blocks:
             return []
-        layout = self._layout(blocks)
         tokens = [t for b in blocks for t in b.tokens]
         positions = [self.cache.lengths[b.slot] + int(d) for b in blocks for d in b.depths]
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor([positions], dtype=torch.long, device=self.device)
+        # the native body reads each row's keys only; the torch paths a full layout (masks, indices)
+        layout = None if self.native_body else self._layout(blocks)
         self.cache.layout = layout
         try:
-            with record_function("trtlade.body"):
-                if self.native_body:
-                    hidden = self.fast.forward_native(ids, pos, _NativeStep(self, layout))
+            with traced("trtlade.body"):
+                if layout is None:
+                    hidden = self.fast.forward_native(ids, pos, _NativeStep(self, blocks))
                 elif self.fast is not None:
                     hidden = self.fast(ids, pos, self._attend)
                 else:
@@ -266,7 +267,7 @@ class BatchRunner:
                                        **{self._cache_kwarg: self.cache}).last_hidden_state[0]
         finally:
             self.cache.layout = None
-        with record_function("trtlade.lm_head"):
+        with traced("trtlade.lm_head"):
             select: list[int] = []
             offset = 0
             for b in blocks:
@@ -398,10 +399,13 @@ class BatchRunner:
 
 class _NativeStep:
     """One step of the native body (:meth:`FastBody.forward_native`): each row's keys, where its K/V go
-    (its own cache index: the last key of its path), and the cache buffers."""
+    (its own cache index: the last key of its path), and the cache buffers (grown to hold the step)."""
 
-    def __init__(self, runner: "BatchRunner", layout: StepLayout) -> None:
-        self.keys = layout.row_keys
+    def __init__(self, runner: "BatchRunner", blocks: Sequence[RowBlock]) -> None:
+        lengths = runner.cache.lengths
+        runner.cache.ensure(max(b.slot for b in blocks) + 1, max(lengths[b.slot] + b.rows for b in blocks),
+                            runner.kv_dtype, runner.device)
+        self.keys = row_keys(blocks, lengths)
         self.index = np.ascontiguousarray(self.keys.idx[self.keys.ptr[1:] - 1])
         self._cache = runner.cache
 

@@ -49,11 +49,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
-from torch.profiler import record_function
 
 from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.native.argmax import argmax_rows
+from trtlade.reference.native.bindings import traced
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
@@ -206,7 +206,7 @@ class SequenceState:
             return 1
         self._option = option
         window, depth = _OPTION_ROWS[option]
-        with record_function(ALGORITHM_LABEL):
+        with traced(ALGORITHM_LABEL):
             rows = self._algorithm().prepare(window=window, depth=depth).num_rows
         self.draft_rows[option] = rows
         return rows
@@ -217,7 +217,7 @@ class SequenceState:
         if self.single_row or rows <= 1:
             self._draft = None
             return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
-        with record_function(ALGORITHM_LABEL):
+        with traced(ALGORITHM_LABEL):
             window, depth = _OPTION_ROWS[self._option]
             draft = self._algorithm().prepare(window=window, depth=depth)
             mask = draft.mask_array() if draft.num_rows > 1 else None
@@ -251,7 +251,7 @@ class SequenceState:
         argmax = argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
         algo = self._algorithm()
-        with record_function(ALGORITHM_LABEL):
+        with traced(ALGORITHM_LABEL):
             verification = algo.verify(draft.expand_argmax(argmax), targets)
         rows_logits = None
         if self.request.logprobs is not None:  # token j was chosen by kept row j's logits
@@ -259,7 +259,7 @@ class SequenceState:
             rows_logits = logits[[where[row] for row in verification.kept_rows]]
         chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
-        with record_function(ALGORITHM_LABEL):
+        with traced(ALGORITHM_LABEL):
             algo.commit(count)
             if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
                 option = self._option
@@ -296,13 +296,13 @@ class SequenceState:
         first = len(self.prompt) + len(self.tokens)  # row 0 (the golden token) draws the token here
         paths = [[draft.tokens[a] for a in draft.ancestors[row][1:]] for row in draft.logit_rows]
         positions = [first + draft.positions[row] for row in draft.logit_rows]
-        with record_function(ALGORITHM_LABEL):
+        with traced(ALGORITHM_LABEL):
             return self.sampler.choose(logits, paths, positions)
 
     def _emit(self, tokens: Sequence[int], rows: int, rows_logits: Optional[torch.Tensor] = None) -> StepChunk:
         """Append a step's tokens to the output, stopping at EOS / stop ids / stop strings / budget.
         ``rows_logits[j]``: the logits row that chose ``tokens[j]`` (for the request's logprobs)."""
-        with record_function(TEXT_LABEL):
+        with traced(TEXT_LABEL):
             emitted = self.output.extend(tokens)
             self.contexts.extend(emitted.tokens)
             if self.sampler is not None:
@@ -586,7 +586,7 @@ class Batch:
                 fixed.append((1, 1.0))
         chosen: dict[int, Optional[Acceptance]] = {}
         if auto:
-            with record_function(ALGORITHM_LABEL):
+            with traced(ALGORITHM_LABEL):
                 choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
             for i, k in zip(auto, choice):
                 chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
