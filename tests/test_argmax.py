@@ -66,3 +66,28 @@ def test_other_dtypes_fall_back_to_torch():
     x = torch.tensor([[1.0, 4.0, 4.0, 2.0]], dtype=torch.bfloat16)
     assert argmax_rows(x) == [1]
     assert argmax_rows(torch.tensor([[3.0, 9.0]], dtype=torch.float64)) == [1]
+
+
+def test_a_step_finds_every_blocks_greedy_tokens_in_one_call(monkeypatch):
+    """``BatchRunner.forward_greedy``: the logits of ``forward`` and, per block, the argmax of each of its
+    logit rows, from ONE argmax over the step (a decode step of 8 sequences made 8 calls)."""
+    import trtlade.reference.batch_runner as batch_runner
+    from models import tiny_engine
+    from trtlade.reference.step_layout import RowBlock
+
+    runner = tiny_engine("llama").new_batch().engine.runner
+    slots = [runner.allocate(32) for _ in range(3)]
+    for slot, prompt in zip(slots, ([5, 6, 7, 8], [9, 10], [11, 12, 13])):
+        runner.prefill(slot, prompt)
+    blocks = [RowBlock(slots[0], [14, 15], [0, 1], [0, 1], causal=True), RowBlock(slots[1], [16], [0], [0]),
+              RowBlock(slots[2], [17, 18, 19], [0, 1, 1], [1, 2], mask=torch.tensor(
+                  [[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool).numpy())]
+    calls = []
+    real = batch_runner.argmax_rows
+    monkeypatch.setattr(batch_runner, "argmax_rows", lambda logits: calls.append(logits.shape) or real(logits))
+    logits, greedy = runner.forward_greedy(blocks)
+    assert calls == [(5, logits[0].shape[1])]  # 2 + 1 + 2 logit rows, one call
+    assert [len(g) for g in greedy] == [2, 1, 2]
+    assert greedy == [block.argmax(dim=-1).tolist() for block in logits]
+    assert all(torch.equal(a, b) for a, b in zip(logits, runner.forward(blocks)))  # the same forward's logits
+    assert runner.forward_greedy([]) == ([], [])

@@ -42,19 +42,19 @@ def request(prompt, max_tokens=16, **kwargs) -> GenerationRequest:
 
 class Recorder:
     """Drives a batch: arrivals by step; records each request's chunks, each step's report and the
-    blocks of every forward the runner ran (a spy on ``runner.forward``)."""
+    blocks of every forward the runner ran (a spy on ``runner.logits``, which every forward runs)."""
 
     def __init__(self, eng, **limits) -> None:
         self.batch = eng.new_batch(**limits)
         self.forwards: list[list] = []
         runner = eng.runner
-        real = type(runner).forward
+        real = type(runner).logits
 
         def spy(blocks):
             self.forwards.append([(b.slot, b.rows, len(b.logit_rows)) for b in blocks])
             return real(runner, blocks)
 
-        runner.forward = spy
+        runner.logits = spy
         self._runner = runner
 
     def run(self, arrivals: dict[int, list[GenerationRequest]], max_steps: int = 400):
@@ -70,7 +70,7 @@ class Recorder:
                 if not len(self.batch) and step >= max(arrivals):
                     return [chunks[i] for i in ids], reports
         finally:
-            del self._runner.forward
+            del self._runner.logits
         raise AssertionError("the batch did not finish")
 
 
@@ -271,13 +271,13 @@ def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_soo
     from trtlade.reference.batch_runner import BatchRunner
 
     clock = types.SimpleNamespace(now=0.0)
-    real = BatchRunner.forward
+    real = BatchRunner.logits
 
     def forward(self, blocks):
         clock.now += 0.020 + 0.001 * sum(b.rows for b in blocks)
         return real(self, blocks)
 
-    monkeypatch.setattr(BatchRunner, "forward", forward)
+    monkeypatch.setattr(BatchRunner, "logits", forward)
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
 
     def first_steps():

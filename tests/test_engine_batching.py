@@ -277,8 +277,8 @@ def run_arrivals(eng, batch, requests) -> tuple[list, list, list, list, dict, in
     rows, ``(seq_id, forwards run when its first token was handed over)``, the first step's returned
     chunks, every request's chunks, and the first step's prefills."""
     forwards: list = []
-    real = eng.runner.forward
-    eng.runner.forward = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
+    real = eng.runner.logits  # every forward runs it
+    eng.runner.logits = lambda blocks: forwards.append([b.rows for b in blocks]) or real(blocks)
     try:
         ids = [batch.add(r) for r in requests]
         first: list = []
@@ -289,7 +289,7 @@ def run_arrivals(eng, batch, requests) -> tuple[list, list, list, list, dict, in
             for seq_id, chunk in batch.step():
                 chunks[seq_id].append(chunk)
     finally:
-        eng.runner.forward = real
+        eng.runner.logits = real
     return ids, forwards, first, delivered, chunks, prefills
 
 

@@ -51,6 +51,7 @@ from trtlade.reference.model_support import (SUPPORTED_LAYER_TYPES, UnsupportedM
                                              check_supported, layer_windows, tied)
 from trtlade.reference.native import row_attention
 from trtlade.reference.native import status as native_status
+from trtlade.reference.native.argmax import argmax_rows
 from trtlade.reference.native.bindings import traced
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
@@ -241,13 +242,23 @@ class BatchRunner:
         return self.cache.lengths[slot]
 
     # ------------------------------------------------------------------ forward
-    @torch.inference_mode()
     def forward(self, blocks: Sequence[RowBlock]) -> list[torch.Tensor]:
         """One forward of every block's rows; returns, per block, the float32 logits of its
         ``logit_rows`` (``[len(logit_rows), vocab]``). The rows' K/V stays in the slots, past each
         slot's committed length, until :meth:`keep`."""
+        return _by_block(blocks, self.logits(blocks)) if blocks else []
+
+    def forward_greedy(self, blocks: Sequence[RowBlock]) -> tuple[list[torch.Tensor], list[list[int]]]:
+        """:meth:`forward`, and each block's greedy token of every logit row, found for the whole step in
+        ONE call (a decode step of 8 sequences made 8, 0.3 ms of a 13 ms bf16 step on a 2-core Zen 4)."""
         if not blocks:
-            return []
+            return [], []
+        logits = self.logits(blocks)
+        return _by_block(blocks, logits), _by_block(blocks, argmax_rows(logits))
+
+    @torch.inference_mode()
+    def logits(self, blocks: Sequence[RowBlock]) -> torch.Tensor:
+        """The forward: every block's logit rows, in block order, as one float32 ``[rows, vocab]``."""
         tokens = [t for b in blocks for t in b.tokens]
         positions = [self.cache.lengths[b.slot] + int(d) for b in blocks for d in b.depths]
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
@@ -278,12 +289,7 @@ class BatchRunner:
             logits = self.lm_head(hidden)
             if self.final_softcap is not None:  # as the model's own forward: / cap, tanh, * cap, in its dtype
                 logits = torch.tanh(logits / self.final_softcap) * self.final_softcap
-            logits = logits.float()
-        out, offset = [], 0
-        for b in blocks:
-            out.append(logits[offset:offset + len(b.logit_rows)])
-            offset += len(b.logit_rows)
-        return out
+            return logits.float()
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int,
                 scaling: float) -> torch.Tensor:
@@ -395,6 +401,19 @@ class BatchRunner:
         if layout.mask is not None and layout.hi - layout.lo == 1:
             layout.mask = layout.mask.to(self.kv_dtype)  # one block runs sdpa: its mask in the cache's dtype, once
         return layout
+
+
+def _by_block(blocks: Sequence[RowBlock], rows: Sequence) -> list:
+    """``rows`` (one per logit row of the step, in block order) split by block.
+
+    >>> _by_block([RowBlock(0, [5, 6], [0, 1], [0, 1], causal=True), RowBlock(1, [7], [0], [0])], [11, 12, 13])
+    [[11, 12], [13]]
+    """
+    out, offset = [], 0
+    for b in blocks:
+        out.append(rows[offset:offset + len(b.logit_rows)])
+        offset += len(b.logit_rows)
+    return out
 
 
 class _NativeStep:

@@ -235,12 +235,13 @@ class SequenceState:
             chunk = dataclasses.replace(chunk, prompt_logprobs=[None, *scored])
         return chunk
 
-    def consume(self, logits: torch.Tensor) -> tuple[StepChunk, list[int]]:
-        """Logits of this step's logit rows -> the emitted chunk and the step rows to keep."""
+    def consume(self, logits: torch.Tensor, greedy: Optional[Sequence[int]] = None) -> tuple[StepChunk, list[int]]:
+        """Logits of this step's logit rows -> the emitted chunk and the step rows to keep. ``greedy``:
+        each row's argmax when the step found them already (:meth:`BatchRunner.forward_greedy`)."""
         draft, self._draft = self._draft, None
         context = self.context  # the context this step was planned in (before its tokens)
         if draft is None:  # one row: greedy/sampled, or lookahead with its drafts dropped
-            token = self._choose(logits[0])
+            token = self._choose(logits[0], greedy[0] if greedy else None)
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
@@ -248,7 +249,7 @@ class SequenceState:
                 for option in DRAFT_OPTIONS:
                     self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
-        argmax = argmax_rows(logits)
+        argmax = list(greedy) if greedy is not None else argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
         algo = self._algorithm()
         with traced(ALGORITHM_LABEL):
@@ -279,15 +280,15 @@ class SequenceState:
             self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
 
-    def _choose(self, logits: torch.Tensor) -> int:
-        """Next token from one row of logits: argmax, or the keyed draw at its position; stop ids
-        suppressed before min_tokens."""
+    def _choose(self, logits: torch.Tensor, greedy: Optional[int] = None) -> int:
+        """Next token from one row of logits: argmax (``greedy``, when already found), or the keyed draw
+        at its position; stop ids suppressed before min_tokens."""
         if len(self.tokens) < self.request.min_tokens and self.stop_ids:
             logits = logits.clone()
             logits[list(self.stop_ids)] = float("-inf")
         if self.sampler is not None:
             return self.sampler.choose(logits.unsqueeze(0), [()], [len(self.prompt) + len(self.tokens)])[0]
-        return argmax_rows(logits)[0]
+        return greedy if greedy is not None else argmax_rows(logits)[0]
 
     def _draws(self, draft: DraftBatch, logits: torch.Tensor) -> list[int]:
         """The token each logit row of ``draft`` draws: warped with the penalties of the output and the
@@ -634,14 +635,14 @@ class Batch:
         self._count_auto(chosen, states, blocks, report)
         accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
-        logits = runner.forward(blocks + [b for _, b in chunks])
+        logits, greedy = runner.forward_greedy(blocks + [b for _, b in chunks])
         logits, chunk_logits = logits[:len(blocks)], logits[len(blocks):]
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
         done: list[SequenceState] = []
-        for state, block_logits in zip(states, logits):
+        for state, block_logits, block_greedy in zip(states, logits, greedy):
             slot = state.slot
-            result = self._isolated(state, state.consume, block_logits)
+            result = self._isolated(state, state.consume, block_logits, block_greedy)
             if result is None:
                 continue
             chunk, keep_rows = result

@@ -171,8 +171,11 @@ static int64_t argmax_row(const float *x, int64_t n) {
     return best;
 }
 
+/* From 4 rows (a step's greedy tokens for several sequences at once) the rows are split between the
+ * threads; each row is still one thread's scan, so the answer is the same. */
 int trtlade_argmax_rows(const float *x, int64_t rows, int64_t n, int64_t *out) {
     if (n < 1 || n > INT32_MAX) return 1;
+#pragma omp parallel for schedule(static) if (rows >= 4)
     for (int64_t r = 0; r < rows; r++) out[r] = argmax_row(x + r * n, n);
     return 0;
 }
