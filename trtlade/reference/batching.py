@@ -282,9 +282,9 @@ class SequenceState:
 
     def _choose(self, logits: torch.Tensor, greedy: Optional[int] = None) -> int:
         """Next token from one row of logits: argmax (``greedy``, when already found), or the keyed draw
-        at its position; stop ids suppressed before min_tokens."""
+        at its position; stop ids suppressed before min_tokens (then ``greedy``, found without, is not used)."""
         if len(self.tokens) < self.request.min_tokens and self.stop_ids:
-            logits = logits.clone()
+            logits, greedy = logits.clone(), None
             logits[list(self.stop_ids)] = float("-inf")
         if self.sampler is not None:
             return self.sampler.choose(logits.unsqueeze(0), [()], [len(self.prompt) + len(self.tokens)])[0]
