@@ -509,3 +509,21 @@ def test_the_engine_keeps_its_row_costs_relative():
     for rows, kept in eng.cost.samples.items():  # 1 row in seconds, the others as ratios to it (~1)
         assert kept == ([best[1]] if rows == 1 else [pytest.approx(best[rows] / best[1])])
     assert eng.cost.median(16) == pytest.approx(best[16])
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "ask"]), st.sampled_from([1, 2, 4, 8, 16]),
+                              st.floats(0.001, 0.1)), max_size=60), relative=st.booleans())
+def test_the_cost_tables_kept_medians_are_never_stale(ops, relative):
+    """A table keeps its medians until the next sample or drop; every answer equals a fresh table's on
+    the same samples (the memo is invisible)."""
+    table = CostTable(keep_last=4, relative=relative)
+    for op, rows, seconds in ops:
+        if op == "add":
+            table.add(rows, seconds)
+        elif op == "drop":
+            table.drop_oldest(rows)
+        fresh = CostTable(keep_last=4, samples={k: list(v) for k, v in table.samples.items()}, relative=relative)
+        for asked in (1, 3, 8, 32):
+            assert table.median(asked) == fresh.median(asked)
+            assert table.seconds(asked) == fresh.seconds(asked)
