@@ -129,9 +129,10 @@ class CostTable:
         return value
 
     def _known(self) -> list[int]:
-        """The row counts measured, in order."""
+        """The row counts with a median, in order (a relative table's wider steps have none while it
+        holds no 1-row step)."""
         if "known" not in self._memo:
-            self._memo["known"] = sorted(k for k, v in self.samples.items() if v)
+            self._memo["known"] = sorted(k for k, v in self.samples.items() if v and self.median(k) is not None)
         return self._memo["known"]
 
     def copy(self) -> "CostTable":
