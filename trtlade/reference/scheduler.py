@@ -154,11 +154,12 @@ class PrefillPacer:
     burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.3x, two
     such steps). Decoders that join while prompts keep every step busy make each step slower than the
     decode-only steps measured before they joined; that is decode cost, not prompt cost. With a
-    ``decode_cost(rows, sequences)`` model (the auto policy's measured step cost), ``ref`` is kept as the
-    host's speed against the model (``level``) and each step expects ``level x decode_cost`` of its own
-    decoders' rows and sequences; without one, every decode-only step costs the same. On the model clock,
-    decoders adding 3 ms a step each: the last first token 3.4x later with 43 one-row steps without the
-    model, 1.1x with none (``tests/test_chunked_prefill.py``).
+    ``decode_cost(rows, sequences)`` model (the auto policy's measured step cost), the decode-only steps
+    are kept as the host's speed against the model (``level``, a moving average) and each step expects
+    ``ref = level x decode_cost`` of its own decoders' rows and sequences; without one, every decode-only
+    step costs the same. On the model clock, decoders adding 3 ms a step each: the last first token 3.4x
+    later with 43 one-row steps without the model, 1.1x and no one-row step with it
+    (``tests/test_chunked_prefill.py``).
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
     ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
     request decoding when 7 prompts arrive together: 7, so the 7 first tokens do not wait for 7 prompts'
