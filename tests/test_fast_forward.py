@@ -10,7 +10,7 @@ import torch
 import native_variants
 from models import ARCHS, tiny_engine, tiny_model, tiny_tokenizer
 from trtlade.reference.batch_runner import UnsupportedModelError
-from trtlade.reference.fast_forward import FusedLinear, fast_body
+from trtlade.reference.fast_forward import FusedLinear, RotaryTable, fast_body
 from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import PanelLinear, linear_dtypes, status
 from trtlade.reference.native.cpu import ENV
@@ -152,6 +152,33 @@ def test_the_llama_family_runs_the_fast_forward(arch):
     layer = eng.runner.fast.layers[0]
     assert layer.attn_in.splits == [64, 32, 32] and len(layer.mlp_in.splits) == 2
     assert (layer.q_norm is not None) == (arch == "qwen3")
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_rotary_table_gives_the_modules_bits_at_every_position(arch, dtype):
+    """The native body's cos/sin come from a table of every position (RotaryTable): at one position, at a
+    step's few, and past the first table (it grows), the bits the model's own rotary module computes for
+    those positions alone; a dtype change rebuilds it."""
+    module = tiny_model(arch, dtype=dtype).model.rotary_emb
+    table = RotaryTable.for_module(module)
+    assert table is not None
+    for positions in ([0], [5], [7, 8, 9, 9, 10], [RotaryTable.FIRST - 1, RotaryTable.FIRST], [3000], [1, 2999, 4100]):
+        ids = torch.tensor([positions])
+        cos, sin = table(ids, dtype)
+        want_cos, want_sin = module(torch.empty(1, 1, dtype=dtype), ids)
+        assert torch.equal(cos, want_cos[0].float()) and torch.equal(sin, want_sin[0].float()), positions
+        assert cos.dtype == torch.float32 and cos.is_contiguous()
+    assert table.cos.shape[0] >= 4101
+    other = torch.float32 if dtype == torch.bfloat16 else torch.bfloat16
+    cos, _ = table(torch.tensor([[7]]), other)
+    assert torch.equal(cos, module(torch.empty(1, 1, dtype=other), torch.tensor([[7]]))[0][0].float())
+
+
+def test_a_rope_that_changes_with_the_length_gets_no_table():
+    module = tiny_model("llama").model.rotary_emb
+    module.rope_type = "dynamic"
+    assert RotaryTable.for_module(module) is None
 
 
 def test_released_weights_leave_one_copy_and_the_same_tokens():

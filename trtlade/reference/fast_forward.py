@@ -50,7 +50,7 @@ from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
 from trtlade.reference.native import status as native_status
 
-__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "FastBody", "fast_body", "release_parameters"]
+__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "RotaryTable", "FastBody", "fast_body", "release_parameters"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -140,6 +140,39 @@ class PackedEmbedding(nn.Module):
         return self.head.rows(ids).view(*ids.shape, self.head.in_features)
 
 
+class RotaryTable:
+    """The model's rotary ``cos``/``sin`` (float32, ``[positions, head_dim]``) for every position up to the
+    largest seen, computed by the model's own rotary module over all of them at once and grown by
+    doubling; a step gathers its rows from it instead of running the module's dozen small ops (about
+    0.1 ms a step, cold). The module's ops are elementwise per position, so a position's values are the
+    bits the module computes for it alone (``tests/test_fast_forward.py`` checks them). Rope types whose
+    frequencies change with the length (``dynamic``, ``longrope``) get no table: :meth:`for_module`
+    returns None and the module runs every step."""
+
+    STATIC = ("default", "linear", "llama3")  # rope types whose frequencies do not depend on the length
+    FIRST = 256  # positions in the first table
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self.dtype: Optional[torch.dtype] = None
+        self.cos = self.sin = torch.empty(0, 0)
+
+    @classmethod
+    def for_module(cls, module: nn.Module) -> Optional["RotaryTable"]:
+        return cls(module) if getattr(module, "rope_type", "default") in cls.STATIC else None
+
+    def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos``, ``sin`` ``[R, head_dim]`` (float32) at ``positions`` (any shape, R values), as the
+        module computes them for a model of ``dtype``."""
+        flat = positions.reshape(-1)
+        top = int(flat.max()) + 1 if flat.numel() else 0
+        if dtype != self.dtype or top > self.cos.shape[0]:
+            n = max(top, 2 * self.cos.shape[0] if dtype == self.dtype else 0, self.FIRST)
+            cos, sin = self.module(torch.empty(1, 1, dtype=dtype), torch.arange(n)[None])
+            self.cos, self.sin, self.dtype = cos[0].float().contiguous(), sin[0].float().contiguous(), dtype
+        return self.cos.index_select(0, flat), self.sin.index_select(0, flat)
+
+
 def release_parameters(layer: nn.Module) -> None:
     """Drop a layer's weight (and bias) storage: the packed copy is the one in use (a linear layer, or a
     tied embedding whose rows are read from the packed LM head)."""
@@ -211,6 +244,7 @@ class FastBody(nn.Module):
         self.windows = list(windows) if windows is not None else [None] * len(base.layers)
         self.embed_tokens = base.embed_tokens
         self.rotary_emb = base.rotary_emb
+        self.rotary_table = RotaryTable.for_module(base.rotary_emb)  # the native body's cos/sin, by position
         self.norm = _norm(base.norm)
         self.layers = nn.ModuleList(_Layer(layer, release, native) for layer in base.layers)
         if release:  # before the native body takes the remaining tensors' addresses
@@ -262,8 +296,11 @@ class FastBody(nn.Module):
         """:meth:`forward` as ONE native call (:class:`~trtlade.reference.native.NativeBody`): the
         embedding and the rotary tables here, every layer in C. ``step``: the rows' keys and cache."""
         h = self.embed_tokens(ids)[0].contiguous()  # [R, hidden]: the residual stream, updated in place
-        cos, sin = self.rotary_emb(h[None], positions)
-        cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()  # [R, d]
+        if self.rotary_table is not None:
+            cos, sin = self.rotary_table(positions, h.dtype)  # [R, d]
+        else:
+            cos, sin = self.rotary_emb(h[None], positions)
+            cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()  # [R, d]
         return self.native(h, cos, sin, step.keys, step.index, step.caches())
 
     def _attention(self, layer: _Layer, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
