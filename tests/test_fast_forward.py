@@ -75,7 +75,9 @@ def test_the_native_kernel_computes_odd_shapes_and_reads_its_rows_back(dtype, ou
     assert torch.allclose(y.float(), reference, atol=0.06 * in_features ** 0.5 if dtype == torch.bfloat16 else 1e-4)
     assert torch.equal(torch.stack([lin(x[i:i + 1])[0] for i in range(70)]), y)
     ids = torch.tensor([out_features - 1, 0, out_features // 2])
-    assert torch.equal(lin.rows(ids), w[ids])
+    assert torch.equal(lin.rows(ids), w[ids]) and torch.equal(lin.rows(ids[None]), w[ids])
+    with pytest.raises(IndexError, match="outside"):  # a padded panel's row is not W's
+        lin.rows(torch.tensor([out_features]))
 
 
 @pytest.mark.parametrize("variant", native_variants.params())

@@ -60,6 +60,7 @@ _SIGNATURES = {
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
     "trtlade_argmax_rows": ([_P, _I64, _I64, _P], ctypes.c_int),
+    "trtlade_packed_rows": ([_P, _I64, _I64, ctypes.c_int, _P, _I64, _P], ctypes.c_int),
 }
 
 
@@ -67,7 +68,7 @@ _SIGNATURES = {
 class Kernels:
     """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
     ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe),
-    ``argmax_rows`` (the greedy token of each row of logits);
+    ``argmax_rows`` (the greedy token of each row of logits), ``packed_rows`` (rows of a packed weight);
     ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
 
     variant: str
@@ -79,6 +80,7 @@ class Kernels:
     paths: dict
     peak_flops: Callable
     argmax_rows: Callable
+    packed_rows: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
@@ -89,7 +91,7 @@ class Kernels:
             fns[name.removeprefix("trtlade_")] = fn
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
-                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"])
+                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"])
 
 
 _state: dict = {}

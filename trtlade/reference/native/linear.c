@@ -692,6 +692,31 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     return 0;
 }
 
+/* ------------------------------------------------------------------ rows of W, read back */
+/* Rows ids[0..n) of W [N, K] from its packed copy into out [n, K] (a tied embedding reads the LM head's
+ * weight: no second copy of the vocabulary matrix). dtype 0: float32 Wp[panel][k][16]; 1: bfloat16
+ * Wp[panel][k/2][16][2]. A copy: the values are W's. Returns 1 for an id outside [0, N). */
+int trtlade_packed_rows(const void *wp, int64_t K, int64_t N, int dtype, const int64_t *ids, int64_t n, void *out) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= N) return 1;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t panel = ids[i] / 16, lane = ids[i] % 16;
+        if (dtype == 0) {
+            const float *src = (const float *)wp + panel * K * 16 + lane;
+            float *dst = (float *)out + i * K;
+            for (int64_t k = 0; k < K; k++) dst[k] = src[k * 16];
+        } else {
+            const uint16_t *src = (const uint16_t *)wp + panel * K * 16 + lane * 2;
+            uint16_t *dst = (uint16_t *)out + i * K;
+            for (int64_t k = 0; k < K; k += 2) {
+                dst[k] = src[k * 16];
+                dst[k + 1] = src[k * 16 + 1];
+            }
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ the roofline's other side */
 /* The multiply-add rate this variant's linear tiles can reach at best, for the roofline (trtlade/reference/
  * floor.py): `threads` threads each run `iters` rounds of CHAINS independent accumulator chains of the

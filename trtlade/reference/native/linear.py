@@ -94,9 +94,20 @@ class PanelLinear:
         return y
 
     def rows(self, ids):
-        """Rows ``ids`` of the weight ``W`` ``[len(ids), K]``, read from the packed copy."""
-        ids = ids.reshape(-1)
-        panel, lane = ids // PANEL, ids % PANEL
-        if self.packed.dim() == 3:  # float32 [panels, K, 16]
-            return self.packed[panel, :, lane]
-        return self.packed[panel, :, lane, :].reshape(len(ids), self.in_features)  # bf16 [panels, K/2, 16, 2]
+        """Rows ``ids`` of the weight ``W`` ``[len(ids), K]``, read from the packed copy (natively: the
+        torch gather's handful of ops took about 0.1 ms a step, cold). IndexError for an id outside W.
+
+        >>> import torch
+        >>> w = torch.arange(40 * 4, dtype=torch.float32).view(40, 4)
+        >>> PanelLinear.pack(w).rows(torch.tensor([[33, 0]])).tolist()
+        [[132.0, 133.0, 134.0, 135.0], [0.0, 1.0, 2.0, 3.0]]
+        """
+        import numpy as np
+        import torch
+
+        flat = np.ascontiguousarray(ids.reshape(-1).cpu().numpy(), dtype=np.int64)
+        out = torch.empty(len(flat), self.in_features, dtype=self.dtype)
+        if self.kernels.packed_rows(self.packed.data_ptr(), self.in_features, self.out_features,
+                                    0 if self.packed.dim() == 3 else 1, flat.ctypes.data, len(flat), out.data_ptr()):
+            raise IndexError(f"a token id outside the {self.out_features} rows of the weight: {flat.tolist()}")
+        return out
