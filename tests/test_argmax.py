@@ -91,3 +91,7 @@ def test_a_step_finds_every_blocks_greedy_tokens_in_one_call(monkeypatch):
     assert greedy == [block.argmax(dim=-1).tolist() for block in logits]
     assert all(torch.equal(a, b) for a, b in zip(logits, runner.forward(blocks)))  # the same forward's logits
     assert runner.forward_greedy([]) == ([], [])
+    calls.clear()  # rows that need no greedy token (a prompt chunk's) are left out of the argmax
+    logits, greedy = runner.forward_greedy(blocks[:2], also=blocks[2:])
+    assert calls == [(3, logits[0].shape[1])] and len(logits) == 3 and len(greedy) == 2
+    assert greedy == [block.argmax(dim=-1).tolist() for block in logits[:2]]

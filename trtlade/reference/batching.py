@@ -635,7 +635,7 @@ class Batch:
         self._count_auto(chosen, states, blocks, report)
         accepted_before = policy.counters.accepted
         t0 = time.perf_counter()
-        logits, greedy = runner.forward_greedy(blocks + [b for _, b in chunks])
+        logits, greedy = runner.forward_greedy(blocks, also=[b for _, b in chunks])
         logits, chunk_logits = logits[:len(blocks)], logits[len(blocks):]
         out: list[tuple[int, StepChunk]] = []
         kept: list[tuple[int, list[int]]] = []
