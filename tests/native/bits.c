@@ -1,7 +1,8 @@
 /* A C-level check of the native kernels' bits, built for any architecture (tests/test_native_arch.py builds
  * it for x86-64 and for aarch64 with Debian's cross compiler and runs it under qemu-user).
  *
- * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers, the greedy argmax and attention:
+ * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers (and W's rows read back from
+ * their packed copies), the greedy argmax and attention:
  *   - row invariance: each row computed alone equals the same row among 9 (else exit 1);
  *   - one line per kernel: "<name> <FNV-1a hash of the output bytes>", so that two builds (another
  *     variant, another architecture) can be compared for identical bits.
@@ -118,8 +119,30 @@ static int argmax_checks(void) {
     return 0;
 }
 
+/* Rows of W read back from both packed layouts (the tied embedding's rows): W's values exactly; an id
+ * outside [0, N) is refused. Runs after linear_checks, which fills w, wp and wpb. */
+static int packed_rows_checks(void) {
+    const int64_t ids[3] = {N - 1, 0, 17}, outside[1] = {N};
+    static float rows[3][K];
+    static uint16_t rowsb[3][K];
+    if (trtlade_packed_rows(wp, K, N, 0, ids, 3, rows) || trtlade_packed_rows(wpb, K, N, 1, ids, 3, rowsb)) return 1;
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < K; k++)
+            if (rows[i][k] != w[ids[i]][k] || rowsb[i][k] != to_bf16(w[ids[i]][k])) {
+                printf("packed_rows: row %d, k %d differs\n", i, k);
+                return 1;
+            }
+    if (!trtlade_packed_rows(wp, K, N, 0, outside, 1, rows)) {
+        printf("packed_rows: id %d not refused\n", N);
+        return 1;
+    }
+    printf("packed_rows %016llx\n", (unsigned long long)(fnv(rows, sizeof rows) ^ fnv(rowsb, sizeof rowsb)));
+    return 0;
+}
+
 int main(void) {
     int code = linear_checks();
+    if (!code) code = packed_rows_checks();
     if (!code) code = argmax_checks();
     const int sizes[3] = {16, 64, 128};
     for (int i = 0; !code && i < 3; i++) code = attention_checks(sizes[i]);
