@@ -504,21 +504,26 @@ class Batch:
             for state, last in zip(members, lasts):
                 self._prefilled(state, last, report, emit)
 
-    def _chunk_blocks(self, spare: int) -> list[tuple[SequenceState, RowBlock]]:
-        """This step's prompt chunks, oldest prefill first, ``spare`` rows in all: a causal block each,
+    def _takes(self, golden: int) -> list[int]:
+        """Rows each prefilling prompt (oldest first) computes next to ``golden`` decoding sequences: as
+        the pacer allows (fixed chunks without a stall), within ``prefill_chunk`` and ``max_num_tokens``
+        (the golden rows never yield; drafts do)."""
+        assert self.pacer is not None  # chunked prefill has one
+        return self.pacer.take([len(s.prompt) - s.prefilled for s in self._prefilling], self.limits.chunk_room(golden))
+
+    def _chunk_blocks(self, takes: Sequence[int]) -> list[tuple[SequenceState, RowBlock]]:
+        """This step's prompt chunks, ``takes[i]`` rows of the i-th prefilling prompt: a causal block each,
         with its last row's logits when it ends its prompt (every row's for a scored request)."""
         now = time.perf_counter()
         chunks: list[tuple[SequenceState, RowBlock]] = []
-        for state in self._prefilling:
-            take = min(spare, len(state.prompt) - state.prefilled)
+        for state, take in zip(list(self._prefilling), takes):
             if take <= 0:
-                break
+                continue
             ends = state.prefilled + take == len(state.prompt)
             rows = list(range(take)) if state.scored else ([take - 1] if ends else [])
             part = state.prompt[state.prefilled:state.prefilled + take]
             chunks.append((state, RowBlock(state.slot, part, list(range(take)), rows, causal=True)))
             state.prefill_started = state.prefill_started or now
-            spare -= take
         return chunks
 
     def _advance_chunks(self, chunks: list[tuple[SequenceState, RowBlock]], logits: Sequence[torch.Tensor],
@@ -618,14 +623,14 @@ class Batch:
         wanted, chosen = self._plan(states)
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
-        cap = self.pacer.rows() if chunked and self.pacer is not None else 0
-        rows = self.limits.rows(wanted, reserve=min(cap, sum(len(s.prompt) - s.prefilled for s in self._prefilling)))
+        takes = self._takes(len(wanted)) if chunked else []
+        rows = self.limits.rows(wanted, reserve=sum(takes))
         blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
         ran = [b is not None for b in blocks]
         states = [s for s, ok in zip(states, ran) if ok]
         wanted = [w for w, ok in zip(wanted, ran) if ok]
         blocks = [b for b in blocks if b is not None]
-        chunks = self._chunk_blocks(self.limits.chunk_room(sum(b.rows for b in blocks), cap)) if cap else []
+        chunks = self._chunk_blocks(takes)
         if not blocks and not chunks:
             return
         report.prefill_tokens += sum(b.rows for _, b in chunks)
