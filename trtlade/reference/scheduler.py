@@ -137,6 +137,33 @@ def prefill_groups(lengths: Sequence[int], min_rows: int) -> list[list[int]]:
     return groups
 
 
+def finish_shortest(rests: Sequence[int], reach: int, group: int) -> list[int]:
+    """Whole prompts (their rows left), shortest first, within ``reach`` rows, until ``group`` rows are
+    taken (the last prompt may pass it, as :func:`prefill_groups` does).
+
+    >>> finish_shortest([40, 30, 20, 90], reach=200, group=64), finish_shortest([40, 30, 20], 45, 64)
+    ([40, 30, 20, 0], [0, 0, 20])
+    """
+    takes, used = [0] * len(rests), 0
+    for i in sorted(range(len(rests)), key=lambda k: (rests[k], k)):
+        if used >= group or rests[i] > reach - used:
+            break
+        takes[i], used = rests[i], used + rests[i]
+    return takes
+
+
+def oldest_first(rests: Sequence[int], takes: list[int], spare: int) -> list[int]:
+    """``takes`` topped up by ``spare`` more rows, oldest prompt first.
+
+    >>> oldest_first([50, 80, 12], [0, 0, 12], spare=60)
+    [50, 10, 12]
+    """
+    for i, rest in enumerate(rests):
+        more = max(0, min(spare, rest - takes[i]))
+        takes[i], spare = takes[i] + more, spare - more
+    return takes
+
+
 class PrefillPacer:
     """How many prompt rows a step with decoding sequences may add (chunked prefill), so that their steps
     take at most ``stall`` times as long as without the prompts, on average: a token bucket in seconds.
@@ -220,28 +247,27 @@ class PrefillPacer:
             return self.max_rows
         if self.ref is None:  # no decode step measured yet (a warm engine has one): as a whole prefill would
             return self.max_rows
-        cost = self.row_cost if self.row_cost is not None else self.ref / 4
-        cost = max(cost, self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
-        return max(1, min(self.max_rows, int(round(max(0.0, self.credit, self.earned) / cost, 6))))
+        return max(1, min(self.max_rows, int(round(max(0.0, self.credit, self.earned) / self.row_seconds(), 6))))
 
     def take(self, rests: Sequence[int], room: Optional[int] = None) -> list[int]:
         """Rows each waiting prompt computes in the next step (``rests``: the rows each has left, oldest
-        first), ``room`` rows in all at most (default ``max_rows``): the credit's rows (:meth:`rows`), oldest
-        first; then, borrowed against the next steps' earnings, the prompts those rows finish, shortest first,
-        ``FINISH_ROWS`` at most, while the debt stays within the bucket's depth at ``stall``
-        (``(stall - 1) x ref x burst``). A finished prompt's first token comes now and its sequence joins
-        the decoders, instead of trickling in at the credit's rate while more decoders than prompts hold
-        the stall at ``stall``; the debt is repaid by the following steps, so the decoders' steps still
-        take ``stall`` times as long on average. A prompt those rows cannot finish (a long one) only gets
-        the credit's rows.
+        first), ``room`` rows in all at most (default ``max_rows``). First the prompts the step can finish,
+        shortest first, until they fill a group of ``FINISH_ROWS`` (one efficient forward: more would only
+        make their first tokens wait for each other), within the credit's rows (:meth:`rows`) and, borrowed
+        against the next steps' earnings, ``FINISH_ROWS`` more while the debt stays within the bucket's depth
+        at ``stall`` (``(stall - 1) x ref x burst``); then the credit left, oldest first (all of it when
+        nothing ends, else up to the group). A finished prompt's first token comes now and its sequence
+        joins the decoders, instead of trickling in at a step's earnings once the decoders outnumber the
+        prompts; the debt is repaid by the following steps, so the decoders' steps still take ``stall``
+        times as long on average. A prompt that cannot be finished (a long one) advances by the credit.
+        ``stall=None``: fixed chunks, oldest first.
 
         Decode steps of 20 ms, prompt rows of 1 ms, stall 1.5: one decode step earned 10 ms, so 10 rows;
-        borrowing, the 40 rows left of the first prompt and the 12-row prompt end now (the 80-row one
-        cannot), 52 ms borrowed and owed::
+        the 12-row prompt and the 50-row one end now (62 rows, 52 ms borrowed), the 80-row one cannot::
 
             >>> p = PrefillPacer(256, stall=1.5, burst=8)
             >>> p.step(0.020, rows=0); p.row_cost = 0.001
-            >>> p.take([50, 80, 12])                   # credit 10 ms: 10 rows oldest first, then 40 + 12
+            >>> p.take([50, 80, 12])
             [50, 0, 12]
             >>> round(p.borrowed, 3)                   # 52 ms below zero, within the depth (8 x 10 ms)
             0.052
@@ -249,24 +275,31 @@ class PrefillPacer:
             -0.042
             >>> p.take([80]), p.take([30])   # in debt: a long prompt advances at a step's earnings, a short one ends
             ([10], [30])
+            >>> p.credit = 0.200; p.take([40, 30, 20, 90])   # 200 rows of credit: one group, shortest first
+            [40, 30, 20, 0]
         """
         room = self.max_rows if room is None else max(0, min(int(room), self.max_rows))
-        takes, spare = [], min(room, self.rows()) if rests else 0
-        for rest in rests:
-            takes.append(min(spare, rest))
-            spare -= takes[-1]
+        credit = min(room, self.rows()) if rests else 0
         self.borrowed = 0.0
-        if self.stall is None or self.ref is None or not rests:
-            return takes
-        cost = max(self.row_cost if self.row_cost is not None else self.ref / 4, self.ref / 1000)
-        left = self.credit - sum(takes) * cost + (self.stall - 1.0) * self.ref * self.burst
-        finish = min(self.FINISH_ROWS, room - sum(takes), int(max(0.0, left) / cost))
-        for i in sorted(range(len(rests)), key=lambda k: (rests[k] - takes[k], k)):
-            more = rests[i] - takes[i]
-            if 0 < more <= finish:
-                takes[i], finish = rests[i], finish - more
-        self.borrowed = max(0.0, sum(takes) * cost - self.credit)
+        if self.stall is None or not rests:
+            return oldest_first(rests, [0] * len(rests), credit)
+        reach = credit
+        if self.ref is not None:
+            cost = self.row_seconds()
+            depth = int(round(max(0.0, self.credit + (self.stall - 1.0) * self.ref * self.burst) / cost, 6))
+            reach = min(room, credit + min(self.FINISH_ROWS, max(0, depth - credit)))
+        takes = finish_shortest(rests, reach, self.FINISH_ROWS)
+        used = sum(takes)
+        takes = oldest_first(rests, takes, credit - used if not used else min(credit, self.FINISH_ROWS) - used)
+        if self.ref is not None:
+            self.borrowed = max(0.0, sum(takes) * self.row_seconds() - self.credit)
         return takes
+
+    def row_seconds(self) -> float:
+        """What a prompt row is taken to cost: the measured average, ``ref / 4`` before any sample."""
+        assert self.ref is not None
+        cost = self.row_cost if self.row_cost is not None else self.ref / 4
+        return max(cost, self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
 
     def stall_for(self, decoding: int, waiting: int) -> float:
         """The stall a step earns at: ``stall``, or ``waiting / decoding`` when that is more.
