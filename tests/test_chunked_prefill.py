@@ -170,7 +170,7 @@ def _burst(hiccups=(), per_decoder=0.001, model=True, borrow=True):
     row, and 100 ms more at the ``hiccups`` steps (the host busy); each prompt that ends adds a decoder.
     The pacer's decode-cost model is an auto policy calibrated by rows of one sequence, as the engine's
     load calibrates it (``model=False``: none). The rows are the pacer's :meth:`PrefillPacer.take`
-    (``borrow=False``: the credit's rows only, oldest first, as before it borrowed to finish prompts).
+    (``borrow=False``: the credit's rows only, oldest first, as before it finished prompts first).
     Returns the first-token times (s) and the prompt rows of each step."""
     policy = AutoPolicy(CostTable(relative=True))
     for r in (1, 2, 4, 8, 16):
@@ -214,12 +214,10 @@ def test_a_prompt_never_crawls_after_an_overrun(why, hiccups, per_decoder, bound
 
 
 def test_without_a_decode_cost_model_joining_decoders_read_as_prompt_cost():
-    """The case the model is for, shown to bite without it: the prompts crawl at a few rows a step and the
-    last first token comes 1.6x later (before the pacer borrowed and kept a step's earnings in debt: at one
-    row a step, more than 2x later)."""
+    """The case the model is for, shown to bite without it: the prompts crawl at one row a step."""
     clean, _ = _burst(model=False)
     blind, rows = _burst((), 0.003, model=False)
-    assert max(blind) > 1.4 * max(clean) and sum(r <= 8 for r in rows) >= 6, (clean, blind, rows)
+    assert max(blind) > 2 * max(clean) and rows.count(1) > 20, (clean, blind, rows)
 
 
 def test_the_pacer_expects_each_step_to_cost_what_its_decoders_cost():
@@ -234,14 +232,14 @@ def test_the_pacer_expects_each_step_to_cost_what_its_decoders_cost():
 
 def test_a_burst_borrows_to_finish_its_prompts():
     """Once the decoders outnumber the prompts the stall falls to 1.5 and the last prompts trickled in at a
-    step's earnings; borrowing the rows that finish them (shortest first, repaid later) brings the first
-    tokens forward, undisturbed and after overruns: mean 359 -> 313 ms, last 555 -> 463 ms."""
+    step's earnings; finishing prompts first, shortest first in groups of 64 rows, borrowing (repaid later),
+    brings the first tokens forward, undisturbed and after overruns: mean 359 -> 259 ms, last 555 -> 493 ms."""
     for hiccups in ((), (3,), (3, 6)):
         now, rows = _burst(hiccups)
         before, _ = _burst(hiccups, borrow=False)
-        assert sum(now) < 0.92 * sum(before) and max(now) <= max(before), (hiccups, now, before, rows)
+        assert sum(now) < 0.8 * sum(before) and max(now) <= max(before), (hiccups, now, before, rows)
     clean, rows = _burst()
-    assert max(rows) <= 256 and len(rows) <= 4, rows  # was 7 steps, the last four of 5-12 rows
+    assert max(rows) <= 256 and len(rows) <= 5, rows  # was 7 steps, the last four of 5-12 rows
 
 
 def _stream(prompts: list[int], waiting: int, steps: int, decoders: int = 4, stall: float = 1.5):

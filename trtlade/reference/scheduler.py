@@ -172,13 +172,13 @@ class PrefillPacer:
     moving average of the steps that carried no prompt rows), kept up to ``burst`` steps' worth; a step
     with prompt rows spends what they added (its duration minus ``ref``). The rows a step may add are the
     credit over the measured cost of a prompt row (a moving average, which follows the cost up as the
-    prompt's context grows), or a step's earnings when the credit is less, at least 1 (a prompt always
-    advances), at most ``max_rows``. A short prompt arriving with the bucket full goes in one step; a long
-    one advances at the rate the stall allows. :meth:`take` also borrows, up to the bucket's depth, the
-    rows that finish waiting prompts (shortest first, ``FINISH_ROWS`` a step): their first tokens come
-    now instead of trickling in once the decoders outnumber them, and the debt is repaid by the steps
-    that need no prompt rows (a burst of 7 prompts beside 1 decoder on the model clock: mean first token
-    359 -> 313 ms, the last 555 -> 463 ms, ``tests/test_chunked_prefill.py``).
+    prompt's context grows), at least 1 (a prompt always advances), at most ``max_rows``. A short prompt
+    arriving with the bucket full goes in one step; a long one advances at the rate the stall allows.
+    :meth:`take` finishes prompts first, shortest first, one group of ``FINISH_ROWS`` a step, borrowing
+    up to the bucket's depth: their first tokens come now instead of trickling in once the decoders
+    outnumber them, and the debt is repaid by the steps after (a burst of 7 prompts beside 1 decoder on
+    the model clock: mean first token 359 -> 259 ms, the last 555 -> 493 ms,
+    ``tests/test_chunked_prefill.py``).
     An overrun (a step slower than its rows explain, the host busy for a moment) must not leave the
     prompts crawling at one row a step: the debt is kept to one step's earnings, and a step of fewer than
     ``SAMPLE_ROWS`` rows moves the row cost's average in proportion (one row's sample carries the whole
@@ -218,8 +218,8 @@ class PrefillPacer:
         40
         >>> p.step(0.300, rows=40, decoding=4, waiting=1); p.credit  # 240 ms over: debt kept to a step, earned back
         0.0
-        >>> p.step(0.023, rows=1, decoding=4, waiting=1); p.rows()   # then a step's earnings (was: 24 steps of 1)
-        3
+        >>> p.step(0.023, rows=1, decoding=4, waiting=1); p.rows()   # so the next step pays again (was: 24 steps of 1)
+        2
     """
 
     ALPHA = 0.3  # weight of the newest sample in the moving averages
@@ -239,7 +239,6 @@ class PrefillPacer:
         self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
         self.credit = 0.0
         self.borrowed = 0.0  # seconds the last plan took below zero to finish prompts (kept as debt)
-        self.earned = 0.0  # seconds the last step earned: in debt, prompts still advance at this rate
 
     def rows(self) -> int:
         """Prompt rows the next step with decoding sequences may add."""
@@ -247,7 +246,7 @@ class PrefillPacer:
             return self.max_rows
         if self.ref is None:  # no decode step measured yet (a warm engine has one): as a whole prefill would
             return self.max_rows
-        return max(1, min(self.max_rows, int(round(max(0.0, self.credit, self.earned) / self.row_seconds(), 6))))
+        return max(1, min(self.max_rows, int(round(max(0.0, self.credit) / self.row_seconds(), 6))))
 
     def take(self, rests: Sequence[int], room: Optional[int] = None) -> list[int]:
         """Rows each waiting prompt computes in the next step (``rests``: the rows each has left, oldest
@@ -259,7 +258,8 @@ class PrefillPacer:
         nothing ends, else up to the group). A finished prompt's first token comes now and its sequence
         joins the decoders, instead of trickling in at a step's earnings once the decoders outnumber the
         prompts; the debt is repaid by the following steps, so the decoders' steps still take ``stall``
-        times as long on average. A prompt that cannot be finished (a long one) advances by the credit.
+        times as long on average. A prompt that cannot be finished (a long one) advances by the credit (a
+        row a step while the debt is repaid).
         ``stall=None``: fixed chunks, oldest first.
 
         Decode steps of 20 ms, prompt rows of 1 ms, stall 1.5: one decode step earned 10 ms, so 10 rows;
@@ -273,8 +273,8 @@ class PrefillPacer:
             0.052
             >>> p.step(0.020 + 0.062, rows=62, decoding=4); round(p.credit, 3)   # owed, then 10 ms earned
             -0.042
-            >>> p.take([80]), p.take([30])   # in debt: a long prompt advances at a step's earnings, a short one ends
-            ([10], [30])
+            >>> p.take([80]), p.take([30])   # in debt: a long prompt advances a row, a short one ends
+            ([1], [30])
             >>> p.credit = 0.200; p.take([40, 30, 20, 90])   # 200 rows of credit: one group, shortest first
             [40, 30, 20, 0]
         """
@@ -341,7 +341,7 @@ class PrefillPacer:
                 self.row_cost = sample if old is None else old + weight * (sample - old)
                 self.credit -= added
             if self.ref is not None:
-                earned = self.earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
+                earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
                 owed = max(earned, self.borrowed)  # the most debt kept: what was borrowed, else a step's earnings
                 self.credit = min(max(self.credit, -owed) + earned, earned * self.burst)
         self.borrowed = 0.0
