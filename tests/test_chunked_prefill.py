@@ -358,6 +358,41 @@ def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_soo
     assert sum(fair) < sum(alone), (fair, alone)  # the pacer paces the mean step, not each: compare the sums
 
 
+def test_a_step_finishes_the_shortest_waiting_prompts_first(monkeypatch):
+    """Through the batch (clock moving only in forwards: 20 ms each, 1 ms a row): three prompts arriving
+    beside one decoder, the oldest the longest (150 rows). The shorter two end in the first step that
+    carries prompt rows, whole, the oldest gets the rest of that step's group of 64 rows, and their first
+    tokens come before the oldest's; oldest first (the pacer's allocation before), the oldest took the
+    credit's rows and the others came after it."""
+    import types
+
+    import trtlade.reference.batching as batching
+
+    from trtlade.reference.batch_runner import BatchRunner
+
+    clock = types.SimpleNamespace(now=0.0)
+    real = BatchRunner.logits
+
+    def forward(self, blocks):
+        clock.now += 0.020 + 0.001 * sum(b.rows for b in blocks)
+        return real(self, blocks)
+
+    monkeypatch.setattr(BatchRunner, "logits", forward)
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    def prompt(word: str, n: int) -> tuple[int, ...]:
+        return short(f"{word} " * n)[:n]  # no shared prefix: none comes from the prefix cache
+
+    arrivals = {0: [request(short("one, two, three,"), max_tokens=40, lookahead=(1, 1, 0))],
+                2: [request(prompt("Count", 20), max_tokens=1)],  # the pacer measures a prompt row's cost
+                12: [request(prompt(w, n), max_tokens=2) for w, n in (("Apple", 150), ("Brown", 12), ("Green", 25))]}
+    recorder = Recorder(engine(), max_batch_size=8, prefill_chunk=256, prefill_stall=1.5)
+    out, reports = recorder.run(arrivals)
+    firsts = [c[0][0] for c in out[2:]]
+    carried = [r.prefill_tokens for r in reports[12:] if r.prefill_tokens]
+    assert carried[0] == PrefillPacer.FINISH_ROWS, carried  # the two short prompts whole, the oldest the group's rest
+    assert firsts[1] == firsts[2] == 12 < firsts[0], firsts
+
+
 def test_with_nothing_decoding_a_prompt_is_prefilled_whole():
     eng = engine()
     out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4, prefill_chunk=8)
