@@ -161,6 +161,26 @@ def test_summary_md_tables_for_known_input() -> None:
     assert "- gpu: `A10`" in md
 
 
+def test_the_failures_table_counts_every_repeats_failures() -> None:
+    """One request failed in one of two repeats: its cell says 1 (the mean over the repeats, 0.5, printed
+    as 0 before, so the table showed no failure while the list below it named one)."""
+    summaries = []
+    for repeat in range(2):
+        for name in ("ar", "lookahead"):
+            rs = [rec(name, 4, 0, [0.1, 0.2], 5)]
+            if name == "lookahead" and repeat == 1:
+                rs.append(rec(name, 4, 1, [], None, end=0.1, error="protocol: disconnected", kind="protocol"))
+            s = summarize_level(rs, series=name, concurrency=4, num_prompts=len(rs))
+            s.repeat = repeat
+            summaries.append(s)
+    run = RunSummary(run_id="r", created="c", levels=[4], settings={}, metadata={}, summaries=summaries,
+                     series=[SeriesInfo(label=n, server="a", base_url="http://h", model="m", mode=n)
+                             for n in ("ar", "lookahead")])
+    md = render_markdown(run)
+    assert "| failed (all repeats) \\ concurrency | 4 |\n|---|---:|\n| ar | 0 |\n| lookahead | 1 |" in md, md
+    assert "**1 of 5 measured requests failed**" in md
+
+
 def repeated_run(ratios: dict[str, list[float]]) -> RunSummary:
     """Three repeats at concurrency 1 and 2: ar at 100 tok/s give or take, each other series at
     ar's throughput of the same repeat times its ratio."""

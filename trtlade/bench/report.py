@@ -319,8 +319,10 @@ def _failures_section(run: RunSummary) -> list[str]:
         return ["## Failures", "", f"None: all {sent} measured requests completed.", ""]
     out = ["## Failures", "", f"**{total} of {sent} measured requests failed** (counted in `failed`, "
            "left out of the latency statistics).", ""]
-    out.append(comparison_table(run.levels, series_rows(run, "failed"), decimals=0,
-                                header="failed \\ concurrency", changes=False))
+    per_level = [(info.label, {level: sum(v or 0 for v in run.values(info.label, level, "failed"))
+                               for level in run.levels}) for info in run.series]
+    out.append(comparison_table(run.levels, per_level, decimals=0,  # counts over the repeats, not their mean
+                                header="failed (all repeats) \\ concurrency", changes=False))
     out.append("")
     for s in failed:
         kinds = ", ".join(f"{k}: {v}" for k, v in s.failures_by_kind.items())
