@@ -226,6 +226,22 @@ def test_cli_module_is_light() -> None:
 
 
 # ----------------------------------------------------------------------------- --launch machinery
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_the_launched_server_imports_the_benchs_trtlade_not_the_working_directorys(tmp_path: Path) -> None:
+    """Run from a folder holding another ``trtlade/`` (a checkout of another version), ``python -m trtlade``
+    would import that one; the launched server's environment keeps the bench's own."""
+    import trtlade
+    from trtlade.bench.launch import serve_command, server_env
+
+    (tmp_path / "trtlade").mkdir()
+    (tmp_path / "trtlade" / "__init__.py").write_text("raise SystemExit('the working directory trtlade')\n")
+    argv = serve_command(tmp_path / "x.yml", "127.0.0.1", 0)[:3] + ["--version"]
+    plain = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert "the working directory trtlade" in plain.stderr  # the trap, without the environment
+    ours = subprocess.run(argv, cwd=tmp_path, env=server_env(), capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0 and ours.stdout.strip() == f"trtlade {trtlade.__version__}", ours
+
+
 def test_launched_server_runs_and_stops(tmp_path: Path) -> None:
     cmd = [sys.executable, str(TESTS / "scripted_server.py"), "--port", "{port}"]
     with launched_server(tmp_path / "unused.yml", log_path=tmp_path / "server.log", command=cmd,

@@ -19,7 +19,7 @@ from typing import IO, Iterator, Optional, Sequence
 
 from trtlade.errors import TrtladeError
 
-__all__ = ["LaunchError", "free_port", "launched_server", "log_tail", "serve_command"]
+__all__ = ["LaunchError", "free_port", "launched_server", "log_tail", "serve_command", "server_env"]
 
 
 class LaunchError(TrtladeError, RuntimeError):
@@ -43,6 +43,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 def serve_command(config: Path, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "trtlade", "serve", "--config", str(config), "--host", host,
             "--port", str(port)]
+
+
+def server_env() -> dict[str, str]:
+    """The launched server's environment: the bench's, with ``PYTHONSAFEPATH=1`` (Python 3.11+), so that
+    ``python -m trtlade`` does not put the working directory first on its module path: run from a folder
+    holding another ``trtlade/`` (a source checkout of another version), the server would import that one
+    while the bench runs this one. ``PYTHONPATH`` still applies, as it does to the bench."""
+    return {**os.environ, "PYTHONSAFEPATH": "1"}
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
@@ -104,7 +112,7 @@ def launched_server(config: Path, *, log_path: Path, ready_timeout: float = 600.
     log: IO[bytes] = log_path.open("wb")
     try:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=os.environ.copy())
+                                start_new_session=True, env=server_env())
     except OSError as exc:
         log.close()
         raise LaunchError(f"cannot start {argv[0]}: {exc}") from None
