@@ -179,18 +179,18 @@ class PrefillPacer:
     outnumber them, and the debt is repaid by the steps after (a burst of 7 prompts beside 1 decoder on
     the model clock: mean first token 359 -> 259 ms, the last 555 -> 493 ms,
     ``tests/test_chunked_prefill.py``).
-    An overrun (a step slower than its rows explain, the host busy for a moment) must not leave the
-    prompts crawling at one row a step: the debt is kept to one step's earnings, and a step of fewer than
-    ``SAMPLE_ROWS`` rows moves the row cost's average in proportion (one row's sample carries the whole
-    step's noise). Before, on a model clock (``tests/test_chunked_prefill.py``), one 100 ms overrun in a
-    burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.3x, two
-    such steps). Decoders that join while prompts keep every step busy make each step slower than the
-    decode-only steps measured before they joined; that is decode cost, not prompt cost. With a
-    ``decode_cost(rows, sequences)`` model (the auto policy's measured step cost), the decode-only steps
-    are kept as the host's speed against the model (``level``, a moving average) and each step expects
-    ``ref = level x decode_cost`` of its own decoders' rows and sequences; without one, every decode-only
-    step costs the same. On the model clock, decoders adding 3 ms a step each: the last first token 3.4x
-    later with 43 one-row steps without the model, 1.1x and no one-row step with it
+    An overrun (a step slower than its rows explain, the host busy for a moment) must not leave the prompts crawling
+    at one row a step: the debt is kept to one step's earnings, and a step of fewer than ``SAMPLE_ROWS`` rows moves
+    the row cost's average in proportion (one row's sample carries the whole step's noise); so does the first
+    sample, which moves the first guess (``ref / 4``) instead of replacing it (6 rows measured as nearly free made
+    the next step 256 rows). Before, on a model clock (``tests/test_chunked_prefill.py``), one 100 ms overrun in a
+    burst of 7 prompts left them 24 steps at one row a step (the last first token 1.9x later; now 1.3x, two such
+    steps). Decoders that join while prompts keep every step busy make each step slower than the decode-only steps
+    measured before they joined; that is decode cost, not prompt cost. With a ``decode_cost(rows, sequences)`` model
+    (the auto policy's measured step cost), the decode-only steps are kept as the host's speed against the model
+    (``level``, a moving average) and each step expects ``ref = level x decode_cost`` of its own decoders' rows and
+    sequences; without one, every decode-only step costs the same. On the model clock, decoders adding 3 ms a step
+    each: the last first token 3.4x later with 43 one-row steps without the model, 1.1x and no one-row step with it
     (``tests/test_chunked_prefill.py``).
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
     ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
@@ -336,9 +336,11 @@ class PrefillPacer:
             if rows and self.ref is not None:
                 added = max(0.0, seconds - self.ref)
                 sample = added / rows
-                old = self.row_cost  # a step of few rows says little of a row's cost: its noise is all theirs
-                weight = self.ALPHA * min(1.0, rows / self.SAMPLE_ROWS)
-                self.row_cost = sample if old is None else old + weight * (sample - old)
+                # a step of few rows says little of a row's cost (its noise is all theirs): it moves the average,
+                # or the first guess (ref / 4), in proportion; a first sample of SAMPLE_ROWS rows replaces the guess
+                old = self.row_cost if self.row_cost is not None else self.ref / 4
+                weight = min(1.0, rows / self.SAMPLE_ROWS) * (self.ALPHA if self.row_cost is not None else 1.0)
+                self.row_cost = old + weight * (sample - old)
                 self.credit -= added
             if self.ref is not None:
                 earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
