@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""A served-like wave of 8 prompts, in-process: time to first token and the wave's length, as the main
+job's concurrency-8 level sees them, without HTTP and the load generator on the same cores.
+
+The server keeps one batch for its life; so does this script. A wave is 8 ``mix`` prompts through the
+chat template with the prefix cache emptied first (the bench's default): the first arrives alone and is
+prefilled whole, the other 7 arrive during that prefill (as the bench's requests reach the engine a few
+milliseconds apart) and go through the paced chunks beside its decoding (``serve.prefill_chunk_tokens``
+256, ``serve.prefill_stall`` 1.5, the config's defaults). Each request's first token is timed from its
+own arrival. Two prompt sets (the first 8 ``mix`` prompts, then the next 8) per repeat; medians at the end.
+
+    .venv/bin/python scripts/wave_ttft.py --mode ar --repeats 2
+    .venv/bin/python scripts/wave_ttft.py --mode auto --repeats 2 --trace     # the steps of each wave
+
+To compare two versions, run it alternately from two source trees (``git worktree add``), with the
+tree on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("ar", "auto"), default="ar")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--trace", action="store_true", help="print each wave's first steps")
+    args = ap.parse_args()
+
+    from trtlade.bench.datasets import load_dataset
+    from trtlade.bench.meta import machine_info
+    from trtlade.contract.protocol import GenerationRequest
+    from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.presets import preset_prompt_lookup
+    from trtlade.reference.engine import ReferenceEngine
+    from trtlade.spec import LookaheadSpec
+
+    engine = ReferenceEngine.load(spec="2,4,2", dtype=args.dtype, prompt_lookup=preset_prompt_lookup("fast", "2,4,2"))
+    cache = engine.runner.enable_prefix_cache(256 << 20)
+    chat = PromptTokenizer(engine.tokenizer)
+    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
+    engine.generate(mix[0], max_tokens=8)  # warm-up
+    batch = engine.new_batch(max_batch_size=8, prefill_chunk=256, prefill_stall=1.5)
+    look = LookaheadSpec(1, 1, 0) if args.mode == "ar" else None
+
+    def request(prompt: list[int]) -> GenerationRequest:
+        return GenerationRequest(prompt_ids=tuple(prompt), max_tokens=args.max_tokens, lookahead=look)
+
+    def wave(prompts: list[list[int]]) -> tuple[float, float, float]:
+        """Mean and last time to first token, and the wave's length (s)."""
+        cache.clear()
+        start = time.perf_counter()
+        arrived = {batch.add(request(prompts[0])): start}
+        firsts: dict[int, float] = {}
+        steps = []
+        while len(batch):
+            out = batch.step()
+            now = time.perf_counter()
+            steps.append((round(1000 * (now - start)), batch.last.running, batch.last.prefill_tokens))
+            for seq_id, _ in out:
+                firsts.setdefault(seq_id, now)
+            if len(arrived) == 1:  # the others arrive during the first one's prefill
+                arrived.update({batch.add(request(p)): now for p in prompts[1:]})
+        if args.trace:
+            print("  steps (ms since the wave began, decoding, prompt rows):", steps[:12])
+        ttfts = [firsts[i] - arrived[i] for i in arrived]
+        return statistics.mean(ttfts), max(ttfts), time.perf_counter() - start
+
+    results = []
+    for rep in range(args.repeats):
+        for first in (0, 8):
+            prompts = (mix + mix)[first:first + 8]
+            mean, last, length = wave(prompts)
+            results.append((mean, last, length))
+            print(f"repeat {rep + 1}, prompts {first}-{first + 7}: mean TTFT {1000 * mean:.0f} ms, last "
+                  f"{1000 * last:.0f} ms, wave {1000 * length:.0f} ms", flush=True)
+    med = [1000 * statistics.median(r[i] for r in results) for i in range(3)]
+    print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.mode}, {len(results)} waves: "
+          f"median mean TTFT {med[0]:.0f} ms, last TTFT {med[1]:.0f} ms, wave {med[2]:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
