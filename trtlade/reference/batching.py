@@ -13,8 +13,9 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
    (``on_chunk``) as soon as its forward ends, before the step's decode pass. With sequences decoding and
    ``limits.prefill_chunk``, their prompts instead advance by chunks inside step 3's forward pass, as
    many rows as the :class:`~trtlade.reference.scheduler.PrefillPacer` allows (the decoders' steps
-   stretched at most ``prefill_stall`` times on average); the chunk that ends a prompt hands over its
-   first token after that pass;
+   stretched at most ``prefill_stall`` times on average; the prompts a step can finish first, shortest
+   first, :meth:`~trtlade.reference.scheduler.PrefillPacer.take`); the chunk that ends a prompt hands over
+   its first token after that pass;
 2. decides who drafts: a ``fixed`` request verifies its drafts every step; a ``schedule`` request while
    the schedule's band for the requests in flight now is not (1,1,0); the ``auto`` requests as the
    engine's :class:`~trtlade.reference.adaptive.AutoPolicy` chooses for the whole batch (the most
