@@ -340,11 +340,9 @@ def test_prompts_share_a_forward_with_the_decoders_and_with_each_other():
     assert mixed[0][0][1] == 1 and sum(rows for _, rows, _ in mixed[0][1:]) == 12
 
 
-def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_sooner(monkeypatch):
-    """The stall stretched by waiting / decoding against the stall alone (prefill_stall 1.5 either way):
-    the same arrivals, the steps of the newcomers' first tokens compared; every token the same. The batch
-    reads a clock that moves only in forwards (20 ms each, 1 ms a row), so the pacer sees the same costs
-    whatever else the host runs (with the real clock a loaded host could flip the comparison)."""
+def model_clock(monkeypatch) -> None:
+    """The batch reads a clock that moves only in forwards, 20 ms each and 1 ms a row, so the pacer sees
+    the same costs whatever else the host runs."""
     import types
 
     import trtlade.reference.batching as batching
@@ -360,6 +358,14 @@ def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_soo
 
     monkeypatch.setattr(BatchRunner, "logits", forward)
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+
+
+def test_prompts_arriving_together_beside_one_decoder_get_their_first_tokens_sooner(monkeypatch):
+    """The stall stretched by waiting / decoding against the stall alone (prefill_stall 1.5 either way):
+    the same arrivals, the steps of the newcomers' first tokens compared; every token the same. The batch
+    reads a clock that moves only in forwards (20 ms each, 1 ms a row), so the pacer sees the same costs
+    whatever else the host runs (with the real clock a loaded host could flip the comparison)."""
+    model_clock(monkeypatch)
 
     def first_steps():
         arrivals = {0: [request(short("one, two, three,"), max_tokens=60, lookahead=(1, 1, 0))],
@@ -380,21 +386,8 @@ def test_a_step_finishes_the_shortest_waiting_prompts_first(monkeypatch):
     carries prompt rows, whole, the oldest gets at most the rest of that step's group of 64 rows, and their
     first tokens come before the oldest's; oldest first (the pacer's allocation before), the oldest took the
     credit's rows and the others came after it."""
-    import types
+    model_clock(monkeypatch)
 
-    import trtlade.reference.batching as batching
-
-    from trtlade.reference.batch_runner import BatchRunner
-
-    clock = types.SimpleNamespace(now=0.0)
-    real = BatchRunner.logits
-
-    def forward(self, blocks):
-        clock.now += 0.020 + 0.001 * sum(b.rows for b in blocks)
-        return real(self, blocks)
-
-    monkeypatch.setattr(BatchRunner, "logits", forward)
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
     def prompt(word: str, n: int) -> tuple[int, ...]:
         return short(f"{word} " * n)[:n]  # no shared prefix: none comes from the prefix cache
 
