@@ -9,8 +9,13 @@ milliseconds apart) and go through the paced chunks beside its decoding (``serve
 256, ``serve.prefill_stall`` 1.5, the config's defaults). Each request's first token is timed from its
 own arrival. Two prompt sets (the first 8 ``mix`` prompts, then the next 8) per repeat; medians at the end.
 
+``--load queue``: ``--requests`` prompts (default 32) sent together to the 8 slots, each finished
+request's slot taking the next at once (a server under steady load, its queue full): mean and p90 time to
+first token from sending (queueing included) and the tokens/s delivered.
+
     .venv/bin/python scripts/wave_ttft.py --mode ar --repeats 2
     .venv/bin/python scripts/wave_ttft.py --mode auto --repeats 2 --trace     # the steps of each wave
+    .venv/bin/python scripts/wave_ttft.py --mode ar --load queue --requests 32 --repeats 2
 
 To compare two versions, run it alternately from two source trees (``git worktree add``), with the
 tree on ``PYTHONPATH``.
@@ -30,6 +35,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--max-tokens", type=int, default=50)
     ap.add_argument("--trace", action="store_true", help="print each wave's first steps")
+    ap.add_argument("--load", choices=("wave", "queue"), default="wave")
+    ap.add_argument("--requests", type=int, default=32, help="--load queue: prompts sent together")
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
@@ -71,6 +78,30 @@ def main() -> None:
         ttfts = [firsts[i] - arrived[i] for i in arrived]
         return statistics.mean(ttfts), max(ttfts), time.perf_counter() - start
 
+    def queue(prompts: list[list[int]]) -> tuple[float, float, float]:
+        """Mean and p90 time to first token from sending (s), and the tokens/s delivered."""
+        cache.clear()
+        start = time.perf_counter()
+        ids = [batch.add(request(p)) for p in prompts]
+        firsts: dict[int, float] = {}
+        tokens = 0
+        while len(batch):
+            for seq_id, chunk in batch.step():
+                firsts.setdefault(seq_id, time.perf_counter() - start)
+                tokens += len(chunk.tokens)
+        ttfts = sorted(firsts[i] for i in ids)
+        return statistics.mean(ttfts), ttfts[int(0.9 * (len(ttfts) - 1))], tokens / (time.perf_counter() - start)
+
+    if args.load == "queue":
+        runs = [queue([mix[(args.requests * rep + i) % len(mix)] for i in range(args.requests)])
+                for rep in range(args.repeats)]
+        for rep, (mean, p90, rate) in enumerate(runs):
+            print(f"repeat {rep + 1}: mean TTFT {1000 * mean:.0f} ms, p90 {1000 * p90:.0f} ms, {rate:.1f} tokens/s")
+        med = [statistics.median(r[i] for r in runs) for i in range(3)]
+        print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.mode}, {args.requests} "
+              f"requests on 8 slots: median mean TTFT {1000 * med[0]:.0f} ms, p90 {1000 * med[1]:.0f} ms, "
+              f"{med[2]:.1f} tokens/s")
+        return
     results = []
     for rep in range(args.repeats):
         for first in (0, 8):
