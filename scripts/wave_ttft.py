@@ -97,10 +97,11 @@ def main() -> None:
                 for rep in range(args.repeats)]
         for rep, (mean, p90, rate) in enumerate(runs):
             print(f"repeat {rep + 1}: mean TTFT {1000 * mean:.0f} ms, p90 {1000 * p90:.0f} ms, {rate:.1f} tokens/s")
-        med = [statistics.median(r[i] for r in runs) for i in range(3)]
+        rates = [r[2] for r in runs]
         print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.mode}, {args.requests} "
-              f"requests on 8 slots: median mean TTFT {1000 * med[0]:.0f} ms, p90 {1000 * med[1]:.0f} ms, "
-              f"{med[2]:.1f} tokens/s")
+              f"requests on 8 slots, median (min-max): mean TTFT {spread_ms([r[0] for r in runs])}, p90 "
+              f"{spread_ms([r[1] for r in runs])}, {statistics.median(rates):.1f} tokens/s "
+              f"({min(rates):.1f}-{max(rates):.1f})")
         return
     results = []
     for rep in range(args.repeats):
@@ -110,9 +111,19 @@ def main() -> None:
             results.append((mean, last, length))
             print(f"repeat {rep + 1}, prompts {first}-{first + 7}: mean TTFT {1000 * mean:.0f} ms, last "
                   f"{1000 * last:.0f} ms, wave {1000 * length:.0f} ms", flush=True)
-    med = [1000 * statistics.median(r[i] for r in results) for i in range(3)]
-    print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.mode}, {len(results)} waves: "
-          f"median mean TTFT {med[0]:.0f} ms, last TTFT {med[1]:.0f} ms, wave {med[2]:.0f} ms")
+    cells = [spread_ms([r[i] for r in results]) for i in range(3)]
+    print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.mode}, {len(results)} waves, "
+          f"median (min-max): mean TTFT {cells[0]}, last TTFT {cells[1]}, wave {cells[2]}")
+
+
+def spread_ms(values: list[float]) -> str:
+    """Seconds as ``median (min-max)`` in ms.
+
+    >>> spread_ms([0.2, 0.25, 0.3])
+    '250 ms (200-300)'
+    """
+    ms = [1000 * v for v in values]
+    return f"{statistics.median(ms):.0f} ms ({min(ms):.0f}-{max(ms):.0f})"
 
 
 if __name__ == "__main__":

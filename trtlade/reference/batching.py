@@ -517,7 +517,7 @@ class Batch:
         with its last row's logits when it ends its prompt (every row's for a scored request)."""
         now = time.perf_counter()
         chunks: list[tuple[SequenceState, RowBlock]] = []
-        for state, take in zip(list(self._prefilling), takes):
+        for state, take in zip(self._prefilling, takes):
             if take <= 0:
                 continue
             ends = state.prefilled + take == len(state.prompt)
