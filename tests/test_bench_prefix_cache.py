@@ -142,6 +142,17 @@ def test_the_report_says_the_rule_the_servers_answer_and_the_hit_rates():
     assert "## Prefix cache" in text and "a: cleared before each series" in text and "| ar (%) | 32.0 |" in text
 
 
+def test_the_report_names_the_series_whose_server_never_said_what_it_reused():
+    said = summarize_level([record(100, 32)], series="a/ar", concurrency=1, num_prompts=1)
+    silent = summarize_level([record(100, None)], series="b/ar", concurrency=1, num_prompts=1)
+    infos = [SeriesInfo(label=label, server=label[0], base_url="u", model="m", mode="ar") for label in ("a/ar", "b/ar")]
+    run = RunSummary(run_id="r", created="now", series=infos, levels=[1], settings={"prefix_cache": "keep"},
+                     summaries=[said, silent])
+    text = render_markdown(run)
+    assert "| a/ar (%) | 32.0 |" in text and "| b/ar (%) | — |" in text
+    assert "—: b/ar reported no cached tokens" in text and "a/ar reported" not in text
+
+
 def test_a_bad_rule_is_refused_naming_the_option():
     from typer.testing import CliRunner
 

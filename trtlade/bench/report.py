@@ -306,6 +306,10 @@ def _prefix_cache_lines(run: RunSummary) -> list[str]:
                                                                for lv, v in row.items()})
                                               for name, row in series_rows(run, "prefix_hit_rate")], decimals=1,
                                  changes=False)]
+        silent = [name for name, row in series_rows(run, "prefix_hit_rate") if all(v is None for v in row.values())]
+        if silent:
+            out += ["", f"—: {', '.join(silent)} reported no cached tokens (no `usage.prompt_tokens_details`: "
+                    "a server without a prefix cache, or one that does not say)."]
     else:
         out += ["", "No server reported cached prompt tokens (`usage.prompt_tokens_details`)."]
     return out + [""]
