@@ -300,13 +300,13 @@ def _prefix_cache_lines(run: RunSummary) -> list[str]:
         out.append("The prefix caches were kept across series (`--prefix-cache keep`): a series may find prompts "
                    "an earlier series computed; compare the hit rates below before the timings.")
     if told:
+        rates = series_rows(run, "prefix_hit_rate")
         out += ["", "Share of prompt tokens served from the prefix cache "
                 "(`usage.prompt_tokens_details.cached_tokens`), mean over the repeats:", "",
                 comparison_table(run.levels, [(f"{name} (%)", {lv: None if v is None else 100 * v
                                                                for lv, v in row.items()})
-                                              for name, row in series_rows(run, "prefix_hit_rate")], decimals=1,
-                                 changes=False)]
-        silent = [name for name, row in series_rows(run, "prefix_hit_rate") if all(v is None for v in row.values())]
+                                              for name, row in rates], decimals=1, changes=False)]
+        silent = [name for name, row in rates if all(v is None for v in row.values())]
         if silent:
             out += ["", f"—: {', '.join(silent)} reported no cached tokens (no `usage.prompt_tokens_details`: "
                     "a server without a prefix cache, or one that does not say)."]
