@@ -290,16 +290,20 @@ class PrefillPacer:
             reach = min(room, credit + min(self.FINISH_ROWS, max(0, depth - credit)))
         takes = finish_shortest(rests, reach, self.FINISH_ROWS)
         used = sum(takes)
-        takes = oldest_first(rests, takes, credit - used if not used else min(credit, self.FINISH_ROWS) - used)
+        spare = credit if not used else min(credit, self.FINISH_ROWS) - used  # nothing ends: all the credit
+        takes = oldest_first(rests, takes, spare)
         if self.ref is not None:
             self.borrowed = max(0.0, sum(takes) * self.row_seconds() - self.credit)
         return takes
 
     def row_seconds(self) -> float:
         """What a prompt row is taken to cost: the measured average, ``ref / 4`` before any sample."""
+        return max(self._row_cost(), self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
+
+    def _row_cost(self) -> float:
+        """The measured average cost of a prompt row, or the first guess, ``ref / 4``."""
         assert self.ref is not None
-        cost = self.row_cost if self.row_cost is not None else self.ref / 4
-        return max(cost, self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
+        return self.row_cost if self.row_cost is not None else self.ref / 4
 
     def stall_for(self, decoding: int, waiting: int) -> float:
         """The stall a step earns at: ``stall``, or ``waiting / decoding`` when that is more.
@@ -338,7 +342,7 @@ class PrefillPacer:
                 sample = added / rows
                 # a step of few rows says little of a row's cost (its noise is all theirs): it moves the average,
                 # or the first guess (ref / 4), in proportion; a first sample of SAMPLE_ROWS rows replaces the guess
-                old = self.row_cost if self.row_cost is not None else self.ref / 4
+                old = self._row_cost()
                 weight = min(1.0, rows / self.SAMPLE_ROWS) * (self.ALPHA if self.row_cost is not None else 1.0)
                 self.row_cost = old + weight * (sample - old)
                 self.credit -= added
