@@ -6,7 +6,10 @@ layers' worth of calls, each with its own cache so the keys stream from memory a
 chunk of ``--chunk`` rows after ``--context`` committed keys (chunked prefill), and ``--sequences``
 sequences with one row each over ``--context`` keys (in-flight decode). Prints the median time of each,
 base/new with its range over the repeats (order flipped every repeat), and whether the outputs are
-bitwise equal (they must be: the kernel's promise is the same bits on every variant).
+bitwise equal (they must be: the kernel's promise is the same bits on every variant). ``--kv bfloat16`` stores
+the caches as bf16 (a bf16 model's K/V); a revision from before bf16 caches ignores the flag, so compare
+float32 caches across it. Outputs with a NaN stop the run: a harness out of step with the kernel's
+signature reads garbage, and garbage is fast.
 
     .venv/bin/python scripts/attention_ab.py --base HEAD~1
     .venv/bin/python scripts/attention_ab.py --base HEAD~1 --variant avx2 --context 1000 --repeats 7
@@ -25,10 +28,10 @@ import torch
 
 from linear_ab import checkout, variant_flags
 from trtlade.reference.native.attention import RowKeys
+from trtlade.reference.native.bindings import bind_function
 from trtlade.reference.native.build import HERE, STRICT, compiler
 
 HEADS, KV_HEADS, DIM, LAYERS = 9, 3, 64, 30
-_P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
 def compile_attention(sources: Path, flags: tuple[str, ...], out: Path):
@@ -39,10 +42,7 @@ def compile_attention(sources: Path, flags: tuple[str, ...], out: Path):
         raise SystemExit("no C compiler (cc/gcc) found")
     subprocess.run([cc, *STRICT, *flags, "-shared", str(sources / "row_attention.c"), "-o", str(out), "-lm"],
                    check=True)
-    fn = ctypes.CDLL(str(out)).trtlade_row_attention
-    fn.argtypes = [_P, _I, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P, _I, ctypes.c_float, ctypes.c_float, _P]
-    fn.restype = ctypes.c_int
-    return fn
+    return bind_function(ctypes.CDLL(str(out)), "trtlade_row_attention")
 
 
 def case(kind: str, context: int, chunk: int, sequences: int) -> RowKeys:
@@ -59,10 +59,14 @@ def one_pass(fn, rows: RowKeys, qs, caches) -> tuple[float, list]:
     for q, (k, v), out in zip(qs, caches, outs):
         code = fn(q.data_ptr(), q.shape[0], HEADS, DIM, k.data_ptr(), v.data_ptr(), KV_HEADS, k.shape[2],
                   rows.slot.ctypes.data, rows.committed.ctypes.data, rows.pos.ctypes.data, rows.ptr.ctypes.data,
-                  rows.idx.ctypes.data, rows.at.ctypes.data, 0, 0.125, 0.0, out.data_ptr())
+                  rows.idx.ctypes.data, rows.at.ctypes.data, 0, 0.125, 0.0, out.data_ptr(),
+                  int(k.dtype == torch.bfloat16))
         if code:
             raise SystemExit("the kernel refused the call")
-    return time.perf_counter() - start, outs
+    seconds = time.perf_counter() - start
+    if any(torch.isnan(out).any() for out in outs):
+        raise SystemExit("the kernel's outputs hold NaN: the harness and the kernel disagree on its arguments")
+    return seconds, outs
 
 
 def main() -> None:
@@ -73,19 +77,21 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=16, help="rows of the prompt chunk")
     ap.add_argument("--sequences", type=int, default=8, help="sequences of the decode case")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--kv", choices=("float32", "bfloat16"), default="float32", help="the caches' dtype")
     args = ap.parse_args()
     flags = variant_flags(args.variant)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {"base": compile_attention(checkout(args.base, Path(tmp) / "base"), flags, Path(tmp) / "base.so"),
                 "new": compile_attention(HERE, flags, Path(tmp) / "new.so")}
         print(f"variant {args.variant}, {torch.get_num_threads()} threads, base {args.base} vs the working tree, "
-              f"{args.repeats} repeats, {LAYERS} layers' calls, context {args.context}")
+              f"{args.repeats} repeats, {LAYERS} layers' calls, context {args.context}, {args.kv} caches")
         torch.manual_seed(0)
         for kind in ("chunk", "decode"):
             rows = case(kind, args.context, args.chunk, args.sequences)
             slots = 1 if kind == "chunk" else args.sequences
             capacity = args.context + args.chunk + 1
-            caches = [(torch.randn(slots, KV_HEADS, capacity, DIM), torch.randn(slots, KV_HEADS, capacity, DIM))
+            kv = getattr(torch, args.kv)
+            caches = [(torch.randn(slots, KV_HEADS, capacity, DIM).to(kv), torch.randn(slots, KV_HEADS, capacity, DIM).to(kv))
                       for _ in range(LAYERS)]
             qs = [torch.randn(len(rows.slot), HEADS, DIM) for _ in range(LAYERS)]
             times: dict[str, list[float]] = {"base": [], "new": []}

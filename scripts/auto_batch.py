@@ -7,7 +7,7 @@ Two loads, each interleaved (``ar`` and ``auto`` alternate which runs first) and
 * ``wave``: 8 ``mix`` prompts arrive together and run to the end, as one level of the bench (8 requests
   per level at concurrency 8): delivered tokens / wall time of the wave, which ends with its slowest
   request;
-* ``sustained``: ``--requests`` prompts queued on 8 slots, a finished request's slot taking the next at
+* ``sustained``: ``--requests`` prompts queued on the slots (``--slots``, default 8), a finished request's slot taking the next at
   once (a server under steady load): delivered tokens / wall time.
 
 Every answer is checked token for token against ``ar``; the policy's decisions and the accepted drafts
@@ -35,9 +35,10 @@ from trtlade.spec import LookaheadSpec
 SLOTS = 8
 
 
-def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec]) -> tuple[list, float]:
-    """Every prompt through one batch of ``SLOTS`` slots: the answers and the delivered tokens/s."""
-    batch = engine.new_batch(max_batch_size=SLOTS)
+def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec],
+        slots: int = SLOTS) -> tuple[list, float]:
+    """Every prompt through one batch of ``slots`` slots: the answers and the delivered tokens/s."""
+    batch = engine.new_batch(max_batch_size=slots)
     ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
     out: dict[int, list[int]] = {i: [] for i in ids}
     t0 = time.perf_counter()
@@ -51,7 +52,8 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--load", choices=("wave", "sustained"), default="wave")
-    ap.add_argument("--requests", type=int, default=32, help="sustained: prompts queued on the 8 slots")
+    ap.add_argument("--requests", type=int, default=32, help="sustained: prompts queued on the slots")
+    ap.add_argument("--slots", type=int, default=SLOTS, help="sequences decoding together (the concurrency)")
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--engine-spec", default="2,4,2")
@@ -61,13 +63,13 @@ def main() -> None:
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)
     mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
-    count = SLOTS if args.load == "wave" else args.requests
+    count = args.slots if args.load == "wave" else args.requests
     engine.generate(mix[0], max_tokens=8)  # warm-up
     ratios, same, total = [], 0, 0
     for rep in range(args.repeats):
         prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
         order = [("ar", LookaheadSpec(1, 1, 0)), ("auto", None)]
-        got = {name: run(engine, prompts, spec) for name, spec in (order if rep % 2 == 0 else order[::-1])}
+        got = {name: run(engine, prompts, spec, args.slots) for name, spec in (order if rep % 2 == 0 else order[::-1])}
         same += sum(a == b for a, b in zip(got["ar"][0], got["auto"][0]))
         total += count
         ratios.append(got["auto"][1] / got["ar"][1])
@@ -75,7 +77,7 @@ def main() -> None:
               flush=True)
     c = engine.policy.counters
     print(f"{machine_info()['cpu']}, {engine.threads} threads, {args.dtype}, {args.load} "
-          f"({count} requests on {SLOTS} slots): auto / ar delivered {statistics.median(ratios):.3f} "
+          f"({count} requests on {args.slots} slots): auto / ar delivered {statistics.median(ratios):.3f} "
           f"(median of {args.repeats}; {min(ratios):.3f}-{max(ratios):.3f}); identical to ar {same}/{total}")
     print(f"auto's decisions: drafted {c.drafted}, skipped {c.skipped}, empty {c.empty}; accepted drafts "
           f"expected {c.expected_accepted:.1f}, got {c.accepted}")

@@ -64,6 +64,16 @@ _SIGNATURES = {
 }
 
 
+def bind_function(lib: ctypes.CDLL, name: str, symbol: Optional[str] = None) -> Callable:
+    """``lib``'s ``symbol`` (default ``name``) with the ctypes signature of exported function ``name``:
+    the one spelling of each signature, for the engine and for harnesses that load a library of their own
+    (``scripts/attention_ab.py``)."""
+    args, result = _SIGNATURES[name]
+    fn = getattr(lib, symbol or name)
+    fn.argtypes, fn.restype = args, result
+    return fn
+
+
 @dataclass(frozen=True)
 class Kernels:
     """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
@@ -84,11 +94,7 @@ class Kernels:
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
-        fns = {}
-        for name, (args, result) in _SIGNATURES.items():
-            fn = getattr(lib, f"{name}__{variant}")
-            fn.argtypes, fn.restype = args, result
-            fns[name.removeprefix("trtlade_")] = fn
+        fns = {name.removeprefix("trtlade_"): bind_function(lib, name, f"{name}__{variant}") for name in _SIGNATURES}
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
                    fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"])
