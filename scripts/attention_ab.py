@@ -91,8 +91,8 @@ def main() -> None:
             slots = 1 if kind == "chunk" else args.sequences
             capacity = args.context + args.chunk + 1
             kv = getattr(torch, args.kv)
-            caches = [(torch.randn(slots, KV_HEADS, capacity, DIM).to(kv), torch.randn(slots, KV_HEADS, capacity, DIM).to(kv))
-                      for _ in range(LAYERS)]
+            shape = (slots, KV_HEADS, capacity, DIM)
+            caches = [(torch.randn(shape).to(kv), torch.randn(shape).to(kv)) for _ in range(LAYERS)]
             qs = [torch.randn(len(rows.slot), HEADS, DIM) for _ in range(LAYERS)]
             times: dict[str, list[float]] = {"base": [], "new": []}
             outs = {}

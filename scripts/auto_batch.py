@@ -7,8 +7,8 @@ Two loads, each interleaved (``ar`` and ``auto`` alternate which runs first) and
 * ``wave``: 8 ``mix`` prompts arrive together and run to the end, as one level of the bench (8 requests
   per level at concurrency 8): delivered tokens / wall time of the wave, which ends with its slowest
   request;
-* ``sustained``: ``--requests`` prompts queued on the slots (``--slots``, default 8), a finished request's slot taking the next at
-  once (a server under steady load): delivered tokens / wall time.
+* ``sustained``: ``--requests`` prompts queued on the slots (``--slots``, default 8), a finished
+  request's slot taking the next at once (a server under steady load): delivered tokens / wall time.
 
 Every answer is checked token for token against ``ar``; the policy's decisions and the accepted drafts
 it expected against those it got are printed at the end.

@@ -8,7 +8,10 @@ Unlike ``scripts/step_profile.py`` (torch.profiler, which adds its own cost to e
 timers here cost two clock reads per call, so the Python between the kernels is measured as it runs:
 cold, right after the weights streamed through the caches (docs/reference-engine.md, "Python between
 the kernels runs cold"). "other" is the step minus the parts (the forward's torch ops: rotary tables,
-index tensors, the logits' conversion to float32; the batch's own bookkeeping).
+index tensors, the logits' conversion to float32; the batch's own bookkeeping). The native body's own
+timers (``NativeBody.time_parts``) split the body into its linear layers, attention and small ops in the
+same runs, and the last line is what issue 43 bounds: the step outside the linear layers (LM head
+included in them), as a share of the step.
 
     .venv/bin/python scripts/step_parts.py --dtype bfloat16 --sequences 8
 """
@@ -64,6 +67,7 @@ def one_run(engine: ReferenceEngine, prompts: list[list[int]], steps: int, acc: 
     batch.step()
     batch.step()
     acc.clear()
+    engine.runner.fast.native.timings[:] = 0.0
     t0 = time.perf_counter()
     for _ in range(steps):
         batch.step()
@@ -86,11 +90,16 @@ def main() -> None:
     acc: dict[str, float] = {}
     for owner, name, part in PARTS:
         setattr(owner, name, timed(acc, getattr(owner, name), part))
+    native = engine.runner.fast.native
+    native.time_parts = True
     steps_ms, parts_ms = [], {part: [] for _, _, part in PARTS}
+    inside = {f"    of which {name}": [] for name in native.PARTS}
     for _ in range(args.repeats):
         steps_ms.append(one_run(engine, prompts, args.steps, acc))
         for part in parts_ms:
             parts_ms[part].append(1000.0 * acc.get(part, 0.0) / args.steps)
+        for name, seconds in zip(inside, native.timings):
+            inside[name].append(1000.0 * float(seconds) / args.steps)
     step = statistics.median(steps_ms)
     print(f"host: {machine_info()['cpu']}, {engine.threads} threads; {args.dtype}, {args.sequences} sequences, "
           f"step {step:.2f} ms (median of {args.repeats}: {min(steps_ms):.2f}-{max(steps_ms):.2f})")
@@ -99,7 +108,13 @@ def main() -> None:
         ms = statistics.median(values)
         rest -= 0.0 if part in NESTED else ms
         print(f"  {part:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
+        if part == PARTS[0][2]:
+            for name, inner in inside.items():
+                print(f"  {name:55s} {statistics.median(inner):7.3f} ms  {100 * statistics.median(inner) / step:5.1f}%")
     print(f"  {'other':55s} {rest:7.3f} ms  {100 * rest / step:5.1f}%")
+    linear = statistics.median(inside[f"    of which {native.PARTS[0]}"]) + statistics.median(parts_ms[PARTS[1][2]])
+    print(f"outside the linear layers (the LM head counted as linear): {step - linear:.3f} ms, "
+          f"{100 * (step - linear) / step:.1f}% of the step")
 
 
 if __name__ == "__main__":

@@ -325,3 +325,24 @@ def test_native_kernels_asked_where_they_cannot_run_is_a_clear_error():
     with pytest.raises(UnsupportedModelError, match="runs in the engine's own forward") as info:
         tiny_engine("llama", (2, 2, 1), model=tiny_model("llama", len(tok)), native_kernels=True, fast_forward=False)
     assert "native_kernels unset" in str(info.value)
+
+
+@needs_native
+def test_the_native_body_times_its_parts_on_request_and_the_tokens_stay():
+    """``NativeBody.time_parts`` (scripts/step_parts.py) fills the body's timers without a torch profile;
+    off (the default) they stay zero; the tokens are the same either way."""
+    eng = tiny_engine("llama", (1, 1, 0))
+    native = eng.runner.fast.native if eng.runner.fast is not None else None
+    if native is None:
+        pytest.skip("no native body for this model here")
+    ids = [5, 6, 7, 8, 9, 10]
+    native.timings[:] = 0.0
+    plain = eng.greedy(ids, max_tokens=6, ignore_eos=True).tokens
+    assert not native.timings.any()
+    native.time_parts = True
+    try:
+        timed = eng.greedy(ids, max_tokens=6, ignore_eos=True).tokens
+    finally:
+        native.time_parts = False
+    assert timed == plain
+    assert (native.timings > 0).all()  # linear layers, attention, small ops: each timed

@@ -88,6 +88,9 @@ class NativeBody:
         self._caches: tuple = (None, None, None)
         #: seconds spent in the body's parts while a torch profiler runs (see :attr:`PARTS`)
         self.timings = np.zeros(len(self.PARTS), dtype=np.float64)
+        #: add each step's parts to :attr:`timings` without a torch profile (two clock reads per part and
+        #: layer, ~10 us a step: ``scripts/step_parts.py``)
+        self.time_parts = False
 
     def __call__(self, h, cos, sin, keys: RowKeys, index: np.ndarray, caches: Sequence[tuple]):
         """``h`` ``[R, hidden]`` the embedded rows (overwritten: the residual stream), ``cos``/``sin``
@@ -106,7 +109,7 @@ class NativeBody:
                      index=index.ctypes.data, committed=keys.committed.ctypes.data, pos=keys.pos.ctypes.data,
                      path_ptr=keys.ptr.ctypes.data, path_idx=keys.idx.ctypes.data, path_pos=keys.at.ctypes.data,
                      keys=k_ptrs, values=v_ptrs, kv_bf16=int(caches[0][0].dtype == torch.bfloat16))
-        if torch.autograd.profiler._is_profiler_enabled:  # a profile: the body times its parts too
+        if self.time_parts or torch.autograd.profiler._is_profiler_enabled:  # the body times its parts too
             step.timing = self.timings.ctypes.data
         code = profiled(BODY_LABEL, self.kernels.forward, ctypes.byref(self._model), ctypes.byref(step))
         if code:
