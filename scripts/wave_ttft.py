@@ -6,7 +6,7 @@ The server keeps one batch for its life; so does this script. A wave is 8 ``mix`
 chat template with the prefix cache emptied first (the bench's default): the first arrives alone and is
 prefilled whole, the other 7 arrive during that prefill (as the bench's requests reach the engine a few
 milliseconds apart) and go through the paced chunks beside its decoding (``serve.prefill_chunk_tokens``
-256, ``serve.prefill_stall`` 1.5, the config's defaults). Each request's first token is timed from its
+and ``serve.prefill_stall``: the config's defaults). Each request's first token is timed from its
 own arrival. Two prompt sets (the first 8 ``mix`` prompts, then the next 8) per repeat; medians at the end.
 
 ``--load queue``: ``--requests`` prompts (default 32) sent together to the 8 slots, each finished
@@ -41,6 +41,7 @@ def main() -> None:
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.meta import machine_info
+    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.presets import preset_prompt_lookup
@@ -52,7 +53,8 @@ def main() -> None:
     chat = PromptTokenizer(engine.tokenizer)
     mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
     engine.generate(mix[0], max_tokens=8)  # warm-up
-    batch = engine.new_batch(max_batch_size=8, prefill_chunk=256, prefill_stall=1.5)
+    batch = engine.new_batch(max_batch_size=8, prefill_chunk=DEFAULT_PREFILL_CHUNK,
+                              prefill_stall=DEFAULT_PREFILL_STALL)
     look = LookaheadSpec(1, 1, 0) if args.mode == "ar" else None
 
     def request(prompt: list[int]) -> GenerationRequest:
