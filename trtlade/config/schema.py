@@ -76,10 +76,8 @@ SpecField = Annotated[
 DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
 #: serve.prefill_chunk_tokens: prompt rows per step next to decoding requests (scripts/prefill_stall.py)
 DEFAULT_PREFILL_CHUNK = 256
-#: serve.prefill_stall: how much longer decoding requests' steps may take while prompts are prefilled. The
-#: pacer holds their mean; the TPOT p99 a long prompt causes lands above it by the host's noise (1.44-1.60x
-#: at 1.5, 1.35-1.38x at 1.4, scripts/prefill_stall.py), so the default sits below the 1.5x users are promised
-DEFAULT_PREFILL_STALL = 1.4
+#: serve.prefill_stall: how much longer decoding requests' steps may take while prompts are prefilled
+DEFAULT_PREFILL_STALL = 1.5
 
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 
