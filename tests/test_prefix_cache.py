@@ -198,6 +198,67 @@ def test_requests_admitted_together_reuse_and_stay_exact():
     assert [cached[i] for i in ids] == [len(a) - 1, 40]
 
 
+def test_a_second_look_before_the_prefill_counts_no_second_lookup():
+    cache = PrefixCache(block_tokens=2, max_bytes=100, bytes_per_token=1)
+    cache.blocks_for([1, 2, 3], cache.match([1, 2, 3]))           # admitted: nothing cached yet
+    cache.store([1, 2, 9], lambda lo, hi: lo)                     # another prompt of the burst computed it
+    cache.blocks_for([1, 2, 3], cache.match([1, 2, 3]), counted=0)  # looked at again before its prefill
+    s = cache.stats()
+    assert (s["lookups"], s["hits"], s["hit_tokens"], s["prompt_tokens"]) == (1, 1, 2, 3)
+
+
+@lru_cache(maxsize=None)
+def burst() -> tuple[tuple[int, ...], ...]:
+    """Three prompts sharing texts()' 40 tokens, and a fourth sharing nothing (a request already decoding)."""
+    tok = tiny_tokenizer()
+    a, b = texts()
+    c = a[:40] + tuple(tok.encode("Which is larger, a cat or a mouse?"))
+    return a, b, c, tuple(tok.encode("Count from one to ten, slowly, in words please."))
+
+
+def run_burst(eng, cache_mb: int, **limits) -> tuple[list[list[int]], list]:
+    """The first three burst() prompts admitted in one step (after the fourth when ``limits`` chunk the
+    prefill: it decodes beside them): their tokens and cached prompt tokens."""
+    *shared, other = burst()
+    eng.runner.prefix_cache = None
+    if cache_mb:
+        eng.runner.enable_prefix_cache(cache_mb << 20, block_tokens=BLOCK)
+    try:
+        batch = eng.new_batch(max_batch_size=4, **limits)
+        if limits:
+            batch.add(GenerationRequest(prompt_ids=other, max_tokens=40, ignore_eos=True))
+            batch.step()
+        ids = [batch.add(GenerationRequest(prompt_ids=p, max_tokens=8, ignore_eos=True)) for p in shared]
+        got, cached = {i: [] for i in ids}, {}
+        while len(batch):
+            for sid, chunk in batch.step():
+                if sid in got:
+                    got[sid].extend(chunk.tokens)
+                    if chunk.stats is not None:
+                        cached[sid] = chunk.stats.cached_tokens
+        return [got[i] for i in ids], [cached.get(i) for i in ids]
+    finally:
+        eng.runner.prefix_cache = None
+
+
+def common(x, y) -> int:
+    return next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+
+
+@pytest.mark.parametrize("limits", [{}, {"prefill_chunk": 16}], ids=["whole", "chunked"])
+def test_prompts_arriving_together_compute_their_shared_prefix_once(limits):
+    """Three prompts sharing 40 tokens or more arrive together to an empty cache. Whole prefills: the
+    shortest group (a and b, 64 rows or more) computes it, then c reuses what it shares with them. Chunks
+    of 16, oldest first: a ends in a step whose last rows start b, so b computes its own; c, started after
+    a is in the cache, reuses. Every token is the cold server's."""
+    a, b, c, _ = burst()
+    eng = engine()
+    cold, _ = run_burst(eng, 0, **limits)
+    warm, cached = run_burst(eng, 64, **limits)
+    assert warm == cold
+    assert cached == [0, 0, max(common(c, a), common(c, b))] and cached[2] >= 40
+
+
 # ------------------------------------------------------------------------------------ what the server says
 def test_the_server_reports_cached_tokens_in_usage_and_metrics():
     import asyncio

@@ -323,13 +323,14 @@ class BatchRunner:
         """Tokens of ``prompt`` the prefix cache holds (0 without one)."""
         return self.prefix_cache.match(prompt) if self.prefix_cache is not None else 0
 
-    def reuse(self, slot: int, prompt: Sequence[int]) -> int:
-        """Copy the cached K/V of ``prompt``'s longest cached prefix into ``slot`` (empty); returns its
+    def reuse(self, slot: int, prompt: Sequence[int], counted: Optional[int] = None) -> int:
+        """Copy the cached K/V of ``prompt``'s longest cached prefix into ``slot`` (empty, or holding an
+        earlier reuse of ``counted`` tokens of it: the cache's statistics count one lookup); returns its
         tokens, where :meth:`prefill` starts (0: nothing cached)."""
         if self.prefix_cache is None:
             return 0
         hit = self.prefix_cache.match(prompt)
-        blocks = self.prefix_cache.blocks_for(prompt, hit)
+        blocks = self.prefix_cache.blocks_for(prompt, hit, counted)
         self.cache.ensure(slot + 1, hit + 1, self.kv_dtype, self.device)
         at = 0
         with torch.inference_mode():

@@ -483,20 +483,21 @@ class Batch:
         states, self._prefilling = self._prefilling, []
         if not states:
             return
-        t0 = time.perf_counter()
         runner = self.engine.runner
-        report.prefill_tokens += sum(len(s.prompt) - s.prefilled for s in states)
-        for state in states:
-            state.prefill_started = state.prefill_started or t0
         for state in states:
             if state.scored:  # every prompt row's logits
+                self._start_prefill([state], report)
                 rows = runner.prefill(state.slot, state.prompt, chunk=self.limits.max_num_tokens, all_rows=True,
                                       start=state.prefilled)
                 state.prompt_rows.append(rows)
                 self._prefilled(state, rows[-1], report, emit)
         together = [s for s in states if not s.scored]
-        for group in prefill_groups([len(s.prompt) - s.prefilled for s in together], PREFILL_GROUP_ROWS):
+        while together:  # group by group: a group may reuse the prefix an earlier one has just computed
+            self._reuse_late(together)
+            group = prefill_groups([len(s.prompt) - s.prefilled for s in together], PREFILL_GROUP_ROWS)[0]
             members = [together[i] for i in group]
+            together = [s for i, s in enumerate(together) if i not in group]
+            self._start_prefill(members, report)
             if len(members) == 1:
                 one = members[0]
                 lasts = [runner.prefill(one.slot, one.prompt, chunk=self.limits.max_num_tokens, start=one.prefilled)]
@@ -505,11 +506,39 @@ class Batch:
             for state, last in zip(members, lasts):
                 self._prefilled(state, last, report, emit)
 
+    def _start_prefill(self, states: Sequence[SequenceState], report: StepReport) -> None:
+        """``states``' prefills start now: their rows count towards the step's prefill tokens."""
+        now = time.perf_counter()
+        for state in states:
+            state.prefill_started = state.prefill_started or now
+        report.prefill_tokens += sum(len(s.prompt) - s.prefilled for s in states)
+
+    def _reuse_late(self, states: Sequence[SequenceState]) -> None:
+        """Prompts that have not started computing take the longest prefix the cache holds now, not only
+        what it held when they were admitted: prompts arriving together with a shared prefix (a system
+        prompt, a cold cache) compute it once, the first of them, and the others reuse it once it is in.
+        Exact: cached K/V are the bits a prefill computes (row-invariant kernels). Never for a prompt
+        whose every row's logits are wanted (``scored``).
+
+        Worked example (blocks of 16 tokens): three prompts share a 40-token system prompt and arrive
+        together to an empty cache; all three are admitted with nothing cached; the shortest group (the
+        first two, 64 rows or more) computes it, their blocks (32 tokens) enter the cache, and the third
+        starts at token 32 instead of 0.
+        """
+        runner = self.engine.runner
+        if runner.prefix_cache is None:
+            return
+        for state in states:
+            if state.prefill_started is None and not state.scored and runner.prefix_hit(state.prompt) > state.prefilled:
+                state.prefilled = state.stats.cached_tokens = runner.reuse(state.slot, state.prompt, state.prefilled)
+
     def _takes(self, golden: int) -> list[int]:
         """Rows each prefilling prompt (oldest first) computes next to ``golden`` decoding sequences: as
         the pacer allows (fixed chunks without a stall), within ``prefill_chunk`` and ``max_num_tokens``
-        (the golden rows never yield; drafts do)."""
+        (the golden rows never yield; drafts do). A prompt not started yet first takes what the prefix
+        cache holds now (:meth:`_reuse_late`)."""
         assert self.pacer is not None  # chunked prefill has one
+        self._reuse_late(self._prefilling)
         return self.pacer.take([len(s.prompt) - s.prefilled for s in self._prefilling], self.limits.chunk_room(golden))
 
     def _chunk_blocks(self, takes: Sequence[int]) -> list[tuple[SequenceState, RowBlock]]:

@@ -118,9 +118,11 @@ class PrefixCache:
         """Tokens of ``prompt`` whose K/V are cached (at most ``len(prompt) - 1``)."""
         return sum(n for _, n in self._walk(prompt))
 
-    def blocks_for(self, prompt: Sequence[int], tokens: int) -> list[tuple[Any, int]]:
+    def blocks_for(self, prompt: Sequence[int], tokens: int, counted: Optional[int] = None) -> list[tuple[Any, int]]:
         """The K/V of the first ``tokens`` (a :meth:`match` result) of ``prompt``, block by block, each
-        with the tokens of it to use; counts the lookup and marks the blocks recently used."""
+        with the tokens of it to use; counts the lookup and marks the blocks recently used. ``counted``:
+        this prompt was looked up before and found that many tokens (a second look before its prefill
+        starts): only the tokens found since count, not another lookup."""
         out, total = [], 0
         for key, n in self._walk(prompt):
             if total >= tokens:
@@ -129,10 +131,14 @@ class PrefixCache:
             self._blocks.move_to_end(key)
             out.append((self._blocks[key].kv, n))
             total += n
-        self.lookups += 1
-        self.hits += bool(out)
-        self.hit_tokens += total
-        self.prompt_tokens += len(prompt)
+        if counted is None:
+            self.lookups += 1
+            self.hits += bool(out)
+            self.prompt_tokens += len(prompt)
+            counted = 0
+        else:
+            self.hits += bool(out) and not counted
+        self.hit_tokens += total - counted
         return out
 
     def store(self, prompt: Sequence[int], read: Callable[[int, int], Any]) -> int:
