@@ -479,7 +479,8 @@ class Batch:
     def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
         """Prefill every prefilling sequence to its end and emit each first token when its forward ends:
         a scored one alone (every row's logits), the others by :func:`prefill_groups` (one forward per
-        group, alone in chunks of ``max_num_tokens`` for a group of one)."""
+        group, alone in chunks of ``max_num_tokens`` for a group of one), each group formed when it starts,
+        after taking what the prefix cache holds by then (:meth:`_reuse_late`)."""
         states, self._prefilling = self._prefilling, []
         if not states:
             return
@@ -522,8 +523,9 @@ class Batch:
 
         Worked example (blocks of 16 tokens): three prompts share a 40-token system prompt and arrive
         together to an empty cache; all three are admitted with nothing cached; the shortest group (the
-        first two, 64 rows or more) computes it, their blocks (32 tokens) enter the cache, and the third
-        starts at token 32 instead of 0.
+        first two, 64 rows or more) computes it and their blocks enter the cache; the third then starts
+        at token 40 instead of 0 (two whole blocks and 8 tokens of a third, a cached block used in part;
+        ``tests/test_prefix_cache.py``).
         """
         runner = self.engine.runner
         if runner.prefix_cache is None:
