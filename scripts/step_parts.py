@@ -93,7 +93,7 @@ def main() -> None:
     native = engine.runner.fast.native
     native.time_parts = True
     steps_ms, parts_ms = [], {part: [] for _, _, part in PARTS}
-    inside = {f"    of which {name}": [] for name in native.PARTS}
+    inside: dict[str, list[float]] = {name: [] for name in native.PARTS}  # the body's own parts, ms a step
     for _ in range(args.repeats):
         steps_ms.append(one_run(engine, prompts, args.steps, acc))
         for part in parts_ms:
@@ -110,9 +110,10 @@ def main() -> None:
         print(f"  {part:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
         if part == PARTS[0][2]:
             for name, inner in inside.items():
-                print(f"  {name:55s} {statistics.median(inner):7.3f} ms  {100 * statistics.median(inner) / step:5.1f}%")
+                ms = statistics.median(inner)
+                print(f"  {'    of which ' + name:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
     print(f"  {'other':55s} {rest:7.3f} ms  {100 * rest / step:5.1f}%")
-    linear = statistics.median(inside[f"    of which {native.PARTS[0]}"]) + statistics.median(parts_ms[PARTS[1][2]])
+    linear = statistics.median(inside[native.PARTS[0]]) + statistics.median(parts_ms[PARTS[1][2]])
     print(f"outside the linear layers (the LM head counted as linear): {step - linear:.3f} ms, "
           f"{100 * (step - linear) / step:.1f}% of the step")
 
