@@ -272,6 +272,28 @@ def test_version_shows_the_bundle_manifest():
     assert run(go())["manifest"] == manifest
 
 
+@pytest.mark.parametrize("installed, stack", [
+    ({"uvloop", "httptools"}, {"loop": "uvloop", "http": "httptools"}),
+    ({"httptools"}, {"loop": "asyncio", "http": "httptools"}),
+    (set(), {"loop": "asyncio", "http": "h11"}),
+])
+def test_the_http_stack_is_uvloop_and_httptools_where_installed_else_asyncio_and_h11(monkeypatch, installed, stack):
+    from trtlade.server import runner
+
+    monkeypatch.setattr(runner, "_importable", lambda module: module in installed)
+    assert runner.http_stack() == stack
+
+
+def test_version_shows_the_http_stack_it_runs_on():
+    app, _ = fake_app(settings=ServerSettings(http_stack={"loop": "uvloop", "http": "httptools"}))
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.get("/version")).json()
+
+    assert run(go())["http_stack"] == {"loop": "uvloop", "http": "httptools"}
+
+
 # ------------------------------------------------------------------------------------------ auth, limits
 def test_api_key_is_required_on_v1_routes_only():
     app, _ = fake_app(settings=ServerSettings(api_key="s3cret"))

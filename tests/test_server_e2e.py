@@ -83,6 +83,9 @@ def test_models_and_version(server):
     version = httpx.get(f"{base}/version").json()
     assert version["spec"] == "4,2,4" and version["engine"]["name"] == "reference"
     assert "in-flight batching" in version["scheduling"]
+    from trtlade.server.runner import http_stack
+
+    assert version["http_stack"] == http_stack()  # uvloop and httptools where installed (the dependencies)
 
 
 def test_completion_chat_and_streaming_with_usage(server):

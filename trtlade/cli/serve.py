@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
 
 def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServePlan, imported lazily
          access_log_probes: bool = False) -> None:
-    from trtlade.server.runner import ServeError, run_plan
+    from trtlade.server.runner import ServeError, http_stack, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
@@ -104,7 +104,7 @@ def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServeP
     err_console.print(
         f"trtlade serve: engine {plan.engine}, model "
         f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, (W,N,G) = ({plan.spec}); "
-        f"http://{plan.host}:{plan.port}/v1", highlight=False)
+        f"http://{plan.host}:{plan.port}/v1 ({' + '.join(http_stack().values())})", highlight=False)
     try:
         code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,
                         access_log_probes=access_log_probes)

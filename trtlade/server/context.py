@@ -32,7 +32,8 @@ class ServerSettings:
     """HTTP-level settings. ``api_key``: required Bearer token (None: no auth). ``manifest``: the
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
     streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
-    ``access_log_probes``: health checks and metrics scrapes too."""
+    ``access_log_probes``: health checks and metrics scrapes too. ``http_stack``: the event loop and
+    HTTP parser uvicorn runs (:func:`trtlade.server.runner.http_stack`), shown by /version."""
 
     api_key: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
@@ -41,6 +42,7 @@ class ServerSettings:
     source: dict[str, Any] = field(default_factory=dict)
     access_log: bool = True
     access_log_probes: bool = False
+    http_stack: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -55,6 +55,7 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
         "live": engine.live() if engine is not None and hasattr(engine, "live") else None,
         "manifest": settings.manifest,
         **({"source": settings.source} if settings.source else {}),
+        **({"http_stack": settings.http_stack} if settings.http_stack else {}),
     })
 
 
