@@ -63,8 +63,9 @@ def register(app: typer.Typer) -> None:
             "serve.prefill_chunk_tokens."),
         prefill_stall: Optional[float] = typer.Option(
             None, "--prefill-stall", help="Reference engine: pace the prompt chunks so the decoding requests' steps "
-            "take at most this many times as long on average, or waiting prompts / decoding requests when that is "
-            "more (> 1, default 1.5; 0 = fixed chunks); overrides serve.prefill_stall."),
+            "take at most this many times as long on average (beside prompts longer than a chunk 1 + 0.8 x (this "
+            "- 1): 1.4 at 1.5), or waiting prompts / decoding requests when that is more (> 1, default 1.5; 0 = "
+            "fixed chunks); overrides serve.prefill_stall."),
         access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),

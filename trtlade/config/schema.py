@@ -286,9 +286,11 @@ class ServeSection(_Section):
     prefill_stall: float = Field(
         DEFAULT_PREFILL_STALL, ge=0, description="Reference engine, chunked prefill: the chunks are paced so that "
         "the decoding requests' steps take at most this many times as long as without them, on average (a "
-        "token bucket: a short prompt goes in one step, a long one at the rate this allows); with many prompts "
-        "waiting beside few decoding requests the steps stretch to waiting / decoding instead (7 prompts beside "
-        "1 decoding: 7x); must be > 1, or 0 = fixed chunks of prefill_chunk_tokens.")
+        "token bucket: a short prompt goes in one step, a long one at the rate this allows); prompts longer than "
+        "a chunk at 1 + 0.8 x (this - 1) on average (1.4 at 1.5), so that the running requests' TPOT p99 stays "
+        "within this; with many prompts waiting beside few decoding requests the steps stretch to waiting / "
+        "decoding instead (7 prompts beside 1 decoding: 7x); must be > 1, or 0 = fixed chunks of "
+        "prefill_chunk_tokens.")
 
     @field_validator("prefill_stall")
     @classmethod

@@ -699,9 +699,10 @@ class Batch:
                 self._release(state)
             emit(seq_id, chunk)
         self._advance_chunks(chunks, chunk_logits, report, emit)
-        if self.pacer is not None:  # the prompts still on their way after this step stretch the stall if many
+        if self.pacer is not None:  # the prompts still on their way after this step: many stretch the stall,
+            rests = [len(s.prompt) - s.prefilled for s in self._prefilling]  # only long ones lower it
             self.pacer.step(seconds, rows=sum(b.rows for _, b in chunks), decoding=len(states),
-                            waiting=len(self._prefilling), decode_rows=report.rows)
+                            waiting=len(rests), decode_rows=report.rows, shortest=min(rests, default=None))
 
     def _decode_cost(self, rows: int, seqs: int) -> float:
         """The auto policy's measured cost of a decode-only step (the pacer's model of what the decoders

@@ -195,7 +195,14 @@ class PrefillPacer:
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
     ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
     request decoding when 7 prompts arrive together: 7, so the 7 first tokens do not wait for 7 prompts'
-    worth of paced steps; one long prompt beside 1 or 4 decoding: the stall). ``stall=None``: a fixed
+    worth of paced steps; one prompt beside 1 or 4 decoding: the stall). The pacer holds the decoders' mean
+    step at the stall, and the running requests' TPOT p99 lands on either side of a mean (the host's noise,
+    requests that overlap the prompt's costlier steps): so while every prompt on its way is longer than a
+    chunk (more than ``max_rows`` rows left: no step can end one, and only its own request waits on it) the
+    steps earn at :attr:`long_stall`, ``1 + LONG_SHARE x (stall - 1)``, 1.4 at 1.5, and the running
+    requests' TPOT p99 stays within the stall (a 2,000-token prompt beside 4 decoding, ``scripts/
+    prefill_stall.py``: medians 1.39-1.44x against 1.46-1.51x before; docs/reference-engine.md). Prompts
+    that fit a chunk (a burst's) keep the stall and its borrowing, which a lower stall slows. ``stall=None``: a fixed
     ``max_rows`` per step. Scheduling only: a row's bits do not depend on the chunk it is in, so the
     tokens do not depend on the timings.
 
@@ -225,6 +232,7 @@ class PrefillPacer:
     ALPHA = 0.3  # weight of the newest sample in the moving averages
     FINISH_ROWS = PREFILL_GROUP_ROWS  # rows a step may borrow to finish prompts: one prefill group
     SAMPLE_ROWS = 16  # a step with fewer prompt rows moves the row cost's average less, in proportion
+    LONG_SHARE = 0.8  # prompts longer than a chunk earn this share of the stall's extra time (see the class doc)
 
     def __init__(self, max_rows: int, stall: Optional[float] = None, burst: int = 8,
                  decode_cost: Optional[Callable[[int, int], float]] = None) -> None:
@@ -305,14 +313,25 @@ class PrefillPacer:
         assert self.ref is not None
         return self.row_cost if self.row_cost is not None else self.ref / 4
 
-    def stall_for(self, decoding: int, waiting: int) -> float:
-        """The stall a step earns at: ``stall``, or ``waiting / decoding`` when that is more.
+    def stall_for(self, decoding: int, waiting: int, shortest: Optional[int] = None) -> float:
+        """The stall a step earns at: ``stall``, or ``waiting / decoding`` when that is more. While every
+        prompt on its way has more than ``max_rows`` rows left (``shortest``: the fewest; None: not known,
+        taken as short), a chunk cannot end any of them: they earn at :attr:`long_stall` instead.
 
         >>> PrefillPacer(64, stall=1.5).stall_for(decoding=1, waiting=7), PrefillPacer(64, 1.5).stall_for(1, 1)
         (7.0, 1.5)
+        >>> PrefillPacer(256, 1.5).stall_for(4, 1, shortest=1800), PrefillPacer(256, 1.5).stall_for(4, 1, shortest=200)
+        (1.4, 1.5)
         """
         assert self.stall is not None
-        return max(self.stall, waiting / decoding) if decoding > 0 else self.stall
+        base = self.long_stall if shortest is not None and shortest > self.max_rows else self.stall
+        return max(base, waiting / decoding) if decoding > 0 else base
+
+    @property
+    def long_stall(self) -> float:
+        """The mean stall of prompts longer than a chunk: ``1 + LONG_SHARE x (stall - 1)`` (1.4 at 1.5)."""
+        assert self.stall is not None
+        return round(1.0 + self.LONG_SHARE * (self.stall - 1.0), 9)
 
     def model(self, decode_rows: int, decoding: int) -> float:
         """What ``decode_cost`` says a decode-only step of these decoders takes (1.0 without a model, or
@@ -325,10 +344,10 @@ class PrefillPacer:
         return cost if cost and cost > 0 else 1.0
 
     def step(self, seconds: float, rows: int, steps: int = 1, decoding: int = 1, waiting: int = 0,
-             decode_rows: Optional[int] = None) -> None:
+             decode_rows: Optional[int] = None, shortest: Optional[int] = None) -> None:
         """A step with ``decoding`` sequences (``decode_rows`` rows, drafts included; default one each)
-        took ``seconds`` and carried ``rows`` prompt rows, with ``waiting`` prompts still on their way
-        (``steps`` such steps, for the examples)."""
+        took ``seconds`` and carried ``rows`` prompt rows, with ``waiting`` prompts still on their way, the
+        shortest with ``shortest`` rows left (:meth:`stall_for`; ``steps`` such steps, for the examples)."""
         if self.stall is None or seconds <= 0:
             return
         shape = self.model(decoding if decode_rows is None else decode_rows, decoding)
@@ -347,7 +366,7 @@ class PrefillPacer:
                 self.row_cost = old + weight * (sample - old)
                 self.credit -= added
             if self.ref is not None:
-                earned = (self.stall_for(decoding, waiting) - 1.0) * self.ref
+                earned = (self.stall_for(decoding, waiting, shortest) - 1.0) * self.ref
                 owed = max(earned, self.borrowed)  # the most debt kept: what was borrowed, else a step's earnings
                 self.credit = min(max(self.credit, -owed) + earned, earned * self.burst)
         self.borrowed = 0.0
