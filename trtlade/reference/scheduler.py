@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 
 from trtlade.contract.protocol import StepReport
 
-__all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens"]
+__all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens", "long_stall"]
 
 
 def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
@@ -162,6 +162,16 @@ def oldest_first(rests: Sequence[int], takes: list[int], spare: int) -> list[int
         more = max(0, min(spare, rest - takes[i]))
         takes[i], spare = takes[i] + more, spare - more
     return takes
+
+
+def long_stall(stall: float) -> float:
+    """The mean stall a prompt longer than a chunk is paced at under ``stall``: ``1 + LONG_SHARE x (stall - 1)``
+    (see :class:`PrefillPacer`).
+
+    >>> long_stall(1.5), long_stall(3.0)
+    (1.4, 2.6)
+    """
+    return round(1.0 + PrefillPacer.LONG_SHARE * (stall - 1.0), 9)
 
 
 class PrefillPacer:
@@ -329,9 +339,9 @@ class PrefillPacer:
 
     @property
     def long_stall(self) -> float:
-        """The mean stall of prompts longer than a chunk: ``1 + LONG_SHARE x (stall - 1)`` (1.4 at 1.5)."""
+        """The mean stall of prompts longer than a chunk (:func:`long_stall`)."""
         assert self.stall is not None
-        return round(1.0 + self.LONG_SHARE * (self.stall - 1.0), 9)
+        return long_stall(self.stall)
 
     def model(self, decode_rows: int, decoding: int) -> float:
         """What ``decode_cost`` says a decode-only step of these decoders takes (1.0 without a model, or

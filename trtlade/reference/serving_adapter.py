@@ -33,7 +33,7 @@ from trtlade.contract.serving import (
     RequestRejected,
 )
 from trtlade.contract.tokenization import PromptTokenizer
-from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, PrefillPacer
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, long_stall
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ReferenceServingEngine", "reference_scheduling"]
@@ -50,7 +50,7 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
                if not prefill_chunk else
                "while requests decode, new prompts advance by chunks inside their forward pass (chunked prefill: "
                + (f"paced so their steps take at most {prefill_stall:g}x as long on average "
-                  f"({PrefillPacer(prefill_chunk, prefill_stall).long_stall:g}x beside prompts longer than a chunk), "
+                  f"({long_stall(prefill_stall):g}x beside prompts longer than a chunk), "
                   f"up to {prefill_chunk} tokens per step" if prefill_stall else f"{prefill_chunk} tokens per step")
                + f"; with none decoding, prefilled whole, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
                  "rows), ")
