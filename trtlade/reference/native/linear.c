@@ -87,19 +87,37 @@ static inline uint16_t f_to_bf16(float f) { /* to nearest even; NaN stays NaN */
 #define STREAMS_PATH 1
 #endif
 #if defined(STREAMS_PATH)
-/* The next weights a thread will read, fetched into its L2 cache one 64-byte line per k step while it
- * computes the current ones (AVX2 path; see FOR_STREAMS): a tile of several rows reads each line of its
- * panel for many multiply-adds, and a group of more rows than a tile is read again from the L2 cache, so
- * without it the memory would sit idle during that arithmetic. A prefetch never changes a value. */
+/* The next weights a thread will read (the next group of its stream, FOR_STREAMS), fetched into its L2
+ * cache while it computes the current ones: a tile of several rows reads each line of its panel for many
+ * multiply-adds, and with more rows than a tile holds the group is read again from the L2 cache by the
+ * next passes, so without it the memory would sit idle during that arithmetic (AVX-512, 16 rows: 1.57x
+ * one row without it, linear layers alone, Zen 4). The next group's lines are spread evenly over every k
+ * step of every tile of every pass over the current group (at most MAX_RATE lines a step), so the fetch
+ * ends as the group does whatever the rows: a step fetches `lines` lines every `steps` steps, the credit
+ * carried from tile to tile. Before, each step fetched a fixed number of lines and a group of 8 AVX2 rows
+ * (a pass of 6, then one of 2) had fetched the next one by the end of its first pass, leaving the memory
+ * idle during the second (docs/reference-engine.md, "The prefetch spread over the passes"). A prefetch
+ * never changes a value. */
 typedef struct {
     const char *at, *end;
-    int rate; /* lines per k step (the AVX-512 tiles; the AVX2 tiles fetch one) */
+    int lines, steps; /* `lines` lines every `steps` k steps */
+    int credit;       /* carried from tile to tile within the group */
 } Prefetch;
 #define PREFETCH_LINE(c)                                                                                      \
     if ((c) < pf_end) {                                                                                       \
         _mm_prefetch((c), _MM_HINT_T1);                                                                       \
         (c) += 64;                                                                                            \
     }
+/* A tile's prefetch state in locals (PF_OPEN), one k step's share of lines (PF_STEP), handed back (PF_CLOSE). */
+#define PF_OPEN(pf)                                                                                           \
+    const char *pf_at = (pf)->at, *const pf_end = (pf)->end;                                                  \
+    const int pf_lines = (pf)->lines, pf_steps = (pf)->steps;                                                 \
+    int pf_credit = (pf)->credit;
+#define PF_STEP()                                                                                             \
+    for (pf_credit += pf_lines; pf_credit >= pf_steps; pf_credit -= pf_steps) { PREFETCH_LINE(pf_at) }
+#define PF_CLOSE(pf)                                                                                          \
+    (pf)->at = pf_at;                                                                                         \
+    (pf)->credit = pf_credit;
 #endif
 
 #if defined(__AVX512F__)
@@ -115,12 +133,11 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
                                                           const float *bias, float *y, int64_t N, int64_t n0,
                                                           Prefetch *pf, const int m, const int np) {
     __m512 acc[MT][PT];
-    const char *pf_at = pf->at, *const pf_end = pf->end;
-    const int rate = pf->rate;
+    PF_OPEN(pf)
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
-        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
+        PF_STEP()
         __m512 w[PT];
         for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
         for (int i = 0; i < m; i++) {
@@ -128,7 +145,7 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
             for (int p = 0; p < np; p++) acc[i][p] = _mm512_fmadd_ps(w[p], xb, acc[i][p]);
         }
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     for (int p = 0; p < np; p++) {
         int64_t at = n0 + 16 * p;
         __mmask16 mask = tail_mask(at, N);
@@ -144,15 +161,14 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
                                                             const float *bias, float *y, int64_t N, int64_t n0,
                                                             Prefetch *pf, const int m) {
     __m512 acc[16];
-    const char *pf_at = pf->at, *const pf_end = pf->end;
-    const int rate = pf->rate;
+    PF_OPEN(pf)
     for (int i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
-        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
+        PF_STEP()
         const __m512 w = _mm512_loadu_ps(wp + (size_t)k * 16);
         for (int i = 0; i < m; i++) acc[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)i * K + k]), acc[i]);
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     const __mmask16 mask = tail_mask(n0, N);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
     for (int i = 0; i < m; i++) _mm512_mask_storeu_ps(y + (size_t)i * N + n0, mask, _mm512_add_ps(acc[i], b));
@@ -190,11 +206,10 @@ static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x,
                                                              Prefetch *pf, const int m) {
     __m512 acc[16];
     const int64_t K2 = K / 2;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
-    const int rate = pf->rate;
+    PF_OPEN(pf)
     for (int i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K2; k++) {
-        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
+        PF_STEP()
         const __m512i w = _mm512_loadu_si512((const void *)(wp + (size_t)k * 32));
         for (int i = 0; i < m; i++) {
             int32_t pair;
@@ -202,7 +217,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x,
             acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)w, (__m512bh)_mm512_set1_epi32(pair));
         }
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     const __mmask16 mask = tail_mask(n0, N);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
     for (int i = 0; i < m; i++) {
@@ -216,12 +231,11 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
                                                            Prefetch *pf, const int m, const int np) {
     __m512 acc[MT][PT];
     const int64_t K2 = K / 2;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
-    const int rate = pf->rate;
+    PF_OPEN(pf)
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K2; k++) {
-        for (int r = 0; r < rate; r++) { PREFETCH_LINE(pf_at) }
+        PF_STEP()
         __m512i w[PT];
         for (int p = 0; p < np; p++) w[p] = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
         for (int i = 0; i < m; i++) {
@@ -232,7 +246,7 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
                 acc[i][p] = _mm512_dpbf16_ps(acc[i][p], (__m512bh)w[p], (__m512bh)xb);
         }
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     for (int p = 0; p < np; p++) {
         int64_t at = n0 + 16 * p;
         __mmask16 mask = tail_mask(at, N);
@@ -273,9 +287,9 @@ static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, 
                                                                Prefetch *pf, const int m) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     __m256 lo4 = lo0, hi4 = lo0, lo5 = lo0, hi5 = lo0;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256 w0 = _mm256_loadu_ps(wp + k * 16), w1 = _mm256_loadu_ps(wp + k * 16 + 8);
 #define FMA_ROW(i)                                                                                            \
         {                                                                                                     \
@@ -286,7 +300,7 @@ static inline __attribute__((always_inline)) void tile_f32_avx2(const float *x, 
         ROWS6(FMA_ROW)
 #undef FMA_ROW
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
 #define STORE_ROW(i) store_panel_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
     ROWS6(STORE_ROW)
 #undef STORE_ROW
@@ -301,9 +315,9 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
                                                               const float *bias, float *y, int64_t N, int64_t n0,
                                                               Prefetch *pf, const int np) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256 xb = _mm256_broadcast_ss(x + k);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -314,7 +328,7 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
         PANELS4(FMA_PANEL)
 #undef FMA_PANEL
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
 #define STORE_PANEL(p) store_panel_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
     PANELS4(STORE_PANEL)
 #undef STORE_PANEL
@@ -327,9 +341,9 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
                                                                const float *bias, float *y, int64_t N, int64_t n0,
                                                                Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + K + k);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -344,7 +358,7 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
         if (np > 1) { FMA_PANEL(1) }
 #undef FMA_PANEL
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     store_panel_avx2(y, N, n0, bias, a0, b0);
     store_panel_avx2(y + N, N, n0, bias, c0, d0);
     if (np > 1) {
@@ -385,9 +399,9 @@ static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x,
                                                                 int64_t n0, Prefetch *pf, const int m) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K2; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256i a = _mm256_loadu_si256((const __m256i *)(wp + k * 32));
         const __m256i b = _mm256_loadu_si256((const __m256i *)(wp + k * 32 + 16));
         const __m256 a_even = bf16_even(a), a_odd = bf16_odd(a), b_even = bf16_even(b), b_odd = bf16_odd(b);
@@ -401,7 +415,7 @@ static inline __attribute__((always_inline)) void tile_bf16_avx2(const float *x,
         ROWS4(FMA_ROW)
 #undef FMA_ROW
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
 #define STORE_ROW(i) store_bf16_avx2(y + (size_t)(i) * N, N, n0, bias, lo##i, hi##i);
     ROWS4(STORE_ROW)
 #undef STORE_ROW
@@ -414,9 +428,9 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
                                                                int64_t n0, Prefetch *pf, const int np) {
     __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
     const int64_t K2 = K / 2;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K2; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256 x_even = _mm256_broadcast_ss(x + 2 * k), x_odd = _mm256_broadcast_ss(x + 2 * k + 1);
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
@@ -429,7 +443,7 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
         PANELS4(FMA_PANEL)
 #undef FMA_PANEL
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
 #define STORE_PANEL(p) store_bf16_avx2(y, N, n0 + 16 * (p), bias, lo##p, hi##p);
     PANELS4(STORE_PANEL)
 #undef STORE_PANEL
@@ -443,9 +457,9 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
                                                                 int64_t n0, Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
     const int64_t K2 = K / 2;
-    const char *pf_at = pf->at, *const pf_end = pf->end;
+    PF_OPEN(pf)
     for (int64_t k = 0; k < K2; k++) {
-        PREFETCH_LINE(pf_at)
+        PF_STEP()
         const __m256 e0 = _mm256_broadcast_ss(x + 2 * k), o0 = _mm256_broadcast_ss(x + 2 * k + 1);
         const __m256 e1 = _mm256_broadcast_ss(x + K + 2 * k), o1 = _mm256_broadcast_ss(x + K + 2 * k + 1);
 #define FMA_PANEL(p)                                                                                          \
@@ -463,7 +477,7 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
         if (np > 1) { FMA_PANEL(1) }
 #undef FMA_PANEL
     }
-    pf->at = pf_at;
+    PF_CLOSE(pf)
     store_bf16_avx2(y, N, n0, bias, a0, b0);
     store_bf16_avx2(y + N, N, n0, bias, c0, d0);
     if (np > 1) {
@@ -594,14 +608,15 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
     return best;
 }
 
-/* The AVX2 schedule: thread t owns the t-th contiguous range of panel groups and runs it front to back, so
+/* The AVX2 and AVX-512 schedule: thread t owns the t-th contiguous range of panel groups and runs it front to back, so
  * each thread streams one run of memory, and while it computes a group (every tile of MT rows x TP panels,
- * the weights staying in its L2 cache) it prefetches the next group of its range (Prefetch). A thread
+ * the weights staying in its L2 cache) it prefetches the next group of its range (Prefetch, at most
+ * MAX_RATE lines a k step: the AVX2 tiles 1, more measured slower at 1 and 2 rows; the AVX-512 tiles PT). A thread
  * whose range is done takes groups from the back of the fullest other range (without prefetch), so a
  * thread the OS gives to another process for a while does not hold the others up. Which thread computes
  * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
  * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Memory and arithmetic overlapped". */
-#define FOR_STREAMS(GP, MT, TP, RATE, BODY)                                                                   \
+#define FOR_STREAMS(GP, MT, TP, MAX_RATE, BODY)                                                               \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     const int owners = threads > 0 ? threads : 1;                                                             \
     _Atomic uint64_t ranges[owners];                                                                          \
@@ -620,7 +635,13 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
             }                                                                                                 \
             const int64_t p_lo = g * (GP), p_hi = p_lo + (GP) < panels ? p_lo + (GP) : panels;                \
             const int64_t p_next = !from_back && g + 1 < hi ? (p_hi + (GP) < panels ? p_hi + (GP) : panels) : p_hi; \
-            Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16), (RATE)}; \
+            int tiles = 0; /* the group's tiles, every pass: each runs K steps (bfloat16: K / 2), a line each */ \
+            for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
+                const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
+                tiles += (int)((p_hi - p_lo + (TP) - 1) / (TP));                                              \
+            }                                                                                                 \
+            Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16),         \
+                             (int)(p_next - p_hi < (MAX_RATE) * tiles ? p_next - p_hi : (MAX_RATE) * tiles), tiles, 0}; \
             Prefetch *pf = &next;                                                                             \
             for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
                 const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
@@ -635,15 +656,10 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 #endif
 
 #if defined(__AVX512F__)
-/* The AVX-512 tiles prefetch the next group of their stream while they compute the current one: a group is
- * PT panels, one 64-byte line of each per k step (float32: 16 floats; bfloat16: 16 pairs), and its tiles
- * run ceil(M / MT) passes over it, so ceil(PT / passes) lines per k step fetch the next group in time. With
- * more than MT rows the later passes read the group from the L2 cache and the memory would otherwise sit
- * idle for their arithmetic (forward(16) cost 1.57x forward(1) without it, linear layers alone, Zen 4). */
-#define RATE_512 ((int)((PT + (M + MT - 1) / MT - 1) / ((M + MT - 1) / MT)))
 /* 9 to 16 rows take the 16-row single-panel tiles instead (tile16_f32, tile16_bf16): one pass, each panel
- * read once; the next group prefetched at a line per k step. Linear layers alone, 16 rows, Zen 4
- * (scripts/linear_ab.py, medians): 1.07x faster in float32, 1.06x in bfloat16, the same bits. */
+ * read once; the next group prefetched at a line per k step (its PT panels over the PT tiles of a group).
+ * Linear layers alone, 16 rows, Zen 4 (scripts/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
+ * bfloat16, the same bits. */
 #endif
 
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
@@ -651,9 +667,9 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
-        FOR_STREAMS(PT, 16, 1, 1, TILE_CASES_16(tile16_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     } else {
-        FOR_STREAMS(PT, MT, PT, RATE_512, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
 #elif defined(AVX2_PATH)
     FOR_STREAMS(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
@@ -672,9 +688,9 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
-        FOR_STREAMS(PT, 16, 1, 1, TILE_CASES_16(tile16_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     } else {
-        FOR_STREAMS(PT, MT, PT, RATE_512, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
 #else
     float *xf = malloc(sizeof(float) * (size_t)(M * K));
