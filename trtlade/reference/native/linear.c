@@ -637,11 +637,13 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
             const int64_t p_next = !from_back && g + 1 < hi ? (p_hi + (GP) < panels ? p_hi + (GP) : panels) : p_hi; \
             int tiles = 0; /* the group's tiles, every pass: each runs K steps (bfloat16: K / 2), a line each */ \
             for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
-                const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
+                const int m = (int)(M - i0 < (MT) ? M - i0 : (MT)); /* TP may depend on it */                 \
+                (void)m;                                                                                      \
                 tiles += (int)((p_hi - p_lo + (TP) - 1) / (TP));                                              \
             }                                                                                                 \
+            const int ahead = (int)(p_next - p_hi), most = (MAX_RATE) * tiles; /* a line per panel a step */  \
             Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16),         \
-                             (int)(p_next - p_hi < (MAX_RATE) * tiles ? p_next - p_hi : (MAX_RATE) * tiles), tiles, 0}; \
+                             ahead < most ? ahead : most, tiles, 0};                                          \
             Prefetch *pf = &next;                                                                             \
             for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
                 const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
