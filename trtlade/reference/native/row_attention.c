@@ -46,10 +46,72 @@ static inline float dot(const float *a, const float *b, int dim) {
     return s;
 }
 
+/* The committed keys a task will fold, in the order it folds them (a few contiguous runs of a head's
+ * cache rows, K and V), asked from memory a little at a time while the keys before them are folded:
+ * each key of a fold asks for AHEAD_LINES more lines of K and of V, never more than one chunk beyond the
+ * keys folded so far. Keys read once per step stream from memory; without this the cores computed and
+ * then waited for each chunk in turn (docs/reference-engine.md, "Attention's keys fetched ahead"). A
+ * prefetch changes no value.
+ *
+ * Worked example (float32, head size 64: a key is 256 bytes, 4 lines; CHUNK 32): a task of one row with
+ * 100 committed keys streams 100 x 4 lines of K and of V; before its first fold it may ask for
+ * 2 chunks (256 lines), and the fold of that chunk's 32 keys x 3 heads asks for up to 3 lines each. */
+#define AHEAD_LINES 3
+#define TILE 4     /* rows a task holds (below) */
+#define SEGMENTS (2 * TILE) /* per run of rows: its shared chunks, then the rest of its rows' keys */
+#define LINE 64
+
+typedef struct {
+    const char *k[SEGMENTS], *v[SEGMENTS]; /* where each segment starts in K and in V */
+    int64_t bytes[SEGMENTS];
+    int count, seg;
+    int64_t at, room; /* bytes into segment seg; bytes that may be asked for before the folds catch up */
+} Ahead;
+
+static void ahead_add(Ahead *a, const char *k, const char *v, int64_t from, int64_t to) {
+    if (to <= from || a->count == SEGMENTS) return;
+    a->k[a->count] = k + from, a->v[a->count] = v + from, a->bytes[a->count++] = to - from;
+}
+
+/* The fold of `bytes` more of the stream's keys begins: asking may go one chunk beyond them. */
+static inline void ahead_allow(Ahead *a, int64_t bytes) { a->room += bytes; }
+
+/* A fold's share of the stream, in registers: the next lines of the current segment it may ask for. */
+typedef struct {
+    const char *k, *v;
+    int64_t left;
+} Ask;
+
+static inline __attribute__((always_inline)) Ask ask_open(const Ahead *a) {
+    Ask p = {NULL, NULL, 0};
+    if (!a || a->seg == a->count || a->room <= 0) return p;
+    const int64_t rest = a->bytes[a->seg] - a->at;
+    p.k = a->k[a->seg] + a->at, p.v = a->v[a->seg] + a->at, p.left = rest < a->room ? rest : a->room;
+    return p;
+}
+
+/* Once per key of a fold: AHEAD_LINES lines of K and of V, while the share lasts. */
+static inline __attribute__((always_inline)) Ask ask_step(Ask p) {
+    for (int i = 0; i < AHEAD_LINES && p.left > 0; i++) {
+        __builtin_prefetch(p.k, 0, 1);
+        __builtin_prefetch(p.v, 0, 1);
+        p.k += LINE, p.v += LINE, p.left -= LINE;
+    }
+    return p;
+}
+
+/* The fold is done: what it asked for is counted (a segment asked to its end gives way to the next). */
+static inline __attribute__((always_inline)) void ask_close(Ahead *a, Ask opened, Ask p) {
+    if (!a || opened.left <= 0) return;
+    const int64_t asked = p.k - opened.k;
+    a->room -= asked, a->at += asked;
+    if (a->at >= a->bytes[a->seg]) a->seg++, a->at = 0;
+}
+
 /* One chunk of keys (pointers into the cache) folded into the running (m, l, acc) of each of the
  * group's query heads: every head's arithmetic is the same sequence as if it were alone. */
 static void fold_scalar(const float *qg, int rep, const float **keys, const float **vals, int n, int dim,
-                        float scale, float softcap, float *m, float *l, float *acc) {
+                        float scale, float softcap, float *m, float *l, float *acc, Ahead *ahead) {
     float s[MAX_REP][CHUNK];
     for (int h = 0; h < rep; h++) {
         const float *qh = qg + h * dim;
@@ -72,14 +134,18 @@ static void fold_scalar(const float *qg, int rep, const float **keys, const floa
         l[h] = l[h] * corr + sum;
         m[h] = mnew;
     }
+    const Ask opened = ask_open(ahead);
+    Ask ask = opened;
     for (int j = 0; j < n; j++) {
         const float *vj = vals[j];
+        ask = ask_step(ask);
         for (int h = 0; h < rep; h++) {
             const float w = s[h][j];
             float *ah = acc + h * dim;
             for (int d = 0; d < dim; d++) ah[d] += w * vj[d];
         }
     }
+    ask_close(ahead, opened, ask);
 }
 
 /* The same fold for a head size D that is a compile-time multiple of 8, written with explicit 8-lane
@@ -144,7 +210,10 @@ static inline __attribute__((always_inline)) void dots8(const v8f *q, const floa
 
 static inline __attribute__((always_inline)) void fold_vec(const float *qg, int rep, const float **keys,
                                                           const float **vals, int n, const int D, float scale,
-                                                          float softcap, float *m, float *l, float *acc) {
+                                                          float softcap, float *m, float *l, float *acc,
+                                                          Ahead *ahead) {
+    const Ask opened = ask_open(ahead);
+    Ask ask = opened;
     for (int h = 0; h < rep; h++) {
         v8f q[D / 8], a[D / 8];
         float s[CHUNK];
@@ -162,6 +231,7 @@ static inline __attribute__((always_inline)) void fold_vec(const float *qg, int 
         float *ah = acc + h * D;
         for (int b = 0; b < D / 8; b++) a[b] = load8(ah + 8 * b) * corr;
         for (int j = 0; j < n; j++) {
+            ask = ask_step(ask);
             const float w = s[j];
             for (int b = 0; b < D / 8; b++) a[b] = a[b] + w * load8(vals[j] + 8 * b);
         }
@@ -169,19 +239,18 @@ static inline __attribute__((always_inline)) void fold_vec(const float *qg, int 
         l[h] = l[h] * corr + sum;
         m[h] = mnew;
     }
+    ask_close(ahead, opened, ask);
 }
 
 static void fold(const float *qg, int rep, const float **keys, const float **vals, int n, int dim, float scale,
-                 float softcap, float *m, float *l, float *acc) {
+                 float softcap, float *m, float *l, float *acc, Ahead *ahead) {
 #if defined(__AVX__)
-    if (dim == 64) fold_vec(qg, rep, keys, vals, n, 64, scale, softcap, m, l, acc);
-    else if (dim == 128) fold_vec(qg, rep, keys, vals, n, 128, scale, softcap, m, l, acc);
+    if (dim == 64) fold_vec(qg, rep, keys, vals, n, 64, scale, softcap, m, l, acc, ahead);
+    else if (dim == 128) fold_vec(qg, rep, keys, vals, n, 128, scale, softcap, m, l, acc, ahead);
     else
 #endif
-    fold_scalar(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc);
+    fold_scalar(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead);
 }
-
-#define TILE 4
 
 
 /* Key or value j of a head's cache rows: a pointer into a float32 cache, or the bf16 row widened into
@@ -216,23 +285,52 @@ static inline int64_t first_key(int64_t pos, int64_t window) {
 /* The rest of one row's keys, from its committed key `from` on (chunking continues from a chunk boundary). */
 static void finish_row(const float *qg, int rep, const char *kbase, const char *vbase, int kv_bf16, int64_t from,
                        int64_t committed, int64_t first, const int64_t *idx, const int64_t *at, int64_t npath,
-                       int dim, float scale, float softcap, float *m, float *l, float *acc) {
+                       int dim, float scale, float softcap, float *m, float *l, float *acc, Ahead *ahead) {
     const float *keys[CHUNK];
     const float *vals[CHUNK];
     float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
+    const int64_t key_bytes = (int64_t)dim * (kv_bf16 ? 2 : 4);
     int n = 0;
     for (int64_t j = from; j < committed; j++) {  /* committed keys, in position order */
         keys[n] = kv_at(kbase, j, dim, kv_bf16, kst + n * dim);
         vals[n] = kv_at(vbase, j, dim, kv_bf16, vst + n * dim);
-        if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
+        if (++n == CHUNK) {
+            if (ahead) ahead_allow(ahead, CHUNK * key_bytes);
+            fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead);
+            n = 0;
+        }
     }
+    if (ahead) ahead_allow(ahead, n * key_bytes); /* the last committed keys, folded with the path's */
     for (int64_t e = 0; e < npath; e++) {  /* then the row's path, by depth */
         if (at[e] < first) continue;
         keys[n] = kv_at(kbase, idx[e], dim, kv_bf16, kst + n * dim);
         vals[n] = kv_at(vbase, idx[e], dim, kv_bf16, vst + n * dim);
-        if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc); n = 0; }
+        if (++n == CHUNK) { fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead); n = 0; }
     }
-    if (n) fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc);
+    if (n) fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead);
+}
+
+/* A run of a task's rows [start, end): consecutive rows of one slot with the same first key. Their full
+ * chunks of committed keys [first, first + chunks * CHUNK) are shared; k and v are the slot's cache rows
+ * of the task's KV head. */
+typedef struct {
+    int64_t end, first, chunks;
+    const char *k, *v;
+} Run;
+
+static Run run_from(int64_t r, int64_t t1, int64_t g, const void *k, const void *v, int64_t kv_heads,
+                    int64_t capacity, int64_t dim, int64_t es, const int64_t *slot, const int64_t *committed,
+                    const int64_t *pos, int64_t window) {
+    Run run = {r + 1, first_key(pos[r], window), 0, NULL, NULL};
+    int64_t shared = committed[r];
+    while (run.end < t1 && slot[run.end] == slot[r] && first_key(pos[run.end], window) == run.first) {
+        shared = committed[run.end] < shared ? committed[run.end] : shared;
+        run.end++;
+    }
+    run.chunks = shared > run.first ? (shared - run.first) / CHUNK : 0;
+    const int64_t cell = (slot[r] * kv_heads + g) * capacity * dim * es;
+    run.k = (const char *)k + cell, run.v = (const char *)v + cell;
+    return run;
 }
 
 int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t dim, const void *k,
@@ -242,7 +340,7 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                           float softcap, float *out, int kv_bf16) {
     if (dim > MAX_DIM || heads % kv_heads != 0 || heads / kv_heads > MAX_REP) return 1;
     const int rep = (int)(heads / kv_heads);
-    const int64_t es = kv_bf16 ? 2 : 4;
+    const int64_t es = kv_bf16 ? 2 : 4, key_bytes = dim * es;
     const int64_t tiles = (rows + TILE - 1) / TILE;
     /* A tile: up to TILE consecutive rows. Rows of one slot with the same first key share their full chunks
      * of committed keys: those chunks are folded for each of them while the keys are in cache; every row
@@ -253,38 +351,41 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
         const int64_t t1 = t0 + TILE < rows ? t0 + TILE : rows;
         float acc[TILE][MAX_REP * MAX_DIM];
         float m[TILE][MAX_REP], l[TILE][MAX_REP];
+        Ahead ahead = {.room = CHUNK * key_bytes};
         for (int64_t r = t0; r < t1; r++) {
             for (int h = 0; h < rep; h++) { m[r - t0][h] = -FLT_MAX; l[r - t0][h] = 0.0f; }
             memset(acc[r - t0], 0, sizeof(float) * rep * dim);
         }
-        int64_t r = t0;
-        while (r < t1) {  /* a run of rows [r, e) of one slot and first key */
-            const int64_t first = first_key(pos[r], window);
-            int64_t e = r + 1, shared = committed[r];
-            while (e < t1 && slot[e] == slot[r] && first_key(pos[e], window) == first) {
-                shared = committed[e] < shared ? committed[e] : shared;
-                e++;
-            }
-            const int64_t chunks = shared > first ? (shared - first) / CHUNK : 0;
-            const char *kbase = (const char *)k + ((slot[r] * kv_heads + g) * capacity) * dim * es;
-            const char *vbase = (const char *)v + ((slot[r] * kv_heads + g) * capacity) * dim * es;
+        for (int64_t r = t0; r < t1;) {  /* the stream: what the runs below will fold, in their order */
+            const Run run = run_from(r, t1, g, k, v, kv_heads, capacity, dim, es, slot, committed, pos, window);
+            const int64_t rest = run.first + run.chunks * CHUNK;
+            int64_t last = rest; /* the run's rows share a slot: their rests overlap, from `rest` on */
+            for (int64_t x = r; x < run.end; x++) last = committed[x] > last ? committed[x] : last;
+            ahead_add(&ahead, run.k, run.v, run.first * key_bytes, rest * key_bytes);
+            ahead_add(&ahead, run.k, run.v, rest * key_bytes, last * key_bytes);
+            r = run.end;
+        }
+        for (int64_t r = t0; r < t1;) {
+            const Run run = run_from(r, t1, g, k, v, kv_heads, capacity, dim, es, slot, committed, pos, window);
             const float *keys[CHUNK];
             const float *vals[CHUNK];
             float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
-            for (int64_t c = 0; c < chunks; c++) {
+            for (int64_t c = 0; c < run.chunks; c++) {
                 for (int j = 0; j < CHUNK; j++) {
-                    keys[j] = kv_at(kbase, first + c * CHUNK + j, (int)dim, kv_bf16, kst + j * dim);
-                    vals[j] = kv_at(vbase, first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
+                    keys[j] = kv_at(run.k, run.first + c * CHUNK + j, (int)dim, kv_bf16, kst + j * dim);
+                    vals[j] = kv_at(run.v, run.first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
                 }
-                for (int64_t x = r; x < e; x++)
+                ahead_allow(&ahead, CHUNK * key_bytes);
+                for (int64_t x = r; x < run.end; x++)  /* the run's first row drives the stream */
                     fold(q + (x * heads + g * rep) * dim, rep, keys, vals, CHUNK, dim, scale, softcap,
-                         m[x - t0], l[x - t0], acc[x - t0]);
+                         m[x - t0], l[x - t0], acc[x - t0], x == r ? &ahead : NULL);
             }
-            for (int64_t x = r; x < e; x++)
-                finish_row(q + (x * heads + g * rep) * dim, rep, kbase, vbase, kv_bf16, first + chunks * CHUNK, committed[x],
-                           first, path_idx + path_ptr[x], path_pos + path_ptr[x], path_ptr[x + 1] - path_ptr[x],
-                           dim, scale, softcap, m[x - t0], l[x - t0], acc[x - t0]);
-            r = e;
+            for (int64_t x = r; x < run.end; x++)
+                finish_row(q + (x * heads + g * rep) * dim, rep, run.k, run.v, kv_bf16, run.first + run.chunks * CHUNK,
+                           committed[x], run.first, path_idx + path_ptr[x], path_pos + path_ptr[x],
+                           path_ptr[x + 1] - path_ptr[x], dim, scale, softcap, m[x - t0], l[x - t0], acc[x - t0],
+                           x == r ? &ahead : NULL);
+            r = run.end;
         }
         for (int64_t x = t0; x < t1; x++)
             for (int h = 0; h < rep; h++) {
