@@ -51,12 +51,19 @@ static inline __attribute__((always_inline)) void store(void *p, int64_t i, floa
 /* Rounded to the model's dtype (a no-op in float32). */
 static inline __attribute__((always_inline)) float rnd(float x, int bf16) { return bf16 ? bf16_to_f(f_to_bf16(x)) : x; }
 
-/* Sum of squares of one row, 8 partial sums in a fixed order (the same for every row). */
+/* Sum of squares of one row, 8 partial sums in a fixed order (the same for every row): partial sum l
+ * adds x[l]^2, x[l+8]^2, ... in turn, then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), then the tail. Written
+ * with one 8-lane vector (each lane one float operation, the same chain): as eight scalars, GCC
+ * vectorised the loop across k with shuffles, and a 576-wide row took about 150 ns instead of 30. */
+typedef float f32x8 __attribute__((vector_size(32)));
+
 static float sum_squares(const float *x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0}, v;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * x[i + l];
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, x + i, sizeof v);
+        acc = acc + v * v;
+    }
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += x[i] * x[i];
     return s;
