@@ -1,8 +1,9 @@
 """The native row attention of a git revision against the working tree's, interleaved in one process.
 
 Both are compiled here the same way (this tree's strict flags and the variant's target flags,
-row_attention.c alone) and called on SmolLM2-135M's shapes (9 query heads over 3 KV heads of 64, 30
-layers' worth of calls, each with its own cache so the keys stream from memory as in a step): a prompt
+row_attention.c alone) and called on SmolLM2-135M's shapes (9 query heads over 3 KV heads of 64; ``--shape``
+for others, e.g. 16,8,128 for Qwen3-0.6B), 30 layers' worth of calls, each with its own cache so the keys
+stream from memory as in a step): a prompt
 chunk of ``--chunk`` rows after ``--context`` committed keys (chunked prefill), and ``--sequences``
 sequences with one row each over ``--context`` keys (in-flight decode). Prints the median time of each,
 base/new with its range over the repeats (order flipped every repeat), and whether the outputs are
@@ -31,7 +32,7 @@ from trtlade.reference.native.attention import RowKeys
 from trtlade.reference.native.bindings import bind_function
 from trtlade.reference.native.build import HERE, STRICT, compiler
 
-HEADS, KV_HEADS, DIM, LAYERS = 9, 3, 64, 30
+LAYERS = 30
 
 
 def compile_attention(sources: Path, flags: tuple[str, ...], out: Path):
@@ -54,10 +55,11 @@ def case(kind: str, context: int, chunk: int, sequences: int) -> RowKeys:
 
 
 def one_pass(fn, rows: RowKeys, qs, caches) -> tuple[float, list]:
+    """One call per layer; q is [rows, heads, dim], each cache [slots, kv_heads, capacity, dim]."""
     outs = [torch.empty_like(q) for q in qs]
     start = time.perf_counter()
     for q, (k, v), out in zip(qs, caches, outs):
-        code = fn(q.data_ptr(), q.shape[0], HEADS, DIM, k.data_ptr(), v.data_ptr(), KV_HEADS, k.shape[2],
+        code = fn(q.data_ptr(), q.shape[0], q.shape[1], q.shape[2], k.data_ptr(), v.data_ptr(), k.shape[1], k.shape[2],
                   rows.slot.ctypes.data, rows.committed.ctypes.data, rows.pos.ctypes.data, rows.ptr.ctypes.data,
                   rows.idx.ctypes.data, rows.at.ctypes.data, 0, 0.125, 0.0, out.data_ptr(),
                   int(k.dtype == torch.bfloat16))
@@ -78,22 +80,29 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=8, help="sequences of the decode case")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--kv", choices=("float32", "bfloat16"), default="float32", help="the caches' dtype")
+    ap.add_argument("--shape", default="9,3,64", help="query heads, KV heads, head size: 9,3,64 is SmolLM2-135M, "
+                    "16,8,128 Qwen3-0.6B")
     args = ap.parse_args()
+    try:
+        heads, kv_heads, dim = (int(x) for x in args.shape.split(","))
+    except ValueError:
+        raise SystemExit(f"--shape {args.shape!r}: three integers, e.g. 9,3,64 (query heads, KV heads, head size)")
     flags = variant_flags(args.variant)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {"base": compile_attention(checkout(args.base, Path(tmp) / "base"), flags, Path(tmp) / "base.so"),
                 "new": compile_attention(HERE, flags, Path(tmp) / "new.so")}
         print(f"variant {args.variant}, {torch.get_num_threads()} threads, base {args.base} vs the working tree, "
-              f"{args.repeats} repeats, {LAYERS} layers' calls, context {args.context}, {args.kv} caches")
+              f"{args.repeats} repeats, {LAYERS} layers' calls, context {args.context}, {args.kv} caches, "
+              f"{heads} heads over {kv_heads} of {dim}")
         torch.manual_seed(0)
         for kind in ("chunk", "decode"):
             rows = case(kind, args.context, args.chunk, args.sequences)
             slots = 1 if kind == "chunk" else args.sequences
             capacity = args.context + args.chunk + 1
             kv = getattr(torch, args.kv)
-            shape = (slots, KV_HEADS, capacity, DIM)
+            shape = (slots, kv_heads, capacity, dim)
             caches = [(torch.randn(shape).to(kv), torch.randn(shape).to(kv)) for _ in range(LAYERS)]
-            qs = [torch.randn(len(rows.slot), HEADS, DIM) for _ in range(LAYERS)]
+            qs = [torch.randn(len(rows.slot), heads, dim) for _ in range(LAYERS)]
             times: dict[str, list[float]] = {"base": [], "new": []}
             outs = {}
             for r in range(args.repeats):
