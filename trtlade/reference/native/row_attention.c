@@ -322,14 +322,14 @@ static void finish_row(const float *qg, int rep, const char *kbase, const char *
  * chunks of committed keys [first, first + chunks * CHUNK) are shared; k and v are the slot's cache rows
  * of the task's KV head. */
 typedef struct {
-    int64_t end, first, chunks;
+    int64_t start, end, first, chunks;
     const char *k, *v;
 } Run;
 
 static Run run_from(int64_t r, int64_t t1, int64_t g, const void *k, const void *v, int64_t kv_heads,
                     int64_t capacity, int64_t dim, int64_t es, const int64_t *slot, const int64_t *committed,
                     const int64_t *pos, int64_t window) {
-    Run run = {r + 1, first_key(pos[r], window), 0, NULL, NULL};
+    Run run = {r, r + 1, first_key(pos[r], window), 0, NULL, NULL};
     int64_t shared = committed[r];
     while (run.end < t1 && slot[run.end] == slot[r] && first_key(pos[run.end], window) == run.first) {
         shared = committed[run.end] < shared ? committed[run.end] : shared;
@@ -365,17 +365,20 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
             for (int h = 0; h < rep; h++) { m[r - t0][h] = -FLT_MAX; l[r - t0][h] = 0.0f; }
             memset(acc[r - t0], 0, sizeof(float) * rep * dim);
         }
-        for (int64_t r = t0; r < t1;) {  /* the stream: what the runs below will fold, in their order */
+        Run runs[TILE];
+        int count = 0;
+        for (int64_t r = t0; r < t1; r = runs[count - 1].end) {  /* the runs, and the stream of what they fold */
             const Run run = run_from(r, t1, g, k, v, kv_heads, capacity, dim, es, slot, committed, pos, window);
+            runs[count++] = run;
             const int64_t rest = run.first + run.chunks * CHUNK;
             int64_t last = rest; /* the run's rows share a slot: their rests overlap, from `rest` on */
             for (int64_t x = r; x < run.end; x++) last = committed[x] > last ? committed[x] : last;
             ahead_add(&ahead, run.k, run.v, run.first * key_bytes, rest * key_bytes);
             ahead_add(&ahead, run.k, run.v, rest * key_bytes, last * key_bytes);
-            r = run.end;
         }
-        for (int64_t r = t0; r < t1;) {
-            const Run run = run_from(r, t1, g, k, v, kv_heads, capacity, dim, es, slot, committed, pos, window);
+        for (int u = 0; u < count; u++) {
+            const Run run = runs[u];
+            const int64_t r = run.start;
             const float *keys[CHUNK];
             const float *vals[CHUNK];
             float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
@@ -394,7 +397,6 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                            committed[x], run.first, path_idx + path_ptr[x], path_pos + path_ptr[x],
                            path_ptr[x + 1] - path_ptr[x], dim, scale, softcap, m[x - t0], l[x - t0], acc[x - t0],
                            x == r ? drive : NULL);
-            r = run.end;
         }
         for (int64_t x = t0; x < t1; x++)
             for (int h = 0; h < rep; h++) {
