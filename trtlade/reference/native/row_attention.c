@@ -73,13 +73,17 @@ typedef struct {
     int64_t key_bytes; /* a key's size in the cache (K and V alike) */
 } Ahead;
 
+/* Keys [from, to) of a head's cache rows k and v, next in the stream (a is NULL: no stream). */
 static void ahead_add(Ahead *a, const char *k, const char *v, int64_t from, int64_t to) {
-    if (to <= from || a->count == SEGMENTS) return;
-    a->k[a->count] = k + from, a->v[a->count] = v + from, a->bytes[a->count++] = to - from;
+    if (!a || to <= from || a->count == SEGMENTS) return;
+    const int64_t at = from * a->key_bytes;
+    a->k[a->count] = k + at, a->v[a->count] = v + at, a->bytes[a->count++] = (to - from) * a->key_bytes;
 }
 
-/* The fold of `bytes` more of the stream's keys begins: asking may go one chunk beyond them. */
-static inline void ahead_allow(Ahead *a, int64_t bytes) { a->room += bytes; }
+/* The fold of `keys` more of the stream's keys begins: asking may go one chunk beyond them. */
+static inline void ahead_allow(Ahead *a, int64_t keys) {
+    if (a) a->room += keys * a->key_bytes;
+}
 
 /* A fold's share of the stream, in registers: the next lines of the current segment it may ask for. */
 typedef struct {
@@ -297,18 +301,17 @@ static void finish_row(const float *qg, int rep, const char *kbase, const char *
     const float *keys[CHUNK];
     const float *vals[CHUNK];
     float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
-    const int64_t key_bytes = (int64_t)dim * (kv_bf16 ? 2 : 4);
     int n = 0;
     for (int64_t j = from; j < committed; j++) {  /* committed keys, in position order */
         keys[n] = kv_at(kbase, j, dim, kv_bf16, kst + n * dim);
         vals[n] = kv_at(vbase, j, dim, kv_bf16, vst + n * dim);
         if (++n == CHUNK) {
-            if (ahead) ahead_allow(ahead, CHUNK * key_bytes);
+            ahead_allow(ahead, CHUNK);
             fold(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead);
             n = 0;
         }
     }
-    if (ahead) ahead_allow(ahead, n * key_bytes); /* the last committed keys, folded with the path's */
+    ahead_allow(ahead, n); /* the last committed keys, folded with the path's */
     for (int64_t e = 0; e < npath; e++) {  /* then the row's path, by depth */
         if (at[e] < first) continue;
         keys[n] = kv_at(kbase, idx[e], dim, kv_bf16, kst + n * dim);
@@ -373,8 +376,8 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
             const int64_t rest = run.first + run.chunks * CHUNK;
             int64_t last = rest; /* the run's rows share a slot: their rests overlap, from `rest` on */
             for (int64_t x = r; x < run.end; x++) last = committed[x] > last ? committed[x] : last;
-            ahead_add(&ahead, run.k, run.v, run.first * key_bytes, rest * key_bytes);
-            ahead_add(&ahead, run.k, run.v, rest * key_bytes, last * key_bytes);
+            ahead_add(drive, run.k, run.v, run.first, rest);
+            ahead_add(drive, run.k, run.v, rest, last);
         }
         for (int u = 0; u < count; u++) {
             const Run run = runs[u];
@@ -387,7 +390,7 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                     keys[j] = kv_at(run.k, run.first + c * CHUNK + j, (int)dim, kv_bf16, kst + j * dim);
                     vals[j] = kv_at(run.v, run.first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
                 }
-                ahead_allow(&ahead, CHUNK * key_bytes);
+                ahead_allow(drive, CHUNK);
                 for (int64_t x = r; x < run.end; x++)
                     fold(q + (x * heads + g * rep) * dim, rep, keys, vals, CHUNK, dim, scale, softcap,
                          m[x - t0], l[x - t0], acc[x - t0], x == r ? drive : NULL);
