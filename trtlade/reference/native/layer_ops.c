@@ -54,7 +54,8 @@ static inline __attribute__((always_inline)) float rnd(float x, int bf16) { retu
 /* Sum of squares of one row, 8 partial sums in a fixed order (the same for every row): partial sum l
  * adds x[l]^2, x[l+8]^2, ... in turn, then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), then the tail. Written
  * with one 8-lane vector (each lane one float operation, the same chain): as eight scalars, GCC
- * vectorised the loop across k with shuffles, and a 576-wide row took about 150 ns instead of 30. */
+ * vectorised the loop across k with shuffles (about 150 ns of a 576-wide row), and the RMSNorm of 8 bf16
+ * rows took 4.3 us instead of 3.5 (a C harness, hot, best of 2,000 calls; 2-core AMD EPYC Zen 4). */
 typedef float f32x8 __attribute__((vector_size(32)));
 
 static float sum_squares(const float *x, int64_t n) {
