@@ -3,14 +3,13 @@
 Both are compiled here the same way (this tree's strict flags and the variant's target flags,
 row_attention.c alone) and called on SmolLM2-135M's shapes (9 query heads over 3 KV heads of 64; ``--shape``
 for others, e.g. 16,8,128 for Qwen3-0.6B), 30 layers' worth of calls, each with its own cache so the keys
-stream from memory as in a step): a prompt
-chunk of ``--chunk`` rows after ``--context`` committed keys (chunked prefill), and ``--sequences``
-sequences with one row each over ``--context`` keys (in-flight decode). Prints the median time of each,
-base/new with its range over the repeats (order flipped every repeat), and whether the outputs are
-bitwise equal (they must be: the kernel's promise is the same bits on every variant). ``--kv bfloat16`` stores
-the caches as bf16 (a bf16 model's K/V); a revision from before bf16 caches ignores the flag, so compare
-float32 caches across it. Outputs with a NaN stop the run: a harness out of step with the kernel's
-signature reads garbage, and garbage is fast.
+stream from memory as in a step: a prompt chunk of ``--chunk`` rows after ``--context`` committed keys
+(chunked prefill), and ``--sequences`` sequences with one row each over ``--context`` keys (in-flight
+decode). Prints the median time of each, base/new with its range over the repeats (order flipped every
+repeat), and whether the outputs are bitwise equal (they must be: the kernel's promise is the same bits on
+every variant). ``--kv bfloat16`` stores the caches as bf16 (a bf16 model's K/V); a revision from before
+bf16 caches ignores the flag, so compare float32 caches across it. Outputs with a NaN stop the run: a
+harness out of step with the kernel's signature reads garbage, and garbage is fast.
 
     .venv/bin/python scripts/attention_ab.py --base HEAD~1
     .venv/bin/python scripts/attention_ab.py --base HEAD~1 --variant avx2 --context 1000 --repeats 7
@@ -86,7 +85,11 @@ def main() -> None:
     try:
         heads, kv_heads, dim = (int(x) for x in args.shape.split(","))
     except ValueError:
-        raise SystemExit(f"--shape {args.shape!r}: three integers, e.g. 9,3,64 (query heads, KV heads, head size)")
+        heads = kv_heads = dim = 0
+    if min(heads, kv_heads, dim) < 1 or heads % kv_heads or heads // kv_heads > 16 or dim > 512:
+        raise SystemExit(f"--shape {args.shape!r}: query heads, KV heads, head size as three positive integers, "
+                         "the query heads a multiple of the KV heads (at most 16 each), head size <= 512; "
+                         "e.g. 9,3,64")
     flags = variant_flags(args.variant)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {"base": compile_attention(checkout(args.base, Path(tmp) / "base"), flags, Path(tmp) / "base.so"),
