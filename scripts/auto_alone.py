@@ -8,6 +8,7 @@ HTTP and the load generator on the same cores.
     .venv/bin/python scripts/auto_alone.py                                   # mix, 50 tokens, fp32
     .venv/bin/python scripts/auto_alone.py --specs 2,3,2 2,4,2 --repeats 3 --json reports/auto-alone.json
     .venv/bin/python scripts/auto_alone.py --preset trtllm                   # TensorRT-LLM's algorithm
+    python3 scripts/auto_alone.py --device cuda --model SmolLM2-135M-Instruct.Q4_1.gguf   # on a GPU
 
 The engine loads as `trtlade serve` loads it: ``--preset fast`` (the default, as in
 configs/smollm2-cpu.yml) adds prompt-lookup candidates to every lookahead request; it ends with the
@@ -41,6 +42,8 @@ def main() -> None:
     ap.add_argument("--preset", default="fast", help="fast (served default: prompt lookup too) or trtllm")
     ap.add_argument("--max-tokens", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
+    ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -53,7 +56,7 @@ def main() -> None:
     from trtlade.spec import LookaheadSpec
 
     # as `trtlade serve` loads it (trtlade/server/runner.py): the preset sets the prompt-lookup candidates
-    engine = ReferenceEngine.load(spec=args.engine_spec, dtype=args.dtype,
+    engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
                                   prompt_lookup=preset_prompt_lookup(args.preset, args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
     prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
@@ -109,12 +112,15 @@ def main() -> None:
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
             f"{name} {per_repeat[name][-1][0]:.1f} tok/s" for name in modes), flush=True)
 
-    result = {"host": machine_info()["cpu"], "threads": engine.threads, "dtype": args.dtype, "preset": args.preset,
+    host = machine_info()["cpu"] if args.device == "cpu" else _device_name(args.device)
+    result = {"host": host, "model": engine.model_id, "step_cost_ms": engine.stats["step_cost_ms"],
+              "threads": engine.threads, "dtype": args.dtype, "preset": args.preset,
               "dataset": args.dataset, "prompts": len(prompts), "max_tokens": args.max_tokens,
               "repeats": args.repeats, "engine_spec": args.engine_spec, "modes": [],
               "auto_rows_per_step": dict(sorted(rows_hist.items())),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    print(f"\n{result['host']}, {engine.threads} threads, {args.dtype}, {args.dataset} ({len(prompts)} prompts), "
+    print(f"\n{result['host']}, {engine.threads} threads, {args.dtype}, {engine.model_id}, "
+          f"{args.dataset} ({len(prompts)} prompts), "
           f"{args.max_tokens} tokens, {args.repeats} repeats, engine spec {args.engine_spec}, preset {args.preset}")
     print("| mode | decode tok/s | decode vs greedy | output tok/s | output vs greedy | identical to greedy |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -130,6 +136,7 @@ def main() -> None:
                  _ratio(ratios[1]), f"{same}/{args.repeats * len(prompts)}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print(f"auto's rows per step (count of steps): {result['auto_rows_per_step']}")
+    print(f"step cost by rows at load (ms): {result['step_cost_ms']}")
     c = engine.policy.counters  # only auto's steps count (fixed specs are not the policy's choice)
     result["auto_decisions"] = {"drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
                                 "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
@@ -161,6 +168,12 @@ def _by_kind(kinds: dict) -> dict:
                      "drafted_share": round(share, 3)}
         print(f"| {kind} | {speed:.2f}x | {per_step:.2f} | {100 * share:.0f}% |")
     return out
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else device
 
 
 def _ratio(values: list[float]) -> str:

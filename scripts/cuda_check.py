@@ -15,7 +15,10 @@ nothing in the project or its tests needs a GPU.
    (in-flight batching), median of ``--repeats`` synchronised forwards, for random models of SmolLM2-135M's
    and Qwen3-8B's shapes, beside the device's measured matrix-product peak and read bandwidth (R*: the rows
    a step carries before its arithmetic costs more than reading the weights once).
-3. **Batching**: output tokens/s of 1..N sequences with ``ar``, the user's (4,2,4) and ``auto`` on the
+3. **Drafts in a batch** (``--parts drafts``): a step of S sequences (1, 4, 8, 16) of which D carry 9 draft
+   rows each (0, 1, half, all), the forward and its greedy tokens synchronised: what one drafting sequence
+   adds to a batch's step, against what ``auto``'s cost model charges a draft row there.
+4. **Batching**: output tokens/s of 1..N sequences with ``ar``, the user's (4,2,4) and ``auto`` on the
    Qwen3-8B-shaped random model (random weights: acceptance is not a real model's; the step costs are).
 """
 
@@ -205,7 +208,28 @@ def forward_by_rows(shape: str, dtype: str, device: str, repeats: int, max_rows:
             "one_sequence_ms": one, "sequences_ms": many}
 
 
-# ------------------------------------------------------------------------------------------ 3. batching
+# ------------------------------------------------------------------------------------------ 3. drafts in a batch
+def drafts_in_batch(shape: str, dtype: str, device: str, repeats: int, layers: int | None) -> dict[str, Any]:
+    """Median ms of a step of S sequences, D of which verify 9 draft rows (a causal block of 10)."""
+    model = shaped_model(shape, DTYPES[dtype], device, layers)
+    engine = ReferenceEngine(model, tiny_word_tokenizer(512), (7, 7, 7), calibrate=False, model_id=shape,
+                             native_kernels=native(device))
+    runner = engine.runner
+    slots = [runner.allocate(400) for _ in range(16)]
+    for s in slots:
+        runner.prefill(s, list(range(10, 310)))
+    out: dict[str, Any] = {"shape": shape, "dtype": dtype, "context": 300, "draft_rows": 9, "ms": {}}
+    for seqs in (1, 4, 8, 16):
+        for drafting in sorted({0, 1, seqs // 2, seqs}):
+            blocks = [RowBlock(s, [5] * 10, list(range(10)), [9], causal=True) if i < drafting
+                      else RowBlock(s, [5], [0], [0]) for i, s in enumerate(slots[:seqs])]
+            ms = median_ms(partial(runner.forward_greedy, blocks), device, repeats)
+            out["ms"][f"{seqs}x{drafting}"] = round(ms, 3)
+    del engine, runner, model
+    return out
+
+
+# ------------------------------------------------------------------------------------------ 4. batching
 def batching(device: str, sizes: list[int], max_tokens: int, repeats: int, layers: int | None,
              invariant: bool | None = None) -> dict[str, Any]:
     model = shaped_model("qwen3-8b", torch.bfloat16, device, layers)
@@ -273,6 +297,8 @@ def main() -> None:
                           for s, d in (("smollm2-135m", "float32"), ("smollm2-135m", "bfloat16"),
                                        ("qwen3-8b", "bfloat16"))]),
         ("lossless", lambda: lossless(dev, args.max_tokens)),
+        ("drafts", lambda: [drafts_in_batch("smollm2-135m", d, dev, args.repeats, args.layers)
+                            for d in ("float32", "bfloat16")]),
         ("batching", lambda: batching(dev, [int(x) for x in args.batches.split(",")], args.max_tokens,
                                       args.batch_repeats, args.layers, True if args.invariant else None)),
     ]
