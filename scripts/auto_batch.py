@@ -110,6 +110,9 @@ def main() -> None:
         count = slots if args.load == "wave" else args.requests
         result["levels"].append(level(engine, mix, count, slots, args.repeats))
     c = engine.policy.counters
+    snap = engine.policy.snapshot()
+    result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
+                                                      "draft_price_ms")}
     result["auto_decisions"] = {"drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
                                 "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
     report(result, args.repeats)
@@ -131,6 +134,7 @@ def report(result: dict[str, Any], repeats: int) -> None:
         print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
               f"{statistics.median(lv['auto_tok_s']):.1f} | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | "
               f"{lv['identical']}/{lv['answers']} |")
+    print(f"auto's cost model at the end: {result['cost_model']}")
     d = result["auto_decisions"]
     print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "
           f"expected {d['expected_accepted']:.1f}, got {d['accepted']}")

@@ -481,6 +481,39 @@ def test_batched_steps_with_drafts_teach_the_cost_of_a_draft_row_and_it_is_forgo
     assert policy.plan(others, [[(good, 9)]]) == [0]
 
 
+#: One sequence's step by rows (ms) and what drafts cost a step of 16 sequences (plain 16.7 ms) on an
+#: NVIDIA H200, fp32 SmolLM2-135M (docs/reference-engine.md, "On a GPU"): (draft rows, ms beyond the
+#: plain step); three steps where everybody drafted, one where one sequence did.
+H200_ALONE = {1: 14.9, 2: 16.6, 8: 16.6, 16: 16.7, 48: 16.9}
+H200_DRAFTED_16 = [(74, 4.5), (74, 4.4), (6, 3.2), (74, 4.6)]
+
+
+@pytest.mark.parametrize("drafters, expected_each, drafts", [
+    (1, 0.8, [-1]),          # one sequence's 0.8 tokens do not pay the 3 ms a drafting step costs
+    (16, 0.8, [0] * 16),     # everybody's 12.8 together do
+])
+def test_a_drafting_step_pays_a_fixed_price_on_a_gpu(drafters, expected_each, drafts):
+    """Priced per draft row (the median over these steps: 0.06 ms), one drafter's 6 rows would look
+    like 0.7 ms and its 0.8 tokens would be worth it; the steps say drafting costs ~3.1 ms + 0.02 ms a
+    row, which only many drafters together pay."""
+    policy = AutoPolicy(_cost(H200_ALONE), explore=0.0)
+    for _ in range(5):
+        policy.observe_cost(16, 0.0167, seqs=16)
+    for rows, ms in H200_DRAFTED_16:
+        policy.observe_cost(16 + rows, 0.0167 + ms / 1000, seqs=16)
+    assert 1000 * policy.measured_row(16) == pytest.approx(0.061, abs=0.001)
+    fixed, per_row = policy.price.fit(16)
+    assert 1000 * fixed == pytest.approx(3.09, abs=0.02) and 1000 * per_row == pytest.approx(0.019, abs=0.001)
+    assert policy.step_seconds(16 + 6, 16) == pytest.approx(0.0167 + fixed + 6 * per_row)
+    good = [policy.new_sequence() for _ in range(drafters)]
+    for seq in good:
+        seq.total, seq.weight = expected_each * 16, 16.0
+    others = [(1, 1.0)] * (16 - drafters)
+    assert policy.plan(others, [[(seq, 6 if drafters == 1 else 74 // 16)] for seq in good]) == drafts
+    assert policy.snapshot()["draft_price_ms"] == {16: {"fixed": round(1000 * fixed, 3),
+                                                        "per_row": round(1000 * per_row, 4)}}
+
+
 @pytest.mark.parametrize("relative, drafts", [(True, 0), (False, -1)])
 def test_a_calibration_on_a_busy_host_does_not_stick(relative, drafts):
     """Calibrated while another process held the cores (every step ~5x slower: seen when two servers
