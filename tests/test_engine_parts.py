@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from models import tiny_tokenizer
-from trtlade.reference.adaptive import AutoPolicy, CostTable
+from trtlade.reference.adaptive import AutoPolicy, CostTable, DraftPrice
 from trtlade.reference.batch_runner import RowBlock, SlotKVCache, StepLayout, batched_attention, step_layout
 from trtlade.reference.kernels import resolve_dtype
 from trtlade.contract.text import IncrementalDetokenizer, OutputText, TextTracker, eos_token_ids
@@ -512,6 +512,30 @@ def test_a_drafting_step_pays_a_fixed_price_on_a_gpu(drafters, expected_each, dr
     assert policy.plan(others, [[(seq, 6 if drafters == 1 else 74 // 16)] for seq in good]) == drafts
     assert policy.snapshot()["draft_price_ms"] == {16: {"fixed": round(1000 * fixed, 3),
                                                         "per_row": round(1000 * per_row, 4)}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(fixed_ms=st.floats(0, 5), per_row_ms=st.floats(0, 2),
+       rows=st.lists(st.integers(1, 120), min_size=3, max_size=16), slowed=st.integers(0, 15))
+def test_a_draft_price_recovers_its_line_and_one_slowed_step_does_not_move_it(fixed_ms, per_row_ms, rows, slowed):
+    """Steps on ``fixed + per_row x rows`` give that line back; with one of five or more steps (each with
+    its own draft rows) slowed by 20 ms (a neighbour took the core), the line moves by less than 1 ms over
+    the rows measured."""
+    price = DraftPrice()
+    for d in rows:
+        price.add(4, d, (fixed_ms + per_row_ms * d) / 1000)
+    fit = price.fit(4)
+    if len(set(rows)) < 2:
+        assert fit is None
+        return
+    assert 1000 * fit[0] == pytest.approx(fixed_ms, abs=1e-6) and 1000 * fit[1] == pytest.approx(per_row_ms, abs=1e-6)
+    if len(rows) >= 5 and len(set(rows)) == len(rows):  # five or more steps, each with its own draft rows
+        slow = DraftPrice()
+        for i, d in enumerate(rows):
+            slow.add(4, d, (fixed_ms + per_row_ms * d + (20.0 if i == slowed % len(rows) else 0.0)) / 1000)
+        slow_fixed, slow_per_row = slow.fit(4)
+        for d in (min(rows), max(rows)):
+            assert abs((slow_fixed + slow_per_row * d) - (fit[0] + fit[1] * d)) < 0.001
 
 
 @pytest.mark.parametrize("relative, drafts", [(True, 0), (False, -1)])

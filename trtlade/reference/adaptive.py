@@ -59,6 +59,14 @@ from typing import Optional, Sequence
 
 __all__ = ["CostTable", "DraftPrice", "Acceptance", "AutoPolicy", "PolicyCounters"]
 
+
+def _median(values: Sequence[float]) -> float:
+    """The median of a non-empty sequence (the mean of the middle two for an even count)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
 @dataclass
 class CostTable:
     """Median wall time of steps by row count, and the ratio to a 1-row step.
@@ -122,11 +130,7 @@ class CostTable:
         if rows in self._memo:
             return self._memo[rows]
         bucket = self.samples.get(rows)
-        value = None
-        if bucket:
-            ordered = sorted(bucket)
-            mid = len(ordered) // 2
-            value = ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+        value = _median(bucket) if bucket else None
         self._memo[rows] = value
         return value
 
@@ -223,11 +227,6 @@ class DraftPrice:
         per_row = max(0.0, _median(slopes))
         return max(0.0, _median([e - per_row * d for d, e in samples])), per_row
 
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
 @dataclass
