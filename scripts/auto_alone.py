@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
-    from trtlade.bench.meta import machine_info
+    from trtlade.bench.meta import device_name
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.presets import preset_prompt_lookup
@@ -112,7 +112,7 @@ def main() -> None:
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
             f"{name} {per_repeat[name][-1][0]:.1f} tok/s" for name in modes), flush=True)
 
-    host = machine_info()["cpu"] if args.device == "cpu" else _device_name(args.device)
+    host = device_name(args.device)
     result = {"host": host, "model": engine.model_id, "step_cost_ms": engine.stats["step_cost_ms"],
               "threads": engine.threads, "dtype": args.dtype, "preset": args.preset,
               "dataset": args.dataset, "prompts": len(prompts), "max_tokens": args.max_tokens,
@@ -168,12 +168,6 @@ def _by_kind(kinds: dict) -> dict:
                      "drafted_share": round(share, 3)}
         print(f"| {kind} | {speed:.2f}x | {per_step:.2f} | {100 * share:.0f}% |")
     return out
-
-
-def _device_name(device: str) -> str:
-    import torch
-
-    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else device
 
 
 def _ratio(values: list[float]) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trtlade.bench.datasets import load_dataset
-from trtlade.bench.meta import machine_info
+from trtlade.bench.meta import device_name
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.presets import preset_prompt_lookup
@@ -102,7 +102,7 @@ def main() -> None:
     chat = PromptTokenizer(engine.tokenizer)
     mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
     engine.generate(mix[0], max_tokens=8)  # warm-up
-    where = machine_info()["cpu"] if args.device == "cpu" else _device_name(args.device)
+    where = device_name(args.device)
     result: dict[str, Any] = {"device": where, "threads": engine.threads, "dtype": args.dtype, "load": args.load,
                               "engine_spec": args.engine_spec, "model": engine.model_id, "levels": [],
                               "step_cost_ms": engine.stats["step_cost_ms"]}
@@ -138,12 +138,6 @@ def report(result: dict[str, Any], repeats: int) -> None:
     d = result["auto_decisions"]
     print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "
           f"expected {d['expected_accepted']:.1f}, got {d['accepted']}")
-
-
-def _device_name(device: str) -> str:
-    import torch
-
-    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else device
 
 
 if __name__ == "__main__":

@@ -61,6 +61,22 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def device_name(device: str = "cpu") -> Optional[str]:
+    """What a speed figure ran on: the CPU's model for ``cpu``, the GPU's name for a CUDA device (torch is
+    imported only then), else the device as given.
+
+    >>> device_name("mps")
+    'mps'
+    """
+    if device == "cpu":
+        return _cpu_model()
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(torch.device(device))
+    return device
+
+
 def describe_server(version: Any) -> Optional[str]:
     """One line on what served a run, from a trtlade server's /version (None for other servers).
 
