@@ -118,11 +118,47 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
     (["7,7,7"], "unexpected argument"),
     (["--preset", "quick"], "--preset 'quick': unknown preset"),
     (["--native-kernels", "--transformers-forward"], "the native kernels run in the engine's own forward"),
+    (["--device", "tpu"], "--device 'tpu': not a device the reference engine runs on"),
+    (["--device", "cuda:0", "--native-kernels"], "the native kernels are CPU code"),
 ])
 def test_engine_bench_cli_errors(args, message, tiny_folder):
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), *args])
     assert result.exit_code != 0
     assert message in result.output
+
+
+def test_engine_bench_cli_refuses_a_cuda_device_torch_does_not_see(tiny_folder, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), "--device", "cuda"])
+    assert result.exit_code == 1
+    assert "--device cuda: torch" in result.output and "sees 0 CUDA device(s)" in result.output
+    assert "or use --device cpu" in result.output and "Traceback" not in result.output
+
+
+def test_engine_bench_off_the_cpu_loads_there_and_leaves_the_cpu_measurements_out(tiny_folder, prompts_file,
+                                                                                  monkeypatch):
+    """The engine is asked for the device given; the floor, roofline and per-step profile (measurements of
+    the CPU) are left out there. (The load itself is redirected to the CPU: no test needs a GPU.)"""
+    from trtlade.reference.engine import ReferenceEngine
+
+    asked = []
+    load = ReferenceEngine.load.__func__
+
+    def on_cpu(cls, *args, device="cpu", **kwargs):
+        asked.append(device)
+        return load(cls, *args, device="cpu", **kwargs)
+
+    monkeypatch.setattr(ReferenceEngine, "load", classmethod(on_cpu))
+    config = BenchConfig(model=str(tiny_folder), specs=(LookaheadSpec(2, 2, 1),), max_tokens=6, repeats=1,
+                         prompts=str(prompts_file), keying=False, baselines=False, device="cuda:3")
+    res = run_engine_bench(config).to_dict()["results"][0]
+    assert asked == ["cuda:3"]
+    assert res["floor"] == {} and res["profile"] == []
+    assert {m["mode"] for m in res["modes"]} >= {"greedy", "fast 2,2,1"}
+    on_host = run_engine_bench(BenchConfig(**{**config.__dict__, "device": "cpu"})).to_dict()["results"][0]
+    assert on_host["floor"]["floor_ms"] > 0 and on_host["profile"]
 
 
 def test_engine_bench_cli_refuses_a_non_model_folder(tmp_path):

@@ -71,6 +71,7 @@ class BenchConfig:
     fast_forward: bool = True  # False: transformers' forward (the engine before its own Llama-family forward)
     invariant_attention: Optional[bool] = None  # row-invariant attention: None = the engine's default (on, CPU)
     native_kernels: Optional[bool] = None  # the native linear layers and body: None = the engine's default
+    device: str = "cpu"  # a torch device; off the CPU: no floor, roofline or per-step profile (CPU measurements)
 
     @property
     def baseline(self) -> str:
@@ -292,7 +293,7 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                                       request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
                                       fast_forward=None if config.fast_forward else False,
                                       invariant_attention=config.invariant_attention,
-                                      native_kernels=config.native_kernels)
+                                      native_kernels=config.native_kernels, device=config.device)
         load_s = time.perf_counter() - t0
         model_id = engine.model_id
         prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
@@ -302,7 +303,7 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
         modes += lookahead_modes(config, engine.default_request_spec)
         baseline = None
         if config.baselines:
-            baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens)
+            baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens, config.device)
             modes += [ModeResult(GENERATE, "greedy" if not config.temperature > 0 else "sampled", adaptive=False,
                                  kind="transformers"),
                       ModeResult(PROMPT_LOOKUP, f"prompt_lookup_num_tokens={config.prompt_lookup_tokens}",
@@ -312,15 +313,18 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
                               linear_kernel=engine.stats["linear_kernel"], categories=categories,
                               exactness=engine.exactness)
+        on_cpu = config.device == "cpu"  # the floor, the roofline and the profile measure the CPU
         floor = Floor(weight_bytes(engine.runner), dtype=engine.dtype)
-        floor.sample()  # the bandwidth before and after the modes: the host's, in this run
+        if on_cpu:
+            floor.sample()  # the bandwidth before and after the modes: the host's, in this run
         _measure(engine, prompts, modes, config, progress, dtype, baseline)
-        floor.sample()
+        if on_cpu:
+            floor.sample()
         outcome.floor = floor.to_dict()
         outcome.step_cost = {str(k): v for k, v in engine.stats["step_cost_ms"].items()}
         if config.keying:
             outcome.keying = _keying(engine, prompts, config, progress)
-        if config.profile:
+        if config.profile and on_cpu:
             first = config.presets[0]
             for spec in (AUTOREGRESSIVE, engine.default_request_spec):
                 settings = dataclasses.replace(engine.settings, prompt_lookup=preset_prompt_lookup(first, spec))
@@ -356,7 +360,7 @@ class TransformersBaseline:
     """transformers' own ``generate`` on a separately loaded copy of the model (same folder, dtype
     and threads): greedy, and prompt lookup decoding. What a user would run without trtlade."""
 
-    def __init__(self, model: Optional[str], dtype: str, lookup_tokens: int) -> None:
+    def __init__(self, model: Optional[str], dtype: str, lookup_tokens: int, device: str = "cpu") -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -364,7 +368,9 @@ class TransformersBaseline:
 
         folder = str(model_folder(model)) if model else str(embedded_model_dir())
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
+        self.model.to(device)
         self.model.eval()
+        self.device = device
         self.lookup_tokens = lookup_tokens
 
     def run(self, ids: Sequence[int], max_tokens: int, lookup: bool, temperature: float = 0.0, top_p: float = 1.0,
@@ -373,7 +379,7 @@ class TransformersBaseline:
         (``temperature > 0``) from ``torch.manual_seed(seed)``."""
         import torch
 
-        inputs = torch.tensor([list(ids)])
+        inputs = torch.tensor([list(ids)], device=self.device)
         extra: dict[str, Any] = {"prompt_lookup_num_tokens": self.lookup_tokens} if lookup else {}
         if temperature > 0:
             torch.manual_seed(seed)

@@ -6,6 +6,7 @@ Heavy imports (torch, transformers) happen inside the command body.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -79,6 +80,10 @@ def engine_bench(
         None, "--native-kernels/--no-native-kernels", help="The engine's native linear layers and one-call body "
         "(linear.c, layer_ops.c). Default: the engine's (on where they build: AVX-512 / AVX512-BF16); "
         "--no-native-kernels measures oneDNN's GEMMs and torch's ops instead."),
+    device: str = typer.Option("cpu", "--device", help="Where the engine and the transformers baselines run: "
+                               "cpu, cuda or cuda:N (an NVIDIA GPU through torch; there the linear layers are the "
+                               "vendor's GEMMs, and the floor, roofline and per-step profile, CPU measurements, "
+                               "are left out)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
 ) -> None:
@@ -104,6 +109,7 @@ def engine_bench(
     if native_kernels and transformers_forward:
         fail("--native-kernels with --transformers-forward: the native kernels run in the engine's own forward",
              hint="drop one of the two (--no-native-kernels measures the engine's own forward on oneDNN)")
+    _check_device(device, native_kernels)
     gguf = model is not None and model.suffix == ".gguf" and model.is_file()
     if model is not None and not (model / "config.json").is_file() and not gguf:
         fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file",
@@ -128,21 +134,42 @@ def engine_bench(
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
                          presets=presets, temperature=temperature, top_p=top_p, seed=seed,
                          fast_forward=not transformers_forward, invariant_attention=invariant_attention,
-                         native_kernels=native_kernels)
+                         native_kernels=native_kernels, device=device)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
     except (EmbeddedModelError, ModelLoadError, UnsupportedModelError) as exc:
         fail(str(exc))
-    from trtlade.bench.meta import machine_info
+    from trtlade.bench.meta import device_name, machine_info
 
     data = result.to_dict()
     data["machine"] = machine_info()  # the CPU model: a speed figure holds on the host that measured it
+    data["machine"]["device"] = device_name(device)
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
     _print_tables(data)
     console.print(f"JSON written to {out}")
+
+
+def _check_device(device: str, native_kernels: Optional[bool]) -> None:
+    """``--device``: the CPU, or a CUDA device torch can see (the native kernels are CPU code)."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        fail(f"--device {device!r}: not a device the reference engine runs on",
+             hint="use cpu, cuda or cuda:N (an NVIDIA GPU through a CUDA build of torch)")
+    if device == "cpu":
+        return
+    if native_kernels:
+        fail(f"--native-kernels with --device {device}: the native kernels are CPU code",
+             hint="drop --native-kernels: off the CPU the engine runs the vendor's GEMMs and torch's attention")
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        choice = f"pick one of cuda:0..cuda:{count - 1}" if count else "or use --device cpu"
+        fail(f"--device {device}: torch {torch.__version__} sees {count} CUDA device(s) here",
+             hint=f"run it where torch sees an NVIDIA GPU (a CUDA build of torch), {choice}")
 
 
 def _print_tables(data: dict) -> None:
@@ -153,7 +180,7 @@ def _print_tables(data: dict) -> None:
     base = "plain sampling" if sampled else "greedy"
     decoding = f"sampled at temperature {config['temperature']:g}, top_p {config['top_p']:g}; " if sampled else ""
     for res in data["results"]:
-        cpu = data.get('machine', {}).get('cpu') or 'an unknown CPU'
+        cpu = data.get('machine', {}).get('device') or data.get('machine', {}).get('cpu') or 'an unknown CPU'
         table = Table(title=f"{data['model_id']} {res['dtype']} on {cpu} "
                             f"({decoding}"
                             f"engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
