@@ -180,16 +180,17 @@ class DraftPrice:
     neither much), neither below 0. No fit (None) with fewer than ``min_samples`` steps or a single
     number of draft rows among them.
 
-    Measured on an NVIDIA H200 (fp32 SmolLM2-135M, 16 sequences, plain step 16.7 ms): a step where one
-    sequence drafted 6 rows cost 3.2 ms more, one where all 16 drafted 74 rows 4.5 ms more -- a price per
-    row alone would charge the first 0.4 ms (at the second's rate) or the second 39 ms (at the first's):
+    On an NVIDIA H200 (fp32 SmolLM2-135M, 16 sequences, plain step 16.7 ms) a step where all 16 drafted
+    74 rows cost 4.5 ms more (measured), one where one sequence drafted its 6 about 2.8 ms more (its forward
+    +1.0 ms and one drafting sequence's host work +1.75 ms, each measured) -- a price per row alone would
+    charge the second 0.4 ms (at the first's rate) or the first 35 ms (at the second's):
 
     >>> price = DraftPrice()
-    >>> for rows, ms in [(6, 3.2), (74, 4.5), (6, 3.3), (40, 3.9), (74, 4.4)]:
+    >>> for rows, ms in [(6, 2.8), (74, 4.5), (6, 2.9), (40, 3.7), (74, 4.4)]:
     ...     price.add(16, rows, ms / 1000)
     >>> fixed, per_row = price.fit(16)
     >>> round(1000 * fixed, 2), round(1000 * per_row, 4)
-    (3.19, 0.0176)
+    (2.76, 0.0235)
     >>> price.fit(8) is None                 # nothing measured with 8 sequences
     True
     """
