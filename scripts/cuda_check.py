@@ -17,7 +17,8 @@ nothing in the project or its tests needs a GPU.
    a step carries before its arithmetic costs more than reading the weights once).
 3. **Drafts in a batch** (``--parts drafts``): a step of S sequences (1, 4, 8, 16) of which D carry 9 draft
    rows each (0, 1, half, all), the forward and its greedy tokens synchronised: what one drafting sequence
-   adds to a batch's step, against what ``auto``'s cost model charges a draft row there.
+   adds to a batch's step, against what ``auto``'s cost model charges a draft row there. ``--parts host``:
+   per decode step, the forward and the step's time outside it, ``ar`` against a fixed (2,4,2).
 4. **Batching**: output tokens/s of 1..N sequences with ``ar``, the user's (4,2,4) and ``auto`` on the
    Qwen3-8B-shaped random model (random weights: acceptance is not a real model's; the step costs are).
 """
@@ -229,6 +230,50 @@ def drafts_in_batch(shape: str, dtype: str, device: str, repeats: int, layers: i
     return out
 
 
+def host_split(dtype: str, device: str, layers: int | None, max_tokens: int = 40) -> dict[str, Any]:
+    """Per decode step of S sequences (1, 4, 16), the synchronised forward and the step's time outside it
+    (planning, verifying, the n-gram pools, the K/V moves), ``ar`` against a fixed (2,4,2), twice each,
+    interleaved; a random SmolLM2-135M-shaped model (its looping text accepts drafts; the costs are real)."""
+    model = shaped_model("smollm2-135m", DTYPES[dtype], device, layers)
+    engine = ReferenceEngine(model, tiny_word_tokenizer(SHAPES["smollm2-135m"]["vocab_size"]), (2, 4, 2),
+                             calibrate=False, model_id="smollm2-135m", native_kernels=native(device))
+    runner = engine.runner
+    forward, spent = runner.forward_greedy, []
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        sync(device)
+        t0 = time.perf_counter()
+        out = forward(*args, **kwargs)
+        sync(device)
+        spent.append(time.perf_counter() - t0)
+        return out
+
+    runner.forward_greedy = timed  # this engine's runner only: the script's own instrument
+    prompts = [list(range(1000 + 97 * k, 1200 + 97 * k)) for k in range(16)]
+    out: dict[str, Any] = {"dtype": dtype, "ms": {}}
+    for seqs in (1, 4, 16):
+        for rep in range(2):
+            for name, spec in (("ar", LookaheadSpec(1, 1, 0)), ("2,4,2", LookaheadSpec(2, 4, 2))):
+                batch = engine.new_batch(max_batch_size=seqs)
+                for p in prompts[:seqs]:
+                    batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=max_tokens, lookahead=spec,
+                                                ignore_eos=True))
+                steps = []
+                while len(batch):
+                    spent.clear()
+                    t0 = time.perf_counter()
+                    batch.step()
+                    wall = time.perf_counter() - t0
+                    if not batch.last.prefill_tokens and spent and batch.last.running == seqs:
+                        steps.append((1000 * (wall - sum(spent)), 1000 * sum(spent), batch.last.rows))
+                out["ms"][f"{name} S={seqs} #{rep + 1}"] = {
+                    "host": round(statistics.median(s[0] for s in steps), 3),
+                    "forward": round(statistics.median(s[1] for s in steps), 3),
+                    "rows": statistics.median(s[2] for s in steps), "steps": len(steps)}
+    del engine, runner, model
+    return out
+
+
 # ------------------------------------------------------------------------------------------ 4. batching
 def batching(device: str, sizes: list[int], max_tokens: int, repeats: int, layers: int | None,
              invariant: bool | None = None) -> dict[str, Any]:
@@ -299,6 +344,7 @@ def main() -> None:
         ("lossless", lambda: lossless(dev, args.max_tokens)),
         ("drafts", lambda: [drafts_in_batch("smollm2-135m", d, dev, args.repeats, args.layers)
                             for d in ("float32", "bfloat16")]),
+        ("host", lambda: [host_split(d, dev, args.layers) for d in ("float32", "bfloat16")]),
         ("batching", lambda: batching(dev, [int(x) for x in args.batches.split(",")], args.max_tokens,
                                       args.batch_repeats, args.layers, True if args.invariant else None)),
     ]
