@@ -559,6 +559,13 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         CASES(TILE, __VA_ARGS__)                                                                              \
     }
 
+/* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
+ * chains), 2 for more (tiles of one panel; a remainder of 1 or 2 rows still spans 2): the group the passes
+ * re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
+ * forced on a Zen 4, against groups of 4 (scripts/linear_ab.py, medians): float32 1.05-1.09x faster at
+ * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/reference-engine.md). */
+#define AVX2_GROUP(M) ((M) <= 2 ? 4 : 2)
+
 /* The schedule of the AVX-512 tiles (float32 with AVX-512F, bfloat16 with AVX512-BF16) and of portable C:
  * the panels in groups of GP, handed out one group at a time to whichever thread is free (a thread that
  * the OS gives to another process for a while does not hold the others up); each group runs every tile of
@@ -674,7 +681,7 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
         FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
 #elif defined(AVX2_PATH)
-    FOR_STREAMS(4, 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
+    FOR_STREAMS(AVX2_GROUP(M), 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
                 TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
@@ -699,7 +706,7 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_STREAMS(4, 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
+    FOR_STREAMS(AVX2_GROUP(M), 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
