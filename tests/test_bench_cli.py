@@ -168,6 +168,20 @@ def test_invalid_config_is_reported(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "the config is not valid" in result.stderr and "concurency" in result.stderr
 
 
+@pytest.mark.parametrize("command, option, text, located", [
+    ("bench", "--launch", None, "no such file"),                       # a path that is not there
+    ("bench", "--config", "build: [\n", "malformed YAML"),              # not YAML: a [ never closed
+    ("tune", "--launch", "build: [\n", "a [ or { is not closed"),
+])
+def test_an_unreadable_config_is_reported_where_it_fails(tmp_path: Path, command, option, text, located) -> None:
+    cfg = tmp_path / "cfg.yml"
+    if text is not None:
+        cfg.write_text(text)
+    result = invoke(command, option, str(cfg))
+    assert result.exit_code == 1 and "the config cannot be read" in result.stderr
+    assert f"{cfg}:" in result.stderr and located in result.stderr and f"trtlade validate-config {cfg}" in result.stderr
+
+
 def test_every_request_failing_exits_1_with_report(server: tuple[str, Script], tmp_path: Path) -> None:
     url, _ = server
     data = tmp_path / "fail.jsonl"

@@ -50,12 +50,15 @@ def load_bench_defaults(config: Optional[Path]) -> tuple["BenchSection", Optiona
 
     if config is None:
         return BenchSection(), None
-    from trtlade.config.loader import ConfigError, load_config
+    from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 
     try:
         loaded = load_config(config)
     except ConfigError as exc:
         fail(f"{config}: the config is not valid:\n{exc}", hint="check it with: trtlade validate-config "
+             f"{config}")
+    except ConfigLoadError as exc:  # missing, unreadable, or not YAML
+        fail(f"{config}: the config cannot be read:\n{exc}", hint="check it with: trtlade validate-config "
              f"{config}")
     except OSError as exc:
         fail(f"cannot read config {config}: {exc.strerror or exc}", hint="check the path")
