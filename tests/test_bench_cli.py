@@ -182,6 +182,17 @@ def test_an_unreadable_config_is_reported_where_it_fails(tmp_path: Path, command
     assert f"{cfg}:" in result.stderr and located in result.stderr and f"trtlade validate-config {cfg}" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_a_result_dir_that_cannot_be_made_is_refused_before_any_request(tmp_path: Path, command) -> None:
+    """Checked before the server is reached (here none listens: its error would come first otherwise), so a
+    run is never measured and then lost for want of a folder."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = invoke(command, "--base-url", f"http://127.0.0.1:{free_port()}", "--result-dir", str(blocker / "runs"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"--result-dir: {blocker / 'runs'}: cannot create it" in result.stderr and "cannot reach" not in result.stderr
+
+
 def test_every_request_failing_exits_1_with_report(server: tuple[str, Script], tmp_path: Path) -> None:
     url, _ = server
     data = tmp_path / "fail.jsonl"

@@ -65,6 +65,25 @@ def load_bench_defaults(config: Optional[Path]) -> tuple["BenchSection", Optiona
     return loaded.config.bench, loaded
 
 
+def result_root(given: Optional[Path], loaded: Any, section: "BenchSection") -> Path:
+    """Where run folders go (``--result-dir``, else the config's ``bench.result_dir``), created now: a
+    folder that cannot be written is refused before any server starts or request is sent, not after the
+    run (bench and tune)."""
+    import os
+
+    root = Path(given if given is not None else config_relative(loaded, section, "result_dir", section.result_dir))
+    where = "--result-dir" if given is not None else "bench.result_dir"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{root}: cannot create it ({exc.strerror or exc})", where=where,
+             hint="give a folder you can write; run folders go under it (default: reports)")
+    if not os.access(root, os.W_OK | os.X_OK):
+        fail(f"{root}: not writable", where=where, hint="give a folder you can write; run folders go under it "
+             "(default: reports)")
+    return root
+
+
 def config_relative(loaded: Any, section: "BenchSection", name: str, value: Any) -> Any:
     """A path the user wrote in the config is relative to the config file; defaults stay as they are."""
     if loaded is not None and name in section.model_fields_set:
@@ -289,10 +308,9 @@ def bench(
     if n_prompts < max(levels):
         err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
                           f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
-    out_root = result_dir if result_dir is not None else config_relative(loaded, section, "result_dir",
-                                                                           section.result_dir)
+    out_root = result_root(result_dir, loaded, section)
     settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
-    _run_and_report(plan, settings, meta, Path(out_root), label, launch, launch_timeout, model, plots)
+    _run_and_report(plan, settings, meta, out_root, label, launch, launch_timeout, model, plots)
 
 
 def _top_p(given: Optional[float], configured: float) -> float:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers
+from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
 from trtlade.cli.common import err_console, fail, parse_spec_option
 
 _HELP = """Measure candidate (w,n,g) specs against a trtlade server at each concurrency level, pick the
@@ -168,8 +168,7 @@ def tune(
         top_p=top_p if top_p is not None else section.top_p)
     if not 0.0 < settings.top_p <= 1.0:
         fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
-    out_root = Path(result_dir if result_dir is not None else
-                    config_relative(loaded, section, "result_dir", section.result_dir))
+    out_root = result_root(result_dir, loaded, section)
     key = api_key
     if key is None and loaded is not None and loaded.config.serve.api_key_env:
         import os
