@@ -218,3 +218,42 @@ def test_the_served_engine_loads_with_the_collector_paused_and_leaves_its_heap_f
     finally:
         gc.unfreeze()
         asyncio.run(serving.aclose())
+
+
+# ----------------------------------------------------------------------------- where it listens
+def test_a_port_another_process_holds_is_refused_before_the_engine_loads():
+    """`trtlade serve --port P` with P taken: one error naming host:port and a hint, exit 1, no engine
+    loaded and no uvicorn start (it used to log "the engine failed to load: CancelledError")."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "choose another --port" in result.stderr
+    assert "Loading weights" not in result.output and "Uvicorn running" not in result.output
+
+
+@pytest.mark.parametrize("host, said", [("999.1.1.1", "not an address or name here"),
+                                        ("not a host name", "not an address or name here")])
+def test_a_host_that_is_not_this_machines_is_refused(host, said):
+    from trtlade.server.runner import ServeError, check_listen
+
+    with pytest.raises(ServeError) as caught:
+        check_listen(host, 0)
+    assert said in caught.value.message and "--host" in caught.value.hint
+
+
+def test_a_free_address_passes_and_is_let_go():
+    import socket
+
+    from trtlade.server.runner import check_listen
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check_listen("127.0.0.1", port)
+    with socket.socket() as again:  # still free afterwards
+        again.bind(("127.0.0.1", port))

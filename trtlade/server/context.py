@@ -93,6 +93,9 @@ class ServerContext:
         state = self.state
         try:
             ready = source if isinstance(source, ServingEngine) else await asyncio.to_thread(source)
+        except asyncio.CancelledError:  # the server stops while loading: not the engine's failure
+            log.info("engine loading stopped: the server is shutting down")
+            raise
         except BaseException as exc:  # noqa: BLE001 - reported through /health and the callback
             state.status, state.error = "failed", str(exc) or type(exc).__name__
             log.error("the engine failed to load: %s", state.error)

@@ -7,9 +7,11 @@ and the process exits 0. If the engine fails to load, the server stops and the p
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import signal
+import socket
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -17,7 +19,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from trtlade.errors import TrtladeError
 from trtlade.server.plan import ServePlan
 
-__all__ = ["engine_factory", "serve_app", "run_plan", "ServeError"]
+__all__ = ["engine_factory", "serve_app", "run_plan", "check_listen", "ServeError"]
 
 log = logging.getLogger("trtlade.server")
 
@@ -180,6 +182,32 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
     return 1 if failed.is_set() else 0
 
 
+def check_listen(host: str, port: int) -> None:
+    """Refuse, before the engine loads, an address this process cannot listen on: a host that is not
+    one of this machine's addresses or names, a port another process holds. Binds as uvicorn will
+    (``SO_REUSEADDR``) and lets go at once (a process that takes the port in between still fails in
+    uvicorn, as before)."""
+    where = f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ServeError(f"cannot listen on {where}: the host is not an address or name here ({exc})",
+                         "--host (serve.host): an address of this machine, e.g. 127.0.0.1 (this machine only) "
+                         "or 0.0.0.0 (every interface)", where="--host") from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            busy = exc.errno == errno.EADDRINUSE
+            raise ServeError(f"cannot listen on {where}: {exc.strerror or exc}",
+                             "another process holds the port: stop it or choose another --port (serve.port)"
+                             if busy else "--host (serve.host) must be an address of this machine, e.g. 127.0.0.1 "
+                             "or 0.0.0.0; ports below 1024 need privileges",
+                             where="--port" if busy else "--host") from None
+
+
 def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info",
              access_log: bool = True, access_log_probes: bool = False) -> int:
     """Everything ``trtlade serve`` does after parsing: returns the process exit code."""
@@ -188,6 +216,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
     factory = engine_factory(plan, argv)
     if factory is None:  # an MPI follower rank: done
         return 0
+    check_listen(plan.host, plan.port)
     stack = http_stack()
     settings = ServerSettings(api_key=plan.api_key, max_body_bytes=plan.config.serve.max_body_bytes,
                               access_log=access_log, access_log_probes=access_log_probes,
