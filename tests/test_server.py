@@ -396,6 +396,8 @@ def test_wrong_types_and_values_name_the_field(body, param):
     ({"messages": []}, "messages"),
     ({"messages": "hi"}, "messages"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
+    ({"messages": [{"role": "user", "content": None}]}, "messages.0.content"),   # OpenAI refuses it too
+    ({"messages": [{"role": "system", "content": "be brief"}, {"role": "user"}]}, "messages.1.content"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
      "messages.0.content.0.image_url"),
     ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "tools"),
@@ -405,6 +407,13 @@ def test_wrong_types_and_values_name_the_field(body, param):
 ])
 def test_chat_bad_input(body, param):
     error_of(post("/v1/chat/completions", body), 400, param)
+
+
+def test_an_assistant_turn_may_come_without_text():
+    """Clients resend earlier assistant turns with ``content: null`` (a tool call's turn): accepted, as no text."""
+    body = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None},
+                         {"role": "user", "content": "and?"}], "max_tokens": 2}
+    assert post("/v1/chat/completions", body).status_code == 200
 
 
 def test_unknown_field_is_refused_naming_it():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from trtlade.contract.protocol import MAX_TOP_LOGPROBS, sampling_bounds
 
@@ -120,8 +120,19 @@ class TextPart(_Strict):
 
 class ChatMessage(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Union[str, list[TextPart], None] = None
+    content: Union[str, list[TextPart], None] = Field(None, validate_default=True)
     name: Optional[str] = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_unless_assistant(cls, content: Any, info: ValidationInfo) -> Any:
+        """Only an assistant turn may come without text (``null`` or left out: clients send earlier
+        assistant turns so); a user, system, developer or tool turn without it is refused, as OpenAI
+        does, rather than sent to the model as empty text."""
+        if content is None and info.data.get("role") not in (None, "assistant"):
+            raise ValueError(f"a {info.data['role']} message needs its text (a string or text parts); only an "
+                             "assistant message may have none")
+        return content
 
     def text(self) -> str:
         if self.content is None:
