@@ -268,6 +268,9 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
         assert answer.json()["choices"][0]["text"] == alone_text, text
     assert metric_value(metrics, "trtlade_batch_steps_total") > 0
     assert metric_value(metrics, "trtlade_batch_size_sum") > metric_value(metrics, "trtlade_batch_steps_total")
+    steps = metric_value(metrics, "trtlade_batch_steps_total")
+    assert metric_value(metrics, "trtlade_batch_step_seconds_count") == steps   # one duration per step
+    assert 0 < metric_value(metrics, "trtlade_batch_step_seconds_sum") / steps < 5.0
     assert metric_value(metrics, "trtlade_queue_wait_seconds_count") == 6
 
 

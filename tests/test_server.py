@@ -243,6 +243,32 @@ def test_health_is_503_while_loading_then_200():
     assert ready.status_code == 200
 
 
+def test_the_engine_loads_in_a_thread_that_ends_with_the_load():
+    """Not in the event loop's executor, whose threads stay: a thread that ran OpenMP keeps libgomp's pool
+    of workers alive, and a second pool next to the engine thread's slowed every served step (context.py,
+    ``in_own_thread``)."""
+    import threading
+
+    loaders = []
+
+    def factory():
+        loaders.append(threading.current_thread())
+        return ReferenceServingEngine(FakeEngine())
+
+    app = create_app(factory)
+
+    async def go():
+        async with client_for(app) as c:
+            await asyncio.wait_for(app.state.trtlade.loaded.wait(), 10)
+            return await c.get("/health")
+
+    assert run(go()).status_code == 200
+    (loader,) = loaders
+    assert loader is not threading.main_thread() and loader.name == "trtlade-engine-load"
+    loader.join(5)
+    assert not loader.is_alive()
+
+
 def test_engine_load_failure_is_reported():
     failures = []
 

@@ -19,6 +19,10 @@ trtlade_engine_info{engine,model,spec}        gauge      1; the engine's name, m
 trtlade_batch_steps_total                     counter    forward passes over running sequences (reference
                                                          engine; prefills not counted)
 trtlade_batch_size                            histogram  running sequences in each such forward pass
+trtlade_batch_step_seconds                    histogram  wall time of each such step (reference engine:
+                                                         planning, the forward, verifying, handing its
+                                                         tokens to the requests; prompt chunks beside
+                                                         the decoding rows included)
 trtlade_step_rows                             histogram  rows computed in each such forward pass, drafts
                                                          included (what max_num_tokens bounds)
 trtlade_dropped_draft_rows_total              counter    draft rows dropped because max_num_tokens had no
@@ -67,6 +71,7 @@ _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0
 _TOKENS_PER_STEP_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 _ROWS_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048)
+_STEP_BUCKETS = (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
 
 
 class ServerMetrics:
@@ -106,6 +111,8 @@ class ServerMetrics:
         self.batch_steps = Counter("trtlade_batch_steps", "Forward passes over the running sequences.", registry=r)
         self.batch_size = Histogram("trtlade_batch_size", "Running sequences per forward pass.",
                                     buckets=_BATCH_BUCKETS, registry=r)
+        self.step_seconds = Histogram("trtlade_batch_step_seconds", "Wall time of each step over the running "
+                                      "sequences.", buckets=_STEP_BUCKETS, registry=r)
         self.step_rows = Histogram("trtlade_step_rows", "Rows computed per forward pass, drafts included.",
                                    buckets=_ROWS_BUCKETS, registry=r)
         self.draft_rows = Histogram("trtlade_step_draft_rows", "Draft rows per forward pass.",
@@ -174,6 +181,7 @@ class ServerMetrics:
         if report.running:
             self.batch_steps.inc()
             self.batch_size.observe(report.running)
+            self.step_seconds.observe(report.seconds)
             self.step_rows.observe(report.rows)
             self.draft_rows.observe(report.rows - report.running)
         if report.auto_drafted or report.auto_skipped or report.auto_empty:
