@@ -73,14 +73,13 @@ def result_root(given: Optional[Path], loaded: Any, section: "BenchSection") -> 
 
     root = Path(given if given is not None else config_relative(loaded, section, "result_dir", section.result_dir))
     where = "--result-dir" if given is not None else "bench.result_dir"
+    hint = "give a folder you can write; run folders go under it (default: reports)"
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        fail(f"{root}: cannot create it ({exc.strerror or exc})", where=where,
-             hint="give a folder you can write; run folders go under it (default: reports)")
+        fail(f"{root}: cannot create it ({exc.strerror or exc})", where=where, hint=hint)
     if not os.access(root, os.W_OK | os.X_OK):
-        fail(f"{root}: not writable", where=where, hint="give a folder you can write; run folders go under it "
-             "(default: reports)")
+        fail(f"{root}: not writable", where=where, hint=hint)
     return root
 
 
