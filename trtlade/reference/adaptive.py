@@ -229,7 +229,6 @@ class DraftPrice:
         return max(0.0, _median([e - per_row * d for d, e in samples])), per_row
 
 
-
 @dataclass
 class Acceptance:
     """One sequence's accepted drafts per drafted step: a sum and a count that fade while it does
