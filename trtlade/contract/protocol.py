@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+from trtlade.drafting.config import DraftConfig
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
@@ -120,6 +121,9 @@ class GenerationRequest(SamplingParams):
     Sampling (the :class:`SamplingParams` fields, keyword-only): ``temperature > 0`` samples, every
     draw keyed by (``seed``, position), so lookahead emits exactly what plain sampling does with the
     same seed (reference engine, :mod:`trtlade.reference.sampling`).
+
+    ``speculation``: draft with NGram or SA instead of Lookahead (:class:`~trtlade.drafting.config.DraftConfig`,
+    TensorRT-LLM's ``speculative_config`` block); ``lookahead`` is then None. Verified by the same exact path.
     """
 
     prompt_ids: tuple[int, ...]
@@ -137,6 +141,8 @@ class GenerationRequest(SamplingParams):
     logprobs: Optional[int] = None
     #: log probabilities of the prompt tokens (from the second on), with this many alternatives
     prompt_logprobs: Optional[int] = None
+    #: NGram or SA drafting (TensorRT-LLM's speculative_config) instead of Lookahead
+    speculation: Optional[DraftConfig] = None
 
 
 @dataclass
@@ -161,10 +167,28 @@ class GenerationStats:
     #: the seed every draw was keyed by (a sampled request's own, or the random one it was given);
     #: None for greedy decoding
     seed: Optional[int] = None
+    #: the NGram or SA drafter that ran (None: Lookahead's ``spec``), and the draft tokens it verified
+    speculation: Optional[DraftConfig] = None
+    draft_tokens: int = 0
 
     @property
     def tokens_per_step(self) -> float:
         return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def drafter(self) -> str:
+        """``Lookahead`` (``spec``; plain decoding when it is (1,1,0)), ``NGram`` or ``SA``."""
+        return self.speculation.decoding_type if self.speculation is not None else "Lookahead"
+
+    @property
+    def decode_steps(self) -> int:
+        """Steps after the prefill (which emits the first token)."""
+        return max(0, self.steps - 1)
+
+    @property
+    def accepted_drafts(self) -> int:
+        """Draft tokens accepted: every step emits one token plus the drafts it accepted."""
+        return max(0, self.tokens - self.steps)
 
     @property
     def draft_rows(self) -> int:

@@ -193,7 +193,7 @@ class LookaheadPolicy:
         with self._lock:
             self._in_flight += 1
             count = max(self._in_flight, request.load or 0)
-        if request.lookahead is not None:
+        if request.lookahead is not None or request.speculation is not None:  # its own spec or drafter
             return dataclasses.replace(request, policy="fixed")
         policy = request.policy or self.default
         if policy != "schedule" or self.schedule is None:

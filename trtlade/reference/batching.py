@@ -59,6 +59,7 @@ from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepCh
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
+from trtlade.drafting.algorithm import DraftPools, HistoryDrafter
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
@@ -85,7 +86,9 @@ class DraftSettings:
     tokens of the prompt-lookup candidate (0: TensorRT-LLM's algorithm exactly). ``corrected_keying``
     / ``full_guess_set``: the algorithm's departures from TensorRT-LLM
     (:class:`~trtlade.lookahead.algorithm.LookaheadAlgorithm`). ``seed``: the Jacobi window's
-    initial guesses (never a sampled request's draws).
+    initial guesses (never a sampled request's draws). ``ngram_implementation``: how NGram requests draft
+    (:data:`~trtlade.drafting.algorithm.NGRAM_IMPLEMENTATIONS`: TensorRT-LLM's one-model drafter, or the
+    host-side pool of its 1.0-1.2 releases).
 
     >>> dataclasses.replace(DraftSettings(), prompt_lookup=3).prompt_lookup
     3
@@ -96,6 +99,7 @@ class DraftSettings:
     corrected_keying: bool = False
     full_guess_set: bool = False
     seed: int = 0
+    ngram_implementation: str = "one_model"
 
 
 class BatchEngine(Protocol):
@@ -107,6 +111,9 @@ class BatchEngine(Protocol):
     eos_token_ids: tuple[int, ...]
     runner: BatchRunner
     policy: AutoPolicy
+    max_seq_len: int
+    #: rows one sequence's step may compute (Lookahead's widest spec, or the longest NGram/SA draft + 1)
+    decoding_tokens: int
 
     def validate(self, request: GenerationRequest) -> LookaheadSpec: ...
 
@@ -127,7 +134,7 @@ class SequenceState:
         self.spec = spec
         self.seq_id = seq_id
         self.prompt = list(request.prompt_ids)
-        self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt))
+        self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt), speculation=request.speculation)
         self.output = OutputText(
             engine.tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
             stop_ids=(*request.stop_token_ids, *(() if request.ignore_eos else engine.eos_token_ids)),
@@ -143,8 +150,10 @@ class SequenceState:
         self.slot: Optional[int] = None
         self.finish_reason: Optional[str] = None
         self.algo: Optional[LookaheadAlgorithm] = None
-        self.policy = _resolve_policy(request, settings.adaptive)
-        self.stats.policy = self.policy if not spec.is_autoregressive else None
+        #: NGram / SA drafting (``request.speculation``), from admission on (:meth:`start_drafting`)
+        self.drafter: Optional[HistoryDrafter] = None
+        self.policy = "fixed" if request.speculation is not None else _resolve_policy(request, settings.adaptive)
+        self.stats.policy = self.policy if not spec.is_autoregressive or request.speculation is not None else None
         self.contexts = _RepeatIndex(self.prompt)
         self._acceptance = {(ctx, option): engine.policy.new_sequence(_prior_key(ctx, option, params.greedy, spec,
                                                                                  engine.spec))
@@ -159,6 +168,15 @@ class SequenceState:
         self.prefill_started: Optional[float] = None
         self.prompt_rows: list[torch.Tensor] = []
         self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
+        self._prepared: Optional[DraftBatch] = None  # an NGram / SA step's rows, prepared for this step
+
+    def start_drafting(self, pools: DraftPools) -> None:
+        """An NGram / SA request, admitted: its history enters its batch's pool (upstream seeds it when the
+        request's first context chunk is scheduled; other requests' public search sees it from then on)."""
+        if self.request.speculation is not None and self.drafter is None:
+            self.drafter = pools.drafter(
+                self.request.speculation, self.seq_id, self.prompt + self.tokens,
+                eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens)
 
     @property
     def scored(self) -> bool:
@@ -187,24 +205,38 @@ class SequenceState:
 
     @property
     def drafts(self) -> bool:
-        """Whether this sequence has drafts at all (a lookahead spec, past min_tokens)."""
-        return not self.single_row and not self.spec.is_autoregressive
+        """Whether this sequence has drafts at all (a lookahead spec or a drafter, past min_tokens)."""
+        return not self.single_row and (self.drafter is not None or not self.spec.is_autoregressive)
 
     def step_mode(self, in_flight: int) -> str:
         """This step: ``"drafts"`` (verify them), ``"golden"`` (one row) or ``"auto"`` (the policy
         decides). ``in_flight``: requests in the batch now (a schedule's band is keyed by it)."""
         if not self.drafts:
             return "golden"
+        if self.drafter is not None:
+            return "drafts"
         if self.policy == "auto":
             return "auto"
         if self.policy == "schedule" and self.request.schedule is not None:
             return "golden" if self.request.schedule.spec_for(in_flight).is_autoregressive else "drafts"
         return "drafts"
 
-    def wanted_rows(self, option: str = "full") -> int:
-        """Prepare this step's rows for ``option`` (:data:`DRAFT_OPTIONS`) and return their count."""
+    def expected_tokens(self) -> float:
+        """Tokens this sequence's drafting step is expected to emit (for the auto policy's plan of the rest)."""
+        if self.drafter is not None:
+            tally = self.drafter.tally
+            return 1.0 + (tally.accepted / tally.drafted_steps if tally.drafted_steps else 0.0)
+        return 1.0 + self.engine.policy.expected(self.acceptance())
+
+    def wanted_rows(self, option: str = "full", batch_size: int = 1) -> int:
+        """Prepare this step's rows for ``option`` (:data:`DRAFT_OPTIONS`) and return their count;
+        ``batch_size``: sequences decoding this step (an NGram / SA draft length may depend on it)."""
         if self.single_row:
             return 1
+        if self.drafter is not None:
+            with traced(ALGORITHM_LABEL):
+                self._prepared = self.drafter.prepare(batch_size)
+            return self._prepared.num_rows
         self._option = option
         window, depth = _OPTION_ROWS[option]
         with traced(ALGORITHM_LABEL):
@@ -219,8 +251,12 @@ class SequenceState:
             self._draft = None
             return RowBlock(self.slot, [self.tokens[-1]], [0], [0])
         with traced(ALGORITHM_LABEL):
-            window, depth = _OPTION_ROWS[self._option]
-            draft = self._algorithm().prepare(window=window, depth=depth)
+            if self.drafter is not None:
+                assert self._prepared is not None, "an NGram / SA step's rows are prepared by wanted_rows"
+                draft = self._prepared
+            else:
+                window, depth = _OPTION_ROWS[self._option]
+                draft = self._algorithm().prepare(window=window, depth=depth)
             mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
         return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows, mask=mask)
@@ -246,7 +282,7 @@ class SequenceState:
             chunk = self._emit([token], rows=1, rows_logits=logits[:1])
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
-            if self.drafts:
+            if self.drafts and self.drafter is None:
                 for option in DRAFT_OPTIONS:
                     self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
@@ -263,15 +299,18 @@ class SequenceState:
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
         with traced(ALGORITHM_LABEL):
             algo.commit(count)
-            if chunk.finish_reason is None:  # a run cut by a stop says nothing about acceptance
+            if chunk.finish_reason is None and self.drafter is None:  # a cut run says nothing about acceptance
                 option = self._option
                 self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
                                            planned=self.policy == "auto")
         return chunk, list(verification.kept_rows[:count])
 
     # ------------------------------------------------------------------ internals
-    def _algorithm(self) -> LookaheadAlgorithm:
-        """The sequence's lookahead state, set up on the context so far the first time it drafts."""
+    def _algorithm(self) -> LookaheadAlgorithm | HistoryDrafter:
+        """The sequence's drafter: its NGram / SA one, else its lookahead state, set up on the context so far
+        the first time it drafts."""
+        if self.drafter is not None:
+            return self.drafter
         if self.algo is None:
             settings = self.settings
             self.algo = LookaheadAlgorithm(
@@ -309,6 +348,10 @@ class SequenceState:
             self.contexts.extend(emitted.tokens)
             if self.sampler is not None:
                 self.sampler.extend(emitted.tokens)
+        if self.drafter is not None:
+            with traced(ALGORITHM_LABEL):
+                self.drafter.observe(emitted.tokens)
+            self.stats.draft_tokens = self.drafter.tally.draft_tokens
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats
@@ -373,6 +416,8 @@ class Batch:
         self._running: list[SequenceState] = []
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
+        #: the NGram / SA histories of this batch's requests (a public / global pool searches them)
+        self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation)
         #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
         self.pacer = (PrefillPacer(limits.prefill_chunk, limits.prefill_stall, decode_cost=self._decode_cost)
                       if limits.prefill_chunk else None)
@@ -421,6 +466,7 @@ class Batch:
         """Cancel everything and free every slot."""
         for seq_id in [w.state.seq_id for w in self._waiting] + [s.seq_id for s in self._prefilling + self._running]:
             self.cancel(seq_id)
+        self.pools.flush()
 
     def step(self, on_chunk: Optional[Callable[[int, StepChunk], None]] = None) -> list[tuple[int, StepChunk]]:
         """Admit and prefill, then one forward pass for the running sequences; returns the chunks
@@ -466,9 +512,10 @@ class Batch:
             if budget is not None and pending and pending + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
-                reserve = len(state.prompt) + state.request.max_tokens + self.engine.spec.decoding_tokens + 1
+                reserve = len(state.prompt) + state.request.max_tokens + self.engine.decoding_tokens + 1
                 state.slot = runner.allocate(reserve)
             self._waiting.pop(0)
+            state.start_drafting(self.pools)
             if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
                 state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt)
                 state.stats.cached_tokens = state.prefilled
@@ -609,6 +656,7 @@ class Batch:
         policy: AutoPolicy = self.engine.policy
         in_flight = len(self)
         modes = [self._isolated(s, s.step_mode, in_flight) for s in states]
+        decoding = len(states)
         wanted: list[Optional[int]] = [None] * len(states)
         fixed: list[tuple[int, float]] = []
         auto: list[int] = []
@@ -616,9 +664,9 @@ class Batch:
             if mode == "auto":
                 auto.append(i)
             elif mode == "drafts":
-                wanted[i] = self._isolated(state, state.wanted_rows)
+                wanted[i] = self._isolated(state, state.wanted_rows, "full", decoding)
                 if wanted[i] is not None:
-                    fixed.append((wanted[i], 1.0 + policy.expected(state.acceptance())))
+                    fixed.append((wanted[i], state.expected_tokens()))
             elif mode == "golden":
                 wanted[i] = 1
                 fixed.append((1, 1.0))
@@ -653,6 +701,7 @@ class Batch:
         policy: AutoPolicy = self.engine.policy
         started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
         wanted, chosen = self._plan(states)
+        self.pools.flush()  # the requests that ended last step were searchable while this step drafted
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
         takes = self._takes(len(wanted)) if chunked else []
@@ -710,6 +759,9 @@ class Batch:
         return self.engine.policy.step_seconds(rows, seqs)
 
     def _release(self, state: SequenceState) -> None:
+        if state.drafter is not None:
+            self.pools.retire(state.drafter)
+            state.drafter = None
         if state.slot is not None:
             self._keep_conversation(state)
             self.engine.runner.free(state.slot)

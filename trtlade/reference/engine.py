@@ -62,6 +62,7 @@ from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, Genera
                                        StepChunk)
 from trtlade.reference.scheduler import BatchLimits
 from trtlade.contract.text import eos_token_ids
+from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param
 
 __all__ = [
@@ -151,6 +152,10 @@ class ReferenceEngine:
     time forwards of 1..K rows at start-up for the auto policy's cost model (:meth:`calibrate`),
     which every decoding step then refines; without it, until steps are measured, every draft row
     is assumed free.
+    ``max_draft_len``: the most draft tokens an NGram / SA request may verify per step (its
+    ``speculation.max_draft_len``; default: the spec's ``max_draft_len``, the rows a Lookahead step is sized
+    for). ``ngram_implementation``: how NGram requests draft (TensorRT-LLM's ``one_model`` drafter, or the
+    ``host_pool`` of its 1.0-1.2 releases).
     """
 
     sampling_mode = "lookahead"
@@ -162,10 +167,14 @@ class ReferenceEngine:
         pack_linears: Optional[bool] = None,
         calibrate: bool = True, prompt_lookup: int = 0, fast_forward: Optional[bool] = None,
         release_weights: bool = False, invariant_attention: Optional[bool] = None,
-        native_kernels: Optional[bool] = None,
+        native_kernels: Optional[bool] = None, max_draft_len: Optional[int] = None,
+        ngram_implementation: str = "one_model",
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
+        self.max_draft_len = self.spec.max_draft_len if max_draft_len is None else int(max_draft_len)
+        if self.max_draft_len < 0:
+            raise ValueError(f"max_draft_len must be >= 0, got {max_draft_len}")
         default = self.spec if request_default is None else LookaheadSpec.parse(request_default)
         if not self.spec.admits(default):
             raise LookaheadNotAdmitted(default, self.spec)
@@ -174,7 +183,7 @@ class ReferenceEngine:
         #: how requests draft; a batch may run with its own (:meth:`new_batch`)
         self.settings = DraftSettings(adaptive=bool(adaptive), prompt_lookup=int(prompt_lookup),
                                       corrected_keying=bool(corrected_keying), full_guess_set=bool(full_guess_set),
-                                      seed=int(seed))
+                                      seed=int(seed), ngram_implementation=ngram_implementation)
         self.runner = BatchRunner(model, pack_linears=pack_linears, fast_forward=fast_forward,
                                   release_weights=release_weights, invariant_attention=invariant_attention,
                                   native_kernels=native_kernels)
@@ -199,7 +208,8 @@ class ReferenceEngine:
         corrected_keying: bool = False, full_guess_set: bool = False, device: str = "cpu", adaptive: bool = True,
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
         fast_forward: Optional[bool] = None, invariant_attention: Optional[bool] = None,
-        native_kernels: Optional[bool] = None,
+        native_kernels: Optional[bool] = None, max_draft_len: Optional[int] = None,
+        ngram_implementation: str = "one_model",
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder or a GGUF file (dequantised once into the user cache; ``None``:
         the embedded SmolLM2-135M-Instruct) in ``dtype`` on ``device``. Never downloads anything."""
@@ -219,9 +229,16 @@ class ReferenceEngine:
                    corrected_keying=corrected_keying, full_guess_set=full_guess_set, threads=threads,
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
                    prompt_lookup=prompt_lookup, fast_forward=fast_forward, release_weights=True,
-                   invariant_attention=invariant_attention, native_kernels=native_kernels)
+                   invariant_attention=invariant_attention, native_kernels=native_kernels,
+                   max_draft_len=max_draft_len, ngram_implementation=ngram_implementation)
         _return_freed_memory()
         return engine
+
+    @property
+    def decoding_tokens(self) -> int:
+        """Rows one sequence's step may compute: a Lookahead step of the spec, or an NGram / SA draft of
+        ``max_draft_len`` plus its golden token."""
+        return max(self.spec.decoding_tokens, self.max_draft_len + 1)
 
     @property
     def cost(self) -> CostTable:
@@ -245,6 +262,8 @@ class ReferenceEngine:
             "threads": self.threads,
             "prompt_lookup": self.settings.prompt_lookup,
             "adaptive": self.settings.adaptive,
+            "max_draft_len": self.max_draft_len,
+            "ngram_implementation": self.settings.ngram_implementation,
             "step_cost_ms": {rows: round(1000 * ms, 2) for rows in sorted(self.cost.samples)
                              if (ms := self.cost.median(rows)) is not None},
             "auto": self.policy.snapshot(),
@@ -285,24 +304,28 @@ class ReferenceEngine:
     def generate(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                  stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                  temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                 top_p: float = 1.0, settings: Optional[DraftSettings] = None, **sampling: Any) -> GenerationResult:
+                 top_p: float = 1.0, settings: Optional[DraftSettings] = None, speculation: Any = None,
+                 **sampling: Any) -> GenerationResult:
         """Generate up to ``max_tokens`` tokens after ``prompt_ids``; see the module docstring.
         ``sampling``: ``top_k``, ``min_p``, ``presence_penalty``, ``frequency_penalty``,
         ``repetition_penalty`` (:class:`~trtlade.contract.protocol.GenerationRequest`).
-        ``settings``: draft settings for this call instead of the engine's (:attr:`settings`)."""
+        ``settings``: draft settings for this call instead of the engine's (:attr:`settings`).
+        ``speculation``: draft with NGram or SA instead (TensorRT-LLM's ``speculative_config`` block, e.g.
+        ``{"decoding_type": "SA", "max_draft_len": 4}``; :class:`~trtlade.drafting.config.DraftConfig`)."""
         return self.generate_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p, **sampling), settings=settings)
+            min_tokens=min_tokens, top_p=top_p, speculation=speculation, **sampling), settings=settings)
 
     def stream(self, prompt_ids: Sequence[int], max_tokens: int = 128, lookahead: Any = None,
                stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-               top_p: float = 1.0, settings: Optional[DraftSettings] = None, **sampling: Any) -> Iterator[StepChunk]:
+               top_p: float = 1.0, settings: Optional[DraftSettings] = None, speculation: Any = None,
+               **sampling: Any) -> Iterator[StepChunk]:
         """Like :meth:`generate`, one :class:`StepChunk` per engine step; the last has
         ``finish_reason`` and ``stats``. ``close()`` the iterator to stop early."""
         return self.stream_request(self.make_request(
             prompt_ids, max_tokens, lookahead, stop, stop_token_ids, ignore_eos, temperature, seed,
-            min_tokens=min_tokens, top_p=top_p, **sampling), settings=settings)
+            min_tokens=min_tokens, top_p=top_p, speculation=speculation, **sampling), settings=settings)
 
     def greedy(self, prompt_ids: Sequence[int], max_tokens: int = 128, **kwargs: Any) -> GenerationResult:
         """The engine's own plain greedy loop: :meth:`generate` with lookahead (1,1,0)."""
@@ -311,11 +334,14 @@ class ReferenceEngine:
     def make_request(self, prompt_ids: Sequence[int], max_tokens: int, lookahead: Any = None,
                      stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                      temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                     top_p: float = 1.0, **sampling: Any) -> GenerationRequest:
+                     top_p: float = 1.0, speculation: Any = None, **sampling: Any) -> GenerationRequest:
         if isinstance(stop, str):
             stop = (stop,)
         auto = isinstance(lookahead, str) and lookahead.strip().lower() == "auto"
+        if speculation is not None:
+            speculation = self._speculation(speculation)
         return GenerationRequest(
+            speculation=speculation,
             prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens, policy="auto" if auto else None,
             lookahead=None if lookahead is None or auto else LookaheadSpec.parse(lookahead),
             stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),
@@ -369,8 +395,31 @@ class ReferenceEngine:
             if batch.is_current():
                 batch.close()
 
+    #: the batch size AUTO is resolved for when a request is built here (a server resolves it for its own)
+    max_batch_size_hint = 8
+
+    def _speculation(self, value: Any) -> DraftConfig:
+        """A ``speculation`` block as this engine runs it (AUTO resolved), or a RequestError naming the field."""
+        try:
+            return DraftConfig.parse(value, max_batch_size=self.max_batch_size_hint)
+        except DraftConfigError as exc:
+            raise RequestError(exc.message, field=speculation_param(exc.field), hint=exc.hint) from None
+
+    def _check_speculation(self, request: GenerationRequest) -> None:
+        config = request.speculation
+        assert config is not None
+        if request.lookahead is not None or request.policy not in (None, "fixed"):
+            raise RequestError("a request drafts with lookahead or with speculation (NGram / SA), not both",
+                               field="speculation", hint="send one of lookahead and speculation")
+        if config.max_draft_len > self.max_draft_len:
+            raise RequestError(
+                f"speculation.max_draft_len = {config.max_draft_len} is above this engine's limit of "
+                f"{self.max_draft_len} draft tokens per step", field="speculation.max_draft_len",
+                limit=self.max_draft_len, hint=f"use max_draft_len <= {self.max_draft_len}")
+
     def validate(self, request: GenerationRequest) -> LookaheadSpec:
-        """Check a request against this engine; return the spec it runs with."""
+        """Check a request against this engine; return the spec it runs with ((1,1,0) for an NGram / SA
+        request: it drafts with its ``speculation``)."""
         prompt = request.prompt_ids
         if len(prompt) == 0:
             raise RequestError("prompt_ids is empty: give at least one token", field="prompt_ids")
@@ -398,6 +447,9 @@ class ReferenceEngine:
             if value is not None and not 0 <= value <= MAX_TOP_LOGPROBS:
                 raise RequestError(f"{name} must be between 0 and {MAX_TOP_LOGPROBS} alternatives, got {value}",
                                    field=name, limit=MAX_TOP_LOGPROBS)
+        if request.speculation is not None:
+            self._check_speculation(request)
+            return AUTOREGRESSIVE
         spec = self.default_request_spec if request.lookahead is None else LookaheadSpec.parse(request.lookahead)
         if not self.spec.admits(spec):
             raise LookaheadNotAdmitted(spec, self.spec)
