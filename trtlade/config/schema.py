@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema,
                       field_validator, model_validator)
 
+from trtlade.drafting.algorithm import NGRAM_IMPLEMENTATIONS
+from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.errors import TrtladeError
 from trtlade.presets import DEFAULT_PRESET
 from trtlade.schedule import Band, LookaheadSchedule, ScheduleError
@@ -292,6 +294,15 @@ class ServeSection(_Section):
         "decoding instead (7 prompts beside 1 decoding: 7x); must be > 1, or 0 = fixed chunks of "
         "prefill_chunk_tokens.")
 
+    max_draft_len: Optional[int] = Field(
+        None, ge=0, description="Reference engine: the most draft tokens an NGram / SA request (its `speculation` "
+        "block) may verify per step; a request asking for more gets 400 naming speculation.max_draft_len. Default: "
+        "the larger of lookahead.spec's max_draft_len and the `speculation` block's.")
+    ngram_implementation: Literal[NGRAM_IMPLEMENTATIONS] = Field(  # type: ignore[valid-type]
+        "one_model", description="Reference engine: how NGram requests draft. one_model: TensorRT-LLM's current "
+        "drafter (every request's history in a slot, searched on the GPU); host_pool: the host-side pattern pool of "
+        "the 1.0-1.2 releases and early 1.3.0 release candidates (drafts not padded, a budget of max_tokens).")
+
     @field_validator("prefill_stall")
     @classmethod
     def _stall_above_one(cls, value: float) -> float:
@@ -334,8 +345,49 @@ class TrtladeConfig(_Section):
     model: ModelSection = Field(default_factory=ModelSection, description="The model.")
     build: BuildSection = Field(default_factory=BuildSection, description="Engine build settings.")
     lookahead: LookaheadSection = Field(description="Lookahead (W,N,G) for the server and requests.")
+    speculation: Optional[dict[str, Any]] = Field(
+        None, description="NGram, SA or AUTO drafting, written as TensorRT-LLM's `speculative_config` block "
+        "(decoding_type, max_draft_len, max_matching_ngram_size, is_use_oldest, is_public_pool, enable_global_pool, "
+        "global_pool_size, max_concurrency, draft_len_schedule, acceptance_rate_window_size, "
+        "acceptance_rate_threshold), checked by upstream's validators. On the reference engine: what a request "
+        "that names neither `lookahead` nor `speculation` drafts with (AUTO resolved for build.max_batch_size).")
     serve: ServeSection = Field(default_factory=ServeSection, description="Server settings.")
     bench: BenchSection = Field(default_factory=BenchSection, description="Stress-test defaults.")
+
+    @property
+    def speculation_config(self) -> Optional[DraftConfig]:
+        """The ``speculation`` block as a drafter (AUTO resolved for ``build.max_batch_size``), or None."""
+        if self.speculation is None:
+            return None
+        return DraftConfig.parse(self.speculation, max_batch_size=self.build.max_batch_size, ignored_ok=True)
+
+    @property
+    def max_draft_len(self) -> int:
+        """The most draft tokens an NGram / SA request may verify per step (``serve.max_draft_len`` or its
+        default)."""
+        if self.serve.max_draft_len is not None:
+            return self.serve.max_draft_len
+        config = self.speculation_config
+        return max(self.lookahead.spec.max_draft_len, config.max_draft_len if config is not None else 0)
+
+    @model_validator(mode="after")
+    def _speculation_rules(self) -> "TrtladeConfig":
+        if self.speculation is None:
+            return self
+        try:
+            config = self.speculation_config
+        except DraftConfigError as exc:
+            raise ConfigRuleError(f"speculation.{exc.field}: {exc.message}" if exc.field else exc.message,
+                                  loc=("speculation",) + ((exc.field,) if exc.field in self.speculation else ()),
+                                  code="speculation", hint=exc.hint) from None
+        assert config is not None
+        limit = self.serve.max_draft_len
+        if limit is not None and config.max_draft_len > limit:
+            raise ConfigRuleError(
+                f"speculation.max_draft_len ({config.max_draft_len}) is above serve.max_draft_len ({limit}): the "
+                "server would refuse its own default", loc=("speculation", "max_draft_len"),
+                code="speculation-limit", hint=f"use max_draft_len <= {limit}, or raise serve.max_draft_len")
+        return self
 
     @property
     def lookahead_preset(self) -> str:

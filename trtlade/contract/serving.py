@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_che
 from trtlade.errors import TrtladeError
 from trtlade.contract.protocol import GenerationRequest, StepChunk
 from trtlade.contract.tokenization import PromptTokenizer
+from trtlade.drafting.config import DraftConfig
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import LookaheadSpec
 
@@ -112,6 +113,13 @@ class EngineInfo:
     policy: str = "fixed"
     #: the draft policies a request may ask for by name (``"lookahead": "auto"``)
     policies: tuple[str, ...] = ()
+    #: the NGram / SA drafters a request may ask for with ``speculation`` (none: the field is refused), the
+    #: most draft tokens such a request may verify per step, the batch size AUTO is resolved for, and what a
+    #: request naming neither ``lookahead`` nor ``speculation`` drafts with (None: ``policy`` applies)
+    drafters: tuple[str, ...] = ()
+    max_draft_len: int = 0
+    max_batch_size: int = 1
+    default_speculation: Optional[DraftConfig] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +137,8 @@ class EngineInfo:
             "lookahead_schedule": self.schedule.to_config() if self.schedule is not None else None,
             "lookahead_policy": self.policy,
             "lookahead_policies": list(self.policies),
+            "speculation": {"drafters": list(self.drafters), "max_draft_len": self.max_draft_len,
+                            "default": self.default_speculation.to_wire() if self.default_speculation else None},
             **({"details": self.details} if self.details else {}),
         }
 

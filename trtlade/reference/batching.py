@@ -299,6 +299,8 @@ class SequenceState:
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
         with traced(ALGORITHM_LABEL):
             algo.commit(count)
+            if self.drafter is not None:  # the chunk's stats are this object: its last step counts too
+                self.stats.draft_tokens = self.drafter.tally.draft_tokens
             if chunk.finish_reason is None and self.drafter is None:  # a cut run says nothing about acceptance
                 option = self._option
                 self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
@@ -351,7 +353,6 @@ class SequenceState:
         if self.drafter is not None:
             with traced(ALGORITHM_LABEL):
                 self.drafter.observe(emitted.tokens)
-            self.stats.draft_tokens = self.drafter.tally.draft_tokens
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats

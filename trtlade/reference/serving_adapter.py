@@ -33,6 +33,7 @@ from trtlade.contract.serving import (
     RequestRejected,
 )
 from trtlade.contract.tokenization import PromptTokenizer
+from trtlade.drafting.config import DraftConfig
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, long_stall
 from trtlade.schedule import LookaheadSchedule
 
@@ -77,7 +78,7 @@ class ReferenceServingEngine:
                  served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
                  details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
-                 policy: Optional[str] = None) -> None:
+                 policy: Optional[str] = None, speculation: Optional[DraftConfig] = None) -> None:
         self._engine = engine
         self._max_queue = max_queue
         self._limits = {"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
@@ -106,6 +107,10 @@ class ReferenceServingEngine:
             logprobs=bool(getattr(engine, "supports_logprobs", True)),
             policy=policy or ("schedule" if schedule is not None else "auto"),
             policies=("auto", "schedule") if schedule is not None else ("auto",),
+            drafters=("NGram", "SA") if hasattr(engine, "max_draft_len") else (),
+            max_draft_len=int(getattr(engine, "max_draft_len", 0)),
+            max_batch_size=int(max_batch_size),
+            default_speculation=speculation,
         )
         self.policy = LookaheadPolicy(schedule, default=self.info.policy)
         self.tokenizer = PromptTokenizer(engine.tokenizer)

@@ -14,6 +14,16 @@ Per-request lookahead, worked examples on a server with (W,N,G) = (4,2,4)::
     {"lookahead": {"w": 5, "n": 2, "g": 4}}   -> 400, param "lookahead.w": 5 > W = 4
     {"lookahead": {"w": 0, "n": 2, "g": 4}}   -> 400, param "lookahead.w": windowSize requires >= 1
     (no lookahead field)                      -> the config's lookahead.request_default
+
+Per-request NGram / SA (reference engine), TensorRT-LLM's ``speculative_config`` block as it is::
+
+    {"speculation": {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2}}
+    {"speculation": {"decoding_type": "SA", "max_draft_len": 4}}          -> longest match (-1)
+    {"speculation": {"decoding_type": "AUTO"}}  -> NGram as upstream resolves it for the server's max_batch_size
+    {"speculation": {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": 0}}
+                                              -> 400, param "speculation.max_matching_ngram_size"
+    {"speculation": {..., "max_draft_len": 40}} -> 400, param "speculation.max_draft_len": above the server's
+    (neither field)                           -> the config's ``speculation`` block, if it has one
 """
 
 from __future__ import annotations
@@ -30,13 +40,16 @@ from trtlade.contract.serving import EngineInfo
 from trtlade.server.errors import ApiError
 from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
 from trtlade.contract.tokenization import ChatTemplateError, PromptTokenizer
+from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
 from trtlade.spec import WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
 __all__ = [
+    "Drafting",
     "PreparedRequest",
     "parse_body",
     "parse_request_lookahead",
     "parse_request_policy",
+    "parse_request_speculation",
     "check_unsupported",
     "check_request",
     "tokenize",
@@ -54,6 +67,16 @@ DEFAULT_COMPLETION_MAX_TOKENS = 16
 MAX_STOP_STRINGS = 16
 #: Choices one request may ask for (prompts x n).
 MAX_CHOICES = 64
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """How a request's generations draft: its own (w,n,g), a draft policy by name, or an NGram / SA block
+    (all None: the server's default)."""
+
+    lookahead: Optional[LookaheadSpec] = None
+    policy: Optional[str] = None
+    speculation: Optional[DraftConfig] = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +175,38 @@ def parse_request_lookahead(value: Any, server: LookaheadSpec) -> LookaheadSpec:
             f"n <= {server.ngram_size}, g <= {server.verification_set_size}; [1, 1, 0] turns it off",
             param=wire_param(field), code="lookahead_not_admitted")
     return spec
+
+
+def parse_request_speculation(value: Any, info: EngineInfo) -> DraftConfig:
+    """The request's ``speculation`` block as a drafter this server runs, or a 400 naming the field.
+
+    >>> from trtlade.contract.serving import EngineLimits
+    >>> info = EngineInfo("reference", "m", LookaheadSpec(2, 4, 2), LookaheadSpec(2, 4, 2), EngineLimits(2048, 2047),
+    ...                   "", drafters=("NGram", "SA"), max_draft_len=11, max_batch_size=8)
+    >>> str(parse_request_speculation({"decoding_type": "SA", "max_draft_len": 4}, info))
+    'SA(max_draft_len=4, longest match)'
+    """
+    if not info.drafters:
+        raise ApiError.bad_request(
+            f"speculation: the {info.name} engine has no per-request drafting (TensorRT-LLM fixes its speculative "
+            "config when the server starts); omit the field and configure the drafter in the server's config",
+            param="speculation", code="unsupported")
+    try:
+        config = DraftConfig.parse(value, max_batch_size=info.max_batch_size)
+    except DraftConfigError as exc:
+        param = speculation_param(exc.field)
+        raise ApiError.bad_request(f"{param}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""),
+                                   param=param, code="invalid_speculation") from None
+    if config.decoding_type not in info.drafters:
+        raise ApiError.bad_request(f"speculation.decoding_type: {config.decoding_type} is not offered by this server "
+                                   f"(it offers {', '.join(info.drafters)})", param="speculation.decoding_type",
+                                   code="invalid_speculation")
+    if config.max_draft_len > info.max_draft_len:
+        raise ApiError.bad_request(
+            f"speculation.max_draft_len: {config.max_draft_len} draft tokens per step is above this server's limit "
+            f"of {info.max_draft_len} (serve.max_draft_len)", param="speculation.max_draft_len",
+            code="speculation_not_admitted")
+    return config
 
 
 # ------------------------------------------------------------------------------------------- features
@@ -300,10 +355,24 @@ def parse_request_policy(value: Any, info: EngineInfo) -> Optional[str]:
         param="lookahead", code="invalid_lookahead")
 
 
+def parse_drafting(body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo) -> Drafting:
+    """The request's ``lookahead`` or ``speculation`` (not both), else the server's default drafter."""
+    if body.speculation is not None:
+        if body.lookahead is not None:
+            raise ApiError.bad_request("speculation: a request drafts with lookahead (w,n,g) or with speculation "
+                                       "(NGram / SA), not both; send one of them", param="speculation",
+                                       code="invalid_speculation")
+        return Drafting(speculation=parse_request_speculation(body.speculation, info))
+    if body.lookahead is None:
+        return Drafting(speculation=info.default_speculation)
+    policy = parse_request_policy(body.lookahead, info)
+    return Drafting(lookahead=None if policy is not None else parse_request_lookahead(body.lookahead, info.spec),
+                    policy=policy)
+
+
 def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo
-                  ) -> tuple[Optional[LookaheadSpec], tuple[str, ...], Optional[str]]:
-    """Everything that can be checked before tokenizing: returns (lookahead, stop strings, the draft
-    policy the request asked for by name)."""
+                  ) -> tuple[Drafting, tuple[str, ...]]:
+    """Everything that can be checked before tokenizing: returns how it drafts and its stop strings."""
     check_unsupported(body)
     resolve_model_name(body.model, info.model_id)
     if _wanted_logprobs(body)[0] is not None and not info.logprobs:
@@ -311,9 +380,7 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
             f"the {info.name} engine does not return log probabilities in trtlade (TensorRT-LLM's executor "
             "can compute them; trtlade does not map them yet); omit logprobs, or serve with the reference "
             "engine", param="logprobs", code="unsupported")
-    policy = parse_request_policy(body.lookahead, info)
-    lookahead = parse_request_lookahead(body.lookahead, info.spec) \
-        if body.lookahead is not None and policy is None else None
+    drafting = parse_drafting(body, info)
     if info.sampling == "greedy":
         _check_greedy_only(body, info)
     if isinstance(body, ChatCompletionRequest) and body.max_tokens is not None \
@@ -321,7 +388,7 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
         raise ApiError.bad_request(
             f"max_tokens ({body.max_tokens}) and max_completion_tokens ({body.max_completion_tokens}) "
             "disagree; send one of them", param="max_completion_tokens")
-    return lookahead, _stop_strings(body.stop), policy
+    return drafting, _stop_strings(body.stop)
 
 
 #: request field -> its neutral value (what a greedy-only engine accepts)
@@ -402,8 +469,7 @@ def _sampling_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> d
 
 
 def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
-             prompts: list[list[int]], lookahead: Optional[LookaheadSpec], stop: tuple[str, ...],
-             policy: Optional[str] = None) -> PreparedRequest:
+             prompts: list[list[int]], drafting: Drafting, stop: tuple[str, ...]) -> PreparedRequest:
     """Check each prompt and max_tokens against the limits and build the engine requests (one per
     prompt, times ``n`` with sampling; see :class:`PreparedRequest`)."""
     n = body.n or 1
@@ -423,8 +489,8 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
         seeds = _samples(body, n)
         for j, seed in enumerate(seeds):
             generations.append(GenerationRequest(
-                prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=lookahead, stop=stop,
-                policy=policy,  # type: ignore[arg-type]
+                prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=drafting.lookahead, stop=stop,
+                policy=drafting.policy, speculation=drafting.speculation,  # type: ignore[arg-type]
                 stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
                 min_tokens=min_tokens, seed=seed, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
                 **_sampling_fields(body)))

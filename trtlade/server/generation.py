@@ -180,10 +180,10 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[Prepa
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
     body = parse_body(kind, payload)
-    lookahead, stop, policy = check_request(kind, body, engine.info)  # type: ignore[arg-type]
+    drafting, stop = check_request(kind, body, engine.info)  # type: ignore[arg-type]
     ctx.note_ignored(ignored_fields(body))
     prompts = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
-    prepared = assemble(kind, body, engine.info, prompts, lookahead, stop, policy)  # type: ignore[arg-type]
+    prepared = assemble(kind, body, engine.info, prompts, drafting, stop)  # type: ignore[arg-type]
     handles: list[GenerationHandle] = []
     try:
         for generation in prepared.generations:

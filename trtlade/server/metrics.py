@@ -15,6 +15,10 @@ trtlade_lookahead_steps_total{spec}           counter    decoding steps, by the 
 trtlade_lookahead_draft_rows_total{spec}      counter    rows computed beyond the golden token
 trtlade_lookahead_accepted_tokens_total{spec}  counter   draft tokens accepted (tokens - steps)
 trtlade_lookahead_tokens_per_step{spec}       histogram  tokens emitted per decoding step (1..N)
+trtlade_speculation_steps_total{drafter}      counter    decode steps (after the prefill) of NGram and SA
+                                                         requests, by drafter (``NGram``, ``SA``)
+trtlade_speculation_draft_tokens_total{drafter}  counter draft tokens they verified
+trtlade_speculation_accepted_tokens_total{drafter}  counter  draft tokens accepted
 trtlade_engine_info{engine,model,spec}        gauge      1; the engine's name, model and server (W,N,G)
 trtlade_batch_steps_total                     counter    forward passes over running sequences (reference
                                                          engine; prefills not counted)
@@ -50,7 +54,8 @@ trtlade_prefix_cache_bytes                    gauge      bytes of K/V the prefix
 trtlade_prefix_cache_token_hit_rate           gauge      cached / looked-up prompt tokens since the start
 ============================================  =========  =================================================
 
-``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off).
+``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off). The ``trtlade_lookahead_*`` series count
+Lookahead (and plain) requests; NGram and SA requests count in ``trtlade_speculation_*``.
 """
 
 from __future__ import annotations
@@ -106,6 +111,12 @@ class ServerMetrics:
         self.la_tokens_per_step = Histogram("trtlade_lookahead_tokens_per_step",
                                             "Tokens emitted per decoding step, by (w,n,g).", ["spec"],
                                             buckets=_TOKENS_PER_STEP_BUCKETS, registry=r)
+        self.sp_steps = Counter("trtlade_speculation_steps", "Decode steps of NGram / SA requests, by drafter.",
+                                ["drafter"], registry=r)
+        self.sp_drafts = Counter("trtlade_speculation_draft_tokens", "Draft tokens NGram / SA requests verified, "
+                                 "by drafter.", ["drafter"], registry=r)
+        self.sp_accepted = Counter("trtlade_speculation_accepted_tokens", "Draft tokens NGram / SA requests "
+                                   "accepted, by drafter.", ["drafter"], registry=r)
         self.engine_info = Gauge("trtlade_engine_info", "The serving engine (value 1).",
                                  ["engine", "model", "spec"], registry=r)
         self.batch_steps = Counter("trtlade_batch_steps", "Forward passes over the running sequences.", registry=r)
@@ -165,9 +176,15 @@ class ServerMetrics:
         self.requests.labels(endpoint=endpoint, status=str(status)).inc()
 
     def lookahead(self, stats: GenerationStats) -> None:
-        """Record what lookahead did for one finished request."""
-        label = str(stats.spec)
+        """Record what lookahead (or an NGram / SA drafter) did for one finished request."""
         self.cached_tokens.inc(stats.cached_tokens or 0)
+        if stats.speculation is not None:
+            drafter = stats.drafter
+            self.sp_steps.labels(drafter=drafter).inc(stats.decode_steps)
+            self.sp_drafts.labels(drafter=drafter).inc(stats.draft_tokens)
+            self.sp_accepted.labels(drafter=drafter).inc(stats.accepted_drafts)
+            return
+        label = str(stats.spec)
         self.la_steps.labels(spec=label).inc(stats.steps)
         self.la_draft_rows.labels(spec=label).inc(max(0, stats.draft_rows))
         self.la_accepted.labels(spec=label).inc(max(0, stats.tokens - stats.steps))

@@ -5,7 +5,8 @@ and unknown fields are refused with 400 naming the field, as vLLM and TensorRT-L
 typo such as ``"max_token"`` never silently does nothing. Accepted beyond the OpenAI fields: the
 extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``), vLLM's
 sampling extensions (``top_k``, ``min_p``, ``repetition_penalty``) and trtlade's per-request
-``lookahead``. Fields that do not change the output (``user``, ``store``, ``metadata``,
+``lookahead`` (w,n,g) or ``speculation`` (TensorRT-LLM's ``speculative_config`` block: NGram, SA, AUTO).
+Fields that do not change the output (``user``, ``store``, ``metadata``,
 ``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
 accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour
 (``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON ``response_format``,
@@ -31,6 +32,7 @@ __all__ = [
     "ChatMessage",
     "ChatCompletionRequest",
     "LookaheadUsage",
+    "SpeculationUsage",
     "Usage",
     "CompletionChoice",
     "CompletionResponse",
@@ -43,8 +45,8 @@ __all__ = [
 ]
 
 #: Non-OpenAI request fields trtlade accepts (what benchmark clients send, and trtlade's own).
-EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "ignore_eos", "min_tokens", "stop_token_ids", "top_k", "min_p",
-                                     "repetition_penalty")
+EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "speculation", "ignore_eos", "min_tokens", "stop_token_ids",
+                                     "top_k", "min_p", "repetition_penalty")
 
 
 class _Strict(BaseModel):
@@ -94,6 +96,8 @@ class _GenerationFields(_Strict):
     logit_bias: Optional[dict[str, float]] = None
     # extensions
     lookahead: Any = None
+    #: NGram / SA / AUTO drafting, as TensorRT-LLM's speculative_config block (trtlade.drafting.config)
+    speculation: Optional[dict[str, Any]] = None
     ignore_eos: Optional[bool] = False
     min_tokens: Optional[int] = Field(0, ge=0)
     stop_token_ids: Optional[list[int]] = None
@@ -168,11 +172,29 @@ class LookaheadUsage(_Out):
     seed: Optional[int] = None
 
 
+class SpeculationUsage(_Out):
+    """What drafting did for one request, for every drafter: which one and its settings, the decode steps
+    (after the prefill's first token), the draft tokens verified and those accepted."""
+
+    decoding_type: Literal["Lookahead", "NGram", "SA"]
+    config: dict[str, Any]
+    decode_steps: int
+    draft_tokens: int
+    accepted_draft_tokens: int
+    tokens_per_step: float
+
+
+class PromptTokensDetails(_Out):
+    cached_tokens: int
+
+
 class Usage(_Out):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: Optional[PromptTokensDetails] = None
     lookahead: Optional[LookaheadUsage] = None
+    speculation: Optional[SpeculationUsage] = None
 
 
 class CompletionChoice(_Out):

@@ -22,7 +22,7 @@ from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 
 __all__ = ["RequestTracker", "chat_logprobs", "chunk_event", "completion_body", "completion_logprobs",
-           "endpoint_label", "merged_stats", "usage", "usage_event"]
+           "endpoint_label", "merged_stats", "speculation_usage", "usage", "usage_event"]
 
 
 def endpoint_label(kind: str) -> str:
@@ -35,14 +35,35 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
                             "total_tokens": prompt_tokens + completion_tokens}
     if stats is not None and stats.cached_tokens is not None:  # OpenAI's field; absent without a prefix cache
         body["prompt_tokens_details"] = {"cached_tokens": min(stats.cached_tokens, prompt_tokens)}
-    if stats is not None:
+    if stats is not None and stats.speculation is None:
         body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
                              "tokens_per_step": round(stats.tokens_per_step, 4)}
         if stats.policy is not None:
             body["lookahead"]["policy"] = stats.policy
         if stats.seed is not None:
             body["lookahead"]["seed"] = stats.seed
+    if stats is not None and stats.speculation is not None:
+        body["speculation"] = speculation_usage(stats)
     return body
+
+
+def speculation_usage(stats: GenerationStats) -> dict[str, Any]:
+    """``usage.speculation`` of an NGram / SA request: its drafter, settings and figures (every generation of
+    the request summed).
+
+    >>> from trtlade.drafting.config import DraftConfig
+    >>> from trtlade.spec import AUTOREGRESSIVE
+    >>> sa = DraftConfig.parse({"decoding_type": "SA", "max_draft_len": 4})
+    >>> speculation_usage(GenerationStats(spec=AUTOREGRESSIVE, steps=5, tokens=9, speculation=sa, draft_tokens=12))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'decoding_type': 'SA', 'config': {'decoding_type': 'SA', 'max_draft_len': 4, 'max_matching_ngram_size': -1,
+     'enable_global_pool': False}, 'decode_steps': 4, 'draft_tokens': 12, 'accepted_draft_tokens': 4,
+     'tokens_per_step': 1.8}
+    """
+    assert stats.speculation is not None
+    return {"decoding_type": stats.drafter, "config": stats.speculation.to_wire(),
+            "decode_steps": stats.decode_steps, "draft_tokens": stats.draft_tokens,
+            "accepted_draft_tokens": stats.accepted_drafts, "tokens_per_step": round(stats.tokens_per_step, 4)}
 
 
 #: A scored token: its id and its log probability (None for the first prompt token: nothing precedes it).
@@ -93,7 +114,8 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
     if len(stats) == 1:
         return stats[0]
     return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats),
-                           policy=stats[0].policy, seed=stats[0].seed,
+                           policy=stats[0].policy, seed=stats[0].seed, speculation=stats[0].speculation,
+                           draft_tokens=sum(s.draft_tokens for s in stats),
                            cached_tokens=None if all(s.cached_tokens is None for s in stats)
                            else sum(s.cached_tokens or 0 for s in stats))
 

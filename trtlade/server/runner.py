@@ -79,7 +79,8 @@ def _load_reference(plan: ServePlan) -> Any:
         model=str(plan.model_dir) if plan.model_dir is not None else None,
         spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
         threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
-        prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec))
+        prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec),
+        max_draft_len=cfg.max_draft_len, ngram_implementation=cfg.serve.ngram_implementation)
     if cfg.serve.prefix_cache_mb:
         engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
     return ReferenceServingEngine(
@@ -90,7 +91,8 @@ def _load_reference(plan: ServePlan) -> Any:
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
         details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
                  "preset": cfg.lookahead_preset},
-        schedule=cfg.lookahead.lookahead_schedule, policy=cfg.lookahead_policy)
+        schedule=cfg.lookahead.lookahead_schedule, policy=cfg.lookahead_policy,
+        speculation=cfg.speculation_config)
 
 
 def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
