@@ -49,7 +49,7 @@ ALLOWED = {
     "drafting": {"errors", "lookahead"},
     "contract": {"drafting", "errors", "schedule", "spec"},
     "reference": {"contract", "drafting", "errors", "lookahead", "schedule", "spec"},
-    "bench": {"errors", "spec", "trtlade"},
+    "bench": {"drafting", "errors", "spec", "trtlade"},
     "engine_bench": {"presets", "spec", "reference"},
 }
 

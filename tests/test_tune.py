@@ -15,8 +15,8 @@ from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE as AR
 from trtlade.spec import LookaheadSpec as S
 from trtlade.tune.apply import ApplyError, with_schedule
-from trtlade.tune.candidates import admitted_specs, explicit, prune
-from trtlade.tune.select import Run, choose, schedule_of, tabulate
+from trtlade.tune.candidates import admitted_specs, drafters_of, explicit, prune
+from trtlade.tune.select import Run, choose, is_lookahead, schedule_of, speculative_config_of, tabulate
 
 
 # ------------------------------------------------------------------------------------ candidates
@@ -143,7 +143,7 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     with uvicorn_thread(app) as url:
         result = CliRunner().invoke(cli, [
             "tune", "--base-url", url, "--endpoint", "completions", "--dataset", "random", "-c", "1,2",
-            "--repeats", "2", "-n", "2", "--max-tokens", "6", "--candidates", "2-2-1 2-3-2",
+            "--repeats", "2", "-n", "2", "--max-tokens", "6", "--candidates", "2-2-1 2-3-2", "--drafters", "none",
             "--result-dir", str(tmp_path / "reports"), "--apply", str(config), "--no-plots"])
     assert result.exit_code == 0, result.output
     [folder] = list((tmp_path / "reports").iterdir())
@@ -173,3 +173,66 @@ def test_each_level_is_judged_by_its_own_noise():
     assert t.threshold(1) < 1.02 < 1.1 < t.threshold(8)
     picks = {c.concurrency: c.spec for c in choose(t)}
     assert picks == {1: LA, 8: AR}
+
+
+# ------------------------------------------------------------------------------------ drafters
+NG, SA = drafters_of(["ngram", "sa"], max_draft_len=8)
+
+
+@pytest.mark.parametrize("measured, block, gate", [
+    # SA clears the noise at 1 and 2, not at 8: it drafts up to 2 (max_concurrency 2)
+    ({(SA, 1): [26, 26.5], (SA, 2): [44, 44.4], (SA, 8): [80, 81]}, "SA", 2),
+    # clears at every level: no max_concurrency
+    ({(SA, 1): [26, 26.5], (SA, 2): [44, 44.4], (SA, 8): [110, 111]}, "SA", None),
+    # NGram wins at 1 and 2, SA only at 8: the run of levels from the lowest decides (NGram up to 2)
+    ({(NG, 1): [27, 27.5], (SA, 1): [25, 25.2], (NG, 2): [45, 45.1], (SA, 2): [41, 41.1], (SA, 8): [110, 111],
+      (NG, 8): [100, 100.5]}, "NGram", 2),
+    # nothing beats plain decoding at the lowest level: no speculative_config at all
+    ({(SA, 1): [20, 20.1], (SA, 2): [44, 44.4], (SA, 8): [110, 111]}, None, None),
+])
+def test_the_pytorch_equivalent_is_one_drafter_and_a_concurrency_cutoff(measured, block, gate):
+    base = {(AR, 1): [20, 20.2], (AR, 2): [36, 36.3], (AR, 8): [100, 100.5]}
+    choice = speculative_config_of(tabulate(runs({**base, **measured})))
+    if block is None:
+        assert choice.block is None and "serve without speculative_config" in choice.reason
+        return
+    assert choice.block["decoding_type"] == block and choice.max_concurrency == gate
+    assert choice.block.get("max_concurrency") == gate
+    from trtlade.drafting.config import DraftConfig
+
+    DraftConfig.parse(choice.block)  # upstream's validators accept what tune writes
+
+
+def test_the_lookahead_schedule_ignores_drafters_and_the_overall_choice_does_not():
+    t = tabulate(runs({(AR, 1): [20, 20.2], (LA, 1): [22, 22.3], (SA, 1): [28, 28.1]}))
+    assert choose(t, only=is_lookahead)[0].spec == LA
+    assert choose(t)[0].spec == SA
+
+
+def test_a_tune_with_drafters_writes_the_speculative_config(tmp_path: Path):
+    from fake_engine import uvicorn_thread
+    from models import tiny_engine
+    from trtlade.cli.main import app as cli
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    engine = tiny_engine("llama", (2, 3, 2))
+    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+    with uvicorn_thread(app) as url:
+        result = CliRunner().invoke(cli, [
+            "tune", "--base-url", url, "--endpoint", "completions", "--dataset", "random", "-c", "1,2",
+            "--repeats", "2", "-n", "2", "--max-tokens", "6", "--candidates", "2-2-1", "--drafters", "sa-3,ngram",
+            "--result-dir", str(tmp_path / "reports"), "--no-plots"])
+        refused = CliRunner().invoke(cli, ["tune", "--base-url", url, "--drafters", "sa-12", "-c", "1",
+                                           "--result-dir", str(tmp_path / "reports2")])
+    assert result.exit_code == 0, result.output
+    [folder] = list((tmp_path / "reports").iterdir())
+    data = json.loads((folder / "tune.json").read_text())
+    assert set(data["drafters"]) == {"sa-3", "ngram"} and len(data["runs"]) == 2 * 2 * 4
+    assert {c["candidate"] for c in data["overall"]} <= {"1,1,0", "2,2,1", "sa-3", "ngram"}
+    assert all(c["spec"] in ("1,1,0", "2,2,1") for c in data["choices"])  # the schedule: lookahead only
+    snippet = (folder / "speculative_config.yml").read_text()
+    assert snippet.startswith("# trtlade tune") and ("speculative_config:" in snippet or "no speculative_config"
+                                                    in snippet)
+    assert "## TensorRT-LLM 1.3 and later" in (folder / "summary.md").read_text()
+    assert refused.exit_code != 0 and "--drafters" in refused.output and "allows 7" in refused.output

@@ -152,6 +152,8 @@ class _StreamState:
                 rec.completion_tokens = usage["completion_tokens"]
             if isinstance(usage.get("lookahead"), dict):
                 rec.usage_lookahead = usage["lookahead"]
+            if isinstance(usage.get("speculation"), dict):
+                rec.usage_speculation = usage["speculation"]
             details = usage.get("prompt_tokens_details")
             if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
                 rec.cached_tokens = details["cached_tokens"]

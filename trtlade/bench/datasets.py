@@ -45,6 +45,8 @@ class Prompt:
     text: Optional[str] = None
     messages: Optional[tuple[dict[str, Any], ...]] = None
     where: str = ""
+    #: the kind of request (``code``, ``chat`` ...: the bundled ``mix``'s, or a JSONL line's ``category``)
+    category: Optional[str] = None
 
     def chat_messages(self) -> list[dict[str, Any]]:
         if self.messages is not None:
@@ -109,7 +111,9 @@ def _load_bundled(name: str) -> Dataset:
     if "conversations" in data:
         return Dataset(name=name, source=f"bundled:{name}", sampling=data["sampling"],
                        prompts=tuple(_turns(name, data["system"], data["conversations"])))
-    prompts = tuple(Prompt(i, text=t, where=f"{name}[{i}]") for i, t in enumerate(data["prompts"]))
+    categories = data.get("categories") or [None] * len(data["prompts"])
+    prompts = tuple(Prompt(i, text=t, where=f"{name}[{i}]", category=c)
+                    for i, (t, c) in enumerate(zip(data["prompts"], categories)))
     return Dataset(name=name, source=f"bundled:{name}", sampling=data["sampling"], prompts=prompts)
 
 
@@ -147,20 +151,24 @@ def _parse_jsonl(text: str, source: str) -> list[Prompt]:
 
 
 def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
-    hint = 'use {"prompt": "text"} or {"messages": [{"role": "user", "content": "text"}]}'
+    hint = ('use {"prompt": "text"} or {"messages": [{"role": "user", "content": "text"}]}, with an optional '
+            '"category": "code"')
     if not isinstance(obj, dict):
         raise DatasetError(f"expected a JSON object, got {type(obj).__name__}", where=where, hint=hint)
+    category = obj.get("category")
+    if category is not None and (not isinstance(category, str) or not category.strip()):
+        raise DatasetError("'category' must be a non-empty string", where=where, hint=hint)
     if "prompt" in obj:
         if not isinstance(obj["prompt"], str) or not obj["prompt"]:
             raise DatasetError("'prompt' must be a non-empty string", where=where, hint=hint)
-        return Prompt(index, text=obj["prompt"], where=where)
+        return Prompt(index, text=obj["prompt"], where=where, category=category)
     if "messages" in obj:
         msgs = obj["messages"]
         if (not isinstance(msgs, list) or not msgs
                 or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)):
             raise DatasetError("'messages' must be a non-empty list of {role, content} objects",
                                where=where, hint=hint)
-        return Prompt(index, messages=tuple(msgs), where=where)
+        return Prompt(index, messages=tuple(msgs), where=where, category=category)
     keys = ", ".join(sorted(map(str, obj))) or "none"
     raise DatasetError(f"no 'prompt' or 'messages' key (keys: {keys})", where=where, hint=hint)
 

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from trtlade.bench.records import RequestRecord
+from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.spec import LookaheadSpec, SpecError
 
 __all__ = ["LATENCY_METRICS", "STATS", "LevelSummary", "percentile", "summarize_level"]
@@ -151,21 +152,28 @@ def _tokens_source(done: list[RequestRecord]) -> Optional[str]:
 
 
 def _lookahead_usage(done: list[RequestRecord]) -> tuple[list[str], Optional[float]]:
+    """The drafters the server reported (a (w,n,g), or an NGram / SA block) and the mean tokens per step."""
     specs: list[str] = []
-    per_step: list[float] = []
     for r in done:
-        la = r.usage_lookahead
-        if not isinstance(la, dict):
-            continue
-        spec = la.get("spec")
-        if spec is not None:
-            text = _spec_text(spec)
-            if text not in specs:
-                specs.append(text)
-        tps = la.get("tokens_per_step")
-        if isinstance(tps, (int, float)):
-            per_step.append(float(tps))
+        text = _drafter_text(r)
+        if text is not None and text not in specs:
+            specs.append(text)
+    per_step = [t for t in (r.tokens_per_step for r in done) if t is not None]
     return specs, (statistics.fmean(per_step) if per_step else None)
+
+
+def _drafter_text(record: RequestRecord) -> Optional[str]:
+    """``4,2,4`` for usage.lookahead, ``SA(max_draft_len=4, longest match)`` for usage.speculation."""
+    sp = record.usage_speculation
+    if isinstance(sp, dict) and isinstance(sp.get("config"), dict):
+        try:
+            return str(DraftConfig.parse(sp["config"], ignored_ok=True))
+        except DraftConfigError:
+            return str(sp.get("decoding_type"))
+    la = record.usage_lookahead
+    if isinstance(la, dict) and la.get("spec") is not None:
+        return _spec_text(la["spec"])
+    return None
 
 
 def _spec_text(spec: Any) -> str:

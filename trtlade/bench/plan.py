@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from trtlade.errors import PlanError
 from trtlade.bench.datasets import Prompt
+from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
 
 __all__ = [
@@ -32,6 +33,7 @@ EndpointKind = Literal["chat", "completions"]
 SERVER_DEFAULT_MODES = ("lookahead", "default")
 #: Mode names sent as a trtlade draft policy by name (``"lookahead": "auto"``).
 POLICY_MODES = ("auto", "schedule")
+#: NGram / SA modes (sent as ``"speculation": {...}``): see :func:`trtlade.drafting.config.drafter_mode`.
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,16 @@ class Mode:
 
     >>> [(m.name, m.payload()) for m in parse_modes(["ar,lookahead", "4-2-4,auto"])]
     [('ar', {'w': 1, 'n': 1, 'g': 0}), ('lookahead', None), ('4-2-4', {'w': 4, 'n': 2, 'g': 4}), ('auto', 'auto')]
+    >>> parse_modes(["sa-6--1-global"])[0].speculation
+    {'decoding_type': 'SA', 'max_draft_len': 6, 'max_matching_ngram_size': -1, 'enable_global_pool': True}
     """
 
     name: str
     spec: Optional[LookaheadSpec]
     #: a trtlade draft policy asked for by name instead of a spec (``auto``, ``schedule``)
     policy: Optional[str] = None
+    #: an NGram / SA block sent as ``speculation`` (TensorRT-LLM's speculative_config)
+    speculation: Optional[dict[str, Any]] = None
 
     def payload(self) -> Optional[dict[str, int] | str]:
         if self.policy is not None:
@@ -53,6 +59,8 @@ class Mode:
         return None if self.spec is None else self.spec.to_wire()
 
     def describe(self) -> str:
+        if self.speculation is not None:
+            return f"speculation {self.speculation}"
         if self.policy is not None:
             return f'lookahead "{self.policy}" (the trtlade server\'s {self.policy} policy)'
         if self.spec is None:
@@ -103,6 +111,8 @@ def parse_modes(values: list[str]) -> list[Mode]:
             mode = Mode(low, None)
         elif low in POLICY_MODES:
             mode = Mode(low, None, policy=low)
+        elif is_drafter_mode(low):
+            mode = _drafter_mode(low)
         else:
             try:
                 spec = LookaheadSpec.parse(item)
@@ -110,14 +120,25 @@ def parse_modes(values: list[str]) -> list[Mode]:
                 raise PlanError(
                     f"{item!r} is not a mode: {exc.message}", option="--modes",
                     hint="modes are ar (lookahead off: (1,1,0)), lookahead (the server's (W,N,G)), default "
-                         "(no field: the server's default), auto or schedule (trtlade's draft policies), or a "
-                         "W-N-G spec such as 4-2-4 or 7-7-7 (commas separate modes)",
+                         "(no field: the server's default), auto or schedule (trtlade's draft policies), a "
+                         "W-N-G spec such as 4-2-4 or 7-7-7, or a drafter: ngram[-D[-K]], sa[-D[-K]], ngram-auto "
+                         "(commas separate modes)",
                 ) from None
             mode = Mode("-".join(map(str, spec.as_tuple())), spec)
         if any(m.name == mode.name for m in modes):
             raise PlanError(f"mode {mode.name!r} is given twice", option="--modes", hint="list each mode once")
         modes.append(mode)
     return modes
+
+
+def _drafter_mode(name: str) -> Mode:
+    """``ngram-4-2-private``, ``sa``, ``sa-6--1-global``, ``ngram-auto`` ... as a speculation mode."""
+    try:
+        return Mode(name, None, speculation=drafter_mode(name))
+    except DraftConfigError as exc:
+        where = f"{exc.field}: " if exc.field else ""
+        raise PlanError(f"{where}{exc.message}" if name in exc.message else f"{name!r}: {where}{exc.message}",
+                        option="--modes", hint=exc.hint or DRAFTER_MODE_HINT) from None
 
 
 def parse_concurrency(values: list[str]) -> list[int]:
@@ -303,4 +324,6 @@ def build_payload(prompt: Prompt, series: Series, plan: BenchPlan) -> dict[str, 
     lookahead = series.mode.payload()
     if lookahead is not None:
         body["lookahead"] = lookahead
+    if series.mode.speculation is not None:
+        body["speculation"] = dict(series.mode.speculation)
     return body

@@ -50,6 +50,8 @@ class RequestRecord:
     prompt_tokens: Optional[int] = None       #: from usage only
     completion_tokens: Optional[int] = None   #: from usage only
     usage_lookahead: Optional[dict[str, Any]] = None  #: usage.lookahead when the server sends it
+    usage_speculation: Optional[dict[str, Any]] = None  #: usage.speculation (NGram / SA) when the server sends it
+    category: Optional[str] = None            #: the prompt's category, when the dataset gives one
     cached_tokens: Optional[int] = None       #: usage.prompt_tokens_details.cached_tokens, when sent
     finish_reason: Optional[str] = None
     done: bool = False                        #: "data: [DONE]" was received
@@ -85,6 +87,14 @@ class RequestRecord:
         if self.completion_tokens is None or not self.chunk_times:
             return None
         return self.completion_tokens / len(self.chunk_times)
+
+    @property
+    def tokens_per_step(self) -> Optional[float]:
+        """Tokens per engine step as the server reported it (``usage.lookahead`` or ``usage.speculation``)."""
+        for block in (self.usage_speculation, self.usage_lookahead):
+            if isinstance(block, dict) and isinstance(block.get("tokens_per_step"), (int, float)):
+                return float(block["tokens_per_step"])
+        return None
 
     # ------------------------------------------------------------------ latencies (seconds)
     @property

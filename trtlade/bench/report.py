@@ -34,7 +34,8 @@ from trtlade.bench.records import RequestRecord
 
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
-    "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id", "output_agreement",
+    "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id",
+    "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
 ]
@@ -56,6 +57,7 @@ class SeriesInfo(BaseModel):
     model: str
     mode: str
     lookahead: Optional[list[int]] = None   #: the (w,n,g) sent; None = no field (server default)
+    speculation: Optional[dict[str, Any]] = None  #: the NGram / SA block sent (``speculation``)
 
 
 class RunSummary(BaseModel):
@@ -75,6 +77,8 @@ class RunSummary(BaseModel):
     output_agreement: dict[str, dict[str, int]] = {}
     #: output throughput against the first series over the repeats (:func:`speedup_verdicts`)
     verdicts: dict[str, Any] = {}
+    #: per series, per prompt category: mean tokens per engine step over its requests (every level and repeat)
+    tokens_per_step_by_category: dict[str, dict[str, float]] = {}
 
     def summary(self, series: str, level: int) -> Optional[LevelSummary]:
         """The first repeat's summary of (series, level) (see :meth:`values` for every repeat)."""
@@ -253,7 +257,7 @@ _FULL_METRICS: tuple[tuple[str, str], ...] = (
       for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99")],
     ("mean_tokens_per_chunk", "tokens per chunk, mean"),
     ("mean_chunks_per_request", "chunks per request, mean"),
-    ("mean_lookahead_tokens_per_step", "usage.lookahead tokens per step, mean"),
+    ("mean_lookahead_tokens_per_step", "tokens per step (usage), mean"),
     ("total_input_tokens", "prompt tokens (usage)"),
     ("total_output_tokens", "completion tokens (usage)"),
 )
@@ -312,6 +316,51 @@ def _prefix_cache_lines(run: RunSummary) -> list[str]:
                     "a server without a prefix cache, or one that does not say)."]
     else:
         out += ["", "No server reported cached prompt tokens (`usage.prompt_tokens_details`)."]
+    return out + [""]
+
+
+def category_tokens_per_step(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per series and prompt category, the mean tokens per step the server reported (``usage.lookahead`` or
+    ``usage.speculation``) over the requests that completed, every level and repeat pooled.
+
+    >>> recs = [RequestRecord("sa", 1, 0, 0, category="code", usage_speculation={"tokens_per_step": 3.0}),
+    ...         RequestRecord("sa", 1, 1, 1, category="code", usage_speculation={"tokens_per_step": 2.0}),
+    ...         RequestRecord("ar", 1, 0, 0, category="code", usage_lookahead={"tokens_per_step": 1.0})]
+    >>> category_tokens_per_step(recs, ["ar", "sa"])
+    {'ar': {'code': 1.0}, 'sa': {'code': 2.5}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name in series:
+        by: dict[str, list[float]] = {}
+        for r in records:
+            if r.series == name and r.ok and r.category and (tps := r.tokens_per_step) is not None:
+                by.setdefault(r.category, []).append(tps)
+        if by:
+            out[name] = {c: round(sum(v) / len(v), 4) for c, v in by.items()}
+    return out
+
+
+def _tokens_per_step_lines(run: RunSummary) -> list[str]:
+    """Tokens per engine step (the acceptance length: 1.0 is plain decoding) per series and level, and by
+    prompt category when the dataset names them."""
+    if not any(s.mean_lookahead_tokens_per_step is not None for s in run.summaries):
+        return []
+    out = ["## Tokens per step", "", "Tokens the server emitted per engine step, as it reported them "
+           "(`usage.lookahead` or `usage.speculation`): 1.0 is plain decoding; mean over requests "
+           "(min–max over the repeats):", "",
+           "| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels)]
+    for info in run.series:
+        cells = [_fmt_spread(*spread(run.values(info.label, c, "mean_lookahead_tokens_per_step")), 2)
+                 for c in run.levels]
+        out.append(f"| {info.label} | " + " | ".join(cells) + " |")
+    by = run.tokens_per_step_by_category
+    categories = list(dict.fromkeys(c for row in by.values() for c in row))
+    if categories:
+        out += ["", "By prompt category (every level and repeat pooled):", "",
+                "| series | " + " | ".join(categories) + " |", "|---|" + "---:|" * len(categories)]
+        for info in run.series:
+            row = by.get(info.label, {})
+            out.append(f"| {info.label} | " + " | ".join(_fmt(row.get(c), 2) for c in categories) + " |")
     return out + [""]
 
 
@@ -413,17 +462,19 @@ def render_markdown(run: RunSummary) -> str:
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
+    out += _tokens_per_step_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)
     out += _agreement_lines(run)
     out += ["## Series", ""]
     for info in run.series:
-        sent = "no `lookahead` field (server default)" if info.lookahead is None else f"`lookahead` {info.lookahead}"
+        sent = ("no `lookahead` field (server default)" if info.lookahead is None else f"`lookahead` {info.lookahead}"
+                ) if info.speculation is None else f"`speculation` {json.dumps(info.speculation)}"
         used: list[str] = []
         for summ in run.summaries:
             if summ.series == info.label:
                 used += [x for x in summ.lookahead_specs if x not in used]
-        reported = f"; the server reported usage.lookahead.spec {', '.join(used)}" if used else ""
+        reported = f"; the server reported {', '.join(used)}" if used else ""
         out.append(f"- **{info.label}**: {info.base_url} model `{info.model}`, mode `{info.mode}`: {sent}{reported}")
     out.append("")
     for info in run.series:

@@ -124,7 +124,7 @@ async def _closed_loop(clients: _Clients, plan: BenchPlan, series: Series, concu
             i = next_index
             next_index += 1
             rec = RequestRecord(series=series.label, concurrency=concurrency, index=i,
-                                prompt_index=prompts[i].index, repeat=repeat)
+                                prompt_index=prompts[i].index, repeat=repeat, category=prompts[i].category)
             await stream_request(client, url, bodies[i], headers, rec, kind=plan.endpoint.kind,
                                  timeout=plan.timeout)
             records[i] = rec

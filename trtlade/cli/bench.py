@@ -211,8 +211,9 @@ def bench(
     modes: Optional[list[str]] = typer.Option(
         None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)); lookahead (the server's own "
         "(W,N,G), sent explicitly when the server's /version gives it, else no field); default or schedule (no "
-        "field: the server's default, its lookahead schedule if it has one); or specs like 4-2-4 (default "
-        "ar,lookahead)."),
+        "field: the server's default, its lookahead schedule if it has one); specs like 4-2-4; or NGram / SA "
+        "drafters sent as `speculation` (TensorRT-LLM's block): ngram[-D[-K]] (-latest, -private), sa[-D[-K]] "
+        "(K -1: longest match; -global), ngram-auto (upstream's AUTO) (default ar,lookahead)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
                                               "(default reports)."),
     label: Optional[str] = typer.Option(None, "--label", help="Short label in the run id (default: the series)."),
@@ -392,7 +393,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
 
     from trtlade.bench.launch import LaunchError, launched_server
     from trtlade.bench.meta import machine_info
-    from trtlade.bench.report import RunSummary, SeriesInfo, make_run_id, output_agreement, speedup_verdicts
+    from trtlade.bench.report import (RunSummary, SeriesInfo, category_tokens_per_step, make_run_id, output_agreement,
+                                      speedup_verdicts)
     from trtlade.bench.plan import resolve_server_modes
     from trtlade.bench.runner import BenchAborted, run_plan
 
@@ -436,7 +438,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
     run = RunSummary(
         run_id=folder.name, created=started,
         series=[SeriesInfo(label=s.label, server=s.target.label, base_url=s.target.base_url, model=s.target.model,
-                           mode=s.mode.name, lookahead=list(s.mode.spec.as_tuple()) if s.mode.spec else None)
+                           mode=s.mode.name, lookahead=list(s.mode.spec.as_tuple()) if s.mode.spec else None,
+                           speculation=s.mode.speculation)
                 for s in plan.series],
         levels=plan.levels, settings=settings,
         metadata={**machine_info(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -446,6 +449,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
                   "user": meta},
         summaries=outcome.summaries,
         output_agreement=output_agreement(outcome.records, [s.label for s in plan.series]),
+        tokens_per_step_by_category=category_tokens_per_step(outcome.records, [s.label for s in plan.series]),
     )
     run.verdicts = speedup_verdicts(run)
     _write_and_print(run, outcome.records, folder, plots)

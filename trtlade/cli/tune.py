@@ -13,9 +13,10 @@ import typer
 from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
 from trtlade.cli.common import err_console, fail, parse_spec_option
 
-_HELP = """Measure candidate (w,n,g) specs against a trtlade server at each concurrency level, pick the
-fastest per level that beats plain decoding beyond the measured noise, and write the lookahead
-schedule (with a report under reports/<run-id>/).
+_HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
+level, pick the fastest per level that beats plain decoding beyond the measured noise, and write the
+lookahead schedule (TensorRT-LLM engines, < 1.3) and its speculative_config equivalent (TensorRT-LLM 1.3+),
+with a report under reports/<run-id>/.
 
 Examples:
 
@@ -103,6 +104,10 @@ def tune(
                                                    "(1,1,0) is always added."),
     max_candidates: int = typer.Option(6, "--max-candidates", min=1, help="At most this many lookahead specs "
                                        "(besides (1,1,0)) after pruning."),
+    drafters: Optional[list[str]] = typer.Option(None, "--drafters", help="NGram / SA drafters measured beside "
+                                                 "the specs, comma-separated (ngram[-D[-K]], sa[-D[-K]], ngram-auto; "
+                                                 "'none': no drafter). Default: ngram,sa where the server offers "
+                                                 "them (the reference engine)."),
     repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over every (spec, level); 2 or more to "
                                 "estimate the noise."),
     num_prompts: int = typer.Option(4, "--num-prompts", "-n", min=1, help="Requests per run (at least 2 per "
@@ -176,7 +181,8 @@ def tune(
         key = os.environ.get(loaded.config.serve.api_key_env) or None
     target = Target("a", url, api_key=key)
     job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
-               {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout)
+               {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout,
+               _drafter_names(drafters))
     folder, result = job.run(out_root, plots)
     _print_result(folder, result)
     if apply is not None:
@@ -188,10 +194,12 @@ class _Job:
 
     def __init__(self, target: Any, endpoint: Any, dataset: Any, dataset_name: str, settings: Any,
                  candidates: Optional[list[Any]], max_candidates: int, limits: dict[str, Optional[float]],
-                 model: Optional[str], launch: Optional[Path], launch_timeout: float) -> None:
+                 model: Optional[str], launch: Optional[Path], launch_timeout: float,
+                 drafters: Optional[list[str]] = None) -> None:
         self.target, self.endpoint, self.dataset, self.dataset_name = target, endpoint, dataset, dataset_name
         self.settings, self.candidates, self.max_candidates = settings, candidates, max_candidates
         self.limits, self.model, self.launch, self.launch_timeout = limits, model, launch, launch_timeout
+        self.drafters = drafters
 
     def run(self, out_root: Path, plots: bool) -> tuple[Path, Any]:
         from trtlade.bench.launch import LaunchError, launched_server
@@ -209,10 +217,11 @@ class _Job:
                         headers=self.target.headers()))
                 asyncio.run(preflight_servers([self.target], self.model, min(self.settings.timeout, 30.0)))
                 server = self._server_spec()
-                picked = self._candidates(server)
-                err_console.print(f"server ({server}); {len(picked.specs)} candidates: "
-                                  f"{', '.join(f'({s})' for s in picked.specs)}\npruning: {picked.describe()}",
-                                  markup=False, highlight=False)
+                picked = self._candidates(server).with_drafters(self._drafters())
+                err_console.print(f"server ({server}); {len(picked.all)} candidates: "
+                                  f"{', '.join(f'({s})' for s in picked.specs)}"
+                                  + "".join(f", {d}" for d in picked.drafters)
+                                  + f"\npruning: {picked.describe()}", markup=False, highlight=False)
                 measurement = self._measure(picked)
         except LaunchError as exc:
             tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
@@ -245,21 +254,40 @@ class _Job:
             fail(str(exc), where="--candidates", hint=f"use specs with w<={server.window_size}, "
                  f"n<={server.ngram_size}, g<={server.verification_set_size}")
 
+    def _drafters(self) -> list[Any]:
+        """The drafter candidates: as given (``--drafters``), else ngram and sa where the server offers them."""
+        from trtlade.drafting.config import DraftConfigError
+        from trtlade.tune.candidates import drafters_of
+
+        engine = self.target.server_info.get("engine") if isinstance(self.target.server_info, dict) else None
+        offered = (engine or {}).get("speculation") or {}
+        if not offered.get("drafters"):
+            if self.drafters:
+                fail(f"{self.target.base_url} offers no per-request drafters (its /version lists none)",
+                     where="--drafters", hint="drafters run on the reference engine (`trtlade serve`); drop "
+                     "--drafters for a TensorRT-LLM server")
+            return []
+        names = self.drafters if self.drafters is not None else ["ngram", "sa"]
+        try:
+            return drafters_of(names, int(offered.get("max_draft_len") or 0))
+        except (DraftConfigError, ValueError) as exc:
+            fail(str(getattr(exc, "message", exc)), where="--drafters", hint="e.g. --drafters ngram-4-2,sa-4--1")
+
     def _measure(self, picked: Any) -> Any:
         from trtlade.tune.measure import measure
 
-        total = self.settings.total_runs(len(picked.specs))
+        total = self.settings.total_runs(len(picked.all))
         with _TuneProgress(total) as progress:
-            return asyncio.run(measure(self.target, self.endpoint, self.dataset, picked.specs, self.settings,
+            return asyncio.run(measure(self.target, self.endpoint, self.dataset, picked.all, self.settings,
                                        progress, on_run=progress.run_done))
 
     def _report(self, folder: Path, server: Any, picked: Any, measurement: Any, seconds: float, plots: bool) -> Any:
         from trtlade.bench.meta import machine_info
         from trtlade.tune.report import TuneResult, recommend, write_report
-        from trtlade.tune.select import choose, schedule_of, tabulate
+        from trtlade.tune.select import choose, is_lookahead, schedule_of, speculative_config_of, tabulate
 
         table = tabulate(measurement.runs)
-        choices = choose(table, **self.limits)
+        choices = choose(table, **self.limits, only=is_lookahead)
         schedule = schedule_of(choices)
         s = self.settings
         result = TuneResult(
@@ -272,9 +300,19 @@ class _Job:
                       "temperature": s.temperature, "top_p": s.top_p,
                       "base_url": self.target.base_url, "model": self.target.model,
                       "launch": str(self.launch) if self.launch else None, "seconds": round(seconds, 1)},
-            metadata={**machine_info(), "server": self.target.server_info})
+            metadata={**machine_info(), "server": self.target.server_info},
+            overall=choose(table, **self.limits) if picked.drafters else choices,
+            pytorch=speculative_config_of(table, **self.limits) if picked.drafters else None)
         write_report(folder, result, plots=plots)
         return result
+
+
+def _drafter_names(values: Optional[list[str]]) -> Optional[list[str]]:
+    """``--drafters`` as names (None: not given; [] for ``none``)."""
+    if not values:
+        return None
+    names = [item.strip() for value in values for item in value.split(",") if item.strip()]
+    return [] if [n.lower() for n in names] == ["none"] else names
 
 
 def _print_result(folder: Path, result: Any) -> None:
@@ -283,7 +321,8 @@ def _print_result(folder: Path, result: Any) -> None:
     text = summary_markdown(result)
     start = text.index("## Output throughput")
     print(text[start:].rstrip())
-    print(f"\nreport: {folder / 'summary.md'} (schedule: {folder / 'schedule.yml'}; "
+    pytorch = f"; TensorRT-LLM 1.3+: {folder / 'speculative_config.yml'}" if result.pytorch is not None else ""
+    print(f"\nreport: {folder / 'summary.md'} (schedule: {folder / 'schedule.yml'}{pytorch}; "
           f"took {result.settings['seconds']:.0f} s)")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from trtlade.config.loader import LoadedConfig, YamlDocument
 from trtlade.config.schema import TrtladeConfig
 from trtlade.diagnostics import Diagnostic
+from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfig, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import LookaheadSpec, SpecError
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
@@ -124,13 +125,16 @@ def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
             continue
         if name in BENCH_NAMED_MODES:
             continue
+        if is_drafter_mode(name):
+            out += _check_drafter_mode(doc, cfg, mode, loc)
+            continue
         try:
             request = LookaheadSpec.parse(mode)
         except SpecError as exc:
             what = "an illegal spec" if exc.rule not in ("parse", "type") else "neither a named mode nor a spec"
             out.append(doc.diagnostic("error", f"bench mode {mode!r} is {what}: {exc.message}", loc=loc,
-                                      code="bench-mode", hint="use ar, lookahead, default, auto, schedule, or a "
-                                                              "spec such as 2-2-1"))
+                                      code="bench-mode", hint="use ar, lookahead, default, auto, schedule, a "
+                                                              "spec such as 2-2-1, or a drafter: " + DRAFTER_MODE_HINT))
             continue
         excess = server.excess(request)
         if excess:
@@ -141,6 +145,26 @@ def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
                 code="bench-mode-not-admitted", hint=f"use a spec with w<={server.window_size}, "
                 f"n<={server.ngram_size}, g<={server.verification_set_size}"))
     return out
+
+
+def _check_drafter_mode(doc: YamlDocument, cfg: TrtladeConfig, mode: str, loc: tuple) -> list[Diagnostic]:
+    """An NGram / SA bench mode: a legal block, a reference server, within serve's max_draft_len."""
+    try:
+        block = drafter_mode(mode)
+        config = DraftConfig.parse(block, max_batch_size=cfg.build.max_batch_size)
+    except DraftConfigError as exc:
+        return [doc.diagnostic("error", f"bench mode {mode!r}: {exc.message}", loc=loc, code="bench-mode",
+                               hint=exc.hint or DRAFTER_MODE_HINT)]
+    if cfg.serve.engine != "reference":
+        return [doc.diagnostic("error", f"bench mode {mode!r} sends a per-request speculation block, which only the "
+                               "reference engine takes: the trtllm server would refuse every request", loc=loc,
+                               code="bench-mode", hint="drop it, or serve.engine reference")]
+    if config.max_draft_len > cfg.max_draft_len:
+        return [doc.diagnostic("error", f"bench mode {mode!r} drafts {config.max_draft_len} tokens per step, more than "
+                               f"the server allows ({cfg.max_draft_len}): it would refuse every request", loc=loc,
+                               code="bench-mode-not-admitted",
+                               hint=f"use at most {cfg.max_draft_len} tokens, or raise serve.max_draft_len")]
+    return []
 
 
 def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:

@@ -326,7 +326,8 @@ class BenchSection(_Section):
                          "path.")
     modes: list[str] = Field(["ar", "lookahead"], min_length=1,
                              description="ar, lookahead (the server's spec), default (no field), auto or schedule "
-                             "(trtlade's draft policies), or explicit specs like 4-2-4.")
+                             "(trtlade's draft policies), explicit specs like 4-2-4, or NGram / SA drafters: "
+                             "ngram[-D[-K]] (-latest, -private), sa[-D[-K]] (-global), ngram-auto.")
     seed: int = Field(0, description="Seed for prompt sampling and ordering.")
     result_dir: Path = Field(Path("reports"), description="Where run folders are written.")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature sent with every request (> 0: "

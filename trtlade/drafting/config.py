@@ -61,6 +61,9 @@ from trtlade.errors import TrtladeError
 
 __all__ = [
     "DECODING_TYPES",
+    "DRAFTER_MODE_HINT",
+    "drafter_mode",
+    "is_drafter_mode",
     "DraftConfig",
     "DraftConfigError",
     "SA_GLOBAL_MAX_NGRAM",
@@ -234,6 +237,56 @@ class DraftConfig:
             parts.append("draft_len_schedule=" + ",".join(f"{k}:{v}" for k, v in self.draft_len_schedule))
         name = self.decoding_type if self.requested != "AUTO" else "AUTO->NGram"
         return f"{name}(max_draft_len={self.max_draft_len}, {', '.join(parts)})"
+
+
+#: ``ngram`` / ``sa`` short names (bench, tune and engine-bench modes): max_draft_len 4, upstream's other defaults
+_MODE_DEFAULTS = {"ngram": {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2},
+                  "sa": {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}}
+_MODE_OPTIONS = {"ngram": {"latest": ("is_use_oldest", False), "private": ("is_public_pool", False)},
+                 "sa": {"global": ("enable_global_pool", True)}}
+DRAFTER_MODE_HINT = ("ngram[-D[-K]] with -latest / -private, sa[-D[-K]] with -global (K -1: SA's longest match), "
+                     "or ngram-auto (upstream's AUTO); e.g. ngram-4-2, sa-4--1-global")
+
+
+def is_drafter_mode(name: str) -> bool:
+    """Whether a mode name asks for an NGram / SA drafter (``ngram...``, ``sa...``)."""
+    return name.strip().lower().split("-", 1)[0] in _MODE_DEFAULTS
+
+
+def drafter_mode(name: str) -> dict[str, Any]:
+    """A drafter's short name as its ``speculation`` block (checked), or :class:`DraftConfigError`. D is
+    ``max_draft_len`` (default 4), K ``max_matching_ngram_size`` (NGram 2, SA -1, written ``--1``).
+
+    >>> drafter_mode("ngram-3-5-latest")
+    {'decoding_type': 'NGram', 'max_draft_len': 3, 'max_matching_ngram_size': 5, 'is_use_oldest': False}
+    >>> drafter_mode("sa-6--1-global")
+    {'decoding_type': 'SA', 'max_draft_len': 6, 'max_matching_ngram_size': -1, 'enable_global_pool': True}
+    >>> drafter_mode("ngram-auto")
+    {'decoding_type': 'AUTO'}
+    """
+    kind, _, rest = name.strip().lower().partition("-")
+    if kind not in _MODE_DEFAULTS:
+        raise DraftConfigError(f"{name!r} names no drafter", field="", rule="mode", hint=DRAFTER_MODE_HINT)
+    if kind == "ngram" and rest == "auto":
+        return {"decoding_type": "AUTO"}
+    block: dict[str, Any] = dict(_MODE_DEFAULTS[kind])
+    numbers: list[int] = []
+    for part in [p for p in rest.replace("--", "-~").split("-") if p]:
+        if part.lstrip("~").isdigit():
+            numbers.append(-int(part[1:]) if part.startswith("~") else int(part))
+        elif part in _MODE_OPTIONS[kind]:
+            key, value = _MODE_OPTIONS[kind][part]
+            block[key] = value
+        else:
+            raise DraftConfigError(f"{name!r}: {part!r} is neither a number nor an option of {kind}", field="",
+                                   rule="mode", hint=DRAFTER_MODE_HINT)
+    if len(numbers) > 2:
+        raise DraftConfigError(f"{name!r} has {len(numbers)} numbers: D (max_draft_len) and K at most", field="",
+                               rule="mode", hint=DRAFTER_MODE_HINT)
+    for key, value in zip(("max_draft_len", "max_matching_ngram_size"), numbers):
+        block[key] = value
+    DraftConfig.parse(block)
+    return block
 
 
 def auto_config(max_batch_size: Optional[int]) -> DraftConfig:

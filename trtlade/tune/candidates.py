@@ -9,6 +9,10 @@ concurrency levels, so they are pruned in steps that are shown to the user:
 3. at most ``max_candidates`` lookahead specs: the server's own spec, then specs spread evenly over
    the draft lengths (``max_draft_len``) of the rest, so small and large drafts are both tried.
 
+Beside them, the NGram / SA drafters a trtlade reference server offers (:class:`Drafter`, measured the same
+way, sent as ``speculation``): the lookahead specs make the schedule for TensorRT-LLM engines (< 1.3), the
+drafters the ``speculative_config`` of its PyTorch backend (1.3 and later).
+
 Worked example, the embedded default's (2,4,2)::
 
     >>> c = prune(LookaheadSpec(2, 4, 2), max_candidates=4)
@@ -21,12 +25,61 @@ Worked example, the embedded default's (2,4,2)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Sequence, Union
 
+from trtlade.drafting.config import DraftConfig, drafter_mode
 from trtlade.spec import AUTOREGRESSIVE, MEANINGFUL_MINIMUM, LookaheadSpec, SpecError
 
-__all__ = ["Candidates", "PruneStep", "prune", "explicit"]
+__all__ = ["Candidate", "Candidates", "Drafter", "PruneStep", "prune", "explicit", "drafters_of"]
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """An NGram / SA candidate: its mode name (``ngram-4-2``, ``sa``) and its ``speculation`` block.
+
+    >>> d = drafters_of(["sa-4--1"], max_draft_len=11)[0]
+    >>> str(d), d.config.max_matching_ngram_size, d.is_autoregressive
+    ('sa-4--1', -1, False)
+    """
+
+    name: str
+    block: tuple[tuple[str, Any], ...]
+
+    @property
+    def speculation(self) -> dict[str, Any]:
+        return dict(self.block)
+
+    @property
+    def config(self) -> DraftConfig:
+        return DraftConfig.parse(self.speculation)
+
+    @property
+    def is_autoregressive(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: What tune measures: a lookahead (w,n,g) or an NGram / SA drafter.
+Candidate = Union[LookaheadSpec, Drafter]
+
+
+def drafters_of(names: Sequence[str], max_draft_len: int) -> list[Drafter]:
+    """The drafter candidates by mode name (:func:`~trtlade.drafting.config.drafter_mode`); ValueError for one
+    the server would refuse (more draft tokens than its ``max_draft_len``)."""
+    out: list[Drafter] = []
+    for name in names:
+        block = drafter_mode(name)
+        config = DraftConfig.parse(block)
+        if config.max_draft_len > max_draft_len:
+            raise ValueError(f"{name} drafts {config.max_draft_len} tokens per step; the server allows "
+                             f"{max_draft_len} (serve.max_draft_len)")
+        drafter = Drafter(name.strip().lower(), tuple(block.items()))
+        if drafter not in out:
+            out.append(drafter)
+    return out
 
 
 @dataclass(frozen=True)
@@ -37,10 +90,19 @@ class PruneStep:
 
 @dataclass(frozen=True)
 class Candidates:
-    """The specs to measure, (1,1,0) first, and the pruning steps that led to them."""
+    """The specs to measure, (1,1,0) first, the pruning steps that led to them, and the drafters."""
 
     specs: tuple[LookaheadSpec, ...]
     steps: tuple[PruneStep, ...]
+    drafters: tuple[Drafter, ...] = ()
+
+    @property
+    def all(self) -> tuple[Candidate, ...]:
+        """Everything measured: the lookahead specs ((1,1,0) first), then the drafters."""
+        return (*self.specs, *self.drafters)
+
+    def with_drafters(self, drafters: Sequence[Drafter]) -> "Candidates":
+        return replace(self, drafters=tuple(drafters))
 
     def describe(self) -> str:
         return "; ".join(f"{s.rule}: {s.count}" for s in self.steps)

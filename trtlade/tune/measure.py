@@ -19,7 +19,7 @@ from trtlade.bench.datasets import Dataset
 from trtlade.bench.metrics import LevelSummary
 from trtlade.bench.plan import BenchPlan, Endpoint, Mode, Series, Target
 from trtlade.bench.runner import Progress, run_plan
-from trtlade.spec import LookaheadSpec
+from trtlade.tune.candidates import Candidate, Drafter
 from trtlade.tune.select import Run
 
 __all__ = ["TuneSettings", "Measurement", "measure", "prompts_for", "mode_of"]
@@ -56,16 +56,19 @@ class Measurement:
     failed_requests: int = 0
 
 
-def mode_of(spec: LookaheadSpec) -> Mode:
-    """The bench mode that sends ``spec`` explicitly (named like ``2-4-2``)."""
-    return Mode("-".join(map(str, spec.as_tuple())), spec)
+def mode_of(candidate: Candidate) -> Mode:
+    """The bench mode that sends ``candidate`` explicitly: a spec named like ``2-4-2`` (``lookahead``), or a
+    drafter by its name (``speculation``)."""
+    if isinstance(candidate, Drafter):
+        return Mode(candidate.name, None, speculation=candidate.speculation)
+    return Mode("-".join(map(str, candidate.as_tuple())), candidate)
 
 
 def prompts_for(dataset: Dataset, settings: TuneSettings, concurrency: int, repeat: int) -> list:
     return dataset.sample(settings.prompts_at(concurrency), settings.seed + repeat)
 
 
-def _plan(target: Target, endpoint: Endpoint, specs: Sequence[LookaheadSpec], prompts: list,
+def _plan(target: Target, endpoint: Endpoint, specs: Sequence[Candidate], prompts: list,
           settings: TuneSettings, level: int) -> BenchPlan:
     return BenchPlan(series=[Series(mode_of(s).name, target, mode_of(s)) for s in specs], levels=[level],
                      endpoint=endpoint, prompts=prompts, warmup_prompts=[], max_tokens=settings.max_tokens,
@@ -73,12 +76,12 @@ def _plan(target: Target, endpoint: Endpoint, specs: Sequence[LookaheadSpec], pr
                      top_p=settings.top_p, seed=settings.seed)
 
 
-def _rotated(items: Sequence[LookaheadSpec], by: int) -> list[LookaheadSpec]:
+def _rotated(items: Sequence[Candidate], by: int) -> list[Candidate]:
     k = by % len(items)
     return list(items[k:]) + list(items[:k])
 
 
-async def measure(target: Target, endpoint: Endpoint, dataset: Dataset, specs: Sequence[LookaheadSpec],
+async def measure(target: Target, endpoint: Endpoint, dataset: Dataset, specs: Sequence[Candidate],
                   settings: TuneSettings, progress: Optional[Progress] = None,
                   on_run: Optional[Callable[[Run, LevelSummary], None]] = None) -> Measurement:
     """Measure every spec at every level, ``settings.repeats`` times (see the module docstring)."""

@@ -6,6 +6,8 @@ file                   what
 ``summary.md``         candidates and pruning, the speedup table per (spec, concurrency), the noise,
                        the choice per level with its reason, the schedule, the engine to build
 ``schedule.yml``       the schedule as a YAML snippet for ``lookahead:`` (or ``trtlade tune --apply``)
+``speculative_config.yml``  with NGram / SA candidates: the TensorRT-LLM 1.3+ equivalent, a ``speculative_config``
+                       block for ``trtllm-serve --config`` (one drafter, ``max_concurrency``)
 ``tune.json``          everything above as data, plus every run
 ``cells.csv``          one row per (spec, concurrency): throughput, speedup, TTFT, TPOT
 ``speedup_heatmap.png``  speedup over (1,1,0) per (spec, concurrency), chosen cells outlined
@@ -25,9 +27,10 @@ from trtlade.bench.meta import describe_server
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidates
-from trtlade.tune.select import Choice, Run, Table
+from trtlade.tune.select import Choice, PytorchChoice, Run, Table
 
-__all__ = ["TuneResult", "Recommendation", "recommend", "write_report", "summary_markdown", "schedule_yaml"]
+__all__ = ["TuneResult", "Recommendation", "recommend", "write_report", "summary_markdown", "schedule_yaml",
+           "speculative_config_yaml"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,10 @@ class TuneResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     failed_requests: int = 0
     limits: dict[str, Optional[float]] = field(default_factory=dict)
+    #: per level, the fastest of every candidate (lookahead specs and drafters alike)
+    overall: list[Choice] = field(default_factory=list)
+    #: with drafter candidates: what a TensorRT-LLM 1.3+ deployment takes
+    pytorch: Optional[PytorchChoice] = None
 
     def to_dict(self) -> dict[str, Any]:
         table = self.table
@@ -79,6 +86,7 @@ class TuneResult:
             "run_id": self.run_id,
             "server_spec": str(self.server_spec),
             "candidates": [str(s) for s in self.candidates.specs],
+            "drafters": {str(d): d.speculation for d in self.candidates.drafters},
             "pruning": [{"rule": s.rule, "count": s.count} for s in self.candidates.steps],
             "levels": table.levels,
             "repeats": table.repeats,
@@ -91,6 +99,11 @@ class TuneResult:
             "choices": [{"concurrency": c.concurrency, "spec": str(c.spec), "speedup": c.speedup,
                          "reason": c.reason} for c in self.choices],
             "schedule": self.schedule.to_config(),
+            "overall": [{"concurrency": c.concurrency, "candidate": str(c.spec), "speedup": c.speedup,
+                         "reason": c.reason} for c in self.overall],
+            "speculative_config": None if self.pytorch is None else {
+                "block": self.pytorch.block, "drafter": str(self.pytorch.drafter) if self.pytorch.drafter else None,
+                "max_concurrency": self.pytorch.max_concurrency, "reason": self.pytorch.reason},
             "recommended_engine": {"spec": str(self.recommendation.spec),
                                    "max_draft_len": self.recommendation.max_draft_len,
                                    "build_command": self.recommendation.build_command,
@@ -123,6 +136,43 @@ def schedule_yaml(result: TuneResult) -> str:
                       + "}" for b in result.schedule.to_config())
     return (f"# trtlade tune {result.run_id}: server (W,N,G) = ({result.server_spec}); "
             f"`trtlade tune --apply CONFIG` writes it for you\nlookahead:\n  schedule:\n{bands}\n")
+
+
+def speculative_config_yaml(result: TuneResult) -> Optional[str]:
+    """The TensorRT-LLM 1.3+ equivalent as a ``trtllm-serve --config`` snippet (None without drafters)."""
+    choice = result.pytorch
+    if choice is None:
+        return None
+    head = f"# trtlade tune {result.run_id}: {choice.reason}\n"
+    if choice.block is None:
+        return head + "# no speculative_config: plain decoding served best at the lowest measured load\n"
+    body = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in choice.block.items())
+    return head + "speculative_config:\n" + body
+
+
+def _pytorch_section(result: TuneResult) -> str:
+    text = speculative_config_yaml(result)
+    if text is None:
+        return ""
+    overall = "\n".join(f"| {c.concurrency} | {c.spec} | {c.speedup:.3f}x | {c.reason} |" for c in result.overall)
+    return f"""
+## Every drafter: the fastest per concurrency
+
+Lookahead specs and the NGram / SA drafters together (what the reference engine could serve per load):
+
+| concurrency | fastest | speedup | why |
+|---|---|---:|---|
+{overall}
+
+## TensorRT-LLM 1.3 and later
+
+No Lookahead there: the PyTorch backend runs one NGram or SA drafter for every request and turns it off above
+a batch size. The equivalent of this run, for `trtllm-serve --config` (also `speculative_config.yml`):
+
+```yaml
+{text.rstrip()}
+```
+"""
 
 
 def _speedup_frame(result: TuneResult) -> Any:
@@ -177,7 +227,7 @@ A speedup moves by {table.noise:.3f} over all levels (pooled standard deviation 
 across repeats) between two runs of the same thing; per level: {_per_level(table)}. A spec is chosen
 at a level only above 1 + 2 x that level's noise / sqrt(repeats): {_thresholds(table)}.{_one_repeat_note(table)}
 
-## Choice per concurrency
+## Lookahead choice per concurrency (the engine's schedule)
 
 | concurrency | spec | speedup | why |
 |---|---|---:|---|
@@ -195,7 +245,7 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 
 Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
 {rec.note}.
-"""
+{_pytorch_section(result)}"""
 
 
 def _served_by(result: TuneResult) -> str:
@@ -259,8 +309,11 @@ def write_report(folder: Path, result: TuneResult, *, plots: bool = True) -> lis
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in (("summary.md", summary_markdown(result)), ("schedule.yml", schedule_yaml(result)),
-                       ("tune.json", json.dumps(result.to_dict(), indent=2) + "\n")):
+    files = [("summary.md", summary_markdown(result)), ("schedule.yml", schedule_yaml(result)),
+             ("tune.json", json.dumps(result.to_dict(), indent=2) + "\n")]
+    if (snippet := speculative_config_yaml(result)) is not None:
+        files.append(("speculative_config.yml", snippet))
+    for name, text in files:
         path = folder / name
         path.write_text(text, encoding="utf-8")
         written.append(path)

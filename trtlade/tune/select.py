@@ -29,13 +29,25 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from trtlade.bench.noise import Z, pooled_sd, threshold
 from trtlade.schedule import LookaheadSchedule, bands_in_order
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
+from trtlade.tune.candidates import Candidate, Drafter
 
-__all__ = ["Run", "Cell", "Table", "Choice", "tabulate", "choose", "schedule_of", "Z"]
+__all__ = ["Run", "Cell", "Table", "Choice", "PytorchChoice", "tabulate", "choose", "schedule_of",
+           "speculative_config_of", "is_lookahead", "is_drafter", "Z"]
+
+
+def is_lookahead(candidate: Candidate) -> bool:
+    """A lookahead (w,n,g), plain decoding's (1,1,0) included (a TensorRT-LLM engine's schedule)."""
+    return isinstance(candidate, LookaheadSpec)
+
+
+def is_drafter(candidate: Candidate) -> bool:
+    """An NGram / SA drafter (TensorRT-LLM's PyTorch backend)."""
+    return isinstance(candidate, Drafter)
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,7 @@ class Run:
     """One measured run: ``spec`` at ``concurrency`` in ``repeat``, with what the server delivered
     (``output_throughput`` tok/s) and the medians of TTFT and TPOT (ms; None if not measured)."""
 
-    spec: LookaheadSpec
+    spec: Candidate
     concurrency: int
     repeat: int
     output_throughput: float
@@ -55,7 +67,7 @@ class Run:
 class Cell:
     """One (spec, concurrency): its runs and its speedups over (1,1,0) in the same repeats."""
 
-    spec: LookaheadSpec
+    spec: Candidate
     concurrency: int
     throughput: list[float] = field(default_factory=list)
     ttft_ms: list[float] = field(default_factory=list)
@@ -83,15 +95,15 @@ class Cell:
 class Table:
     """Every cell, the levels and specs in order, and the noise of a speedup (relative, one run)."""
 
-    cells: dict[tuple[LookaheadSpec, int], Cell]
-    specs: list[LookaheadSpec]
+    cells: dict[tuple[Candidate, int], Cell]
+    specs: list[Candidate]
     levels: list[int]
     repeats: int
     noise: float
     #: the noise of each level alone (pooled over the specs at that level): a busy level is noisier
     noise_by_level: dict[int, float] = field(default_factory=dict)
 
-    def cell(self, spec: LookaheadSpec, concurrency: int) -> Optional[Cell]:
+    def cell(self, spec: Candidate, concurrency: int) -> Optional[Cell]:
         return self.cells.get((spec, concurrency))
 
     def threshold(self, level: Optional[int] = None) -> float:
@@ -109,8 +121,8 @@ def tabulate(runs: Iterable[Run]) -> Table:
     base = {(r.concurrency, r.repeat): r.output_throughput for r in runs if r.spec == AUTOREGRESSIVE}
     if not base:
         raise ValueError("no (1,1,0) runs: every speedup is measured against plain decoding")
-    cells: dict[tuple[LookaheadSpec, int], Cell] = {}
-    specs: list[LookaheadSpec] = []
+    cells: dict[tuple[Candidate, int], Cell] = {}
+    specs: list[Candidate] = []
     levels: list[int] = []
     for r in runs:
         cell = cells.setdefault((r.spec, r.concurrency), Cell(r.spec, r.concurrency))
@@ -135,14 +147,16 @@ class Choice:
     """What ``concurrency`` gets, its speedup over (1,1,0), and why."""
 
     concurrency: int
-    spec: LookaheadSpec
+    spec: Candidate
     speedup: float
     reason: str
 
 
-def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Optional[float] = None) -> list[Choice]:
-    """Per level: the fastest spec within the latency limits whose speedup clears the noise
-    threshold, else (1,1,0)."""
+def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Optional[float] = None,
+           only: Optional[Callable[[Candidate], bool]] = None) -> list[Choice]:
+    """Per level: the fastest candidate within the latency limits whose speedup clears the noise
+    threshold, else (1,1,0). ``only``: the candidates that may be chosen (all by default: lookahead specs
+    and drafters alike; :func:`is_lookahead` for an engine's schedule)."""
     out: list[Choice] = []
     for level in table.levels:
         threshold = table.threshold(level)
@@ -150,7 +164,7 @@ def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Op
         notes: list[str] = []
         for spec in table.specs:
             cell = table.cell(spec, level)
-            if spec == AUTOREGRESSIVE or cell is None or not cell.ratios:
+            if spec == AUTOREGRESSIVE or cell is None or not cell.ratios or (only is not None and not only(spec)):
                 continue
             if max_ttft_ms is not None and cell.ttft is not None and cell.ttft > max_ttft_ms:
                 notes.append(f"{spec} over --max-ttft-ms")
@@ -164,8 +178,8 @@ def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Op
             out.append(Choice(level, best.spec, best.speedup,
                               f"fastest; {best.speedup:.3f}x clears the noise threshold {threshold:.3f}x"))
             continue
-        why = (f"best lookahead ({best.spec}) at {best.speedup:.3f}x does not clear the noise threshold "
-               f"{threshold:.3f}x" if best is not None else "no lookahead spec within the limits")
+        why = (f"best candidate ({best.spec}) at {best.speedup:.3f}x does not clear the noise threshold "
+               f"{threshold:.3f}x" if best is not None else "no candidate within the limits")
         out.append(Choice(level, AUTOREGRESSIVE, 1.0, "; ".join([why, *notes])))
     return out
 
@@ -173,7 +187,60 @@ def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Op
 def schedule_of(choices: Sequence[Choice]) -> LookaheadSchedule:
     """The schedule: each measured level's choice covers the loads above the level before it, up to
     itself (a load between two levels gets the higher level's choice, the busier one); the highest
-    level's choice is open-ended."""
+    level's choice is open-ended. Lookahead choices only (:func:`choose` with ``only=is_lookahead``)."""
     ordered = sorted(choices, key=lambda c: c.concurrency)
+    if not all(isinstance(c.spec, LookaheadSpec) for c in ordered):
+        raise ValueError("a lookahead schedule is made of (w,n,g) choices; choose with only=is_lookahead")
     items = [(c.concurrency, c.spec) for c in ordered[:-1]] + [(None, ordered[-1].spec)]
-    return bands_in_order(items)
+    return bands_in_order(items)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PytorchChoice:
+    """What a TensorRT-LLM 1.3+ deployment takes: one drafter (None: no speculation) and the concurrency up to
+    which it drafts (``max_concurrency``; None: every measured level), with the block to write."""
+
+    drafter: Optional[Drafter]
+    max_concurrency: Optional[int]
+    block: Optional[dict[str, Any]]
+    reason: str
+
+
+def speculative_config_of(table: Table, *, max_ttft_ms: Optional[float] = None,
+                          max_tpot_ms: Optional[float] = None) -> PytorchChoice:
+    """The PyTorch backend's equivalent of a schedule: it runs one drafter for every request and can only turn
+    it off above a batch size (``max_concurrency``, upstream's ``draft_len_schedule`` of one key). So: per
+    drafter, the levels from the lowest up where it clears the noise threshold (each level's choice among the
+    drafters, :func:`choose`); the drafter that holds the most levels wins (ties: the larger summed speedup);
+    it drafts up to its last such level; none at the lowest level: no speculation.
+
+    >>> from trtlade.tune.candidates import drafters_of
+    >>> ar, sa = LookaheadSpec(1, 1, 0), drafters_of(["sa"], 8)[0]
+    >>> runs = [Run(ar, 1, 0, 20.0, 1, 1), Run(sa, 1, 0, 26.0, 1, 1), Run(ar, 1, 1, 21.0, 1, 1),
+    ...         Run(sa, 1, 1, 27.0, 1, 1), Run(ar, 8, 0, 90.0, 1, 1), Run(sa, 8, 0, 80.0, 1, 1),
+    ...         Run(ar, 8, 1, 92.0, 1, 1), Run(sa, 8, 1, 81.0, 1, 1)]
+    >>> choice = speculative_config_of(tabulate(runs))
+    >>> str(choice.drafter), choice.max_concurrency, choice.block["max_concurrency"]
+    ('sa', 1, 1)
+    """
+    choices = choose(table, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, only=is_drafter)
+    held: dict[Drafter, list[Choice]] = {}
+    for choice in sorted(choices, key=lambda c: c.concurrency):
+        drafter = choice.spec
+        if not isinstance(drafter, Drafter):
+            break  # a level where no drafter clears the noise: the run of levels ends
+        if held and drafter not in held:
+            break
+        held.setdefault(drafter, []).append(choice)
+    if not held:
+        lowest = table.levels[0] if table.levels else None
+        return PytorchChoice(None, None, None, f"no drafter beats plain decoding beyond the noise at the lowest "
+                                               f"measured concurrency ({lowest}): serve without speculative_config")
+    drafter, wins = max(held.items(), key=lambda kv: (len(kv[1]), sum(c.speedup for c in kv[1])))
+    top = wins[-1].concurrency
+    gate = None if top == table.levels[-1] else top
+    block = {**drafter.speculation, **({"max_concurrency": gate} if gate is not None else {})}
+    reason = (f"{drafter} clears the noise threshold at concurrency {', '.join(str(c.concurrency) for c in wins)} "
+              f"({', '.join(f'{c.speedup:.3f}x' for c in wins)})"
+              + (f"; off above {gate} (max_concurrency)" if gate is not None else "; on at every measured level"))
+    return PytorchChoice(drafter, gate, block, reason)
