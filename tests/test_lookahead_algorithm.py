@@ -444,3 +444,25 @@ def test_candidates_only_steps_stay_greedy_and_leave_the_window_alone(window_at,
     short.verify([oracle(prompt + [oracle(prompt)])] + [-1] * (batch.num_rows - 1))
     short.commit()
     assert short.window == window  # no Jacobi rows ran: the window did not move
+
+
+# ------------------------------------------------------------------------------------ history candidates
+def test_the_suffix_candidate_is_the_longest_earlier_suffixs_continuation_and_rows_name_their_source():
+    """With ``suffix_lookup`` the step also guesses what follows the earliest occurrence of the longest
+    suffix seen before (SA's proposal): ``3 4 5`` was followed by ``6 7 2``, while the pool (G = 1) holds the
+    latest n-gram after 5, ``8 8 1``; every row says where its token came from, so a step's accepted drafts
+    can be credited to their source."""
+    algo = LookaheadAlgorithm((1, 4, 1), seed=0, suffix_lookup=3)
+    algo.setup([3, 4, 5, 6, 7, 2, 9, 5, 8, 8, 1, 3, 4], golden=5)
+    batch = algo.prepare(window=False)
+    assert batch.tokens == [5, 8, 8, 1, 6, 7, 2]
+    assert batch.row_sources == ("golden", "pool", "pool", "pool", "suffix", "suffix", "suffix")
+    v = algo.verify([6, 0, 0, 0, 7, 2, 9])
+    assert v.tokens == [6, 7, 2, 9] and batch.row_sources[v.kept_rows[-1]] == "suffix"
+
+
+def test_a_history_candidate_already_guessed_by_the_pool_is_not_added_again():
+    algo = LookaheadAlgorithm((1, 3, 1), seed=0, prompt_lookup=2, suffix_lookup=2)
+    algo.setup([4, 5, 6, 4], golden=5)        # the pool guesses 6 4 after 5; both lookups propose 6 4 too
+    batch = algo.prepare(window=False)
+    assert batch.tokens == [5, 6, 4] and batch.row_sources == ("golden", "pool", "pool")

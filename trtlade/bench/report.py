@@ -34,8 +34,8 @@ from trtlade.bench.records import RequestRecord
 
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
-    "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table", "load_run", "make_run_id",
-    "output_agreement",
+    "accepted_by_source", "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table",
+    "load_run", "make_run_id", "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
 ]
@@ -79,6 +79,8 @@ class RunSummary(BaseModel):
     verdicts: dict[str, Any] = {}
     #: per series, per prompt category: mean tokens per engine step over its requests (every level and repeat)
     tokens_per_step_by_category: dict[str, dict[str, float]] = {}
+    #: per series: accepted drafts by where they came from (every level and repeat)
+    accepted_by_source: dict[str, dict[str, int]] = {}
 
     def summary(self, series: str, level: int) -> Optional[LevelSummary]:
         """The first repeat's summary of (series, level) (see :meth:`values` for every repeat)."""
@@ -340,6 +342,52 @@ def category_tokens_per_step(records: Sequence[RequestRecord], series: Sequence[
     return out
 
 
+def accepted_by_source(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per series, the accepted draft tokens by source, summed over its completed requests: Lookahead's
+    ``usage.lookahead.accepted_from`` (``window``, ``pool``, ``prompt_lookup``, ``suffix``), or an NGram / SA
+    request's ``usage.speculation.accepted_draft_tokens`` under its drafter's name.
+
+    >>> recs = [RequestRecord("auto", 1, 0, 0, usage_lookahead={"accepted_from": {"pool": 5, "suffix": 2}}),
+    ...         RequestRecord("auto", 1, 1, 1, usage_lookahead={"accepted_from": {"pool": 1}}),
+    ...         RequestRecord("sa", 1, 0, 0, usage_speculation={"decoding_type": "SA", "accepted_draft_tokens": 7})]
+    >>> accepted_by_source(recs, ["auto", "sa"])
+    {'auto': {'pool': 6, 'suffix': 2}, 'sa': {'SA': 7}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for name in series:
+        sums: dict[str, int] = {}
+        for r in records:
+            if r.series != name or not r.ok:
+                continue
+            sp, la = r.usage_speculation, r.usage_lookahead
+            if isinstance(sp, dict) and isinstance(sp.get("accepted_draft_tokens"), int):
+                key = str(sp.get("decoding_type"))
+                sums[key] = sums.get(key, 0) + sp["accepted_draft_tokens"]
+            elif isinstance(la, dict) and isinstance(la.get("accepted_from"), dict):
+                for key, value in la["accepted_from"].items():
+                    sums[str(key)] = sums.get(str(key), 0) + int(value)
+        if sums:
+            out[name] = sums
+    return out
+
+
+def _source_lines(run: RunSummary) -> list[str]:
+    by = run.accepted_by_source
+    sources = list(dict.fromkeys(s for row in by.values() for s in row))
+    if not sources:
+        return []
+    out = ["", "What the accepted drafts came from (share of each series' accepted draft tokens, every level and "
+           "repeat): `window` the Jacobi branch, `pool` the n-gram pool, `prompt_lookup` / `suffix` the history "
+           "candidates (NGram-like latest match, SA-like longest match), `NGram` / `SA` a drafter's own:", "",
+           "| series | " + " | ".join(sources) + " | accepted |", "|---|" + "---:|" * (len(sources) + 1)]
+    for info in run.series:
+        row = by.get(info.label, {})
+        total = sum(row.values())
+        cells = [f"{100 * row.get(s, 0) / total:.0f}%" if total else "—" for s in sources]
+        out.append(f"| {info.label} | " + " | ".join(cells) + f" | {total:,d} |")
+    return out
+
+
 def _tokens_per_step_lines(run: RunSummary) -> list[str]:
     """Tokens per engine step (the acceptance length: 1.0 is plain decoding) per series and level, and by
     prompt category when the dataset names them."""
@@ -361,7 +409,7 @@ def _tokens_per_step_lines(run: RunSummary) -> list[str]:
         for info in run.series:
             row = by.get(info.label, {})
             out.append(f"| {info.label} | " + " | ".join(_fmt(row.get(c), 2) for c in categories) + " |")
-    return out + [""]
+    return out + _source_lines(run) + [""]
 
 
 def _failures_section(run: RunSummary) -> list[str]:

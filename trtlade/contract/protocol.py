@@ -170,6 +170,9 @@ class GenerationStats:
     #: the NGram or SA drafter that ran (None: Lookahead's ``spec``), and the draft tokens it verified
     speculation: Optional[DraftConfig] = None
     draft_tokens: int = 0
+    #: Lookahead: accepted drafts by where the accepted path's last draft came from (``window``, ``pool``,
+    #: ``prompt_lookup``, ``suffix``)
+    accepted_from: dict[str, int] = field(default_factory=dict)
 
     @property
     def tokens_per_step(self) -> float:

@@ -63,6 +63,7 @@ import numpy as np
 
 from trtlade.lookahead.pool import NgramPool, ngrams
 from trtlade.lookahead.prompt_lookup import propose
+from trtlade.lookahead.suffix_automaton import SuffixAutomaton
 from trtlade.spec import LookaheadSpec
 
 __all__ = [
@@ -112,6 +113,10 @@ class DraftBatch:
     with_window: bool = True
     #: candidates cut to this many tokens (None: whole)
     depth: int | None = None
+    #: per row, where its token came from: ``golden``, ``window`` (the Jacobi branch), ``pool`` (the n-gram
+    #: pool), ``prompt_lookup`` or ``suffix`` (the longest earlier suffix); a row several candidates share
+    #: is the first one's
+    row_sources: tuple[str, ...] = ()
 
     @property
     def num_rows(self) -> int:
@@ -398,19 +403,26 @@ class LookaheadAlgorithm:
     ``full_guess_set``: verify up to G candidates; by default, like TensorRT-LLM (its
     ``guess(lastToken, mW)``, NVIDIA/TensorRT-LLM#4003), at most min(W, G) candidates are verified,
     which differs only when W < G. ``dedup``: merge identical root paths (results are identical
-    either way; False is for tests).
+    either way; False is for tests). ``prompt_lookup`` / ``suffix_lookup``: draft tokens of one more
+    candidate each (0: off, TensorRT-LLM's algorithm exactly): the tokens after the latest earlier
+    occurrence of the text's last 1-3 tokens (:mod:`~trtlade.lookahead.prompt_lookup`), and after the
+    earliest occurrence of its longest suffix seen earlier (:mod:`~trtlade.lookahead.suffix_automaton`: what
+    TensorRT-LLM's SA drafter proposes), each at most N-1 tokens.
     """
 
     def __init__(
         self, spec: LookaheadSpec | Sequence[int] | str, *, eos_token_ids: Iterable[int] = (), seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, dedup: bool = True,
-        prompt_lookup: int = 0,
+        prompt_lookup: int = 0, suffix_lookup: int = 0,
     ) -> None:
         self.spec = LookaheadSpec.parse(spec)
-        if isinstance(prompt_lookup, bool) or not isinstance(prompt_lookup, int) or prompt_lookup < 0:
-            raise ValueError(f"prompt_lookup must be a whole number of draft tokens >= 0, got {prompt_lookup!r}")
-        #: draft tokens of the prompt-lookup candidate (0: off), at most N-1 (a path accepts <= N-1)
+        for name, value in (("prompt_lookup", prompt_lookup), ("suffix_lookup", suffix_lookup)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number of draft tokens >= 0, got {value!r}")
+        #: draft tokens of the prompt-lookup / suffix candidates (0: off), at most N-1 (a path accepts <= N-1)
         self.prompt_lookup = min(prompt_lookup, self.spec.ngram_size - 1)
+        self.suffix_lookup = min(suffix_lookup, self.spec.ngram_size - 1)
+        self._suffixes: SuffixAutomaton | None = None
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer (runs are reproducible), got {seed!r}")
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
@@ -453,6 +465,7 @@ class LookaheadAlgorithm:
         context = prompt + [self.golden]
         self._tail = _last(context, n - 1)
         self._history = context if self.prompt_lookup else []
+        self._suffixes = SuffixAutomaton(context) if self.suffix_lookup and not self.autoregressive else None
         self._batch = self._argmax = self._verification = None
         if self.autoregressive:
             self.window, self.prefills, self.filling = [], [], 0
@@ -503,19 +516,15 @@ class LookaheadAlgorithm:
         positions = [0, *w_depths]
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
-        candidates = list(self.pool.guess(self.golden, self.max_candidates))
-        if self.prompt_lookup:
-            looked_up = propose(self._history, self.prompt_lookup)
-            if looked_up and tuple(looked_up) not in {tuple(c[:len(looked_up)]) for c in candidates}:
-                candidates.append(tuple(looked_up))
-        if depth is not None:
-            candidates = list(dict.fromkeys(tuple(c[:depth]) for c in candidates))
-        for cand in candidates:
+        candidates = self._candidates(depth)
+        sources = ["golden", *(["window"] * num_window)]
+        for cand, source in candidates:
             row = len(tokens)
             tokens.extend(cand)
             positions.extend(range(1, len(cand) + 1))
             parents.append(0)
             parents.extend(range(row, row + len(cand) - 1))
+            sources.extend([source] * len(cand))
         num_cand_rows = len(tokens) - 1 - num_window
         if self.dedup:
             tokens, positions, parents, encode = tree_encode(tokens, parents)
@@ -523,12 +532,35 @@ class LookaheadAlgorithm:
         else:
             encode = list(range(len(tokens)))
             top_rows = tops
+        row_sources = [""] * len(tokens)
+        for before, after in enumerate(encode):
+            row_sources[after] = row_sources[after] or sources[before]
         logit_rows = select_logit_rows(tokens, positions, parents, self._max_drafts, self.eos_token_ids, top_rows)
         return DraftBatch(
             tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
             num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
             window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window, depth=depth,
+            row_sources=tuple(row_sources),
         )
+
+    def _candidates(self, depth: int | None) -> list[tuple[tuple[int, ...], str]]:
+        """The step's guesses with their source: the pool's, then prompt lookup's and the longest earlier
+        suffix's (each left out when it is a prefix of one before it), cut to ``depth`` tokens."""
+        out = [(tuple(c), "pool") for c in self.pool.guess(self.golden, self.max_candidates)]
+        extra = []
+        if self.prompt_lookup:
+            extra.append((tuple(propose(self._history, self.prompt_lookup)), "prompt_lookup"))
+        if self._suffixes is not None and (found := self._suffixes.lookup()) is not None:
+            extra.append((tuple(self._suffixes.continuation(found[0], self.suffix_lookup)), "suffix"))
+        for cand, source in extra:
+            if cand and cand not in {c[:len(cand)] for c, _ in out}:
+                out.append((cand, source))
+        if depth is not None:
+            cut: dict[tuple[int, ...], str] = {}
+            for cand, source in out:
+                cut.setdefault(cand[:depth], source)
+            out = list(cut.items())
+        return out
 
     # ------------------------------------------------------------------------- verify
     def verify(self, argmax: Sequence[int], targets: Sequence[int] | None = None) -> Verification:
@@ -620,6 +652,9 @@ class LookaheadAlgorithm:
     def _accept(self, kept: Sequence[int]) -> None:
         if self.prompt_lookup:
             self._history.extend(int(t) for t in kept)
+        if self._suffixes is not None:
+            for token in kept:
+                self._suffixes.extend(token)
         seq = self._tail + list(kept)
         self.pool.insert_all(ngrams(seq, self._n))
         self._tail = _last(seq, self._n - 1)

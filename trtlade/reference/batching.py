@@ -83,8 +83,9 @@ class DraftSettings:
     may be given its own (engine-bench runs each mode so) and never changes the engine's.
 
     ``adaptive``: a request that names no spec runs the ``auto`` policy. ``prompt_lookup``: draft
-    tokens of the prompt-lookup candidate (0: TensorRT-LLM's algorithm exactly). ``corrected_keying``
-    / ``full_guess_set``: the algorithm's departures from TensorRT-LLM
+    tokens of the history candidates: prompt lookup's (the latest earlier occurrence of the last tokens) and
+    the longest earlier suffix's (what TensorRT-LLM's SA drafter proposes); 0: TensorRT-LLM's algorithm exactly.
+    ``corrected_keying`` / ``full_guess_set``: the algorithm's departures from TensorRT-LLM
     (:class:`~trtlade.lookahead.algorithm.LookaheadAlgorithm`). ``seed``: the Jacobi window's
     initial guesses (never a sampled request's draws). ``ngram_implementation``: how NGram requests draft
     (:data:`~trtlade.drafting.algorithm.NGRAM_IMPLEMENTATIONS`: TensorRT-LLM's one-model drafter, or the
@@ -297,6 +298,9 @@ class SequenceState:
             rows_logits = logits[[where[row] for row in verification.kept_rows]]
         chunk = self._emit(verification.tokens, rows=draft.num_rows, rows_logits=rows_logits)
         count = len(chunk.tokens)  # cut at EOS / stop id / stop string / budget: nothing past it
+        if count > 1 and draft.row_sources:  # which source the accepted drafts came from
+            source = draft.row_sources[verification.kept_rows[count - 1]]
+            self.stats.accepted_from[source] = self.stats.accepted_from.get(source, 0) + count - 1
         with traced(ALGORITHM_LABEL):
             algo.commit(count)
             if self.drafter is not None:  # the chunk's stats are this object: its last step counts too
@@ -318,7 +322,7 @@ class SequenceState:
             self.algo = LookaheadAlgorithm(
                 self.spec, eos_token_ids=self.engine.eos_token_ids, seed=settings.seed,
                 corrected_keying=settings.corrected_keying, full_guess_set=settings.full_guess_set,
-                prompt_lookup=settings.prompt_lookup)
+                prompt_lookup=settings.prompt_lookup, suffix_lookup=settings.prompt_lookup)
             self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
 

@@ -170,6 +170,8 @@ class LookaheadUsage(_Out):
     policy: Optional[str] = None
     #: a sampled request's seed (the first choice's; choice j drew with seed + j)
     seed: Optional[int] = None
+    #: accepted drafts by source: window (Jacobi), pool, prompt_lookup, suffix
+    accepted_from: Optional[dict[str, int]] = None
 
 
 class SpeculationUsage(_Out):

@@ -42,6 +42,8 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
             body["lookahead"]["policy"] = stats.policy
         if stats.seed is not None:
             body["lookahead"]["seed"] = stats.seed
+        if stats.accepted_from:
+            body["lookahead"]["accepted_from"] = dict(sorted(stats.accepted_from.items()))
     if stats is not None and stats.speculation is not None:
         body["speculation"] = speculation_usage(stats)
     return body
@@ -116,6 +118,8 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
     return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats),
                            policy=stats[0].policy, seed=stats[0].seed, speculation=stats[0].speculation,
                            draft_tokens=sum(s.draft_tokens for s in stats),
+                           accepted_from={k: sum(s.accepted_from.get(k, 0) for s in stats)
+                                          for k in sorted({k for s in stats for k in s.accepted_from})},
                            cached_tokens=None if all(s.cached_tokens is None for s in stats)
                            else sum(s.cached_tokens or 0 for s in stats))
 
