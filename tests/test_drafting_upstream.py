@@ -387,3 +387,41 @@ def test_host_pool_quirks_are_kept():
     pool.private["r"], pool.start_index["r"] = {(1,): [(2,), (3,), (4, 5)]}, 0
     pool.draft([1, 6, 7, 8], "r", 100)                  # match (6, 7, 8) drops (2,), skips (3,), drops (4, 5)
     assert pool.private["r"][(1,)] == [(3,), (6, 7, 8)]
+
+
+def sa_global_oracle(texts, own, draft_len):
+    """The global pool by brute force: the own text's longest earlier suffix (at most 64 tokens), else a longer
+    suffix (of its last 64 tokens) found in another text with a token after it; the own text wins ties, then
+    the first admitted; each at its earliest occurrence."""
+    mine = texts[own]
+    best = None
+    found = sa_oracle(mine[-65:] if len(mine) > 65 else mine, -1)
+    if found is not None and len(mine) > 65:
+        found = (found[0] + len(mine) - 65, found[1])
+    if found is not None:
+        best = (found[1], own, found[0])
+    pattern = mine[-64:]
+    for key, text in enumerate(texts):
+        if key == own:
+            continue
+        for size in range(len(pattern), 0, -1):
+            ends = [e for e in range(size - 1, len(text) - 1) if text[e - size + 1:e + 1] == pattern[-size:]]
+            if ends:
+                if best is None or size > best[0]:
+                    best = (size, key, ends[0] + 1)
+                break
+    if best is None:
+        return [0] * draft_len, 0
+    size, key, start = best
+    follow = texts[key][start:start + draft_len]
+    return follow + [0] * (draft_len - len(follow)), size
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=25), min_size=1, max_size=4))
+def test_sa_global_pool_equals_brute_force(texts):
+    """The global pool's search (the own automaton, then the others only where a longer match is possible)
+    gives the brute-force answer."""
+    pool = global_pool(*texts)
+    for key in range(len(texts)):
+        assert pool.draft(key, 3, search_all=True) == sa_global_oracle(texts, key, 3)

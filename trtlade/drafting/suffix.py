@@ -121,7 +121,8 @@ class SuffixPool:
         cap = SA_GLOBAL_MAX_NGRAM if max_ngram == -1 else max_ngram
         pattern = own.tokens[-cap:]
         for other in [*self._active.values(), *self._retained.values()]:
-            if other is own:
+            need = 1 + (best[2] if best is not None else 0)  # only a longer match wins (ties: own, then first)
+            if other is own or need > len(pattern) or not other.contains(pattern[-need:]):
                 continue
             found = other.match(pattern)
             if found is not None and (best is None or found[1] > best[2]):  # ties: the own slot, then the first

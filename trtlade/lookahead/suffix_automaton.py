@@ -124,6 +124,19 @@ class SuffixAutomaton:
             return None
         return self.first[state] + 1, matched
 
+    def contains(self, pattern: Sequence[int]) -> bool:
+        """Whether ``pattern`` occurs in the sequence (a walk from the root).
+
+        >>> SuffixAutomaton([1, 2, 3]).contains([2, 3]), SuffixAutomaton([1, 2, 3]).contains([3, 2])
+        (True, False)
+        """
+        state, edges = 0, self.edges
+        for token in pattern:
+            state = edges[state].get(token, -1)
+            if state < 0:
+                return False
+        return True
+
     def continuation(self, start: int, count: int) -> list[int]:
         """``count`` tokens from ``start``, cut at the end (``getDraftTokens``)."""
         return self.tokens[start:start + count]
