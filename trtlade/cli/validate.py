@@ -40,10 +40,17 @@ def validate_config(
     strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),
     recursive: bool = typer.Option(False, "--recursive", "-r", help="Also look in subdirectories of directories."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="text: print only problems and the summary."),
+    trtllm_version: Optional[str] = typer.Option(
+        None, "--trtllm-version", metavar="VERSION",
+        help="Check against this TensorRT-LLM release (e.g. 1.3.0): what it runs (Lookahead engines below 1.3; "
+             "NGram / SA / AUTO on the PyTorch backend). Default: a trtlade config's build.trtllm_version, else the "
+             "installed TensorRT-LLM."),
 ) -> None:
     """Check deployment configs before anything touches a GPU: schema, (W,N,G) legality, request
     spec vs server spec, and the spec vs the engine's max_draft_len (the 'Assertion failed: 16 != 40'
-    trap). Accepts trtlade configs and grps_trtllm inference_*.yml files (detected automatically).
+    trap), and what the targeted TensorRT-LLM release runs. Accepts trtlade configs, trtllm-serve --config
+    files (their speculative_config through upstream's validators) and grps_trtllm inference_*.yml files
+    (detected automatically).
 
     Exit 0 when valid (warnings allowed), 1 on any error (or warning with --strict), 2 on usage errors.
     """
@@ -52,10 +59,18 @@ def validate_config(
     files, usage = expand_inputs(paths, recursive=recursive)
     if engine_dir is not None and not engine_dir.exists():
         usage.append(f"--engine-dir {engine_dir}: no such directory")
+    if trtllm_version is not None:
+        from trtlade.trtllm.compat import parse_version
+
+        try:
+            parse_version(trtllm_version)
+        except ValueError:
+            usage.append(f"--trtllm-version {trtllm_version!r}: not a TensorRT-LLM release (e.g. 1.2.1, 1.3.0rc21)")
     if usage:
         fail("; ".join(usage), hint="pass config files, directories holding *.yml/*.yaml, or glob patterns",
              code=EXIT_USAGE)
-    reports = [validate_file(path, display=shown, engine_dir=engine_dir) for path, shown in files]
+    reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version)
+               for path, shown in files]
     valid = all(r.valid(strict) for r in reports)
     if output_format is OutputFormat.json:
         _print_json(reports, strict, valid)

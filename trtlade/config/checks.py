@@ -18,6 +18,9 @@ from trtlade.config.schema import TrtladeConfig
 from trtlade.diagnostics import Diagnostic
 from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfig, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import LookaheadSpec, SpecError
+from trtlade.trtllm.compat import installed_version
+from trtlade.trtllm.releases import (EQUIVALENT_SPECULATION, Release, flow_mapping, lookahead_refusal_1_3,
+                                     release_for)
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
 __all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
@@ -26,10 +29,13 @@ __all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path
 BENCH_NAMED_MODES = ("ar", "lookahead", "default", "schedule", "auto")
 
 
-def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> list[Diagnostic]:
-    """All semantic checks of a schema-valid config; ``engine_dir`` overrides ``build.engine_dir``."""
+def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
+                  release: str | None = None) -> list[Diagnostic]:
+    """All semantic checks of a schema-valid config; ``engine_dir`` overrides ``build.engine_dir``;
+    ``release`` (a flag) overrides ``build.trtllm_version``, which overrides the installed TensorRT-LLM."""
     doc, cfg = loaded.document, loaded.config
     out: list[Diagnostic] = []
+    out += check_release(doc, cfg, release)
     out += spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec"))
     if cfg.lookahead.request_default is not None:
         out += spec_warnings(doc, cfg.lookahead.request_default, ("lookahead", "request_default"))
@@ -41,6 +47,66 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None) -> li
     if not any(d.code == "lookahead-variable-swa" for d in engine_found):
         out += _check_sliding_windows(loaded)
     return out
+
+
+def target_release(cfg: TrtladeConfig, release: str | None = None) -> tuple[str | None, tuple, str]:
+    """The TensorRT-LLM release a config is checked against, where it was set (the config key to blame) and
+    how it was found: a flag, ``build.trtllm_version``, else the installed one (None: none known)."""
+    if release is not None:
+        return release, ("build", "trtllm_version"), "--trtllm-version"
+    if cfg.build.trtllm_version is not None:
+        return cfg.build.trtllm_version, ("build", "trtllm_version"), "build.trtllm_version"
+    found = installed_version()
+    return found, ("build", "backend"), "the installed TensorRT-LLM"
+
+
+def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = None) -> list[Diagnostic]:
+    """What the targeted TensorRT-LLM release runs (:mod:`trtlade.trtllm.releases`): a Lookahead engine below
+    1.3 only; the PyTorch backend's NGram / AUTO from 1.0, SA from 1.3; an unknown newer release: a warning."""
+    version, loc, how = target_release(cfg, release)
+    engine_flow = cfg.build.backend == "trtllm" and (cfg.serve.engine == "trtllm"
+                                                     or "lookahead" in cfg.model_fields_set)
+    if version is None:
+        return []
+    try:
+        row = release_for(version)
+    except ValueError as exc:
+        return [doc.diagnostic("error", f"{how}: {exc}", loc=loc, code="trtllm-release",
+                               hint="target 0.16 or later (Lookahead engines up to 1.2, NGram / SA on 1.3 and later)")]
+    out = []
+    if row.note:
+        out.append(doc.diagnostic("warning", f"TensorRT-LLM {version} ({how}) is {row.note}", loc=loc,
+                                  code="trtllm-release-unknown"))
+    if engine_flow and (why := lookahead_refusal_1_3(version)) is not None:
+        equivalent = flow_mapping(cfg.speculation or EQUIVALENT_SPECULATION)
+        out.append(doc.diagnostic(
+            "error", f"{why}; this config builds and serves a Lookahead engine (build.backend trtllm, "
+                     f"lookahead.spec {cfg.lookahead.spec}) for {version} ({how})", loc=loc, code="lookahead-release",
+            hint=f"deploy on the PyTorch backend: build.backend: pytorch and speculation: {equivalent} (trtlade's "
+                 "measured default; `trtlade tune` writes the one your traffic needs, docs/migrate-1.3.md), or "
+                 "target a release below 1.3 (build.trtllm_version)"))
+    if cfg.build.backend == "pytorch":
+        out += _check_pytorch_drafter(doc, cfg, version, row, how)
+    return out
+
+
+def _check_pytorch_drafter(doc: YamlDocument, cfg: TrtladeConfig, version: str, row: Release, how: str
+                           ) -> list[Diagnostic]:
+    if cfg.speculation is None:
+        return [doc.diagnostic("error", "build.backend pytorch without a speculation block: TensorRT-LLM's PyTorch "
+                               "backend drafts with NGram, SA or AUTO, named there", loc=("build", "backend"),
+                               code="pytorch-speculation",
+                               hint=f"add speculation: {flow_mapping(EQUIVALENT_SPECULATION)}")]
+    config = cfg.speculation_config
+    assert config is not None
+    if config.requested not in row.drafters:
+        offers = ", ".join(row.drafters) or "none"
+        return [doc.diagnostic("error", f"{config.requested}: TensorRT-LLM {version} ({how}) has no such drafter on "
+                               f"its PyTorch backend (it offers: {offers})",
+                               loc=("speculation", "decoding_type"), code="speculation-release",
+                               hint="NGram and AUTO from 1.0, SA from 1.3; target a release that has it "
+                                    "(build.trtllm_version)")]
+    return []
 
 
 def _check_sliding_windows(loaded: LoadedConfig) -> list[Diagnostic]:

@@ -24,7 +24,7 @@ from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.errors import TrtladeError
 from trtlade.presets import DEFAULT_PRESET
 from trtlade.schedule import Band, LookaheadSchedule, ScheduleError
-from trtlade.spec import LookaheadSpec
+from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
 __all__ = [
     "SpecField",
@@ -112,9 +112,17 @@ DEFAULT_OUTPUT_SEQ = 2048
 
 
 class BuildSection(_Section):
-    backend: Literal["trtllm", "reference"] = Field(
-        "trtllm", description="trtllm: convert and run trtllm-build; reference: prepare a bundle for the "
-        "PyTorch reference engine (no GPU).")
+    backend: Literal["trtllm", "reference", "pytorch"] = Field(
+        "trtllm", description="trtllm: convert and run trtllm-build (a Lookahead engine, TensorRT-LLM 0.16 <= v < "
+        "1.3); pytorch: TensorRT-LLM's PyTorch backend, no engine (NGram / SA / AUTO from `speculation`; 1.0 and "
+        "later, the only backend from 1.3 on): the bundle holds the trtllm-serve config; reference: a bundle for "
+        "the PyTorch reference engine (no GPU).")
+    trtllm_version: Optional[str] = Field(
+        None, description="The TensorRT-LLM release this deployment targets (e.g. 1.2.1, 1.3.0); default: the "
+        "installed one. Decides what may run: Lookahead engines up to 1.2, NGram / SA / AUTO on the PyTorch backend "
+        "(SA from 1.3); a release newer than the newest trtlade has read is accepted with a warning.")
+
+    _release_text = field_validator("trtllm_version")(classmethod(lambda cls, v: _check_release_text(v)))
     engine_dir: Optional[Path] = Field(
         None, description="The TensorRT-LLM engine directory (config.json + rank*.engine) that serve and "
         "validate-config check against. Relative to the config file.")
@@ -176,6 +184,20 @@ ScheduleBandField = Annotated[
 #: The schedule's rule codes (ScheduleError.rule) -> validate-config diagnostic codes.
 _SCHEDULE_CODES = {"order": "schedule-order", "open-band-not-last": "schedule-order",
                    "no-open-band": "schedule-open-band", "empty": "schedule-open-band"}
+
+
+def _check_release_text(value: Optional[str]) -> Optional[str]:
+    """``build.trtllm_version``: a version TensorRT-LLM writes (1.2.1, 1.3.0rc21, 0.16.0)."""
+    if value is None:
+        return None
+    from trtlade.trtllm.compat import parse_version
+
+    try:
+        parse_version(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a TensorRT-LLM release: write it as TensorRT-LLM does, e.g. 1.2.1 "
+                         "or 1.3.0rc21") from None
+    return str(value).strip()
 
 
 class LookaheadSection(_Section):
@@ -345,7 +367,10 @@ class TrtladeConfig(_Section):
 
     model: ModelSection = Field(default_factory=ModelSection, description="The model.")
     build: BuildSection = Field(default_factory=BuildSection, description="Engine build settings.")
-    lookahead: LookaheadSection = Field(description="Lookahead (W,N,G) for the server and requests.")
+    lookahead: LookaheadSection = Field(
+        default_factory=lambda: LookaheadSection(spec=AUTOREGRESSIVE),
+        description="Lookahead (W,N,G) for the server and requests; required unless `speculation` is given "
+        "(without it: (1,1,0), no Lookahead).")
     speculation: Optional[dict[str, Any]] = Field(
         None, description="NGram, SA or AUTO drafting, written as TensorRT-LLM's `speculative_config` block "
         "(decoding_type, max_draft_len, max_matching_ngram_size, is_use_oldest, is_public_pool, enable_global_pool, "
@@ -372,14 +397,23 @@ class TrtladeConfig(_Section):
         return max(self.lookahead.spec.max_draft_len, config.max_draft_len if config is not None else 0)
 
     @model_validator(mode="after")
+    def _lookahead_or_speculation(self) -> "TrtladeConfig":
+        if "lookahead" not in self.model_fields_set and self.speculation is None:
+            raise ConfigRuleError("missing required key 'lookahead' (or a `speculation` block)", loc=(),
+                                  code="missing-key", hint="add `lookahead: {spec: W,N,G}` (a Lookahead deployment), "
+                                  "or `speculation: {decoding_type: NGram, max_draft_len: 4}` (TensorRT-LLM's "
+                                  "PyTorch backend, 1.3 and later)")
+        return self
+
+    @model_validator(mode="after")
     def _speculation_rules(self) -> "TrtladeConfig":
         if self.speculation is None:
             return self
         try:
             config = self.speculation_config
         except DraftConfigError as exc:
-            raise ConfigRuleError(f"speculation.{exc.field}: {exc.message}" if exc.field else exc.message,
-                                  loc=("speculation",) + ((exc.field,) if exc.field in self.speculation else ()),
+            raise ConfigRuleError(exc.message, loc=("speculation",) + ((exc.field,) if exc.field in self.speculation
+                                                                     else ()),
                                   code="speculation", hint=exc.hint) from None
         assert config is not None
         limit = self.serve.max_draft_len
@@ -435,4 +469,5 @@ class TrtladeConfig(_Section):
         schema = cls.model_json_schema()
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = "trtlade deployment config"
+        schema["anyOf"] = [{"required": ["lookahead"]}, {"required": ["speculation"]}]  # one drafter at least
         return schema

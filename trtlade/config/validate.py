@@ -26,11 +26,12 @@ from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
 from trtlade.config.grps_server import check_grps_server, is_grps_server_config
 from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
 from trtlade.config.schema import TrtladeConfig
+from trtlade.config.trtllm_serve import check_trtllm_serve, is_trtllm_serve_config
 from trtlade.diagnostics import Diagnostic, count_by_severity, sort_diagnostics
 
 __all__ = ["ConfigKind", "FileReport", "CONFIG_SUFFIXES", "classify", "validate_file", "expand_inputs"]
 
-ConfigKind = Literal["trtlade", "grps", "grps-server"]
+ConfigKind = Literal["trtlade", "grps", "grps-server", "trtllm-serve"]
 CONFIG_SUFFIXES = (".yml", ".yaml")
 _TOP_KEYS = tuple(TrtladeConfig.model_fields)
 _GLOB_CHARS = set("*?[")
@@ -67,6 +68,8 @@ def classify(data: Any) -> ConfigKind | None:
         return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet
     if is_grps_server_config(data):
         return "grps-server"  # grps's server.yml, beside the inference ymls in its conf/
+    if is_trtllm_serve_config(data):
+        return "trtllm-serve"  # a trtllm-serve --config file (LLM-API keys)
     if not isinstance(data, dict):
         return None
     for key in data:
@@ -75,8 +78,11 @@ def classify(data: Any) -> ConfigKind | None:
     return None
 
 
-def validate_file(path: str | Path, *, display: str | None = None, engine_dir: Path | None = None) -> FileReport:
-    """Every check of one file; never raises for bad input (it becomes a Diagnostic)."""
+def validate_file(path: str | Path, *, display: str | None = None, engine_dir: Path | None = None,
+                  release: str | None = None) -> FileReport:
+    """Every check of one file; never raises for bad input (it becomes a Diagnostic). ``release``: the
+    TensorRT-LLM release the file is for (a trtlade config's ``build.trtllm_version`` wins for it; default:
+    the installed one)."""
     name = display if display is not None else str(path)
     try:
         doc = read_yaml(path, display=name)
@@ -96,7 +102,14 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
         return FileReport(doc.file, "grps-server", tuple(sort_diagnostics(found)),
                           {"max_concurrency": doc.data.get("max_concurrency")})
     if kind == "trtlade":
-        return _validate_trtlade(doc, engine_dir)
+        return _validate_trtlade(doc, engine_dir, release)
+    if kind == "trtllm-serve":
+        target = release if release is not None else installed_release()
+        found = check_trtllm_serve(doc, target)
+        block = doc.data.get("speculative_config")
+        return FileReport(doc.file, "trtllm-serve", tuple(sort_diagnostics(found)),
+                          {"release": target, "speculation": block.get("decoding_type") if isinstance(block, dict)
+                           else None})
     keys = ", ".join(repr(k) for k in list(doc.data)[:5])
     return FileReport(name, None, (doc.diagnostic(
         "error", f"not a trtlade config (no {', '.join(_TOP_KEYS)} section) nor a grps_trtllm inference config "
@@ -105,12 +118,19 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
              "directory or name the config files explicitly"),))
 
 
-def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None) -> FileReport:
+def installed_release() -> str | None:
+    """The installed TensorRT-LLM's version (package metadata, no import), or None."""
+    from trtlade.trtllm.compat import installed_version
+
+    return installed_version()
+
+
+def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None, release: str | None = None) -> FileReport:
     config, diags = validate_trtlade(doc)
     if config is None:
         return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(diags)))
     loaded = LoadedConfig(config=config, document=doc)
-    found = check_trtlade(loaded, engine_dir=engine_dir)
+    found = check_trtlade(loaded, engine_dir=engine_dir, release=release)
     spec = config.lookahead.spec
     details = {"spec": str(spec), "max_draft_len": spec.max_draft_len,
                "request_default": str(config.lookahead.default_request),

@@ -1,0 +1,120 @@
+"""Which TensorRT-LLM releases run which drafter, and which trtlade commands serve them: one table.
+
+TensorRT-LLM's TensorRT-engine backend (``trtllm-build`` engines, the C++ executor) is the only one that ever
+ran Lookahead; its PyTorch backend drafts without a model with NGram (from 1.0) and SA (from a 1.3.0 release
+candidate), and from 1.3 on it is the only backend. trtlade deploys Lookahead engines on 0.16 <= v < 1.3 and
+NGram / SA / AUTO on the PyTorch backend from 1.0 (its 1.0-1.2 NGram is the host-side pool,
+``serve.ngram_implementation: host_pool`` on the reference engine). Every row names the sources it was read
+from; the table is printed by ``trtlade build --architectures`` and kept in docs/trtllm-compat.md.
+
+    >>> release_for("1.2.1").lookahead, release_for("1.3.0").lookahead, release_for("1.3.0").drafters
+    (True, False, ('NGram', 'SA', 'AUTO'))
+    >>> release_for("0.19.0").drafters
+    ()
+    >>> release_for("9.0.0").note                                  # newer than any release read: accepted
+    'newer than 1.3.0rc25, the newest release read: assumed like 1.3 (check its release notes)'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, MIN_VERSION, parse_version, release_key
+
+__all__ = ["Release", "RELEASES", "NEWEST_READ", "release_for", "lookahead_refusal_1_3", "EQUIVALENT_SPECULATION",
+           "flow_mapping"]
+
+#: The newest release the sources read mention (a 1.3.0 release candidate whose quickstart builds
+#: NGramDecodingConfig: ai-dynamo/dynamo PR #14339, 2026-09-04).
+NEWEST_READ = "1.3.0rc25"
+
+#: What trtlade proposes instead of a Lookahead spec on 1.3+ until `trtlade tune` measured your traffic: SA with
+#: 4 draft tokens and the longest match, the best of the model-free drafters on the `mix` prompts
+#: (docs/results/2026-11-28-drafters.md).
+EQUIVALENT_SPECULATION = {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}
+
+
+@dataclass(frozen=True)
+class Release:
+    """A range of releases ``first <= v < end`` (None: open) and what it runs."""
+
+    first: str
+    end: Optional[str]
+    engine_backend: bool         #: trtllm-build engines and the C++ executor
+    lookahead: bool              #: Lookahead decoding (engine backend only)
+    drafters: tuple[str, ...]    #: model-free drafters of the PyTorch backend (speculative_config)
+    ngram: Optional[str]         #: how its NGram drafts: host_pool or one_model (None: no NGram)
+    commands: str                #: what trtlade does with it
+    sources: str
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.first} <= v" + (f" < {self.end}" if self.end else "")
+
+
+RELEASES: tuple[Release, ...] = (
+    Release("0.16.0", "1.0.0", True, True, (), None,
+            "build --wng, serve --engine trtllm (executor), export grps / triton / k8s, validate-config",
+            "Lookahead in the engine flow from 0.13 (0.16: the oldest trtlade was checked against); the PyTorch "
+            "backend is a preview without NGram (release notes up to 1.0)"),
+    Release("1.0.0", "1.3.0", True, True, ("NGram", "AUTO"), "host_pool",
+            "all of the above; NGram / AUTO on the PyTorch backend: build --speculation, serve --engine trtllm "
+            "(LLM API), export triton (llmapi) / k8s",
+            "release notes 1.0 (\"Add NGrams V2 support\", \"Auto-enable ngram with concurrency <= 32\"); "
+            "tensorrt_llm/_torch/speculative/ngram.py@02499765 (NGramPoolManager, host side); "
+            "auto_heuristic.py@7274a594"),
+    Release("1.3.0", None, False, False, ("NGram", "SA", "AUTO"), "one_model",
+            "build --speculation, serve --engine trtllm (LLM API), export triton (llmapi) / k8s, validate-config; "
+            "no Lookahead, no engine, no grps_trtllm",
+            "NVIDIA/TensorRT-LLM#11723 (engine backend deprecated), #15918 / #16369 / #15907 (removed: TrtLlmArgs, "
+            "BuildConfig, the C++ executor, Triton's inflight_batcher_llm; gone from 1.3.0rc21 per "
+            "ai-dynamo/dynamo#11769); SA: #11434; llm_args.py@a1a20970 (no LookaheadDecodingConfig); NGram on "
+            "the GPU: ngram.py@a1a20970 (the first release with it is not pinned by the sources read)"),
+)
+
+
+def release_for(version: str) -> Release:
+    """The row of ``version`` (a newer one than the table's: the last row, with a note); ValueError for text
+    that is not a version, and for releases older than trtlade's floor."""
+    v = parse_version(version)
+    minor = (v.major, v.minor)  # 1.3.0rcN counts as 1.3, as pip's "<1.3" excludes 1.3 pre-releases too
+    if minor < MIN_VERSION:
+        raise ValueError(f"TensorRT-LLM {version} is older than 0.16, the oldest release trtlade supports")
+    for row in RELEASES:
+        if _minor(row.first) <= minor and (row.end is None or minor < _minor(row.end)):
+            if row.end is None and minor > MAX_VERSION_EXCLUSIVE and release_key(version) > release_key(NEWEST_READ):
+                return Release(**{**row.__dict__, "note": f"newer than {NEWEST_READ}, the newest release read: "
+                                                          "assumed like 1.3 (check its release notes)"})
+            return row
+    return RELEASES[-1]  # pragma: no cover - the last row is open-ended
+
+
+def _minor(version: str) -> tuple[int, int]:
+    v = parse_version(version)
+    return (v.major, v.minor)
+
+
+def flow_mapping(block: dict) -> str:
+    """A block as a YAML flow mapping, for hints: ``{decoding_type: SA, max_draft_len: 4}``.
+
+    >>> flow_mapping(EQUIVALENT_SPECULATION)
+    '{decoding_type: SA, max_draft_len: 4, max_matching_ngram_size: -1}'
+    """
+    def text(value: object) -> str:
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return "{" + ", ".join(f"{k}: {text(v)}" for k, v in block.items()) + "}"
+
+
+def lookahead_refusal_1_3(version: str) -> Optional[str]:
+    """Why a Lookahead deployment cannot target ``version`` (None: it can).
+
+    >>> lookahead_refusal_1_3("1.2.1") is None, lookahead_refusal_1_3("1.3.0rc21")[:50]
+    (True, 'TensorRT-LLM 1.3.0rc21 has no TensorRT-engine back')
+    """
+    if release_for(version).lookahead:
+        return None
+    return (f"TensorRT-LLM {version} has no TensorRT-engine backend and no Lookahead: from 1.3 on only the PyTorch "
+            "backend serves, and its model-free drafters are NGram, SA and AUTO (NVIDIA/TensorRT-LLM#15918, "
+            "#16369; llm_args.py has no LookaheadDecodingConfig)")
