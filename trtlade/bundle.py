@@ -8,6 +8,7 @@ Layout::
       checkpoint/                   the converted checkpoint (kept unless --no-keep-checkpoint)
       logs/                         convert.log, trtllm-build.log
       extra_llm_api_options.yml     speculative_config, kv_cache_config for `trtllm-serve` (1.x)
+      trtllm-serve.yml              PyTorch-backend bundles (no engine): the trtllm-serve --config file
       trtlade.yml                   the deployment config (serve / validate-config / bench / export take it)
       trtlade-manifest.json         written LAST: its presence marks a complete bundle
 
@@ -39,6 +40,7 @@ __all__ = [
     "MANIFEST_FILE",
     "CONFIG_FILE",
     "EXTRA_OPTIONS_FILE",
+    "TRTLLM_SERVE_FILE",
     "MODELS_DIR_ENV",
     "Bundle",
     "BundleError",
@@ -52,6 +54,7 @@ LOGS_DIR = "logs"
 MANIFEST_FILE = "trtlade-manifest.json"
 CONFIG_FILE = "trtlade.yml"
 EXTRA_OPTIONS_FILE = "extra_llm_api_options.yml"
+TRTLLM_SERVE_FILE = "trtllm-serve.yml"
 #: Where models and bundles are looked up by name.
 MODELS_DIR_ENV = "TRTLADE_MODELS_DIR"
 
@@ -89,6 +92,15 @@ class Bundle:
     @property
     def extra_options_file(self) -> Path:
         return self.root / EXTRA_OPTIONS_FILE
+
+    @property
+    def trtllm_serve_file(self) -> Path:
+        return self.root / TRTLLM_SERVE_FILE
+
+    @property
+    def is_pytorch(self) -> bool:
+        """A bundle for TensorRT-LLM's PyTorch backend (no engine; ``trtllm-serve.yml``)."""
+        return self.trtllm_serve_file.is_file() and not self.has_engine
 
     @property
     def has_engine(self) -> bool:

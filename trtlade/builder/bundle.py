@@ -181,6 +181,17 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
     build = dict(data.get("build") or {})
     build.pop("output_dir", None)
     build["backend"] = plan.backend
+    if plan.backend == "pytorch":
+        build.pop("engine_dir", None)
+        build.update(plan.limits.to_dict())
+        build["tp_size"], build["pp_size"] = plan.tp_size, plan.pp_size
+        build["trtllm_version"] = plan.release
+        data["speculation"] = dict(plan.speculation or {})
+        serve = dict(data.get("serve") or {})
+        serve["engine"] = "trtllm"
+        out = {"model": model, "build": build, **({"lookahead": data["lookahead"]} if "lookahead" in data else {}),
+               "speculation": data["speculation"], "serve": serve}
+        return {**out, **{k: v for k, v in data.items() if k not in out}}
     if plan.backend == "trtllm":
         build["engine_dir"] = ENGINE_DIR
         build.update(plan.limits.to_dict())
@@ -211,9 +222,12 @@ def _plain(value: Any) -> Any:
 
 
 def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
+    what = (f"# Lookahead (W,N,G) = ({plan.spec}) -> max_draft_len {plan.max_draft_len} draft tokens per step."
+            if plan.backend != "pytorch" else
+            f"# TensorRT-LLM {plan.release}'s PyTorch backend, speculation {dict(plan.speculation or {})} (no engine).")
     head = [
         "# trtlade deployment config written by `trtlade build` (see trtlade-manifest.json).",
-        f"# Lookahead (W,N,G) = ({plan.spec}) -> max_draft_len {plan.max_draft_len} draft tokens per step.",
+        what,
         "#   check:  trtlade validate-config trtlade.yml",
         "#   serve:  trtlade serve --config trtlade.yml",
         "# Relative paths are relative to this file.",

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from trtlade.builder.errors import BuildError
-from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
+from trtlade.bundle import (CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE,
+                            TRTLLM_SERVE_FILE)
 from trtlade.builder.models import (
     FIRST_VERSION,
     MODELS_DIR_ENV,
@@ -45,6 +46,7 @@ from trtlade.spec import LookaheadSpec
 from trtlade.trtllm.compat import (
     QWEN3_TIED_EMBEDDINGS_NOTE, installed_version, parse_version, qwen3_floor, supports_qwen3,
 )
+from trtlade.trtllm.releases import release_for
 from trtlade.trtllm.windows import lookahead_refusal, within_note
 
 __all__ = [
@@ -60,7 +62,7 @@ __all__ = [
     "trtllm_available",
 ]
 
-Backend = Literal["trtllm", "reference"]
+Backend = Literal["trtllm", "reference", "pytorch"]
 
 #: The embedded SmolLM2-135M-Instruct is a Llama model (converted to float32).
 EMBEDDED_ARCHITECTURE = "LlamaForCausalLM"
@@ -90,6 +92,9 @@ class BuildOptions:
     backend: Backend | None = None
     keep_checkpoint: bool | None = None
     force: bool = False
+    #: PyTorch backend: the drafter (ngram, sa, auto, or a mode name such as sa-8) and the release targeted
+    speculation: str | None = None
+    trtllm_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,9 @@ class BuildPlan:
     origin: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     embedded: bool = False
+    #: PyTorch backend: the speculative_config block and the TensorRT-LLM release it is for
+    speculation: Mapping[str, Any] | None = None
+    release: str | None = None
 
     # ------------------------------------------------------------------ derived
     @property
@@ -229,8 +237,17 @@ class BuildPlan:
             "--workers", str(self.workers),
         ]
 
+    @property
+    def trtllm_serve_file(self) -> Path:
+        return self.output / TRTLLM_SERVE_FILE
+
     def summary(self) -> dict[str, Any]:
         """The plan as data (the manifest's inputs)."""
+        if self.backend == "pytorch":
+            return {"backend": self.backend, "model": self._model_summary(),
+                    "dtype": {"requested": self.dtype_requested, "resolved": self.dtype},
+                    "speculation": dict(self.speculation or {}), "release": self.release,
+                    "parallelism": {"tp_size": self.tp_size, "pp_size": self.pp_size, "world_size": self.world_size}}
         return {
             "backend": self.backend,
             "model": {"given": self.model.given, "path": str(self.model.path), "found_by": self.model.how,
@@ -242,8 +259,15 @@ class BuildPlan:
             "parallelism": {"tp_size": self.tp_size, "pp_size": self.pp_size, "world_size": self.world_size},
         }
 
+    def _model_summary(self) -> dict[str, Any]:
+        return {"given": self.model.given, "path": str(self.model.path), "found_by": self.model.how,
+                "architecture": self.info.architecture, "model_type": self.info.model_type,
+                "torch_dtype": self.info.torch_dtype, "config_sha256": self.info.config_sha256}
+
     def render(self) -> str:
         """The plan as copy-pasteable shell (comments explain; commands are shell-quoted)."""
+        if self.backend == "pytorch":
+            return self._render_pytorch()
         spec = self.spec
         lines = [
             f"# trtlade build plan ({self.backend} backend)",
@@ -289,6 +313,27 @@ class BuildPlan:
         return "\n".join(lines) + "\n"
 
 
+    def _render_pytorch(self) -> str:
+        from trtlade.builder.pytorch import serve_command
+
+        block = ", ".join(f"{k}: {v}" for k, v in (self.speculation or {}).items())
+        lines = [f"# trtlade build plan (pytorch backend: TensorRT-LLM {self.release}, no engine)",
+                 f"# model: {self.model.path}  ({self.info.architecture}, loaded by the PyTorch backend as it is)",
+                 f"# speculative_config: {{{block}}}",
+                 f"# dtype {self.dtype}, tp_size {self.tp_size}, pp_size {self.pp_size}; max_batch_size "
+                 f"{self.limits.max_batch_size}, max_seq_len {self.limits.max_seq_len}, max_num_tokens "
+                 f"{self.limits.max_num_tokens}"]
+        lines += [f"# note: {n}" for n in self.notes]
+        lines += [f"mkdir -p {shlex.quote(str(self.output))}",
+                  f"# trtlade writes {TRTLLM_SERVE_FILE}, {self.config_file.name} and {self.manifest_path.name} into "
+                  f"{shlex.quote(str(self.output))}; nothing is converted or built. Then:",
+                  f"trtlade validate-config {shlex.quote(str(self.trtllm_serve_file))} --trtllm-version {self.release}",
+                  serve_command(self.model.path, self.output),
+                  f"# or trtlade's OpenAI server on the same backend: trtlade serve --config "
+                  f"{shlex.quote(str(self.config_file))}"]
+        return "\n".join(lines) + "\n"
+
+
 def _formula(spec: LookaheadSpec) -> str:
     w, n, g = spec.as_tuple()
     return f"({0 if n == 1 else n - 2}) + ({w}-1+{g})*({n}-1)"
@@ -311,8 +356,16 @@ def shell_join(argv: Sequence[str]) -> str:
     return " \\\n    ".join(lines)
 
 
-def default_output_name(model_name: str, spec: LookaheadSpec, backend: Backend) -> str:
-    """``Qwen3-8B-lookahead-4-2-4`` (``...-reference-4-2-4`` for the reference engine)."""
+def default_output_name(model_name: str, spec: LookaheadSpec, backend: Backend,
+                        speculation: Mapping[str, Any] | None = None) -> str:
+    """``Qwen3-8B-lookahead-4-2-4`` (``...-reference-4-2-4`` for the reference engine, ``...-pytorch-sa`` for
+    TensorRT-LLM's PyTorch backend).
+
+    >>> default_output_name("Qwen3-8B", LookaheadSpec(1, 1, 0), "pytorch", {"decoding_type": "AUTO"})
+    'Qwen3-8B-pytorch-auto'
+    """
+    if backend == "pytorch":
+        return f"{model_name}-pytorch-{str((speculation or {}).get('decoding_type', 'ngram')).lower()}"
     w, n, g = spec.as_tuple()
     kind = "lookahead" if backend == "trtllm" else "reference"
     return f"{model_name}-{kind}-{w}-{n}-{g}"
@@ -367,15 +420,9 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         origin[name] = "default"
         return default
 
-    # the spec
+    # the spec (a Lookahead engine's; a PyTorch-backend bundle has none)
     spec = options.spec if options.spec is not None else cfg.lookahead.spec
     origin["spec"] = "--wng" if options.spec is not None else f"{src}:lookahead.spec"
-    if spec.is_autoregressive:
-        raise BuildError(
-            f"({spec}) has max_draft_len 0: an engine built for it is not a lookahead engine, and "
-            "TensorRT-LLM refuses a lookahead engine with max_draft_len <= 0", where=origin["spec"],
-            hint="build for the largest (W,N,G) you will serve, e.g. --wng 4,2,4; requests can still ask "
-                 "for (1,1,0) to decode autoregressively (lookahead.request_default: 1,1,0)")
     notes += [f"{w.message} ({w.hint})" for w in spec.warnings()]
 
     # the model
@@ -391,6 +438,8 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     if options.backend is not None:
         backend: Backend = options.backend
         origin["backend"] = "--backend"
+    elif options.speculation is not None:
+        backend, origin["backend"] = "pytorch", "--speculation"
     elif "backend" in explicit_build:
         backend = build_sec.backend
         origin["backend"] = f"{src}:build.backend"
@@ -399,6 +448,17 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         backend = "reference" if (embedded and not present) else "trtllm"
         origin["backend"] = ("default: TensorRT-LLM is not installed and the model is the embedded one"
                              if backend == "reference" else "default")
+    if options.speculation is not None and backend != "pytorch":
+        raise BuildError(f"--speculation drafts on TensorRT-LLM's PyTorch backend, not with --backend {backend}",
+                         where="--speculation", hint="drop --backend (or use --backend pytorch), or drop --speculation "
+                                                     "and build a Lookahead engine with --wng")
+    if backend == "trtllm" and spec.is_autoregressive:
+        raise BuildError(
+            f"({spec}) has max_draft_len 0: an engine built for it is not a lookahead engine, and "
+            "TensorRT-LLM refuses a lookahead engine with max_draft_len <= 0", where=origin["spec"],
+            hint="build for the largest (W,N,G) you will serve, e.g. --wng 4,2,4; requests can still ask "
+                 "for (1,1,0) to decode autoregressively (lookahead.request_default: 1,1,0); on TensorRT-LLM 1.3 "
+                 "and later: --speculation ngram|sa|auto")
 
     # dtype and parallelism
     dtype_req = pick("dtype", "--dtype", options.dtype, model_sec, explicit_model, "model", "auto")
@@ -427,7 +487,11 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
     _check_limits(limits, spec, origin, info, notes, backend)
 
-    if backend == "reference":
+    release = None
+    speculation = None
+    if backend == "pytorch":
+        release, speculation = _pytorch_checks(options, cfg, info, model, mbs, origin, notes)
+    elif backend == "reference":
         if tp * pp != 1:
             where = origin["tp_size"] if tp != 1 else origin["pp_size"]
             raise BuildError(f"the reference engine runs in one CPU process; tp_size {tp} x pp_size {pp} "
@@ -458,7 +522,7 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         output, origin["output"] = _relative_to(build_sec.output_dir, base), f"{src}:build.output_dir"
     else:
         name = model.path.name if not embedded else "SmolLM2-135M-Instruct"
-        output, origin["output"] = cwd / default_output_name(name, spec, backend), "default"
+        output, origin["output"] = cwd / default_output_name(name, spec, backend, speculation), "default"
     output = (cwd / output if not output.is_absolute() else output).resolve()
 
     keep = True if options.keep_checkpoint is None else options.keep_checkpoint
@@ -470,7 +534,36 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         tp_size=tp, pp_size=pp, limits=limits, output=output, keep_checkpoint=keep, force=options.force,
         workers=workers, python=sys.executable, config_path=options.config_path, config_data=raw_cfg,
         explicit_limits=explicit_limits, origin=origin, notes=tuple(notes), embedded=embedded,
+        speculation=speculation, release=release,
     )
+
+
+def _pytorch_checks(options: BuildOptions, cfg: Any, info: HfModelInfo, model: ModelSource, max_batch_size: int,
+                    origin: dict[str, str], notes: list[str]) -> tuple[str, dict[str, Any]]:
+    """A PyTorch-backend bundle: the release it is for, its drafter (checked by upstream's validators and
+    against the release), and the checkpoint's architecture against the backend's registry."""
+    from trtlade.builder.pytorch import check_architecture, installed_registry, pick_release, speculation_block
+    from trtlade.trtllm.compat import parse_version
+
+    installed = installed_version()
+    release, origin["release"] = pick_release(options.trtllm_version, cfg.build.trtllm_version, installed)
+    try:
+        parse_version(release)
+        row = release_for(release)
+    except ValueError as exc:
+        raise BuildError(str(exc), where=origin["release"], hint="e.g. --trtllm-version 1.3.0") from None
+    if not row.drafters:
+        raise BuildError(f"TensorRT-LLM {release} has no model-free drafter on its PyTorch backend (NGram arrived in "
+                         "1.0)", where=origin["release"], hint="target 1.0 or later (1.3: NGram, SA, AUTO), or build a "
+                         "Lookahead engine with --wng")
+    if row.note:
+        notes.append(f"TensorRT-LLM {release} is {row.note}")
+    if origin["release"].startswith("the newest"):
+        notes.append(f"planned for TensorRT-LLM {release}, {origin['release']}")
+    speculation = speculation_block(options.speculation, cfg.speculation, release, max_batch_size)
+    registry = installed_registry() if installed is not None and installed == release else None
+    check_architecture(info.architecture, release, str(model.path / "config.json"), registry)
+    return release, speculation
 
 
 def _validated_config(options: BuildOptions, raw: Mapping[str, Any]):
@@ -484,8 +577,18 @@ def _validated_config(options: BuildOptions, raw: Mapping[str, Any]):
         look = dict(data.get("lookahead") or {})
         look["spec"] = options.spec.to_dict()
         data["lookahead"] = look
+    elif options.speculation is not None or (data.get("speculation") is not None and "lookahead" not in data):
+        if options.speculation is not None:  # a PyTorch-backend bundle (NGram / SA / AUTO): no Lookahead spec
+            from trtlade.drafting.config import DraftConfigError, drafter_mode
+
+            name = "ngram-auto" if options.speculation.strip().lower() == "auto" else options.speculation
+            try:
+                data["speculation"] = drafter_mode(name)
+            except DraftConfigError as exc:
+                raise BuildError(exc.message, where="--speculation", hint=exc.hint) from None
     elif not (isinstance(data.get("lookahead"), dict) and "spec" in data["lookahead"]):
-        raise BuildError("no lookahead spec: give --wng W,N,G (e.g. --wng 4,2,4)"
+        raise BuildError("no lookahead spec: give --wng W,N,G (e.g. --wng 4,2,4), or --speculation ngram|sa|auto "
+                         "for TensorRT-LLM's PyTorch backend"
                          + (f" or lookahead.spec in {options.config_path}" if options.config_path else ""),
                          where="--wng",
                          hint="the spec sets the engine's max_draft_len; see `trtlade spec 4,2,4`")

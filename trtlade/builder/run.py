@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from trtlade.builder.bundle import (
     MANIFEST_FORMAT,
+    _block_reuse,
     checkpoint_complete,
     conversion_inputs,
     deployment_config,
@@ -40,7 +41,7 @@ from trtlade.files import write_json_atomic, write_text_atomic
 from trtlade.builder.failures import diagnose, log_tail
 from trtlade.builder.models import weights_fingerprint
 from trtlade.builder.plan import BuildPlan
-from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR
+from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, TRTLLM_SERVE_FILE
 from trtlade.trtllm.compat import INSTALL_HINT
 
 __all__ = ["Reporter", "StepRecord", "BuildResult", "run_build", "check_output", "find_trtllm_build"]
@@ -326,6 +327,8 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     gpu_list = gpus() if callable(gpus) else gpus
     if plan.backend == "reference":
         return _run_reference(plan, reporter, state, gpu_list, t_start)
+    if plan.backend == "pytorch":
+        return _run_pytorch(plan, reporter, state, gpu_list, t_start)
 
     records: list[StepRecord] = []
     probe = _probe(plan, reporter, records)
@@ -389,6 +392,50 @@ def _validate_deployment(data: dict[str, Any]) -> None:
     from trtlade.config.schema import TrtladeConfig
 
     TrtladeConfig.model_validate(data)
+
+
+def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any, t_start: float) -> BuildResult:
+    """TensorRT-LLM's PyTorch backend: the trtllm-serve config, trtlade.yml, the manifest (no engine)."""
+    from trtlade.builder.pytorch import model_checksums, render_serve_options, serve_command, serve_options
+
+    reporter.start("bundle", f"writing a PyTorch-backend bundle for {plan.model.path.name}")
+    plan.output.mkdir(parents=True, exist_ok=True)
+    _start_fresh(plan, state)
+    serve = plan.config_data.get("serve") if isinstance(plan.config_data.get("serve"), dict) else {}
+    options = serve_options(speculation=plan.speculation or {}, limits=plan.limits.to_dict(), tp_size=plan.tp_size,
+                            pp_size=plan.pp_size, dtype=plan.dtype_requested, block_reuse=_block_reuse(plan),
+                            free_gpu_memory_fraction=serve.get("kv_cache_free_gpu_memory_fraction"))
+    command = serve_command(plan.model.path, plan.output)
+    assert plan.release is not None
+    write_text_atomic(plan.trtllm_serve_file, render_serve_options(options, plan.release, command))
+    deploy = deployment_config(plan)
+    _validate_deployment(deploy)
+    write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
+    total = time.monotonic() - t_start
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "created": _now(),
+        "trtlade_version": _trtlade_version(),
+        **plan.summary(),
+        "limits": {"requested": plan.limits.to_dict(), "origin": {k: plan.origin.get(k, "default")
+                                                                for k in plan.limits.to_dict()}},
+        "engine": None,
+        "checkpoint": None,
+        "tensorrt_llm": {"version": plan.release, "origin": plan.origin.get("release"), "backend": "pytorch"},
+        "checksums": {"model": model_checksums(plan.model.path),
+                      TRTLLM_SERVE_FILE: hashlib.sha256(plan.trtllm_serve_file.read_bytes()).hexdigest(),
+                      CONFIG_FILE: hashlib.sha256(plan.config_file.read_bytes()).hexdigest()},
+        "serve_command": command,
+        "gpu": _gpu_summary(gpu_list),
+        "commands": [],
+        "timings": {"total_s": round(total, 3)},
+        "files": {"deployment_config": CONFIG_FILE, "trtllm_serve_config": TRTLLM_SERVE_FILE},
+        "notes": list(plan.notes),
+        "warnings": [],
+    }
+    write_json_atomic(plan.manifest_path, manifest)
+    reporter.finish("bundle", total, str(plan.output))
+    return BuildResult(plan.output, manifest, [])
 
 
 def _run_reference(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any, t_start: float) -> BuildResult:

@@ -20,12 +20,17 @@ def _esc(text: str) -> str:
 
 
 
-HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle.
+HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle; or,
+with --speculation, a bundle for TensorRT-LLM's PyTorch backend (1.3 and later: no engine, no Lookahead).
 
-Step 1 converts the checkpoint with TensorRT-LLM's Python API (one rank per tp*pp), step 2 runs
-trtllm-build with --speculative_decoding_mode lookahead_decoding --max_draft_len <formula(W,N,G)>.
-The bundle (<output>/) holds engine/, checkpoint/, logs/, trtlade.yml (for serve, validate-config and
-bench), extra_llm_api_options.yml (for trtllm-serve 1.x) and trtlade-manifest.json (written last).
+Lookahead (TensorRT-LLM 0.16 <= v < 1.3): step 1 converts the checkpoint with TensorRT-LLM's Python API
+(one rank per tp*pp), step 2 runs trtllm-build with --speculative_decoding_mode lookahead_decoding
+--max_draft_len <formula(W,N,G)>. The bundle (<output>/) holds engine/, checkpoint/, logs/, trtlade.yml
+(for serve, validate-config and bench), extra_llm_api_options.yml (for trtllm-serve 1.x) and
+trtlade-manifest.json (written last).
+
+--speculation ngram|sa|auto: nothing is converted or built; the bundle holds trtllm-serve.yml (the
+trtllm-serve --config file with speculative_config), trtlade.yml and the manifest, and the command to serve.
 
 Flags override --config, which overrides defaults. --dry-run prints the commands and writes nothing.
 """
@@ -41,6 +46,7 @@ class Dtype(str, enum.Enum):
 class BackendChoice(str, enum.Enum):
     trtllm = "trtllm"
     reference = "reference"
+    pytorch = "pytorch"
 
 
 def _load_config_file(path: Path) -> Any:
@@ -118,6 +124,14 @@ def _print_outcome(result: Any) -> None:
     m = result.manifest
     out = result.output
     console.print(f"bundle: {out}", markup=False)
+    if m.get("backend") == "pytorch":
+        console.print(f"  TensorRT-LLM {m['tensorrt_llm']['version']}, PyTorch backend, speculative_config "
+                      f"{m['speculation']}", markup=False)
+        console.print(f"  check:  trtlade validate-config {out / 'trtllm-serve.yml'} --trtllm-version "
+                      f"{m['tensorrt_llm']['version']}", markup=False)
+        console.print(f"  serve:  {m['serve_command']}", markup=False)
+        console.print(f"     or:  trtlade serve --config {out / 'trtlade.yml'}", markup=False)
+        return
     if m.get("backend") == "trtllm":
         eng = m["limits"]["engine"]
         console.print(f"  engine: {out / 'engine'} (TensorRT-LLM {m['tensorrt_llm']['version']}, max_draft_len "
@@ -133,14 +147,25 @@ def _print_architectures() -> None:
     from rich.table import Table
 
     from trtlade.builder.models import BUILDABLE
+    from trtlade.builder.pytorch import PYTORCH_ARCHITECTURES
+    from trtlade.trtllm.releases import NEWEST_READ, RELEASES
 
-    table = Table(title="HF architectures trtlade build converts (TensorRT-LLM 0.16 <= v < 1.3)")
+    releases = Table(title=f"TensorRT-LLM releases: what each runs (newest read: {NEWEST_READ})")
+    for column in ("releases", "Lookahead engine", "PyTorch-backend drafters", "trtlade", "sources"):
+        releases.add_column(column)
+    for row in RELEASES:
+        releases.add_row(row.label, "yes" if row.lookahead else "no", ", ".join(row.drafters) or "-", row.commands,
+                         row.sources)
+    console.print(releases)
+    table = Table(title="HF architectures trtlade build converts to a Lookahead engine (TensorRT-LLM 0.16 <= v < 1.3)")
     for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source", "open"):
         table.add_column(column)
     for arch in BUILDABLE:
         table.add_row(arch.architecture, arch.trtllm_class, arch.first_version, arch.source,
                       arch.unverified or "-")
     console.print(table)
+    console.print("PyTorch backend (--speculation; tensorrt_llm/_torch/models/__init__.py, a 1.0-era list; an "
+                  "installed release's own registry decides): " + ", ".join(PYTORCH_ARCHITECTURES), markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -177,8 +202,16 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as shell commands; write nothing."),
         force: bool = typer.Option(False, "--force", help="Rebuild over an existing bundle."),
         architectures: bool = typer.Option(
-            False, "--architectures", help="List the HF architectures build converts, each with its "
-            "TensorRT-LLM class and the first release (0.16 <= v < 1.3) that converts it; then exit."),
+            False, "--architectures", help="List what each TensorRT-LLM release runs (Lookahead engines, the "
+            "PyTorch backend's drafters), the HF architectures build converts with the first release that converts "
+            "each, and those the PyTorch backend loads; then exit."),
+        speculation: Optional[str] = typer.Option(
+            None, "--speculation", help="Build for TensorRT-LLM's PyTorch backend (1.3 and later: the only one) "
+            "with this drafter: ngram, sa, auto, or a mode such as sa-8 or ngram-4-2 (default: the config's "
+            "speculation block with --backend pytorch). Nothing is converted or built."),
+        trtllm_version: Optional[str] = typer.Option(
+            None, "--trtllm-version", help="The TensorRT-LLM release the bundle is for (default: "
+            "build.trtllm_version, else the installed one, else the newest trtlade has read)."),
     ) -> None:
         if architectures:
             _print_architectures()
@@ -194,7 +227,8 @@ def register(app: typer.Typer) -> None:
             model=model, spec=spec, config_path=config, dtype=dtype.value if dtype else None,
             tp_size=tp_size, pp_size=pp_size, max_batch_size=max_batch_size, max_input_len=max_input_len,
             max_seq_len=max_seq_len, max_num_tokens=max_num_tokens, output=output, models_dir=models_dir,
-            backend=backend.value if backend else None, keep_checkpoint=keep_checkpoint, force=force)
+            backend=backend.value if backend else None, keep_checkpoint=keep_checkpoint, force=force,
+            speculation=speculation, trtllm_version=trtllm_version)
         gpus = query_gpus()
         try:
             plan = make_plan(options, config=raw, gpu_count=len(gpus) if gpus else None,

@@ -123,11 +123,17 @@ def _ok_text(report) -> Text:
         d = report.details
         engine = f"engine {d['engine_checked']} checked" if d.get("engine_checked") else "no engine checked"
         what = f"trtlade config, spec ({d['spec']}), max_draft_len {d['max_draft_len']}, {engine}"
+        if d.get("speculation"):
+            what += f"; speculation {d['speculation']}"
     elif report.kind == "grps":
         specs = [f"({m['spec']})" if m["spec"] else "no lookahead" for m in report.details.get("models", [])]
         what = f"grps_trtllm config, {', '.join(specs) or 'no model'}"
     elif report.kind == "grps-server":
         what = f"grps server config, max_concurrency {report.details.get('max_concurrency')}"
+    elif report.kind == "trtllm-serve":
+        d = report.details
+        release = f"TensorRT-LLM {d['release']}" if d.get("release") else "no release given"
+        what = f"trtllm-serve config, speculative_config {d.get('speculation') or 'none'}, {release}"
     else:
         what = "checked"
     text = Text()

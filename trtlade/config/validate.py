@@ -132,7 +132,9 @@ def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None, release: str |
     loaded = LoadedConfig(config=config, document=doc)
     found = check_trtlade(loaded, engine_dir=engine_dir, release=release)
     spec = config.lookahead.spec
+    drafter = config.speculation_config
     details = {"spec": str(spec), "max_draft_len": spec.max_draft_len,
+               **({"speculation": str(drafter)} if drafter is not None else {}),
                "request_default": str(config.lookahead.default_request),
                **({"schedule": str(config.lookahead.lookahead_schedule)} if config.lookahead.schedule else {}),
                "engine_checked": _engine_checked(found, engine_dir, loaded.resolve(config.build.engine_dir))}

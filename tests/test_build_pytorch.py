@@ -1,0 +1,100 @@
+"""trtlade build --speculation: a bundle for TensorRT-LLM's PyTorch backend (no engine): the plan, the files,
+the checks before anything is written, and what validate-config makes of the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hf_folders import write_hf_folder
+from trtlade.builder.errors import BuildError
+from trtlade.builder.plan import BuildOptions, make_plan
+from trtlade.cli.main import app
+from trtlade.config.validate import validate_file
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def qwen3(tmp_path) -> Path:
+    return write_hf_folder(tmp_path / "Qwen3-8B", "qwen3")
+
+
+def plan(qwen3: Path, tmp_path: Path, **options):
+    opts = {"model": str(qwen3), "output": tmp_path / "out", "trtllm_version": "1.3.0", **options}
+    return make_plan(BuildOptions(**opts), config={}, trtllm_present=False, env={}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("name, block", [
+    ("sa", {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}),
+    ("ngram", {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2}),
+    ("auto", {"decoding_type": "AUTO"}),
+    ("sa-8-3", {"decoding_type": "SA", "max_draft_len": 8, "max_matching_ngram_size": 3}),
+])
+def test_the_plan_names_the_drafter_the_release_and_converts_nothing(qwen3, tmp_path, name, block):
+    p = plan(qwen3, tmp_path, speculation=name)
+    assert (p.backend, p.release, dict(p.speculation)) == ("pytorch", "1.3.0", block)
+    text = p.render()
+    assert "pytorch backend: TensorRT-LLM 1.3.0, no engine" in text and "trtllm-build" not in text
+    assert f"trtllm-serve {qwen3} --config {tmp_path / 'out' / 'trtllm-serve.yml'}" in text
+
+
+@pytest.mark.parametrize("options, where, fragment", [
+    ({"speculation": "sa", "trtllm_version": "1.2.1"}, "--speculation", "has no SA drafter"),
+    ({"speculation": "ngram", "trtllm_version": "0.19.0"}, "--trtllm-version", "no model-free drafter"),
+    ({"speculation": "ngram-0"}, "--speculation", "max_draft_len must be > 0"),
+    ({"speculation": "sa", "backend": "trtllm"}, "--speculation", "PyTorch backend, not with --backend trtllm"),
+])
+def test_refused_before_anything_is_written(qwen3, tmp_path, options, where, fragment):
+    with pytest.raises(BuildError) as err:
+        plan(qwen3, tmp_path, **options)
+    assert err.value.where == where and fragment in err.value.message and err.value.hint
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_architecture_the_pytorch_backend_does_not_load_is_refused(tmp_path):
+    folder = write_hf_folder(tmp_path / "m", "llama3")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(BuildError) as err:
+        plan(folder, tmp_path, speculation="sa")
+    assert "does not load GPT2LMHeadModel" in err.value.message and err.value.where.endswith("architectures[0]")
+
+
+def test_the_bundle_holds_the_serve_config_the_deployment_config_and_the_manifest(qwen3, tmp_path):
+    result = runner.invoke(app, ["build", "--model", str(qwen3), "--speculation", "sa", "--trtllm-version", "1.3.0",
+                                 "-o", str(tmp_path / "b"), "--max-batch-size", "16"])
+    assert result.exit_code == 0, result.output
+    bundle = tmp_path / "b"
+    serve = yaml.safe_load((bundle / "trtllm-serve.yml").read_text())
+    assert serve["backend"] == "pytorch" and serve["max_batch_size"] == 16
+    assert serve["speculative_config"] == {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}
+    manifest = json.loads((bundle / "trtlade-manifest.json").read_text())
+    assert manifest["tensorrt_llm"] == {"version": "1.3.0", "origin": "--trtllm-version", "backend": "pytorch"}
+    assert set(manifest["checksums"]["model"]) >= {"config.json", "tokenizer_config.json"}
+    assert manifest["serve_command"].startswith(f"trtllm-serve {qwen3} --config ")
+    assert "trtllm-serve" in result.output and "trtlade serve --config" in result.output
+    for name in ("trtllm-serve.yml", "trtlade.yml"):
+        report = validate_file(bundle / name, release="1.3.0")
+        assert report.valid(strict=True), [d.format_text() for d in report.diagnostics]
+    deployed = yaml.safe_load((bundle / "trtlade.yml").read_text())
+    assert deployed["build"]["backend"] == "pytorch" and deployed["build"]["trtllm_version"] == "1.3.0"
+    assert deployed["serve"]["engine"] == "trtllm" and "lookahead" not in deployed
+
+
+def test_the_release_defaults_to_the_newest_read_with_a_note(qwen3, tmp_path):
+    p = make_plan(BuildOptions(model=str(qwen3), output=tmp_path / "o", speculation="ngram"), config={},
+                  trtllm_present=False, env={}, cwd=tmp_path)
+    assert p.release == "1.3.0rc25" and any("newest release trtlade has read" in n for n in p.notes)
+
+
+def test_a_config_with_a_speculation_block_builds_for_the_pytorch_backend(qwen3, tmp_path):
+    config = {"model": {"path": str(qwen3)}, "build": {"backend": "pytorch", "trtllm_version": "1.3.0"},
+              "speculation": {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 5,
+                              "max_concurrency": 16}}
+    p = make_plan(BuildOptions(output=tmp_path / "o"), config=config, trtllm_present=False, env={}, cwd=tmp_path)
+    assert p.backend == "pytorch" and dict(p.speculation)["max_concurrency"] == 16
