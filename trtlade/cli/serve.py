@@ -102,9 +102,12 @@ def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServeP
     if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
         err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
                           "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
+    drafting = f"(W,N,G) = ({plan.spec})"
+    if plan.engine == "trtllm" and plan.config.build.backend == "pytorch":
+        drafting = f"PyTorch backend, drafter {plan.config.speculation_config or 'none'}"
     err_console.print(
         f"trtlade serve: engine {plan.engine}, model "
-        f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, (W,N,G) = ({plan.spec}); "
+        f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, {drafting}; "
         f"http://{plan.host}:{plan.port}/v1 ({' + '.join(http_stack().values())})", highlight=False)
     try:
         code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,

@@ -167,9 +167,10 @@ class GenerationStats:
     #: the seed every draw was keyed by (a sampled request's own, or the random one it was given);
     #: None for greedy decoding
     seed: Optional[int] = None
-    #: the NGram or SA drafter that ran (None: Lookahead's ``spec``), and the draft tokens it verified
+    #: the NGram or SA drafter that ran (None: Lookahead's ``spec``), and the draft tokens it verified (None where
+    #: the engine does not say: TensorRT-LLM's LLM API streams tokens, not drafts)
     speculation: Optional[DraftConfig] = None
-    draft_tokens: int = 0
+    draft_tokens: Optional[int] = 0
     #: Lookahead: accepted drafts by where the accepted path's last draft came from (``window``, ``pool``,
     #: ``prompt_lookup``, ``suffix``)
     accepted_from: dict[str, int] = field(default_factory=dict)

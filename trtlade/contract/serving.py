@@ -94,8 +94,9 @@ class EngineInfo:
     """What /v1/models and /version show and what request validation checks against.
 
     ``sampling``: ``"greedy"`` (temperature > 0 and the penalties are refused with 400: TensorRT-LLM's
-    lookahead decodes top-1 for every request) or ``"lookahead"`` (sampled requests run with
-    lookahead and emit exactly what plain sampling with the same seed emits; every warper offered).
+    lookahead decodes top-1 for every request), ``"lookahead"`` (sampled requests run with
+    lookahead and emit exactly what plain sampling with the same seed emits; every warper offered) or
+    ``"pytorch"`` (TensorRT-LLM's PyTorch backend samples; trtlade passes the warpers on).
     """
 
     name: str
@@ -117,6 +118,8 @@ class EngineInfo:
     #: most draft tokens such a request may verify per step, the batch size AUTO is resolved for, and what a
     #: request naming neither ``lookahead`` nor ``speculation`` drafts with (None: ``policy`` applies)
     drafters: tuple[str, ...] = ()
+    #: whether requests may name a (w,n,g) (False: TensorRT-LLM's PyTorch backend, which has no Lookahead)
+    lookahead: bool = True
     max_draft_len: int = 0
     max_batch_size: int = 1
     default_speculation: Optional[DraftConfig] = None

@@ -365,6 +365,12 @@ def parse_drafting(body: Union[CompletionRequest, ChatCompletionRequest], info: 
         return Drafting(speculation=parse_request_speculation(body.speculation, info))
     if body.lookahead is None:
         return Drafting(speculation=info.default_speculation)
+    if not info.lookahead:
+        drafter = info.details.get("drafter") or "none"
+        raise ApiError.bad_request(
+            f"lookahead: the {info.name} engine runs TensorRT-LLM's PyTorch backend, which has no Lookahead; it drafts "
+            f"every request with the server's speculative_config ({drafter}); omit the field",
+            param="lookahead", code="unsupported")
     policy = parse_request_policy(body.lookahead, info)
     return Drafting(lookahead=None if policy is not None else parse_request_lookahead(body.lookahead, info.spec),
                     policy=policy)

@@ -181,7 +181,8 @@ class ServerMetrics:
         if stats.speculation is not None:
             drafter = stats.drafter
             self.sp_steps.labels(drafter=drafter).inc(stats.decode_steps)
-            self.sp_drafts.labels(drafter=drafter).inc(stats.draft_tokens)
+            if stats.draft_tokens is not None:
+                self.sp_drafts.labels(drafter=drafter).inc(stats.draft_tokens)
             self.sp_accepted.labels(drafter=drafter).inc(stats.accepted_drafts)
             return
         label = str(stats.spec)

@@ -181,7 +181,8 @@ class SpeculationUsage(_Out):
     decoding_type: Literal["Lookahead", "NGram", "SA"]
     config: dict[str, Any]
     decode_steps: int
-    draft_tokens: int
+    #: None where the engine does not report them (TensorRT-LLM's PyTorch backend)
+    draft_tokens: Optional[int]
     accepted_draft_tokens: int
     tokens_per_step: float
 

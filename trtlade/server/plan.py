@@ -220,6 +220,12 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         if model_dir is not None and is_engine_dir(model_dir):
             raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
                             "Hugging Face folder", "add --engine trtllm to serve the engine", usage=True)
+    elif config.build.backend == "pytorch":  # TensorRT-LLM's PyTorch backend: the checkpoint as it is, no engine
+        if model_dir is None or not model_dir.is_dir():
+            raise PlanError("the trtllm engine on TensorRT-LLM's PyTorch backend (build.backend pytorch) loads the "
+                            "Hugging Face folder itself", "set model.path (or --model) to the checkpoint folder; "
+                            "`trtlade build --speculation ...` writes a bundle that names it")
+        tokenizer_dir = tokenizer_dir or model_dir
     else:
         if model_dir is not None and is_engine_dir(model_dir):
             engine_dir, model_dir = model_dir, None

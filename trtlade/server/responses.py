@@ -117,7 +117,8 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
         return stats[0]
     return GenerationStats(spec=stats[0].spec, steps=sum(s.steps for s in stats), tokens=sum(s.tokens for s in stats),
                            policy=stats[0].policy, seed=stats[0].seed, speculation=stats[0].speculation,
-                           draft_tokens=sum(s.draft_tokens for s in stats),
+                           draft_tokens=None if any(s.draft_tokens is None for s in stats)
+                           else sum(s.draft_tokens or 0 for s in stats),
                            accepted_from={k: sum(s.accepted_from.get(k, 0) for s in stats)
                                           for k in sorted({k for s in stats for k in s.accepted_from})},
                            cached_tokens=None if all(s.cached_tokens is None for s in stats)

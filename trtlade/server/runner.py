@@ -14,6 +14,7 @@ import signal
 import socket
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from trtlade.errors import TrtladeError
@@ -121,6 +122,8 @@ def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optiona
     """
     if plan.engine == "reference":
         return _reference_factory(plan)
+    if plan.config.build.backend == "pytorch":
+        return _llm_factory(plan)
     from trtlade.trtllm.engine import TrtllmEngine, TrtllmStartError, preflight, run_follower
 
     launch = trtllm_launch(plan, argv)
@@ -134,6 +137,55 @@ def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optiona
         run_follower(launch, pre)
         return None
     return lambda: TrtllmEngine.start(launch, pre)
+
+
+def llm_launch(plan: ServePlan) -> Any:
+    """TensorRT-LLM's PyTorch backend: the bundle's trtllm-serve.yml when there is one (trtlade and trtllm-serve
+    then run the same options), else the options written from the config as `trtlade build` would."""
+    import yaml
+
+    from trtlade.builder.pytorch import serve_options
+    from trtlade.bundle import Bundle, is_bundle
+    from trtlade.trtllm.llm_engine import LlmLaunch
+
+    cfg = plan.config
+    assert plan.model_dir is not None and plan.tokenizer_dir is not None
+    folder = plan.bundle
+    if folder is None and plan.config_file is not None and is_bundle(Path(plan.config_file).parent):
+        folder = Path(plan.config_file).parent  # --config <bundle>/trtlade.yml
+    source = Bundle(folder).trtllm_serve_file if folder is not None else None
+    if source is not None and source.is_file():
+        options = yaml.safe_load(source.read_text(encoding="utf-8"))
+    else:
+        b = cfg.build
+        options = serve_options(
+            speculation=cfg.speculation or {}, limits={"max_batch_size": b.max_batch_size,
+                                                        "max_seq_len": b.max_seq_len or b.max_input_len + 2048,
+                                                        "max_num_tokens": b.max_num_tokens or 8192},
+            tp_size=b.tp_size, pp_size=b.pp_size, dtype=cfg.model.dtype,
+            block_reuse=cfg.serve.kv_cache_enable_block_reuse,
+            free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction)
+        if not cfg.speculation:
+            options.pop("speculative_config")
+    return LlmLaunch(model_dir=plan.model_dir, tokenizer_dir=plan.tokenizer_dir, options=options,
+                     served_name=cfg.model.served_name, max_queue=cfg.serve.max_queue,
+                     max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
+                     source=str(source) if source is not None else plan.config_file)
+
+
+def _llm_factory(plan: ServePlan) -> Callable[[], Any]:
+    from trtlade.trtllm.compat import TrtllmUnavailable, import_tensorrt_llm
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    from trtlade.trtllm.engine import TrtllmStartError
+
+    launch = llm_launch(plan)
+    try:  # the cheap checks now, before a port is bound: an install, a release with the drafter
+        root = import_tensorrt_llm(check=False)
+        TrtllmLlmEngine.check_release(str(getattr(root, "__version__", "?")), launch)
+    except (TrtllmUnavailable, TrtllmStartError) as exc:
+        raise ServeError(exc.message, exc.hint) from None
+    return lambda: TrtllmLlmEngine.start(launch)
 
 
 def http_stack() -> dict[str, str]:

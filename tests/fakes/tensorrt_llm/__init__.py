@@ -14,3 +14,4 @@ QWEN3_PATCHED = _os.environ.get("TRTLADE_FAKE_TRTLLM_QWEN3_PATCHED") == "1"
 
 from . import models  # noqa: E402, F401 - the real package's public names
 from .mapping import Mapping  # noqa: E402, F401
+from .llmapi import LLM, SamplingParams  # noqa: E402, F401 - tensorrt_llm/__init__.py re-exports them

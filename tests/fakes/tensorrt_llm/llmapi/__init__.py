@@ -1,0 +1,198 @@
+"""Test double of ``tensorrt_llm.llmapi`` for the PyTorch backend (TensorRT-LLM 1.3), as trtlade uses it.
+
+Mirrored, each with the source it was read from (NVIDIA/TensorRT-LLM):
+
+* ``LLM(model, tokenizer=None, **kwargs)`` (``tensorrt_llm/llmapi/llm.py``, ``LLM.__init__``): the keyword
+  arguments are LLM arguments (``TorchLlmArgs`` in ``tensorrt_llm/llmapi/llm_args.py``, a StrictBaseModel: an
+  unknown key is refused, pydantic's ValidationError being a ValueError); ``backend="tensorrt"`` raises ValueError
+  from 1.3 on (``docs/source/legacy/tensorrt-backend-removal.md``); ``speculative_config`` must be one of the
+  config classes below; ``global_pool_size >= max_batch_size`` (``TorchLlmArgs.validate_speculative_config``).
+* ``LLM.generate_async(inputs, sampling_params=None, streaming=False)`` returns a result that is async-iterable
+  when streaming (``tensorrt_llm/llmapi/llm.py``, ``generate_async``; ``tensorrt_llm/executor/result.py``,
+  ``GenerationResult.__aiter__``), each item carrying ``outputs[0].token_ids`` (cumulative), ``token_ids_diff``
+  (new since the last item), ``finish_reason`` (``'length'``, ``'stop'`` or None) and ``finished``;
+  ``abort()`` ends it (``GenerationResult.abort``). With a speculative config and penalties but no
+  ``enable_penalty``, the request is rejected at admission (``DecodingBaseConfig.enable_penalty``'s doc).
+* ``SamplingParams`` (``tensorrt_llm/sampling_params.py``): the fields trtlade sends; ``temperature`` >= 0, ``top_p``
+  in (0, 1] (paraphrased messages).
+* ``NGramDecodingConfig``, ``SADecodingConfig``, ``AutoDecodingConfig``, ``KvCacheConfig`` (``llm_args.py``): the
+  fields trtlade writes, with ``validate_ngram_config`` / ``validate_sa_config``'s rules and messages.
+
+Generation is a deterministic stand-in: the output echoes the prompt's tokens cyclically; with a speculative
+config every other iteration carries two tokens (drafts accepted), without one each carries one.
+
+Test-only hooks start with an underscore: ``_instances`` (every LLM made), ``LLM._kwargs``, ``LLM._requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+_instances: list["LLM"] = []
+
+
+class _Config:
+    """Keyword fields with defaults; unknown fields refused like a StrictBaseModel (extra="forbid")."""
+
+    _fields: dict[str, Any] = {}
+
+    def __init__(self, **kwargs: Any) -> None:
+        unknown = set(kwargs) - set(self._fields)
+        if unknown:  # mirrors: StrictBaseModel (tensorrt_llm/llmapi/llm_args.py): extra fields forbidden
+            raise ValueError(f"{sorted(unknown)[0]}: Extra inputs are not permitted")
+        for name, default in self._fields.items():
+            setattr(self, name, kwargs.get(name, default))
+        self._validate()
+
+    def _validate(self) -> None:
+        pass
+
+
+_BASE = {"max_draft_len": None, "max_total_draft_tokens": None, "max_concurrency": None,
+         "draft_len_schedule": None, "acceptance_rate_window_size": None, "acceptance_rate_threshold": None,
+         "use_rejection_sampling": False, "enable_penalty": False}
+
+
+class NGramDecodingConfig(_Config):
+    decoding_type = "NGram"
+    _fields = {**_BASE, "max_matching_ngram_size": 2, "is_keep_all": True, "is_use_oldest": True,
+               "is_public_pool": True}
+
+    def _validate(self) -> None:
+        if self.max_matching_ngram_size < 1:  # mirrors: NGramDecodingConfig.max_matching_ngram_size: PositiveInt
+            raise ValueError("max_matching_ngram_size: Input should be greater than 0")
+        if self.max_draft_len is None or self.max_draft_len <= 0:  # mirrors: validate_ngram_config
+            raise ValueError("max_draft_len must be > 0 for NGram")
+        self.max_total_draft_tokens = self.max_draft_len
+
+
+class SADecodingConfig(_Config):
+    decoding_type = "SA"
+    _fields = {**_BASE, "max_matching_ngram_size": -1, "enable_global_pool": False, "global_pool_size": None}
+
+    def _validate(self) -> None:  # mirrors: SADecodingConfig.validate_sa_config, in its order
+        k = self.max_matching_ngram_size
+        if k == 0:
+            raise ValueError("max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match). Got 0.")
+        if self.enable_global_pool and k != -1 and not 1 <= k <= 64:
+            raise ValueError("max_matching_ngram_size must be -1 (longest match) or in [1, 64] when "
+                             f"enable_global_pool is True. Got {k}.")
+        if self.max_draft_len is None or self.max_draft_len <= 0:
+            raise ValueError("max_draft_len must be > 0 for SA")
+        if self.global_pool_size is not None and not self.enable_global_pool:
+            raise ValueError("global_pool_size requires enable_global_pool=True")
+        self.max_total_draft_tokens = self.max_draft_len
+
+
+class AutoDecodingConfig(_Config):
+    decoding_type = "AUTO"
+    _fields = dict(_BASE)
+
+
+class KvCacheConfig(_Config):
+    _fields = {"free_gpu_memory_fraction": None, "enable_block_reuse": True, "max_tokens": None}
+
+
+class SamplingParams(_Config):
+    _fields = {"max_tokens": 32, "temperature": None, "top_p": None, "top_k": None, "seed": None, "min_tokens": None,
+               "stop_token_ids": None, "ignore_eos": False, "end_id": None, "presence_penalty": None,
+               "frequency_penalty": None, "repetition_penalty": None}
+
+    def _validate(self) -> None:
+        if self.temperature is not None and self.temperature < 0:  # paraphrased: SamplingParams checks
+            raise ValueError(f"require temperature >= 0, got {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"require 0 < top_p <= 1, got {self.top_p}")
+
+
+#: LLM arguments trtlade may pass (TorchLlmArgs fields it writes; the real model has many more)
+_LLM_ARGS = {"backend", "dtype", "max_batch_size", "max_seq_len", "max_num_tokens", "tensor_parallel_size",
+             "pipeline_parallel_size", "kv_cache_config", "speculative_config", "trust_remote_code"}
+
+
+class _Completion:
+    def __init__(self) -> None:
+        self.token_ids: list[int] = []
+        self._last_token_ids_len = 0
+        self.finish_reason: Optional[str] = None
+
+    @property
+    def token_ids_diff(self) -> list[int]:  # mirrors: CompletionOutput.token_ids_diff (executor/result.py)
+        return self.token_ids[self._last_token_ids_len:]
+
+
+class _Result:
+    """A streaming GenerationResult: one item per iteration until finished or aborted."""
+
+    def __init__(self, llm: "LLM", prompt: list[int], params: SamplingParams) -> None:
+        self._llm, self._prompt, self._params = llm, prompt, params
+        self.outputs = [_Completion()]
+        self.finished = False
+        self.aborted = False
+        self._step = 0
+
+    def abort(self) -> None:  # mirrors: GenerationResult.abort
+        self.aborted = True
+
+    def __aiter__(self) -> "_Result":
+        return self
+
+    async def __anext__(self) -> "_Result":
+        await asyncio.sleep(0)
+        if self.finished or self.aborted:
+            raise StopAsyncIteration
+        out = self.outputs[0]
+        out._last_token_ids_len = len(out.token_ids)
+        count = 1 + (self._step % 2 if self._llm._kwargs.get("speculative_config") is not None else 0)
+        stops = set(self._params.stop_token_ids or [])
+        for _ in range(count):
+            token = self._prompt[len(out.token_ids) % len(self._prompt)]
+            out.token_ids.append(token)
+            if token in stops:
+                out.finish_reason = "stop"
+                break
+            if len(out.token_ids) >= self._params.max_tokens:
+                out.finish_reason = "length"
+                break
+        self._step += 1
+        self.finished = out.finish_reason is not None
+        return self
+
+
+class LLM:
+    def __init__(self, model: str, tokenizer: Any = None, **kwargs: Any) -> None:
+        unknown = set(kwargs) - _LLM_ARGS
+        if unknown:  # mirrors: TorchLlmArgs (StrictBaseModel) refuses unknown fields
+            raise ValueError(f"{sorted(unknown)[0]}: Extra inputs are not permitted")
+        if kwargs.get("backend", "pytorch") not in ("pytorch", "_autodeploy"):
+            # mirrors: docs/source/legacy/tensorrt-backend-removal.md: LLM(backend="tensorrt") raises ValueError
+            raise ValueError(f"backend {kwargs['backend']!r} is no longer supported: the TensorRT-engine backend was "
+                             "removed; use backend='pytorch'")
+        spec = kwargs.get("speculative_config")
+        if spec is not None and not isinstance(spec, (NGramDecodingConfig, SADecodingConfig, AutoDecodingConfig)):
+            raise ValueError("speculative_config: Input should be a valid speculative config")
+        pool = getattr(spec, "global_pool_size", None)
+        if pool is not None and pool < kwargs.get("max_batch_size", 2048):
+            # mirrors: TorchLlmArgs.validate_speculative_config (paraphrased)
+            raise ValueError(f"global_pool_size ({pool}) must be >= max_batch_size")
+        self.model, self.tokenizer, self._kwargs = model, tokenizer, kwargs
+        self._requests: list[tuple[list[int], SamplingParams]] = []
+        self._shut = False
+        _instances.append(self)
+
+    def generate_async(self, inputs: Any, sampling_params: Optional[SamplingParams] = None,
+                       streaming: bool = False, **_: Any) -> _Result:
+        params = sampling_params or SamplingParams()
+        spec = self._kwargs.get("speculative_config")
+        penalised = any(getattr(params, n) not in (None, 0.0, 1.0) for n in
+                        ("presence_penalty", "frequency_penalty", "repetition_penalty"))
+        if spec is not None and penalised and not spec.enable_penalty:
+            # mirrors: DecodingBaseConfig.enable_penalty: "rejected at admission rather than silently decoded"
+            raise ValueError("penalties with speculative decoding need speculative_config.enable_penalty")
+        prompt = list(inputs)
+        self._requests.append((prompt, params))
+        return _Result(self, prompt, params)
+
+    def shutdown(self) -> None:
+        self._shut = True

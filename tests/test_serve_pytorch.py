@@ -1,0 +1,254 @@
+"""Serving on TensorRT-LLM's PyTorch backend (1.3 and later): ``tensorrt_llm.LLM`` with an NGram / SA / AUTO
+drafter, against the test double of ``tensorrt_llm.llmapi`` (tests/fakes/tensorrt_llm/llmapi)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events
+
+PROMPT = "Hello world! The quick brown fox"
+NGRAM = {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2}
+SA = {"decoding_type": "SA", "max_draft_len": 4}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hf")
+    make_tiny_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture
+def llmapi(fake_trtllm, monkeypatch):
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.3.0")
+    import tensorrt_llm.llmapi as llmapi
+
+    llmapi._instances.clear()
+    return llmapi
+
+
+def launch(model_dir, speculation=NGRAM, **options):
+    from trtlade.trtllm.llm_engine import LlmLaunch
+
+    opts = {"backend": "pytorch", "max_batch_size": 4, "max_seq_len": 256, "max_num_tokens": 512, **options}
+    if speculation is not None:
+        opts["speculative_config"] = dict(speculation)
+    return LlmLaunch(model_dir=model_dir, tokenizer_dir=model_dir, options=opts)
+
+
+def app_for(model_dir, **kw):
+    from trtlade.server.app import create_app
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    lau = launch(model_dir, **kw)
+    return create_app(lambda: TrtllmLlmEngine.start(lau))
+
+
+def test_completion_runs_the_llm_with_the_bundles_drafter_and_reports_it(llmapi, model_dir):
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            r = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 12})
+            return r.json(), (await c.get("/version")).json(), (await c.get("/metrics")).text
+
+    body, version, metrics = run(go())
+    assert body["choices"][0]["text"].startswith("Hello world! The quick")  # the double echoes the prompt
+    assert body["choices"][0]["finish_reason"] == "length"
+    usage = body["usage"]
+    assert usage["completion_tokens"] == 12
+    # the double: 1 token, then 2, 1, 2, ... per iteration: 12 tokens in 8 streamed outputs
+    sp = usage["speculation"]
+    assert (sp["decoding_type"], sp["decode_steps"], sp["tokens_per_step"]) == ("NGram", 7, 1.5)
+    assert sp["draft_tokens"] is None and sp["accepted_draft_tokens"] == 4
+    assert sp["config"]["max_draft_len"] == 4
+    llm = llmapi._instances[-1]
+    spec = llm._kwargs["speculative_config"]
+    assert isinstance(spec, llmapi.NGramDecodingConfig) and spec.max_matching_ngram_size == 2
+    assert llm._kwargs["backend"] == "pytorch" and llm._kwargs["max_batch_size"] == 4
+    prompt, params = llm._requests[0]
+    assert params.max_tokens == 12 and len(prompt) > 3
+    assert version["engine"]["details"]["backend"] == "pytorch"
+    assert version["engine"]["details"]["tensorrt_llm"] == "1.3.0"
+    assert metric_value(metrics, "trtlade_speculation_steps_total", {"drafter": "NGram"}) == 7
+    assert metric_value(metrics, "trtlade_speculation_accepted_tokens_total", {"drafter": "NGram"}) == 4
+
+
+def test_streaming_sends_one_chunk_per_iteration_and_the_same_text(llmapi, model_dir):
+    app = app_for(model_dir, speculation=SA)
+
+    async def go():
+        async with client_for(app) as c:
+            whole = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 9})
+            streamed = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 9, "stream": True,
+                                                             "stream_options": {"include_usage": True}})
+            return whole.json(), sse_events(streamed.text)
+
+    whole, events = run(go())
+    chunks = [e for e in events[:-1] if e.get("choices")]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    assert len(chunks) == 6  # 9 tokens as 1, 2, 1, 2, 1, 2
+    assert events[-2]["usage"]["speculation"]["decoding_type"] == "SA"
+    assert isinstance(llmapi._instances[-1]._kwargs["speculative_config"], llmapi.SADecodingConfig)
+
+
+def test_without_a_drafter_every_step_is_one_token_and_usage_has_no_speculation(llmapi, model_dir):
+    app = app_for(model_dir, speculation=None)
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 5})).json()
+
+    usage = run(go())["usage"]
+    assert usage["completion_tokens"] == 5 and "speculation" not in usage
+    assert "speculative_config" not in llmapi._instances[-1]._kwargs
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("lookahead", [2, 2, 2], "lookahead"),
+    ("speculation", {"decoding_type": "NGram", "max_draft_len": 2}, "speculation"),
+    ("repetition_penalty", 1.2, "repetition_penalty"),
+    ("presence_penalty", 0.5, "presence_penalty"),
+])
+def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi, model_dir, field, value, param):
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, field: value})
+
+    r = run(go())
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"].split(".")[0] == param
+    assert llmapi._instances[-1]._requests == []  # refused before TensorRT-LLM saw it
+
+
+def test_penalties_pass_when_the_config_enables_them(llmapi, model_dir):
+    app = app_for(model_dir, speculation={**NGRAM, "enable_penalty": True})
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4,
+                                                         "repetition_penalty": 1.2})
+
+    r = run(go())
+    assert r.status_code == 200, r.text
+    assert llmapi._instances[-1]._requests[0][1].repetition_penalty == 1.2
+
+
+def test_sampling_settings_reach_sampling_params(llmapi, model_dir):
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "temperature": 0.7,
+                                                         "top_p": 0.9, "top_k": 5, "seed": 11})
+
+    assert run(go()).status_code == 200
+    params = llmapi._instances[-1]._requests[0][1]
+    assert (params.temperature, params.top_p, params.top_k, params.seed) == (0.7, 0.9, 5, 11)
+
+
+def test_a_stop_string_ends_the_request_and_aborts_tensorrt_llms(llmapi, model_dir):
+    app = app_for(model_dir, speculation=None)
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 40,
+                                                          "stop": ["quick"]})).json()
+
+    body = run(go())
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert "quick" not in body["choices"][0]["text"] and body["choices"][0]["text"].startswith("Hello")
+
+
+@pytest.mark.parametrize("version, speculation, fragment", [
+    ("1.2.1", SA, "has no SA drafter"),
+    ("0.16.0", NGRAM, "has no NGram drafter"),
+    ("1.3.0", {"decoding_type": "SA", "max_draft_len": 0}, "speculative_config.max_draft_len"),
+])
+def test_start_is_refused_with_a_hint_for_a_release_without_the_drafter(fake_trtllm, monkeypatch, model_dir,
+                                                                         version, speculation, fragment):
+    from trtlade.trtllm.engine import TrtllmStartError
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    monkeypatch.setattr(fake_trtllm, "__version__", version)
+    with pytest.raises(TrtllmStartError, match=fragment) as info:
+        TrtllmLlmEngine.start(launch(model_dir, speculation=speculation))
+    assert info.value.hint
+
+
+def test_trtlade_checks_the_drafter_with_upstreams_rules_before_tensorrt_llm_starts(llmapi, model_dir):
+    from trtlade.trtllm.engine import TrtllmStartError
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    with pytest.raises(TrtllmStartError, match="global_pool_size .2. must be >= max_batch_size .4.") as info:
+        TrtllmLlmEngine.start(launch(model_dir, speculation={**SA, "enable_global_pool": True,
+                                                            "global_pool_size": 2}))
+    assert "global_pool_size >= 4" in info.value.hint
+    assert llmapi._instances == []
+
+
+def test_upstreams_refusal_of_the_arguments_names_validate_config(llmapi, model_dir):
+    from trtlade.trtllm.engine import TrtllmStartError
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    with pytest.raises(TrtllmStartError, match="refused the LLM arguments: max_beam_widht") as info:
+        TrtllmLlmEngine.start(launch(model_dir, max_beam_widht=2))
+    assert "validate-config" in info.value.hint
+
+
+# ------------------------------------------------------------------------------------------ trtlade serve
+@pytest.fixture
+def bundle(tmp_path):
+    from typer.testing import CliRunner
+
+    from hf_folders import write_hf_folder
+    from trtlade.cli.main import app
+
+    model = write_hf_folder(tmp_path / "Qwen3-8B", "qwen3")
+    make_tiny_tokenizer(model)
+    result = CliRunner().invoke(app, ["build", "--model", str(model), "--speculation", "sa-6", "--trtllm-version",
+                                      "1.3.0", "-o", str(tmp_path / "b"), "--max-batch-size", "16"])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "b"
+
+
+@pytest.mark.parametrize("how", ["model", "config"])
+def test_serve_on_a_bundle_starts_the_llm_with_its_trtllm_serve_yml(llmapi, bundle, how):
+    import yaml
+
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import engine_factory, llm_launch
+
+    flags = ServeFlags(model=str(bundle)) if how == "model" else ServeFlags(config=bundle / "trtlade.yml")
+    plan = make_plan(flags, env={})
+    assert plan.engine == "trtllm" and plan.engine_dir is None and plan.model_dir.name == "Qwen3-8B"
+    launch = llm_launch(plan)
+    assert dict(launch.options) == yaml.safe_load((bundle / "trtllm-serve.yml").read_text())
+    engine = engine_factory(plan)()
+    assert engine.info.details["drafter"].startswith("SA") and engine.info.lookahead is False
+    spec = llmapi._instances[-1]._kwargs["speculative_config"]
+    assert isinstance(spec, llmapi.SADecodingConfig) and spec.max_draft_len == 6
+    assert llmapi._instances[-1]._kwargs["max_batch_size"] == 16
+
+
+def test_serve_on_a_release_without_the_drafter_stops_before_binding_a_port(fake_trtllm, monkeypatch, bundle):
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import ServeError, engine_factory
+
+    monkeypatch.setattr(fake_trtllm, "__version__", "1.2.1")
+    with pytest.raises(ServeError, match="has no SA drafter") as info:
+        engine_factory(make_plan(ServeFlags(model=str(bundle)), env={}))
+    assert "from 1.3" in info.value.hint
+
+
+def test_serve_without_tensorrt_llm_says_what_to_install(bundle, monkeypatch):
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import ServeError, engine_factory
+
+    monkeypatch.setitem(__import__("sys").modules, "tensorrt_llm", None)
+    with pytest.raises(ServeError) as info:
+        engine_factory(make_plan(ServeFlags(model=str(bundle)), env={}))
+    assert "tensorrt" in (info.value.message + info.value.hint).lower()
