@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from trtlade.cli.main import app
@@ -64,6 +65,23 @@ def test_a_lookahead_engine_aimed_at_1_3_is_refused_with_the_equivalent(tmp_path
     assert ok.valid()
     flag, _ = findings(write(tmp_path, "e.yml", LOOKAHEAD_ENGINE % "1.2.1"), release="1.3.0rc21")
     assert not flag.valid()  # --trtllm-version wins over the config's key
+
+
+@pytest.mark.parametrize("bands, gate", [
+    ("[{up_to: 4, spec: '4,2,4'}, {spec: '1,1,0'}]", "max_concurrency: 4"),
+    ("[{up_to: 2, spec: '4,2,4'}, {up_to: 8, spec: '2,2,2'}, {spec: '1,1,0'}]", "draft_len_schedule: {2: 4, 8: 2}"),
+    ("[{up_to: 2, spec: '4,2,4'}, {spec: '2,2,2'}]", "draft_len_schedule: {2: 4, 16: 2}"),
+])
+def test_a_load_aware_schedule_becomes_upstreams_gate_in_the_equivalent(tmp_path, bands, gate):
+    from trtlade.drafting.config import DraftConfig
+
+    text = (LOOKAHEAD_ENGINE % "1.3.0").replace("backend: trtllm", "backend: trtllm\n  max_batch_size: 16") + \
+        f"  schedule: {bands}\n"
+    report, _ = findings(write(tmp_path, "c.yml", text))
+    [error] = [d for d in report.diagnostics if d.severity == "error"]
+    assert gate in error.hint
+    block = yaml.safe_load(error.hint.split("speculation: ", 1)[1].split(" (trtlade's")[0])
+    DraftConfig.parse(block, max_batch_size=16)  # upstream's validators accept it
 
 
 def test_a_pytorch_deployment_needs_a_drafter_its_release_has(tmp_path):

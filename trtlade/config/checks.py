@@ -19,8 +19,8 @@ from trtlade.diagnostics import Diagnostic
 from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfig, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import LookaheadSpec, SpecError
 from trtlade.trtllm.compat import installed_version
-from trtlade.trtllm.releases import (EQUIVALENT_SPECULATION, Release, flow_mapping, lookahead_refusal_1_3,
-                                     release_for)
+from trtlade.trtllm.releases import (EQUIVALENT_SPECULATION, Release, equivalent_speculation, flow_mapping,
+                                     lookahead_refusal_1_3, release_for)
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
 __all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
@@ -78,7 +78,8 @@ def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = N
         out.append(doc.diagnostic("warning", f"TensorRT-LLM {version} ({how}) is {row.note}", loc=loc,
                                   code="trtllm-release-unknown"))
     if engine_flow and (why := lookahead_refusal_1_3(version)) is not None:
-        equivalent = flow_mapping(cfg.speculation or EQUIVALENT_SPECULATION)
+        equivalent = flow_mapping(cfg.speculation or equivalent_speculation(cfg.lookahead.lookahead_schedule,
+                                                                            cfg.build.max_batch_size))
         out.append(doc.diagnostic(
             "error", f"{why}; this config builds and serves a Lookahead engine (build.backend trtllm, "
                      f"lookahead.spec {cfg.lookahead.spec}) for {version} ({how})", loc=loc, code="lookahead-release",

@@ -18,12 +18,15 @@ from; the table is printed by ``trtlade build --architectures`` and kept in docs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from trtlade.trtllm.compat import MAX_VERSION_EXCLUSIVE, MIN_VERSION, parse_version, release_key
 
+if TYPE_CHECKING:
+    from trtlade.schedule import LookaheadSchedule
+
 __all__ = ["Release", "RELEASES", "NEWEST_READ", "release_for", "lookahead_refusal_1_3", "EQUIVALENT_SPECULATION",
-           "flow_mapping"]
+           "flow_mapping", "equivalent_speculation"]
 
 #: The newest release the sources read mention (a 1.3.0 release candidate whose quickstart builds
 #: NGramDecodingConfig: ai-dynamo/dynamo PR #14339, 2026-09-04).
@@ -105,6 +108,45 @@ def flow_mapping(block: dict) -> str:
     def text(value: object) -> str:
         return ("true" if value else "false") if isinstance(value, bool) else str(value)
     return "{" + ", ".join(f"{k}: {text(v)}" for k, v in block.items()) + "}"
+
+
+def equivalent_speculation(schedule: Optional["LookaheadSchedule"] = None, max_batch_size: int = 8) -> dict:
+    """:data:`EQUIVALENT_SPECULATION`, with a load-aware Lookahead schedule carried over as upstream's gate: a
+    schedule that drafts up to ``k`` requests and then stops is ``max_concurrency: k``; one that drafts less as
+    load grows is a ``draft_len_schedule`` whose draft lengths shrink with the bands' own draft budgets (the
+    first band drafts ``max_draft_len``, as upstream requires; a band without ``up_to`` that still drafts is
+    keyed by ``max_batch_size``). Upstream keys by the batch of each step, trtlade's bands by the requests in
+    flight at admission: the same load, counted per step rather than fixed per request.
+
+    >>> from trtlade.schedule import LookaheadSchedule as S
+    >>> equivalent_speculation(S.parse([{"up_to": 4, "spec": "4,2,4"}, {"spec": "1,1,0"}]))["max_concurrency"]
+    4
+    >>> equivalent_speculation(S.parse([{"up_to": 2, "spec": "4,3,4"}, {"up_to": 8, "spec": "2,2,2"},
+    ...                                 {"spec": "1,1,0"}]))["draft_len_schedule"]
+    {2: 4, 8: 1}
+    """
+    block = dict(EQUIVALENT_SPECULATION)
+    if schedule is None:
+        return block
+    bands = list(schedule.bands)
+    while bands and bands[-1].spec.max_draft_len == 0:
+        bands.pop()  # above every key upstream drafts nothing
+    if not bands:
+        return block
+    draft = block["max_draft_len"]
+    if len(bands) == 1:
+        if bands[0].up_to is not None:
+            block["max_concurrency"] = bands[0].up_to
+        return block
+    top = bands[0].spec.max_draft_len or 1
+    table: dict[int, int] = {}
+    for band in bands:
+        key = band.up_to if band.up_to is not None else max(max_batch_size, max(table, default=0) + 1)
+        budget = band.spec.max_draft_len
+        table[key] = 0 if budget == 0 else max(1, min(draft, round(draft * budget / top)))
+    table[min(table)] = draft
+    block["draft_len_schedule"] = table
+    return block
 
 
 def lookahead_refusal_1_3(version: str) -> Optional[str]:
