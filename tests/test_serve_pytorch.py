@@ -61,18 +61,39 @@ def test_completion_runs_the_llm_with_the_bundles_drafter_and_reports_it(llmapi,
     # the double: 1 token, then 2, 1, 2, ... per iteration: 12 tokens in 8 streamed outputs
     sp = usage["speculation"]
     assert (sp["decoding_type"], sp["decode_steps"], sp["tokens_per_step"]) == ("NGram", 7, 1.5)
-    assert sp["draft_tokens"] is None and sp["accepted_draft_tokens"] == 4
+    # the double drafts max_draft_len (4) tokens in every iteration after the first: 7 x 4
+    assert sp["draft_tokens"] == 28 and sp["accepted_draft_tokens"] == 4
     assert sp["config"]["max_draft_len"] == 4
     llm = llmapi._instances[-1]
     spec = llm._kwargs["speculative_config"]
     assert isinstance(spec, llmapi.NGramDecodingConfig) and spec.max_matching_ngram_size == 2
     assert llm._kwargs["backend"] == "pytorch" and llm._kwargs["max_batch_size"] == 4
     prompt, params = llm._requests[0]
-    assert params.max_tokens == 12 and len(prompt) > 3
+    assert params.max_tokens == 12 and len(prompt) > 3 and params.return_perf_metrics
     assert version["engine"]["details"]["backend"] == "pytorch"
     assert version["engine"]["details"]["tensorrt_llm"] == "1.3.0"
     assert metric_value(metrics, "trtlade_speculation_steps_total", {"drafter": "NGram"}) == 7
     assert metric_value(metrics, "trtlade_speculation_accepted_tokens_total", {"drafter": "NGram"}) == 4
+    assert metric_value(metrics, "trtlade_speculation_draft_tokens_total", {"drafter": "NGram"}) == 28
+
+
+def test_a_release_without_perf_metrics_leaves_draft_tokens_unknown(llmapi, model_dir, monkeypatch):
+    original = llmapi._Result.__anext__
+
+    async def without_metrics(self):
+        out = await original(self)
+        out.outputs[0].request_perf_metrics = None
+        return out
+
+    monkeypatch.setattr(llmapi._Result, "__anext__", without_metrics)
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})).json()
+
+    sp = run(go())["usage"]["speculation"]
+    assert sp["draft_tokens"] is None and sp["decode_steps"] == 3
 
 
 def test_streaming_sends_one_chunk_per_iteration_and_the_same_text(llmapi, model_dir):

@@ -168,7 +168,7 @@ class GenerationStats:
     #: None for greedy decoding
     seed: Optional[int] = None
     #: the NGram or SA drafter that ran (None: Lookahead's ``spec``), and the draft tokens it verified (None where
-    #: the engine does not say: TensorRT-LLM's LLM API streams tokens, not drafts)
+    #: the engine does not say: a TensorRT-LLM release whose outputs carry no request_perf_metrics)
     speculation: Optional[DraftConfig] = None
     draft_tokens: Optional[int] = 0
     #: Lookahead: accepted drafts by where the accepted path's last draft came from (``window``, ``pool``,

@@ -181,7 +181,7 @@ class SpeculationUsage(_Out):
     decoding_type: Literal["Lookahead", "NGram", "SA"]
     config: dict[str, Any]
     decode_steps: int
-    #: None where the engine does not report them (TensorRT-LLM's PyTorch backend)
+    #: None where the engine does not report them (a TensorRT-LLM release without request_perf_metrics)
     draft_tokens: Optional[int]
     accepted_draft_tokens: int
     tokens_per_step: float

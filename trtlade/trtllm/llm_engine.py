@@ -19,7 +19,10 @@ Start-up (each refusal a :class:`~trtlade.trtllm.engine.TrtllmStartError` with a
 Serving: a request becomes ``llm.generate_async(prompt_ids, SamplingParams(...), streaming=True)``
 (``generate_async``; ``SamplingParams`` of ``tensorrt_llm/sampling_params.py``); every streamed output is one
 step, its new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/result.py``), through
-:class:`~trtlade.contract.text.OutputText` like every engine's; a client that goes away aborts the request
+:class:`~trtlade.contract.text.OutputText` like every engine's; with a drafter the request asks for
+``return_perf_metrics`` and its draft tokens are ``request_perf_metrics.speculative_decoding.total_draft_tokens``
+(what Triton's stock llmapi model reports, ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``,
+``_create_response``; None where a release does not fill them); a client that goes away aborts the request
 (``GenerationResult.abort``). The drafter is the server's: a request's ``lookahead`` or ``speculation`` field is
 a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). Penalties need the config's
 ``enable_penalty`` (``DecodingBaseConfig.enable_penalty``: without it upstream rejects such a request at
@@ -100,6 +103,7 @@ class _Job:
     output: OutputText
     result: Any = None
     steps: int = 0
+    drafts: Optional[int] = None
     hist: dict[int, int] = field(default_factory=dict)
     task: Optional[asyncio.Task] = None
 
@@ -230,6 +234,8 @@ class TrtllmLlmEngine:
             kwargs["min_tokens"] = request.min_tokens
         if request.stop_token_ids:
             kwargs["stop_token_ids"] = list(request.stop_token_ids)
+        if self._config is not None:
+            kwargs["return_perf_metrics"] = True
         for name, neutral in _PENALTIES.items():
             if getattr(request, name) != neutral:
                 kwargs[name] = getattr(request, name)
@@ -242,6 +248,7 @@ class TrtllmLlmEngine:
                     return
                 completion = out.outputs[0]
                 job.steps += 1
+                job.drafts = _draft_tokens(completion, job.drafts)
                 finish = _finish(completion.finish_reason) if out.finished else None
                 chunk = self._chunk(job, [int(t) for t in completion.token_ids_diff], finish)
                 job.handle.push(chunk)
@@ -268,7 +275,7 @@ class TrtllmLlmEngine:
         if reason is not None:
             stats = GenerationStats(spec=AUTOREGRESSIVE, steps=max(1, job.steps), tokens=len(job.output.tokens),
                                     tokens_per_step_hist=dict(job.hist), prompt_tokens=len(job.request.prompt_ids),
-                                    speculation=self._config, draft_tokens=None if self._config else 0,
+                                    speculation=self._config, draft_tokens=job.drafts if self._config else 0,
                                     policy="fixed")
         return StepChunk(tokens=emitted.tokens, text=text, finish_reason=reason, stats=stats)  # type: ignore[arg-type]
 
@@ -296,6 +303,14 @@ class TrtllmLlmEngine:
             await asyncio.to_thread(self._llm.shutdown)
         except Exception:  # noqa: BLE001
             log.exception("LLM shutdown failed")
+
+
+def _draft_tokens(completion: Any, last: Optional[int]) -> Optional[int]:
+    """``request_perf_metrics.speculative_decoding.total_draft_tokens`` of an output (a running total), else the
+    last one seen."""
+    metrics = getattr(completion, "request_perf_metrics", None)
+    total = getattr(getattr(metrics, "speculative_decoding", None), "total_draft_tokens", None)
+    return int(total) if isinstance(total, int) else last
 
 
 def _finish(reason: Any) -> str:

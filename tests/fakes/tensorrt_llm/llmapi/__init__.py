@@ -11,7 +11,11 @@ Mirrored, each with the source it was read from (NVIDIA/TensorRT-LLM):
   when streaming (``tensorrt_llm/llmapi/llm.py``, ``generate_async``; ``tensorrt_llm/executor/result.py``,
   ``GenerationResult.__aiter__``), each item carrying ``outputs[0].token_ids`` (cumulative), ``token_ids_diff``
   (new since the last item), ``finish_reason`` (``'length'``, ``'stop'`` or None) and ``finished``;
-  ``abort()`` ends it (``GenerationResult.abort``). With a speculative config and penalties but no
+  ``abort()`` ends it (``GenerationResult.abort``). With ``SamplingParams(return_perf_metrics=True)`` an output
+  carries ``request_perf_metrics.speculative_decoding`` with ``total_draft_tokens``,
+  ``total_accepted_draft_tokens`` and ``acceptance_rate`` (read by Triton's stock llmapi model,
+  ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@044a90d2``, ``_create_response``). With a
+  speculative config and penalties but no
   ``enable_penalty``, the request is rejected at admission (``DecodingBaseConfig.enable_penalty``'s doc).
 * ``SamplingParams`` (``tensorrt_llm/sampling_params.py``): the fields trtlade sends; ``temperature`` >= 0, ``top_p``
   in (0, 1] (paraphrased messages).
@@ -19,7 +23,12 @@ Mirrored, each with the source it was read from (NVIDIA/TensorRT-LLM):
   fields trtlade writes, with ``validate_ngram_config`` / ``validate_sa_config``'s rules and messages.
 
 Generation is a deterministic stand-in: the output echoes the prompt's tokens cyclically; with a speculative
-config every other iteration carries two tokens (drafts accepted), without one each carries one.
+config every other iteration carries two tokens (drafts accepted), without one each carries one; every
+iteration after the first drafts ``max_draft_len`` tokens.
+
+``DecodingBaseConfig.from_dict`` picks the config class by ``decoding_type`` (``llm_args.py``) and
+``llm_utils.update_llm_args_with_extra_dict`` turns a config file's ``speculative_config`` mapping into it
+(``llm_args.py``, re-exported by ``tensorrt_llm/llmapi/llm_utils.py``).
 
 Test-only hooks start with an underscore: ``_instances`` (every LLM made), ``LLM._kwargs``, ``LLM._requests``.
 """
@@ -27,6 +36,7 @@ Test-only hooks start with an underscore: ``_instances`` (every LLM made), ``LLM
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any, Optional
 
 _instances: list["LLM"] = []
@@ -90,6 +100,16 @@ class AutoDecodingConfig(_Config):
     _fields = dict(_BASE)
 
 
+class DecodingBaseConfig:
+    @staticmethod
+    def from_dict(data: dict) -> Any:  # mirrors: DecodingBaseConfig.from_dict (llm_args.py): by decoding_type
+        classes = {c.decoding_type: c for c in (NGramDecodingConfig, SADecodingConfig, AutoDecodingConfig)}
+        kind = data.get("decoding_type")
+        if kind not in classes:
+            raise ValueError(f"Invalid decoding type: {kind}")
+        return classes[kind](**{k: v for k, v in data.items() if k != "decoding_type"})
+
+
 class KvCacheConfig(_Config):
     _fields = {"free_gpu_memory_fraction": None, "enable_block_reuse": True, "max_tokens": None}
 
@@ -97,7 +117,7 @@ class KvCacheConfig(_Config):
 class SamplingParams(_Config):
     _fields = {"max_tokens": 32, "temperature": None, "top_p": None, "top_k": None, "seed": None, "min_tokens": None,
                "stop_token_ids": None, "ignore_eos": False, "end_id": None, "presence_penalty": None,
-               "frequency_penalty": None, "repetition_penalty": None}
+               "frequency_penalty": None, "repetition_penalty": None, "return_perf_metrics": False}
 
     def _validate(self) -> None:
         if self.temperature is not None and self.temperature < 0:  # paraphrased: SamplingParams checks
@@ -116,6 +136,7 @@ class _Completion:
         self.token_ids: list[int] = []
         self._last_token_ids_len = 0
         self.finish_reason: Optional[str] = None
+        self.request_perf_metrics: Any = None
 
     @property
     def token_ids_diff(self) -> list[int]:  # mirrors: CompletionOutput.token_ids_diff (executor/result.py)
@@ -131,6 +152,7 @@ class _Result:
         self.finished = False
         self.aborted = False
         self._step = 0
+        self._drafted = self._accepted = 0
 
     def abort(self) -> None:  # mirrors: GenerationResult.abort
         self.aborted = True
@@ -155,6 +177,14 @@ class _Result:
             if len(out.token_ids) >= self._params.max_tokens:
                 out.finish_reason = "length"
                 break
+        spec = self._llm._kwargs.get("speculative_config")
+        if spec is not None and self._step > 0:
+            self._drafted += spec.max_draft_len
+            self._accepted += count - 1
+        if self._params.return_perf_metrics:
+            rate = self._accepted / self._drafted if self._drafted else 0.0
+            out.request_perf_metrics = SimpleNamespace(speculative_decoding=SimpleNamespace(
+                total_draft_tokens=self._drafted, total_accepted_draft_tokens=self._accepted, acceptance_rate=rate))
         self._step += 1
         self.finished = out.finish_reason is not None
         return self
@@ -172,6 +202,8 @@ class LLM:
         spec = kwargs.get("speculative_config")
         if spec is not None and not isinstance(spec, (NGramDecodingConfig, SADecodingConfig, AutoDecodingConfig)):
             raise ValueError("speculative_config: Input should be a valid speculative config")
+        if isinstance(kwargs.get("kv_cache_config"), dict):  # mirrors: pydantic validates a mapping into the model
+            kwargs["kv_cache_config"] = KvCacheConfig(**kwargs["kv_cache_config"])
         pool = getattr(spec, "global_pool_size", None)
         if pool is not None and pool < kwargs.get("max_batch_size", 2048):
             # mirrors: TorchLlmArgs.validate_speculative_config (paraphrased)
