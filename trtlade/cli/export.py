@@ -35,9 +35,15 @@ def grps(
 ) -> None:
     """A grps_trtllm inference yml with the bundle's engine and (W,N,G), and every key grps_trtllm's loader
     reads with no fallback (llm_style, tokenizer_type, ...). grps takes no per-request lookahead: every
-    request runs with the bundle's spec. `trtlade validate-config` passes on it."""
+    request runs with the bundle's spec. `trtlade validate-config` passes on it. A PyTorch-backend bundle
+    (TensorRT-LLM 1.3 and later) is refused: grps_trtllm runs TensorRT engines only."""
     from trtlade.export.common import write_file
     from trtlade.export.grps import grps_inference_yml
+    from trtlade.export.llmapi import grps_refusal, is_pytorch_bundle
+
+    if is_pytorch_bundle(bundle):
+        exc = grps_refusal(bundle)
+        fail(exc.message, where=exc.where, hint=exc.hint)
 
     src = _export(bundle, bundle_path, tokenizer,
                   lambda s: write_file(out, grps_inference_yml(s, llm_style=llm_style), force=force),
@@ -76,6 +82,9 @@ def triton(
                                              "(default: the bundle config's model.tokenizer or model.path)."),
     bundle_path: Optional[Path] = typer.Option(None, "--bundle-path", help="Where the bundle is on the Triton "
                                                "machine (default: its absolute path here)."),
+    model_path: Optional[str] = typer.Option(None, "--model-path", help="PyTorch-backend bundles: the checkpoint "
+                                             "folder as Triton will see it (default: the bundle config's "
+                                             "model.path)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
 ) -> None:
     """Triton's inflight_batcher_llm model repository (preprocessing, lookahead_guard, tensorrt_llm,
@@ -83,9 +92,19 @@ def triton(
     ModelConfig. lookahead_guard refuses a request's oversize (w,n,g) for that request alone (TensorRT-LLM
     would fail every request in flight on it), row by row for a batched request, and gives a request that
     names none lookahead.request_default (else the bundle's spec). A lookahead.schedule or policy other than
-    fixed cannot apply in Triton: the export warns."""
+    fixed cannot apply in Triton: the export warns. A PyTorch-backend bundle (TensorRT-LLM 1.0 on, the only
+    kind from 1.3) becomes Triton's llmapi model: config.pbtxt and a model.yaml with the bundle's
+    speculative_config, checked as the stock model.py loads it."""
     from trtlade.export.common import write_tree
+    from trtlade.export.llmapi import is_pytorch_bundle
     from trtlade.export.triton import model_repository
+
+    if is_pytorch_bundle(bundle):
+        _triton_llmapi(bundle, out, tokenizer, bundle_path, model_path, force)
+        return
+    if model_path is not None:
+        fail("--model-path applies to PyTorch-backend bundles only; this bundle holds an engine", where="--model-path",
+             hint="the engine's tokenizer is set with --tokenizer")
 
     src = _export(bundle, bundle_path, tokenizer, lambda s: write_tree(out, model_repository(s), force=force))
     from trtlade.export.triton import engine_version, warnings
@@ -99,6 +118,28 @@ def triton(
                       f"--model-repository {out}; a request sets lookahead_window_size, lookahead_ngram_size and "
                       "lookahead_verification_set_size together or none of them (lookahead_guard refuses a partial or "
                       "oversize triple for that request alone)", markup=False, highlight=False)
+
+
+def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_path: Optional[Path],
+                   model_path: Optional[str], force: bool) -> None:
+    from trtlade.export.common import ExportError, write_tree
+    from trtlade.export.llmapi import llmapi_repository, model_py_source, read_pytorch_source
+
+    if bundle_path is not None:
+        fail("--bundle-path does not apply to a PyTorch-backend bundle: Triton loads the checkpoint, not the bundle",
+             where="--bundle-path", hint="give the checkpoint as Triton sees it with --model-path")
+    try:
+        src = read_pytorch_source(bundle, model_path=model_path, tokenizer=str(tokenizer) if tokenizer else None)
+        write_tree(out, llmapi_repository(src), force=force)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
+    drafter = (src.options.get("speculative_config") or {}).get("decoding_type", "none")
+    err_console.print(f"wrote Triton's llmapi model {out}/tensorrt_llm (TensorRT-LLM {src.release}, speculative_config "
+                      f"{drafter}, checkpoint {src.model_path}); copy model.py and helpers.py from "
+                      f"{model_py_source(src.release)} into {out}/tensorrt_llm/1/, then on the Triton machine: "
+                      f"trtlade validate-config {out}/tensorrt_llm/1/model.yaml && tritonserver --model-repository "
+                      f"{out}. Requests cannot choose their own drafter (the server's speculative_config applies).",
+                      markup=False, highlight=False)
 
 
 @export_app.command("k8s")
@@ -117,11 +158,16 @@ def k8s(
     hpa_max_replicas: Optional[int] = typer.Option(None, "--hpa-max-replicas", min=1, help="Also write a "
                                                    "HorizontalPodAutoscaler on queue depth, up to this many."),
     queue_target: int = typer.Option(4, "--queue-target", min=1, help="Queued requests per pod the HPA aims at."),
+    model_subpath: Optional[str] = typer.Option(None, "--model-subpath", help="PyTorch-backend bundles: the "
+                                                "checkpoint's folder inside the claim, mounted at /model (default: "
+                                                "the name of the bundle config's model.path)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
 ) -> None:
     """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
     validate-config against the mounted engine, /health probes, nvidia.com/gpu = tp*pp, mpirun when
-    tp*pp > 1, Prometheus scrape of /metrics), Service, ConfigMap with the config, optional HPA."""
+    tp*pp > 1, Prometheus scrape of /metrics), Service, ConfigMap with the config, optional HPA. A
+    PyTorch-backend bundle (TensorRT-LLM 1.3 and later) runs `trtllm-serve --config` with the bundle's
+    trtllm-serve.yml, validate-config on that file as the init gate."""
     from trtlade.bundle import is_bundle
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml, validate_trtlade
     from trtlade.export.common import ExportError, read_source, write_tree
@@ -131,6 +177,14 @@ def k8s(
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")
     opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target)
+    from trtlade.export.llmapi import is_pytorch_bundle
+
+    if is_pytorch_bundle(source):
+        _k8s_pytorch(source, out, opts, model_subpath, force)
+        return
+    if model_subpath is not None:
+        fail("--model-subpath applies to PyTorch-backend bundles only", where="--model-subpath",
+             hint="an engine bundle is mounted whole from --bundle-subpath")
     try:
         if source.is_dir() or is_bundle(source):
             src = read_source(source, tokenizer=Path(tokenizer) if tokenizer else None)
@@ -156,3 +210,26 @@ def k8s(
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
 
+
+
+def _k8s_pytorch(source: Path, out: Path, opts: Any, model_subpath: Optional[str], force: bool) -> None:
+    from trtlade.export.common import ExportError, write_tree
+    from trtlade.export.k8s import MODEL_MOUNT, pytorch_manifests
+    from trtlade.export.llmapi import read_pytorch_source
+
+    if opts.hpa_max_replicas is not None:
+        fail("--hpa-max-replicas needs trtlade's Prometheus metric trtlade_requests_queued; trtllm-serve's /metrics "
+             "is JSON iteration statistics", where="--hpa-max-replicas",
+             hint="scale with --replicas, or serve the bundle with `trtlade serve` behind your own autoscaler")
+    try:
+        src = read_pytorch_source(source)
+        subpath = model_subpath or Path(src.model_path).name
+        files = pytorch_manifests(src.bundle.trtllm_serve_file.read_text(encoding="utf-8"), model_subpath=subpath,
+                                  world_size=src.world_size, opts=opts)
+        write_tree(out, files, force=force)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
+    err_console.print(f"wrote {', '.join(sorted(files))} into {out}: trtllm-serve (TensorRT-LLM {src.release}) on "
+                      f"the checkpoint at {MODEL_MOUNT} (the claim {opts.pvc}'s {subpath}); the image must carry that "
+                      f"TensorRT-LLM and trtlade (the init container runs validate-config); apply with: kubectl "
+                      f"apply -f {out}", markup=False, highlight=False)

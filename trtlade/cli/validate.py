@@ -130,10 +130,11 @@ def _ok_text(report) -> Text:
         what = f"grps_trtllm config, {', '.join(specs) or 'no model'}"
     elif report.kind == "grps-server":
         what = f"grps server config, max_concurrency {report.details.get('max_concurrency')}"
-    elif report.kind == "trtllm-serve":
+    elif report.kind in ("trtllm-serve", "triton-llmapi"):
         d = report.details
         release = f"TensorRT-LLM {d['release']}" if d.get("release") else "no release given"
-        what = f"trtllm-serve config, speculative_config {d.get('speculation') or 'none'}, {release}"
+        kind = "trtllm-serve config" if report.kind == "trtllm-serve" else "Triton llmapi model.yaml"
+        what = f"{kind}, speculative_config {d.get('speculation') or 'none'}, {release}"
     else:
         what = "checked"
     text = Text()

@@ -36,7 +36,8 @@ from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.spec import LookaheadSpec, SpecError
 from trtlade.trtllm.releases import lookahead_refusal_1_3, release_for
 
-__all__ = ["LLM_API_KEYS", "is_trtllm_serve_config", "check_trtllm_serve"]
+__all__ = ["LLM_API_KEYS", "is_trtllm_serve_config", "check_trtllm_serve", "is_llmapi_model_yaml",
+           "check_llmapi_model_yaml"]
 
 #: LLM-API keys a trtllm-serve config file commonly carries (trtlade checks the first group; the rest pass).
 CHECKED_KEYS = ("speculative_config", "backend", "max_batch_size", "max_num_tokens", "max_seq_len", "kv_cache_config",
@@ -46,7 +47,7 @@ LLM_API_KEYS = CHECKED_KEYS + (
     "enable_chunked_prefill", "disable_overlap_scheduler", "print_iter_log", "enable_attention_dp", "trust_remote_code",
     "enable_iter_perf_stats", "attn_backend", "sampler_type", "scheduler_config", "guided_decoding_backend",
     "enable_autotuner", "stream_interval", "num_postprocess_workers", "return_perf_metrics", "dtype",
-    "build_config", "moe_config", "lora_config", "cache_transceiver_config", "torch_compile_config")
+    "build_config", "moe_config", "lora_config", "cache_transceiver_config", "torch_compile_config", "tokenizer")
 #: upstream's default max_batch_size of the PyTorch backend (TorchLlmArgs): what global_pool_size must cover
 DEFAULT_MAX_BATCH_SIZE = 2048
 _MODEL_FREE = ("NGram", "SA", "AUTO")
@@ -67,9 +68,53 @@ def is_trtllm_serve_config(data: Any) -> bool:
     return any(key in LLM_API_KEYS for key in data)
 
 
-def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None) -> list[Diagnostic]:
+def is_llmapi_model_yaml(data: Any) -> bool:
+    """The ``model.yaml`` of Triton's llmapi model: LLM arguments plus ``triton_config``.
+
+    >>> is_llmapi_model_yaml({"model": "/m", "triton_config": {"decoupled": True, "max_batch_size": 0}})
+    True
+    """
+    return isinstance(data, dict) and "triton_config" in data
+
+
+def check_llmapi_model_yaml(doc: YamlDocument, release: Optional[str] = None) -> list[Diagnostic]:
+    """A ``model.yaml`` as the stock llmapi ``model.py`` loads it (``triton_backend/all_models/llmapi/
+    tensorrt_llm/1/model.py``: ``triton_config["decoupled"]`` and ``["max_batch_size"]`` read with no fallback;
+    every other key, ``model`` first, an ``LLM(...)`` argument), then its LLM arguments as a trtllm-serve file's."""
+    data: dict[str, Any] = doc.data
+    out: list[Diagnostic] = []
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        out.append(doc.diagnostic("error", f"model must be the checkpoint's path, got {model!r}", loc=(("model",) if
+                                  "model" in data else ()), code="llmapi-model",
+                                  hint="model: /models/Qwen3-8B (the Hugging Face folder as Triton sees it)"))
+    triton = data.get("triton_config")
+    if not isinstance(triton, dict):
+        return out + [doc.diagnostic("error", f"triton_config must be a mapping, got {triton!r}",
+                                     loc=("triton_config",), code="llmapi-triton-config",
+                                     hint="triton_config: {max_batch_size: 0, decoupled: true}")]
+    for key in ("decoupled", "max_batch_size"):
+        if key not in triton:
+            out.append(doc.diagnostic("error", f"triton_config.{key} is missing: the stock model.py reads it with no "
+                                      "fallback (KeyError when Triton loads the model)", loc=("triton_config",),
+                                      code="llmapi-triton-config", hint="triton_config: {max_batch_size: 0, "
+                                      "decoupled: true}"))
+    if "decoupled" in triton and not isinstance(triton["decoupled"], bool):
+        out.append(doc.diagnostic("error", f"triton_config.decoupled must be true or false, got "
+                                  f"{triton['decoupled']!r}", loc=("triton_config", "decoupled"),
+                                  code="llmapi-triton-config", hint="true streams one response per step"))
+    size = triton.get("max_batch_size", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        out.append(doc.diagnostic("error", f"triton_config.max_batch_size must be an integer >= 0, got {size!r}",
+                                  loc=("triton_config", "max_batch_size"), code="llmapi-triton-config",
+                                  hint="0, as the stock model.yaml: the LLM batches requests in flight itself"))
+    return out + check_trtllm_serve(doc, release, own_keys=("model", "triton_config"))
+
+
+def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None,
+                       own_keys: tuple[str, ...] = ()) -> list[Diagnostic]:
     """Every finding of the module docstring. ``release``: the TensorRT-LLM release it is for (None: unknown:
-    the release-dependent rules become notes)."""
+    the release-dependent rules become notes); ``own_keys``: keys of the file's kind checked elsewhere."""
     data: dict[str, Any] = doc.data
     out: list[Diagnostic] = []
     if release is None:
@@ -89,7 +134,7 @@ def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None) -> list
     out += _backend(doc, release)
     out += _kv_cache(doc)
     out += _speculation(doc, release)
-    unknown = [k for k in data if k not in LLM_API_KEYS]
+    unknown = [k for k in data if k not in LLM_API_KEYS and k not in own_keys]
     if unknown:
         names = ", ".join(map(str, unknown))
         out.append(doc.diagnostic("info", f"not checked by trtlade (TensorRT-LLM reads them): {names}",

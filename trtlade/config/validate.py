@@ -26,12 +26,13 @@ from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
 from trtlade.config.grps_server import check_grps_server, is_grps_server_config
 from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
 from trtlade.config.schema import TrtladeConfig
-from trtlade.config.trtllm_serve import check_trtllm_serve, is_trtllm_serve_config
+from trtlade.config.trtllm_serve import (check_llmapi_model_yaml, check_trtllm_serve, is_llmapi_model_yaml,
+                                        is_trtllm_serve_config)
 from trtlade.diagnostics import Diagnostic, count_by_severity, sort_diagnostics
 
 __all__ = ["ConfigKind", "FileReport", "CONFIG_SUFFIXES", "classify", "validate_file", "expand_inputs"]
 
-ConfigKind = Literal["trtlade", "grps", "grps-server", "trtllm-serve"]
+ConfigKind = Literal["trtlade", "grps", "grps-server", "trtllm-serve", "triton-llmapi"]
 CONFIG_SUFFIXES = (".yml", ".yaml")
 _TOP_KEYS = tuple(TrtladeConfig.model_fields)
 _GLOB_CHARS = set("*?[")
@@ -68,6 +69,8 @@ def classify(data: Any) -> ConfigKind | None:
         return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet
     if is_grps_server_config(data):
         return "grps-server"  # grps's server.yml, beside the inference ymls in its conf/
+    if is_llmapi_model_yaml(data):
+        return "triton-llmapi"  # the model.yaml of Triton's llmapi model (LLM arguments + triton_config)
     if is_trtllm_serve_config(data):
         return "trtllm-serve"  # a trtllm-serve --config file (LLM-API keys)
     if not isinstance(data, dict):
@@ -103,11 +106,11 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
                           {"max_concurrency": doc.data.get("max_concurrency")})
     if kind == "trtlade":
         return _validate_trtlade(doc, engine_dir, release)
-    if kind == "trtllm-serve":
+    if kind in ("trtllm-serve", "triton-llmapi"):
         target = release if release is not None else installed_release()
-        found = check_trtllm_serve(doc, target)
+        found = check_trtllm_serve(doc, target) if kind == "trtllm-serve" else check_llmapi_model_yaml(doc, target)
         block = doc.data.get("speculative_config")
-        return FileReport(doc.file, "trtllm-serve", tuple(sort_diagnostics(found)),
+        return FileReport(doc.file, kind, tuple(sort_diagnostics(found)),
                           {"release": target, "speculation": block.get("decoding_type") if isinstance(block, dict)
                            else None})
     keys = ", ".join(repr(k) for k in list(doc.data)[:5])

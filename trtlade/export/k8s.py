@@ -12,6 +12,9 @@ Written (one file each): ``configmap.yml`` (the trtlade config, rewritten for th
   engine spans several GPUs), asking ``nvidia.com/gpu: tp*pp``;
 - has readiness and liveness probes on ``/health`` and Prometheus scrape annotations for ``/metrics``.
 
+A PyTorch-backend bundle (TensorRT-LLM 1.0 on; the only kind from 1.3 on) runs ``trtllm-serve`` instead, with
+the bundle's ``trtllm-serve.yml`` (:func:`pytorch_manifests`).
+
 The HorizontalPodAutoscaler scales on ``trtlade_requests_queued`` per pod (a Pods metric: it needs
 a metrics adapter, e.g. prometheus-adapter, exposing it). Every manifest is checked against the
 Kubernetes schemas in the tests (``kubernetes-validate``).
@@ -27,11 +30,12 @@ from typing import Any, Optional
 import yaml
 
 from trtlade import __version__
-from trtlade.bundle import CONFIG_FILE, ENGINE_DIR
+from trtlade.bundle import CONFIG_FILE, ENGINE_DIR, TRTLLM_SERVE_FILE
 
-__all__ = ["K8sOptions", "manifests", "pod_config_text", "config_data"]
+__all__ = ["K8sOptions", "manifests", "pytorch_manifests", "pod_config_text", "config_data"]
 
 BUNDLE_MOUNT = "/bundle"
+MODEL_MOUNT = "/model"
 CONFIG_MOUNT = "/etc/trtlade"
 PORT = 8000
 
@@ -71,19 +75,44 @@ def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> d
 
 def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts: K8sOptions) -> dict[str, str]:
     """The manifest files (name -> YAML text) for a config (as data) and its engine's world size."""
-    labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
-    cm_name = f"{opts.name}-config"
     serve = ["trtlade", "serve", "--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
     if world_size > 1:
         serve = ["mpirun", "-n", str(world_size), "--allow-run-as-root", *serve]
     check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
     if has_engine:
         check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
+    data = {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}
+    return _files(opts, serve=serve, check=check, data=data, gpus=world_size if has_engine else 0, scrape=True)
+
+
+def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size: int,
+                      opts: K8sOptions) -> dict[str, str]:
+    """The manifests serving a PyTorch-backend bundle with ``trtllm-serve`` (TensorRT-LLM's own server): the
+    bundle's trtllm-serve.yml in the ConfigMap, the checkpoint mounted from the claim's ``model_subpath`` at
+    ``/model``, ``trtlade validate-config`` on that file as the init gate (against the TensorRT-LLM installed in
+    the image), probes on ``/health``. trtllm-serve's ``/metrics`` is JSON iteration statistics
+    (``docs/source/commands/trtllm-serve.rst``), not Prometheus text: no scrape annotations, no autoscaler."""
+    serve = ["trtllm-serve", MODEL_MOUNT, "--config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}", "--host", "0.0.0.0",
+             "--port", str(PORT)]
+    if opts.tokenizer:
+        serve += ["--tokenizer", opts.tokenizer]
+    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}"]
+    model_mount = {"name": "bundle", "mountPath": MODEL_MOUNT, "readOnly": True, "subPath": model_subpath}
+    return _files(opts, serve=serve, check=check, data={TRTLLM_SERVE_FILE: serve_config_text}, gpus=world_size,
+                  scrape=False, extra_mounts=[model_mount])
+
+
+def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[str, str], gpus: int, scrape: bool,
+           extra_mounts: Optional[list[dict[str, Any]]] = None) -> dict[str, str]:
+    """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate."""
+    labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
+    cm_name = f"{opts.name}-config"
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
               {"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
-               **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}]
-    resources = {"limits": {"nvidia.com/gpu": world_size}} if has_engine else {}
+               **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}, *(extra_mounts or [])]
+    resources = {"limits": {"nvidia.com/gpu": gpus}} if gpus else {}
     probe = {"httpGet": {"path": "/health", "port": "http"}}
+    scraping = {"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}
     container = {
         "name": "trtlade", "image": opts.image, "command": serve,
         "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": mounts,
@@ -98,8 +127,7 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
         "spec": {
             "replicas": opts.replicas, "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels, "annotations": {
-                    "prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}},
+                "metadata": {"labels": labels, **({"annotations": scraping} if scrape else {})},
                 "spec": {
                     "initContainers": [{"name": "validate-config", "image": opts.image, "command": check,
                                         "volumeMounts": mounts}],
@@ -113,11 +141,10 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
         },
     }
     service = {"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": opts.name, "labels": labels, "annotations": {
-                   "prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}},
+               "metadata": {"name": opts.name, "labels": labels, **({"annotations": scraping} if scrape else {})},
                "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm_name, "labels": labels},
-                 "data": {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}}
+                 "data": data}
     files = {"configmap.yml": configmap, "deployment.yml": deployment, "service.yml": service}
     if opts.hpa_max_replicas:
         files["hpa.yml"] = {

@@ -33,7 +33,8 @@ from typing import Optional
 
 __all__ = ["Tensor", "family", "model_py_source", "preprocessing_inputs", "preprocessing_outputs",
            "preprocessing_parameters", "TENSORRT_LLM_REQUIRED_PARAMETERS", "INITIALIZE_READS",
-           "TENSORRT_LLM_LOOKAHEAD_INPUTS", "STOCK_MAX_BATCH_SIZE"]
+           "TENSORRT_LLM_LOOKAHEAD_INPUTS", "STOCK_MAX_BATCH_SIZE", "LLMAPI_INPUTS", "LLMAPI_OUTPUTS",
+           "LLMAPI_MODEL_PY", "LLMAPI_TRITON_CONFIG_REQUIRED"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +153,61 @@ INITIALIZE_READS: dict[str, dict[str, tuple[str, ...]]] = {
     "postprocessing": {"parameters": ("tokenizer_dir",), "inputs": (), "outputs": ("OUTPUT",)},
     "tensorrt_llm": {"parameters": TENSORRT_LLM_REQUIRED_PARAMETERS, "inputs": (), "outputs": ()},
 }
+
+
+# ---------------------------------------------------------------------------------------------- llmapi
+# The PyTorch backend's Triton model (TensorRT-LLM 1.0 on; the only one from 1.3 on): NVIDIA/TensorRT-LLM
+# triton_backend/all_models/llmapi/tensorrt_llm/, read at config.pbtxt@0a710573, 1/model.py@044a90d2 and
+# 1/model.yaml@0ebb1536. What its model.py does with the files trtlade writes:
+#
+# - auto_complete_config() and initialize() read ``model.yaml`` (or $LLM_CONFIG_PATH) beside model.py and take
+#   ``triton_config["decoupled"]`` and ``triton_config["max_batch_size"]`` with no fallback (a KeyError
+#   otherwise); ``cancellation_check_period_ms`` is optional (100);
+# - every other key of model.yaml goes through ``update_llm_args_with_extra_dict({}, ...)`` into
+#   ``LLM(**args)``: ``model`` is the checkpoint, ``speculative_config`` becomes its config class by
+#   ``decoding_type``; the rest are LLM arguments as in a trtllm-serve --config file;
+# - initialize() reads the ``data_type`` of the output ``text_output`` (TypeError on None[...] when absent);
+#   the response adds the other outputs below when asked (return_* inputs, return_perf_metrics), so the
+#   config declares them all, as the stock one does;
+# - max_batch_size and the transaction policy belong in model.yaml, not config.pbtxt (the stock config says so:
+#   auto_complete_config cannot override values the config.pbtxt sets).
+
+#: model.py and helpers.py of the llmapi model, which the user copies next to the files trtlade writes.
+LLMAPI_MODEL_PY = "triton_backend/all_models/llmapi/tensorrt_llm/1/{model.py,helpers.py}"
+#: triton_config keys the stock model.py reads with no fallback.
+LLMAPI_TRITON_CONFIG_REQUIRED = ("decoupled", "max_batch_size")
+
+LLMAPI_INPUTS = (
+    Tensor("text_input", "TYPE_STRING", (-1,)),
+    Tensor("image_url", "TYPE_STRING", (-1,), True),
+    Tensor("streaming", "TYPE_BOOL", (1,), True),
+    *(Tensor(f"sampling_param_{name}", dtype, (1,), True) for name, dtype in (
+        ("best_of", "TYPE_INT32"), ("temperature", "TYPE_FP32"), ("top_k", "TYPE_INT32"), ("top_p", "TYPE_FP32"),
+        ("frequency_penalty", "TYPE_FP32"), ("presence_penalty", "TYPE_FP32"), ("max_tokens", "TYPE_INT32"))),
+    Tensor("sampling_param_stop", "TYPE_STRING", (-1,), True),
+    Tensor("sampling_param_seed", "TYPE_UINT64", (1,), True),
+    Tensor("sampling_param_exclude_input_from_output", "TYPE_BOOL", (1,), True),
+    Tensor("sampling_param_return_perf_metrics", "TYPE_BOOL", (1,), True),
+    Tensor("return_finish_reason", "TYPE_BOOL", (1,), True),
+    Tensor("return_stop_reason", "TYPE_BOOL", (1,), True),
+    Tensor("return_cumulative_logprob", "TYPE_BOOL", (1,), True),
+    Tensor("stop", "TYPE_BOOL", (1,), True),
+    Tensor("lora_id", "TYPE_UINT64", (1,), True),
+    Tensor("lora_name", "TYPE_STRING", (1,), True),
+    Tensor("lora_path", "TYPE_STRING", (1,), True),
+    Tensor("lora_ckpt_source", "TYPE_STRING", (1,), True),
+)
+LLMAPI_OUTPUTS = (
+    Tensor("text_output", "TYPE_STRING", (-1,)),
+    Tensor("finish_reason", "TYPE_STRING", (-1,)),
+    Tensor("stop_reason", "TYPE_STRING", (-1,)),
+    Tensor("cumulative_logprob", "TYPE_FP32", (-1,)),
+    *(Tensor(name, "TYPE_INT32", (-1,)) for name in ("kv_cache_reused_block", "kv_cache_missed_block",
+                                                      "kv_cache_alloc_new_blocks", "kv_cache_alloc_total_blocks")),
+    Tensor("kv_cache_hit_rate", "TYPE_FP32", (-1,)),
+    *(Tensor(name, "TYPE_INT64", (1,)) for name in ("arrival_time_ns", "first_scheduled_time_ns",
+                                                     "first_token_time_ns", "last_token_time_ns")),
+    Tensor("acceptance_rate", "TYPE_FP32", (1,)),
+    Tensor("total_accepted_draft_tokens", "TYPE_INT32", (1,)),
+    Tensor("total_draft_tokens", "TYPE_INT32", (1,)),
+)
