@@ -273,3 +273,33 @@ def test_serve_without_tensorrt_llm_says_what_to_install(bundle, monkeypatch):
     with pytest.raises(ServeError) as info:
         engine_factory(make_plan(ServeFlags(model=str(bundle)), env={}))
     assert "tensorrt" in (info.value.message + info.value.hint).lower()
+
+
+def test_bench_refuses_modes_that_send_a_drafting_field_to_this_server(llmapi, model_dir):
+    from trtlade.bench.plan import Mode, PlanError, Series, Target, check_modes_for_servers, parse_modes
+
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.get("/version")).json()
+
+    target = Target("a", "http://h", server_info=run(go()))
+    assert target.server_info["engine"]["per_request_drafting"] is False
+    check_modes_for_servers([Series("default", target, Mode("default", None))])
+    for mode in parse_modes(["ar,sa,4-2-4"]):
+        with pytest.raises(PlanError, match="--modes default"):
+            check_modes_for_servers([Series(mode.name, target, mode)])
+
+
+def test_a_plain_pytorch_config_serves_without_speculative_config(llmapi, model_dir, tmp_path):
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import engine_factory
+
+    config = tmp_path / "plain.yml"
+    config.write_text(f"model: {{path: {model_dir}}}\nbuild: {{backend: pytorch, trtllm_version: 1.3.0, "
+                      "max_batch_size: 4}\nlookahead: {spec: '1,1,0'}\nserve: {engine: trtllm}\n")
+    engine = engine_factory(make_plan(ServeFlags(config=config), env={}))()
+    kwargs = llmapi._instances[-1]._kwargs
+    assert "speculative_config" not in kwargs and kwargs["max_batch_size"] == 4
+    assert engine.info.details["drafter"] is None

@@ -91,8 +91,10 @@ def test_a_pytorch_deployment_needs_a_drafter_its_release_has(tmp_path):
     assert ok.valid(), ok.diagnostics
     old, found = findings(write(tmp_path, "b.yml", head % "1.2.1" + sa))
     assert ("error", "speculation-release", "speculation.decoding_type", 6) in found
-    none, found = findings(write(tmp_path, "c.yml", head % "1.3.0" + "lookahead:\n  spec: '1,1,0'\n"))
-    assert ("error", "pytorch-speculation", "build.backend", 3) in found
+    plain, found = findings(write(tmp_path, "c.yml", head % "1.3.0" + "lookahead:\n  spec: '1,1,0'\n"))
+    assert plain.valid() and ("info", "pytorch-plain", "build.backend", 3) in found  # a baseline to bench against
+    lookahead, found = findings(write(tmp_path, "e.yml", head % "1.3.0" + "lookahead:\n  spec: '4,2,4'\n"))
+    assert ("error", "pytorch-lookahead", "lookahead.spec", 6) in found
     newer, found = findings(write(tmp_path, "d.yml", head % "2.1.0" + sa))
     assert newer.valid() and ("warning", "trtllm-release-unknown", "build.trtllm_version", 4) in found
 
@@ -153,3 +155,11 @@ def test_validate_config_takes_the_release_flag(tmp_path):
     assert refused.exit_code == 1 and "has no SA drafter" in refused.output
     bad = runner.invoke(app, ["validate-config", str(path), "--trtllm-version", "latest"])
     assert bad.exit_code == 2 and "--trtllm-version" in bad.output
+
+
+def test_the_compat_page_shows_the_release_table_as_the_code_has_it():
+    from trtlade.trtllm.releases import releases_markdown
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "trtllm-compat.md").read_text()
+    begin, end = page.index("<!-- releases:begin"), page.index("<!-- releases:end -->")
+    assert page[page.index("\n", begin) + 1:end] == releases_markdown(), "regenerate the table in docs/trtllm-compat.md"

@@ -23,7 +23,7 @@ from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
 __all__ = [
     "BenchPlan", "Endpoint", "Mode", "PlanError", "Series", "Target",
     "parse_base_url", "parse_concurrency", "parse_endpoint", "parse_metadata", "parse_modes",
-    "build_payload", "make_series", "resolve_server_modes",
+    "build_payload", "make_series", "resolve_server_modes", "check_modes_for_servers",
 ]
 
 EndpointKind = Literal["chat", "completions"]
@@ -91,6 +91,31 @@ def resolve_server_modes(series: list[Series]) -> list[Series]:
                 pass
         out.append(s)
     return out
+
+
+def check_modes_for_servers(series: list[Series]) -> None:
+    """A server whose every request drafts with its own config (trtlade on TensorRT-LLM's PyTorch backend:
+    ``per_request_drafting`` false in /version) answers a ``lookahead`` or ``speculation`` field with 400: only
+    ``default`` can run there. PlanError before any request is sent.
+
+    >>> t = Target("a", "http://h", server_info={"engine": {"per_request_drafting": False}})
+    >>> check_modes_for_servers([Series("default", t, Mode("default", None))])   # sends nothing: runs
+    >>> check_modes_for_servers([Series("ar", t, Mode("ar", AUTOREGRESSIVE))])
+    Traceback (most recent call last):
+    ...
+    trtlade.errors.PlanError: --modes: mode 'ar' sends a lookahead field, which the server at http://h refuses: ...
+    """
+    for s in series:
+        engine = s.target.server_info.get("engine") if isinstance(s.target.server_info, dict) else None
+        if not isinstance(engine, dict) or engine.get("per_request_drafting", True):
+            continue
+        field = "speculation" if s.mode.speculation is not None else "lookahead"
+        if s.mode.payload() is not None or s.mode.speculation is not None:
+            raise PlanError(f"mode {s.mode.name!r} sends a {field} field, which the server at {s.target.base_url} "
+                            "refuses: it runs TensorRT-LLM's PyTorch backend, where every request drafts with the "
+                            "server's speculative_config", option="--modes",
+                            hint="use --modes default, and compare with a server without speculative_config "
+                                 "through --base-url-b (docs/migrate-1.3.md)")
 
 
 def _split_list(values: list[str]) -> list[str]:

@@ -395,7 +395,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
     from trtlade.bench.meta import machine_info
     from trtlade.bench.report import (RunSummary, SeriesInfo, accepted_by_source, category_tokens_per_step,
                                       make_run_id, output_agreement, speedup_verdicts)
-    from trtlade.bench.plan import resolve_server_modes
+    from trtlade.bench.plan import PlanError, check_modes_for_servers, resolve_server_modes
     from trtlade.bench.runner import BenchAborted, run_plan
 
     run_id = make_run_id([s.label for s in plan.series], label=label)
@@ -417,6 +417,10 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
                 settings["launched_url"] = url
             asyncio.run(preflight_servers(plan.targets, model, min(plan.timeout, 30.0)))
             plan.series = resolve_server_modes(plan.series)
+            try:
+                check_modes_for_servers(plan.series)
+            except PlanError as exc:
+                fail(exc.message, where=exc.option, hint=exc.hint)
             for s in plan.series:
                 err_console.print(f"series {s.label}: {s.target.base_url}{plan.endpoint.path} model "
                                   f"{s.target.model!r}, {s.mode.describe()}", markup=False)

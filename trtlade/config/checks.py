@@ -93,11 +93,18 @@ def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = N
 
 def _check_pytorch_drafter(doc: YamlDocument, cfg: TrtladeConfig, version: str, row: Release, how: str
                            ) -> list[Diagnostic]:
+    if not cfg.lookahead.spec.is_autoregressive:
+        return [doc.diagnostic("error", f"lookahead.spec {cfg.lookahead.spec} with build.backend pytorch: "
+                               "TensorRT-LLM's PyTorch backend has no Lookahead (LookaheadDecodingConfig."
+                               "supports_backend refuses it; from 1.3 on it does not exist)",
+                               loc=("lookahead", "spec"), code="pytorch-lookahead",
+                               hint=f"replace the lookahead section with speculation: "
+                                    f"{flow_mapping(EQUIVALENT_SPECULATION)}, or build a Lookahead engine for a "
+                                    "release below 1.3 (build.backend trtllm)")]
     if cfg.speculation is None:
-        return [doc.diagnostic("error", "build.backend pytorch without a speculation block: TensorRT-LLM's PyTorch "
-                               "backend drafts with NGram, SA or AUTO, named there", loc=("build", "backend"),
-                               code="pytorch-speculation",
-                               hint=f"add speculation: {flow_mapping(EQUIVALENT_SPECULATION)}")]
+        return [doc.diagnostic("info", "build.backend pytorch without a speculation block: plain decoding, no "
+                               "speculative_config (a baseline to bench a drafter against)", loc=("build", "backend"),
+                               code="pytorch-plain")]
     config = cfg.speculation_config
     assert config is not None
     if config.requested not in row.drafters:

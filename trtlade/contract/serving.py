@@ -140,6 +140,7 @@ class EngineInfo:
             "lookahead_schedule": self.schedule.to_config() if self.schedule is not None else None,
             "lookahead_policy": self.policy,
             "lookahead_policies": list(self.policies),
+            "per_request_drafting": self.lookahead,
             "speculation": {"drafters": list(self.drafters), "max_draft_len": self.max_draft_len,
                             "default": self.default_speculation.to_wire() if self.default_speculation else None},
             **({"details": self.details} if self.details else {}),

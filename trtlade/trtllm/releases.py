@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["Release", "RELEASES", "NEWEST_READ", "release_for", "lookahead_refusal_1_3", "EQUIVALENT_SPECULATION",
-           "flow_mapping", "equivalent_speculation"]
+           "flow_mapping", "equivalent_speculation", "releases_markdown"]
 
 #: The newest release the sources read mention (a 1.3.0 release candidate whose quickstart builds
 #: NGramDecodingConfig: ai-dynamo/dynamo PR #14339, 2026-09-04).
@@ -76,6 +76,18 @@ RELEASES: tuple[Release, ...] = (
             "ai-dynamo/dynamo#11769); SA: #11434; llm_args.py@a1a20970 (no LookaheadDecodingConfig); NGram on "
             "the GPU: ngram.py@a1a20970 (the first release with it is not pinned by the sources read)"),
 )
+
+
+def releases_markdown() -> str:
+    """:data:`RELEASES` as the Markdown table of docs/trtllm-compat.md (a test keeps the page equal to it)."""
+    head = ("releases", "Lookahead engine", "PyTorch-backend drafters", "NGram drafts on", "what trtlade does",
+            "sources")
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    where = {"host_pool": "the host (NGramPoolManager)", "one_model": "the GPU (one-model)", None: "-"}
+    for row in RELEASES:
+        lines.append(f"| {row.label} | {'yes' if row.lookahead else 'no'} | {', '.join(row.drafters) or '-'} | "
+                     f"{where[row.ngram]} | {row.commands} | {row.sources} |")
+    return "\n".join(lines) + "\n"
 
 
 def release_for(version: str) -> Release:
