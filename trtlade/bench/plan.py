@@ -100,7 +100,7 @@ def check_modes_for_servers(series: list[Series]) -> None:
 
     >>> t = Target("a", "http://h", server_info={"engine": {"per_request_drafting": False}})
     >>> check_modes_for_servers([Series("default", t, Mode("default", None))])   # sends nothing: runs
-    >>> check_modes_for_servers([Series("ar", t, Mode("ar", AUTOREGRESSIVE))])
+    >>> check_modes_for_servers([Series("ar", t, Mode("ar", AUTOREGRESSIVE))])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     trtlade.errors.PlanError: --modes: mode 'ar' sends a lookahead field, which the server at http://h refuses: ...

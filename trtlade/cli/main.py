@@ -9,8 +9,8 @@ from trtlade.cli import bench, build, config, engine_bench, export, serve, spec,
 
 app = typer.Typer(
     name="trtlade",
-    help="Lookahead decoding from a Hugging Face checkpoint to production: one config for the "
-    "TensorRT-LLM engine build, the server and every request.",
+    help="Speculative decoding without a draft model (Lookahead; NGram and SA on TensorRT-LLM's PyTorch backend), "
+    "from a Hugging Face checkpoint to production: one config for the build, the server and every request.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -33,6 +33,44 @@ def _root(
 
 for _module in (build, serve, bench, tune, validate, spec, config, engine_bench, export):
     _module.register(app)
+
+#: ``trtlade --help``'s groups, as the README's table has them; each command's one-line purpose.
+PANELS: dict[str, tuple[str, ...]] = {
+    "Deploy": ("spec", "validate-config", "build", "serve", "export", "config"),
+    "Measure": ("bench", "tune", "report"),
+    "Reference engine": ("engine-bench",),
+}
+PURPOSE: dict[str, str] = {
+    "spec": "Every number TensorRT-LLM derives from (W,N,G), and its legality rules.",
+    "validate-config": "Check configs (trtlade, trtllm-serve, Triton model.yaml, grps) before a GPU is touched.",
+    "build": "A bundle: a Lookahead engine (TensorRT-LLM < 1.3) or a drafter config (--speculation, 1.0+).",
+    "serve": "An OpenAI-compatible server: TensorRT-LLM, or the reference engine (no GPU).",
+    "export": "The bundle for grps_trtllm, Triton or Kubernetes.",
+    "config": "The config's JSON Schema, or a file with every default filled in.",
+    "bench": "Stress-test a server: TTFT and throughput per concurrency, each change with its noise.",
+    "tune": "Which drafter pays at which load on your traffic; writes the schedule.",
+    "report": "Compare two bench reports.",
+    "engine-bench": "The reference engine against transformers' generate, in one process.",
+}
+
+
+def _group_commands() -> None:
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    order = [name for names in PANELS.values() for name in names]
+    app.registered_commands.sort(key=lambda info: order.index(info.name))
+    app.registered_groups.sort(key=lambda info: order.index(info.name))
+    for info in [*app.registered_commands, *app.registered_groups]:
+        name = info.name
+        assert name in panel_of, f"{name}: add it to PANELS and PURPOSE"
+        info.rich_help_panel = panel_of[name]
+        if isinstance(info, typer.models.CommandInfo):
+            info.short_help = PURPOSE[name]
+        else:
+            info.help = PURPOSE[name] if info.typer_instance is None else info.help
+            info.short_help = PURPOSE[name]
+
+
+_group_commands()
 
 
 def main() -> None:

@@ -95,16 +95,25 @@ class _GenerationFields(_Strict):
     frequency_penalty: Optional[float] = Field(None, **sampling_bounds("frequency_penalty"))
     logit_bias: Optional[dict[str, float]] = None
     # extensions
-    lookahead: Any = None
-    #: NGram / SA / AUTO drafting, as TensorRT-LLM's speculative_config block (trtlade.drafting.config)
-    speculation: Optional[dict[str, Any]] = None
-    ignore_eos: Optional[bool] = False
-    min_tokens: Optional[int] = Field(0, ge=0)
-    stop_token_ids: Optional[list[int]] = None
-    #: vLLM's sampling extensions (top_k 0 or -1: off)
-    top_k: Optional[int] = Field(None, ge=-1)
-    min_p: Optional[float] = Field(None, **sampling_bounds("min_p"))
-    repetition_penalty: Optional[float] = Field(None, **sampling_bounds("repetition_penalty"))
+    lookahead: Any = Field(None, description=(
+        "The request's Lookahead (w,n,g): `[w, n, g]`, `{\"w\": .., \"n\": .., \"g\": ..}` or a spec string, at most "
+        "the server's (W,N,G) (`[1, 1, 0]` turns drafting off); or a draft policy by name: `\"auto\"`, `\"schedule\"`. "
+        "Absent: the server's default. Refused (400) on TensorRT-LLM's PyTorch backend."))
+    speculation: Optional[dict[str, Any]] = Field(None, description=(
+        "NGram / SA / AUTO drafting for this request, as TensorRT-LLM's `speculative_config` block "
+        "(`decoding_type`, `max_draft_len`, `max_matching_ngram_size`, ...), checked by upstream's validators; "
+        "reference engine only, `max_draft_len` at most `serve.max_draft_len`. Not with `lookahead`."))
+    ignore_eos: Optional[bool] = Field(False, description="Generate past the end-of-sequence token (benchmarks).")
+    min_tokens: Optional[int] = Field(0, ge=0, description="No stop (EOS, stop strings, stop ids) before this many "
+                                      "tokens.")
+    stop_token_ids: Optional[list[int]] = Field(None, description="Token ids that end the generation, like stop "
+                                                "strings.")
+    top_k: Optional[int] = Field(None, ge=-1, description="vLLM's: sample among the k most likely tokens (0 or -1: "
+                                 "off).")
+    min_p: Optional[float] = Field(None, **sampling_bounds("min_p"), description="vLLM's: drop tokens below min_p "
+                                   "times the most likely one's probability.")
+    repetition_penalty: Optional[float] = Field(None, **sampling_bounds("repetition_penalty"), description=(
+        "vLLM's / transformers': divide (or multiply, for negative logits) the logits of tokens already seen."))
 
 
 class CompletionRequest(_GenerationFields):
@@ -163,28 +172,28 @@ class _Out(BaseModel):
 class LookaheadUsage(_Out):
     """What lookahead did for one request: the (w,n,g) used, decoding steps, tokens per step."""
 
-    spec: dict[str, int]
-    steps: int
-    tokens_per_step: float
-    #: how its drafts ran: fixed, auto or schedule (reference engine)
-    policy: Optional[str] = None
-    #: a sampled request's seed (the first choice's; choice j drew with seed + j)
-    seed: Optional[int] = None
-    #: accepted drafts by source: window (Jacobi), pool, prompt_lookup, suffix
-    accepted_from: Optional[dict[str, int]] = None
+    spec: dict[str, int] = Field(description="The (w,n,g) the request ran with: `{\"w\", \"n\", \"g\"}`.")
+    steps: int = Field(description="Engine steps, the prefill's included.")
+    tokens_per_step: float = Field(description="Completion tokens / steps (1.0: no gain).")
+    policy: Optional[str] = Field(None, description="How its drafts ran: `fixed`, `auto` or `schedule` (reference "
+                                  "engine).")
+    seed: Optional[int] = Field(None, description="A sampled request's seed (the first choice's; choice j drew with "
+                                "seed + j).")
+    accepted_from: Optional[dict[str, int]] = Field(None, description="Accepted drafts by source: `window` "
+                                                    "(Jacobi), `pool`, `prompt_lookup`, `suffix`.")
 
 
 class SpeculationUsage(_Out):
     """What drafting did for one request, for every drafter: which one and its settings, the decode steps
     (after the prefill's first token), the draft tokens verified and those accepted."""
 
-    decoding_type: Literal["Lookahead", "NGram", "SA"]
-    config: dict[str, Any]
-    decode_steps: int
-    #: None where the engine does not report them (a TensorRT-LLM release without request_perf_metrics)
-    draft_tokens: Optional[int]
-    accepted_draft_tokens: int
-    tokens_per_step: float
+    decoding_type: Literal["Lookahead", "NGram", "SA"] = Field(description="The drafter that ran.")
+    config: dict[str, Any] = Field(description="Its settings, as a `speculative_config` block.")
+    decode_steps: int = Field(description="Steps after the prefill's first token.")
+    draft_tokens: Optional[int] = Field(description="Draft tokens verified (null where the engine does not report "
+                                        "them: a TensorRT-LLM release without request_perf_metrics).")
+    accepted_draft_tokens: int = Field(description="Draft tokens accepted.")
+    tokens_per_step: float = Field(description="Completion tokens / steps.")
 
 
 class PromptTokensDetails(_Out):
