@@ -2,7 +2,7 @@
 
 Import in tests as ``from oracle import PeriodicOracle, RandomOracle, ...`` (pytest puts tests/ on
 sys.path). The implementations live in :mod:`trtlade.lookahead.oracles` so that scripts (e.g.
-``scripts/keying_study.py``) can use them too; ``greedy`` is the reference decoder.
+``benchmarks/keying_study.py``) can use them too; ``greedy`` is the reference decoder.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The house rules of docs/architecture.md, checked: which room imports which, one error family,
+"""The house rules of docs/explanation/architecture.md, checked: which room imports which, one error family,
 collaborators passed in rather than mutated, one atomic write."""
 
 from __future__ import annotations

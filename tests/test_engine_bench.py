@@ -184,7 +184,7 @@ def test_profile_breaks_a_step_down():
 
 
 def test_profile_of_a_batch_step_counts_its_sequences_and_parts():
-    """scripts/step_profile.py --sequences N: N sequences decode together; each step's parts are
+    """benchmarks/step_profile.py --sequences N: N sequences decode together; each step's parts are
     split as for one sequence, and the steps stop where the sequences end."""
     eng = tiny_engine("llama", (4, 3, 4))
     report = profile_batch_steps(eng, [[5, 6, 7], [9, 10], [11, 12, 13, 14]], LookaheadSpec(1, 1, 0), steps=5)

@@ -482,7 +482,7 @@ def test_batched_steps_with_drafts_teach_the_cost_of_a_draft_row_and_it_is_forgo
 
 
 #: One sequence's step by rows (ms) and what drafts cost a step of 16 sequences (plain 16.7 ms) on an
-#: NVIDIA H200, fp32 SmolLM2-135M (docs/reference-engine.md, "On a GPU"): (draft rows, ms beyond the
+#: NVIDIA H200, fp32 SmolLM2-135M (docs/results/reference-engine-gpu.md, "On a GPU"): (draft rows, ms beyond the
 #: plain step); three steps where everybody drafted (measured: +4.5 ms), one where one sequence did
 #: (its forward +1.0 ms and its host work +1.75 ms, each measured: ~2.8 ms).
 H200_ALONE = {1: 14.9, 2: 16.6, 8: 16.6, 16: 16.7, 48: 16.9}

@@ -117,7 +117,7 @@ def test_every_cpu_variant_gives_the_best_variants_bits(variant, dtype):
         got, want = PanelLinear.pack(w, b, variant=variant)(x), PanelLinear.pack(w, b, variant=best)(x)
         if dtype == torch.bfloat16 and "avx512bf16" in (variant, best):
             # VDPBF16PS against its emulation: Intel's pseudo-code is two FMAs, odd k first; whether a CPU's
-            # hardware rounds the same is measured here (docs/reference-engine.md, "Across CPU classes")
+            # hardware rounds the same is measured here (docs/explanation/speed.md, "Across CPU classes")
             # a float32 sum that rounds once more or less can move a bf16 result by one ulp, or by more
             # where the sum cancels to near zero: one ulp from |y| >= 1 on, 0.01 absolute below
             ulps = (got.view(torch.int16).int() - want.view(torch.int16).int()).abs()
@@ -329,7 +329,7 @@ def test_native_kernels_asked_where_they_cannot_run_is_a_clear_error():
 
 @needs_native
 def test_the_native_body_times_its_parts_on_request_and_the_tokens_stay():
-    """``NativeBody.time_parts`` (scripts/step_parts.py) fills the body's timers without a torch profile;
+    """``NativeBody.time_parts`` (benchmarks/step_parts.py) fills the body's timers without a torch profile;
     off (the default) they stay zero; the tokens are the same either way."""
     eng = tiny_engine("llama", (1, 1, 0))
     native = eng.runner.fast.native if eng.runner.fast is not None else None

@@ -160,6 +160,6 @@ def test_validate_config_takes_the_release_flag(tmp_path):
 def test_the_compat_page_shows_the_release_table_as_the_code_has_it():
     from trtlade.trtllm.releases import releases_markdown
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "trtllm-compat.md").read_text()
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "trtllm-compat.md").read_text()
     begin, end = page.index("<!-- releases:begin"), page.index("<!-- releases:end -->")
-    assert page[page.index("\n", begin) + 1:end] == releases_markdown(), "regenerate the table in docs/trtllm-compat.md"
+    assert page[page.index("\n", begin) + 1:end] == releases_markdown(), "regenerate docs/reference/trtllm-compat.md"

@@ -115,7 +115,7 @@ def check_modes_for_servers(series: list[Series]) -> None:
                             "refuses: it runs TensorRT-LLM's PyTorch backend, where every request drafts with the "
                             "server's speculative_config", option="--modes",
                             hint="use --modes default, and compare with a server without speculative_config "
-                                 "through --base-url-b (docs/migrate-1.3.md)")
+                                 "through --base-url-b (docs/guides/migrate-1.3.md)")
 
 
 def _split_list(values: list[str]) -> list[str]:

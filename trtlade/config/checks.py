@@ -84,7 +84,7 @@ def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = N
             "error", f"{why}; this config builds and serves a Lookahead engine (build.backend trtllm, "
                      f"lookahead.spec {cfg.lookahead.spec}) for {version} ({how})", loc=loc, code="lookahead-release",
             hint=f"deploy on the PyTorch backend: build.backend: pytorch and speculation: {equivalent} (trtlade's "
-                 "measured default; `trtlade tune` writes the one your traffic needs, docs/migrate-1.3.md), or "
+                 "measured default; `trtlade tune` writes the one your traffic needs, docs/guides/migrate-1.3.md), or "
                  "target a release below 1.3 (build.trtllm_version)"))
     if cfg.build.backend == "pytorch":
         out += _check_pytorch_drafter(doc, cfg, version, row, how)

@@ -76,7 +76,7 @@ SpecField = Annotated[
 ]
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
-#: serve.prefill_chunk_tokens: prompt rows per step next to decoding requests (scripts/prefill_stall.py)
+#: serve.prefill_chunk_tokens: prompt rows per step next to decoding requests (benchmarks/prefill_stall.py)
 DEFAULT_PREFILL_CHUNK = 256
 #: serve.prefill_stall: how much longer decoding requests' steps may take while prompts are prefilled
 DEFAULT_PREFILL_STALL = 1.5

@@ -16,7 +16,7 @@ little for the next one rather than sleep: ``GOMP_SPINCOUNT=10000``, a bounded s
 microseconds), then sleep. Measured on the 2-core AMD EPYC host, greedy SmolLM2 fp32: 19.5 ms per
 step against 25.9 ms with ``OMP_WAIT_POLICY=PASSIVE`` (the previous setting) and 19.1 ms with
 unbounded active spinning, which made two threads 4x slower than one on a shared 2-core machine
-(docs/reference-engine.md, "Threads"). A value the user exported (``OMP_WAIT_POLICY`` or
+(docs/explanation/speed.md, "Threads"). A value the user exported (``OMP_WAIT_POLICY`` or
 ``GOMP_SPINCOUNT``) wins. The thread count is set where an engine loads
 (:func:`~trtlade.reference.kernels.configure_threads`).
 """

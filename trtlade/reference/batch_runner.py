@@ -7,7 +7,7 @@ tree mask among them, or a prompt chunk for a prefill. The runner:
 
 * packs every block's rows into one ``[1, R]`` input (``R`` = the step's rows, nothing padded), so
   every linear layer runs one GEMM of R rows -- on a CPU with oneDNN's packed weights that is flat
-  up to ~4 rows and grows slowly after (see docs/reference-engine.md, "Batching");
+  up to ~4 rows and grows slowly after (see docs/results/roofline.md);
 * writes each row's K/V into its sequence's slot of a :class:`SlotKVCache` (``[slots, kv_heads,
   capacity, head_dim]`` per layer), at ``length(slot) + row index``;
 * computes attention with :func:`batched_attention`, registered with transformers'

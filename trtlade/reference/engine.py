@@ -75,7 +75,7 @@ __all__ = [
 
 #: The engine spec when none is given, chosen for CPUs: at most 12 rows per step (about 10 after
 #: the trie merge), 1.76 tokens per step on the bundled suite with SmolLM2-135M, ~1.4x greedy in
-#: fp32 on 2 cores (see docs/reference-engine.md, "How to choose (W,N,G)").
+#: fp32 on 2 cores (see docs/guides/reference-engine.md, "How to choose (W,N,G)").
 DEFAULT_SPEC = LookaheadSpec(2, 4, 2)
 
 
@@ -296,7 +296,7 @@ class ReferenceEngine:
                                                                     f"not tested)") if self.bit_exact else
                           "row-invariance is not complete for this model or device (transformers' forward, plain "
                           "GEMMs or no native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can "
-                          "differ, most often for a request batched with others (docs/reference-engine.md, "
+                          "differ, most often for a request batched with others (docs/guides/reference-engine.md, "
                           "\"On a GPU\")"),
         }
 

@@ -4,7 +4,7 @@ costs little more than reading the weights once.
 
 Why its own loop: a greedy step of SmolLM2-135M through transformers' modeling code spent about a third
 of its time outside the matrix products (the per-op cost of ~30 small ops per layer, twice over with
-the dispatch of 211 separate linear layers; profile in docs/reference-engine.md, "Where a step's time
+the dispatch of 211 separate linear layers; profile in docs/results/step-profile.md, "Where a step's time
 goes"). This forward runs the same arithmetic with:
 
 * **fused projections**: q, k and v are one matrix (one GEMM per layer instead of three), gate and up

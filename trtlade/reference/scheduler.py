@@ -211,7 +211,7 @@ class PrefillPacer:
     chunk (more than ``max_rows`` rows left: no step can end one, and only its own request waits on it) the
     steps earn at :attr:`long_stall`, ``1 + LONG_SHARE x (stall - 1)``, 1.4 at 1.5, and the running
     requests' TPOT p99 stays within the stall (a 2,000-token prompt beside 4 decoding, ``scripts/
-    prefill_stall.py``: medians 1.39-1.44x against 1.46-1.51x before; docs/reference-engine.md). Prompts
+    prefill_stall.py``: medians 1.39-1.44x against 1.46-1.51x before; docs/guides/reference-engine.md). Prompts
     that fit a chunk (a burst's) keep the stall and its borrowing, which a lower stall slows. ``stall=None``: a fixed
     ``max_rows`` per step. Scheduling only: a row's bits do not depend on the chunk it is in, so the
     tokens do not depend on the timings.

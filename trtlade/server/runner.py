@@ -194,7 +194,7 @@ def http_stack() -> dict[str, str]:
 
     On a 2-core host the loop shares the cores with the engine: a streamed token cost the event loop
     30% less CPU with uvloop and httptools (2-core AMD EPYC Zen 4, concurrency 8, three alternating pairs:
-    0.20 -> 0.14 ms a token; TPOT within noise; docs/serve.md, "The HTTP stack").
+    0.20 -> 0.14 ms a token; TPOT within noise; docs/guides/serve.md, "The HTTP stack").
     """
     return {"loop": "uvloop" if _importable("uvloop") else "asyncio",
             "http": "httptools" if _importable("httptools") else "h11"}

@@ -74,7 +74,7 @@ class Qwen3Floor:
     source: str
 
 
-#: The Qwen3 features whose first stock release differs, read per release (docs/build.md carries the table).
+#: The Qwen3 features whose first stock release differs, read per release (docs/guides/build.md carries the table).
 QWEN3_FLOORS: dict[str, Qwen3Floor] = {
     "dense": Qwen3Floor("Qwen3 (dense)", QWEN3_STOCK_VERSION,
                         "PR #5650 (tensorrt_llm/models/qwen/: qwen3 in QWenConfig's valid_types); #6295"),
@@ -327,7 +327,7 @@ class KnownBug:
 
 
 #: Each entry read from the issue itself; the range is the versions reported, not a proof that others are
-#: free of it (docs/trtllm-compat.md lists them with what trtlade does).
+#: free of it (docs/reference/trtllm-compat.md lists them with what trtlade does).
 KNOWN_LOOKAHEAD_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         "NVIDIA/TensorRT-LLM#5451", (0, 20), (0, 21),

@@ -124,7 +124,7 @@ KNOWN_FAILURES: tuple[KnownFailure, ...] = (
 #: What serve says when the start error is none of the above.
 UNKNOWN_START_HINT = (
     "not a failure trtlade knows; `trtlade validate-config` checks the config against the engine, and "
-    "docs/trtllm-compat.md lists the known TensorRT-LLM bugs by version")
+    "docs/reference/trtllm-compat.md lists the known TensorRT-LLM bugs by version")
 
 #: Exit codes of a process killed by SIGKILL (the kernel's OOM killer): Python reports -9, shells 137.
 _KILLED = {-9, 137}

@@ -5,7 +5,7 @@ ran Lookahead; its PyTorch backend drafts without a model with NGram (from 1.0) 
 candidate), and from 1.3 on it is the only backend. trtlade deploys Lookahead engines on 0.16 <= v < 1.3 and
 NGram / SA / AUTO on the PyTorch backend from 1.0 (its 1.0-1.2 NGram is the host-side pool,
 ``serve.ngram_implementation: host_pool`` on the reference engine). Every row names the sources it was read
-from; the table is printed by ``trtlade build --architectures`` and kept in docs/trtllm-compat.md.
+from; the table is printed by ``trtlade build --architectures`` and kept in docs/reference/trtllm-compat.md.
 
     >>> release_for("1.2.1").lookahead, release_for("1.3.0").lookahead, release_for("1.3.0").drafters
     (True, False, ('NGram', 'SA', 'AUTO'))
@@ -79,7 +79,7 @@ RELEASES: tuple[Release, ...] = (
 
 
 def releases_markdown() -> str:
-    """:data:`RELEASES` as the Markdown table of docs/trtllm-compat.md (a test keeps the page equal to it)."""
+    """:data:`RELEASES` as the Markdown table of docs/reference/trtllm-compat.md (a test keeps the page equal to it)."""
     head = ("releases", "Lookahead engine", "PyTorch-backend drafters", "NGram drafts on", "what trtlade does",
             "sources")
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]

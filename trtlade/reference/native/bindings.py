@@ -67,7 +67,7 @@ _SIGNATURES = {
 def bind_function(lib: ctypes.CDLL, name: str, symbol: Optional[str] = None) -> Callable:
     """``lib``'s ``symbol`` (default ``name``) with the ctypes signature of exported function ``name``:
     the one spelling of each signature, for the engine and for harnesses that load a library of their own
-    (``scripts/attention_ab.py``)."""
+    (``benchmarks/attention_ab.py``)."""
     args, result = _SIGNATURES[name]
     fn = getattr(lib, symbol or name)
     fn.argtypes, fn.restype = args, result

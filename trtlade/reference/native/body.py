@@ -89,7 +89,7 @@ class NativeBody:
         #: seconds spent in the body's parts while a torch profiler runs (see :attr:`PARTS`)
         self.timings = np.zeros(len(self.PARTS), dtype=np.float64)
         #: add each step's parts to :attr:`timings` without a torch profile (two clock reads per part and
-        #: layer, ~10 us a step: ``scripts/step_parts.py``)
+        #: layer, ~10 us a step: ``benchmarks/step_parts.py``)
         self.time_parts = False
 
     def __call__(self, h, cos, sin, keys: RowKeys, index: np.ndarray, caches: Sequence[tuple]):

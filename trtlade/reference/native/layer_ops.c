@@ -1,6 +1,6 @@
 /* trtlade: the small per-layer ops of the engine's Llama-family forward, fused so that a decode step
  * pays a few calls per layer instead of some twenty torch ops (each a few microseconds of dispatch on
- * the hosts of this project; docs/reference-engine.md, "Where a step's time goes").
+ * the hosts of this project; docs/results/step-profile.md, "Where a step's time goes").
  *
  *   trtlade_add_rms_norm   h += a (optional), out = weight * rms_norm(h)       (RMSNorm, residual)
  *   trtlade_silu_mul       out = silu(gate) * up                                (the MLP's activation)

@@ -2,7 +2,7 @@
  *
  * Why its own: a decode step of a small batch reads every weight once and is bound by memory, and
  * oneDNN's packed GEMM reached about 2/3 of the bandwidth of a plain torch.sum on the hosts of this
- * project with one row (docs/reference-engine.md, "Where a step's time goes"). This kernel streams a
+ * project with one row (docs/results/step-profile.md, "Where a step's time goes"). This kernel streams a
  * pre-packed weight once per call, whatever the number of rows, on every OpenMP thread.
  *
  * Row-invariant by construction: output (i, n) is ONE chain of fused multiply-adds over k = 0, 1, ...,
@@ -22,7 +22,7 @@
  * the pair is two FMAs in the order Intel's pseudo-code gives VDPBF16PS: odd k first, then even k. The
  * product of two bf16 values is exact in float32, so each step rounds once like an FMA; the one
  * documented difference is that VDPBF16PS flushes subnormal inputs and results to zero
- * (docs/reference-engine.md, "Across CPU classes").
+ * (docs/explanation/speed.md, "Across CPU classes").
  *
  * Packed layout (see trtlade/reference/native/linear.py, PanelLinear.pack): outputs in panels of 16,
  * float32 Wp[panel][k][16]; bfloat16 Wp[panel][k/2][16][2] (the pair of k's VDPBF16PS takes). N is
@@ -96,7 +96,7 @@ static inline uint16_t f_to_bf16(float f) { /* to nearest even; NaN stays NaN */
  * ends as the group does whatever the rows: a step fetches `lines` lines every `steps` steps, the credit
  * carried from tile to tile. Before, each step fetched a fixed number of lines and a group of 8 AVX2 rows
  * (a pass of 6, then one of 2) had fetched the next one by the end of its first pass, leaving the memory
- * idle during the second (docs/reference-engine.md, "The prefetch spread over the passes"). A prefetch
+ * idle during the second (docs/results/roofline.md, "The prefetch spread over the passes"). A prefetch
  * never changes a value. */
 typedef struct {
     const char *at, *end;
@@ -542,7 +542,7 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
 /* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
  * tile. float32 takes 6-row tiles (12 chains; a model's linear layers streamed from memory 1.04-1.11x
- * faster at 6-16 rows than with 4-row tiles, measured in one process, same bits; docs/reference-engine.md);
+ * faster at 6-16 rows than with 4-row tiles, measured in one process, same bits; docs/results/roofline.md);
  * bfloat16 keeps 4 (its four weight registers leave no room for 12 accumulators: 6 rows measured no
  * faster, and slower when split in halves). */
 #define TILE_CASES_AVX2(ROW, PAIR, TILE, CASES, ...)                                                          \
@@ -562,8 +562,8 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
 /* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
  * chains), 2 for more (tiles of one panel; a remainder of 1 or 2 rows still spans 2): the group the passes
  * re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
- * forced on a Zen 4, against groups of 4 (scripts/linear_ab.py, medians): float32 1.05-1.09x faster at
- * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/reference-engine.md). */
+ * forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians): float32 1.05-1.09x faster at
+ * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/results/roofline.md). */
 #define AVX2_GROUP(M) ((M) <= 2 ? 4 : 2)
 
 /* The schedule of the AVX-512 tiles (float32 with AVX-512F, bfloat16 with AVX512-BF16) and of portable C:
@@ -622,7 +622,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * whose range is done takes groups from the back of the fullest other range (without prefetch), so a
  * thread the OS gives to another process for a while does not hold the others up. Which thread computes
  * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
- * dynamic schedule without prefetch (FOR_TILES): docs/reference-engine.md, "Memory and arithmetic overlapped". */
+ * dynamic schedule without prefetch (FOR_TILES): docs/results/cpu-classes.md, "Memory and arithmetic overlapped". */
 #define FOR_STREAMS(GP, MT, TP, MAX_RATE, BODY)                                                               \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     const int owners = threads > 0 ? threads : 1;                                                             \
@@ -667,7 +667,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 #if defined(__AVX512F__)
 /* 9 to 16 rows take the 16-row single-panel tiles instead (tile16_f32, tile16_bf16): one pass, each panel
  * read once; the next group prefetched at a line per k step (its PT panels over the PT tiles of a group).
- * Linear layers alone, 16 rows, Zen 4 (scripts/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
+ * Linear layers alone, 16 rows, Zen 4 (benchmarks/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
  * bfloat16, the same bits. */
 #endif
 

@@ -50,7 +50,7 @@ static inline float dot(const float *a, const float *b, int dim) {
  * cache rows, K and V), asked from memory a little at a time while the keys before them are folded: a
  * fold asks for lines of K and of V AHEAD times as fast as it reads them (spread over its keys and heads),
  * never more than one chunk beyond the keys folded so far. Keys are read once per step, from memory;
- * without this the cores computed, then waited for the next chunk, in turn (docs/reference-engine.md,
+ * without this the cores computed, then waited for the next chunk, in turn (docs/guides/reference-engine.md,
  * "Attention's keys fetched ahead"). A prefetch changes no value. Keys of more than AHEAD_KEY_BYTES are
  * left to the hardware: float32 keys of 128 dimensions streamed 3-13% slower with it (measured on an AMD
  * EPYC Zen 4; 64 dimensions, or 128 in bf16, 7-35% faster).

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The ``auto`` policy against ``ar`` with 8 sequences decoding together, in-process: what the served
+main job's concurrency-8 column measures, without HTTP and the load generator on the same cores.
+
+Two loads, each interleaved (``ar`` and ``auto`` alternate which runs first) and repeated:
+
+* ``wave``: 8 ``mix`` prompts arrive together and run to the end, as one level of the bench (8 requests
+  per level at concurrency 8): delivered tokens / wall time of the wave, which ends with its slowest
+  request;
+* ``sustained``: ``--requests`` prompts queued on the slots (``--slots``, default 8), a finished
+  request's slot taking the next at once (a server under steady load): delivered tokens / wall time.
+
+Every answer is checked token for token against ``ar``; the policy's decisions and the accepted drafts
+it expected against those it got are printed at the end. ``--slots 1,2,4,8`` runs each concurrency in
+turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
+embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
+is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
+
+    .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6
+    .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 32 --repeats 4
+    python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from trtlade.bench.datasets import load_dataset
+from trtlade.bench.meta import device_name
+from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.tokenization import PromptTokenizer
+from trtlade.presets import preset_prompt_lookup
+from trtlade.reference.engine import ReferenceEngine
+from trtlade.spec import LookaheadSpec
+
+SLOTS = 8
+
+
+def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec],
+        slots: int = SLOTS) -> tuple[list, float]:
+    """Every prompt through one batch of ``slots`` slots: the answers and the delivered tokens/s."""
+    batch = engine.new_batch(max_batch_size=slots)
+    ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
+    out: dict[int, list[int]] = {i: [] for i in ids}
+    t0 = time.perf_counter()
+    while len(batch):
+        for seq_id, chunk in batch.step():
+            out[seq_id].extend(chunk.tokens)
+    wall = time.perf_counter() - t0
+    return [out[i] for i in ids], sum(len(t) for t in out.values()) / wall
+
+
+def slot_list(text: str) -> list[int]:
+    """``--slots``: one concurrency or several, comma-separated (``1,2,4,8``)."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--slots takes whole numbers >= 1, comma-separated (1,2,4,8), got {text!r}")
+    return values
+
+
+def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int) -> dict[str, Any]:
+    """``ar`` and ``auto`` interleaved over ``repeats`` on ``count`` prompts through ``slots`` slots."""
+    ar_rates, auto_rates, same = [], [], 0
+    for rep in range(repeats):
+        prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
+        order = [("ar", LookaheadSpec(1, 1, 0)), ("auto", None)]
+        got = {name: run(engine, prompts, spec, slots) for name, spec in (order if rep % 2 == 0 else order[::-1])}
+        same += sum(a == b for a, b in zip(got["ar"][0], got["auto"][0]))
+        ar_rates.append(got["ar"][1])
+        auto_rates.append(got["auto"][1])
+        print(f"slots {slots}, repeat {rep + 1}/{repeats}: ar {got['ar'][1]:.1f} tok/s, auto {got['auto'][1]:.1f} "
+              f"tok/s", flush=True)
+    ratios = [b / a for a, b in zip(ar_rates, auto_rates)]
+    return {"slots": slots, "requests": count, "ar_tok_s": ar_rates, "auto_tok_s": auto_rates,
+            "auto_vs_ar": ratios, "identical": same, "answers": count * repeats}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--load", choices=("wave", "sustained"), default="wave")
+    ap.add_argument("--requests", type=int, default=32, help="sustained: prompts queued on the slots")
+    ap.add_argument("--slots", type=slot_list, default=[SLOTS],
+                    help="sequences decoding together (the concurrency); several: 1,2,4,8")
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--engine-spec", default="2,4,2")
+    ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
+    ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    # as `trtlade serve` loads it with configs/smollm2-cpu.yml (preset fast)
+    engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
+                                  prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
+    chat = PromptTokenizer(engine.tokenizer)
+    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
+    engine.generate(mix[0], max_tokens=8)  # warm-up
+    where = device_name(args.device)
+    result: dict[str, Any] = {"device": where, "threads": engine.threads, "dtype": args.dtype, "load": args.load,
+                              "engine_spec": args.engine_spec, "model": engine.model_id, "levels": [],
+                              "step_cost_ms": engine.stats["step_cost_ms"]}
+    for slots in args.slots:
+        count = slots if args.load == "wave" else args.requests
+        result["levels"].append(level(engine, mix, count, slots, args.repeats))
+    c = engine.policy.counters
+    snap = engine.policy.snapshot()
+    result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
+                                                      "draft_price_ms")}
+    result["auto_decisions"] = {"drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
+                                "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
+    report(result, args.repeats)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
+
+
+def report(result: dict[str, Any], repeats: int) -> None:
+    """The table: delivered tokens/s of both modes and their ratio per concurrency (median, range)."""
+    print(f"\n{result['device']}, {result['threads']} threads, {result['dtype']}, {result['model']}, "
+          f"{result['load']}, engine spec {result['engine_spec']}, {repeats} interleaved repeats")
+    print(f"step cost by rows at load (ms): {result['step_cost_ms']}")
+    print("| slots | requests | ar tok/s | auto tok/s | auto / ar | identical to ar |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for lv in result["levels"]:
+        r = lv["auto_vs_ar"]
+        print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
+              f"{statistics.median(lv['auto_tok_s']):.1f} | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | "
+              f"{lv['identical']}/{lv['answers']} |")
+    print(f"auto's cost model at the end: {result['cost_model']}")
+    d = result["auto_decisions"]
+    print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "
+          f"expected {d['expected_accepted']:.1f}, got {d['accepted']}")
+
+
+if __name__ == "__main__":
+    main()
