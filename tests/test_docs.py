@@ -135,3 +135,22 @@ def test_every_harness_is_indexed_and_cited():
     for name in harnesses:
         assert f"`{name}`" in index, f"benchmarks/README.md does not list {name}"
         assert f"benchmarks/{name}" in docs, f"no document cites benchmarks/{name}: remove it or cite it"
+
+
+def test_the_help_groups_the_commands_as_the_readme_does_and_fits_a_screen():
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import PANELS, PURPOSE, app
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}, terminal_width=100)
+    lines = result.output.splitlines()
+    assert result.exit_code == 0 and len(lines) <= 40, result.output
+    for panel, names in PANELS.items():
+        assert f" {panel} " in result.output
+        for name in names:
+            assert name in result.output and name in PURPOSE
+    readme = (ROOT / "README.md").read_text()
+    for names in PANELS.values():
+        for name in names:
+            if name not in ("config", "report"):  # helpers, listed in the reference
+                assert f"`trtlade {name}" in readme, f"the README's table lacks {name}"
