@@ -305,6 +305,7 @@ def _prefix_cache_lines(run: RunSummary) -> list[str]:
     elif rule == "keep":
         out.append("The prefix caches were kept across series (`--prefix-cache keep`): a series may find prompts "
                    "an earlier series computed; compare the hit rates below before the timings.")
+    out += _scope_lines(run)
     if told:
         rates = series_rows(run, "prefix_hit_rate")
         out += ["", "Share of prompt tokens served from the prefix cache "
@@ -319,6 +320,27 @@ def _prefix_cache_lines(run: RunSummary) -> list[str]:
     else:
         out += ["", "No server reported cached prompt tokens (`usage.prompt_tokens_details`)."]
     return out + [""]
+
+
+_SCOPE_MEANING = {"identity": "reuse only among requests of the same API key",
+                  "salt": "reuse only among requests of the same API key and cache_salt",
+                  "global": "every request may reuse every other's"}
+
+
+def _scope_lines(run: RunSummary) -> list[str]:
+    """The servers' prefix-cache scope, as their /version says it (the bench sends every request with one
+    key, so under ``identity`` a series reuses its own prompts only).
+
+    >>> run = RunSummary(run_id="r", created="", series=[], levels=[], summaries=[],
+    ...                  metadata={"servers": {"a": {"version": {"prefix_cache_scope": "identity"}}}})
+    >>> _scope_lines(run)
+    ['', 'Scope: a: `identity` (reuse only among requests of the same API key).']
+    """
+    servers = run.metadata.get("servers") or {}
+    said = [f"{label}: `{scope}` ({_SCOPE_MEANING.get(scope, scope)})" for label, server in servers.items()
+            if isinstance(server, dict) and isinstance(server.get("version"), dict)
+            and (scope := server["version"].get("prefix_cache_scope"))]
+    return ["", "Scope: " + "; ".join(said) + "."] if said else []
 
 
 def category_tokens_per_step(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, float]]:

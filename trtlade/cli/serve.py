@@ -50,6 +50,13 @@ def register(app: typer.Typer) -> None:
         port: Optional[int] = typer.Option(None, "--port", "-p", help="TCP port (default 8000; 0 = any free)."),
         api_key: Optional[str] = typer.Option(
             None, "--api-key", help="Require 'Authorization: Bearer KEY' (default: $TRTLADE_API_KEY, if set)."),
+        api_keys_file: Optional[Path] = typer.Option(
+            None, "--api-keys-file", help="Several clients, one identity per key: lines `NAME KEY [admin]` or YAML "
+            "(default: serve.api_keys_file, $TRTLADE_API_KEYS_FILE). Each identity's cached prompts stay its own."),
+        prefix_cache_scope: Optional[str] = typer.Option(
+            None, "--prefix-cache-scope", help="Whose cached prompt blocks a request may reuse: identity (its own "
+            "key's; the default with keys), salt (its key's with the same cache_salt) or global (everyone's; the "
+            "default without keys); overrides serve.prefix_cache_scope."),
         log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
         access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One log line per request "
                                         "(status, latency, tokens, lookahead spec; error code and param for "
@@ -70,6 +77,7 @@ def register(app: typer.Typer) -> None:
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
     ) -> None:
+        from trtlade.contract.protocol import CACHE_SCOPES
         from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
         if log_level not in ("debug", "info", "warning", "error"):
@@ -83,14 +91,21 @@ def register(app: typer.Typer) -> None:
         if prefill_stall is not None and not (prefill_stall == 0 or prefill_stall > 1):
             fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
                  "(fixed chunks)", code=EXIT_USAGE)
+        if prefix_cache_scope is not None and prefix_cache_scope not in CACHE_SCOPES:
+            fail(f"--prefix-cache-scope {prefix_cache_scope!r}: choose {', '.join(CACHE_SCOPES)}", code=EXIT_USAGE)
+        if api_keys_file is not None and not api_keys_file.is_file():
+            fail(f"--api-keys-file {api_keys_file}: no such file", code=EXIT_USAGE,
+                 hint="one key per line: NAME KEY [admin]")
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
-                           api_key=api_key, preset=preset, prefix_cache_mb=prefix_cache_mb,
+                           api_key=api_key, api_keys_file=api_keys_file, prefix_cache_scope=prefix_cache_scope,
+                           preset=preset, prefix_cache_mb=prefix_cache_mb,
                            prefill_chunk_tokens=prefill_chunk_tokens, prefill_stall=prefill_stall)
         try:
             plan = make_plan(flags)
         except PlanError as exc:
-            fail(exc.message, hint=exc.hint, code=EXIT_USAGE if exc.usage else 1)
+            where = exc.where if exc.where and exc.where not in exc.message else ""
+            fail(exc.message, hint=exc.hint, where=where, code=EXIT_USAGE if exc.usage else 1)
         _run(plan, log_level, access_log, access_log_probes)
 
 

@@ -283,6 +283,15 @@ class ServeSection(_Section):
     api_key_env: Optional[str] = Field(
         "TRTLADE_API_KEY", description="Environment variable holding the API key clients must send as "
         "a Bearer token; unset or empty variable = no key required.")
+    api_keys_file: Optional[Path] = Field(
+        None, description="A keys file, one identity per key: lines `NAME KEY [admin]`, or YAML `keys: [{name, key, "
+        "admin}]` (.yml/.yaml); relative to the config file. Default: $TRTLADE_API_KEYS_FILE. With several keys "
+        "only an `admin` key may use /admin routes. The API key (api_key_env) joins as the identity `default`.")
+    prefix_cache_scope: Optional[Literal["identity", "salt", "global"]] = Field(
+        None, description="Whose cached prompt blocks a request may reuse. `identity`: only its own key's (the "
+        "default with keys); `salt`: only its own key's with the same `cache_salt` (none: no reuse); `global`: "
+        "everyone's (the default without keys: one tenant). A `cache_salt` splits any scope further. The scope "
+        "changes which blocks are reused, never a token.")
     max_queue: int = Field(64, ge=1, description="Requests waiting beyond this get 429 with Retry-After.")
     max_prompt_tokens: Optional[int] = Field(
         None, ge=1, description="Longest prompt accepted (400 beyond); default: the engine's limit.")

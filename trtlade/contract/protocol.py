@@ -24,7 +24,8 @@ FinishReason = Literal["stop", "length"]
 DraftPolicy = Literal["fixed", "auto", "schedule"]
 DRAFT_POLICIES: tuple[str, ...] = ("fixed", "auto", "schedule")
 
-__all__ = ["FinishReason", "DraftPolicy", "DRAFT_POLICIES", "GenerationRequest", "GenerationStats", "StepChunk",
+__all__ = ["FinishReason", "DraftPolicy", "CacheScope", "CACHE_SCOPES", "DRAFT_POLICIES", "GenerationRequest",
+           "GenerationStats", "StepChunk",
            "GenerationResult", "TokenLogprob", "MAX_TOP_LOGPROBS", "StepReport",
            "SamplingParams", "SAMPLING_RANGES", "sampling_bounds"]
 
@@ -99,6 +100,48 @@ class SamplingParams:
         return self.greedy and not self.penalised
 
 
+#: How far an engine's prefix cache shares a prompt's cached blocks (``serve.prefix_cache_scope``).
+CACHE_SCOPES = ("identity", "salt", "global")
+
+
+@dataclass(frozen=True)
+class CacheScope:
+    """Which requests may reuse each other's cached prompt blocks, decided by the server (never by the
+    client alone): ``kind`` is the server's ``prefix_cache_scope``; ``identity`` the API key's name (None:
+    no keys); ``salt`` the request's ``cache_salt``. Two requests share blocks only when their
+    :attr:`namespace` is equal; ``None`` means they share none.
+
+    >>> CacheScope("global").namespace, CacheScope("global", "alice", "s1").namespace
+    (('global',), ('global', 's1'))
+    >>> CacheScope("identity", "alice").namespace == CacheScope("identity", "bob").namespace
+    False
+    >>> CacheScope("salt", "alice", "s1").namespace, CacheScope("salt", "alice").namespace
+    (('salt', 'alice', 's1'), None)
+
+    ``global``: one namespace (a ``cache_salt`` splits it, as vLLM's does); ``identity``: one per API key (a
+    salt splits it further); ``salt``: only requests of the same key sending the same ``cache_salt`` share,
+    a request without one reuses nothing and leaves nothing. A copied salt never crosses an identity.
+    """
+
+    kind: str = "global"
+    identity: Optional[str] = None
+    salt: Optional[str] = None
+
+    @property
+    def namespace(self) -> Optional[tuple[str, ...]]:
+        if self.kind == "global":
+            return ("global",) if self.salt is None else ("global", self.salt)
+        if self.kind == "identity":
+            return ("identity", self.identity or "") + (() if self.salt is None else (self.salt,))
+        return None if self.salt is None else ("salt", self.identity or "", self.salt)
+
+    @property
+    def label(self) -> str:
+        """The namespace's kind, for metrics (never a key name or a salt): ``global``, ``identity`` or
+        ``salt`` (any namespace a salt splits)."""
+        return "salt" if self.salt is not None else self.kind
+
+
 @dataclass(frozen=True)
 class GenerationRequest(SamplingParams):
     """One sequence to generate.
@@ -143,6 +186,8 @@ class GenerationRequest(SamplingParams):
     prompt_logprobs: Optional[int] = None
     #: NGram or SA drafting (TensorRT-LLM's speculative_config) instead of Lookahead
     speculation: Optional[DraftConfig] = None
+    #: which requests' cached prompt blocks this one may reuse and share (None: the global namespace)
+    cache_scope: Optional[CacheScope] = None
 
 
 @dataclass

@@ -120,6 +120,9 @@ class EngineInfo:
     drafters: tuple[str, ...] = ()
     #: whether requests may name a (w,n,g) (False: TensorRT-LLM's PyTorch backend, which has no Lookahead)
     lookahead: bool = True
+    #: whether a request may send ``cache_salt`` (the engine scopes its prefix reuse by it); False: the
+    #: TensorRT-LLM engines, whose KV block reuse is the executor's, shared by every request
+    cache_salt: bool = False
     max_draft_len: int = 0
     max_batch_size: int = 1
     default_speculation: Optional[DraftConfig] = None

@@ -56,6 +56,7 @@ from trtlade.reference.native.bindings import traced
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
 from trtlade.reference.slot_cache import SlotKVCache
+from trtlade.contract.protocol import CacheScope
 from trtlade.reference.prefix_cache import DEFAULT_BLOCK_TOKENS, PrefixCache
 from trtlade.reference.step_layout import (RowBlock, StepLayout, invariant_index, row_keys,  # noqa: F401 (re-exported)
                                            step_layout)
@@ -319,18 +320,19 @@ class BatchRunner:
                                         per_token * torch.empty((), dtype=self.kv_dtype).element_size())
         return self.prefix_cache
 
-    def prefix_hit(self, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt`` the prefix cache holds (0 without one)."""
-        return self.prefix_cache.match(prompt) if self.prefix_cache is not None else 0
+    def prefix_hit(self, prompt: Sequence[int], scope: Optional[CacheScope] = None) -> int:
+        """Tokens of ``prompt`` the prefix cache holds in ``scope``'s namespace (0 without one)."""
+        return self.prefix_cache.match(prompt, scope) if self.prefix_cache is not None else 0
 
-    def reuse(self, slot: int, prompt: Sequence[int], counted: Optional[int] = None) -> int:
-        """Copy the cached K/V of ``prompt``'s longest cached prefix into ``slot`` (empty, or holding an
-        earlier reuse of ``counted`` tokens of it: the cache's statistics count one lookup); returns its
-        tokens, where :meth:`prefill` starts (0: nothing cached)."""
+    def reuse(self, slot: int, prompt: Sequence[int], counted: Optional[int] = None,
+              scope: Optional[CacheScope] = None) -> int:
+        """Copy the cached K/V of ``prompt``'s longest cached prefix in ``scope``'s namespace into ``slot``
+        (empty, or holding an earlier reuse of ``counted`` tokens of it: the cache's statistics count one
+        lookup); returns its tokens, where :meth:`prefill` starts (0: nothing cached)."""
         if self.prefix_cache is None:
             return 0
-        hit = self.prefix_cache.match(prompt)
-        blocks = self.prefix_cache.blocks_for(prompt, hit, counted)
+        hit = self.prefix_cache.match(prompt, scope)
+        blocks = self.prefix_cache.blocks_for(prompt, hit, counted, scope)
         self.cache.ensure(slot + 1, hit + 1, self.kv_dtype, self.device)
         at = 0
         with torch.inference_mode():
@@ -342,8 +344,9 @@ class BatchRunner:
         self.cache.lengths[slot] = hit
         return hit
 
-    def remember(self, slot: int, prompt: Sequence[int]) -> int:
-        """Keep ``prompt``'s blocks (their K/V now in ``slot``) in the prefix cache; blocks added."""
+    def remember(self, slot: int, prompt: Sequence[int], scope: Optional[CacheScope] = None) -> int:
+        """Keep ``prompt``'s blocks (their K/V now in ``slot``) in the prefix cache, in ``scope``'s
+        namespace; blocks added."""
         if self.prefix_cache is None:
             return 0
 
@@ -351,7 +354,7 @@ class BatchRunner:
             return [(layer.keys[slot, :, lo:hi].clone(), layer.values[slot, :, lo:hi].clone())
                     for layer in self.cache.layers]
 
-        return self.prefix_cache.store(prompt, read)
+        return self.prefix_cache.store(prompt, read, scope)
 
     def prefill(self, slot: int, prompt: Sequence[int], chunk: Optional[int] = None,
                 all_rows: bool = False, start: int = 0) -> torch.Tensor:

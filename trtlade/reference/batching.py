@@ -135,6 +135,8 @@ class SequenceState:
         self.spec = spec
         self.seq_id = seq_id
         self.prompt = list(request.prompt_ids)
+        #: whose cached prompt blocks it may reuse and share (None: the global namespace)
+        self.scope = request.cache_scope
         self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt), speculation=request.speculation)
         self.output = OutputText(
             engine.tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
@@ -513,7 +515,7 @@ class Batch:
         runner = self.engine.runner
         while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
             state = self._waiting[0].state
-            computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt))
+            computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt, state.scope))
             if budget is not None and pending and pending + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
@@ -522,7 +524,7 @@ class Batch:
             self._waiting.pop(0)
             state.start_drafting(self.pools)
             if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
-                state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt)
+                state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt, scope=state.scope)
                 state.stats.cached_tokens = state.prefilled
             report.prefills += 1
             pending += computed
@@ -583,8 +585,10 @@ class Batch:
         if runner.prefix_cache is None:
             return
         for state in states:
-            if state.prefill_started is None and not state.scored and runner.prefix_hit(state.prompt) > state.prefilled:
-                state.prefilled = state.stats.cached_tokens = runner.reuse(state.slot, state.prompt, state.prefilled)
+            if (state.prefill_started is None and not state.scored
+                    and runner.prefix_hit(state.prompt, state.scope) > state.prefilled):
+                state.prefilled = state.stats.cached_tokens = runner.reuse(state.slot, state.prompt, state.prefilled,
+                                                                           state.scope)
 
     def _takes(self, golden: int) -> list[int]:
         """Rows each prefilling prompt (oldest first) computes next to ``golden`` decoding sequences: as
@@ -626,7 +630,7 @@ class Batch:
                    emit: Callable[[int, StepChunk], None]) -> None:
         """``state``'s prompt is in its slot (``last``: its last row's logits): keep its blocks in the
         prefix cache, time it, emit its first token; it runs from the next step."""
-        self.engine.runner.remember(state.slot, state.prompt)
+        self.engine.runner.remember(state.slot, state.prompt, state.scope)
         now = time.perf_counter()
         started = state.prefill_started if state.prefill_started is not None else now
         state.stats.prefill_s = now - started
@@ -782,7 +786,7 @@ class Batch:
         if runner.prefix_cache is None or held <= len(state.prompt) or not state.tokens:
             return  # no cache, or nothing past the prompt (kept when it was prefilled)
         seq = state.prompt + list(state.tokens)
-        runner.remember(state.slot, seq[:min(held, len(seq))])
+        runner.remember(state.slot, seq[:min(held, len(seq))], state.scope)
 
     def _check_owner(self) -> None:
         if not self.is_current():

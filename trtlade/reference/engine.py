@@ -58,8 +58,8 @@ from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.batching import Batch, DraftSettings
 from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
 from trtlade.reference.native.argmax import argmax_rows
-from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, GenerationRequest, GenerationResult,
-                                       StepChunk)
+from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, CacheScope, GenerationRequest,
+                                      GenerationResult, StepChunk)
 from trtlade.reference.scheduler import BatchLimits
 from trtlade.contract.text import eos_token_ids
 from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
@@ -334,14 +334,17 @@ class ReferenceEngine:
     def make_request(self, prompt_ids: Sequence[int], max_tokens: int, lookahead: Any = None,
                      stop: Iterable[str] = (), stop_token_ids: Iterable[int] = (), ignore_eos: bool = False,
                      temperature: float = 0.0, seed: Optional[int] = None, *, min_tokens: int = 0,
-                     top_p: float = 1.0, speculation: Any = None, **sampling: Any) -> GenerationRequest:
+                     top_p: float = 1.0, speculation: Any = None, cache_scope: Optional[CacheScope] = None,
+                     **sampling: Any) -> GenerationRequest:
+        """A :class:`GenerationRequest` from :meth:`generate`'s arguments; ``cache_scope``: whose cached prompt
+        blocks it may reuse (:class:`~trtlade.contract.protocol.CacheScope`; None: the global namespace)."""
         if isinstance(stop, str):
             stop = (stop,)
         auto = isinstance(lookahead, str) and lookahead.strip().lower() == "auto"
         if speculation is not None:
             speculation = self._speculation(speculation)
         return GenerationRequest(
-            speculation=speculation,
+            speculation=speculation, cache_scope=cache_scope,
             prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens, policy="auto" if auto else None,
             lookahead=None if lookahead is None or auto else LookaheadSpec.parse(lookahead),
             stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),

@@ -34,6 +34,22 @@ cached child (a block's children are unreachable without it).
     [('kv[0:2]', 2), ('kv[2:4]', 1)]
     >>> cache.stats()["cached_tokens"], cache.stats()["bytes"]
     (5, 5)
+
+Namespaces (:class:`~trtlade.contract.protocol.CacheScope`): the first block of a prompt hangs from its
+namespace instead of from nothing, so every block's key holds the namespace it was stored under, and a
+lookup in another namespace cannot reach it, before or after an eviction (a re-stored block gets its
+namespace again). A scope whose namespace is None reuses and stores nothing.
+
+    >>> from trtlade.contract.protocol import CacheScope
+    >>> alice, bob = CacheScope("identity", "alice"), CacheScope("identity", "bob")
+    >>> scoped = PrefixCache(block_tokens=2, max_bytes=10 ** 6, bytes_per_token=1)
+    >>> scoped.store([5, 6, 7, 8, 9], lambda lo, hi: (lo, hi), alice)
+    3
+    >>> scoped.match([5, 6, 7, 8, 1], alice), scoped.match([5, 6, 7, 8, 1], bob), scoped.match([5, 6, 7, 8, 1])
+    (4, 0, 0)
+    >>> unsalted = CacheScope("salt", "alice")       # salt scope without a salt: shares nothing
+    >>> scoped.store([5, 6], lambda lo, hi: (lo, hi), unsalted), scoped.match([5, 6, 1], unsalted)
+    (0, 0)
 """
 
 from __future__ import annotations
@@ -41,6 +57,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
+
+from trtlade.contract.protocol import CacheScope
 
 __all__ = ["PrefixCache", "DEFAULT_BLOCK_TOKENS"]
 
@@ -53,6 +71,7 @@ class _Block:
     key: tuple
     kv: Any
     parent: Optional[tuple]
+    label: str = "global"
 
     @property
     def tokens(self) -> int:
@@ -85,6 +104,8 @@ class PrefixCache:
     hit_tokens: int = 0
     prompt_tokens: int = 0
     evictions: int = 0
+    #: per namespace kind (``global``, ``identity``, ``salt``): lookups, hits, hit tokens, prompt tokens, tokens
+    _by_label: "dict[str, dict[str, int]]" = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1:
@@ -94,12 +115,17 @@ class PrefixCache:
     def block_bytes(self) -> int:
         return self.block_tokens * self.bytes_per_token
 
-    def _walk(self, prompt: Sequence[int]) -> list[tuple[tuple, int]]:
-        """The cached blocks a lookup of ``prompt`` uses, each with the tokens used of it: its whole
-        blocks from position 0, then the child sharing the most next tokens (at most ``len - 1`` in all)."""
+    def _label(self, label: str) -> dict[str, int]:
+        return self._by_label.setdefault(label, {"lookups": 0, "hits": 0, "hit_tokens": 0, "prompt_tokens": 0,
+                                                 "tokens": 0})
+
+    def _walk(self, prompt: Sequence[int], root: Optional[tuple]) -> list[tuple[tuple, int]]:
+        """The cached blocks a lookup of ``prompt`` uses in the namespace ``root``, each with the tokens used
+        of it: its whole blocks from position 0, then the child sharing the most next tokens (at most
+        ``len - 1`` in all)."""
         limit, b = len(prompt) - 1, self.block_tokens
         used: list[tuple[tuple, int]] = []
-        parent: Optional[tuple] = None
+        parent: Optional[tuple] = root
         while len(used) * b + b <= limit:
             key = (parent, tuple(prompt[len(used) * b:len(used) * b + b]))
             if key not in self._blocks:
@@ -114,40 +140,57 @@ class PrefixCache:
                 used.append(((parent, tokens), shared))
         return used
 
-    def match(self, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt`` whose K/V are cached (at most ``len(prompt) - 1``)."""
-        return sum(n for _, n in self._walk(prompt))
+    @staticmethod
+    def _root(scope: Optional[CacheScope]) -> tuple[Optional[tuple], str, bool]:
+        """The namespace a scope's blocks hang from, its label, and whether it shares at all."""
+        if scope is None:
+            return ("global",), "global", True
+        space = scope.namespace
+        return space, scope.label, space is not None
 
-    def blocks_for(self, prompt: Sequence[int], tokens: int, counted: Optional[int] = None) -> list[tuple[Any, int]]:
-        """The K/V of the first ``tokens`` (a :meth:`match` result) of ``prompt``, block by block, each
-        with the tokens of it to use; counts the lookup and marks the blocks recently used. ``counted``:
-        this prompt was looked up before and found that many tokens (a second look before its prefill
-        starts): only the tokens found since count, not another lookup."""
+    def match(self, prompt: Sequence[int], scope: Optional[CacheScope] = None) -> int:
+        """Tokens of ``prompt`` whose K/V are cached in ``scope``'s namespace (at most ``len(prompt) - 1``)."""
+        root, _, shares = self._root(scope)
+        return sum(n for _, n in self._walk(prompt, root)) if shares else 0
+
+    def blocks_for(self, prompt: Sequence[int], tokens: int, counted: Optional[int] = None,
+                   scope: Optional[CacheScope] = None) -> list[tuple[Any, int]]:
+        """The K/V of the first ``tokens`` (a :meth:`match` result) of ``prompt`` in ``scope``, block by
+        block, each with the tokens of it to use; counts the lookup and marks the blocks recently used.
+        ``counted``: this prompt was looked up before and found that many tokens (a second look before its
+        prefill starts): only the tokens found since count, not another lookup."""
+        root, label, shares = self._root(scope)
+        per = self._label(label)
         out, total = [], 0
-        for key, n in self._walk(prompt):
+        for key, n in (self._walk(prompt, root) if shares else ()):
             if total >= tokens:
                 break
             n = min(n, tokens - total)
             self._blocks.move_to_end(key)
             out.append((self._blocks[key].kv, n))
             total += n
+        hit = bool(out) and not counted
         if counted is None:
             self.lookups += 1
-            self.hits += bool(out)
+            per["lookups"] += 1
             self.prompt_tokens += len(prompt)
-            counted = 0
-        else:
-            self.hits += bool(out) and not counted
+            per["prompt_tokens"] += len(prompt)
+            counted, hit = 0, bool(out)
+        self.hits += hit
+        per["hits"] += hit
         self.hit_tokens += total - counted
+        per["hit_tokens"] += total - counted
         return out
 
-    def store(self, prompt: Sequence[int], read: Callable[[int, int], Any]) -> int:
-        """Keep every block of ``prompt`` not cached yet, its last partial one included unless a cached
-        block already starts with it, ``read(lo, hi)`` giving the K/V of positions [lo, hi); returns
-        the blocks added. Nothing when one block exceeds the budget."""
-        if self.block_bytes > self.max_bytes:
+    def store(self, prompt: Sequence[int], read: Callable[[int, int], Any], scope: Optional[CacheScope] = None) -> int:
+        """Keep every block of ``prompt`` not cached yet in ``scope``'s namespace, its last partial one
+        included unless a cached block already starts with it, ``read(lo, hi)`` giving the K/V of positions
+        [lo, hi); returns the blocks added. Nothing when one block exceeds the budget, or for a scope that
+        shares nothing."""
+        root, label, shares = self._root(scope)
+        if self.block_bytes > self.max_bytes or not shares:
             return 0
-        added, parent, b = 0, None, self.block_tokens
+        added, parent, b = 0, root, self.block_tokens
         for lo in range(0, len(prompt), b):
             tokens = tuple(prompt[lo:lo + b])
             key = (parent, tokens)
@@ -157,7 +200,8 @@ class PrefixCache:
                 break  # a partial block another block already holds
             else:
                 self._make_room(len(tokens))
-                self._blocks[key] = _Block(key, read(lo, lo + len(tokens)), parent)
+                self._blocks[key] = _Block(key, read(lo, lo + len(tokens)), parent, label)
+                self._label(label)["tokens"] += len(tokens)
                 self._kids.setdefault((parent, tokens[0]), set()).add(key)
                 self._children[parent] = self._children.get(parent, 0) + 1
                 self._tokens += len(tokens)
@@ -179,6 +223,7 @@ class PrefixCache:
             if not self._children[blk.parent]:
                 del self._children[blk.parent]
             self._tokens -= blk.tokens
+            self._label(blk.label)["tokens"] -= blk.tokens
             self.evictions += 1
 
     def clear(self) -> dict[str, int]:
@@ -188,14 +233,21 @@ class PrefixCache:
         self._kids.clear()
         self._children.clear()
         self._tokens = 0
+        for per in self._by_label.values():
+            per["tokens"] = 0
         return dropped
 
     def stats(self) -> dict[str, int | float]:
         """As data: blocks, cached tokens and bytes held, lookups, hits, hit tokens, prompt tokens looked
-        up, the token hit rate, evictions."""
+        up, the token hit rate, evictions; ``by_scope``: the same per namespace kind (never per key or salt)."""
         rate = self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        by_scope = {label: {"bytes": per["tokens"] * self.bytes_per_token, "lookups": per["lookups"],
+                            "hits": per["hits"], "hit_tokens": per["hit_tokens"], "prompt_tokens": per["prompt_tokens"],
+                            "token_hit_rate": round(per["hit_tokens"] / per["prompt_tokens"], 4)
+                            if per["prompt_tokens"] else 0.0}
+                    for label, per in sorted(self._by_label.items())}
         return {"blocks": len(self._blocks), "cached_tokens": self._tokens,
                 "bytes": self._tokens * self.bytes_per_token, "max_bytes": self.max_bytes,
                 "block_tokens": self.block_tokens, "lookups": self.lookups, "hits": self.hits,
                 "hit_tokens": self.hit_tokens, "prompt_tokens": self.prompt_tokens,
-                "token_hit_rate": round(rate, 4), "evictions": self.evictions}
+                "token_hit_rate": round(rate, 4), "evictions": self.evictions, "by_scope": by_scope}

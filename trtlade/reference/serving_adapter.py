@@ -108,6 +108,7 @@ class ReferenceServingEngine:
             policy=policy or ("schedule" if schedule is not None else "auto"),
             policies=("auto", "schedule") if schedule is not None else ("auto",),
             drafters=("NGram", "SA") if hasattr(engine, "max_draft_len") else (),
+            cache_salt=True,
             max_draft_len=int(getattr(engine, "max_draft_len", 0)),
             max_batch_size=int(max_batch_size),
             default_speculation=speculation,

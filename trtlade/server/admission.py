@@ -387,6 +387,11 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
             "can compute them; trtlade does not map them yet); omit logprobs, or serve with the reference "
             "engine", param="logprobs", code="unsupported")
     drafting = parse_drafting(body, info)
+    if body.cache_salt is not None and not info.cache_salt:
+        raise ApiError.bad_request(
+            f"cache_salt: the {info.name} engine cannot scope its KV reuse by a salt (TensorRT-LLM's block reuse "
+            "is shared by every request the executor runs); omit it, or serve with the reference engine",
+            param="cache_salt", code="unsupported")
     if info.sampling == "greedy":
         _check_greedy_only(body, info)
     if isinstance(body, ChatCompletionRequest) and body.max_tokens is not None \

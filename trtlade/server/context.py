@@ -8,7 +8,6 @@ ready, generation routes answer 503 (with Retry-After while loading or stopping)
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import threading
@@ -17,8 +16,10 @@ from typing import Any, Callable, Optional, Union
 
 from fastapi import Request
 
+from trtlade.contract.protocol import CacheScope
 from trtlade.contract.serving import ServingEngine
 from trtlade.server.errors import ApiError
+from trtlade.server.identity import Identity, KeyRing
 from trtlade.server.metrics import ServerMetrics
 
 __all__ = ["EngineSource", "ServerContext", "ServerSettings", "ServerState", "server_context"]
@@ -58,13 +59,18 @@ async def in_own_thread(fn: Callable[[], Any], name: str = "trtlade-engine-load"
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """HTTP-level settings. ``api_key``: required Bearer token (None: no auth). ``manifest``: the
+    """HTTP-level settings. ``api_key``: required Bearer token (None: no auth); ``keys``: the server's
+    identities (a keys file, with ``api_key`` as ``default``; None: only ``api_key``, if any).
+    ``prefix_cache_scope``: whose cached prompt blocks a request may reuse (``identity``, ``salt``,
+    ``global``: :class:`~trtlade.contract.protocol.CacheScope`). ``manifest``: the
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
     streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
     ``access_log_probes``: health checks and metrics scrapes too. ``http_stack``: the event loop and
     HTTP parser uvicorn runs (:func:`trtlade.server.runner.http_stack`), shown by /version."""
 
     api_key: Optional[str] = None
+    keys: Optional[KeyRing] = None
+    prefix_cache_scope: str = "global"
     max_body_bytes: int = 4 * 1024 * 1024
     keepalive_s: float = 15.0
     manifest: Optional[dict[str, Any]] = None
@@ -147,14 +153,37 @@ class ServerContext:
         state.loaded.set()
         log.info("engine %s ready: model %s, (W,N,G) = (%s)", info.name, info.model_id, info.spec)
 
-    def check_auth(self, request: Request) -> None:
-        """401 unless the request carries the API key (when one is set)."""
-        key = self.settings.api_key
-        if not key:
-            return
+    @property
+    def keys(self) -> Optional[KeyRing]:
+        settings = self.settings
+        if settings.keys is None and settings.api_key:
+            return KeyRing.single(settings.api_key)
+        return settings.keys
+
+    def check_auth(self, request: Request) -> Optional[Identity]:
+        """The caller's identity; 401 (saying nothing of which keys exist) unless the request carries one of
+        the server's keys, when it has any (None: no keys, anyone may call)."""
+        keys = self.keys
+        if keys is None:
+            return None
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+        identity = keys.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if identity is None:
             raise ApiError.unauthorized()
+        return identity
+
+    def check_admin(self, request: Request) -> Optional[Identity]:
+        """:meth:`check_auth`, and with several keys a 403 unless the key is marked admin."""
+        identity = self.check_auth(request)
+        keys = self.keys
+        if identity is not None and keys is not None and keys.several and not identity.admin:
+            raise ApiError(403, "this route needs an admin key (marked `admin` in the keys file)",
+                           code="admin_key_required")
+        return identity
+
+    def cache_scope(self, identity: Optional[Identity], salt: Optional[str]) -> CacheScope:
+        """The prefix-cache namespace of a request: the server's scope, the caller's identity, its salt."""
+        return CacheScope(self.settings.prefix_cache_scope, identity.name if identity is not None else None, salt)
 
     def ready_engine(self) -> ServingEngine:
         """The engine, or a 503 saying why there is none."""

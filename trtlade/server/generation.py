@@ -176,7 +176,7 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
 async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[PreparedRequest, list[GenerationHandle]]:
     """Check, parse, tokenize and submit a request (each of its generations); every refusal is an
     :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
-    ctx.check_auth(request)
+    identity = ctx.check_auth(request)
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
     body = parse_body(kind, payload)
@@ -184,10 +184,11 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[Prepa
     ctx.note_ignored(ignored_fields(body))
     prompts = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
     prepared = assemble(kind, body, engine.info, prompts, drafting, stop)  # type: ignore[arg-type]
+    scope = ctx.cache_scope(identity, body.cache_salt)
     handles: list[GenerationHandle] = []
     try:
         for generation in prepared.generations:
-            handles.append(engine.submit(dataclasses.replace(generation, load=ctx.active)))
+            handles.append(engine.submit(dataclasses.replace(generation, load=ctx.active, cache_scope=scope)))
     except (EngineOverloaded, RequestRejected) as exc:
         for handle in handles:
             handle.cancel()

@@ -54,6 +54,8 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
         "scheduling": info.scheduling if info is not None else None,
         "live": engine.live() if engine is not None and hasattr(engine, "live") else None,
         "manifest": settings.manifest,
+        "prefix_cache_scope": settings.prefix_cache_scope,
+        "identities": len(keys.entries) if (keys := ctx.keys) is not None else 0,
         **({"source": settings.source} if settings.source else {}),
         **({"http_stack": settings.http_stack} if settings.http_stack else {}),
     })
@@ -62,8 +64,9 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
 @router.post("/admin/prefix-cache/clear")
 async def clear_prefix_cache(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
     """Drop every block of the reference engine's prefix cache (between two engine steps); 404 where the
-    server keeps none. ``trtlade bench`` calls it before each series so that modes compare on equal terms."""
-    ctx.check_auth(request)
+    server keeps none. ``trtlade bench`` calls it before each series so that modes compare on equal terms. With
+    several keys, only an admin key may."""
+    ctx.check_admin(request)
     clear = getattr(ctx.ready_engine(), "clear_prefix_cache", None)
     dropped = await clear() if clear is not None else None
     if dropped is None:

@@ -52,6 +52,9 @@ trtlade_prompt_cached_tokens_total            counter    prompt tokens whose K/V
                                                          (reference engine, serve.prefix_cache_mb)
 trtlade_prefix_cache_bytes                    gauge      bytes of K/V the prefix cache holds (NaN: no cache)
 trtlade_prefix_cache_token_hit_rate           gauge      cached / looked-up prompt tokens since the start
+trtlade_prefix_cache_scope_bytes{scope}       gauge      the same bytes by namespace kind: ``global``,
+                                                         ``identity``, ``salt`` (never per key or salt)
+trtlade_prefix_cache_scope_token_hit_rate{scope}  gauge  the hit rate by namespace kind
 ============================================  =========  =================================================
 
 ``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off). The ``trtlade_lookahead_*`` series count
@@ -65,7 +68,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepReport
+from trtlade.contract.protocol import CACHE_SCOPES, GenerationRequest, GenerationStats, StepReport
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]
@@ -149,6 +152,10 @@ class ServerMetrics:
         self.prefix_bytes = Gauge("trtlade_prefix_cache_bytes", "Bytes of K/V the prefix cache holds.", registry=r)
         self.prefix_hit_rate = Gauge("trtlade_prefix_cache_token_hit_rate", "Cached / looked-up prompt tokens.",
                                      registry=r)
+        self.scope_bytes = Gauge("trtlade_prefix_cache_scope_bytes", "Bytes of K/V the prefix cache holds, by "
+                                 "namespace kind (global, identity, salt; never per key).", ["scope"], registry=r)
+        self.scope_hit_rate = Gauge("trtlade_prefix_cache_scope_token_hit_rate", "Cached / looked-up prompt "
+                                    "tokens, by namespace kind (global, identity, salt).", ["scope"], registry=r)
         self._schedule: LookaheadSchedule | None = None
 
     def set_schedule(self, schedule: LookaheadSchedule, band_in_force: Callable[[], int | None]) -> None:
@@ -224,6 +231,19 @@ class ServerMetrics:
         self.row_cost.set_function(row_cost)
         self.prefix_bytes.set_function(prefix("bytes"))
         self.prefix_hit_rate.set_function(prefix("token_hit_rate"))
+        for scope in CACHE_SCOPES:
+            self.scope_bytes.labels(scope=scope).set_function(_scoped(live, scope, "bytes"))
+            self.scope_hit_rate.labels(scope=scope).set_function(_scoped(live, scope, "token_hit_rate"))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _scoped(live: Callable[[], dict], scope: str, key: str) -> Callable[[], float]:
+    """A per-namespace-kind figure of the prefix cache at scrape time (0 for a kind not used yet; NaN: no cache)."""
+    def read() -> float:
+        cache = live().get("prefix_cache")
+        if not cache:
+            return float("nan")
+        return float((cache.get("by_scope") or {}).get(scope, {}).get(key, 0.0))
+    return read

@@ -45,8 +45,10 @@ __all__ = [
 ]
 
 #: Non-OpenAI request fields trtlade accepts (what benchmark clients send, and trtlade's own).
-EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "speculation", "ignore_eos", "min_tokens", "stop_token_ids",
-                                     "top_k", "min_p", "repetition_penalty")
+EXTENSION_FIELDS: tuple[str, ...] = ("lookahead", "speculation", "cache_salt", "ignore_eos", "min_tokens",
+                                     "stop_token_ids", "top_k", "min_p", "repetition_penalty")
+#: the longest cache_salt accepted
+MAX_CACHE_SALT = 256
 
 
 class _Strict(BaseModel):
@@ -103,6 +105,10 @@ class _GenerationFields(_Strict):
         "NGram / SA / AUTO drafting for this request, as TensorRT-LLM's `speculative_config` block "
         "(`decoding_type`, `max_draft_len`, `max_matching_ngram_size`, ...), checked by upstream's validators; "
         "reference engine only, `max_draft_len` at most `serve.max_draft_len`. Not with `lookahead`."))
+    cache_salt: Optional[str] = Field(None, min_length=1, max_length=MAX_CACHE_SALT, description=(
+        "vLLM's: a namespace for prefix-cache reuse; only requests with the same salt (and, under the server's "
+        "`identity` and `salt` scopes, the same API key) reuse each other's cached prompt blocks. Combined "
+        "server-side with the caller's identity, so a copied salt crosses no identity. Reference engine."))
     ignore_eos: Optional[bool] = Field(False, description="Generate past the end-of-sequence token (benchmarks).")
     min_tokens: Optional[int] = Field(0, ge=0, description="No stop (EOS, stop strings, stop ids) before this many "
                                       "tokens.")

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
+from trtlade.server.identity import KeyRing, KeysFileError, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
@@ -58,6 +59,8 @@ class ServeFlags:
     prefix_cache_mb: Optional[int] = None
     prefill_chunk_tokens: Optional[int] = None
     prefill_stall: Optional[float] = None
+    api_keys_file: Optional[Path] = None
+    prefix_cache_scope: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ class ServePlan:
     bundle: Optional[Path] = None
     manifest: Optional[dict[str, Any]] = None
     locate: Any = field(default=None, compare=False, repr=False)
+    #: the identities (keys file and API key; None: anyone may call) and the prefix cache's scope
+    keys: Optional[KeyRing] = field(default=None, compare=False, repr=False)
+    key_warnings: tuple[str, ...] = ()
+    prefix_cache_scope: str = "global"
 
     @property
     def spec(self) -> LookaheadSpec:
@@ -141,7 +148,7 @@ def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str,
 
 
 #: ServeFlags fields that are serve.<same name> keys
-_SERVE_FLAGS = ("host", "port", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall")
+_SERVE_FLAGS = ("host", "port", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "prefix_cache_scope")
 
 
 def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[Path]) -> TrtladeConfig:
@@ -245,6 +252,9 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     api_key = flags.api_key
     if api_key is None and config.serve.api_key_env:
         api_key = env.get(config.serve.api_key_env) or None
+    configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
+    keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key)
+    scope = _scope(config, keys)
     manifest = None
     if bundle is not None:
         try:
@@ -255,4 +265,38 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         config=config, engine=engine, host=config.serve.host, port=config.serve.port, api_key=api_key,
         model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,
         served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
-        bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None)
+        bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None,
+        keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope)
+
+
+def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRing], list[str]]:
+    """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line)."""
+    try:
+        if path is None:
+            return (KeyRing.single(api_key) if api_key else None), []
+        ring, warnings = KeyRing.load(path)
+        return ring.with_key(api_key), warnings
+    except KeysFileError as exc:
+        raise PlanError(exc.message, exc.hint, where=exc.where) from None
+
+
+def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
+    """``serve.prefix_cache_scope``, or its default: ``identity`` with keys, ``global`` without. Refused where it
+    cannot hold: ``identity`` without keys (every caller would be one identity), and a scope narrower than
+    global on the trtllm engine with KV block reuse (TensorRT-LLM shares reused blocks between every request)."""
+    serve = config.serve
+    explicit = serve.prefix_cache_scope
+    if serve.engine == "trtllm":
+        if serve.kv_cache_enable_block_reuse and keys is not None and explicit != "global":
+            raise PlanError("the trtllm engine with serve.kv_cache_enable_block_reuse reuses KV blocks between "
+                            "every request the executor runs: it cannot keep one API key's prompts from another's",
+                            "set serve.prefix_cache_scope: global to accept that (one tenant), or turn "
+                            "serve.kv_cache_enable_block_reuse off", where="serve.prefix_cache_scope")
+        return "global"
+    scope = explicit or ("identity" if keys is not None else "global")
+    if scope == "identity" and keys is None:
+        raise PlanError("serve.prefix_cache_scope identity needs API keys: without them every caller is the same "
+                        "identity", "give a keys file (--api-keys-file, serve.api_keys_file, $TRTLADE_API_KEYS_FILE) "
+                        "or an API key, or use prefix_cache_scope global (one tenant) or salt",
+                        where="serve.prefix_cache_scope")
+    return scope

@@ -272,7 +272,10 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
         return 0
     check_listen(plan.host, plan.port)
     stack = http_stack()
-    settings = ServerSettings(api_key=plan.api_key, max_body_bytes=plan.config.serve.max_body_bytes,
+    for warning in plan.key_warnings:
+        log.warning("%s", warning)
+    settings = ServerSettings(api_key=plan.api_key, keys=plan.keys, prefix_cache_scope=plan.prefix_cache_scope,
+                              max_body_bytes=plan.config.serve.max_body_bytes,
                               access_log=access_log, access_log_probes=access_log_probes,
                               manifest=plan.manifest, source=plan.describe(), http_stack=stack)
     failure: list[BaseException] = []
