@@ -513,13 +513,7 @@ class TrtllmEngine:
         """The step's tokens through the same output rules as the reference engine
         (:class:`~trtlade.contract.text.OutputText`): EOS and stop ids end the text and show none,
         a stop string ends it at the token that completes it. ``finish`` is the executor's."""
-        emitted = job.output.extend(new)
-        text = emitted.text
-        if emitted.finish_reason is None and finish is not None:
-            text += job.output.end(finish)
-        finish = job.output.finish_reason
-        if emitted.tokens:
-            job.hist[len(emitted.tokens)] = job.hist.get(len(emitted.tokens), 0) + 1
+        tokens, text, finish = step_output(job.output, job.hist, new, finish)
         stats = None
         if finish is not None:
             steps = max(job.steps, 1)
@@ -527,7 +521,22 @@ class TrtllmEngine:
                                     tokens_per_step_hist=dict(job.hist),
                                     rows_per_step=[job.spec.decoding_tokens] * steps,
                                     prompt_tokens=len(job.request.prompt_ids))
-        return StepChunk(tokens=emitted.tokens, text=text, finish_reason=finish, stats=stats)
+        return StepChunk(tokens=tokens, text=text, finish_reason=finish, stats=stats)
+
+
+def step_output(output: Any, hist: dict[int, int], new: list[int], finish: Optional[str]
+                ) -> tuple[list[int], str, Optional[str]]:
+    """One step's tokens through :class:`~trtlade.contract.text.OutputText` (EOS and stop ids end the text and
+    show none, a stop string ends it at the token that completes it; ``finish``: TensorRT-LLM's own end):
+    the tokens emitted, their text, and the request's finish reason once it has one; ``hist`` counts the
+    step's tokens (tokens per step)."""
+    emitted = output.extend(new)
+    text = emitted.text
+    if emitted.finish_reason is None and finish is not None:
+        text += output.end(finish)
+    if emitted.tokens:
+        hist[len(emitted.tokens)] = hist.get(len(emitted.tokens), 0) + 1
+    return emitted.tokens, text, output.finish_reason
 
 
 def run_follower(launch: TrtllmLaunch, pre: Optional[Preflight] = None,

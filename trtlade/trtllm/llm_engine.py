@@ -45,7 +45,7 @@ from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.spec import AUTOREGRESSIVE
 from trtlade.trtllm.compat import import_tensorrt_llm
-from trtlade.trtllm.engine import TrtllmStartError
+from trtlade.trtllm.engine import TrtllmStartError, step_output
 from trtlade.trtllm.releases import release_for
 
 __all__ = ["LlmLaunch", "TrtllmLlmEngine", "llm_kwargs", "PYTORCH_SCHEDULING"]
@@ -264,20 +264,14 @@ class TrtllmLlmEngine:
             job.handle.finish()
 
     def _chunk(self, job: _Job, new: list[int], finish: Optional[str]) -> StepChunk:
-        emitted = job.output.extend(new)
-        text = emitted.text
-        if emitted.finish_reason is None and finish is not None:
-            text += job.output.end(finish)
-        reason = job.output.finish_reason
-        if emitted.tokens:
-            job.hist[len(emitted.tokens)] = job.hist.get(len(emitted.tokens), 0) + 1
+        tokens, text, reason = step_output(job.output, job.hist, new, finish)
         stats = None
         if reason is not None:
             stats = GenerationStats(spec=AUTOREGRESSIVE, steps=max(1, job.steps), tokens=len(job.output.tokens),
                                     tokens_per_step_hist=dict(job.hist), prompt_tokens=len(job.request.prompt_ids),
                                     speculation=self._config, draft_tokens=job.drafts if self._config else 0,
                                     policy="fixed")
-        return StepChunk(tokens=emitted.tokens, text=text, finish_reason=reason, stats=stats)  # type: ignore[arg-type]
+        return StepChunk(tokens=tokens, text=text, finish_reason=reason, stats=stats)  # type: ignore[arg-type]
 
     def _cancel(self, handle: Any) -> None:
         job = getattr(handle, "job", None)

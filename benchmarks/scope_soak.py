@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""A soak of a multi-tenant `trtlade serve`: three API keys, the prefix cache scoped by identity and small
+enough to evict all the time. Is every request answered, does no identity ever reuse another's prompt, are
+greedy repeats identical whether served from the cache or not, and does memory stay flat?
+
+Launches ``trtlade serve`` on ``--config`` (default the embedded model's) with a keys file of three
+identities and ``serve.prefix_cache_mb --cache-mb`` (the default scope with keys: ``identity``), then runs
+``--concurrency`` clients for ``--minutes``, client i as identity i mod 3, each cycling through: multi-turn
+conversations with a shared system prompt, greedy chat, seeded sampling, ``n=2``, ``logprobs``, a prompt
+list, ``cache_salt``, streams aborted before their first token (mid-prefill) and after two chunks
+(mid-decode), bad requests (each must be a 4xx naming its field), a per-identity canary (the same greedy
+prompt: its answer must never change) and a cross-identity probe (a prompt another identity sent moments
+before: ``cached_tokens`` must be 0, while the sender's own repeat may reuse it). Every ``--every`` seconds
+it samples the server's RSS (VmRSS, children included) and /metrics' per-scope bytes. Prints the samples
+and a verdict per check.
+
+    .venv/bin/python benchmarks/scope_soak.py --minutes 30          # the documented run
+    .venv/bin/python benchmarks/scope_soak.py --minutes 2 --warmup 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import itertools
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory_soak import rss_mb, server_pid  # noqa: E402
+
+IDENTITIES = ("alice", "bob", "carol")
+SYSTEM = ("You are the support assistant of a parcel company. Answer in one or two sentences, quote order "
+          "numbers exactly, and never guess a delivery date. ")
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.outcomes: collections.Counter = collections.Counter()
+        self.unnamed_4xx: list[str] = []
+        self.canary: dict[str, set[str]] = collections.defaultdict(set)
+        self.cross_reuse = 0
+        self.cross_probes = 0
+        self.own_reuse = 0
+        self.own_probes = 0
+        self.failures: list[str] = []
+
+
+def cycle_of(model: str, who: str) -> list[tuple[str, dict, str]]:
+    """(path, body, kind) of one client's cycle; kind says how to send it and what to check."""
+    chat = "/v1/chat/completions"
+    turns = [
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is order 4471?"}],
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where is order 4471?"},
+         {"role": "assistant", "content": "Order 4471 left the depot this morning."},
+         {"role": "user", "content": "And when will it arrive?"}],
+    ]
+    items: list[tuple[str, dict, str]] = [(chat, {"messages": m, "max_tokens": 24}, "plain") for m in turns]
+    items += [
+        (chat, {"messages": [{"role": "user", "content": "List three uses of a paperclip."}], "max_tokens": 32},
+         "plain"),
+        (chat, {"messages": [{"role": "user", "content": "Write a haiku about rain."}], "max_tokens": 32,
+                "temperature": 0.8, "top_p": 0.95, "seed": 7}, "plain"),
+        (chat, {"messages": [{"role": "user", "content": "Name a prime number."}], "max_tokens": 12, "n": 2,
+                "temperature": 0.7, "seed": 3}, "plain"),
+        (chat, {"messages": [{"role": "user", "content": "Is water wet?"}], "max_tokens": 12, "logprobs": True,
+                "top_logprobs": 3}, "plain"),
+        ("/v1/completions", {"prompt": ["The capital of France is", "def add(a, b):"], "max_tokens": 16}, "plain"),
+        (chat, {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hello"}],
+                "max_tokens": 16, "cache_salt": f"{who}-salt"}, "plain"),
+        (chat, {"messages": [{"role": "user", "content": SYSTEM * 6 + " Summarise this."}], "max_tokens": 64,
+                "stream": True}, "abort-prefill"),
+        (chat, {"messages": [{"role": "user", "content": "Tell me a long story about a lighthouse."}],
+                "max_tokens": 200, "stream": True}, "abort-decode"),
+        (chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "bad"),
+        (chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "cache_salt": ""}, "bad"),
+        (chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "max_token": 4}, "bad"),
+        (chat, {"messages": [{"role": "user", "content": f"Spell the word {who} backwards, letter by letter."}],
+                "max_tokens": 24}, "canary"),
+        ("/v1/completions", {"prompt": "", "max_tokens": 8}, "probe"),  # filled in at send time
+    ]
+    return [(path, {"model": model, **body}, kind) for path, body, kind in items]
+
+
+async def send(http: httpx.AsyncClient, url: str, key: str, path: str, body: dict, kind: str,
+               checks: Checks, who: str, secrets: dict[str, str], owner: str = "") -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    if kind in ("abort-prefill", "abort-decode"):
+        async with http.stream("POST", url + path, json=body, headers=headers) as reply:
+            chunks = 0
+            async for line in reply.aiter_lines():
+                chunks += line.startswith("data:") and '"content"' in line
+                if kind == "abort-prefill" or chunks >= 2:
+                    break
+            checks.outcomes[f"{kind} (HTTP {reply.status_code})"] += 1
+        return
+    if kind == "probe":  # another identity's secret (must not be reused), or my own (may be)
+        text = secrets.get(owner)
+        if text is None:
+            return
+        body = {**body, "prompt": text + " Continue:"}
+    reply = await http.post(url + path, json=body, headers=headers)
+    checks.outcomes[f"HTTP {reply.status_code}"] += 1
+    data: Any = reply.json()
+    if reply.status_code >= 500:
+        checks.failures.append(f"{kind}: {reply.status_code} {reply.text[:200]}")
+    elif 400 <= reply.status_code < 500:
+        if kind != "bad" or not data.get("error", {}).get("param"):
+            checks.unnamed_4xx.append(f"{kind}: {reply.text[:200]}")
+    elif kind == "canary":
+        checks.canary[who].add(data["choices"][0]["message"]["content"])
+    elif kind == "probe":
+        cached = (data["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        if owner == who:
+            checks.own_probes += 1
+            checks.own_reuse += cached > 0
+        else:
+            checks.cross_probes += 1
+            checks.cross_reuse += cached > 0
+
+
+async def client(http: httpx.AsyncClient, url: str, index: int, keys: dict[str, str], model: str, deadline: float,
+                 checks: Checks, secrets: dict[str, str]) -> None:
+    who = IDENTITIES[index % 3]
+    cycle = cycle_of(model, who)
+    for n, (path, body, kind) in enumerate(itertools.islice(itertools.cycle(cycle), index * 2, None)):
+        if time.monotonic() >= deadline:
+            return
+        if n % 7 == 0:  # this identity's secret of the moment: a long prompt only it sends
+            secrets[who] = f"{who} private note {n}: " + SYSTEM * 3
+            await send(http, url, keys[who], "/v1/completions", {"model": model, "prompt": secrets[who],
+                                                                 "max_tokens": 4}, "plain", checks, who, secrets)
+        owner = who if (n // len(cycle)) % 2 == 0 else IDENTITIES[(IDENTITIES.index(who) + 1) % 3]
+        try:
+            await send(http, url, keys[who], path, body, kind, checks, who, secrets, owner)
+        except httpx.HTTPError as exc:
+            checks.failures.append(f"{kind}: {type(exc).__name__}: {exc}")
+
+
+def scope_bytes(metrics: str) -> dict[str, float]:
+    out = {}
+    for line in metrics.splitlines():
+        if line.startswith("trtlade_prefix_cache_scope_bytes{"):
+            out[line.split('scope="')[1].split('"')[0]] = float(line.split()[1])
+    return out
+
+
+async def soak(url: str, pid: int, keys: dict[str, str], args: argparse.Namespace) -> Checks:
+    checks, secrets = Checks(), {}
+    async with httpx.AsyncClient(timeout=300) as http:
+        auth = {"Authorization": f"Bearer {keys['alice']}"}
+        model = (await http.get(url + "/v1/models", headers=auth)).json()["data"][0]["id"]
+        start = time.monotonic()
+        deadline = start + 60 * args.minutes
+        tasks = [asyncio.create_task(client(http, url, i, keys, model, deadline, checks, secrets))
+                 for i in range(args.concurrency)]
+        samples = []
+        while not all(t.done() for t in tasks):
+            await asyncio.sleep(args.every)
+            metrics = (await http.get(url + "/metrics")).text
+            samples.append((time.monotonic() - start, rss_mb(pid), scope_bytes(metrics)))
+            t, rss, by = samples[-1]
+            print(f"{t:7.0f} s  RSS {rss:7.1f} MiB  cache by scope (MiB) "
+                  f"{ {k: round(v / 2**20, 2) for k, v in by.items()} }  requests {sum(checks.outcomes.values())}",
+                  flush=True)
+        await asyncio.gather(*tasks)
+    warm = [s for s in samples if s[0] >= 60 * args.warmup]
+    if warm:
+        base, peak = warm[0][1], max(s[1] for s in warm)
+        print(f"RSS after warm-up ({args.warmup:g} min): {base:.1f} MiB at {warm[0][0]:.0f} s, largest {peak:.1f} "
+              f"(+{peak - base:.1f}), last {warm[-1][1]:.1f} (+{warm[-1][1] - base:.1f}); prefix cache at most "
+              f"{max(sum(s[2].values()) for s in samples) / 2**20:.2f} MiB of {args.cache_mb} MiB")
+    return checks
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-cpu.yml")
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--warmup", type=float, default=3.0, help="minutes before RSS must stay flat")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--cache-mb", type=int, default=4, help="serve.prefix_cache_mb: small, to evict all the time")
+    ap.add_argument("--every", type=float, default=30.0, help="seconds between samples")
+    args = ap.parse_args()
+
+    from trtlade.bench.launch import launched_server
+
+    folder = Path(tempfile.mkdtemp(prefix="scope-soak-"))
+    keys = {who: os.urandom(16).hex() for who in IDENTITIES}
+    keys_file = folder / "keys.txt"
+    keys_file.write_text("".join(f"{who} {key}{' admin' if who == 'alice' else ''}\n" for who, key in keys.items()))
+    keys_file.chmod(0o600)
+    config = yaml.safe_load(args.config.read_text())
+    base = args.config.resolve().parent
+    for section, key in (("model", "path"), ("model", "tokenizer")):
+        if (config.get(section) or {}).get(key):
+            config[section][key] = str((base / config[section][key]).resolve())
+    serve = config.setdefault("serve", {})
+    serve.update({"api_keys_file": str(keys_file), "prefix_cache_mb": args.cache_mb})
+    serve.pop("prefix_cache_scope", None)
+    config_file = folder / "trtlade.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    log = folder / "server.log"
+    print(f"serving {args.config} with 3 identities, prefix cache {args.cache_mb} MiB (scope identity; log {log}); "
+          f"{args.concurrency} clients for {args.minutes:g} min")
+    os.environ["TRTLADE_API_KEY"] = ""
+    with launched_server(config_file, log_path=log, headers={"Authorization": f"Bearer {keys['alice']}"}) as url:
+        checks = asyncio.run(soak(url, server_pid(url), keys, args))
+    print(f"requests by outcome: {dict(checks.outcomes)}")
+    verdicts = {
+        "every request answered (no 5xx, no transport error)": not checks.failures,
+        "every 4xx names its field (and only bad requests get one)": not checks.unnamed_4xx,
+        "each identity's canary answer never changed": all(len(v) == 1 for v in checks.canary.values()),
+        f"no identity reused another's prompt ({checks.cross_probes} cross probes)": checks.cross_reuse == 0,
+        f"an identity's own repeat reused its prompt ({checks.own_reuse} of {checks.own_probes})": checks.own_reuse > 0,
+    }
+    for text, ok in verdicts.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {text}")
+    for line in (checks.failures + checks.unnamed_4xx)[:10]:
+        print(f"  {line}")
+    sys.exit(0 if all(verdicts.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()
