@@ -53,6 +53,9 @@ class Checks:
         self.own_reuse = 0
         self.own_probes = 0
         self.failures: list[str] = []
+        #: (identity, prompt) pairs sent: a probe counts only the first time its identity sends it (a repeat
+        #: may reuse the identity's own earlier probe, which is its right)
+        self.sent: set[tuple[str, str]] = set()
 
 
 def cycle_of(model: str, who: str) -> list[tuple[str, dict, str]]:
@@ -105,8 +108,9 @@ async def send(http: httpx.AsyncClient, url: str, key: str, path: str, body: dic
         return
     if kind == "probe":  # another identity's secret (must not be reused), or my own (may be)
         text = secrets.get(owner)
-        if text is None:
+        if text is None or (owner != who and (who, text) in checks.sent):
             return
+        checks.sent.add((who, text))
         body = {**body, "prompt": text + " Continue:"}
     reply = await http.post(url + path, json=body, headers=headers)
     checks.outcomes[f"HTTP {reply.status_code}"] += 1
@@ -136,7 +140,8 @@ async def client(http: httpx.AsyncClient, url: str, index: int, keys: dict[str, 
         if time.monotonic() >= deadline:
             return
         if n % 7 == 0:  # this identity's secret of the moment: a long prompt only it sends
-            secrets[who] = f"{who} private note {n}: " + SYSTEM * 3
+            secrets[who] = f"{who} private note {index}.{n}: " + SYSTEM * 3
+            checks.sent.add((who, secrets[who]))
             await send(http, url, keys[who], "/v1/completions", {"model": model, "prompt": secrets[who],
                                                                  "max_tokens": 4}, "plain", checks, who, secrets)
         owner = who if (n // len(cycle)) % 2 == 0 else IDENTITIES[(IDENTITIES.index(who) + 1) % 3]
