@@ -49,6 +49,16 @@ class Checks:
         self.unnamed_4xx: list[str] = []
         self.canary: dict[str, set[str]] = collections.defaultdict(set)
         self.cross_reuse = 0
+        #: (prober, owner, cached tokens, prompt tokens) of each cross probe that reused more than its own
+        #: earlier prompts explain
+        self.cross_hits: list[tuple[str, str, int, int]] = []
+        #: cross probes that reused only the start they share with the prober's own earlier prompts (a
+        #: probe of "carol private note 1.21: ..." may reuse "carol private note 1." from the prober's own
+        #: probe of "carol private note 1.14: ..."), and the most tokens one reused so
+        self.cross_own_start = 0
+        self.cross_own_most = 0
+        #: the completion prompts each identity sent, to bound what its own history explains
+        self.texts: dict[str, list[str]] = collections.defaultdict(list)
         self.cross_probes = 0
         self.own_reuse = 0
         self.own_probes = 0
@@ -112,6 +122,7 @@ async def send(http: httpx.AsyncClient, url: str, key: str, path: str, body: dic
             return
         checks.sent.add((who, text))
         body = {**body, "prompt": text + " Continue:"}
+        checks.texts[who].append(body["prompt"])
     reply = await http.post(url + path, json=body, headers=headers)
     checks.outcomes[f"HTTP {reply.status_code}"] += 1
     data: Any = reply.json()
@@ -129,7 +140,13 @@ async def send(http: httpx.AsyncClient, url: str, key: str, path: str, body: dic
             checks.own_reuse += cached > 0
         else:
             checks.cross_probes += 1
-            checks.cross_reuse += cached > 0
+            own = own_start(body["prompt"], checks.texts[who])
+            if cached > own:  # a token covers one character at least: more than that came from someone else
+                checks.cross_reuse += 1
+                checks.cross_hits.append((who, owner, cached, data["usage"]["prompt_tokens"]))
+            elif cached:
+                checks.cross_own_start += 1
+                checks.cross_own_most = max(checks.cross_own_most, cached)
 
 
 async def client(http: httpx.AsyncClient, url: str, index: int, keys: dict[str, str], model: str, deadline: float,
@@ -142,6 +159,7 @@ async def client(http: httpx.AsyncClient, url: str, index: int, keys: dict[str, 
         if n % 7 == 0:  # this identity's secret of the moment: a long prompt only it sends
             secrets[who] = f"{who} private note {index}.{n}: " + SYSTEM * 3
             checks.sent.add((who, secrets[who]))
+            checks.texts[who].append(secrets[who])
             await send(http, url, keys[who], "/v1/completions", {"model": model, "prompt": secrets[who],
                                                                  "max_tokens": 4}, "plain", checks, who, secrets)
         owner = who if (n // len(cycle)) % 2 == 0 else IDENTITIES[(IDENTITIES.index(who) + 1) % 3]
@@ -149,6 +167,16 @@ async def client(http: httpx.AsyncClient, url: str, index: int, keys: dict[str, 
             await send(http, url, keys[who], path, body, kind, checks, who, secrets, owner)
         except httpx.HTTPError as exc:
             checks.failures.append(f"{kind}: {type(exc).__name__}: {exc}")
+
+
+def own_start(prompt: str, earlier: list[str]) -> int:
+    """Characters of ``prompt``'s start that one of ``earlier`` (other than itself) shares: the most a prefix
+    cache scoped to their sender may reuse of it, counted in tokens (each covers one character at least).
+
+    >>> own_start("carol note 1.21: hi", ["carol note 1.14: hi", "bob", "carol note 1.21: hi"])
+    13
+    """
+    return max((len(os.path.commonprefix([prompt, text])) for text in earlier if text != prompt), default=0)
 
 
 def scope_bytes(metrics: str) -> dict[str, float]:
@@ -225,12 +253,16 @@ def main() -> None:
         "every request answered (no 5xx, no transport error)": not checks.failures,
         "every 4xx names its field (and only bad requests get one)": not checks.unnamed_4xx,
         "each identity's canary answer never changed": all(len(v) == 1 for v in checks.canary.values()),
-        f"no identity reused another's prompt ({checks.cross_probes} cross probes)": checks.cross_reuse == 0,
+        f"no identity reused another's prompt ({checks.cross_probes} cross probes; "
+        f"{checks.cross_own_start} reused only the start their own earlier prompts share, at most "
+        f"{checks.cross_own_most} tokens)": checks.cross_reuse == 0,
         f"an identity's own repeat reused its prompt ({checks.own_reuse} of {checks.own_probes})": checks.own_reuse > 0,
     }
     for text, ok in verdicts.items():
         print(f"{'ok  ' if ok else 'FAIL'} {text}")
-    for line in (checks.failures + checks.unnamed_4xx)[:10]:
+    hits = [f"{who} probed {owner}'s prompt: {cached} of {total} tokens cached" for who, owner, cached, total
+            in checks.cross_hits]
+    for line in (checks.failures + checks.unnamed_4xx + hits)[:10]:
         print(f"  {line}")
     sys.exit(0 if all(verdicts.values()) else 1)
 
