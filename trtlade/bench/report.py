@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -604,7 +605,7 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
         ax.set_xticks(run.levels)
         ax.set_xlabel("concurrency" + (f"  ({note})" if note else ""))
         ax.set_ylabel(ylabel)
-        ax.set_title(title)
+        ax.set_title(textwrap.fill(title, 64), fontsize=11)  # a long title wraps rather than leave the figure
         ax.grid(True, alpha=0.3)
         ax.legend()
         fig.tight_layout()
