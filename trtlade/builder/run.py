@@ -355,10 +355,7 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     timings["total_s"] = round(total, 3)
     engine_cfg = plan.engine_dir / "config.json"
     manifest = {
-        "format": MANIFEST_FORMAT,
-        "created": _now(),
-        "trtlade_version": _trtlade_version(),
-        **plan.summary(),
+        **_manifest_head(plan),
         "dtype": {"requested": plan.dtype_requested, "resolved": plan.dtype, "engine": engine.dtype},
         "limits": {
             "requested": plan.limits.to_dict(),
@@ -387,6 +384,12 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     return BuildResult(plan.output, manifest, warnings)
 
 
+def _manifest_head(plan: BuildPlan) -> dict[str, Any]:
+    """What every bundle's manifest starts with: its format, when and by which trtlade it was written, and
+    the plan's summary (backend, model, dtype, drafting, parallelism)."""
+    return {"format": MANIFEST_FORMAT, "created": _now(), "trtlade_version": _trtlade_version(), **plan.summary()}
+
+
 def _validate_deployment(data: dict[str, Any]) -> None:
     """The written trtlade.yml must load with the schema (a bug otherwise, not a user error)."""
     from trtlade.config.schema import TrtladeConfig
@@ -413,10 +416,7 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
     write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
     total = time.monotonic() - t_start
     manifest = {
-        "format": MANIFEST_FORMAT,
-        "created": _now(),
-        "trtlade_version": _trtlade_version(),
-        **plan.summary(),
+        **_manifest_head(plan),
         "limits": {"requested": plan.limits.to_dict(), "origin": {k: plan.origin.get(k, "default")
                                                                 for k in plan.limits.to_dict()}},
         "engine": None,
@@ -448,10 +448,7 @@ def _run_reference(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: An
     write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
     total = time.monotonic() - t_start
     manifest = {
-        "format": MANIFEST_FORMAT,
-        "created": _now(),
-        "trtlade_version": _trtlade_version(),
-        **plan.summary(),
+        **_manifest_head(plan),
         "embedded_model": plan.embedded,
         "limits": {"requested": {k: plan.limits.to_dict()[k] for k in plan.explicit_limits},
                    "origin": {k: plan.origin.get(k, "default") for k in plan.explicit_limits}},
