@@ -47,6 +47,21 @@ def rss_mb(pid: int) -> float:
     return total / 1024
 
 
+def rss_after_warmup(samples: list[tuple], warmup_min: float) -> str:
+    """How resident memory moved after the warm-up, from ``(seconds, RSS MiB, ...)`` samples ("" if no sample
+    is that late).
+
+    >>> rss_after_warmup([(60, 900.0), (200, 1000.0), (260, 1002.5), (320, 1001.0)], 3)
+    'RSS after warm-up (3 min): 1000.0 MiB at 200 s, largest 1002.5 (+2.5), last 1001.0 (+1.0)'
+    """
+    warm = [s for s in samples if s[0] >= 60 * warmup_min]
+    if not warm:
+        return ""
+    base, peak = warm[0][1], max(s[1] for s in warm)
+    return (f"RSS after warm-up ({warmup_min:g} min): {base:.1f} MiB at {warm[0][0]:.0f} s, largest {peak:.1f} "
+            f"(+{peak - base:.1f}), last {warm[-1][1]:.1f} (+{warm[-1][1] - base:.1f})")
+
+
 def bodies(model: str) -> list[tuple[str, dict, bool]]:
     """(path, body, abort after 2 chunks) of one client's cycle."""
     from trtlade.bench.datasets import load_dataset
@@ -117,15 +132,11 @@ async def soak(url: str, pid: int, args: argparse.Namespace) -> None:
             print(f"{t:7.0f} s  RSS {rss:7.1f} MiB  prefix cache {cached / 2**20:6.1f} MiB  "
                   f"requests {sum(outcomes.values())}", flush=True)
         await asyncio.gather(*tasks)
-    warm = [s for s in samples if s[0] >= 60 * args.warmup]
-    if not warm:
+    summary = rss_after_warmup(samples, args.warmup)
+    if not summary:
         print("no samples after warm-up: run longer")
         return
-    base = warm[0][1]
-    peak = max(s[1] for s in warm)
-    print(f"after warm-up ({args.warmup:g} min): RSS {base:.1f} MiB at {warm[0][0]:.0f} s, largest "
-          f"{peak:.1f} MiB (+{peak - base:.1f}), last {warm[-1][1]:.1f} MiB (+{warm[-1][1] - base:.1f}); "
-          f"prefix cache at most {max(s[2] for s in samples) / 2**20:.1f} MiB")
+    print(f"{summary}; prefix cache at most {max(s[2] for s in samples) / 2**20:.1f} MiB")
     print(f"requests by outcome over {args.minutes:g} min at concurrency {args.concurrency}: {dict(outcomes)}")
 
 

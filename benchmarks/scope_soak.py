@@ -15,7 +15,8 @@ it samples the server's RSS (VmRSS, children included) and /metrics' per-scope b
 and a verdict per check.
 
     .venv/bin/python benchmarks/scope_soak.py --minutes 30          # the documented run
-    .venv/bin/python benchmarks/scope_soak.py --minutes 2 --warmup 0.5
+    .venv/bin/python benchmarks/scope_soak.py --minutes 4 --warmup 1   # a quick look (in under 2 minutes the
+                                                                     # cache may evict every own repeat first)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_soak import rss_mb, server_pid  # noqa: E402
+from memory_soak import rss_after_warmup, rss_mb, server_pid  # noqa: E402
 
 IDENTITIES = ("alice", "bob", "carol")
 SYSTEM = ("You are the support assistant of a parcel company. Answer in one or two sentences, quote order "
@@ -206,12 +207,10 @@ async def soak(url: str, pid: int, keys: dict[str, str], args: argparse.Namespac
                   f"{ {k: round(v / 2**20, 2) for k, v in by.items()} }  requests {sum(checks.outcomes.values())}",
                   flush=True)
         await asyncio.gather(*tasks)
-    warm = [s for s in samples if s[0] >= 60 * args.warmup]
-    if warm:
-        base, peak = warm[0][1], max(s[1] for s in warm)
-        print(f"RSS after warm-up ({args.warmup:g} min): {base:.1f} MiB at {warm[0][0]:.0f} s, largest {peak:.1f} "
-              f"(+{peak - base:.1f}), last {warm[-1][1]:.1f} (+{warm[-1][1] - base:.1f}); prefix cache at most "
-              f"{max(sum(s[2].values()) for s in samples) / 2**20:.2f} MiB of {args.cache_mb} MiB")
+    summary = rss_after_warmup(samples, args.warmup)
+    if summary:
+        print(f"{summary}; prefix cache at most {max(sum(s[2].values()) for s in samples) / 2**20:.2f} MiB of "
+              f"{args.cache_mb} MiB")
     return checks
 
 
