@@ -8,6 +8,7 @@ ready, generation routes answer 503 (with Retry-After while loading or stopping)
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -153,8 +154,9 @@ class ServerContext:
         state.loaded.set()
         log.info("engine %s ready: model %s, (W,N,G) = (%s)", info.name, info.model_id, info.spec)
 
-    @property
+    @functools.cached_property
     def keys(self) -> Optional[KeyRing]:
+        """The server's keys (the single ``--api-key`` as a ring of one), built once, not per request."""
         settings = self.settings
         if settings.keys is None and settings.api_key:
             return KeyRing.single(settings.api_key)
