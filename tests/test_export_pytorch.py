@@ -96,7 +96,8 @@ def test_the_model_yaml_is_its_own_validate_config_gate(bundle, tmp_path):
     report = validate_file(path, release="1.3.0")
     assert report.kind == "triton-llmapi" and report.valid(strict=True), [d.format_text() for d in report.diagnostics]
     old = validate_file(path, release="1.2.1")
-    assert any(d.code == "speculation-release" for d in old.diagnostics)  # SA needs 1.3
+    assert any(d.code == "trtllm-args-literal" and d.path == "speculative_config.decoding_type"
+               for d in old.diagnostics)  # SA needs 1.3
     broken = path.read_text().replace("decoupled: true", "stream: true").replace("max_draft_len: 4",
                                                                                 "max_draft_len: 0")
     path.write_text(broken)

@@ -114,25 +114,31 @@ speculative_config:
   max_draft_len: 4
   max_matching_ngram_size: %s
 print_iter_log: true
-my_own_key: 1
 """
 
 
 @pytest.mark.parametrize("kind, k, fraction, release, expect", [
     ("SA", -1, 0.9, "1.3.0", None),
     ("NGram", 3, 0.9, "1.3.0", None),
-    ("SA", 0, 0.9, "1.3.0", ("speculation", "speculative_config.max_matching_ngram_size", 7)),
-    ("NGram", -1, 0.9, "1.3.0", ("speculation", "speculative_config.max_matching_ngram_size", 7)),
+    ("SA", 0, 0.9, "1.3.0", ("trtllm-args-rule", "speculative_config.max_matching_ngram_size", 7)),
+    ("SA", -2, 0.9, "1.3.0", None),                           # validate_sa_config refuses 0 only
+    ("NGram", -1, 0.9, "1.3.0", ("trtllm-args-range", "speculative_config.max_matching_ngram_size", 7)),
     ("SA", 65, 0.9, "1.3.0", None),                                     # fine without the global pool
-    ("SA", -1, 1.5, "1.3.0", ("trtllm-serve-kv", "kv_cache_config.free_gpu_memory_fraction", 3)),
-    ("SA", -1, 0.9, "1.2.1", ("speculation-release", "speculative_config.decoding_type", 5)),
+    ("SA", -1, 0.0, "1.3.0", None),                                     # 0 <= fraction <= 1
+    ("SA", -1, 1.5, "1.3.0", ("trtllm-args-range", "kv_cache_config.free_gpu_memory_fraction", 3)),
+    ("SA", -1, 0.9, "1.2.1", ("trtllm-args-literal", "speculative_config.decoding_type", 5)),
 ])
 def test_a_trtllm_serve_config_is_checked_as_it_is(tmp_path, kind, k, fraction, release, expect):
     report, found = findings(write(tmp_path, "serve.yml", SERVE % (fraction, kind, k)), release=release)
     assert report.kind == "trtllm-serve"
     errors = [f for f in found if f[0] == "error"]
     assert errors == ([] if expect is None else [("error", *expect)])
-    assert ("info", "trtllm-serve-unchecked", "my_own_key", 9) in found  # what trtlade leaves to TensorRT-LLM
+
+
+def test_a_key_tensorrt_llm_does_not_know_is_refused_at_its_line(tmp_path):
+    report, found = findings(write(tmp_path, "serve.yml", SERVE % (0.9, "SA", -1) + "my_own_key: 1\n"),
+                             release="1.3.0")
+    assert not report.valid() and ("error", "trtllm-args-unknown-key", "my_own_key", 9) in found
 
 
 def test_a_lookahead_block_in_a_trtllm_serve_config(tmp_path):
@@ -152,7 +158,7 @@ def test_validate_config_takes_the_release_flag(tmp_path):
     path = write(tmp_path, "serve.yml", SERVE % (0.9, "SA", -1))
     assert runner.invoke(app, ["validate-config", str(path), "--trtllm-version", "1.3.0"]).exit_code == 0
     refused = runner.invoke(app, ["validate-config", str(path), "--trtllm-version", "1.2.1"])
-    assert refused.exit_code == 1 and "has no SA drafter" in refused.output
+    assert refused.exit_code == 1 and "decoding_type 'SA' is not one TensorRT-LLM 1.2" in refused.output
     bad = runner.invoke(app, ["validate-config", str(path), "--trtllm-version", "latest"])
     assert bad.exit_code == 2 and "--trtllm-version" in bad.output
 

@@ -1,22 +1,19 @@
-"""A ``trtllm-serve --config`` file (alias ``--extra_llm_api_options``), as it is: what its
-``speculative_config`` and the keys around it will meet when TensorRT-LLM reads them.
+"""A ``trtllm-serve --config`` file (``--extra_llm_api_options`` on releases without the alias), as it is: the
+verdict TensorRT-LLM gives it at start, for the release named.
 
-TensorRT-LLM reads the file into its LLM arguments (``tensorrt_llm/commands/serve.py``: every key becomes an
-``LLM(...)`` keyword, explicit command-line flags winning; ``tensorrt_llm/llmapi/llm_args.py``,
-``update_llm_args_with_extra_dict``). trtlade checks what it understands, each finding at its ``file:line``
-and field, and says which keys it left to TensorRT-LLM:
+TensorRT-LLM reads every key of the file into its LLM arguments (``tensorrt_llm/llmapi/llm_args.py``,
+``update_llm_args_with_extra_dict``, then ``TorchLlmArgs(**...)``): a key it does not know, a value of the
+wrong type, out of its bounds or outside its ``Literal``, or one its validators refuse stops the server. trtlade
+gives the same verdict without TensorRT-LLM (:mod:`trtlade.trtllm.llm_args_check`: the whole schema of the
+release, read from upstream's source into a table, and its validators as cited rules), each finding at its
+``file:line`` and field. Around it, what only trtlade says:
 
-* ``speculative_config``: NGram / SA / AUTO through upstream's validators (:mod:`trtlade.drafting.config`:
-  ``NGramDecodingConfig``, ``SADecodingConfig``, ``AutoDecodingConfig``); SA needs 1.3; ``Lookahead`` only on
-  the TensorRT-engine backend of a release below 1.3 (``LookaheadDecodingConfig.supports_backend`` refuses
-  ``pytorch``; from 1.3 on the union has no Lookahead member); other drafters (Eagle3, MTP, ...) are noted;
-* ``backend``: ``pytorch`` (``_autodeploy``) everywhere; ``tensorrt`` below 1.3 only (``LLM(backend="tensorrt")``
-  raises ValueError from 1.3 on: ``docs/source/legacy/tensorrt-backend-removal.md``);
-* ``max_batch_size``, ``max_num_tokens``, ``max_seq_len``: positive integers (``global_pool_size`` must cover
-  ``max_batch_size``: ``TorchLlmArgs.validate_speculative_config``);
-* ``kv_cache_config``: a mapping; ``free_gpu_memory_fraction`` in (0, 1], ``enable_block_reuse`` a boolean;
-* ``cuda_graph_config`` with a ``draft_len_schedule``: upstream forces ``enable_padding`` and adds the
-  schedule's keys to ``batch_sizes`` (a note).
+* ``backend: tensorrt``: the TensorRT-engine backend exists below 1.3 only (``LLM(backend="tensorrt")`` raises
+  ValueError from 1.3 on: ``docs/source/legacy/tensorrt-backend-removal.md``);
+* ``speculative_config`` with ``decoding_type: Lookahead``: only on that engine backend, below 1.3, with the
+  NGram / SA equivalent named on 1.3+;
+* where TensorRT-LLM is importable, its own ``TorchLlmArgs`` checks the file too and a disagreement is an
+  error (:mod:`trtlade.trtllm.upstream_gate`).
 
 Worked example::
 
@@ -30,42 +27,45 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import difflib
+
 from trtlade.config.loader import YamlDocument
 from trtlade.diagnostics import Diagnostic
-from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.spec import LookaheadSpec, SpecError
-from trtlade.trtllm.releases import lookahead_refusal_1_3, release_for
+from trtlade.trtllm.releases import EQUIVALENT_SPECULATION, flow_mapping, lookahead_refusal_1_3, release_for
 
-__all__ = ["LLM_API_KEYS", "is_trtllm_serve_config", "check_trtllm_serve", "is_llmapi_model_yaml",
-           "check_llmapi_model_yaml"]
+__all__ = ["is_trtllm_serve_config", "check_trtllm_serve", "is_llmapi_model_yaml", "check_llmapi_model_yaml"]
 
-#: LLM-API keys a trtllm-serve config file commonly carries (trtlade checks the first group; the rest pass).
-CHECKED_KEYS = ("speculative_config", "backend", "max_batch_size", "max_num_tokens", "max_seq_len", "kv_cache_config",
-                "cuda_graph_config")
-LLM_API_KEYS = CHECKED_KEYS + (
-    "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size", "max_beam_width", "max_input_len",
-    "enable_chunked_prefill", "disable_overlap_scheduler", "print_iter_log", "enable_attention_dp", "trust_remote_code",
-    "enable_iter_perf_stats", "attn_backend", "sampler_type", "scheduler_config", "guided_decoding_backend",
-    "enable_autotuner", "stream_interval", "num_postprocess_workers", "return_perf_metrics", "dtype",
-    "build_config", "moe_config", "lora_config", "cache_transceiver_config", "torch_compile_config", "tokenizer")
-#: upstream's default max_batch_size of the PyTorch backend (TorchLlmArgs): what global_pool_size must cover
-DEFAULT_MAX_BATCH_SIZE = 2048
-_MODEL_FREE = ("NGram", "SA", "AUTO")
+#: The LLM-API keys of the newest schema read (TorchLlmArgs' fields), for recognising a file's kind.
+def _llm_api_keys() -> frozenset[str]:
+    from trtlade.trtllm.llm_args_check import tables
+
+    newest = tables()[-1]
+    keys: set[str] = set()
+    for table in tables():
+        for root in ("TorchLlmArgs", "TrtLlmArgs"):
+            if root in table.models:
+                keys |= set(table.models.fields(root))
+    return frozenset(keys - {"model"}) or frozenset(newest.models.fields("TorchLlmArgs"))
+
+
 
 
 def is_trtllm_serve_config(data: Any) -> bool:
-    """A mapping of LLM-API keys (``speculative_config``, ``kv_cache_config`` ...) and no trtlade section.
+    """A mapping of LLM-API keys (``speculative_config``, ``kv_cache_config`` ...; one misspelt still counts) and no
+    trtlade section.
 
     >>> is_trtllm_serve_config({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 4}})
     True
-    >>> is_trtllm_serve_config({"lookahead": {"spec": "4,2,4"}}), is_trtllm_serve_config({"max_batch_size": 8})
+    >>> is_trtllm_serve_config({"lookahead": {"spec": "4,2,4"}}), is_trtllm_serve_config({"max_batch_sise": 8})
     (False, True)
     """
     if not isinstance(data, dict) or not data:
         return False
-    if {"lookahead", "serve", "bench", "build", "model", "speculation", "models"} & set(data):
+    if {"lookahead", "serve", "bench", "build", "speculation", "models"} & set(data):
         return False
-    return any(key in LLM_API_KEYS for key in data)
+    keys = _llm_api_keys()
+    return any(key in keys or difflib.get_close_matches(str(key), keys, n=1, cutoff=0.85) for key in data)
 
 
 def is_llmapi_model_yaml(data: Any) -> bool:
@@ -111,120 +111,57 @@ def check_llmapi_model_yaml(doc: YamlDocument, release: Optional[str] = None) ->
     return out + check_trtllm_serve(doc, release, own_keys=("model", "triton_config"))
 
 
-def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None,
-                       own_keys: tuple[str, ...] = ()) -> list[Diagnostic]:
-    """Every finding of the module docstring. ``release``: the TensorRT-LLM release it is for (None: unknown:
-    the release-dependent rules become notes); ``own_keys``: keys of the file's kind checked elsewhere."""
-    data: dict[str, Any] = doc.data
+def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None, own_keys: tuple[str, ...] = (),
+                       upstream: bool = True) -> list[Diagnostic]:
+    """Upstream's verdict on the file for ``release`` (None: unknown, checked against the newest schema read),
+    trtlade's own findings around it, and, with ``upstream`` and TensorRT-LLM importable, upstream's own check
+    compared. ``own_keys``: keys of the file's kind checked elsewhere (Triton's ``triton_config``)."""
+    from trtlade.trtllm.llm_args_check import check_llm_args
+    from trtlade.trtllm.upstream_gate import compare
+
     out: list[Diagnostic] = []
-    if release is None:
-        out.append(doc.diagnostic("info", "no TensorRT-LLM release given and none installed: checked against "
-                                  "every release (pass --trtllm-version to check against one)", loc=(),
-                                  code="trtllm-serve-release"))
-    else:
-        row = release_for(release)
-        if row.note:
-            out.append(doc.diagnostic("warning", f"TensorRT-LLM {release} is {row.note}", loc=(),
-                                      code="trtllm-release-unknown"))
-    for key in ("max_batch_size", "max_num_tokens", "max_seq_len"):
-        value = data.get(key)
-        if key in data and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            out.append(doc.diagnostic("error", f"{key} must be a positive integer, got {value!r}", loc=(key,),
-                                      code="trtllm-serve-limit", hint=f"e.g. {key}: 8"))
-    out += _backend(doc, release)
-    out += _kv_cache(doc)
-    out += _speculation(doc, release)
-    unknown = [k for k in data if k not in LLM_API_KEYS and k not in own_keys]
-    if unknown:
-        names = ", ".join(map(str, unknown))
-        out.append(doc.diagnostic("info", f"not checked by trtlade (TensorRT-LLM reads them): {names}",
-                                  loc=(unknown[0],), key=True, code="trtllm-serve-unchecked"))
+    if release is not None and release_for(release).note:
+        out.append(doc.diagnostic("warning", f"TensorRT-LLM {release} is {release_for(release).note}", loc=(),
+                                  code="trtllm-release-unknown"))
+    ours = _backend(doc, release) + _speculation(doc, release)
+    taken = {d.path for d in ours if d.severity == "error"}
+    schema = check_llm_args(doc, release, own_keys)
+    out += ours + [d for d in schema if not (d.severity == "error" and _under(d.path, taken))]
+    if upstream:
+        data = {k: v for k, v in doc.data.items() if k not in own_keys}
+        out += compare(doc, out, data)
     return out
+
+
+def _under(path: str, taken: set[str]) -> bool:
+    return any(path == t or path.startswith(t + ".") for t in taken)
 
 
 def _backend(doc: YamlDocument, release: Optional[str]) -> list[Diagnostic]:
     backend = doc.data.get("backend")
-    if backend is None:
+    if backend not in ("tensorrt", "trt") or release is None or release_for(release).engine_backend:
         return []
-    if backend in ("pytorch", "_autodeploy"):
-        return []
-    if backend in ("tensorrt", "trt"):
-        if release is not None and not release_for(release).engine_backend:
-            return [doc.diagnostic("error", f"backend {backend}: TensorRT-LLM {release} has no TensorRT-engine "
-                                   "backend (LLM(backend=\"tensorrt\") raises ValueError from 1.3 on)",
-                                   loc=("backend",), code="trtllm-serve-backend",
-                                   hint="use backend: pytorch (NGram / SA / AUTO), or target a release below 1.3 for "
-                                        "a Lookahead engine")]
-        return []
-    return [doc.diagnostic("error", f"backend {backend!r} is not a TensorRT-LLM backend", loc=("backend",),
+    return [doc.diagnostic("error", f"backend {backend}: TensorRT-LLM {release} has no TensorRT-engine backend "
+                           "(LLM(backend=\"tensorrt\") raises ValueError from 1.3 on)", loc=("backend",),
                            code="trtllm-serve-backend",
-                           hint="pytorch (the default), _autodeploy, or tensorrt below 1.3")]
-
-
-def _kv_cache(doc: YamlDocument) -> list[Diagnostic]:
-    kv = doc.data.get("kv_cache_config")
-    if kv is None:
-        return []
-    if not isinstance(kv, dict):
-        return [doc.diagnostic("error", f"kv_cache_config must be a mapping, got {kv!r}", loc=("kv_cache_config",),
-                               code="trtllm-serve-kv", hint="e.g. kv_cache_config: {free_gpu_memory_fraction: 0.9}")]
-    out = []
-    fraction = kv.get("free_gpu_memory_fraction")
-    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-                                 or not 0 < fraction <= 1):
-        out.append(doc.diagnostic("error", f"kv_cache_config.free_gpu_memory_fraction must be in (0, 1], got "
-                                  f"{fraction!r}", loc=("kv_cache_config", "free_gpu_memory_fraction"),
-                                  code="trtllm-serve-kv",
-                                  hint="the share of free GPU memory the KV cache takes, e.g. 0.9"))
-    reuse = kv.get("enable_block_reuse")
-    if reuse is not None and not isinstance(reuse, bool):
-        out.append(doc.diagnostic("error", f"kv_cache_config.enable_block_reuse must be true or false, got {reuse!r}",
-                                  loc=("kv_cache_config", "enable_block_reuse"), code="trtllm-serve-kv"))
-    return out
+                           hint="use backend: pytorch (NGram / SA / AUTO), or target a release below 1.3 for a "
+                                "Lookahead engine")]
 
 
 def _speculation(doc: YamlDocument, release: Optional[str]) -> list[Diagnostic]:
     block = doc.data.get("speculative_config")
-    if block is None:
-        return []
-    where = ("speculative_config",)
-    if not isinstance(block, dict):
-        return [doc.diagnostic("error", f"speculative_config must be a mapping with decoding_type, got {block!r}",
-                               loc=where, code="speculation", hint="e.g. {decoding_type: NGram, max_draft_len: 4}")]
-    kind = str(block.get("decoding_type", ""))
-    if kind.lower() == "lookahead":
+    if isinstance(block, dict) and str(block.get("decoding_type", "")).lower() == "lookahead":
         return _lookahead(doc, block, release)
-    if kind.upper() not in {k.upper() for k in _MODEL_FREE}:
-        return [doc.diagnostic("info", f"speculative_config decoding_type {kind!r} is not a model-free drafter: "
-                               "trtlade checks NGram, SA, AUTO and Lookahead; TensorRT-LLM validates the rest",
-                               loc=where + ("decoding_type",), code="speculation-unchecked")]
-    batch = doc.data.get("max_batch_size", DEFAULT_MAX_BATCH_SIZE)
-    try:
-        config = DraftConfig.parse(block, max_batch_size=batch if isinstance(batch, int) else None, ignored_ok=True)
-    except DraftConfigError as exc:
-        loc = where + ((exc.field,) if exc.field in block else ())
-        return [doc.diagnostic("error", exc.message, loc=loc, code="speculation", hint=exc.hint)]
-    if release is not None and config.requested not in release_for(release).drafters:
-        return [doc.diagnostic("error", f"TensorRT-LLM {release} has no {config.requested} drafter "
-                               f"(it offers: {', '.join(release_for(release).drafters) or 'none'})",
-                               loc=where + ("decoding_type",), code="speculation-release",
-                               hint="SA arrived in 1.3, NGram and AUTO in 1.0: use one your release has, or upgrade")]
-    out = []
-    graphs = doc.data.get("cuda_graph_config")
-    if config.draft_len_schedule and config.max_concurrency is None and isinstance(graphs, dict):
-        out.append(doc.diagnostic("info", "with a draft_len_schedule TensorRT-LLM sets "
-                                  "cuda_graph_config.enable_padding and adds the schedule's batch sizes to "
-                                  "cuda_graph_config.batch_sizes",
-                                  loc=("cuda_graph_config",), code="speculation-cuda-graphs"))
-    return out
+    return []
 
 
 def _lookahead(doc: YamlDocument, block: dict[str, Any], release: Optional[str]) -> list[Diagnostic]:
     where = ("speculative_config", "decoding_type")
     if release is not None and (why := lookahead_refusal_1_3(release)) is not None:
         return [doc.diagnostic("error", why, loc=where, code="speculation-release",
-                               hint="write an NGram / SA block instead, e.g. {decoding_type: SA, max_draft_len: 4} "
-                                    "(`trtlade tune` measures which one suits your traffic)")]
+                               hint=f"write the equivalent instead: speculative_config: "
+                                    f"{flow_mapping(EQUIVALENT_SPECULATION)} (`trtlade tune --drafters` measures "
+                                    "which drafter suits your traffic; `trtlade build --speculation sa` writes it)")]
     backend = doc.data.get("backend")
     if backend is not None and backend not in ("tensorrt", "trt"):
         return [doc.diagnostic("error", f"Lookahead runs only on the TensorRT-engine backend, not "

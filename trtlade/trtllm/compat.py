@@ -95,9 +95,10 @@ QWEN3_TIED_EMBEDDINGS_NOTE = (
     "against the model")
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install 'trtlade[trtllm]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3), "
-    "or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
-    "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); "
+    "pip install 'trtlade[trtllm-engine]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3, "
+    "the engine line with Lookahead), or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
+    "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); on 1.3 and later (pip install "
+    "'trtlade[trtllm]') deploy NGram / SA instead: trtlade build --speculation sa; "
     "without a GPU use the reference engine: --backend reference"
 )
 
@@ -166,7 +167,7 @@ def version_problem(version: str | TrtllmVersion) -> TrtllmUnavailable | None:
         return TrtllmUnavailable(
             f"TensorRT-LLM {v} is too old: trtlade supports {SUPPORTED_RANGE} "
             f"(Lookahead arrived in 0.13; 0.16 is the oldest release trtlade was checked against)",
-            hint="upgrade: pip install 'trtlade[trtllm]' (or an NGC TensorRT-LLM container, "
+            hint="upgrade: pip install 'trtlade[trtllm-engine]' (or an NGC TensorRT-LLM container, "
                  "tag 0.16 to 1.2)",
             version=str(v))
     if (v.major, v.minor) >= MAX_VERSION_EXCLUSIVE:
@@ -174,10 +175,21 @@ def version_problem(version: str | TrtllmVersion) -> TrtllmUnavailable | None:
             f"TensorRT-LLM {v} is too new: trtlade supports {SUPPORTED_RANGE}, because upstream "
             f"removed the TensorRT-engine backend (trtllm-build) and with it Lookahead decoding after "
             f"the 1.2 series",
-            hint="install a 1.2.x release: pip install 'tensorrt-llm>=1.2,<1.3' (or the NGC "
-                 "TensorRT-LLM container tag 1.2.x); or use the reference engine: --backend reference",
+            hint=_too_new_hint(),
             version=str(v))
     return None
+
+
+def _too_new_hint() -> str:
+    """What a Lookahead engine build on 1.3+ should do instead: the NGram / SA equivalent on the PyTorch backend,
+    or the engine line's extra."""
+    from trtlade.trtllm.releases import EQUIVALENT_SPECULATION, flow_mapping
+
+    return (f"on this release deploy the model-free equivalent on the PyTorch backend: `trtlade build --speculation "
+            f"sa` (speculative_config {flow_mapping(EQUIVALENT_SPECULATION)}; `trtlade tune --drafters` measures which "
+            "drafter suits your traffic); to keep a Lookahead engine install the engine line: pip install "
+            "'trtlade[trtllm-engine]' (tensorrt-llm>=1.2,<1.3, or the NGC container tag 1.2.x); or use the "
+            "reference engine: --backend reference")
 
 
 def check_version(version: str | TrtllmVersion) -> TrtllmVersion:

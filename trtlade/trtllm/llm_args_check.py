@@ -1,0 +1,349 @@
+"""A ``trtllm-serve --config`` file checked as TensorRT-LLM's ``TorchLlmArgs`` would check it, release by release.
+
+TensorRT-LLM reads the file into its LLM arguments (``tensorrt_llm/llmapi/llm_args.py``,
+``update_llm_args_with_extra_dict``: ``speculative_config`` through ``DecodingBaseConfig.from_dict``, every
+other key into the model as it is) and refuses it at start when pydantic does. Upstream gives that verdict
+without a GPU in its own tests (``tests/unittest/llmapi/test_config_database.py``: every file of
+``examples/configs/database/`` into ``TorchLlmArgs(**update_llm_args_with_extra_dict(...))``). trtlade gives the
+same verdict without TensorRT-LLM: the models are rebuilt from the release's schema table
+(:mod:`trtlade.trtllm.llm_args_models`), and the validators pydantic types cannot express are the rules of
+:mod:`trtlade.trtllm.llm_args_rules`, each citing the validator it mirrors.
+
+Worked example (the newest table)::
+
+    >>> from trtlade.config.loader import parse_yaml
+    >>> doc = parse_yaml("max_batch_sise: 64\\nkv_cache_config:\\n  free_gpu_memory_fraction: 0.0\\n", "a.yml")
+    >>> for d in check_llm_args(doc, "1.3.0"):
+    ...     print(d.severity, d.line, d.path, "|", d.message[:47], "|", d.hint[:31])
+    error 1 max_batch_sise | unknown key 'max_batch_sise': TorchLlmArgs of T | did you mean 'max_batch_size' o
+
+The fraction 0.0 passes (upstream bounds it by ``0 <= v <= 1``), as does ``max_seq_len: null`` (``Optional``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Iterable, Optional
+
+from trtlade.config.loader import YamlDocument
+from trtlade.diagnostics import Diagnostic
+from trtlade.trtllm.compat import release_key
+
+__all__ = ["SchemaTable", "tables", "table_for", "check_llm_args", "root_class", "model_at"]
+
+_DATA = "trtllm_schema"
+
+
+@dataclass(frozen=True)
+class SchemaTable:
+    """One release line's table: the version its ``llm_args.py`` was read at, and the table itself."""
+
+    version: str
+    table: dict
+
+    @property
+    def label(self) -> str:
+        """How messages name the release: its version, or the line and commit when no tag was read."""
+        return self.table.get("label") or self.version
+
+    @property
+    def commit(self) -> str:
+        return self.table.get("commit") or "?"
+
+    @functools.cached_property
+    def models(self):  # noqa: ANN201 - ModelSet, imported lazily (pydantic models built on first use)
+        from trtlade.trtllm.llm_args_models import ModelSet
+
+        return ModelSet(self.table)
+
+
+@functools.lru_cache(maxsize=1)
+def tables() -> tuple[SchemaTable, ...]:
+    """Every table shipped, oldest release first."""
+    found = []
+    folder = resources.files("trtlade").joinpath("data", _DATA)
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            table = json.loads(entry.read_text(encoding="utf-8"))
+            found.append(SchemaTable(table["version"], table))
+    return tuple(sorted(found, key=lambda t: release_key(t.version)))
+
+
+def table_for(release: Optional[str]) -> tuple[SchemaTable, str]:
+    """The table to check ``release`` against, and a note when it is not that release's own.
+
+    The newest table read at or below the release; a release older than every table takes the oldest, one
+    newer than every table the newest, each with a note naming the table used.
+
+    >>> newest = tables()[-1].version
+    >>> table_for(None)[1].startswith("no TensorRT-LLM release given")
+    True
+    >>> table_for("99.0.0")[0].version == newest, "newer than" in table_for("99.0.0")[1]
+    (True, True)
+    """
+    shipped = tables()
+    if release is None:
+        return shipped[-1], (f"no TensorRT-LLM release given and none installed: checked against {shipped[-1].version}"
+                             f", the newest schema read (pass --trtllm-version to check another)")
+    key = release_key(release)
+    older = [t for t in shipped if release_key(t.version) <= key]
+    if not older:
+        return shipped[0], (f"no schema was read for TensorRT-LLM {release}: checked against {shipped[0].version}, "
+                            "the oldest read")
+    chosen = older[-1]
+    if _line(chosen.version) == _line(release):
+        return chosen, ""
+    if chosen is shipped[-1]:
+        return chosen, (f"TensorRT-LLM {release} is newer than {chosen.version}, the newest schema read: checked "
+                        f"against {chosen.version}'s (fields added since then are refused as unknown)")
+    return chosen, (f"no schema was read for the {_line(release)} line: TensorRT-LLM {release} checked against "
+                    f"{chosen.version}, the nearest older release read")
+
+
+def _line(version: str) -> str:
+    key = release_key(version)
+    return f"{key[0]}.{key[1]}"
+
+
+def root_class(table: SchemaTable, backend: Any) -> str:
+    """``TorchLlmArgs``, or ``TrtLlmArgs`` for ``backend: tensorrt`` on a release that still has it."""
+    if backend in ("tensorrt", "trt") and "TrtLlmArgs" in table.models:
+        return "TrtLlmArgs"
+    return "TorchLlmArgs"
+
+
+def check_llm_args(doc: YamlDocument, release: Optional[str], own_keys: Iterable[str] = ()) -> list[Diagnostic]:
+    """Every finding pydantic and the cited validators make on the file's LLM arguments (``own_keys``: keys
+    of the file's own kind, e.g. Triton's ``triton_config``, left out)."""
+    from trtlade.trtllm import llm_args_rules
+
+    table, note = table_for(release)
+    data = {k: v for k, v in doc.data.items() if k not in set(own_keys)}
+    out: list[Diagnostic] = []
+    if note:
+        out.append(doc.diagnostic("warning" if release is not None else "info", note, code="trtllm-schema-release"))
+    root = root_class(table, data.get("backend"))
+    data, notes = llm_args_rules.prepare(table, root, data)
+    out += [doc.diagnostic(severity, message, loc=loc, hint=hint, code="trtllm-args-removed")
+            for loc, message, hint, severity in notes]
+    args = {k: v for k, v in data.items() if k != "speculative_config"}
+    out += _validate(doc, table, root, {"model": "/checkpoint", **args} if "model" not in args else args, ())
+    if data.get("speculative_config") is not None:
+        out += check_speculative_config(doc, table, data["speculative_config"])
+    out += _ignored_keys(doc, table, root, data)
+    if not any(d.severity == "error" for d in out):
+        out += llm_args_rules.run(doc, table, root, data)
+    return out
+
+
+def _ignored_keys(doc: YamlDocument, table: SchemaTable, root: str, data: dict) -> list[Diagnostic]:
+    """Keys a model without ``extra='forbid'`` drops silently (pydantic's default): accepted, and said."""
+    from trtlade.trtllm.llm_args_rules import _models_in
+
+    out = []
+    for cls, loc, block in _models_in(table, root, data):
+        if table.models.config(cls).get("extra") in ("forbid", "allow"):
+            continue
+        names = set()
+        for name, entry in table.models.fields(cls).items():
+            names |= {name, *(entry.get("validation_alias") or entry.get("alias") or [])}
+        for key in block:
+            if key not in names and not (loc == ("speculative_config",) and key == "decoding_type"):
+                out.append(doc.diagnostic("warning", f"{cls} of TensorRT-LLM {table.label} ignores {key!r}: it has "
+                                          "no such field and drops unknown keys without a word (pydantic's default)",
+                                          loc=loc + (key,), key=True, code="trtllm-args-ignored-key",
+                                          hint=_close(key, sorted(names))))
+    return out
+
+
+def _close(key: Any, names: list[str]) -> str:
+    close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(map(repr, close))}?" if close else "remove it: it has no effect"
+
+
+def check_speculative_config(doc: YamlDocument, table: SchemaTable, block: Any) -> list[Diagnostic]:
+    """``speculative_config`` as ``update_llm_args_with_extra_dict`` reads it: ``DecodingBaseConfig.from_dict``
+    picks the class by ``decoding_type`` (case-exact), then the class validates the block."""
+    from trtlade.trtllm.llm_args_rules import decoding_classes
+
+    where = ("speculative_config",)
+    if not isinstance(block, dict):
+        return [doc.diagnostic("error", f"speculative_config must be a mapping with decoding_type, got {block!r}",
+                               loc=where, code="trtllm-args-type",
+                               hint="e.g. {decoding_type: NGram, max_draft_len: 4}")]
+    registry = decoding_classes(table)
+    kind = block.get("decoding_type")
+    if kind not in registry:
+        close = [k for k in registry if str(k).lower() == str(kind).lower()]
+        hint = (f"decoding_type is case-exact: write {close[0]!r}" if close else
+                f"one of {', '.join(sorted(registry))}")
+        return [doc.diagnostic("error", f"decoding_type {kind!r} is not one TensorRT-LLM {table.label} knows "
+                               "(DecodingBaseConfig.from_dict refuses it)", loc=where + ("decoding_type",)
+                               if "decoding_type" in block else where, code="trtllm-args-literal", hint=hint)]
+    body = {k: v for k, v in block.items() if k != "decoding_type" or _has_field(table, registry[kind], k)}
+    return _validate(doc, table, registry[kind], body, where)
+
+
+def _has_field(table: SchemaTable, cls: str, field: str) -> bool:
+    return field in table.models.fields(cls)
+
+
+def _validate(doc: YamlDocument, table: SchemaTable, cls: str, data: dict, prefix: tuple) -> list[Diagnostic]:
+    import pydantic
+
+    try:
+        table.models[cls].model_validate(data)
+    except pydantic.ValidationError as exc:
+        return _diagnostics(doc, table, cls, data, prefix, exc.errors(include_url=False))
+    return []
+
+
+def _diagnostics(doc: YamlDocument, table: SchemaTable, cls: str, data: dict, prefix: tuple,
+                 errors: list[dict]) -> list[Diagnostic]:
+    grouped: dict[tuple, list[dict]] = {}
+    for err in errors:
+        grouped.setdefault(_data_path(data, err["loc"], err["type"]), []).append(err)
+    out = []
+    for path, errs in grouped.items():
+        out.append(_diagnostic(doc, table, cls, prefix + path, path, errs, data))
+    return out
+
+
+def _data_path(data: Any, loc: tuple, kind: str) -> tuple:
+    """pydantic's ``loc`` without the union tags it inserts: the path of the value in the file."""
+    path: list[Any] = []
+    node = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and last and kind == "missing":
+            path.append(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and str(part) in {str(k) for k in node}:
+            key = next(k for k in node if str(k) == str(part))
+            path.append(key)
+            node = node[key]
+    return tuple(path)
+
+
+def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, path: tuple,
+                errs: list[dict], data: Any = None) -> Diagnostic:
+    err = errs[0]
+    kind, value = err["type"], err.get("input")
+    owner = model_at(table, root, path[:-1], data) if path else root
+    release = f"TensorRT-LLM {table.label}"
+    name = ".".join(str(p) for p in loc)
+    if kind == "extra_forbidden":
+        fields = sorted(table.models.fields(owner)) if owner else []
+        close = difflib.get_close_matches(str(path[-1]), fields, n=3, cutoff=0.6)
+        hint = (f"did you mean {' or '.join(map(repr, close))}? " if close else "") + \
+            (f"{owner} takes: {', '.join(fields)}" if len(fields) <= 40 else f"{owner} has {len(fields)} fields; "
+             "see docs/reference/trtllm-serve-schema.md")
+        return doc.diagnostic("error", f"unknown key {path[-1]!r}: {owner} of {release} has no such field and "
+                              "refuses unknown keys (extra='forbid')",
+                              loc=loc, key=True, code="trtllm-args-unknown-key", hint=hint)
+    if kind == "missing":
+        return doc.diagnostic("error", f"required by {owner} of {release}, and missing", loc=loc[:-1],
+                              path=name, code="trtllm-args-missing")
+    if kind in ("literal_error", "enum"):
+        expected = err.get("ctx", {}).get("expected", "")
+        return doc.diagnostic("error", f"{value!r} is not one of {expected} ({release}; case-exact)",
+                              loc=loc, code="trtllm-args-literal", hint=f"one of {expected}")
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
+        return doc.diagnostic("error", f"{err['msg'].lower()}, got {value!r} ({owner} of {release})",
+                              loc=loc, code="trtllm-args-range")
+    messages = "; ".join(dict.fromkeys(e["msg"] for e in errs))
+    return doc.diagnostic("error", f"{messages}, got {_short(value)} ({owner} of {release})", loc=loc,
+                          code="trtllm-args-type", hint=_type_hint(table, owner, path[-1] if path else None))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_hint(table: SchemaTable, owner: Optional[str], field: Any) -> str:
+    if owner is None or field is None:
+        return ""
+    entry = table.models.fields(owner).get(field)
+    return f"{field} is {describe(entry['type'])}" if entry else ""
+
+
+def describe(typ: dict) -> str:
+    """A type tree in words, for hints and the reference page.
+
+    >>> describe({"kind": "optional", "of": {"kind": "literal", "values": ["a", "b"]}})
+    "one of 'a', 'b', or null"
+    """
+    kind = typ["kind"]
+    if kind == "optional":
+        return f"{describe(typ['of'])}, or null"
+    if kind == "literal":
+        return "one of " + ", ".join(repr(v) for v in typ["values"])
+    if kind == "union":
+        return " or ".join(describe(m) for m in typ["of"])
+    if kind == "list":
+        return f"a list of {describe(typ['of'])}"
+    if kind == "dict":
+        return f"a mapping of {describe(typ['key'])} to {describe(typ['value'])}"
+    if kind == "ref":
+        return typ["name"]
+    if kind == "constrained":
+        return typ["name"]
+    if kind == "opaque":
+        return f"{typ['text']} (not checked)"
+    text = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "any": "anything",
+            "none": "null", "tuple": "a list"}.get(kind, kind)
+    cons = typ.get("constraints") or {}
+    return text + ("" if not cons else " (" + ", ".join(f"{k} {v}" for k, v in cons.items()) + ")")
+
+
+def model_at(table: SchemaTable, root: str, path: tuple, data: Any = None) -> Optional[str]:
+    """The model class owning the keys at ``path`` below ``root`` (None: not a model there); ``data``, the
+    file's mapping, picks the member of a discriminated union by its tag."""
+    cls: Optional[str] = root
+    node = data
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else (node[part] if isinstance(node, list) and isinstance(
+            part, int) and 0 <= part < len(node) else None)
+        if cls is None:
+            return None
+        if isinstance(part, int):
+            continue
+        entry = table.models.fields(cls).get(part)
+        cls = _model_of(table, entry["type"], node) if entry else None
+    return cls
+
+
+def _model_of(table: SchemaTable, typ: dict, value: Any = None) -> Optional[str]:
+    kind = typ["kind"]
+    if kind == "ref":
+        name = typ["name"]
+        if name in table.models:
+            return name
+        alias = table.table.get("aliases", {}).get(name)
+        return _model_of(table, alias, value) if alias else None
+    if kind in ("optional", "list"):
+        return _model_of(table, typ["of"], value)
+    if kind == "dict":
+        return _model_of(table, typ["value"])
+    if kind == "union":
+        found = [m for m in (_model_of(table, t) for t in typ["of"]) if m]
+        if len(found) > 1 and typ.get("discriminator") and isinstance(value, dict):
+            tag = value.get(typ["discriminator"])
+            found = [m for m in found if _tag(table, m, typ["discriminator"]) == tag]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _tag(table: SchemaTable, cls: str, field: str) -> Any:
+    entry = table.models.fields(cls).get(field)
+    return entry["type"]["values"][0] if entry and entry["type"]["kind"] == "literal" else None

@@ -1,0 +1,497 @@
+"""The validators of TensorRT-LLM's LLM arguments that types cannot say, each as a rule of ours citing its source.
+
+pydantic types and bounds come from the schema table (:mod:`trtlade.trtllm.llm_args_models`); what upstream
+checks in ``@field_validator`` / ``@model_validator`` bodies is here. A rule names the upstream class and
+validator it mirrors, and runs on a file only where the release's table declares that validator on that
+class (or a base of it): a validator a release does not have is not applied to it, one it renamed is found
+under its new name. Every validator a table declares and no rule mirrors is listed as not reproduced in
+docs/reference/trtllm-serve-schema.md (:func:`coverage`).
+
+Worked example (SA of the newest table: ``validate_sa_config`` refuses only 0 without the global pool)::
+
+    >>> from trtlade.config.loader import parse_yaml
+    >>> from trtlade.trtllm.llm_args_check import check_llm_args
+    >>> def errors(text):
+    ...     return [d.message for d in check_llm_args(parse_yaml(text, "f.yml"), "1.3.0") if d.severity == "error"]
+    >>> errors("speculative_config: {decoding_type: SA, max_draft_len: 4, max_matching_ngram_size: -2}")
+    []
+    >>> errors("speculative_config: {decoding_type: SA, max_draft_len: 4, max_matching_ngram_size: 0}")[0][:60]
+    'max_matching_ngram_size must be > 0 (fixed ngram) or -1 (lon'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from trtlade.config.loader import YamlDocument
+from trtlade.diagnostics import Diagnostic
+
+__all__ = ["RULES", "Rule", "run", "decoding_classes", "coverage", "declared_validators"]
+
+#: One finding of a rule: the path below the model's own location, the message, a hint.
+Finding = tuple[tuple, str, str]
+_SOURCE = "tensorrt_llm/llmapi/llm_args.py"
+
+
+@dataclass(frozen=True)
+class Rule:
+    cls: str                 #: the upstream class that declares the validator
+    validator: str           #: its name in that class
+    check: Callable[[dict, "Context"], Iterator[Finding]]
+    severity: str = "error"  #: "warning" for what upstream only logs
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule may read besides its own block: the whole file and the table's release."""
+
+    data: dict
+    version: str
+    label: str
+    max_batch_size: int = 2048  #: TorchLlmArgs' default max_batch_size
+
+
+RULES: list[Rule] = []
+
+
+def rule(cls: str, validator: str, severity: str = "error") -> Callable:
+    def register(fn: Callable[[dict, Context], Iterator[Finding]]) -> Callable:
+        RULES.append(Rule(cls, validator, fn, severity))
+        return fn
+    return register
+
+
+def decoding_classes(table: Any) -> dict[str, str]:
+    """``decoding_type`` -> class name, as the release's ``DecodingBaseConfig.from_dict`` registers them."""
+    return dict(table.table.get("from_dict") or {})
+
+
+def declared_validators(table: dict, cls: str) -> set[tuple[str, str]]:
+    """``(declaring class, validator)`` of ``cls`` and its bases in the table."""
+    model = table["models"].get(cls)
+    if model is None:
+        return set()
+    out = {(cls, v) for v in model["validators"]}
+    for base in model["bases"]:
+        out |= declared_validators(table, base)
+    return out
+
+
+def coverage(table: dict) -> dict[tuple[str, str], bool]:
+    """Every validator the table declares -> whether a rule here mirrors it."""
+    mirrored = {(r.cls, r.validator) for r in RULES} | set(BEFORE)
+    return {(cls, v): (cls, v) in mirrored for cls, model in table["models"].items() for v in model["validators"]}
+
+
+def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -> list[Diagnostic]:
+    """Every rule that applies to a model present in the file (``data``: as :func:`prepare` left it), at that
+    model's location."""
+    data = doc.data if data is None else data
+    ctx = Context(data, table.version, table.table.get("label", table.version))
+    out: list[Diagnostic] = []
+    for cls, loc, block in _models_in(table, root, data):
+        declared = declared_validators(table.table, cls)
+        for r in RULES:
+            if (r.cls, r.validator) in declared:
+                for sub, message, hint in r.check(block, ctx):
+                    where = loc + sub
+                    out.append(doc.diagnostic(r.severity, f"{message} ({r.cls}.{r.validator}, "
+                                              f"TensorRT-LLM {ctx.label})", loc=where, hint=hint,
+                                              code="trtllm-args-rule"))
+    return out
+
+
+def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tuple[str, tuple, dict]]:
+    """``(class, loc, block)`` of every model-typed mapping in the file, the root first."""
+    from trtlade.trtllm.llm_args_check import _model_of
+
+    if not isinstance(data, dict):
+        return
+    yield cls, loc, data
+    fields = table.models.fields(cls)
+    for key, value in data.items():
+        if key == "speculative_config" and isinstance(value, dict) and not loc:
+            kind = decoding_classes(table).get(value.get("decoding_type"))
+            if kind:
+                yield from _models_in(table, kind, value, (key,))
+            continue
+        entry = fields.get(key)
+        sub = _model_of(table, entry["type"]) if entry else None
+        if sub is not None and isinstance(value, dict):
+            yield from _models_in(table, sub, value, loc + (key,))
+
+
+def _int(value: Any) -> Optional[int]:
+    """An integer as pydantic's lax mode reads one (``"4"`` and ``4.0`` are 4), else None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "t", "y")
+    return bool(value)
+
+
+# ------------------------------------------------------------------------------------------ speculation
+@rule("DecodingBaseConfig", "validate_draft_len_schedule_and_sort")
+def _draft_len_schedule(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``field_validator('draft_len_schedule')``: keys >= 1, values >= 0, the smallest key maps to
+    max_draft_len, no value above it (llm_args.py, ``DecodingBaseConfig``)."""
+    schedule = block.get("draft_len_schedule")
+    if not isinstance(schedule, dict) or not schedule:
+        return
+    items = [(_int(k), _int(v)) for k, v in schedule.items()]
+    if any(k is None or v is None for k, v in items):
+        return  # a type error, reported by the schema
+    where = ("draft_len_schedule",)
+    for batch, length in items:
+        if batch < 1:  # type: ignore[operator]
+            yield where, f"draft_len_schedule: batch size threshold must be >= 1, got {batch}", ""
+            return
+        if length < 0:  # type: ignore[operator]
+            yield where, f"draft_len_schedule: draft length must be >= 0, got {length}", ""
+            return
+    draft = _int(block.get("max_draft_len"))
+    if draft is None:
+        return
+    smallest = min(k for k, _ in items)  # type: ignore[type-var]
+    first = dict(items)[smallest]
+    if first != draft:
+        yield where, (f"draft_len_schedule[{smallest}] must equal max_draft_len because it is the smallest "
+                      f"batch-size key, got {first} with max_draft_len {draft}"), \
+            f"draft_len_schedule: {{{smallest}: {draft}, ...}}"
+        return
+    for batch, length in items:
+        if length > draft:  # type: ignore[operator]
+            yield where, (f"draft_len_schedule: all draft lengths must be <= max_draft_len, got {length} for "
+                          f"batch size {batch} with max_draft_len {draft}"), ""
+
+
+@rule("DecodingBaseConfig", "validate_max_concurrency_and_draft_len_schedule_mutually_exclusive")
+def _exclusive(block: dict, ctx: Context) -> Iterator[Finding]:
+    if block.get("max_concurrency") is not None and block.get("draft_len_schedule") is not None:
+        yield ("max_concurrency",), "max_concurrency and draft_len_schedule are mutually exclusive", \
+            "max_concurrency for a simple cutoff, or draft_len_schedule for draft lengths by batch size"
+
+
+def _draft_len_positive(kind: str) -> Callable[[dict, Context], Iterator[Finding]]:
+    def check(block: dict, ctx: Context) -> Iterator[Finding]:
+        draft = _int(block.get("max_draft_len"))
+        if draft is None or draft <= 0:
+            yield (("max_draft_len",) if "max_draft_len" in block else ()), \
+                f"max_draft_len must be > 0 for {kind}, got {block.get('max_draft_len')!r}", \
+                "e.g. max_draft_len: 4"
+    return check
+
+
+rule("NGramDecodingConfig", "validate_ngram_config")(_draft_len_positive("NGram"))
+rule("DraftTargetDecodingConfig", "validate_draft_target_config")(_draft_len_positive("DraftTarget"))
+
+
+@rule("SADecodingConfig", "validate_sa_config")
+def _sa(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``SADecodingConfig.validate_sa_config``: 0 refused; with the global pool -1 or [1, 64]; max_draft_len > 0;
+    global_pool_size >= 1 and only with the global pool."""
+    size = _int(block.get("max_matching_ngram_size", -1))
+    if size == 0:
+        yield ("max_matching_ngram_size",), \
+            "max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match), got 0", \
+            "-1 matches the longest earlier suffix"
+        return
+    if _bool(block.get("enable_global_pool", False)) and size != -1 and not 1 <= (size or 0) <= 64:
+        yield ("max_matching_ngram_size",), (f"max_matching_ngram_size must be -1 (longest match) or in [1, 64] "
+                                             f"when enable_global_pool is true, got {size}"), ""
+        return
+    yield from _draft_len_positive("SA")(block, ctx)
+    pool = block.get("global_pool_size")
+    if pool is not None and not _bool(block.get("enable_global_pool", False)):
+        yield ("global_pool_size",), "global_pool_size requires enable_global_pool: true", \
+            "add enable_global_pool: true, or drop global_pool_size"
+
+
+@rule("EagleDecodingConfig", "validate_eagle_config")
+def _eagle(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``EagleDecodingConfig.validate_eagle_config``: max_draft_len > 0; a dynamic tree needs its top-K > 0."""
+    draft = _int(block.get("max_draft_len"))
+    if draft is None or draft == 0:
+        yield ("max_draft_len",), "max_draft_len must be > 0 for Eagle", "the number of drafter layers, e.g. 3"
+        return
+    if _bool(block.get("use_dynamic_tree", False)):
+        top = _int(block.get("dynamic_tree_max_topK"))
+        if top is None or top <= 0:
+            yield ("dynamic_tree_max_topK",), "dynamic_tree_max_topK must be > 0 with use_dynamic_tree", ""
+
+
+@rule("EagleDecodingConfig", "validate_speculative_model")
+def _eagle_model(block: dict, ctx: Context) -> Iterator[Finding]:
+    if block.get("speculative_model") is None and block.get("speculative_model_dir") is None:
+        yield (), "Draft model must be provided for EAGLE (speculative_model)", \
+            "speculative_model: the Eagle3 draft checkpoint's folder or Hugging Face id"
+
+
+@rule("DraftTargetDecodingConfig", "validate_draft_target_config")
+def _draft_target_model(block: dict, ctx: Context) -> Iterator[Finding]:
+    if _int(block.get("max_draft_len")) and block.get("speculative_model") is None \
+            and block.get("speculative_model_dir") is None:
+        yield (), "speculative_model must be specified for DraftTarget", ""
+
+
+@rule("MTPDecodingConfig", "set_max_total_draft_tokens")
+def _mtp(block: dict, ctx: Context) -> Iterator[Finding]:
+    draft = _int(block.get("max_draft_len", block.get("num_nextn_predict_layers")))
+    if draft is not None and draft <= 0:
+        yield ("max_draft_len",), "max_draft_len must be > 0 for MTP", ""
+
+
+@rule("TorchLlmArgs", "validate_speculative_config")
+def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``TorchLlmArgs.validate_speculative_config``, the parts that read no checkpoint: rejection sampling set
+    explicitly on a drafter without a rejection path; SA's ``global_pool_size`` below ``max_batch_size``;
+    PARD / DFlash / DSpark ``max_draft_len`` > 0."""
+    spec = block.get("speculative_config")
+    if not isinstance(spec, dict):
+        return
+    kind = spec.get("decoding_type")
+    where = ("speculative_config",)
+    if _bool(spec.get("use_rejection_sampling", False)) and kind in _NO_REJECTION_PATH:
+        yield where + ("use_rejection_sampling",), (f"use_rejection_sampling: true is not supported for "
+                                                    f"{kind}: it is not a rejection-sampling path (supported: "
+                                                    "Eagle3 one-model, MTP, PARD, DFlash, DSpark, DraftTarget "
+                                                    "one-model)"), "drop use_rejection_sampling"
+    if kind == "SA" and spec.get("global_pool_size") is not None:
+        pool = _int(spec.get("global_pool_size"))
+        batch = _int(block.get("max_batch_size", ctx.max_batch_size))
+        if pool is not None and batch is not None and pool < batch:
+            yield where + ("global_pool_size",), f"global_pool_size ({pool}) must be >= max_batch_size ({batch})", \
+                f"global_pool_size: {batch} or more (or lower max_batch_size)"
+    if kind in ("PARD", "DFlash", "DSpark") and not _int(spec.get("max_draft_len")):
+        yield where + ("max_draft_len",), f"{kind} max_draft_len must be > 0", ""
+
+
+#: drafters with no rejection-sampling path (``validate_speculative_config``'s ``is_supported``).
+_NO_REJECTION_PATH = ("NGram", "SA", "AUTO", "User_Provided", "SaveState", "Eagle", "UserProvided", "Lookahead",
+                      "Medusa")
+
+
+# ------------------------------------------------------------------------------------------ KV cache
+@rule("KvCacheConfig", "validate_free_gpu_memory_fraction")
+def _fraction(block: dict, ctx: Context) -> Iterator[Finding]:
+    yield from _unit_interval(block, "free_gpu_memory_fraction")
+
+
+@rule("KvCacheConfig", "validate_cross_kv_cache_fraction")
+def _cross_fraction(block: dict, ctx: Context) -> Iterator[Finding]:
+    yield from _unit_interval(block, "cross_kv_cache_fraction")
+
+
+def _unit_interval(block: dict, name: str) -> Iterator[Finding]:
+    value = block.get(name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
+        yield (name,), f"kv_cache_config.{name} must be a float between 0 and 1, got {value}", \
+            "0 <= value <= 1 (0.0 is accepted)"
+
+
+#: ``_str_to_torch_dtype_dict``'s keys (tensorrt_llm/_utils.py) and the quantised names validate_dtype adds.
+_KV_DTYPES = ("auto", "fp8", "fp8_ds_mla", "nvfp4", "bfloat16", "float16", "float32", "int64", "int32", "int8",
+              "bool")
+
+
+@rule("KvCacheConfig", "validate_dtype")
+def _kv_dtype(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("dtype")
+    if isinstance(value, str) and value.lower() not in _KV_DTYPES:
+        yield ("dtype",), f"kv_cache_config.dtype must be one of \"auto\", \"fp8\", \"fp8_ds_mla\", \"nvfp4\", or a " \
+                          f"torch.dtype string, got {value!r}", f"one of {', '.join(_KV_DTYPES)} (any case)"
+
+
+@rule("KvCacheConfig", "validate_max_gpu_total_bytes")
+def _kv_bytes(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = _int(block.get("max_gpu_total_bytes"))
+    if value is not None and value < 0:
+        yield ("max_gpu_total_bytes",), "kv_cache_config.max_gpu_total_bytes must be non-negative", ""
+
+
+@rule("KvCacheConfig", "validate_max_attention_window")
+def _kv_window(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("max_attention_window")
+    if value is None:
+        return
+    if not isinstance(value, list) or not value:
+        yield ("max_attention_window",), "kv_cache_config.max_attention_window must be a non-empty list of " \
+                                         "positive integers", ""
+    elif any(isinstance(i, int) and not isinstance(i, bool) and i <= 0 and i != _RECURRENT_STATES for i in value):
+        yield ("max_attention_window",), "kv_cache_config.max_attention_window values must be positive", ""
+
+
+#: ``LinearCacheType.RECURRENT_STATES.value`` (C++ binding; the sentinel a recurrent layer's window takes).
+_RECURRENT_STATES = -1
+
+
+@rule("KvCacheConfig", "validate_pool_ratio")
+def _pool_ratio(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("pool_ratio")
+    if not isinstance(value, list) or not all(isinstance(r, (int, float)) for r in value):
+        return
+    if any(r <= 0 for r in value):
+        yield ("pool_ratio",), "kv_cache_config.pool_ratio values must be positive", ""
+    elif abs(sum(value) - 1.0) > 1e-6:
+        yield ("pool_ratio",), "kv_cache_config.pool_ratio values must sum to 1.0", ""
+
+
+@rule("KvCacheConfig", "reject_fp8_ds_mla_pool_rebalance")
+def _fp8_ds_mla(block: dict, ctx: Context) -> Iterator[Finding]:
+    if str(block.get("dtype", "")).lower() == "fp8_ds_mla" and _bool(block.get("enable_kv_pool_rebalance", False)):
+        yield ("enable_kv_pool_rebalance",), "kv_cache_config.dtype fp8_ds_mla is incompatible with " \
+                                             "enable_kv_pool_rebalance: true", ""
+
+
+# ------------------------------------------------------------------------------------------ the rest
+@rule("BaseCudaGraphConfig", "validate_base_cuda_graph_config")
+def _cuda_graphs(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Both ``batch_sizes`` and ``max_batch_size`` given: the latter must be the former's maximum."""
+    sizes, top = block.get("batch_sizes"), _int(block.get("max_batch_size", 0))
+    if isinstance(sizes, list) and sizes and all(_int(s) is not None for s in sizes) and top:
+        if top != max(_int(s) for s in sizes):  # type: ignore[type-var]
+            yield ("max_batch_size",), (f"cuda_graph_config.max_batch_size ({top}) must equal max(batch_sizes) "
+                                        f"({max(_int(s) for s in sizes)}) when both are given"), \
+                "drop max_batch_size (it is derived from batch_sizes), or make them agree"  # type: ignore
+
+
+@rule("AttentionDpConfig", "validate_attention_dp_config")
+def _attention_dp(block: dict, ctx: Context) -> Iterator[Finding]:
+    if _bool(block.get("enable_balance", False)):
+        for name in ("batching_wait_iters", "timeout_iters"):
+            value = _int(block.get(name, 0))
+            if value is not None and value < 0:
+                yield (name,), f"attention_dp_config.{name} must be >= 0 when enable_balance is true", ""
+
+
+@rule("TorchLlmArgs", "validate_encoder_runtime_sizes")
+def _encoder_sizes(block: dict, ctx: Context) -> Iterator[Finding]:
+    for name in ("encoder_max_batch_size", "encoder_max_num_tokens"):
+        value = _int(block.get(name))
+        if block.get(name) is not None and value is not None and value <= 0:
+            yield (name,), f"{name} must be a positive integer when set", ""
+
+
+_ABSENT = object()
+
+
+# ------------------------------------------------------------------------------------------ before validators
+#: ``(class, validator) -> transform`` of the input, as upstream's ``mode="before"`` validators change it before
+#: pydantic reads it (applied at every location of that class, :func:`prepare`).
+BEFORE: dict[tuple[str, str], Callable[[dict], tuple[dict, list[tuple[tuple, str, str, str]]]]] = {}
+
+
+def before(cls: str, validator: str) -> Callable:
+    def register(fn: Callable[[dict], tuple[dict, list]]) -> Callable:
+        BEFORE[(cls, validator)] = fn
+        return fn
+    return register
+
+
+@before("TorchLlmArgs", "infer_cuda_graph_config_mode")
+def _infer_mode(data: dict) -> tuple[dict, list[Finding]]:
+    graphs = data.get("cuda_graph_config")
+    if isinstance(graphs, dict) and "mode" not in graphs:
+        encoder = any(graphs.get(k) not in (None, 0) for k in ("num_tokens", "max_num_token", "seq_lens",
+                                                                "max_seq_len") if k in graphs)
+        data = {**data, "cuda_graph_config": {**graphs, "mode": "encode" if encoder else "decode"}}
+    return data, []
+
+
+@before("TorchLlmArgs", "init_multimodal_config")
+def _multimodal_none(data: dict) -> tuple[dict, list[Finding]]:
+    if "multimodal_config" in data and data["multimodal_config"] is None:
+        data = {k: v for k, v in data.items() if k != "multimodal_config"}
+    return data, []
+
+
+@before("TorchLlmArgs", "_drop_removed_args")
+def _drop_removed(data: dict) -> tuple[dict, list[Finding]]:
+    """``sampler_type`` was removed: ``auto`` / ``TorchSampler`` are dropped with a warning, anything else refused
+    (``_check_removed_sampler_type``)."""
+    value = data.get("sampler_type", _ABSENT)
+    if value is _ABSENT:
+        return data, []
+    rest = {k: v for k, v in data.items() if k != "sampler_type"}
+    if value in ("auto", "TorchSampler"):
+        return rest, [(("sampler_type",), f"sampler_type was removed: {value!r} is ignored (TorchSampler is the "
+                                          "only sampler)", "drop sampler_type to silence this warning", "warning")]
+    return rest, [(("sampler_type",), f"sampler_type was removed and {value!r} is no longer available: "
+                                      "TorchSampler is the only sampler", "drop sampler_type (and target "
+                                      "TorchSampler's conventions: logprobs=0, a real end_id)", "error")]
+
+
+@before("BaseLlmArgs", "coerce_env_overrides_to_str")
+def _env_str(data: dict) -> tuple[dict, list[Finding]]:
+    env = data.get("env_overrides")
+    if isinstance(env, dict):
+        data = {**data, "env_overrides": {str(k): str(v) for k, v in env.items()}}
+    return data, []
+
+
+@before("CpConfig", "validate_cp_type")
+def _cp_upper(data: dict) -> tuple[dict, list[Finding]]:
+    if isinstance(data.get("cp_type"), str):
+        data = {**data, "cp_type": data["cp_type"].upper()}
+    return data, []
+
+
+@before("MTPDecodingConfig", "_remap_deprecated_num_nextn_predict_layers")
+def _mtp_rename(data: dict) -> tuple[dict, list[Finding]]:
+    if "num_nextn_predict_layers" not in data:
+        return data, []
+    value = data["num_nextn_predict_layers"]
+    data = {k: v for k, v in data.items() if k != "num_nextn_predict_layers"}
+    data.setdefault("max_draft_len", value)
+    return data, [(("num_nextn_predict_layers",), "num_nextn_predict_layers is deprecated: use max_draft_len",
+                   "rename it to max_draft_len", "warning")]
+
+
+def prepare(table: Any, root: str, data: dict) -> tuple[dict, list[tuple[tuple, str, str, str]]]:
+    """The file's data as upstream's before-validators hand it to pydantic, and what they say
+    (``(loc, message, hint, severity)``)."""
+    notes: list[tuple[tuple, str, str, str]] = []
+    declared = declared_validators(table.table, root)
+    for (cls, name), fn in BEFORE.items():
+        if (cls, name) in declared:
+            data, found = fn(data)
+            notes += found
+    for key, value in list(data.items()):
+        data[key], found = _prepare_nested(table, root, key, value)
+        notes += found
+    return data, notes
+
+
+def _prepare_nested(table: Any, root: str, key: str, value: Any) -> tuple[Any, list[tuple[tuple, str, str, str]]]:
+    from trtlade.trtllm.llm_args_check import _model_of
+
+    if not isinstance(value, dict):
+        return value, []
+    if key == "speculative_config":
+        cls = decoding_classes(table).get(value.get("decoding_type"))
+    else:
+        entry = table.models.fields(root).get(key)
+        cls = _model_of(table, entry["type"]) if entry else None
+    if cls is None:
+        return value, []
+    notes = []
+    declared = declared_validators(table.table, cls)
+    for (owner, name), fn in BEFORE.items():
+        if (owner, name) in declared:
+            value, found = fn(value)
+            notes += [((key,) + loc, msg, hint, severity) for loc, msg, hint, severity in found]
+    return value, notes
