@@ -103,7 +103,7 @@ def test_the_model_yaml_is_its_own_validate_config_gate(bundle, tmp_path):
     path.write_text(broken)
     found = {(d.code, d.path) for d in validate_file(path, release="1.3.0").diagnostics if d.severity == "error"}
     assert ("llmapi-triton-config", "triton_config") in found
-    assert ("speculation", "speculative_config.max_draft_len") in found
+    assert ("trtllm-args-rule", "speculative_config.max_draft_len") in found
     result = cli("validate-config", str(path), "--trtllm-version", "1.3.0")
     assert result.exit_code == 1 and "model.yaml:" in result.output
 
@@ -129,7 +129,8 @@ def test_k8s_runs_trtllm_serve_on_the_bundles_config_behind_the_gate(bundle, tmp
     assert main["readinessProbe"]["httpGet"]["path"] == "/health"
     assert {"name": "bundle", "mountPath": "/model", "readOnly": True, "subPath": "models/Qwen3-8B"} in \
         main["volumeMounts"]
-    assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtllm-serve.yml"]
+    assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtllm-serve.yml",
+                                                   "--upstream", "require"]  # TensorRT-LLM's own classes too
     assert "annotations" not in docs["deployment.yml"]["spec"]["template"]["metadata"]  # /metrics is JSON there
     served = docs["configmap.yml"]["data"]["trtllm-serve.yml"]
     assert served == (bundle / "trtllm-serve.yml").read_text()

@@ -46,7 +46,7 @@ from trtlade.spec import LookaheadSpec
 from trtlade.trtllm.compat import (
     QWEN3_TIED_EMBEDDINGS_NOTE, installed_version, parse_version, qwen3_floor, supports_qwen3,
 )
-from trtlade.trtllm.releases import release_for
+from trtlade.trtllm.releases import NEWEST_READ, release_for
 from trtlade.trtllm.windows import lookahead_refusal, within_note
 
 __all__ = [
@@ -328,7 +328,7 @@ class BuildPlan:
                   f"# trtlade writes {TRTLLM_SERVE_FILE}, {self.config_file.name} and {self.manifest_path.name} into "
                   f"{shlex.quote(str(self.output))}; nothing is converted or built. Then:",
                   f"trtlade validate-config {shlex.quote(str(self.trtllm_serve_file))} --trtllm-version {self.release}",
-                  serve_command(self.model.path, self.output),
+                  serve_command(self.model.path, self.output, release=self.release or NEWEST_READ),
                   f"# or trtlade's OpenAI server on the same backend: trtlade serve --config "
                   f"{shlex.quote(str(self.config_file))}"]
         return "\n".join(lines) + "\n"

@@ -12,7 +12,8 @@ The bundle holds what ``trtllm-serve`` and trtlade's own server read::
 The checkpoint is referred to by path (``model.path``), never copied. Its ``architectures[0]`` must be one the
 release's PyTorch backend registers (``tensorrt_llm/_torch/models/__init__.py``; with TensorRT-LLM installed,
 its own ``MODEL_CLASS_MAPPING`` decides). What ``trtllm-serve`` reads from the file is what ``LLM(...)`` takes
-(``tensorrt_llm/commands/serve.py``: ``--config`` alias ``--extra_llm_api_options``, explicit flags win).
+(``tensorrt_llm/commands/serve.py``: ``--extra_llm_api_options``, alias ``--config`` in later releases; which side wins
+when a flag repeats a key differs by release: :data:`trtlade.trtllm.releases.FLAGS_VS_FILE`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import yaml
 from trtlade.builder.errors import BuildError
 from trtlade.bundle import TRTLLM_SERVE_FILE
 from trtlade.drafting.config import DraftConfig, DraftConfigError, drafter_mode
-from trtlade.trtllm.releases import NEWEST_READ, release_for
+from trtlade.trtllm.releases import NEWEST_READ, release_for, serve_config_flag
 
 __all__ = ["PYTORCH_ARCHITECTURES", "speculation_block", "check_architecture", "serve_options", "serve_command",
            "render_serve_options", "model_checksums", "pick_release"]
@@ -120,9 +121,11 @@ def serve_options(*, speculation: Mapping[str, Any], limits: Mapping[str, int], 
             "kv_cache_config": kv, "speculative_config": dict(speculation)}
 
 
-def serve_command(model_path: Path, bundle: Path, host: str = "0.0.0.0", port: int = 8000) -> str:
-    """``trtllm-serve MODEL --config BUNDLE/trtllm-serve.yml --host --port``."""
-    return " ".join(shlex.quote(p) for p in ("trtllm-serve", str(model_path), "--config",
+def serve_command(model_path: Path, bundle: Path, host: str = "0.0.0.0", port: int = 8000,
+                  release: str = NEWEST_READ) -> str:
+    """``trtllm-serve MODEL --config BUNDLE/trtllm-serve.yml --host --port`` (``--extra_llm_api_options`` below 1.3:
+    :func:`trtlade.trtllm.releases.serve_config_flag`)."""
+    return " ".join(shlex.quote(p) for p in ("trtllm-serve", str(model_path), serve_config_flag(release),
                                                str(bundle / TRTLLM_SERVE_FILE), "--host", host, "--port", str(port)))
 
 
@@ -131,7 +134,8 @@ def render_serve_options(options: Mapping[str, Any], release: str, command: str)
             f"{release}'s PyTorch backend (see trtlade-manifest.json).",
             f"#   {command}",
             "#   check: trtlade validate-config trtllm-serve.yml --trtllm-version " + release,
-            "# Every key is an LLM(...) argument; flags given to trtllm-serve win over this file."]
+            "# Every key is an LLM(...) argument; pass no LLM argument as a trtllm-serve flag as well (which side "
+            "wins differs by release)."]
     return "\n".join(head) + "\n" + yaml.safe_dump(dict(options), sort_keys=False)
 
 

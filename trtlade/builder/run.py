@@ -408,8 +408,8 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
     options = serve_options(speculation=plan.speculation or {}, limits=plan.limits.to_dict(), tp_size=plan.tp_size,
                             pp_size=plan.pp_size, dtype=plan.dtype_requested, block_reuse=_block_reuse(plan),
                             free_gpu_memory_fraction=serve.get("kv_cache_free_gpu_memory_fraction"))
-    command = serve_command(plan.model.path, plan.output)
     assert plan.release is not None
+    command = serve_command(plan.model.path, plan.output, release=plan.release)
     write_text_atomic(plan.trtllm_serve_file, render_serve_options(options, plan.release, command))
     deploy = deployment_config(plan)
     _validate_deployment(deploy)

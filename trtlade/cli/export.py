@@ -225,7 +225,7 @@ def _k8s_pytorch(source: Path, out: Path, opts: Any, model_subpath: Optional[str
         src = read_pytorch_source(source)
         subpath = model_subpath or Path(src.model_path).name
         files = pytorch_manifests(src.bundle.trtllm_serve_file.read_text(encoding="utf-8"), model_subpath=subpath,
-                                  world_size=src.world_size, opts=opts)
+                                  world_size=src.world_size, opts=opts, release=src.release)
         write_tree(out, files, force=force)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)

@@ -45,6 +45,11 @@ def validate_config(
         help="Check against this TensorRT-LLM release (e.g. 1.3.0): what it runs (Lookahead engines below 1.3; "
              "NGram / SA / AUTO on the PyTorch backend). Default: a trtlade config's build.trtllm_version, else the "
              "installed TensorRT-LLM."),
+    upstream: str = typer.Option(
+        "auto", "--upstream", metavar="auto|require|off",
+        help="trtllm-serve files: also build TensorRT-LLM's own TorchLlmArgs from the file where tensorrt_llm is "
+             "importable and report any disagreement as an error (auto); require: an error where it is not "
+             "importable (the k8s init gate); off: trtlade's verdict only."),
 ) -> None:
     """Check deployment configs before anything touches a GPU: schema, (W,N,G) legality, request
     spec vs server spec, and the spec vs the engine's max_draft_len (the 'Assertion failed: 16 != 40'
@@ -66,10 +71,12 @@ def validate_config(
             parse_version(trtllm_version)
         except ValueError:
             usage.append(f"--trtllm-version {trtllm_version!r}: not a TensorRT-LLM release (e.g. 1.2.1, 1.3.0rc21)")
+    if upstream not in ("auto", "require", "off"):
+        usage.append(f"--upstream {upstream!r}: one of auto, require, off")
     if usage:
         fail("; ".join(usage), hint="pass config files, directories holding *.yml/*.yaml, or glob patterns",
              code=EXIT_USAGE)
-    reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version)
+    reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version, upstream=upstream)
                for path, shown in files]
     valid = all(r.valid(strict) for r in reports)
     if output_format is OutputFormat.json:

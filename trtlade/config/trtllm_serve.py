@@ -77,7 +77,8 @@ def is_llmapi_model_yaml(data: Any) -> bool:
     return isinstance(data, dict) and "triton_config" in data
 
 
-def check_llmapi_model_yaml(doc: YamlDocument, release: Optional[str] = None) -> list[Diagnostic]:
+def check_llmapi_model_yaml(doc: YamlDocument, release: Optional[str] = None,
+                            upstream: str = "auto") -> list[Diagnostic]:
     """A ``model.yaml`` as the stock llmapi ``model.py`` loads it (``triton_backend/all_models/llmapi/
     tensorrt_llm/1/model.py``: ``triton_config["decoupled"]`` and ``["max_batch_size"]`` read with no fallback;
     every other key, ``model`` first, an ``LLM(...)`` argument), then its LLM arguments as a trtllm-serve file's."""
@@ -108,14 +109,15 @@ def check_llmapi_model_yaml(doc: YamlDocument, release: Optional[str] = None) ->
         out.append(doc.diagnostic("error", f"triton_config.max_batch_size must be an integer >= 0, got {size!r}",
                                   loc=("triton_config", "max_batch_size"), code="llmapi-triton-config",
                                   hint="0, as the stock model.yaml: the LLM batches requests in flight itself"))
-    return out + check_trtllm_serve(doc, release, own_keys=("model", "triton_config"))
+    return out + check_trtllm_serve(doc, release, own_keys=("triton_config",), upstream=upstream)
 
 
 def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None, own_keys: tuple[str, ...] = (),
-                       upstream: bool = True) -> list[Diagnostic]:
+                       upstream: str = "auto") -> list[Diagnostic]:
     """Upstream's verdict on the file for ``release`` (None: unknown, checked against the newest schema read),
-    trtlade's own findings around it, and, with ``upstream`` and TensorRT-LLM importable, upstream's own check
-    compared. ``own_keys``: keys of the file's kind checked elsewhere (Triton's ``triton_config``)."""
+    trtlade's own findings around it, and upstream's own check compared (``upstream``: auto where
+    TensorRT-LLM is importable, require: an error where it is not, off). ``own_keys``: keys of the file's kind
+    checked elsewhere (Triton's ``triton_config``)."""
     from trtlade.trtllm.llm_args_check import check_llm_args
     from trtlade.trtllm.upstream_gate import compare
 
@@ -127,9 +129,9 @@ def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None, own_key
     taken = {d.path for d in ours if d.severity == "error"}
     schema = check_llm_args(doc, release, own_keys)
     out += ours + [d for d in schema if not (d.severity == "error" and _under(d.path, taken))]
-    if upstream:
+    if upstream != "off":
         data = {k: v for k, v in doc.data.items() if k not in own_keys}
-        out += compare(doc, out, data)
+        out += compare(doc, out, data, required=upstream == "require")
     return out
 
 

@@ -82,10 +82,11 @@ def classify(data: Any) -> ConfigKind | None:
 
 
 def validate_file(path: str | Path, *, display: str | None = None, engine_dir: Path | None = None,
-                  release: str | None = None) -> FileReport:
+                  release: str | None = None, upstream: str = "auto") -> FileReport:
     """Every check of one file; never raises for bad input (it becomes a Diagnostic). ``release``: the
     TensorRT-LLM release the file is for (a trtlade config's ``build.trtllm_version`` wins for it; default:
-    the installed one)."""
+    the installed one); ``upstream``: auto | require | off, TensorRT-LLM's own check of a trtllm-serve file
+    (:mod:`trtlade.trtllm.upstream_gate`)."""
     name = display if display is not None else str(path)
     try:
         doc = read_yaml(path, display=name)
@@ -108,7 +109,8 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
         return _validate_trtlade(doc, engine_dir, release)
     if kind in ("trtllm-serve", "triton-llmapi"):
         target = release if release is not None else installed_release()
-        found = check_trtllm_serve(doc, target) if kind == "trtllm-serve" else check_llmapi_model_yaml(doc, target)
+        found = (check_trtllm_serve(doc, target, upstream=upstream) if kind == "trtllm-serve"
+                 else check_llmapi_model_yaml(doc, target, upstream=upstream))
         block = doc.data.get("speculative_config")
         return FileReport(doc.file, kind, tuple(sort_diagnostics(found)),
                           {"release": target, "speculation": block.get("decoding_type") if isinstance(block, dict)

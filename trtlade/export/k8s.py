@@ -86,17 +86,20 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
 
 
 def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size: int,
-                      opts: K8sOptions) -> dict[str, str]:
+                      opts: K8sOptions, release: str) -> dict[str, str]:
     """The manifests serving a PyTorch-backend bundle with ``trtllm-serve`` (TensorRT-LLM's own server): the
     bundle's trtllm-serve.yml in the ConfigMap, the checkpoint mounted from the claim's ``model_subpath`` at
-    ``/model``, ``trtlade validate-config`` on that file as the init gate (against the TensorRT-LLM installed in
-    the image), probes on ``/health``. trtllm-serve's ``/metrics`` is JSON iteration statistics
-    (``docs/source/commands/trtllm-serve.rst``), not Prometheus text: no scrape annotations, no autoscaler."""
-    serve = ["trtllm-serve", MODEL_MOUNT, "--config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}", "--host", "0.0.0.0",
-             "--port", str(PORT)]
+    ``/model``, ``trtlade validate-config --upstream require`` on that file as the init gate (trtlade's verdict
+    and the image's TensorRT-LLM's own ``TorchLlmArgs``, compared), probes on ``/health``. trtllm-serve's
+    ``/metrics`` is JSON iteration statistics (``docs/source/commands/trtllm-serve.rst``), not Prometheus text:
+    no scrape annotations, no autoscaler."""
+    from trtlade.trtllm.releases import serve_config_flag
+
+    serve = ["trtllm-serve", MODEL_MOUNT, serve_config_flag(release), f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}", "--host",
+             "0.0.0.0", "--port", str(PORT)]
     if opts.tokenizer:
         serve += ["--tokenizer", opts.tokenizer]
-    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}"]
+    check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}", "--upstream", "require"]
     model_mount = {"name": "bundle", "mountPath": MODEL_MOUNT, "readOnly": True, "subPath": model_subpath}
     return _files(opts, serve=serve, check=check, data={TRTLLM_SERVE_FILE: serve_config_text}, gpus=world_size,
                   scrape=False, extra_mounts=[model_mount])

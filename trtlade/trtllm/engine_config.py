@@ -458,8 +458,8 @@ def _check_version(ctx: _Ctx) -> None:
     elif not ok:
         parsed = parse_version(version)  # type: ignore[arg-type]
         newer = (parsed.major, parsed.minor) >= MAX_VERSION_EXCLUSIVE
-        why = ("TensorRT-LLM removed the TensorRT-engine backend, and Lookahead with it, after the 1.3.0 "
-               "release candidates" if newer else "Lookahead on the executor API is supported from 0.16")
+        why = ("TensorRT-LLM removed the TensorRT-engine backend, and Lookahead with it, from 1.3 on (release "
+               "candidates included)" if newer else "Lookahead on the executor API is supported from 0.16")
         ctx.on_engine("error", "engine-version", "version",
                       f"the engine was built by TensorRT-LLM {version}, outside the supported range "
                       f"{SUPPORTED_VERSIONS}: {why}",

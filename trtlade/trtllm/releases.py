@@ -26,11 +26,39 @@ if TYPE_CHECKING:
     from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["Release", "RELEASES", "NEWEST_READ", "release_for", "lookahead_refusal_1_3", "EQUIVALENT_SPECULATION",
-           "flow_mapping", "equivalent_speculation", "releases_markdown"]
+           "flow_mapping", "equivalent_speculation", "releases_markdown", "ENGINE_BACKEND_GONE", "serve_config_flag",
+           "FLAGS_VS_FILE"]
 
 #: The newest release the sources read mention (a 1.3.0 release candidate whose quickstart builds
 #: NGramDecodingConfig: ai-dynamo/dynamo PR #14339, 2026-09-04).
 NEWEST_READ = "1.3.0rc25"
+
+#: The one statement of when the TensorRT-engine backend (and Lookahead with it) went away, for code and docs.
+ENGINE_BACKEND_GONE = (
+    "trtlade treats every 1.3 release, release candidates included, as having no TensorRT-engine backend and no "
+    "Lookahead (as pip's '<1.3' excludes 1.3.0rcN too): upstream deprecated the backend in NVIDIA/TensorRT-LLM#11723 "
+    "and removed it in #15918 / #16369; the first tag without it is 1.3.0rc21 (ai-dynamo/dynamo#11769), so "
+    "1.3.0rc1 to rc20 may still carry it, but trtlade does not build or serve Lookahead on them")
+
+#: Which side wins when a trtllm-serve flag and its --config file set the same LLM argument.
+FLAGS_VS_FILE = (
+    "the file wins where trtllm-serve merges it with update_llm_args_with_extra_dict(llm_args, file) alone "
+    "(tensorrt_llm/commands/serve.py@00209af1 and every earlier serve.py read); explicit flags win where it also "
+    "passes explicit_cli_keys (the parameter exists from llm_args.py@00043967 on; which release's serve.py first "
+    "passes it is not pinned by the sources read). trtlade's trtllm-serve commands pass no LLM argument as a flag "
+    "(only the checkpoint, --host, --port and --tokenizer), so both readings give the same server")
+
+
+def serve_config_flag(release: str) -> str:
+    """trtllm-serve's option for the YAML file on ``release``: ``--extra_llm_api_options`` exists on every release
+    trtlade supports; ``--config`` is its alias from NVIDIA/TensorRT-LLM#9104 (merged 2025-11, with
+    ``env_overrides``), so trtlade writes ``--config`` only from 1.3 on, where every release has it.
+
+    >>> serve_config_flag("1.2.1"), serve_config_flag("1.3.0rc25")
+    ('--extra_llm_api_options', '--config')
+    """
+    return "--config" if not release_for(release).engine_backend else "--extra_llm_api_options"
+
 
 #: What trtlade proposes instead of a Lookahead spec on 1.3+ until `trtlade tune` measured your traffic: SA with
 #: 4 draft tokens and the longest match, the best of the model-free drafters on the `mix` prompts
@@ -72,9 +100,10 @@ RELEASES: tuple[Release, ...] = (
             "build --speculation, serve --engine trtllm (LLM API), export triton (llmapi) / k8s, validate-config; "
             "no Lookahead, no engine, no grps_trtllm",
             "NVIDIA/TensorRT-LLM#11723 (engine backend deprecated), #15918 / #16369 / #15907 (removed: TrtLlmArgs, "
-            "BuildConfig, the C++ executor, Triton's inflight_batcher_llm; gone from 1.3.0rc21 per "
-            "ai-dynamo/dynamo#11769); SA: #11434; llm_args.py@a1a20970 (no LookaheadDecodingConfig); NGram on "
-            "the GPU: ngram.py@a1a20970 (the first release with it is not pinned by the sources read)"),
+            "BuildConfig, the C++ executor, Triton's inflight_batcher_llm; the first tag without them is 1.3.0rc21 "
+            "per ai-dynamo/dynamo#11769, and trtlade treats every 1.3.0rcN as without); SA: #11434; "
+            "llm_args.py@a1a20970 (no LookaheadDecodingConfig); NGram on the GPU: ngram.py@a1a20970 (the first "
+            "release with it is not pinned by the sources read)"),
 )
 
 
@@ -171,4 +200,4 @@ def lookahead_refusal_1_3(version: str) -> Optional[str]:
         return None
     return (f"TensorRT-LLM {version} has no TensorRT-engine backend and no Lookahead: from 1.3 on only the PyTorch "
             "backend serves, and its model-free drafters are NGram, SA and AUTO (NVIDIA/TensorRT-LLM#15918, "
-            "#16369; llm_args.py has no LookaheadDecodingConfig)")
+            "#16369; llm_args.py has no LookaheadDecodingConfig; release candidates 1.3.0rcN count as 1.3)")

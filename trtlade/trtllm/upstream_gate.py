@@ -51,12 +51,18 @@ def upstream_verdict(data: dict) -> Optional[UpstreamVerdict]:
     return UpstreamVerdict(version, "")
 
 
-def compare(doc: YamlDocument, ours: list[Diagnostic], data: Optional[dict] = None) -> list[Diagnostic]:
-    """An info line when both verdicts agree, an error with both messages when they do not (nothing when
-    TensorRT-LLM is not importable here)."""
+def compare(doc: YamlDocument, ours: list[Diagnostic], data: Optional[dict] = None,
+            required: bool = False) -> list[Diagnostic]:
+    """An info line when both verdicts agree, an error with both messages when they do not; where TensorRT-LLM
+    is not importable nothing, or with ``required`` an error saying so."""
     verdict = upstream_verdict(doc.data if data is None else data)
     if verdict is None:
-        return []
+        if not required:
+            return []
+        return [doc.diagnostic("error", "TensorRT-LLM is not importable here, so its own TorchLlmArgs could not check "
+                               "the file (--upstream require)", code="trtllm-upstream-missing",
+                               hint="run the gate in the TensorRT-LLM image (the k8s export's init container does), "
+                                    "or pass --upstream auto to accept trtlade's verdict alone")]
     refused = [d for d in ours if d.severity == "error"]
     if bool(verdict.error) == bool(refused):
         what = "refuses" if refused else "accepts"
