@@ -117,7 +117,7 @@ def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tup
                 yield from _models_in(table, kind, value, (key,))
             continue
         entry = fields.get(key)
-        sub = _model_of(table, entry["type"]) if entry else None
+        sub = _model_of(table, entry["type"], value) if entry else None
         if sub is not None and isinstance(value, dict):
             yield from _models_in(table, sub, value, loc + (key,))
 
@@ -485,7 +485,7 @@ def _prepare_nested(table: Any, root: str, key: str, value: Any) -> tuple[Any, l
         cls = decoding_classes(table).get(value.get("decoding_type"))
     else:
         entry = table.models.fields(root).get(key)
-        cls = _model_of(table, entry["type"]) if entry else None
+        cls = _model_of(table, entry["type"], value) if entry else None
     if cls is None:
         return value, []
     notes = []

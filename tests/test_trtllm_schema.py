@@ -1,0 +1,290 @@
+"""validate-config on trtllm-serve --config files gives TensorRT-LLM's verdict, release by release.
+
+The corpus (tests/data/trtllm_serve/, our own files shaped like upstream's examples/configs/database) is accepted;
+every mutation TensorRT-LLM refuses is refused naming its key: a typo at every depth, a wrong type, a value
+outside a Literal or an enum, a value below a bound; values upstream accepts that a stricter check would refuse
+pass; fields that one release has and another removed or renamed are judged per release.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtlade.config.loader import parse_yaml
+from trtlade.config.trtllm_serve import check_trtllm_serve
+from trtlade.trtllm.llm_args_check import check_llm_args, model_at, table_for, tables
+from trtlade.trtllm.llm_args_rules import coverage
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = sorted((ROOT / "tests" / "data" / "trtllm_serve").glob("*.yaml"))
+NEWEST = "1.3.0"
+
+
+def errors(data_or_text, release=NEWEST):
+    text = data_or_text if isinstance(data_or_text, str) else yaml.safe_dump(data_or_text, sort_keys=False)
+    found = check_trtllm_serve(parse_yaml(text, "f.yml"), release, upstream="off")
+    return [(d.code, d.path) for d in found if d.severity == "error"]
+
+
+# ----------------------------------------------------------------------------------------------- the tables
+def test_every_table_names_its_source_and_builds_every_model():
+    assert [t.version for t in tables()] == sorted((t.version for t in tables()), key=lambda v: v)
+    for t in tables():
+        assert len(t.commit) == 40 and t.table["path"] == "tensorrt_llm/llmapi/llm_args.py" and t.table["dated_by"]
+        for name in t.table["models"]:
+            t.models[name]  # every class rebuilds as a pydantic model
+        assert "TorchLlmArgs" in t.models and t.table["from_dict"]
+
+
+@pytest.mark.parametrize("release, version, note", [
+    ("1.3.0", "1.3.0rc0", ""), ("1.3.0rc5", "1.3.0rc0", ""), ("1.2.1", "1.2.0", ""), ("1.1.0", "1.1.0", ""),
+    ("1.0.0", "1.1.0", "no schema was read"), ("9.0.0", "1.3.0rc0", "newer than"), (None, "1.3.0rc0", "no TensorRT"),
+])
+def test_a_release_is_checked_against_its_line_or_says_which_table_it_got(release, version, note):
+    table, said = table_for(release)
+    assert table.version == version and (note in said if note else said == "")
+
+
+def test_the_generator_reads_a_source_shaped_like_upstreams(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gen_trtllm_schema as gen
+    finally:
+        sys.path.pop(0)
+    source = textwrap.dedent('''
+        # commit: 00000000000000000000000000000000000000aa
+        # version: 9.9.0
+        class DecodingBaseConfig(StrictBaseModel):
+            max_draft_len: Optional[NonNegativeInt] = Field(default=None, description="drop me")
+            @classmethod
+            def from_dict(cls, data):
+                config_classes = {"Lookahead": LookaheadDecodingConfig, "NGram": NGramDecodingConfig}
+                return config_classes[data["decoding_type"]](**data)
+        class NGramDecodingConfig(DecodingBaseConfig):
+            decoding_type: ClassVar[str] = "NGram"
+            is_public_pool: bool = True
+            @model_validator(mode="after")
+            def validate_ngram_config(self):
+                return self
+        class TorchLlmArgs(StrictBaseModel):
+            model: str = Field()
+            speculative_config: Optional[NGramDecodingConfig] = None
+    ''')
+    table = gen.build(source, None, None, None)
+    assert table["version"] == "9.9.0" and table["commit"].endswith("aa")
+    assert table["from_dict"] == {"Lookahead": "LookaheadDecodingConfig", "NGram": "NGramDecodingConfig"}
+    ngram = table["models"]["NGramDecodingConfig"]
+    assert ngram["classvars"] == {"decoding_type": "NGram"} and ngram["validators"] == ["validate_ngram_config"]
+    assert table["models"]["TorchLlmArgs"]["fields"]["model"]["required"]
+    assert table["models"]["StrictBaseModel"]["config"] == {"extra": "forbid"}  # from tensorrt_llm/llmapi/utils.py
+
+
+def test_the_rules_cover_the_model_free_drafters_validators():
+    covered = coverage(tables()[-1].table)
+    for key in [("SADecodingConfig", "validate_sa_config"), ("NGramDecodingConfig", "validate_ngram_config"),
+                ("DecodingBaseConfig", "validate_draft_len_schedule_and_sort"),
+                ("DecodingBaseConfig", "validate_max_concurrency_and_draft_len_schedule_mutually_exclusive"),
+                ("TorchLlmArgs", "validate_speculative_config"), ("KvCacheConfig", "validate_free_gpu_memory_fraction"),
+                ("BaseCudaGraphConfig", "validate_base_cuda_graph_config"), ("TorchLlmArgs", "_drop_removed_args")]:
+        assert covered[key], key
+
+
+# ----------------------------------------------------------------------------------------------- the corpus
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_the_corpus_is_accepted(path):
+    found = check_trtllm_serve(parse_yaml(path.read_text(), path.name), NEWEST, upstream="off")
+    assert [d.format_text() for d in found if d.severity != "info"] == []
+
+
+def _leaves(data, path=()):
+    """(path, value) of every key at every depth (mapping keys only)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield path + (key,), value
+            yield from _leaves(value, path + (key,))
+
+
+def _set(data, path, value=None, rename=None):
+    out = copy.deepcopy(data)
+    node = out
+    for part in path[:-1]:
+        node = node[part]
+    if rename is not None:
+        node = {rename if k == path[-1] else k: v for k, v in node.items()}
+        parent = out
+        for part in path[:-2]:
+            parent = parent[part]
+        if len(path) == 1:
+            return node
+        parent[path[-2]] = node
+        return out
+    node[path[-1]] = value
+    return out
+
+
+def _field(path, data):
+    """The schema entry of the field at ``path`` (None where no model owns it)."""
+    table = tables()[-1]
+    owner = model_at(table, "TorchLlmArgs", path[:-1], data)
+    if path[:1] == ("speculative_config",) and len(path) == 2:
+        owner = table.table["from_dict"].get(data["speculative_config"].get("decoding_type"))
+    return None if owner is None else table.models.fields(owner).get(path[-1])
+
+
+def _mutations():
+    for file in CORPUS:
+        data = yaml.safe_load(file.read_text())
+        for path, value in _leaves(data):
+            if not isinstance(path[-1], str) or path[-1] == "decoding_type":
+                continue
+            entry = _field(path, data)
+            if entry is None:
+                continue
+            yield pytest.param(_set(data, path, rename=path[-1] + path[-1][-1]),
+                               path[:-1] + (path[-1] + path[-1][-1],), id=f"{file.stem}:{'.'.join(path)}:typo")
+            kind = entry["type"]["kind"]
+            inner = entry["type"]["of"] if kind == "optional" else entry["type"]
+            if inner["kind"] in ("int", "float", "bool", "constrained", "list", "dict") or \
+                    (inner["kind"] == "ref" and inner["name"] in tables()[-1].table["models"]):
+                yield pytest.param(_set(data, path, "not-a-value"), path, id=f"{file.stem}:{'.'.join(path)}:type")
+            if inner["kind"] == "literal" or (inner["kind"] == "ref" and inner["name"] in tables()[-1].table["enums"]):
+                yield pytest.param(_set(data, path, "NOT_A_MEMBER"), path, id=f"{file.stem}:{'.'.join(path)}:literal")
+            bound = {**inner.get("constraints", {}), **entry.get("constraints", {})}
+            if "ge" in bound or "gt" in bound or inner.get("name") in ("PositiveInt", "NonNegativeInt"):
+                low = bound.get("ge", bound.get("gt", 0)) - 5
+                yield pytest.param(_set(data, path, low), path, id=f"{file.stem}:{'.'.join(path)}:range")
+
+
+@pytest.mark.parametrize("data, path", list(_mutations()))
+def test_every_mutation_upstream_refuses_is_refused_naming_its_key(data, path):
+    found = errors(data)
+    dotted = ".".join(map(str, path))
+    assert any(p == dotted or p.startswith(dotted + ".") for _, p in found), found
+
+
+def test_there_are_mutations_at_every_depth_and_of_every_kind():
+    ids = [p.id for p in _mutations()]
+    assert len(ids) > 100
+    assert {i.rsplit(":", 1)[1] for i in ids} == {"typo", "type", "literal", "range"}
+    assert any(i.split(":")[1].count(".") >= 1 for i in ids)  # nested keys too
+
+
+# ----------------------------------------------------------------------------------------------- the verdicts
+@pytest.mark.parametrize("text, release", [
+    ("max_seq_len: null\n", NEWEST),                                              # Optional[int]
+    ("kv_cache_config: {free_gpu_memory_fraction: 0.0}\n", NEWEST),               # 0 <= f <= 1
+    ("speculative_config: {decoding_type: SA, max_draft_len: 4, max_matching_ngram_size: -2}\n", NEWEST),
+    ("max_batch_size: '16'\n", NEWEST),                                           # pydantic's lax int
+    ("sampler_type: TorchSampler\n", NEWEST),                                     # removed, ignored with a warning
+    ("cuda_graph_config: {enable_padding: true}\n", NEWEST),                      # the mode is inferred
+    ("speculative_config: {decoding_type: Draft_Target, max_draft_len: 4, speculative_model: /d}\n", NEWEST),
+    ("speculative_config: {decoding_type: DraftTarget, max_draft_len: 4, speculative_model_dir: /d}\n", "1.2.1"),
+    ("build_config: {max_batch_size: 8}\n", "1.2.1"),
+    ("sampler_type: TRTLLMSampler\n", "1.2.1"),
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", "1.2.1"),
+])
+def test_what_upstream_accepts_passes(text, release):
+    assert errors(text, release) == []
+
+
+@pytest.mark.parametrize("text, release, code, path", [
+    ("max_batch_sise: 64\n", NEWEST, "trtllm-args-unknown-key", "max_batch_sise"),
+    ("kv_cache_config: {free_gpu_memory_fractoin: 0.9}\n", NEWEST, "trtllm-args-unknown-key",
+     "kv_cache_config.free_gpu_memory_fractoin"),
+    ("cuda_graph_config: {enable_paddding: true}\n", NEWEST, "trtllm-args-unknown-key",
+     "cuda_graph_config.enable_paddding"),
+    ("moe_config: {backend: CUTLAS}\n", NEWEST, "trtllm-args-literal", "moe_config.backend"),
+    ("speculative_config: {decoding_type: ngram, max_draft_len: 4}\n", NEWEST, "trtllm-args-literal",
+     "speculative_config.decoding_type"),
+    ("sampler_type: TRTLLMSampler\n", NEWEST, "trtllm-args-removed", "sampler_type"),
+    ("build_config: {max_batch_size: 8}\n", NEWEST, "trtllm-args-unknown-key", "build_config"),
+    ("speculative_config: {decoding_type: AUTO, max_concurrency: 0}\n", NEWEST, "trtllm-args-range",
+     "speculative_config.max_concurrency"),
+    ("speculative_config: {decoding_type: AUTO, use_rejection_sampling: true}\n", NEWEST, "trtllm-args-rule",
+     "speculative_config.use_rejection_sampling"),
+    ("speculative_config: {decoding_type: SA, max_draft_len: 4, max_matching_ngram_size: 0}\n", NEWEST,
+     "trtllm-args-rule", "speculative_config.max_matching_ngram_size"),
+    ("max_batch_size: 64\nspeculative_config: {decoding_type: SA, max_draft_len: 4, enable_global_pool: true, "
+     "global_pool_size: 8}\n", NEWEST, "trtllm-args-rule", "speculative_config.global_pool_size"),
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", NEWEST,
+     "trtllm-args-unknown-key", "speculative_config.acceptance_window"),
+    ("speculative_config: {decoding_type: SA, max_draft_len: 4}\n", "1.2.1", "trtllm-args-literal",
+     "speculative_config.decoding_type"),
+    ("speculative_config: {decoding_type: Draft_Target, max_draft_len: 4}\n", "1.2.1", "trtllm-args-literal",
+     "speculative_config.decoding_type"),
+    ("cuda_graph_config: {batch_sizes: [1, 2, 8], max_batch_size: 4}\n", NEWEST, "trtllm-args-rule",
+     "cuda_graph_config.max_batch_size"),
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_concurrency: 4, "
+     "draft_len_schedule: {1: 4}}\n", NEWEST, "trtllm-args-rule", "speculative_config.max_concurrency"),
+])
+def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
+    assert (code, path) in errors(text, release)
+
+
+def test_a_key_a_lenient_class_drops_is_a_warning_not_an_error():
+    doc = parse_yaml("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", "f.yml")
+    found = check_llm_args(doc, "1.1.0")
+    assert [(d.severity, d.code) for d in found] == [("warning", "trtllm-args-ignored-key")]
+
+
+def test_an_unknown_key_says_where_and_what_it_might_be():
+    doc = parse_yaml("max_batch_size: 8\nkv_cache_config:\n  free_gpu_memory_fractoin: 0.9\n", "f.yml")
+    d = [d for d in check_llm_args(doc, NEWEST) if d.severity == "error"][0]
+    assert (d.file, d.line, d.column) == ("f.yml", 3, 3)
+    assert "KvCacheConfig" in d.message and "1.3" in d.message and "'free_gpu_memory_fraction'" in d.hint
+
+
+# ----------------------------------------------------------------------------------------------- upstream's own
+FAKE_LLM_ARGS = '''
+"""A stand-in for tensorrt_llm.llmapi.llm_args with a deliberately narrow TorchLlmArgs: it knows fewer fields
+than the table, so that the comparison has a disagreement to report."""
+from pydantic import BaseModel, ConfigDict
+
+
+class TorchLlmArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    skip_tokenizer_init: bool = False
+    max_batch_size: int = 2048
+
+
+def update_llm_args_with_extra_dict(llm_args, llm_args_dict, extra_llm_api_options=None):
+    return llm_args | llm_args_dict
+'''
+
+
+@pytest.fixture
+def fake_upstream(tmp_path, monkeypatch):
+    pkg = tmp_path / "tensorrt_llm"
+    (pkg / "llmapi").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '1.3.0'\n")
+    (pkg / "llmapi" / "__init__.py").write_text("")
+    (pkg / "llmapi" / "llm_args.py").write_text(FAKE_LLM_ARGS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+
+
+def test_where_tensorrt_llm_is_importable_its_own_verdict_is_compared(fake_upstream):
+    same = check_trtllm_serve(parse_yaml("max_batch_size: 8\n", "f.yml"), NEWEST)
+    assert [d.code for d in same] == ["trtllm-upstream-agrees"]
+    both_refuse = check_trtllm_serve(parse_yaml("max_batch_sise: 8\n", "f.yml"), NEWEST)
+    assert "trtllm-upstream-agrees" in [d.code for d in both_refuse]
+    differ = check_trtllm_serve(parse_yaml("enable_chunked_prefill: true\n", "f.yml"), NEWEST)
+    bad = [d for d in differ if d.code == "trtllm-upstream-disagrees"]
+    assert bad and bad[0].severity == "error" and "trtlade: accepted" in bad[0].message
+    assert "enable_chunked_prefill" in bad[0].message  # upstream's own message, quoted
+
+
+def test_require_upstream_fails_where_tensorrt_llm_is_not_importable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # an import of it raises
+    found = check_trtllm_serve(parse_yaml("max_batch_size: 8\n", "f.yml"), NEWEST, upstream="require")
+    assert [d.code for d in found if d.severity == "error"] == ["trtllm-upstream-missing"]
+    assert check_trtllm_serve(parse_yaml("max_batch_size: 8\n", "f.yml"), NEWEST) == []
