@@ -3,10 +3,11 @@
     .venv/bin/python scripts/gen_reference.py            # rewrite the pages
     .venv/bin/python scripts/gen_reference.py --check    # exit 1 if a page is stale (tests/test_docs.py runs it)
 
-Sources: the Typer app (every command and flag), the pydantic config schema (every key with its type,
-default, allowed values and description; the ``validate-config`` rules that name the key, found in the
-``doc.diagnostic(..., loc=..., code=...)`` calls of trtlade/config/), the server's Prometheus registry (every
-series), and the OpenAI request/usage models (every field trtlade adds).
+Sources: the Typer app (every command and flag), TensorRT-LLM's schema tables (``trtllm-serve-schema*.md``: every
+field of every release line read, what changed between them, what is not checked), the pydantic config schema
+(every key with its type, default, allowed values and description; the ``validate-config`` rules that name the
+key, found in the ``doc.diagnostic(..., loc=..., code=...)`` calls of trtlade/config/), the server's Prometheus
+registry (every series), and the OpenAI request/usage models (every field trtlade adds).
 """
 
 from __future__ import annotations
@@ -206,8 +207,109 @@ def api_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+# ------------------------------------------------------------------------------------------------ trtllm-serve
+def schema_index_page() -> str:
+    from trtlade.trtllm.llm_args_check import tables
+    from trtlade.trtllm.llm_args_models import opaque_fields
+    from trtlade.trtllm.llm_args_rules import coverage
+
+    shipped = tables()
+    out = [HEADER, "# trtllm-serve --config schema, by release\n",
+           "What `trtlade validate-config` checks a `trtllm-serve --config` file (or Triton's llmapi "
+           "`model.yaml`) against: every field of TensorRT-LLM's `TorchLlmArgs` and of every nested config, read "
+           "from upstream's `tensorrt_llm/llmapi/llm_args.py` by `scripts/gen_trtllm_schema.py` into one table per "
+           "release line (`trtlade/data/trtllm_schema/`), and the validators that types cannot express as rules "
+           "of `trtlade/trtllm/llm_args_rules.py`. How to use it: [the validate guide](../guides/validate.md).\n",
+           "## Release lines read\n",
+           "| line | read at | how it was dated | models | fields | a release is checked against it when |",
+           "|---|---|---|---|---|---|"]
+    for i, t in enumerate(shipped):
+        nxt = shipped[i + 1].version if i + 1 < len(shipped) else None
+        when = (f"{t.version} <= release" + (f" < {nxt}" if nxt else "")) + (" (and older releases, with a warning)"
+                                                                             if i == 0 else "")
+        fields = sum(len(m["fields"]) for m in t.table["models"].values())
+        out.append(f"| [{_cell(t.label)}](trtllm-serve-schema-{t.version}.md) | `NVIDIA/TensorRT-LLM@{t.commit[:8]}` "
+                   f"| {_cell(t.table.get('dated_by', ''))} | {len(t.table['models'])} | {fields} | {when} |")
+    out += ["", "No stored commit could be matched to a release tag (the stored copies carry no dates and "
+            "`tensorrt_llm/version.py` is not stored at these commits): each line is dated by its content, as the "
+            "table says. A file for a release newer than the newest line gets a warning naming the line used; a "
+            "field added by your release after the commit read is refused as unknown: where TensorRT-LLM is "
+            "installed, `--upstream auto` (the default) compares with its own `TorchLlmArgs` and says so.\n",
+            "## What changed between the lines\n"]
+    for old, new in zip(shipped, shipped[1:]):
+        out.append(f"### {old.label} → {new.label}\n")
+        out += _schema_diff(old, new)
+    out += ["## Not checked\n",
+            "Fields whose type lives in another upstream file or is a runtime object (accepted as given):\n"]
+    for t in shipped:
+        items = ", ".join(f"`{c}.{f}` ({_cell(x)})" for c, f, x in opaque_fields(t.table))
+        out.append(f"- {_cell(t.label)}: {items or 'none'}")
+    out += ["", "Validators upstream declares that no rule reproduces (most read the checkpoint, the GPU or the "
+            "filesystem, or only normalise values):\n"]
+    for t in shipped:
+        missing = sorted(f"`{c}.{v}`" for (c, v), done in coverage(t.table).items() if not done)
+        done = sum(coverage(t.table).values())
+        out.append(f"- {_cell(t.label)}: {done} of {len(coverage(t.table))} reproduced; not: {', '.join(missing)}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _schema_diff(old, new) -> list[str]:
+    lines = ["| class | added | removed |", "|---|---|---|"]
+    for cls in sorted(set(old.table["models"]) | set(new.table["models"])):
+        a = set(old.table["models"].get(cls, {}).get("fields", {}))
+        b = set(new.table["models"].get(cls, {}).get("fields", {}))
+        if cls not in old.table["models"]:
+            lines.append(f"| `{cls}` | (new class) | |")
+        elif cls not in new.table["models"]:
+            lines.append(f"| `{cls}` | | (class removed) |")
+        elif a != b:
+            lines.append(f"| `{cls}` | {', '.join(f'`{f}`' for f in sorted(b - a))} | "
+                         f"{', '.join(f'`{f}`' for f in sorted(a - b))} |")
+    return lines + [""]
+
+
+def schema_page(version: str) -> Callable[[], str]:
+    def render() -> str:
+        from trtlade.trtllm.llm_args_check import describe, tables
+
+        t = next(t for t in tables() if t.version == version)
+        out = [HEADER, f"# trtllm-serve --config schema: TensorRT-LLM {t.label}\n",
+               f"Read from `NVIDIA/TensorRT-LLM@{t.commit}`, `{t.table['path']}` ({_cell(t.table.get('dated_by', ''))})"
+               f". Every class a `trtllm-serve --config` file can reach, its `extra` policy (`forbid`: an unknown "
+               "key stops the server) and its fields as `name: type = default`. Overview: "
+               "[the schema by release](trtllm-serve-schema.md).\n",
+               "| class | extra | fields |", "|---|---|---|"]
+        for cls in sorted(t.table["models"]):
+            if cls == "StrictBaseModel":
+                continue
+            fields = t.models.fields(cls)
+            if not fields:
+                continue
+            extra = t.models.config(cls).get("extra", "ignore")
+            cells = []
+            for name, entry in fields.items():
+                default = entry.get("default")
+                shown = "" if entry.get("required") else (" = " + (_cell(default) if not isinstance(default, dict)
+                                                                   else "…"))
+                cells.append(f"`{name}`: {_cell(describe(entry['type']))}{shown}")
+            out.append(f"| `{cls}` | {extra} | {'; '.join(cells)} |")
+        enums = [f"`{n}`: {', '.join(map(str, e['members'].values()))}" for n, e in sorted(t.table["enums"].items())]
+        out += ["", "Enums (by value): " + "; ".join(enums) if enums else ""]
+        return "\n".join(out).rstrip() + "\n"
+    return render
+
+
+def _schema_pages() -> dict[str, Callable[[], str]]:
+    from trtlade.trtllm.llm_args_check import tables
+
+    pages: dict[str, Callable[[], str]] = {"trtllm-serve-schema.md": schema_index_page}
+    for t in tables():
+        pages[f"trtllm-serve-schema-{t.version}.md"] = schema_page(t.version)
+    return pages
+
+
 PAGES: dict[str, Callable[[], str]] = {"cli.md": cli_page, "config.md": config_page, "metrics.md": metrics_page,
-                                       "api.md": api_page}
+                                       "api.md": api_page, **_schema_pages()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -169,3 +169,25 @@ def test_the_compat_page_shows_the_release_table_as_the_code_has_it():
     page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "trtllm-compat.md").read_text()
     begin, end = page.index("<!-- releases:begin"), page.index("<!-- releases:end -->")
     assert page[page.index("\n", begin) + 1:end] == releases_markdown(), "regenerate docs/reference/trtllm-compat.md"
+
+
+def test_the_engine_backends_removal_is_said_once_and_the_same_everywhere():
+    import re
+
+    from trtlade.trtllm.releases import ENGINE_BACKEND_GONE
+
+    def norm(text):
+        return re.sub(r"\s+", " ", text.replace("`", "").replace("'", "")).lower()
+
+    root = Path(__file__).resolve().parents[1]
+    for page in ("docs/reference/trtllm-compat.md", "docs/guides/migrate-1.3.md"):
+        assert norm(ENGINE_BACKEND_GONE) in norm((root / page).read_text()), page
+    out = runner.invoke(app, ["build", "--architectures"]).output
+    assert "1.3.0rc21" in out and "release candidates included" in out
+
+
+def test_the_trtllm_serve_file_flag_follows_the_release():
+    from trtlade.builder.pytorch import serve_command
+
+    assert "--extra_llm_api_options" in serve_command(Path("/m"), Path("/b"), release="1.2.1")
+    assert " --config " in serve_command(Path("/m"), Path("/b"), release="1.3.0")

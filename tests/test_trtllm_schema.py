@@ -267,9 +267,15 @@ def fake_upstream(tmp_path, monkeypatch):
     (pkg / "llmapi" / "__init__.py").write_text("")
     (pkg / "llmapi" / "llm_args.py").write_text(FAKE_LLM_ARGS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+    for name in _trtllm_modules():
         monkeypatch.delitem(sys.modules, name)
     yield
+    for name in _trtllm_modules():  # the stand-in's modules go; monkeypatch puts back what was there before
+        del sys.modules[name]
+
+
+def _trtllm_modules() -> list[str]:
+    return [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]
 
 
 def test_where_tensorrt_llm_is_importable_its_own_verdict_is_compared(fake_upstream):

@@ -148,7 +148,7 @@ def _print_architectures() -> None:
 
     from trtlade.builder.models import BUILDABLE
     from trtlade.builder.pytorch import PYTORCH_ARCHITECTURES
-    from trtlade.trtllm.releases import NEWEST_READ, RELEASES
+    from trtlade.trtllm.releases import ENGINE_BACKEND_GONE, NEWEST_READ, RELEASES
 
     releases = Table(title=f"TensorRT-LLM releases: what each runs (newest read: {NEWEST_READ})")
     for column in ("releases", "Lookahead engine", "PyTorch-backend drafters", "trtlade", "sources"):
@@ -157,6 +157,7 @@ def _print_architectures() -> None:
         releases.add_row(row.label, "yes" if row.lookahead else "no", ", ".join(row.drafters) or "-", row.commands,
                          row.sources)
     console.print(releases)
+    console.print(ENGINE_BACKEND_GONE[0].upper() + ENGINE_BACKEND_GONE[1:] + ".", markup=False)
     table = Table(title="HF architectures trtlade build converts to a Lookahead engine (TensorRT-LLM 0.16 <= v < 1.3)")
     for column in ("architectures[0]", "tensorrt_llm.models class", "first release", "source", "open"):
         table.add_column(column)

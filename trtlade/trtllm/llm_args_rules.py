@@ -389,6 +389,83 @@ def _encoder_sizes(block: dict, ctx: Context) -> Iterator[Finding]:
 _ABSENT = object()
 
 
+# ------------------------------------------------------------------------------------------ the 1.1 / 1.2 lines
+@rule("LookaheadDecodingConfig", "validate_positive_values")
+def _lookahead_positive(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``field_validator('max_window_size', 'max_ngram_size', 'max_verification_set_size')``: each > 0."""
+    for name in ("max_window_size", "max_ngram_size", "max_verification_set_size"):
+        value = _int(block.get(name))
+        if name in block and value is not None and value <= 0:
+            yield (name,), f"Value must be positive, got {value}", "Lookahead's W, N and G are each >= 1"
+
+
+@rule("DecodingBaseConfig", "_validate_acceptance_window")
+def _acceptance_window(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = _int(block.get("acceptance_window"))
+    if value is not None and value < 0:
+        yield ("acceptance_window",), f"acceptance_window must be >= 0 (0 disables), got {value}", ""
+
+
+@rule("DecodingBaseConfig", "_validate_acceptance_length_threshold")
+def _acceptance_threshold(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("acceptance_length_threshold")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        yield ("acceptance_length_threshold",), f"acceptance_length_threshold must be >= 0, got {value}", ""
+
+
+def _non_negative(name: str, message: str, positive: bool = False) -> Callable[[dict, Context], Iterator[Finding]]:
+    def check(block: dict, ctx: Context) -> Iterator[Finding]:
+        value = block.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (value <= 0 if positive else value < 0):
+            yield (name,), message.format(value), ""
+    return check
+
+
+rule("TorchLlmArgs", "validate_stream_interval")(_non_negative("stream_interval", "stream_interval must be positive, "
+                                                               "got {}", positive=True))
+rule("TorchLlmArgs", "validate_batch_wait_timeout_ms")(_non_negative("batch_wait_timeout_ms",
+                                                                     "batch_wait_timeout_ms must be >= 0, got {}"))
+rule("TorchLlmArgs", "validate_batch_wait_timeout_iters")(_non_negative("batch_wait_timeout_iters",
+                                                                        "batch_wait_timeout_iters must be >= 0, "
+                                                                        "got {}"))
+rule("CudaGraphConfig", "validate_cuda_graph_max_batch_size")(_non_negative(
+    "max_batch_size", "cuda_graph_config.max_batch_size must be non-negative, got {}"))
+rule("TorchCompileConfig", "validate_torch_compile_max_num_streams")(_non_negative(
+    "max_num_streams", "torch_compile_config.max_num_streams must be >= 1, got {}", positive=True))
+
+
+@rule("TorchLlmArgs", "validate_batch_wait_max_tokens_ratio")
+def _ratio(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("batch_wait_max_tokens_ratio")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
+        yield ("batch_wait_max_tokens_ratio",), f"batch_wait_max_tokens_ratio must be in [0, 1], got {value}", ""
+
+
+@rule("TorchLlmArgs", "validate_attention_dp_config")
+def _attention_dp_root(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The 1.1 / 1.2 lines check ``attention_dp_config`` from ``TorchLlmArgs`` (later: on the class itself)."""
+    config = block.get("attention_dp_config")
+    if isinstance(config, dict):
+        for sub, message, hint in _attention_dp(config, ctx):
+            yield ("attention_dp_config",) + sub, message, hint
+
+
+@rule("TorchLlmArgs", "validate_cuda_graph_config")
+def _cuda_graphs_old(block: dict, ctx: Context) -> Iterator[Finding]:
+    """1.1 / 1.2: both ``batch_sizes`` and a non-zero ``max_batch_size`` are refused unless the sizes are exactly
+    the ones ``max_batch_size`` generates; trtlade refuses the pair whenever ``max_batch_size`` differs from the
+    largest size (the generated list always ends at it), and notes the rest of the rule here."""
+    config = block.get("cuda_graph_config")
+    if not isinstance(config, dict):
+        return
+    sizes, top = config.get("batch_sizes"), _int(config.get("max_batch_size", 0))
+    if isinstance(sizes, list) and sizes and top and all(_int(x) is not None for x in sizes) \
+            and max(_int(x) for x in sizes) != top:  # type: ignore[type-var]
+        yield ("cuda_graph_config", "max_batch_size"), \
+            "don't set both cuda_graph_config.batch_sizes and cuda_graph_config.max_batch_size", \
+            "keep batch_sizes (max_batch_size is derived from it) or max_batch_size (batch_sizes are generated)"
+
+
 # ------------------------------------------------------------------------------------------ before validators
 #: ``(class, validator) -> transform`` of the input, as upstream's ``mode="before"`` validators change it before
 #: pydantic reads it (applied at every location of that class, :func:`prepare`).
