@@ -71,7 +71,7 @@ def test_the_bundle_holds_the_serve_config_the_deployment_config_and_the_manifes
     assert result.exit_code == 0, result.output
     bundle = tmp_path / "b"
     serve = yaml.safe_load((bundle / "trtllm-serve.yml").read_text())
-    assert serve["backend"] == "pytorch" and serve["max_batch_size"] == 16
+    assert "backend" not in serve and serve["max_batch_size"] == 16  # TorchLlmArgs.backend is deprecated from 1.3
     assert serve["speculative_config"] == {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}
     manifest = json.loads((bundle / "trtlade-manifest.json").read_text())
     assert manifest["tensorrt_llm"] == {"version": "1.3.0", "origin": "--trtllm-version", "backend": "pytorch"}

@@ -67,7 +67,7 @@ def test_triton_writes_the_llmapi_model_that_the_stock_loader_starts(bundle, tmp
     assert llm.model == "/models/Qwen3-8B"
     spec = llm._kwargs["speculative_config"]
     assert isinstance(spec, llmapi.SADecodingConfig) and (spec.max_draft_len, spec.max_matching_ngram_size) == (4, -1)
-    assert llm._kwargs["max_batch_size"] == 16 and llm._kwargs["backend"] == "pytorch"
+    assert llm._kwargs["max_batch_size"] == 16 and "backend" not in llm._kwargs  # deprecated from 1.3 on
     serve = yaml.safe_load((bundle / "trtllm-serve.yml").read_text())  # the same options as trtllm-serve
     written = yaml.safe_load((out / "tensorrt_llm" / "1" / "model.yaml").read_text())
     assert {k: v for k, v in written.items() if k not in ("model", "triton_config")} == serve

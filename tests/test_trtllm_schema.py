@@ -294,3 +294,10 @@ def test_require_upstream_fails_where_tensorrt_llm_is_not_importable(monkeypatch
     found = check_trtllm_serve(parse_yaml("max_batch_size: 8\n", "f.yml"), NEWEST, upstream="require")
     assert [d.code for d in found if d.severity == "error"] == ["trtllm-upstream-missing"]
     assert check_trtllm_serve(parse_yaml("max_batch_size: 8\n", "f.yml"), NEWEST) == []
+
+
+def test_a_deprecated_field_is_a_warning_and_bundles_leave_it_out():
+    found = check_llm_args(parse_yaml("backend: pytorch\n", "f.yml"), NEWEST)
+    assert [(d.severity, d.code, d.path) for d in found] == [("warning", "trtllm-args-deprecated", "backend")]
+    assert [d.code for d in check_llm_args(parse_yaml("backend: pytorch\n", "f.yml"), "1.2.1")] == [
+        "trtllm-args-deprecated"]  # BaseLlmArgs.backend is deprecated on every line read

@@ -110,12 +110,17 @@ def installed_registry() -> Optional[frozenset[str]]:
 
 
 def serve_options(*, speculation: Mapping[str, Any], limits: Mapping[str, int], tp_size: int, pp_size: int,
-                  dtype: str, block_reuse: bool, free_gpu_memory_fraction: Optional[float]) -> dict[str, Any]:
-    """The ``trtllm-serve --config`` mapping (every key an ``LLM(...)`` argument of the PyTorch backend)."""
+                  dtype: str, block_reuse: bool, free_gpu_memory_fraction: Optional[float],
+                  release: str = NEWEST_READ) -> dict[str, Any]:
+    """The ``trtllm-serve --config`` mapping (every key an ``LLM(...)`` argument of the PyTorch backend). No
+    ``backend`` key: the field is deprecated on every line read (``BaseLlmArgs.backend``, ``status="deprecated"``,
+    llm_args.py@fe8770fb, @7b437aaa, @a1a20970); below 1.3 the command line picks the backend
+    (:func:`serve_command`). ``release`` is the release the file is for (kept for the rules that differ)."""
+    del release
     kv: dict[str, Any] = {"enable_block_reuse": block_reuse}
     if free_gpu_memory_fraction is not None:
         kv["free_gpu_memory_fraction"] = free_gpu_memory_fraction
-    return {"backend": "pytorch", "dtype": dtype, "max_batch_size": limits["max_batch_size"],
+    return {"dtype": dtype, "max_batch_size": limits["max_batch_size"],
             "max_seq_len": limits["max_seq_len"], "max_num_tokens": limits["max_num_tokens"],
             "tensor_parallel_size": tp_size, "pipeline_parallel_size": pp_size,
             "kv_cache_config": kv, "speculative_config": dict(speculation)}
@@ -123,9 +128,10 @@ def serve_options(*, speculation: Mapping[str, Any], limits: Mapping[str, int], 
 
 def serve_command(model_path: Path, bundle: Path, host: str = "0.0.0.0", port: int = 8000,
                   release: str = NEWEST_READ) -> str:
-    """``trtllm-serve MODEL --config BUNDLE/trtllm-serve.yml --host --port`` (``--extra_llm_api_options`` below 1.3:
-    :func:`trtlade.trtllm.releases.serve_config_flag`)."""
-    return " ".join(shlex.quote(p) for p in ("trtllm-serve", str(model_path), serve_config_flag(release),
+    """``trtllm-serve MODEL --config BUNDLE/trtllm-serve.yml --host --port`` (below 1.3 ``--backend pytorch``, as that
+    line has two, and ``--extra_llm_api_options``: :func:`trtlade.trtllm.releases.serve_config_flag`)."""
+    backend = () if not release_for(release).engine_backend else ("--backend", "pytorch")
+    return " ".join(shlex.quote(p) for p in ("trtllm-serve", str(model_path), *backend, serve_config_flag(release),
                                                str(bundle / TRTLLM_SERVE_FILE), "--host", host, "--port", str(port)))
 
 

@@ -43,6 +43,7 @@ from trtlade.builder.models import weights_fingerprint
 from trtlade.builder.plan import BuildPlan
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, TRTLLM_SERVE_FILE
 from trtlade.trtllm.compat import INSTALL_HINT
+from trtlade.trtllm.releases import NEWEST_READ
 
 __all__ = ["Reporter", "StepRecord", "BuildResult", "run_build", "check_output", "find_trtllm_build"]
 
@@ -407,7 +408,8 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
     serve = plan.config_data.get("serve") if isinstance(plan.config_data.get("serve"), dict) else {}
     options = serve_options(speculation=plan.speculation or {}, limits=plan.limits.to_dict(), tp_size=plan.tp_size,
                             pp_size=plan.pp_size, dtype=plan.dtype_requested, block_reuse=_block_reuse(plan),
-                            free_gpu_memory_fraction=serve.get("kv_cache_free_gpu_memory_fraction"))
+                            free_gpu_memory_fraction=serve.get("kv_cache_free_gpu_memory_fraction"),
+                            release=plan.release or NEWEST_READ)
     assert plan.release is not None
     command = serve_command(plan.model.path, plan.output, release=plan.release)
     write_text_atomic(plan.trtllm_serve_file, render_serve_options(options, plan.release, command))

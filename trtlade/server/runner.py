@@ -145,6 +145,7 @@ def llm_launch(plan: ServePlan) -> Any:
     import yaml
 
     from trtlade.builder.pytorch import serve_options
+    from trtlade.trtllm.releases import NEWEST_READ
     from trtlade.bundle import Bundle, is_bundle
     from trtlade.trtllm.llm_engine import LlmLaunch
 
@@ -164,7 +165,8 @@ def llm_launch(plan: ServePlan) -> Any:
                                                         "max_num_tokens": b.max_num_tokens or 8192},
             tp_size=b.tp_size, pp_size=b.pp_size, dtype=cfg.model.dtype,
             block_reuse=cfg.serve.kv_cache_enable_block_reuse,
-            free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction)
+            free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
+            release=cfg.build.trtllm_version or NEWEST_READ)
         if not cfg.speculation:
             options.pop("speculative_config")
     return LlmLaunch(model_dir=plan.model_dir, tokenizer_dir=plan.tokenizer_dir, options=options,

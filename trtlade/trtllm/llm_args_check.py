@@ -134,7 +134,7 @@ def check_llm_args(doc: YamlDocument, release: Optional[str], own_keys: Iterable
     out += _validate(doc, table, root, {"model": "/checkpoint", **args} if "model" not in args else args, ())
     if data.get("speculative_config") is not None:
         out += check_speculative_config(doc, table, data["speculative_config"])
-    out += _ignored_keys(doc, table, root, data)
+    out += _ignored_keys(doc, table, root, data) + _deprecated(doc, table, root, data)
     if not any(d.severity == "error" for d in out):
         out += llm_args_rules.run(doc, table, root, data)
     return out
@@ -157,6 +157,22 @@ def _ignored_keys(doc: YamlDocument, table: SchemaTable, root: str, data: dict) 
                                           "no such field and drops unknown keys without a word (pydantic's default)",
                                           loc=loc + (key,), key=True, code="trtllm-args-ignored-key",
                                           hint=_close(key, sorted(names))))
+    return out
+
+
+def _deprecated(doc: YamlDocument, table: SchemaTable, root: str, data: dict) -> list[Diagnostic]:
+    """Fields upstream marks ``status="deprecated"``: accepted, and said."""
+    from trtlade.trtllm.llm_args_rules import _models_in
+
+    out = []
+    for cls, loc, block in _models_in(table, root, data):
+        fields = table.models.fields(cls)
+        for key in block:
+            status = (fields.get(key) or {}).get("status")
+            if status == "deprecated":
+                out.append(doc.diagnostic("warning", f"{key} is deprecated in TensorRT-LLM {table.label} ({cls})",
+                                          loc=loc + (key,), key=True, code="trtllm-args-deprecated",
+                                          hint="it still loads; check the release notes for what replaces it"))
     return out
 
 

@@ -14,7 +14,7 @@ Start-up (each refusal a :class:`~trtlade.trtllm.engine.TrtllmStartError` with a
 2. ``speculative_config`` through upstream's validators (:class:`~trtlade.drafting.config.DraftConfig`) and into
    the release's own class (``tensorrt_llm.llmapi.NGramDecodingConfig`` / ``SADecodingConfig`` /
    ``AutoDecodingConfig``), ``kv_cache_config`` into ``KvCacheConfig``;
-3. ``LLM(model_dir, tokenizer=..., backend="pytorch", ...)``.
+3. ``LLM(model_dir, tokenizer=..., **options)`` (the PyTorch LLM; the options name no backend).
 
 Serving: a request becomes ``llm.generate_async(prompt_ids, SamplingParams(...), streaming=True)``
 (``generate_async``; ``SamplingParams`` of ``tensorrt_llm/sampling_params.py``); every streamed output is one
