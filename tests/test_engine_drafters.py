@@ -146,3 +146,22 @@ def test_acceptance_rate_gate_turns_drafting_off_for_good():
     drafted = [i for i, r in enumerate(rows) if r > 1]
     assert drafted and max(rows[drafted[-1] + 1:] or [1]) == 1
     assert tuple(result.tokens) == greedy("llama", torch.float32, prompts()[3])
+
+
+def test_the_acceptance_rate_gate_is_the_engines_not_the_requests():
+    """Upstream's gate is one per executor: once it closes, a request that arrives later with the same settings
+    drafts nothing from its first step (a per-request gate would let it draft until its own window fills);
+    a request without the settings is not gated."""
+    gated = {**NGRAM, "acceptance_rate_window_size": 2, "acceptance_rate_threshold": 1.0}
+    eng = engine()
+    batch = eng.new_batch(max_batch_size=4)
+    p = prompts()
+    chunks = run(batch, {0: [request(p[0], speculation=DraftConfig.parse(gated), max_tokens=MAX_TOKENS)],
+                         30: [request(p[0], speculation=DraftConfig.parse(gated), max_tokens=MAX_TOKENS),
+                              request(p[0], speculation=DraftConfig.parse(NGRAM), max_tokens=MAX_TOKENS)]})
+    first, late, free = (chunks[i][-1].stats.rows_per_step for i in range(3))
+    assert max(first) > 1 and max(first[-5:]) == 1             # it drafted, then the gate closed
+    assert max(late) == 1                                      # closed for the whole engine
+    assert max(free) > 1                                       # no gate settings: drafts as before
+    for i in range(3):
+        assert tokens(chunks[i]) == greedy("llama", torch.float32, p[0])

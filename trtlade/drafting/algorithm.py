@@ -22,6 +22,7 @@ Worked example, NGram (max_draft_len 3, k 2): the history ``7 8 9 4 7 8`` has se
 ``9 4 7``, so the step verifies those three drafts beside the golden token ``8``::
 
     >>> from trtlade.drafting.config import DraftConfig
+from trtlade.drafting.gate import SpeculationGate
     >>> pools = DraftPools(max_batch_size=1)
     >>> config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2})
     >>> drafter = pools.drafter(config, "r", [7, 8, 9, 4, 7], max_sequence_length=50)
@@ -40,11 +41,11 @@ the EOS the model emits ends the run either way).
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional, Sequence
 
 from trtlade.drafting.config import DraftConfig
+from trtlade.drafting.gate import SpeculationGate
 from trtlade.drafting.history import HistoryPool
 from trtlade.drafting.host_pool import HostNGramPool
 from trtlade.drafting.suffix import SuffixPool
@@ -66,7 +67,7 @@ class DraftTally:
     draft_tokens: int = 0
     accepted: int = 0
     empty_steps: int = 0
-    disabled: bool = False  #: the acceptance-rate gate turned speculation off for good
+    disabled: bool = False  #: the engine's acceptance-rate gate turned speculation off for good
 
 
 class DraftPools:
@@ -85,6 +86,32 @@ class DraftPools:
         self.suffix = SuffixPool(max_requests=max_batch_size)
         self.host: dict[tuple, HostNGramPool] = {}
         self._retiring: list["HistoryDrafter"] = []
+        self.gates: dict[tuple, SpeculationGate] = {}  #: one per (window, threshold): the engine's gate
+        self._step: dict[tuple, list[int]] = {}
+
+    def gate(self, config: DraftConfig) -> Optional[SpeculationGate]:
+        """The engine-wide acceptance-rate gate of ``config``'s settings (None: it sets none)."""
+        if not config.acceptance_rate_window_size or config.acceptance_rate_threshold is None:
+            return None
+        key = (config.acceptance_rate_window_size, config.acceptance_rate_threshold)
+        if key not in self.gates:
+            self.gates[key] = SpeculationGate(*key)
+        return self.gates[key]
+
+    def count(self, config: DraftConfig, accepted: int, drafted: int) -> None:
+        """One request's verified drafts this iteration, toward its gate's sample."""
+        gate = self.gate(config)
+        if gate is not None and drafted > 0:
+            totals = self._step.setdefault((gate.window, gate.threshold), [0, 0])
+            totals[0] += accepted
+            totals[1] += drafted
+
+    def end_step(self) -> None:
+        """The iteration's samples into their gates (the executor's ``_update_batch_acceptance_rate``): a gate
+        that closes turns drafting off for every request with its settings from the next iteration on."""
+        for key, (accepted, drafted) in self._step.items():
+            self.gates[key].record(accepted, drafted)
+        self._step.clear()
 
     def drafter(self, config: DraftConfig, key: Hashable, prompt: Sequence[int], *,
                 eos_token_ids: Iterable[int] = (), max_sequence_length: Optional[int] = None) -> "HistoryDrafter":
@@ -134,7 +161,6 @@ class HistoryDrafter:
                      and pools.ngram_implementation == "host_pool" else None)
         self.tally = DraftTally()
         self._tokens: list[int] = []  # the host pool's prefix: prompt + emitted tokens
-        self._window: deque[tuple[int, int]] = deque(maxlen=max(1, config.acceptance_rate_window_size or 1))
         self._batch: Optional[DraftBatch] = None
         self._verification: Optional[Verification] = None
         self._released = False
@@ -180,7 +206,10 @@ class HistoryDrafter:
 
     # ------------------------------------------------------------------------- a step
     def draft_len(self, batch_size: int = 1) -> int:
-        """Draft tokens this step: the config's for ``batch_size`` sequences, 0 once the gate closed."""
+        """Draft tokens this step: the config's for ``batch_size`` sequences, 0 once the engine's gate closed."""
+        gate = self.pools.gate(self.config)
+        if gate is not None and gate.disabled:
+            self.tally.disabled = True
         return 0 if self.tally.disabled else self.config.draft_len_for(batch_size)
 
     def prepare(self, batch_size: int = 1) -> DraftBatch:
@@ -239,7 +268,7 @@ class HistoryDrafter:
             tally.drafted_steps += 1
             tally.draft_tokens += drafted
             tally.accepted += count - 1
-            self._gate(count - 1, drafted)
+            self.pools.count(self.config, count - 1, drafted)
         else:
             tally.empty_steps += 1
         self._batch = self._verification = None
@@ -249,14 +278,3 @@ class HistoryDrafter:
         del token
         self._batch = self._verification = None
 
-    def _gate(self, accepted: int, drafted: int) -> None:
-        """``acceptance_rate_window_size`` / ``acceptance_rate_threshold``: once the accepted share of the last
-        N drafting steps' draft tokens falls below the threshold, this request drafts no more."""
-        config = self.config
-        if not config.acceptance_rate_window_size or config.acceptance_rate_threshold is None:
-            return
-        self._window.append((accepted, drafted))
-        if len(self._window) == self._window.maxlen:
-            rate = sum(a for a, _ in self._window) / max(1, sum(d for _, d in self._window))
-            if rate < config.acceptance_rate_threshold:
-                self.tally.disabled = True

@@ -756,6 +756,7 @@ class Batch:
                 self._running.remove(state)
                 self._release(state)
             emit(seq_id, chunk)
+        self.pools.end_step()  # the iteration's acceptance sample: the engine's gate decides the next step
         self._advance_chunks(chunks, chunk_logits, report, emit)
         if self.pacer is not None:  # the prompts still on their way after this step: many stretch the stall,
             rests = [len(s.prompt) - s.prefilled for s in self._prefilling]  # only long ones lower it
