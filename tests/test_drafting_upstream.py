@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trtlade.drafting.config import DraftConfig
 from trtlade.drafting.history import HistoryPool
 from trtlade.drafting.host_pool import HostNGramPool
 from trtlade.drafting.suffix import SuffixAutomaton, SuffixPool
@@ -425,3 +426,32 @@ def test_sa_global_pool_equals_brute_force(texts):
     pool = global_pool(*texts)
     for key in range(len(texts)):
         assert pool.draft(key, 3, search_all=True) == sa_global_oracle(texts, key, 3)
+
+
+def test_ngram_slots_are_numbered_as_upstreams_slot_manager_hands_them_out():
+    """``SlotManager`` (``tensorrt_llm/_torch/speculative/ngram.py``@a1a20970) takes with ``set.pop()`` and frees
+    with ``set.add()``: 0, 1, 2, 3 on a fresh pool of four, then the freed 1 (not the lowest free by rule: the
+    set's own order)."""
+    pool = HistoryPool(slots=4)
+    for key in "abc":
+        pool.add(key, [1, 2])
+    pool.remove("b")
+    pool.add("d", [1])
+    pool.add("e", [1])
+    assert [pool.slot_number(k) for k in "acde"] == [0, 2, 3, 1]
+    unsized = HistoryPool()
+    for key in "abc":
+        unsized.add(key, [1])
+    unsized.remove("a")
+    unsized.add("d", [1])
+    assert unsized.slot_number("d") == 0  # without a size: the lowest free number
+
+
+@pytest.mark.parametrize("active, one_model, host", [(1, 4, 4), (5, 2, 4), (8, 2, 2), (9, 0, 2), (100, 0, 2)])
+def test_the_two_ngram_lines_read_a_draft_len_schedule_differently(active, one_model, host):
+    """1.3's one-model drafter: the first key at or above the batch, 0 above every key
+    (``get_draft_len_for_batch_size``, ``bisect_left``); the 1.0 to 1.2 host drafter: the largest key at or below
+    the active requests (``Drafter.get_draft_len_for_batch_size``, ``bisect_right``)."""
+    config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 4, "draft_len_schedule": {1: 4, 8: 2}})
+    assert config.draft_len_for(active) == one_model
+    assert config.host_draft_len_for(active, max_batch_size=128) == host

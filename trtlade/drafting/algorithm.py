@@ -22,7 +22,6 @@ Worked example, NGram (max_draft_len 3, k 2): the history ``7 8 9 4 7 8`` has se
 ``9 4 7``, so the step verifies those three drafts beside the golden token ``8``::
 
     >>> from trtlade.drafting.config import DraftConfig
-from trtlade.drafting.gate import SpeculationGate
     >>> pools = DraftPools(max_batch_size=1)
     >>> config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2})
     >>> drafter = pools.drafter(config, "r", [7, 8, 9, 4, 7], max_sequence_length=50)
@@ -76,13 +75,14 @@ class DraftPools:
     ``ngram_implementation``: :data:`NGRAM_IMPLEMENTATIONS`."""
 
     def __init__(self, max_batch_size: int = 1, max_seq_len: Optional[int] = None,
-                 ngram_implementation: str = "one_model") -> None:
+                 ngram_implementation: str = "one_model", max_num_tokens: Optional[int] = None) -> None:
         if ngram_implementation not in NGRAM_IMPLEMENTATIONS:
             raise ValueError(f"unknown NGram implementation {ngram_implementation!r}: "
                              f"choose {' or '.join(NGRAM_IMPLEMENTATIONS)}")
         self.max_batch_size = max_batch_size
+        self.max_num_tokens = max_num_tokens  #: the host-side drafter's token budget (max_concurrency)
         self.ngram_implementation = ngram_implementation
-        self.history = HistoryPool(max_seq_len)
+        self.history = HistoryPool(max_seq_len, slots=max_batch_size)
         self.suffix = SuffixPool(max_requests=max_batch_size)
         self.host: dict[tuple, HostNGramPool] = {}
         self._retiring: list["HistoryDrafter"] = []
@@ -210,7 +210,12 @@ class HistoryDrafter:
         gate = self.pools.gate(self.config)
         if gate is not None and gate.disabled:
             self.tally.disabled = True
-        return 0 if self.tally.disabled else self.config.draft_len_for(batch_size)
+        if self.tally.disabled:
+            return 0
+        if self.host is not None:  # the 1.0 to 1.2 drafter's own schedule and max_concurrency rules
+            return self.config.host_draft_len_for(batch_size, max_batch_size=self.pools.max_batch_size,
+                                                  max_num_tokens=self.pools.max_num_tokens)
+        return self.config.draft_len_for(batch_size)
 
     def prepare(self, batch_size: int = 1) -> DraftBatch:
         """The rows of the next forward: the golden token (the last emitted), then the draft chain."""

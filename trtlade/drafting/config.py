@@ -196,6 +196,33 @@ class DraftConfig:
         index = bisect.bisect_left(keys, batch_size)
         return self.draft_len_schedule[index][1] if index < len(keys) else 0
 
+    def host_draft_len_for(self, active: int, *, max_batch_size: int, max_num_tokens: Optional[int] = None) -> int:
+        """Draft tokens for a step on the 1.0 to 1.2 host-side drafter, whose rules differ from
+        :meth:`draft_len_for`: a ``draft_len_schedule`` gives the value of the largest key at or below the
+        number of active requests (``Drafter.get_draft_len_for_batch_size``, ``bisect_right``; that line requires
+        key 1), and ``max_concurrency`` turns drafting off when ``min(active, max_batch_size, max_num_tokens //
+        (1 + draft length))`` exceeds it (``Drafter.should_use_spec_decode``,
+        ``tensorrt_llm/_torch/speculative/drafter.py``).
+
+        >>> c = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 4, "max_concurrency": 8})
+        >>> [c.host_draft_len_for(n, max_batch_size=16) for n in (1, 8, 9)]
+        [4, 4, 0]
+        >>> c.host_draft_len_for(6, max_batch_size=16, max_num_tokens=20)     # 20 // 5 = 4 <= 8: drafts
+        4
+        """
+        draft = self.max_draft_len
+        if self.draft_len_schedule and self.max_concurrency is None:
+            keys = [k for k, _ in self.draft_len_schedule]
+            index = bisect.bisect_right(keys, active) - 1
+            draft = self.draft_len_schedule[index][1] if index >= 0 else self.max_draft_len
+        if draft <= 0:
+            return 0
+        if self.max_concurrency is not None:
+            load = min(active, max_batch_size, max_num_tokens // (1 + draft) if max_num_tokens else active)
+            if load > self.max_concurrency:
+                return 0
+        return draft
+
     def with_limit(self, max_draft_len: int) -> "DraftConfig":
         """The same config with its draft length cut to ``max_draft_len`` (the schedule too)."""
         if self.max_draft_len <= max_draft_len:

@@ -69,11 +69,16 @@ class _Slot:
 
 class HistoryPool:
     """The slots of live requests (key -> history). ``max_seq_len``: a history never grows past it
-    (``ngramExtendHistoryKernel``); None: no bound."""
+    (``ngramExtendHistoryKernel``); None: no bound. ``slots``: the pool's size; its slot numbers are handed out
+    as upstream's ``SlotManager`` hands them out (``ngram.py``@a1a20970: a ``set(range(slots))``, ``pop()`` to
+    take, ``add()`` to free: 0, 1, 2 ... on a fresh pool, then CPython's set order, which is not the lowest free
+    one); None: the lowest free number."""
 
-    def __init__(self, max_seq_len: Optional[int] = None) -> None:
+    def __init__(self, max_seq_len: Optional[int] = None, slots: Optional[int] = None) -> None:
         self.max_seq_len = max_seq_len
         self._slots: dict[Hashable, _Slot] = {}
+        self._free: Optional[set[int]] = set(range(slots)) if slots else None
+        self._size = slots or 0
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._slots
@@ -90,13 +95,22 @@ class HistoryPool:
         if key in self._slots:
             raise ValueError(f"request {key!r} already holds a slot")
         taken = {slot.number for slot in self._slots.values()}
-        number = next(n for n in range(len(taken) + 1) if n not in taken)
+        if self._free:
+            number = self._free.pop()
+        else:  # no pool size, or more requests than slots: the lowest number not in use
+            number = next(n for n in range(len(taken) + 1) if n not in taken)
         seeded = [int(t) for t in tokens]
         self._slots[key] = _Slot(number, seeded[:self.max_seq_len] if self.max_seq_len is not None else seeded)
 
     def remove(self, key: Hashable) -> None:
         """A finished request's history is dropped (``free_resources``): no later search sees it."""
-        self._slots.pop(key, None)
+        slot = self._slots.pop(key, None)
+        if slot is not None and self._free is not None and slot.number < self._size:
+            self._free.add(slot.number)
+
+    def slot_number(self, key: Hashable) -> int:
+        """The slot ``key`` holds (ties between other requests' matches go to the lower number)."""
+        return self._slots[key].number
 
     def extend(self, key: Hashable, tokens: Sequence[int]) -> None:
         """Append accepted tokens, never past ``max_seq_len``."""

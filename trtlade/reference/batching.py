@@ -424,7 +424,8 @@ class Batch:
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
         #: the NGram / SA histories of this batch's requests (a public / global pool searches them)
-        self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation)
+        self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation,
+                                max_num_tokens=limits.max_num_tokens)
         #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
         self.pacer = (PrefillPacer(limits.prefill_chunk, limits.prefill_stall, decode_cost=self._decode_cost)
                       if limits.prefill_chunk else None)
