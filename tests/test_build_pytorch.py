@@ -98,3 +98,16 @@ def test_a_config_with_a_speculation_block_builds_for_the_pytorch_backend(qwen3,
                               "max_concurrency": 16}}
     p = make_plan(BuildOptions(output=tmp_path / "o"), config=config, trtllm_present=False, env={}, cwd=tmp_path)
     assert p.backend == "pytorch" and dict(p.speculation)["max_concurrency"] == 16
+
+
+def test_a_serve_file_tensorrt_llm_would_refuse_is_never_written(qwen3, tmp_path, monkeypatch):
+    """The last check before writing: the file, read as the release's TorchLlmArgs reads it."""
+    import trtlade.builder.pytorch as pytorch
+
+    real = pytorch.serve_options
+    monkeypatch.setattr(pytorch, "serve_options", lambda **kw: {**real(**kw), "kv_cache_config": {"dtype": "fp9"}})
+    result = runner.invoke(app, ["build", "--model", str(qwen3), "--speculation", "sa", "--trtllm-version", "1.3.0",
+                                 "-o", str(tmp_path / "b")])
+    assert result.exit_code == 1
+    assert "would refuse" in result.output and "kv_cache_config.dtype" in result.output
+    assert not (tmp_path / "b" / "trtllm-serve.yml").exists()

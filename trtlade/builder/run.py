@@ -398,6 +398,23 @@ def _validate_deployment(data: dict[str, Any]) -> None:
     TrtladeConfig.model_validate(data)
 
 
+def _check_serve_options(text: str, plan: BuildPlan) -> None:
+    """The trtllm-serve file about to be written, checked as TensorRT-LLM will read it at start (the release's
+    schema and validators): a value the config passed through that TensorRT-LLM refuses stops the build here."""
+    from trtlade.config.loader import parse_yaml
+    from trtlade.trtllm.llm_args_check import check_llm_args
+
+    assert plan.release is not None
+    errors = [d for d in check_llm_args(parse_yaml(text, TRTLLM_SERVE_FILE), plan.release) if d.severity == "error"]
+    if errors:
+        first = errors[0]
+        raise BuildError(f"TensorRT-LLM {plan.release} would refuse the {TRTLLM_SERVE_FILE} this config makes: "
+                         f"{first.path}: {first.message}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1
+                                                             else ""),
+                         where=f"{TRTLLM_SERVE_FILE}:{first.path}", hint=first.hint or "fix the config key that sets "
+                         "it (the serve or build section) and run the build again")
+
+
 def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any, t_start: float) -> BuildResult:
     """TensorRT-LLM's PyTorch backend: the trtllm-serve config, trtlade.yml, the manifest (no engine)."""
     from trtlade.builder.pytorch import model_checksums, render_serve_options, serve_command, serve_options
@@ -412,7 +429,9 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
                             release=plan.release or NEWEST_READ)
     assert plan.release is not None
     command = serve_command(plan.model.path, plan.output, release=plan.release)
-    write_text_atomic(plan.trtllm_serve_file, render_serve_options(options, plan.release, command))
+    text = render_serve_options(options, plan.release, command)
+    _check_serve_options(text, plan)
+    write_text_atomic(plan.trtllm_serve_file, text)
     deploy = deployment_config(plan)
     _validate_deployment(deploy)
     write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
