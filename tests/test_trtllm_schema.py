@@ -137,6 +137,14 @@ def _field(path, data):
     return None if owner is None else table.models.fields(owner).get(path[-1])
 
 
+def _resolved(typ):
+    """The type without its Optional and with a type alias (``_MoeBackend``) replaced by what it names."""
+    aliases = tables()[-1].table["aliases"]
+    while typ["kind"] == "optional" or (typ["kind"] == "ref" and typ["name"] in aliases):
+        typ = typ["of"] if typ["kind"] == "optional" else aliases[typ["name"]]
+    return typ
+
+
 def _mutations():
     for file in CORPUS:
         data = yaml.safe_load(file.read_text())
@@ -148,8 +156,7 @@ def _mutations():
                 continue
             yield pytest.param(_set(data, path, rename=path[-1] + path[-1][-1]),
                                path[:-1] + (path[-1] + path[-1][-1],), id=f"{file.stem}:{'.'.join(path)}:typo")
-            kind = entry["type"]["kind"]
-            inner = entry["type"]["of"] if kind == "optional" else entry["type"]
+            inner = _resolved(entry["type"])
             if inner["kind"] in ("int", "float", "bool", "constrained", "list", "dict") or \
                     (inner["kind"] == "ref" and inner["name"] in tables()[-1].table["models"]):
                 yield pytest.param(_set(data, path, "not-a-value"), path, id=f"{file.stem}:{'.'.join(path)}:type")
