@@ -223,16 +223,22 @@ def schema_index_page() -> str:
            "## Release lines read\n",
            "| line | read at | how it was dated | models | fields | a release is checked against it when |",
            "|---|---|---|---|---|---|"]
+    lines = [t.line for t in shipped]
     for i, t in enumerate(shipped):
-        nxt = shipped[i + 1].version if i + 1 < len(shipped) else None
-        when = (f"{t.version} <= release" + (f" < {nxt}" if nxt else "")) + (" (and older releases, with a warning)"
-                                                                             if i == 0 else "")
+        when = f"{t.line}.x" + (" (and older releases, with a warning)" if i == 0 else "") + \
+            (" (and newer ones, with a warning)" if i == len(shipped) - 1 else "") + \
+            (" with the line's other read: a refusal only one makes is a warning" if lines.count(t.line) > 1 else "")
+        read = (f"`NVIDIA/TensorRT-LLM@{t.table['commit'][:8]}`" if t.table.get("commit") else
+                f"a copy of the file whose commit could not be identified ({t.table.get('total_chars')} characters)")
         fields = sum(len(m["fields"]) for m in t.table["models"].values())
-        out.append(f"| [{_cell(t.label)}](trtllm-serve-schema-{t.version}.md) | `NVIDIA/TensorRT-LLM@{t.commit[:8]}` "
+        out.append(f"| [{_cell(t.label)}](trtllm-serve-schema-{t.version}.md) | {read} "
                    f"| {_cell(t.table.get('dated_by', ''))} | {len(t.table['models'])} | {fields} | {when} |")
     out += ["", "No stored commit could be matched to a release tag (the stored copies carry no dates and "
             "`tensorrt_llm/version.py` is not stored at these commits): each line is dated by its content, as the "
-            "table says. A file for a release newer than the newest line gets a warning naming the line used; a "
+            "table says. The 1.2 line was read twice, about 1.2.0rc0 and late in 2025: a value one read refuses "
+            "and the other accepts (`decoding_type: DraftTarget` against `Draft_Target`, or `Eagle3`) is a warning, "
+            "not an error, since a 1.2 release may be either. A file for a release newer than the newest line gets "
+            "a warning naming the line used; a "
             "field added by your release after the commit read is refused as unknown: where TensorRT-LLM is "
             "installed, `--upstream auto` (the default) compares with its own `TorchLlmArgs` and says so.\n",
             "## What changed between the lines\n"]
@@ -274,7 +280,8 @@ def schema_page(version: str) -> Callable[[], str]:
 
         t = next(t for t in tables() if t.version == version)
         out = [HEADER, f"# trtllm-serve --config schema: TensorRT-LLM {t.label}\n",
-               f"Read from `NVIDIA/TensorRT-LLM@{t.commit}`, `{t.table['path']}` ({_cell(t.table.get('dated_by', ''))})"
+               f"Read from `NVIDIA/TensorRT-LLM@{t.commit}`, `{t.table['path']}` "
+               f"({_cell(t.table.get('dated_by', ''))})"
                f". Every class a `trtllm-serve --config` file can reach, its `extra` policy (`forbid`: an unknown "
                "key stops the server) and its fields as `name: type = default`. Overview: "
                "[the schema by release](trtllm-serve-schema.md).\n",

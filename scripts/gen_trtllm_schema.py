@@ -61,7 +61,8 @@ def _derives(table: dict, name: str, base: str) -> bool:
     return base in model["bases"] or any(_derives(table, b, base) for b in model["bases"])
 
 
-def build(source: str, version: str | None, label: str | None, dated_by: str | None) -> dict:
+def build(source: str, version: str | None, label: str | None, dated_by: str | None,
+          content_id: str | None = None) -> dict:
     table = parse_source(source)
     table["models"].setdefault("StrictBaseModel", STRICT_BASE)
     table["version"] = version or table.get("version")
@@ -70,6 +71,11 @@ def build(source: str, version: str | None, label: str | None, dated_by: str | N
     table["label"] = label or table["version"]
     if dated_by:
         table["dated_by"] = dated_by
+    if table.get("commit") in (None, "unknown"):
+        table["commit"] = None  # the stored copy names no commit: cite it by its content id
+        if not content_id:
+            raise SystemExit("the source names no commit: pass --content-id (the stored copy it was read from)")
+        table["content_id"] = content_id
     table["from_dict"] = registry(source, table)
     table["generated_by"] = "scripts/gen_trtllm_schema.py"
     return table
@@ -81,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", help="the release it belongs to, when its header does not say (e.g. 1.3.0rc0)")
     ap.add_argument("--label", help="how messages name it (default: the version)")
     ap.add_argument("--dated-by", help="how the release was established, when the header does not say")
+    ap.add_argument("--content-id", help="where the stored copy names no commit: the copy it was read from")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    table = build(args.source.read_text(encoding="utf-8"), args.version, args.label, args.dated_by)
+    table = build(args.source.read_text(encoding="utf-8"), args.version, args.label, args.dated_by, args.content_id)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{table['version']}.json"
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")

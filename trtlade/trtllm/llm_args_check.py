@@ -52,7 +52,12 @@ class SchemaTable:
 
     @property
     def commit(self) -> str:
-        return self.table.get("commit") or "?"
+        """The upstream commit read, or the stored copy's content id where the store names none."""
+        return self.table.get("commit") or f"(commit not identified; {self.table.get('total_chars')} characters)"
+
+    @property
+    def line(self) -> str:
+        return _line(self.version)
 
     @functools.cached_property
     def models(self):  # noqa: ANN201 - ModelSet, imported lazily (pydantic models built on first use)
@@ -74,34 +79,49 @@ def tables() -> tuple[SchemaTable, ...]:
 
 
 def table_for(release: Optional[str]) -> tuple[SchemaTable, str]:
-    """The table to check ``release`` against, and a note when it is not that release's own.
+    """The newest table of the line to check ``release`` against (:func:`line_for`), and the note."""
+    group, note = line_for(release)
+    return group[-1], note
 
-    The newest table read at or below the release; a release older than every table takes the oldest, one
-    newer than every table the newest, each with a note naming the table used.
+
+def line_for(release: Optional[str]) -> tuple[tuple[SchemaTable, ...], str]:
+    """The tables of the release line to check ``release`` against, and a note when it is not that release's own
+    line: the newest line read at or below it; a release older than every line takes the oldest, one newer than
+    every line the newest, each with a note naming the line used. A line read at several commits gives several
+    tables (their verdicts are merged: :func:`check_llm_args`).
 
     >>> newest = tables()[-1].version
     >>> table_for(None)[1].startswith("no TensorRT-LLM release given")
     True
     >>> table_for("99.0.0")[0].version == newest, "newer than" in table_for("99.0.0")[1]
     (True, True)
+    >>> [t.version for t in line_for("1.2.1")[0]]
+    ['1.2.0rc0', '1.2.0']
     """
     shipped = tables()
+    lines = sorted({t.line for t in shipped}, key=lambda line: release_key(line + ".0"))
+
+    def group(line: str) -> tuple[SchemaTable, ...]:
+        return tuple(t for t in shipped if t.line == line)
+
     if release is None:
-        return shipped[-1], (f"no TensorRT-LLM release given and none installed: checked against {shipped[-1].version}"
-                             f", the newest schema read (pass --trtllm-version to check another)")
-    key = release_key(release)
-    older = [t for t in shipped if release_key(t.version) <= key]
+        return group(lines[-1]), (f"no TensorRT-LLM release given and none installed: checked against "
+                                  f"{shipped[-1].label}, the newest schema read (pass --trtllm-version to check "
+                                  "another)")
+    wanted = _line(release)
+    older = [line for line in lines if release_key(line + ".0") <= release_key(wanted + ".0")]
     if not older:
-        return shipped[0], (f"no schema was read for TensorRT-LLM {release}: checked against {shipped[0].version}, "
-                            "the oldest read")
+        return group(lines[0]), (f"no schema was read for TensorRT-LLM {release}: checked against "
+                                 f"{group(lines[0])[-1].label}, the oldest read")
     chosen = older[-1]
-    if _line(chosen.version) == _line(release):
-        return chosen, ""
-    if chosen is shipped[-1]:
-        return chosen, (f"TensorRT-LLM {release} is newer than {chosen.version}, the newest schema read: checked "
-                        f"against {chosen.version}'s (fields added since then are refused as unknown)")
-    return chosen, (f"no schema was read for the {_line(release)} line: TensorRT-LLM {release} checked against "
-                    f"{chosen.version}, the nearest older release read")
+    if chosen == wanted:
+        return group(chosen), ""
+    label = group(chosen)[-1].label
+    if chosen == lines[-1]:
+        return group(chosen), (f"TensorRT-LLM {release} is newer than {label}, the newest schema read: checked "
+                               f"against it (fields added since then are refused as unknown)")
+    return group(chosen), (f"no schema was read for the {wanted} line: TensorRT-LLM {release} checked against "
+                           f"{label}, the nearest older line read")
 
 
 def _line(version: str) -> str:
@@ -118,14 +138,41 @@ def root_class(table: SchemaTable, backend: Any) -> str:
 
 def check_llm_args(doc: YamlDocument, release: Optional[str], own_keys: Iterable[str] = ()) -> list[Diagnostic]:
     """Every finding pydantic and the cited validators make on the file's LLM arguments (``own_keys``: keys
-    of the file's own kind, e.g. Triton's ``triton_config``, left out)."""
-    from trtlade.trtllm import llm_args_rules
-
-    table, note = table_for(release)
-    data = {k: v for k, v in doc.data.items() if k not in set(own_keys)}
+    of the file's own kind, e.g. Triton's ``triton_config``, left out). Where the release's line was read at
+    several commits, a refusal all of them make is an error and one only some make a warning that says which
+    (the line's releases differ there; TensorRT-LLM's own check settles it: ``--upstream``)."""
+    group, note = line_for(release)
     out: list[Diagnostic] = []
     if note:
         out.append(doc.diagnostic("warning" if release is not None else "info", note, code="trtllm-schema-release"))
+    found = [_check_one(doc, table, own_keys) for table in group]
+    return out + (found[0] if len(found) == 1 else _merge(group, found))
+
+
+def _merge(group: tuple[SchemaTable, ...], found: list[list[Diagnostic]]) -> list[Diagnostic]:
+    from dataclasses import replace
+
+    out: list[Diagnostic] = []
+    keys = [{(d.code, d.path) for d in f if d.severity == "error"} for f in found]
+    seen: set[tuple] = set()
+    for diags in found:
+        for d in diags:
+            key = (d.code, d.path)
+            if d.severity == "error" and not all(key in k for k in keys):
+                accept = ", ".join(t.label for t, k in zip(group, keys) if key not in k)
+                d = replace(d, severity="warning", message=d.message + f"; {accept} accepts it: the line's releases "
+                            "differ here, and TensorRT-LLM's own check decides (--upstream)")
+            if (d.severity,) + key not in seen:
+                seen.add((d.severity,) + key)
+                out.append(d)
+    return out
+
+
+def _check_one(doc: YamlDocument, table: SchemaTable, own_keys: Iterable[str]) -> list[Diagnostic]:
+    from trtlade.trtllm import llm_args_rules
+
+    data = {k: v for k, v in doc.data.items() if k not in set(own_keys)}
+    out: list[Diagnostic] = []
     root = root_class(table, data.get("backend"))
     data, notes = llm_args_rules.prepare(table, root, data)
     out += [doc.diagnostic(severity, message, loc=loc, hint=hint, code="trtllm-args-removed")
