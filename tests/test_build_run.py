@@ -286,7 +286,7 @@ def test_missing_tensorrt_llm_says_how_to_install(tmp_path, fake_trtllm_build):
                 "--backend", "trtllm")
     assert res.exit_code == 1
     assert "TensorRT-LLM is not installed" in res.stderr
-    assert "pip install 'trtlade[trtllm]'" in res.stderr and "NGC" in res.stderr
+    assert "pip install -e '.[trtllm-engine]'" in res.stderr and "NGC" in res.stderr
     assert not out.exists()
 
 

@@ -95,7 +95,7 @@ QWEN3_TIED_EMBEDDINGS_NOTE = (
     "against the model")
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install 'trtlade[trtllm]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3), "
+    "pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com in trtlade's source folder (tensorrt-llm>=0.16,<1.3), "
     "or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
     "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); "
     "without a GPU use the reference engine: --backend reference"
@@ -166,7 +166,8 @@ def version_problem(version: str | TrtllmVersion) -> TrtllmUnavailable | None:
         return TrtllmUnavailable(
             f"TensorRT-LLM {v} is too old: trtlade supports {SUPPORTED_RANGE} "
             f"(Lookahead arrived in 0.13; 0.16 is the oldest release trtlade was checked against)",
-            hint="upgrade: pip install 'trtlade[trtllm]' (or an NGC TensorRT-LLM container, "
+            hint="upgrade: pip install -e '.[trtllm-engine]' in trtlade's source folder (or an NGC "
+                 "TensorRT-LLM container, "
                  "tag 0.16 to 1.2)",
             version=str(v))
     if (v.major, v.minor) >= MAX_VERSION_EXCLUSIVE:
