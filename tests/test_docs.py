@@ -87,6 +87,17 @@ def test_every_page_with_measured_figures_names_a_date_and_a_host(page):
     assert re.search(r"(?i)\bhost\b|\bH200\b|\bA10\b", text), f"{rel(page)} has measured figures but names no host"
 
 
+@pytest.mark.parametrize("page", [p for p in PAGES if "results" not in p.parts], ids=rel)
+def test_every_section_of_a_guide_with_figures_names_a_date_and_a_host(page):
+    """Outside the dated results pages a figure's date and host are in its own section (``##``)."""
+    bad = []
+    for section in re.split(r"^(?=## )", page.read_text(encoding="utf-8"), flags=re.M):
+        if FIGURE.search(section) and not (re.search(r"20\d\d-\d\d-\d\d", section)
+                                           and re.search(r"(?i)\bhost\b|\bH200\b|\bA10\b", section)):
+            bad.append(section.splitlines()[0][:70])
+    assert not bad, f"{rel(page)}: sections with figures but no date or no host: {bad}"
+
+
 def test_the_generated_reference_is_current():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_reference.py"), "--check"],
                             capture_output=True, text=True, cwd=ROOT)
