@@ -177,7 +177,7 @@ SHELL = ("bash", "console", "sh", "shell")
 def named_paths(text: str) -> set[str]:
     """Every ``docs/...``, ``benchmarks/...`` and ``configs/...`` path a text names (globs and placeholders aside).
 
-    >>> sorted(named_paths("see docs/guides/serve.md, `configs/*.yml`, benchmarks/NAME.py, https://x.org/docs/a.md"))
+    >>> sorted(named_paths("see docs/guides/serve.md, `configs/*.yml`, benchmarks/NAME.py, https://x.org/docs/"))
     ['docs/guides/serve.md']
     """
     found = set()

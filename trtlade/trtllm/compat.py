@@ -95,7 +95,8 @@ QWEN3_TIED_EMBEDDINGS_NOTE = (
     "against the model")
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com in trtlade's source folder (tensorrt-llm>=0.16,<1.3), "
+    "pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com in trtlade's source folder "
+    "(tensorrt-llm>=0.16,<1.3), "
     "or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
     "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); "
     "without a GPU use the reference engine: --backend reference"
