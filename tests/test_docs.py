@@ -123,6 +123,47 @@ def test_the_shell_blocks_marked_runnable_run(commands, code, tmp_path):
         assert result.returncode == code, f"{command}\n{result.stdout}\n{result.stderr}"
 
 
+SCRIPT = re.compile(r"<!-- test: run as one script -->\n```bash\n(.*?)```", re.S)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def script_blocks():
+    for page in PAGES:
+        for n, body in enumerate(SCRIPT.findall(page.read_text(encoding="utf-8"))):
+            yield pytest.param(body, id=f"{rel(page)}[{n}]")
+
+
+@pytest.mark.parametrize("body", list(script_blocks()))
+def test_the_blocks_marked_as_one_script_run(body, tmp_path):
+    """A block that starts a server runs whole, on a free port instead of 8000; the server is stopped after."""
+    import signal
+
+    script = "trap 'kill $(jobs -p) 2>/dev/null' EXIT\nset -e\n" + body.replace(":8000", f":{free_port()}")
+    port = re.search(r"127\.0\.0\.1:(\d+)", script).group(1)
+    script = script.replace("--port 8000", f"--port {port}")
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    process = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the block ran past 240 s:\n{output[-3000:]}")
+    assert process.returncode == 0, output[-3000:]
+    if '"lookahead": [' in body:  # the streamed usage says what the drafting did
+        assert '"usage":{' in output and '"lookahead":{"spec"' in output, output[-3000:]
+    if '"speculation": {' in body:
+        assert "speculation=" in output and "'decoding_type': 'NGram'" in output, output[-3000:]
+
+
 def test_there_are_runnable_blocks():
     assert len(list(runnable_blocks())) >= 5
 
@@ -438,3 +479,11 @@ def test_the_build_guides_flag_table_lists_every_flag():
     text = (ROOT / "docs" / "guides" / "build.md").read_text(encoding="utf-8")
     listed = {f for row in re.findall(r"^\| (`--.*?) \|", text, re.M) for f in re.findall(r"`(--[\w-]+)", row)}
     assert not options - listed, f"the build guide's flag table lacks {sorted(options - listed)}"
+
+
+def test_the_serve_guides_metrics_table_lists_every_series_the_reference_lists():
+    reference = (ROOT / "docs" / "reference" / "metrics.md").read_text()
+    series = set(re.findall(r"^\| `(trtlade_\w+)`", reference, re.M))
+    guide = (ROOT / "docs" / "guides" / "serve.md").read_text()
+    listed = set(re.findall(r"`(trtlade_\w+)(?:\{[^}]*\})?`", guide))
+    assert series and not series - listed, f"the serve guide's metrics table lacks {sorted(series - listed)}"
