@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), ROOT / "benchmarks" / "README.md"])
+PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md"),
+                ROOT / "benchmarks" / "README.md"])
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 RUN = re.compile(r"<!-- test: run(?:, exits (\d+))? -->\n```(?:bash|console|sh)\n(.*?)```", re.S)
 
@@ -487,3 +488,13 @@ def test_the_serve_guides_metrics_table_lists_every_series_the_reference_lists()
     guide = (ROOT / "docs" / "guides" / "serve.md").read_text()
     listed = set(re.findall(r"`(trtlade_\w+)(?:\{[^}]*\})?`", guide))
     assert series and not series - listed, f"the serve guide's metrics table lacks {sorted(series - listed)}"
+
+
+def test_the_version_is_one_in_pyproject_the_package_and_the_changelog():
+    import trtlade
+
+    declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    top = re.search(r"^## (\d+\.\d+\.\d+)", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert declared == trtlade.__version__ == top, (declared, trtlade.__version__, top)
+    result = subprocess.run([str(ROOT / ".venv" / "bin" / "trtlade"), "--version"], capture_output=True, text=True)
+    assert result.stdout.strip() == f"trtlade {declared}", result
