@@ -498,3 +498,26 @@ def test_the_version_is_one_in_pyproject_the_package_and_the_changelog():
     assert declared == trtlade.__version__ == top, (declared, trtlade.__version__, top)
     result = subprocess.run([str(ROOT / ".venv" / "bin" / "trtlade"), "--version"], capture_output=True, text=True)
     assert result.stdout.strip() == f"trtlade {declared}", result
+
+
+def test_the_bench_guides_modes_table_shows_the_body_each_mode_sends():
+    import json
+
+    from trtlade.bench.plan import parse_modes
+
+    guide = (ROOT / "docs" / "guides" / "bench.md").read_text()
+    table = re.search(r"\| mode \| request body \|.*?\n\n", guide, re.S).group(0)
+    bad = []
+    for first, body in re.findall(r"^\| `([^`]+)`[^|]*\| (.*?) \|", table, re.M):
+        if first == "lookahead":  # the server's own spec, read from its /version: no fixed body
+            continue
+        mode = parse_modes([first])[0]
+        if mode.speculation is not None:
+            sent = f'"speculation": {json.dumps(mode.speculation)}'
+        elif mode.payload() is None:
+            sent = "no `lookahead` field"
+        else:
+            sent = f'"lookahead": {json.dumps(mode.payload())}'
+        if sent not in body:
+            bad.append(f"{first}: the table says {body!r}, the code sends {sent}")
+    assert not bad, "\n".join(bad)
