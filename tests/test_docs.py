@@ -521,3 +521,26 @@ def test_the_bench_guides_modes_table_shows_the_body_each_mode_sends():
         if sent not in body:
             bad.append(f"{first}: the table says {body!r}, the code sends {sent}")
     assert not bad, "\n".join(bad)
+
+
+def shown_validate_runs():
+    """``$ trtlade validate-config ...`` lines shown with their output, where every path they name exists."""
+    for page in PAGES:
+        for lang, body in FENCE.findall(page.read_text(encoding="utf-8")):
+            for command, output in re.findall(r"^\$ (trtlade validate-config [^\n]*)\n(.*?)(?=^\$ |\Z)", body,
+                                              re.S | re.M):
+                paths = [a for a in command.split()[2:] if not a.startswith("-")]
+                if all((ROOT / a).exists() for a in paths):
+                    yield pytest.param(command, output, id=f"{rel(page)}: {command[:60]}")
+
+
+@pytest.mark.parametrize("command, output", list(shown_validate_runs()))
+def test_the_validate_output_a_page_shows_is_what_it_prints(command, output):
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+           "COLUMNS": "200"}
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    printed = {line.strip() for line in (result.stdout + result.stderr).splitlines()}
+    shown = [line.strip() for line in output.splitlines()
+             if line.strip() and "..." not in line and not line.startswith(("$", "1", "0"))]
+    missing = [line for line in shown if line not in printed]
+    assert shown and not missing, f"{command}: shown but not printed:\n" + "\n".join(missing)
