@@ -544,3 +544,18 @@ def test_the_validate_output_a_page_shows_is_what_it_prints(command, output):
              if line.strip() and "..." not in line and not line.startswith(("$", "1", "0"))]
     missing = [line for line in shown if line not in printed]
     assert shown and not missing, f"{command}: shown but not printed:\n" + "\n".join(missing)
+
+
+def test_every_install_extra_the_docs_and_hints_name_exists():
+    """``.[x]`` / ``trtlade[x]`` in the docs and the code's hints name extras pyproject.toml declares."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    block = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^([\w-]+) = \[", block, re.M))
+    assert {"reference", "test", "trtllm", "trtllm-engine"} <= extras, extras
+    sources = [*PAGES, *(ROOT / "trtlade").rglob("*.py"), ROOT / "scripts" / "setup.sh"]
+    bad = []
+    for source in sources:
+        text = source.read_text(errors="ignore")
+        for name in re.findall(r"(?:\.|trtlade)\[([a-z][a-z0-9-]*(?:,[a-z][a-z0-9-]*)*)\]", text):
+            bad += [f"{rel(source)}: [{x}]" for x in name.split(",") if x not in extras]
+    assert not bad, "extras that pyproject.toml does not declare:\n" + "\n".join(sorted(set(bad)))
