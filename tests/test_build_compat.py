@@ -130,7 +130,7 @@ def test_import_without_tensorrt_llm_says_how_to_install():
             "try:\n    import_tensorrt_llm()\nexcept TrtllmUnavailable as e:\n    print(e.message); print(e.hint)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60).stdout
-    assert "not installed" in out and "pip install 'trtlade[trtllm-engine]'" in out and "NGC" in out
+    assert "not installed" in out and "pip install -e '.[trtllm-engine]'" in out and "NGC" in out
 
 
 # ------------------------------------------------------------------------------ failures, bundle helpers

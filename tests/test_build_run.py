@@ -278,7 +278,7 @@ def test_versions_outside_the_range_are_refused(tmp_path, fake_trtllm_build, ver
     assert "0.16 <= version < 1.3" in res.stderr
     if version.startswith("1.3"):  # the model-free equivalent on the PyTorch backend, and how to build it
         assert "trtlade build --speculation sa" in res.stderr and "decoding_type: SA" in res.stderr
-        assert "trtlade[trtllm-engine]" in res.stderr
+        assert ".[trtllm-engine]" in res.stderr
     assert not out.exists()
 
 
@@ -289,7 +289,7 @@ def test_missing_tensorrt_llm_says_how_to_install(tmp_path, fake_trtllm_build):
                 "--backend", "trtllm")
     assert res.exit_code == 1
     assert "TensorRT-LLM is not installed" in res.stderr
-    assert "pip install 'trtlade[trtllm-engine]'" in res.stderr and "NGC" in res.stderr
+    assert "pip install -e '.[trtllm-engine]'" in res.stderr and "NGC" in res.stderr
     assert not out.exists()
 
 

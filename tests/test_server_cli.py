@@ -173,7 +173,7 @@ def test_cli_missing_tensorrt_llm_says_how_to_install(tmp_path, hf_dir, monkeypa
                                     "lookahead: {spec: [4, 2, 4]}\nserve: {engine: trtllm}\n")
     result = runner.invoke(app, ["serve", "--config", str(cfg)])
     assert result.exit_code == 1 and "TensorRT-LLM is not installed" in result.output
-    assert "pip install 'trtlade[trtllm-engine]'" in result.output
+    assert "pip install -e '.[trtllm-engine]'" in result.output
 
 
 def test_serve_help_is_light():

@@ -210,8 +210,9 @@ def bench(
                                           ".json file."),
     modes: Optional[list[str]] = typer.Option(
         None, "--modes", "-m", help="Comma-separated: ar (sends lookahead (1,1,0)); lookahead (the server's own "
-        "(W,N,G), sent explicitly when the server's /version gives it, else no field); default or schedule (no "
-        "field: the server's default, its lookahead schedule if it has one); specs like 4-2-4; or NGram / SA "
+        "(W,N,G), sent explicitly when the server's /version gives it, else no field); default (no field: the "
+        "server's default); auto or schedule (sent as \"lookahead\": \"auto\" / \"schedule\": trtlade's draft "
+        "policies; a server without a schedule answers 400 to schedule); specs like 4-2-4; or NGram / SA "
         "drafters sent as `speculation` (TensorRT-LLM's block): ngram[-D[-K]] (-latest, -private), sa[-D[-K]] "
         "(K -1: longest match; -global), ngram-auto (upstream's AUTO) (default ar,lookahead)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "

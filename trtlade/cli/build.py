@@ -195,8 +195,9 @@ def register(app: typer.Typer) -> None:
                                               "./<model>-lookahead-W-N-G."),
         models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Where model names are looked up."),
         backend: Optional[BackendChoice] = typer.Option(
-            None, "--backend", help="trtllm (default) or reference (the PyTorch engine on CPU; default when "
-            "TensorRT-LLM is absent and no model is named)."),
+            None, "--backend", help="trtllm (default: a Lookahead engine, TensorRT-LLM < 1.3), pytorch "
+            "(TensorRT-LLM's PyTorch backend, no engine; with the config's speculation block) or reference (the "
+            "PyTorch engine on CPU; default when TensorRT-LLM is absent and no model is named)."),
         keep_checkpoint: Optional[bool] = typer.Option(
             None, "--keep-checkpoint/--no-keep-checkpoint", help="Keep checkpoint/ (default: keep; lets a "
             "rebuild skip the conversion)."),

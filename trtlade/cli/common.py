@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVALID) -> NoReturn:
     """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``.
 
-    The texts are printed literally (rich markup escaped), so ``pip install 'trtlade[trtllm]'`` survives.
+    The texts are printed literally (rich markup escaped), so ``pip install -e '.[trtllm-engine]'`` survives.
     """
     from rich.markup import escape
 

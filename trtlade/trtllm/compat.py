@@ -95,10 +95,10 @@ QWEN3_TIED_EMBEDDINGS_NOTE = (
     "against the model")
 INSTALL_HINT = (
     "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install 'trtlade[trtllm-engine]' --extra-index-url https://pypi.nvidia.com (tensorrt-llm>=0.16,<1.3, "
-    "the engine line with Lookahead), or run trtlade inside NVIDIA's NGC TensorRT-LLM container "
-    "(nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); on 1.3 and later (pip install "
-    "'trtlade[trtllm]') deploy NGram / SA instead: trtlade build --speculation sa; "
+    "pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com in trtlade's source folder "
+    "(tensorrt-llm>=0.16,<1.3, the engine line with Lookahead), or run trtlade inside NVIDIA's NGC TensorRT-LLM "
+    "container (nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); on 1.3 and later (pip install -e "
+    "'.[trtllm]') deploy NGram / SA instead: trtlade build --speculation sa; "
     "without a GPU use the reference engine: --backend reference"
 )
 
@@ -167,7 +167,8 @@ def version_problem(version: str | TrtllmVersion) -> TrtllmUnavailable | None:
         return TrtllmUnavailable(
             f"TensorRT-LLM {v} is too old: trtlade supports {SUPPORTED_RANGE} "
             f"(Lookahead arrived in 0.13; 0.16 is the oldest release trtlade was checked against)",
-            hint="upgrade: pip install 'trtlade[trtllm-engine]' (or an NGC TensorRT-LLM container, "
+            hint="upgrade: pip install -e '.[trtllm-engine]' in trtlade's source folder (or an NGC "
+                 "TensorRT-LLM container, "
                  "tag 0.16 to 1.2)",
             version=str(v))
     if (v.major, v.minor) >= MAX_VERSION_EXCLUSIVE:
@@ -187,8 +188,9 @@ def _too_new_hint() -> str:
 
     return (f"on this release deploy the model-free equivalent on the PyTorch backend: `trtlade build --speculation "
             f"sa` (speculative_config {flow_mapping(EQUIVALENT_SPECULATION)}; `trtlade tune --drafters` measures which "
-            "drafter suits your traffic); to keep a Lookahead engine install the engine line: pip install "
-            "'trtlade[trtllm-engine]' (tensorrt-llm>=1.2,<1.3, or the NGC container tag 1.2.x); or use the "
+            "drafter suits your traffic); to keep a Lookahead engine install the engine line: pip install -e "
+            "'.[trtllm-engine]' in trtlade's source folder (tensorrt-llm>=1.2,<1.3, or the NGC container tag 1.2.x); "
+            "or use the "
             "reference engine: --backend reference")
 
 

@@ -463,7 +463,7 @@ def _check_version(ctx: _Ctx) -> None:
         ctx.on_engine("error", "engine-version", "version",
                       f"the engine was built by TensorRT-LLM {version}, outside the supported range "
                       f"{SUPPORTED_VERSIONS}: {why}",
-                      hint="rebuild the engine with tensorrt-llm>=0.16,<1.3 (pip install 'trtlade[trtllm-engine]')")
+                      hint="rebuild the engine with tensorrt-llm>=0.16,<1.3 (pip install -e '.[trtllm-engine]')")
     elif ctx.engine.is_lookahead:
         for bug in known_bugs(version, ctx.engine.raw.get("build_config")):
             ctx.on_engine("warning", "engine-version-known-bug", "version", bug.message(version),
