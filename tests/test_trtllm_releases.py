@@ -180,7 +180,7 @@ def test_the_engine_backends_removal_is_said_once_and_the_same_everywhere():
         return re.sub(r"\s+", " ", text.replace("`", "").replace("'", "")).lower()
 
     root = Path(__file__).resolve().parents[1]
-    for page in ("docs/reference/trtllm-compat.md", "docs/guides/migrate-1.3.md"):
+    for page in ("docs/reference/trtllm-compat.md", "docs/guides/migrate-1.3.md", "docs/guides/build.md"):
         assert norm(ENGINE_BACKEND_GONE) in norm((root / page).read_text()), page
     out = runner.invoke(app, ["build", "--architectures"]).output
     assert "1.3.0rc21" in out and "release candidates included" in out
