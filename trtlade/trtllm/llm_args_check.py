@@ -313,6 +313,22 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
         return doc.diagnostic("error", f"unknown key {path[-1]!r}: {owner} of {release} has no such field and "
                               "refuses unknown keys (extra='forbid')",
                               loc=loc, key=True, code="trtllm-args-unknown-key", hint=hint)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):  # a discriminated union's tag: name the tag's key
+        ctx = err.get("ctx", {})
+        tag = str(ctx.get("discriminator", "")).strip("'\"")
+        expected = ctx.get("expected_tags", "")
+        where = loc + (tag,)
+        if kind == "union_tag_not_found":
+            block = value if isinstance(value, dict) else {}
+            typo = difflib.get_close_matches(tag, [str(k) for k in block], n=1, cutoff=0.6)
+            if typo:  # a misspelt tag: pydantic stops at the missing tag; the key to fix is the misspelt one
+                return doc.diagnostic("error", f"unknown key {typo[0]!r}: {tag!r}, which picks the class, is missing "
+                                      f"({release})", loc=loc + (typo[0],), key=True, code="trtllm-args-unknown-key",
+                                      hint=f"did you mean {tag!r}?")
+            return doc.diagnostic("error", f"{tag} is missing: it picks the class ({expected or 'see the schema'})",
+                                  loc=loc, path=".".join(str(p) for p in where), code="trtllm-args-missing")
+        return doc.diagnostic("error", f"{ctx.get('tag')!r} is not one of {expected} ({release}; case-exact)",
+                              loc=where, code="trtllm-args-literal", hint=f"one of {expected}")
     if kind == "missing":
         return doc.diagnostic("error", f"required by {owner} of {release}, and missing", loc=loc[:-1],
                               path=name, code="trtllm-args-missing")
