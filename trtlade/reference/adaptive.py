@@ -257,6 +257,9 @@ class PolicyCounters:
     empty: int = 0
     expected_accepted: float = 0.0
     accepted: int = 0
+    #: per option the plan chose (``suffix``, ``prompt_lookup``, ``pool``, ``first``, ``candidates``, ``full``),
+    #: the sequence-steps it ran with drafts
+    options: dict = field(default_factory=dict)
 
 
 class AutoPolicy:
@@ -381,13 +384,15 @@ class AutoPolicy:
 
     # ------------------------------------------------------------------ the choice
     def plan(self, fixed: Sequence[tuple[int, float]],
-             candidates: Sequence[Sequence[tuple[Acceptance, int]]]) -> list[int]:
+             candidates: Sequence[Sequence[tuple]]) -> list[int]:
         """Which draft option each candidate sequence runs this step: an index into its options,
         or -1 for its golden row only.
 
         ``candidates[i]``: sequence i's options as ``(acceptance, draft rows)``, each containing the
         one before (e.g. its prompt-lookup and pool candidates only, then all its rows), so an option
-        is expected to accept at least what the one before it does. ``fixed``: the step's other
+        is expected to accept at least what the one before it does; or as ``(acceptance, draft rows,
+        within)``, ``within`` naming the options (indices) it holds, so that options need not nest
+        (one drafter's chain beside another's). An option with no draft rows is passed over. ``fixed``: the step's other
         sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
         ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
         that gains more than what its sequence has so far replaces it, and the step keeps the
@@ -397,10 +402,11 @@ class AutoPolicy:
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
-        items = sorted(((gain, max(0, draft_rows), i, k)
+        items = sorted(((gain, draft_rows, i, k)
                         for i, options in enumerate(candidates)
-                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))),
-                       key=lambda item: -item[0] / max(1, item[1]))
+                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))
+                        if draft_rows > 0),
+                       key=lambda item: -item[0] / item[1])
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
         best, best_choice = tokens / self.step_seconds(rows, seqs), list(choice)
         for item_gain, item_rows, i, k in items:
@@ -447,9 +453,13 @@ class AutoPolicy:
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
-        out, floor = [], 0.0
-        for seq, draft_rows in options:
-            floor = max(floor, self.expected(seq))
+        out: list[tuple[float, int]] = []
+        floors: list[float] = []
+        for k, option in enumerate(options):
+            seq, draft_rows = option[0], option[1]
+            within = option[2] if len(option) > 2 else range(k)
+            floor = max([self.expected(seq), *(floors[j] for j in within)])
+            floors.append(floor)
             out.append((floor + self.bonus(seq) / max(1, seqs), draft_rows))
         return out
 
@@ -530,4 +540,5 @@ class AutoPolicy:
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
+            "options": dict(sorted(dict(c.options).items())),
         }
