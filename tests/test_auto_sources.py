@@ -136,3 +136,15 @@ def test_every_drafted_step_teaches_the_options_that_did_not_run():
     learned = {key.split("/", 1)[1] for key, prior in eng.policy._priors.items() if "/" in key and prior[1] != 1.0}
     assert {"candidates", "first"} <= learned and learned & set(SOURCE_OPTIONS)
     assert eng.policy.counters.options == {"full": eng.policy.counters.drafted}
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.lists(st.integers(0, 5), min_size=0, max_size=60), split=st.integers(0, 60), k=st.integers(0, 5))
+def test_the_prompt_index_proposes_what_a_scan_proposes(text, split, k):
+    from trtlade.lookahead.prompt_lookup import PromptIndex, propose
+
+    index = PromptIndex(text[:split])
+    for token in text[split:]:
+        assert index.propose(k) == propose(index.tokens, k)
+        index.extend([token])
+    assert index.propose(k) == propose(text, k)

@@ -62,7 +62,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from trtlade.lookahead.pool import NgramPool, ngrams
-from trtlade.lookahead.prompt_lookup import propose
+from trtlade.lookahead.prompt_lookup import PromptIndex
 from trtlade.lookahead.suffix_automaton import SuffixAutomaton
 from trtlade.spec import LookaheadSpec
 
@@ -445,7 +445,8 @@ class LookaheadAlgorithm:
         self.golden: int | None = None
         self.position = 0  # p: position of the golden token
         self._tail: list[int] = []  # the last N-1 committed tokens (g included)
-        self._history: list[int] = []  # prompt + committed tokens (g included): prompt lookup reads it
+        #: prompt + committed tokens (g included), indexed for prompt lookup
+        self._history = PromptIndex()
         self._batch: DraftBatch | None = None
         #: this step's candidates with their source (found once per step; None: not yet)
         self._step_candidates: tuple[tuple[tuple[int, ...], str], ...] | None = None
@@ -468,7 +469,7 @@ class LookaheadAlgorithm:
         self.position = len(prompt)
         context = prompt + [self.golden]
         self._tail = _last(context, n - 1)
-        self._history = context if self.prompt_lookup else []
+        self._history = PromptIndex(context if self.prompt_lookup else ())
         self._suffixes = SuffixAutomaton(context) if self.suffix_lookup and not self.autoregressive else None
         self._batch = self._argmax = self._verification = self._step_candidates = None
         if self.autoregressive:
@@ -594,7 +595,7 @@ class LookaheadAlgorithm:
         out = [(tuple(c), "pool") for c in self.pool.guess(self.golden, self.max_candidates)]
         extra = []
         if self.prompt_lookup:
-            extra.append((tuple(propose(self._history, self.prompt_lookup)), "prompt_lookup"))
+            extra.append((tuple(self._history.propose(self.prompt_lookup)), "prompt_lookup"))
         if self._suffixes is not None and (found := self._suffixes.lookup()) is not None:
             extra.append((tuple(self._suffixes.continuation(found[0], self.suffix_lookup)), "suffix"))
         for cand, source in extra:
@@ -691,7 +692,7 @@ class LookaheadAlgorithm:
 
     def _accept(self, kept: Sequence[int]) -> None:
         if self.prompt_lookup:
-            self._history.extend(int(t) for t in kept)
+            self._history.extend(kept)
         if self._suffixes is not None:
             for token in kept:
                 self._suffixes.extend(token)
