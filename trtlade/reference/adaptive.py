@@ -408,14 +408,21 @@ class AutoPolicy:
                         if draft_rows > 0),
                        key=lambda item: -item[0] / item[1])
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
-        best, best_choice = tokens / self.step_seconds(rows, seqs), list(choice)
+        seconds: dict[int, float] = {}  # the step's cost by rows, each asked once per plan
+
+        def step(rows: int) -> float:
+            if rows not in seconds:
+                seconds[rows] = self.step_seconds(rows, seqs)
+            return seconds[rows]
+
+        best, best_choice = tokens / step(rows), list(choice)
         for item_gain, item_rows, i, k in items:
             if item_gain <= gain[i]:
                 continue  # sequence i already has an option that gains as much
             tokens += item_gain - gain[i]
             rows += item_rows - extra[i]
             choice[i], gain[i], extra[i] = k, item_gain, item_rows
-            rate = tokens / self.step_seconds(rows, seqs)
+            rate = tokens / step(rows)
             if rate > best:
                 best, best_choice = rate, list(choice)
         return best_choice
@@ -456,12 +463,15 @@ class AutoPolicy:
         sequences whose drafts pay)."""
         out: list[tuple[float, int]] = []
         floors: list[float] = []
+        share = 1.0 / max(1, seqs)
         for k, option in enumerate(options):
             seq, draft_rows = option[0], option[1]
-            within = option[2] if len(option) > 2 else range(k)
-            floor = max([self.expected(seq), *(floors[j] for j in within if options[j][1] > 0)])
+            floor = self.expected(seq)
+            for j in (option[2] if len(option) > 2 else range(k)):
+                if floors[j] > floor and options[j][1] > 0:
+                    floor = floors[j]
             floors.append(floor)
-            out.append((floor + self.bonus(seq) / max(1, seqs), draft_rows))
+            out.append((floor + self.bonus(seq) * share, draft_rows))
         return out
 
     # ------------------------------------------------------------------ learning
