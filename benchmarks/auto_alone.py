@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--preset", default="fast", help="fast (served default: prompt lookup too) or trtllm")
     ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--prompts", type=int, default=None, help="the dataset's first N prompts only (default: all)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
     ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
@@ -63,7 +64,7 @@ def main() -> None:
     engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
                                   prompt_lookup=preset_prompt_lookup(args.preset, args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
-    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts][:args.prompts]
     modes: dict[str, Any] = {"greedy": LookaheadSpec(1, 1, 0), "auto": None}
     modes.update({f"fixed {s}": LookaheadSpec.parse(s) for s in args.specs})
     modes.update({name: DraftConfig.parse(drafter_mode(name)) for name in args.drafters})
