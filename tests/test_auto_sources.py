@@ -148,3 +148,27 @@ def test_the_prompt_index_proposes_what_a_scan_proposes(text, split, k):
         assert index.propose(k) == propose(index.tokens, k)
         index.extend([token])
     assert index.propose(k) == propose(text, k)
+
+
+def test_a_marginal_draft_waits_while_the_step_times_are_noisy():
+    """4 rows cost 1.1x a row and the chain expects 0.25 accepted drafts: +14% tokens per second on paper.
+    Steady 1-row steps: it drafts; steps that swing with other jobs on the host (a 20% margin): it does not,
+    while a chain that expects 1.0 accepted drafts (+82%) still drafts."""
+    def policy(one_row_ms):
+        table = CostTable()
+        for ms in one_row_ms:
+            table.add(1, ms / 1000)
+        table.add(4, 1.1 * table.seconds(1))
+        return AutoPolicy(table, explore=0.0)
+
+    def chain(p, mean):
+        s = p.new_sequence("x")
+        s.total, s.weight = mean * 64, 64.0
+        return [(s, 3, ())]
+
+    quiet, busy = policy([20, 20.1, 19.9, 20, 20.2, 20, 19.8, 20]), policy([20, 45, 22, 60, 21, 38, 19, 52])
+    assert quiet.noise() < 0.01 and busy.noise() == pytest.approx(0.2)
+    assert quiet.cost.ratio(4) == pytest.approx(1.1) and busy.cost.ratio(4) == pytest.approx(1.1)
+    assert quiet.plan([], [chain(quiet, 0.26)]) == [0]
+    assert busy.plan([], [chain(busy, 0.26)]) == [-1]
+    assert busy.plan([], [chain(busy, 1.0)]) == [0]

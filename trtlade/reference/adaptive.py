@@ -271,16 +271,23 @@ class AutoPolicy:
     sequence gets the benefit of the doubt; it shrinks as the sequence drafts);
     ``fade``: per step without drafts, a sequence keeps this share of its evidence;
     ``memory``: at most this many drafted steps of evidence per sequence (old steps fade out);
-    ``history``: the prior follows the last ~``history`` drafted steps of the whole server.
+    ``history``: the prior follows the last ~``history`` drafted steps of the whole server;
+    ``max_margin``: the largest gain over the plain step a plan must promise before it drafts (the margin
+    follows the measured spread of the step times, :meth:`noise`).
     """
 
     #: batched samples needed before they count; plain steps per forgotten sample
     MIN_BATCHED = 3
     FORGET_EVERY = 32
+    #: step times needed before their spread sets the margin a plan must beat (:meth:`noise`)
+    MIN_NOISE_SAMPLES = 8
 
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
-                 explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
+                 explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64,
+                 max_margin: float = 0.2) -> None:
         self.cost = cost
+        #: the most a plan must gain over the plain step before it drafts (:meth:`noise`)
+        self.max_margin = float(max_margin)
         #: plain steps of several sequences (one row each): seconds by the number of sequences
         self.plain = CostTable()
         #: steps of several sequences with drafts: seconds per draft row beyond the plain step, by sequences
@@ -415,7 +422,8 @@ class AutoPolicy:
                 seconds[rows] = self.step_seconds(rows, seqs)
             return seconds[rows]
 
-        best, best_choice = tokens / step(rows), list(choice)
+        # a draft must beat the plain step by more than the noise of the measured step times
+        best, best_choice = tokens / step(rows) * (1.0 + self.noise(seqs)), list(choice)
         for item_gain, item_rows, i, k in items:
             if item_gain <= gain[i]:
                 continue  # sequence i already has an option that gains as much
@@ -426,6 +434,31 @@ class AutoPolicy:
             if rate > best:
                 best, best_choice = rate, list(choice)
         return best_choice
+
+    def noise(self, seqs: int = 1) -> float:
+        """Half the interquartile range of the plain steps of ``seqs`` sequences (one sequence: its 1-row
+        steps) over their median, at most ``max_margin``: the gain a plan must promise over the plain step
+        before it drafts. On a quiet host the steps agree within a few percent and this is ~0.01; on a host
+        shared with other jobs a step's time moves with theirs, each wider step's cost is a guess, and a
+        draft that the cost model says gains 5% is a coin toss. 0.0 with fewer than ``MIN_NOISE_SAMPLES``.
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> for ms in (20.0, 20.2, 19.9, 20.1, 20.0, 20.3, 19.8, 20.1):
+        ...     policy.observe_cost(1, ms / 1000)
+        >>> round(policy.noise(), 4)
+        0.005
+        >>> for ms in (20, 45, 22, 60, 21, 38, 19, 52):      # other jobs on the same cores
+        ...     policy.observe_cost(1, ms / 1000)
+        >>> policy.noise()
+        0.2
+        """
+        samples = (self.plain if seqs > 1 else self.cost).samples.get(int(seqs) if seqs > 1 else 1)
+        if not samples or len(samples) < self.MIN_NOISE_SAMPLES:
+            return 0.0
+        ordered = sorted(samples)
+        n = len(ordered)
+        q1, q3, mid = ordered[n // 4], ordered[(3 * n) // 4], _median(ordered)
+        return min(self.max_margin, 0.5 * (q3 - q1) / mid) if mid > 0 else 0.0
 
     def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
         """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the
