@@ -8,6 +8,7 @@ HTTP and the load generator on the same cores.
     .venv/bin/python benchmarks/auto_alone.py                                   # mix, 50 tokens, fp32
     .venv/bin/python benchmarks/auto_alone.py --specs 2,3,2 2,4,2 --repeats 3 --json reports/auto-alone.json
     .venv/bin/python benchmarks/auto_alone.py --preset trtllm                   # TensorRT-LLM's algorithm
+    .venv/bin/python benchmarks/auto_alone.py --specs --drafters ngram sa       # against NGram and SA instead
     python3 benchmarks/auto_alone.py --device cuda --model SmolLM2-135M-Instruct.Q4_1.gguf   # on a GPU
 
 The engine loads as `trtlade serve` loads it: ``--preset fast`` (the default, as in
@@ -30,7 +31,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 
 def main() -> None:
@@ -38,9 +39,12 @@ def main() -> None:
     ap.add_argument("--dataset", default="mix")
     ap.add_argument("--engine-spec", default="2,4,2", help="the engine's (W,N,G): auto drafts within it")
     ap.add_argument("--specs", nargs="*", default=["2,3,2", "2,4,2"], help="fixed specs to compare")
+    ap.add_argument("--drafters", nargs="*", default=[],
+                    help="NGram / SA drafters to compare, as the bench's modes name them: ngram, sa, ngram-latest, ...")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--preset", default="fast", help="fast (served default: prompt lookup too) or trtllm")
     ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--prompts", type=int, default=None, help="the dataset's first N prompts only (default: all)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
     ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
@@ -53,22 +57,27 @@ def main() -> None:
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.presets import preset_prompt_lookup
     from trtlade.reference.engine import ReferenceEngine
+    from trtlade.drafting.config import DraftConfig, drafter_mode
     from trtlade.spec import LookaheadSpec
 
     # as `trtlade serve` loads it (trtlade/server/runner.py): the preset sets the prompt-lookup candidates
     engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
                                   prompt_lookup=preset_prompt_lookup(args.preset, args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)  # what /v1/chat/completions sends the engine
-    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
-    modes: dict[str, Optional[LookaheadSpec]] = {"greedy": LookaheadSpec(1, 1, 0), "auto": None}
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts][:args.prompts]
+    modes: dict[str, Any] = {"greedy": LookaheadSpec(1, 1, 0), "auto": None}
     modes.update({f"fixed {s}": LookaheadSpec.parse(s) for s in args.specs})
+    modes.update({name: DraftConfig.parse(drafter_mode(name)) for name in args.drafters})
 
-    def run(prompt: list[int], spec: Optional[LookaheadSpec]) -> tuple[list[int], float, float, list[int]]:
+    def run(prompt: list[int], spec: Any) -> tuple[list[int], float, float, list[int]]:
         batch = engine.new_batch(max_batch_size=1)
-        batch.add(GenerationRequest(prompt_ids=tuple(prompt), max_tokens=args.max_tokens, lookahead=spec))
+        speculation = spec if isinstance(spec, DraftConfig) else None
+        lookahead = None if speculation is not None else spec
+        batch.add(GenerationRequest(prompt_ids=tuple(prompt), max_tokens=args.max_tokens, lookahead=lookahead,
+                                    speculation=speculation))
         tokens: list[int] = []
         rows: list[int] = []
-        first: Optional[float] = None
+        first: Any = None
         t0 = time.perf_counter()
         while len(batch):
             for _, chunk in batch.step():
@@ -142,6 +151,8 @@ def main() -> None:
                                 "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
     print(f"auto's decisions: drafted {c.drafted}, skipped {c.skipped}, empty {c.empty} (no draft for the option "
           f"chosen); accepted drafts expected {c.expected_accepted:.1f}, got {c.accepted}")
+    result["auto_options"] = dict(sorted(c.options.items()))
+    print(f"auto's drafted steps by option: {result['auto_options']}")
     if kinds:
         result["auto_by_kind"] = _by_kind(kinds)
     if args.json:

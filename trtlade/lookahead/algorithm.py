@@ -62,7 +62,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from trtlade.lookahead.pool import NgramPool, ngrams
-from trtlade.lookahead.prompt_lookup import propose
+from trtlade.lookahead.prompt_lookup import PromptIndex
 from trtlade.lookahead.suffix_automaton import SuffixAutomaton
 from trtlade.spec import LookaheadSpec
 
@@ -113,6 +113,8 @@ class DraftBatch:
     with_window: bool = True
     #: candidates cut to this many tokens (None: whole)
     depth: int | None = None
+    #: only the candidates of this source (``pool``, ``prompt_lookup``, ``suffix``; None: every source)
+    source: str | None = None
     #: per row, where its token came from: ``golden``, ``window`` (the Jacobi branch), ``pool`` (the n-gram
     #: pool), ``prompt_lookup`` or ``suffix`` (the longest earlier suffix); a row several candidates share
     #: is the first one's
@@ -443,8 +445,11 @@ class LookaheadAlgorithm:
         self.golden: int | None = None
         self.position = 0  # p: position of the golden token
         self._tail: list[int] = []  # the last N-1 committed tokens (g included)
-        self._history: list[int] = []  # prompt + committed tokens (g included): prompt lookup reads it
+        #: prompt + committed tokens (g included), indexed for prompt lookup
+        self._history = PromptIndex()
         self._batch: DraftBatch | None = None
+        #: this step's candidates with their source (found once per step; None: not yet)
+        self._step_candidates: tuple[tuple[tuple[int, ...], str], ...] | None = None
         self._argmax: list[int] | None = None
         self._verification: Verification | None = None
 
@@ -464,9 +469,9 @@ class LookaheadAlgorithm:
         self.position = len(prompt)
         context = prompt + [self.golden]
         self._tail = _last(context, n - 1)
-        self._history = context if self.prompt_lookup else []
+        self._history = PromptIndex(context if self.prompt_lookup else ())
         self._suffixes = SuffixAutomaton(context) if self.suffix_lookup and not self.autoregressive else None
-        self._batch = self._argmax = self._verification = None
+        self._batch = self._argmax = self._verification = self._step_candidates = None
         if self.autoregressive:
             self.window, self.prefills, self.filling = [], [], 0
             return
@@ -479,13 +484,15 @@ class LookaheadAlgorithm:
         self.filling = 1
 
     # ------------------------------------------------------------------------- prepare
-    def prepare(self, window: bool = True, depth: int | None = None) -> DraftBatch:
+    def prepare(self, window: bool = True, depth: int | None = None, source: str | None = None) -> DraftBatch:
         """The rows of the next forward pass (the same batch again until ``commit``).
 
         ``window=False``: the golden row and the candidates only (n-gram pool and prompt lookup),
         without the Jacobi window's rows -- fewer rows, the same verification; the window then does
         not move at ``commit`` (as after :meth:`advance`). ``depth``: candidates cut to their first
-        ``depth`` tokens (fewer rows, at most ``depth`` accepted drafts). Lossless either way.
+        ``depth`` tokens (fewer rows, at most ``depth`` accepted drafts). ``source``: only that source's
+        candidates (:meth:`sources`; with ``window=False``: one drafter's chain, as NGram or SA would
+        verify it). Lossless either way.
 
         >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0)
         >>> algo.setup([5, 6, 7, 5, 6], golden=7)
@@ -495,17 +502,38 @@ class LookaheadAlgorithm:
         """
         if self.golden is None:
             raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")
-        if self._batch is not None and ((self._batch.with_window, self._batch.depth) == (window, depth)
-                                        or self.autoregressive):
+        if self._batch is not None and ((self._batch.with_window, self._batch.depth, self._batch.source)
+                                        == (window, depth, source) or self.autoregressive):
             return self._batch
         if self.autoregressive:
             self._batch = DraftBatch(tokens=[self.golden], positions=[0], parents=[NO_PARENT], logit_rows=[0],
                                      encode_map=(0,))
             return self._batch
-        self._batch = self._build_batch(window, depth)
+        self._batch = self._build_batch(window, depth, source)
         return self._batch
 
-    def _build_batch(self, with_window: bool = True, depth: int | None = None) -> DraftBatch:
+    def sources(self) -> dict[str, int]:
+        """This step's candidates by source: draft tokens each source proposes (its rows beyond the
+        golden one when verified alone); a source without a candidate now is absent.
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0, prompt_lookup=2, suffix_lookup=2)
+        >>> algo.setup([5, 6, 7, 5, 6], golden=7)
+        >>> algo.sources(), algo.prepare(window=False, source="pool").tokens
+        ({'pool': 2}, [7, 5, 6])
+        """
+        if self.golden is None or self.autoregressive:
+            return {}
+        out: dict[str, int] = {}
+        for cand, source in self._all_candidates():
+            out[source] = out.get(source, 0) + len(cand)
+        return out
+
+    def candidates(self) -> list[tuple[tuple[int, ...], str]]:
+        """This step's whole candidates with their source (what :meth:`sources` counts)."""
+        return [] if self.golden is None or self.autoregressive else list(self._all_candidates())
+
+    def _build_batch(self, with_window: bool = True, depth: int | None = None,
+                     source: str | None = None) -> DraftBatch:
         n = self._n
         if with_window:
             w_depths, w_parents, tops = window_layout(self._w, n, self.filling)
@@ -516,7 +544,10 @@ class LookaheadAlgorithm:
         positions = [0, *w_depths]
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
+        only = source
         candidates = self._candidates(depth)
+        if only is not None:
+            candidates = [c for c in candidates if c[1] == only]
         sources = ["golden", *(["window"] * num_window)]
         for cand, source in candidates:
             row = len(tokens)
@@ -540,26 +571,36 @@ class LookaheadAlgorithm:
             tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
             num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
             window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window, depth=depth,
-            row_sources=tuple(row_sources),
+            row_sources=tuple(row_sources), source=only,
         )
 
     def _candidates(self, depth: int | None) -> list[tuple[tuple[int, ...], str]]:
         """The step's guesses with their source: the pool's, then prompt lookup's and the longest earlier
         suffix's (each left out when it is a prefix of one before it), cut to ``depth`` tokens."""
-        out = [(tuple(c), "pool") for c in self.pool.guess(self.golden, self.max_candidates)]
-        extra = []
-        if self.prompt_lookup:
-            extra.append((tuple(propose(self._history, self.prompt_lookup)), "prompt_lookup"))
-        if self._suffixes is not None and (found := self._suffixes.lookup()) is not None:
-            extra.append((tuple(self._suffixes.continuation(found[0], self.suffix_lookup)), "suffix"))
-        for cand, source in extra:
-            if cand and cand not in {c[:len(cand)] for c, _ in out}:
-                out.append((cand, source))
+        out = list(self._all_candidates())
         if depth is not None:
             cut: dict[tuple[int, ...], str] = {}
             for cand, source in out:
                 cut.setdefault(cand[:depth], source)
             out = list(cut.items())
+        return out
+
+    def _all_candidates(self) -> tuple[tuple[tuple[int, ...], str], ...]:
+        """The step's whole candidates, found once per step (kept until ``commit`` / ``advance``)."""
+        if self._step_candidates is None:
+            self._step_candidates = tuple(self._find_candidates())
+        return self._step_candidates
+
+    def _find_candidates(self) -> list[tuple[tuple[int, ...], str]]:
+        out = [(tuple(c), "pool") for c in self.pool.guess(self.golden, self.max_candidates)]
+        extra = []
+        if self.prompt_lookup:
+            extra.append((tuple(self._history.propose(self.prompt_lookup)), "prompt_lookup"))
+        if self._suffixes is not None and (found := self._suffixes.lookup()) is not None:
+            extra.append((tuple(self._suffixes.continuation(found[0], self.suffix_lookup)), "suffix"))
+        for cand, source in extra:
+            if cand and cand not in {c[:len(cand)] for c, _ in out}:
+                out.append((cand, source))
         return out
 
     # ------------------------------------------------------------------------- verify
@@ -614,7 +655,7 @@ class LookaheadAlgorithm:
             self._accept(kept)
         self.golden = kept[-1]
         self.position += count
-        self._batch = self._argmax = self._verification = None
+        self._batch = self._argmax = self._verification = self._step_candidates = None
 
     def advance(self, token: int) -> None:
         """A step that ran the golden row only -- its drafts were dropped because the batch's token
@@ -637,7 +678,7 @@ class LookaheadAlgorithm:
             self._accept([int(token)])
         self.golden = int(token)
         self.position += 1
-        self._batch = self._argmax = self._verification = None
+        self._batch = self._argmax = self._verification = self._step_candidates = None
 
     def _update_window(self, batch: DraftBatch, argmax: Sequence[int]) -> None:
         steady = self.filling >= self._n - 1
@@ -651,7 +692,7 @@ class LookaheadAlgorithm:
 
     def _accept(self, kept: Sequence[int]) -> None:
         if self.prompt_lookup:
-            self._history.extend(int(t) for t in kept)
+            self._history.extend(kept)
         if self._suffixes is not None:
             for token in kept:
                 self._suffixes.extend(token)

@@ -257,6 +257,9 @@ class PolicyCounters:
     empty: int = 0
     expected_accepted: float = 0.0
     accepted: int = 0
+    #: per option the plan chose (``suffix``, ``prompt_lookup``, ``pool``, ``first``, ``candidates``, ``full``),
+    #: the sequence-steps it ran with drafts
+    options: dict = field(default_factory=dict)
 
 
 class AutoPolicy:
@@ -268,16 +271,23 @@ class AutoPolicy:
     sequence gets the benefit of the doubt; it shrinks as the sequence drafts);
     ``fade``: per step without drafts, a sequence keeps this share of its evidence;
     ``memory``: at most this many drafted steps of evidence per sequence (old steps fade out);
-    ``history``: the prior follows the last ~``history`` drafted steps of the whole server.
+    ``history``: the prior follows the last ~``history`` drafted steps of the whole server;
+    ``max_margin``: the largest gain over the plain step a plan must promise before it drafts (the margin
+    follows the measured spread of the step times, :meth:`noise`).
     """
 
     #: batched samples needed before they count; plain steps per forgotten sample
     MIN_BATCHED = 3
     FORGET_EVERY = 32
+    #: step times needed before their spread sets the margin a plan must beat (:meth:`noise`)
+    MIN_NOISE_SAMPLES = 8
 
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
-                 explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64) -> None:
+                 explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64,
+                 max_margin: float = 0.2) -> None:
         self.cost = cost
+        #: the most a plan must gain over the plain step before it drafts (:meth:`noise`)
+        self.max_margin = float(max_margin)
         #: plain steps of several sequences (one row each): seconds by the number of sequences
         self.plain = CostTable()
         #: steps of several sequences with drafts: seconds per draft row beyond the plain step, by sequences
@@ -381,13 +391,15 @@ class AutoPolicy:
 
     # ------------------------------------------------------------------ the choice
     def plan(self, fixed: Sequence[tuple[int, float]],
-             candidates: Sequence[Sequence[tuple[Acceptance, int]]]) -> list[int]:
+             candidates: Sequence[Sequence[tuple]]) -> list[int]:
         """Which draft option each candidate sequence runs this step: an index into its options,
         or -1 for its golden row only.
 
         ``candidates[i]``: sequence i's options as ``(acceptance, draft rows)``, each containing the
         one before (e.g. its prompt-lookup and pool candidates only, then all its rows), so an option
-        is expected to accept at least what the one before it does. ``fixed``: the step's other
+        is expected to accept at least what the one before it does; or as ``(acceptance, draft rows,
+        within)``, ``within`` naming the options (indices) it holds, so that options need not nest
+        (one drafter's chain beside another's). An option with no draft rows is passed over. ``fixed``: the step's other
         sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
         ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
         that gains more than what its sequence has so far replaces it, and the step keeps the
@@ -397,22 +409,56 @@ class AutoPolicy:
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
-        items = sorted(((gain, max(0, draft_rows), i, k)
+        items = sorted(((gain, draft_rows, i, k)
                         for i, options in enumerate(candidates)
-                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))),
-                       key=lambda item: -item[0] / max(1, item[1]))
+                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))
+                        if draft_rows > 0),
+                       key=lambda item: -item[0] / item[1])
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
-        best, best_choice = tokens / self.step_seconds(rows, seqs), list(choice)
+        seconds: dict[int, float] = {}  # the step's cost by rows, each asked once per plan
+
+        def step(rows: int) -> float:
+            if rows not in seconds:
+                seconds[rows] = self.step_seconds(rows, seqs)
+            return seconds[rows]
+
+        # a draft must beat the plain step by more than the noise of the measured step times
+        best, best_choice = tokens / step(rows) * (1.0 + self.noise(seqs)), list(choice)
         for item_gain, item_rows, i, k in items:
             if item_gain <= gain[i]:
                 continue  # sequence i already has an option that gains as much
             tokens += item_gain - gain[i]
             rows += item_rows - extra[i]
             choice[i], gain[i], extra[i] = k, item_gain, item_rows
-            rate = tokens / self.step_seconds(rows, seqs)
+            rate = tokens / step(rows)
             if rate > best:
                 best, best_choice = rate, list(choice)
         return best_choice
+
+    def noise(self, seqs: int = 1) -> float:
+        """Half the interquartile range of the plain steps of ``seqs`` sequences (one sequence: its 1-row
+        steps) over their median, at most ``max_margin``: the gain a plan must promise over the plain step
+        before it drafts. On a quiet host the steps agree within a few percent and this is ~0.01; on a host
+        shared with other jobs a step's time moves with theirs, each wider step's cost is a guess, and a
+        draft that the cost model says gains 5% is a coin toss. 0.0 with fewer than ``MIN_NOISE_SAMPLES``.
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> for ms in (20.0, 20.2, 19.9, 20.1, 20.0, 20.3, 19.8, 20.1):
+        ...     policy.observe_cost(1, ms / 1000)
+        >>> round(policy.noise(), 4)
+        0.005
+        >>> for ms in (20, 45, 22, 60, 21, 38, 19, 52):      # other jobs on the same cores
+        ...     policy.observe_cost(1, ms / 1000)
+        >>> policy.noise()
+        0.2
+        """
+        samples = (self.plain if seqs > 1 else self.cost).samples.get(int(seqs) if seqs > 1 else 1)
+        if not samples or len(samples) < self.MIN_NOISE_SAMPLES:
+            return 0.0
+        ordered = sorted(samples)
+        n = len(ordered)
+        q1, q3, mid = ordered[n // 4], ordered[(3 * n) // 4], _median(ordered)
+        return min(self.max_margin, 0.5 * (q3 - q1) / mid) if mid > 0 else 0.0
 
     def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
         """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the
@@ -441,16 +487,24 @@ class AutoPolicy:
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1) -> list[tuple[float, int]]:
-        """Optimistic gain and draft rows per option; an option holds the one before it, so it is
-        expected to accept at least as much (plus its own exploration bonus). In a step of ``seqs``
+        """Optimistic gain and draft rows per option; an option holds the one before it (or those its
+        ``within`` names, when they have a draft now), so it is expected to accept at least as much (plus
+        its own exploration bonus). In a step of ``seqs``
         sequences the bonus is divided by ``seqs``: what a try teaches helps one sequence, while its
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
-        out, floor = [], 0.0
-        for seq, draft_rows in options:
-            floor = max(floor, self.expected(seq))
-            out.append((floor + self.bonus(seq) / max(1, seqs), draft_rows))
+        out: list[tuple[float, int]] = []
+        floors: list[float] = []
+        share = 1.0 / max(1, seqs)
+        for k, option in enumerate(options):
+            seq, draft_rows = option[0], option[1]
+            floor = self.expected(seq)
+            for j in (option[2] if len(option) > 2 else range(k)):
+                if floors[j] > floor and options[j][1] > 0:
+                    floor = floors[j]
+            floors.append(floor)
+            out.append((floor + self.bonus(seq) * share, draft_rows))
         return out
 
     # ------------------------------------------------------------------ learning
@@ -530,4 +584,5 @@ class AutoPolicy:
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
+            "options": dict(sorted(dict(c.options).items())),
         }

@@ -63,14 +63,22 @@ from trtlade.drafting.algorithm import DraftPools, HistoryDrafter
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS"]
+__all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS",
+           "SOURCE_OPTIONS"]
 
-#: What the auto policy may give a sequence beyond its golden row, fewest rows first: the first token of
-#: each of its candidates (n-gram pool and prompt lookup), its whole candidates, both without the Jacobi
-#: window's rows, or all its rows. Each holds the one before it.
-DRAFT_OPTIONS = ("first", "candidates", "full")
-#: option -> (the window's rows, candidate depth) for LookaheadAlgorithm.prepare
-_OPTION_ROWS = {"first": (False, 1), "candidates": (False, None), "full": (True, None)}
+#: What the auto policy may give a sequence beyond its golden row: one drafter's chain alone (SA's longest
+#: earlier suffix, prompt lookup's latest match, the n-gram pool's guesses: NGram/SA-priced rows), the first
+#: token of each candidate, every candidate whole, these without the Jacobi window's rows, or all its rows.
+DRAFT_OPTIONS = ("suffix", "prompt_lookup", "pool", "first", "candidates", "full")
+#: the candidate sources among the options (one drafter's candidates each, ``LookaheadAlgorithm.sources``)
+SOURCE_OPTIONS = ("suffix", "prompt_lookup", "pool")
+#: option -> (the window's rows, candidate depth, candidate source) for LookaheadAlgorithm.prepare
+_OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None, "prompt_lookup"),
+                "pool": (False, None, "pool"), "first": (False, 1, None), "candidates": (False, None, None),
+                "full": (True, None, None)}
+#: option -> the options (indices into DRAFT_OPTIONS) whose rows it holds: it accepts at least what they do
+_WITHIN = {"suffix": (), "prompt_lookup": (), "pool": (), "first": (), "candidates": (0, 1, 2, 3),
+           "full": (0, 1, 2, 3, 4)}
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
@@ -162,7 +170,8 @@ class SequenceState:
                                                                                  engine.spec))
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
-        self.draft_rows = {"first": 2, "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
+        self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "first": 2,
+                           "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
         self.enqueued_at = time.perf_counter()
         #: prompt tokens whose K/V are in the slot (cached, then prefilled); when its prefill began; the
@@ -197,9 +206,24 @@ class SequenceState:
         """The acceptance estimate of ``option`` (:data:`DRAFT_OPTIONS`) in this step's context."""
         return self._acceptance[(self.context, option)]
 
-    def draft_options(self) -> list[tuple[Acceptance, int]]:
-        """What the auto policy may choose from: ``(acceptance, draft rows)`` per option."""
-        return [(self.acceptance(option), self.draft_rows[option] - 1) for option in DRAFT_OPTIONS]
+    def draft_options(self) -> list[tuple[Acceptance, int, tuple[int, ...]]]:
+        """What the auto policy may choose from: ``(acceptance, draft rows, options it holds)`` per option of
+        :data:`DRAFT_OPTIONS`. The candidates of this step are known before the plan (found once, kept
+        for its rows): an option without a candidate now has 0 draft rows (the policy passes it over), the
+        others the candidates' tokens; the window's rows are those of its last step."""
+        found = self._algorithm().sources()
+        total = sum(found.values())
+        cands = self.algo.candidates() if self.algo is not None and total else []
+        rows = {source: found.get(source, 0) for source in SOURCE_OPTIONS}
+        rows["first"] = len({c[0] for c, _ in cands})
+        rows["candidates"] = total
+        rows["full"] = self.draft_rows["full"] - 1
+        return [(self.acceptance(option), rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
+
+    @property
+    def option(self) -> str:
+        """The option of :data:`DRAFT_OPTIONS` this step's rows were prepared for."""
+        return self._option
 
     @property
     def single_row(self) -> bool:
@@ -241,9 +265,9 @@ class SequenceState:
                 self._prepared = self.drafter.prepare(batch_size)
             return self._prepared.num_rows
         self._option = option
-        window, depth = _OPTION_ROWS[option]
+        window, depth, source = _OPTION_ROWS[option]
         with traced(ALGORITHM_LABEL):
-            rows = self._algorithm().prepare(window=window, depth=depth).num_rows
+            rows = self._algorithm().prepare(window=window, depth=depth, source=source).num_rows
         self.draft_rows[option] = rows
         return rows
 
@@ -258,8 +282,8 @@ class SequenceState:
                 assert self._prepared is not None, "an NGram / SA step's rows are prepared by wanted_rows"
                 draft = self._prepared
             else:
-                window, depth = _OPTION_ROWS[self._option]
-                draft = self._algorithm().prepare(window=window, depth=depth)
+                window, depth, source = _OPTION_ROWS[self._option]
+                draft = self._algorithm().prepare(window=window, depth=depth, source=source)
             mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
         return RowBlock(self.slot, draft.tokens, draft.positions, draft.logit_rows, mask=mask)
@@ -292,6 +316,7 @@ class SequenceState:
         argmax = list(greedy) if greedy is not None else argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
         algo = self._algorithm()
+        candidates = self.algo.candidates() if self.drafter is None and self.algo is not None else []
         with traced(ALGORITHM_LABEL):
             verification = algo.verify(draft.expand_argmax(argmax), targets)
         rows_logits = None
@@ -311,7 +336,28 @@ class SequenceState:
                 option = self._option
                 self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
                                            planned=self.policy == "auto")
+                if self.policy == "auto":
+                    self._observe_unrun(context, option, candidates, chunk.tokens)
         return chunk, list(verification.kept_rows[:count])
+
+    def _observe_unrun(self, context: str, ran: str, candidates: Sequence[tuple[tuple[int, ...], str]],
+                       emitted: Sequence[int]) -> None:
+        """What the options without the window that did not run would have accepted this step: the emitted
+        tokens are the model's own continuation, so a candidate accepts its longest prefix matching them
+        (exact below their count, at least that count otherwise). Each option's estimate so learns from
+        every step that drafts, not only from its own (not counted as planned)."""
+        policy = self.engine.policy
+        matched: dict[str, int] = {}
+        for cand, source in candidates:
+            n = _common_prefix(cand, emitted)
+            matched[source] = max(matched.get(source, 0), n)
+        if not matched:
+            return
+        best = max(matched.values())
+        would = {**matched, "first": min(1, best), "candidates": best}
+        for option, accepted in would.items():
+            if option != ran:
+                policy.observe(self._acceptance[(context, option)], drafted=True, accepted=accepted, planned=False)
 
     # ------------------------------------------------------------------ internals
     def _algorithm(self) -> LookaheadAlgorithm | HistoryDrafter:
@@ -697,6 +743,9 @@ class Batch:
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
                 decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1)
+                if decision == "drafted":
+                    options = policy.counters.options
+                    options[state.option] = options.get(state.option, 0) + 1
                 report.auto_drafted += decision == "drafted"
                 report.auto_skipped += decision == "skipped"
                 report.auto_empty += decision == "empty"
@@ -808,6 +857,20 @@ def _prior_key(context: str, option: str, greedy: bool, spec: LookaheadSpec, eng
     """
     kind = "" if greedy else "sampled-"
     return f"{kind}{context}/{option}" + ("" if spec == engine_spec else f"@{spec}")
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading items ``a`` and ``b`` share.
+
+    >>> _common_prefix((4, 5, 6), [4, 5, 9, 1]), _common_prefix((7,), [4])
+    (2, 0)
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class _RepeatIndex:

@@ -1,0 +1,174 @@
+"""The ``auto`` policy over every drafter: one source's chain (SA's longest suffix, prompt lookup, the n-gram
+pool), the first tokens, the candidates, the window. Whatever the plan picks, each step is lossless: here the
+plan is replaced by random picks (every option, per sequence, per step) and the tokens must equal plain
+decoding, fp32 and bf16, alone and batched, greedy and seeded sampling. Then the plan itself: options that
+do not nest, options without a draft this step, and options that learn from steps they did not run.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models import tiny_engine, tiny_model, tiny_tokenizer
+from test_engine_batching import request, run, tokens
+from trtlade.lookahead.algorithm import LookaheadAlgorithm
+from trtlade.reference.adaptive import AutoPolicy, CostTable
+from trtlade.reference.batching import DRAFT_OPTIONS, SOURCE_OPTIONS
+
+MAX_TOKENS = 28
+TEXTS = ["The cat sat on the mat. The cat sat on the mat. The dog sat on the",
+         "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21",
+         "def is_prime(n):\n    if n < 2:\n        return False\n    for i in range(2, n):\n        if",
+         "Once upon a time there was a little robot who liked to paint pictures of the sea"]
+
+
+@lru_cache(maxsize=None)
+def prompts() -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(tiny_tokenizer().encode(t)) for t in TEXTS)
+
+
+@lru_cache(maxsize=None)
+def engine(dtype: torch.dtype):
+    tok = tiny_tokenizer()
+    return tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4,
+                       model=tiny_model("llama", len(tok), dtype=dtype))
+
+
+def random_plans(eng, seed: int):
+    """Replace the engine's plan by random picks among the options (the golden row too); return the undo."""
+    rng = random.Random(seed)
+    original = eng.policy.plan
+
+    def plan(fixed, candidates):  # like the real plan, never an option without a draft row now
+        return [rng.choice([-1, *(k for k, option in enumerate(options) if option[1] > 0)]) for options in candidates]
+
+    eng.policy.plan = plan
+    return lambda: setattr(eng.policy, "plan", original)
+
+
+def plain(eng, req) -> tuple[int, ...]:
+    return tuple(eng.generate(list(req.prompt_ids), req.max_tokens, lookahead=(1, 1, 0), seed=req.seed,
+                              ignore_eos=True, temperature=req.temperature, top_p=req.top_p).tokens)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("slots", [1, 4])
+def test_every_option_auto_may_pick_is_lossless(dtype, slots):
+    eng = engine(dtype)
+    reqs = [request(p, None) for p in prompts()]
+    reqs += [request(p, None, temperature=0.3, top_p=0.9, seed=40 + i) for i, p in enumerate(prompts()[:2])]
+    before = dict(eng.policy.counters.options)
+    undo = random_plans(eng, seed=slots)
+    try:
+        out = run(eng.new_batch(max_batch_size=slots), {0: reqs[:3], 3: reqs[3:]})
+    finally:
+        undo()
+    for i, req in enumerate(reqs):
+        assert tokens(out[i]) == plain(eng, req), f"request {i}"
+    ran = {k: v - before.get(k, 0) for k, v in eng.policy.counters.options.items()}
+    # every option drafted here (SA's suffix rarely differs from prompt lookup's on short texts: see below)
+    assert {option for option, n in ran.items() if n} >= set(DRAFT_OPTIONS) - {"suffix"}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), text=st.sampled_from(range(len(TEXTS))), temperature=st.sampled_from([0.0, 0.4]))
+def test_random_plans_never_change_a_token(seed, text, temperature):
+    eng = engine(torch.float32)
+    req = request(prompts()[text], None, temperature=temperature, seed=seed if temperature else None)
+    undo = random_plans(eng, seed)
+    try:
+        out = run(eng.new_batch(max_batch_size=2), {0: [req, request(prompts()[(text + 1) % len(TEXTS)], None)]})
+    finally:
+        undo()
+    assert tokens(out[0]) == plain(eng, req)
+
+
+def test_a_source_option_verifies_that_source_s_candidates_only():
+    """``5 6 7`` came before ``8 8 8`` first and ``9 9 9`` last; the pool keeps 7's latest two n-grams."""
+    algo = LookaheadAlgorithm((2, 4, 2), seed=0, prompt_lookup=3, suffix_lookup=3)
+    algo.setup([1, 5, 6, 7, 8, 8, 8, 2, 5, 6, 7, 9, 9, 9, 4, 7, 3, 3, 3, 7, 4, 4, 4, 3, 5, 6], golden=7)
+    found = algo.sources()
+    assert found == {"pool": 6, "prompt_lookup": 3, "suffix": 3}
+    assert algo.prepare(window=False, source="suffix").tokens == [7, 8, 8, 8]  # SA's: the earliest
+    assert algo.prepare(window=False, source="prompt_lookup").tokens == [7, 9, 9, 9]  # the latest
+    whole = algo.prepare(window=False)
+    for source, drafts in found.items():
+        batch = algo.prepare(window=False, source=source)
+        assert set(batch.row_sources[1:]) == {source} and batch.num_rows <= 1 + drafts
+        assert batch.source == source and not batch.with_window
+    assert whole.num_rows >= max(algo.prepare(window=False, source=s).num_rows for s in found)
+
+
+def test_the_plan_prices_one_drafter_s_chain_against_the_candidates():
+    """Options that do not nest: a 3-row chain accepting 1.2 beats 10 candidate rows accepting 1.4 on dear
+    rows, while the candidates (which hold the chain) are expected to accept at least what the chain does;
+    an option without a draft now (0 rows) is never picked, whatever it expects."""
+    dear = CostTable()
+    for rows, ms in [(1, 20), (2, 22), (4, 26), (8, 34), (16, 50)]:
+        dear.add(rows, ms / 1000)
+    policy = AutoPolicy(dear, explore=0.0)
+
+    def seq(mean):
+        s = policy.new_sequence("x")
+        s.total, s.weight = mean * 16, 16.0
+        return s
+
+    chain, empty, cands = seq(1.2), seq(3.0), seq(0.1)
+    options = [(chain, 3, ()), (empty, 0, ()), (cands, 10, (0, 1))]
+    assert policy.plan([], [options]) == [0]
+    floor = policy._nested_gains(options)[2][0]
+    assert floor == pytest.approx(policy.expected(chain))  # holds the chain (the empty one has no rows now)
+    assert policy.plan([], [[(empty, 0, ())]]) == [-1]
+
+
+def test_every_drafted_step_teaches_the_options_that_did_not_run():
+    """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
+    eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
+    eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
+    batch = eng.new_batch(max_batch_size=1)
+    run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})
+    learned = {key.split("/", 1)[1] for key, prior in eng.policy._priors.items() if "/" in key and prior[1] != 1.0}
+    assert {"candidates", "first"} <= learned and learned & set(SOURCE_OPTIONS)
+    assert eng.policy.counters.options == {"full": eng.policy.counters.drafted}
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.lists(st.integers(0, 5), min_size=0, max_size=60), split=st.integers(0, 60), k=st.integers(0, 5))
+def test_the_prompt_index_proposes_what_a_scan_proposes(text, split, k):
+    from trtlade.lookahead.prompt_lookup import PromptIndex, propose
+
+    index = PromptIndex(text[:split])
+    for token in text[split:]:
+        assert index.propose(k) == propose(index.tokens, k)
+        index.extend([token])
+    assert index.propose(k) == propose(text, k)
+
+
+def test_a_marginal_draft_waits_while_the_step_times_are_noisy():
+    """4 rows cost 1.1x a row and the chain expects 0.25 accepted drafts: +14% tokens per second on paper.
+    Steady 1-row steps: it drafts; steps that swing with other jobs on the host (a 20% margin): it does not,
+    while a chain that expects 1.0 accepted drafts (+82%) still drafts."""
+    def policy(one_row_ms):
+        table = CostTable()
+        for ms in one_row_ms:
+            table.add(1, ms / 1000)
+        table.add(4, 1.1 * table.seconds(1))
+        return AutoPolicy(table, explore=0.0)
+
+    def chain(p, mean):
+        s = p.new_sequence("x")
+        s.total, s.weight = mean * 64, 64.0
+        return [(s, 3, ())]
+
+    quiet, busy = policy([20, 20.1, 19.9, 20, 20.2, 20, 19.8, 20]), policy([20, 45, 22, 60, 21, 38, 19, 52])
+    assert quiet.noise() < 0.01 and busy.noise() == pytest.approx(0.2)
+    assert quiet.cost.ratio(4) == pytest.approx(1.1) and busy.cost.ratio(4) == pytest.approx(1.1)
+    assert quiet.plan([], [chain(quiet, 0.26)]) == [0]
+    assert busy.plan([], [chain(busy, 0.26)]) == [-1]
+    assert busy.plan([], [chain(busy, 1.0)]) == [0]
