@@ -34,7 +34,9 @@ KEYS = f"alice {ALICE} admin\nbob {BOB}\ncarol {CAROL}\n"
     (CacheScope("salt", "alice"), CacheScope("salt", "alice"), False),             # no salt: nothing shared
     (CacheScope("identity", "alice", "s"), CacheScope("identity", "alice"), False),  # a salt splits a scope
     (CacheScope("global"), CacheScope("global"), True),
-    (CacheScope("global", "x", "s"), CacheScope("global", "y", "s"), True),        # vLLM's: the salt alone
+    (CacheScope("global", None, "s"), CacheScope("global", None, "s"), True),      # no keys: vLLM's, the salt alone
+    (CacheScope("global", "x", "s"), CacheScope("global", "y", "s"), False),       # keys: a copied salt never crosses
+    (CacheScope("global", "x", "s"), CacheScope("global", "x", "s"), True),
     (CacheScope("global"), CacheScope("identity", "alice"), False),
     (None, CacheScope("global"), True),                                            # None is the global namespace
 ])

@@ -333,6 +333,14 @@ class ServeSection(_Section):
         "one_model", description="Reference engine: how NGram requests draft. one_model: TensorRT-LLM's current "
         "drafter (every request's history in a slot, searched on the GPU); host_pool: the host-side pattern pool of "
         "the 1.0-1.2 releases and early 1.3.0 release candidates (drafts not padded, a budget of max_tokens).")
+    max_global_pool_size: int = Field(
+        256, ge=1, description="Reference engine: the most slots an SA request's global pool may ask for "
+        "(`speculation.global_pool_size`; more is a 400 naming it). The pool never grows past it, so a request "
+        "cannot make finished requests stay in memory for the server's life.")
+    draft_retained_tokens: int = Field(
+        262144, ge=0, description="Reference engine: the most tokens of finished SA requests the global pools "
+        "retain (searchable by later requests of the same namespace), every namespace together; the oldest "
+        "are dropped first. About 400 bytes per token: the default holds about 100 MiB. 0 = none retained.")
 
     @field_validator("prefill_stall")
     @classmethod

@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
 
 import torch
 
@@ -59,7 +59,8 @@ from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepCh
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
-from trtlade.drafting.algorithm import DraftPools, HistoryDrafter
+from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE, DraftPools,
+                                       HistoryDrafter)
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
@@ -101,6 +102,9 @@ class DraftSettings:
     full_guess_set: bool = False
     seed: int = 0
     ngram_implementation: str = "one_model"
+    #: the server's bounds on the SA global pools (``serve.draft_retained_tokens``, ``serve.max_global_pool_size``)
+    draft_retained_tokens: int = DEFAULT_RETAINED_TOKENS
+    max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE
 
 
 class BatchEngine(Protocol):
@@ -174,12 +178,20 @@ class SequenceState:
         self._prepared: Optional[DraftBatch] = None  # an NGram / SA step's rows, prepared for this step
 
     def start_drafting(self, pools: DraftPools) -> None:
-        """An NGram / SA request, admitted: its history enters its batch's pool (upstream seeds it when the
-        request's first context chunk is scheduled; other requests' public search sees it from then on)."""
+        """An NGram / SA request, admitted: its history enters its namespace's pool in the batch (upstream seeds
+        it when the request's first context chunk is scheduled; other requests' public search sees it from then
+        on, those of its namespace only)."""
         if self.request.speculation is not None and self.drafter is None:
             self.drafter = pools.drafter(
                 self.request.speculation, self.seq_id, self.prompt + self.tokens,
-                eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens)
+                eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
+                namespace=self.draft_space)
+
+    @property
+    def draft_space(self) -> Hashable:
+        """The drafters' pools this request drafts from: its prefix-cache namespace (none given: the global one,
+        upstream's shared pools), or its own when its scope shares nothing."""
+        return GLOBAL_SPACE if self.scope is None else self.scope.draft_space(self.seq_id)
 
     @property
     def scored(self) -> bool:
@@ -424,7 +436,9 @@ class Batch:
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
         #: the NGram / SA histories of this batch's requests (a public / global pool searches them)
-        self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation)
+        self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation,
+                                retained_tokens=settings.draft_retained_tokens,
+                                max_global_pool_size=settings.max_global_pool_size)
         #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
         self.pacer = (PrefillPacer(limits.prefill_chunk, limits.prefill_stall, decode_cost=self._decode_cost)
                       if limits.prefill_chunk else None)

@@ -112,6 +112,7 @@ class ReferenceServingEngine:
             max_draft_len=int(getattr(engine, "max_draft_len", 0)),
             max_batch_size=int(max_batch_size),
             default_speculation=speculation,
+            max_global_pool_size=getattr(engine, "max_global_pool_size", None),
         )
         self.policy = LookaheadPolicy(schedule, default=self.info.policy)
         self.tokenizer = PromptTokenizer(engine.tokenizer)

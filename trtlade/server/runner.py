@@ -81,7 +81,8 @@ def _load_reference(plan: ServePlan) -> Any:
         spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
         threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
         prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec),
-        max_draft_len=cfg.max_draft_len, ngram_implementation=cfg.serve.ngram_implementation)
+        max_draft_len=cfg.max_draft_len, ngram_implementation=cfg.serve.ngram_implementation,
+        max_global_pool_size=cfg.serve.max_global_pool_size, draft_retained_tokens=cfg.serve.draft_retained_tokens)
     if cfg.serve.prefix_cache_mb:
         engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
     return ReferenceServingEngine(
