@@ -141,6 +141,8 @@ class SequenceState:
         self.prompt = list(request.prompt_ids)
         #: whose cached prompt blocks it may reuse and share (None: the global namespace)
         self.scope = request.cache_scope
+        #: the API key's name (None: no keys): admission's fair share is per identity
+        self.identity = request.cache_scope.identity if request.cache_scope is not None else None
         self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt), speculation=request.speculation)
         self.output = OutputText(
             engine.tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
@@ -528,14 +530,17 @@ class Batch:
         pending = sum(len(s.prompt) - s.prefilled for s in self._prefilling)
         runner = self.engine.runner
         while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
-            state = self._waiting[0].state
+            turn = self._next_turn()
+            if turn is None:
+                break  # every waiting identity holds its share of the slots
+            state = self._waiting[turn].state
             computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt, state.scope))
             if budget is not None and pending and pending + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.decoding_tokens + 1
                 state.slot = runner.allocate(reserve)
-            self._waiting.pop(0)
+            self._waiting.pop(turn)
             state.start_drafting(self.pools)
             if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
                 state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt, scope=state.scope)
@@ -543,6 +548,26 @@ class Batch:
             report.prefills += 1
             pending += computed
             self._prefilling.append(state)
+
+    def _next_turn(self) -> Optional[int]:
+        """Which waiting sequence takes the next free slot: that of the identity holding the fewest slots (fair
+        share: one identity's burst cannot keep another's request waiting behind it), first come first served
+        among equals and without identities; None when every waiting identity holds
+        ``max_running_per_identity`` slots already."""
+        held: dict[Optional[str], int] = {}
+        for state in self._running + self._prefilling:
+            held[state.identity] = held.get(state.identity, 0) + 1
+        cap = self.limits.max_running_per_identity
+        best: Optional[tuple[int, int]] = None
+        for index, item in enumerate(self._waiting):
+            count = held.get(item.state.identity, 0)
+            if cap is not None and count >= cap:
+                continue
+            if best is None or count < best[0]:
+                best = (count, index)
+                if count == 0:
+                    break
+        return None if best is None else best[1]
 
     def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
         """Prefill every prefilling sequence to its end and emit each first token when its forward ends:

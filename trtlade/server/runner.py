@@ -86,7 +86,9 @@ def _load_reference(plan: ServePlan) -> Any:
     if cfg.serve.prefix_cache_mb:
         engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
     return ReferenceServingEngine(
-        engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
+        engine, max_queue=cfg.serve.max_queue, identities=len(plan.keys.names) if plan.keys is not None else 1,
+        max_queue_per_identity=cfg.serve.max_queue_per_identity,
+        max_running_per_identity=cfg.serve.max_running_per_identity, max_batch_size=cfg.build.max_batch_size,
         max_num_tokens=cfg.build.max_num_tokens, prefill_chunk=cfg.serve.prefill_chunk_tokens or None,
         prefill_stall=cfg.serve.prefill_stall or None,
         served_name=cfg.model.served_name,
