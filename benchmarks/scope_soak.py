@@ -200,7 +200,7 @@ async def soak(url: str, pid: int, keys: dict[str, str], args: argparse.Namespac
         samples = []
         while not all(t.done() for t in tasks):
             await asyncio.sleep(args.every)
-            metrics = (await http.get(url + "/metrics")).text
+            metrics = (await http.get(url + "/metrics", headers=auth)).text
             samples.append((time.monotonic() - start, rss_mb(pid), scope_bytes(metrics)))
             t, rss, by = samples[-1]
             print(f"{t:7.0f} s  RSS {rss:7.1f} MiB  cache by scope (MiB) "

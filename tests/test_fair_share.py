@@ -63,3 +63,52 @@ def test_a_free_slot_goes_to_the_waiting_identity_holding_the_fewest():
     ids = [flat.add(request([5, 6, 7, 8], max_tokens=30)) for _ in range(3)]
     flat.step()
     assert sorted(s.seq_id for s in flat._running + flat._prefilling) == ids[:2]
+
+
+# ------------------------------------------------------------------------------------ metadata behind the key
+def test_metrics_and_version_need_a_key_and_the_live_counters_an_admin_key():
+    from fake_engine import client_for
+    from test_drafter_scopes import BOB_KEY, server
+
+    app = server("identity")  # two keys, neither marked admin
+
+    async def go():
+        async with client_for(app) as c:
+            bob = {"Authorization": f"Bearer {BOB_KEY}"}
+            await c.post("/v1/completions", headers=bob, json={"prompt": "hello", "max_tokens": 2})
+            return ((await c.get("/metrics")).status_code, (await c.get("/metrics", headers=bob)).status_code,
+                    (await c.get("/version")).status_code, (await c.get("/version", headers=bob)).json())
+
+    metrics, metrics_key, version, seen = asyncio.run(go())
+    assert metrics == 401 and version == 401 and metrics_key == 200  # paired: with a key they answer
+    assert seen["live"] is None and seen["engine"] is not None  # no tenant times another's request from them
+
+
+def test_an_opt_in_opens_metrics_and_the_access_log_names_the_identity_never_the_key_or_the_query(caplog):
+    import logging
+
+    from fake_engine import client_for
+    from test_drafter_scopes import engine as tiny
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import ServerSettings, create_app
+    from trtlade.server.identity import KeyRing
+
+    admin, plain = "admin-key-0123456789abcdef", "plain-key-0123456789abcdef"
+    ring = KeyRing.parse(f"ops {admin} admin\nteam {plain}\n", "keys.txt")
+    settings = ServerSettings(keys=ring, prefix_cache_scope="identity", metrics_without_key=True)
+    app = create_app(lambda: ReferenceServingEngine(tiny(), max_batch_size=2), settings)
+
+    async def go():
+        async with client_for(app) as c:
+            await c.post("/v1/completions?token=s3cret-query", headers={"Authorization": f"Bearer {plain}"},
+                         json={"prompt": "hello", "max_tokens": 2})
+            return ((await c.get("/metrics")).status_code,
+                    (await c.get("/version", headers={"Authorization": f"Bearer {admin}"})).json()["live"],
+                    (await c.get("/version", headers={"Authorization": f"Bearer {plain}"})).json()["live"])
+
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        metrics, live_admin, live_plain = asyncio.run(go())
+    assert metrics == 200 and live_admin is not None and live_plain is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
+    line = next(x for x in lines if "/v1/completions" in x)
+    assert "identity=team" in line and plain not in " ".join(lines) and "s3cret-query" not in " ".join(lines)

@@ -142,7 +142,7 @@ def run_pair(app, first: tuple[str, dict], second: tuple[str, dict], **body):
                                        **body, **extra})
                 assert r.status_code == 200, r.text
                 out.append(r.json())
-            return out, (await c.get("/metrics")).text
+            return out, (await c.get("/metrics", headers={"Authorization": f"Bearer {BOB}"})).text
 
     replies, metrics = asyncio.run(go())
     return [((r["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0), r["choices"][0]["text"])
@@ -193,7 +193,7 @@ def test_a_wrong_key_is_a_401_that_names_no_key_and_admin_routes_need_an_admin_k
     assert _call(app, "POST", "/admin/prefix-cache/clear", ALICE).status_code == 200
     one = app_for("identity", keys=f"solo {ALICE}\n")  # one key: it may clear
     assert _call(one, "POST", "/admin/prefix-cache/clear", ALICE).status_code == 200
-    version = _call(app, "GET", "/version").json()
+    version = _call(app, "GET", "/version", BOB).json()
     assert version["prefix_cache_scope"] == "identity" and version["identities"] == 3
     assert "alice" not in str(version)
 

@@ -333,6 +333,10 @@ class ServeSection(_Section):
         "one_model", description="Reference engine: how NGram requests draft. one_model: TensorRT-LLM's current "
         "drafter (every request's history in a slot, searched on the GPU); host_pool: the host-side pattern pool of "
         "the 1.0-1.2 releases and early 1.3.0 release candidates (drafts not padded, a budget of max_tokens).")
+    metrics_without_key: bool = Field(
+        False, description="With API keys, GET /metrics needs a key like every other route but /health; true opens "
+        "it to a scraper that cannot send one (the per-route and per-scope counters then tell anyone who can reach "
+        "the port when other clients' requests ran).")
     max_queue_per_identity: Optional[int] = Field(
         None, ge=1, description="Reference engine, with two or more API keys: the most sequences one identity may "
         "have waiting beyond its running ones (an `n: 8` request is 8); more get 429 naming its share, while the "
