@@ -263,3 +263,24 @@ def test_serve_refuses_a_bad_keys_file_naming_its_line(tmp_path):
     assert ALICE not in result.output
     bad = CliRunner().invoke(app, ["serve", "--prefix-cache-scope", "tenant"])
     assert bad.exit_code == 2 and "identity, salt, global" in bad.output
+
+
+# ------------------------------------------------------------------------------------ key hygiene
+@pytest.mark.parametrize("text, where", [
+    (f"keys:\n  - {{name: alice, key: {ALICE}}}\n  - {{name: bob, key: {BOB}\n", "keys.yml:4"),   # unclosed flow
+    (f"keys:\n  - name: alice\n    key: {ALICE}\n   bad: {BOB}\n", "keys.yml:4"),
+    (f"keys:\n  - {{name: alice, {ALICE}: x}}\n", "keys.yml: keys[0]"),                           # a key as a field
+])
+def test_a_bad_yaml_keys_file_names_its_line_and_no_key(text, where):
+    with pytest.raises(KeysFileError) as err:
+        KeyRing.parse(text, "keys.yml", yaml_format=True)
+    shown = f"{err.value}\n{err.value.hint}\n{err.value.where}"
+    assert ALICE not in shown and BOB not in shown and err.value.where == where, shown
+
+
+def test_a_hash_inside_a_key_is_the_keys_and_a_swapped_line_shows_no_key():
+    ring = KeyRing.parse(f"alice ab#{ALICE} admin   # on call\n# bob is away\n", "keys.txt")
+    assert ring.authenticate(f"ab#{ALICE}").name == "alice" and ring.authenticate("ab") is None
+    with pytest.raises(KeysFileError) as err:  # NAME and KEY swapped: the key would be shown as a name
+        KeyRing.parse(f"{ALICE} alice\n", "keys.txt")
+    assert ALICE not in str(err.value) and err.value.where == "keys.txt:1"

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
-from trtlade.server.identity import KeyRing, KeysFileError, keys_file_path
+from trtlade.server.identity import KeyRing, KeysFileError, check_key_length, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
@@ -272,6 +272,8 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
 def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRing], list[str]]:
     """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line)."""
     try:
+        if api_key:
+            check_key_length(api_key, "--api-key ($TRTLADE_API_KEY, serve.api_key_env)")  # the keys file's minimum
         if path is None:
             return (KeyRing.single(api_key) if api_key else None), []
         ring, warnings = KeyRing.load(path)

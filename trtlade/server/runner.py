@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import TrtladeError, redacted_argv
 from trtlade.server.plan import ServePlan
 
 __all__ = ["engine_factory", "serve_app", "run_plan", "check_listen", "ServeError"]
@@ -114,7 +114,8 @@ def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
         max_queue=cfg.serve.max_queue, kv_cache_free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
         kv_cache_enable_block_reuse=cfg.serve.kv_cache_enable_block_reuse,
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
-        build=cfg.build if plan.config_file else None, source=plan.config_file, argv=tuple(argv))
+        build=cfg.build if plan.config_file else None, source=plan.config_file,
+        argv=tuple(redacted_argv(argv)))  # a start error's hint prints it: never the key
 
 
 def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optional[Callable[[], Any]]:
