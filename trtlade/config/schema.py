@@ -345,7 +345,8 @@ class ServeSection(_Section):
     max_running_per_identity: Optional[int] = Field(
         None, ge=1, description="Reference engine, with two or more API keys: the most batch slots one identity's "
         "sequences may hold at once; a free slot goes to the waiting identity holding the fewest. Default: "
-        "build.max_batch_size - 1 (at least 1), so that another identity's request finds a slot at once.")
+        "build.max_batch_size less one slot for each other identity (at most half the batch kept for them; at "
+        "least 1), so that another identity's request finds a slot at once.")
     max_global_pool_size: int = Field(
         256, ge=1, description="Reference engine: the most slots an SA request's global pool may ask for "
         "(`speculation.global_pool_size`; more is a 400 naming it). The pool never grows past it, so a request "

@@ -64,7 +64,8 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
 @dataclass(frozen=True)
 class FairShare:
     """What one identity may hold when several share a server: ``queued`` sequences waiting (its share of
-    ``serve.max_queue``) and ``running`` slots of the batch (``max_batch_size`` less one kept for the others)."""
+    ``serve.max_queue``) and ``running`` slots of the batch (``max_batch_size`` less one slot kept for each
+    other identity, at most half the batch kept)."""
 
     identities: int
     queued: int
@@ -83,18 +84,21 @@ class FairShare:
 def fair_share(identities: int, max_queue: int, max_batch_size: int, queued: Optional[int] = None,
                running: Optional[int] = None) -> Optional[FairShare]:
     """The per-identity share (None with one identity or none: first come first served, as before).
-    Defaults: an equal share of the queue, and every batch slot but one, so that another identity's request
-    always finds a free slot at once.
+    Defaults: an equal share of the queue, and every batch slot but one for each other identity (at most half
+    the batch kept for them), so that another identity's request finds a free slot at once.
 
     >>> fair_share(4, 64, 8)
-    FairShare(identities=4, queued=16, running=7)
+    FairShare(identities=4, queued=16, running=5)
+    >>> fair_share(2, 64, 8).running, fair_share(20, 64, 8).running
+    (7, 4)
     >>> fair_share(1, 64, 8) is None
     True
     """
     if identities <= 1:
         return None
     return FairShare(identities, queued if queued is not None else max(1, max_queue // identities),
-                     running if running is not None else max(1, max_batch_size - 1))
+                     running if running is not None else max(1, max_batch_size - min(identities - 1,
+                                                                                        max_batch_size // 2)))
 
 
 @dataclass
