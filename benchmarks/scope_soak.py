@@ -132,12 +132,13 @@ def cycle_of(model: str, who: str) -> list[tuple[str, dict, str]]:
                 "max_tokens": 24}, "canary"),
         ("/v1/completions", {"prompt": "", "max_tokens": 8}, "probe"),  # filled in at send time
     ]
-    items += [(chat, {"messages": [{"role": "user", "content": f"List the numbers one to ten, {name}."}],
-                      "max_tokens": 24, "speculation": spec}, "plain") for name, spec in DRAFTERS.items()]
-    items += [("/v1/completions", {"prompt": "", "max_tokens": 48, "speculation": DRAFTERS[name]}, "secret")
-              for name in ("ngram-private", "sa-global")]
-    items += [("/v1/completions", {"prompt": PROBE, "max_tokens": 24, "speculation": DRAFTERS[name]},
-               f"draft-probe {name}") for name in ("ngram-public", "sa-global")]
+    drafting = [(chat, {"messages": [{"role": "user", "content": f"List the numbers one to ten, {name}."}],
+                        "max_tokens": 24, "speculation": spec}, "plain") for name, spec in DRAFTERS.items()]
+    drafting[1:1] = [("/v1/completions", {"prompt": "", "max_tokens": 48, "speculation": DRAFTERS[name]}, "secret")
+                     for name in ("ngram-private", "sa-global")]
+    drafting[4:4] = [("/v1/completions", {"prompt": PROBE, "max_tokens": 24, "speculation": DRAFTERS[name]},
+                      f"draft-probe {name}") for name in ("ngram-public", "sa-global")]
+    items[2:2] = drafting  # early in the cycle: a short run sees them too
     return [(path, {"model": model, **body}, kind) for path, body, kind in items]
 
 
