@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 from functools import lru_cache
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import pytest
 
 from fake_engine import client_for
@@ -253,3 +256,44 @@ def test_every_server_bound_is_a_400_naming_the_field_and_its_range(extra, param
     key = next(iter(extra))
     ok, body = _status(app, {"prompt": "hello", "max_tokens": 2, "temperature": 0.5, key: within[key]})
     assert ok == 200, body
+
+
+# ------------------------------------------------------------------------------------ the property
+def _within(draft: list[int], texts: list[list[int]]) -> bool:
+    """Whether ``draft`` follows somewhere in one of ``texts`` (where a draft of that namespace can come from)."""
+    n = len(draft)
+    return any(text[i:i + n] == draft for text in texts for i in range(1, len(text) - n + 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["ngram-public", "sa-global", "host-pool"]),
+       st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(0, 3), min_size=2, max_size=10), st.booleans()),
+                min_size=1, max_size=12))
+def test_every_draft_comes_from_its_own_namespace_and_own_drafts_do_occur(kind, ops):
+    """Requests of three namespaces arrive and finish in any order over a shared alphabet: every draft a request
+    gets follows in a text of its own namespace (live, retained or harvested), and a request that repeats a live
+    one of its namespace does draft."""
+    from trtlade.drafting.algorithm import DraftPools
+
+    config = DraftConfig.parse({"ngram-public": NGRAM_PUBLIC, "sa-global": SA_GLOBAL, "host-pool": NGRAM_PUBLIC}[kind],
+                               max_batch_size=2)
+    pools = DraftPools(max_batch_size=2, ngram_implementation="host_pool" if kind == "host-pool" else "one_model")
+    seen: dict[int, list[list[int]]] = {0: [], 1: [], 2: []}  # every text each namespace ever held
+    live = []
+    for number, (space, prompt_ids, finish) in enumerate(ops):
+        drafter = pools.drafter(config, number, prompt_ids, namespace=("identity", str(space)), max_sequence_length=99)
+        drafter.observe([prompt_ids[0]])
+        seen[space].append(prompt_ids + [prompt_ids[0]])
+        draft = drafter._draft(4)
+        assert _within(draft, seen[space]), (kind, space, draft)
+        live.append((drafter, space))
+        if finish:
+            drafter, _ = live.pop(0)
+            drafter.release()
+    drafter, space = live[-1] if live else (None, 0)
+    if drafter is None:
+        return
+    text = seen[space][-1]
+    again = pools.drafter(config, "again", text[:-1], namespace=("identity", str(space)), max_sequence_length=99)
+    again.observe([text[-1]])
+    assert again._draft(4) != [], (kind, text)  # paired: its own live text drafts
