@@ -124,8 +124,9 @@ async def run(url: str, keys: dict[str, str], args: argparse.Namespace) -> dict[
                 stop.set()
                 await asyncio.gather(*flood)
                 times[phase] += got
-                print(f"round {rnd + 1} {phase:5s}: TTFT median {statistics.median(got) * 1000:7.1f} ms, "
-                      f"max {max(got) * 1000:7.1f} ms over {len(got)}", flush=True)
+                print(f"round {rnd + 1} {phase:5s}: " + (f"TTFT median {statistics.median(got) * 1000:7.1f} ms, "
+                      f"max {max(got) * 1000:7.1f} ms over {len(got)}" if got else "no victim request answered")
+                      + f" of {len(VICTIMS) * args.requests}", flush=True)
     for phase in ("idle", "flood"):
         print(f"{phase} outcomes: {dict(sorted(outcomes[phase].items()))}")
     return times
@@ -167,6 +168,9 @@ def main() -> None:
     with launched_server(config_file, log_path=log, headers={"Authorization": f"Bearer {keys['alice']}"}) as url:
         times = asyncio.run(run(url, keys, args))
     idle, flood = times["idle"], times["flood"]
+    if not idle or not flood:
+        print("no TTFT to compare: a phase had no victim request answered (see the outcomes)")
+        return
     for name, got in (("idle", idle), ("flood", flood)):
         print(f"{name:5s}: TTFT median {statistics.median(got) * 1000:.1f} ms, "
               f"p99 {percentile(got, 0.99) * 1000:.1f} ms, range {min(got) * 1000:.1f}-{max(got) * 1000:.1f} ms "
