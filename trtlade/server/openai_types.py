@@ -114,7 +114,7 @@ class _GenerationFields(_Strict):
     min_tokens: Optional[int] = Field(0, ge=0, description="No stop (EOS, stop strings, stop ids) before this many "
                                       "tokens.")
     stop_token_ids: Optional[list[int]] = Field(None, description="Token ids that end the generation, like stop "
-                                                "strings.")
+                                                "strings: at most 64, each a token id of the model (0 <= id < vocab).")
     top_k: Optional[int] = Field(None, ge=-1, description="vLLM's: sample among the k most likely tokens (0 or -1: "
                                  "off).")
     min_p: Optional[float] = Field(None, **sampling_bounds("min_p"), description="vLLM's: drop tokens below min_p "
