@@ -34,7 +34,9 @@ KEYS = f"alice {ALICE} admin\nbob {BOB}\ncarol {CAROL}\n"
     (CacheScope("salt", "alice"), CacheScope("salt", "alice"), False),             # no salt: nothing shared
     (CacheScope("identity", "alice", "s"), CacheScope("identity", "alice"), False),  # a salt splits a scope
     (CacheScope("global"), CacheScope("global"), True),
-    (CacheScope("global", "x", "s"), CacheScope("global", "y", "s"), True),        # vLLM's: the salt alone
+    (CacheScope("global", None, "s"), CacheScope("global", None, "s"), True),      # no keys: vLLM's, the salt alone
+    (CacheScope("global", "x", "s"), CacheScope("global", "y", "s"), False),       # keys: a copied salt never crosses
+    (CacheScope("global", "x", "s"), CacheScope("global", "x", "s"), True),
     (CacheScope("global"), CacheScope("identity", "alice"), False),
     (None, CacheScope("global"), True),                                            # None is the global namespace
 ])
@@ -140,7 +142,7 @@ def run_pair(app, first: tuple[str, dict], second: tuple[str, dict], **body):
                                        **body, **extra})
                 assert r.status_code == 200, r.text
                 out.append(r.json())
-            return out, (await c.get("/metrics")).text
+            return out, (await c.get("/metrics", headers={"Authorization": f"Bearer {BOB}"})).text
 
     replies, metrics = asyncio.run(go())
     return [((r["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0), r["choices"][0]["text"])
@@ -191,7 +193,7 @@ def test_a_wrong_key_is_a_401_that_names_no_key_and_admin_routes_need_an_admin_k
     assert _call(app, "POST", "/admin/prefix-cache/clear", ALICE).status_code == 200
     one = app_for("identity", keys=f"solo {ALICE}\n")  # one key: it may clear
     assert _call(one, "POST", "/admin/prefix-cache/clear", ALICE).status_code == 200
-    version = _call(app, "GET", "/version").json()
+    version = _call(app, "GET", "/version", BOB).json()
     assert version["prefix_cache_scope"] == "identity" and version["identities"] == 3
     assert "alice" not in str(version)
 
@@ -261,3 +263,24 @@ def test_serve_refuses_a_bad_keys_file_naming_its_line(tmp_path):
     assert ALICE not in result.output
     bad = CliRunner().invoke(app, ["serve", "--prefix-cache-scope", "tenant"])
     assert bad.exit_code == 2 and "identity, salt, global" in bad.output
+
+
+# ------------------------------------------------------------------------------------ key hygiene
+@pytest.mark.parametrize("text, where", [
+    (f"keys:\n  - {{name: alice, key: {ALICE}}}\n  - {{name: bob, key: {BOB}\n", "keys.yml:4"),   # unclosed flow
+    (f"keys:\n  - name: alice\n    key: {ALICE}\n   bad: {BOB}\n", "keys.yml:4"),
+    (f"keys:\n  - {{name: alice, {ALICE}: x}}\n", "keys.yml: keys[0]"),                           # a key as a field
+])
+def test_a_bad_yaml_keys_file_names_its_line_and_no_key(text, where):
+    with pytest.raises(KeysFileError) as err:
+        KeyRing.parse(text, "keys.yml", yaml_format=True)
+    shown = f"{err.value}\n{err.value.hint}\n{err.value.where}"
+    assert ALICE not in shown and BOB not in shown and err.value.where == where, shown
+
+
+def test_a_hash_inside_a_key_is_the_keys_and_a_swapped_line_shows_no_key():
+    ring = KeyRing.parse(f"alice ab#{ALICE} admin   # on call\n# bob is away\n", "keys.txt")
+    assert ring.authenticate(f"ab#{ALICE}").name == "alice" and ring.authenticate("ab") is None
+    with pytest.raises(KeysFileError) as err:  # NAME and KEY swapped: the key would be shown as a name
+        KeyRing.parse(f"{ALICE} alice\n", "keys.txt")
+    assert ALICE not in str(err.value) and err.value.where == "keys.txt:1"

@@ -741,7 +741,8 @@ def test_info_routes_alone_report_an_engine_that_is_not_ready(status, code):
     app = _bare_app(info_routes.router, ServerState(status=status, error="boom" if status == "failed" else None))
     health = _get(app, "GET", "/health")
     assert health.status_code == code and health.json()["status"] == status
-    assert _get(app, "GET", "/version").json()["engine"] is None
+    assert _get(app, "GET", "/version", headers={"authorization": "Bearer k"}).json()["engine"] is None
+    assert _get(app, "GET", "/version").status_code == 401  # with a key set, /version needs it too
     assert _get(app, "GET", "/v1/models").status_code == 401  # the key is checked before the engine
 
 

@@ -73,9 +73,14 @@ def test_spec_flag_must_admit_the_request_default(tmp_path):
 
 
 def test_api_key_from_flag_or_environment():
-    assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": "k1"}).api_key == "k1"
-    assert make_plan(ServeFlags(api_key="k2"), env={"TRTLADE_API_KEY": "k1"}).api_key == "k2"
+    k1, k2 = "k1-0123456789abcdef", "k2-0123456789abcdef"
+    assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": k1}).api_key == k1
+    assert make_plan(ServeFlags(api_key=k2), env={"TRTLADE_API_KEY": k1}).api_key == k2
     assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": ""}).api_key is None
+    for flags, env in ((ServeFlags(api_key="short-key"), {}), (ServeFlags(), {"TRTLADE_API_KEY": "short-key"})):
+        with pytest.raises(PlanError, match="at least 16") as err:  # the keys file's minimum, for every source
+            make_plan(flags, env=env)
+        assert "short-key" not in str(err.value) and err.value.where.startswith("--api-key")
 
 
 def test_model_name_under_the_models_dir(tmp_path, hf_dir):
@@ -154,10 +159,12 @@ def test_cli_trtllm_multi_gpu_without_mpirun_prints_the_command(fake_trtllm, tmp
     cfg = write(tmp_path / "tp2.yml", f"model: {{tokenizer: {hf_dir}}}\nbuild: {{engine_dir: "
                                       f"{ENGINES / 'qwen3-8b-424-tp2'}, tp_size: 2}}\nlookahead: {{spec: [4, 2, 4]}}\n"
                                       "serve: {engine: trtllm}\n")
-    monkeypatch.setattr("sys.argv", ["trtlade", "serve", "--config", str(cfg)])
-    result = runner.invoke(app, ["serve", "--config", str(cfg)])
+    key = "very-secret-key-0123456789"
+    monkeypatch.setattr("sys.argv", ["trtlade", "serve", "--config", str(cfg), "--api-key", key])
+    result = runner.invoke(app, ["serve", "--config", str(cfg), "--api-key", key])
     assert result.exit_code == 1, result.output
-    assert f"mpirun -n 2 trtlade serve --config {cfg}" in result.output
+    assert f"mpirun -n 2 trtlade serve --config {cfg} --api-key '***'" in result.output
+    assert key not in result.output  # the command it prints never holds the key
 
 
 def test_cli_missing_tensorrt_llm_says_how_to_install(tmp_path, hf_dir, monkeypatch):

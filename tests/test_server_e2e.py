@@ -16,7 +16,7 @@ import pytest
 
 from fake_engine import TINY_CHAT_TEMPLATE, free_port
 
-API_KEY = "test-key-123"
+API_KEY = "test-key-0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,8 @@ def test_models_and_version(server):
     base, _ = server
     models = client(base).models.list()
     assert [m.id for m in models.data] == [models.data[0].id] and models.data[0].id.startswith("tiny-llama")
-    version = httpx.get(f"{base}/version").json()
+    assert httpx.get(f"{base}/version").status_code == 401  # with a key set, /version needs it
+    version = httpx.get(f"{base}/version", headers={"Authorization": f"Bearer {API_KEY}"}).json()
     assert version["spec"] == "4,2,4" and version["engine"]["name"] == "reference"
     assert "in-flight batching" in version["scheduling"]
     from trtlade.server.runner import http_stack

@@ -19,7 +19,30 @@ True
 
 from __future__ import annotations
 
-__all__ = ["TrtladeError", "PlanError"]
+__all__ = ["TrtladeError", "PlanError", "redacted_argv"]
+
+
+def redacted_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
+    """A command line with every ``--api-key`` value replaced, for anything printed, logged or saved (reports
+    are shared; keys are not).
+
+    >>> redacted_argv(["bench", "--api-key", "sk-1", "--api-key=sk-2", "-n", "4"])
+    ['bench', '--api-key', '***', '--api-key=***', '-n', '4']
+    """
+    out: list[str] = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out
 
 
 class TrtladeError(Exception):

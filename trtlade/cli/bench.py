@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from trtlade.cli.common import console, err_console, fail
+from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
     from trtlade.bench.metrics import LevelSummary
@@ -364,25 +365,8 @@ def _settings(plan: "BenchPlan", ds: Any, n_warm: int, seed: int, mode_list: lis
 
 
 def _redacted(argv: list[str]) -> list[str]:
-    """The command line with the --api-key value replaced (reports are shared; keys are not).
-
-    >>> _redacted(["bench", "--api-key", "sk-1", "--api-key=sk-2", "-n", "4"])
-    ['bench', '--api-key', '***', '--api-key=***', '-n', '4']
-    """
-    out: list[str] = []
-    hide = False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg == "--api-key":
-            out.append(arg)
-            hide = True
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(arg)
-    return out
+    """The command line with the --api-key value replaced (reports are shared; keys are not)."""
+    return redacted_argv(argv)
 
 
 def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str, str], out_root: Path,

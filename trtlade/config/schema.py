@@ -333,6 +333,28 @@ class ServeSection(_Section):
         "one_model", description="Reference engine: how NGram requests draft. one_model: TensorRT-LLM's current "
         "drafter (every request's history in a slot, searched on the GPU); host_pool: the host-side pattern pool of "
         "the 1.0-1.2 releases and early 1.3.0 release candidates (drafts not padded, a budget of max_tokens).")
+    metrics_without_key: bool = Field(
+        False, description="With API keys, GET /metrics needs a key like every other route but /health; true opens "
+        "it to a scraper that cannot send one (the per-route and per-scope counters then tell anyone who can reach "
+        "the port when other clients' requests ran).")
+    max_queue_per_identity: Optional[int] = Field(
+        None, ge=1, description="Reference engine, with two or more API keys: the most sequences one identity may "
+        "have waiting beyond its running ones (an `n: 8` request is 8); more get 429 naming its share, while the "
+        "other identities' requests are still admitted. Default: an equal share of max_queue (max_queue / "
+        "identities, at least 1).")
+    max_running_per_identity: Optional[int] = Field(
+        None, ge=1, description="Reference engine, with two or more API keys: the most batch slots one identity's "
+        "sequences may hold at once; a free slot goes to the waiting identity holding the fewest. Default: "
+        "build.max_batch_size less one slot for each other identity (at most half the batch kept for them; at "
+        "least 1), so that another identity's request finds a slot at once.")
+    max_global_pool_size: int = Field(
+        256, ge=1, description="Reference engine: the most slots an SA request's global pool may ask for "
+        "(`speculation.global_pool_size`; more is a 400 naming it). The pool never grows past it, so a request "
+        "cannot make finished requests stay in memory for the server's life.")
+    draft_retained_tokens: int = Field(
+        262144, ge=0, description="Reference engine: the most tokens of finished SA requests the global pools "
+        "retain (searchable by later requests of the same namespace), every namespace together; the oldest "
+        "are dropped first. About 400 bytes per token: the default holds about 100 MiB. 0 = none retained.")
 
     @field_validator("prefill_stall")
     @classmethod

@@ -12,7 +12,7 @@ Worked example: a lookahead step that accepts 2 drafts emits 3 tokens at once::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Hashable, Literal, Optional
 
 from trtlade.drafting.config import DraftConfig
 from trtlade.schedule import LookaheadSchedule
@@ -106,21 +106,24 @@ CACHE_SCOPES = ("identity", "salt", "global")
 
 @dataclass(frozen=True)
 class CacheScope:
-    """Which requests may reuse each other's cached prompt blocks, decided by the server (never by the
-    client alone): ``kind`` is the server's ``prefix_cache_scope``; ``identity`` the API key's name (None:
-    no keys); ``salt`` the request's ``cache_salt``. Two requests share blocks only when their
-    :attr:`namespace` is equal; ``None`` means they share none.
+    """Which requests may reuse each other's cached prompt blocks and draft from each other's text, decided by
+    the server (never by the client alone): ``kind`` is the server's ``prefix_cache_scope``; ``identity`` the
+    API key's name (None: no keys); ``salt`` the request's ``cache_salt``. Two requests share blocks and
+    drafter pools only when their :attr:`namespace` is equal; ``None`` means they share none.
 
-    >>> CacheScope("global").namespace, CacheScope("global", "alice", "s1").namespace
+    >>> CacheScope("global").namespace, CacheScope("global", None, "s1").namespace
     (('global',), ('global', 's1'))
+    >>> CacheScope("global", "alice", "s1").namespace == CacheScope("global", "bob", "s1").namespace
+    False
     >>> CacheScope("identity", "alice").namespace == CacheScope("identity", "bob").namespace
     False
     >>> CacheScope("salt", "alice", "s1").namespace, CacheScope("salt", "alice").namespace
     (('salt', 'alice', 's1'), None)
 
-    ``global``: one namespace (a ``cache_salt`` splits it, as vLLM's does); ``identity``: one per API key (a
-    salt splits it further); ``salt``: only requests of the same key sending the same ``cache_salt`` share,
-    a request without one reuses nothing and leaves nothing. A copied salt never crosses an identity.
+    ``global``: one namespace (a ``cache_salt`` splits it, as vLLM's does; with API keys the salt is combined
+    with the caller's identity, so a copied salt never crosses an identity); ``identity``: one per API key
+    (a salt splits it further); ``salt``: only requests of the same key sending the same ``cache_salt``
+    share, a request without one reuses nothing and leaves nothing.
     """
 
     kind: str = "global"
@@ -130,10 +133,22 @@ class CacheScope:
     @property
     def namespace(self) -> Optional[tuple[str, ...]]:
         if self.kind == "global":
-            return ("global",) if self.salt is None else ("global", self.salt)
+            if self.salt is None:
+                return ("global",)
+            return ("global", self.salt) if self.identity is None else ("global", self.identity, self.salt)
         if self.kind == "identity":
             return ("identity", self.identity or "") + (() if self.salt is None else (self.salt,))
         return None if self.salt is None else ("salt", self.identity or "", self.salt)
+
+    def draft_space(self, owner: Hashable) -> Hashable:
+        """The drafters' pools a request of this scope drafts from: its :attr:`namespace`, or, where that is
+        None (shares nothing), a space of its own (``owner``: the request's key).
+
+        >>> CacheScope("salt", "alice").draft_space(7), CacheScope("identity", "bob").draft_space(7)
+        (('own', 7), ('identity', 'bob'))
+        """
+        space = self.namespace
+        return ("own", owner) if space is None else space
 
     @property
     def label(self) -> str:

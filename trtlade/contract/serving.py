@@ -126,6 +126,8 @@ class EngineInfo:
     max_draft_len: int = 0
     max_batch_size: int = 1
     default_speculation: Optional[DraftConfig] = None
+    #: the most slots an SA request's global pool may ask for (``serve.max_global_pool_size``; None: no limit)
+    max_global_pool_size: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,6 +147,7 @@ class EngineInfo:
             "lookahead_policies": list(self.policies),
             "per_request_drafting": self.lookahead,
             "speculation": {"drafters": list(self.drafters), "max_draft_len": self.max_draft_len,
+                            "max_global_pool_size": self.max_global_pool_size,
                             "default": self.default_speculation.to_wire() if self.default_speculation else None},
             **({"details": self.details} if self.details else {}),
         }

@@ -15,8 +15,8 @@ No model in here: the engine runs the forward. A request is driven as::
 
 The pool managers (:class:`~trtlade.drafting.history.HistoryPool`, :class:`~trtlade.drafting.suffix.SuffixPool`,
 :class:`~trtlade.drafting.host_pool.HostNGramPool`) hold every request's history; :class:`DraftPools` is
-one engine batch's set of them, so a public or global pool searches that batch's requests of the same
-drafter.
+one engine batch's set of them, one :class:`DraftSpace` per namespace, so a public or global pool searches
+that batch's requests of the same drafter and the same namespace (the prefix cache's).
 
 Worked example, NGram (max_draft_len 3, k 2): the history ``7 8 9 4 7 8`` has seen ``7 8`` followed by
 ``9 4 7``, so the step verifies those three drafts beside the golden token ``8``::
@@ -40,6 +40,7 @@ the EOS the model emits ends the run either way).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional, Sequence
 
@@ -50,7 +51,7 @@ from trtlade.drafting.host_pool import HostNGramPool
 from trtlade.drafting.suffix import SuffixPool
 from trtlade.lookahead.algorithm import NO_PARENT, DraftBatch, Verification, select_logit_rows, verify_tree
 
-__all__ = ["DraftPools", "HistoryDrafter", "NGRAM_IMPLEMENTATIONS", "DraftTally"]
+__all__ = ["DraftPools", "DraftSpace", "GLOBAL_SPACE", "HistoryDrafter", "NGRAM_IMPLEMENTATIONS", "DraftTally"]
 
 #: How NGram runs: ``one_model`` (TensorRT-LLM's current GPU drafter, the default) or ``host_pool`` (the
 #: host-side pool of the releases 1.0 to 1.2 and early 1.3.0 release candidates).
@@ -69,66 +70,145 @@ class DraftTally:
     disabled: bool = False  #: the engine's acceptance-rate gate turned speculation off for good
 
 
+#: The namespace of every request when the server shares the pools (``prefix_cache_scope: global``, no salt).
+GLOBAL_SPACE: Hashable = ("global",)
+#: Namespaces with no live request that may keep their pools (retained SA requests, a host-side public pool)
+#: before the least recently used one is dropped; the global namespace is never dropped.
+MAX_IDLE_SPACES = 64
+#: Tokens of finished SA requests the global pools of every namespace may retain together, by default.
+DEFAULT_RETAINED_TOKENS = 1 << 18
+#: The most slots a request's SA global pool may ask for (``global_pool_size``), by default.
+DEFAULT_MAX_GLOBAL_POOL_SIZE = 256
+
+
+class DraftSpace:
+    """The pools of one namespace: what a request of that namespace may draft from, and nothing else.
+    A pool added here is scoped like every other; a drafter never sees another namespace's space."""
+
+    __slots__ = ("namespace", "history", "suffix", "host", "live")
+
+    def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int]) -> None:
+        self.namespace = namespace
+        self.history = HistoryPool(max_seq_len, slots=max_batch_size)
+        self.suffix = SuffixPool(max_requests=max_batch_size)
+        self.host: dict[tuple, HostNGramPool] = {}
+        self.live = 0  #: requests of this namespace holding a slot
+
+    def holds_history(self) -> bool:
+        """Whether anything outlives its requests here (retained SA requests, a host-side public pool)."""
+        return bool(self.suffix.retained) or any(pool.pool for pool in self.host.values())
+
+
 class DraftPools:
-    """The NGram and SA pools of one engine batch. ``max_batch_size``: sequences running at once (AUTO and
-    the SA pool read it); ``max_seq_len``: the model's (a history never grows past it);
-    ``ngram_implementation``: :data:`NGRAM_IMPLEMENTATIONS`."""
+    """The NGram and SA pools of one engine batch, one :class:`DraftSpace` per namespace. ``max_batch_size``:
+    sequences running at once (AUTO and the SA pool read it); ``max_seq_len``: the model's (a history never
+    grows past it); ``ngram_implementation``: :data:`NGRAM_IMPLEMENTATIONS`; ``retained_tokens``: the most
+    tokens of finished SA requests every namespace's global pool keeps together (the oldest go first);
+    ``max_global_pool_size``: the most slots a request's SA global pool gets, whatever it asked for.
+
+    The boundary: a request names its namespace (the prefix cache's, see
+    :meth:`~trtlade.contract.protocol.CacheScope.draft_space`) and its drafter reads and writes that
+    namespace's space only, so a public NGram pool, an SA global pool, its retained requests and the host-side
+    pool search the requests of that namespace and of no other. Every request in :data:`GLOBAL_SPACE`: one
+    space, upstream's behaviour.
+
+        >>> pools = DraftPools(max_batch_size=2)
+        >>> config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 2, "max_matching_ngram_size": 2})
+        >>> _ = pools.drafter(config, "alice-1", [5, 6, 7, 8], namespace=("identity", "alice"))
+        >>> bob = pools.drafter(config, "bob-1", [1, 5, 6], namespace=("identity", "bob"))
+        >>> bob._draft(2)                      # "5 6" is followed by "7 8" in alice's text only
+        []
+        >>> same = pools.drafter(config, "alice-2", [1, 5, 6], namespace=("identity", "alice"))
+        >>> same._draft(2)
+        [7, 8]
+    """
 
     def __init__(self, max_batch_size: int = 1, max_seq_len: Optional[int] = None,
-                 ngram_implementation: str = "one_model", max_num_tokens: Optional[int] = None) -> None:
+                 ngram_implementation: str = "one_model", retained_tokens: int = DEFAULT_RETAINED_TOKENS,
+                 max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE,
+                 max_num_tokens: Optional[int] = None) -> None:
         if ngram_implementation not in NGRAM_IMPLEMENTATIONS:
             raise ValueError(f"unknown NGram implementation {ngram_implementation!r}: "
                              f"choose {' or '.join(NGRAM_IMPLEMENTATIONS)}")
         self.max_batch_size = max_batch_size
+        self.max_seq_len = max_seq_len
         self.max_num_tokens = max_num_tokens  #: the host-side drafter's token budget (max_concurrency)
         self.ngram_implementation = ngram_implementation
-        self.history = HistoryPool(max_seq_len, slots=max_batch_size)
-        self.suffix = SuffixPool(max_requests=max_batch_size)
-        self.host: dict[tuple, HostNGramPool] = {}
+        self.retained_tokens = retained_tokens
+        self.max_global_pool_size = max(max_global_pool_size, max_batch_size)
+        self._spaces: dict[Hashable, DraftSpace] = {}
+        self._idle: OrderedDict[Hashable, None] = OrderedDict()  # spaces with no live request, oldest first
+        self._retained: OrderedDict[tuple[Hashable, Hashable], int] = OrderedDict()  # (space, key) -> tokens
         self._retiring: list["HistoryDrafter"] = []
-        self.gates: dict[tuple, SpeculationGate] = {}  #: one per (window, threshold): the engine's gate
+        self.gates: dict[tuple, SpeculationGate] = {}  #: (namespace, window, threshold) -> its gate
         self._step: dict[tuple, list[int]] = {}
 
-    def gate(self, config: DraftConfig) -> Optional[SpeculationGate]:
-        """The engine-wide acceptance-rate gate of ``config``'s settings (None: it sets none)."""
+    def gate(self, config: DraftConfig, namespace: Hashable = GLOBAL_SPACE) -> Optional[SpeculationGate]:
+        """The acceptance-rate gate of ``config``'s settings in ``namespace``: the engine's own under ``global``
+        (upstream has one per executor), one per namespace otherwise, so that no tenant's poor acceptance turns
+        another's drafting off (None: the config sets no gate)."""
         if not config.acceptance_rate_window_size or config.acceptance_rate_threshold is None:
             return None
-        key = (config.acceptance_rate_window_size, config.acceptance_rate_threshold)
+        key = (namespace, config.acceptance_rate_window_size, config.acceptance_rate_threshold)
         if key not in self.gates:
-            self.gates[key] = SpeculationGate(*key)
+            self.gates[key] = SpeculationGate(*key[1:])
         return self.gates[key]
 
-    def count(self, config: DraftConfig, accepted: int, drafted: int) -> None:
+    def count(self, config: DraftConfig, accepted: int, drafted: int, namespace: Hashable = GLOBAL_SPACE) -> None:
         """One request's verified drafts this iteration, toward its gate's sample."""
-        gate = self.gate(config)
-        if gate is not None and drafted > 0:
-            totals = self._step.setdefault((gate.window, gate.threshold), [0, 0])
+        if self.gate(config, namespace) is not None and drafted > 0:
+            totals = self._step.setdefault((namespace, config.acceptance_rate_window_size,
+                                            config.acceptance_rate_threshold), [0, 0])
             totals[0] += accepted
             totals[1] += drafted
 
     def end_step(self) -> None:
         """The iteration's samples into their gates (the executor's ``_update_batch_acceptance_rate``): a gate
-        that closes turns drafting off for every request with its settings from the next iteration on."""
+        that closes turns drafting off for every request with its settings in its namespace from the next
+        iteration on."""
         for key, (accepted, drafted) in self._step.items():
             self.gates[key].record(accepted, drafted)
         self._step.clear()
 
+    @property
+    def spaces(self) -> int:
+        """Namespaces holding pools now."""
+        return len(self._spaces)
+
+    @property
+    def retained(self) -> int:
+        """Tokens of finished SA requests kept searchable, every namespace together."""
+        return sum(self._retained.values())
+
+    def space(self, namespace: Hashable = GLOBAL_SPACE) -> DraftSpace:
+        """The pools of ``namespace`` (made on first use)."""
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = DraftSpace(namespace, self.max_batch_size, self.max_seq_len)
+        self._idle.pop(namespace, None)
+        return space
+
     def drafter(self, config: DraftConfig, key: Hashable, prompt: Sequence[int], *,
-                eos_token_ids: Iterable[int] = (), max_sequence_length: Optional[int] = None) -> "HistoryDrafter":
-        """A new request's drafter, its history seeded with ``prompt`` (upstream seeds it when the request's
-        first context chunk is scheduled, so other requests' public search sees it from then on)."""
+                eos_token_ids: Iterable[int] = (), max_sequence_length: Optional[int] = None,
+                namespace: Hashable = GLOBAL_SPACE) -> "HistoryDrafter":
+        """A new request's drafter in ``namespace``'s pools, its history seeded with ``prompt`` (upstream seeds
+        it when the request's first context chunk is scheduled, so other requests' public search sees it from
+        then on)."""
+        space = self.space(namespace)
         drafter = HistoryDrafter(config, self, key, eos_token_ids=eos_token_ids,
-                                 max_sequence_length=max_sequence_length)
+                                 max_sequence_length=max_sequence_length, space=space)
         drafter.begin(prompt)
+        space.live += 1
         return drafter
 
-    def host_pool(self, config: DraftConfig) -> HostNGramPool:
-        """The host-side pool of ``config``'s settings (requests with the same settings share it)."""
+    def host_pool(self, config: DraftConfig, space: Optional[DraftSpace] = None) -> HostNGramPool:
+        """The host-side pool of ``config``'s settings in ``space`` (requests with the same settings share it)."""
+        host = (space or self.space()).host
         key = (config.max_draft_len, config.max_matching_ngram_size, config.is_keep_all, config.is_use_oldest,
                config.is_public_pool)
-        pool = self.host.get(key)
+        pool = host.get(key)
         if pool is None:
-            pool = self.host[key] = HostNGramPool(
+            pool = host[key] = HostNGramPool(
                 max_draft_len=config.max_draft_len, max_matching_ngram_size=config.max_matching_ngram_size,
                 is_keep_all=config.is_keep_all, is_use_oldest=config.is_use_oldest,
                 is_public_pool=config.is_public_pool)
@@ -145,19 +225,60 @@ class DraftPools:
         for drafter in retiring:
             drafter.release()
 
+    def released(self, drafter: "HistoryDrafter") -> None:
+        """Book-keeping once a drafter freed its slot: the retained-token budget, then idle spaces."""
+        space = drafter.space
+        space.live -= 1
+        if space.suffix.is_retained(drafter.key):
+            self._retained[(space.namespace, drafter.key)] = len(drafter._tokens)
+        self._evict_retained()
+        self._settle(space)
+
+    def _evict_retained(self) -> None:
+        for namespace, key in [k for k in self._retained if k[0] not in self._spaces
+                               or not self._spaces[k[0]].suffix.is_retained(k[1])]:
+            del self._retained[(namespace, key)]  # evicted by its own pool's global_pool_size meanwhile
+        while self._retained and sum(self._retained.values()) > self.retained_tokens:
+            (namespace, key), _ = self._retained.popitem(last=False)
+            space = self._spaces.get(namespace)
+            if space is not None:
+                space.suffix.forget(key)
+                self._settle(space)
+
+    def _settle(self, space: DraftSpace) -> None:
+        """An idle space is dropped when nothing outlives its requests, else kept among the idle ones (the
+        least recently used dropped past :data:`MAX_IDLE_SPACES`); the global space is kept."""
+        if space.live or space.namespace == GLOBAL_SPACE or self._spaces.get(space.namespace) is not space:
+            return
+        if not space.holds_history():
+            self._drop(space.namespace)
+            return
+        self._idle[space.namespace] = None
+        self._idle.move_to_end(space.namespace)
+        while len(self._idle) > MAX_IDLE_SPACES:
+            self._drop(next(iter(self._idle)))
+
+    def _drop(self, namespace: Hashable) -> None:
+        self._idle.pop(namespace, None)
+        self._spaces.pop(namespace, None)
+        for held in [k for k in self._retained if k[0] == namespace]:
+            del self._retained[held]
+
 
 class HistoryDrafter:
     """One request's NGram or SA drafting (see the module docstring). ``max_sequence_length``: prompt length
     + max_tokens (the host pool's draft budget)."""
 
     def __init__(self, config: DraftConfig, pools: DraftPools, key: Hashable, *, eos_token_ids: Iterable[int] = (),
-                 max_sequence_length: Optional[int] = None) -> None:
+                 max_sequence_length: Optional[int] = None, space: Optional[DraftSpace] = None) -> None:
         self.config = config
         self.pools = pools
+        #: the pools of the request's namespace: the only ones it drafts from and writes to
+        self.space = space if space is not None else pools.space()
         self.key = key
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
         self.max_sequence_length = max_sequence_length
-        self.host = (pools.host_pool(config) if config.decoding_type == "NGram"
+        self.host = (pools.host_pool(config, self.space) if config.decoding_type == "NGram"
                      and pools.ngram_implementation == "host_pool" else None)
         self.tally = DraftTally()
         self._tokens: list[int] = []  # the host pool's prefix: prompt + emitted tokens
@@ -169,15 +290,15 @@ class HistoryDrafter:
     def begin(self, prompt: Sequence[int]) -> None:
         tokens = [int(t) for t in prompt]
         self._tokens = tokens
-        config, pools = self.config, self.pools
+        config, space = self.config, self.space
         if self.host is not None:
             return
         if config.decoding_type == "SA":
-            if config.enable_global_pool:
-                pools.suffix.reserve(config.pool_size(pools.max_batch_size))
-            pools.suffix.add(self.key, tokens)
+            if config.enable_global_pool:  # never more than the server allows, whatever the request asked
+                space.suffix.reserve(min(config.pool_size(self.pools.max_batch_size), self.pools.max_global_pool_size))
+            space.suffix.add(self.key, tokens)
         else:
-            pools.history.add(self.key, tokens)
+            space.history.add(self.key, tokens)
 
     def observe(self, tokens: Sequence[int]) -> None:
         """Tokens the sequence emitted (the step's accepted run, cut at a stop): the history grows."""
@@ -188,9 +309,9 @@ class HistoryDrafter:
         if self.host is not None:
             return
         if self.config.decoding_type == "SA":
-            self.pools.suffix.extend(self.key, tokens)
+            self.space.suffix.extend(self.key, tokens)
         else:
-            self.pools.history.extend(self.key, tokens)
+            self.space.history.extend(self.key, tokens)
 
     def release(self) -> None:
         """Free the request's slot (a retained SA request stays searchable by the global pool)."""
@@ -200,14 +321,15 @@ class HistoryDrafter:
         if self.host is not None:
             self.host.remove(self.key)
         elif self.config.decoding_type == "SA":
-            self.pools.suffix.remove(self.key, retain=self.config.enable_global_pool)
+            self.space.suffix.remove(self.key, retain=self.config.enable_global_pool)
         else:
-            self.pools.history.remove(self.key)
+            self.space.history.remove(self.key)
+        self.pools.released(self)
 
     # ------------------------------------------------------------------------- a step
     def draft_len(self, batch_size: int = 1) -> int:
         """Draft tokens this step: the config's for ``batch_size`` sequences, 0 once the engine's gate closed."""
-        gate = self.pools.gate(self.config)
+        gate = self.pools.gate(self.config, self.space.namespace)
         if gate is not None and gate.disabled:
             self.tally.disabled = True
         if self.tally.disabled:
@@ -238,15 +360,15 @@ class HistoryDrafter:
     def _draft(self, draft_len: int) -> list[int]:
         if draft_len <= 0:
             return []
-        config, pools = self.config, self.pools
+        config, space = self.config, self.space
         if self.host is not None:
             self.host.max_draft_len = draft_len  # upstream's update_max_total_draft_tokens
             budget = self.max_sequence_length if self.max_sequence_length is not None else 1 << 30
             return self.host.draft(self._tokens, self.key, budget)
         if config.decoding_type == "SA":
-            return pools.suffix.draft(self.key, draft_len, max_ngram=config.max_matching_ngram_size,
+            return space.suffix.draft(self.key, draft_len, max_ngram=config.max_matching_ngram_size,
                                       search_all=config.enable_global_pool, pad=False)[0]
-        return pools.history.draft(self.key, draft_len, max_ngram=config.max_matching_ngram_size,
+        return space.history.draft(self.key, draft_len, max_ngram=config.max_matching_ngram_size,
                                    use_oldest=config.is_use_oldest, public=config.is_public_pool, pad=False)[0]
 
     def verify(self, argmax: Sequence[int], targets: Optional[Sequence[int]] = None) -> Verification:
@@ -273,7 +395,7 @@ class HistoryDrafter:
             tally.drafted_steps += 1
             tally.draft_tokens += drafted
             tally.accepted += count - 1
-            self.pools.count(self.config, count - 1, drafted)
+            self.pools.count(self.config, count - 1, drafted, self.space.namespace)
         else:
             tally.empty_steps += 1
         self._batch = self._verification = None

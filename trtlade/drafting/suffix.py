@@ -86,6 +86,13 @@ class SuffixPool:
         if automaton is not None and retain and stepped and (self.capacity or 0) > self.max_requests:
             self._retained[key] = automaton
 
+    def is_retained(self, key: Hashable) -> bool:
+        return key in self._retained
+
+    def forget(self, key: Hashable) -> None:
+        """A retained request evicted by the server's budget (``serve.draft_retained_tokens``)."""
+        self._retained.pop(key, None)
+
     def extend(self, key: Hashable, tokens: Sequence[int]) -> None:
         automaton = self._active[key]
         for token in tokens:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
 
 import torch
 
@@ -59,7 +59,8 @@ from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepCh
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
-from trtlade.drafting.algorithm import DraftPools, HistoryDrafter
+from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE, DraftPools,
+                                       HistoryDrafter)
 from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
@@ -109,6 +110,9 @@ class DraftSettings:
     full_guess_set: bool = False
     seed: int = 0
     ngram_implementation: str = "one_model"
+    #: the server's bounds on the SA global pools (``serve.draft_retained_tokens``, ``serve.max_global_pool_size``)
+    draft_retained_tokens: int = DEFAULT_RETAINED_TOKENS
+    max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE
 
 
 class BatchEngine(Protocol):
@@ -145,6 +149,8 @@ class SequenceState:
         self.prompt = list(request.prompt_ids)
         #: whose cached prompt blocks it may reuse and share (None: the global namespace)
         self.scope = request.cache_scope
+        #: the API key's name (None: no keys): admission's fair share is per identity
+        self.identity = request.cache_scope.identity if request.cache_scope is not None else None
         self.stats = GenerationStats(spec=spec, prompt_tokens=len(self.prompt), speculation=request.speculation)
         self.output = OutputText(
             engine.tokenizer, stop=request.stop, min_tokens=request.min_tokens, max_tokens=request.max_tokens,
@@ -183,12 +189,20 @@ class SequenceState:
         self._prepared: Optional[DraftBatch] = None  # an NGram / SA step's rows, prepared for this step
 
     def start_drafting(self, pools: DraftPools) -> None:
-        """An NGram / SA request, admitted: its history enters its batch's pool (upstream seeds it when the
-        request's first context chunk is scheduled; other requests' public search sees it from then on)."""
+        """An NGram / SA request, admitted: its history enters its namespace's pool in the batch (upstream seeds
+        it when the request's first context chunk is scheduled; other requests' public search sees it from then
+        on, those of its namespace only)."""
         if self.request.speculation is not None and self.drafter is None:
             self.drafter = pools.drafter(
                 self.request.speculation, self.seq_id, self.prompt + self.tokens,
-                eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens)
+                eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
+                namespace=self.draft_space)
+
+    @property
+    def draft_space(self) -> Hashable:
+        """The drafters' pools this request drafts from: its prefix-cache namespace (none given: the global one,
+        upstream's shared pools), or its own when its scope shares nothing."""
+        return GLOBAL_SPACE if self.scope is None else self.scope.draft_space(self.seq_id)
 
     @property
     def scored(self) -> bool:
@@ -471,6 +485,8 @@ class Batch:
         self.failed: list[tuple[int, BaseException]] = []
         #: the NGram / SA histories of this batch's requests (a public / global pool searches them)
         self.pools = DraftPools(limits.max_batch_size, engine.max_seq_len, settings.ngram_implementation,
+                                retained_tokens=settings.draft_retained_tokens,
+                                max_global_pool_size=settings.max_global_pool_size,
                                 max_num_tokens=limits.max_num_tokens)
         #: the prompt rows a step beside decoding sequences may add (chunked prefill), None: whole prompts
         self.pacer = (PrefillPacer(limits.prefill_chunk, limits.prefill_stall, decode_cost=self._decode_cost)
@@ -561,14 +577,17 @@ class Batch:
         pending = sum(len(s.prompt) - s.prefilled for s in self._prefilling)
         runner = self.engine.runner
         while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
-            state = self._waiting[0].state
+            turn = self._next_turn()
+            if turn is None:
+                break  # every waiting identity holds its share of the slots
+            state = self._waiting[turn].state
             computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt, state.scope))
             if budget is not None and pending and pending + computed > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.decoding_tokens + 1
                 state.slot = runner.allocate(reserve)
-            self._waiting.pop(0)
+            self._waiting.pop(turn)
             state.start_drafting(self.pools)
             if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
                 state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt, scope=state.scope)
@@ -576,6 +595,26 @@ class Batch:
             report.prefills += 1
             pending += computed
             self._prefilling.append(state)
+
+    def _next_turn(self) -> Optional[int]:
+        """Which waiting sequence takes the next free slot: that of the identity holding the fewest slots (fair
+        share: one identity's burst cannot keep another's request waiting behind it), first come first served
+        among equals and without identities; None when every waiting identity holds
+        ``max_running_per_identity`` slots already."""
+        held: dict[Optional[str], int] = {}
+        for state in self._running + self._prefilling:
+            held[state.identity] = held.get(state.identity, 0) + 1
+        cap = self.limits.max_running_per_identity
+        best: Optional[tuple[int, int]] = None
+        for index, item in enumerate(self._waiting):
+            count = held.get(item.state.identity, 0)
+            if cap is not None and count >= cap:
+                continue
+            if best is None or count < best[0]:
+                best = (count, index)
+                if count == 0:
+                    break
+        return None if best is None else best[1]
 
     def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
         """Prefill every prefilling sequence to its end and emit each first token when its forward ends:

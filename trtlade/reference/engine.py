@@ -62,6 +62,7 @@ from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, CacheS
                                       GenerationResult, StepChunk)
 from trtlade.reference.scheduler import BatchLimits
 from trtlade.contract.text import eos_token_ids
+from trtlade.drafting.algorithm import DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS
 from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param
 
@@ -168,7 +169,8 @@ class ReferenceEngine:
         calibrate: bool = True, prompt_lookup: int = 0, fast_forward: Optional[bool] = None,
         release_weights: bool = False, invariant_attention: Optional[bool] = None,
         native_kernels: Optional[bool] = None, max_draft_len: Optional[int] = None,
-        ngram_implementation: str = "one_model",
+        ngram_implementation: str = "one_model", max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE,
+        draft_retained_tokens: int = DEFAULT_RETAINED_TOKENS,
     ) -> None:
         self.threads = configure_threads(threads)
         self.spec = LookaheadSpec.parse(spec)
@@ -183,7 +185,11 @@ class ReferenceEngine:
         #: how requests draft; a batch may run with its own (:meth:`new_batch`)
         self.settings = DraftSettings(adaptive=bool(adaptive), prompt_lookup=int(prompt_lookup),
                                       corrected_keying=bool(corrected_keying), full_guess_set=bool(full_guess_set),
-                                      seed=int(seed), ngram_implementation=ngram_implementation)
+                                      seed=int(seed), ngram_implementation=ngram_implementation,
+                                      max_global_pool_size=int(max_global_pool_size),
+                                      draft_retained_tokens=int(draft_retained_tokens))
+        #: the most slots a request's SA global pool may ask for (``serve.max_global_pool_size``)
+        self.max_global_pool_size = int(max_global_pool_size)
         self.runner = BatchRunner(model, pack_linears=pack_linears, fast_forward=fast_forward,
                                   release_weights=release_weights, invariant_attention=invariant_attention,
                                   native_kernels=native_kernels)
@@ -209,7 +215,8 @@ class ReferenceEngine:
         pack_linears: Optional[bool] = None, calibrate: bool = True, prompt_lookup: int = 0,
         fast_forward: Optional[bool] = None, invariant_attention: Optional[bool] = None,
         native_kernels: Optional[bool] = None, max_draft_len: Optional[int] = None,
-        ngram_implementation: str = "one_model",
+        ngram_implementation: str = "one_model", max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE,
+        draft_retained_tokens: int = DEFAULT_RETAINED_TOKENS,
     ) -> "ReferenceEngine":
         """Load a Hugging Face model folder or a GGUF file (dequantised once into the user cache; ``None``:
         the embedded SmolLM2-135M-Instruct) in ``dtype`` on ``device``. Never downloads anything."""
@@ -230,7 +237,8 @@ class ReferenceEngine:
                    model_id=model_id, adaptive=adaptive, pack_linears=pack_linears, calibrate=calibrate,
                    prompt_lookup=prompt_lookup, fast_forward=fast_forward, release_weights=True,
                    invariant_attention=invariant_attention, native_kernels=native_kernels,
-                   max_draft_len=max_draft_len, ngram_implementation=ngram_implementation)
+                   max_draft_len=max_draft_len, ngram_implementation=ngram_implementation,
+                   max_global_pool_size=max_global_pool_size, draft_retained_tokens=draft_retained_tokens)
         _return_freed_memory()
         return engine
 
@@ -373,17 +381,17 @@ class ReferenceEngine:
 
     def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None,
                   settings: Optional[DraftSettings] = None, prefill_chunk: Optional[int] = None,
-                  prefill_stall: Optional[float] = None) -> Batch:
+                  prefill_stall: Optional[float] = None, max_running_per_identity: Optional[int] = None) -> Batch:
         """A :class:`~trtlade.reference.batching.Batch`: in-flight batching of many requests, each with
         its own (w,n,g). It supersedes any earlier batch or stream of this engine (their slots are
         freed; their next step raises). ``max_num_tokens``: rows per forward pass, drafts included
         (None: no limit). ``settings``: how its requests draft (default: the engine's). ``prefill_chunk``:
         prompt rows per step next to decoding requests (None: whole prompts), paced by ``prefill_stall``
-        (see BatchLimits)."""
+        (see BatchLimits); ``max_running_per_identity``: the slots one identity's sequences may hold at once."""
         self.runner.free_all()
         owner = object()
         self._batch_owner = owner
-        limits = BatchLimits(max_batch_size, max_num_tokens, prefill_chunk, prefill_stall)
+        limits = BatchLimits(max_batch_size, max_num_tokens, prefill_chunk, prefill_stall, max_running_per_identity)
         return Batch(self, limits, settings=settings or self.settings, is_current=lambda: self._batch_owner is owner)
 
     def _single(self, batch: Batch, seq_id: int) -> Iterator[StepChunk]:
@@ -419,6 +427,11 @@ class ReferenceEngine:
                 f"speculation.max_draft_len = {config.max_draft_len} is above this engine's limit of "
                 f"{self.max_draft_len} draft tokens per step", field="speculation.max_draft_len",
                 limit=self.max_draft_len, hint=f"use max_draft_len <= {self.max_draft_len}")
+        if config.enable_global_pool and (config.global_pool_size or 0) > self.max_global_pool_size:
+            raise RequestError(
+                f"speculation.global_pool_size = {config.global_pool_size} is above this server's limit of "
+                f"{self.max_global_pool_size} slots", field="speculation.global_pool_size",
+                limit=self.max_global_pool_size, hint=f"use global_pool_size <= {self.max_global_pool_size}")
 
     def validate(self, request: GenerationRequest) -> LookaheadSpec:
         """Check a request against this engine; return the spec it runs with ((1,1,0) for an NGram / SA
@@ -439,6 +452,11 @@ class ReferenceEngine:
                 f"the prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds the model's "
                 f"max_seq_len {self.max_seq_len}", field="max_tokens", limit=max(room, 0),
                 hint=f"use max_tokens <= {max(room, 0)} or a shorter prompt")
+        vocab = self.vocab_size  # an id past it would fail in the engine thread
+        bad = [t for t in request.stop_token_ids if not 0 <= t < vocab]
+        if bad:
+            raise RequestError(f"stop_token_ids holds ids outside the vocabulary [0, {vocab}): {bad[:5]}",
+                               field="stop_token_ids", limit=vocab - 1)
         if not 0 <= request.min_tokens <= request.max_tokens:
             raise RequestError(f"min_tokens must be between 0 and max_tokens ({request.max_tokens}), "
                                f"got {request.min_tokens}", field="min_tokens", limit=request.max_tokens)

@@ -58,6 +58,8 @@ class BatchLimits:
     max_num_tokens: Optional[int] = None
     prefill_chunk: Optional[int] = None
     prefill_stall: Optional[float] = None
+    #: the most slots the sequences of one identity may hold at once (None: up to ``max_batch_size``)
+    max_running_per_identity: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:

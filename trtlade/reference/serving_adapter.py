@@ -61,6 +61,46 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
             f"up to {max_queue} requests wait, more get 429")
 
 
+@dataclass(frozen=True)
+class FairShare:
+    """What one identity may hold when several share a server: ``queued`` sequences waiting (its share of
+    ``serve.max_queue``) and ``running`` slots of the batch (``max_batch_size`` less one slot kept for each
+    other identity, at most half the batch kept)."""
+
+    identities: int
+    queued: int
+    running: int
+
+    @property
+    def held(self) -> int:
+        """Sequences waiting or running one identity may hold."""
+        return self.queued + self.running
+
+    def describe(self) -> str:
+        return (f"{self.queued} waiting (serve.max_queue_per_identity) + {self.running} running "
+                f"(serve.max_running_per_identity), among {self.identities} identities")
+
+
+def fair_share(identities: int, max_queue: int, max_batch_size: int, queued: Optional[int] = None,
+               running: Optional[int] = None) -> Optional[FairShare]:
+    """The per-identity share (None with one identity or none: first come first served, as before).
+    Defaults: an equal share of the queue, and every batch slot but one for each other identity (at most half
+    the batch kept for them), so that another identity's request finds a free slot at once.
+
+    >>> fair_share(4, 64, 8)
+    FairShare(identities=4, queued=16, running=5)
+    >>> fair_share(2, 64, 8).running, fair_share(20, 64, 8).running
+    (7, 4)
+    >>> fair_share(1, 64, 8) is None
+    True
+    """
+    if identities <= 1:
+        return None
+    return FairShare(identities, queued if queued is not None else max(1, max_queue // identities),
+                     running if running is not None else max(1, max_batch_size - min(identities - 1,
+                                                                                        max_batch_size // 2)))
+
+
 @dataclass
 class _Job:
     handle: GenerationHandle
@@ -78,11 +118,18 @@ class ReferenceServingEngine:
                  served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
                  details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
-                 policy: Optional[str] = None, speculation: Optional[DraftConfig] = None) -> None:
+                 policy: Optional[str] = None, speculation: Optional[DraftConfig] = None,
+                 identities: int = 1, max_queue_per_identity: Optional[int] = None,
+                 max_running_per_identity: Optional[int] = None) -> None:
         self._engine = engine
         self._max_queue = max_queue
+        self.share = fair_share(identities, max_queue, int(max_batch_size), max_queue_per_identity,
+                                max_running_per_identity)
+        self._held: collections.Counter = collections.Counter()  # identity -> sequences waiting or running
         self._limits = {"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
                         "prefill_chunk": prefill_chunk, "prefill_stall": prefill_stall}
+        if self.share is not None:
+            self._limits["max_running_per_identity"] = self.share.running
         self._batch = engine.new_batch(**self._limits)
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
@@ -100,6 +147,8 @@ class ReferenceServingEngine:
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
                      "prefill_chunk_tokens": prefill_chunk, "prefill_stall": prefill_stall,
+                     **({"fair_share": {"identities": self.share.identities, "queued": self.share.queued,
+                                        "running": self.share.running}} if self.share is not None else {}),
                      **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
                         if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                      **(details or {})},
@@ -112,6 +161,7 @@ class ReferenceServingEngine:
             max_draft_len=int(getattr(engine, "max_draft_len", 0)),
             max_batch_size=int(max_batch_size),
             default_speculation=speculation,
+            max_global_pool_size=getattr(engine, "max_global_pool_size", None),
         )
         self.policy = LookaheadPolicy(schedule, default=self.info.policy)
         self.tokenizer = PromptTokenizer(engine.tokenizer)
@@ -141,11 +191,32 @@ class ReferenceServingEngine:
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
                     f"{self._max_queue}); retry later",
                     retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
+            identity = request.cache_scope.identity if request.cache_scope is not None else None
+            self._check_share(identity, request)
             request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
-            handle = GenerationHandle(loop, request, on_cancel=self._cancel, on_finish=self.policy.release)
+            self._held[identity] += 1
+            handle = GenerationHandle(loop, request, on_cancel=self._cancel,
+                                      on_finish=lambda: self._finished(identity))
             self._pending.append(_Job(handle, time.perf_counter()))
             self._cv.notify()
         return handle
+
+    def _check_share(self, identity: Optional[str], request: GenerationRequest) -> None:
+        """429 when ``identity`` already holds its share of the sequences waiting or running (with the lock)."""
+        share = self.share
+        if share is None or identity is None or self._held[identity] < share.held:
+            return
+        raise EngineOverloaded(
+            f"this API key has {self._held[identity]} sequences waiting or running, its share of this server "
+            f"({share.describe()}); retry when some have finished", retry_after_s=max(
+                1, math.ceil(request.max_tokens * self._mean_step_s)))
+
+    def _finished(self, identity: Optional[str]) -> None:
+        self.policy.release()
+        with self._cv:
+            self._held[identity] -= 1
+            if self._held[identity] <= 0:
+                del self._held[identity]
 
     def load(self) -> tuple[int, int]:
         with self._cv:

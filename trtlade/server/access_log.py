@@ -5,9 +5,10 @@ Worked example (a completion that ran with (2,3,2), then a request refused for i
     127.0.0.1:51834 - "POST /v1/completions HTTP/1.1" 200 1832.4ms prompt=12 completion=50 lookahead=2,3,2
     127.0.0.1:51836 - "POST /v1/completions HTTP/1.1" 400 3.1ms error=lookahead_not_admitted param=lookahead.w
 
-Routes leave what they know in ``request.state.access`` (a dict: ``prompt``, ``completion``,
-``lookahead``, ``error``, ``param``); the middleware adds the status and the latency when the last
-byte of the response is sent (a stream: after ``[DONE]``), or ``499`` when the client went away.
+Routes leave what they know in ``request.state.access`` (a dict: ``identity`` -- the API key's name, never
+the key --, ``prompt``, ``completion``, ``lookahead``, ``error``, ``param``); the query string is never
+logged; the middleware adds the status and the latency when the last byte of the response is sent (a
+stream: after ``[DONE]``), or ``499`` when the client went away.
 Switched by ``trtlade serve --access-log/--no-access-log`` (on by default); logger ``trtlade.access``.
 Probes -- ``GET /health`` and ``GET /metrics``, which a load balancer, Kubernetes or Prometheus polls
 every few seconds for the server's whole life, and the launcher while the model loads -- are left
@@ -27,7 +28,7 @@ log = logging.getLogger("trtlade.access")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 
-_FIELDS = ("prompt", "completion", "lookahead", "error", "param")
+_FIELDS = ("identity", "prompt", "completion", "lookahead", "error", "param")
 #: what infrastructure polls (a GET of one of these is a probe, left out of the log by default)
 PROBE_PATHS = ("/health", "/metrics")
 
@@ -50,8 +51,7 @@ def access_line(scope: Scope, status: int, seconds: float, info: Optional[dict[s
     """
     client = scope.get("client")
     who = f"{client[0]}:{client[1]}" if client else "-"
-    query = scope.get("query_string", b"")
-    path = scope.get("path", "") + (f"?{query.decode('latin-1')}" if query else "")
+    path = scope.get("path", "")  # never the query string: a client may put a key or a secret in it
     extra = "".join(f" {key}={info[key]}" for key in _FIELDS if info and info.get(key) is not None)
     return (f'{who} - "{scope.get("method", "-")} {path} HTTP/{scope.get("http_version", "1.1")}" '
             f"{status} {seconds * 1000:.1f}ms{extra}")

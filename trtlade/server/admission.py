@@ -58,6 +58,8 @@ __all__ = [
     "resolve_model_name",
     "DEFAULT_COMPLETION_MAX_TOKENS",
     "MAX_STOP_STRINGS",
+    "MAX_STOP_CHARS",
+    "MAX_STOP_TOKEN_IDS",
 ]
 
 Kind = Literal["completion", "chat"]
@@ -65,6 +67,10 @@ Kind = Literal["completion", "chat"]
 #: OpenAI's default max_tokens for /v1/completions (chat defaults to the rest of the context).
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 MAX_STOP_STRINGS = 16
+#: Characters one stop string may have (each is checked against the text at every token, on the engine thread).
+MAX_STOP_CHARS = 1024
+#: Extra stop token ids one request may send.
+MAX_STOP_TOKEN_IDS = 64
 #: Choices one request may ask for (prompts x n).
 MAX_CHOICES = 64
 
@@ -206,6 +212,12 @@ def parse_request_speculation(value: Any, info: EngineInfo) -> DraftConfig:
             f"speculation.max_draft_len: {config.max_draft_len} draft tokens per step is above this server's limit "
             f"of {info.max_draft_len} (serve.max_draft_len)", param="speculation.max_draft_len",
             code="speculation_not_admitted")
+    limit = info.max_global_pool_size
+    if config.enable_global_pool and limit is not None and (config.global_pool_size or 0) > limit:
+        raise ApiError.bad_request(
+            f"speculation.global_pool_size: {config.global_pool_size} slots is above this server's limit of {limit} "
+            f"(serve.max_global_pool_size); send {info.max_batch_size} <= global_pool_size <= {limit}, or leave it "
+            "out", param="speculation.global_pool_size", code="speculation_not_admitted")
     return config
 
 
@@ -285,7 +297,7 @@ def _prompt_list(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[li
     vocab = tokenizer.vocab_size
     for k, ids in enumerate(lists):
         for i, token in enumerate(ids):
-            if not 0 <= token < vocab:
+            if vocab is not None and not 0 <= token < vocab:
                 where = f"prompt[{k}][{i}]" if len(lists) > 1 or isinstance(prompt[0], list) else f"prompt[{i}]"
                 raise ApiError.bad_request(f"{where} = {token} is not a token id of this model (0 <= id < {vocab})",
                                            param="prompt")
@@ -304,6 +316,7 @@ def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[i
 def tokenize(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest],
              tokenizer: PromptTokenizer) -> list[list[int]]:
     """Token ids of each prompt (may take a while for huge prompts: call it off the event loop)."""
+    _check_stop_token_ids(body.stop_token_ids, tokenizer.vocab_size)
     if kind == "completion":
         prompts = _prompt_list(body, tokenizer)  # type: ignore[arg-type]
     else:
@@ -326,7 +339,33 @@ def _stop_strings(stop: Union[str, list[str], None]) -> tuple[str, ...]:
     for i, s in enumerate(items):
         if s == "":
             raise ApiError.bad_request(f"stop[{i}] is an empty string", param="stop")
+        if len(s) > MAX_STOP_CHARS:
+            raise ApiError.bad_request(f"stop[{i}] has {len(s)} characters; a stop string may have 1 to "
+                                       f"{MAX_STOP_CHARS}", param="stop")
     return tuple(items)
+
+
+def _check_stop_token_ids(ids: Optional[list[int]], vocab: Optional[int] = None) -> None:
+    """At most :data:`MAX_STOP_TOKEN_IDS` ids, each a token id of the model (0 <= id < vocab; None: the count
+    alone)."""
+    ids = ids or []
+    if len(ids) > MAX_STOP_TOKEN_IDS:
+        raise ApiError.bad_request(f"stop_token_ids has {len(ids)} ids; at most {MAX_STOP_TOKEN_IDS} are accepted",
+                                   param="stop_token_ids")
+    for i, token in enumerate(ids):
+        if vocab is not None and not 0 <= token < vocab:
+            raise ApiError.bad_request(f"stop_token_ids[{i}] = {token} is not a token id of this model "
+                                       f"(0 <= id < {vocab})", param="stop_token_ids")
+
+
+def _check_choices(body: Union[CompletionRequest, ChatCompletionRequest]) -> None:
+    """Prompts x n within :data:`MAX_CHOICES`, counted before anything is tokenized."""
+    prompt = getattr(body, "prompt", None)
+    count = len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)) else 1
+    choices = count * (body.n or 1)
+    if choices > MAX_CHOICES:
+        raise ApiError.bad_request(f"{count} prompt(s) x n = {body.n or 1} asks for {choices} choices; at "
+                                   f"most {MAX_CHOICES} per request", param="n" if (body.n or 1) > 1 else "prompt")
 
 
 def parse_request_policy(value: Any, info: EngineInfo) -> Optional[str]:
@@ -399,6 +438,8 @@ def check_request(kind: Kind, body: Union[CompletionRequest, ChatCompletionReque
         raise ApiError.bad_request(
             f"max_tokens ({body.max_tokens}) and max_completion_tokens ({body.max_completion_tokens}) "
             "disagree; send one of them", param="max_completion_tokens")
+    _check_choices(body)
+    _check_stop_token_ids(body.stop_token_ids)
     return drafting, _stop_strings(body.stop)
 
 

@@ -67,7 +67,8 @@ class ServerSettings:
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
     streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
     ``access_log_probes``: health checks and metrics scrapes too. ``http_stack``: the event loop and
-    HTTP parser uvicorn runs (:func:`trtlade.server.runner.http_stack`), shown by /version."""
+    HTTP parser uvicorn runs (:func:`trtlade.server.runner.http_stack`), shown by /version.
+    ``metrics_without_key``: GET /metrics open although the server has keys."""
 
     api_key: Optional[str] = None
     keys: Optional[KeyRing] = None
@@ -79,6 +80,8 @@ class ServerSettings:
     access_log: bool = True
     access_log_probes: bool = False
     http_stack: dict[str, str] = field(default_factory=dict)
+    #: GET /metrics without a key although the server has keys (``serve.metrics_without_key``)
+    metrics_without_key: bool = False
 
 
 @dataclass
@@ -172,7 +175,15 @@ class ServerContext:
         identity = keys.authenticate(token.strip()) if scheme.lower() == "bearer" else None
         if identity is None:
             raise ApiError.unauthorized()
+        note_access(request, identity=identity.name)  # the name, never the key
         return identity
+
+    def sees_live(self, identity: Optional[Identity]) -> bool:
+        """Whether the caller may read the live counters (/version's ``live``): anyone without keys; with
+        several keys, an admin key only (they change with every request, so another tenant could read a
+        request's prompt length and reuse from them)."""
+        keys = self.keys
+        return identity is None or keys is None or not keys.several or identity.admin
 
     def check_admin(self, request: Request) -> Optional[Identity]:
         """:meth:`check_auth`, and with several keys a 403 unless the key is marked admin."""

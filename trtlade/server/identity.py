@@ -4,7 +4,8 @@ A server has no keys (anyone may call it), one key (``--api-key`` / ``serve.api_
 ``default``), or a keys file (``serve.api_keys_file``, ``--api-keys-file`` or ``$TRTLADE_API_KEYS_FILE``),
 one identity per key. Two formats:
 
-* text, one key per line: ``NAME KEY`` and optionally ``admin``; blank lines and ``#`` comments skipped::
+* text, one key per line: ``NAME KEY`` and optionally ``admin``; blank lines and ``#`` comments skipped (a
+  comment starts a line or follows a space; a ``#`` inside a key is part of the key)::
 
       alice  3c1f0d9e8b7a6f5e4d3c2b1a09f8e7d6   admin
       bob    9a8b7c6d5e4f30211f2e3d4c5b6a7988
@@ -12,8 +13,10 @@ one identity per key. Two formats:
 * YAML (``.yml`` / ``.yaml``): ``keys: [{name: alice, key: ..., admin: true}, ...]``.
 
 Keys are compared in constant time, each request against every key (so the time does not say which key
-came closest), never logged and never echoed; a 401 says nothing about which keys exist. A keys file that
-group or others may read is a warning at start.
+came closest), never logged and never echoed (an error names the file and line, never the text on it; a
+name as long as a key is not shown either, in case the columns were swapped); a 401 says nothing about
+which keys exist. Every source of a key (a keys file, ``--api-key``, ``$TRTLADE_API_KEY``) needs
+:data:`MIN_KEY_LENGTH` characters. A keys file that group or others may read is a warning at start.
 
     >>> ring = KeyRing.parse("alice 0123456789abcdef0123 admin\\nbob fedcba9876543210fedc\\n", "keys.txt")
     >>> ring.authenticate("fedcba9876543210fedc"), ring.authenticate("nope")
@@ -34,7 +37,8 @@ from typing import Any, Optional
 
 from trtlade.errors import TrtladeError
 
-__all__ = ["Identity", "KeyRing", "KeysFileError", "KEYS_FILE_ENV", "MIN_KEY_LENGTH", "DEFAULT_IDENTITY"]
+__all__ = ["Identity", "KeyRing", "KeysFileError", "KEYS_FILE_ENV", "MIN_KEY_LENGTH", "DEFAULT_IDENTITY",
+           "check_key_length"]
 
 KEYS_FILE_ENV = "TRTLADE_API_KEYS_FILE"
 #: shorter keys are refused: a key is a password that every request sends
@@ -120,25 +124,56 @@ class KeyRing:
             raise KeysFileError(f"{source} holds no key", _HINT, where=source)
         entries: list[tuple[Identity, bytes]] = []
         for where, name, key, admin in rows:
+            shown = _shown(name)
             if not _NAME.match(name):
-                raise KeysFileError(f"identity name {name!r} is not a plain name", "letters, digits and _.@- only, "
+                raise KeysFileError(f"identity name {shown} is not a plain name", "letters, digits and _.@- only, "
                                     "up to 64 characters (names appear in logs; keys never do)", where=where)
             if len(key) < MIN_KEY_LENGTH:
-                raise KeysFileError(f"the key of {name} is {len(key)} characters; at least {MIN_KEY_LENGTH} are "
-                                    "needed", "make one with: openssl rand -hex 24", where=where)
+                raise KeysFileError(f"the key of {shown} is {len(key)} characters; at least {MIN_KEY_LENGTH} are "
+                                    "needed", "make one with: openssl rand -hex 24 (NAME first, then KEY)",
+                                    where=where)
             if name in (i.name for i, _ in entries):
-                raise KeysFileError(f"identity {name} is named twice", "give each key its own name", where=where)
+                raise KeysFileError(f"identity {shown} is named twice", "give each key its own name", where=where)
             if any(hmac.compare_digest(key.encode(), k) for _, k in entries):
-                raise KeysFileError(f"the key of {name} is also another identity's key", "give each identity its "
+                raise KeysFileError(f"the key of {shown} is also another identity's key", "give each identity its "
                                     "own key (a shared key would make them one identity)", where=where)
             entries.append((Identity(name, admin), key.encode()))
         return cls(tuple(entries), source)
 
 
+def check_key_length(key: str, source: str) -> None:
+    """Every source of a key needs :data:`MIN_KEY_LENGTH` characters (the error never shows the key).
+
+    >>> check_key_length("0123456789abcdef", "--api-key")
+    >>> try:
+    ...     check_key_length("short", "--api-key")
+    ... except KeysFileError as exc:
+    ...     print(exc.message)
+    the key is 5 characters; at least 16 are needed
+    """
+    if len(key) < MIN_KEY_LENGTH:
+        raise KeysFileError(f"the key is {len(key)} characters; at least {MIN_KEY_LENGTH} are needed",
+                            "make one with: openssl rand -hex 24", where=source)
+
+
+def _shown(name: str) -> str:
+    """A name as an error shows it: not at all when it is as long as a key (the columns may be swapped)."""
+    return repr(name) if len(name) < MIN_KEY_LENGTH else "on this line (not shown: as long as a key)"
+
+
+#: a comment: ``#`` at the start of a line or after whitespace, to its end (a ``#`` inside a key is the key's)
+_COMMENT = re.compile(r"(^|\s)#.*$")
+
+
 def _text_rows(text: str, source: str) -> list[tuple[str, str, str, bool]]:
+    """``(where, name, key, admin)`` of each line.
+
+    >>> _text_rows("# team keys\\nalice abc#def0123456789   admin  # on-call\\n", "k.txt")
+    [('k.txt:2', 'alice', 'abc#def0123456789', True)]
+    """
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
-        body = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        body = _COMMENT.sub("", line).strip()
         if not body:
             continue
         parts = body.split()
@@ -155,8 +190,12 @@ def _yaml_rows(text: str, source: str) -> list[tuple[str, str, str, bool]]:
 
     try:
         data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KeysFileError(f"{source} is not valid YAML: {exc}", _HINT, where=source) from None
+    except yaml.YAMLError as exc:  # its text quotes the line, which may hold a key: only where and what
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        raise KeysFileError(f"{source} is not valid YAML ({problem}, line {mark.line + 1 if mark else '?'})",
+                            _HINT, where=where) from None
     items = data.get("keys") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise KeysFileError(f"{source} has no `keys:` list", _HINT, where=source)
@@ -167,8 +206,8 @@ def _yaml_rows(text: str, source: str) -> list[tuple[str, str, str, bool]]:
             raise KeysFileError(f"keys[{index}] needs a string `name` and a string `key`", _HINT, where=where)
         extra = set(item) - {"name", "key", "admin"}
         if extra:
-            raise KeysFileError(f"keys[{index}]: unknown field {sorted(extra)[0]!r}", "fields: name, key, admin",
-                                where=where)
+            raise KeysFileError(f"keys[{index}]: unknown field {_shown(str(sorted(map(str, extra))[0]))}",
+                                "fields: name, key, admin", where=where)
         admin = item.get("admin", False)
         if not isinstance(admin, bool):
             raise KeysFileError(f"keys[{index}].admin must be true or false, got {admin!r}", _HINT, where=where)

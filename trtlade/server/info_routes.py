@@ -1,5 +1,7 @@
-"""The information routes: GET /v1/models (needs the API key when one is set), /health, /metrics and
-/version; and POST /admin/prefix-cache/clear (needs the API key), which the bench calls between series."""
+"""The information routes: GET /v1/models, /metrics and /version (each needs a key when the server has keys;
+``serve.metrics_without_key`` opens /metrics; /version's live counters need an admin key when there are
+several), /health (open: load balancers poll it); and POST /admin/prefix-cache/clear (needs the API key), which
+the bench calls between series."""
 
 from __future__ import annotations
 
@@ -37,12 +39,15 @@ async def health(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def prometheus(ctx: ServerContext = Depends(server_context)) -> Response:
+async def prometheus(request: Request, ctx: ServerContext = Depends(server_context)) -> Response:
+    if not ctx.settings.metrics_without_key:
+        ctx.check_auth(request)
     return Response(ctx.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/version")
-async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+async def version(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    identity = ctx.check_auth(request)
     engine = ctx.state.engine
     info = engine.info if engine is not None else None
     settings = ctx.settings
@@ -52,7 +57,7 @@ async def version(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
         "engine": info.to_dict() if info is not None else None,
         "spec": str(info.spec) if info is not None else None,
         "scheduling": info.scheduling if info is not None else None,
-        "live": engine.live() if engine is not None and hasattr(engine, "live") else None,
+        "live": engine.live() if engine is not None and hasattr(engine, "live") and ctx.sees_live(identity) else None,
         "manifest": settings.manifest,
         "prefix_cache_scope": settings.prefix_cache_scope,
         "identities": len(keys.entries) if (keys := ctx.keys) is not None else 0,

@@ -106,14 +106,15 @@ class _GenerationFields(_Strict):
         "(`decoding_type`, `max_draft_len`, `max_matching_ngram_size`, ...), checked by upstream's validators; "
         "reference engine only, `max_draft_len` at most `serve.max_draft_len`. Not with `lookahead`."))
     cache_salt: Optional[str] = Field(None, min_length=1, max_length=MAX_CACHE_SALT, description=(
-        "vLLM's: a namespace for prefix-cache reuse; only requests with the same salt (and, under the server's "
-        "`identity` and `salt` scopes, the same API key) reuse each other's cached prompt blocks. Combined "
-        "server-side with the caller's identity, so a copied salt crosses no identity. Reference engine."))
+        "vLLM's: a namespace for prefix-cache reuse and for the NGram / SA pools; only requests with the same salt "
+        "and, whenever the server has API keys (every scope, `global` included), the same key reuse each other's "
+        "cached prompt blocks or draft from each other's text: a copied salt crosses no identity. Reference "
+        "engine."))
     ignore_eos: Optional[bool] = Field(False, description="Generate past the end-of-sequence token (benchmarks).")
     min_tokens: Optional[int] = Field(0, ge=0, description="No stop (EOS, stop strings, stop ids) before this many "
                                       "tokens.")
     stop_token_ids: Optional[list[int]] = Field(None, description="Token ids that end the generation, like stop "
-                                                "strings.")
+                                                "strings: at most 64, each a token id of the model (0 <= id < vocab).")
     top_k: Optional[int] = Field(None, ge=-1, description="vLLM's: sample among the k most likely tokens (0 or -1: "
                                  "off).")
     min_p: Optional[float] = Field(None, **sampling_bounds("min_p"), description="vLLM's: drop tokens below min_p "

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
-from trtlade.server.identity import KeyRing, KeysFileError, keys_file_path
+from trtlade.server.identity import KeyRing, KeysFileError, check_key_length, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
@@ -272,12 +272,32 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
 def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRing], list[str]]:
     """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line)."""
     try:
+        if api_key:
+            check_key_length(api_key, "--api-key ($TRTLADE_API_KEY, serve.api_key_env)")  # the keys file's minimum
         if path is None:
             return (KeyRing.single(api_key) if api_key else None), []
         ring, warnings = KeyRing.load(path)
         return ring.with_key(api_key), warnings
     except KeysFileError as exc:
         raise PlanError(exc.message, exc.hint, where=exc.where) from None
+
+
+def _check_shared_drafter(config: TrtladeConfig, keys: Optional[KeyRing]) -> None:
+    """TensorRT-LLM's NGram public pool and SA global pool search every request the executor runs: with API keys
+    they would draft one identity's request from another's text, so they are refused unless the operator
+    chose ``prefix_cache_scope: global`` (one tenant). The reference engine scopes its pools instead."""
+    drafter = config.speculation_config if config.build.backend == "pytorch" else None
+    if keys is None or drafter is None or config.serve.prefix_cache_scope == "global":
+        return
+    shared = ("is_public_pool" if drafter.decoding_type == "NGram" and drafter.is_public_pool else
+              "enable_global_pool" if drafter.decoding_type == "SA" and drafter.enable_global_pool else None)
+    if shared is not None:
+        raise PlanError(f"speculation.{shared}: TensorRT-LLM's {drafter.decoding_type} drafts every request from "
+                        "every other request's text, across API keys: one identity's accepted drafts would tell it "
+                        "what another's text holds",
+                        f"set speculation.{shared}: false (each request drafts from its own text), or set "
+                        "serve.prefix_cache_scope: global to accept sharing (one tenant)",
+                        where=f"speculation.{shared}")
 
 
 def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
@@ -292,6 +312,7 @@ def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
                             "every request the executor runs: it cannot keep one API key's prompts from another's",
                             "set serve.prefix_cache_scope: global to accept that (one tenant), or turn "
                             "serve.kv_cache_enable_block_reuse off", where="serve.prefix_cache_scope")
+        _check_shared_drafter(config, keys)
         return "global"
     scope = explicit or ("identity" if keys is not None else "global")
     if scope == "identity" and keys is None:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import TrtladeError, redacted_argv
 from trtlade.server.plan import ServePlan
 
 __all__ = ["engine_factory", "serve_app", "run_plan", "check_listen", "ServeError"]
@@ -81,11 +81,14 @@ def _load_reference(plan: ServePlan) -> Any:
         spec=cfg.lookahead.spec, dtype=dtype, request_default=cfg.lookahead.request_default,
         threads=cfg.serve.threads, seed=cfg.lookahead.seed, corrected_keying=cfg.lookahead.corrected_keying,
         prompt_lookup=preset_prompt_lookup(cfg.lookahead_preset, cfg.lookahead.spec),
-        max_draft_len=cfg.max_draft_len, ngram_implementation=cfg.serve.ngram_implementation)
+        max_draft_len=cfg.max_draft_len, ngram_implementation=cfg.serve.ngram_implementation,
+        max_global_pool_size=cfg.serve.max_global_pool_size, draft_retained_tokens=cfg.serve.draft_retained_tokens)
     if cfg.serve.prefix_cache_mb:
         engine.runner.enable_prefix_cache(cfg.serve.prefix_cache_mb << 20)
     return ReferenceServingEngine(
-        engine, max_queue=cfg.serve.max_queue, max_batch_size=cfg.build.max_batch_size,
+        engine, max_queue=cfg.serve.max_queue, identities=len(plan.keys.names) if plan.keys is not None else 1,
+        max_queue_per_identity=cfg.serve.max_queue_per_identity,
+        max_running_per_identity=cfg.serve.max_running_per_identity, max_batch_size=cfg.build.max_batch_size,
         max_num_tokens=cfg.build.max_num_tokens, prefill_chunk=cfg.serve.prefill_chunk_tokens or None,
         prefill_stall=cfg.serve.prefill_stall or None,
         served_name=cfg.model.served_name,
@@ -111,7 +114,8 @@ def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
         max_queue=cfg.serve.max_queue, kv_cache_free_gpu_memory_fraction=cfg.serve.kv_cache_free_gpu_memory_fraction,
         kv_cache_enable_block_reuse=cfg.serve.kv_cache_enable_block_reuse,
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
-        build=cfg.build if plan.config_file else None, source=plan.config_file, argv=tuple(argv))
+        build=cfg.build if plan.config_file else None, source=plan.config_file,
+        argv=tuple(redacted_argv(argv)))  # a start error's hint prints it: never the key
 
 
 def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optional[Callable[[], Any]]:
@@ -278,6 +282,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
         log.warning("%s", warning)
     settings = ServerSettings(api_key=plan.api_key, keys=plan.keys, prefix_cache_scope=plan.prefix_cache_scope,
                               max_body_bytes=plan.config.serve.max_body_bytes,
+                              metrics_without_key=plan.config.serve.metrics_without_key,
                               access_log=access_log, access_log_probes=access_log_probes,
                               manifest=plan.manifest, source=plan.describe(), http_stack=stack)
     failure: list[BaseException] = []
