@@ -165,3 +165,19 @@ def test_the_acceptance_rate_gate_is_the_engines_not_the_requests():
     assert max(free) > 1                                       # no gate settings: drafts as before
     for i in range(3):
         assert tokens(chunks[i]) == greedy("llama", torch.float32, p[0])
+
+
+def test_under_an_identity_scope_one_tenants_gate_closes_for_that_tenant_only():
+    """No tenant can turn another's drafting off: the gate is per namespace (the engine's own under global)."""
+    from trtlade.contract.protocol import CacheScope
+
+    gated = DraftConfig.parse({**NGRAM, "acceptance_rate_window_size": 2, "acceptance_rate_threshold": 1.0})
+    alice, bob = CacheScope("identity", "alice"), CacheScope("identity", "bob")
+    batch = engine().new_batch(max_batch_size=4)
+    p = prompts()
+    chunks = run(batch, {0: [request(p[0], speculation=gated, max_tokens=MAX_TOKENS, cache_scope=alice)],
+                         30: [request(p[0], speculation=gated, max_tokens=MAX_TOKENS, cache_scope=alice),
+                              request(p[0], speculation=gated, max_tokens=MAX_TOKENS, cache_scope=bob)]})
+    first, late_alice, bob_rows = (chunks[i][-1].stats.rows_per_step for i in range(3))
+    assert max(first) > 1 and max(late_alice) == 1   # alice's gate closed for alice
+    assert max(bob_rows) > 1                          # bob drafts: his own gate is still open

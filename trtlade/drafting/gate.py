@@ -6,9 +6,10 @@ built from ``acceptance_rate_window_size`` (N) and ``acceptance_rate_threshold``
 drafted anything gives one sample, the batch's accepted draft tokens over its drafted tokens; once N samples
 are in, a rolling mean of the last N below the threshold (strictly) turns speculation off for every request
 of the executor from the next iteration on, and nothing turns it back on. A window of 0 or None, or no
-threshold, is no gate. (The 1.2 line's ``acceptance_window`` / ``acceptance_length_threshold`` sampled per
-completed request instead, the request's accepted draft tokens per step: renamed and changed by
-NVIDIA/TensorRT-LLM#12905.)
+threshold, is no gate. trtlade keeps one per prefix-cache namespace
+(:class:`~trtlade.drafting.algorithm.DraftPools`), which is the engine's own under ``global``. (The 1.2 line's
+``acceptance_window`` / ``acceptance_length_threshold`` sampled per completed request instead, the request's
+accepted draft tokens per step: renamed and changed by NVIDIA/TensorRT-LLM#12905.)
 
 Worked example (window 3, threshold 0.5; the iterations' accepted / drafted)::
 
