@@ -55,6 +55,7 @@ from trtlade.reference.adaptive import Acceptance, AutoPolicy
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.native.argmax import argmax_rows
 from trtlade.reference.native.bindings import traced
+from trtlade.reference.prefix_cache import common_prefix
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
@@ -363,7 +364,7 @@ class SequenceState:
         policy = self.engine.policy
         matched: dict[str, int] = {}
         for cand, source in candidates:
-            n = _common_prefix(cand, emitted)
+            n = common_prefix(cand, emitted)
             matched[source] = max(matched.get(source, 0), n)
         if not matched:
             return
@@ -896,20 +897,6 @@ def _prior_key(context: str, option: str, greedy: bool, spec: LookaheadSpec, eng
     """
     kind = "" if greedy else "sampled-"
     return f"{kind}{context}/{option}" + ("" if spec == engine_spec else f"@{spec}")
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading items ``a`` and ``b`` share.
-
-    >>> _common_prefix((4, 5, 6), [4, 5, 9, 1]), _common_prefix((7,), [4])
-    (2, 0)
-    """
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class _RepeatIndex:

@@ -60,7 +60,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from trtlade.contract.protocol import CacheScope
 
-__all__ = ["PrefixCache", "DEFAULT_BLOCK_TOKENS"]
+__all__ = ["PrefixCache", "DEFAULT_BLOCK_TOKENS", "common_prefix"]
 
 #: tokens per block (vLLM's default block size)
 DEFAULT_BLOCK_TOKENS = 16
@@ -78,8 +78,12 @@ class _Block:
         return len(self.key[1])
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many first tokens ``a`` and ``b`` share."""
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading items ``a`` and ``b`` share.
+
+    >>> common_prefix((4, 5, 6), [4, 5, 9, 1]), common_prefix((7,), [4])
+    (2, 0)
+    """
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -135,7 +139,7 @@ class PrefixCache:
         rest = prompt[len(used) * b:max(limit, 0)]
         if rest:  # the child sharing the most next tokens (ties: the greater tokens, so the same every time)
             kids = self._kids.get((parent, rest[0]), ())
-            shared, tokens = max(((_common(k[1], rest), k[1]) for k in kids), default=(0, ()))
+            shared, tokens = max(((common_prefix(k[1], rest), k[1]) for k in kids), default=(0, ()))
             if shared:
                 used.append(((parent, tokens), shared))
         return used
