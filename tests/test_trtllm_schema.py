@@ -197,6 +197,7 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("speculative_config: {decoding_type: DraftTarget, max_draft_len: 4, speculative_model_dir: /d}\n", "1.2.1"),
     ("build_config: {max_batch_size: 8}\n", "1.2.1"),
     ("sampler_type: TRTLLMSampler\n", "1.2.1"),
+    ("cuda_graph_config: {batch_sizes: [1, 2, 4, 8], max_batch_size: 8, enable_padding: true}\n", "1.1.0"),
     ("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", "1.2.1"),
 ])
 def test_what_upstream_accepts_passes(text, release):
@@ -228,6 +229,8 @@ def test_what_upstream_accepts_passes(text, release):
      "speculative_config.decoding_type"),
     ("cuda_graph_config: {batch_sizes: [1, 2, 8], max_batch_size: 4}\n", NEWEST, "trtllm-args-rule",
      "cuda_graph_config.max_batch_size"),
+    ("cuda_graph_config: {batch_sizes: [1, 2, 8], max_batch_size: 8}\n", "1.1.0", "trtllm-args-rule",
+     "cuda_graph_config.max_batch_size"),                       # not the sizes 8 generates: refused on 1.1
     ("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_concurrency: 4, "
      "draft_len_schedule: {1: 4}}\n", NEWEST, "trtllm-args-rule", "speculative_config.max_concurrency"),
 ])

@@ -21,6 +21,7 @@ Worked example (SA of the newest table: ``validate_sa_config`` refuses only 0 wi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -452,18 +453,40 @@ def _attention_dp_root(block: dict, ctx: Context) -> Iterator[Finding]:
 
 @rule("TorchLlmArgs", "validate_cuda_graph_config")
 def _cuda_graphs_old(block: dict, ctx: Context) -> Iterator[Finding]:
-    """1.1 / 1.2: both ``batch_sizes`` and a non-zero ``max_batch_size`` are refused unless the sizes are exactly
-    the ones ``max_batch_size`` generates; trtlade refuses the pair whenever ``max_batch_size`` differs from the
-    largest size (the generated list always ends at it), and notes the rest of the rule here."""
+    """1.1 / 1.2: ``batch_sizes`` together with a non-zero ``max_batch_size`` is refused unless the sorted sizes
+    are exactly the ones ``max_batch_size`` generates (``CudaGraphConfig._generate_cuda_graph_batch_sizes``)."""
     config = block.get("cuda_graph_config")
     if not isinstance(config, dict):
         return
     sizes, top = config.get("batch_sizes"), _int(config.get("max_batch_size", 0))
-    if isinstance(sizes, list) and sizes and top and all(_int(x) is not None for x in sizes) \
-            and max(_int(x) for x in sizes) != top:  # type: ignore[type-var]
+    if not isinstance(sizes, list) or not sizes or not top or any(_int(x) is None for x in sizes):
+        return
+    if sorted(_int(x) for x in sizes) != cuda_graph_batch_sizes(top, _bool(config.get("enable_padding", False))):
         yield ("cuda_graph_config", "max_batch_size"), \
             "don't set both cuda_graph_config.batch_sizes and cuda_graph_config.max_batch_size", \
             "keep batch_sizes (max_batch_size is derived from it) or max_batch_size (batch_sizes are generated)"
+
+
+def cuda_graph_batch_sizes(max_batch_size: int, enable_padding: bool) -> list[int]:
+    """The CUDA-graph batch sizes ``max_batch_size`` stands for (``BaseCudaGraphConfig.
+    _generate_cuda_graph_batch_sizes``, llm_args.py@a1a20970; the 1.1 / 1.2 copies read call the same function):
+    with padding 1, 2, 4 and the multiples of 8 to 128, then steps of 64; without, 1 to 32, 64, 128, then powers
+    of two; those up to ``max_batch_size``, which is always the last.
+
+    >>> cuda_graph_batch_sizes(8, True), cuda_graph_batch_sizes(40, False)[-4:]
+    ([1, 2, 4, 8], [30, 31, 32, 40])
+    """
+    if enable_padding:
+        sizes = [1, 2, 4] + [8 * i for i in range(1, 17)]
+        while sizes[-1] + 64 <= max_batch_size:
+            sizes.append(sizes[-1] + 64)
+    else:
+        sizes = list(range(1, 33)) + [64, 128]
+        sizes += [2 ** i for i in range(8, math.ceil(math.log(max_batch_size, 2)))] if max_batch_size > 1 else []
+    sizes = sorted(x for x in sizes if x <= max_batch_size)
+    if not sizes or sizes[-1] != max_batch_size:
+        sizes.append(max_batch_size)
+    return sizes
 
 
 # ------------------------------------------------------------------------------------------ before validators
