@@ -229,6 +229,8 @@ def test_what_upstream_accepts_passes(text, release):
      "speculative_config.decoding_type"),
     ("cuda_graph_config: {batch_sizes: [1, 2, 8], max_batch_size: 4}\n", NEWEST, "trtllm-args-rule",
      "cuda_graph_config.max_batch_size"),
+    ("kv_cache_config: {max_attention_window: [4096, 0]}\n", NEWEST, "trtllm-args-rule",
+     "kv_cache_config.max_attention_window"),
     ("cuda_graph_config: {batch_sizes: [1, 2, 8], max_batch_size: 8}\n", "1.1.0", "trtllm-args-rule",
      "cuda_graph_config.max_batch_size"),                       # not the sizes 8 generates: refused on 1.1
     ("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_concurrency: 4, "

@@ -332,12 +332,12 @@ def _kv_window(block: dict, ctx: Context) -> Iterator[Finding]:
     if not isinstance(value, list) or not value:
         yield ("max_attention_window",), "kv_cache_config.max_attention_window must be a non-empty list of " \
                                          "positive integers", ""
-    elif any(isinstance(i, int) and not isinstance(i, bool) and i <= 0 and i != _RECURRENT_STATES for i in value):
-        yield ("max_attention_window",), "kv_cache_config.max_attention_window values must be positive", ""
-
-
-#: ``LinearCacheType.RECURRENT_STATES.value`` (C++ binding; the sentinel a recurrent layer's window takes).
-_RECURRENT_STATES = -1
+    elif any(isinstance(i, int) and not isinstance(i, bool) and i == 0 for i in value):
+        yield ("max_attention_window",), "kv_cache_config.max_attention_window values must be positive", \
+            "a window per layer, in tokens"
+    # Upstream also allows one negative sentinel, ``LinearCacheType.RECURRENT_STATES.value`` (a C++ binding whose
+    # value was not read): negative values pass here, so one that is not the sentinel is a false pass, never a
+    # false refusal.
 
 
 @rule("KvCacheConfig", "validate_pool_ratio")

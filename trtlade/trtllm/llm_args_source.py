@@ -77,7 +77,7 @@ def parse_source(source: str) -> dict[str, Any]:
             _alias(node, table)
         elif isinstance(node, ast.FunctionDef):
             table["functions"].append(node.name)
-    _resolve_enum_inheritance(table)
+    _drop_plain_bases(table)
     return table
 
 
@@ -135,8 +135,6 @@ def _field(stmt: ast.AnnAssign, model: dict[str, Any]) -> None:
                 entry[key] = _aliases(args[key])
         if "status" in args:
             entry["status"] = _json(_constant(args["status"]))
-        if isinstance(ann, ast.Subscript) and _name(ann.value) == "Annotated":
-            pass
     elif value is not None:
         entry["default"] = _json(_constant(value))
     model["fields"][name] = entry
@@ -254,8 +252,8 @@ def _is_validator(fn: ast.FunctionDef) -> bool:
     return bool(names & {"field_validator", "model_validator", "validator", "root_validator"})
 
 
-def _resolve_enum_inheritance(table: dict[str, Any]) -> None:
-    """A model whose bases are not models but are unknown names stays a model (PybindMirror, ABC ...)."""
+def _drop_plain_bases(table: dict[str, Any]) -> None:
+    """Bases that are not models and carry no fields (``ABC``, ``Generic``) leave the model's base list."""
     for model in table["models"].values():
         model["bases"] = [b for b in model["bases"] if b not in ("ABC", "Generic", "object")]
 
