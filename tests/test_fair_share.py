@@ -112,3 +112,112 @@ def test_an_opt_in_opens_metrics_and_the_access_log_names_the_identity_never_the
     lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
     line = next(x for x in lines if "/v1/completions" in x)
     assert "identity=team" in line and plain not in " ".join(lines) and "s3cret-query" not in " ".join(lines)
+
+
+def _metrics_app(min_others: int, keys: str, **settings):
+    from test_drafter_scopes import engine as tiny
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import ServerSettings, create_app
+    from trtlade.server.identity import KeyRing
+
+    ring = KeyRing.parse(keys, "keys.txt")
+    return create_app(lambda: ReferenceServingEngine(tiny(), max_batch_size=2),
+                      ServerSettings(keys=ring, prefix_cache_scope="identity", metrics_min_others=min_others,
+                                     **settings))
+
+
+OPS, ALICE, BOB = "ops-key-0123456789abcdef00", "alice-key-0123456789abcdef", "bob-key-0123456789abcdef00"
+THREE = f"ops {OPS} admin\nalice {ALICE}\nbob {BOB}\n"
+
+
+def _prompt_tokens(app, script) -> list[float]:
+    """Run ``script`` (("send", key) / ("read", key or None)); the prompt-token counter each read saw."""
+    from fake_engine import client_for, metric_value
+
+    async def go():
+        seen = []
+        async with client_for(app) as c:
+            for action, key in script:
+                auth = {"Authorization": f"Bearer {key}"} if key else {}
+                if action == "send":
+                    r = await c.post("/v1/completions", headers=auth, json={"prompt": "hello there", "max_tokens": 2})
+                    assert r.status_code == 200, r.text
+                else:
+                    r = await c.get("/metrics", headers=auth)
+                    assert r.status_code == 200, r.text
+                    seen.append(metric_value(r.text, "trtlade_prompt_tokens_total"))
+        return seen
+    return asyncio.run(go())
+
+
+def test_a_tenant_reads_no_single_request_of_another_from_metrics_while_an_admin_key_reads_them_live():
+    """bob reads /metrics around each of alice's requests: with min_others 3, his copy moves only once three
+    of hers ran, and then by their sum; his own requests never renew it. The admin key (paired) sees each one."""
+    script = [("read", BOB), ("send", ALICE), ("read", BOB), ("read", OPS), ("send", BOB), ("send", BOB),
+              ("read", BOB), ("send", ALICE), ("read", BOB), ("read", OPS), ("send", ALICE), ("read", BOB)]
+    bob0, bob1, ops1, bob2, bob3, ops2, bob4 = _prompt_tokens(_metrics_app(3, THREE), script)
+    one = ops1  # the admin key's live counter after alice's first request: its prompt tokens
+    assert one > 0 and ops2 == 4 * one  # live: every request counts at once (alice 2 + bob 2 by then)
+    assert bob0 == bob1 == bob2 == bob3 == 0  # one, then two of alice's (bob's own two do not count)
+    assert bob4 == 5 * one  # the third of alice's renews it: the change sums three requests and bob's own
+
+
+def test_an_open_metrics_scraper_reads_the_tenants_view_with_several_keys_and_live_with_one():
+    several = _metrics_app(2, THREE, metrics_without_key=True)
+    first, second = _prompt_tokens(several, [("send", ALICE), ("read", None), ("send", BOB), ("read", None)])
+    assert first == 0 and second > 0  # alice's request alone is not shown; with bob's, their sum is
+    one = _metrics_app(2, f"ops {OPS} admin\n", metrics_without_key=True)
+    (live,) = _prompt_tokens(one, [("send", OPS), ("read", None)])
+    assert live == second / 2  # one key: the operator opened it to a scraper, which reads it live
+
+
+# ------------------------------------------------------------------------------------------ the identity behind
+def _first_chunks(bob):
+    """Who got a chunk in the step where bob's short prompt arrives beside alice's two decoding sequences."""
+    batch = engine().new_batch(max_batch_size=4, prefill_chunk=16)
+    alice = [batch.add(scoped("alice", max_tokens=30)) for _ in range(2)]
+    batch.step(), batch.step()
+    late = batch.add(bob)
+    order = [("bob" if seq == late else "alice", len(chunk.tokens)) for seq, chunk in batch.step()]
+    rest = {seq: [] for seq in alice + [late]}
+    while len(batch):
+        for seq, chunk in batch.step():
+            rest[seq].extend(chunk.tokens)
+    return order, rest[late]
+
+
+def test_the_prompt_of_an_identity_behind_is_prefilled_before_the_others_decode_step():
+    """alice runs two sequences, bob none: bob's first token leaves before alice's decode pass, not after it
+    (its prompt is not a chunk inside that pass). Paired: without keys, the prompt rides in the pass, last.
+    The tokens are the same either way (scheduling only)."""
+    first, tokens = _first_chunks(scoped("bob", max_tokens=30))
+    assert first == [("bob", 1), ("alice", 1), ("alice", 1)]
+    first_plain, tokens_plain = _first_chunks(request([5, 6, 7, 8], max_tokens=30))
+    assert first_plain == [("alice", 1), ("alice", 1), ("bob", 1)]
+    assert tokens == tokens_plain
+
+
+def test_an_identity_beyond_its_share_is_refused_before_its_body_is_read():
+    """alice holds her whole share: her next request gets 429 even with a body that is not JSON (so it was
+    neither parsed nor tokenized). Paired: bob, under his share, gets the 400 that body deserves."""
+    from fake_engine import client_for
+    from trtlade.server.app import ServerSettings, create_app
+    from trtlade.server.identity import KeyRing
+
+    ring = KeyRing.parse(f"alice {ALICE}\nbob {BOB}\n", "keys.txt")
+
+    async def go():
+        serving = ReferenceServingEngine(engine(), max_queue=2, max_batch_size=1, identities=2)
+        app = create_app(lambda: serving, ServerSettings(keys=ring, prefix_cache_scope="identity"))
+        async with client_for(app) as c:
+            held = [serving.submit(scoped("alice")) for _ in range(serving.share.held)]
+            replies = [await c.post("/v1/completions", content=b"{not json", headers={
+                "Authorization": f"Bearer {key}", "Content-Type": "application/json"}) for key in (ALICE, BOB)]
+            for h in held:
+                h.cancel()
+        return replies
+
+    alice, bob = asyncio.run(go())
+    assert alice.status_code == 429 and "its share of this server" in alice.json()["error"]["message"]
+    assert "Retry-After" in alice.headers
+    assert bob.status_code == 400

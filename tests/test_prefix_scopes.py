@@ -142,7 +142,7 @@ def run_pair(app, first: tuple[str, dict], second: tuple[str, dict], **body):
                                        **body, **extra})
                 assert r.status_code == 200, r.text
                 out.append(r.json())
-            return out, (await c.get("/metrics", headers={"Authorization": f"Bearer {BOB}"})).text
+            return out, (await c.get("/metrics", headers={"Authorization": f"Bearer {ALICE}"})).text  # admin: live
 
     replies, metrics = asyncio.run(go())
     return [((r["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0), r["choices"][0]["text"])

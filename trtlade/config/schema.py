@@ -335,8 +335,14 @@ class ServeSection(_Section):
         "the 1.0-1.2 releases and early 1.3.0 release candidates (drafts not padded, a budget of max_tokens).")
     metrics_without_key: bool = Field(
         False, description="With API keys, GET /metrics needs a key like every other route but /health; true opens "
-        "it to a scraper that cannot send one (the per-route and per-scope counters then tell anyone who can reach "
-        "the port when other clients' requests ran).")
+        "it to a scraper that cannot send one. With several keys such a scraper reads the tenants' view "
+        "(metrics_min_others); with one key it reads the counters live, which tell anyone who can reach the port "
+        "when that key's requests ran.")
+    metrics_min_others: int = Field(
+        4, ge=1, le=1000, description="With several API keys, GET /metrics is live for an admin key only; any other "
+        "reader (another key, or a scraper let in by metrics_without_key) gets a copy of the counters renewed only "
+        "once at least this many requests not its own were in flight since its last copy, so that no change it "
+        "sees is a single request of another tenant.")
     max_queue_per_identity: Optional[int] = Field(
         None, ge=1, description="Reference engine, with two or more API keys: the most sequences one identity may "
         "have waiting beyond its running ones (an `n: 8` request is 8); more get 429 naming its share, while the "

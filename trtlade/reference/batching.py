@@ -562,6 +562,8 @@ class Batch:
         self._admit(report, chunked)
         if not chunked:
             self._prefill_whole(report, emit)  # a new request's first token waits for no decode step
+        elif behind := self._behind():
+            self._prefill_whole(report, emit, behind)  # nor another identity's, under fair share
         if decoding:
             self._decode(decoding, report, emit, chunked)
         report.seconds = time.perf_counter() - t0
@@ -617,12 +619,34 @@ class Batch:
                     break
         return None if best is None else best[1]
 
-    def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
-        """Prefill every prefilling sequence to its end and emit each first token when its forward ends:
-        a scored one alone (every row's logits), the others by :func:`prefill_groups` (one forward per
-        group, alone in chunks of ``max_num_tokens`` for a group of one), each group formed when it starts,
-        after taking what the prefix cache holds by then (:meth:`_reuse_late`)."""
-        states, self._prefilling = self._prefilling, []
+    def _behind(self) -> list[SequenceState]:
+        """With identities (API keys) and sequences decoding: the prompts, not started and shorter than a
+        chunk, of the identities holding fewer running sequences than another identity. They are prefilled
+        on their own before the step's decode pass (:meth:`_prefill_whole`) instead of in chunks inside it,
+        so that their first token waits for no other identity's decoding (fair share: an identity's flood
+        of running sequences slows its own steps, not another's first token). Worked example: the flood
+        identity runs 5 sequences, alice's prompt of 30 tokens arrives: it is behind (0 < 5) and prefilled
+        first; bob's second prompt beside his own 2 running while nobody runs more is not."""
+        held: dict[Optional[str], int] = {}
+        for state in self._running:
+            held[state.identity] = held.get(state.identity, 0) + 1
+        most = max(held.values(), default=0)
+        chunk = self.limits.prefill_chunk or 0
+        return [s for s in self._prefilling
+                if s.identity is not None and s.prefill_started is None and not s.scored
+                and len(s.prompt) - s.prefilled <= chunk and held.get(s.identity, 0) < most]
+
+    def _prefill_whole(self, report: StepReport, emit: Callable[[int, StepChunk], None],
+                       only: Optional[Sequence[SequenceState]] = None) -> None:
+        """Prefill every prefilling sequence (or ``only`` these) to its end and emit each first token when its
+        forward ends: a scored one alone (every row's logits), the others by :func:`prefill_groups` (one
+        forward per group, alone in chunks of ``max_num_tokens`` for a group of one), each group formed when
+        it starts, after taking what the prefix cache holds by then (:meth:`_reuse_late`)."""
+        if only is None:
+            states, self._prefilling = self._prefilling, []
+        else:
+            states = list(only)
+            self._prefilling = [s for s in self._prefilling if s not in states]
         if not states:
             return
         runner = self.engine.runner
@@ -936,3 +960,4 @@ def _resolve_policy(request: GenerationRequest, adaptive: bool) -> str:
     if request.policy is not None:
         return request.policy
     return "auto" if adaptive and request.lookahead is None else "fixed"
+

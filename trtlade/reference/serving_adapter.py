@@ -203,13 +203,25 @@ class ReferenceServingEngine:
 
     def _check_share(self, identity: Optional[str], request: GenerationRequest) -> None:
         """429 when ``identity`` already holds its share of the sequences waiting or running (with the lock)."""
+        refusal = self._share_refusal(identity, request.max_tokens)
+        if refusal is not None:
+            raise refusal
+
+    def _share_refusal(self, identity: Optional[str], max_tokens: int) -> Optional[EngineOverloaded]:
         share = self.share
         if share is None or identity is None or self._held[identity] < share.held:
-            return
-        raise EngineOverloaded(
+            return None
+        return EngineOverloaded(
             f"this API key has {self._held[identity]} sequences waiting or running, its share of this server "
             f"({share.describe()}); retry when some have finished", retry_after_s=max(
-                1, math.ceil(request.max_tokens * self._mean_step_s)))
+                1, math.ceil(max_tokens * self._mean_step_s)))
+
+    def over_share(self, identity: str) -> Optional[EngineOverloaded]:
+        """The 429 that any request of ``identity`` would get now, because it holds its whole share already
+        (None: it may be admitted). The server asks before reading the request's body, so that an identity
+        flooding beyond its share costs the others no parsing or tokenizing of what it sends."""
+        with self._cv:
+            return self._share_refusal(identity, 16)
 
     def _finished(self, identity: Optional[str]) -> None:
         self.policy.release()

@@ -22,6 +22,7 @@ from trtlade.contract.serving import ServingEngine
 from trtlade.server.errors import ApiError
 from trtlade.server.identity import Identity, KeyRing
 from trtlade.server.metrics import ServerMetrics
+from trtlade.server.metrics_view import OPEN_READER, TenantView
 
 __all__ = ["EngineSource", "ServerContext", "ServerSettings", "ServerState", "server_context"]
 
@@ -68,7 +69,8 @@ class ServerSettings:
     streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
     ``access_log_probes``: health checks and metrics scrapes too. ``http_stack``: the event loop and
     HTTP parser uvicorn runs (:func:`trtlade.server.runner.http_stack`), shown by /version.
-    ``metrics_without_key``: GET /metrics open although the server has keys."""
+    ``metrics_without_key``: GET /metrics open although the server has keys; ``metrics_min_others``: what a
+    tenant reads of /metrics is renewed only over that many other requests (:mod:`~trtlade.server.metrics_view`)."""
 
     api_key: Optional[str] = None
     keys: Optional[KeyRing] = None
@@ -82,6 +84,8 @@ class ServerSettings:
     http_stack: dict[str, str] = field(default_factory=dict)
     #: GET /metrics without a key although the server has keys (``serve.metrics_without_key``)
     metrics_without_key: bool = False
+    #: a tenant's copy of /metrics is renewed over at least this many others' requests (``serve.metrics_min_others``)
+    metrics_min_others: int = 4
 
 
 @dataclass
@@ -106,9 +110,11 @@ class ServerContext:
     #: generation requests from their arrival to their end (what a schedule band is keyed by)
     active: int = 0
 
-    def arrive(self) -> Callable[[], None]:
-        """Count a generation request from its arrival; returns the (idempotent) call that ends it."""
+    def arrive(self, identity: Optional[Identity]) -> Callable[[], None]:
+        """Count a generation request of ``identity`` (None: no keys, or no valid key) from its arrival, for
+        the schedule's load and the tenants' view of the metrics; returns the (idempotent) call that ends it."""
         self.active += 1
+        end_view = self.tenant_view.begin(identity.name if identity is not None else None)
         ended = False
 
         def leave() -> None:
@@ -116,8 +122,34 @@ class ServerContext:
             if not ended:
                 ended = True
                 self.active -= 1
+                end_view()
 
         return leave
+
+    def over_share(self, identity: Optional[Identity]) -> Optional[ApiError]:
+        """The 429 for a request of ``identity`` that holds its whole fair share of the engine already, found
+        before its body is read (None: go on; the engine checks again at submit)."""
+        check = getattr(self.state.engine, "over_share", None)
+        refusal = check(identity.name) if identity is not None and check is not None else None
+        return ApiError.overloaded(refusal.message, refusal.retry_after_s) if refusal is not None else None
+
+    @functools.cached_property
+    def tenant_view(self) -> TenantView:
+        """The metrics as a tenant may read them (:mod:`trtlade.server.metrics_view`)."""
+        return TenantView(self.metrics.render, self.settings.metrics_min_others)
+
+    def metrics_text(self, request: Request) -> bytes:
+        """GET /metrics: live without keys, for the one key, or for an admin key among several; otherwise
+        (another key, or no key where ``metrics_without_key`` lets one in) the tenants' view."""
+        keys = self.keys
+        if keys is None:
+            return self.metrics.render()
+        if self.settings.metrics_without_key and not request.headers.get("authorization"):
+            return self.tenant_view.read(OPEN_READER) if keys.several else self.metrics.render()
+        identity = self.check_auth(request)
+        if identity is None or not keys.several or identity.admin:
+            return self.metrics.render()
+        return self.tenant_view.read(identity.name)
 
     def note_ignored(self, fields: list[str]) -> None:
         """Log, once per field and server, that a request field was accepted and ignored."""
@@ -150,6 +182,7 @@ class ServerContext:
             self.metrics.set_live(ready.live)
         info = ready.info
         self.metrics.set_engine(info.name, info.model_id, str(info.spec))
+        self.tenant_view.restart()
         policy = getattr(ready, "policy", None)
         if info.schedule is not None and policy is not None:
             self.metrics.set_schedule(info.schedule, policy.band_in_force)

@@ -17,7 +17,7 @@ import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -35,6 +35,7 @@ from trtlade.server.admission import (
 )
 from trtlade.server.context import ServerContext, note_access, server_context
 from trtlade.server.errors import ApiError, error_response
+from trtlade.server.identity import Identity
 from trtlade.server.responses import (
     RequestTracker,
     Scored,
@@ -151,14 +152,17 @@ class _Reply:
 async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response:
     arrival = time.monotonic()
     endpoint = endpoint_label(kind)
-    leave = ctx.arrive()
     try:
-        prepared, handles = await admit(ctx, request, kind)
+        identity = ctx.check_auth(request)
     except ApiError as exc:
-        leave()
-        ctx.metrics.finished(endpoint, exc.status)
-        note_access(request, error=exc.code, param=exc.param)
-        return error_response(exc)
+        return _refused(ctx, request, endpoint, exc, ctx.arrive(None))
+    leave = ctx.arrive(identity)
+    if (refusal := ctx.over_share(identity)) is not None:
+        return _refused(ctx, request, endpoint, refusal, leave)  # before its body is read or tokenized
+    try:
+        prepared, handles = await admit(ctx, request, kind, identity)
+    except ApiError as exc:
+        return _refused(ctx, request, endpoint, exc, leave)
     except BaseException:
         leave()
         raise
@@ -173,10 +177,18 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     return await collect(request, reply)
 
 
-async def admit(ctx: ServerContext, request: Request, kind: Kind) -> tuple[PreparedRequest, list[GenerationHandle]]:
-    """Check, parse, tokenize and submit a request (each of its generations); every refusal is an
-    :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
-    identity = ctx.check_auth(request)
+def _refused(ctx: ServerContext, request: Request, endpoint: str, exc: ApiError, leave: Callable[[], None]) -> Response:
+    """The error response of a request refused before it ran, counted and logged."""
+    ctx.metrics.finished(endpoint, exc.status)
+    leave()
+    note_access(request, error=exc.code, param=exc.param)
+    return error_response(exc)
+
+
+async def admit(ctx: ServerContext, request: Request, kind: Kind,
+                identity: Optional[Identity]) -> tuple[PreparedRequest, list[GenerationHandle]]:
+    """Check, parse, tokenize and submit a request of ``identity`` (each of its generations); every refusal
+    is an :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
     body = parse_body(kind, payload)

@@ -1,6 +1,7 @@
 """The information routes: GET /v1/models, /metrics and /version (each needs a key when the server has keys;
-``serve.metrics_without_key`` opens /metrics; /version's live counters need an admin key when there are
-several), /health (open: load balancers poll it); and POST /admin/prefix-cache/clear (needs the API key), which
+``serve.metrics_without_key`` opens /metrics; with several keys, /metrics is live for an admin key and
+aggregated over others' requests for the rest, :mod:`trtlade.server.metrics_view`, and /version's live
+counters need an admin key), /health (open: load balancers poll it); and POST /admin/prefix-cache/clear (needs the API key), which
 the bench calls between series."""
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ async def health(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
 
 @router.get("/metrics")
 async def prometheus(request: Request, ctx: ServerContext = Depends(server_context)) -> Response:
-    if not ctx.settings.metrics_without_key:
-        ctx.check_auth(request)
-    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(ctx.metrics_text(request), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/version")

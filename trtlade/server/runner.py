@@ -283,6 +283,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
     settings = ServerSettings(api_key=plan.api_key, keys=plan.keys, prefix_cache_scope=plan.prefix_cache_scope,
                               max_body_bytes=plan.config.serve.max_body_bytes,
                               metrics_without_key=plan.config.serve.metrics_without_key,
+                              metrics_min_others=plan.config.serve.metrics_min_others,
                               access_log=access_log, access_log_probes=access_log_probes,
                               manifest=plan.manifest, source=plan.describe(), http_stack=stack)
     failure: list[BaseException] = []
