@@ -15,7 +15,9 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
    many rows as the :class:`~trtlade.reference.scheduler.PrefillPacer` allows (the decoders' steps
    stretched at most ``prefill_stall`` times on average; the prompts a step can finish first, shortest
    first, :meth:`~trtlade.reference.scheduler.PrefillPacer.take`); the chunk that ends a prompt hands over
-   its first token after that pass;
+   its first token after that pass. Except, with identities (API keys), the prompt of one holding fewer
+   running sequences than another, if it fits a chunk: it is prefilled on its own before the pass
+   (:meth:`Batch._behind`), so its first token does not wait for another identity's decoding;
 2. decides who drafts: a ``fixed`` request verifies its drafts every step; a ``schedule`` request while
    the schedule's band for the requests in flight now is not (1,1,0); the ``auto`` requests as the
    engine's :class:`~trtlade.reference.adaptive.AutoPolicy` chooses for the whole batch (the most
