@@ -12,7 +12,8 @@ list, ``cache_salt``, streams aborted before their first token (mid-prefill) and
 prompt: its answer must never change) and a cross-identity probe (a prompt another identity sent moments
 before: ``cached_tokens`` must be 0, while the sender's own repeat may reuse it), and requests with every
 drafter mode (NGram with its public pool and without, AUTO, SA, SA with its global pool). Every ``--every``
-seconds it samples the server's RSS (VmRSS, children included) and /metrics' per-scope bytes. Prints the
+seconds it samples the server's RSS (VmRSS, children included), /metrics' per-scope bytes and the slots' K/V
+buffers (/version's ``live.kv_cache``: they grow by doubling and stay). Prints the
 samples and a verdict per check.
 
 The drafters' pools: each identity keeps a long text live in the pools (NGram, and SA with the global pool,
@@ -276,9 +277,11 @@ async def soak(url: str, pid: int, keys: dict[str, str], args: argparse.Namespac
             metrics = (await http.get(url + "/metrics", headers=auth)).text
             samples.append((time.monotonic() - start, rss_mb(pid), scope_bytes(metrics)))
             t, rss, by = samples[-1]
+            kv = ((await http.get(url + "/version", headers=auth)).json().get("live") or {}).get("kv_cache") or {}
             print(f"{t:7.0f} s  RSS {rss:7.1f} MiB  cache by scope (MiB) "
-                  f"{ {k: round(v / 2**20, 2) for k, v in by.items()} }  requests {sum(checks.outcomes.values())}",
-                  flush=True)
+                  f"{ {k: round(v / 2**20, 2) for k, v in by.items()} }  K/V slots {kv.get('slots')} x "
+                  f"{kv.get('capacity')} tokens = {kv.get('bytes', 0) / 2**20:.1f} MiB  "
+                  f"requests {sum(checks.outcomes.values())}", flush=True)
         await asyncio.gather(*tasks)
     summary = rss_after_warmup(samples, args.warmup)
     if summary:

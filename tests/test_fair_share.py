@@ -221,3 +221,90 @@ def test_an_identity_beyond_its_share_is_refused_before_its_body_is_read():
     assert alice.status_code == 429 and "its share of this server" in alice.json()["error"]["message"]
     assert "Retry-After" in alice.headers
     assert bob.status_code == 400
+
+
+def test_version_shows_the_kv_buffers_to_an_admin_key_as_they_grow():
+    """The slots' K/V buffers grow by doubling and stay (what a soak's resident memory steps with)."""
+    from fake_engine import client_for
+
+    app = _metrics_app(4, THREE)
+
+    async def go():
+        seen = []
+        async with client_for(app) as c:
+            for words in (2, 80):
+                r = await c.post("/v1/completions", headers={"Authorization": f"Bearer {ALICE}"},
+                                 json={"prompt": " ".join(["hello"] * words), "max_tokens": 2})
+                assert r.status_code == 200, r.text
+                live = (await c.get("/version", headers={"Authorization": f"Bearer {OPS}"})).json()["live"]
+                seen.append(live["kv_cache"])
+        return seen
+
+    small, large = asyncio.run(go())
+    assert small["bytes"] > 0 and large["capacity"] > small["capacity"] and large["bytes"] > small["bytes"]
+    per = [kv["bytes"] / (kv["slots"] * kv["capacity"]) for kv in (small, large)]
+    assert per[0] == per[1]  # bytes = slots x tokens x (layers x K/V x heads x head size x element)
+
+
+# ------------------------------------------------------------------ an engine without a share of its own
+class _NoShare:
+    """An engine that keeps no per-identity share, as the TensorRT-LLM engines (the reference one inside)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name == "over_share":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_the_server_keeps_the_share_for_an_engine_that_keeps_none():
+    """Two keys sharing max_queue 4 and a batch of 2: each may hold 3 sequences. alice's 4 get 429 naming the
+    share and bob's 2 run (4 and 2 prompts in one request); with alice holding her 3, even an unreadable body of
+    hers gets 429 (before it is read), bob's a 400. Paired: without the server's share alice's 4 run."""
+    from fake_engine import FakeEngine, client_for
+    from trtlade.contract.serving import fair_share
+    from trtlade.server.app import ServerSettings, create_app
+    from trtlade.server.identity import KeyRing
+
+    ring = KeyRing.parse(f"alice {ALICE}\nbob {BOB}\n", "keys.txt")
+
+    def statuses(share):
+        app = create_app(lambda: _NoShare(ReferenceServingEngine(FakeEngine(), max_queue=4, max_batch_size=2)),
+                         ServerSettings(keys=ring, share=share))
+
+        async def go():
+            out = []
+            async with client_for(app) as c:
+                for key, n in ((ALICE, 4), (BOB, 2)):  # a list of n prompts: n sequences
+                    r = await c.post("/v1/completions", headers={"Authorization": f"Bearer {key}"},
+                                     json={"prompt": ["hello"] * n, "max_tokens": 3})
+                    out.append((r.status_code, r.json().get("error", {}).get("message", "")))
+                ctx = app.state.context
+                if ctx.share_ledger is not None:
+                    ctx.share_ledger.take("alice", 3)
+                    for key in (ALICE, BOB):
+                        r = await c.post("/v1/completions", content=b"{not json", headers={
+                            "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+                        out.append((r.status_code, ""))
+            return out
+        return asyncio.run(go())
+
+    (alice, why), (bob, _), (alice_full, _), (bob_bad, _) = statuses(fair_share(2, 4, 2))
+    assert (alice, bob, alice_full, bob_bad) == (429, 200, 429, 400) and "its share of this server" in why
+    assert [s for s, _ in statuses(None)] == [200, 200]
+
+
+def test_serve_gives_the_server_a_share_with_several_keys_and_none_without(tmp_path):
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import server_share
+
+    keys = tmp_path / "keys.txt"
+    keys.write_text(THREE)
+    keys.chmod(0o600)
+    config = tmp_path / "c.yml"
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  max_queue: 30\n  max_running_per_identity: 2\n")
+    assert server_share(make_plan(ServeFlags(config=config), env={})) is None
+    share = server_share(make_plan(ServeFlags(config=config, api_keys_file=keys), env={}))
+    assert (share.identities, share.queued, share.running) == (3, 10, 2)

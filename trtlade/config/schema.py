@@ -344,13 +344,14 @@ class ServeSection(_Section):
         "once at least this many requests not its own were in flight since its last copy, so that no change it "
         "sees is a single request of another tenant.")
     max_queue_per_identity: Optional[int] = Field(
-        None, ge=1, description="Reference engine, with two or more API keys: the most sequences one identity may "
-        "have waiting beyond its running ones (an `n: 8` request is 8); more get 429 naming its share, while the "
-        "other identities' requests are still admitted. Default: an equal share of max_queue (max_queue / "
-        "identities, at least 1).")
+        None, ge=1, description="With two or more API keys: the most sequences one identity may have waiting beyond "
+        "its running ones (an `n: 8` request is 8); more get 429 naming its share, while the other identities' "
+        "requests are still admitted. Default: an equal share of max_queue (max_queue / identities, at least 1). "
+        "The trtllm engine schedules its own batch: there the server bounds each identity's sequences in flight "
+        "to this plus max_running_per_identity.")
     max_running_per_identity: Optional[int] = Field(
-        None, ge=1, description="Reference engine, with two or more API keys: the most batch slots one identity's "
-        "sequences may hold at once; a free slot goes to the waiting identity holding the fewest. Default: "
+        None, ge=1, description="With two or more API keys: the most batch slots one identity's sequences may hold "
+        "at once (reference engine; a free slot goes to the waiting identity holding the fewest). Default: "
         "build.max_batch_size less one slot for each other identity (at most half the batch kept for them; at "
         "least 1), so that another identity's request finds a slot at once.")
     max_global_pool_size: int = Field(

@@ -40,6 +40,8 @@ from trtlade.spec import LookaheadSpec
 
 __all__ = [
     "EngineLimits",
+    "FairShare",
+    "fair_share",
     "EngineInfo",
     "ServingEngine",
     "GenerationHandle",
@@ -316,3 +318,43 @@ class GenerationHandle:
             return await asyncio.wait_for(self.__anext__(), timeout)
         except asyncio.TimeoutError:
             return None
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """What one identity may hold when several share a server: ``queued`` sequences waiting (its share of
+    ``serve.max_queue``) and ``running`` slots of the batch (``max_batch_size`` less one slot kept for each
+    other identity, at most half the batch kept)."""
+
+    identities: int
+    queued: int
+    running: int
+
+    @property
+    def held(self) -> int:
+        """Sequences waiting or running one identity may hold."""
+        return self.queued + self.running
+
+    def describe(self) -> str:
+        return (f"{self.queued} waiting (serve.max_queue_per_identity) + {self.running} running "
+                f"(serve.max_running_per_identity), among {self.identities} identities")
+
+
+def fair_share(identities: int, max_queue: int, max_batch_size: int, queued: Optional[int] = None,
+               running: Optional[int] = None) -> Optional[FairShare]:
+    """The per-identity share (None with one identity or none: first come first served, as before).
+    Defaults: an equal share of the queue, and every batch slot but one for each other identity (at most half
+    the batch kept for them), so that another identity's request finds a free slot at once.
+
+    >>> fair_share(4, 64, 8)
+    FairShare(identities=4, queued=16, running=5)
+    >>> fair_share(2, 64, 8).running, fair_share(20, 64, 8).running
+    (7, 4)
+    >>> fair_share(1, 64, 8) is None
+    True
+    """
+    if identities <= 1:
+        return None
+    return FairShare(identities, queued if queued is not None else max(1, max_queue // identities),
+                     running if running is not None else max(1, max_batch_size - min(identities - 1,
+                                                                                        max_batch_size // 2)))

@@ -119,6 +119,12 @@ class SlotKVCache(Cache):
         for layer in self.layers:
             layer.ensure(slots, capacity, self.kv_heads, self.head_dim, dtype, device)
 
+    def nbytes(self) -> int:
+        """Bytes the slots' K/V buffers hold (they grow by doubling and are never given back while the
+        engine lives: the server's resident memory steps up with them)."""
+        return sum(t.numel() * t.element_size() for layer in self.layers
+                   for t in (layer.keys, layer.values) if t is not None)
+
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
         layer = self.layers[layer_idx]
         layer.write(key_states, value_states, self.layout)

@@ -18,11 +18,12 @@ from typing import Any, Callable, Optional, Union
 from fastapi import Request
 
 from trtlade.contract.protocol import CacheScope
-from trtlade.contract.serving import ServingEngine
+from trtlade.contract.serving import FairShare, ServingEngine
 from trtlade.server.errors import ApiError
 from trtlade.server.identity import Identity, KeyRing
 from trtlade.server.metrics import ServerMetrics
 from trtlade.server.metrics_view import OPEN_READER, TenantView
+from trtlade.server.share import ShareLedger
 
 __all__ = ["EngineSource", "ServerContext", "ServerSettings", "ServerState", "server_context"]
 
@@ -86,6 +87,8 @@ class ServerSettings:
     metrics_without_key: bool = False
     #: a tenant's copy of /metrics is renewed over at least this many others' requests (``serve.metrics_min_others``)
     metrics_min_others: int = 4
+    #: each identity's share, enforced here for an engine that keeps none of its own (:mod:`trtlade.server.share`)
+    share: Optional[FairShare] = None
 
 
 @dataclass
@@ -109,6 +112,7 @@ class ServerContext:
     ignored_seen: set[str] = field(default_factory=set)
     #: generation requests from their arrival to their end (what a schedule band is keyed by)
     active: int = 0
+    _ledger: Optional[ShareLedger] = None
 
     def arrive(self, identity: Optional[Identity]) -> Callable[[], None]:
         """Count a generation request of ``identity`` (None: no keys, or no valid key) from its arrival, for
@@ -128,10 +132,37 @@ class ServerContext:
 
     def over_share(self, identity: Optional[Identity]) -> Optional[ApiError]:
         """The 429 for a request of ``identity`` that holds its whole fair share of the engine already, found
-        before its body is read (None: go on; the engine checks again at submit)."""
+        before its body is read (None: go on; the engine, or :meth:`hold`, checks again at submit)."""
+        if identity is None:
+            return None
         check = getattr(self.state.engine, "over_share", None)
-        refusal = check(identity.name) if identity is not None and check is not None else None
+        if check is None:
+            ledger = self.share_ledger
+            return ledger.refusal(identity.name, 1) if ledger is not None else None
+        refusal = check(identity.name)
         return ApiError.overloaded(refusal.message, refusal.retry_after_s) if refusal is not None else None
+
+    def hold(self, identity: Optional[Identity], sequences: int) -> Callable[[], None]:
+        """Count ``sequences`` of ``identity`` against its share where the server keeps it (an engine without
+        a share of its own); a 429 :class:`ApiError` beyond it. Returns the call that ends them."""
+        ledger = self.share_ledger
+        if ledger is None or identity is None:
+            return lambda: None
+        refusal = ledger.refusal(identity.name, sequences)
+        if refusal is not None:
+            raise refusal
+        return ledger.take(identity.name, sequences)
+
+    @property
+    def share_ledger(self) -> Optional[ShareLedger]:
+        """The per-identity share the server keeps: for an engine that keeps none (the TensorRT-LLM ones);
+        None before the engine is ready."""
+        engine = self.state.engine
+        if self.settings.share is None or engine is None or hasattr(engine, "over_share"):
+            return None
+        if self._ledger is None:
+            self._ledger = ShareLedger(self.settings.share)
+        return self._ledger
 
     @functools.cached_property
     def tenant_view(self) -> TenantView:

@@ -160,12 +160,13 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     if (refusal := ctx.over_share(identity)) is not None:
         return _refused(ctx, request, endpoint, refusal, leave)  # before its body is read or tokenized
     try:
-        prepared, handles = await admit(ctx, request, kind, identity)
+        prepared, handles, release = await admit(ctx, request, kind, identity)
     except ApiError as exc:
         return _refused(ctx, request, endpoint, exc, leave)
     except BaseException:
         leave()
         raise
+    leave = _both(leave, release)
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
     for handle in handles:
         ctx.metrics.admitted(handle.request)
@@ -185,9 +186,17 @@ def _refused(ctx: ServerContext, request: Request, endpoint: str, exc: ApiError,
     return error_response(exc)
 
 
-async def admit(ctx: ServerContext, request: Request, kind: Kind,
-                identity: Optional[Identity]) -> tuple[PreparedRequest, list[GenerationHandle]]:
-    """Check, parse, tokenize and submit a request of ``identity`` (each of its generations); every refusal
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def call() -> None:
+        first()
+        second()
+    return call
+
+
+async def admit(ctx: ServerContext, request: Request, kind: Kind, identity: Optional[Identity]
+                ) -> tuple[PreparedRequest, list[GenerationHandle], Callable[[], None]]:
+    """Check, parse, tokenize and submit a request of ``identity`` (each of its generations), held against its
+    share where the server keeps it (:meth:`ServerContext.hold`: the returned call releases it); every refusal
     is an :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
@@ -197,6 +206,7 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind,
     prompts = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
     prepared = assemble(kind, body, engine.info, prompts, drafting, stop)  # type: ignore[arg-type]
     scope = ctx.cache_scope(identity, body.cache_salt)
+    release = ctx.hold(identity, len(prepared.generations))
     handles: list[GenerationHandle] = []
     try:
         for generation in prepared.generations:
@@ -204,10 +214,14 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind,
     except (EngineOverloaded, RequestRejected) as exc:
         for handle in handles:
             handle.cancel()
+        release()
         if isinstance(exc, EngineOverloaded):
             raise ApiError.overloaded(exc.message, exc.retry_after_s) from None
         raise ApiError.bad_request(exc.message, param=exc.param) from None
-    return prepared, handles
+    except BaseException:
+        release()
+        raise
+    return prepared, handles, release
 
 
 def _engine_error(exc: Exception) -> ApiError:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from trtlade.contract.serving import FairShare, fair_share
 from trtlade.errors import TrtladeError, redacted_argv
 from trtlade.server.plan import ServePlan
 
@@ -97,6 +98,14 @@ def _load_reference(plan: ServePlan) -> Any:
                  "preset": cfg.lookahead_preset},
         schedule=cfg.lookahead.lookahead_schedule, policy=cfg.lookahead_policy,
         speculation=cfg.speculation_config)
+
+
+def server_share(plan: ServePlan) -> Optional[FairShare]:
+    """Each identity's share (several keys), which the server enforces for an engine that keeps none of its own."""
+    cfg = plan.config
+    identities = len(plan.keys.names) if plan.keys is not None else 1
+    return fair_share(identities, cfg.serve.max_queue, cfg.build.max_batch_size, cfg.serve.max_queue_per_identity,
+                      cfg.serve.max_running_per_identity)
 
 
 def trtllm_launch(plan: ServePlan, argv: Sequence[str]) -> Any:
@@ -283,7 +292,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
     settings = ServerSettings(api_key=plan.api_key, keys=plan.keys, prefix_cache_scope=plan.prefix_cache_scope,
                               max_body_bytes=plan.config.serve.max_body_bytes,
                               metrics_without_key=plan.config.serve.metrics_without_key,
-                              metrics_min_others=plan.config.serve.metrics_min_others,
+                              metrics_min_others=plan.config.serve.metrics_min_others, share=server_share(plan),
                               access_log=access_log, access_log_probes=access_log_probes,
                               manifest=plan.manifest, source=plan.describe(), http_stack=stack)
     failure: list[BaseException] = []
