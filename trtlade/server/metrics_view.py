@@ -38,6 +38,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Optional
 
+from trtlade.server.share import counted
+
 __all__ = ["TenantView", "OPEN_READER"]
 
 #: the reader of ``/metrics`` without a key (``serve.metrics_without_key``): it owns the requests without one
@@ -75,20 +77,11 @@ class TenantView:
         """A request of ``who`` (its identity's name; None: no valid key) arrives; returns the call that
         ends it (idempotent)."""
         with self._lock:
-            self._in_flight[who] += 1
             for copy in (self._start, *self._copies.values()):
                 copy.since[who] += 1
-        ended = False
-
-        def end() -> None:
-            nonlocal ended
-            with self._lock:
-                if not ended:
-                    ended = True
-                    self._in_flight[who] -= 1
-                    if self._in_flight[who] <= 0:
-                        del self._in_flight[who]
-        return end
+        # a copy renewed between these two lines does not count this request: a change then sums at least as
+        # many others as counted (safe), never fewer
+        return counted(self._in_flight, who, 1, self._lock)
 
     def read(self, reader: Optional[str]) -> bytes:
         """The metrics as ``reader`` may see them now: its copy, renewed if enough others' requests ran."""

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable, Optional
+from typing import Callable, Hashable, Optional
 
 from trtlade.contract.serving import FairShare
 from trtlade.server.errors import ApiError
 
-__all__ = ["ShareLedger"]
+__all__ = ["ShareLedger", "counted"]
 
 
 class ShareLedger:
@@ -53,16 +53,29 @@ class ShareLedger:
 
     def take(self, identity: str, sequences: int) -> Callable[[], None]:
         """Count ``sequences`` of ``identity`` until the returned call (idempotent) ends them."""
-        with self._lock:
-            self._held[identity] += sequences
-        ended = False
+        return counted(self._held, identity, sequences, self._lock)
 
-        def end() -> None:
-            nonlocal ended
-            with self._lock:
-                if not ended:
-                    ended = True
-                    self._held[identity] -= sequences
-                    if self._held[identity] <= 0:
-                        del self._held[identity]
-        return end
+
+def counted(counter: collections.Counter, key: Hashable, amount: int, lock: threading.Lock) -> Callable[[], None]:
+    """Add ``amount`` to ``counter[key]`` (under ``lock``) until the returned call takes it back; a second call
+    does nothing, and a key back at 0 leaves the counter.
+
+    >>> held, lock = collections.Counter(), threading.Lock()
+    >>> end = counted(held, "alice", 3, lock); held
+    Counter({'alice': 3})
+    >>> end(); end(); held
+    Counter()
+    """
+    with lock:
+        counter[key] += amount
+    ended = False
+
+    def end() -> None:
+        nonlocal ended
+        with lock:
+            if not ended:
+                ended = True
+                counter[key] -= amount
+                if counter[key] <= 0:
+                    del counter[key]
+    return end
