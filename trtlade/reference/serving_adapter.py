@@ -28,7 +28,6 @@ from trtlade.contract.serving import (
     EngineInfo,
     EngineLimits,
     EngineOverloaded,
-    FairShare,
     GenerationHandle,
     LookaheadPolicy,
     RequestRejected,

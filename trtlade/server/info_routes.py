@@ -1,8 +1,8 @@
 """The information routes: GET /v1/models, /metrics and /version (each needs a key when the server has keys;
 ``serve.metrics_without_key`` opens /metrics; with several keys, /metrics is live for an admin key and
 aggregated over others' requests for the rest, :mod:`trtlade.server.metrics_view`, and /version's live
-counters need an admin key), /health (open: load balancers poll it); and POST /admin/prefix-cache/clear (needs the API key), which
-the bench calls between series."""
+counters need an admin key), /health (open: load balancers poll it); and POST /admin/prefix-cache/clear (needs
+the API key), which the bench calls between series."""
 
 from __future__ import annotations
 
