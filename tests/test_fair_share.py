@@ -297,14 +297,11 @@ def test_the_server_keeps_the_share_for_an_engine_that_keeps_none():
 
 
 def test_serve_gives_the_server_a_share_with_several_keys_and_none_without(tmp_path):
+    from test_prefix_scopes import plan_files
     from trtlade.server.plan import ServeFlags, make_plan
     from trtlade.server.runner import server_share
 
-    keys = tmp_path / "keys.txt"
-    keys.write_text(THREE)
-    keys.chmod(0o600)
-    config = tmp_path / "c.yml"
-    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  max_queue: 30\n  max_running_per_identity: 2\n")
+    keys, config = plan_files(tmp_path, THREE, "serve:\n  max_queue: 30\n  max_running_per_identity: 2\n")
     assert server_share(make_plan(ServeFlags(config=config), env={})) is None
     share = server_share(make_plan(ServeFlags(config=config, api_keys_file=keys), env={}))
     assert (share.identities, share.queued, share.running) == (3, 10, 2)

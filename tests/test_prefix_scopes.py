@@ -213,15 +213,20 @@ def test_cache_salt_is_validated_on_every_route(salt, status):
 
 
 # ------------------------------------------------------------------------------------ plan and CLI
+def plan_files(folder, keys: str, config: str = "") -> tuple:
+    """A keys file (mode 600) and a config file with ``lookahead.spec`` 2,4,2 plus ``config``, in ``folder``."""
+    keys_file, config_file = folder / "keys.txt", folder / "c.yml"
+    keys_file.write_text(keys)
+    keys_file.chmod(0o600)
+    config_file.write_text("lookahead:\n  spec: [2, 4, 2]\n" + config)
+    return keys_file, config_file
+
+
 def test_the_default_scope_follows_the_keys_and_identity_without_keys_is_refused(tmp_path):
     from trtlade.errors import PlanError
     from trtlade.server.plan import ServeFlags, make_plan
 
-    keys = tmp_path / "keys.txt"
-    keys.write_text(KEYS)
-    keys.chmod(0o600)
-    config = tmp_path / "c.yml"
-    config.write_text("lookahead:\n  spec: [2, 4, 2]\n")
+    keys, config = plan_files(tmp_path, KEYS)
     assert make_plan(ServeFlags(config=config), env={}).prefix_cache_scope == "global"
     plan = make_plan(ServeFlags(config=config, api_keys_file=keys), env={})
     assert plan.prefix_cache_scope == "identity" and plan.keys.names == ("alice", "bob", "carol")

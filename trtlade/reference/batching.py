@@ -629,6 +629,8 @@ class Batch:
         of running sequences slows its own steps, not another's first token). Worked example: the flood
         identity runs 5 sequences, alice's prompt of 30 tokens arrives: it is behind (0 < 5) and prefilled
         first; bob's second prompt beside his own 2 running while nobody runs more is not."""
+        if not any(s.identity is not None for s in self._prefilling):  # every decode step asks: most have none
+            return []
         held: dict[Optional[str], int] = {}
         for state in self._running:
             held[state.identity] = held.get(state.identity, 0) + 1
