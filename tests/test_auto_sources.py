@@ -64,16 +64,19 @@ def test_every_option_auto_may_pick_is_lossless(dtype, slots):
     reqs = [request(p, None) for p in prompts()]
     reqs += [request(p, None, temperature=0.3, top_p=0.9, seed=40 + i) for i, p in enumerate(prompts()[:2])]
     before = dict(eng.policy.counters.options)
-    undo = random_plans(eng, seed=slots)
-    try:
-        out = run(eng.new_batch(max_batch_size=slots), {0: reqs[:3], 3: reqs[3:]})
-    finally:
-        undo()
-    for i, req in enumerate(reqs):
-        assert tokens(out[i]) == plain(eng, req), f"request {i}"
-    ran = {k: v - before.get(k, 0) for k, v in eng.policy.counters.options.items()}
-    # every option drafted here (SA's suffix rarely differs from prompt lookup's on short texts: see below)
-    assert {option for option, n in ran.items() if n} >= set(DRAFT_OPTIONS) - {"suffix"}
+    wanted = set(DRAFT_OPTIONS) - {"suffix"}  # SA's suffix rarely differs from prompt lookup's on short texts
+    for attempt in range(3):  # more plans until every option drafted (a source has a candidate on few steps)
+        undo = random_plans(eng, seed=10 * slots + attempt)
+        try:
+            out = run(eng.new_batch(max_batch_size=slots), {0: reqs[:3], 3: reqs[3:]})
+        finally:
+            undo()
+        for i, req in enumerate(reqs):
+            assert tokens(out[i]) == plain(eng, req), f"request {i}, plan {attempt}"
+        ran = {k: v - before.get(k, 0) for k, v in eng.policy.counters.options.items()}
+        if {option for option, n in ran.items() if n} >= wanted:
+            break
+    assert {option for option, n in ran.items() if n} >= wanted
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

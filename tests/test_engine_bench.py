@@ -53,8 +53,9 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     for preset in ("fast", "trtllm"):
         default = modes[f"{preset} default"]
         assert default["spec"] == str(DEFAULT_SPEC) and default["adaptive"] and default["preset"] == preset
-    # the preset decides the prompt-lookup candidates: N-1 tokens with fast, none with trtllm
-    assert [modes[f"fast {s}"]["prompt_lookup"] for s in ("2,2,1", "4,3,4")] == [1, 2]
+    # the preset decides the prompt-lookup candidates: max(N-1, 4) tokens with fast (N-1 beside the window),
+    # none with trtllm
+    assert [modes[f"fast {s}"]["prompt_lookup"] for s in ("2,2,1", "4,3,4")] == [4, 4]  # max(N-1, 4)
     assert {modes[f"trtllm {s}"]["prompt_lookup"] for s in ("2,2,1", "4,3,4")} == {0}
     assert modes["greedy"]["preset"] is None and modes["transformers generate"]["preset"] is None
     for m in modes.values():

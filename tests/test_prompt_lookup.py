@@ -59,9 +59,23 @@ def test_the_candidate_joins_the_tree_and_is_counted_as_rows():
     assert v.tokens == [14, 15, 16, 99]
 
 
-def test_prompt_lookup_is_bounded_by_the_path_length():
-    algo = LookaheadAlgorithm((2, 3, 2), prompt_lookup=10)
-    assert algo.prompt_lookup == 2  # a step accepts at most N-1 drafts
+@pytest.mark.parametrize("window, drafts, emitted", [
+    (True, [5, 6], [5, 6, 7]),                # beside the window: N-1 = 2 drafts, the most a path there accepts
+    (False, [5, 6, 7, 8], [5, 6, 7, 8, 99]),  # without it: the whole chain, as NGram and SA verify theirs
+])
+def test_prompt_lookup_is_cut_to_the_path_length_beside_the_window(window, drafts, emitted):
+    """``4 5 6 7 8 9 ... 4``: the lookup after the golden 4 is ``5 6 7 8``, and the model continues it."""
+    algo = LookaheadAlgorithm((2, 3, 2), seed=0, prompt_lookup=4)
+    algo.setup([4, 5, 6, 7, 8, 9, 1, 2], golden=4)
+    batch = algo.prepare(window=window)
+    chain = [row for row, src in enumerate(batch.row_sources) if src in ("pool", "prompt_lookup")]
+    assert max(batch.positions[row] for row in chain) == len(drafts)  # the deepest candidate row
+    model = {4: 5, 5: 6, 6: 7, 7: 8, 8: 99}  # the argmax after each token of the chain
+    argmax = [model.get(batch.tokens[row], -1) for row in batch.logit_rows]
+    assert algo.verify(batch.expand_argmax(argmax)).tokens == emitted
+
+
+def test_prompt_lookup_must_be_a_count():
     with pytest.raises(ValueError, match="prompt_lookup"):
         LookaheadAlgorithm((2, 3, 2), prompt_lookup=-1)
 
@@ -83,13 +97,13 @@ def test_lossless_with_prompt_lookup_on_tiny_models(arch):
 
 
 @pytest.mark.parametrize("preset_line, lookup, shown", [
-    ("", 3, "fast"),                      # the reference engine's default
-    ("  preset: fast\n", 3, "fast"),
+    ("", 4, "fast"),                      # the reference engine's default: max(N-1, 4) draft tokens
+    ("  preset: fast\n", 4, "fast"),
     ("  preset: trtllm\n", 0, "trtllm"),  # TensorRT-LLM's algorithm exactly
 ])
 def test_the_preset_reaches_the_served_engine(tmp_path, preset_line, lookup, shown):
     """`lookahead.preset` in a config (fast when absent): `trtlade serve` builds the reference engine
-    with prompt-lookup candidates of N-1 tokens (fast) or none (trtllm) and says so in /version."""
+    with prompt-lookup candidates of max(N-1, 4) tokens (fast) or none (trtllm) and says so in /version."""
     from models import tiny_model, tiny_tokenizer
     from trtlade.server.plan import ServeFlags, make_plan
     from trtlade.server.runner import engine_factory
@@ -138,7 +152,7 @@ def test_the_schema_and_the_engine_know_the_same_presets():
 
 
 @pytest.mark.parametrize("preset, spec, lookup", [
-    ("fast", "2,4,2", 3), ("fast", "4,2,4", 1), ("fast", "1,1,0", 0), ("trtllm", "7,7,7", 0)])
+    ("fast", "2,4,2", 4), ("fast", "4,2,4", 4), ("fast", "2,7,2", 6), ("fast", "1,1,0", 0), ("trtllm", "7,7,7", 0)])
 def test_preset_prompt_lookup_table(preset, spec, lookup):
     from trtlade.presets import preset_prompt_lookup
 

@@ -343,7 +343,7 @@ def lookahead_modes(config: BenchConfig, default_spec: LookaheadSpec) -> list[Mo
     >>> config = BenchConfig(specs=(LookaheadSpec(2, 4, 2),), presets=("fast", "trtllm"))
     >>> modes = lookahead_modes(config, LookaheadSpec(2, 3, 2))
     >>> [(m.mode, m.adaptive, m.prompt_lookup) for m in modes]
-    [('fast default', True, 2), ('fast 2,4,2', False, 3), ('trtllm default', True, 0), ('trtllm 2,4,2', False, 0)]
+    [('fast default', True, 4), ('fast 2,4,2', False, 4), ('trtllm default', True, 0), ('trtllm 2,4,2', False, 0)]
     """
     modes = []
     for preset in config.presets:

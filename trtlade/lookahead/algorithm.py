@@ -119,6 +119,9 @@ class DraftBatch:
     #: pool), ``prompt_lookup`` or ``suffix`` (the longest earlier suffix); a row several candidates share
     #: is the first one's
     row_sources: tuple[str, ...] = ()
+    #: the most drafts a path of these rows may accept (None: N-1): N-1 with the window; without it, the
+    #: longest candidate
+    max_drafts: int | None = None
 
     @property
     def num_rows(self) -> int:
@@ -409,7 +412,9 @@ class LookaheadAlgorithm:
     candidate each (0: off, TensorRT-LLM's algorithm exactly): the tokens after the latest earlier
     occurrence of the text's last 1-3 tokens (:mod:`~trtlade.lookahead.prompt_lookup`), and after the
     earliest occurrence of its longest suffix seen earlier (:mod:`~trtlade.lookahead.suffix_automaton`: what
-    TensorRT-LLM's SA drafter proposes), each at most N-1 tokens.
+    TensorRT-LLM's SA drafter proposes). A step with the Jacobi window verifies at most N-1 of their tokens
+    (a path there accepts at most N-1 drafts, as in TensorRT-LLM); a step without it (``prepare(window=False)``)
+    verifies them whole, as NGram and SA verify their drafts.
     """
 
     def __init__(
@@ -421,9 +426,9 @@ class LookaheadAlgorithm:
         for name, value in (("prompt_lookup", prompt_lookup), ("suffix_lookup", suffix_lookup)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number of draft tokens >= 0, got {value!r}")
-        #: draft tokens of the prompt-lookup / suffix candidates (0: off), at most N-1 (a path accepts <= N-1)
-        self.prompt_lookup = min(prompt_lookup, self.spec.ngram_size - 1)
-        self.suffix_lookup = min(suffix_lookup, self.spec.ngram_size - 1)
+        #: draft tokens of the prompt-lookup / suffix candidates (0: off; cut to N-1 in a step with the window)
+        self.prompt_lookup = prompt_lookup
+        self.suffix_lookup = suffix_lookup
         self._suffixes: SuffixAutomaton | None = None
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer (runs are reproducible), got {seed!r}")
@@ -545,7 +550,10 @@ class LookaheadAlgorithm:
         parents = [NO_PARENT, *w_parents]
         num_window = len(w_depths)
         only = source
-        candidates = self._candidates(depth)
+        cut = depth  # a path through the window accepts at most N-1 drafts: longer candidates are cut
+        if with_window:
+            cut = n - 1 if depth is None else min(depth, n - 1)
+        candidates = self._candidates(cut)
         if only is not None:
             candidates = [c for c in candidates if c[1] == only]
         sources = ["golden", *(["window"] * num_window)]
@@ -566,12 +574,13 @@ class LookaheadAlgorithm:
         row_sources = [""] * len(tokens)
         for before, after in enumerate(encode):
             row_sources[after] = row_sources[after] or sources[before]
-        logit_rows = select_logit_rows(tokens, positions, parents, self._max_drafts, self.eos_token_ids, top_rows)
+        max_drafts = max([n - 1, *(len(c) for c, _ in candidates)]) if not with_window else n - 1
+        logit_rows = select_logit_rows(tokens, positions, parents, max_drafts, self.eos_token_ids, top_rows)
         return DraftBatch(
             tokens=tokens, positions=positions, parents=parents, logit_rows=logit_rows,
             num_window_rows=num_window, num_candidate_rows=num_cand_rows, num_candidates=len(candidates),
             window_top_rows=top_rows, encode_map=tuple(encode), with_window=with_window, depth=depth,
-            row_sources=tuple(row_sources), source=only,
+            row_sources=tuple(row_sources), source=only, max_drafts=max_drafts,
         )
 
     def _candidates(self, depth: int | None) -> list[tuple[tuple[int, ...], str]]:
@@ -628,8 +637,8 @@ class LookaheadAlgorithm:
                 raise ValueError(f"expected one {name} entry per row ({batch.num_rows}), got {len(values)}")
         argmax = [int(a) for a in argmax]
         chosen = argmax if targets is None else [int(t) for t in targets]
-        result = verify_tree(batch.tokens, batch.positions, batch.parents, chosen, self._max_drafts,
-                             self.eos_token_ids)
+        max_drafts = self._max_drafts if batch.max_drafts is None else batch.max_drafts
+        result = verify_tree(batch.tokens, batch.positions, batch.parents, chosen, max_drafts, self.eos_token_ids)
         self._argmax, self._verification = argmax, result
         return result
 

@@ -95,8 +95,9 @@ class CostTable:
     keep_last: int = 32
     samples: dict[int, list[float]] = field(default_factory=dict)
     relative: bool = False
-    #: medians and the measured row counts, kept until the next sample (the auto policy's plan for 8
-    #: sequences asks for them about 13 times a step: 105 -> 43 us hot with them kept, 2-core Zen 4)
+    #: medians and the measured row counts, each kept until a sample changes it (the auto policy's plan for
+    #: 8 sequences asks for them about 13 times a step: 105 -> 43 us hot with them kept, 2-core Zen 4; and a
+    #: sample of one row count leaves the others' medians as they were)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add(self, rows: int, seconds: float) -> None:
@@ -110,14 +111,23 @@ class CostTable:
         bucket.append(value)
         if len(bucket) > self.keep_last:
             del bucket[0]
-        self._memo.clear()
+        self._changed(rows, known=len(bucket) == 1)
 
     def drop_oldest(self, rows: int) -> None:
         """Forget the oldest sample of ``rows`` (none: nothing)."""
         bucket = self.samples.get(int(rows))
         if bucket:
             del bucket[0]
-            self._memo.clear()
+            self._changed(int(rows), known=not bucket)
+
+    def _changed(self, rows: int, known: bool) -> None:
+        """A sample of ``rows`` came or went: its median is stale, and the measured row counts too when its
+        bucket was or became empty (a relative table's other medians scale with the 1-row one as they are
+        read, so they stay)."""
+        self._memo.pop(rows, None)
+        self._memo.pop(("spread", rows), None)
+        if known:
+            self._memo.pop("known", None)
 
     def median(self, rows: int) -> float | None:
         value = self._median(rows)
@@ -133,6 +143,23 @@ class CostTable:
         value = _median(bucket) if bucket else None
         self._memo[rows] = value
         return value
+
+    def spread(self, rows: int) -> float:
+        """Half the interquartile range of the ``rows``-row samples over their median (0.0 without any).
+
+        >>> t = CostTable()
+        >>> for ms in (20, 21, 19, 20, 22, 18, 20, 20):
+        ...     t.add(1, ms / 1000)
+        >>> round(t.spread(1), 3)              # (21 - 20) / 2 / 20
+        0.025
+        """
+        key = ("spread", rows)
+        if key not in self._memo:
+            ordered = sorted(self.samples.get(rows) or ())
+            n = len(ordered)
+            mid = _median(ordered) if n else 0.0
+            self._memo[key] = 0.5 * (ordered[(3 * n) // 4] - ordered[n // 4]) / mid if mid > 0 else 0.0
+        return self._memo[key]
 
     def _known(self) -> list[int]:
         """The row counts with a median, in order (a relative table's wider steps have none while it
@@ -452,13 +479,11 @@ class AutoPolicy:
         >>> policy.noise()
         0.2
         """
-        samples = (self.plain if seqs > 1 else self.cost).samples.get(int(seqs) if seqs > 1 else 1)
+        table, rows = (self.plain, int(seqs)) if seqs > 1 else (self.cost, 1)
+        samples = table.samples.get(rows)
         if not samples or len(samples) < self.MIN_NOISE_SAMPLES:
             return 0.0
-        ordered = sorted(samples)
-        n = len(ordered)
-        q1, q3, mid = ordered[n // 4], ordered[(3 * n) // 4], _median(ordered)
-        return min(self.max_margin, 0.5 * (q3 - q1) / mid) if mid > 0 else 0.0
+        return min(self.max_margin, table.spread(rows))
 
     def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
         """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the

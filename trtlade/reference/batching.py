@@ -235,7 +235,8 @@ class SequenceState:
         rows["first"] = len({c[0] for c, _ in cands})
         rows["candidates"] = total
         rows["full"] = self.draft_rows["full"] - 1
-        return [(self.acceptance(option), rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
+        context = self.context
+        return [(self._acceptance[(context, option)], rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
 
     @property
     def option(self) -> str:
