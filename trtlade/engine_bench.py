@@ -5,8 +5,8 @@ that all are admitted) and these modes run over the prompt suite:
 
 * ``greedy``  -- lookahead (1,1,0): the baseline every ratio is measured against (``plain sampling``
   with ``temperature > 0``: the same engine sampling without lookahead, with the same seeds);
-* per preset (``fast``, the serving default: prompt-lookup candidates of N-1 tokens next to the
-  pool's; ``trtllm``: TensorRT-LLM's algorithm exactly):
+* per preset (``fast``, the serving default: prompt-lookup candidates next to the pool's, N-1 tokens
+  beside the window and max(N-1, 4) without it; ``trtllm``: TensorRT-LLM's algorithm exactly):
   ``<preset> default`` -- the engine's default request spec under the auto draft policy (what a user
   gets without choosing anything), and ``<preset> <W,N,G>`` -- one mode per ``--specs`` entry, fixed
   (drafts every step): what that (W,N,G) does by itself;

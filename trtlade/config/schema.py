@@ -213,7 +213,8 @@ class LookaheadSection(_Section):
     seed: int = Field(0, description="Seed of the window's random initialisation (reference engine).")
     preset: Optional[Literal["trtllm", "fast"]] = Field(
         None, description="The reference engine's algorithm. `fast` (the default with serve.engine reference): "
-        "adds prompt-lookup candidates (N-1 tokens) to each step's guesses, lossless like every mode, the "
+        "adds prompt-lookup candidates (N-1 tokens beside the window, 4 or N-1 if more without it) to each "
+        "step's guesses, lossless like every mode, the "
         "fastest on this engine. `trtllm` (the only one the trtllm engine runs): exactly TensorRT-LLM's "
         "algorithm, to predict what an engine will do. /version says which one runs.")
     policy: Optional[Literal["auto", "schedule", "fixed"]] = Field(

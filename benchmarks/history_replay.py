@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Replay greedy answers against the history drafting rules: how many steps and rows each rule and
+chain length would take.
+
+A history draft (prompt lookup, SA's longest suffix, NGram's match) depends only on the text so far, and
+a step accepts the draft's longest prefix that the model's own continuation matches. So once the greedy
+answers are known, every rule can be replayed without the model: at each step, draft from prompt +
+answer so far, accept the common prefix with the rest of the answer, move on by that plus one token.
+No model runs in the replay, so the counts are exact for these answers; what the rows cost depends on
+the host (``benchmarks/batch_scaling.py --forward-only``), and which length pays is settled by timed runs
+(``benchmarks/auto_alone.py``).
+
+    .venv/bin/python benchmarks/history_replay.py                            # mix, 50 tokens, bf16
+    .venv/bin/python benchmarks/history_replay.py --dtype float32 --lengths 3 4 5
+
+Rules: ``prompt_lookup`` (the latest earlier occurrence of the last 1-3 tokens, :class:`PromptIndex`: the
+``fast`` preset's), ``suffix`` (the earliest occurrence of the longest earlier suffix: SA's),
+``ngram`` (the earliest occurrence of the last 2 tokens, else of the last one: NGram with
+``max_matching_ngram_size: 2``, its oldest match).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Sequence
+
+from trtlade.lookahead.prompt_lookup import PromptIndex
+from trtlade.lookahead.suffix_automaton import SuffixAutomaton
+
+RULES = ("prompt_lookup", "suffix", "ngram")
+
+
+def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int) -> list[tuple[int, int]]:
+    """``(rows, tokens)`` of each step after the first token of ``answer`` when ``rule`` drafts ``length``
+    tokens a step (rows: 1 + the draft's tokens; tokens: the accepted drafts + 1, within the answer)."""
+    context = [*prompt, answer[0]]
+    index = PromptIndex(context) if rule == "prompt_lookup" else None
+    automaton = SuffixAutomaton(context) if rule != "prompt_lookup" else None
+    steps, t = [], 1
+    while t < len(answer):
+        draft = _draft(rule, index, automaton, length)
+        accepted = 0
+        for guess, actual in zip(draft, answer[t:len(answer) - 1]):
+            if guess != actual:
+                break
+            accepted += 1
+        emitted = answer[t:t + accepted + 1]
+        steps.append((1 + len(draft), len(emitted)))
+        for token in emitted:
+            if index is not None:
+                index.extend([token])
+            if automaton is not None:
+                automaton.extend(token)
+        t += len(emitted)
+    return steps
+
+
+def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | None, length: int) -> list[int]:
+    if index is not None:
+        return index.propose(length)
+    assert automaton is not None
+    found = automaton.lookup_upto(-1 if rule == "suffix" else 2)
+    return [] if found is None else automaton.continuation(found[0], length)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="mix")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--lengths", type=int, nargs="*", default=[3, 4, 5, 6, 8])
+    args = ap.parse_args()
+
+    from trtlade.bench.datasets import load_dataset
+    from trtlade.bench.meta import device_name
+    from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.reference.engine import ReferenceEngine
+
+    engine = ReferenceEngine.load(None, spec="2,4,2", dtype=args.dtype)
+    chat = PromptTokenizer(engine.tokenizer)
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
+    answers = [engine.generate(p, max_tokens=args.max_tokens, lookahead=(1, 1, 0)).tokens for p in prompts]
+    greedy_steps = sum(len(a) - 1 for a in answers)
+    print(f"{device_name('cpu')}, {args.dtype}, {engine.model_id}, {args.dataset} ({len(prompts)} prompts), "
+          f"{args.max_tokens} tokens")
+    print(f"greedy: {greedy_steps} steps\n")
+    print("| rule | draft tokens | steps | tokens per step | mean rows | steps with a draft |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for rule in RULES:
+        for length in args.lengths:
+            steps = [s for p, a in zip(prompts, answers) for s in replay(p, a, rule, length)]
+            tokens = sum(t for _, t in steps)
+            print(f"| {rule} | {length} | {len(steps)} | {tokens / len(steps):.3f} | "
+                  f"{statistics.mean(r for r, _ in steps):.2f} | {sum(r > 1 for r, _ in steps)} |")
+
+
+if __name__ == "__main__":
+    main()
