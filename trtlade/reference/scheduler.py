@@ -201,9 +201,11 @@ class PrefillPacer:
     measured before they joined; that is decode cost, not prompt cost. With a ``decode_cost(rows, sequences)`` model
     (the auto policy's measured step cost), the decode-only steps are kept as the host's speed against the model
     (``level``, a moving average) and each step expects ``ref = level x decode_cost`` of its own decoders' rows and
-    sequences; without one, every decode-only step costs the same. On the model clock, decoders adding 3 ms a step
-    each: the last first token 3.4x later with 43 one-row steps without the model, 1.1x and no one-row step with it
-    (``tests/test_chunked_prefill.py``).
+    sequences; without one, every decode-only step costs the same. On the model clock, decoders adding 3 ms a
+    step each left the last first token 3.4x later with 43 one-row steps without the model, 1.1x with it
+    (``tests/test_chunked_prefill.py``). A step with few prompt rows whose decoders are not those of the last
+    decode-only step teaches the level too (:meth:`_teaches_level`): the same burst without the model then
+    has 3 one-row steps and ends 1.2x later; with the model it has 1.
     When many prompts wait beside few decoding sequences, the stall grows with their ratio: a step with
     ``decoding`` sequences and ``waiting`` prompts earns at ``max(stall, waiting / decoding)`` (one
     request decoding when 7 prompts arrive together: 7, so the 7 first tokens do not wait for 7 prompts'
@@ -238,13 +240,14 @@ class PrefillPacer:
         >>> p.step(0.300, rows=40, decoding=4, waiting=1); p.credit  # 240 ms over: debt kept to a step, earned back
         0.0
         >>> p.step(0.023, rows=1, decoding=4, waiting=1); p.rows()   # so the next step pays again (was: 24 steps of 1)
-        2
+        4
     """
 
     ALPHA = 0.3  # weight of the newest sample in the moving averages
     FINISH_ROWS = PREFILL_GROUP_ROWS  # rows a step may borrow to finish prompts: one prefill group
     SAMPLE_ROWS = 16  # a step with fewer prompt rows moves the row cost's average less, in proportion
     LONG_SHARE = 0.8  # prompts longer than a chunk earn this share of the stall's extra time (see the class doc)
+    DECODE_SHARE = 0.2  # a step whose prompt rows explain less than this share of it also teaches the level
 
     def __init__(self, max_rows: int, stall: Optional[float] = None, burst: int = 8,
                  decode_cost: Optional[Callable[[int, int], float]] = None) -> None:
@@ -255,6 +258,7 @@ class PrefillPacer:
         self.max_rows, self.stall, self.burst = int(max_rows), stall, int(burst)
         self.decode_cost = decode_cost
         self.level: Optional[float] = None  # decode-only steps' seconds over the model's (1.0 model: seconds)
+        self._level_decoding: Optional[int] = None  # the decoders of the last decode-only step
         self.ref: Optional[float] = None  # seconds a decode-only step of the latest step's decoders takes
         self.row_cost: Optional[float] = None  # seconds a prompt row adds to a step
         self.credit = 0.0
@@ -316,6 +320,17 @@ class PrefillPacer:
             self.borrowed = max(0.0, sum(takes) * self.row_seconds() - self.credit)
         return takes
 
+    def _teaches_level(self, seconds: float, rows: int, decoding: int) -> bool:
+        """Whether a step with prompt rows also measures its decoders: when they are not the decoders the
+        level was learned on (another count: the model's error may differ, and no decode-only step comes
+        while prompts wait) and its rows, at the row cost measured so far, explain less than
+        ``DECODE_SHARE`` of it. Otherwise a level learned under the last wave's decoders stays wrong for a
+        whole burst, its error is charged to the prompt rows, and they crawl at one row a step (on the
+        model clock, decode steps 0.6x what the model says before a burst: the last first token 8x later,
+        104 one-row steps). With the same decoders a dearer step is the rows' (their context grew)."""
+        return (self.level is not None and self.row_cost is not None and decoding != self._level_decoding
+                and rows * self.row_cost < self.DECODE_SHARE * seconds)
+
     def row_seconds(self) -> float:
         """What a prompt row is taken to cost: the measured average, ``ref / 4`` before any sample."""
         return max(self._row_cost(), self.ref / 1000)  # a step measured faster than ref (noise) leaves a cost of 0
@@ -367,6 +382,10 @@ class PrefillPacer:
             if rows == 0:
                 sample = seconds / shape
                 self.level = sample if self.level is None else self.level + self.ALPHA * (sample - self.level)
+                self._level_decoding = decoding
+            elif self._teaches_level(seconds, rows, decoding):  # within 2x of the level: one hiccup moves it little
+                sample = min(max((seconds - rows * self._row_cost()) / shape, self.level / 2), 2 * self.level)
+                self.level += self.ALPHA * (sample - self.level)
             self.ref = None if self.level is None else self.level * shape
             if rows and self.ref is not None:
                 added = max(0.0, seconds - self.ref)
