@@ -481,6 +481,29 @@ def test_batched_steps_with_drafts_teach_the_cost_of_a_draft_row_and_it_is_forgo
     assert policy.plan(others, [[(good, 9)]]) == [0]
 
 
+#: One sequence's step by rows (ms) on a 2-core AMD EPYC Zen 4, fp32 SmolLM2-135M (calibration at load)
+ZEN4_ALONE = {1: 19.0, 2: 20.5, 4: 20.8, 8: 20.0, 12: 22.1, 16: 25.6}
+
+
+@pytest.mark.parametrize("drafted_steps, drafts", [
+    (0, -1),   # priced as another sequence's row (22 - 19 = 3 ms a row): 4 rows for 0.6 tokens do not pay
+    (3, 0),    # drafted steps of 2 measured 0.36 ms a draft row: they do
+])
+def test_measured_drafted_steps_price_a_draft_row_below_another_sequence_row(drafted_steps, drafts):
+    """Two sequences: the second sequence's row costs 3 ms (its attention, its request's serving), a draft
+    row of the first far less (served on a 2-core Zen 4: 1 ms). The per-sequence price is the prior only;
+    the measured one replaces it, never below one sequence's own row cost from the table."""
+    policy = AutoPolicy(_cost(ZEN4_ALONE), explore=0.0)
+    for _ in range(5):
+        policy.observe_cost(2, 0.022, seqs=2)
+    for _ in range(drafted_steps):
+        policy.observe_cost(2 + 4, 0.022 + 4 * 0.00036, seqs=2)
+    seq = policy.new_sequence()
+    seq.total, seq.weight = 0.6 * 16, 16.0
+    assert policy.plan([(1, 1.0)], [[(seq, 4)]]) == [drafts]
+    assert policy.step_seconds(6, 2) == pytest.approx(0.022 + 4 * (0.00036 if drafted_steps else 0.003))
+
+
 #: One sequence's step by rows (ms) and what drafts cost a step of 16 sequences (plain 16.7 ms) on an
 #: NVIDIA H200, fp32 SmolLM2-135M (docs/results/reference-engine-gpu.md, "On a GPU"): (draft rows, ms beyond the
 #: plain step); three steps where everybody drafted (measured: +4.5 ms), one where one sequence did

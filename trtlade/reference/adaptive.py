@@ -13,14 +13,14 @@ second, from two measurements:
   steps kept as ratios to the 1-row step of their time, so a calibration on a busy host does not
   stick); and
   for several sequences, the time of their plain steps by the number of sequences, measured while
-  serving. In a batch of S sequences a draft row costs at least what one more sequence's row costs,
+  serving. In a batch of S sequences a draft row is first priced as one more sequence's row,
   ``(T(S) - T(1)) / (S - 1)``: on a CPU another sequence's row and a draft row go through the same
   GEMMs, and on a GPU with idle compute both are nearly free. Steps of S sequences that did draft
-  teach the rest: what their drafts cost them beyond ``T(S)`` (once there are three), as a price per
+  then set the price: what their drafts cost them beyond ``T(S)`` (once there are three), as a price per
   draft row, or -- once steps with different numbers of draft rows were measured -- as a fixed price
   for drafting at all plus a price per row (:class:`DraftPrice`: on a GPU a drafting step pays for the
-  padded attention and the host's verifying whatever its rows), raises that estimate where it was too
-  low, and is forgotten slowly while none drafts, so the cheaper model gets its chance again;
+  padded attention and the host's verifying whatever its rows), never below one sequence's row cost
+  from the table, and forgotten slowly while none drafts, so the prior gets its chance again;
 * :class:`Acceptance` -- per sequence, the accepted drafts per drafted step so far, shrunk towards a
   prior: the server's recent history of accepted drafts. A sequence that has not drafted for a while
   forgets part of what it saw, so its estimate moves back to the prior and it is tried again when
@@ -368,10 +368,12 @@ class AutoPolicy:
         """The cost model: seconds of a step of ``seqs`` sequences computing ``rows`` rows (1.0
         without data: then every draft row is free and every sequence drafts).
 
-        One sequence: the calibrated table by rows. Several: their measured plain step ``T(S)`` plus
-        the larger of the draft rows at one sequence's marginal row cost, at ``(T(S) - T(1)) / (S - 1)``
-        each, and at what drafted steps of S sequences cost (:meth:`drafts_seconds`); without a
-        measured plain step for S yet, the one-sequence table.
+        One sequence: the calibrated table by rows. Several: their measured plain step ``T(S)`` plus the
+        draft rows, priced by what drafted steps of S sequences cost (:meth:`drafts_seconds`) once enough
+        were measured, else at another sequence's row, ``(T(S) - T(1)) / (S - 1)`` each (a prior: that row
+        also pays for its own attention and its request's serving, which a draft row shares -- served on a
+        2-core Zen 4, 2 sequences: 3 ms a sequence, 1 ms a draft row); never below one sequence's marginal
+        row cost from the table. Without a measured plain step for S yet, the one-sequence table.
         """
         rows, seqs = max(1, int(rows)), max(1, int(seqs))
         alone = self.cost.seconds(rows)
@@ -385,7 +387,8 @@ class AutoPolicy:
         alone_low = self.cost.seconds(seqs)
         per_draft = (alone - alone_low) / (rows - seqs) if alone and alone_low else 0.0
         drafts = rows - seqs
-        return base + max(max(per_sequence, per_draft) * drafts, self.drafts_seconds(drafts, seqs))
+        measured = self.drafts_seconds(drafts, seqs)
+        return base + max(per_draft * drafts, measured if measured else per_sequence * drafts)
 
     def drafts_seconds(self, drafts: int, seqs: int) -> float:
         """What ``drafts`` draft rows cost a step of ``seqs`` sequences, from the drafted steps measured:
