@@ -63,8 +63,11 @@ def test_every_option_auto_may_pick_is_lossless(dtype, slots):
     eng = engine(dtype)
     reqs = [request(p, None) for p in prompts()]
     reqs += [request(p, None, temperature=0.3, top_p=0.9, seed=40 + i) for i, p in enumerate(prompts()[:2])]
+    reqs.append(request(prompts()[0], None))  # 3 steps behind the first: another sequence's text (``public``)
     before = dict(eng.policy.counters.options)
     wanted = set(DRAFT_OPTIONS) - {"suffix"}  # SA's suffix rarely differs from prompt lookup's on short texts
+    if slots == 1:
+        wanted.discard("public")  # one at a time: no other sequence to read
     for attempt in range(3):  # more plans until every option drafted (a source has a candidate on few steps)
         undo = random_plans(eng, seed=10 * slots + attempt)
         try:
@@ -106,6 +109,40 @@ def test_a_source_option_verifies_that_source_s_candidates_only():
         assert set(batch.row_sources[1:]) == {source} and batch.num_rows <= 1 + drafts
         assert batch.source == source and not batch.with_window
     assert whole.num_rows >= max(algo.prepare(window=False, source=s).num_rows for s in found)
+
+
+@pytest.mark.parametrize("histories, expected", [
+    ({"me": [1, 5, 6], "a": [4, 5, 6, 7, 8]}, [7, 8]),                 # "5 6" is followed by "7 8" in a
+    ({"me": [5, 6, 9, 5, 6], "a": [3, 2]}, []),                        # its own text is prompt lookup's
+    ({"me": [2, 6], "a": [4, 6, 7]}, []),                              # one shared token is not a match
+    ({"me": [1, 4, 5, 6], "a": [4, 5, 6, 1], "b": [5, 6, 2, 3]}, [1]),  # the longest match wins
+    ({"me": [9, 5, 6], "a": [5, 6, 1, 5, 6, 2]}, [2]),                  # then its latest occurrence
+    ({"me": [9, 5, 6], "a": [5, 6, 3], "b": [5, 6, 4]}, [3]),           # then the lower slot
+])
+def test_the_public_source_is_the_longest_match_in_another_sequence(histories, expected):
+    from trtlade.drafting.history import HistoryPool
+
+    pool = HistoryPool()
+    for key, text in histories.items():
+        pool.add(key, text)
+    assert pool.peer_draft("me", 4) == expected
+
+
+def test_a_public_candidate_is_verified_alone_and_never_in_the_other_options_rows():
+    """Another sequence wrote ``7 8 9 9``: the ``public`` option verifies it whole; the candidates, their first
+    tokens and the full step (window and candidates) are what they are without it."""
+    def algo(peers):
+        a = LookaheadAlgorithm((2, 4, 2), seed=0, prompt_lookup=4, suffix_lookup=4, peers=peers)
+        a.setup([1, 5, 6, 7, 3, 5, 6], golden=7)
+        return a
+
+    with_peer, without = algo(lambda k: [8, 9, 9][:k]), algo(None)
+    assert with_peer.sources() == {**without.sources(), "public": 3}
+    assert with_peer.prepare(window=False, source="public").tokens == [7, 8, 9, 9]
+    for window, depth in [(False, None), (False, 1), (True, None)]:
+        rows = with_peer.prepare(window=window, depth=depth).tokens
+        assert rows == without.prepare(window=window, depth=depth).tokens
+    assert "public" not in with_peer.prepare(window=True).row_sources
 
 
 def test_the_plan_prices_one_drafter_s_chain_against_the_candidates():

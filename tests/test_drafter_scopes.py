@@ -93,6 +93,44 @@ def test_another_identity_never_drafts_for_a_request_and_its_own_does(name, vict
     assert same[2] > solo[2], (name, same[1:], solo[1:])  # paired: its own text drafts
 
 
+@lru_cache(maxsize=None)
+def auto_engine():
+    """The engine with ``auto``'s history sources (the ``fast`` preset), the plan forced onto the ``public``
+    option wherever it has a draft (the golden row elsewhere), so what another sequence's text gives is seen
+    whatever the cost model would choose."""
+    from trtlade.reference.batching import DRAFT_OPTIONS
+
+    tok = tiny_tokenizer()
+    eng = tiny_engine("llama", (2, 4, 2), model=tiny_model("llama", len(tok)), adaptive=True, prompt_lookup=4)
+    public = DRAFT_OPTIONS.index("public")
+    eng.policy.plan = lambda fixed, candidates: [public if options[public][1] else -1 for options in candidates]
+    return eng
+
+
+def auto_attack(victim_scope, attacker_scope, together: bool = True) -> tuple[tuple[int, ...], int, int]:
+    """Victim and attacker both run ``auto`` (the victim first to its end unless ``together``): the attacker's
+    (tokens, steps, drafts accepted from another sequence's text)."""
+    batch = auto_engine().new_batch(max_batch_size=4)
+    v = request(secret(), None, max_tokens=MAX_TOKENS + 16, cache_scope=victim_scope)
+    a = request(attacker_prompt(), None, max_tokens=MAX_TOKENS, cache_scope=attacker_scope)
+    chunks = run(batch, {0: [v, a]} if together else {0: [v], 200: [a]}, max_steps=400)
+    stats = chunks[1][-1].stats
+    return tokens(chunks[1]), stats.steps, stats.accepted_from.get("public", 0)
+
+
+def test_auto_reads_other_sequences_of_its_namespace_only_and_only_while_they_run():
+    """``auto``'s ``public`` source (NGram's public pool: what followed the text's last tokens in another live
+    ``auto`` sequence): another identity's victim changes nothing; the same identity's does; a finished
+    victim's text is gone."""
+    solo = auto_attack(BOB, BOB, together=False)  # its own identity's victim, finished before it starts
+    other = auto_attack(ALICE, BOB)
+    same = auto_attack(BOB, BOB)
+    assert other[0] == same[0] == solo[0] == tuple(engine().greedy(list(attacker_prompt()), max_tokens=MAX_TOKENS,
+                                                                   ignore_eos=True).tokens)
+    assert other[1:] == solo[1:] == (MAX_TOKENS, 0), (other, solo)  # never a candidate: one token a step
+    assert same[2] > MAX_TOKENS // 2 and same[1] < MAX_TOKENS // 2, same  # paired: its own namespace drafts
+
+
 @pytest.mark.parametrize("victim_scope, attacker_scope, shared", [
     (CacheScope("global"), CacheScope("global"), True),                              # upstream's behaviour
     (CacheScope("global", None, "s"), CacheScope("global", None, "s"), True),        # no keys: the salt alone
@@ -297,3 +335,31 @@ def test_every_draft_comes_from_its_own_namespace_and_own_drafts_do_occur(kind, 
     again = pools.drafter(config, "again", text[:-1], namespace=("identity", str(space)), max_sequence_length=99)
     again.observe([text[-1]])
     assert again._draft(4) != [], (kind, text)  # paired: its own live text drafts
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(0, 3), min_size=2, max_size=10), st.booleans()),
+                min_size=1, max_size=12))
+def test_every_public_draft_of_auto_comes_from_another_live_sequence_of_its_namespace(ops):
+    """``auto`` sequences of three namespaces join and leave in any order over a shared alphabet: every draft
+    the ``public`` source gives follows in the text of another sequence of the same namespace that is still
+    running; and a sequence one token behind a running one of its namespace does draft (from it or from
+    another that matches as long)."""
+    from trtlade.drafting.algorithm import DraftPools
+
+    pools = DraftPools(max_batch_size=2)
+    live: list[tuple[int, int, list[int]]] = []  # (key, namespace, text)
+    for key, (space, text, finish) in enumerate(ops):
+        joined = pools.join(key, text, namespace=("identity", str(space)))
+        live.append((key, space, text))
+        draft = joined.peers.peer_draft(key, 4)
+        others = [t for k, s, t in live if s == space and k != key]
+        assert draft == [] or _within(draft, others), (space, draft, others)
+        if finish:
+            gone, gone_space, _ = live.pop(0)
+            pools.leave(pools.space(("identity", str(gone_space))), gone)
+    key, space, text = live[-1] if live else (None, 0, [])
+    if key is None or len(text) < 4:
+        return
+    behind = pools.join("behind", text[:-1], namespace=("identity", str(space)))
+    assert behind.peers.peer_draft("behind", 4) != []  # paired: the text it is behind has a continuation

@@ -367,8 +367,8 @@ def category_tokens_per_step(records: Sequence[RequestRecord], series: Sequence[
 
 def accepted_by_source(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, int]]:
     """Per series, the accepted draft tokens by source, summed over its completed requests: Lookahead's
-    ``usage.lookahead.accepted_from`` (``window``, ``pool``, ``prompt_lookup``, ``suffix``), or an NGram / SA
-    request's ``usage.speculation.accepted_draft_tokens`` under its drafter's name.
+    ``usage.lookahead.accepted_from`` (``window``, ``pool``, ``prompt_lookup``, ``suffix``, ``public``), or an
+    NGram / SA request's ``usage.speculation.accepted_draft_tokens`` under its drafter's name.
 
     >>> recs = [RequestRecord("auto", 1, 0, 0, usage_lookahead={"accepted_from": {"pool": 5, "suffix": 2}}),
     ...         RequestRecord("auto", 1, 1, 1, usage_lookahead={"accepted_from": {"pool": 1}}),

@@ -85,13 +85,16 @@ class DraftSpace:
     """The pools of one namespace: what a request of that namespace may draft from, and nothing else.
     A pool added here is scoped like every other; a drafter never sees another namespace's space."""
 
-    __slots__ = ("namespace", "history", "suffix", "host", "live")
+    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live")
 
     def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int]) -> None:
         self.namespace = namespace
         self.history = HistoryPool(max_seq_len, slots=max_batch_size)
         self.suffix = SuffixPool(max_requests=max_batch_size)
         self.host: dict[tuple, HostNGramPool] = {}
+        #: the live ``auto`` sequences' texts, for their ``public`` source (:meth:`DraftPools.join`); apart from
+        #: ``history``, so that NGram requests draft from what upstream's pool holds and nothing else
+        self.peers = HistoryPool(max_seq_len)
         self.live = 0  #: requests of this namespace holding a slot
 
     def holds_history(self) -> bool:
@@ -200,6 +203,32 @@ class DraftPools:
         drafter.begin(prompt)
         space.live += 1
         return drafter
+
+    def join(self, key: Hashable, tokens: Sequence[int], namespace: Hashable = GLOBAL_SPACE) -> DraftSpace:
+        """An ``auto`` sequence's text (prompt, then what it emits: ``space.peers.extend``) enters ``namespace``'s
+        peer pool, where the other live ``auto`` sequences of that namespace, and of no other, find it; until
+        :meth:`leave`.
+
+            >>> pools = DraftPools()
+            >>> alice = pools.join(1, [4, 5, 6, 7, 8], namespace=("identity", "alice"))
+            >>> bob = pools.join(2, [9, 5, 6], namespace=("identity", "bob"))
+            >>> again = pools.join(3, [9, 5, 6], namespace=("identity", "alice"))
+            >>> bob.peers.peer_draft(2, 2), again.peers.peer_draft(3, 2)
+            ([], [7, 8])
+            >>> pools.leave(alice, 1); again.peers.peer_draft(3, 2)      # a finished sequence is not searched
+            []
+        """
+        space = self.space(namespace)
+        space.peers.add(key, tokens)
+        space.live += 1
+        return space
+
+    def leave(self, space: DraftSpace, key: Hashable) -> None:
+        """A finished ``auto`` sequence: its text leaves the peer pool (nothing of it is kept)."""
+        if key in space.peers:
+            space.peers.remove(key)
+            space.live -= 1
+            self._settle(space)
 
     def host_pool(self, config: DraftConfig, space: Optional[DraftSpace] = None) -> HostNGramPool:
         """The host-side pool of ``config``'s settings in ``space`` (requests with the same settings share it)."""

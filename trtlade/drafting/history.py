@@ -130,14 +130,36 @@ class HistoryPool:
             found[0].tokens[found[1] + 1:found[1] + 1 + draft_len], found[2])
         return (follow + [0] * (draft_len - len(follow)) if pad else follow), length
 
-    def _match(self, own: _Slot, longest: int, use_oldest: bool, public: bool) -> Optional[tuple[_Slot, int, int]]:
-        """The winning (slot, end, match length): the longest m with a candidate, then the ranking."""
+    def peer_draft(self, key: Hashable, draft_len: int, *, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
+        """Up to ``draft_len`` tokens that followed the text's longest suffix (``max_ngram`` down to
+        ``min_ngram`` tokens) in *another* request's history: the public search alone, its latest occurrence,
+        ties to the lower slot. The request's own text is not searched (prompt lookup reads that).
+
+            >>> pool = HistoryPool()
+            >>> pool.add("a", [4, 5, 6, 7, 8, 9])
+            >>> pool.add("b", [1, 5, 6])
+            >>> pool.peer_draft("b", 3), pool.peer_draft("a", 3)     # "5 6" in a; "8 9" nowhere else
+            ([7, 8, 9], [])
+            >>> pool.add("c", [2, 6]); pool.peer_draft("c", 2)       # one shared token is not a match
+            []
+        """
+        own = self._slots[key]
+        longest = min(max_ngram, len(own.tokens) - 1)
+        if draft_len <= 0 or longest < min_ngram:
+            return []
+        found = self._match(own, longest, use_oldest=False, public=True, own_too=False, shortest=min_ngram)
+        return [] if found is None else found[0].tokens[found[1] + 1:found[1] + 1 + draft_len]
+
+    def _match(self, own: _Slot, longest: int, use_oldest: bool, public: bool, *, own_too: bool = True,
+               shortest: int = 1) -> Optional[tuple[_Slot, int, int]]:
+        """The winning (slot, end, match length): the longest m (down to ``shortest``) with a candidate, then
+        the ranking; ``own_too=False``: other slots only."""
         if longest <= 0:
             return None
         others = [s for s in self._slots.values() if s is not own and s.tokens] if public else []
-        for m in range(longest, 0, -1):
+        for m in range(longest, shortest - 1, -1):
             gram = tuple(own.tokens[-m:])
-            seen = own.ends(m).get(gram)
+            seen = own.ends(m).get(gram) if own_too else None
             if seen is not None:  # the own slot wins every tie in length
                 return own, seen[0] if use_oldest else seen[1], m
             best: Optional[tuple[int, int, _Slot]] = None

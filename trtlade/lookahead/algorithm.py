@@ -57,7 +57,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -79,9 +79,13 @@ __all__ = [
     "select_logit_rows",
     "verify_tree",
     "jacobi_update",
+    "ALONE_SOURCES",
 ]
 
 NO_PARENT = -1
+#: candidate sources verified only on their own (``prepare(source=...)``), never in the tree of every
+#: candidate (``source=None``, with or without the window): another sequence's text (``public``)
+ALONE_SOURCES = ("public",)
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -113,11 +117,12 @@ class DraftBatch:
     with_window: bool = True
     #: candidates cut to this many tokens (None: whole)
     depth: int | None = None
-    #: only the candidates of this source (``pool``, ``prompt_lookup``, ``suffix``; None: every source)
+    #: only the candidates of this source (``pool``, ``prompt_lookup``, ``suffix``, ``public``; None: every source
+    #: but the ones verified alone, :data:`ALONE_SOURCES`)
     source: str | None = None
     #: per row, where its token came from: ``golden``, ``window`` (the Jacobi branch), ``pool`` (the n-gram
-    #: pool), ``prompt_lookup`` or ``suffix`` (the longest earlier suffix); a row several candidates share
-    #: is the first one's
+    #: pool), ``prompt_lookup``, ``suffix`` (the longest earlier suffix) or ``public`` (another sequence's
+    #: text); a row several candidates share is the first one's
     row_sources: tuple[str, ...] = ()
     #: the most drafts a path of these rows may accept (None: N-1): N-1 with the window; without it, the
     #: longest candidate
@@ -414,13 +419,15 @@ class LookaheadAlgorithm:
     earliest occurrence of its longest suffix seen earlier (:mod:`~trtlade.lookahead.suffix_automaton`: what
     TensorRT-LLM's SA drafter proposes). A step with the Jacobi window verifies at most N-1 of their tokens
     (a path there accepts at most N-1 drafts, as in TensorRT-LLM); a step without it (``prepare(window=False)``)
-    verifies them whole, as NGram and SA verify their drafts.
+    verifies them whole, as NGram and SA verify their drafts. ``peers``: a collaborator giving up to k draft
+    tokens from other sequences' text (NGram's public pool: what followed this text's last tokens there), the
+    ``public`` candidate, verified only alone (``prepare(window=False, source="public")``); None: none.
     """
 
     def __init__(
         self, spec: LookaheadSpec | Sequence[int] | str, *, eos_token_ids: Iterable[int] = (), seed: int = 0,
         corrected_keying: bool = False, full_guess_set: bool = False, dedup: bool = True,
-        prompt_lookup: int = 0, suffix_lookup: int = 0,
+        prompt_lookup: int = 0, suffix_lookup: int = 0, peers: Callable[[int], Sequence[int]] | None = None,
     ) -> None:
         self.spec = LookaheadSpec.parse(spec)
         for name, value in (("prompt_lookup", prompt_lookup), ("suffix_lookup", suffix_lookup)):
@@ -430,6 +437,7 @@ class LookaheadAlgorithm:
         self.prompt_lookup = prompt_lookup
         self.suffix_lookup = suffix_lookup
         self._suffixes: SuffixAutomaton | None = None
+        self.peers = peers
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer (runs are reproducible), got {seed!r}")
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
@@ -525,6 +533,13 @@ class LookaheadAlgorithm:
         >>> algo.setup([5, 6, 7, 5, 6], golden=7)
         >>> algo.sources(), algo.prepare(window=False, source="pool").tokens
         ({'pool': 2}, [7, 5, 6])
+
+        Another sequence wrote ``6 7 8 9`` (``peers``): its ``public`` candidate is verified only alone.
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0, prompt_lookup=2, suffix_lookup=2, peers=lambda k: [8, 9][:k])
+        >>> algo.setup([5, 6, 7, 5, 6], golden=7)
+        >>> algo.sources(), algo.prepare(window=False, source="public").tokens, algo.prepare(window=False).tokens
+        ({'pool': 2, 'public': 2}, [7, 8, 9], [7, 5, 6])
         """
         if self.golden is None or self.autoregressive:
             return {}
@@ -556,6 +571,8 @@ class LookaheadAlgorithm:
         candidates = self._candidates(cut)
         if only is not None:
             candidates = [c for c in candidates if c[1] == only]
+        else:  # a source verified alone never joins the other candidates' tree
+            candidates = [c for c in candidates if c[1] not in ALONE_SOURCES]
         sources = ["golden", *(["window"] * num_window)]
         for cand, source in candidates:
             row = len(tokens)
@@ -607,6 +624,8 @@ class LookaheadAlgorithm:
             extra.append((tuple(self._history.propose(self.prompt_lookup)), "prompt_lookup"))
         if self._suffixes is not None and (found := self._suffixes.lookup()) is not None:
             extra.append((tuple(self._suffixes.continuation(found[0], self.suffix_lookup)), "suffix"))
+        if self.peers is not None:
+            extra.append((tuple(int(t) for t in self.peers(max(self.prompt_lookup, self._n - 1))), "public"))
         for cand, source in extra:
             if cand and cand not in {c[:len(cand)] for c, _ in out}:
                 out.append((cand, source))

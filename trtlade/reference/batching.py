@@ -47,6 +47,7 @@ Worked example (``max_batch_size=2``; requests A (2,3,2), B (1,1,0), C arrive to
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
@@ -63,26 +64,27 @@ from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
 from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE, DraftPools,
-                                       HistoryDrafter)
-from trtlade.lookahead.algorithm import DraftBatch, LookaheadAlgorithm
+                                       DraftSpace, HistoryDrafter)
+from trtlade.lookahead.algorithm import ALONE_SOURCES, DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
 __all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS",
            "SOURCE_OPTIONS"]
 
 #: What the auto policy may give a sequence beyond its golden row: one drafter's chain alone (SA's longest
-#: earlier suffix, prompt lookup's latest match, the n-gram pool's guesses: NGram/SA-priced rows), the first
-#: token of each candidate, every candidate whole, these without the Jacobi window's rows, or all its rows.
-DRAFT_OPTIONS = ("suffix", "prompt_lookup", "pool", "first", "candidates", "full")
+#: earlier suffix, prompt lookup's latest match, the n-gram pool's guesses, another sequence's text in its
+#: namespace: NGram/SA-priced rows), the first token of each candidate, every candidate whole (but ``public``),
+#: these without the Jacobi window's rows, or all its rows.
+DRAFT_OPTIONS = ("suffix", "prompt_lookup", "pool", "public", "first", "candidates", "full")
 #: the candidate sources among the options (one drafter's candidates each, ``LookaheadAlgorithm.sources``)
-SOURCE_OPTIONS = ("suffix", "prompt_lookup", "pool")
+SOURCE_OPTIONS = ("suffix", "prompt_lookup", "pool", "public")
 #: option -> (the window's rows, candidate depth, candidate source) for LookaheadAlgorithm.prepare
 _OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None, "prompt_lookup"),
-                "pool": (False, None, "pool"), "first": (False, 1, None), "candidates": (False, None, None),
-                "full": (True, None, None)}
+                "pool": (False, None, "pool"), "public": (False, None, "public"), "first": (False, 1, None),
+                "candidates": (False, None, None), "full": (True, None, None)}
 #: option -> the options (indices into DRAFT_OPTIONS) whose rows it holds: it accepts at least what they do
-_WITHIN = {"suffix": (), "prompt_lookup": (), "pool": (), "first": (), "candidates": (0, 1, 2, 3),
-           "full": (0, 1, 2, 3, 4)}
+_WITHIN = {"suffix": (), "prompt_lookup": (), "pool": (), "public": (), "first": (), "candidates": (0, 1, 2, 4),
+           "full": (0, 1, 2, 4, 5)}
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
@@ -97,6 +99,8 @@ class DraftSettings:
     ``adaptive``: a request that names no spec runs the ``auto`` policy. ``prompt_lookup``: draft
     tokens of the history candidates: prompt lookup's (the latest earlier occurrence of the last tokens) and
     the longest earlier suffix's (what TensorRT-LLM's SA drafter proposes); 0: TensorRT-LLM's algorithm exactly.
+    ``public_lookup``: with ``prompt_lookup``, an ``auto`` sequence also searches the other running ``auto``
+    sequences of its namespace (the ``public`` option: NGram's public pool); False: its own text only.
     ``corrected_keying`` / ``full_guess_set``: the algorithm's departures from TensorRT-LLM
     (:class:`~trtlade.lookahead.algorithm.LookaheadAlgorithm`). ``seed``: the Jacobi window's
     initial guesses (never a sampled request's draws). ``ngram_implementation``: how NGram requests draft
@@ -109,6 +113,7 @@ class DraftSettings:
 
     adaptive: bool = True
     prompt_lookup: int = 0
+    public_lookup: bool = True
     corrected_keying: bool = False
     full_guess_set: bool = False
     seed: int = 0
@@ -172,6 +177,8 @@ class SequenceState:
         self.algo: Optional[LookaheadAlgorithm] = None
         #: NGram / SA drafting (``request.speculation``), from admission on (:meth:`start_drafting`)
         self.drafter: Optional[HistoryDrafter] = None
+        #: an ``auto`` sequence's namespace, whose peer pool holds its text (:meth:`start_drafting`)
+        self.peers: Optional[DraftSpace] = None
         self.policy = "fixed" if request.speculation is not None else _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive or request.speculation is not None else None
         self.contexts = _RepeatIndex(self.prompt)
@@ -179,7 +186,7 @@ class SequenceState:
                                                                                  engine.spec))
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
-        self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "first": 2,
+        self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
                            "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
         self.enqueued_at = time.perf_counter()
@@ -194,12 +201,26 @@ class SequenceState:
     def start_drafting(self, pools: DraftPools) -> None:
         """An NGram / SA request, admitted: its history enters its namespace's pool in the batch (upstream seeds
         it when the request's first context chunk is scheduled; other requests' public search sees it from then
-        on, those of its namespace only)."""
+        on, those of its namespace only). An ``auto`` sequence with history candidates (``prompt_lookup``) joins
+        its namespace's peer pool: its ``public`` source searches the other ``auto`` sequences there."""
         if self.request.speculation is not None and self.drafter is None:
             self.drafter = pools.drafter(
                 self.request.speculation, self.seq_id, self.prompt + self.tokens,
                 eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
                 namespace=self.draft_space)
+        elif (self.policy == "auto" and self.settings.prompt_lookup and self.settings.public_lookup
+              and not self.spec.is_autoregressive and self.peers is None):
+            self.peers = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space)
+
+    def stop_drafting(self, pools: DraftPools) -> None:
+        """The request ended: an NGram / SA history is retired (searchable until the next step has drafted, as
+        upstream frees it), an ``auto`` sequence's text leaves the peer pool at once."""
+        if self.drafter is not None:
+            pools.retire(self.drafter)
+            self.drafter = None
+        if self.peers is not None:
+            pools.leave(self.peers, self.seq_id)
+            self.peers = None
 
     @property
     def draft_space(self) -> Hashable:
@@ -232,8 +253,8 @@ class SequenceState:
         total = sum(found.values())
         cands = self.algo.candidates() if self.algo is not None and total else []
         rows = {source: found.get(source, 0) for source in SOURCE_OPTIONS}
-        rows["first"] = len({c[0] for c, _ in cands})
-        rows["candidates"] = total
+        rows["first"] = len({c[0] for c, source in cands if source not in ALONE_SOURCES})
+        rows["candidates"] = total - sum(rows[source] for source in ALONE_SOURCES)
         rows["full"] = self.draft_rows["full"] - 1
         context = self.context
         return [(self._acceptance[(context, option)], rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
@@ -371,7 +392,7 @@ class SequenceState:
             matched[source] = max(matched.get(source, 0), n)
         if not matched:
             return
-        best = max(matched.values())
+        best = max([0, *(n for source, n in matched.items() if source not in ALONE_SOURCES)])
         would = {**matched, "first": min(1, best), "candidates": best}
         for option, accepted in would.items():
             if option != ran:
@@ -385,10 +406,12 @@ class SequenceState:
             return self.drafter
         if self.algo is None:
             settings = self.settings
+            peers = self.peers
             self.algo = LookaheadAlgorithm(
                 self.spec, eos_token_ids=self.engine.eos_token_ids, seed=settings.seed,
                 corrected_keying=settings.corrected_keying, full_guess_set=settings.full_guess_set,
-                prompt_lookup=settings.prompt_lookup, suffix_lookup=settings.prompt_lookup)
+                prompt_lookup=settings.prompt_lookup, suffix_lookup=settings.prompt_lookup,
+                peers=None if peers is None else functools.partial(peers.peers.peer_draft, self.seq_id))
             self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
 
@@ -423,6 +446,8 @@ class SequenceState:
         if self.drafter is not None:
             with traced(ALGORITHM_LABEL):
                 self.drafter.observe(emitted.tokens)
+        elif self.peers is not None and emitted.tokens:
+            self.peers.peers.extend(self.seq_id, emitted.tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats
@@ -888,9 +913,7 @@ class Batch:
         return self.engine.policy.step_seconds(rows, seqs)
 
     def _release(self, state: SequenceState) -> None:
-        if state.drafter is not None:
-            self.pools.retire(state.drafter)
-            state.drafter = None
+        state.stop_drafting(self.pools)
         if state.slot is not None:
             self._keep_conversation(state)
             self.engine.runner.free(state.slot)

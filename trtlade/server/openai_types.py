@@ -187,7 +187,8 @@ class LookaheadUsage(_Out):
     seed: Optional[int] = Field(None, description="A sampled request's seed (the first choice's; choice j drew with "
                                 "seed + j).")
     accepted_from: Optional[dict[str, int]] = Field(None, description="Accepted drafts by source: `window` "
-                                                    "(Jacobi), `pool`, `prompt_lookup`, `suffix`.")
+                                                    "(Jacobi), `pool`, `prompt_lookup`, `suffix`, `public` "
+                                                    "(another running request's text).")
 
 
 class SpeculationUsage(_Out):
