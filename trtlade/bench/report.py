@@ -401,7 +401,8 @@ def _source_lines(run: RunSummary) -> list[str]:
         return []
     out = ["", "What the accepted drafts came from (share of each series' accepted draft tokens, every level and "
            "repeat): `window` the Jacobi branch, `pool` the n-gram pool, `prompt_lookup` / `suffix` the history "
-           "candidates (NGram-like latest match, SA-like longest match), `NGram` / `SA` a drafter's own:", "",
+           "candidates (NGram-like latest match, SA-like longest match), `public` another running request's "
+           "text, `NGram` / `SA` a drafter's own:", "",
            "| series | " + " | ".join(sources) + " | accepted |", "|---|" + "---:|" * (len(sources) + 1)]
     for info in run.series:
         row = by.get(info.label, {})
