@@ -178,7 +178,7 @@ class SequenceState:
         #: NGram / SA drafting (``request.speculation``), from admission on (:meth:`start_drafting`)
         self.drafter: Optional[HistoryDrafter] = None
         #: an ``auto`` sequence's namespace, whose peer pool holds its text (:meth:`start_drafting`)
-        self.peers: Optional[DraftSpace] = None
+        self.peer_space: Optional[DraftSpace] = None
         self.policy = "fixed" if request.speculation is not None else _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive or request.speculation is not None else None
         self.contexts = _RepeatIndex(self.prompt)
@@ -209,8 +209,8 @@ class SequenceState:
                 eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
                 namespace=self.draft_space)
         elif (self.policy == "auto" and self.settings.prompt_lookup and self.settings.public_lookup
-              and not self.spec.is_autoregressive and self.peers is None):
-            self.peers = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space)
+              and not self.spec.is_autoregressive and self.peer_space is None):
+            self.peer_space = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space)
 
     def stop_drafting(self, pools: DraftPools) -> None:
         """The request ended: an NGram / SA history is retired (searchable until the next step has drafted, as
@@ -218,9 +218,9 @@ class SequenceState:
         if self.drafter is not None:
             pools.retire(self.drafter)
             self.drafter = None
-        if self.peers is not None:
-            pools.leave(self.peers, self.seq_id)
-            self.peers = None
+        if self.peer_space is not None:
+            pools.leave(self.peer_space, self.seq_id)
+            self.peer_space = None
 
     @property
     def draft_space(self) -> Hashable:
@@ -406,12 +406,12 @@ class SequenceState:
             return self.drafter
         if self.algo is None:
             settings = self.settings
-            peers = self.peers
+            space = self.peer_space
             self.algo = LookaheadAlgorithm(
                 self.spec, eos_token_ids=self.engine.eos_token_ids, seed=settings.seed,
                 corrected_keying=settings.corrected_keying, full_guess_set=settings.full_guess_set,
                 prompt_lookup=settings.prompt_lookup, suffix_lookup=settings.prompt_lookup,
-                peers=None if peers is None else functools.partial(peers.peers.peer_draft, self.seq_id))
+                peers=None if space is None else functools.partial(space.peers.peer_draft, self.seq_id))
             self.algo.setup(self.prompt + self.tokens[:-1], self.tokens[-1])
         return self.algo
 
@@ -446,8 +446,8 @@ class SequenceState:
         if self.drafter is not None:
             with traced(ALGORITHM_LABEL):
                 self.drafter.observe(emitted.tokens)
-        elif self.peers is not None and emitted.tokens:
-            self.peers.peers.extend(self.seq_id, emitted.tokens)
+        elif self.peer_space is not None and emitted.tokens:
+            self.peer_space.peers.extend(self.seq_id, emitted.tokens)
         self.finish_reason = emitted.finish_reason
         kept = emitted.tokens
         stats = self.stats
