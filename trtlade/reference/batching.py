@@ -82,9 +82,11 @@ SOURCE_OPTIONS = ("suffix", "prompt_lookup", "pool", "public")
 _OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None, "prompt_lookup"),
                 "pool": (False, None, "pool"), "public": (False, None, "public"), "first": (False, 1, None),
                 "candidates": (False, None, None), "full": (True, None, None)}
-#: option -> the options (indices into DRAFT_OPTIONS) whose rows it holds: it accepts at least what they do
-_WITHIN = {"suffix": (), "prompt_lookup": (), "pool": (), "public": (), "first": (), "candidates": (0, 1, 2, 4),
-           "full": (0, 1, 2, 4, 5)}
+#: option -> the options whose rows it holds (never ``public``, verified alone): it accepts at least what they do
+_HOLDS = {"candidates": ("suffix", "prompt_lookup", "pool", "first"),
+          "full": ("suffix", "prompt_lookup", "pool", "first", "candidates")}
+#: the same as indices into DRAFT_OPTIONS, as the plan reads them
+_WITHIN = {option: tuple(DRAFT_OPTIONS.index(held) for held in _HOLDS.get(option, ())) for option in DRAFT_OPTIONS}
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
