@@ -156,7 +156,11 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
 
 /* 9 to 16 rows of ONE panel (m a compile-time constant): every row's chain in one pass over the panel,
  * which a 16-row step would otherwise read twice (two passes of MT rows); 16 accumulators, the weight
- * and a broadcast. Same chain per output as tile_f32. */
+ * and a broadcast. Same chain per output as tile_f32. x is the rows transposed (pack_rows: x[k][i], m
+ * values a k step), so a step's 16 broadcasts are one pointer at constant offsets: with a pointer per
+ * row the tile left too few general registers, reloaded them from the stack at every k, and an Intel
+ * core ran out of load slots before FMA slots (16 rows, linear layers alone: 1.23x faster on a Xeon with
+ * AMX, docs/results/roofline.md). */
 static inline __attribute__((always_inline)) void tile16_f32(const float *x, int64_t K, const float *wp,
                                                             const float *bias, float *y, int64_t N, int64_t n0,
                                                             Prefetch *pf, const int m) {
@@ -166,7 +170,7 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
     for (int64_t k = 0; k < K; k++) {
         PF_STEP()
         const __m512 w = _mm512_loadu_ps(wp + (size_t)k * 16);
-        for (int i = 0; i < m; i++) acc[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)i * K + k]), acc[i]);
+        for (int i = 0; i < m; i++) acc[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)k * m + i]), acc[i]);
     }
     PF_CLOSE(pf)
     const __mmask16 mask = tail_mask(n0, N);
@@ -200,7 +204,8 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-/* 9 to 16 rows of one panel in bfloat16: as tile16_f32, one VDPBF16PS per pair k, k+1. */
+/* 9 to 16 rows of one panel in bfloat16: as tile16_f32 (x transposed by pairs), one VDPBF16PS per pair
+ * k, k+1. */
 static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
                                                              const float *bias, uint16_t *y, int64_t N, int64_t n0,
                                                              Prefetch *pf, const int m) {
@@ -213,7 +218,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x,
         const __m512i w = _mm512_loadu_si512((const void *)(wp + (size_t)k * 32));
         for (int i = 0; i < m; i++) {
             int32_t pair;
-            memcpy(&pair, x + (size_t)i * K + 2 * k, sizeof pair);
+            memcpy(&pair, x + 2 * ((size_t)k * m + i), sizeof pair);
             acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)w, (__m512bh)_mm512_set1_epi32(pair));
         }
     }
@@ -671,12 +676,29 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * bfloat16, the same bits. */
 #endif
 
+#if defined(__AVX512F__)
+/* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16): the M <= 16 rows stored as
+ * [unit][M], a unit being a float32 (float32) or a pair k, k + 1 (bfloat16). A copy: the values and the
+ * chains are unchanged. */
+static uint32_t *pack_rows(const void *x, int64_t M, int64_t units) {
+    uint32_t *xt = malloc(sizeof(uint32_t) * (size_t)(M * units));
+    if (!xt) return NULL;
+    const uint32_t *src = x;
+    for (int64_t u = 0; u < units; u++)
+        for (int64_t i = 0; i < M; i++) xt[u * M + i] = src[i * units + u];
+    return xt;
+}
+#endif
+
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        const float *xt = (const float *)pack_rows(x, M, K);
+        if (!xt) return 3;
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
+        free((void *)xt);
     } else {
         FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
@@ -697,7 +719,10 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        const uint16_t *xt = (const uint16_t *)pack_rows(x, M, K / 2);
+        if (!xt) return 3;
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
+        free((void *)xt);
     } else {
         FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
