@@ -57,6 +57,7 @@ _SIGNATURES = {
     "trtlade_linear_f32": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_peak_flops": ([ctypes.c_int, _I64, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], _I64),
+    "trtlade_linear_bf16_by_fma": ([ctypes.c_int], ctypes.c_int),
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
     "trtlade_argmax_rows": ([_P, _I64, _I64, _P], ctypes.c_int),
@@ -78,8 +79,10 @@ def bind_function(lib: ctypes.CDLL, name: str, symbol: Optional[str] = None) -> 
 class Kernels:
     """One variant's entry points (the dispatch table): ``row_attention``, ``linear_f32``,
     ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe),
-    ``argmax_rows`` (the greedy token of each row of logits), ``packed_rows`` (rows of a packed weight);
-    ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
+    ``argmax_rows`` (the greedy token of each row of logits), ``packed_rows`` (rows of a packed weight),
+    ``linear_bf16_by_fma`` (-1: whether bfloat16 runs on float32 FMAs rather than VDPBF16PS, chosen at the
+    first call by their measured rates; 0 or 1 sets it for the process); ``variant`` its name, ``paths``
+    what computes each dtype's linear layers."""
 
     variant: str
     row_attention: Callable
@@ -91,13 +94,15 @@ class Kernels:
     peak_flops: Callable
     argmax_rows: Callable
     packed_rows: Callable
+    linear_bf16_by_fma: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
         fns = {name.removeprefix("trtlade_"): bind_function(lib, name, f"{name}__{variant}") for name in _SIGNATURES}
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
-                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"])
+                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"],
+                   fns["linear_bf16_by_fma"])
 
 
 _state: dict = {}

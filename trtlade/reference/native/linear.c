@@ -58,8 +58,16 @@
 #define MT 8 /* rows per tile */
 #define PT 3 /* panels of 16 outputs per tile: MT * PT = 24 accumulators */
 
+int trtlade_linear_bf16_by_fma(int want);
+static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink);
+
 /* Which instructions compute dtype 0 (float32) or 1 (bfloat16) in this variant, for /version. */
-const char *trtlade_linear_path(int dtype) { return dtype == 1 ? BF16_PATH : F32_PATH; }
+const char *trtlade_linear_path(int dtype) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (dtype == 1 && trtlade_linear_bf16_by_fma(-1) == 1) return "avx512f (widened pairs: VDPBF16PS slower here)";
+#endif
+    return dtype == 1 ? BF16_PATH : F32_PATH;
+}
 
 static inline float bf16_to_f(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -260,6 +268,78 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
             __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i][p], b)); /* round to nearest even */
             _mm256_mask_storeu_epi16(y + (size_t)i * N + at, mask, (__m256i)out);
         }
+    }
+}
+#endif
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+/* bfloat16 by widened pairs on 16 lanes, for a CPU whose VDPBF16PS computes fewer multiply-adds a cycle than
+ * its float32 FMAs (a Xeon with AMX: half as many, linear_bf16_by_fma): the chain VDPBF16PS's pseudo-code
+ * gives, odd k then even k, two FMAs per pair on the pair's weights widened exactly (the even k shifted up,
+ * the odd k masked) and x widened once per call. X_EVEN(i, k) / X_ODD(i, k): row i's values at 2k, 2k + 1. */
+static inline __attribute__((always_inline)) __m512 even512(__m512i pairs) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+}
+static inline __attribute__((always_inline)) __m512 odd512(__m512i pairs) {
+    return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+#define PAIR_FMA512(acc, we, wo, xe, xo) _mm512_fmadd_ps((we), (xe), _mm512_fmadd_ps((wo), (xo), (acc)))
+
+/* As tile_bf16: m rows (<= MT) x np panels (<= PT), x the widened rows (row-major). */
+static inline __attribute__((always_inline)) void tile_bf16w(const float *x, int64_t K, const uint16_t *wp,
+                                                            const float *bias, uint16_t *y, int64_t N, int64_t n0,
+                                                            Prefetch *pf, const int m, const int np) {
+    __m512 acc[MT][PT];
+    const int64_t K2 = K / 2;
+    PF_OPEN(pf)
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K2; k++) {
+        PF_STEP()
+        __m512 we[PT], wo[PT];
+        for (int p = 0; p < np; p++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
+            we[p] = even512(w), wo[p] = odd512(w);
+        }
+        for (int i = 0; i < m; i++) {
+            const __m512 xe = _mm512_set1_ps(x[(size_t)i * K + 2 * k]), xo = _mm512_set1_ps(x[(size_t)i * K + 2 * k + 1]);
+            for (int p = 0; p < np; p++) acc[i][p] = PAIR_FMA512(acc[i][p], we[p], wo[p], xe, xo);
+        }
+    }
+    PF_CLOSE(pf)
+    for (int p = 0; p < np; p++) {
+        int64_t at = n0 + 16 * p;
+        __mmask16 mask = tail_mask(at, N);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
+        for (int i = 0; i < m; i++) {
+            __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i][p], b));
+            _mm256_mask_storeu_epi16(y + (size_t)i * N + at, mask, (__m256i)out);
+        }
+    }
+}
+
+/* As tile16_bf16: 9 to 16 rows of one panel, x the widened rows transposed (x[k][i], pack_rows). */
+static inline __attribute__((always_inline)) void tile16_bf16w(const float *x, int64_t K, const uint16_t *wp,
+                                                              const float *bias, uint16_t *y, int64_t N, int64_t n0,
+                                                              Prefetch *pf, const int m) {
+    __m512 acc[16];
+    const int64_t K2 = K / 2;
+    PF_OPEN(pf)
+    for (int i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K2; k++) {
+        PF_STEP()
+        const __m512i w = _mm512_loadu_si512((const void *)(wp + (size_t)k * 32));
+        const __m512 we = even512(w), wo = odd512(w);
+        const float *xk = x + (size_t)2 * k * m;
+        for (int i = 0; i < m; i++)
+            acc[i] = PAIR_FMA512(acc[i], we, wo, _mm512_set1_ps(xk[i]), _mm512_set1_ps(xk[m + i]));
+    }
+    PF_CLOSE(pf)
+    const __mmask16 mask = tail_mask(n0, N);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
+    for (int i = 0; i < m; i++) {
+        __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i], b));
+        _mm256_mask_storeu_epi16(y + (size_t)i * N + n0, mask, (__m256i)out);
     }
 }
 #endif
@@ -712,12 +792,58 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
     return 0;
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+/* tile_bf16w and tile16_bf16w over x widened to float32 once per call (exact). */
+static int linear_bf16_widened(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias,
+                               int64_t N, uint16_t *y, int threads) {
+    float *xf = malloc(sizeof(float) * (size_t)(M * K));
+    if (!xf) return 3;
+    for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
+    if (M > MT && M <= 16) {
+        float *xt = (float *)pack_rows(xf, M, K);
+        if (!xt) return free(xf), 3;
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16w, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
+        free(xt);
+    } else {
+        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16w, xf + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+    }
+    free(xf);
+    return 0;
+}
+#endif
+
+/* Whether bfloat16 runs as widened pairs on float32 FMAs (1) or on VDPBF16PS (0), for every row count of
+ * this process. want 0 or 1 sets it; -1 returns it, chosen at the first call: FMAs where this CPU's float32
+ * FMAs compute more than 1.25x the multiply-adds a second of its VDPBF16PS (trtlade_peak_flops, one thread;
+ * a Xeon with AMX: 168 against 81 GFLOP/s; Zen 4: about half). Both compute the chain of VDPBF16PS's
+ * pseudo-code; measured bit-identical on random layers (tests/test_fast_forward.py), VDPBF16PS flushing
+ * subnormals to zero besides. Without AVX512-BF16 always 1 (the widened tiles of the variant). */
+int trtlade_linear_bf16_by_fma(int want) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    static _Atomic int chosen = -1;
+    if (want == 0 || want == 1) atomic_store(&chosen, want);
+    if (atomic_load(&chosen) < 0) {
+        float sink;
+        double t0 = omp_get_wtime();
+        const double f32 = (double)peak_flops(0, 200000, 1, &sink), t1 = omp_get_wtime();
+        const double bf16 = (double)peak_flops(1, 200000, 1, &sink), t2 = omp_get_wtime();
+        int expected = -1;
+        atomic_compare_exchange_strong(&chosen, &expected, f32 / (t1 - t0) > 1.25 * bf16 / (t2 - t1));
+    }
+    return atomic_load(&chosen);
+#else
+    (void)want;
+    return 1;
+#endif
+}
+
 /* bfloat16 x and packed W (as uint16), float32 bias, bfloat16 y; K even. Without AVX512-BF16 the rows of
  * x are widened to float32 once per call (exact), so a tile broadcasts each value with one load. */
 int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                         uint16_t *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (trtlade_linear_bf16_by_fma(-1) == 1) return linear_bf16_widened(x, M, K, wp, bias, N, y, threads);
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
         const uint16_t *xt = (const uint16_t *)pack_rows(x, M, K / 2);
         if (!xt) return 3;
@@ -775,7 +901,15 @@ int trtlade_packed_rows(const void *wp, int64_t K, int64_t N, int dtype, const i
  * multiply-add), to divide by the time the caller measured; the sum of the chains is stored in *sink so
  * that no chain can be dropped. */
 #define CHAINS 12
+static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink);
+
 int64_t trtlade_peak_flops(int dtype, int64_t iters, int threads, float *sink) {
+    return peak_flops(dtype == 1 && trtlade_linear_bf16_by_fma(-1) == 0, iters, threads, sink);
+}
+
+/* dpbf16: VDPBF16PS's rate (32 multiply-adds an instruction), else the widest float32 FMA's. */
+static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink) {
+    (void)dpbf16;
     const int owners = threads > 0 ? threads : 1;
     float total = 0.0f;
 #pragma omp parallel num_threads(owners) reduction(+ : total)
@@ -783,7 +917,7 @@ int64_t trtlade_peak_flops(int dtype, int64_t iters, int threads, float *sink) {
         volatile float seed = 1.0f;
         const float w = seed * 0.999f, xv = seed * 1.001f;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-        if (dtype == 1) {
+        if (dpbf16) {
             __m512 acc[CHAINS];
             const __m512i wv = _mm512_set1_epi32(0x3f7f3f7f), xb = _mm512_set1_epi32(0x3f803f80);
             for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps(w);
@@ -823,7 +957,7 @@ int64_t trtlade_peak_flops(int dtype, int64_t iters, int threads, float *sink) {
     }
     if (sink) *sink = total;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    const int64_t lanes = dtype == 1 ? 32 : 16; /* VDPBF16PS: 16 lanes x a pair */
+    const int64_t lanes = dpbf16 ? 32 : 16; /* VDPBF16PS: 16 lanes x a pair */
 #elif defined(__AVX512F__)
     const int64_t lanes = 16;
 #elif defined(__AVX2__) && defined(__FMA__)
