@@ -17,7 +17,8 @@
  *   - AVX2 + FMA: 8 outputs per register, two registers a panel;
  *   - portable C: fmaf() in plain loops (the compiler vectorises them where the target has a vector
  *     FMA: aarch64's FMLA; elsewhere libm's fmaf, correct and slow).
- * bfloat16 (weights and inputs; the sums in float32): with AVX512-BF16, one VDPBF16PS per pair k, k+1;
+ * bfloat16 (weights and inputs; the sums in float32): with AVX512-BF16, one VDPBF16PS per pair k, k+1 (or,
+ * where this CPU's FMAs are the faster, the widened pairs below on 16 lanes: trtlade_linear_bf16_by_fma);
  * elsewhere both values are widened to float32 exactly (a bf16 value is the high half of a float32) and
  * the pair is two FMAs in the order Intel's pseudo-code gives VDPBF16PS: odd k first, then even k. The
  * product of two bf16 values is exact in float32, so each step rounds once like an FMA; the one
@@ -814,8 +815,8 @@ static int linear_bf16_widened(const uint16_t *x, int64_t M, int64_t K, const ui
 
 /* Whether bfloat16 runs as widened pairs on float32 FMAs (1) or on VDPBF16PS (0), for every row count of
  * this process. want 0 or 1 sets it; -1 returns it, chosen at the first call: FMAs where this CPU's float32
- * FMAs compute more than 1.25x the multiply-adds a second of its VDPBF16PS (trtlade_peak_flops, one thread;
- * a Xeon with AMX: 168 against 81 GFLOP/s; Zen 4: about half). Both compute the chain of VDPBF16PS's
+ * FMAs compute more than 1.25x the multiply-adds a second of its VDPBF16PS (peak_flops, one thread; a Xeon
+ * with AMX: 168 against 81 GFLOP/s; on Zen 4 VDPBF16PS computes twice as much as the FMAs). Both compute the chain of VDPBF16PS's
  * pseudo-code; measured bit-identical on random layers (tests/test_fast_forward.py), VDPBF16PS flushing
  * subnormals to zero besides. Without AVX512-BF16 always 1 (the widened tiles of the variant). */
 int trtlade_linear_bf16_by_fma(int want) {
@@ -824,11 +825,15 @@ int trtlade_linear_bf16_by_fma(int want) {
     if (want == 0 || want == 1) atomic_store(&chosen, want);
     if (atomic_load(&chosen) < 0) {
         float sink;
-        double t0 = omp_get_wtime();
-        const double f32 = (double)peak_flops(0, 200000, 1, &sink), t1 = omp_get_wtime();
-        const double bf16 = (double)peak_flops(1, 200000, 1, &sink), t2 = omp_get_wtime();
+        double rate[2] = {0.0, 0.0}; /* the best of 3 alternated samples each: a preempted one is slower */
+        for (int sample = 0; sample < 6; sample++) {
+            const int dpbf16 = sample % 2;
+            const double t0 = omp_get_wtime(), flops = (double)peak_flops(dpbf16, 200000, 1, &sink);
+            const double r = flops / (omp_get_wtime() - t0);
+            if (r > rate[dpbf16]) rate[dpbf16] = r;
+        }
         int expected = -1;
-        atomic_compare_exchange_strong(&chosen, &expected, f32 / (t1 - t0) > 1.25 * bf16 / (t2 - t1));
+        atomic_compare_exchange_strong(&chosen, &expected, rate[0] > 1.25 * rate[1]);
     }
     return atomic_load(&chosen);
 #else
