@@ -136,6 +136,21 @@ static inline __mmask16 tail_mask(int64_t n0, int64_t N) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+/* m rows of one panel's accumulators (acc[i * stride]) plus the bias, rounded to bfloat16 (to nearest even)
+ * and stored; the panel may be partial. */
+static inline __attribute__((always_inline)) void store_bf16_panel(uint16_t *y, int64_t N, int64_t at,
+                                                                  const float *bias, const __m512 *acc,
+                                                                  const int stride, const int m) {
+    const __mmask16 mask = tail_mask(at, N);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
+    for (int i = 0; i < m; i++) {
+        __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[(size_t)i * stride], b));
+        _mm256_mask_storeu_epi16(y + (size_t)i * N + at, mask, (__m256i)out);
+    }
+}
+#endif
+
 /* m rows (<= MT) x np panels (<= PT): m and np are compile-time constants in each instantiation, so
  * the accumulators stay in registers; every instantiation runs the same chain per output. */
 static inline __attribute__((always_inline)) void tile_f32(const float *x, int64_t K, const float *wp,
@@ -232,12 +247,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x,
         }
     }
     PF_CLOSE(pf)
-    const __mmask16 mask = tail_mask(n0, N);
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
-    for (int i = 0; i < m; i++) {
-        __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i], b));
-        _mm256_mask_storeu_epi16(y + (size_t)i * N + n0, mask, (__m256i)out);
-    }
+    store_bf16_panel(y, N, n0, bias, acc, 1, m);
 }
 
 static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
@@ -261,15 +271,7 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
         }
     }
     PF_CLOSE(pf)
-    for (int p = 0; p < np; p++) {
-        int64_t at = n0 + 16 * p;
-        __mmask16 mask = tail_mask(at, N);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
-        for (int i = 0; i < m; i++) {
-            __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i][p], b)); /* round to nearest even */
-            _mm256_mask_storeu_epi16(y + (size_t)i * N + at, mask, (__m256i)out);
-        }
-    }
+    for (int p = 0; p < np; p++) store_bf16_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
 }
 #endif
 
@@ -308,15 +310,7 @@ static inline __attribute__((always_inline)) void tile_bf16w(const float *x, int
         }
     }
     PF_CLOSE(pf)
-    for (int p = 0; p < np; p++) {
-        int64_t at = n0 + 16 * p;
-        __mmask16 mask = tail_mask(at, N);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
-        for (int i = 0; i < m; i++) {
-            __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i][p], b));
-            _mm256_mask_storeu_epi16(y + (size_t)i * N + at, mask, (__m256i)out);
-        }
-    }
+    for (int p = 0; p < np; p++) store_bf16_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
 }
 
 /* As tile16_bf16: 9 to 16 rows of one panel, x the widened rows transposed (x[k][i], pack_rows). */
@@ -336,12 +330,7 @@ static inline __attribute__((always_inline)) void tile16_bf16w(const float *x, i
             acc[i] = PAIR_FMA512(acc[i], we, wo, _mm512_set1_ps(xk[i]), _mm512_set1_ps(xk[m + i]));
     }
     PF_CLOSE(pf)
-    const __mmask16 mask = tail_mask(n0, N);
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
-    for (int i = 0; i < m; i++) {
-        __m256bh out = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i], b));
-        _mm256_mask_storeu_epi16(y + (size_t)i * N + n0, mask, (__m256i)out);
-    }
+    store_bf16_panel(y, N, n0, bias, acc, 1, m);
 }
 #endif
 
