@@ -279,7 +279,7 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
 /* bfloat16 by widened pairs on 16 lanes, for a CPU whose VDPBF16PS computes fewer multiply-adds a cycle than
  * its float32 FMAs (a Xeon with AMX: half as many, linear_bf16_by_fma): the chain VDPBF16PS's pseudo-code
  * gives, odd k then even k, two FMAs per pair on the pair's weights widened exactly (the even k shifted up,
- * the odd k masked) and x widened once per call. X_EVEN(i, k) / X_ODD(i, k): row i's values at 2k, 2k + 1. */
+ * the odd k masked) and x widened once per call (linear_bf16_widened). */
 static inline __attribute__((always_inline)) __m512 even512(__m512i pairs) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
 }
@@ -305,7 +305,8 @@ static inline __attribute__((always_inline)) void tile_bf16w(const float *x, int
             we[p] = even512(w), wo[p] = odd512(w);
         }
         for (int i = 0; i < m; i++) {
-            const __m512 xe = _mm512_set1_ps(x[(size_t)i * K + 2 * k]), xo = _mm512_set1_ps(x[(size_t)i * K + 2 * k + 1]);
+            const float *xi = x + (size_t)i * K + 2 * k;
+            const __m512 xe = _mm512_set1_ps(xi[0]), xo = _mm512_set1_ps(xi[1]);
             for (int p = 0; p < np; p++) acc[i][p] = PAIR_FMA512(acc[i][p], we[p], wo[p], xe, xo);
         }
     }
@@ -747,8 +748,8 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 #endif
 
 #if defined(__AVX512F__)
-/* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16): the M <= 16 rows stored as
- * [unit][M], a unit being a float32 (float32) or a pair k, k + 1 (bfloat16). A copy: the values and the
+/* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16, tile16_bf16w): the M <= 16 rows
+ * stored as [unit][M], a unit being a float32 (float32) or a pair k, k + 1 (bfloat16). A copy: the values and the
  * chains are unchanged. */
 static uint32_t *pack_rows(const void *x, int64_t M, int64_t units) {
     uint32_t *xt = malloc(sizeof(uint32_t) * (size_t)(M * units));
