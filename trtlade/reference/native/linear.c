@@ -228,11 +228,28 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-/* 9 to 16 rows of one panel in bfloat16: as tile16_f32 (x transposed by pairs), one VDPBF16PS per pair
- * k, k+1. */
-static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
+/* The bfloat16 pair step, k and k + 1, chosen at compile time (`fma` is a constant in every instantiation):
+ * fma 0, one VDPBF16PS on the pair of x as read (x: bfloat16); fma 1, for a CPU whose VDPBF16PS computes fewer
+ * multiply-adds a cycle than its float32 FMAs (a Xeon with AMX: half as many, trtlade_linear_bf16_by_fma), the
+ * chain VDPBF16PS's pseudo-code gives on 16 lanes: two FMAs, odd k then even k, on the pair's weights widened
+ * exactly (we, wo: the even k shifted up, the odd k masked, once per panel and k) and x widened once per
+ * call (x: float32). xe, xo: the pair of x (fma 1); pair: the same as bfloat16 (fma 0). */
+static inline __attribute__((always_inline)) __m512 even512(__m512i pairs) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+}
+static inline __attribute__((always_inline)) __m512 odd512(__m512i pairs) {
+    return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+static inline __attribute__((always_inline)) __m512 pair_step(__m512 acc, __m512i w, __m512 we, __m512 wo,
+                                                             const int fma, float xe, float xo, int32_t pair) {
+    if (fma) return _mm512_fmadd_ps(we, _mm512_set1_ps(xe), _mm512_fmadd_ps(wo, _mm512_set1_ps(xo), acc));
+    return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)_mm512_set1_epi32(pair));
+}
+/* 9 to 16 rows of one panel in bfloat16: as tile16_f32 (x transposed: by pairs for VDPBF16PS, by values for
+ * the FMAs), one pair step per pair k, k + 1. */
+static inline __attribute__((always_inline)) void tile16_bf16(const void *x, int64_t K, const uint16_t *wp,
                                                              const float *bias, uint16_t *y, int64_t N, int64_t n0,
-                                                             Prefetch *pf, const int m) {
+                                                             Prefetch *pf, const int fma, const int m) {
     __m512 acc[16];
     const int64_t K2 = K / 2;
     PF_OPEN(pf)
@@ -240,19 +257,23 @@ static inline __attribute__((always_inline)) void tile16_bf16(const uint16_t *x,
     for (int64_t k = 0; k < K2; k++) {
         PF_STEP()
         const __m512i w = _mm512_loadu_si512((const void *)(wp + (size_t)k * 32));
+        const __m512 we = fma ? even512(w) : _mm512_setzero_ps(), wo = fma ? odd512(w) : _mm512_setzero_ps();
         for (int i = 0; i < m; i++) {
-            int32_t pair;
-            memcpy(&pair, x + 2 * ((size_t)k * m + i), sizeof pair);
-            acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)w, (__m512bh)_mm512_set1_epi32(pair));
+            float xe = 0.0f, xo = 0.0f;
+            int32_t pair = 0;
+            const float *xf = (const float *)x + (size_t)2 * k * m + i; /* x[2k][i], x[2k + 1][i] */
+            if (fma) xe = xf[0], xo = xf[m];
+            else memcpy(&pair, (const uint16_t *)x + 2 * ((size_t)k * m + i), sizeof pair);
+            acc[i] = pair_step(acc[i], w, we, wo, fma, xe, xo, pair);
         }
     }
     PF_CLOSE(pf)
     store_bf16_panel(y, N, n0, bias, acc, 1, m);
 }
 
-static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, int64_t K, const uint16_t *wp,
+static inline __attribute__((always_inline)) void tile_bf16(const void *x, int64_t K, const uint16_t *wp,
                                                            const float *bias, uint16_t *y, int64_t N, int64_t n0,
-                                                           Prefetch *pf, const int m, const int np) {
+                                                           Prefetch *pf, const int fma, const int m, const int np) {
     __m512 acc[MT][PT];
     const int64_t K2 = K / 2;
     PF_OPEN(pf)
@@ -261,79 +282,25 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, i
     for (int64_t k = 0; k < K2; k++) {
         PF_STEP()
         __m512i w[PT];
-        for (int p = 0; p < np; p++) w[p] = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
-        for (int i = 0; i < m; i++) {
-            int32_t pair;
-            memcpy(&pair, x + (size_t)i * K + 2 * k, sizeof pair);
-            __m512i xb = _mm512_set1_epi32(pair);
-            for (int p = 0; p < np; p++)
-                acc[i][p] = _mm512_dpbf16_ps(acc[i][p], (__m512bh)w[p], (__m512bh)xb);
-        }
-    }
-    PF_CLOSE(pf)
-    for (int p = 0; p < np; p++) store_bf16_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
-}
-#endif
-
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-/* bfloat16 by widened pairs on 16 lanes, for a CPU whose VDPBF16PS computes fewer multiply-adds a cycle than
- * its float32 FMAs (a Xeon with AMX: half as many, linear_bf16_by_fma): the chain VDPBF16PS's pseudo-code
- * gives, odd k then even k, two FMAs per pair on the pair's weights widened exactly (the even k shifted up,
- * the odd k masked) and x widened once per call (linear_bf16_widened). */
-static inline __attribute__((always_inline)) __m512 even512(__m512i pairs) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
-}
-static inline __attribute__((always_inline)) __m512 odd512(__m512i pairs) {
-    return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32((int)0xFFFF0000u)));
-}
-#define PAIR_FMA512(acc, we, wo, xe, xo) _mm512_fmadd_ps((we), (xe), _mm512_fmadd_ps((wo), (xo), (acc)))
-
-/* As tile_bf16: m rows (<= MT) x np panels (<= PT), x the widened rows (row-major). */
-static inline __attribute__((always_inline)) void tile_bf16w(const float *x, int64_t K, const uint16_t *wp,
-                                                            const float *bias, uint16_t *y, int64_t N, int64_t n0,
-                                                            Prefetch *pf, const int m, const int np) {
-    __m512 acc[MT][PT];
-    const int64_t K2 = K / 2;
-    PF_OPEN(pf)
-    for (int i = 0; i < m; i++)
-        for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K2; k++) {
-        PF_STEP()
         __m512 we[PT], wo[PT];
         for (int p = 0; p < np; p++) {
-            const __m512i w = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
-            we[p] = even512(w), wo[p] = odd512(w);
+            w[p] = _mm512_loadu_si512((const void *)(wp + ((size_t)p * K2 + k) * 32));
+            we[p] = fma ? even512(w[p]) : _mm512_setzero_ps(), wo[p] = fma ? odd512(w[p]) : _mm512_setzero_ps();
         }
         for (int i = 0; i < m; i++) {
-            const float *xi = x + (size_t)i * K + 2 * k;
-            const __m512 xe = _mm512_set1_ps(xi[0]), xo = _mm512_set1_ps(xi[1]);
-            for (int p = 0; p < np; p++) acc[i][p] = PAIR_FMA512(acc[i][p], we[p], wo[p], xe, xo);
+            float xe = 0.0f, xo = 0.0f;
+            int32_t pair = 0;
+            const float *xf = (const float *)x + (size_t)i * K + 2 * k;
+            if (fma) xe = xf[0], xo = xf[1];
+            else memcpy(&pair, (const uint16_t *)x + (size_t)i * K + 2 * k, sizeof pair);
+            for (int p = 0; p < np; p++) acc[i][p] = pair_step(acc[i][p], w[p], we[p], wo[p], fma, xe, xo, pair);
         }
     }
     PF_CLOSE(pf)
     for (int p = 0; p < np; p++) store_bf16_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
 }
-
-/* As tile16_bf16: 9 to 16 rows of one panel, x the widened rows transposed (x[k][i], pack_rows). */
-static inline __attribute__((always_inline)) void tile16_bf16w(const float *x, int64_t K, const uint16_t *wp,
-                                                              const float *bias, uint16_t *y, int64_t N, int64_t n0,
-                                                              Prefetch *pf, const int m) {
-    __m512 acc[16];
-    const int64_t K2 = K / 2;
-    PF_OPEN(pf)
-    for (int i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K2; k++) {
-        PF_STEP()
-        const __m512i w = _mm512_loadu_si512((const void *)(wp + (size_t)k * 32));
-        const __m512 we = even512(w), wo = odd512(w);
-        const float *xk = x + (size_t)2 * k * m;
-        for (int i = 0; i < m; i++)
-            acc[i] = PAIR_FMA512(acc[i], we, wo, _mm512_set1_ps(xk[i]), _mm512_set1_ps(xk[m + i]));
-    }
-    PF_CLOSE(pf)
-    store_bf16_panel(y, N, n0, bias, acc, 1, m);
-}
 #endif
+
 
 
 
@@ -748,7 +715,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 #endif
 
 #if defined(__AVX512F__)
-/* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16, tile16_bf16w): the M <= 16 rows
+/* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16): the M <= 16 rows
  * stored as [unit][M], a unit being a float32 (float32) or a pair k, k + 1 (bfloat16). A copy: the values and the
  * chains are unchanged. */
 static uint32_t *pack_rows(const void *x, int64_t M, int64_t units) {
@@ -784,21 +751,21 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-/* tile_bf16w and tile16_bf16w over x widened to float32 once per call (exact). */
-static int linear_bf16_widened(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias,
-                               int64_t N, uint16_t *y, int threads) {
-    float *xf = malloc(sizeof(float) * (size_t)(M * K));
-    if (!xf) return 3;
-    for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
-    if (M > MT && M <= 16) {
-        float *xt = (float *)pack_rows(xf, M, K);
-        if (!xt) return free(xf), 3;
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16w, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
+/* The AVX-512 bfloat16 tiles over x (fma 0: bfloat16 as given; fma 1: widened to float32 by the caller), 9-16
+ * rows in one pass over x transposed (pack_rows: by pairs, or by values), else tiles of MT rows. */
+static inline __attribute__((always_inline)) int bf16_tiles(const void *x, int64_t M, int64_t K, const uint16_t *wp,
+                                                            const float *bias, int64_t N, uint16_t *y, int threads,
+                                                            const int fma) {
+    const size_t row = fma ? sizeof(float) * (size_t)K : sizeof(uint16_t) * (size_t)K; /* bytes a row of x */
+    if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
+        void *xt = pack_rows(x, M, fma ? K : K / 2);
+        if (!xt) return 3;
+        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf, fma))
         free(xt);
     } else {
-        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16w, xf + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16, (const char *)x + i0 * row, K, wp + p0 * K * 16, bias,
+                                                   y + i0 * N, N, p0 * 16, pf, fma))
     }
-    free(xf);
     return 0;
 }
 #endif
@@ -838,15 +805,13 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
                         uint16_t *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (trtlade_linear_bf16_by_fma(-1) == 1) return linear_bf16_widened(x, M, K, wp, bias, N, y, threads);
-    if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
-        const uint16_t *xt = (const uint16_t *)pack_rows(x, M, K / 2);
-        if (!xt) return 3;
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
-        free((void *)xt);
-    } else {
-        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
-    }
+    if (trtlade_linear_bf16_by_fma(-1) == 0) return bf16_tiles(x, M, K, wp, bias, N, y, threads, 0);
+    float *xw = malloc(sizeof(float) * (size_t)(M * K)); /* widened once per call (exact) */
+    if (!xw) return 3;
+    for (int64_t i = 0; i < M * K; i++) xw[i] = bf16_to_f(x[i]);
+    const int failed = bf16_tiles(xw, M, K, wp, bias, N, y, threads, 1);
+    free(xw);
+    return failed;
 #else
     float *xf = malloc(sizeof(float) * (size_t)(M * K));
     if (!xf) return 3;
