@@ -129,6 +129,32 @@ def test_bf16_on_vdpbf16ps_and_on_widened_fmas_give_the_same_bits_at_every_row_c
         choose(chosen)
 
 
+@pytest.mark.parametrize("variant", native_variants.params())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_prefetch_lead_never_changes_a_bit(variant, dtype):
+    """The AVX-512 tiles of up to 8 rows prefetch either each panel's stream a lead ahead (chosen on Intel)
+    or the next group spread over the current one (elsewhere): a prefetch moves no value, so both give the
+    same bits at every row count; the variants without AVX-512 always spread (lead 0)."""
+    torch.manual_seed(5)
+    lins = [PanelLinear.pack(torch.randn(n, k).to(dtype), torch.randn(n).to(dtype), variant=variant)
+            for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]]
+    lead = lins[0].kernels.linear_lead
+    chosen = lead(-1)
+    try:
+        outs = {}
+        for want in (0, 2048, 64):
+            got = lead(want)
+            assert got == (want if variant.startswith("avx512") else 0)
+            for i, lin in enumerate(lins):
+                x = torch.randn(17, lin.in_features, generator=torch.Generator().manual_seed(i)).to(dtype)
+                for rows in (1, 2, 3, 8, 9, 17):
+                    outs[want, i, rows] = lin(x[:rows])
+        for (want, i, rows), y in outs.items():
+            assert torch.equal(outs[0, i, rows], y), (want, i, rows)
+    finally:
+        lead(chosen)
+
+
 @pytest.mark.parametrize("variant", native_variants.pairs())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_every_cpu_variant_gives_the_best_variants_bits(variant, dtype):

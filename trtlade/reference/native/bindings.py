@@ -58,6 +58,7 @@ _SIGNATURES = {
     "trtlade_linear_bf16": ([_P, _I64, _I64, _P, _P, _I64, _P, ctypes.c_int], ctypes.c_int),
     "trtlade_peak_flops": ([ctypes.c_int, _I64, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], _I64),
     "trtlade_linear_bf16_by_fma": ([ctypes.c_int], ctypes.c_int),
+    "trtlade_linear_lead": ([ctypes.c_int], ctypes.c_int),
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
     "trtlade_argmax_rows": ([_P, _I64, _I64, _P], ctypes.c_int),
@@ -81,8 +82,10 @@ class Kernels:
     ``linear_bf16``, ``forward_scratch``, ``forward``, ``peak_flops`` (the roofline's multiply-add probe),
     ``argmax_rows`` (the greedy token of each row of logits), ``packed_rows`` (rows of a packed weight),
     ``linear_bf16_by_fma`` (-1: whether bfloat16 runs on float32 FMAs rather than VDPBF16PS, chosen at the
-    first call by their measured rates; 0 or 1 sets it for the process); ``variant`` its name, ``paths``
-    what computes each dtype's linear layers."""
+    first call by their measured rates; 0 or 1 sets it for the process), ``linear_lead`` (-1: how many bytes
+    ahead in each panel's stream the tiles of up to 8 rows prefetch, 0 for the next group spread, chosen at the
+    first call by the CPU's maker; >= 0 sets it); ``variant`` its name, ``paths`` what computes each dtype's
+    linear layers."""
 
     variant: str
     row_attention: Callable
@@ -95,6 +98,7 @@ class Kernels:
     argmax_rows: Callable
     packed_rows: Callable
     linear_bf16_by_fma: Callable
+    linear_lead: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
@@ -102,7 +106,7 @@ class Kernels:
         paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
                    fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"],
-                   fns["linear_bf16_by_fma"])
+                   fns["linear_bf16_by_fma"], fns["linear_lead"])
 
 
 _state: dict = {}

@@ -60,6 +60,7 @@
 #define PT 3 /* panels of 16 outputs per tile: MT * PT = 24 accumulators */
 
 int trtlade_linear_bf16_by_fma(int want);
+int trtlade_linear_lead(int want);
 static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink);
 
 /* Which instructions compute dtype 0 (float32) or 1 (bfloat16) in this variant, for /version. */
@@ -111,6 +112,7 @@ typedef struct {
     const char *at, *end;
     int lines, steps; /* `lines` lines every `steps` k steps */
     int credit;       /* carried from tile to tile within the group */
+    int lead;         /* > 0: instead, each panel's own stream `lead` bytes ahead (PF_PANELS) */
 } Prefetch;
 #define PREFETCH_LINE(c)                                                                                      \
     if ((c) < pf_end) {                                                                                       \
@@ -127,6 +129,16 @@ typedef struct {
 #define PF_CLOSE(pf)                                                                                          \
     (pf)->at = pf_at;                                                                                         \
     (pf)->credit = pf_credit;
+/* One k step's prefetch in a tile of np panels whose panel p reads LINE(p) at this step: with a lead, the
+ * line `lead` bytes further in each panel's stream (past a panel's end, the next panel's start: the next
+ * group's, for the last panel); else the next group's share (PF_STEP). A prefetch past the weights' end
+ * is dropped by the CPU, never a fault. */
+#define PF_PANELS(np, LINE)                                                                                   \
+    if (pf_lead) {                                                                                            \
+        for (int p_ = 0; p_ < (np); p_++) _mm_prefetch((const char *)(LINE(p_)) + pf_lead, _MM_HINT_T1);      \
+    } else {                                                                                                  \
+        PF_STEP()                                                                                             \
+    }
 #endif
 
 #if defined(__AVX512F__)
@@ -158,10 +170,13 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
                                                           Prefetch *pf, const int m, const int np) {
     __m512 acc[MT][PT];
     PF_OPEN(pf)
+    const int pf_lead = pf->lead;
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
-        PF_STEP()
+#define F32_LINE(p) (wp + ((size_t)(p) * K + k) * 16)
+        PF_PANELS(np, F32_LINE)
+#undef F32_LINE
         __m512 w[PT];
         for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
         for (int i = 0; i < m; i++) {
@@ -277,10 +292,13 @@ static inline __attribute__((always_inline)) void tile_bf16(const void *x, int64
     __m512 acc[MT][PT];
     const int64_t K2 = K / 2;
     PF_OPEN(pf)
+    const int pf_lead = pf->lead;
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K2; k++) {
-        PF_STEP()
+#define BF16_LINE(p) (wp + ((size_t)(p) * K2 + k) * 32)
+        PF_PANELS(np, BF16_LINE)
+#undef BF16_LINE
         __m512i w[PT];
         __m512 we[PT], wo[PT];
         for (int p = 0; p < np; p++) {
@@ -666,7 +684,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * thread the OS gives to another process for a while does not hold the others up. Which thread computes
  * a group never changes an output's chain: the bits do not depend on the schedule. Measured against the
  * dynamic schedule without prefetch (FOR_TILES): docs/results/cpu-classes.md, "Memory and arithmetic overlapped". */
-#define FOR_STREAMS(GP, MT, TP, MAX_RATE, BODY)                                                               \
+#define FOR_STREAMS(GP, MT, TP, MAX_RATE, LEAD, BODY)                                                         \
     const int64_t panels = (N + 15) / 16, groups = (panels + (GP) - 1) / (GP);                                \
     const int owners = threads > 0 ? threads : 1;                                                             \
     _Atomic uint64_t ranges[owners];                                                                          \
@@ -693,7 +711,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
             }                                                                                                 \
             const int ahead = (int)(p_next - p_hi), most = (MAX_RATE) * tiles; /* a line per panel a step */  \
             Prefetch next = {(const char *)(wp + p_hi * K * 16), (const char *)(wp + p_next * K * 16),         \
-                             ahead < most ? ahead : most, tiles, 0};                                          \
+                             (LEAD) ? 0 : ahead < most ? ahead : most, tiles, 0, (LEAD)};                     \
             Prefetch *pf = &next;                                                                             \
             for (int64_t i0 = 0; i0 < M; i0 += (MT)) {                                                        \
                 const int m = (int)(M - i0 < (MT) ? M - i0 : (MT));                                           \
@@ -711,8 +729,37 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 /* 9 to 16 rows take the 16-row single-panel tiles instead (tile16_f32, tile16_bf16): one pass, each panel
  * read once; the next group prefetched at a line per k step (its PT panels over the PT tiles of a group).
  * Linear layers alone, 16 rows, Zen 4 (benchmarks/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
- * bfloat16, the same bits. */
+ * bfloat16, the same bits. Except float32 with a lead (trtlade_linear_lead: Intel), where two passes of MT
+ * rows, the second reading the group from L2, measured faster on a Xeon with AMX: 1.07x at 10 rows, 1.13-1.14x
+ * at 16 (9 interleaved repeats, medians); bfloat16 keeps the one pass there (0.90x at 16 rows in two: its
+ * widened weights serve 16 rows in one). */
 #endif
+
+/* How far ahead the AVX-512 tiles of up to MT rows prefetch, for every call of this process: 0, the next
+ * group of the thread's range spread over the current one's k steps (FOR_STREAMS); > 0, each panel's own
+ * stream that many bytes ahead (PF_PANELS). want >= 0 sets it; -1 returns it, chosen at the first call by
+ * the CPU's maker: 2048 bytes (32 lines) on Intel, 0 elsewhere. On a Xeon with AMX the lead is the faster
+ * (linear layers alone, benchmarks/linear_ab.py, 9 interleaved repeats, medians: float32 1.09x at 1 row,
+ * 1.15x at 4, 1.25x at 8; bfloat16 1.09-1.13x; docs/results/roofline.md); there the tiles of 9-16 rows,
+ * which consume a line more slowly, measured no gain (0.86-1.05x at leads of 2048 and 4096) and keep the
+ * spread. AMD's cores were tuned with the spread (Zen 4) and have not measured the lead, so they keep the
+ * spread. A prefetch never changes a value: the bits do not depend on this choice
+ * (tests/test_fast_forward.py). Without AVX-512: 0 (the AVX2 tiles spread). */
+int trtlade_linear_lead(int want) {
+#if defined(__AVX512F__)
+    static _Atomic int chosen = -1;
+    if (want >= 0) atomic_store(&chosen, want);
+    if (atomic_load(&chosen) < 0) {
+        __builtin_cpu_init();
+        int expected = -1;
+        atomic_compare_exchange_strong(&chosen, &expected, __builtin_cpu_is("intel") ? 2048 : 0);
+    }
+    return atomic_load(&chosen);
+#else
+    (void)want;
+    return 0;
+#endif
+}
 
 #if defined(__AVX512F__)
 /* The rows of x transposed for the 16-row tiles (tile16_f32, tile16_bf16): the M <= 16 rows
@@ -732,16 +779,18 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
-    if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
+    const int lead = trtlade_linear_lead(-1);
+    if (M > MT && M <= 16 && !lead) { /* one pass of up to 16 rows per panel (with a lead: passes of MT) */
         const float *xt = (const float *)pack_rows(x, M, K);
         if (!xt) return 3;
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
+        FOR_STREAMS(PT, 16, 1, PT, 0, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
         free((void *)xt);
     } else {
-        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+        FOR_STREAMS(PT, MT, PT, PT, lead,
+                    TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
 #elif defined(AVX2_PATH)
-    FOR_STREAMS(AVX2_GROUP(M), 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
+    FOR_STREAMS(AVX2_GROUP(M), 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
                 TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
@@ -757,14 +806,16 @@ static inline __attribute__((always_inline)) int bf16_tiles(const void *x, int64
                                                             const float *bias, int64_t N, uint16_t *y, int threads,
                                                             const int fma) {
     const size_t row = fma ? sizeof(float) * (size_t)K : sizeof(uint16_t) * (size_t)K; /* bytes a row of x */
+    const int lead = trtlade_linear_lead(-1);
     if (M > MT && M <= 16) { /* one pass of up to 16 rows per panel */
         void *xt = pack_rows(x, M, fma ? K : K / 2);
         if (!xt) return 3;
-        FOR_STREAMS(PT, 16, 1, PT, TILE_CASES_16(tile16_bf16, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf, fma))
+        FOR_STREAMS(PT, 16, 1, PT, 0, TILE_CASES_16(tile16_bf16, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf, fma))
         free(xt);
     } else {
-        FOR_STREAMS(PT, MT, PT, PT, TILE_CASES_512(tile_bf16, (const char *)x + i0 * row, K, wp + p0 * K * 16, bias,
-                                                   y + i0 * N, N, p0 * 16, pf, fma))
+        FOR_STREAMS(PT, MT, PT, PT, lead,
+                    TILE_CASES_512(tile_bf16, (const char *)x + i0 * row, K, wp + p0 * K * 16, bias, y + i0 * N, N,
+                                   p0 * 16, pf, fma))
     }
     return 0;
 }
@@ -817,7 +868,7 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_STREAMS(AVX2_GROUP(M), 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1,
+    FOR_STREAMS(AVX2_GROUP(M), 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
