@@ -592,6 +592,40 @@ def test_the_engine_keeps_its_row_costs_relative():
     assert eng.cost.median(16) == pytest.approx(best[16])
 
 
+def test_a_calibration_never_keeps_fewer_rows_dearer_than_more(monkeypatch):
+    """A slow period of the host during every round of one row count (here: 2 rows, 50 ms more each
+    time) does not make the cost model believe that 2 rows cost more than 4: the table keeps the cheapest
+    time of any row count at least as wide."""
+    import time as _time
+
+    from models import tiny_engine
+
+    eng = tiny_engine("llama", (2, 3, 2), adaptive=True)
+    forward = eng.runner.forward
+
+    def slowed(blocks, *args, **kwargs):
+        if len(blocks[0].tokens) == 2:
+            _time.sleep(0.05)
+        return forward(blocks, *args, **kwargs)
+
+    monkeypatch.setattr(eng.runner, "forward", slowed)
+    best = eng.calibrate(repeats=2, warmup=0, max_rows=8)
+    assert sorted(best) == [1, 2, 4, 8] and best[2] < 0.05  # the slowed rounds are not what it kept
+    assert all(best[a] <= best[b] for a, b in zip(sorted(best), sorted(best)[1:]))
+
+
+@pytest.mark.parametrize("seconds, kept", [
+    ({1: 0.02, 2: 0.03, 4: 0.025}, {1: 0.02, 2: 0.025, 4: 0.025}),
+    ({1: 0.03, 2: 0.02}, {1: 0.02, 2: 0.02}),
+    ({1: 0.02, 8: 0.03, 16: 0.05}, {1: 0.02, 8: 0.03, 16: 0.05}),
+    ({}, {}),
+])
+def test_no_row_count_is_kept_dearer_than_a_wider_one(seconds, kept):
+    from trtlade.reference.engine import no_dearer_than_wider
+
+    assert no_dearer_than_wider(seconds) == kept
+
+
 @settings(max_examples=80, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "ask"]), st.sampled_from([1, 2, 4, 8, 16]),
                               st.floats(0.001, 0.1)), max_size=60), relative=st.booleans())
