@@ -614,6 +614,34 @@ def test_a_calibration_never_keeps_fewer_rows_dearer_than_more(monkeypatch):
     assert all(best[a] <= best[b] for a, b in zip(sorted(best), sorted(best)[1:]))
 
 
+def test_a_calibration_is_not_moved_by_a_slow_round(monkeypatch):
+    """A host whose speed changes between rounds (here: every forward 3x slower in the second of three)
+    leaves the table as the fast rounds measured it: each row count keeps its fastest forward. A fake
+    clock: a forward of r rows takes (1 + r / 10) ms, times the round's factor."""
+    import types
+
+    import trtlade.reference.engine as engine_module
+    from models import tiny_engine
+
+    eng = tiny_engine("llama", (2, 3, 2), adaptive=True)
+    forward, clock, calls = eng.runner.forward, [0.0], [0]
+    rows_per_round = 4  # max_rows=8: 1, 2, 4, 8 (the spec's width, 7, is 8 here)
+
+    def timed(blocks, *args, **kwargs):
+        if len(blocks[0].tokens) > 8:  # the prefix's prefill, before the rounds
+            return forward(blocks, *args, **kwargs)
+        factor = 3.0 if calls[0] // rows_per_round == 1 else 1.0
+        calls[0] += 1
+        clock[0] += factor * (1 + len(blocks[0].tokens) / 10) / 1000
+        return forward(blocks, *args, **kwargs)
+
+    monkeypatch.setattr(eng.runner, "forward", timed)
+    monkeypatch.setattr(engine_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    best = eng.calibrate(repeats=3, warmup=0, max_rows=8)
+    assert calls[0] == 3 * len(best) == 3 * rows_per_round
+    assert best == {rows: pytest.approx((1 + rows / 10) / 1000) for rows in (1, 2, 4, 8)}
+
+
 @pytest.mark.parametrize("seconds, kept", [
     ({1: 0.02, 2: 0.03, 4: 0.025}, {1: 0.02, 2: 0.025, 4: 0.025}),
     ({1: 0.03, 2: 0.02}, {1: 0.02, 2: 0.02}),
