@@ -83,9 +83,9 @@ class Kernels:
     ``argmax_rows`` (the greedy token of each row of logits), ``packed_rows`` (rows of a packed weight),
     ``linear_bf16_by_fma`` (-1: whether bfloat16 runs on float32 FMAs rather than VDPBF16PS, chosen at the
     first call by their measured rates; 0 or 1 sets it for the process), ``linear_lead`` (-1: how many bytes
-    ahead in each panel's stream the tiles of up to 8 rows prefetch, 0 for the next group spread, chosen at the
-    first call by the CPU's maker; >= 0 sets it); ``variant`` its name, ``paths`` what computes each dtype's
-    linear layers."""
+    ahead in each panel's stream the AVX-512 tiles of up to 8 rows prefetch, 0 for the next group spread; with
+    a lead float32 9-16 rows run as two passes of 8; chosen at the first call by the CPU's maker; >= 0 sets it);
+    ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
 
     variant: str
     row_attention: Callable
