@@ -625,7 +625,7 @@ def test_a_calibration_is_not_moved_by_a_slow_round(monkeypatch):
 
     eng = tiny_engine("llama", (2, 3, 2), adaptive=True)
     forward, clock, calls = eng.runner.forward, [0.0], [0]
-    rows_per_round = 4  # max_rows=8: 1, 2, 4, 8 (the spec's width, 7, is 8 here)
+    rows_per_round = 4  # max_rows=8: 1, 2, 4, 8 (the spec's width, 8, among them)
 
     def timed(blocks, *args, **kwargs):
         if len(blocks[0].tokens) > 8:  # the prefix's prefill, before the rounds

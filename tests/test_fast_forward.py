@@ -133,8 +133,10 @@ def test_bf16_on_vdpbf16ps_and_on_widened_fmas_give_the_same_bits_at_every_row_c
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_prefetch_lead_never_changes_a_bit(variant, dtype):
     """The AVX-512 tiles of up to 8 rows prefetch either each panel's stream a lead ahead (chosen on Intel)
-    or the next group spread over the current one (elsewhere): a prefetch moves no value, so both give the
-    same bits at every row count; the variants without AVX-512 always spread (lead 0)."""
+    or the next group spread over the current one (elsewhere), and with a lead float32 9-16 rows run as two
+    8-row passes instead of the 16-row tile (9 and 17 rows here): a prefetch moves no value and both paths
+    compute the same chains, so both give the same bits at every row count; the variants without AVX-512
+    always spread (lead 0)."""
     torch.manual_seed(5)
     lins = [PanelLinear.pack(torch.randn(n, k).to(dtype), torch.randn(n).to(dtype), variant=variant)
             for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]]

@@ -738,12 +738,13 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 /* How far ahead the AVX-512 tiles of up to MT rows prefetch, for every call of this process: 0, the next
  * group of the thread's range spread over the current one's k steps (FOR_STREAMS); > 0, each panel's own
  * stream that many bytes ahead (PF_PANELS). want >= 0 sets it; -1 returns it, chosen at the first call by
- * the CPU's maker: 2048 bytes (32 lines) on Intel, 0 elsewhere. On a Xeon with AMX the lead is the faster
- * (linear layers alone, benchmarks/linear_ab.py, 9 interleaved repeats, medians: float32 1.09x at 1 row,
- * 1.15x at 4, 1.25x at 8; bfloat16 1.09-1.13x; docs/results/roofline.md); there the tiles of 9-16 rows,
- * which consume a line more slowly, measured no gain (0.86-1.05x at leads of 2048 and 4096) and keep the
- * spread. AMD's cores were tuned with the spread (Zen 4) and have not measured the lead, so they keep the
- * spread. A prefetch never changes a value: the bits do not depend on this choice
+ * the CPU's maker: 2048 bytes (32 lines) on Intel, 0 elsewhere. On a 2-core Xeon with AMX the lead is the
+ * faster (linear layers alone against the spread, benchmarks/linear_ab.py, 9 interleaved repeats, medians:
+ * float32 1.11x at 1 row, 1.08x at 4, 1.13x at 8; bfloat16 1.06x, 1.15x, 1.08x; docs/results/roofline.md).
+ * The one-pass 16-row tiles keep the spread (with a lead: float32 0.86-1.07x, bfloat16 within noise); with a
+ * lead, float32 9-16 rows take two passes of MT instead (trtlade_linear_f32). AMD's cores were tuned with the
+ * spread (Zen 4) and have not measured the lead, so they keep the spread. A prefetch never changes a value
+ * and the two float32 paths compute the same chains: the bits do not depend on this choice
  * (tests/test_fast_forward.py). Without AVX-512: 0 (the AVX2 tiles spread). */
 int trtlade_linear_lead(int want) {
 #if defined(__AVX512F__)
@@ -824,9 +825,9 @@ static inline __attribute__((always_inline)) int bf16_tiles(const void *x, int64
 /* Whether bfloat16 runs as widened pairs on float32 FMAs (1) or on VDPBF16PS (0), for every row count of
  * this process. want 0 or 1 sets it; -1 returns it, chosen at the first call: FMAs where this CPU's float32
  * FMAs compute more than 1.25x the multiply-adds a second of its VDPBF16PS (peak_flops, one thread; a Xeon
- * with AMX: 168 against 81 GFLOP/s; on Zen 4 VDPBF16PS computes twice as much as the FMAs). Both compute the chain of VDPBF16PS's
- * pseudo-code; measured bit-identical on random layers (tests/test_fast_forward.py), VDPBF16PS flushing
- * subnormals to zero besides. Without AVX512-BF16 always 1 (the widened tiles of the variant). */
+ * with AMX: 168 against 81 GFLOP/s; on Zen 4 VDPBF16PS computes twice as much as the FMAs). Both compute
+ * the chain of VDPBF16PS's pseudo-code; measured bit-identical on random layers (tests/test_fast_forward.py),
+ * VDPBF16PS flushing subnormals to zero besides. Without AVX512-BF16 always 1 (the widened tiles of the variant). */
 int trtlade_linear_bf16_by_fma(int want) {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     static _Atomic int chosen = -1;
