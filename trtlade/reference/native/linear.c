@@ -163,6 +163,27 @@ static inline __attribute__((always_inline)) void store_bf16_panel(uint16_t *y, 
 }
 #endif
 
+/* m rows of one panel's accumulators (acc[i * stride]) plus the bias, stored; the panel may be partial. */
+static inline __attribute__((always_inline)) void store_f32_panel(float *y, int64_t N, int64_t at, const float *bias,
+                                                                 const __m512 *acc, const int stride, const int m) {
+    const __mmask16 mask = tail_mask(at, N);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
+    for (int i = 0; i < m; i++)
+        _mm512_mask_storeu_ps(y + (size_t)i * N + at, mask, _mm512_add_ps(acc[(size_t)i * stride], b));
+}
+
+/* One k step of m rows x np panels: each panel's 16 weights at k times each row's x[k], added to its
+ * accumulator (one FMA: the chain of every output is the same in every tile). */
+static inline __attribute__((always_inline)) void step_f32(__m512 acc[MT][PT], const float *x, int64_t K,
+                                                          const float *wp, int64_t k, const int m, const int np) {
+    __m512 w[PT];
+    for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
+    for (int i = 0; i < m; i++) {
+        __m512 xb = _mm512_set1_ps(x[(size_t)i * K + k]);
+        for (int p = 0; p < np; p++) acc[i][p] = _mm512_fmadd_ps(w[p], xb, acc[i][p]);
+    }
+}
+
 /* m rows (<= MT) x np panels (<= PT): m and np are compile-time constants in each instantiation, so
  * the accumulators stay in registers; every instantiation runs the same chain per output. */
 static inline __attribute__((always_inline)) void tile_f32(const float *x, int64_t K, const float *wp,
@@ -177,20 +198,28 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
 #define F32_LINE(p) (wp + ((size_t)(p) * K + k) * 16)
         PF_PANELS(np, F32_LINE)
 #undef F32_LINE
-        __m512 w[PT];
-        for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
-        for (int i = 0; i < m; i++) {
-            __m512 xb = _mm512_set1_ps(x[(size_t)i * K + k]);
-            for (int p = 0; p < np; p++) acc[i][p] = _mm512_fmadd_ps(w[p], xb, acc[i][p]);
-        }
+        step_f32(acc, x, K, wp, k, m, np);
     }
     PF_CLOSE(pf)
-    for (int p = 0; p < np; p++) {
-        int64_t at = n0 + 16 * p;
-        __mmask16 mask = tail_mask(at, N);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + at) : _mm512_setzero_ps();
-        for (int i = 0; i < m; i++) _mm512_mask_storeu_ps(y + (size_t)i * N + at, mask, _mm512_add_ps(acc[i][p], b));
+    for (int p = 0; p < np; p++) store_f32_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
+}
+
+/* Steps k0 to k1 of an m x np tile whose accumulators wait in buf ([MT][PT], k0 > 0) between spans; a lead
+ * > 0 prefetches each panel's stream that many bytes ahead (PF_PANELS). */
+static inline __attribute__((always_inline)) void span_f32(const float *x, int64_t K, const float *wp, int64_t k0,
+                                                          int64_t k1, __m512 *buf, const int lead, const int m,
+                                                          const int np) {
+    __m512 acc[MT][PT];
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < np; p++) acc[i][p] = k0 ? buf[i * PT + p] : _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; k++) {
+        if (lead)
+            for (int p = 0; p < np; p++)
+                _mm_prefetch((const char *)(wp + ((size_t)p * K + k) * 16) + lead, _MM_HINT_T1);
+        step_f32(acc, x, K, wp, k, m, np);
     }
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < np; p++) buf[i * PT + p] = acc[i][p];
 }
 
 /* 9 to 16 rows of ONE panel (m a compile-time constant): every row's chain in one pass over the panel,
@@ -240,6 +269,35 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
     case 7 * 4 + 3: FN(__VA_ARGS__, 7, 3); break; case 8 * 4 + 1: FN(__VA_ARGS__, 8, 1); break;              \
     case 8 * 4 + 2: FN(__VA_ARGS__, 8, 2); break; default: FN(__VA_ARGS__, 8, 3); break;                     \
     }
+
+/* More rows than a tile holds, in ONE read of the panels (float32, with a prefetch lead: Intel): the rows'
+ * tiles of MT take turns over spans of SPAN k steps, the first reading the span's weights from memory (its
+ * prefetch a lead ahead), the others from the L1 cache, each tile's accumulators kept in buf between
+ * spans. Before, each tile read the whole group in its own pass and the memory sat idle during every pass
+ * but the first. Storing and reloading an accumulator is exact and each output's chain still runs k = 0 to
+ * K - 1 in order: the bits are those of the tiles (tests/test_fast_forward.py). Linear layers alone against
+ * the passes, a 2-core Xeon with AMX (benchmarks/linear_ab.py, two runs of 11 interleaved repeats, medians):
+ * 1.16-1.21x faster at 9 rows, 1.10-1.11x at 12, 1.05-1.07x at 16, 1.10x at 24, 1.03-1.04x at 32 and 48, 1.00x
+ * at 1-8 (docs/results/roofline.md); spans of 16-64 k steps, and a prefetch by the other tiles too, measured
+ * within noise of 32. */
+#define SPAN 32
+#define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
+static inline __attribute__((always_inline)) void tiles_f32(const float *x, int64_t K, const float *wp,
+                                                           const float *bias, float *y, int64_t N, int64_t n0,
+                                                           const Prefetch *pf, const int rows, const int np) {
+    __m512 buf[SPAN_TILES][MT * PT];
+    for (int64_t k0 = 0; k0 < K; k0 += SPAN) {
+        const int64_t k1 = k0 + SPAN < K ? k0 + SPAN : K;
+        for (int t = 0; t * MT < rows; t++) {
+            const int m = rows - t * MT < MT ? rows - t * MT : MT;
+            TILE_CASES_512(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead)
+        }
+    }
+    for (int t = 0; t * MT < rows; t++)
+        for (int p = 0; p < np; p++)
+            store_f32_panel(y + (size_t)t * MT * N, N, n0 + 16 * p, bias, &buf[t][p], PT,
+                            rows - t * MT < MT ? rows - t * MT : MT);
+}
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
@@ -729,10 +787,9 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 /* 9 to 16 rows take the 16-row single-panel tiles instead (tile16_f32, tile16_bf16): one pass, each panel
  * read once; the next group prefetched at a line per k step (its PT panels over the PT tiles of a group).
  * Linear layers alone, 16 rows, Zen 4 (benchmarks/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
- * bfloat16, the same bits. Except float32 with a lead (trtlade_linear_lead: Intel), where two passes of MT
- * rows, the second reading the group from L2, measured faster on a Xeon with AMX: 1.07x at 10 rows, 1.13-1.14x
- * at 16 (9 interleaved repeats, medians); bfloat16 keeps the one pass there (0.90x at 16 rows in two: its
- * widened weights serve 16 rows in one). */
+ * bfloat16, the same bits. Except float32 with a lead (trtlade_linear_lead: Intel), where the tiles of MT rows
+ * take turns over spans instead (tiles_f32); bfloat16 keeps the one pass there (0.90x at 16 rows in two passes
+ * of MT: its widened weights serve 16 rows in one). */
 #endif
 
 /* How far ahead the AVX-512 tiles of up to MT rows prefetch, for every call of this process: 0, the next
@@ -742,9 +799,9 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * faster (linear layers alone against the spread, benchmarks/linear_ab.py, 9 interleaved repeats, medians:
  * float32 1.11x at 1 row, 1.08x at 4, 1.13x at 8; bfloat16 1.06x, 1.15x, 1.08x; docs/results/roofline.md).
  * The one-pass 16-row tiles keep the spread (with a lead: float32 0.86-1.07x, bfloat16 within noise); with a
- * lead, float32 9-16 rows take two passes of MT instead (trtlade_linear_f32). AMD's cores were tuned with the
- * spread (Zen 4) and have not measured the lead, so they keep the spread. A prefetch never changes a value
- * and the two float32 paths compute the same chains: the bits do not depend on this choice
+ * lead, float32 rows beyond MT take turns in tiles of MT over spans instead (tiles_f32). AMD's cores were
+ * tuned with the spread (Zen 4) and have not measured the lead, so they keep the spread. A prefetch never
+ * changes a value and the float32 paths compute the same chains: the bits do not depend on this choice
  * (tests/test_fast_forward.py). Without AVX-512: 0 (the AVX2 tiles spread). */
 int trtlade_linear_lead(int want) {
 #if defined(__AVX512F__)
@@ -781,11 +838,14 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
 #if defined(__AVX512F__)
     const int lead = trtlade_linear_lead(-1);
-    if (M > MT && M <= 16 && !lead) { /* one pass of up to 16 rows per panel (with a lead: passes of MT) */
+    if (M > MT && M <= 16 && !lead) { /* one pass of up to 16 rows per panel */
         const float *xt = (const float *)pack_rows(x, M, K);
         if (!xt) return 3;
         FOR_STREAMS(PT, 16, 1, PT, 0, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
         free((void *)xt);
+    } else if (M > MT && lead) { /* tiles taking turns over spans, one read of the weights per SPAN_TILES x MT rows */
+        FOR_STREAMS(PT, SPAN_TILES * MT, PT, PT, lead,
+                    tiles_f32(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, m, np);)
     } else {
         FOR_STREAMS(PT, MT, PT, PT, lead,
                     TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
