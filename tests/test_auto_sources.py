@@ -237,3 +237,58 @@ def test_more_rows_must_beat_fewer_by_the_noise_too():
     assert steady.noise() < 0.01 and swinging.noise() == pytest.approx(0.05)
     assert steady.plan([], [options(steady)]) == [1]
     assert swinging.plan([], [options(swinging)]) == [0]
+
+
+def test_where_drafting_did_not_pay_a_batch_runs_plain_until_it_tries_again():
+    """8 sequences whose chains the plan would verify (4 draft rows, 1.0 accepted draft expected each, a
+    draft row priced at 0.1 ms). But the steps that drafted accepted nothing and delivered 263 tokens/s, the
+    plain ones 267: from the 8th of each on, 8 sequences run plain decoding, while 4 sequences (no such
+    evidence) still draft. Every 32 plain steps of 8 one drafted sample is forgotten, so after 32 it tries
+    again."""
+    table = CostTable()
+    table.add(1, 0.020)
+    policy = AutoPolicy(table, explore=0.0)
+    for seqs in (4, 8):
+        for _ in range(8):
+            policy.observe_cost(seqs, 0.030, seqs=seqs)
+        for _ in range(3):
+            policy.observe_cost(seqs * 5, 0.030 + 4 * seqs * 0.0001, seqs=seqs)
+
+    def chains(n):
+        out = []
+        for _ in range(n):
+            s = policy.new_sequence("x")
+            s.total, s.weight = 64.0, 64.0
+            out.append([(s, 4, ())])
+        return out
+
+    assert policy.plan([], chains(8)) == [0] * 8
+    for _ in range(7):
+        policy.observe_cost(8, 0.030, seqs=8, tokens=8)
+        policy.observe_cost(12, 0.0304, seqs=8, tokens=8)
+    assert policy.drafting_pays(8) and policy.plan([], chains(8)) == [0] * 8   # 7 of each: not yet
+    policy.observe_cost(8, 0.030, seqs=8, tokens=8)
+    policy.observe_cost(12, 0.0304, seqs=8, tokens=8)
+    assert not policy.drafting_pays(8) and policy.plan([], chains(8)) == [-1] * 8
+    assert policy.plan([], chains(4)) == [0] * 4
+    assert policy.snapshot()["tokens_per_s_by_sequences"][8] == {"drafted": 263.2, "plain": 266.7,
+                                                                  "drafting_pays": False}
+    for _ in range(policy.FORGET_EVERY):
+        policy.observe_cost(8, 0.030, seqs=8, tokens=8)
+    assert policy.drafting_pays(8) and policy.plan([], chains(8)) == [0] * 8
+
+
+def test_the_engine_tells_the_policy_what_each_batched_step_delivered():
+    """Three requests decoding together: every decoding step of several sequences adds its tokens per second
+    to the drafted or the plain side, by the number of sequences."""
+    eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
+    seen = []
+    real = eng.policy.observe_cost
+    eng.policy.observe_cost = lambda rows, seconds, seqs=1, tokens=0: (seen.append((rows, seqs, tokens)),
+                                                                        real(rows, seconds, seqs=seqs, tokens=tokens))
+    batch = eng.new_batch(max_batch_size=3)
+    run(batch, {0: [request(p, None, max_tokens=20) for p in prompts()[:3]]})
+    batched = [(rows, seqs, tokens) for rows, seqs, tokens in seen if seqs > 1]
+    assert batched and all(seqs <= tokens <= rows for rows, seqs, tokens in batched)
+    rates = eng.policy.drafted_rate.samples.get(3, []) + eng.policy.plain_rate.samples.get(3, [])
+    assert len(rates) == sum(seqs == 3 for _, seqs, _ in batched)
