@@ -67,14 +67,6 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def _pays(drafted: "CostTable", plain: "CostTable", seqs: int, minimum: int) -> bool:
-    """The median of ``drafted``'s samples of ``seqs`` above ``plain``'s (True with fewer than ``minimum`` of
-    either)."""
-    if min(len(drafted.samples.get(seqs) or ()), len(plain.samples.get(seqs) or ())) < minimum:
-        return True
-    return drafted.median(seqs) > plain.median(seqs)
-
-
 @dataclass
 class CostTable:
     """Median wall time of steps by row count, and the ratio to a 1-row step.
@@ -329,9 +321,6 @@ class AutoPolicy:
         self.batched = CostTable()
         #: the same steps as a fixed price plus a price per draft row, by sequences
         self.price = DraftPrice()
-        #: tokens per second that steps of several sequences delivered, by sequences: the steps with drafts and
-        #: the plain ones (:meth:`drafting_pays`)
-        self.drafted_rate, self.plain_rate = CostTable(), CostTable()
         self._plain_since: dict[int, int] = {}  # sequences -> plain steps since a batched sample was forgotten
         self.prior_start = float(prior_drafts)
         self._priors: dict[str, list[float]] = {}  # context -> [mean, variance]
@@ -448,8 +437,6 @@ class AutoPolicy:
         (first: nobody drafting) by more than :meth:`noise`.
         """
         self.counters.steps += 1
-        if len(fixed) + len(candidates) > 1 and not self.drafting_pays(len(fixed) + len(candidates)):
-            return [-1] * len(candidates)
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
@@ -480,24 +467,6 @@ class AutoPolicy:
             if rate > best:
                 best, best_choice = rate * margin, list(choice)
         return best_choice
-
-    def drafting_pays(self, seqs: int) -> bool:
-        """Whether the steps of ``seqs`` sequences that drafted delivered more tokens per second than their
-        plain steps (medians of the last 32 of each; True until there are ``MIN_NOISE_SAMPLES`` of each): the
-        plan's promise checked against what the steps gave. Its estimates can be wrong together -- picking the
-        sequences whose estimates are highest among 8 picks the lucky ones too, and a draft row's price
-        measured beside other work moves with it -- and where drafting has not paid, the plan of ``seqs``
-        sequences runs plain decoding; one drafted sample is forgotten every ``FORGET_EVERY`` plain steps, so
-        it tries again now and then.
-
-        >>> policy = AutoPolicy(CostTable())
-        >>> for _ in range(8):
-        ...     policy.observe_cost(8, 0.030, seqs=8, tokens=8)      # plain: 267 tokens/s
-        ...     policy.observe_cost(14, 0.036, seqs=8, tokens=9)     # drafted: 250 tokens/s
-        >>> policy.drafting_pays(8), policy.drafting_pays(4)
-        (False, True)
-        """
-        return _pays(self.drafted_rate, self.plain_rate, seqs, self.MIN_NOISE_SAMPLES)
 
     def noise(self, seqs: int = 1) -> float:
         """Half the interquartile range of the plain steps of ``seqs`` sequences (one sequence: its 1-row
@@ -593,15 +562,12 @@ class AutoPolicy:
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
 
-    def observe_cost(self, rows: int, seconds: float, seqs: int = 1, tokens: int = 0) -> None:
-        """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds`` and emitted ``tokens``:
-        keeps the cost model current (one sequence: by rows; several with one row each: by sequences; several
-        with drafts: the cost of a draft row beyond their plain step, once that step is measured) and, for
-        several sequences, what their steps delivered (:meth:`drafting_pays`)."""
+    def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
+        """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost
+        model current (one sequence: by rows; several with one row each: by sequences; several with
+        drafts: the cost of a draft row beyond their plain step, once that step is measured)."""
         if rows < 1 or seconds <= 0:
             return
-        if seqs > 1 and tokens > 0:
-            (self.drafted_rate if rows > seqs else self.plain_rate).add(seqs, tokens / seconds)
         if seqs <= 1:
             self.cost.add(rows, seconds)
         elif rows == seqs:
@@ -617,10 +583,9 @@ class AutoPolicy:
         """Every ``FORGET_EVERY`` plain steps of ``seqs`` sequences without a drafted one, the oldest
         batched sample goes: a cost measured once does not keep the batch from drafting for good."""
         since = self._plain_since.get(seqs, 0) + 1
-        if since >= self.FORGET_EVERY and (self.batched.samples.get(seqs) or self.drafted_rate.samples.get(seqs)):
+        if since >= self.FORGET_EVERY and self.batched.samples.get(seqs):
             self.batched.drop_oldest(seqs)
             self.price.drop_oldest(seqs)
-            self.drafted_rate.drop_oldest(seqs)
             since = 0
         self._plain_since[seqs] = since
 
@@ -634,7 +599,6 @@ class AutoPolicy:
             top = measured[-1]
             per_row = (cost.seconds(top) - one) / (top - 1)
         plain, batched = self.plain.copy(), self.batched.copy()  # copies: their memos are this thread's
-        drafted, plain_rate = self.drafted_rate.copy(), self.plain_rate.copy()
         price = DraftPrice(samples={k: list(v) for k, v in dict(self.price.samples).items()})
         c = self.counters
         return {
@@ -647,11 +611,6 @@ class AutoPolicy:
                                                        if len(v) >= self.MIN_BATCHED)},
             "draft_price_ms": {seqs: {"fixed": round(1000 * fit[0], 3), "per_row": round(1000 * fit[1], 4)}
                                for seqs in sorted(price.samples) if (fit := price.fit(seqs))},
-            "tokens_per_s_by_sequences": {seqs: {"drafted": round(drafted.median(seqs) or 0.0, 1),
-                                                 "plain": round(plain_rate.median(seqs) or 0.0, 1),
-                                                 "drafting_pays": _pays(drafted, plain_rate, seqs,
-                                                                        self.MIN_NOISE_SAMPLES)}
-                                          for seqs in sorted(k for k, v in drafted.samples.items() if v)},
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,

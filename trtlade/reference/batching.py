@@ -893,8 +893,7 @@ class Batch:
         runner.keep(kept + [(b.slot, range(b.rows)) for _, b in chunks])
         elapsed = time.perf_counter() - t0
         if not chunks:  # the cost model learns decode steps only
-            policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running,
-                                tokens=sum(len(chunk.tokens) for _, chunk in out))
+            policy.observe_cost(report.rows, time.perf_counter() - started, seqs=report.running)
         seconds = time.perf_counter() - started
         report.accepted = policy.counters.accepted - accepted_before
         for state, (seq_id, chunk) in zip(done, out):
