@@ -212,28 +212,3 @@ def test_a_marginal_draft_waits_while_the_step_times_are_noisy():
     assert quiet.plan([], [chain(quiet, 0.26)]) == [0]
     assert busy.plan([], [chain(busy, 0.26)]) == [-1]
     assert busy.plan([], [chain(busy, 1.0)]) == [0]
-
-
-def test_more_rows_must_beat_fewer_by_the_noise_too():
-    """SA's chain (3 draft rows) expects 0.30 accepted drafts; the candidates (9 rows, holding it) 0.33, and
-    rows up to 10 cost 1.02x a row: the candidates gain 1% on paper. With steady 1-row steps (noise 0.5%) the
-    plan takes them; with steps that swing by 5% it keeps the chain: a gain the cost model cannot tell from
-    its noise is not worth six more rows. The chain's own gain over the plain step (+27%) is beyond both."""
-    def policy(one_row_ms):
-        table = CostTable()
-        for ms in one_row_ms:
-            table.add(1, ms / 1000)
-        table.add(4, 1.02 * table.seconds(1))
-        table.add(10, 1.02 * table.seconds(1))
-        return AutoPolicy(table, explore=0.0)
-
-    def options(p):
-        chain, cands = p.new_sequence("x"), p.new_sequence("x")
-        chain.total, chain.weight = 0.30 * 64, 64.0
-        cands.total, cands.weight = 0.33 * 64, 64.0
-        return [(chain, 3, ()), (cands, 9, (0,))]
-
-    steady, swinging = policy([20, 20.1, 19.9, 20, 20.2, 20, 19.8, 20]), policy([17, 18, 19, 20, 20, 21, 21, 23])
-    assert steady.noise() < 0.01 and swinging.noise() == pytest.approx(0.05)
-    assert steady.plan([], [options(steady)]) == [1]
-    assert swinging.plan([], [options(swinging)]) == [0]

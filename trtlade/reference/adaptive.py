@@ -433,8 +433,7 @@ class AutoPolicy:
         sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
         ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
         that gains more than what its sequence has so far replaces it, and the step keeps the
-        assignment seen with the most expected tokens per second, each one kept beating the one before
-        (first: nobody drafting) by more than :meth:`noise`.
+        assignment seen with the most expected tokens per second.
         """
         self.counters.steps += 1
         rows = sum(r for r, _ in fixed) + len(candidates)
@@ -453,10 +452,8 @@ class AutoPolicy:
                 seconds[rows] = self.step_seconds(rows, seqs)
             return seconds[rows]
 
-        # a draft must beat the plain step, and more rows the assignment kept so far, by more than the noise
-        # of the measured step times: a gain the cost model cannot tell from noise is not worth its rows
-        margin = 1.0 + self.noise(seqs)
-        best, best_choice = tokens / step(rows) * margin, list(choice)
+        # a draft must beat the plain step by more than the noise of the measured step times
+        best, best_choice = tokens / step(rows) * (1.0 + self.noise(seqs)), list(choice)
         for item_gain, item_rows, i, k in items:
             if item_gain <= gain[i]:
                 continue  # sequence i already has an option that gains as much
@@ -465,7 +462,7 @@ class AutoPolicy:
             choice[i], gain[i], extra[i] = k, item_gain, item_rows
             rate = tokens / step(rows)
             if rate > best:
-                best, best_choice = rate * margin, list(choice)
+                best, best_choice = rate, list(choice)
         return best_choice
 
     def noise(self, seqs: int = 1) -> float:
