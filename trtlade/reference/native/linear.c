@@ -133,9 +133,11 @@ typedef struct {
  * line `lead` bytes further in each panel's stream (past a panel's end, the next panel's start: the next
  * group's, for the last panel); else the next group's share (PF_STEP). A prefetch past the weights' end
  * is dropped by the CPU, never a fault. */
+#define PF_LEAD(np, LINE, LEAD)                                                                               \
+    for (int p_ = 0; p_ < (np); p_++) _mm_prefetch((const char *)(LINE(p_)) + (LEAD), _MM_HINT_T1);
 #define PF_PANELS(np, LINE)                                                                                   \
     if (pf_lead) {                                                                                            \
-        for (int p_ = 0; p_ < (np); p_++) _mm_prefetch((const char *)(LINE(p_)) + pf_lead, _MM_HINT_T1);      \
+        PF_LEAD(np, LINE, pf_lead)                                                                            \
     } else {                                                                                                  \
         PF_STEP()                                                                                             \
     }
@@ -205,7 +207,7 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
 }
 
 /* Steps k0 to k1 of an m x np tile whose accumulators wait in buf ([MT][PT], k0 > 0) between spans; a lead
- * > 0 prefetches each panel's stream that many bytes ahead (PF_PANELS). */
+ * > 0 prefetches each panel's stream that many bytes ahead (PF_LEAD). */
 static inline __attribute__((always_inline)) void span_f32(const float *x, int64_t K, const float *wp, int64_t k0,
                                                           int64_t k1, __m512 *buf, const int lead, const int m,
                                                           const int np) {
@@ -213,9 +215,11 @@ static inline __attribute__((always_inline)) void span_f32(const float *x, int64
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = k0 ? buf[i * PT + p] : _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k++) {
-        if (lead)
-            for (int p = 0; p < np; p++)
-                _mm_prefetch((const char *)(wp + ((size_t)p * K + k) * 16) + lead, _MM_HINT_T1);
+        if (lead) {
+#define F32_LINE(p) (wp + ((size_t)(p) * K + k) * 16)
+            PF_LEAD(np, F32_LINE, lead)
+#undef F32_LINE
+        }
         step_f32(acc, x, K, wp, k, m, np);
     }
     for (int i = 0; i < m; i++)
@@ -278,10 +282,11 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
  * K - 1 in order: the bits are those of the tiles (tests/test_fast_forward.py). Linear layers alone against
  * the passes, a 2-core Xeon with AMX (benchmarks/linear_ab.py, two runs of 11 interleaved repeats, medians):
  * 1.16-1.21x faster at 9 rows, 1.10-1.11x at 12, 1.05-1.07x at 16, 1.10x at 24, 1.03-1.04x at 32 and 48, 1.00x
- * at 1-8 (docs/results/roofline.md); spans of 16-64 k steps, and a prefetch by the other tiles too, measured
+ * at 1-8 (docs/results/roofline.md); spans of 16-128 k steps, and a prefetch by the other tiles too, measured
  * within noise of 32. */
 #define SPAN 32
 #define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
+#define TILE_ROWS(rows, t) ((rows) - (t) * MT < MT ? (rows) - (t) * MT : MT) /* rows of tile t */
 static inline __attribute__((always_inline)) void tiles_f32(const float *x, int64_t K, const float *wp,
                                                            const float *bias, float *y, int64_t N, int64_t n0,
                                                            const Prefetch *pf, const int rows, const int np) {
@@ -289,14 +294,13 @@ static inline __attribute__((always_inline)) void tiles_f32(const float *x, int6
     for (int64_t k0 = 0; k0 < K; k0 += SPAN) {
         const int64_t k1 = k0 + SPAN < K ? k0 + SPAN : K;
         for (int t = 0; t * MT < rows; t++) {
-            const int m = rows - t * MT < MT ? rows - t * MT : MT;
+            const int m = TILE_ROWS(rows, t);
             TILE_CASES_512(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead)
         }
     }
     for (int t = 0; t * MT < rows; t++)
         for (int p = 0; p < np; p++)
-            store_f32_panel(y + (size_t)t * MT * N, N, n0 + 16 * p, bias, &buf[t][p], PT,
-                            rows - t * MT < MT ? rows - t * MT : MT);
+            store_f32_panel(y + (size_t)t * MT * N, N, n0 + 16 * p, bias, &buf[t][p], PT, TILE_ROWS(rows, t));
 }
 #endif
 
