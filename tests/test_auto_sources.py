@@ -41,15 +41,16 @@ def engine(dtype: torch.dtype):
 
 
 def random_plans(eng, seed: int):
-    """Replace the engine's plan by random picks among the options (the golden row too); return the undo."""
+    """Replace the engine's plan by random picks among the options (the golden row too), planned every step;
+    return the undo."""
     rng = random.Random(seed)
-    original = eng.policy.plan
+    original = eng.policy.plan, eng.policy.should_plan
 
     def plan(fixed, candidates):  # like the real plan, never an option without a draft row now
         return [rng.choice([-1, *(k for k, option in enumerate(options) if option[1] > 0)]) for options in candidates]
 
-    eng.policy.plan = plan
-    return lambda: setattr(eng.policy, "plan", original)
+    eng.policy.plan, eng.policy.should_plan = plan, lambda seqs: True
+    return lambda: (setattr(eng.policy, "plan", original[0]), setattr(eng.policy, "should_plan", original[1]))
 
 
 def plain(eng, req) -> tuple[int, ...]:
@@ -171,6 +172,7 @@ def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
     eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
+    eng.policy.should_plan = lambda seqs: True  # every step, whatever the forced plans found
     batch = eng.new_batch(max_batch_size=1)
     run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})
     learned = {key.split("/", 1)[1] for key, prior in eng.policy._priors.items() if "/" in key and prior[1] != 1.0}

@@ -823,9 +823,15 @@ class Batch:
                 wanted[i] = 1
                 fixed.append((1, 1.0))
         chosen: dict[int, Optional[Acceptance]] = {}
-        if auto:
+        if auto and not policy.should_plan(decoding):  # plans have found less than they cost: golden rows
+            for i in auto:
+                chosen[states[i].seq_id], wanted[i] = None, 1
+        elif auto:
+            started = time.perf_counter()
             with traced(ALGORITHM_LABEL):
                 choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
+            policy.observe_planning(decoding, share=(time.perf_counter() - started)
+                                    / policy.step_seconds(decoding, decoding), gain=policy.last_gain)
             for i, k in zip(auto, choice):
                 chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
                 wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
