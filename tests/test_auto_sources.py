@@ -46,7 +46,7 @@ def random_plans(eng, seed: int):
     rng = random.Random(seed)
     original = eng.policy.plan, eng.policy.should_plan
 
-    def plan(fixed, candidates, weights=None):  # like the real plan, never an option without a draft row now
+    def plan(fixed, candidates):  # like the real plan, never an option without a draft row now
         return [rng.choice([-1, *(k for k, option in enumerate(options) if option[1] > 0)]) for options in candidates]
 
     eng.policy.plan, eng.policy.should_plan = plan, lambda seqs: True
@@ -171,7 +171,7 @@ def test_the_plan_prices_one_drafter_s_chain_against_the_candidates():
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
-    eng.policy.plan = lambda fixed, candidates, weights=None: [len(options) - 1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
     eng.policy.should_plan = lambda seqs: True  # every step, whatever the forced plans found
     batch = eng.new_batch(max_batch_size=1)
     run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})
@@ -269,7 +269,7 @@ def test_steps_without_a_plan_run_the_golden_rows_and_lose_no_token():
     original = eng.policy.plan
     planned = []
 
-    def plan(fixed, candidates, weights=None):
+    def plan(fixed, candidates):
         planned.append(len(candidates))
         eng.policy.last_gain = 0.0
         return [-1] * len(candidates)

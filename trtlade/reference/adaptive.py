@@ -339,8 +339,6 @@ class AutoPolicy:
         self._planning: dict[int, list[float]] = {}
         #: what the last plan expected over the plain step (0.0: it chose the plain step)
         self.last_gain = 0.0
-        #: the share of slots freed by finished requests that another request took soon (:meth:`observe_refill`)
-        self.refill = 1.0
 
     def new_sequence(self, key: str = "") -> Acceptance:
         return Acceptance(key=key)
@@ -432,7 +430,7 @@ class AutoPolicy:
 
     # ------------------------------------------------------------------ the choice
     def plan(self, fixed: Sequence[tuple[int, float]],
-             candidates: Sequence[Sequence[tuple]], weights: Optional[Sequence[float]] = None) -> list[int]:
+             candidates: Sequence[Sequence[tuple]]) -> list[int]:
         """Which draft option each candidate sequence runs this step: an index into its options,
         or -1 for its golden row only.
 
@@ -450,7 +448,7 @@ class AutoPolicy:
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
-        items = sorted(((gain * (1.0 if weights is None else weights[i]), draft_rows, i, k)
+        items = sorted(((gain, draft_rows, i, k)
                         for i, options in enumerate(candidates)
                         for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))
                         if draft_rows > 0),
@@ -507,11 +505,6 @@ class AutoPolicy:
         state[2] = since + 1
         self.counters.unplanned += 1
         return False
-
-    def observe_refill(self, taken: bool) -> None:
-        """A slot freed by a finished request was taken by another soon (``taken``) or stayed empty: the
-        average :attr:`refill` follows the last ~8 (``PLAN_NEWS``)."""
-        self.refill += self.PLAN_NEWS * (float(taken) - self.refill)
 
     def observe_planning(self, seqs: int, share: float, gain: float) -> None:
         """A plan of ``seqs`` sequences took ``share`` of their plain step and found ``gain`` over it

@@ -68,9 +68,6 @@ from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RE
 from trtlade.lookahead.algorithm import ALONE_SOURCES, DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-#: decode steps within which a slot freed by a finished request counts as taken by the next one
-REFILL_STEPS = 2
-
 __all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS",
            "SOURCE_OPTIONS"]
 
@@ -515,9 +512,6 @@ class Batch:
         self._waiting: list[_Waiting] = []
         self._prefilling: list[SequenceState] = []  # admitted, their prompts on the way (chunked prefill)
         self._running: list[SequenceState] = []
-        #: decode steps so far, and the step at which each slot freed by a finished request is still unclaimed
-        self._decode_steps = 0
-        self._open_frees: list[int] = []
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
         #: the NGram / SA histories of this batch's requests (a public / global pool searches them)
@@ -552,17 +546,7 @@ class Batch:
         if enqueued_at is not None:
             state.enqueued_at = enqueued_at
         self._waiting.append(_Waiting(state))
-        if self._open_frees:  # a freed slot taken: finishing a request sooner let this one start sooner
-            self._open_frees.pop(0)
-            self.engine.policy.observe_refill(True)
         return seq_id
-
-    def _expire_frees(self) -> None:
-        """Slots freed more than ``REFILL_STEPS`` decode steps ago and still unclaimed: the request that
-        finished sooner there let nobody start sooner."""
-        while self._open_frees and self._open_frees[0] < self._decode_steps - REFILL_STEPS:
-            self._open_frees.pop(0)
-            self.engine.policy.observe_refill(False)
 
     def cancel(self, seq_id: int) -> bool:
         """Drop a waiting or running sequence at once (its slot is freed); False if unknown."""
@@ -845,27 +829,13 @@ class Batch:
         elif auto:
             started = time.perf_counter()
             with traced(ALGORITHM_LABEL):
-                choice = policy.plan(fixed, [states[i].draft_options() for i in auto],
-                                     weights=self._draft_values(states, auto))
+                choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
             policy.observe_planning(decoding, share=(time.perf_counter() - started)
                                     / policy.step_seconds(decoding, decoding), gain=policy.last_gain)
             for i, k in zip(auto, choice):
                 chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
                 wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
         return wanted, chosen
-
-    def _draft_values(self, states: list[SequenceState], auto: list[int]) -> Optional[list[float]]:
-        """What an accepted draft is worth to each ``auto`` sequence of the step (None: 1.0 each). Drafts that
-        finish a request sooner are worth a token each where its slot is then taken by another (a request is
-        waiting, or freed slots have been refilled soon); where nobody takes it, only the batch's longest
-        remaining request decides when the batch is done, and drafts of a request ahead of it are worth
-        the share of freed slots that were refilled (:attr:`AutoPolicy.refill`)."""
-        refill = self.engine.policy.refill
-        if len(states) < 2 or self._waiting or refill >= 1.0:
-            return None
-        left = [s.request.max_tokens - len(s.tokens) for s in states]
-        longest = max(left)
-        return [1.0 if left[i] >= longest else refill for i in auto]
 
     def _count_auto(self, chosen: dict[int, Optional[Acceptance]], states: list[SequenceState],
                     blocks: list[RowBlock], report: StepReport) -> None:
@@ -890,8 +860,6 @@ class Batch:
         verify, emit, keep."""
         runner = self.engine.runner
         policy: AutoPolicy = self.engine.policy
-        self._decode_steps += 1
-        self._expire_frees()
         started = time.perf_counter()  # the step's cost: planning, preparing, forward, verifying
         wanted, chosen = self._plan(states)
         self.pools.flush()  # the requests that ended last step were searchable while this step drafted
@@ -939,7 +907,6 @@ class Batch:
             if chunk.finish_reason is not None:
                 self._running.remove(state)
                 self._release(state)
-                self._open_frees.append(self._decode_steps)
             emit(seq_id, chunk)
         self.pools.end_step()  # the iteration's acceptance sample: the engine's gate decides the next step
         self._advance_chunks(chunks, chunk_logits, report, emit)
