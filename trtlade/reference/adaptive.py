@@ -478,7 +478,7 @@ class AutoPolicy:
 
     def should_plan(self, seqs: int) -> bool:
         """Whether a step of ``seqs`` sequences plans at all. A plan costs host time (finding every sequence's
-        drafts and ranking them: about 0.7 ms for 8 sequences on a 2-core Xeon, 2% of their step) and is worth
+        drafts and ranking them: about 0.8 ms for 8 sequences on a 2-core Xeon, 2-3% of their step) and is worth
         what it finds: the gain over the plain step of the drafts it chooses, 0 when it chooses none. Where
         its plans have found less than they cost (both averaged over the recent plans of ``seqs`` sequences,
         :meth:`observe_planning`), the step plans once every ``cost / found`` steps (at most
@@ -498,13 +498,17 @@ class AutoPolicy:
         if state is None:
             return True
         share, found, since = state
-        every = 1 if found >= share else min(self.MAX_PLAN_EVERY, math.ceil(share / max(found, 1e-9)))
-        if since + 1 >= every:
+        if since + 1 >= self._plan_every(share, found):
             state[2] = 0
             return True
         state[2] = since + 1
         self.counters.unplanned += 1
         return False
+
+    @classmethod
+    def _plan_every(cls, share: float, found: float) -> int:
+        """Steps between two plans that cost ``share`` of the step and find ``found`` over it, on average."""
+        return 1 if found >= share else min(cls.MAX_PLAN_EVERY, math.ceil(share / max(found, 1e-9)))
 
     def observe_planning(self, seqs: int, share: float, gain: float) -> None:
         """A plan of ``seqs`` sequences took ``share`` of their plain step and found ``gain`` over it
@@ -665,8 +669,7 @@ class AutoPolicy:
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
             "unplanned_steps": c.unplanned,
             "planning_by_sequences": {seqs: {"share_of_step": round(v[0], 4), "gain_found": round(v[1], 4),
-                                             "plan_every": 1 if v[1] >= v[0] else min(
-                                                 self.MAX_PLAN_EVERY, math.ceil(v[0] / max(v[1], 1e-9)))}
+                                             "plan_every": self._plan_every(v[0], v[1])}
                                       for seqs, v in sorted(dict(self._planning).items())},
             "options": dict(sorted(dict(c.options).items())),
         }
