@@ -173,6 +173,22 @@ static inline __attribute__((always_inline)) v8f load8(const float *p) {
     return v;
 }
 
+/* The lanes of the weighted sum of the values (a head's D outputs, each lane its own chain: acc = acc * corr,
+ * then acc + w_j * v_j in key order, the same bits at any width): 16 with AVX-512, a key's step in half the
+ * vector ops of 8; 8 elsewhere (GCC splits a wider generic vector through memory on AVX2: 5x slower). */
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+typedef float vw __attribute__((vector_size(4 * VW)));
+
+static inline __attribute__((always_inline)) vw loadw(const float *p) {
+    vw v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 static inline __attribute__((always_inline)) float dot8(const v8f *q, const float *k, const int D) {
     v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int b = 0; b < D / 8; b++) acc = acc + q[b] * load8(k + 8 * b);
@@ -220,36 +236,136 @@ static inline __attribute__((always_inline)) void dots8(const v8f *q, const floa
     for (; j < n; j++) s[j] = dot8(q, keys[j], D) * scale;
 }
 
+/* dots8 for two query heads of the group at once, s0[j] and s1[j] (AVX-512): the two heads' q in one 16-lane
+ * vector (head h0 in lanes 0-7, h1 in lanes 8-15), each key's block of 8 read into both halves, so one vector
+ * multiply and add serve both heads' partial sums; the halves then go through dots8's tree. Each lane is the
+ * float operation it is in dots8, in the same order: the bits of two dots8 calls, in half the vector ops. */
+#if defined(__AVX512F__)
+static inline __attribute__((always_inline)) __m512 both_halves(const float *p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+
+static inline __attribute__((always_inline)) void dots8x2(const v8f *q0, const v8f *q1, const float **keys, int n,
+                                                         const int D, float scale, float *s0, float *s1) {
+    __m512 qq[D / 8];
+    for (int b = 0; b < D / 8; b++)
+        qq[b] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd((__m256)q0[b])),
+                                                    _mm256_castps_pd((__m256)q1[b]), 1));
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m256 a0[4], a1[4];
+        for (int t = 0; t < 4; t++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int b = 0; b < D / 8; b++) acc = _mm512_add_ps(acc, _mm512_mul_ps(qq[b], both_halves(keys[j + t] + 8 * b)));
+            a0[t] = _mm512_castps512_ps256(acc);
+            a1[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+        }
+        const __m256 t0 = tree4(a0), t1 = tree4(a1);
+        const __m128 sums0 = _mm_add_ps(_mm256_castps256_ps128(t0), _mm256_extractf128_ps(t0, 1));
+        const __m128 sums1 = _mm_add_ps(_mm256_castps256_ps128(t1), _mm256_extractf128_ps(t1, 1));
+        _mm_storeu_ps(s0 + j, _mm_mul_ps(sums0, _mm_set1_ps(scale)));
+        _mm_storeu_ps(s1 + j, _mm_mul_ps(sums1, _mm_set1_ps(scale)));
+    }
+    for (; j < n; j++) s0[j] = dot8(q0, keys[j], D) * scale, s1[j] = dot8(q1, keys[j], D) * scale;
+}
+#endif
+
+/* The largest of s[0..n) that is not NaN, -FLT_MAX if none (fold_scalar's running `s > cmax ? s : cmax`), taken
+ * 8 or 16 lanes at a time: a maximum is exact in any order. Only the sign of a zero maximum can differ, and it
+ * changes no value: the maximum is only ever subtracted inside exp_det, which gives 1 for -0 and +0 alike. */
+static inline __attribute__((always_inline)) float max_score(const float *s, int n) {
+    float cmax = -FLT_MAX;
+    int j = 0;
+#if defined(__AVX512F__)
+    if (n >= 16) {
+        __m512 v = _mm512_set1_ps(-FLT_MAX);
+        for (; j + 16 <= n; j += 16) v = _mm512_max_ps(_mm512_loadu_ps(s + j), v); /* s > v ? s : v, by lane */
+        cmax = _mm512_reduce_max_ps(v);
+    }
+#elif defined(__AVX__)
+    if (n >= 8) {
+        __m256 v = _mm256_set1_ps(-FLT_MAX);
+        for (; j + 8 <= n; j += 8) v = _mm256_max_ps(_mm256_loadu_ps(s + j), v);
+        float lanes[8];
+        _mm256_storeu_ps(lanes, v);
+        for (int i = 0; i < 8; i++) cmax = lanes[i] > cmax ? lanes[i] : cmax;
+    }
+#endif
+    for (; j < n; j++) cmax = s[j] > cmax ? s[j] : cmax;
+    return cmax;
+}
+
+/* The weighted sum of the values for H heads of the group at once (H a constant: 1 to 4), each head's D outputs
+ * in vectors of VW lanes: acc = acc * corr, then acc + w_j * v_j in key order, lane by lane as in fold_scalar.
+ * Interleaving the heads gives the core H x D / 16 independent chains instead of D / 16 (one chain's add waits
+ * for the one before it), and reads each value once for all H. */
+static inline __attribute__((always_inline)) void weigh_values(const float **vals, int n, const int D, const int H,
+                                                              float (*s)[CHUNK], const float *corr, float *acc,
+                                                              Ask *ask) {
+    vw a[H][D / VW];
+    for (int g = 0; g < H; g++)
+        for (int b = 0; b < D / VW; b++) a[g][b] = loadw(acc + g * D + VW * b) * corr[g];
+    for (int j = 0; j < n; j++) {
+        *ask = ask_step(*ask);
+        for (int b = 0; b < D / VW; b++) {
+            const vw vj = loadw(vals[j] + VW * b);
+            for (int g = 0; g < H; g++) a[g][b] = a[g][b] + s[g][j] * vj;
+        }
+    }
+    for (int g = 0; g < H; g++) memcpy(acc + g * D, a[g], sizeof a[g]);
+}
+
+/* Heads per weigh_values call: enough chains to keep a core's FP units busy (8 or more) in at most half of
+ * AVX-512's 32 registers; with 16 registers (AVX2) one head, D / 8 chains already. */
+#if defined(__AVX512F__)
+#define WEIGH_HEADS(D) ((D) == 64 ? 4 : 2)
+#else
+#define WEIGH_HEADS(D) 1
+#endif
+
 static inline __attribute__((always_inline)) void fold_vec(const float *qg, int rep, const float **keys,
                                                           const float **vals, int n, const int D, float scale,
                                                           float softcap, float *m, float *l, float *acc,
                                                           Ahead *ahead) {
-    const Ask opened = ask_open(ahead, rep);
+    const int groups = (rep + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D);
+    const Ask opened = ask_open(ahead, groups);
     Ask ask = opened;
-    for (int h = 0; h < rep; h++) {
-        v8f q[D / 8], a[D / 8];
-        float s[CHUNK];
-        for (int b = 0; b < D / 8; b++) q[b] = load8(qg + h * D + 8 * b);
-        dots8(q, keys, n, D, scale, s);
-        if (softcap > 0.0f)
-            for (int j = 0; j < n; j++) s[j] = softcap * tanh_det(s[j] / softcap);
-        float cmax = -FLT_MAX;
-        for (int j = 0; j < n; j++) cmax = s[j] > cmax ? s[j] : cmax;
-        const float mnew = cmax > m[h] ? cmax : m[h];
-        const float corr = l[h] > 0.0f ? exp_det(m[h] - mnew) : 0.0f;
-        for (int j = 0; j < n; j++) s[j] = exp_det(s[j] - mnew);
-        float sum = 0.0f;
-        for (int j = 0; j < n; j++) sum += s[j];
-        float *ah = acc + h * D;
-        for (int b = 0; b < D / 8; b++) a[b] = load8(ah + 8 * b) * corr;
-        for (int j = 0; j < n; j++) {
-            ask = ask_step(ask);
-            const float w = s[j];
-            for (int b = 0; b < D / 8; b++) a[b] = a[b] + w * load8(vals[j] + 8 * b);
+    float s[MAX_REP][CHUNK], corr[MAX_REP];
+    for (int h = 0; h < rep; h += 2) { /* the scores, two heads at a time where there are two */
+        v8f q0[D / 8], q1[D / 8];
+        for (int b = 0; b < D / 8; b++) q0[b] = load8(qg + h * D + 8 * b);
+        if (h + 1 < rep) {
+            for (int b = 0; b < D / 8; b++) q1[b] = load8(qg + (h + 1) * D + 8 * b);
+#if defined(__AVX512F__)
+            dots8x2(q0, q1, keys, n, D, scale, s[h], s[h + 1]);
+#else
+            dots8(q0, keys, n, D, scale, s[h]);
+            dots8(q1, keys, n, D, scale, s[h + 1]);
+#endif
+        } else {
+            dots8(q0, keys, n, D, scale, s[h]);
         }
-        memcpy(ah, a, sizeof a);
-        l[h] = l[h] * corr + sum;
+    }
+    float sum[MAX_REP];
+    for (int h = 0; h < rep; h++) { /* each head's online softmax, as fold_scalar's */
+        if (softcap > 0.0f)
+            for (int j = 0; j < n; j++) s[h][j] = softcap * tanh_det(s[h][j] / softcap);
+        const float cmax = max_score(s[h], n);
+        const float mnew = cmax > m[h] ? cmax : m[h];
+        corr[h] = l[h] > 0.0f ? exp_det(m[h] - mnew) : 0.0f;
+        for (int j = 0; j < n; j++) s[h][j] = exp_det(s[h][j] - mnew);
         m[h] = mnew;
+        sum[h] = 0.0f;
+    }
+    for (int j = 0; j < n; j++) /* each head's sum left to right, the heads' chains side by side */
+        for (int h = 0; h < rep; h++) sum[h] += s[h][j];
+    for (int h = 0; h < rep; h++) l[h] = l[h] * corr[h] + sum[h];
+    for (int h = 0; h < rep; h += WEIGH_HEADS(D)) {
+        const int left = rep - h;
+        if (left >= WEIGH_HEADS(D)) weigh_values(vals, n, D, WEIGH_HEADS(D), s + h, corr + h, acc + h * D, &ask);
+        else if (left == 3) weigh_values(vals, n, D, 3, s + h, corr + h, acc + h * D, &ask);
+        else if (left == 2) weigh_values(vals, n, D, 2, s + h, corr + h, acc + h * D, &ask);
+        else weigh_values(vals, n, D, 1, s + h, corr + h, acc + h * D, &ask);
     }
     ask_close(ahead, opened, ask);
 }
