@@ -8,6 +8,7 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
     .venv/bin/python benchmarks/batch_scaling.py --dtype bfloat16 --repeats 1
     .venv/bin/python benchmarks/batch_scaling.py --preset trtllm          # no prompt-lookup candidates
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --repeats 3 # the cost by rows alone, 3 times
+    .venv/bin/python benchmarks/batch_scaling.py --forward-only --context 1500   # ... after 1,500 cached tokens
 
 Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
 """
@@ -28,6 +29,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--forward-only", action="store_true",
                     help="only the cost of a forward by rows (and the roofline), --repeats times")
+    ap.add_argument("--context", type=int, default=100,
+                    help="cached tokens before the rows of the forward by rows (the first prompt's, repeated)")
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
@@ -46,7 +49,7 @@ def main() -> None:
 
     if args.forward_only:
         for _ in range(args.repeats):
-            forward_by_rows(engine, prompts, args.dtype)
+            forward_by_rows(engine, prompts, args.dtype, args.context)
         return
     alone = {i: engine.greedy(p, max_tokens=args.max_tokens, ignore_eos=True).tokens for i, p in enumerate(prompts)}
 
@@ -86,18 +89,21 @@ def main() -> None:
     for name, (same, total) in identical.items():
         print(f"identical to the prompt run alone with plain greedy: {name}: {same}/{total}")
 
-    forward_by_rows(engine, prompts, args.dtype)
+    forward_by_rows(engine, prompts, args.dtype, args.context)
 
 
-def forward_by_rows(engine, prompts, dtype: str) -> None:
-    """The cost of a forward pass by rows, over several sequences of ~100 cached tokens, beside the
-    host's roofline measured before and after."""
+def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
+    """The cost of a forward pass by rows, over several sequences of ``context`` cached tokens (the first
+    prompt's, repeated), beside the host's roofline measured before and after."""
     from trtlade.reference.batch_runner import RowBlock
 
+    if context < 1:
+        raise SystemExit(f"--context {context}: the cached tokens before the rows must be at least 1")
     runner = engine.new_batch().engine.runner
-    slots = [runner.allocate(256) for _ in range(16)]
+    slots = [runner.allocate(context + 156) for _ in range(16)]
+    cached = (prompts[0] * (context // len(prompts[0]) + 1))[:context]
     for s in slots:
-        runner.prefill(s, prompts[0][:100])
+        runner.prefill(s, cached)
     from trtlade.reference.floor import Floor, bytes_per_weight, weight_bytes
 
     roof = Floor(weight_bytes(runner), dtype=dtype)
@@ -109,8 +115,9 @@ def forward_by_rows(engine, prompts, dtype: str) -> None:
         timed.append((rows, _best(lambda: runner.forward(one)), _best(lambda: runner.forward(many)) if many else None))
     roof.sample()
     r = roof.to_dict()
-    print("\nForward pass cost by rows (ms, best of 5): one sequence with R rows | R sequences with one row each"
-          " | GFLOP/s of the one-sequence forward (2 x weights x rows / time) | % of the measured peak")
+    print(f"\nForward pass cost by rows after {context} cached tokens (ms, best of 5): one sequence with R rows"
+          " | R sequences with one row each | GFLOP/s of the one-sequence forward (2 x weights x rows / time)"
+          " | % of the measured peak")
     base = timed[0][1]
     for rows, t_one, t_many in timed:
         gflops = 2 * roof.nbytes / bytes_per_weight(dtype) * rows / t_one / 1e9
