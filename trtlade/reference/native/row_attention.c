@@ -300,11 +300,11 @@ static inline __attribute__((always_inline)) float max_score(const float *s, int
  * Interleaving the heads gives the core H x D / 16 independent chains instead of D / 16 (one chain's add waits
  * for the one before it), and reads each value once for all H. */
 static inline __attribute__((always_inline)) void weigh_values(const float **vals, int n, const int D, const int H,
-                                                              float (*s)[CHUNK], const float *corr, float *acc,
+                                                              float (*s)[CHUNK], const float *corr, float *const *acc,
                                                               Ask *ask) {
     vw a[H][D / VW];
     for (int g = 0; g < H; g++)
-        for (int b = 0; b < D / VW; b++) a[g][b] = loadw(acc + g * D + VW * b) * corr[g];
+        for (int b = 0; b < D / VW; b++) a[g][b] = loadw(acc[g] + VW * b) * corr[g];
     for (int j = 0; j < n; j++) {
         *ask = ask_step(*ask);
         for (int b = 0; b < D / VW; b++) {
@@ -312,7 +312,7 @@ static inline __attribute__((always_inline)) void weigh_values(const float **val
             for (int g = 0; g < H; g++) a[g][b] = a[g][b] + s[g][j] * vj;
         }
     }
-    for (int g = 0; g < H; g++) memcpy(acc + g * D, a[g], sizeof a[g]);
+    for (int g = 0; g < H; g++) memcpy(acc[g], a[g], sizeof a[g]);
 }
 
 /* Heads per weigh_values call: enough chains to keep a core's FP units busy (8 or more) in at most half of
@@ -323,19 +323,23 @@ static inline __attribute__((always_inline)) void weigh_values(const float **val
 #define WEIGH_HEADS(D) 1
 #endif
 
-static inline __attribute__((always_inline)) void fold_vec(const float *qg, int rep, const float **keys,
-                                                          const float **vals, int n, const int D, float scale,
-                                                          float softcap, float *m, float *l, float *acc,
-                                                          Ahead *ahead) {
-    const int groups = (rep + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D);
+/* One chunk of keys folded into `count` heads (of one row, or of the rows of a run, which share the keys):
+ * head i's query qs[i], its running max, sum and outputs m[i], l[i], acc[i]. Each head's arithmetic is what it
+ * would be alone (fold_scalar's sequence), whichever heads are folded beside it. */
+#define MAX_HEADS (TILE * MAX_REP)
+static inline __attribute__((always_inline)) void fold_heads(const float *const *qs, int count, const float **keys,
+                                                            const float **vals, int n, const int D, float scale,
+                                                            float softcap, float *const *m, float *const *l,
+                                                            float *const *acc, Ahead *ahead) {
+    const int groups = (count + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D);
     const Ask opened = ask_open(ahead, groups);
     Ask ask = opened;
-    float s[MAX_REP][CHUNK], corr[MAX_REP];
-    for (int h = 0; h < rep; h += 2) { /* the scores, two heads at a time where there are two */
+    float s[MAX_HEADS][CHUNK], corr[MAX_HEADS], sum[MAX_HEADS];
+    for (int h = 0; h < count; h += 2) { /* the scores, two heads at a time where there are two */
         v8f q0[D / 8], q1[D / 8];
-        for (int b = 0; b < D / 8; b++) q0[b] = load8(qg + h * D + 8 * b);
-        if (h + 1 < rep) {
-            for (int b = 0; b < D / 8; b++) q1[b] = load8(qg + (h + 1) * D + 8 * b);
+        for (int b = 0; b < D / 8; b++) q0[b] = load8(qs[h] + 8 * b);
+        if (h + 1 < count) {
+            for (int b = 0; b < D / 8; b++) q1[b] = load8(qs[h + 1] + 8 * b);
 #if defined(__AVX512F__)
             dots8x2(q0, q1, keys, n, D, scale, s[h], s[h + 1]);
 #else
@@ -346,38 +350,54 @@ static inline __attribute__((always_inline)) void fold_vec(const float *qg, int 
             dots8(q0, keys, n, D, scale, s[h]);
         }
     }
-    float sum[MAX_REP];
-    for (int h = 0; h < rep; h++) { /* each head's online softmax, as fold_scalar's */
+    for (int h = 0; h < count; h++) { /* each head's online softmax, as fold_scalar's */
         if (softcap > 0.0f)
             for (int j = 0; j < n; j++) s[h][j] = softcap * tanh_det(s[h][j] / softcap);
         const float cmax = max_score(s[h], n);
-        const float mnew = cmax > m[h] ? cmax : m[h];
-        corr[h] = l[h] > 0.0f ? exp_det(m[h] - mnew) : 0.0f;
+        const float mnew = cmax > *m[h] ? cmax : *m[h];
+        corr[h] = *l[h] > 0.0f ? exp_det(*m[h] - mnew) : 0.0f;
         for (int j = 0; j < n; j++) s[h][j] = exp_det(s[h][j] - mnew);
-        m[h] = mnew;
+        *m[h] = mnew;
         sum[h] = 0.0f;
     }
     for (int j = 0; j < n; j++) /* each head's sum left to right, the heads' chains side by side */
-        for (int h = 0; h < rep; h++) sum[h] += s[h][j];
-    for (int h = 0; h < rep; h++) l[h] = l[h] * corr[h] + sum[h];
-    for (int h = 0; h < rep; h += WEIGH_HEADS(D)) {
-        const int left = rep - h;
-        if (left >= WEIGH_HEADS(D)) weigh_values(vals, n, D, WEIGH_HEADS(D), s + h, corr + h, acc + h * D, &ask);
-        else if (left == 3) weigh_values(vals, n, D, 3, s + h, corr + h, acc + h * D, &ask);
-        else if (left == 2) weigh_values(vals, n, D, 2, s + h, corr + h, acc + h * D, &ask);
-        else weigh_values(vals, n, D, 1, s + h, corr + h, acc + h * D, &ask);
+        for (int h = 0; h < count; h++) sum[h] += s[h][j];
+    for (int h = 0; h < count; h++) *l[h] = *l[h] * corr[h] + sum[h];
+    for (int h = 0; h < count; h += WEIGH_HEADS(D)) {
+        const int left = count - h;
+        if (left >= WEIGH_HEADS(D)) weigh_values(vals, n, D, WEIGH_HEADS(D), s + h, corr + h, acc + h, &ask);
+        else if (left == 3) weigh_values(vals, n, D, 3, s + h, corr + h, acc + h, &ask);
+        else if (left == 2) weigh_values(vals, n, D, 2, s + h, corr + h, acc + h, &ask);
+        else weigh_values(vals, n, D, 1, s + h, corr + h, acc + h, &ask);
     }
     ask_close(ahead, opened, ask);
 }
 
+/* A chunk folded into `rows` rows' heads: row x's group of rep query heads at qg[x] (rep x dim floats), its
+ * running state m[x], l[x] (rep each) and acc[x] (rep x dim). The first row's fold drives `ahead`. */
+static void fold_rows(const float *const *qg, int rows, int rep, const float **keys, const float **vals, int n,
+                      int dim, float scale, float softcap, float *const *m, float *const *l, float *const *acc,
+                      Ahead *ahead) {
+#if defined(__AVX__)
+    if (dim == 64 || dim == 128) {
+        const float *qs[MAX_HEADS];
+        float *ms[MAX_HEADS], *ls[MAX_HEADS], *accs[MAX_HEADS];
+        int count = 0;
+        for (int x = 0; x < rows; x++)
+            for (int h = 0; h < rep; h++, count++)
+                qs[count] = qg[x] + h * dim, ms[count] = m[x] + h, ls[count] = l[x] + h, accs[count] = acc[x] + h * dim;
+        if (dim == 64) fold_heads(qs, count, keys, vals, n, 64, scale, softcap, ms, ls, accs, ahead);
+        else fold_heads(qs, count, keys, vals, n, 128, scale, softcap, ms, ls, accs, ahead);
+        return;
+    }
+#endif
+    for (int x = 0; x < rows; x++)
+        fold_scalar(qg[x], rep, keys, vals, n, dim, scale, softcap, m[x], l[x], acc[x], x == 0 ? ahead : NULL);
+}
+
 static void fold(const float *qg, int rep, const float **keys, const float **vals, int n, int dim, float scale,
                  float softcap, float *m, float *l, float *acc, Ahead *ahead) {
-#if defined(__AVX__)
-    if (dim == 64) fold_vec(qg, rep, keys, vals, n, 64, scale, softcap, m, l, acc, ahead);
-    else if (dim == 128) fold_vec(qg, rep, keys, vals, n, 128, scale, softcap, m, l, acc, ahead);
-    else
-#endif
-    fold_scalar(qg, rep, keys, vals, n, dim, scale, softcap, m, l, acc, ahead);
+    fold_rows(&qg, 1, rep, keys, vals, n, dim, scale, softcap, &m, &l, &acc, ahead);
 }
 
 
@@ -501,15 +521,18 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
             const float *keys[CHUNK];
             const float *vals[CHUNK];
             float kst[kv_bf16 ? CHUNK * dim : 1], vst[kv_bf16 ? CHUNK * dim : 1];
+            const float *qg[TILE]; /* the run's rows, folded together over their shared chunks */
+            float *ms[TILE], *ls[TILE], *accs[TILE];
+            for (int64_t x = r; x < run.end; x++)
+                qg[x - r] = q + (x * heads + g * rep) * dim, ms[x - r] = m[x - t0], ls[x - r] = l[x - t0],
+                accs[x - r] = acc[x - t0];
             for (int64_t c = 0; c < run.chunks; c++) {
                 for (int j = 0; j < CHUNK; j++) {
                     keys[j] = kv_at(run.k, run.first + c * CHUNK + j, (int)dim, kv_bf16, kst + j * dim);
                     vals[j] = kv_at(run.v, run.first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
                 }
                 ahead_allow(drive, CHUNK);
-                for (int64_t x = r; x < run.end; x++)
-                    fold(q + (x * heads + g * rep) * dim, rep, keys, vals, CHUNK, dim, scale, softcap,
-                         m[x - t0], l[x - t0], acc[x - t0], x == r ? drive : NULL);
+                fold_rows(qg, (int)(run.end - r), rep, keys, vals, CHUNK, (int)dim, scale, softcap, ms, ls, accs, drive);
             }
             for (int64_t x = r; x < run.end; x++)
                 finish_row(q + (x * heads + g * rep) * dim, rep, run.k, run.v, kv_bf16, run.first + run.chunks * CHUNK,
