@@ -160,11 +160,12 @@ static void fold_scalar(const float *qg, int rep, const float **keys, const floa
     ask_close(ahead, opened, ask);
 }
 
-/* The same fold for a head size D that is a compile-time multiple of 8, written with explicit 8-lane
- * vectors (GCC/Clang vector extensions: on every target each lane is one float operation, so the bits
- * are those of fold_scalar): dot() is one 8-lane vector of partial sums, then the same tree; the
- * exponentials get a loop of their own (it vectorises; the sum stays a left-to-right chain); a head's
- * D outputs stay in registers over the chunk (acc = acc * corr, then += w_j * v_j in key order). */
+/* The same fold for head sizes 64 and 128 (fold_heads, below), written with explicit vectors (GCC/Clang vector
+ * extensions and intrinsics: on every target each lane is one float operation, so the bits are those of
+ * fold_scalar): dot() is one 8-lane vector of partial sums, then the same tree; the maximum by lanes; the
+ * exponentials in a loop of their own (it vectorises; each sum stays a left-to-right chain); a head's D outputs
+ * in registers over the chunk (acc = acc * corr, then += w_j * v_j in key order). Several heads (of a KV group,
+ * and of the rows that share the chunk) go together, so that their independent chains keep the core busy. */
 typedef float v8f __attribute__((vector_size(32)));
 
 static inline __attribute__((always_inline)) v8f load8(const float *p) {
@@ -236,7 +237,7 @@ static inline __attribute__((always_inline)) void dots8(const v8f *q, const floa
     for (; j < n; j++) s[j] = dot8(q, keys[j], D) * scale;
 }
 
-/* dots8 for two query heads of the group at once, s0[j] and s1[j] (AVX-512): the two heads' q in one 16-lane
+/* dots8 for two query heads at once (of a KV group, or of two rows), s0[j] and s1[j] (AVX-512): their q in one 16-lane
  * vector (head h0 in lanes 0-7, h1 in lanes 8-15), each key's block of 8 read into both halves, so one vector
  * multiply and add serve both heads' partial sums; the halves then go through dots8's tree. Each lane is the
  * float operation it is in dots8, in the same order: the bits of two dots8 calls, in half the vector ops. */
@@ -256,7 +257,8 @@ static inline __attribute__((always_inline)) void dots8x2(const v8f *q0, const v
         __m256 a0[4], a1[4];
         for (int t = 0; t < 4; t++) {
             __m512 acc = _mm512_setzero_ps();
-            for (int b = 0; b < D / 8; b++) acc = _mm512_add_ps(acc, _mm512_mul_ps(qq[b], both_halves(keys[j + t] + 8 * b)));
+            for (int b = 0; b < D / 8; b++)
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(qq[b], both_halves(keys[j + t] + 8 * b)));
             a0[t] = _mm512_castps512_ps256(acc);
             a1[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
         }
@@ -295,10 +297,10 @@ static inline __attribute__((always_inline)) float max_score(const float *s, int
     return cmax;
 }
 
-/* The weighted sum of the values for H heads of the group at once (H a constant: 1 to 4), each head's D outputs
- * in vectors of VW lanes: acc = acc * corr, then acc + w_j * v_j in key order, lane by lane as in fold_scalar.
- * Interleaving the heads gives the core H x D / 16 independent chains instead of D / 16 (one chain's add waits
- * for the one before it), and reads each value once for all H. */
+/* The weighted sum of the values for H heads at once (H a constant: 1 to 4), each head's D outputs in vectors of
+ * VW lanes: acc = acc * corr, then acc + w_j * v_j in key order, lane by lane as in fold_scalar. Interleaving the
+ * heads gives the core H x D / VW independent chains instead of D / VW (one chain's add waits for the one before
+ * it), and reads each value once for all H. */
 static inline __attribute__((always_inline)) void weigh_values(const float **vals, int n, const int D, const int H,
                                                               float (*s)[CHUNK], const float *corr, float *const *acc,
                                                               Ask *ask) {
@@ -532,7 +534,8 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                     vals[j] = kv_at(run.v, run.first + c * CHUNK + j, (int)dim, kv_bf16, vst + j * dim);
                 }
                 ahead_allow(drive, CHUNK);
-                fold_rows(qg, (int)(run.end - r), rep, keys, vals, CHUNK, (int)dim, scale, softcap, ms, ls, accs, drive);
+                fold_rows(qg, (int)(run.end - r), rep, keys, vals, CHUNK, (int)dim, scale, softcap, ms, ls, accs,
+                          drive);
             }
             for (int64_t x = r; x < run.end; x++)
                 finish_row(q + (x * heads + g * rep) * dim, rep, run.k, run.v, kv_bf16, run.first + run.chunks * CHUNK,
