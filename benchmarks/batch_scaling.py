@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=100,
                     help="cached tokens before the rows of the forward by rows (the first prompt's, repeated)")
     args = ap.parse_args()
+    if args.context < 1:  # before the model loads, not after a whole run
+        ap.error(f"--context {args.context}: the cached tokens before the rows must be at least 1")
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.contract.protocol import GenerationRequest
@@ -97,10 +99,8 @@ def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
     prompt's, repeated), beside the host's roofline measured before and after."""
     from trtlade.reference.batch_runner import RowBlock
 
-    if context < 1:
-        raise SystemExit(f"--context {context}: the cached tokens before the rows must be at least 1")
     runner = engine.new_batch().engine.runner
-    slots = [runner.allocate(context + 156) for _ in range(16)]
+    slots = [runner.allocate(context + 64) for _ in range(16)]  # room for the widest forward's 64 rows
     cached = (prompts[0] * (context // len(prompts[0]) + 1))[:context]
     for s in slots:
         runner.prefill(s, cached)
