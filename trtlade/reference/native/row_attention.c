@@ -48,8 +48,9 @@ static inline float dot(const float *a, const float *b, int dim) {
 
 /* The committed keys a task will fold, in the order it folds them (a few contiguous runs of a head's
  * cache rows, K and V), asked from memory a little at a time while the keys before them are folded: a
- * fold asks for lines of K and of V AHEAD times as fast as it reads them (spread over its keys and heads),
- * never more than one chunk beyond the keys folded so far. Keys are read once per step, from memory;
+ * fold asks for lines of K and of V AHEAD times as fast as it reads them (spread over its keys and over its
+ * passes through them: the scores' from the first, so the next chunk is on its way while this one is scored, and
+ * the values'), never more than one chunk beyond the keys folded so far. Keys are read once per step, from memory;
  * without this the cores computed, then waited for the next chunk, in turn (docs/guides/reference-engine.md,
  * "Attention's keys fetched ahead"). A prefetch changes no value. Keys of more than AHEAD_KEY_BYTES are
  * left to the hardware: float32 keys of 128 dimensions streamed 3-13% slower with it (measured on an AMD
@@ -57,8 +58,10 @@ static inline float dot(const float *a, const float *b, int dim) {
  *
  * Worked example (float32, head size 64: a key is 256 bytes, 4 lines; CHUNK 32): a task of one row with
  * 100 committed keys streams 100 x 4 lines of K and of V; before its first fold it may ask for
- * 2 chunks (256 lines), and the fold of that chunk, 32 keys x 3 heads, asks for up to ceil(2 x 4 / 3) = 3
- * lines each time a head is done with a key. */
+ * 2 chunks (256 lines), and the fold of that chunk, 32 keys x 3 heads in three passes (AVX-512: the scores of
+ * heads 0 and 1, of head 2, then the values of all three), asks for up to ceil(2 x 4 / 3) = 3 lines each time a
+ * pass is done with a key. Asking in the values' pass alone (after every score of the chunk) left the next chunk
+ * too little time: 8 decode rows after 1,000 keys ran 0.89x as fast on a Zen 5 (benchmarks/attention_ab.py). */
 #define AHEAD 2
 #define AHEAD_KEY_BYTES 256
 #define TILE 4     /* rows a task holds (below) */
@@ -213,12 +216,13 @@ static inline __attribute__((always_inline)) __m256 tree4(const __m256 *a) {
 #endif
 
 static inline __attribute__((always_inline)) void dots8(const v8f *q, const float **keys, int n, const int D,
-                                                       float scale, float *s) {
+                                                       float scale, float *s, Ask *ask) {
     int j = 0;
 #if defined(__AVX__)
     for (; j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE) {
         __m256 a[KEYS_AT_ONCE];
         for (int t = 0; t < KEYS_AT_ONCE; t++) {
+            *ask = ask_step(*ask);
             v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int b = 0; b < D / 8; b++) acc = acc + q[b] * load8(keys[j + t] + 8 * b);
             a[t] = (__m256)acc;
@@ -234,7 +238,7 @@ static inline __attribute__((always_inline)) void dots8(const v8f *q, const floa
         }
     }
 #endif
-    for (; j < n; j++) s[j] = dot8(q, keys[j], D) * scale;
+    for (; j < n; j++) *ask = ask_step(*ask), s[j] = dot8(q, keys[j], D) * scale;
 }
 
 /* dots8 for two query heads at once (of a KV group, or of two rows), s0[j] and s1[j] (AVX-512): their q in one 16-lane
@@ -247,7 +251,7 @@ static inline __attribute__((always_inline)) __m512 both_halves(const float *p) 
 }
 
 static inline __attribute__((always_inline)) void dots8x2(const v8f *q0, const v8f *q1, const float **keys, int n,
-                                                         const int D, float scale, float *s0, float *s1) {
+                                                         const int D, float scale, float *s0, float *s1, Ask *ask) {
     __m512 qq[D / 8];
     for (int b = 0; b < D / 8; b++)
         qq[b] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd((__m256)q0[b])),
@@ -256,6 +260,7 @@ static inline __attribute__((always_inline)) void dots8x2(const v8f *q0, const v
     for (; j + 4 <= n; j += 4) {
         __m256 a0[4], a1[4];
         for (int t = 0; t < 4; t++) {
+            *ask = ask_step(*ask);
             __m512 acc = _mm512_setzero_ps();
             for (int b = 0; b < D / 8; b++)
                 acc = _mm512_add_ps(acc, _mm512_mul_ps(qq[b], both_halves(keys[j + t] + 8 * b)));
@@ -268,7 +273,7 @@ static inline __attribute__((always_inline)) void dots8x2(const v8f *q0, const v
         _mm_storeu_ps(s0 + j, _mm_mul_ps(sums0, _mm_set1_ps(scale)));
         _mm_storeu_ps(s1 + j, _mm_mul_ps(sums1, _mm_set1_ps(scale)));
     }
-    for (; j < n; j++) s0[j] = dot8(q0, keys[j], D) * scale, s1[j] = dot8(q1, keys[j], D) * scale;
+    for (; j < n; j++) *ask = ask_step(*ask), s0[j] = dot8(q0, keys[j], D) * scale, s1[j] = dot8(q1, keys[j], D) * scale;
 }
 #endif
 
@@ -333,8 +338,8 @@ static inline __attribute__((always_inline)) void fold_heads(const float *const 
                                                             const float **vals, int n, const int D, float scale,
                                                             float softcap, float *const *m, float *const *l,
                                                             float *const *acc, Ahead *ahead) {
-    const int groups = (count + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D);
-    const Ask opened = ask_open(ahead, groups);
+    const int groups = (count + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D), pairs = (count + 1) / 2;
+    const Ask opened = ask_open(ahead, pairs + groups); /* asked for over the scores' passes and the values' */
     Ask ask = opened;
     float s[MAX_HEADS][CHUNK], corr[MAX_HEADS], sum[MAX_HEADS];
     for (int h = 0; h < count; h += 2) { /* the scores, two heads at a time where there are two */
@@ -343,13 +348,14 @@ static inline __attribute__((always_inline)) void fold_heads(const float *const 
         if (h + 1 < count) {
             for (int b = 0; b < D / 8; b++) q1[b] = load8(qs[h + 1] + 8 * b);
 #if defined(__AVX512F__)
-            dots8x2(q0, q1, keys, n, D, scale, s[h], s[h + 1]);
+            dots8x2(q0, q1, keys, n, D, scale, s[h], s[h + 1], &ask);
 #else
-            dots8(q0, keys, n, D, scale, s[h]);
-            dots8(q1, keys, n, D, scale, s[h + 1]);
+            Ask none = {NULL, NULL, 0, 0};
+            dots8(q0, keys, n, D, scale, s[h], &ask);
+            dots8(q1, keys, n, D, scale, s[h + 1], &none);
 #endif
         } else {
-            dots8(q0, keys, n, D, scale, s[h]);
+            dots8(q0, keys, n, D, scale, s[h], &ask);
         }
     }
     for (int h = 0; h < count; h++) { /* each head's online softmax, as fold_scalar's */
