@@ -803,8 +803,10 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * faster (linear layers alone against the spread, benchmarks/linear_ab.py, 9 interleaved repeats, medians:
  * float32 1.11x at 1 row, 1.08x at 4, 1.13x at 8; bfloat16 1.06x, 1.15x, 1.08x; docs/results/roofline.md).
  * The one-pass 16-row tiles keep the spread (with a lead: float32 0.86-1.07x, bfloat16 within noise); with a
- * lead, float32 rows beyond MT take turns in tiles of MT over spans instead (tiles_f32). AMD's cores were
- * tuned with the spread (Zen 4) and have not measured the lead, so they keep the spread. A prefetch never
+ * lead, float32 rows beyond MT take turns in tiles of MT over spans instead (tiles_f32). AMD's cores keep the
+ * spread: on a 2-core Zen 5 the lead ran as fast or slower (the lead forced, benchmarks/linear_ab.py, 9 repeats,
+ * medians: float32 1.00x at 1 row, 0.98x at 4 and 8, 0.90x at 16; bfloat16 1.00x, 0.94x, 0.97x, 0.99x); Zen 4,
+ * tuned with the spread, did not measure the lead. A prefetch never
  * changes a value and the float32 paths compute the same chains: the bits do not depend on this choice
  * (tests/test_fast_forward.py). Without AVX-512: 0 (the AVX2 tiles spread). */
 int trtlade_linear_lead(int want) {
