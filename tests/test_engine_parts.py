@@ -649,25 +649,60 @@ def test_a_calibration_is_not_moved_by_a_slow_round(monkeypatch):
     ({}, {}),
 ])
 def test_no_row_count_is_kept_dearer_than_a_wider_one(seconds, kept):
-    from trtlade.reference.engine import no_dearer_than_wider
+    from trtlade.reference.adaptive import no_dearer_than_wider
 
     assert no_dearer_than_wider(seconds) == kept
 
 
 @settings(max_examples=80, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "ask"]), st.sampled_from([1, 2, 4, 8, 16]),
-                              st.floats(0.001, 0.1)), max_size=60), relative=st.booleans())
-@example(ops=[("add", 1, 0.06), ("add", 2, 0.06), ("add", 4, 0.06), ("drop", 1, 0.06)], relative=True)  # no 1-row step
-def test_the_cost_tables_kept_medians_are_never_stale(ops, relative):
-    """A table keeps its medians until the next sample or drop; every answer equals a fresh table's on
-    the same samples (the memo is invisible)."""
-    table = CostTable(keep_last=4, relative=relative)
+                              st.floats(0.001, 0.1)), max_size=60), relative=st.booleans(), capped=st.booleans())
+@example(ops=[("add", 1, 0.06), ("add", 2, 0.06), ("add", 4, 0.06), ("drop", 1, 0.06)], relative=True,
+         capped=False)  # no 1-row step
+@example(ops=[("add", 1, 0.02), ("add", 4, 0.05), ("add", 8, 0.03), ("ask", 1, 0.0), ("add", 8, 0.06),
+              ("add", 8, 0.06)], relative=True, capped=True)  # the cap of 4 rows moves with 8 rows' median
+def test_the_cost_tables_kept_medians_are_never_stale(ops, relative, capped):
+    """A table keeps its medians (and, capped, each row count's cheapest wider median) until the next
+    sample or drop; every answer equals a fresh table's on the same samples (the memo is invisible), and a
+    capped table never prices fewer rows above more."""
+    table = CostTable(keep_last=4, relative=relative, capped=capped)
     for op, rows, seconds in ops:
         if op == "add":
             table.add(rows, seconds)
         elif op == "drop":
             table.drop_oldest(rows)
-        fresh = CostTable(keep_last=4, samples={k: list(v) for k, v in table.samples.items()}, relative=relative)
+        fresh = CostTable(keep_last=4, samples={k: list(v) for k, v in table.samples.items()}, relative=relative,
+                          capped=capped)
         for asked in (1, 3, 8, 32):
             assert table.median(asked) == fresh.median(asked)
             assert table.seconds(asked) == fresh.seconds(asked)
+        priced = [table.seconds(rows) for rows in range(2, 17)]
+        if capped and priced[0] is not None:
+            assert all(a <= b * (1 + 1e-12) for a, b in zip(priced, priced[1:]))
+
+
+def test_a_row_count_measured_dear_once_does_not_keep_the_plan_from_it():
+    """Served, one slow 4-row step beside cheap wider ones: uncapped, the plan avoids a 3-token chain
+    (4 rows) for good, since only choosing it would bring the sample that corrects it; capped, 4 rows
+    cost at most what 5 rows cost, and the chain runs."""
+    served = {1: 18.8, 4: 31.2, 5: 20.4, 8: 20.6, 16: 22.1}  # ms, as /version showed them on a Zen 5
+    choices = []
+    for capped in (False, True):
+        table = CostTable(capped=capped)
+        for rows, ms in served.items():
+            table.add(rows, ms / 1000)
+        policy = AutoPolicy(table, explore=0.0)
+        chain = policy.new_sequence()
+        chain.total, chain.weight = 0.6 * 16, 16.0  # a 3-token chain that accepts 0.6 a step
+        choices.append(policy.plan([], [[(chain, 3)]]))
+    assert choices == [[-1], [0]]
+
+
+def test_a_relative_capped_table_scales_its_caps_with_the_one_row_step():
+    table = CostTable(relative=True, capped=True)
+    for rows, ms in [(1, 20.0), (4, 40.0), (8, 24.0)]:  # 4 rows measured in a slow moment
+        table.add(rows, ms / 1000)
+    assert table.seconds(4) == pytest.approx(0.024)
+    for _ in range(3):
+        table.add(1, 0.010)  # the host twice as fast now: every ratio holds, at today's one row
+    assert table.seconds(4) == pytest.approx(0.012) and table.seconds(8) == pytest.approx(0.012)

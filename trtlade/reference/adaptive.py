@@ -57,7 +57,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-__all__ = ["CostTable", "DraftPrice", "Acceptance", "AutoPolicy", "PolicyCounters"]
+__all__ = ["CostTable", "DraftPrice", "Acceptance", "AutoPolicy", "PolicyCounters", "no_dearer_than_wider"]
 
 
 def _median(values: Sequence[float]) -> float:
@@ -65,6 +65,21 @@ def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def no_dearer_than_wider(seconds: dict[int, float]) -> dict[int, float]:
+    """Step times by rows, each at most the time of any wider step: a forward of fewer rows computes a
+    part of a wider one, so a row count measured dearer was slowed by something else (on a shared host, a
+    slow period can outlast every round of a calibration: 5 rows measured 62.9 ms beside 8 rows at 27.4).
+
+    >>> no_dearer_than_wider({1: 0.021, 2: 0.031, 4: 0.027, 5: 0.062, 8: 0.027, 16: 0.036})
+    {1: 0.021, 2: 0.027, 4: 0.027, 5: 0.027, 8: 0.027, 16: 0.036}
+    """
+    kept: dict[int, float] = {}
+    cheapest_wider = float("inf")
+    for rows in sorted(seconds, reverse=True):
+        cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
+    return dict(sorted(kept.items()))
 
 
 @dataclass
@@ -90,11 +105,25 @@ class CostTable:
     ...     busy.add(1, 0.020)                        # serving, the host quiet again
     >>> round(1000 * busy.seconds(8), 2), round(busy.ratio(8), 3)
     (23.33, 1.167)
+
+    ``capped=True`` prices no row count above a wider one measured, as the calibration keeps them
+    (:func:`no_dearer_than_wider`): a forward of fewer rows computes a part of a wider one. While serving, a
+    row count the plan rarely chooses keeps the few samples it has; one taken in a slow moment would make it
+    look dearer than wider steps, the plan would avoid it, and no sample would come to correct it (seen
+    served on a 2-core Zen 5: 4 rows at 31.2 ms beside 5 to 10 rows at 19.0-20.9). A price too low is
+    corrected the other way: the plan chooses that row count and measures it.
+
+    >>> served = CostTable(capped=True)
+    >>> for rows, ms in [(1, 18.8), (4, 31.2), (5, 20.4), (8, 20.6), (16, 22.1)]:
+    ...     served.add(rows, ms / 1000)
+    >>> [round(1000 * served.seconds(r), 1) for r in (1, 3, 4, 5, 12, 16, 32)]
+    [18.8, 19.9, 20.4, 20.4, 21.4, 22.1, 25.1]
     """
 
     keep_last: int = 32
     samples: dict[int, list[float]] = field(default_factory=dict)
     relative: bool = False
+    capped: bool = False
     #: medians and the measured row counts, each kept until a sample changes it (the auto policy's plan for
     #: 8 sequences asks for them about 13 times a step: 105 -> 43 us hot with them kept, 2-core Zen 4; and a
     #: sample of one row count leaves the others' medians as they were)
@@ -128,6 +157,8 @@ class CostTable:
         self._memo.pop(("spread", rows), None)
         if known:
             self._memo.pop("known", None)
+        if known or rows != 1 or not self.relative:  # a relative table's wider medians are ratios: the 1-row
+            self._memo.pop("caps", None)            # median scales them all alike
 
     def median(self, rows: int) -> float | None:
         value = self._median(rows)
@@ -174,19 +205,41 @@ class CostTable:
 
     def seconds(self, rows: int) -> float | None:
         """Median time of a ``rows``-row step: measured, else interpolated between the nearest
-        measured row counts, else extrapolated from the two largest (None without data)."""
+        measured row counts, else extrapolated from the two largest (None without data). With
+        ``capped``, each measured row count above one row is at most the median of any wider one, and
+        so is every row count between (a row count beyond the widest measured costs at least that one)."""
         known = self._known()
         if not known:
             return None
-        exact = self.median(rows)
+        exact = self._point(rows)
         if exact is not None:
             return exact
         if len(known) == 1:
-            return self.median(known[0])
+            return self._point(known[0])
         i = bisect.bisect_left(known, rows)
         lo, hi = (known[-2], known[-1]) if i >= len(known) else (known[max(0, i - 1)], known[max(1, i)])
-        t_lo, t_hi = self.median(lo), self.median(hi)
-        return t_lo + (t_hi - t_lo) * (rows - lo) / (hi - lo)
+        t_lo, t_hi = self._point(lo), self._point(hi)
+        value = t_lo + (t_hi - t_lo) * (rows - lo) / (hi - lo)
+        if not self.capped:
+            return value
+        if i >= len(known):  # beyond the widest measured: never cheaper than it
+            return max(value, t_hi)
+        return min(value, self._point(known[bisect.bisect_right(known, rows)]))  # nor dearer than the next wider
+
+    def _point(self, rows: int) -> float | None:
+        """The median of ``rows`` (None: not measured), capped by the wider ones' (``capped``; not one row,
+        the step every other is measured against)."""
+        if not self.capped or rows == 1:
+            return self.median(rows)
+        caps = self._memo.get("caps")
+        if caps is None:  # a relative table's medians above one row are ratios: capped as such
+            caps = self._memo["caps"] = no_dearer_than_wider(
+                {k: self._median(k) for k in self._known() if k != 1})
+        value = caps.get(rows)
+        if value is None or not self.relative:
+            return value
+        one = self._median(1)
+        return None if one is None else value * one
 
     def ratio(self, rows: int) -> float:
         """Cost of a ``rows``-row step in 1-row steps (1.0 without data or for rows <= 1)."""

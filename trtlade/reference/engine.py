@@ -53,7 +53,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 import torch
 
 from trtlade.errors import TrtladeError
-from trtlade.reference.adaptive import AutoPolicy, CostTable
+from trtlade.reference.adaptive import AutoPolicy, CostTable, no_dearer_than_wider
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.batching import Batch, DraftSettings
 from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
@@ -202,7 +202,7 @@ class ReferenceEngine:
         self.vocab_size = int(model.get_output_embeddings().out_features
                               if hasattr(model.get_output_embeddings(), "out_features")
                               else model.config.vocab_size)
-        self.policy = AutoPolicy(CostTable(relative=True))
+        self.policy = AutoPolicy(CostTable(relative=True, capped=True))
         self._batch_owner: Optional[object] = None
         if calibrate:
             self.calibrate()
@@ -512,28 +512,13 @@ class ReferenceEngine:
                     best[rows] = min(elapsed, best.get(rows, elapsed))
         runner.free(slot)
         best = no_dearer_than_wider(best)
-        self.cost = CostTable(relative=True)
+        self.cost = CostTable(relative=True, capped=True)
         for rows, seconds in best.items():
             self.cost.add(rows, seconds)
         return best
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def no_dearer_than_wider(seconds: dict[int, float]) -> dict[int, float]:
-    """Step times by rows, each at most the time of any wider step: a forward of fewer rows computes a
-    part of a wider one, so a row count measured dearer was slowed by something else (on a shared host, a
-    slow period can outlast every round of a calibration: 5 rows measured 62.9 ms beside 8 rows at 27.4).
-
-    >>> no_dearer_than_wider({1: 0.021, 2: 0.031, 4: 0.027, 5: 0.062, 8: 0.027, 16: 0.036})
-    {1: 0.021, 2: 0.027, 4: 0.027, 5: 0.027, 8: 0.027, 16: 0.036}
-    """
-    kept: dict[int, float] = {}
-    cheapest_wider = float("inf")
-    for rows in sorted(seconds, reverse=True):
-        cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
-    return dict(sorted(kept.items()))
-
-
 def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
     """A prompt as a tuple of ints: a list/tuple of ids, a 1-row tensor or array, or what
     ``tokenizer(...)`` / ``apply_chat_template(...)`` return (a mapping with ``input_ids``)."""
