@@ -326,8 +326,10 @@ static inline __attribute__((always_inline)) void weigh_values(const float **val
  * AVX-512's 32 registers; with 16 registers (AVX2) one head, D / 8 chains already. */
 #if defined(__AVX512F__)
 #define WEIGH_HEADS(D) ((D) == 64 ? 4 : 2)
+#define SCORE_PASSES(count) (((count) + 1) / 2) /* passes through a chunk's keys for the scores: heads in pairs */
 #else
 #define WEIGH_HEADS(D) 1
+#define SCORE_PASSES(count) (count)
 #endif
 
 /* One chunk of keys folded into `count` heads (of one row, or of the rows of a run, which share the keys):
@@ -338,8 +340,9 @@ static inline __attribute__((always_inline)) void fold_heads(const float *const 
                                                             const float **vals, int n, const int D, float scale,
                                                             float softcap, float *const *m, float *const *l,
                                                             float *const *acc, Ahead *ahead) {
-    const int groups = (count + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D), pairs = (count + 1) / 2;
-    const Ask opened = ask_open(ahead, pairs + groups); /* asked for over the scores' passes and the values' */
+    const int groups = (count + WEIGH_HEADS(D) - 1) / WEIGH_HEADS(D);
+    /* the next chunk asked for over every pass through this one's keys: the scores' and the values' */
+    const Ask opened = ask_open(ahead, SCORE_PASSES(count) + groups);
     Ask ask = opened;
     float s[MAX_HEADS][CHUNK], corr[MAX_HEADS], sum[MAX_HEADS];
     for (int h = 0; h < count; h += 2) { /* the scores, two heads at a time where there are two */
@@ -350,9 +353,8 @@ static inline __attribute__((always_inline)) void fold_heads(const float *const 
 #if defined(__AVX512F__)
             dots8x2(q0, q1, keys, n, D, scale, s[h], s[h + 1], &ask);
 #else
-            Ask none = {NULL, NULL, 0, 0};
             dots8(q0, keys, n, D, scale, s[h], &ask);
-            dots8(q1, keys, n, D, scale, s[h + 1], &none);
+            dots8(q1, keys, n, D, scale, s[h + 1], &ask);
 #endif
         } else {
             dots8(q0, keys, n, D, scale, s[h], &ask);
