@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,28 @@ def test_every_variant_this_compiler_can_target_is_built(variant, tmp_path):
         pytest.skip(f"{cc} cannot target {variant}: {probe.stderr[-200:]}")
     built = build(variants_for())
     assert variant in built.variants, built.message
+
+
+_EMULATED_LOAD = """
+import ctypes
+from trtlade.reference.native import kernels, status
+k, sink = kernels(), ctypes.c_float()
+print(k.variant, k.linear_bf16_by_fma(-1), k.peak_flops(1, 1000, 2, ctypes.byref(sink)) > 0, k.paths["bfloat16"])
+print(status())
+"""
+
+
+def test_an_avx2_only_cpu_loads_the_library_and_runs_its_avx2_variant():
+    """The library holds every x86-64 variant, and the process binds them all: on a CPU without AVX-512 (AMD
+    Zen 2/3, many laptops; here qemu-user's Haswell, whose CPUID has no AVX-512) loading it, asking what
+    runs (setup.sh's line) and running the chosen variant's kernels must touch no AVX-512 instruction."""
+    if native_variants.ALL[0] != "avx512bf16" or shutil.which("qemu-x86_64") is None:
+        pytest.skip("needs an x86-64 host and qemu-x86_64 (apt-get install qemu-user)")
+    if "avx512bf16" not in build(variants_for()).variants:
+        pytest.skip("this compiler cannot build the AVX-512 variants: nothing to keep away from")
+    done = subprocess.run(["qemu-x86_64", "-cpu", "Haswell", sys.executable, "-c", _EMULATED_LOAD],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = done.stdout.splitlines()[:2]
+    assert first == "avx2 1 True avx2-fma (widened to float32)"
+    assert second.startswith("variant avx2 (the best this CPU runs; this CPU runs avx2, portable)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtlade.reference.native import build, executable_variants, kernels, status
+from trtlade.reference.native import Kernels, build, executable_variants, kernels, status
 from trtlade.reference.native.cpu import ENV, PORTABLE, Variant, choose, variants_for
 
 
@@ -43,3 +43,32 @@ def test_the_choice_by_cpu_features(features, best):
     if features < 7:
         with pytest.raises(ValueError, match="this CPU lacks .*AVX512-BF16"):
             choose(variants_for("x86_64"), features, "avx512bf16")
+
+
+class _Untouchable:
+    """A library stand-in whose every function records a call instead of running: binding must call none."""
+
+    def __init__(self):
+        self.called: list[str] = []
+
+    def __getattr__(self, symbol):
+        called = self.called
+
+        class Fn:
+            def __call__(self, *args):
+                called.append(symbol)
+                return b"a path"
+        return Fn()
+
+
+@pytest.mark.parametrize("variant", [v.name for v in variants_for("x86_64")])
+def test_binding_a_variant_runs_none_of_its_code(variant):
+    """Every built variant is bound at load, those this CPU cannot execute too (to name them in errors): a
+    call into one of those is an illegal instruction that kills the process on an AVX2-only CPU (the
+    avx512bf16 variant's bfloat16 path used to be asked at bind time, and asking it runs an AVX-512 probe).
+    Its path is asked on demand, and only then."""
+    lib = _Untouchable()
+    table = Kernels.bind(lib, variant)
+    assert table.variant == variant and lib.called == []
+    table.paths
+    assert lib.called == [f"trtlade_linear_path__{variant}"] * 2

@@ -86,7 +86,9 @@ class Kernels:
     ahead in each panel's stream the AVX-512 tiles of up to 8 rows prefetch, 0 for the next group spread; with
     a lead float32 steps of more than 8 rows take turns in 8-row tiles over spans of k, one read of the weights per
     32 rows; chosen at the first call by the CPU's maker; >= 0 sets it);
-    ``variant`` its name, ``paths`` what computes each dtype's linear layers."""
+    ``variant`` its name, ``paths`` what computes each dtype's linear layers (asked on demand: binding calls
+    nothing, since a variant this CPU cannot execute is bound too, and asking the avx512bf16 variant for its
+    bfloat16 path runs its AVX-512 rate probe)."""
 
     variant: str
     row_attention: Callable
@@ -94,7 +96,7 @@ class Kernels:
     linear_bf16: Callable
     forward_scratch: Callable
     forward: Callable
-    paths: dict
+    linear_path: Callable
     peak_flops: Callable
     argmax_rows: Callable
     packed_rows: Callable
@@ -104,10 +106,14 @@ class Kernels:
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
         fns = {name.removeprefix("trtlade_"): bind_function(lib, name, f"{name}__{variant}") for name in _SIGNATURES}
-        paths = {"float32": fns["linear_path"](0).decode(), "bfloat16": fns["linear_path"](1).decode()}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
-                   fns["forward"], paths, fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"],
+                   fns["forward"], fns["linear_path"], fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"],
                    fns["linear_bf16_by_fma"], fns["linear_lead"])
+
+    @property
+    def paths(self) -> dict:
+        """What computes each dtype's linear layers in this variant (call only on a CPU that executes it)."""
+        return {"float32": self.linear_path(0).decode(), "bfloat16": self.linear_path(1).decode()}
 
 
 _state: dict = {}
