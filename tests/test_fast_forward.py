@@ -107,7 +107,8 @@ def test_the_native_kernels_bits_do_not_depend_on_the_threads_or_who_takes_which
 def test_bf16_on_vdpbf16ps_and_on_widened_fmas_give_the_same_bits_at_every_row_count():
     """The avx512bf16 variant computes bfloat16 on VDPBF16PS or, where this CPU's float32 FMAs are faster,
     on widened pairs (the chain of VDPBF16PS's pseudo-code): the two give the same bits, one row or 16 or
-    40, so the choice made at load never changes a token; each stays row-invariant."""
+    40, so the choice made at load never changes a token; each stays row-invariant. ``paths`` names the one that
+    runs as it is asked."""
     torch.manual_seed(4)
     lins = [PanelLinear.pack(torch.randn(n, k).to(torch.bfloat16), torch.randn(n).to(torch.bfloat16),
                              variant="avx512bf16") for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]]
@@ -117,7 +118,7 @@ def test_bf16_on_vdpbf16ps_and_on_widened_fmas_give_the_same_bits_at_every_row_c
         outs = {}
         for mode in (0, 1):
             assert choose(mode) == mode
-            assert ("widened" in lins[0].kernels.paths["bfloat16"]) == (chosen == 1)
+            assert ("widened" in lins[0].kernels.paths["bfloat16"]) == (mode == 1)  # asked now: what runs now
             for i, lin in enumerate(lins):
                 x = torch.randn(40, lin.in_features, generator=torch.Generator().manual_seed(i)).to(torch.bfloat16)
                 for rows in (1, 2, 8, 9, 13, 16, 17, 40):
