@@ -168,6 +168,17 @@ def test_the_plan_prices_one_drafter_s_chain_against_the_candidates():
     assert policy.plan([], [[(empty, 0, ())]]) == [-1]
 
 
+def test_only_the_window_is_tried_by_the_server():
+    """Every option but the window learns from every drafted step; the window's tries are the server's."""
+    batch = engine(torch.float32).new_batch(max_batch_size=1)
+    batch.add(request(prompts()[0], None, max_tokens=4))
+    while not batch._running:
+        batch.step()
+    state = batch._running[0]
+    assert {option for option in DRAFT_OPTIONS if state.acceptance(option).server_tries} == {"full"}
+    batch.close()
+
+
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)

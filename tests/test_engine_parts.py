@@ -283,6 +283,22 @@ def test_auto_plan_gives_drafts_to_the_sequences_that_accept_most_per_row():
     assert policy.plan([(1, 1.0)], [[(bad, 9)], [(good, 9)]]) == [-1, 0]
 
 
+def test_the_window_is_tried_by_the_server_not_by_every_new_sequence():
+    """The window's step (``full``) learns from its own steps only, so its exploration bonus shrinks with the
+    server's tries in the context, not the sequence's: once the server tried it 30 times, a new sequence runs
+    its 4-row chain, not the window's 10 rows for what the chain accepts. Counting its own tries (none yet),
+    every new sequence would try the window first."""
+    policy = AutoPolicy(_cost(FLAT))
+    for i in range(30):  # other sequences' window steps, accepting 0, 1 or 2 drafts
+        policy.observe(policy.new_sequence("repeat/full", server_tries=True), drafted=True, accepted=i % 3)
+    chain = policy.new_sequence("repeat/prompt_lookup")
+    chain.total, chain.weight, chain.drafted_steps = 16.0, 16.0, 16  # 1.0 accepted a step
+    window = policy.new_sequence("repeat/full", server_tries=True)
+    assert policy.plan([], [[(chain, 4, ()), (window, 10, (0,))]]) == [0]
+    on_its_own = policy.new_sequence("repeat/full")
+    assert policy.plan([], [[(chain, 4, ()), (on_its_own, 10, (0,))]]) == [1]
+
+
 def test_auto_plan_picks_the_option_of_each_sequence_that_pays_most():
     """Two options per sequence: its candidates only (3 draft rows), or all its rows (9). On dear
     rows the candidates win when they accept nearly as much; on flat rows all the rows do."""

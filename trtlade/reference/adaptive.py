@@ -319,6 +319,9 @@ class Acceptance:
     drafted_steps: int = 0
     #: the context these steps share (the server keeps one prior per context)
     key: str = ""
+    #: the exploration bonus shrinks with the server's tries in this context, not this sequence's
+    #: (an option that learns from its own steps only: every sequence paying for tries would be dear)
+    server_tries: bool = False
 
     @property
     def mean(self) -> Optional[float]:
@@ -382,6 +385,7 @@ class AutoPolicy:
         self._plain_since: dict[int, int] = {}  # sequences -> plain steps since a batched sample was forgotten
         self.prior_start = float(prior_drafts)
         self._priors: dict[str, list[float]] = {}  # context -> [mean, variance]
+        self._tries: dict[str, int] = {}  # context -> drafted steps of the server's server_tries sequences
         self.prior_weight = float(prior_weight)
         self.explore = float(explore)
         self.fade = float(fade)
@@ -393,8 +397,8 @@ class AutoPolicy:
         #: what the last plan expected over the plain step (0.0: it chose the plain step)
         self.last_gain = 0.0
 
-    def new_sequence(self, key: str = "") -> Acceptance:
-        return Acceptance(key=key)
+    def new_sequence(self, key: str = "", server_tries: bool = False) -> Acceptance:
+        return Acceptance(key=key, server_tries=server_tries)
 
     def _prior(self, key: str) -> list[float]:
         prior = self._priors.get(key)
@@ -417,9 +421,22 @@ class AutoPolicy:
     def bonus(self, seq: Acceptance) -> float:
         """The exploration bonus of :meth:`optimistic`: ``explore`` standard deviations of the
         server's accepted drafts in this context, shrinking as ``1 / n`` with the sequence's drafted
-        steps (a new sequence gets a few tries; after a dozen the bonus no longer pays for rows)."""
+        steps (a new sequence gets a few tries; after a dozen the bonus no longer pays for rows). For an
+        option that learns from its own steps only (``server_tries``: the window's, whose rows cannot be
+        judged without running them), ``n`` counts the server's tries in the context: each new sequence
+        would otherwise pay for a dozen tries of its own, where the server's learn what they teach.
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> for _ in range(6):                          # six tries of the window, by other sequences
+        ...     policy.observe(policy.new_sequence("x/full", server_tries=True), drafted=True, accepted=1)
+        >>> new = policy.new_sequence("x/full", server_tries=True)
+        >>> were_its_own = policy.new_sequence("x/full")
+        >>> round(policy.bonus(new) / policy.bonus(were_its_own), 2)      # 2/(2+6) against 2/(2+0)
+        0.25
+        """
         sd = math.sqrt(self._prior(seq.key)[1])
-        return self.explore * sd * self.prior_weight / (self.prior_weight + seq.drafted_steps)
+        tries = self._tries.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
+        return self.explore * sd * self.prior_weight / (self.prior_weight + tries)
 
     def optimistic(self, seq: Acceptance) -> float:
         """:meth:`expected` plus :meth:`bonus` (what the plan ranks by); the bonus shrinks with every
@@ -655,6 +672,8 @@ class AutoPolicy:
         seq.total += accepted
         seq.weight += 1.0
         seq.drafted_steps += 1
+        if seq.server_tries:
+            self._tries[seq.key] = self._tries.get(seq.key, 0) + 1
         if planned:
             self.counters.accepted += accepted
         if seq.weight > self.memory:

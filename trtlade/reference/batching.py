@@ -83,6 +83,8 @@ _OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None
                 "pool": (False, None, "pool"), "public": (False, None, "public"), "first": (False, 1, None),
                 "candidates": (False, None, None), "full": (True, None, None)}
 #: option -> the options whose rows it holds (never ``public``, verified alone): it accepts at least what they do
+#: (``full`` as the plan credits it: beside the window the history chains are cut to N-1, so a chain accepted whole
+#: gives one token less there with (2,4,2); crediting only what its paths verify whole measured no gain)
 _HOLDS = {"candidates": ("suffix", "prompt_lookup", "pool", "first"),
           "full": ("suffix", "prompt_lookup", "pool", "first", "candidates")}
 #: the same as indices into DRAFT_OPTIONS, as the plan reads them
@@ -184,8 +186,9 @@ class SequenceState:
         self.policy = "fixed" if request.speculation is not None else _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive or request.speculation is not None else None
         self.contexts = _RepeatIndex(self.prompt)
-        self._acceptance = {(ctx, option): engine.policy.new_sequence(_prior_key(ctx, option, params.greedy, spec,
-                                                                                 engine.spec))
+        self._acceptance = {(ctx, option): engine.policy.new_sequence(
+                                _prior_key(ctx, option, params.greedy, spec, engine.spec),
+                                server_tries=option == "full")  # the one option that learns from its own steps only
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
         self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
