@@ -3,7 +3,9 @@
 runs (``TRTLADE_NATIVE_ISA``), greedy and a lookahead spec on suite prompts, per dtype; every variant's
 tokens compared with the best variant's, token for token. On an AVX-512 host this measures the AVX2 and
 portable variants against AVX-512 (and, in bf16, VDPBF16PS against its emulation). The portable variant on
-x86-64 calls libm's fmaf per multiply-add (about 0.4 s a token for SmolLM2): keep it short.
+x86-64 calls libm's fmaf per multiply-add (about 0.4 s a token for SmolLM2): keep it short. A variant named
+with ``:chain`` runs with the AMX tiles off (``TRTLADE_AMX=0``): on a CPU with AMX-BF16, ``--variants
+avx512bf16,avx512bf16:chain --dtypes bfloat16`` measures how often the tiles give other tokens than the chain.
 
     .venv/bin/python benchmarks/variant_tokens.py --prompts 2 --max-tokens 16   # float32 and bfloat16
     .venv/bin/python benchmarks/variant_tokens.py --variants avx512bf16,avx2 --max-tokens 64 --json reports/v.json
@@ -18,21 +20,26 @@ from pathlib import Path
 
 from trtlade.bench.meta import machine_info
 from trtlade.reference.engine import ReferenceEngine
-from trtlade.reference.native import executable_variants
+from trtlade.reference.native import executable_variants, kernels
 from trtlade.reference.native.cpu import ENV
 from trtlade.reference.prompt_suite import load_suite
 
 PROMPTS = ("code-prime", "chat-weekend", "summary-bees", "list-planets")
+_DEFAULT_AMX: dict[str, int] = {}  # each variant's AMX choice at load, restored between runs
 
 
 def tokens(variant: str, dtype: str, max_tokens: int, prompts: int) -> dict[str, list[list[int]]]:
-    """Greedy and (2,4,2) tokens of every prompt, the engine loaded on ``variant``."""
-    os.environ[ENV] = variant
+    """Greedy and (2,4,2) tokens of every prompt, the engine loaded on ``variant`` (``name:chain``: AMX off)."""
+    name, _, how = variant.partition(":")
+    table = kernels(name)
+    default = _DEFAULT_AMX.setdefault(name, table.linear_bf16_amx(-1))
+    table.linear_bf16_amx(0 if how == "chain" else default)
+    os.environ[ENV] = name
     try:
         engine = ReferenceEngine.load(dtype=dtype, spec=(2, 4, 2))
     finally:
         os.environ.pop(ENV, None)
-    assert engine.stats["kernels"].startswith(f"native {variant}"), engine.stats["kernels"]
+    assert engine.stats["kernels"].startswith(f"native {name}"), engine.stats["kernels"]
     suite = {p.id: p for p in load_suite("suite").prompts}
     ids = [suite[pid].encode(engine.tokenizer) for pid in PROMPTS[:prompts]]
     return {str(spec): [engine.generate(p, max_tokens=max_tokens, lookahead=spec, ignore_eos=True).tokens

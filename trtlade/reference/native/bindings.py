@@ -2,7 +2,8 @@
 
 :func:`kernels` is the table this process uses (the best variant the CPU executes, or the one
 ``TRTLADE_NATIVE_ISA`` names); :func:`kernels` with a name gives any other variant this CPU executes
-(the tests hold every one of them to the same promises). ``TRTLADE_NATIVE=0`` turns the library off.
+(the tests hold every one of them to the same promises). ``TRTLADE_NATIVE=0`` turns the library off;
+``TRTLADE_AMX=0`` keeps bfloat16 off the AMX tiles of an Intel Xeon that has them (their bits are their own).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from trtlade.reference.native import cpu as _cpu
 __all__ = ["Kernels", "kernels", "status", "executable_variants", "profiled", "traced", "PROFILE_LABEL", "LINEAR_LABEL",
            "BODY_LABEL", "ARGMAX_LABEL", "Model", "Step"]
 
+#: ``TRTLADE_AMX=0``: bfloat16 never runs on AMX tiles (it keeps the bits every CPU class computes)
+AMX_ENV = "TRTLADE_AMX"
 #: the attention kernel's name in a torch profile
 PROFILE_LABEL = "trtlade.row_attention"
 #: the native linear kernel's name in a torch profile
@@ -59,6 +62,7 @@ _SIGNATURES = {
     "trtlade_peak_flops": ([ctypes.c_int, _I64, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], _I64),
     "trtlade_linear_bf16_by_fma": ([ctypes.c_int], ctypes.c_int),
     "trtlade_linear_lead": ([ctypes.c_int], ctypes.c_int),
+    "trtlade_linear_bf16_amx": ([ctypes.c_int], ctypes.c_int),
     "trtlade_forward_scratch": ([ctypes.POINTER(Model), _I64], _I64),
     "trtlade_forward": ([ctypes.POINTER(Model), ctypes.POINTER(Step)], ctypes.c_int),
     "trtlade_argmax_rows": ([_P, _I64, _I64, _P], ctypes.c_int),
@@ -85,7 +89,9 @@ class Kernels:
     first call by their measured rates; 0 or 1 sets it for the process), ``linear_lead`` (-1: how many bytes
     ahead in each panel's stream the AVX-512 tiles of up to 8 rows prefetch, 0 for the next group spread; with
     a lead float32 steps of more than 8 rows take turns in 8-row tiles over spans of k, one read of the weights per
-    32 rows; chosen at the first call by the CPU's maker; >= 0 sets it);
+    32 rows; chosen at the first call by the CPU's maker; >= 0 sets it), ``linear_bf16_amx`` (-1: whether
+    bfloat16 runs on AMX tiles, bits of their own; chosen at the first call: on where the CPU has AMX-BF16 and
+    the OS grants it; 0 or 1 sets it);
     ``variant`` its name, ``paths`` what computes each dtype's linear layers (asked on demand: binding calls
     nothing, since a variant this CPU cannot execute is bound too, and asking the avx512bf16 variant for its
     bfloat16 path runs its AVX-512 rate probe)."""
@@ -102,13 +108,14 @@ class Kernels:
     packed_rows: Callable
     linear_bf16_by_fma: Callable
     linear_lead: Callable
+    linear_bf16_amx: Callable
 
     @classmethod
     def bind(cls, lib: ctypes.CDLL, variant: str) -> "Kernels":
         fns = {name.removeprefix("trtlade_"): bind_function(lib, name, f"{name}__{variant}") for name in _SIGNATURES}
         return cls(variant, fns["row_attention"], fns["linear_f32"], fns["linear_bf16"], fns["forward_scratch"],
                    fns["forward"], fns["linear_path"], fns["peak_flops"], fns["argmax_rows"], fns["packed_rows"],
-                   fns["linear_bf16_by_fma"], fns["linear_lead"])
+                   fns["linear_bf16_by_fma"], fns["linear_lead"], fns["linear_bf16_amx"])
 
     @property
     def paths(self) -> dict:
@@ -140,6 +147,10 @@ def _load() -> dict:
         _state["status"] = f"cannot load {built.path}: {exc}"
         return _state
     _state.update(lib=lib, features=features, tables=tables, status=built.message)
+    if os.environ.get(AMX_ENV, "1") == "0":  # bfloat16 keeps the chain every CPU class computes
+        for variant in _cpu.executable(_cpu.variants_for(), features):
+            if variant.name in tables:
+                tables[variant.name].linear_bf16_amx(0)
     return _state
 
 

@@ -60,11 +60,13 @@
 #define PT 3 /* panels of 16 outputs per tile: MT * PT = 24 accumulators */
 
 int trtlade_linear_bf16_by_fma(int want);
+int trtlade_linear_bf16_amx(int want);
 int trtlade_linear_lead(int want);
 static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink);
 
 /* Which instructions compute dtype 0 (float32) or 1 (bfloat16) in this variant, for /version. */
 const char *trtlade_linear_path(int dtype) {
+    if (dtype == 1 && trtlade_linear_bf16_amx(-1) == 1) return "amx-bf16 (TDPBF16PS tiles: bits of this class only)";
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (dtype == 1 && trtlade_linear_bf16_by_fma(-1) == 1) return "avx512f (widened pairs: VDPBF16PS slower here)";
 #endif
@@ -917,11 +919,187 @@ int trtlade_linear_bf16_by_fma(int want) {
 #endif
 }
 
+/* ------------------------------------------------------------------ bfloat16 on AMX tiles (Intel Xeon with AMX-BF16)
+ * TDPBF16PS multiplies a tile of up to 16 rows x 32 values of x by 16 pairs of k x 16 outputs of W (one 1 KB
+ * block of the packed layout as it is: Wp[panel][k/2][16][2] is the pairs' layout the instruction reads) and
+ * adds the 32 products of each output to its float32 sum in one instruction, 16 rows at once, at about 3x the
+ * rate of this CPU's float32 FMAs. Each output's result still depends only on its own row of x and the
+ * weights, summed over blocks of 32 k in order, so a row has the same bits alone, among 15 others or beside
+ * another sequence's rows: row-invariant, so Lookahead stays lossless on it. But the instruction rounds its 32
+ * products its own way (measured: 12% of outputs equal the VDPBF16PS chain the other paths compute,
+ * benchmarks/amx_bits.py), so a bfloat16 model on AMX gives other bits than on any other CPU class;
+ * trtlade_linear_bf16_amx(0) keeps the chain (TRTLADE_AMX=0, docs/explanation/speed.md). Used where K is a
+ * multiple of 32 (every layer of the models served; a layer of another K keeps the chain, whatever the rows,
+ * so the choice never depends on the row count). Rows are padded to 16 (x copied once per call, the padded
+ * rows' outputs never stored); outputs of N not a multiple of 16 are the packing's zero rows, never stored. */
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__x86_64__) && defined(__linux__) &&                    \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+#define AMX_PATH 1
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define AMX_ROWS 16
+#define AMX_PANELS 3 /* 3 sums, the rows and 3 blocks of weights: 7 of the 8 tiles */
+#define AMX_LEAD 1024 /* bytes: without a prefetch the tiles waited on memory (one row 1.5x slower than the chain) */
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} AmxConfig;
+
+/* Whether this CPU has AMX-BF16 and the OS lets this process use the tiles (Linux: asked once, arch_prctl). */
+static int amx_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 22) & 1) || !((d >> 24) & 1)) return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x60000u) != 0x60000u) return 0; /* XTILECFG and XTILEDATA state enabled */
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+}
+
+/* 16 rows (x padded, row stride K) by np <= AMX_PANELS panels of the group at wp, all K: tile 0-2 the sums,
+ * 3 the rows, 4-6 the weights. The sums stored to acc[np][16 rows][16] (float32). */
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_block(const uint16_t *x, int64_t K, const uint16_t *wp,
+                                                                   float *acc, const int np) {
+    const size_t panel = (size_t)K * 16, xstride = (size_t)K * 2;
+    _tile_zero(0);
+    if (np > 1) _tile_zero(1);
+    if (np > 2) _tile_zero(2);
+    const char *w0 = (const char *)wp;
+    for (int64_t k = 0; k < K; k += 32) {
+        for (int p = 0; p < np; p++) /* each panel's stream AMX_LEAD bytes ahead: the block after next */
+            for (int l = 0; l < 16; l++)
+                _mm_prefetch(w0 + 2 * ((size_t)p * panel + (size_t)k * 16) + AMX_LEAD + 64 * l, _MM_HINT_T1);
+        _tile_loadd(3, x + k, xstride);
+        _tile_loadd(4, wp + (size_t)k * 16, 64);
+        _tile_dpbf16ps(0, 3, 4);
+        if (np > 1) {
+            _tile_loadd(5, wp + panel + (size_t)k * 16, 64);
+            _tile_dpbf16ps(1, 3, 5);
+        }
+        if (np > 2) {
+            _tile_loadd(6, wp + 2 * panel + (size_t)k * 16, 64);
+            _tile_dpbf16ps(2, 3, 6);
+        }
+    }
+    _tile_stored(0, acc, 64);
+    if (np > 1) _tile_stored(1, acc + 256, 64);
+    if (np > 2) _tile_stored(2, acc + 512, 64);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_tiles(const uint16_t *xp, int64_t M, int64_t K,
+                                                                   const uint16_t *wp, const float *bias, int64_t N,
+                                                                   uint16_t *y, int threads) {
+    const int64_t panels = (N + 15) / 16, groups = (panels + AMX_PANELS - 1) / AMX_PANELS;
+    const int owners = threads > 0 ? threads : 1, tile_rows = M < AMX_ROWS ? (int)M : AMX_ROWS;
+    _Atomic uint64_t ranges[owners]; /* FOR_STREAMS's schedule: a range of groups each, the idle take from the back */
+    for (int t = 0; t < owners; t++)
+        atomic_init(&ranges[t], (uint64_t)(groups * t / owners) | (uint64_t)(groups * (t + 1) / owners) << 32);
+#pragma omp parallel num_threads(owners)
+    {
+        AmxConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int t = 0; t < 7; t++) cfg.rows[t] = t <= 3 ? (uint8_t)tile_rows : AMX_ROWS, cfg.colsb[t] = 64;
+        _tile_loadconfig(&cfg);
+        float acc[AMX_PANELS][AMX_ROWS][16] __attribute__((aligned(64)));
+        int range = omp_get_thread_num() % owners, from_back = 0;
+        for (;;) {
+            int64_t hi = 0, g = claim_group(&ranges[range], from_back, &hi);
+            if (g < 0) {
+                range = fullest_range(ranges, owners);
+                if (range < 0) break;
+                from_back = range != omp_get_thread_num();
+                continue;
+            }
+            const int64_t p0 = g * AMX_PANELS, np = panels - p0 < AMX_PANELS ? panels - p0 : AMX_PANELS;
+            for (int64_t i0 = 0; i0 < M; i0 += tile_rows) {
+                const int m = (int)(M - i0 < tile_rows ? M - i0 : tile_rows);
+                amx_block(xp + i0 * K, K, wp + p0 * K * 16, &acc[0][0][0], (int)np);
+                for (int p = 0; p < np; p++)
+                    store_bf16_panel(y + i0 * N, N, (p0 + p) * 16, bias, (const __m512 *)acc[p], 1, m);
+            }
+        }
+        _tile_release();
+    }
+}
+#endif
+
+#if defined(AMX_PATH)
+/* The tiles' rate for the roofline: `iters` rounds of AMX_PANELS independent TDPBF16PS of full tiles (16 rows x
+ * 32 values x 16 outputs: 8192 multiply-adds each) on every thread, as amx_block runs them from registers. */
+__attribute__((target("amx-tile,amx-bf16"))) static int64_t amx_peak_flops(int64_t iters, int threads, float *sink) {
+    const int owners = threads > 0 ? threads : 1;
+    float total = 0.0f;
+#pragma omp parallel num_threads(owners) reduction(+ : total)
+    {
+        AmxConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int t = 0; t < 7; t++) cfg.rows[t] = AMX_ROWS, cfg.colsb[t] = 64;
+        _tile_loadconfig(&cfg);
+        float out[AMX_ROWS][16] __attribute__((aligned(64)));
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        _tile_zero(4);
+        for (int64_t r = 0; r < iters; r++) {
+            _tile_dpbf16ps(0, 3, 4);
+            _tile_dpbf16ps(1, 3, 4);
+            _tile_dpbf16ps(2, 3, 4);
+        }
+        _tile_stored(0, out, 64);
+        total += out[0][0];
+        _tile_release();
+    }
+    if (sink) *sink = total;
+    return (int64_t)2 * 8192 * AMX_PANELS * iters * owners;
+}
+#endif
+
+/* Whether bfloat16 runs on AMX tiles (1) or computes the chain of every other CPU class (0), for every call of
+ * this process. want 0 or 1 sets it (1 only where amx_usable); -1 returns it, chosen at the first call: 1 where
+ * this CPU has AMX-BF16 and the OS grants the tiles. Without AMX in the variant (or the compiler), always 0. */
+int trtlade_linear_bf16_amx(int want) {
+#if defined(AMX_PATH)
+    static _Atomic int usable = -1, chosen = -1;
+    if (atomic_load(&usable) < 0) atomic_store(&usable, amx_usable());
+    if (want == 0 || want == 1) atomic_store(&chosen, want && atomic_load(&usable));
+    if (atomic_load(&chosen) < 0) {
+        int expected = -1;
+        atomic_compare_exchange_strong(&chosen, &expected, atomic_load(&usable));
+    }
+    return atomic_load(&chosen);
+#else
+    (void)want;
+    return 0;
+#endif
+}
+
+#if defined(AMX_PATH)
+/* The AMX path of trtlade_linear_bf16: x copied into rows padded to a multiple of 16 (zeros). */
+static int linear_bf16_amx(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
+                           uint16_t *y, int threads) {
+    const int64_t padded = M < AMX_ROWS ? M : (M + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
+    uint16_t *xp = calloc((size_t)(padded * K), sizeof(uint16_t));
+    if (!xp) return 3;
+    memcpy(xp, x, sizeof(uint16_t) * (size_t)(M * K));
+    amx_tiles(xp, M, K, wp, bias, N, y, threads);
+    free(xp);
+    return 0;
+}
+#endif
+
 /* bfloat16 x and packed W (as uint16), float32 bias, bfloat16 y; K even. Without AVX512-BF16 the rows of
  * x are widened to float32 once per call (exact), so a tile broadcasts each value with one load. */
 int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                         uint16_t *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0 || K % 2) return M < 0 || K <= 0 || N <= 0 || K % 2;
+#if defined(AMX_PATH)
+    if (K % 32 == 0 && trtlade_linear_bf16_amx(-1)) return linear_bf16_amx(x, M, K, wp, bias, N, y, threads);
+#endif
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (trtlade_linear_bf16_by_fma(-1) == 0) return bf16_tiles(x, M, K, wp, bias, N, y, threads, 0);
     float *xw = malloc(sizeof(float) * (size_t)(M * K)); /* widened once per call (exact) */
@@ -982,6 +1160,9 @@ int trtlade_packed_rows(const void *wp, int64_t K, int64_t N, int dtype, const i
 static int64_t peak_flops(int dpbf16, int64_t iters, int threads, float *sink);
 
 int64_t trtlade_peak_flops(int dtype, int64_t iters, int threads, float *sink) {
+#if defined(AMX_PATH)
+    if (dtype == 1 && trtlade_linear_bf16_amx(-1) == 1) return amx_peak_flops(iters, threads, sink);
+#endif
     return peak_flops(dtype == 1 && trtlade_linear_bf16_by_fma(-1) == 0, iters, threads, sink);
 }
 
