@@ -179,6 +179,22 @@ def test_only_the_window_is_tried_by_the_server():
     batch.close()
 
 
+def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
+    """``/version``'s ``live.auto`` shows how many window steps the server ran in each context: every step
+    forced to the window counts once, in the one context it ran in (but the last, cut at the budget, which
+    says nothing about acceptance), and only the window's contexts appear."""
+    eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
+    eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
+    eng.policy.should_plan = lambda seqs: True
+    assert eng.policy.snapshot()["server_tries_by_context"] == {}
+    batch = eng.new_batch(max_batch_size=1)
+    run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})
+    tries = eng.policy.snapshot()["server_tries_by_context"]
+    assert tries and all(key.endswith("/full") for key in tries)
+    assert eng.policy.counters.options == {"full": eng.policy.counters.drafted}
+    assert sum(tries.values()) == eng.policy.counters.drafted - 1  # the step cut at max_tokens teaches nothing
+
+
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)

@@ -737,6 +737,7 @@ class AutoPolicy:
                                for seqs in sorted(price.samples) if (fit := price.fit(seqs))},
             "prior_accepted_drafts": round(self.prior_mean, 3),
             "prior_by_context": {key or "all": round(prior[0], 3) for key, prior in sorted(dict(self._priors).items())},
+            "server_tries_by_context": {key or "all": n for key, n in sorted(dict(self._tries).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
             "unplanned_steps": c.unplanned,
