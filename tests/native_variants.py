@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Optional
 
 import pytest
@@ -16,6 +17,21 @@ from trtlade.reference.native.cpu import ENV, lacks, variants_for
 
 ALL = tuple(v.name for v in variants_for())
 RUNS = executable_variants()
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's flags as Linux reports them: a witness of the CPU's features that does not go through the library."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+#: bfloat16 runs on AMX tiles in this process's avx512bf16 variant (the CPU has them, TRTLADE_AMX=0 not set)
+AMX = "avx512bf16" in RUNS and {"amx_bf16", "amx_tile"} <= cpu_flags() and os.environ.get("TRTLADE_AMX") != "0"
+
+
+def bf16_kernels(variant: str) -> str:
+    """What the engine says computes a bfloat16 model's step on ``variant`` (its ``kernels`` field)."""
+    return f"native {variant} (one call per step{'; bfloat16 on AMX tiles' if AMX and variant == 'avx512bf16' else ''})"
 
 
 def _reason(name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,13 +20,7 @@ BF16 = "avx512bf16" in native_variants.RUNS
 NO_BF16 = f"this CPU does not run the avx512bf16 variant (it runs: {', '.join(native_variants.RUNS) or 'none'})"
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's flags as Linux reports them: the witness of AMX that does not go through the library."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
-
-
-HAS_AMX = BF16 and {"amx_bf16", "amx_tile"} <= cpu_flags()
+HAS_AMX = BF16 and {"amx_bf16", "amx_tile"} <= native_variants.cpu_flags()
 needs_amx = pytest.mark.skipif(not HAS_AMX, reason="this CPU lacks AMX-BF16 (an Intel Xeon from Sapphire Rapids on)")
 #: (outputs, inputs): K a multiple of 32 runs on the tiles; 6 and 130 keep the chain (the choice is the layer's)
 SHAPES = [(17, 32), (300, 576), (960, 576), (64, 1536), (50, 6), (40, 130)]

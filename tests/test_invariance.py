@@ -216,7 +216,7 @@ def prompts() -> tuple[tuple[int, ...], ...]:
 def test_bf16_every_lookahead_mode_is_greedy_token_for_token(arch, variant):
     eng, fast = engine(arch, torch.bfloat16, variant=variant), engine(arch, torch.bfloat16, lookup=4, variant=variant)
     assert eng.bit_exact and eng.exactness["row_invariant_attention"] == "native"
-    assert eng.exactness["kernels"] == f"native {variant} (one call per step)"
+    assert eng.exactness["kernels"] == native_variants.bf16_kernels(variant)
     for prompt in prompts():
         want = eng.greedy(list(prompt), 40, ignore_eos=True).tokens
         for spec in [(2, 2, 1), (2, 4, 2), (4, 4, 4), (7, 5, 7), "auto"]:
@@ -305,5 +305,5 @@ def test_a_served_bf16_engine_states_its_exactness_in_version():
     assert exact["dtype"] == "bfloat16" and exact["bit_exact"] == (KERNEL is not None)
     assert exact["row_invariant_linear"] is True and "statement" in exact
     from trtlade.reference.native import kernels  # which CPU variant computes it, said where users look
-    assert exact["kernels"] == f"native {kernels().variant} (one call per step)"
+    assert exact["kernels"] == native_variants.bf16_kernels(kernels().variant)
     assert f"variant {kernels().variant}" in exact["native_kernel"]

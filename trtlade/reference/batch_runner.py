@@ -202,14 +202,18 @@ class BatchRunner:
 
     @property
     def kernels(self) -> str:
-        """What computes a step, in words: ``"native avx2 (one call per step)"``, ``"oneDNN packed GEMMs and
+        """What computes a step, in words: ``"native avx2 (one call per step)"`` (a bfloat16 model on a CPU's AMX
+        tiles: ``"native avx512bf16 (one call per step; bfloat16 on AMX tiles)"``), ``"oneDNN packed GEMMs and
         torch ops"``, ``"plain torch GEMMs and torch ops"`` or ``"transformers' forward (...)"``."""
         if self.fast is None:
             return f"transformers' forward ({self.kernel_choice.kernel} linear layers)"
         kernel = self.lm_head.kernel
         if kernel == "native":
+            table = self.lm_head.native.kernels
             how = "one call per step" if self.native_body else "linear layers; torch ops between"
-            return f"native {self.lm_head.native.kernels.variant} ({how})"
+            if self.dtype == torch.bfloat16 and "amx" in table.paths["bfloat16"]:
+                how += "; bfloat16 on AMX tiles"
+            return f"native {table.variant} ({how})"
         return ("oneDNN packed GEMMs" if kernel == "onednn-packed" else "plain torch GEMMs") + " and torch ops"
 
     # ------------------------------------------------------------------ slots

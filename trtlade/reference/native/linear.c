@@ -930,8 +930,10 @@ int trtlade_linear_bf16_by_fma(int want) {
  * benchmarks/amx_bits.py), so a bfloat16 model on AMX gives other bits than on any other CPU class;
  * trtlade_linear_bf16_amx(0) keeps the chain (TRTLADE_AMX=0, docs/explanation/speed.md). Used where K is a
  * multiple of 32 (every layer of the models served; a layer of another K keeps the chain, whatever the rows,
- * so the choice never depends on the row count). Rows are padded to 16 (x copied once per call, the padded
- * rows' outputs never stored); outputs of N not a multiple of 16 are the packing's zero rows, never stored. */
+ * so the choice never depends on the row count). A tile holds the call's rows up to 16 (a tile of one row gives
+ * that row the bits it has in a tile of 16: tests/test_amx.py); outputs of N not a multiple of 16 are the
+ * packing's zero rows, never stored. Each panel's weights are prefetched AMX_LEAD bytes ahead, and the threads
+ * share the panels as FOR_STREAMS does (a range each, the idle taking from the back of the fullest). */
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__x86_64__) && defined(__linux__) &&                    \
     ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
 #define AMX_PATH 1
@@ -958,8 +960,8 @@ static int amx_usable(void) {
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
 }
 
-/* 16 rows (x padded, row stride K) by np <= AMX_PANELS panels of the group at wp, all K: tile 0-2 the sums,
- * 3 the rows, 4-6 the weights. The sums stored to acc[np][16 rows][16] (float32). */
+/* The tile's rows of x (row stride K, as configured: up to 16) by np <= AMX_PANELS panels of the group at wp,
+ * all K: tiles 0-2 the sums, 3 the rows, 4-6 the weights. The sums stored to acc[np][16 rows][16] (float32). */
 __attribute__((target("amx-tile,amx-bf16"))) static void amx_block(const uint16_t *x, int64_t K, const uint16_t *wp,
                                                                    float *acc, const int np) {
     const size_t panel = (size_t)K * 16, xstride = (size_t)K * 2;
@@ -1079,7 +1081,8 @@ int trtlade_linear_bf16_amx(int want) {
 }
 
 #if defined(AMX_PATH)
-/* The AMX path of trtlade_linear_bf16: x copied into rows padded to a multiple of 16 (zeros). */
+/* The AMX path of trtlade_linear_bf16: x copied once per call, up to 16 rows as they are (a tile of M rows),
+ * more padded with zero rows to a multiple of 16 (tiles of 16, the padded rows' outputs never stored). */
 static int linear_bf16_amx(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                            uint16_t *y, int threads) {
     const int64_t padded = M < AMX_ROWS ? M : (M + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
