@@ -942,7 +942,10 @@ int trtlade_linear_bf16_by_fma(int want) {
 #include <unistd.h>
 #define AMX_ROWS 16
 #define AMX_PANELS 3 /* 3 sums, the rows and 3 blocks of weights: 7 of the 8 tiles */
-#define AMX_LEAD 1024 /* bytes: without a prefetch the tiles waited on memory (one row 1.5x slower than the chain) */
+/* Bytes ahead: without a prefetch the tiles waited on memory (one row 1.5x slower than the chain); 1 KB and 2 KB
+ * into L1 ran a row at 0.97-1.06x the chain's speed, 1 KB into L2 at 0.90-1.01x (medians of in-process runs,
+ * docs/results/2026-12-02-amx.md). */
+#define AMX_LEAD 1024
 typedef struct {
     uint8_t palette, start;
     uint8_t reserved[14];
@@ -970,9 +973,9 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_block(const uint16_
     if (np > 2) _tile_zero(2);
     const char *w0 = (const char *)wp;
     for (int64_t k = 0; k < K; k += 32) {
-        for (int p = 0; p < np; p++) /* each panel's stream AMX_LEAD bytes ahead: the block after next */
+        for (int p = 0; p < np; p++) /* each panel's stream AMX_LEAD bytes ahead (the next block), into L1 */
             for (int l = 0; l < 16; l++)
-                _mm_prefetch(w0 + 2 * ((size_t)p * panel + (size_t)k * 16) + AMX_LEAD + 64 * l, _MM_HINT_T1);
+                _mm_prefetch(w0 + 2 * ((size_t)p * panel + (size_t)k * 16) + AMX_LEAD + 64 * l, _MM_HINT_T0);
         _tile_loadd(3, x + k, xstride);
         _tile_loadd(4, wp + (size_t)k * 16, 64);
         _tile_dpbf16ps(0, 3, 4);
