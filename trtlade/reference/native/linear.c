@@ -1084,11 +1084,16 @@ int trtlade_linear_bf16_amx(int want) {
 }
 
 #if defined(AMX_PATH)
-/* The AMX path of trtlade_linear_bf16: x copied once per call, up to 16 rows as they are (a tile of M rows),
- * more padded with zero rows to a multiple of 16 (tiles of 16, the padded rows' outputs never stored). */
+/* The AMX path of trtlade_linear_bf16: up to 16 rows, or a multiple of 16, read as they are (tiles of M rows, or
+ * of 16); other counts copied once, padded with zero rows to a multiple of 16 (the padded rows' outputs never
+ * stored). */
 static int linear_bf16_amx(const uint16_t *x, int64_t M, int64_t K, const uint16_t *wp, const float *bias, int64_t N,
                            uint16_t *y, int threads) {
-    const int64_t padded = M < AMX_ROWS ? M : (M + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
+    if (M <= AMX_ROWS || M % AMX_ROWS == 0) {
+        amx_tiles(x, M, K, wp, bias, N, y, threads);
+        return 0;
+    }
+    const int64_t padded = (M + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
     uint16_t *xp = calloc((size_t)(padded * K), sizeof(uint16_t));
     if (!xp) return 3;
     memcpy(xp, x, sizeof(uint16_t) * (size_t)(M * K));
