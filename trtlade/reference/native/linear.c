@@ -922,8 +922,8 @@ int trtlade_linear_bf16_by_fma(int want) {
 /* ------------------------------------------------------------------ bfloat16 on AMX tiles (Intel Xeon with AMX-BF16)
  * TDPBF16PS multiplies a tile of up to 16 rows x 32 values of x by 16 pairs of k x 16 outputs of W (one 1 KB
  * block of the packed layout as it is: Wp[panel][k/2][16][2] is the pairs' layout the instruction reads) and
- * adds the 32 products of each output to its float32 sum in one instruction, 16 rows at once, at about 3x the
- * rate of this CPU's float32 FMAs. Each output's result still depends only on its own row of x and the
+ * adds the 32 products of each output to its float32 sum in one instruction, 16 rows at once (the library's
+ * probe, a 2-core Xeon with AMX: about 15x the multiply-adds a second of its float32 FMAs). Each output's result still depends only on its own row of x and the
  * weights, summed over blocks of 32 k in order, so a row has the same bits alone, among 15 others or beside
  * another sequence's rows: row-invariant, so Lookahead stays lossless on it. But the instruction rounds its 32
  * products its own way (measured: 12% of outputs equal the VDPBF16PS chain the other paths compute,
