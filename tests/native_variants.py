@@ -25,8 +25,10 @@ def cpu_flags() -> set[str]:
     return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
 
 
+#: this CPU runs the avx512bf16 variant and has AMX-BF16 tiles (as Linux reports them)
+HAS_AMX = "avx512bf16" in RUNS and {"amx_bf16", "amx_tile"} <= cpu_flags()
 #: bfloat16 runs on AMX tiles in this process's avx512bf16 variant (the CPU has them, TRTLADE_AMX=0 not set)
-AMX = "avx512bf16" in RUNS and {"amx_bf16", "amx_tile"} <= cpu_flags() and os.environ.get("TRTLADE_AMX") != "0"
+AMX = HAS_AMX and os.environ.get("TRTLADE_AMX") != "0"
 
 
 def bf16_kernels(variant: str) -> str:

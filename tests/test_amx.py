@@ -20,7 +20,7 @@ BF16 = "avx512bf16" in native_variants.RUNS
 NO_BF16 = f"this CPU does not run the avx512bf16 variant (it runs: {', '.join(native_variants.RUNS) or 'none'})"
 
 
-HAS_AMX = BF16 and {"amx_bf16", "amx_tile"} <= native_variants.cpu_flags()
+HAS_AMX = native_variants.HAS_AMX
 needs_amx = pytest.mark.skipif(not HAS_AMX, reason="this CPU lacks AMX-BF16 (an Intel Xeon from Sapphire Rapids on)")
 #: (outputs, inputs): K a multiple of 32 runs on the tiles; 6 and 130 keep the chain (the choice is the layer's)
 SHAPES = [(17, 32), (300, 576), (960, 576), (64, 1536), (50, 6), (40, 130)]
@@ -116,6 +116,17 @@ def test_trtlade_amx_0_keeps_the_chain_in_the_whole_process():
         out[value] = done.stdout.split(maxsplit=2)
     assert out["0"][:2] == ["avx512bf16", "0"] and "amx" not in out["0"][2]
     assert out["1"][:2] == ["avx512bf16", "1"] and "amx" in out["1"][2]
+
+
+@pytest.mark.skipif(not native_variants.RUNS, reason="the native library does not run here")
+def test_a_trtlade_amx_value_it_does_not_know_is_said_in_the_status():
+    """``TRTLADE_AMX=off`` is not one of 0 / 1: the status /version shows says so, with the allowed values, and
+    the choice stays as it was (not silently taken for either)."""
+    code = "from trtlade.reference.native import status; print(status())"
+    env = {**os.environ, AMX_ENV: "off"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "TRTLADE_AMX='off' not understood (0: off, 1: on where the CPU has AMX)" in done.stdout
 
 
 @needs_amx

@@ -211,7 +211,7 @@ class BatchRunner:
         if kernel == "native":
             table = self.lm_head.native.kernels
             how = "one call per step" if self.native_body else "linear layers; torch ops between"
-            if self.dtype == torch.bfloat16 and "amx" in table.paths["bfloat16"]:
+            if self.dtype == torch.bfloat16 and table.linear_bf16_amx(-1) == 1:
                 how += "; bfloat16 on AMX tiles"
             return f"native {table.variant} ({how})"
         return ("oneDNN packed GEMMs" if kernel == "onednn-packed" else "plain torch GEMMs") + " and torch ops"

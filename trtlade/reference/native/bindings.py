@@ -147,10 +147,13 @@ def _load() -> dict:
         _state["status"] = f"cannot load {built.path}: {exc}"
         return _state
     _state.update(lib=lib, features=features, tables=tables, status=built.message)
-    if os.environ.get(AMX_ENV, "1") == "0":  # bfloat16 keeps the chain every CPU class computes
+    amx = os.environ.get(AMX_ENV, "1")
+    if amx == "0":  # bfloat16 keeps the chain every CPU class computes
         for variant in _cpu.executable(_cpu.variants_for(), features):
             if variant.name in tables:
                 tables[variant.name].linear_bf16_amx(0)
+    elif amx != "1":
+        _state["status"] += f"; {AMX_ENV}={amx!r} not understood (0: off, 1: on where the CPU has AMX): left on"
     return _state
 
 

@@ -953,6 +953,16 @@ typedef struct {
     uint8_t rows[16];
 } AmxConfig;
 
+/* Loads this thread's tile configuration: tiles 0-3 (the sums and the rows) of `rows` rows, 4-6 (the weights) of
+ * 16, each row 64 bytes; palette 1. */
+__attribute__((target("amx-tile"))) static void amx_configure(int rows) {
+    AmxConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 7; t++) cfg.rows[t] = t <= 3 ? (uint8_t)rows : AMX_ROWS, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+}
+
 /* Whether this CPU has AMX-BF16 and the OS lets this process use the tiles (Linux: asked once, arch_prctl). */
 static int amx_usable(void) {
     unsigned a, b, c, d;
@@ -1003,11 +1013,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_tiles(const uint16_
         atomic_init(&ranges[t], (uint64_t)(groups * t / owners) | (uint64_t)(groups * (t + 1) / owners) << 32);
 #pragma omp parallel num_threads(owners)
     {
-        AmxConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.palette = 1;
-        for (int t = 0; t < 7; t++) cfg.rows[t] = t <= 3 ? (uint8_t)tile_rows : AMX_ROWS, cfg.colsb[t] = 64;
-        _tile_loadconfig(&cfg);
+        amx_configure(tile_rows);
         float acc[AMX_PANELS][AMX_ROWS][16] __attribute__((aligned(64)));
         int range = omp_get_thread_num() % owners, from_back = 0;
         for (;;) {
@@ -1039,11 +1045,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static int64_t amx_peak_flops(int64
     float total = 0.0f;
 #pragma omp parallel num_threads(owners) reduction(+ : total)
     {
-        AmxConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.palette = 1;
-        for (int t = 0; t < 7; t++) cfg.rows[t] = AMX_ROWS, cfg.colsb[t] = 64;
-        _tile_loadconfig(&cfg);
+        amx_configure(AMX_ROWS);
         float out[AMX_ROWS][16] __attribute__((aligned(64)));
         _tile_zero(0);
         _tile_zero(1);
