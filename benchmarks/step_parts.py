@@ -1,8 +1,12 @@
 """Where a decode step's wall time goes, without a profiler: each part of the engine's step timed with
 ``time.perf_counter`` around it (the native body, the LM head, the embedding rows, the rows' keys, the
-greedy tokens, consuming, emitting, keeping, planning), ``--sequences`` sequences decoding together with
-plain greedy (the first prompts of the bench's ``mix`` dataset), ``--steps`` steps after the prefill,
-``--repeats`` times; median ms per step and share of the step.
+greedy tokens, consuming, emitting, keeping, planning), ``--sequences`` sequences decoding together
+(the first prompts of the bench's ``mix`` dataset, ``ignore_eos``), ``--steps`` steps after the prefill,
+``--repeats`` times; median ms per step and share of the step. ``--policy greedy`` decodes plainly,
+``--policy auto`` with the served default (the engine loaded as ``configs/smollm2-cpu.yml`` loads it), and
+``--policy both`` runs the two in turn each repeat (the order flipped every repeat) and ends with the host
+work ``auto`` adds to a step: the step outside the native body, the LM head and the embedding rows, one
+policy's against the other's.
 
 Unlike ``benchmarks/step_profile.py`` (torch.profiler, which adds its own cost to every op and label), the
 timers here cost two clock reads per call, so the Python between the kernels is measured as it runs:
@@ -10,10 +14,11 @@ cold, right after the weights streamed through the caches (docs/results/step-pro
 the kernels runs cold"). "other" is the step minus the parts (the forward's torch ops: rotary tables,
 index tensors, the logits' conversion to float32; the batch's own bookkeeping). The native body's own
 timers (``NativeBody.time_parts``) split the body into its linear layers, attention and small ops in the
-same runs, and the last line is what issue 43 bounds: the step outside the linear layers (LM head
-included in them), as a share of the step.
+same runs, and the line after is the step outside the linear layers (LM head included in them), as a
+share of the step.
 
     .venv/bin/python benchmarks/step_parts.py --dtype bfloat16 --sequences 8
+    .venv/bin/python benchmarks/step_parts.py --dtype bfloat16 --sequences 4 --steps 40 --repeats 6 --policy both
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from trtlade.bench.meta import machine_info
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.reference import batch_runner, batching
-from trtlade.reference.engine import ReferenceEngine
+from trtlade.presets import preset_prompt_lookup
+from trtlade.reference.engine import DEFAULT_SPEC, ReferenceEngine
 from trtlade.reference.native.body import NativeBody
 from trtlade.reference.native.linear import PanelLinear
 from trtlade.spec import LookaheadSpec
@@ -58,12 +64,14 @@ def timed(acc: dict[str, float], fn: Callable, part: str) -> Callable:
     return call
 
 
-def one_run(engine: ReferenceEngine, prompts: list[list[int]], steps: int, acc: dict[str, float]) -> float:
-    """ms per step of ``steps`` steps after the prefill; ``acc`` gets each part's seconds."""
+def one_run(engine: ReferenceEngine, prompts: list[list[int]], steps: int, acc: dict[str, float],
+            policy: str = "greedy") -> float:
+    """ms per step of ``steps`` steps after the prefill; ``acc`` gets each part's seconds. ``policy``:
+    ``greedy`` (plain decoding, one row a sequence) or ``auto`` (the engine's default, as served)."""
     batch = engine.new_batch(max_batch_size=len(prompts))
+    spec = LookaheadSpec(1, 1, 0) if policy == "greedy" else None
     for ids in prompts:
-        batch.add(GenerationRequest(prompt_ids=tuple(ids), max_tokens=steps + 2, lookahead=LookaheadSpec(1, 1, 0),
-                                    ignore_eos=True))
+        batch.add(GenerationRequest(prompt_ids=tuple(ids), max_tokens=steps + 2, lookahead=spec, ignore_eos=True))
     batch.step()
     batch.step()
     acc.clear()
@@ -80,8 +88,11 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=8)
     ap.add_argument("--steps", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--policy", choices=("greedy", "auto", "both"), default="greedy",
+                    help="greedy: plain decoding; auto: the served default; both: the two alternating per repeat")
     args = ap.parse_args()
-    engine = ReferenceEngine.load(dtype=args.dtype)
+    # as `trtlade serve` loads it with configs/smollm2-cpu.yml (preset fast); greedy requests never draft
+    engine = ReferenceEngine.load(dtype=args.dtype, prompt_lookup=preset_prompt_lookup("fast", DEFAULT_SPEC))
     if engine.runner.fast is None or engine.runner.fast.native is None:
         raise SystemExit(f"no native body here: {engine.stats['linear_kernel']}")
     chat = PromptTokenizer(engine.tokenizer)  # as /v1/chat/completions sends them to the engine
@@ -92,30 +103,56 @@ def main() -> None:
         setattr(owner, name, timed(acc, getattr(owner, name), part))
     native = engine.runner.fast.native
     native.time_parts = True
-    steps_ms, parts_ms = [], {part: [] for _, _, part in PARTS}
-    inside: dict[str, list[float]] = {name: [] for name in native.PARTS}  # the body's own parts, ms a step
-    for _ in range(args.repeats):
-        steps_ms.append(one_run(engine, prompts, args.steps, acc))
-        for part in parts_ms:
-            parts_ms[part].append(1000.0 * acc.get(part, 0.0) / args.steps)
-        for name, seconds in zip(inside, native.timings):
-            inside[name].append(1000.0 * float(seconds) / args.steps)
-    step = statistics.median(steps_ms)
-    print(f"host: {machine_info()['cpu']}, {engine.threads} threads; {args.dtype}, {args.sequences} sequences, "
-          f"step {step:.2f} ms (median of {args.repeats}: {min(steps_ms):.2f}-{max(steps_ms):.2f})")
-    rest = step
-    for part, values in parts_ms.items():
-        ms = statistics.median(values)
-        rest -= 0.0 if part in NESTED else ms
-        print(f"  {part:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
-        if part == PARTS[0][2]:
-            for name, inner in inside.items():
-                ms = statistics.median(inner)
-                print(f"  {'    of which ' + name:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
-    print(f"  {'other':55s} {rest:7.3f} ms  {100 * rest / step:5.1f}%")
-    linear = statistics.median(inside[native.PARTS[0]]) + statistics.median(parts_ms[PARTS[1][2]])
-    print(f"outside the linear layers (the LM head counted as linear): {step - linear:.3f} ms, "
-          f"{100 * (step - linear) / step:.1f}% of the step")
+    policies = ["greedy", "auto"] if args.policy == "both" else [args.policy]
+    runs = {policy: Parts(native.PARTS) for policy in policies}
+    for rep in range(args.repeats):
+        for policy in policies if rep % 2 == 0 else policies[::-1]:
+            runs[policy].add(one_run(engine, prompts, args.steps, acc, policy), acc, native.timings, args.steps)
+    for policy in policies:
+        print(f"host: {machine_info()['cpu']}, {engine.threads} threads; {args.dtype}, {args.sequences} sequences, "
+              f"{policy}")
+        runs[policy].report(native.PARTS)
+    if len(policies) == 2:
+        host = {policy: runs[policy].host() for policy in policies}
+        print(f"host work a step, auto against greedy: {host['auto'] - host['greedy']:+.3f} ms")
+
+
+class Parts:
+    """One policy's steps: ms a step per repeat, per part and per part of the native body."""
+
+    def __init__(self, body_parts: list[str]) -> None:
+        self.steps: list[float] = []
+        self.parts: dict[str, list[float]] = {part: [] for _, _, part in PARTS}
+        self.inside: dict[str, list[float]] = {name: [] for name in body_parts}  # the body's own parts
+
+    def add(self, step_ms: float, acc: dict[str, float], timings, steps: int) -> None:
+        self.steps.append(step_ms)
+        for part in self.parts:
+            self.parts[part].append(1000.0 * acc.get(part, 0.0) / steps)
+        for name, seconds in zip(self.inside, timings):
+            self.inside[name].append(1000.0 * float(seconds) / steps)
+
+    def host(self) -> float:
+        """The step minus the native body, the LM head and the embedding rows (median ms): the host's work."""
+        return statistics.median(self.steps) - sum(statistics.median(self.parts[PARTS[i][2]]) for i in (0, 1, 2))
+
+    def report(self, body_parts: list[str]) -> None:
+        step = statistics.median(self.steps)
+        print(f"step {step:.2f} ms (median of {len(self.steps)}: {min(self.steps):.2f}-{max(self.steps):.2f})")
+        rest = step
+        for part, values in self.parts.items():
+            ms = statistics.median(values)
+            rest -= 0.0 if part in NESTED else ms
+            print(f"  {part:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
+            if part == PARTS[0][2]:
+                for name, inner in self.inside.items():
+                    ms = statistics.median(inner)
+                    print(f"  {'    of which ' + name:55s} {ms:7.3f} ms  {100 * ms / step:5.1f}%")
+        print(f"  {'other':55s} {rest:7.3f} ms  {100 * rest / step:5.1f}%")
+        linear = statistics.median(self.inside[body_parts[0]]) + statistics.median(self.parts[PARTS[1][2]])
+        print(f"outside the linear layers (the LM head counted as linear): {step - linear:.3f} ms, "
+              f"{100 * (step - linear) / step:.1f}% of the step")
+        print(f"host work (the step outside the native body, the LM head and the embedding rows): {self.host():.3f} ms")
 
 
 if __name__ == "__main__":

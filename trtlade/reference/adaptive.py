@@ -55,7 +55,7 @@ import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 __all__ = ["CostTable", "DraftPrice", "Acceptance", "AutoPolicy", "PolicyCounters", "no_dearer_than_wider"]
 
@@ -454,20 +454,50 @@ class AutoPolicy:
         2-core Zen 4, 2 sequences: 3 ms a sequence, 1 ms a draft row); never below one sequence's marginal
         row cost from the table. Without a measured plain step for S yet, the one-sequence table.
         """
-        rows, seqs = max(1, int(rows)), max(1, int(seqs))
-        alone = self.cost.seconds(rows)
+        return self.step_costs(seqs)(rows)
+
+    def step_costs(self, seqs: int = 1) -> Callable[[int], float]:
+        """:meth:`step_seconds` of ``seqs`` sequences as a function of the rows, with what does not depend on
+        the rows (the plain step, one row's cost, the measured draft price) looked up once: a plan prices
+        several row counts of the same step (4 sequences on a 2-core Xeon: 0.14 -> 0.05 ms a step).
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> for rows, ms in [(1, 10.0), (4, 12.0), (8, 14.0)]:
+        ...     policy.observe_cost(rows, ms / 1000)
+        >>> for _ in range(3):
+        ...     policy.observe_cost(4, 0.016, seqs=4)           # plain steps of 4 sequences
+        >>> cost = policy.step_costs(4)
+        >>> [round(1000 * cost(rows), 2) for rows in (4, 8)]    # 16 ms; + 4 draft rows at (16 - 10) / 3 ms each
+        [16.0, 24.0]
+        >>> cost(8) == policy.step_seconds(8, 4)
+        True
+        """
+        seqs = max(1, int(seqs))
+        table = self.cost
         base = self.plain.seconds(seqs) if seqs > 1 else None
-        one = self.cost.seconds(1)
+        one = table.seconds(1)
         if base is None or not one:
-            return alone if alone else 1.0
-        if rows <= seqs:
-            return base
+            def alone(rows: int) -> float:
+                seconds = table.seconds(max(1, int(rows)))
+                return seconds if seconds else 1.0
+            return alone
         per_sequence = max(0.0, (base - one) / (seqs - 1))
-        alone_low = self.cost.seconds(seqs)
-        per_draft = (alone - alone_low) / (rows - seqs) if alone and alone_low else 0.0
-        drafts = rows - seqs
-        measured = self.drafts_seconds(drafts, seqs)
-        return base + max(per_draft * drafts, measured if measured else per_sequence * drafts)
+        alone_low = table.seconds(seqs)
+        per_row = self.measured_row(seqs)
+        fit = self.price.fit(seqs) if per_row else None
+
+        def several(rows: int) -> float:
+            rows = max(1, int(rows))
+            if rows <= seqs:
+                return base
+            alone = table.seconds(rows)
+            per_draft = (alone - alone_low) / (rows - seqs) if alone and alone_low else 0.0
+            drafts = rows - seqs
+            measured = per_row * drafts  # drafts_seconds, its lookups made once
+            if fit:
+                measured = max(measured, fit[0] + fit[1] * drafts)
+            return base + max(per_draft * drafts, measured if measured else per_sequence * drafts)
+        return several
 
     def drafts_seconds(self, drafts: int, seqs: int) -> float:
         """What ``drafts`` draft rows cost a step of ``seqs`` sequences, from the drafted steps measured:
@@ -525,10 +555,11 @@ class AutoPolicy:
                        key=lambda item: -item[0] / item[1])
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
         seconds: dict[int, float] = {}  # the step's cost by rows, each asked once per plan
+        cost = self.step_costs(seqs)
 
         def step(rows: int) -> float:
             if rows not in seconds:
-                seconds[rows] = self.step_seconds(rows, seqs)
+                seconds[rows] = cost(rows)
             return seconds[rows]
 
         # a draft must beat the plain step by more than the noise of the measured step times
