@@ -113,8 +113,9 @@ def main() -> None:
               f"{policy}")
         runs[policy].report(native.PARTS)
     if len(policies) == 2:
-        host = {policy: runs[policy].host() for policy in policies}
-        print(f"host work a step, auto against greedy: {host['auto'] - host['greedy']:+.3f} ms")
+        added = [a - g for a, g in zip(runs["auto"].hosts(), runs["greedy"].hosts())]  # paired by repeat
+        print(f"host work a step, auto against greedy: {statistics.median(added):+.3f} ms (median of "
+              f"{len(added)} repeats, {min(added):+.3f} to {max(added):+.3f})")
 
 
 class Parts:
@@ -132,9 +133,9 @@ class Parts:
         for name, seconds in zip(self.inside, timings):
             self.inside[name].append(1000.0 * float(seconds) / steps)
 
-    def host(self) -> float:
-        """The step minus the native body, the LM head and the embedding rows (median ms): the host's work."""
-        return statistics.median(self.steps) - sum(statistics.median(self.parts[PARTS[i][2]]) for i in (0, 1, 2))
+    def hosts(self) -> list[float]:
+        """Per repeat, the step minus the native body, the LM head and the embedding rows (ms): the host's work."""
+        return [step - sum(self.parts[PARTS[i][2]][r] for i in (0, 1, 2)) for r, step in enumerate(self.steps)]
 
     def report(self, body_parts: list[str]) -> None:
         step = statistics.median(self.steps)
@@ -152,7 +153,9 @@ class Parts:
         linear = statistics.median(self.inside[body_parts[0]]) + statistics.median(self.parts[PARTS[1][2]])
         print(f"outside the linear layers (the LM head counted as linear): {step - linear:.3f} ms, "
               f"{100 * (step - linear) / step:.1f}% of the step")
-        print(f"host work (the step outside the native body, the LM head and the embedding rows): {self.host():.3f} ms")
+        hosts = self.hosts()
+        print(f"host work (the step outside the native body, the LM head and the embedding rows): "
+              f"{statistics.median(hosts):.3f} ms ({min(hosts):.3f}-{max(hosts):.3f})")
 
 
 if __name__ == "__main__":
