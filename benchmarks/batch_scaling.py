@@ -9,6 +9,11 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
     .venv/bin/python benchmarks/batch_scaling.py --preset trtllm          # no prompt-lookup candidates
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --repeats 3 # the cost by rows alone, 3 times
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --context 1500   # ... after 1,500 cached tokens
+    .venv/bin/python benchmarks/batch_scaling.py --forward-only --parts --repeats 15   # where the extra rows' time goes
+
+``--parts``: one sequence's forward of 1, 2, 5, 8 and 16 rows, the row counts interleaved, split by the native
+body's own timers into its linear layers, attention and small ops (norms, rotary, activations, K/V writes) and
+the rest of the forward (the LM head, the embedding rows, Python); median of ``--repeats`` forwards each.
 
 Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
 """
@@ -29,6 +34,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--forward-only", action="store_true",
                     help="only the cost of a forward by rows (and the roofline), --repeats times")
+    ap.add_argument("--parts", action="store_true",
+                    help="with --forward-only: the forward by rows split into its parts (median of --repeats)")
     ap.add_argument("--context", type=int, default=100,
                     help="cached tokens before the rows of the forward by rows (the first prompt's, repeated)")
     args = ap.parse_args()
@@ -49,6 +56,9 @@ def main() -> None:
     sizes = [int(x) for x in args.batches.split(",")]
     modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
 
+    if args.forward_only and args.parts:
+        forward_parts(engine, prompts, args.dtype, args.context, args.repeats)
+        return
     if args.forward_only:
         for _ in range(args.repeats):
             forward_by_rows(engine, prompts, args.dtype, args.context)
@@ -127,6 +137,44 @@ def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
     print(f"roofline ({dtype}): peak {r['peak_gflops']} GFLOP/s {r['peak_gflops_samples']} ({r['peak_source']}, "
           f"before and after; torch.mm {r['mm_gflops']}), read {r['read_gb_s']} GB/s {r['read_gb_s_samples']}, floor "
           f"{r['floor_ms']} ms: R* = {r['rows_star']} rows")
+
+
+def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> None:
+    """One sequence's forward of R rows after ``context`` cached tokens, split into the native body's parts and
+    the rest of the forward; the row counts interleaved, median of ``repeats`` forwards each."""
+    import statistics
+
+    from trtlade.reference.batch_runner import RowBlock
+
+    runner = engine.new_batch().engine.runner
+    body = runner.fast.native if runner.fast is not None else None
+    if body is None:
+        raise SystemExit("--parts needs the native decoder body (trtlade doctor says why it is off)")
+    slot = runner.allocate(context + 16)
+    runner.prefill(slot, (prompts[0] * (context // len(prompts[0]) + 1))[:context])
+    counts, parts = (1, 2, 5, 8, 16), ("linear layers", "attention", "small ops", "rest of the forward")
+    times: dict[int, list[list[float]]] = {rows: [] for rows in counts}
+    body.time_parts = True
+    try:
+        for _ in range(repeats):
+            for rows in counts:
+                block = [RowBlock(slot, [5] * rows, list(range(rows)), list(range(rows)), causal=True)]
+                body.timings[:] = 0.0
+                t0 = time.perf_counter()
+                runner.forward(block)
+                total = time.perf_counter() - t0
+                inside = [float(x) for x in body.timings]
+                times[rows].append([total, *inside, total - sum(inside)])
+    finally:
+        body.time_parts = False
+    med = {rows: [1000 * statistics.median(t[i] for t in times[rows]) for i in range(5)] for rows in counts}
+    print(f"\n{dtype}: one sequence's forward of R rows after {context} cached tokens, ms (x the 1-row figure), "
+          f"median of {repeats}")
+    print("| rows | forward | " + " | ".join(parts) + " |")
+    print("|---:|---:|" + "---:|" * len(parts))
+    for rows in counts:
+        cells = [f"{med[rows][i]:.2f} ({med[rows][i] / med[1][i]:.2f}x)" for i in range(5)]
+        print(f"| {rows} | " + " | ".join(cells) + " |")
 
 
 def _best(fn, repeats: int = 5) -> float:
