@@ -9,7 +9,7 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
     .venv/bin/python benchmarks/batch_scaling.py --preset trtllm          # no prompt-lookup candidates
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --repeats 3 # the cost by rows alone, 3 times
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --context 1500   # ... after 1,500 cached tokens
-    .venv/bin/python benchmarks/batch_scaling.py --forward-only --parts --repeats 15   # where the extra rows' time goes
+    .venv/bin/python benchmarks/batch_scaling.py --parts --repeats 15       # where the extra rows' time goes
 
 ``--parts``: one sequence's forward of 1, 2, 5, 8 and 16 rows, the row counts interleaved, split by the native
 body's own timers into its linear layers, attention and small ops (norms, rotary, activations, K/V writes) and
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--forward-only", action="store_true",
                     help="only the cost of a forward by rows (and the roofline), --repeats times")
     ap.add_argument("--parts", action="store_true",
-                    help="with --forward-only: the forward by rows split into its parts (median of --repeats)")
+                    help="the forward by rows split into its parts (median of --repeats; implies --forward-only)")
     ap.add_argument("--context", type=int, default=100,
                     help="cached tokens before the rows of the forward by rows (the first prompt's, repeated)")
     args = ap.parse_args()
@@ -56,7 +56,7 @@ def main() -> None:
     sizes = [int(x) for x in args.batches.split(",")]
     modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
 
-    if args.forward_only and args.parts:
+    if args.parts:
         forward_parts(engine, prompts, args.dtype, args.context, args.repeats)
         return
     if args.forward_only:
@@ -149,7 +149,10 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
     runner = engine.new_batch().engine.runner
     body = runner.fast.native if runner.fast is not None else None
     if body is None:
-        raise SystemExit("--parts needs the native decoder body (trtlade doctor says why it is off)")
+        from trtlade.reference.native import status
+
+        raise SystemExit(f"--parts times the parts of the native decoder body, which does not run here: {status()} "
+                         f"(this engine: {engine.stats['kernels']})")
     slot = runner.allocate(context + 16)
     runner.prefill(slot, (prompts[0] * (context // len(prompts[0]) + 1))[:context])
     counts, parts = (1, 2, 5, 8, 16), ("linear layers", "attention", "small ops", "rest of the forward")
