@@ -678,9 +678,10 @@ def test_no_row_count_is_kept_dearer_than_a_wider_one(seconds, kept):
 @example(ops=[("add", 1, 0.02), ("add", 4, 0.05), ("add", 8, 0.03), ("ask", 1, 0.0), ("add", 8, 0.06),
               ("add", 8, 0.06)], relative=True, capped=True)  # the cap of 4 rows moves with 8 rows' median
 def test_the_cost_tables_kept_medians_are_never_stale(ops, relative, capped):
-    """A table keeps its medians (and, capped, each row count's cheapest wider median) until the next
-    sample or drop; every answer equals a fresh table's on the same samples (the memo is invisible), and a
-    capped table never prices fewer rows above more."""
+    """A table keeps its medians (and, capped, each row count's cheapest wider median measured since) until the
+    next sample or drop; every answer equals a fresh table's on the same samples (the memo is invisible); a
+    capped table never prices a measured row count above a wider one measured at least as recently, and
+    without newer samples of narrower counts (a calibration's order) never prices fewer rows above more."""
     table = CostTable(keep_last=4, relative=relative, capped=capped)
     for op, rows, seconds in ops:
         if op == "add":
@@ -688,12 +689,19 @@ def test_the_cost_tables_kept_medians_are_never_stale(ops, relative, capped):
         elif op == "drop":
             table.drop_oldest(rows)
         fresh = CostTable(keep_last=4, samples={k: list(v) for k, v in table.samples.items()}, relative=relative,
-                          capped=capped)
+                          capped=capped, stamps=dict(table.stamps))
         for asked in (1, 3, 8, 32):
             assert table.median(asked) == fresh.median(asked)
             assert table.seconds(asked) == fresh.seconds(asked)
-        priced = [table.seconds(rows) for rows in range(2, 17)]
-        if capped and priced[0] is not None:
+        if not capped or table.seconds(2) is None:
+            continue
+        measured = [r for r in (2, 4, 8, 16) if table.samples.get(r)]
+        for i, narrow in enumerate(measured):
+            for wide in measured[i + 1:]:
+                if table.stamps[wide] >= table.stamps[narrow]:
+                    assert table.seconds(narrow) <= table.seconds(wide) * (1 + 1e-12)
+        if all(table.stamps[a] <= table.stamps[b] for a, b in zip(measured, measured[1:])):
+            priced = [table.seconds(rows) for rows in range(2, 17)]
             assert all(a <= b * (1 + 1e-12) for a, b in zip(priced, priced[1:]))
 
 
@@ -712,6 +720,29 @@ def test_a_row_count_measured_dear_once_does_not_keep_the_plan_from_it():
         chain.total, chain.weight = 0.6 * 16, 16.0  # a 3-token chain that accepts 0.6 a step
         choices.append(policy.plan([], [[(chain, 3)]]))
     assert choices == [[-1], [0]]
+
+
+def test_a_wide_row_count_measured_before_contexts_grew_does_not_price_the_narrower_ones_measured_since():
+    """Calibrated after a short context (8 rows 1.13x one row), then serving long ones (bfloat16, 600 cached
+    tokens: 5 rows 1.25x, 7 rows 1.31x, each row's attention reading every key): a 4-token chain expected to
+    accept 0.2 drafts does not pay at 1.25x, and the plan runs the golden row; priced at 8 rows' stale 1.13x,
+    as a cap by any wider count would price it, it would draft at every step and never learn otherwise."""
+    table = CostTable(relative=True, capped=True)
+    for rows, ms in [(1, 10.8), (2, 11.0), (4, 11.6), (8, 12.2)]:  # the calibration, short context
+        table.add(rows, ms / 1000)
+    for rows, ms in [(1, 11.7)] * 3 + [(5, 14.6), (7, 15.3)] * 3:  # serving, long contexts
+        table.add(rows, ms / 1000)
+    assert round(table.ratio(5), 2) == 1.25 and round(table.ratio(7), 2) == 1.31
+    policy = AutoPolicy(table, explore=0.0)
+    chain = policy.new_sequence()
+    chain.total, chain.weight = 0.2 * 16, 16.0
+    assert policy.plan([], [[(chain, 4)]]) == [-1]
+    stale = CostTable(relative=True, capped=True, samples={k: list(v) for k, v in table.samples.items()})
+    assert round(stale.ratio(5), 2) == round(stale.ratio(8), 2) == 1.13  # no stamps: every wider count caps
+    misled = AutoPolicy(stale, explore=0.0)
+    chain = misled.new_sequence()
+    chain.total, chain.weight = 0.2 * 16, 16.0
+    assert misled.plan([], [[(chain, 4)]]) == [0]
 
 
 def test_a_relative_capped_table_scales_its_caps_with_the_one_row_step():

@@ -67,19 +67,33 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def no_dearer_than_wider(seconds: dict[int, float]) -> dict[int, float]:
+def no_dearer_than_wider(seconds: dict[int, float], stamps: Optional[dict[int, int]] = None) -> dict[int, float]:
     """Step times by rows, each at most the time of any wider step: a forward of fewer rows computes a
     part of a wider one, so a row count measured dearer was slowed by something else (on a shared host, a
     slow period can outlast every round of a calibration: 5 rows measured 62.9 ms beside 8 rows at 27.4).
 
     >>> no_dearer_than_wider({1: 0.021, 2: 0.031, 4: 0.027, 5: 0.062, 8: 0.027, 16: 0.036})
     {1: 0.021, 2: 0.027, 4: 0.027, 5: 0.027, 8: 0.027, 16: 0.036}
+
+    With ``stamps`` (when each row count was last measured: larger is later), only a wider step measured at
+    least as recently caps a row count: fresher evidence wins. A wide step measured once, after a short
+    context, must not keep the narrower steps measured since, after long ones, at its price (bfloat16, 600
+    cached tokens: 5 rows 14.4 ms, 7 rows 15.3, beside 8 rows at 12.2 from the calibration after 128):
+
+    >>> no_dearer_than_wider({1: 11.7, 5: 14.4, 7: 15.3, 8: 12.2}, stamps={1: 9, 5: 8, 7: 7, 8: 1})
+    {1: 11.7, 5: 14.4, 7: 15.3, 8: 12.2}
+    >>> no_dearer_than_wider({1: 11.7, 5: 14.4, 7: 15.3, 8: 12.2}, stamps={1: 9, 5: 2, 7: 3, 8: 4})
+    {1: 11.7, 5: 12.2, 7: 12.2, 8: 12.2}
     """
-    kept: dict[int, float] = {}
-    cheapest_wider = float("inf")
-    for rows in sorted(seconds, reverse=True):
-        cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
-    return dict(sorted(kept.items()))
+    if stamps is None:
+        kept: dict[int, float] = {}
+        cheapest_wider = float("inf")
+        for rows in sorted(seconds, reverse=True):
+            cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
+        return dict(sorted(kept.items()))
+    order = sorted(seconds)
+    return {rows: min(seconds[wider] for wider in order[i:] if stamps.get(wider, 0) >= stamps.get(rows, 0))
+            for i, rows in enumerate(order)}
 
 
 def _drafts_price(per_row: float, fit: Optional[tuple[float, float]], drafts: int) -> float:
@@ -113,7 +127,7 @@ class CostTable:
     >>> round(1000 * busy.seconds(8), 2), round(busy.ratio(8), 3)
     (23.33, 1.167)
 
-    ``capped=True`` prices no row count above a wider one measured, as the calibration keeps them
+    ``capped=True`` prices no row count above a wider one measured since, as the calibration keeps them
     (:func:`no_dearer_than_wider`): a forward of fewer rows computes a part of a wider one. While serving, a
     row count the plan rarely chooses keeps the few samples it has; one taken in a slow moment would make it
     look dearer than wider steps, the plan would avoid it, and no sample would come to correct it (seen
@@ -125,12 +139,25 @@ class CostTable:
     ...     served.add(rows, ms / 1000)
     >>> [round(1000 * served.seconds(r), 1) for r in (1, 3, 4, 5, 12, 16, 32)]
     [18.8, 19.9, 20.4, 20.4, 21.4, 22.1, 25.1]
+
+    Only a wider count measured at least as recently caps (``stamps``: the order of each count's newest
+    sample). Otherwise a wide count the plan no longer chooses, measured cheap before the requests' contexts
+    grew (each row's attention reads every cached key), would keep the narrower counts measured since at its
+    stale price, and choosing them would never correct it:
+
+    >>> long_context = CostTable(capped=True)
+    >>> for rows, ms in [(1, 10.8), (8, 12.2), (1, 11.7), (5, 14.4), (7, 15.3)]:
+    ...     long_context.add(rows, ms / 1000)
+    >>> [round(1000 * long_context.seconds(r), 1) for r in (5, 6, 7, 8)]   # 6: between 5 and 7
+    [14.4, 14.8, 15.3, 12.2]
     """
 
     keep_last: int = 32
     samples: dict[int, list[float]] = field(default_factory=dict)
     relative: bool = False
     capped: bool = False
+    #: the order of each row count's newest sample (larger: later), which wider counts may cap it (``capped``)
+    stamps: dict[int, int] = field(default_factory=dict)
     #: medians and the measured row counts, each kept until a sample changes it (the auto policy's plan for
     #: 8 sequences asks for them about 13 times a step: 105 -> 43 us hot with them kept, 2-core Zen 4; and a
     #: sample of one row count leaves the others' medians as they were)
@@ -147,6 +174,7 @@ class CostTable:
         bucket.append(value)
         if len(bucket) > self.keep_last:
             del bucket[0]
+        self.stamps[rows] = max(self.stamps.values(), default=0) + 1
         self._changed(rows, known=len(bucket) == 1)
 
     def drop_oldest(self, rows: int) -> None:
@@ -154,6 +182,8 @@ class CostTable:
         bucket = self.samples.get(int(rows))
         if bucket:
             del bucket[0]
+            if not bucket:
+                self.stamps.pop(int(rows), None)
             self._changed(int(rows), known=not bucket)
 
     def _changed(self, rows: int, known: bool) -> None:
@@ -208,7 +238,8 @@ class CostTable:
 
     def copy(self) -> "CostTable":
         """A copy (another thread may be adding to this one)."""
-        return dataclasses.replace(self, samples={k: list(v) for k, v in dict(self.samples).items()})
+        return dataclasses.replace(self, samples={k: list(v) for k, v in dict(self.samples).items()},
+                                   stamps=dict(self.stamps))
 
     def seconds(self, rows: int) -> float | None:
         """Median time of a ``rows``-row step: measured, else interpolated between the nearest
@@ -241,7 +272,7 @@ class CostTable:
         caps = self._memo.get("caps")
         if caps is None:  # a relative table's medians above one row are ratios: capped as such
             caps = self._memo["caps"] = no_dearer_than_wider(
-                {k: self._median(k) for k in self._known() if k != 1})
+                {k: self._median(k) for k in self._known() if k != 1}, self.stamps)
         value = caps.get(rows)
         if value is None or not self.relative:
             return value
