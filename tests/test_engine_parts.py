@@ -670,6 +670,19 @@ def test_no_row_count_is_kept_dearer_than_a_wider_one(seconds, kept):
     assert no_dearer_than_wider(seconds) == kept
 
 
+@settings(max_examples=200, deadline=None)
+@given(seconds=st.dictionaries(st.integers(1, 64), st.sampled_from([0.01, 0.02, 0.03, 0.05]), max_size=10),
+       stamps=st.lists(st.integers(0, 5), min_size=10, max_size=10))
+def test_a_row_count_is_capped_by_exactly_the_wider_ones_measured_at_least_as_recently(seconds, stamps):
+    from trtlade.reference.adaptive import no_dearer_than_wider
+
+    measured = {rows: stamps[i] for i, rows in enumerate(sorted(seconds))}
+    expected = {rows: min(seconds[w] for w in seconds if w >= rows and measured[w] >= measured[rows])
+                for rows in seconds}
+    assert no_dearer_than_wider(seconds, measured) == dict(sorted(expected.items()))
+    assert no_dearer_than_wider(seconds, {rows: 0 for rows in seconds}) == no_dearer_than_wider(seconds)
+
+
 @settings(max_examples=80, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "drop", "ask"]), st.sampled_from([1, 2, 4, 8, 16]),
                               st.floats(0.001, 0.1)), max_size=60), relative=st.booleans(), capped=st.booleans())

@@ -91,9 +91,17 @@ def no_dearer_than_wider(seconds: dict[int, float], stamps: Optional[dict[int, i
         for rows in sorted(seconds, reverse=True):
             cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
         return dict(sorted(kept.items()))
-    order = sorted(seconds)
-    return {rows: min(seconds[wider] for wider in order[i:] if stamps.get(wider, 0) >= stamps.get(rows, 0))
-            for i, rows in enumerate(order)}
+    capped: dict[int, float] = {}
+    wider: list[tuple[int, float]] = []  # (stamp, seconds) of the counts above, as measured
+    for rows in sorted(seconds, reverse=True):
+        stamp = stamps.get(rows, 0)
+        cap = value = seconds[rows]
+        for measured_at, other in wider:
+            if measured_at >= stamp and other < cap:
+                cap = other
+        capped[rows] = cap
+        wider.append((stamp, value))
+    return dict(sorted(capped.items()))
 
 
 def _drafts_price(per_row: float, fit: Optional[tuple[float, float]], drafts: int) -> float:
