@@ -21,6 +21,7 @@ Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ign
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 
@@ -141,9 +142,8 @@ def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
 
 def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> None:
     """One sequence's forward of R rows after ``context`` cached tokens, split into the native body's parts and
-    the rest of the forward; the row counts interleaved, median of ``repeats`` forwards each."""
-    import statistics
-
+    the rest of the forward; the row counts interleaved, median of ``repeats`` forwards each (the whole
+    forward's range beside it)."""
     from trtlade.reference.batch_runner import RowBlock
 
     runner = engine.new_batch().engine.runner
@@ -155,7 +155,7 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
                          f"(this engine: {engine.stats['kernels']})")
     slot = runner.allocate(context + 16)
     runner.prefill(slot, (prompts[0] * (context // len(prompts[0]) + 1))[:context])
-    counts, parts = (1, 2, 5, 8, 16), ("linear layers", "attention", "small ops", "rest of the forward")
+    counts, parts = (1, 2, 5, 8, 16), (*body.PARTS, "rest of the forward")
     times: dict[int, list[list[float]]] = {rows: [] for rows in counts}
     body.time_parts = True
     try:
@@ -177,6 +177,8 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
     print("|---:|---:|" + "---:|" * len(parts))
     for rows in counts:
         cells = [f"{med[rows][i]:.2f} ({med[rows][i] / med[1][i]:.2f}x)" for i in range(5)]
+        whole = [1000 * t[0] for t in times[rows]]
+        cells[0] += f" {min(whole):.2f}-{max(whole):.2f}"
         print(f"| {rows} | " + " | ".join(cells) + " |")
 
 

@@ -85,12 +85,7 @@ def no_dearer_than_wider(seconds: dict[int, float], stamps: Optional[dict[int, i
     >>> no_dearer_than_wider({1: 11.7, 5: 14.4, 7: 15.3, 8: 12.2}, stamps={1: 9, 5: 2, 7: 3, 8: 4})
     {1: 11.7, 5: 12.2, 7: 12.2, 8: 12.2}
     """
-    if stamps is None:
-        kept: dict[int, float] = {}
-        cheapest_wider = float("inf")
-        for rows in sorted(seconds, reverse=True):
-            cheapest_wider = kept[rows] = min(seconds[rows], cheapest_wider)
-        return dict(sorted(kept.items()))
+    stamps = stamps or {}  # none: every count measured alike, so every wider one caps
     capped: dict[int, float] = {}
     wider: list[tuple[int, float]] = []  # (stamp, seconds) of the counts above, as measured
     for rows in sorted(seconds, reverse=True):
