@@ -15,8 +15,13 @@ the host (``benchmarks/batch_scaling.py --forward-only``), and which length pays
 
 Rules: ``prompt_lookup`` (the latest earlier occurrence of the last 1-3 tokens, :class:`PromptIndex`: the
 ``fast`` preset's), ``suffix`` (the earliest occurrence of the longest earlier suffix: SA's),
-``ngram`` (the earliest occurrence of the last 2 tokens, else of the last one: NGram with
-``max_matching_ngram_size: 2``, its oldest match).
+``suffix_growing`` (the same, its chain longer after a long match, as the ``fast`` preset drafts it:
+:meth:`LookaheadAlgorithm.suffix_drafts` with ``suffix_lookup`` = the draft tokens), ``ngram`` (the earliest
+occurrence of the last 2 tokens, else of the last one: NGram with ``max_matching_ngram_size: 2``, its oldest
+match). ``--by-match`` adds what SA's chain would accept at every position of the answers, by the length of the
+suffix it matched there.
+
+    .venv/bin/python benchmarks/history_replay.py --lengths 4 8 --by-match
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import argparse
 import statistics
 from typing import Sequence
 
+import collections
+
+from trtlade.lookahead.algorithm import LookaheadAlgorithm
 from trtlade.lookahead.prompt_lookup import PromptIndex
 from trtlade.lookahead.suffix_automaton import SuffixAutomaton
 
-RULES = ("prompt_lookup", "suffix", "ngram")
+RULES = ("prompt_lookup", "suffix", "suffix_growing", "ngram")
 
 
 def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int) -> list[tuple[int, int]]:
@@ -39,7 +47,7 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
     automaton = SuffixAutomaton(context) if rule != "prompt_lookup" else None
     steps, t = [], 1
     while t < len(answer):
-        draft = _draft(rule, index, automaton, length)
+        draft, _ = _draft(rule, index, automaton, length)
         accepted = 0
         for guess, actual in zip(draft, answer[t:len(answer) - 1]):
             if guess != actual:
@@ -56,12 +64,18 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
     return steps
 
 
-def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | None, length: int) -> list[int]:
+def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | None,
+           length: int) -> tuple[list[int], int]:
+    """The rule's draft and the length of the match it follows (0: prompt lookup's, not counted)."""
     if index is not None:
-        return index.propose(length)
+        return index.propose(length), 0
     assert automaton is not None
-    found = automaton.lookup_upto(-1 if rule == "suffix" else 2)
-    return [] if found is None else automaton.continuation(found[0], length)
+    found = automaton.lookup_upto(2 if rule == "ngram" else -1)
+    if found is None:
+        return [], 0
+    if rule == "suffix_growing":
+        length = LookaheadAlgorithm((1, 2, 1), suffix_lookup=length).suffix_drafts(found[1])
+    return automaton.continuation(found[0], length), found[1]
 
 
 def main() -> None:
@@ -70,6 +84,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--max-tokens", type=int, default=50)
     ap.add_argument("--lengths", type=int, nargs="*", default=[3, 4, 5, 6, 8])
+    ap.add_argument("--by-match", action="store_true",
+                    help="SA's accepted drafts at every position by the length of the suffix matched (each length)")
     args = ap.parse_args()
 
     from trtlade.bench.datasets import load_dataset
@@ -93,6 +109,34 @@ def main() -> None:
             tokens = sum(t for _, t in steps)
             print(f"| {rule} | {length} | {len(steps)} | {tokens / len(steps):.3f} | "
                   f"{statistics.mean(r for r, _ in steps):.2f} | {sum(r > 1 for r, _ in steps)} |")
+    if args.by_match:
+        for length in args.lengths:
+            _print_by_match(prompts, answers, length)
+
+
+def _print_by_match(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], length: int) -> None:
+    """SA's chain of ``length`` drafted at every position of the answers (not only where a step would start):
+    positions and mean accepted drafts by the length of the suffix it followed (9+ pooled)."""
+    counts: collections.Counter = collections.Counter()
+    for prompt, answer in zip(prompts, answers):
+        automaton = SuffixAutomaton([*prompt, answer[0]])
+        for t in range(1, len(answer)):
+            draft, match = _draft("suffix", None, automaton, length)
+            if draft:
+                accepted = 0
+                for guess, actual in zip(draft, answer[t:len(answer) - 1]):
+                    if guess != actual:
+                        break
+                    accepted += 1
+                counts[(min(match, 9), "positions")] += 1
+                counts[(min(match, 9), "accepted")] += accepted
+            automaton.extend(answer[t])
+    print(f"\nSA's chain of {length} at every position, by the suffix matched:\n")
+    print("| match (tokens) | positions | accepted drafts (mean) |\n|---:|---:|---:|")
+    for match in sorted({m for m, _ in counts}):
+        positions = counts[(match, "positions")]
+        label = f"{match}+" if match == 9 else str(match)
+        print(f"| {label} | {positions} | {counts[(match, 'accepted')] / positions:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from trtlade.lookahead.algorithm import (
+    LONG_MATCH,
     LookaheadAlgorithm,
     jacobi_update,
     mask_from_parents,
@@ -459,6 +460,22 @@ def test_the_suffix_candidate_is_the_longest_earlier_suffixs_continuation_and_ro
     assert batch.row_sources == ("golden", "pool", "pool", "pool", "suffix", "suffix", "suffix")
     v = algo.verify([6, 0, 0, 0, 7, 2, 9])
     assert v.tokens == [6, 7, 2, 9] and batch.row_sources[v.kept_rows[-1]] == "suffix"
+
+
+@pytest.mark.parametrize("text, golden, chain", [
+    # the text's longest earlier suffix, its length, and the suffix candidate (suffix_lookup=2, LONG_MATCH=4)
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3], 4, (5, 6, 7, 8, 9, 1)),       # "1 2 3 4": 4 tokens -> 2 + 4 (at most 6)
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 3], 4, (5, 6)),                      # "2 3 4": 3 tokens -> 2
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5], 6, (7, 8, 9, 0, 1, 2)),  # 6 tokens -> 2 + 6, cut to 6
+])
+def test_a_longer_earlier_suffix_drafts_a_longer_suffix_candidate(text, golden, chain):
+    """After a match of LONG_MATCH tokens or more, the suffix candidate drafts as many more tokens as the match
+    is long, up to 3 x suffix_lookup: a long repeat tends to go on. A shorter match drafts suffix_lookup."""
+    algo = LookaheadAlgorithm((1, 2, 1), seed=0, suffix_lookup=2)
+    algo.setup(text, golden=golden)
+    assert dict(algo.candidates()).get(chain) == "suffix"
+    short = algo.suffix_drafts(LONG_MATCH - 1)
+    assert (short, algo.suffix_drafts(LONG_MATCH), algo.suffix_drafts(100)) == (2, 2 + LONG_MATCH, 6)
 
 
 def test_a_history_candidate_already_guessed_by_the_pool_is_not_added_again():

@@ -718,13 +718,17 @@ class AutoPolicy:
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
         out: list[tuple[float, int]] = []
-        floors: list[float] = []
+        floors: list[float] = []  # an option without rows now holds nothing: never a floor (-inf), not priced
         share = 1.0 / max(1, seqs)
         for k, option in enumerate(options):
             seq, draft_rows = option[0], option[1]
+            if draft_rows <= 0:
+                floors.append(-math.inf)
+                out.append((0.0, 0))
+                continue
             floor = self.expected(seq)
             for j in (option[2] if len(option) > 2 else range(k)):
-                if floors[j] > floor and options[j][1] > 0:
+                if floors[j] > floor:
                     floor = floors[j]
             floors.append(floor)
             out.append((floor + self.bonus(seq) * share, draft_rows))
@@ -736,8 +740,7 @@ class AutoPolicy:
         server's history; a step without drafts fades the sequence's evidence. ``planned``: the
         policy chose this step's drafts (counted against what it expected, for /metrics)."""
         if not drafted:
-            seq.total *= self.fade
-            seq.weight *= self.fade
+            self.fade_evidence((seq,))
             return
         seq.total += accepted
         seq.weight += 1.0
@@ -750,11 +753,19 @@ class AutoPolicy:
             scale = self.memory / seq.weight
             seq.total *= scale
             seq.weight = self.memory
-        for key in {seq.key, ""}:  # its context's prior, and the server-wide one
+        for key in (seq.key, "") if seq.key else ("",):  # its context's prior, and the server-wide one
             prior = self._prior(key)
             delta = accepted - prior[0]
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
+
+    def fade_evidence(self, seqs: Sequence[Acceptance]) -> None:
+        """A step without drafts for each of ``seqs``: each keeps the ``fade`` share of its evidence
+        (``observe(seq, drafted=False)`` for each, in one call: a plain step fades every option's estimate)."""
+        keep = self.fade
+        for seq in seqs:
+            seq.total *= keep
+            seq.weight *= keep
 
     def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
         """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost
