@@ -6,6 +6,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trtlade.lookahead.algorithm import (
     LONG_MATCH,
@@ -483,3 +485,21 @@ def test_a_history_candidate_already_guessed_by_the_pool_is_not_added_again():
     algo.setup([4, 5, 6, 4], golden=5)        # the pool guesses 6 4 after 5; both lookups propose 6 4 too
     batch = algo.prepare(window=False)
     assert batch.tokens == [5, 6, 4] and batch.row_sources == ("golden", "pool", "pool")
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.integers(1, 8), matches=st.lists(st.integers(0, 40), min_size=2, max_size=6),
+       text=st.lists(st.integers(0, 5), min_size=3, max_size=40))
+def test_the_suffix_chain_grows_with_its_match_within_bounds_and_extends_the_fixed_one(base, matches, text):
+    """suffix_drafts: base below LONG_MATCH, never shorter for a longer match, at most 3 x base; and the
+    growing candidate starts with the chain a fixed base-token suffix_lookup drafts (the same occurrence)."""
+    algo = LookaheadAlgorithm((1, 2, 1), seed=0, suffix_lookup=base)
+    lengths = [algo.suffix_drafts(m) for m in sorted(matches)]
+    assert lengths == sorted(lengths) and all(base <= n <= 3 * base for n in lengths)
+    assert all(algo.suffix_drafts(m) == base for m in matches if m < LONG_MATCH)
+    algo.setup(text[:-1], golden=text[-1])
+    grown = [c for c, source in algo.candidates() if source == "suffix"]
+    found = algo._suffixes.lookup()
+    if grown and found is not None:
+        fixed = tuple(algo._suffixes.continuation(found[0], base))
+        assert grown[0][:len(fixed)] == fixed and len(grown[0]) <= algo.suffix_drafts(found[1])
