@@ -2,9 +2,9 @@
 
 * ``fast`` -- the best lossless speed on this engine: each step's guesses are the Jacobi pool's
   n-grams plus two history candidates (N-1 tokens beside the window, the larger of 4 and N-1 without
-  it, the suffix one longer after a long match): prompt lookup's (the latest earlier occurrence of the text's last tokens,
-  :mod:`trtlade.lookahead.prompt_lookup`, NGram-like) and the longest earlier suffix's (what
-  TensorRT-LLM's SA drafter proposes, :mod:`trtlade.lookahead.suffix_automaton`). The default
+  it, the suffix one longer after a long match): prompt lookup's (the latest earlier occurrence of the
+  text's last tokens, :mod:`trtlade.lookahead.prompt_lookup`, NGram-like) and the longest earlier
+  suffix's (what TensorRT-LLM's SA drafter proposes, :mod:`trtlade.lookahead.suffix_automaton`). The default
   of ``serve`` and ``bench`` on the reference engine; the ``auto`` policy draws from all of them.
 * ``trtllm`` -- exactly TensorRT-LLM's algorithm, quirks included: predicts what an engine will do.
   The only one the TensorRT-LLM engine runs.

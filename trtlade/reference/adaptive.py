@@ -740,7 +740,8 @@ class AutoPolicy:
         server's history; a step without drafts fades the sequence's evidence. ``planned``: the
         policy chose this step's drafts (counted against what it expected, for /metrics)."""
         if not drafted:
-            self.fade_evidence((seq,))
+            seq.total *= self.fade
+            seq.weight *= self.fade
             return
         seq.total += accepted
         seq.weight += 1.0
@@ -758,14 +759,6 @@ class AutoPolicy:
             delta = accepted - prior[0]
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
-
-    def fade_evidence(self, seqs: Sequence[Acceptance]) -> None:
-        """A step without drafts for each of ``seqs``: each keeps the ``fade`` share of its evidence
-        (``observe(seq, drafted=False)`` for each, in one call: a plain step fades every option's estimate)."""
-        keep = self.fade
-        for seq in seqs:
-            seq.total *= keep
-            seq.weight *= keep
 
     def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
         """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost

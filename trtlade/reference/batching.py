@@ -190,9 +190,6 @@ class SequenceState:
                                 _prior_key(ctx, option, params.greedy, spec, engine.spec),
                                 server_tries=option == "full")  # the one option that learns from its own steps only
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
-        #: the same by context, in the order of DRAFT_OPTIONS (what a plan and a step without drafts read)
-        self._by_context = {ctx: [self._acceptance[(ctx, option)] for option in DRAFT_OPTIONS]
-                            for ctx in ("repeat", "fresh")}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
         self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
                            "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
@@ -264,8 +261,8 @@ class SequenceState:
         rows["first"] = len({c[0] for c, source in cands if source not in ALONE_SOURCES})
         rows["candidates"] = total - sum(rows[source] for source in ALONE_SOURCES)
         rows["full"] = self.draft_rows["full"] - 1
-        return [(acceptance, rows[option], _WITHIN[option])
-                for acceptance, option in zip(self._by_context[self.context], DRAFT_OPTIONS)]
+        context = self.context
+        return [(self._acceptance[(context, option)], rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
 
     @property
     def option(self) -> str:
@@ -357,7 +354,8 @@ class SequenceState:
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
             if self.drafts and self.drafter is None:
-                self.engine.policy.fade_evidence(self._by_context[context])
+                for option in DRAFT_OPTIONS:
+                    self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
             return chunk, [0]
         argmax = list(greedy) if greedy is not None else argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
