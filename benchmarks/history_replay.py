@@ -16,7 +16,7 @@ the host (``benchmarks/batch_scaling.py --forward-only``), and which length pays
 Rules: ``prompt_lookup`` (the latest earlier occurrence of the last 1-3 tokens, :class:`PromptIndex`: the
 ``fast`` preset's), ``suffix`` (the earliest occurrence of the longest earlier suffix: SA's),
 ``suffix_growing`` (the same, its chain longer after a long match, as the ``fast`` preset drafts it:
-:meth:`LookaheadAlgorithm.suffix_drafts` with ``suffix_lookup`` = the draft tokens), ``ngram`` (the earliest
+:func:`~trtlade.lookahead.algorithm.suffix_chain_length` of the draft tokens), ``ngram`` (the earliest
 occurrence of the last 2 tokens, else of the last one: NGram with ``max_matching_ngram_size: 2``, its oldest
 match). ``--by-match`` adds what SA's chain would accept at every position of the answers, by the length of the
 suffix it matched there.
@@ -27,12 +27,11 @@ suffix it matched there.
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 from typing import Sequence
 
-import collections
-
-from trtlade.lookahead.algorithm import LookaheadAlgorithm
+from trtlade.lookahead.algorithm import suffix_chain_length
 from trtlade.lookahead.prompt_lookup import PromptIndex
 from trtlade.lookahead.suffix_automaton import SuffixAutomaton
 
@@ -48,11 +47,7 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
     steps, t = [], 1
     while t < len(answer):
         draft, _ = _draft(rule, index, automaton, length)
-        accepted = 0
-        for guess, actual in zip(draft, answer[t:len(answer) - 1]):
-            if guess != actual:
-                break
-            accepted += 1
+        accepted = _accepted(draft, answer[t:len(answer) - 1])
         emitted = answer[t:t + accepted + 1]
         steps.append((1 + len(draft), len(emitted)))
         for token in emitted:
@@ -62,6 +57,17 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
                 automaton.extend(token)
         t += len(emitted)
     return steps
+
+
+def _accepted(draft: Sequence[int], rest: Sequence[int]) -> int:
+    """Drafts accepted: the draft's longest prefix that the answer's continuation (its last token excluded,
+    which a step emits after its drafts) matches."""
+    accepted = 0
+    for guess, actual in zip(draft, rest):
+        if guess != actual:
+            break
+        accepted += 1
+    return accepted
 
 
 def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | None,
@@ -74,7 +80,7 @@ def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | No
     if found is None:
         return [], 0
     if rule == "suffix_growing":
-        length = LookaheadAlgorithm((1, 2, 1), suffix_lookup=length).suffix_drafts(found[1])
+        length = suffix_chain_length(length, found[1])
     return automaton.continuation(found[0], length), found[1]
 
 
@@ -123,13 +129,8 @@ def _print_by_match(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence
         for t in range(1, len(answer)):
             draft, match = _draft("suffix", None, automaton, length)
             if draft:
-                accepted = 0
-                for guess, actual in zip(draft, answer[t:len(answer) - 1]):
-                    if guess != actual:
-                        break
-                    accepted += 1
                 counts[(min(match, 9), "positions")] += 1
-                counts[(min(match, 9), "accepted")] += accepted
+                counts[(min(match, 9), "accepted")] += _accepted(draft, answer[t:len(answer) - 1])
             automaton.extend(answer[t])
     print(f"\nSA's chain of {length} at every position, by the suffix matched:\n")
     print("| match (tokens) | positions | accepted drafts (mean) |\n|---:|---:|---:|")

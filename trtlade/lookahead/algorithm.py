@@ -87,8 +87,24 @@ NO_PARENT = -1
 #: candidate (``source=None``, with or without the window): another sequence's text (``public``)
 ALONE_SOURCES = ("public",)
 #: a match of the text's longest earlier suffix this long or longer drafts a longer suffix candidate
-#: (:meth:`LookaheadAlgorithm.suffix_drafts`)
+#: (:func:`suffix_chain_length`)
 LONG_MATCH = 4
+
+
+def suffix_chain_length(base: int, match: int) -> int:
+    """Draft tokens of the suffix candidate after a match of ``match`` tokens, ``base`` being the
+    ``suffix_lookup`` of the algorithm: ``base``, and after a match of :data:`LONG_MATCH` tokens or more
+    that many more, at most ``3 * base`` (a step with the window still verifies N-1 of them). The longer
+    the earlier suffix the text repeats, the longer the repeat tends to go on: replaying the greedy answers
+    of the bundled ``mix`` prompts (the embedded model, bfloat16), SA's chain of 4 accepts 0.47 drafts on
+    average after a 1-token match, 1.1 after 2, 1.6 after 3, 2.2-3.2 after 4 or more; with this length the
+    same answers take 639 steps instead of 655 for 3.10 rows a step instead of 2.96
+    (``benchmarks/history_replay.py``).
+
+    >>> [suffix_chain_length(4, m) for m in (1, 3, 4, 6, 8, 20)]
+    [4, 4, 8, 10, 12, 12]
+    """
+    return base if match < LONG_MATCH else min(base + match, 3 * base)
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -621,21 +637,13 @@ class LookaheadAlgorithm:
         return self._step_candidates
 
     def suffix_drafts(self, match: int) -> int:
-        """Draft tokens of the suffix candidate after a match of ``match`` tokens: ``suffix_lookup``, and
-        after a match of :data:`LONG_MATCH` tokens or more that many more, at most ``3 * suffix_lookup`` (a
-        step with the window still verifies N-1 of them). The longer the earlier suffix the text repeats,
-        the longer the repeat tends to go on: replaying the greedy answers of the bundled ``mix`` prompts
-        (the embedded model, bfloat16), SA's rule accepts 0.47 drafts on average after a 1-token match, 1.1
-        after 2, 1.6 after 3, 2.2-3.2 after 4 or more of its 4 drafts; with this length the same answers take
-        639 steps instead of 655 for 3.10 rows a step instead of 2.96 (``benchmarks/history_replay.py``).
+        """Draft tokens of the suffix candidate after a match of ``match`` tokens (:func:`suffix_chain_length`).
 
         >>> algo = LookaheadAlgorithm((2, 4, 2), suffix_lookup=4)
-        >>> [algo.suffix_drafts(m) for m in (1, 3, 4, 6, 8, 20)]
-        [4, 4, 8, 10, 12, 12]
+        >>> [algo.suffix_drafts(m) for m in (3, 4, 20)]
+        [4, 8, 12]
         """
-        if match < LONG_MATCH:
-            return self.suffix_lookup
-        return min(self.suffix_lookup + match, 3 * self.suffix_lookup)
+        return suffix_chain_length(self.suffix_lookup, match)
 
     def _find_candidates(self) -> list[tuple[tuple[int, ...], str]]:
         out = [(tuple(c), "pool") for c in self.pool.guess(self.golden, self.max_candidates)]

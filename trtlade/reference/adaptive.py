@@ -754,7 +754,7 @@ class AutoPolicy:
             scale = self.memory / seq.weight
             seq.total *= scale
             seq.weight = self.memory
-        for key in (seq.key, "") if seq.key else ("",):  # its context's prior, and the server-wide one
+        for key in {seq.key, ""}:  # its context's prior, and the server-wide one
             prior = self._prior(key)
             delta = accepted - prior[0]
             prior[0] += self._alpha * delta
