@@ -168,6 +168,68 @@ def test_the_plan_prices_one_drafter_s_chain_against_the_candidates():
     assert policy.plan([], [[(empty, 0, ())]]) == [-1]
 
 
+@pytest.mark.parametrize("cands, held", [
+    ([], {}),
+    ([((5, 6, 7), "suffix")], {"suffix": ("first",)}),                            # one chain holds its first token
+    ([((5, 6), "pool"), ((5, 6, 7, 8), "prompt_lookup")],                          # the pool's guess starts the chain
+     {"pool": ("first",), "prompt_lookup": ("pool", "first")}),
+    ([((5, 6), "pool"), ((5, 6, 7, 8), "prompt_lookup"), ((9, 4), "suffix")],    # first is 5 and 9: nobody's
+     {"prompt_lookup": ("pool",)}),
+    ([((5, 6), "pool"), ((9, 1), "pool"), ((5, 6, 2), "suffix")], {"pool": ("first",)}),  # one of two guesses only
+    ([((5, 6), "prompt_lookup"), ((5, 6, 7), "public")],                           # public holds, first skips it
+     {"prompt_lookup": ("first",), "public": ("prompt_lookup", "first")}),
+])
+def test_an_option_holds_what_its_candidates_start_with_this_step(cands, held):
+    from trtlade.reference.batching import held_now
+
+    assert held_now(cands) == {source: tuple(DRAFT_OPTIONS.index(o) for o in options)
+                               for source, options in held.items()}
+
+
+def test_a_chain_holding_another_option_this_step_is_priced_at_least_as_high():
+    """The options' order says nothing of what holds what this step: prompt lookup (index 0 here) holding
+    ``first`` (index 1) gets first's estimate as its floor, its own exploration bonus on top, and the plan
+    drafts the chain that holds the first token instead of the first token alone."""
+    cheap = CostTable()
+    for rows, ms in [(1, 20), (2, 20.2), (4, 20.6), (8, 21.4)]:
+        cheap.add(rows, ms / 1000)
+    policy = AutoPolicy(cheap)
+
+    def seq(mean, tries):
+        s = policy.new_sequence("x")
+        s.total, s.weight, s.drafted_steps = mean * 1000, 1000.0, tries
+        return s
+
+    chain, first = seq(0.3, 8), seq(0.6, 10**6)  # the chain's bonus: 2 / (2 + 8) of one deviation (1.0)
+    assert policy.plan([], [[(chain, 4, ()), (first, 1, ())]]) == [1]            # on their own estimates
+    assert policy.plan([], [[(chain, 4, (1,)), (first, 1, ())]]) == [0]          # the chain holds first's row
+    gains = policy._nested_gains([(chain, 4, (1,)), (first, 1, ())])
+    assert gains[0][0] == pytest.approx(0.6 + 0.2, abs=0.01) and gains[1][0] == pytest.approx(0.6, abs=0.01)
+
+
+def test_an_option_the_plan_overrates_when_it_chooses_it_is_priced_lower():
+    """Chosen 40 times expecting 0.5 accepted drafts and getting none, a chain is priced at a fraction of its
+    estimate (``calibrated``), and the plan keeps the golden row where the estimate alone would draft;
+    another context's estimate of it is untouched. ``/version`` shows the ratio."""
+    table = CostTable()
+    for rows, ms in [(1, 20), (2, 21), (4, 23), (8, 27)]:
+        table.add(rows, ms / 1000)
+    policy = AutoPolicy(table, explore=0.0)
+    chain, other = policy.new_sequence("fresh/suffix"), policy.new_sequence("repeat/suffix")
+    for s in (chain, other):
+        s.total, s.weight = 500.0, 1000.0
+    assert policy.plan([], [[(chain, 4, ())]]) == [0]
+    for _ in range(40):
+        assert policy.count(chain, drafted=True) == "drafted"
+        policy.observe(chain, drafted=True, accepted=0)
+        chain.total, chain.weight = 500.0, 1000.0  # its own estimate stays 0.5
+    assert policy.expected(chain) == pytest.approx(0.5, abs=0.01)
+    assert policy.calibrated(chain) < 0.1 and policy.calibrated(other) == pytest.approx(0.5, abs=0.01)
+    assert policy.plan([], [[(chain, 4, ())]]) == [-1]
+    assert policy.plan([], [[(other, 4, ())]]) == [0]
+    assert policy.snapshot()["calibration_by_option"] == {"fresh/suffix": pytest.approx(0.188, abs=0.01)}
+
+
 def test_only_the_window_is_tried_by_the_server():
     """Every option but the window learns from every drafted step; the window's tries are the server's."""
     batch = engine(torch.float32).new_batch(max_batch_size=1)

@@ -90,6 +90,39 @@ _HOLDS = {"candidates": ("suffix", "prompt_lookup", "pool", "first"),
 #: the same as indices into DRAFT_OPTIONS, as the plan reads them
 _WITHIN = {option: tuple(DRAFT_OPTIONS.index(held) for held in _HOLDS.get(option, ())) for option in DRAFT_OPTIONS}
 
+_OPTION_INDEX = {option: k for k, option in enumerate(DRAFT_OPTIONS)}
+_FIRST = _OPTION_INDEX["first"]
+
+
+def held_now(cands: list[tuple[tuple[int, ...], str]]) -> dict[str, tuple[int, ...]]:
+    """Which source options hold another option's rows this step (beyond :data:`_HOLDS`): a source whose
+    candidates start with every candidate of another source, or with every first token of ``first``,
+    accepts at least what that option accepts this step, whatever the two accept on average.
+
+    The pool guesses ``5 6`` and prompt lookup ``5 6 7 8``: both hold the one first token (``first``: ``5``),
+    prompt lookup's chain the pool's guess too; once SA proposes ``9 4``, ``first`` is ``5`` and ``9`` and
+    only the pool's guess is still held.
+
+    >>> held_now([((5, 6), "pool"), ((5, 6, 7, 8), "prompt_lookup")])
+    {'pool': (4,), 'prompt_lookup': (2, 4)}
+    >>> held_now([((5, 6), "pool"), ((5, 6, 7, 8), "prompt_lookup"), ((9, 4), "suffix")])
+    {'prompt_lookup': (2,)}
+    """
+    by_source: dict[str, list[tuple[int, ...]]] = {}
+    for cand, source in cands:
+        by_source.setdefault(source, []).append(cand)
+    firsts = {cand[0] for cand, source in cands if source not in ALONE_SOURCES}
+    out: dict[str, tuple[int, ...]] = {}
+    for source, mine in by_source.items():
+        held = tuple(_OPTION_INDEX[other] for other, theirs in by_source.items()
+                     if other != source and all(any(m[:len(t)] == t for m in mine) for t in theirs))
+        if firsts and firsts <= {m[0] for m in mine}:
+            held += (_FIRST,)
+        if held:
+            out[source] = held
+    return out
+
+
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
 ALGORITHM_LABEL = "trtlade.algorithm"  # prepare, verify, commit, the auto policy
 TEXT_LABEL = "trtlade.text"  # detokenization and stops
@@ -262,7 +295,9 @@ class SequenceState:
         rows["candidates"] = total - sum(rows[source] for source in ALONE_SOURCES)
         rows["full"] = self.draft_rows["full"] - 1
         context = self.context
-        return [(self._acceptance[(context, option)], rows[option], _WITHIN[option]) for option in DRAFT_OPTIONS]
+        now = held_now(cands)
+        return [(self._acceptance[(context, option)], rows[option], _WITHIN[option] + now.get(option, ()))
+                for option in DRAFT_OPTIONS]
 
     @property
     def option(self) -> str:
