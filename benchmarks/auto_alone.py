@@ -153,6 +153,9 @@ def main() -> None:
           f"chosen); accepted drafts expected {c.expected_accepted:.1f}, got {c.accepted}")
     result["auto_options"] = dict(sorted(c.options.items()))
     print(f"auto's drafted steps by option: {result['auto_options']}")
+    result["auto_calibration"] = engine.policy.snapshot()["calibration_by_option"]
+    print(f"what auto's choices got over what they expected, by context/option (the plan prices each option at its "
+          f"estimate times this): {result['auto_calibration']}")
     if kinds:
         result["auto_by_kind"] = _by_kind(kinds)
     if args.json:

@@ -11,12 +11,16 @@ Two loads, each interleaved (``ar`` and ``auto`` alternate which runs first) and
   request's slot taking the next at once (a server under steady load): delivered tokens / wall time.
 
 Every answer is checked token for token against ``ar``; the policy's decisions and the accepted drafts
-it expected against those it got are printed at the end. ``--slots 1,2,4,8`` runs each concurrency in
+it expected against those it got are printed at the end. ``--split`` also runs two ``auto`` variants in the
+same rotation, to split what ``auto`` costs into the plan's host work and its drafting: ``auto, plan only`` (every
+step plans, then every sequence keeps its golden row) and ``auto, no plan`` (no step plans: what an ``auto``
+sequence's bookkeeping costs on its own). ``--slots 1,2,4,8`` runs each concurrency in
 turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
 embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
 is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
 
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6
+    .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --split
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 32 --repeats 4
     python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
 """
@@ -39,19 +43,33 @@ from trtlade.reference.engine import ReferenceEngine
 from trtlade.spec import LookaheadSpec
 
 SLOTS = 8
+#: ``--split``: the ``auto`` variants that split its cost into the plan's host work and its drafting
+SPLIT = ("plan only", "no plan")
 
 
 def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec],
-        slots: int = SLOTS) -> tuple[list, float]:
-    """Every prompt through one batch of ``slots`` slots: the answers and the delivered tokens/s."""
-    batch = engine.new_batch(max_batch_size=slots)
-    ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
-    out: dict[int, list[int]] = {i: [] for i in ids}
-    t0 = time.perf_counter()
-    while len(batch):
-        for seq_id, chunk in batch.step():
-            out[seq_id].extend(chunk.tokens)
-    wall = time.perf_counter() - t0
+        slots: int = SLOTS, variant: str = "auto") -> tuple[list, float]:
+    """Every prompt through one batch of ``slots`` slots: the answers and the delivered tokens/s.
+    ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
+    plans no step."""
+    policy = engine.policy
+    plan, should_plan = policy.plan, policy.should_plan
+    if variant == "plan only":
+        policy.plan = lambda fixed, candidates: [-1 for _ in plan(fixed, candidates)]
+        policy.should_plan = lambda seqs: True
+    elif variant == "no plan":
+        policy.should_plan = lambda seqs: False
+    try:
+        batch = engine.new_batch(max_batch_size=slots)
+        ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
+        out: dict[int, list[int]] = {i: [] for i in ids}
+        t0 = time.perf_counter()
+        while len(batch):
+            for seq_id, chunk in batch.step():
+                out[seq_id].extend(chunk.tokens)
+        wall = time.perf_counter() - t0
+    finally:
+        policy.plan, policy.should_plan = plan, should_plan
     return [out[i] for i in ids], sum(len(t) for t in out.values()) / wall
 
 
@@ -66,21 +84,29 @@ def slot_list(text: str) -> list[int]:
     return values
 
 
-def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int) -> dict[str, Any]:
-    """``ar`` and ``auto`` interleaved over ``repeats`` on ``count`` prompts through ``slots`` slots."""
-    ar_rates, auto_rates, same = [], [], 0
+def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int,
+          split: bool = False) -> dict[str, Any]:
+    """``ar`` and ``auto`` (and with ``split`` its two variants) rotated over ``repeats`` on ``count`` prompts
+    through ``slots`` slots."""
+    names = ["ar", "auto", *(SPLIT if split else ())]
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    same = 0
     for rep in range(repeats):
         prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
-        order = [("ar", LookaheadSpec(1, 1, 0)), ("auto", None)]
-        got = {name: run(engine, prompts, spec, slots) for name, spec in (order if rep % 2 == 0 else order[::-1])}
-        same += sum(a == b for a, b in zip(got["ar"][0], got["auto"][0]))
-        ar_rates.append(got["ar"][1])
-        auto_rates.append(got["auto"][1])
-        print(f"slots {slots}, repeat {rep + 1}/{repeats}: ar {got['ar'][1]:.1f} tok/s, auto {got['auto'][1]:.1f} "
-              f"tok/s", flush=True)
-    ratios = [b / a for a, b in zip(ar_rates, auto_rates)]
-    return {"slots": slots, "requests": count, "ar_tok_s": ar_rates, "auto_tok_s": auto_rates,
-            "auto_vs_ar": ratios, "identical": same, "answers": count * repeats}
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        got = {name: run(engine, prompts, LookaheadSpec(1, 1, 0) if name == "ar" else None, slots, name)
+               for name in order}
+        same += sum(all(got[name][0][i] == got["ar"][0][i] for name in names) for i in range(count))
+        for name in names:
+            rates[name].append(got[name][1])
+        print(f"slots {slots}, repeat {rep + 1}/{repeats}: "
+              + ", ".join(f"{name} {got[name][1]:.1f} tok/s" for name in names), flush=True)
+    result = {"slots": slots, "requests": count, "ar_tok_s": rates["ar"], "auto_tok_s": rates["auto"],
+              "auto_vs_ar": [b / a for a, b in zip(rates["ar"], rates["auto"])], "identical": same,
+              "answers": count * repeats}
+    for name in SPLIT if split else ():
+        result[f"{name}_vs_ar"] = [b / a for a, b in zip(rates["ar"], rates[name])]
+    return result
 
 
 def main() -> None:
@@ -94,6 +120,8 @@ def main() -> None:
     ap.add_argument("--engine-spec", default="2,4,2")
     ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
     ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
+    ap.add_argument("--split", action="store_true",
+                    help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     # as `trtlade serve` loads it with configs/smollm2-cpu.yml (preset fast)
@@ -108,7 +136,7 @@ def main() -> None:
                               "step_cost_ms": engine.stats["step_cost_ms"]}
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
-        result["levels"].append(level(engine, mix, count, slots, args.repeats))
+        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split))
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
@@ -134,6 +162,10 @@ def report(result: dict[str, Any], repeats: int) -> None:
         print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
               f"{statistics.median(lv['auto_tok_s']):.1f} | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | "
               f"{lv['identical']}/{lv['answers']} |")
+        for name in SPLIT:
+            if f"{name}_vs_ar" in lv:
+                r = lv[f"{name}_vs_ar"]
+                print(f"|   | auto, {name} | | | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | |")
     print(f"auto's cost model at the end: {result['cost_model']}")
     d = result["auto_decisions"]
     print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "

@@ -210,7 +210,8 @@ def test_a_chain_holding_another_option_this_step_is_priced_at_least_as_high():
 def test_an_option_the_plan_overrates_when_it_chooses_it_is_priced_lower():
     """Chosen 40 times expecting 0.5 accepted drafts and getting none, a chain is priced at a fraction of its
     estimate (``calibrated``), and the plan keeps the golden row where the estimate alone would draft;
-    another context's estimate of it is untouched. ``/version`` shows the ratio."""
+    another context's estimate of it is untouched. ``/version`` shows the ratio, ``/metrics`` the drafts
+    expected at the calibrated price."""
     table = CostTable()
     for rows, ms in [(1, 20), (2, 21), (4, 23), (8, 27)]:
         table.add(rows, ms / 1000)
@@ -228,6 +229,7 @@ def test_an_option_the_plan_overrates_when_it_chooses_it_is_priced_lower():
     assert policy.plan([], [[(chain, 4, ())]]) == [-1]
     assert policy.plan([], [[(other, 4, ())]]) == [0]
     assert policy.snapshot()["calibration_by_option"] == {"fresh/suffix": pytest.approx(0.188, abs=0.01)}
+    assert policy.counters.expected_accepted < 0.5 * (0.5 * 40)  # /metrics: what the plan priced them at
 
 
 def test_only_the_window_is_tried_by_the_server():

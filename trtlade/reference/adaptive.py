@@ -730,9 +730,10 @@ class AutoPolicy:
     def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
         """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the
         decision: ``skipped`` (the plan gave it its golden row: ``chosen`` is None), ``drafted`` (its
-        option had drafts to verify; what it expects from them is added to ``expected_accepted``, to
-        compare with what it gets) or ``empty`` (the option, planned on the rows it had at its last
-        step, has no draft now, e.g. no candidate: the golden row ran and nothing was expected).
+        option had drafts to verify; what it expects from them, :meth:`calibrated`, is added to
+        ``expected_accepted``, to compare with what it gets) or ``empty`` (the option, planned on the rows
+        it had at its last step, has no draft now, e.g. no candidate: the golden row ran and nothing was
+        expected).
 
         >>> policy = AutoPolicy(CostTable())
         >>> seq = policy.new_sequence()
@@ -750,9 +751,8 @@ class AutoPolicy:
             counters.empty += 1
             return "empty"
         counters.drafted += 1
-        expecting = self.expected(chosen)
-        chosen.chosen_expecting = expecting
-        counters.expected_accepted += expecting
+        chosen.chosen_expecting = self.expected(chosen)  # the calibration compares the estimate itself
+        counters.expected_accepted += self.calibrated(chosen)  # what the plan priced the option at
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1) -> list[tuple[float, int]]:
