@@ -28,7 +28,10 @@ second, from two measurements:
   Both are kept per *context* of the step (``key``): the engine keys a step ``repeat`` when the text's
   last two tokens occurred earlier in prompt + output (n-gram and prompt-lookup drafts then often
   match) and ``fresh`` otherwise (only Jacobi guesses, rarely accepted), so a sequence drafts while its
-  text repeats and runs plain decoding while it does not, without paying to find out each time.
+  text repeats and runs plain decoding while it does not, without paying to find out each time. The plan
+  prices an option at its estimate times what its own choices of that option in that context got over
+  what they expected (:meth:`AutoPolicy.calibrated`): it chooses where an estimate came out high, so there
+  the estimates run high.
 
 Worked example: one sequence alone, 10 rows with its drafts, on a host where 10 rows cost 1.3x one
 row: drafting pays if it expects more than 0.3 accepted drafts per step. Eight sequences on the same

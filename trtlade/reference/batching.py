@@ -87,11 +87,11 @@ _OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None
 #: gives one token less there with (2,4,2); crediting only what its paths verify whole measured no gain)
 _HOLDS = {"candidates": ("suffix", "prompt_lookup", "pool", "first"),
           "full": ("suffix", "prompt_lookup", "pool", "first", "candidates")}
-#: the same as indices into DRAFT_OPTIONS, as the plan reads them
-_WITHIN = {option: tuple(DRAFT_OPTIONS.index(held) for held in _HOLDS.get(option, ())) for option in DRAFT_OPTIONS}
-
+#: an option's index in DRAFT_OPTIONS, as the plan reads them
 _OPTION_INDEX = {option: k for k, option in enumerate(DRAFT_OPTIONS)}
 _FIRST = _OPTION_INDEX["first"]
+#: _HOLDS as indices
+_WITHIN = {option: tuple(_OPTION_INDEX[held] for held in _HOLDS.get(option, ())) for option in DRAFT_OPTIONS}
 
 
 def held_now(cands: list[tuple[tuple[int, ...], str]]) -> dict[str, tuple[int, ...]]:
