@@ -34,6 +34,7 @@ from typing import Sequence
 from trtlade.lookahead.algorithm import suffix_chain_length
 from trtlade.lookahead.prompt_lookup import PromptIndex
 from trtlade.lookahead.suffix_automaton import SuffixAutomaton
+from trtlade.reference.prefix_cache import common_prefix
 
 RULES = ("prompt_lookup", "suffix", "suffix_growing", "ngram")
 
@@ -47,7 +48,7 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
     steps, t = [], 1
     while t < len(answer):
         draft, _ = _draft(rule, index, automaton, length)
-        accepted = _accepted(draft, answer[t:len(answer) - 1])
+        accepted = common_prefix(draft, answer[t:len(answer) - 1])  # the last token follows the drafts
         emitted = answer[t:t + accepted + 1]
         steps.append((1 + len(draft), len(emitted)))
         for token in emitted:
@@ -57,17 +58,6 @@ def replay(prompt: Sequence[int], answer: Sequence[int], rule: str, length: int)
                 automaton.extend(token)
         t += len(emitted)
     return steps
-
-
-def _accepted(draft: Sequence[int], rest: Sequence[int]) -> int:
-    """Drafts accepted: the draft's longest prefix that the answer's continuation (its last token excluded,
-    which a step emits after its drafts) matches."""
-    accepted = 0
-    for guess, actual in zip(draft, rest):
-        if guess != actual:
-            break
-        accepted += 1
-    return accepted
 
 
 def _draft(rule: str, index: PromptIndex | None, automaton: SuffixAutomaton | None,
@@ -130,7 +120,7 @@ def _print_by_match(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence
             draft, match = _draft("suffix", None, automaton, length)
             if draft:
                 counts[(min(match, 9), "positions")] += 1
-                counts[(min(match, 9), "accepted")] += _accepted(draft, answer[t:len(answer) - 1])
+                counts[(min(match, 9), "accepted")] += common_prefix(draft, answer[t:len(answer) - 1])
             automaton.extend(answer[t])
     print(f"\nSA's chain of {length} at every position, by the suffix matched:\n")
     print("| match (tokens) | positions | accepted drafts (mean) |\n|---:|---:|---:|")

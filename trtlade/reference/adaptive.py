@@ -759,9 +759,9 @@ class AutoPolicy:
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1) -> list[tuple[float, int]]:
-        """Optimistic gain and draft rows per option; an option holds the one before it (or those its
-        ``within`` names, when they have a draft now), so it is expected to accept at least as much (plus
-        its own exploration bonus). In a step of ``seqs``
+        """Optimistic gain and draft rows per option, from its :meth:`calibrated` estimate; an option holds the
+        one before it (or those its ``within`` names, before or after it, when they have a draft now), so it is
+        expected to accept at least as much (plus its own exploration bonus). In a step of ``seqs``
         sequences the bonus is divided by ``seqs``: what a try teaches helps one sequence, while its
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
