@@ -7,6 +7,8 @@ do not nest, options without a draft this step, and options that learn from step
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from functools import lru_cache
 
@@ -205,6 +207,56 @@ def test_a_chain_holding_another_option_this_step_is_priced_at_least_as_high():
     assert policy.plan([], [[(chain, 4, (1,)), (first, 1, ())]]) == [0]          # the chain holds first's row
     gains = policy._nested_gains([(chain, 4, (1,)), (first, 1, ())])
     assert gains[0][0] == pytest.approx(0.6 + 0.2, abs=0.01) and gains[1][0] == pytest.approx(0.6, abs=0.01)
+
+
+_KEYS = ("fresh/suffix", "repeat/suffix", "fresh/first", "repeat/full")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_plan_prices_each_option_at_its_calibrated_estimate_plus_its_share_of_the_bonus(data):
+    """What the plan ranks by (read once per context/option per plan) is, to the bit, what
+    ``calibrated`` and ``bonus`` say of each option, raised to what the options it holds are priced at;
+    an option without rows now is not priced."""
+    policy = AutoPolicy(CostTable(), prior_weight=data.draw(st.sampled_from([0.5, 1.0, 2.0])),
+                        explore=data.draw(st.sampled_from([0.0, 1.0])))
+    learner = [policy.new_sequence(key) for key in _KEYS]
+    for step in range(data.draw(st.integers(0, 30))):  # server history, tries and calibration
+        seq = learner[step % len(learner)]
+        policy.count(seq, drafted=True)
+        policy.observe(seq, drafted=True, accepted=data.draw(st.integers(0, 4)))
+    options = []
+    for k in range(data.draw(st.integers(1, 7))):
+        seq = policy.new_sequence(data.draw(st.sampled_from(_KEYS)), server_tries=data.draw(st.booleans()))
+        seq.total, seq.weight = data.draw(st.floats(0, 40)), data.draw(st.floats(0, 16))
+        seq.drafted_steps = data.draw(st.integers(0, 20))
+        within = tuple(j for j in range(7) if j != k and data.draw(st.booleans()))
+        options.append((seq, data.draw(st.integers(0, 6)), within))
+    seqs = data.draw(st.integers(1, 8))
+    floors = [policy.calibrated(o[0]) if o[1] > 0 else -math.inf for o in options]
+    for _ in options:  # the options each holds, transitively (they hold at most len(options) - 1 steps deep)
+        floors = [max([floors[k], *(floors[j] for j in o[2] if j < len(options))]) if o[1] > 0 else -math.inf
+                  for k, o in enumerate(options)]
+    share = 1.0 / seqs  # the bonus's share, as the plan computes it
+    expected = [(floor + policy.bonus(o[0]) * share, o[1]) if o[1] > 0 else (0.0, 0)
+                for floor, o in zip(floors, options)]
+    held = [(o[0], o[1], tuple(j for j in o[2] if j < len(options))) for o in options]
+    assert policy._nested_gains(held, seqs) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "drop"]), st.integers(1, 24), st.floats(0.005, 0.09)),
+                max_size=40),
+       st.booleans(), st.booleans())
+def test_a_cost_table_s_remembered_prices_are_never_stale(events, relative, capped):
+    """Every row count's price, asked between samples (and so remembered), is what a table given the same
+    samples from scratch computes."""
+    table = CostTable(relative=relative, capped=capped)
+    for action, rows, seconds in events:
+        table.add(rows, seconds) if action == "add" else table.drop_oldest(rows)
+        fresh = dataclasses.replace(table, samples={k: list(v) for k, v in table.samples.items()},
+                                    stamps=dict(table.stamps))
+        assert [table.seconds(r) for r in (1, 3, 8, 16, 40)] == [fresh.seconds(r) for r in (1, 3, 8, 16, 40)]
 
 
 def test_an_option_the_plan_overrates_when_it_chooses_it_is_priced_lower():

@@ -201,6 +201,21 @@ def test_load_config_raises_with_every_error_located(tmp_path):
     assert "c.yml:5:9: error: lookahead.spec.ngram_size" in str(info.value)
 
 
+@pytest.mark.parametrize("levels, line_col, fragment", [
+    ("[1, 0, 4]", (3, 20), "got 0"),
+    ("[-2]", (3, 17), "got -2"),
+    ("[1, 2.5]", (3, 20), "got 2.5"),
+])
+def test_a_list_item_out_of_range_is_located_with_the_item_s_bounds(tmp_path, levels, line_col, fragment):
+    p = tmp_path / "c.yml"
+    p.write_text(f"lookahead: {{spec: '2,4,2'}}\nbench:\n  concurrency: {levels}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p, display="c.yml")
+    [d] = info.value.diagnostics
+    assert (d.line, d.column) == line_col and fragment in d.message and d.path.startswith("bench.concurrency.")
+    assert d.hint.startswith("allowed: each >= 1; concurrency:")
+
+
 def test_load_config_raises_for_unreadable_files(tmp_path):
     p = tmp_path / "c.yml"
     p.write_bytes(b"\x00\x01")

@@ -134,6 +134,7 @@ def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
     result = export("grps", str(bundle), "--out", str(out))
     assert result.exit_code == 1 and fragment in result.output and "Traceback" not in result.output
     assert "hint:" in result.output
+    assert result.output.count(str(bundle)) == (case != "exists")  # the folder named once
     assert (out.read_text() == "mine\n") if case == "exists" else not out.exists()
     assert not list(tmp_path.glob(".*partial"))
 

@@ -21,10 +21,11 @@ def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVA
     """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``.
 
     The texts are printed literally (rich markup escaped), so ``pip install -e '.[trtllm-engine]'`` survives.
+    A message that already starts with ``where`` (a bundle's error names its folder) is not prefixed again.
     """
     from rich.markup import escape
 
-    prefix = f"{escape(where)}: " if where else ""
+    prefix = f"{escape(where)}: " if where and not message.startswith(where) else ""
     err_console.print(f"[bold red]error:[/] {prefix}{escape(message)}", markup=True, highlight=False)
     if hint:
         err_console.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, highlight=False)

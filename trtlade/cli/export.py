@@ -193,11 +193,11 @@ def k8s(
             try:
                 load_config(source)
             except (ConfigError, ConfigLoadError) as exc:
-                raise ExportError(f"{source} is not a valid trtlade config:\n{exc}",
+                raise ExportError(f"not a valid trtlade config:\n{exc}",
                                   f"check it with `trtlade validate-config {source}`", where=str(source)) from None
             config, world, has_engine = config_data(source), 1, False
         else:
-            raise ExportError(f"{source}: no such bundle or config", "give a bundle folder or a trtlade config file",
+            raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
                               where=str(source))
         files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
         checked, errors = validate_trtlade(parse_yaml(pod_config_text(files), "configmap.yml:trtlade.yml"))

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Iterable, Mapping, Sequence
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -502,18 +503,29 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     return model
 
 
-def _allowed_hint(model: type[BaseModel] | None, name: Any) -> str:
+def _bounds(metadata: Iterable[Any]) -> list[str]:
+    bounds = []
+    for meta in metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "length >=")):
+            value = getattr(meta, attr, None)
+            if value is not None:
+                bounds.append(f"{sign} {value}")
+    return bounds
+
+
+def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False) -> str:
+    """The field's bounds and the first sentence of its description; ``item``: the error is in one of a list
+    field's items (``bench.concurrency.1``), whose own bounds come first (``each >= 1``)."""
     if model is None or not isinstance(name, str):
         return ""
     info = model.model_fields.get(name)
     if info is None:
         return ""
-    bounds = []
-    for meta in info.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "length >=")):
-            value = getattr(meta, attr, None)
-            if value is not None:
-                bounds.append(f"{sign} {value}")
+    bounds = _bounds(info.metadata)
+    if item:
+        inner = typing.get_args(info.annotation)
+        inner_meta = typing.get_args(inner[0])[1:] if inner and typing.get_origin(inner[0]) is Annotated else ()
+        bounds = [f"each {b}" for b in _bounds(m for meta in inner_meta for m in getattr(meta, "metadata", [meta]))]
     description = (info.description or "").split(". ")[0].rstrip(".")
     parts = []
     if bounds:
@@ -570,7 +582,10 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
     text = message.removeprefix("Value error, ")
     given = err.get("input")
     shown = "" if isinstance(given, (dict, list)) else f", got {given!r}"
-    hint = _allowed_hint(parent_model, loc[-1])
+    if isinstance(loc[-1], int) and len(loc) > 1:  # one item of a list field
+        hint = _allowed_hint(_model_at(loc[:-2]), loc[-2], item=True)
+    else:
+        hint = _allowed_hint(parent_model, loc[-1])
     return doc.diagnostic("error", f"{text}{shown}", loc=loc, hint=hint, code=f"schema-{kind}" if kind else "schema")
 
 

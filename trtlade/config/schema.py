@@ -374,8 +374,8 @@ class ServeSection(_Section):
 
 
 class BenchSection(_Section):
-    concurrency: list[int] = Field(list(DEFAULT_CONCURRENCY), min_length=1,
-                                   description="Concurrency levels, run in this order.")
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(list(DEFAULT_CONCURRENCY), min_length=1,
+                                                           description="Concurrency levels, run in this order.")
     num_prompts: int = Field(16, ge=1, description="Requests per concurrency level and mode.")
     num_warmups: int = Field(1, ge=0, description="Warm-up requests per level (not measured).")
     repeats: int = Field(1, ge=1, le=100, description="Times the whole sweep runs, modes interleaved; speedups "

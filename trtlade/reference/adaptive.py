@@ -168,6 +168,9 @@ class CostTable:
     #: 8 sequences asks for them about 13 times a step: 105 -> 43 us hot with them kept, 2-core Zen 4; and a
     #: sample of one row count leaves the others' medians as they were)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: :meth:`seconds` by rows until any sample changes (a plan of 8 sequences prices about 18 row counts, and
+    #: while several sequences decode this table, one sequence's, does not change)
+    _seconds: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add(self, rows: int, seconds: float) -> None:
         rows, value = int(rows), float(seconds)
@@ -196,6 +199,7 @@ class CostTable:
         """A sample of ``rows`` came or went: its median is stale, and the measured row counts too when its
         bucket was or became empty (a relative table's other medians scale with the 1-row one as they are
         read, so they stay)."""
+        self._seconds.clear()  # interpolated and capped counts read the other counts' medians
         self._memo.pop(rows, None)
         self._memo.pop(("spread", rows), None)
         if known:
@@ -252,6 +256,13 @@ class CostTable:
         measured row counts, else extrapolated from the two largest (None without data). With
         ``capped``, each measured row count above one row is at most the median of any wider one, and
         so is every row count between (a row count beyond the widest measured costs at least that one)."""
+        memo = self._seconds
+        if rows in memo:
+            return memo[rows]
+        found = memo[rows] = self._seconds_now(rows)
+        return found
+
+    def _seconds_now(self, rows: int) -> float | None:
         known = self._known()
         if not known:
             return None
@@ -634,9 +645,10 @@ class AutoPolicy:
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
+        terms: dict = {}  # each context/option's prior and calibration, read once per plan
         items = sorted(((gain, draft_rows, i, k)
                         for i, options in enumerate(candidates)
-                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs))
+                        for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs, terms))
                         if draft_rows > 0),
                        key=lambda item: -item[0] / item[1])
         choice, gain, extra = [-1] * len(candidates), [0.0] * len(candidates), [0] * len(candidates)
@@ -758,7 +770,8 @@ class AutoPolicy:
         counters.expected_accepted += self.calibrated(chosen)  # what the plan priced the option at
         return "drafted"
 
-    def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1) -> list[tuple[float, int]]:
+    def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1,
+                      terms: Optional[dict] = None) -> list[tuple[float, int]]:
         """Optimistic gain and draft rows per option, from its :meth:`calibrated` estimate; an option holds the
         one before it (or those its ``within`` names, before or after it, when they have a draft now), so it is
         expected to accept at least as much (plus its own exploration bonus). In a step of ``seqs``
@@ -766,8 +779,19 @@ class AutoPolicy:
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
-        # an option without rows now holds nothing: never a floor (-inf), not priced
-        floors = [self.calibrated(option[0]) if option[1] > 0 else -math.inf for option in options]
+        terms = {} if terms is None else terms
+        weight = self.prior_weight
+        floors, bonuses = [], []
+        for option in options:  # an option without rows now holds nothing: never a floor (-inf), not priced
+            seq = option[0]
+            if option[1] <= 0:
+                floors.append(-math.inf)
+                bonuses.append(0.0)
+                continue
+            prior, factor, spread = terms.get(seq.key) or self._terms(seq.key, terms)
+            floors.append((prior + seq.total) / (weight + seq.weight) * factor)  # calibrated(seq)
+            tries = self._tries.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
+            bonuses.append(spread / (weight + tries))  # bonus(seq)
         held = [option[2] if len(option) > 2 else range(k) for k, option in enumerate(options)]
         changed = True
         while changed:  # an option holds what the options it holds hold (they need not come before it)
@@ -779,8 +803,18 @@ class AutoPolicy:
                     if floors[j] > floors[k]:
                         floors[k], changed = floors[j], True
         share = 1.0 / max(1, seqs)
-        return [(floor + self.bonus(option[0]) * share, option[1]) if option[1] > 0 else (0.0, 0)
-                for floor, option in zip(floors, options)]
+        return [(floor + bonus * share, option[1]) if option[1] > 0 else (0.0, 0)
+                for floor, bonus, option in zip(floors, bonuses, options)]
+
+    def _terms(self, key: str, terms: dict) -> tuple[float, float, float]:
+        """What :meth:`calibrated` and :meth:`bonus` read of a context/option, the same for every sequence in
+        it: its prior mean times ``prior_weight``, its calibration factor, and ``explore`` times its standard
+        deviation times ``prior_weight`` (kept in ``terms``: a plan of 8 sequences prices 56 options from
+        about a dozen keys). The products are those the two methods compute, so the plan's floats are theirs."""
+        mean, variance = self._prior(key)
+        found = terms[key] = (mean * self.prior_weight, self._calibration_factor(key),
+                              self.explore * math.sqrt(variance) * self.prior_weight)
+        return found
 
     # ------------------------------------------------------------------ learning
     def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:
