@@ -471,11 +471,24 @@ class AutoPolicy:
         return self._prior("")[0]
 
     # ------------------------------------------------------------------ estimates
-    def expected(self, seq: Acceptance) -> float:
+    def expected(self, seq: Acceptance, terms: Optional[dict] = None) -> float:
         """Accepted drafts expected from the sequence's next drafted step in its context (its mean,
-        shrunk towards the server's in that context)."""
-        mean = self._prior(seq.key)[0]
-        return (mean * self.prior_weight + seq.total) / (self.prior_weight + seq.weight)
+        shrunk towards the server's in that context). ``terms``: :meth:`_terms` kept for one plan."""
+        return (self._terms(seq.key, terms)[0] + seq.total) / (self.prior_weight + seq.weight)
+
+    def _terms(self, key: str, terms: Optional[dict] = None) -> tuple[float, float, float]:
+        """What :meth:`expected`, :meth:`calibrated` and :meth:`bonus` read of a context/option, the same for every
+        sequence in it: its prior mean times ``prior_weight``, its calibration factor, and ``explore`` times its
+        standard deviation times ``prior_weight``. A plan keeps them in ``terms``: 8 sequences' 56 options share
+        about a dozen keys."""
+        found = terms.get(key) if terms is not None else None
+        if found is None:
+            mean, variance = self._prior(key)
+            found = (mean * self.prior_weight, self._calibration_factor(key),
+                     self.explore * math.sqrt(variance) * self.prior_weight)
+            if terms is not None:
+                terms[key] = found
+        return found
 
     #: the calibration's prior, in accepted drafts (as if the plan had got what it expected that often), and the
     #: share of its sums each new choice keeps (it follows the last ~128 choices of the option in the context)
@@ -503,7 +516,10 @@ class AutoPolicy:
         >>> round(policy.expected(seq), 2), round(policy.calibrated(seq), 2)
         (1.0, 0.63)
         """
-        return self.expected(seq) * self._calibration_factor(seq.key)
+        return self._calibrated(seq)
+
+    def _calibrated(self, seq: Acceptance, terms: Optional[dict] = None) -> float:
+        return self.expected(seq, terms) * self._terms(seq.key, terms)[1]
 
     def _calibration_factor(self, key: str) -> float:
         sums = self._calibration.get(key)
@@ -533,9 +549,11 @@ class AutoPolicy:
         >>> round(policy.bonus(new) / policy.bonus(were_its_own), 2)      # 2/(2+6) against 2/(2+0)
         0.25
         """
-        sd = math.sqrt(self._prior(seq.key)[1])
+        return self._bonus(seq)
+
+    def _bonus(self, seq: Acceptance, terms: Optional[dict] = None) -> float:
         tries = self._tries.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
-        return self.explore * sd * self.prior_weight / (self.prior_weight + tries)
+        return self._terms(seq.key, terms)[2] / (self.prior_weight + tries)
 
     def optimistic(self, seq: Acceptance) -> float:
         """:meth:`expected` plus :meth:`bonus` (what the plan ranks by); the bonus shrinks with every
@@ -780,18 +798,8 @@ class AutoPolicy:
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
         terms = {} if terms is None else terms
-        weight = self.prior_weight
-        floors, bonuses = [], []
-        for option in options:  # an option without rows now holds nothing: never a floor (-inf), not priced
-            seq = option[0]
-            if option[1] <= 0:
-                floors.append(-math.inf)
-                bonuses.append(0.0)
-                continue
-            prior, factor, spread = terms.get(seq.key) or self._terms(seq.key, terms)
-            floors.append((prior + seq.total) / (weight + seq.weight) * factor)  # calibrated(seq)
-            tries = self._tries.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
-            bonuses.append(spread / (weight + tries))  # bonus(seq)
+        # an option without rows now holds nothing: never a floor (-inf), not priced
+        floors = [self._calibrated(option[0], terms) if option[1] > 0 else -math.inf for option in options]
         held = [option[2] if len(option) > 2 else range(k) for k, option in enumerate(options)]
         changed = True
         while changed:  # an option holds what the options it holds hold (they need not come before it)
@@ -803,18 +811,8 @@ class AutoPolicy:
                     if floors[j] > floors[k]:
                         floors[k], changed = floors[j], True
         share = 1.0 / max(1, seqs)
-        return [(floor + bonus * share, option[1]) if option[1] > 0 else (0.0, 0)
-                for floor, bonus, option in zip(floors, bonuses, options)]
-
-    def _terms(self, key: str, terms: dict) -> tuple[float, float, float]:
-        """What :meth:`calibrated` and :meth:`bonus` read of a context/option, the same for every sequence in
-        it: its prior mean times ``prior_weight``, its calibration factor, and ``explore`` times its standard
-        deviation times ``prior_weight`` (kept in ``terms``: a plan of 8 sequences prices 56 options from
-        about a dozen keys). The products are those the two methods compute, so the plan's floats are theirs."""
-        mean, variance = self._prior(key)
-        found = terms[key] = (mean * self.prior_weight, self._calibration_factor(key),
-                              self.explore * math.sqrt(variance) * self.prior_weight)
-        return found
+        return [(floor + self._bonus(option[0], terms) * share, option[1]) if option[1] > 0 else (0.0, 0)
+                for floor, option in zip(floors, options)]
 
     # ------------------------------------------------------------------ learning
     def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:
