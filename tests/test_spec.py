@@ -93,6 +93,12 @@ def test_parse_errors(bad, rule):
     assert info.value.hint
 
 
+@pytest.mark.parametrize("bad,count", [("x", 0), ("-", 0), ("9,9", 2), ("abc", 1)])
+def test_a_spec_error_counts_the_numbers_given(bad, count):
+    with pytest.raises(SpecError, match=f"three numbers \\(W,N,G\\), got {count} in"):
+        LookaheadSpec.parse(bad)
+
+
 def test_unknown_key_suggests_the_near_spelling():
     with pytest.raises(SpecError) as info:
         LookaheadSpec.parse({"window_sise": 4, "ngram_size": 2, "verification_set_size": 4})

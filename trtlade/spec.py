@@ -196,6 +196,8 @@ class LookaheadSpec:
         # "4,2,4" (commas; negative numbers survive) or "4-2-4" / "4 2 4" / "4x2x4"
         separator = r"," if "," in inner else r"[\s\-x/]+"
         parts = [p.strip() for p in re.split(separator, inner.strip())] if inner.strip() else []
+        if not any(parts):  # "" or separators alone ("x", "-"): no number at all, not "2 of 3"
+            parts = []
         return cls._parse_sequence(parts, shown=repr(text))
 
     @classmethod

@@ -77,10 +77,17 @@ class _TuneProgress:
 
 
 def _parse_candidates(values: Optional[list[str]]) -> Optional[list[Any]]:
+    """``--candidates``: specs separated by spaces, or by commas between W-N-G specs (as ``--modes`` takes them); a
+    lone W,N,G is one spec.
+
+    >>> [str(s) for s in _parse_candidates(["2-2-1 2-3-2", "2-4-2,1-1-0", "4,2,4"])]
+    ['2,2,1', '2,3,2', '2,4,2', '1,1,0', '4,2,4']
+    """
     if not values:
         return None
     items = [item.strip() for value in values for item in value.split(" ") if item.strip()]
-    return [parse_spec_option(item.replace("-", ","), option="--candidates") for item in items]
+    specs = [part.strip() for item in items for part in (item.split(",") if "-" in item else [item])]
+    return [parse_spec_option(spec.replace("-", ","), option="--candidates") for spec in specs if spec]
 
 
 def tune(
@@ -100,8 +107,8 @@ def tune(
     max_concurrency: Optional[list[str]] = typer.Option(None, "--max-concurrency", "-c", help="Concurrency levels "
                                                         "(default: the config's bench.concurrency)."),
     candidates: Optional[list[str]] = typer.Option(None, "--candidates", help="Specs to measure instead of the "
-                                                   "pruned set, space-separated W-N-G (e.g. '2-2-1 2-4-2'); "
-                                                   "(1,1,0) is always added."),
+                                                   "pruned set, W-N-G separated by spaces or commas (e.g. "
+                                                   "'2-2-1 2-4-2' or 2-2-1,2-4-2); (1,1,0) is always added."),
     max_candidates: int = typer.Option(6, "--max-candidates", min=1, help="At most this many lookahead specs "
                                        "(besides (1,1,0)) after pruning."),
     drafters: Optional[list[str]] = typer.Option(None, "--drafters", help="NGram / SA drafters measured beside "
