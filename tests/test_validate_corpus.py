@@ -71,6 +71,8 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "warn-below-minimum.yml": ("warning", "spec-below-minimum", "lookahead.spec", 2, 9, "(2,2,1)"),
     # TrtGptModel: with context FMHA the executor admits min(max_seq_len - 1, max_num_tokens) prompt tokens
     "warn-prompt-limit.yml": ("warning", "engine-prompt-limit", "build.max_num_tokens", 7, 19, "so 8192 tokens"),
+    "warn-reference-build-limit.yml": ("warning", "reference-build-limit", "build.max_input_len", 4, 18,
+                                       "bound prompts with serve.max_prompt_tokens"),
     "max-num-tokens-below-batch.yml": ("error", "build-max-num-tokens-batch", "build.max_num_tokens", 3, 19,
                                        "needs at least its golden row"),
     "warn-max-num-tokens.yml": ("warning", "build-max-num-tokens", "build.max_num_tokens", 3, 19,

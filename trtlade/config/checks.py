@@ -268,6 +268,9 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
                        "trtlade serve advertises that limit and answers longer prompts with 400",
             loc=("build", "max_num_tokens"), code="engine-prompt-limit",
             hint=f"set build.max_num_tokens: {cfg.build.max_input_len} or more to serve prompts of max_input_len"))
+    if cfg.build.backend == "reference" and cfg.serve.engine == "reference":
+        out.extend(_reference_build_limits(doc, cfg))
+        return out  # no engine: max_input_len bounds nothing (below)
     limit = cfg.serve.max_prompt_tokens
     if limit is not None and limit > cfg.build.max_input_len:
         out.append(doc.diagnostic(
@@ -275,6 +278,24 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
                        "longer prompts fail in the engine instead of getting a clear 400",
             loc=("serve", "max_prompt_tokens"), code="serve-prompt-limit",
             hint=f"set serve.max_prompt_tokens: {cfg.build.max_input_len} or less"))
+    return out
+
+
+def _reference_build_limits(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """build.max_input_len / max_seq_len written in a config that builds no engine: nothing reads them (the
+    reference engine's limits are the model's and serve's), so a user who wrote one is told where the limit is."""
+    given = cfg.build.model_fields_set
+    text = ("sizes a TensorRT-LLM engine (trtllm-build --{0}); with build.backend reference nothing reads it: the "
+            "reference engine's limits are the model's (max_position_embeddings) and serve.max_prompt_tokens / "
+            "serve.max_tokens_limit")
+    hint = "bound prompts with serve.max_prompt_tokens (answers with serve.max_tokens_limit), or remove build.{0}"
+    out = []
+    if "max_input_len" in given:
+        out.append(doc.diagnostic("warning", text.format("max_input_len"), loc=("build", "max_input_len"),
+                                  code="reference-build-limit", hint=hint.format("max_input_len")))
+    if "max_seq_len" in given:
+        out.append(doc.diagnostic("warning", text.format("max_seq_len"), loc=("build", "max_seq_len"),
+                                  code="reference-build-limit", hint=hint.format("max_seq_len")))
     return out
 
 
