@@ -216,6 +216,25 @@ def test_unknown_key_in_block_is_a_warning_with_did_you_mean():
     assert d.severity == "warning" and "did you mean 'verification_set_size'?" in d.hint
 
 
+@pytest.mark.parametrize("key, meant", [
+    ("lookahead_decodng", "lookahead_decoding"),
+    ("lookahead_decodings", "lookahead_decoding"),
+    ("enable_kv_cache_resue", "enable_kv_cache_reuse"),
+    ("max_tokens_in_paged_kvcache", "max_tokens_in_paged_kv_cache"),
+    ("my_own_note", None),            # far from every key grps reads: left alone (a newer grps may read it)
+    ("tokenizer_path", None),         # read by grps
+])
+def test_a_near_spelling_of_a_key_grps_reads_is_a_warning(key, meant):
+    value = "{window_size: 4, ngram_size: 2, verification_set_size: 4}" if "lookahead" in key else "1"
+    diags = [d for d in check_grps(_grps(f"{key}: {value}")) if d.code == "grps-unknown-key"]
+    if meant is None:
+        assert diags == []
+        return
+    [d] = diags
+    assert d.severity == "warning" and d.path.endswith(key) and d.hint == f"did you mean {meant!r}?"
+    assert ("runs without lookahead" in d.message) == (meant == "lookahead_decoding")
+
+
 def test_spec_warnings_apply_to_the_block():
     diags = check_grps(_grps("lookahead_decoding: {window_size: 9, ngram_size: 9, verification_set_size: 9}"))
     assert "spec-too-many-draft-tokens" in _codes(diags, "warning")

@@ -36,6 +36,7 @@ from trtlade.trtllm.engine_config import EngineConfigError, read_engine_config, 
 
 __all__ = [
     "GRPS_LOOKAHEAD_KEYS",
+    "GRPS_INFERER_ARGS_KEYS",
     "GRPS_DECODING_MODES",
     "INFLIGHT_MODEL_TYPES",
     "V1_MODEL_TYPES",
@@ -80,6 +81,25 @@ GRPS_SAMPLING_TYPES: dict[str, type] = {
     "presence_penalty": float, "frequency_penalty": float, "seed": int, "no_repeat_ngram_size": int,
 }
 
+
+#: The ``inferer_args`` keys grps_trtllm reads (src/customized_inferer.cc, src/trtllm_model_state.cc and
+#: src/trtllm_model_instance.cc: ``GetParameter<T>("key")``, ``model_config["key"]`` and the LoRA cache's
+#: ``field_name``); it ignores any other key without a word.
+GRPS_INFERER_ARGS_KEYS: tuple[str, ...] = (
+    "bad_words", "batch_scheduler_policy", "cancellation_check_period_ms", "cross_kv_cache_fraction", "decoding_mode",
+    "enable_chunked_context", "enable_context_fmha_fp32_acc", "enable_kv_cache_reuse", "enable_thinking",
+    "enable_trt_overlap", "encoder_model_path", "end_token_id", "event_buffer_max_size", "exclude_input_in_output",
+    "executor_worker_path", "force_tokens_dict", "gpt_model_path", "gpt_model_type", "gpu_device_ids",
+    "gpu_weights_percent", "img_begin_token_id", "img_token", "iter_stats_max_iterations",
+    "kv_cache_free_gpu_mem_fraction", "kv_cache_host_memory_bytes", "kv_cache_onboard_blocks", "llm_style",
+    "lookahead_decoding", "lora_cache_gpu_memory_fraction", "lora_cache_host_memory_bytes",
+    "lora_cache_max_adapter_size", "lora_cache_optimal_adapter_size", "max_attention_window_size", "max_beam_width",
+    "max_queue_size", "max_seq_idle_microseconds", "max_tokens_in_paged_kv_cache", "medusa_choices",
+    "multi_block_mode", "normalize_log_probs", "pad_token_id", "prefix_tokens_id", "recv_poll_period_ms",
+    "request_stats_max_iterations", "sampling", "secondary_offload_min_priority", "sink_token_length",
+    "skip_special_tokens", "speculative_decoding_fast_logits", "stats_check_period_ms", "stop_words",
+    "suffix_tokens_id", "tokenizer_parallelism", "tokenizer_path", "tokenizer_type", "vit_path", "vit_processor_args",
+    "vit_trt_args", "vit_type", "vit_worker_tp")
 
 _YAML_CPP_TYPE_NAMES = {int: "int32_t", float: "float"}
 _INT_TEXT = re.compile(r"[+-]?(?:0x[0-9a-fA-F]+|0o[0-7]+|\d+)")
@@ -183,7 +203,7 @@ def read_grps_models(doc: YamlDocument) -> tuple[list[GrpsModel], list[Diagnosti
         if not any(key in args for key in _LLM_KEYS):
             continue
         spec, block_diags = _read_lookahead_block(doc, args, loc)
-        out += block_diags
+        out += _misspelled_args(doc, args, loc) + block_diags
         # yaml-cpp: a key with no value is a Null node, which is defined; grps's `if (config["lookahead_decoding"])`
         # (src/trtllm_model_instance.cc) is true for it and its GetParameter then refuses "not a map"
         models.append(GrpsModel(index=index, name=item.get("name"), loc=loc, args=args, spec=spec,
@@ -194,6 +214,25 @@ def read_grps_models(doc: YamlDocument) -> tuple[list[GrpsModel], list[Diagnosti
                      "tokenizer_path or lookahead_decoding", loc=("models",), code="grps-no-model",
             hint="is this a grps_trtllm inference_*.yml?"))
     return models, out
+
+
+def _misspelled_args(doc: YamlDocument, args: dict[str, Any], loc: Loc) -> list[Diagnostic]:
+    """A key grps_trtllm does not read that is a near spelling of one it does (``lookahead_decodng``): grps ignores
+    it without a word, so the setting the user meant never applies (a misspelled ``lookahead_decoding`` serves
+    without lookahead). Keys far from every known one are left alone: they may be read by a grps newer than the
+    sources read (:data:`GRPS_INFERER_ARGS_KEYS`)."""
+    out = []
+    for key in args:
+        if str(key) in GRPS_INFERER_ARGS_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), GRPS_INFERER_ARGS_KEYS, n=1, cutoff=0.85)
+        if close:
+            what = ("the server runs without lookahead" if close[0] == "lookahead_decoding"
+                    else "its value never applies")
+            out.append(doc.diagnostic(
+                "warning", f"grps_trtllm reads no key {key!r} (it ignores unknown keys without a word): {what}",
+                loc=(*loc, key), key=True, code="grps-unknown-key", hint=f"did you mean {close[0]!r}?"))
+    return out
 
 
 def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
