@@ -116,17 +116,9 @@ def _type_name(annotation: Any) -> str:
 
 
 def _bounds(field: Any) -> str:
-    parts = []
-    for meta in field.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            value = getattr(meta, attr, None)
-            if value is not None:
-                parts.append(f"{sign} {value}")
-    item = typing.get_args(field.annotation)  # a list of bounded items: list[Annotated[int, Field(ge=1)]]
-    if typing.get_origin(field.annotation) is list and item and typing.get_origin(item[0]) is typing.Annotated:
-        for meta in typing.get_args(item[0])[1:]:
-            parts.extend(f"each {b}" for b in _bounds(meta).split(", ") if b)
-    return ", ".join(parts)
+    from trtlade.config.loader import field_bounds, item_bounds
+
+    return ", ".join([*field_bounds(field.metadata, length=False), *item_bounds(field.annotation)])
 
 
 def _default(field: Any) -> str:

@@ -268,11 +268,10 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
                        "trtlade serve advertises that limit and answers longer prompts with 400",
             loc=("build", "max_num_tokens"), code="engine-prompt-limit",
             hint=f"set build.max_num_tokens: {cfg.build.max_input_len} or more to serve prompts of max_input_len"))
-    if cfg.build.backend == "reference" and cfg.serve.engine == "reference":
-        out.extend(_reference_build_limits(doc, cfg))
-        return out  # no engine: max_input_len bounds nothing (below)
     limit = cfg.serve.max_prompt_tokens
-    if limit is not None and limit > cfg.build.max_input_len:
+    if cfg.build.backend == "reference" and cfg.serve.engine == "reference":  # no engine: max_input_len bounds nothing
+        out.extend(_reference_build_limits(doc, cfg))
+    elif limit is not None and limit > cfg.build.max_input_len:
         out.append(doc.diagnostic(
             "warning", f"serve.max_prompt_tokens {limit} is above build.max_input_len {cfg.build.max_input_len}: "
                        "longer prompts fail in the engine instead of getting a clear 400",
@@ -284,7 +283,7 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
 def _reference_build_limits(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
     """build.max_input_len / max_seq_len written in a config that builds no engine: nothing reads them (the
     reference engine's limits are the model's and serve's), so a user who wrote one is told where the limit is."""
-    given = cfg.build.model_fields_set
+    given = cfg.build.model_fields_set  # each loc written out: the config reference reads them from the source
     text = ("sizes a TensorRT-LLM engine (trtllm-build --{0}); with build.backend reference nothing reads it: the "
             "reference engine's limits are the model's (max_position_embeddings) and serve.max_prompt_tokens / "
             "serve.max_tokens_limit")

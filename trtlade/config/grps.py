@@ -82,7 +82,7 @@ GRPS_SAMPLING_TYPES: dict[str, type] = {
 }
 
 
-#: The ``inferer_args`` keys grps_trtllm reads (src/customized_inferer.cc, src/trtllm_model_state.cc and
+#: The ``inferer_args`` keys grps_trtllm reads at fb941b5 (src/customized_inferer.cc, src/trtllm_model_state.cc and
 #: src/trtllm_model_instance.cc: ``GetParameter<T>("key")``, ``model_config["key"]`` and the LoRA cache's
 #: ``field_name``); it ignores any other key without a word.
 GRPS_INFERER_ARGS_KEYS: tuple[str, ...] = (

@@ -503,14 +503,25 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     return model
 
 
-def _bounds(metadata: Iterable[Any]) -> list[str]:
+def field_bounds(metadata: Iterable[Any], length: bool = True) -> list[str]:
+    """A field's bounds from its pydantic metadata (``[">= 1", "<= 4096"]``); ``length``: ``min_length`` too."""
     bounds = []
     for meta in metadata:
         for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "length >=")):
             value = getattr(meta, attr, None)
-            if value is not None:
+            if value is not None and (length or attr != "min_length"):
                 bounds.append(f"{sign} {value}")
     return bounds
+
+
+def item_bounds(annotation: Any) -> list[str]:
+    """The bounds of each item of a list field (``list[Annotated[int, Field(ge=1)]]``: ``["each >= 1"]``);
+    [] for any other field. The config reference prints them too (scripts/gen_reference.py)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is not list or not args or typing.get_origin(args[0]) is not Annotated:
+        return []
+    metadata = [m for meta in typing.get_args(args[0])[1:] for m in getattr(meta, "metadata", [meta])]
+    return [f"each {b}" for b in field_bounds(metadata)]
 
 
 def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False) -> str:
@@ -521,11 +532,7 @@ def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False) 
     info = model.model_fields.get(name)
     if info is None:
         return ""
-    bounds = _bounds(info.metadata)
-    if item:
-        inner = typing.get_args(info.annotation)
-        inner_meta = typing.get_args(inner[0])[1:] if inner and typing.get_origin(inner[0]) is Annotated else ()
-        bounds = [f"each {b}" for b in _bounds(m for meta in inner_meta for m in getattr(meta, "metadata", [meta]))]
+    bounds = item_bounds(info.annotation) if item else field_bounds(info.metadata)
     description = (info.description or "").split(". ")[0].rstrip(".")
     parts = []
     if bounds:

@@ -784,8 +784,9 @@ class AutoPolicy:
             counters.empty += 1
             return "empty"
         counters.drafted += 1
-        chosen.chosen_expecting = self.expected(chosen)  # the calibration compares the estimate itself
-        counters.expected_accepted += self.calibrated(chosen)  # what the plan priced the option at
+        terms: dict = {}  # its prior and calibration, read once
+        chosen.chosen_expecting = self.expected(chosen, terms)  # the calibration compares the estimate itself
+        counters.expected_accepted += self._calibrated(chosen, terms)  # what the plan priced the option at
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1,
