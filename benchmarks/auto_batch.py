@@ -4,23 +4,29 @@ main job's concurrency-8 column measures, without HTTP and the load generator on
 
 Two loads, each interleaved (``ar`` and ``auto`` alternate which runs first) and repeated:
 
-* ``wave``: 8 ``mix`` prompts arrive together and run to the end, as one level of the bench (8 requests
-  per level at concurrency 8): delivered tokens / wall time of the wave, which ends with its slowest
-  request;
+* ``wave``: 8 prompts (``--dataset``, default ``mix``) arrive together and run to the end, as one level of
+  the bench (8 requests per level at concurrency 8): delivered tokens / wall time of the wave, which ends
+  with its slowest request;
 * ``sustained``: ``--requests`` prompts queued on the slots (``--slots``, default 8), a finished
   request's slot taking the next at once (a server under steady load): delivered tokens / wall time.
 
-Every answer is checked token for token against ``ar``; the policy's decisions and the accepted drafts
+New prompts are prefilled as the server prefills them by default (in chunks of up to 256 prompt rows inside the
+decoding requests' steps, paced by a stall of 1.5: ``--prefill-chunk``, ``--prefill-stall``; ``--prefill-chunk 0``
+prefills each new prompt whole before the step, in a forward of its own). Every answer is checked token for token
+against ``ar``; the policy's decisions and the accepted drafts
 it expected against those it got are printed at the end. ``--split`` also runs two ``auto`` variants in the
 same rotation, to split what ``auto`` costs into the plan's host work and its drafting: ``auto, plan only`` (every
 step plans, then every sequence keeps its golden row) and ``auto, no plan`` (no step plans: what an ``auto``
-sequence's bookkeeping costs on its own). ``--slots 1,2,4,8`` runs each concurrency in
+sequence's bookkeeping costs on its own). A sustained load also reports its two phases apart: the steps begun
+while a request waited for a slot (the batch kept full) and the drain after the last one took its slot (a wave is
+all drain). ``--slots 1,2,4,8`` runs each concurrency in
 turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
 embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
 is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
 
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --split
+    .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --dataset random
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 32 --repeats 4
     python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
 """
@@ -36,6 +42,7 @@ from typing import Any, Optional
 
 from trtlade.bench.datasets import load_dataset
 from trtlade.bench.meta import device_name
+from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.presets import preset_prompt_lookup
@@ -48,10 +55,12 @@ SPLIT = ("plan only", "no plan")
 
 
 def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec],
-        slots: int = SLOTS, variant: str = "auto") -> tuple[list, float]:
-    """Every prompt through one batch of ``slots`` slots: the answers and the delivered tokens/s.
+        slots: int = SLOTS, variant: str = "auto", prefill: tuple[Optional[int], Optional[float]] = (None, None),
+        ) -> tuple[list, float, dict[str, list[float]]]:
+    """Every prompt through one batch of ``slots`` slots: the answers, the delivered tokens/s, and the tokens and
+    seconds of each phase (``queued``: steps begun while a request waited for a slot; ``drain``: the rest).
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
-    plans no step."""
+    plans no step. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
     policy = engine.policy
     plan, should_plan = policy.plan, policy.should_plan
     if variant == "plan only":
@@ -59,18 +68,23 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
         policy.should_plan = lambda seqs: True
     elif variant == "no plan":
         policy.should_plan = lambda seqs: False
+    phases = {"queued": [0.0, 0.0], "drain": [0.0, 0.0]}  # tokens, seconds
     try:
-        batch = engine.new_batch(max_batch_size=slots)
+        batch = engine.new_batch(max_batch_size=slots, prefill_chunk=prefill[0], prefill_stall=prefill[1])
         ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
         out: dict[int, list[int]] = {i: [] for i in ids}
         t0 = time.perf_counter()
         while len(batch):
+            phase = phases["queued" if batch.waiting else "drain"]
+            s0 = time.perf_counter()
             for seq_id, chunk in batch.step():
                 out[seq_id].extend(chunk.tokens)
+                phase[0] += len(chunk.tokens)
+            phase[1] += time.perf_counter() - s0
         wall = time.perf_counter() - t0
     finally:
         policy.plan, policy.should_plan = plan, should_plan
-    return [out[i] for i in ids], sum(len(t) for t in out.values()) / wall
+    return [out[i] for i in ids], sum(len(t) for t in out.values()) / wall, phases
 
 
 def slot_list(text: str) -> list[int]:
@@ -85,20 +99,24 @@ def slot_list(text: str) -> list[int]:
 
 
 def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int,
-          split: bool = False) -> dict[str, Any]:
+          split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None)) -> dict[str, Any]:
     """``ar`` and ``auto`` (and with ``split`` its two variants) rotated over ``repeats`` on ``count`` prompts
     through ``slots`` slots."""
     names = ["ar", "auto", *(SPLIT if split else ())]
     rates: dict[str, list[float]] = {name: [] for name in names}
+    phase_rates = {phase: {name: [] for name in names} for phase in ("queued", "drain")}
     same = 0
     for rep in range(repeats):
         prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
         order = names[rep % len(names):] + names[:rep % len(names)]
-        got = {name: run(engine, prompts, LookaheadSpec(1, 1, 0) if name == "ar" else None, slots, name)
+        got = {name: run(engine, prompts, LookaheadSpec(1, 1, 0) if name == "ar" else None, slots, name, prefill)
                for name in order}
         same += sum(all(got[name][0][i] == got["ar"][0][i] for name in names) for i in range(count))
         for name in names:
             rates[name].append(got[name][1])
+            for phase, (tokens, seconds) in got[name][2].items():
+                if seconds > 0:
+                    phase_rates[phase][name].append(tokens / seconds)
         print(f"slots {slots}, repeat {rep + 1}/{repeats}: "
               + ", ".join(f"{name} {got[name][1]:.1f} tok/s" for name in names), flush=True)
     result = {"slots": slots, "requests": count, "ar_tok_s": rates["ar"], "auto_tok_s": rates["auto"],
@@ -106,6 +124,10 @@ def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int,
               "answers": count * repeats}
     for name in SPLIT if split else ():
         result[f"{name}_vs_ar"] = [b / a for a, b in zip(rates["ar"], rates[name])]
+    for phase, by_name in phase_rates.items():  # a phase in every repeat of both: paired by repeat
+        if len(by_name["ar"]) == len(by_name["auto"]) == repeats:
+            result[f"{phase}_tok_s"] = {"ar": by_name["ar"], "auto": by_name["auto"],
+                                        "auto_vs_ar": [b / a for a, b in zip(by_name["ar"], by_name["auto"])]}
     return result
 
 
@@ -117,26 +139,36 @@ def main() -> None:
                     help="sequences decoding together (the concurrency); several: 1,2,4,8")
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dataset", default="mix", help="the bench's prompts: mix (default), random, multiturn, ...")
     ap.add_argument("--engine-spec", default="2,4,2")
     ap.add_argument("--model", default=None, help="a model folder or GGUF file (default: the embedded model)")
     ap.add_argument("--device", default="cpu", help="a torch device: cpu, cuda, cuda:1")
+    ap.add_argument("--prefill-chunk", type=int, default=DEFAULT_PREFILL_CHUNK,
+                    help="prompt rows a step computes next to decoding requests, as serve.prefill_chunk_tokens "
+                         f"(default {DEFAULT_PREFILL_CHUNK}, the server's); 0: a new prompt prefilled whole first")
+    ap.add_argument("--prefill-stall", type=float, default=DEFAULT_PREFILL_STALL,
+                    help=f"as serve.prefill_stall (default {DEFAULT_PREFILL_STALL:g}); 0: fixed chunks")
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    if args.prefill_chunk < 0 or args.prefill_stall < 0 or 0 < args.prefill_stall <= 1:
+        ap.error("--prefill-chunk takes 0 or more; --prefill-stall 0 or more than 1 (as serve.prefill_stall)")
+    prefill = (args.prefill_chunk or None, args.prefill_stall or None)
     # as `trtlade serve` loads it with configs/smollm2-cpu.yml (preset fast)
     engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)
-    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
+    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
     engine.generate(mix[0], max_tokens=8)  # warm-up
     where = device_name(args.device)
     result: dict[str, Any] = {"device": where, "threads": engine.threads, "dtype": args.dtype, "load": args.load,
+                              "dataset": args.dataset, "prefill_chunk": prefill[0], "prefill_stall": prefill[1],
                               "engine_spec": args.engine_spec, "model": engine.model_id, "levels": [],
                               "step_cost_ms": engine.stats["step_cost_ms"]}
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
-        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split))
+        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split, prefill))
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
@@ -166,6 +198,14 @@ def report(result: dict[str, Any], repeats: int) -> None:
             if f"{name}_vs_ar" in lv:
                 r = lv[f"{name}_vs_ar"]
                 print(f"|   | auto, {name} | | | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | |")
+    for lv in result["levels"]:
+        for phase, what in (("queued", "while requests waited for a slot"), ("drain", "the drain (none waiting)")):
+            if f"{phase}_tok_s" in lv and lv["requests"] > lv["slots"]:
+                p = lv[f"{phase}_tok_s"]
+                r = p["auto_vs_ar"]
+                print(f"{lv['slots']} slots, {what}: ar {statistics.median(p['ar']):.1f} tok/s, auto "
+                      f"{statistics.median(p['auto']):.1f}, auto / ar {statistics.median(r):.3f} "
+                      f"({min(r):.3f}-{max(r):.3f})")
     print(f"auto's cost model at the end: {result['cost_model']}")
     d = result["auto_decisions"]
     print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "
