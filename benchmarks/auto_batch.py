@@ -15,9 +15,10 @@ decoding requests' steps, paced by a stall of 1.5: ``--prefill-chunk``, ``--pref
 prefills each new prompt whole before the step, in a forward of its own). Every answer is checked token for token
 against ``ar``; the policy's decisions and the accepted drafts
 it expected against those it got are printed at the end. ``--split`` also runs two ``auto`` variants in the
-same rotation, to split what ``auto`` costs into the plan's host work and its drafting: ``auto, plan only`` (every
-step plans, then every sequence keeps its golden row) and ``auto, no plan`` (no step plans: what an ``auto``
-sequence's bookkeeping costs on its own). A sustained load also reports its two phases apart: the steps begun
+same rotation, to split what ``auto`` costs into its host work and its drafting: ``auto, plan only`` (every
+step plans, then every sequence keeps its golden row: the plans and the drafters' state each sequence keeps
+from its first plan on) and ``auto, no plan`` (no step plans, so no sequence sets up its drafters' state: what is
+left of an ``auto`` sequence beside them). A sustained load also reports its two phases apart: the steps begun
 while a request waited for a slot (the batch kept full) and the drain after the last one took its slot (a wave is
 all drain). ``--slots 1,2,4,8`` runs each concurrency in
 turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
