@@ -161,6 +161,18 @@ def test_summary_md_tables_for_known_input() -> None:
     assert "- gpu: `A10`" in md
 
 
+def test_a_level_of_no_more_requests_than_its_concurrency_is_called_a_wave() -> None:
+    """known_run: 2 requests a level at concurrency 1 (a queue) and 2 (one wave): the note names level 2 only, under
+    the output table; with more requests than every level, no note."""
+    run, _ = known_run()
+    md = render_markdown(run)
+    note = "At concurrency 2 (2 requests a level) every request of a level starts at once"
+    assert note in md
+    assert md.index("## Output throughput") < md.index(note) < md.index("## TTFT")
+    run.settings["num_prompts"] = 3
+    assert "starts at once" not in render_markdown(run)
+
+
 def test_the_failures_table_counts_every_repeats_failures() -> None:
     """One request failed in one of two repeats: its cell says 1 (the mean over the repeats, 0.5, printed
     as 0 before, so the table showed no failure while the list below it named one)."""

@@ -412,6 +412,26 @@ def _source_lines(run: RunSummary) -> list[str]:
     return out
 
 
+def _wave_lines(run: RunSummary) -> list[str]:
+    """The note under the output table for the levels whose requests all start at once (no more requests a
+    level than its concurrency): such a level is one wave, timed by its slowest answer, not a queue.
+
+    >>> run = RunSummary(run_id="r", created="", series=[], levels=[1, 4, 8], settings={"num_prompts": 8},
+    ...                  metadata={}, summaries=[])
+    >>> print(_wave_lines(run)[0][:91])
+    At concurrency 8 (8 requests a level) every request of a level starts at once: the level is
+    """
+    n = run.settings.get("num_prompts")
+    waves = [c for c in run.levels if isinstance(n, int) and 0 < n <= c]
+    if not waves:
+        return []
+    at = ", ".join(str(c) for c in waves)
+    return [f"At concurrency {at} ({n} requests a level) every request of a level starts at once: the level is "
+            "one wave and ends with its slowest answer, so a drafting mode can deliver less there while each "
+            "request decodes faster (decode throughput, below). To measure a queue at that concurrency, send "
+            "several times as many requests a level (`--num-prompts`).", ""]
+
+
 def _tokens_per_step_lines(run: RunSummary) -> list[str]:
     """Tokens per engine step (the acceptance length: 1.0 is plain decoding) per series and level, and by
     prompt category when the dataset names them."""
@@ -534,6 +554,8 @@ def render_markdown(run: RunSummary) -> str:
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
+        if field == "output_throughput":
+            out += _wave_lines(run)
     out += _tokens_per_step_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)
