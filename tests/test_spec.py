@@ -51,7 +51,16 @@ ILLEGAL = [
     ((4, 2, -1), "verificationSetSize requires >=0", "verification_set_size"),
     ((4, 1, 0), "ngramSize=1 requires windowSize=1", "window_size"),
     ((1, 1, 2), "ngramSize=1 requires verificationSetSize=0", "verification_set_size"),
+    ((2**31, 2, 2), "SizeType32", "window_size"),
+    ((4, 2**31, 4), "SizeType32", "ngram_size"),
+    ((4, 2, 2**31), "SizeType32", "verification_set_size"),
 ]
+
+
+def test_the_largest_int32_size_is_legal():
+    """2**31 - 1 is the largest SizeType32: legal (with the draft-tokens warning), one more is refused above."""
+    spec = LookaheadSpec(4, 2, 2**31 - 1)
+    assert spec.verification_set_size == 2**31 - 1 and spec.warnings()
 
 
 @pytest.mark.parametrize("wng,rule,field", ILLEGAL)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events, wait_until
-from trtlade.spec import LookaheadSpec
+from trtlade.spec import LookaheadSpec, SpecError
 
 ENGINES = Path(__file__).resolve().parent / "data" / "engines"
 
@@ -70,6 +70,15 @@ def test_double_request_is_keyword_only_and_needs_max_tokens(tle):
 def test_double_lookahead_config_legality(tle, wng, rule):
     with pytest.raises(RuntimeError, match=rule):
         tle.LookaheadDecodingConfig(*wng)
+
+
+@pytest.mark.parametrize("wng", [(2**31, 2, 2), (4, 2**31, 4), (4, 2, 2**31)])
+def test_double_refuses_a_size_beyond_int32_as_pybind_does(tle, wng):
+    """Each size is a SizeType32: the binding cannot convert a larger int, and the spec refuses it first."""
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        tle.LookaheadDecodingConfig(*wng)
+    with pytest.raises(SpecError, match="SizeType32"):
+        LookaheadSpec(*wng)
 
 
 @pytest.mark.parametrize("wng, draft", [((4, 2, 4), 7), ((7, 7, 7), 83), ((4, 3, 4), 15), ((1, 1, 0), 0)])

@@ -77,6 +77,12 @@ _ALIAS_TO_FIELD: dict[str, str] = {
 #: Baseten's guidance: above this many draft tokens per step lookahead rarely pays.
 DRAFT_TOKENS_WARNING_THRESHOLD = 128
 
+#: The largest size TensorRT-LLM takes: ``LookaheadDecodingConfig(SizeType32 windowSize, SizeType32 ngramSize,
+#: SizeType32 verificationSetSize)`` (NVIDIA/TensorRT-LLM cpp/include/tensorrt_llm/executor/executor.h,
+#: 879039f; ``SizeType32`` is ``std::int32_t``), so a larger Python int does not convert to the constructor's
+#: argument and the executor config is refused before any rule is checked.
+SIZE_TYPE32_MAX = 2**31 - 1
+
 
 class SpecError(TrtladeError, ValueError):
     """An illegal or unparsable (W, N, G).
@@ -118,6 +124,7 @@ class LookaheadSpec:
     ngramSize=1 requires windowSize=1 (4, 1, 0)
     ngramSize=1 requires              (1, 1, 2)
     verificationSetSize=0
+    SizeType32 (each size an int32)   (2147483648, 2, 2)
     ================================  ==========================================
     """
 
@@ -133,6 +140,13 @@ class LookaheadSpec:
                     f"{name} must be an integer, got {value!r}",
                     rule="type", field=name, hint="write the spec as three integers, e.g. 4,2,4",
                 )
+        for name in FIELDS:
+            value = getattr(self, name)
+            if value > SIZE_TYPE32_MAX:
+                raise SpecError(f"{name} is {value}: a SizeType32 (int32) holds at most {SIZE_TYPE32_MAX}",
+                                rule="SizeType32", field=name,
+                                hint="TensorRT-LLM takes each size as an int32; lookahead pays with single digits, "
+                                     "e.g. 4,2,4")
         w, n, g = self.window_size, self.ngram_size, self.verification_set_size
         if n < 1:
             raise SpecError(f"ngram_size is {n}: ngramSize requires >= 1", rule="ngramSize requires >= 1",

@@ -76,8 +76,14 @@ def _version() -> tuple[int, int]:
 
 
 def _int_arg(name: str, value: object) -> int:
+    """A ``SizeType32`` / ``TokenIdType`` argument (``std::int32_t``, cpp/include/tensorrt_llm/executor/types.h;
+    every caller here takes one). pybind11's integer caster (pybind11/cast.h, ``type_caster`` for arithmetic types,
+    ``load``) refuses a non-int and an int that does not fit the C type, so the call's overload resolution fails
+    with "incompatible function arguments"."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"incompatible function arguments: {name} must be int, got {type(value).__name__}")
+    if not -2**31 <= value <= 2**31 - 1:
+        raise TypeError(f"incompatible function arguments: {name} = {value} does not fit an int32")
     return value
 
 
