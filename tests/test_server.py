@@ -498,6 +498,7 @@ def test_huge_prompt_is_refused_without_blocking():
     ([2, 2, -1], "lookahead.g", "verificationSetSize requires >=0"),
     ([2, 1, 0], "lookahead.w", "ngramSize=1 requires windowSize=1"),
     ([1, 1, 2], "lookahead.g", "ngramSize=1 requires verificationSetSize=0"),
+    ([2, 2, 2**31], "lookahead.g", "a SizeType32 (int32) holds at most 2147483647"),
     ([1, 2], "lookahead", "three numbers"),
     ([1, 2, 3, 4], "lookahead", "three numbers"),
     ({"w": 2, "n": 2}, "lookahead.g", "missing"),
