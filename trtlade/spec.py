@@ -140,8 +140,6 @@ class LookaheadSpec:
                     f"{name} must be an integer, got {value!r}",
                     rule="type", field=name, hint="write the spec as three integers, e.g. 4,2,4",
                 )
-        for name in FIELDS:
-            value = getattr(self, name)
             if value > SIZE_TYPE32_MAX:
                 raise SpecError(f"{name} is {value}: a SizeType32 (int32) holds at most {SIZE_TYPE32_MAX}",
                                 rule="SizeType32", field=name,
