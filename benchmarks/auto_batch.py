@@ -20,8 +20,9 @@ step plans, then every sequence keeps its golden row: the plans and the drafters
 from its first plan on) and ``auto, no plan`` (no step plans, so no sequence sets up its drafters' state: what is
 left of an ``auto`` sequence beside them). A sustained load also reports its two phases apart: the steps begun
 while a request waited for a slot (the batch kept full) and the drain after the last one took its slot (a wave is
-all drain). ``--slots 1,2,4,8`` runs each concurrency in
-turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
+all drain). ``--drafters sa ngram`` adds fixed NGram / SA drafters (as the bench's modes name them) to the rotation,
+each against ``ar``, so the default is seen beside the best fixed drafter at each load. ``--slots 1,2,4,8`` runs each
+concurrency in turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
 embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
 is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
 
@@ -29,6 +30,7 @@ is nearly free and ``auto`` should draft at every concurrency) load it as ``Refe
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --split
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --dataset random
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 32 --repeats 4
+    .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 12 --slots 1,2,4 --drafters sa ngram
     python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
 """
 
@@ -46,6 +48,7 @@ from trtlade.bench.meta import device_name
 from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
+from trtlade.drafting.config import DraftConfig, drafter_mode
 from trtlade.presets import preset_prompt_lookup
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.spec import LookaheadSpec
@@ -55,11 +58,12 @@ SLOTS = 8
 SPLIT = ("plan only", "no plan")
 
 
-def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec],
+def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec | DraftConfig],
         slots: int = SLOTS, variant: str = "auto", prefill: tuple[Optional[int], Optional[float]] = (None, None),
         ) -> tuple[list, float, dict[str, list[float]]]:
     """Every prompt through one batch of ``slots`` slots: the answers, the delivered tokens/s, and the tokens and
     seconds of each phase (``queued``: steps begun while a request waited for a slot; ``drain``: the rest).
+    ``spec``: a fixed (w,n,g) (``ar``: (1,1,0)), an NGram / SA drafter (``--drafters``), or None (``auto``).
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
     plans no step. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
     policy = engine.policy
@@ -72,7 +76,10 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     phases = {"queued": [0.0, 0.0], "drain": [0.0, 0.0]}  # tokens, seconds
     try:
         batch = engine.new_batch(max_batch_size=slots, prefill_chunk=prefill[0], prefill_stall=prefill[1])
-        ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=spec)) for p in prompts]
+        speculation = spec if isinstance(spec, DraftConfig) else None
+        lookahead = None if speculation is not None else spec
+        ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=lookahead,
+                                           speculation=speculation)) for p in prompts]
         out: dict[int, list[int]] = {i: [] for i in ids}
         t0 = time.perf_counter()
         while len(batch):
@@ -100,18 +107,21 @@ def slot_list(text: str) -> list[int]:
 
 
 def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int,
-          split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None)) -> dict[str, Any]:
-    """``ar`` and ``auto`` (and with ``split`` its two variants) rotated over ``repeats`` on ``count`` prompts
-    through ``slots`` slots."""
-    names = ["ar", "auto", *(SPLIT if split else ())]
+          split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None),
+          drafters: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``ar`` and ``auto`` (and the fixed ``drafters``, and with ``split`` auto's two variants) rotated over
+    ``repeats`` on ``count`` prompts through ``slots`` slots."""
+    specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None}
+    specs.update({name: DraftConfig.parse(drafter_mode(name)) for name in drafters})
+    specs.update({name: None for name in (SPLIT if split else ())})
+    names = list(specs)
     rates: dict[str, list[float]] = {name: [] for name in names}
     phase_rates = {phase: {name: [] for name in names} for phase in ("queued", "drain")}
     same = 0
     for rep in range(repeats):
         prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
         order = names[rep % len(names):] + names[:rep % len(names)]
-        got = {name: run(engine, prompts, LookaheadSpec(1, 1, 0) if name == "ar" else None, slots, name, prefill)
-               for name in order}
+        got = {name: run(engine, prompts, specs[name], slots, name, prefill) for name in order}
         same += sum(all(got[name][0][i] == got["ar"][0][i] for name in names) for i in range(count))
         for name in names:
             rates[name].append(got[name][1])
@@ -122,13 +132,14 @@ def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int,
               + ", ".join(f"{name} {got[name][1]:.1f} tok/s" for name in names), flush=True)
     result = {"slots": slots, "requests": count, "ar_tok_s": rates["ar"], "auto_tok_s": rates["auto"],
               "auto_vs_ar": [b / a for a, b in zip(rates["ar"], rates["auto"])], "identical": same,
-              "answers": count * repeats}
-    for name in SPLIT if split else ():
+              "answers": count * repeats, "drafters": list(drafters)}
+    for name in [*drafters, *(SPLIT if split else ())]:
         result[f"{name}_vs_ar"] = [b / a for a, b in zip(rates["ar"], rates[name])]
-    for phase, by_name in phase_rates.items():  # a phase in every repeat of both: paired by repeat
-        if len(by_name["ar"]) == len(by_name["auto"]) == repeats:
-            result[f"{phase}_tok_s"] = {"ar": by_name["ar"], "auto": by_name["auto"],
-                                        "auto_vs_ar": [b / a for a, b in zip(by_name["ar"], by_name["auto"])]}
+    for phase, by_name in phase_rates.items():  # a phase in every repeat of every mode: paired by repeat
+        if all(len(by_name[name]) == repeats for name in names):
+            result[f"{phase}_tok_s"] = {name: by_name[name] for name in names}
+            for name in names[1:]:
+                result[f"{phase}_tok_s"][f"{name}_vs_ar"] = [b / a for a, b in zip(by_name["ar"], by_name[name])]
     return result
 
 
@@ -149,6 +160,8 @@ def main() -> None:
                          f"(default {DEFAULT_PREFILL_CHUNK}, the server's); 0: a new prompt prefilled whole first")
     ap.add_argument("--prefill-stall", type=float, default=DEFAULT_PREFILL_STALL,
                     help=f"as serve.prefill_stall (default {DEFAULT_PREFILL_STALL:g}); 0: fixed chunks")
+    ap.add_argument("--drafters", nargs="*", default=[],
+                    help="fixed NGram / SA drafters in the same rotation, as the bench names them: sa, ngram, ...")
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
     ap.add_argument("--json", type=Path, default=None)
@@ -169,7 +182,8 @@ def main() -> None:
                               "step_cost_ms": engine.stats["step_cost_ms"]}
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
-        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split, prefill))
+        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split, prefill,
+                                      tuple(args.drafters)))
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
@@ -183,30 +197,33 @@ def main() -> None:
         print(f"wrote {args.json}")
 
 
+def _range(r: list[float]) -> str:
+    return f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})"
+
+
 def report(result: dict[str, Any], repeats: int) -> None:
-    """The table: delivered tokens/s of both modes and their ratio per concurrency (median, range)."""
+    """The table: delivered tokens/s of ``ar`` and ``auto`` and their ratio per concurrency (median, range), each
+    fixed drafter's and auto variant's ratio under it, then the phases of a queue."""
     print(f"\n{result['device']}, {result['threads']} threads, {result['dtype']}, {result['model']}, "
-          f"{result['load']}, engine spec {result['engine_spec']}, {repeats} interleaved repeats")
+          f"{result['load']}, {result['dataset']}, engine spec {result['engine_spec']}, {repeats} interleaved repeats")
     print(f"step cost by rows at load (ms): {result['step_cost_ms']}")
     print("| slots | requests | ar tok/s | auto tok/s | auto / ar | identical to ar |")
     print("|---:|---:|---:|---:|---:|---:|")
     for lv in result["levels"]:
-        r = lv["auto_vs_ar"]
         print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
-              f"{statistics.median(lv['auto_tok_s']):.1f} | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | "
+              f"{statistics.median(lv['auto_tok_s']):.1f} | {_range(lv['auto_vs_ar'])} | "
               f"{lv['identical']}/{lv['answers']} |")
-        for name in SPLIT:
+        for name in [*lv.get("drafters", ()), *SPLIT]:
             if f"{name}_vs_ar" in lv:
-                r = lv[f"{name}_vs_ar"]
-                print(f"|   | auto, {name} | | | {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | |")
+                label = name if name in lv.get("drafters", ()) else f"auto, {name}"
+                print(f"|   | {label} | | | {_range(lv[f'{name}_vs_ar'])} | |")
     for lv in result["levels"]:
         for phase, what in (("queued", "while requests waited for a slot"), ("drain", "the drain (none waiting)")):
             if f"{phase}_tok_s" in lv and lv["requests"] > lv["slots"]:
                 p = lv[f"{phase}_tok_s"]
-                r = p["auto_vs_ar"]
+                others = "; ".join(f"{key[:-6]} / ar {_range(r)}" for key, r in p.items() if key.endswith("_vs_ar"))
                 print(f"{lv['slots']} slots, {what}: ar {statistics.median(p['ar']):.1f} tok/s, auto "
-                      f"{statistics.median(p['auto']):.1f}, auto / ar {statistics.median(r):.3f} "
-                      f"({min(r):.3f}-{max(r):.3f})")
+                      f"{statistics.median(p['auto']):.1f}; {others}")
     print(f"auto's cost model at the end: {result['cost_model']}")
     d = result["auto_decisions"]
     print(f"auto's decisions: drafted {d['drafted']}, skipped {d['skipped']}, empty {d['empty']}; accepted drafts "

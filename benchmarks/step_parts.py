@@ -1,7 +1,7 @@
 """Where a decode step's wall time goes, without a profiler: each part of the engine's step timed with
 ``time.perf_counter`` around it (the native body, the LM head, the embedding rows, the rows' keys, the
 greedy tokens, consuming, emitting, keeping, planning), ``--sequences`` sequences decoding together
-(the first prompts of the bench's ``mix`` dataset, ``ignore_eos``), ``--steps`` steps after the prefill,
+(the first prompts of the bench's ``--dataset``, default ``mix``, ``ignore_eos``), ``--steps`` steps after the prefill,
 ``--repeats`` times; median ms per step and share of the step. ``--policy greedy`` decodes plainly,
 ``--policy auto`` with the served default (the engine loaded as ``configs/smollm2-cpu.yml`` loads it), and
 ``--policy both`` runs the two in turn each repeat (the order flipped every repeat) and ends with the host
@@ -86,6 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--sequences", type=int, default=8)
+    ap.add_argument("--dataset", default="mix", help="the bench's prompts: mix (default), random, multiturn, ...")
     ap.add_argument("--steps", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--policy", choices=("greedy", "auto", "both"), default="greedy",
@@ -96,7 +97,7 @@ def main() -> None:
     if engine.runner.fast is None or engine.runner.fast.native is None:
         raise SystemExit(f"no native body here: {engine.stats['linear_kernel']}")
     chat = PromptTokenizer(engine.tokenizer)  # as /v1/chat/completions sends them to the engine
-    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
+    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
     prompts = [mix[i % len(mix)] for i in range(args.sequences)]
     acc: dict[str, float] = {}
     for owner, name, part in PARTS:

@@ -154,6 +154,12 @@ def test_summary_md_tables_for_known_input() -> None:
     # decode: ar 10 tok/s per request (x1, x2), lookahead 12.5 (x1, x2)
     assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 |\n| lookahead vs ar | +25.0% one sample | "
             "+25.0% one sample |") in md
+    # end-to-end latency: the last chunk of 5 (ar 0.1 s + 4 x 0.1 s, lookahead 0.11 s + 4 x 0.08 s), mean and p90
+    e2el = ("| ar | 500.0 | 500.0 |\n| lookahead | 430.0 | 430.0 |\n| lookahead vs ar | -14.0% one sample | "
+            "-14.0% one sample |")
+    for title in ("## End-to-end latency (ms, mean over requests", "## End-to-end latency (ms, p90 over requests"):
+        assert e2el in md[md.index(title):md.index("## ", md.index(title) + 3)], title
+    assert md.index("## TTFT (ms, median)") < md.index("## End-to-end latency") < md.index("## Decode throughput")
     assert "One repeat: every cell is a single sample" in md
     assert "**1 of 9 measured requests failed**" in md
     assert "lookahead @ concurrency 2: 1 failed (http: 1). `HTTP 500: engine`" in md

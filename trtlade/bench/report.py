@@ -7,9 +7,9 @@
   (series, level)); ``report compare`` reads it back;
 * ``summary.csv``: the summaries as one flat table;
 * ``summary.md``: the tables (output throughput -- what the server delivers --, mean and median TTFT,
-  and the user's decode throughput summed over concurrent requests, labelled as such: rows per
-  series plus a change row in %, columns per concurrency), failures, the full metric table per
-  series, and metadata;
+  mean and p90 end-to-end latency, and the user's decode throughput summed over concurrent requests,
+  labelled as such: rows per series plus a change row in %, columns per concurrency), failures, the
+  full metric table per series, and metadata;
 * ``ttft_vs_concurrency.png``, ``output_throughput_vs_concurrency.png``,
   ``decode_throughput_vs_concurrency.png`` and, with two or more series, ``speedup_vs_concurrency.png``
   (of output throughput).
@@ -124,6 +124,8 @@ TABLES: tuple[tuple[str, str, int, bool], ...] = (
      "output_throughput", 1, True),
     ("TTFT (ms, mean over requests)", "mean_ttft_ms", 1, False),
     ("TTFT (ms, median)", "median_ttft_ms", 1, False),
+    ("End-to-end latency (ms, mean over requests: request sent to the stream's end)", "mean_e2el_ms", 1, False),
+    ("End-to-end latency (ms, p90 over requests: the slow end of a level)", "p90_e2el_ms", 1, False),
     ("Decode throughput (tokens/s, sum over concurrent requests: per-request decode speed, summed; "
      "not what the server delivers)", "aggregate_decode_throughput", 1, True),
 )
@@ -427,9 +429,10 @@ def _wave_lines(run: RunSummary) -> list[str]:
         return []
     at = ", ".join(str(c) for c in waves)
     return [f"At concurrency {at} ({n} requests a level) every request of a level starts at once: the level is "
-            "one wave and ends with its slowest answer, so a drafting mode can deliver less there while each "
-            "request decodes faster (decode throughput, below). To measure a queue at that concurrency, send "
-            "several times as many requests a level (`--num-prompts`).", ""]
+            "one wave and ends with its slowest answer, so a drafting mode can deliver less there while its "
+            "requests decode faster and finish sooner on average: read it with the end-to-end latency and the "
+            "decode throughput, below. To measure a queue at that concurrency, send several times as many "
+            "requests a level (`--num-prompts`).", ""]
 
 
 def _tokens_per_step_lines(run: RunSummary) -> list[str]:

@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from trtlade.bench.records import RequestRecord
     from trtlade.config.schema import BenchSection
 
-_HELP = """Stress-test an OpenAI-compatible server: TTFT and decode throughput per concurrency level,
-autoregressive vs lookahead (or two servers), with a report folder (tables, CSV, JSON, plots).
+_HELP = """Stress-test an OpenAI-compatible server: output throughput, TTFT, end-to-end latency and decode
+throughput per concurrency level, autoregressive vs lookahead (or two servers), with a report folder (tables,
+CSV, JSON, plots).
 
 Examples:
 
@@ -39,7 +40,7 @@ Examples:
 def register(app: typer.Typer) -> None:
     app.command("bench", help=_HELP, no_args_is_help=False)(bench)
     report_app = typer.Typer(help="Work with bench report folders.", no_args_is_help=True)
-    report_app.command("compare", help="Render the TTFT and decode-throughput comparison tables of two "
+    report_app.command("compare", help="Render the comparison tables (throughput, TTFT, latency) of two "
                        "earlier runs (e.g. one run per server): A is the baseline.")(report_compare)
     app.add_typer(report_app, name="report")
 
