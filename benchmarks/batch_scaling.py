@@ -120,7 +120,7 @@ def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
     roof = Floor(weight_bytes(runner), dtype=dtype)
     roof.sample()
     timed = []
-    for rows in (1, 2, 4, 8, 16, 32, 64):
+    for rows in (1, 2, 4, 8, 9, 16, 32, 64):
         one = [RowBlock(slots[0], [5] * rows, list(range(rows)), list(range(rows)), causal=True)]
         many = [RowBlock(s, [5], [0], [0]) for s in slots[:rows]] if rows <= len(slots) else None
         timed.append((rows, _best(lambda: runner.forward(one)), _best(lambda: runner.forward(many)) if many else None))
@@ -155,7 +155,7 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
                          f"(this engine: {engine.stats['kernels']})")
     slot = runner.allocate(context + 16)
     runner.prefill(slot, (prompts[0] * (context // len(prompts[0]) + 1))[:context])
-    counts, parts = (1, 2, 5, 8, 16), (*body.PARTS, "rest of the forward")
+    counts, parts = (1, 2, 5, 8, 9, 16), (*body.PARTS, "rest of the forward")
     times: dict[int, list[list[float]]] = {rows: [] for rows in counts}
     body.time_parts = True
     try:

@@ -138,9 +138,10 @@ def test_the_prefetch_lead_never_changes_a_bit(variant, dtype):
     """The AVX-512 tiles of up to 8 rows prefetch either each panel's stream a lead ahead (chosen on Intel)
     or the next group spread over the current one (elsewhere). With a lead, float32 rows beyond 8 take turns
     in 8-row tiles over spans of 32 k steps, reading the weights once per 32 rows, instead of the 16-row tile
-    (9-16 rows) or one pass per 8 rows (17 and more); K of 6, 130, 576 and 1536 end spans early or
-    mid-way, 33 and 40 rows read twice. A prefetch moves no value and every path computes the same chains,
-    so all give the same bits at every row count; the variants without AVX-512 always spread (lead 0)."""
+    (9-16 rows) or one pass per 8 rows (17 and more); a single row after full tiles joins the tile before it
+    (9, 17, 25 and 41 rows: a tile of 9); K of 6, 130, 576 and 1536 end spans early or mid-way, 33, 40 and 41
+    rows read twice. A prefetch moves no value and every path computes the same chains, so all give the same
+    bits at every row count; the variants without AVX-512 always spread (lead 0)."""
     torch.manual_seed(5)
     lins = [PanelLinear.pack(torch.randn(n, k).to(dtype), torch.randn(n).to(dtype), variant=variant)
             for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]]
@@ -152,8 +153,8 @@ def test_the_prefetch_lead_never_changes_a_bit(variant, dtype):
             got = lead(want)
             assert got == (want if variant.startswith("avx512") else 0)
             for i, lin in enumerate(lins):
-                x = torch.randn(40, lin.in_features, generator=torch.Generator().manual_seed(i)).to(dtype)
-                for rows in (1, 2, 3, 8, 9, 12, 16, 17, 33, 40):
+                x = torch.randn(41, lin.in_features, generator=torch.Generator().manual_seed(i)).to(dtype)
+                for rows in (1, 2, 3, 8, 9, 12, 16, 17, 25, 33, 40, 41):
                     outs[want, i, rows] = lin(x[:rows])
         for (want, i, rows), y in outs.items():
             assert torch.equal(outs[0, i, rows], y), (want, i, rows)

@@ -178,7 +178,7 @@ static inline __attribute__((always_inline)) void store_f32_panel(float *y, int6
 
 /* One k step of m rows x np panels: each panel's 16 weights at k times each row's x[k], added to its
  * accumulator (one FMA: the chain of every output is the same in every tile). */
-static inline __attribute__((always_inline)) void step_f32(__m512 acc[MT][PT], const float *x, int64_t K,
+static inline __attribute__((always_inline)) void step_f32(__m512 (*acc)[PT], const float *x, int64_t K,
                                                           const float *wp, int64_t k, const int m, const int np) {
     __m512 w[PT];
     for (int p = 0; p < np; p++) w[p] = _mm512_loadu_ps(wp + ((size_t)p * K + k) * 16);
@@ -208,12 +208,13 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
     for (int p = 0; p < np; p++) store_f32_panel(y, N, n0 + 16 * p, bias, &acc[0][p], PT, m);
 }
 
-/* Steps k0 to k1 of an m x np tile whose accumulators wait in buf ([MT][PT], k0 > 0) between spans; a lead
- * > 0 prefetches each panel's stream that many bytes ahead (PF_LEAD). */
+/* Steps k0 to k1 of an m x np tile (m <= MT + 1: the tiles' last row folded into the tile before it, below) whose
+ * accumulators wait in buf ([MT + 1][PT], k0 > 0) between spans; a lead > 0 prefetches each panel's stream that
+ * many bytes ahead (PF_LEAD). */
 static inline __attribute__((always_inline)) void span_f32(const float *x, int64_t K, const float *wp, int64_t k0,
                                                           int64_t k1, __m512 *buf, const int lead, const int m,
                                                           const int np) {
-    __m512 acc[MT][PT];
+    __m512 acc[MT + 1][PT];
     for (int i = 0; i < m; i++)
         for (int p = 0; p < np; p++) acc[i][p] = k0 ? buf[i * PT + p] : _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k++) {
@@ -276,6 +277,14 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
     case 8 * 4 + 2: FN(__VA_ARGS__, 8, 2); break; default: FN(__VA_ARGS__, 8, 3); break;                     \
     }
 
+/* TILE_CASES_512 and the tiles of MT + 1 rows (tiles_f32). */
+#define TILE_CASES_SPAN(FN, ...)                                                                                  \
+    switch (m * 4 + np) {                                                                                     \
+    case 9 * 4 + 1: FN(__VA_ARGS__, 9, 1); break; case 9 * 4 + 2: FN(__VA_ARGS__, 9, 2); break;              \
+    case 9 * 4 + 3: FN(__VA_ARGS__, 9, 3); break;                                                             \
+    default: TILE_CASES_512(FN, __VA_ARGS__);                                                                 \
+    }
+
 /* More rows than a tile holds, in ONE read of the panels (float32, with a prefetch lead: Intel): the rows'
  * tiles of MT take turns over spans of SPAN k steps, the first reading the span's weights from memory (its
  * prefetch a lead ahead), the others from the L1 cache, each tile's accumulators kept in buf between
@@ -288,21 +297,27 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
  * within noise of 32. */
 #define SPAN 32
 #define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
-#define TILE_ROWS(rows, t) ((rows) - (t) * MT < MT ? (rows) - (t) * MT : MT) /* rows of tile t */
+/* The tiles of `rows` rows: of MT rows each, the last one of what is left, except that a single row left after
+ * full tiles joins the tile before it (MT + 1 rows, 27 accumulators of AVX-512's 32 registers): alone, its np
+ * accumulators are np chains, each multiply-add waiting for the one before it, and the tile ran a third as long
+ * as a full one for an eighth of its arithmetic. Tile t starts at row t * MT. */
+static inline int span_tiles(int rows) { return (rows + MT - 1) / MT - (rows > MT && rows % MT == 1); }
+static inline int span_rows(int rows, int t, int tiles) { return t < tiles - 1 ? MT : rows - t * MT; }
 static inline __attribute__((always_inline)) void tiles_f32(const float *x, int64_t K, const float *wp,
                                                            const float *bias, float *y, int64_t N, int64_t n0,
                                                            const Prefetch *pf, const int rows, const int np) {
-    __m512 buf[SPAN_TILES][MT * PT];
+    __m512 buf[SPAN_TILES][(MT + 1) * PT];
+    const int tiles = span_tiles(rows);
     for (int64_t k0 = 0; k0 < K; k0 += SPAN) {
         const int64_t k1 = k0 + SPAN < K ? k0 + SPAN : K;
-        for (int t = 0; t * MT < rows; t++) {
-            const int m = TILE_ROWS(rows, t);
-            TILE_CASES_512(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead)
+        for (int t = 0; t < tiles; t++) {
+            const int m = span_rows(rows, t, tiles);
+            TILE_CASES_SPAN(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead)
         }
     }
-    for (int t = 0; t * MT < rows; t++)
+    for (int t = 0; t < tiles; t++)
         for (int p = 0; p < np; p++)
-            store_f32_panel(y + (size_t)t * MT * N, N, n0 + 16 * p, bias, &buf[t][p], PT, TILE_ROWS(rows, t));
+            store_f32_panel(y + (size_t)t * MT * N, N, n0 + 16 * p, bias, &buf[t][p], PT, span_rows(rows, t, tiles));
 }
 #endif
 
