@@ -48,7 +48,7 @@ from trtlade.bench.meta import device_name
 from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
-from trtlade.drafting.config import DraftConfig, drafter_mode
+from trtlade.drafting.config import DraftConfig, DraftConfigError, drafter_mode
 from trtlade.presets import preset_prompt_lookup
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.spec import LookaheadSpec
@@ -106,6 +106,15 @@ def slot_list(text: str) -> list[int]:
     return values
 
 
+def drafter_name(text: str) -> str:
+    """``--drafters``: a drafter as the bench names it (``sa``, ``ngram-3-2``), checked before the model loads."""
+    try:
+        DraftConfig.parse(drafter_mode(text))
+    except DraftConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (hint: {exc.hint})") from None
+    return text
+
+
 def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int,
           split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None),
           drafters: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -160,7 +169,7 @@ def main() -> None:
                          f"(default {DEFAULT_PREFILL_CHUNK}, the server's); 0: a new prompt prefilled whole first")
     ap.add_argument("--prefill-stall", type=float, default=DEFAULT_PREFILL_STALL,
                     help=f"as serve.prefill_stall (default {DEFAULT_PREFILL_STALL:g}); 0: fixed chunks")
-    ap.add_argument("--drafters", nargs="*", default=[],
+    ap.add_argument("--drafters", nargs="*", default=[], type=drafter_name,
                     help="fixed NGram / SA drafters in the same rotation, as the bench names them: sa, ngram, ...")
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
