@@ -115,7 +115,7 @@ def drafter_name(text: str) -> str:
     return text
 
 
-def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int, repeats: int,
+def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: int, repeats: int,
           split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None),
           drafters: tuple[str, ...] = ()) -> dict[str, Any]:
     """``ar`` and ``auto`` (and the fixed ``drafters``, and with ``split`` auto's two variants) rotated over
@@ -128,7 +128,7 @@ def level(engine: ReferenceEngine, mix: list[list[int]], count: int, slots: int,
     phase_rates = {phase: {name: [] for name in names} for phase in ("queued", "drain")}
     same = 0
     for rep in range(repeats):
-        prompts = [mix[(count * rep + i) % len(mix)] for i in range(count)]
+        prompts = [encoded[(count * rep + i) % len(encoded)] for i in range(count)]
         order = names[rep % len(names):] + names[:rep % len(names)]
         got = {name: run(engine, prompts, specs[name], slots, name, prefill) for name in order}
         same += sum(all(got[name][0][i] == got["ar"][0][i] for name in names) for i in range(count))
@@ -182,8 +182,8 @@ def main() -> None:
     engine = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)
-    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
-    engine.generate(mix[0], max_tokens=8)  # warm-up
+    encoded = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
+    engine.generate(encoded[0], max_tokens=8)  # warm-up
     where = device_name(args.device)
     result: dict[str, Any] = {"device": where, "threads": engine.threads, "dtype": args.dtype, "load": args.load,
                               "dataset": args.dataset, "prefill_chunk": prefill[0], "prefill_stall": prefill[1],
@@ -191,7 +191,7 @@ def main() -> None:
                               "step_cost_ms": engine.stats["step_cost_ms"]}
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
-        result["levels"].append(level(engine, mix, count, slots, args.repeats, args.split, prefill,
+        result["levels"].append(level(engine, encoded, count, slots, args.repeats, args.split, prefill,
                                       tuple(args.drafters)))
     c = engine.policy.counters
     snap = engine.policy.snapshot()

@@ -97,8 +97,8 @@ def main() -> None:
     if engine.runner.fast is None or engine.runner.fast.native is None:
         raise SystemExit(f"no native body here: {engine.stats['linear_kernel']}")
     chat = PromptTokenizer(engine.tokenizer)  # as /v1/chat/completions sends them to the engine
-    mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
-    prompts = [mix[i % len(mix)] for i in range(args.sequences)]
+    encoded = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
+    prompts = [encoded[i % len(encoded)] for i in range(args.sequences)]
     acc: dict[str, float] = {}
     for owner, name, part in PARTS:
         setattr(owner, name, timed(acc, getattr(owner, name), part))
