@@ -333,6 +333,7 @@ def note_access(request: Request, **info: Any) -> None:
     request.state.access = current
 
 
-def server_context(request: Request) -> ServerContext:
-    """The app's context (a FastAPI dependency)."""
+async def server_context(request: Request) -> ServerContext:
+    """The app's context (a FastAPI dependency; async, so a route gets it on the event loop without a hop
+    through the thread pool, and a burst of requests is counted in the order it arrived)."""
     return request.app.state.context
