@@ -117,7 +117,8 @@ def test_the_server_applies_the_schedule_by_load_and_never_switches_a_running_re
             alone = (await c.post("/v1/completions", json={"prompt": "a", "max_tokens": 4})).json()
             # a long request runs; two more arrive while it does; the first keeps its band
             long = asyncio.create_task(c.post("/v1/completions", json={"prompt": "b", "max_tokens": 40}))
-            await asyncio.sleep(0.05)
+            while len(engine.requests) < 2:  # until the long one runs (admitted alone), on a slow host too
+                await asyncio.sleep(0.005)
             busy = await asyncio.gather(*[c.post("/v1/completions", json={"prompt": "c", "max_tokens": 4})
                                           for _ in range(2)])
             explicit = await c.post("/v1/completions", json={"prompt": "d", "max_tokens": 4,
