@@ -137,6 +137,9 @@ typedef struct {
  * is dropped by the CPU, never a fault. */
 #define PF_LEAD(np, LINE, LEAD)                                                                               \
     for (int p_ = 0; p_ < (np); p_++) _mm_prefetch((const char *)(LINE(p_)) + (LEAD), _MM_HINT_T1);
+/* PF_LEAD into the L1 cache (tiles_f32's span tiles). */
+#define PF_LEAD_L1(np, LINE, LEAD)                                                                            \
+    for (int p_ = 0; p_ < (np); p_++) _mm_prefetch((const char *)(LINE(p_)) + (LEAD), _MM_HINT_T0);
 #define PF_PANELS(np, LINE)                                                                                   \
     if (pf_lead) {                                                                                            \
         PF_LEAD(np, LINE, pf_lead)                                                                            \
@@ -210,7 +213,7 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, int64
 
 /* Steps k0 to k1 of an m x np tile (m <= MT + 1: the tiles' last row folded into the tile before it, below) whose
  * accumulators wait in buf ([MT + 1][PT], k0 > 0) between spans; a lead > 0 prefetches each panel's stream that
- * many bytes ahead (PF_LEAD). */
+ * many bytes ahead, into L1 (PF_LEAD_L1). */
 static inline __attribute__((always_inline)) void span_f32(const float *x, int64_t K, const float *wp, int64_t k0,
                                                           int64_t k1, __m512 *buf, const int lead, const int m,
                                                           const int np) {
@@ -220,7 +223,7 @@ static inline __attribute__((always_inline)) void span_f32(const float *x, int64
     for (int64_t k = k0; k < k1; k++) {
         if (lead) {
 #define F32_LINE(p) (wp + ((size_t)(p) * K + k) * 16)
-            PF_LEAD(np, F32_LINE, lead)
+            PF_LEAD_L1(np, F32_LINE, lead)
 #undef F32_LINE
         }
         step_f32(acc, x, K, wp, k, m, np);
@@ -287,14 +290,17 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
 
 /* More rows than a tile holds, in ONE read of the panels (float32, with a prefetch lead: Intel): the rows'
  * tiles of MT take turns over spans of SPAN k steps, the first reading the span's weights from memory (its
- * prefetch a lead ahead), the others from the L1 cache, each tile's accumulators kept in buf between
+ * prefetch half a lead ahead, into L1), the others from the L1 cache, each tile's accumulators kept in buf between
  * spans. Before, each tile read the whole group in its own pass and the memory sat idle during every pass
  * but the first. Storing and reloading an accumulator is exact and each output's chain still runs k = 0 to
  * K - 1 in order: the bits are those of the tiles (tests/test_fast_forward.py). Linear layers alone against
  * the passes, a 2-core Xeon with AMX (benchmarks/linear_ab.py, two runs of 11 interleaved repeats, medians):
  * 1.16-1.21x faster at 9 rows, 1.10-1.11x at 12, 1.05-1.07x at 16, 1.10x at 24, 1.03-1.04x at 32 and 48, 1.00x
  * at 1-8 (docs/results/roofline.md); spans of 16-128 k steps, and a prefetch by the other tiles too, measured
- * within noise of 32. */
+ * within noise of 32. The first tile fetches into L1 (PF_LEAD_L1), half the lead ahead, so the tiles after it
+ * find the span there: against a fetch into L2 a whole lead ahead, 1.04-1.05x faster at 12-48 rows (four runs of
+ * 11-15 interleaved repeats, benchmarks/linear_ab.py); into L1 a whole lead ahead 1.01-1.03x, a quarter 1.01x;
+ * the tiles of up to MT rows, which read each line once, keep L2 (into L1 there: 0.99-1.02x). */
 #define SPAN 32
 #define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
 /* The tiles of `rows` rows: of MT rows each, the last one of what is left, except that a single row left after
@@ -314,7 +320,7 @@ static inline __attribute__((always_inline)) void tiles_f32(const float *x, int6
         const int64_t k1 = k0 + SPAN < K ? k0 + SPAN : K;
         for (int t = 0; t < tiles; t++) {
             const int m = span_rows(rows, t, tiles);
-            TILE_CASES_SPAN(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead)
+            TILE_CASES_SPAN(span_f32, x + (size_t)t * MT * K, K, wp, k0, k1, buf[t], t ? 0 : pf->lead / 2)
         }
     }
     for (int t = 0; t < tiles; t++)
