@@ -230,7 +230,8 @@ def report(result: dict[str, Any], repeats: int) -> None:
         for phase, what in (("queued", "while requests waited for a slot"), ("drain", "the drain (none waiting)")):
             if f"{phase}_tok_s" in lv and lv["requests"] > lv["slots"]:
                 p = lv[f"{phase}_tok_s"]
-                others = "; ".join(f"{key[:-6]} / ar {_range(r)}" for key, r in p.items() if key.endswith("_vs_ar"))
+                others = "; ".join(f"{key.removesuffix('_vs_ar')} / ar {_range(r)}"
+                                   for key, r in p.items() if key.endswith("_vs_ar"))
                 print(f"{lv['slots']} slots, {what}: ar {statistics.median(p['ar']):.1f} tok/s, auto "
                       f"{statistics.median(p['auto']):.1f}; {others}")
     print(f"auto's cost model at the end: {result['cost_model']}")
