@@ -20,8 +20,11 @@ step plans, then every sequence keeps its golden row: the plans and the drafters
 from its first plan on) and ``auto, no plan`` (no step plans, so no sequence sets up its drafters' state: what is
 left of an ``auto`` sequence beside them). A sustained load also reports its two phases apart: the steps begun
 while a request waited for a slot (the batch kept full) and the drain after the last one took its slot (a wave is
-all drain). ``--drafters sa ngram`` adds fixed NGram / SA drafters (as the bench's modes name them) to the rotation,
-each against ``ar``, so the default is seen beside the best fixed drafter at each load. ``--slots 1,2,4,8`` runs each
+all drain). ``--lower-bound`` also runs ``auto`` on a second engine whose chains seen only up to the tokens a step
+emitted count for what they matched (the lower bound) instead of what they are expected to reach
+(``AutoPolicy.censored_chains``), in the same rotation. ``--drafters sa ngram`` adds fixed NGram / SA drafters (as
+the bench's modes name them) to the rotation, each against ``ar``, so the default is seen beside the best fixed
+drafter at each load; each level also prints the tokens a sequence-step of every series. ``--slots 1,2,4,8`` runs each
 concurrency in turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
 embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
 is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
@@ -31,6 +34,7 @@ is nearly free and ``auto`` should draft at every concurrency) load it as ``Refe
     .venv/bin/python benchmarks/auto_batch.py --load wave --repeats 6 --dataset random
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 32 --repeats 4
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 12 --slots 1,2,4 --drafters sa ngram
+    .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 16 --slots 2,4 --lower-bound --drafters ngram
     python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
 """
 
@@ -56,13 +60,16 @@ from trtlade.spec import LookaheadSpec
 SLOTS = 8
 #: ``--split``: the ``auto`` variants that split its cost into the plan's host work and its drafting
 SPLIT = ("plan only", "no plan")
+#: ``--lower-bound``: ``auto`` on a second engine counting censored chains at what they matched
+LOWER_BOUND = "lower bound"
 
 
 def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[LookaheadSpec | DraftConfig],
         slots: int = SLOTS, variant: str = "auto", prefill: tuple[Optional[int], Optional[float]] = (None, None),
-        ) -> tuple[list, float, dict[str, list[float]]]:
-    """Every prompt through one batch of ``slots`` slots: the answers, the delivered tokens/s, and the tokens and
-    seconds of each phase (``queued``: steps begun while a request waited for a slot; ``drain``: the rest).
+        ) -> tuple[list, float, dict[str, list[float]], float]:
+    """Every prompt through one batch of ``slots`` slots: the answers, the delivered tokens/s, the tokens and
+    seconds of each phase (``queued``: steps begun while a request waited for a slot; ``drain``: the rest), and
+    the tokens a sequence-step (every step of every request counted).
     ``spec``: a fixed (w,n,g) (``ar``: (1,1,0)), an NGram / SA drafter (``--drafters``), or None (``auto``).
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
     plans no step. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
@@ -74,6 +81,7 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     elif variant == "no plan":
         policy.should_plan = lambda seqs: False
     phases = {"queued": [0.0, 0.0], "drain": [0.0, 0.0]}  # tokens, seconds
+    seq_steps = 0
     try:
         batch = engine.new_batch(max_batch_size=slots, prefill_chunk=prefill[0], prefill_stall=prefill[1])
         speculation = spec if isinstance(spec, DraftConfig) else None
@@ -88,11 +96,13 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
             for seq_id, chunk in batch.step():
                 out[seq_id].extend(chunk.tokens)
                 phase[0] += len(chunk.tokens)
+                seq_steps += 1
             phase[1] += time.perf_counter() - s0
         wall = time.perf_counter() - t0
     finally:
         policy.plan, policy.should_plan = plan, should_plan
-    return [out[i] for i in ids], sum(len(t) for t in out.values()) / wall, phases
+    tokens = sum(len(t) for t in out.values())
+    return [out[i] for i in ids], tokens / wall, phases, tokens / max(1, seq_steps)
 
 
 def slot_list(text: str) -> list[int]:
@@ -117,23 +127,30 @@ def drafter_name(text: str) -> str:
 
 def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: int, repeats: int,
           split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None),
-          drafters: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``ar`` and ``auto`` (and the fixed ``drafters``, and with ``split`` auto's two variants) rotated over
-    ``repeats`` on ``count`` prompts through ``slots`` slots."""
+          drafters: tuple[str, ...] = (), lower: Optional[ReferenceEngine] = None) -> dict[str, Any]:
+    """``ar`` and ``auto`` (and the fixed ``drafters``, with ``split`` auto's two variants, and ``auto`` on the
+    ``lower`` engine) rotated over ``repeats`` on ``count`` prompts through ``slots`` slots."""
     specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None}
     specs.update({name: DraftConfig.parse(drafter_mode(name)) for name in drafters})
     specs.update({name: None for name in (SPLIT if split else ())})
+    extra = [*drafters, *(SPLIT if split else ())]
+    if lower is not None:
+        specs[LOWER_BOUND] = None
+        extra.append(LOWER_BOUND)
     names = list(specs)
+    per_step: dict[str, list[float]] = {name: [] for name in names}
     rates: dict[str, list[float]] = {name: [] for name in names}
     phase_rates = {phase: {name: [] for name in names} for phase in ("queued", "drain")}
     same = 0
     for rep in range(repeats):
         prompts = [encoded[(count * rep + i) % len(encoded)] for i in range(count)]
         order = names[rep % len(names):] + names[:rep % len(names)]
-        got = {name: run(engine, prompts, specs[name], slots, name, prefill) for name in order}
+        got = {name: run(lower if name == LOWER_BOUND else engine, prompts, specs[name], slots, name, prefill)
+               for name in order}
         same += sum(all(got[name][0][i] == got["ar"][0][i] for name in names) for i in range(count))
         for name in names:
             rates[name].append(got[name][1])
+            per_step[name].append(got[name][3])
             for phase, (tokens, seconds) in got[name][2].items():
                 if seconds > 0:
                     phase_rates[phase][name].append(tokens / seconds)
@@ -141,8 +158,9 @@ def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: 
               + ", ".join(f"{name} {got[name][1]:.1f} tok/s" for name in names), flush=True)
     result = {"slots": slots, "requests": count, "ar_tok_s": rates["ar"], "auto_tok_s": rates["auto"],
               "auto_vs_ar": [b / a for a, b in zip(rates["ar"], rates["auto"])], "identical": same,
-              "answers": count * repeats, "drafters": list(drafters)}
-    for name in [*drafters, *(SPLIT if split else ())]:
+              "answers": count * repeats, "drafters": list(drafters),
+              "tokens_per_sequence_step": {name: statistics.mean(v) for name, v in per_step.items()}}
+    for name in extra:
         result[f"{name}_vs_ar"] = [b / a for a, b in zip(rates["ar"], rates[name])]
     for phase, by_name in phase_rates.items():  # a phase in every repeat of every mode: paired by repeat
         if all(len(by_name[name]) == repeats for name in names):
@@ -173,6 +191,8 @@ def main() -> None:
                     help="fixed NGram / SA drafters in the same rotation, as the bench names them: sa, ngram, ...")
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
+    ap.add_argument("--lower-bound", action="store_true",
+                    help="also run auto on a second engine counting censored chains at what they matched")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if args.prefill_chunk < 0 or args.prefill_stall < 0 or 0 < args.prefill_stall <= 1:
@@ -184,6 +204,12 @@ def main() -> None:
     chat = PromptTokenizer(engine.tokenizer)
     encoded = [chat.encode_chat(p.chat_messages()) for p in load_dataset(args.dataset).prompts]
     engine.generate(encoded[0], max_tokens=8)  # warm-up
+    lower = None
+    if args.lower_bound:
+        lower = ReferenceEngine.load(args.model, spec=args.engine_spec, dtype=args.dtype, device=args.device,
+                                     prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
+        lower.policy.censored_chains = False
+        lower.generate(encoded[0], max_tokens=8)
     where = device_name(args.device)
     result: dict[str, Any] = {"device": where, "threads": engine.threads, "dtype": args.dtype, "load": args.load,
                               "dataset": args.dataset, "prefill_chunk": prefill[0], "prefill_stall": prefill[1],
@@ -192,7 +218,7 @@ def main() -> None:
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
         result["levels"].append(level(engine, encoded, count, slots, args.repeats, args.split, prefill,
-                                      tuple(args.drafters)))
+                                      tuple(args.drafters), lower))
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
@@ -222,10 +248,13 @@ def report(result: dict[str, Any], repeats: int) -> None:
         print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
               f"{statistics.median(lv['auto_tok_s']):.1f} | {_range(lv['auto_vs_ar'])} | "
               f"{lv['identical']}/{lv['answers']} |")
-        for name in [*lv.get("drafters", ()), *SPLIT]:
+        for name in [*lv.get("drafters", ()), *SPLIT, LOWER_BOUND]:
             if f"{name}_vs_ar" in lv:
                 label = name if name in lv.get("drafters", ()) else f"auto, {name}"
                 print(f"|   | {label} | | | {_range(lv[f'{name}_vs_ar'])} | |")
+        steps = lv.get("tokens_per_sequence_step", {})
+        per_step = ", ".join(f"{name} {v:.3f}" for name, v in steps.items())
+        print(f"|   | tokens a sequence-step | | | {per_step} | |")
     for lv in result["levels"]:
         for phase, what in (("queued", "while requests waited for a slot"), ("drain", "the drain (none waiting)")):
             if f"{phase}_tok_s" in lv and lv["requests"] > lv["slots"]:

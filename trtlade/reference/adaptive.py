@@ -31,7 +31,9 @@ second, from two measurements:
   text repeats and runs plain decoding while it does not, without paying to find out each time. The plan
   prices an option at its estimate times what its own choices of that option in that context got over
   what they expected (:meth:`AutoPolicy.calibrated`): it chooses where an estimate came out high, so there
-  the estimates run high.
+  the estimates run high. An option that did not run learns from the tokens the step emitted; a chain of
+  it that matched them all and goes on counts for what the source's chains that were seen further go on
+  to accept (:class:`ChainSurvival`), not for the lower bound it was seen to match.
 
 Worked example: one sequence alone, 10 rows with its drafts, on a host where 10 rows cost 1.3x one
 row: drafting pays if it expects more than 0.3 accepted drafts per step. Eight sequences on the same
@@ -60,7 +62,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-__all__ = ["CostTable", "DraftPrice", "Acceptance", "AutoPolicy", "PolicyCounters", "no_dearer_than_wider"]
+__all__ = ["CostTable", "DraftPrice", "Acceptance", "ChainSurvival", "AutoPolicy", "PolicyCounters",
+           "no_dearer_than_wider"]
 
 
 def _median(values: Sequence[float]) -> float:
@@ -364,6 +367,88 @@ class DraftPrice:
         return max(0.0, _median([e - per_row * d for d, e in samples])), per_row
 
 
+class ChainSurvival:
+    """How far one option's draft chains go on being accepted (one context/option key, the whole server): per
+    position j of a chain, the share of the chains that reached j (every draft before it accepted) whose draft j
+    was accepted too -- a Kaplan-Meier estimate, from every step that saw the option's chain, run or not.
+
+    A chain that did not run is seen through the tokens the step emitted (the model's own continuation): it
+    accepts its longest prefix matching them. Where it matched every one of them and goes on, what it would
+    have accepted beyond them is *censored*: at least that many, the rest unknown. Counting it as exactly that
+    many (a lower bound) priced the chains low: after a step of one draft row, a chain of 8 that matched both
+    emitted tokens counted 2. The estimate counts a censored chain up to where it was seen, and
+    :meth:`beyond` gives what it is expected to add from there, from the chains that were seen further.
+    A position nobody saw yet is priced like the one before it (``BACKOFF`` pseudo-observations of its rate;
+    the first of 1/2), and older observations fade (``KEEP``), so the estimate follows the server's text.
+
+    Worked example: two chains of 4 ran, one accepted whole and one rejected at its third draft; a third
+    chain of 4 matched the 2 tokens a step emitted (censored at 2). Position 3 was reached twice and accepted
+    once, position 4 reached once and accepted: counted alone, the censored chain would accept 2 + 1/2 + 1/2 x 1
+    = 3 drafts; each position's rate shrunk towards the one before it, 2 + 0.71 + 0.71 x 0.81 = 3.28, rather than
+    the 2 it was seen to match::
+
+        >>> chains = ChainSurvival(keep=1.0)
+        >>> chains.add(accepted=4, length=4, censored=False)
+        >>> chains.add(accepted=2, length=4, censored=False)
+        >>> chains.add(accepted=2, length=4, censored=True)
+        >>> [round(p, 2) for p in chains.rates(4)]
+        [0.8, 0.92, 0.71, 0.81]
+        >>> round(2 + chains.beyond(reached=2, length=4), 2)
+        3.28
+    """
+
+    #: pseudo-observations of the position before's rate in each position's estimate (the first's: of 1/2)
+    BACKOFF = 2.0
+    #: positions kept (a longer chain is priced beyond it at the last one's rate)
+    MAX_POSITIONS = 32
+
+    def __init__(self, keep: float = 1.0 - 1.0 / 256) -> None:
+        #: per position: chains that reached it, chains that accepted its draft (in units of ``_unit``)
+        self.reached: list[float] = []
+        self.accepted: list[float] = []
+        self.keep = float(keep)
+        self._unit = 1.0  # grows by 1 / keep per observation: the older ones weigh less, no rescan
+
+    def add(self, accepted: int, length: int, censored: bool) -> None:
+        """One chain of ``length`` drafts accepted ``accepted`` of them; ``censored``: it may have gone on
+        (it matched every token the step emitted), else it stopped there (rejected, or accepted whole)."""
+        self._unit /= self.keep
+        if self._unit > 1e12:  # rescale before the floats lose the fresh observations
+            self.reached = [x / self._unit for x in self.reached]
+            self.accepted = [x / self._unit for x in self.accepted]
+            self._unit = 1.0
+        passed = min(int(accepted), self.MAX_POSITIONS)
+        seen = passed + (not censored and accepted < length and passed < self.MAX_POSITIONS)
+        while len(self.reached) < seen:
+            self.reached.append(0.0)
+            self.accepted.append(0.0)
+        unit = self._unit
+        for j in range(seen):
+            self.reached[j] += unit
+        for j in range(passed):
+            self.accepted[j] += unit
+
+    def rates(self, length: int) -> list[float]:
+        """The chance of each position's draft being accepted, once every draft before it was, up to ``length``."""
+        out: list[float] = []
+        rate, unit, backoff = 0.5, self._unit, self.BACKOFF
+        for j in range(min(length, self.MAX_POSITIONS)):
+            if j < len(self.reached):
+                rate = (self.accepted[j] / unit + backoff * rate) / (self.reached[j] / unit + backoff)
+            out.append(rate)
+        return out + [rate] * (length - len(out))
+
+    def beyond(self, reached: int, length: int) -> float:
+        """Accepted drafts expected after the first ``reached`` of a chain of ``length`` (all of them accepted)."""
+        if reached >= length:
+            return 0.0
+        total, alive = 0.0, 1.0
+        for rate in self.rates(length)[reached:]:
+            alive *= rate
+            total += alive
+        return total
+
+
 @dataclass
 class Acceptance:
     """One sequence's accepted drafts per drafted step: a sum and a count that fade while it does
@@ -429,7 +514,7 @@ class AutoPolicy:
 
     def __init__(self, cost: CostTable, *, prior_drafts: float = 0.5, prior_weight: float = 2.0,
                  explore: float = 1.0, fade: float = 0.98, memory: float = 16.0, history: int = 64,
-                 max_margin: float = 0.2) -> None:
+                 max_margin: float = 0.2, censored_chains: bool = True) -> None:
         self.cost = cost
         #: the most a plan must gain over the plain step before it drafts (:meth:`noise`)
         self.max_margin = float(max_margin)
@@ -455,6 +540,11 @@ class AutoPolicy:
         self.last_gain = 0.0
         #: by context/option: [expected, accepted] over the steps the plan chose it, fading
         self._calibration: dict[str, list[float]] = {}
+        #: by context/option: how far its chains go on being accepted (:meth:`observe_chain`)
+        self._chains: dict[str, ChainSurvival] = {}
+        #: a chain seen only up to the tokens a step emitted counts for what it is expected to reach (False:
+        #: for what it was seen to match, a lower bound)
+        self.censored_chains = bool(censored_chains)
 
     def new_sequence(self, key: str = "", server_tries: bool = False) -> Acceptance:
         return Acceptance(key=key, server_tries=server_tries)
@@ -844,6 +934,29 @@ class AutoPolicy:
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
 
+    def observe_chain(self, seq: Acceptance, accepted: int, length: int, censored: bool) -> float:
+        """A chain of ``length`` drafts of the option ``seq`` estimates, seen this step (run or not), accepted
+        ``accepted`` drafts, and ``censored``: it matched every token the step emitted and goes on. Teaches the
+        option's :class:`ChainSurvival` and returns what the chain counts for in ``seq``'s estimate: ``accepted``,
+        plus for a censored chain the drafts it is expected to accept beyond them.
+
+        >>> policy = AutoPolicy(CostTable())
+        >>> seq = policy.new_sequence("repeat/suffix")
+        >>> for _ in range(6):                                    # chains of 6 that ran, accepted whole
+        ...     _ = policy.observe_chain(seq, 6, 6, censored=False)
+        >>> round(policy.observe_chain(seq, 2, 6, censored=True), 2)   # seen up to 2 tokens: about 6
+        5.97
+        >>> policy.observe_chain(seq, 2, 6, censored=False)            # rejected at its third draft
+        2
+        """
+        chains = self._chains.get(seq.key)
+        if chains is None:
+            chains = self._chains[seq.key] = ChainSurvival()
+        chains.add(accepted, length, censored)
+        if not censored or not self.censored_chains:
+            return accepted
+        return accepted + chains.beyond(accepted, length)
+
     def observe_cost(self, rows: int, seconds: float, seqs: int = 1) -> None:
         """A decoding step of ``seqs`` sequences and ``rows`` rows took ``seconds``: keeps the cost
         model current (one sequence: by rows; several with one row each: by sequences; several with
@@ -898,6 +1011,8 @@ class AutoPolicy:
             "server_tries_by_context": {key or "all": n for key, n in sorted(dict(self._tries).items())},
             "calibration_by_option": {key or "all": round(self._calibration_factor(key), 3)
                                       for key in sorted(dict(self._calibration))},
+            "chain_rates_by_option": {key: [round(p, 3) for p in chains.rates(min(len(chains.reached), 8))]
+                                      for key, chains in sorted(dict(self._chains).items())},
             "steps": c.steps, "drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
             "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted,
             "unplanned_steps": c.unplanned,

@@ -423,15 +423,20 @@ class SequenceState:
                        emitted: Sequence[int]) -> None:
         """What the options without the window that did not run would have accepted this step: the emitted
         tokens are the model's own continuation, so a candidate accepts its longest prefix matching them
-        (exact below their count, at least that count otherwise). Each option's estimate so learns from
-        every step that drafts, not only from its own (not counted as planned)."""
+        (exact below their count; where it matched them all and goes on, censored: at least that count, and
+        counted for what the source's chains that were seen further go on to accept,
+        :meth:`AutoPolicy.observe_chain`). Each option's estimate so learns from every step that drafts, not
+        only from its own (not counted as planned); each source's chains learn from every step that saw them,
+        the one that ran included."""
         policy = self.engine.policy
-        matched: dict[str, int] = {}
+        seen: dict[str, tuple[int, int]] = {}  # per source, its best chain: (drafts it matched, its length)
         for cand, source in candidates:
-            n = common_prefix(cand, emitted)
-            matched[source] = max(matched.get(source, 0), n)
-        if not matched:
+            seen[source] = max(seen.get(source, (0, 0)), (common_prefix(cand, emitted), len(cand)))
+        if not seen:
             return
+        matched = {source: policy.observe_chain(self._acceptance[(context, source)], n, length,
+                                                censored=n == len(emitted) and length > n)
+                   for source, (n, length) in seen.items()}
         best = max([0, *(n for source, n in matched.items() if source not in ALONE_SOURCES)])
         would = {**matched, "first": min(1, best), "candidates": best}
         for option, accepted in would.items():
