@@ -95,3 +95,12 @@ def test_version_shows_each_source_s_chain_rates_by_context():
     # position 1: (2 + 2 x 1/2) / (2 + 2); 2: (1 + 2 x 0.75) / (2 + 2); 3: (1 + 2 x 0.625) / (1 + 2)
     assert policy.snapshot()["chain_rates_by_option"] == {
         "repeat/suffix": [pytest.approx(0.75, abs=2e-3), pytest.approx(0.625, abs=2e-3), pytest.approx(0.75, abs=2e-3)]}
+
+
+def test_rates_read_while_a_chain_is_being_added_do_not_fail():
+    """/version reads the rates from another thread: a position whose count is half-added is not read."""
+    chains = ChainSurvival(keep=1.0)
+    chains.add(2, 4, censored=False)
+    chains.reached.append(1.0)  # the engine thread between its two appends
+    assert len(chains.rates(5)) == 5
+    assert chains.rates(5)[3] == chains.rates(5)[2]  # the half-added position priced like the one before

@@ -431,10 +431,11 @@ class ChainSurvival:
     def rates(self, length: int) -> list[float]:
         """The chance of each position's draft being accepted, once every draft before it was, up to ``length``."""
         out: list[float] = []
-        rate, unit, backoff = 0.5, self._unit, self.BACKOFF
+        reached, accepted = self.reached, self.accepted  # /version reads them while the engine adds
+        rate, unit, backoff, known = 0.5, self._unit, self.BACKOFF, min(len(reached), len(accepted))
         for j in range(min(length, self.MAX_POSITIONS)):
-            if j < len(self.reached):
-                rate = (self.accepted[j] / unit + backoff * rate) / (self.reached[j] / unit + backoff)
+            if j < known:
+                rate = (accepted[j] / unit + backoff * rate) / (reached[j] / unit + backoff)
             out.append(rate)
         return out + [rate] * (length - len(out))
 
