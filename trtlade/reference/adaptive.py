@@ -379,7 +379,8 @@ class ChainSurvival:
     emitted tokens counted 2. The estimate counts a censored chain up to where it was seen, and
     :meth:`beyond` gives what it is expected to add from there, from the chains that were seen further.
     A position nobody saw yet is priced like the one before it (``BACKOFF`` pseudo-observations of its rate;
-    the first of 1/2), and older observations fade (``KEEP``), so the estimate follows the server's text.
+    the first of 1/2), and older observations fade (each keeps ``keep`` of its weight per newer one: about the
+    last 256 count), so the estimate follows the server's text.
 
     Worked example: two chains of 4 ran, one accepted whole and one rejected at its third draft; a third
     chain of 4 matched the 2 tokens a step emitted (censored at 2). Position 3 was reached twice and accepted
