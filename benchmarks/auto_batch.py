@@ -76,7 +76,7 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     policy = engine.policy
     plan, should_plan = policy.plan, policy.should_plan
     if variant == "plan only":
-        policy.plan = lambda fixed, candidates: [-1 for _ in plan(fixed, candidates)]
+        policy.plan = lambda fixed, candidates, caps=None: [-1 for _ in plan(fixed, candidates, caps)]
         policy.should_plan = lambda seqs: True
     elif variant == "no plan":
         policy.should_plan = lambda seqs: False

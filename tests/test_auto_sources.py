@@ -48,7 +48,7 @@ def random_plans(eng, seed: int):
     rng = random.Random(seed)
     original = eng.policy.plan, eng.policy.should_plan
 
-    def plan(fixed, candidates):  # like the real plan, never an option without a draft row now
+    def plan(fixed, candidates, caps=None):  # like the real plan, never an option without a draft row now
         return [rng.choice([-1, *(k for k, option in enumerate(options) if option[1] > 0)]) for options in candidates]
 
     eng.policy.plan, eng.policy.should_plan = plan, lambda seqs: True
@@ -122,10 +122,11 @@ def test_a_source_option_verifies_that_source_s_candidates_only():
     ({"me": [9, 5, 6], "a": [5, 6, 1, 5, 6, 2]}, [2]),                  # then its latest occurrence
     ({"me": [9, 5, 6], "a": [5, 6, 3], "b": [5, 6, 4]}, [3]),           # then the lower slot
 ])
-def test_the_public_source_is_the_longest_match_in_another_sequence(histories, expected):
-    from trtlade.drafting.history import HistoryPool
+@pytest.mark.parametrize("pool_type", ["HistoryPool", "PeerPool"])
+def test_the_public_source_is_the_longest_match_in_another_sequence(histories, expected, pool_type):
+    from trtlade.drafting import history
 
-    pool = HistoryPool()
+    pool = getattr(history, pool_type)()
     for key, text in histories.items():
         pool.add(key, text)
     assert pool.peer_draft("me", 4) == expected
@@ -300,7 +301,7 @@ def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
     forced to the window counts once, in the one context it ran in (but the last, cut at the budget, which
     says nothing about acceptance), and only the window's contexts appear."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
-    eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [len(options) - 1 for options in candidates]
     eng.policy.should_plan = lambda seqs: True
     assert eng.policy.snapshot()["server_tries_by_context"] == {}
     batch = eng.new_batch(max_batch_size=1)
@@ -314,7 +315,7 @@ def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
-    eng.policy.plan = lambda fixed, candidates: [len(options) - 1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [len(options) - 1 for options in candidates]
     eng.policy.should_plan = lambda seqs: True  # every step, whatever the forced plans found
     batch = eng.new_batch(max_batch_size=1)
     run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})
@@ -412,7 +413,7 @@ def test_steps_without_a_plan_run_the_golden_rows_and_lose_no_token():
     original = eng.policy.plan
     planned = []
 
-    def plan(fixed, candidates):
+    def plan(fixed, candidates, caps=None):
         planned.append(len(candidates))
         eng.policy.last_gain = 0.0
         return [-1] * len(candidates)
@@ -428,3 +429,66 @@ def test_steps_without_a_plan_run_the_golden_rows_and_lose_no_token():
         assert tokens(out[i]) == plain(eng, req)
     unplanned = eng.policy.counters.unplanned - before
     assert unplanned > 0 and len(planned) < unplanned
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["add", "extend", "remove", "draft"]), st.integers(0, 3),
+                          st.lists(st.integers(1, 4), max_size=6)), max_size=40),
+       st.sampled_from([None, 7]))
+def test_the_peer_pools_index_answers_as_the_scan_of_every_slot(ops, max_seq_len):
+    """The peer pool's one index over every slot gives what searching each slot in turn gives, as texts join,
+    grow (up to the model's length) and leave."""
+    from trtlade.drafting.history import HistoryPool, PeerPool
+
+    indexed, scanned = PeerPool(max_seq_len), HistoryPool(max_seq_len)
+    for op, key, text in ops:
+        if op == "add" and key not in scanned:
+            indexed.add(key, text)
+            scanned.add(key, text)
+        elif op == "extend" and key in scanned:
+            indexed.extend(key, text)
+            scanned.extend(key, text)
+        elif op == "remove":
+            indexed.remove(key)
+            scanned.remove(key)
+        elif op == "draft" and key in scanned:
+            assert indexed.peer_draft(key, len(text)) == scanned.peer_draft(key, len(text))
+            assert indexed.peer_draft(key, 3, max_ngram=4) == scanned.peer_draft(key, 3, max_ngram=4)
+    for key in range(4):  # every sequence still there, at the end
+        if key in scanned:
+            assert indexed.peer_draft(key, 4) == scanned.peer_draft(key, 4)
+
+
+@pytest.mark.parametrize("max_tokens", [3, 6, 9])
+def test_an_auto_step_near_its_budgets_end_verifies_no_draft_it_could_not_send(monkeypatch, max_tokens):
+    """Forced to its option with the most rows every step, an ``auto`` sequence drafts no deeper than the tokens
+    its budget leaves beyond the step's own (``drafts_left``): a longer chain is cut, the window (N-1 deep) is
+    not offered once fewer are left, the last token is a golden row alone; every answer is plain decoding's."""
+    from trtlade.reference.batching import SequenceState
+
+    eng = engine(torch.float32)
+    original = eng.policy.plan, eng.policy.should_plan
+    eng.policy.plan = lambda fixed, candidates, caps=None: [
+        max(range(len(options)), key=lambda k: options[k][1]) if any(o[1] for o in options) else -1
+        for options in candidates]
+    eng.policy.should_plan = lambda seqs: True
+    seen = []  # per block: its deepest row, the drafts the budget left, the longest candidate before the cut
+    block = SequenceState.block
+
+    def spy(self, rows):
+        out = block(self, rows)
+        longest = max([0, *(len(c) for c, _ in self.algo.candidates())]) if self.algo is not None else 0
+        seen.append((max(out.depths), self.drafts_left(), longest))
+        return out
+
+    monkeypatch.setattr(SequenceState, "block", spy)
+    reqs = [request(p, None, max_tokens=max_tokens) for p in prompts()]
+    try:
+        out = run(eng.new_batch(max_batch_size=4), {0: reqs})
+    finally:
+        eng.policy.plan, eng.policy.should_plan = original
+    assert all(depth <= max(left, 0) for depth, left, _ in seen)
+    assert any(longest > left > 0 and depth == left for depth, left, longest in seen)  # a chain was cut, and ran
+    assert any(left == 0 for _, left, _ in seen)  # the last token: its golden row alone
+    for i, req in enumerate(reqs):
+        assert tokens(out[i]) == plain(eng, req)

@@ -77,7 +77,7 @@ def test_every_drafted_step_teaches_each_source_s_chains_whichever_option_ran():
     tokens each step emits: their positions 1 and 2 are counted, run or not, and nothing beyond 2 is seen."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
     at = DRAFT_OPTIONS.index("first")
-    eng.policy.plan = lambda fixed, candidates: [at if options[at][1] > 0 else -1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [at if options[at][1] > 0 else -1 for options in candidates]
     eng.policy.should_plan = lambda seqs: True
     batch = eng.new_batch(max_batch_size=1)
     run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})

@@ -103,7 +103,8 @@ def auto_engine():
     tok = tiny_tokenizer()
     eng = tiny_engine("llama", (2, 4, 2), model=tiny_model("llama", len(tok)), adaptive=True, prompt_lookup=4)
     public = DRAFT_OPTIONS.index("public")
-    eng.policy.plan = lambda fixed, candidates: [public if options[public][1] else -1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [public if options[public][1] else -1
+                                                           for options in candidates]
     eng.policy.should_plan = lambda seqs: True  # every step, whatever the forced plans found
     return eng
 

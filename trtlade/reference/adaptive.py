@@ -738,8 +738,8 @@ class AutoPolicy:
         return batched.median(int(seqs)) or 0.0
 
     # ------------------------------------------------------------------ the choice
-    def plan(self, fixed: Sequence[tuple[int, float]],
-             candidates: Sequence[Sequence[tuple]]) -> list[int]:
+    def plan(self, fixed: Sequence[tuple[int, float]], candidates: Sequence[Sequence[tuple]],
+             caps: Optional[Sequence[Optional[int]]] = None) -> list[int]:
         """Which draft option each candidate sequence runs this step: an index into its options,
         or -1 for its golden row only.
 
@@ -751,15 +751,29 @@ class AutoPolicy:
         sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
         ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
         that gains more than what its sequence has so far replaces it, and the step keeps the
-        assignment seen with the most expected tokens per second.
+        assignment seen with the most expected tokens per second. ``caps[i]``: the most drafts sequence i can
+        still emit (its budget's end; None: no bound): no option of it is expected to gain more.
+
+        A chain expected to accept 3 drafts, of a sequence with 1 token left beyond the step's own: worth 1
+        draft, not the 3 its 4 rows would cost the step 2.2 times a plain step for.
+
+        >>> cost = CostTable()
+        >>> for rows, seconds in [(1, 1.0), (5, 2.2)]:
+        ...     cost.add(rows, seconds)
+        >>> policy = AutoPolicy(cost, prior_weight=0.0)
+        >>> chain = policy.new_sequence("repeat/suffix")
+        >>> chain.total, chain.weight, chain.drafted_steps = 3.0, 1.0, 1
+        >>> policy.plan([], [[(chain, 4)]]), policy.plan([], [[(chain, 4)]], caps=[1])
+        ([0], [-1])
         """
         self.counters.steps += 1
         rows = sum(r for r, _ in fixed) + len(candidates)
         tokens = sum(t for _, t in fixed) + len(candidates)
         seqs = len(fixed) + len(candidates)
         terms: dict = {}  # each context/option's prior and calibration, read once per plan
-        items = sorted(((gain, draft_rows, i, k)
-                        for i, options in enumerate(candidates)
+        caps = caps or [None] * len(candidates)
+        items = sorted(((gain if cap is None else min(gain, cap), draft_rows, i, k)
+                        for i, (options, cap) in enumerate(zip(candidates, caps))
                         for k, (gain, draft_rows) in enumerate(self._nested_gains(options, seqs, terms))
                         if draft_rows > 0),
                        key=lambda item: -item[0] / item[1])
@@ -854,11 +868,12 @@ class AutoPolicy:
             return 0.0
         return min(self.max_margin, table.spread(rows))
 
-    def count(self, chosen: Optional[Acceptance], drafted: bool) -> str:
+    def count(self, chosen: Optional[Acceptance], drafted: bool, cap: Optional[int] = None) -> str:
         """Count one ``auto`` sequence's step for /metrics once its rows are known, and return the
         decision: ``skipped`` (the plan gave it its golden row: ``chosen`` is None), ``drafted`` (its
         option had drafts to verify; what it expects from them, :meth:`calibrated`, is added to
-        ``expected_accepted``, to compare with what it gets) or ``empty`` (the option, planned on the rows
+        ``expected_accepted``, to compare with what it gets; at most ``cap``, the drafts its budget leaves) or
+        ``empty`` (the option, planned on the rows
         it had at its last step, has no draft now, e.g. no candidate: the golden row ran and nothing was
         expected).
 
@@ -879,8 +894,9 @@ class AutoPolicy:
             return "empty"
         counters.drafted += 1
         terms: dict = {}  # its prior and calibration, read once
-        chosen.chosen_expecting = self.expected(chosen, terms)  # the calibration compares the estimate itself
-        counters.expected_accepted += self._calibrated(chosen, terms)  # what the plan priced the option at
+        limit = math.inf if cap is None else cap
+        chosen.chosen_expecting = min(self.expected(chosen, terms), limit)  # the calibration compares the estimate
+        counters.expected_accepted += min(self._calibrated(chosen, terms), limit)  # what the plan priced it at
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1,
@@ -893,8 +909,19 @@ class AutoPolicy:
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
         sequences whose drafts pay)."""
         terms = {} if terms is None else terms
-        # an option without rows now holds nothing: never a floor (-inf), not priced
-        floors = [self._calibrated(option[0], terms) if option[1] > 0 else -math.inf for option in options]
+        weight, tries_by_key = self.prior_weight, self._tries
+        floors: list[float] = []  # an option without rows now holds nothing: never a floor (-inf), not priced
+        bonuses: list[float] = []
+        for option in options:  # _calibrated and _bonus, inlined: a plan of 8 sequences prices 56 options
+            seq = option[0]
+            if option[1] <= 0:
+                floors.append(-math.inf)
+                bonuses.append(0.0)
+                continue
+            prior, factor, spread = terms.get(seq.key) or self._terms(seq.key, terms)
+            floors.append((prior + seq.total) / (weight + seq.weight) * factor)
+            tries = tries_by_key.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
+            bonuses.append(spread / (weight + tries))
         held = [option[2] if len(option) > 2 else range(k) for k, option in enumerate(options)]
         changed = True
         while changed:  # an option holds what the options it holds hold (they need not come before it)
@@ -906,8 +933,8 @@ class AutoPolicy:
                     if floors[j] > floors[k]:
                         floors[k], changed = floors[j], True
         share = 1.0 / max(1, seqs)
-        return [(floor + self._bonus(option[0], terms) * share, option[1]) if option[1] > 0 else (0.0, 0)
-                for floor, option in zip(floors, options)]
+        return [(floor + bonus * share, option[1]) if option[1] > 0 else (0.0, 0)
+                for floor, bonus, option in zip(floors, bonuses, options)]
 
     # ------------------------------------------------------------------ learning
     def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:
@@ -937,6 +964,20 @@ class AutoPolicy:
             delta = accepted - prior[0]
             prior[0] += self._alpha * delta
             prior[1] = (1 - self._alpha) * (prior[1] + self._alpha * delta * delta)
+
+    def fade_all(self, seqs: Sequence[Acceptance]) -> None:
+        """A step without drafts for each of ``seqs`` (``observe(seq, drafted=False)`` for each, in one call: a
+        golden step fades every option's evidence of its sequence).
+
+        >>> policy = AutoPolicy(CostTable(), fade=0.5)
+        >>> seqs = [Acceptance(total=4.0, weight=2.0), Acceptance(total=1.0, weight=1.0)]
+        >>> policy.fade_all(seqs); [(s.total, s.weight) for s in seqs]
+        [(2.0, 1.0), (0.5, 0.5)]
+        """
+        fade = self.fade
+        for seq in seqs:
+            seq.total *= fade
+            seq.weight *= fade
 
     def observe_chain(self, seq: Acceptance, accepted: int, length: int, censored: bool) -> float:
         """A chain of ``length`` drafts of the option ``seq`` estimates, seen this step (run or not), accepted

@@ -223,10 +223,18 @@ class SequenceState:
                                 _prior_key(ctx, option, params.greedy, spec, engine.spec),
                                 server_tries=option == "full")  # the one option that learns from its own steps only
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
+        #: per context, the options' estimates in :data:`DRAFT_OPTIONS` order (what a plan and a step read)
+        self._by_context = {ctx: tuple(self._acceptance[(ctx, option)] for option in DRAFT_OPTIONS)
+                            for ctx in ("repeat", "fresh")}
         #: rows of this sequence's last prepared step per option (the auto policy's estimate of the next)
         self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
                            "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
+        #: the (window, depth, source) this step's rows were prepared with (an auto step near the budget's end cuts
+        #: its chains: :meth:`drafts_left`)
+        self._prepared_as: tuple[bool, Optional[int], Optional[str]] = _OPTION_ROWS["full"]
+        #: an auto step's most useful drafts when the budget cuts them, else None (:meth:`draft_options`)
+        self.draft_cap: Optional[int] = None
         self.enqueued_at = time.perf_counter()
         #: prompt tokens whose K/V are in the slot (cached, then prefilled); when its prefill began; the
         #: prompt rows' logits so far (a scored request: ``prompt_logprobs``)
@@ -282,22 +290,43 @@ class SequenceState:
         """The acceptance estimate of ``option`` (:data:`DRAFT_OPTIONS`) in this step's context."""
         return self._acceptance[(self.context, option)]
 
+    def drafts_left(self) -> int:
+        """The most drafts this step can still emit: the tokens ``max_tokens`` leaves, less the step's own.
+
+        >>> state = SequenceState.__new__(SequenceState)
+        >>> state.request, state.tokens = GenerationRequest(prompt_ids=(1,), max_tokens=50), [7] * 47
+        >>> state.drafts_left()        # 3 tokens left: the golden one and 2 drafts
+        2
+        """
+        return self.request.max_tokens - len(self.tokens) - 1
+
     def draft_options(self) -> list[tuple[Acceptance, int, tuple[int, ...]]]:
         """What the auto policy may choose from: ``(acceptance, draft rows, options it holds)`` per option of
         :data:`DRAFT_OPTIONS`. The candidates of this step are known before the plan (found once, kept
         for its rows): an option without a candidate now has 0 draft rows (the policy passes it over), the
-        others the candidates' tokens; the window's rows are those of its last step."""
-        found = self._algorithm().sources()
-        total = sum(found.values())
-        cands = self.algo.candidates() if self.algo is not None and total else []
-        rows = {source: found.get(source, 0) for source in SOURCE_OPTIONS}
+        others the candidates' tokens; the window's rows are those of its last step. Near the end of its
+        budget (:meth:`drafts_left` below a candidate's length) the candidates are cut to what can still be
+        emitted (:attr:`draft_cap`), and the window, whose paths are longer, is not offered: a draft past the
+        budget would be verified and never sent."""
+        cands = self._algorithm().candidates()
+        left = self.drafts_left()
+        cap = left if any(len(c) > left for c, _ in cands) or left < self.spec.ngram_size - 1 else None
+        if cap is not None:  # cut as the rows will be (LookaheadAlgorithm.prepare's depth): a chain the cut makes
+            cut: dict[tuple[int, ...], str] = {}  # the same as an earlier one's is that one's
+            for cand, source in cands:
+                if cap > 0:
+                    cut.setdefault(cand[:cap], source)
+            cands = list(cut.items())
+        self.draft_cap = cap
+        rows = dict.fromkeys(SOURCE_OPTIONS, 0)
+        for cand, source in cands:
+            rows[source] += len(cand)
+        rows["candidates"] = sum(rows.values()) - sum(rows[source] for source in ALONE_SOURCES)
         rows["first"] = len({c[0] for c, source in cands if source not in ALONE_SOURCES})
-        rows["candidates"] = total - sum(rows[source] for source in ALONE_SOURCES)
-        rows["full"] = self.draft_rows["full"] - 1
-        context = self.context
-        now = held_now(cands)
-        return [(self._acceptance[(context, option)], rows[option], _WITHIN[option] + now.get(option, ()))
-                for option in DRAFT_OPTIONS]
+        rows["full"] = self.draft_rows["full"] - 1 if cap is None or cap >= self.spec.ngram_size - 1 else 0
+        now = held_now(cands) if cands else {}
+        return [(acceptance, rows[option], _WITHIN[option] + now.get(option, ()))
+                for option, acceptance in zip(DRAFT_OPTIONS, self._by_context[self.context])]
 
     @property
     def option(self) -> str:
@@ -345,6 +374,9 @@ class SequenceState:
             return self._prepared.num_rows
         self._option = option
         window, depth, source = _OPTION_ROWS[option]
+        if self.draft_cap is not None and (depth is None or depth > self.draft_cap):
+            depth = self.draft_cap  # the budget's end (draft_options)
+        self._prepared_as = (window, depth, source)
         with traced(ALGORITHM_LABEL):
             rows = self._algorithm().prepare(window=window, depth=depth, source=source).num_rows
         self.draft_rows[option] = rows
@@ -361,7 +393,7 @@ class SequenceState:
                 assert self._prepared is not None, "an NGram / SA step's rows are prepared by wanted_rows"
                 draft = self._prepared
             else:
-                window, depth, source = _OPTION_ROWS[self._option]
+                window, depth, source = self._prepared_as
                 draft = self._algorithm().prepare(window=window, depth=depth, source=source)
             mask = draft.mask_array() if draft.num_rows > 1 else None
         self._draft = draft
@@ -389,8 +421,7 @@ class SequenceState:
             if self.algo is not None and chunk.finish_reason is None:
                 self.algo.advance(token)
             if self.drafts and self.drafter is None:
-                for option in DRAFT_OPTIONS:
-                    self.engine.policy.observe(self._acceptance[(context, option)], drafted=False)
+                self.engine.policy.fade_all(self._by_context[context])
             return chunk, [0]
         argmax = list(greedy) if greedy is not None else argmax_rows(logits)
         targets = None if self.sampler is None else draft.expand_argmax(self._draws(draft, logits))
@@ -872,7 +903,8 @@ class Batch:
         elif auto:
             started = time.perf_counter()
             with traced(ALGORITHM_LABEL):
-                choice = policy.plan(fixed, [states[i].draft_options() for i in auto])
+                options = [states[i].draft_options() for i in auto]
+                choice = policy.plan(fixed, options, caps=[states[i].draft_cap for i in auto])
             policy.observe_planning(decoding, share=(time.perf_counter() - started)
                                     / policy.step_seconds(decoding, decoding), gain=policy.last_gain)
             for i, k in zip(auto, choice):
@@ -887,7 +919,7 @@ class Batch:
         before = policy.counters.expected_accepted
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
-                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1)
+                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_cap)
                 if decision == "drafted":
                     options = policy.counters.options
                     options[state.option] = options.get(state.option, 0) + 1
