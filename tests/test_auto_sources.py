@@ -298,8 +298,8 @@ def test_only_the_window_is_tried_by_the_server():
 
 def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
     """``/version``'s ``live.auto`` shows how many window steps the server ran in each context: every step
-    forced to the window counts once, in the one context it ran in (but the last, cut at the budget, which
-    says nothing about acceptance), and only the window's contexts appear."""
+    forced to the window counts once, in the one context it ran in (the last too: an auto step's drafts never
+    pass its budget, so what it accepted is what the model accepted), and only the window's contexts appear."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
     eng.policy.plan = lambda fixed, candidates, caps=None: [len(options) - 1 for options in candidates]
     eng.policy.should_plan = lambda seqs: True
@@ -309,7 +309,7 @@ def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
     tries = eng.policy.snapshot()["server_tries_by_context"]
     assert tries and all(key.endswith("/full") for key in tries)
     assert eng.policy.counters.options == {"full": eng.policy.counters.drafted}
-    assert sum(tries.values()) == eng.policy.counters.drafted - 1  # the step cut at max_tokens teaches nothing
+    assert sum(tries.values()) == eng.policy.counters.drafted  # the step that reached max_tokens counts too
 
 
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
@@ -492,3 +492,27 @@ def test_an_auto_step_near_its_budgets_end_verifies_no_draft_it_could_not_send(m
     assert any(left == 0 for _, left, _ in seen)  # the last token: its golden row alone
     for i, req in enumerate(reqs):
         assert tokens(out[i]) == plain(eng, req)
+
+
+def test_an_option_overrated_only_in_full_steps_is_priced_lower_there_alone():
+    """Chosen in steps of 8 sequences expecting 0.5 accepted drafts and getting none, and in steps of 2 getting
+    what it expected, a chain is priced lower with 8 sequences than with 2 (its ratio refined by occupancy, shrunk
+    towards its overall one); a plan of 8 prices it there, one of 2 here; ``/version`` shows both."""
+    policy = AutoPolicy(CostTable(), explore=0.0)
+    chain = policy.new_sequence("fresh/suffix")
+    for step in range(80):
+        full = step % 2 == 0
+        chain.total, chain.weight = 500.0, 1000.0  # its own estimate stays 0.5
+        assert policy.count(chain, drafted=True, seqs=8 if full else 2) == "drafted"
+        policy.observe(chain, drafted=True, accepted=0 if full else step % 4 // 3)  # in 2s: 1 every other time
+    alone = policy._calibration_factor("fresh/suffix")
+    in_eight, in_two = (policy._calibration_factor("fresh/suffix", n) for n in (8, 2))
+    assert in_eight < alone < in_two and in_eight < 0.2 and in_two > 0.7
+    assert policy._calibration_factor("fresh/suffix", 5) == in_eight  # 5-8 sequences: one occupancy
+    assert policy._calibration_factor("fresh/suffix", 1) == alone  # never chosen alone: the overall ratio
+    gains = {n: policy._nested_gains([(chain, 4, ())], seqs=n)[0][0] for n in (2, 8)}
+    assert gains[8] == pytest.approx(policy.calibrated(chain) / alone * in_eight)
+    assert gains[2] == pytest.approx(policy.calibrated(chain) / alone * in_two)
+    shown = policy.snapshot()["calibration_by_option_and_sequences"]
+    assert shown == {"fresh/suffix@2": pytest.approx(in_two, abs=1e-3),
+                     "fresh/suffix@5-8": pytest.approx(in_eight, abs=1e-3)}

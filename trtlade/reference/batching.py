@@ -442,11 +442,15 @@ class SequenceState:
             algo.commit(count)
             if self.drafter is not None:  # the chunk's stats are this object: its last step counts too
                 self.stats.draft_tokens = self.drafter.tally.draft_tokens
-            if chunk.finish_reason is None and self.drafter is None:  # a cut run says nothing about acceptance
+            auto = self.policy == "auto"
+            # a fixed step's run cut at the budget says nothing about acceptance; an auto step's drafts never pass
+            # its budget (draft_options), so its last step counts too, as the verification accepted it (a stop
+            # string cuts what is sent, not what the model accepted)
+            if self.drafter is None and (chunk.finish_reason is None or auto):
                 option = self._option
-                self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, accepted=count - 1,
-                                           planned=self.policy == "auto")
-                if self.policy == "auto":
+                self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, planned=auto,
+                                           accepted=len(verification.tokens) - 1 if auto else count - 1)
+                if auto and chunk.finish_reason is None:
                     self._observe_unrun(context, option, candidates, chunk.tokens)
         return chunk, list(verification.kept_rows[:count])
 
@@ -919,7 +923,8 @@ class Batch:
         before = policy.counters.expected_accepted
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
-                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_cap)
+                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_cap,
+                                        seqs=len(states))
                 if decision == "drafted":
                     options = policy.counters.options
                     options[state.option] = options.get(state.option, 0) + 1
