@@ -24,7 +24,9 @@ all drain). ``--lower-bound`` also runs ``auto`` on a second engine whose chains
 emitted count for what they matched (the lower bound) instead of what they are expected to reach
 (``AutoPolicy.censored_chains``), in the same rotation. ``--drafters sa ngram`` adds fixed NGram / SA drafters (as
 the bench's modes name them) to the rotation, each against ``ar``, so the default is seen beside the best fixed
-drafter at each load; each level also prints the tokens a sequence-step of every series. ``--slots 1,2,4,8`` runs each
+drafter at each load; each level also prints the tokens a sequence-step of every series, and the accepted drafts
+``auto``'s plans expected at that level against those they got (the policy calibrates by occupancy: ``--slots
+2,8,2,8`` alternates two on one engine). ``--slots 1,2,4,8`` runs each
 concurrency in turn on the same engine and ends with one table. ``--model`` (a folder or a GGUF file; default the
 embedded SmolLM2-135M-Instruct) and ``--device`` (a torch device: ``cuda`` runs it on a GPU, where a row
 is nearly free and ``auto`` should draft at every concurrency) load it as ``ReferenceEngine.load`` does.
@@ -142,6 +144,8 @@ def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: 
     rates: dict[str, list[float]] = {name: [] for name in names}
     phase_rates = {phase: {name: [] for name in names} for phase in ("queued", "drain")}
     same = 0
+    counters = engine.policy.counters
+    before = (counters.expected_accepted, counters.accepted)
     for rep in range(repeats):
         prompts = [encoded[(count * rep + i) % len(encoded)] for i in range(count)]
         order = names[rep % len(names):] + names[:rep % len(names)]
@@ -159,7 +163,9 @@ def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: 
     result = {"slots": slots, "requests": count, "ar_tok_s": rates["ar"], "auto_tok_s": rates["auto"],
               "auto_vs_ar": [b / a for a, b in zip(rates["ar"], rates["auto"])], "identical": same,
               "answers": count * repeats, "drafters": list(drafters),
-              "tokens_per_sequence_step": {name: statistics.mean(v) for name, v in per_step.items()}}
+              "tokens_per_sequence_step": {name: statistics.mean(v) for name, v in per_step.items()},
+              "auto_accepted": {"expected": round(counters.expected_accepted - before[0], 1),
+                                "got": counters.accepted - before[1]}}
     for name in extra:
         result[f"{name}_vs_ar"] = [b / a for a, b in zip(rates["ar"], rates[name])]
     for phase, by_name in phase_rates.items():  # a phase in every repeat of every mode: paired by repeat
@@ -255,6 +261,9 @@ def report(result: dict[str, Any], repeats: int) -> None:
         steps = lv.get("tokens_per_sequence_step", {})
         per_step = ", ".join(f"{name} {v:.3f}" for name, v in steps.items())
         print(f"|   | tokens a sequence-step | | | {per_step} | |")
+        got = lv["auto_accepted"]
+        print(f"|   | auto's accepted drafts, expected / got | | | {got['expected']:.1f} / {got['got']} "
+              f"({got['got'] / max(got['expected'], 1e-9):.2f}) | |")
     for lv in result["levels"]:
         for phase, what in (("queued", "while requests waited for a slot"), ("drain", "the drain (none waiting)")):
             if f"{phase}_tok_s" in lv and lv["requests"] > lv["slots"]:
