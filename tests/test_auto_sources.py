@@ -216,15 +216,15 @@ _KEYS = ("fresh/suffix", "repeat/suffix", "fresh/first", "repeat/full")
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_the_plan_prices_each_option_at_its_calibrated_estimate_plus_its_share_of_the_bonus(data):
-    """What the plan ranks by (read once per context/option per plan) is, to the bit, what
-    ``calibrated`` and ``bonus`` say of each option, raised to what the options it holds are priced at;
-    an option without rows now is not priced."""
+    """What the plan ranks by (read once per context/option per plan) is, to the bit, what ``calibrated`` (for the
+    step's occupancy) and ``bonus`` say of each option, raised to what the options it holds are priced at; an
+    option without rows now is not priced."""
     policy = AutoPolicy(CostTable(), prior_weight=data.draw(st.sampled_from([0.5, 1.0, 2.0])),
                         explore=data.draw(st.sampled_from([0.0, 1.0])))
     learner = [policy.new_sequence(key) for key in _KEYS]
     for step in range(data.draw(st.integers(0, 30))):  # server history, tries and calibration
         seq = learner[step % len(learner)]
-        policy.count(seq, drafted=True)
+        policy.count(seq, drafted=True, seqs=data.draw(st.integers(1, 8)))
         policy.observe(seq, drafted=True, accepted=data.draw(st.integers(0, 4)))
     options = []
     for k in range(data.draw(st.integers(1, 7))):
@@ -234,7 +234,7 @@ def test_the_plan_prices_each_option_at_its_calibrated_estimate_plus_its_share_o
         within = tuple(j for j in range(7) if j != k and data.draw(st.booleans()))
         options.append((seq, data.draw(st.integers(0, 6)), within))
     seqs = data.draw(st.integers(1, 8))
-    floors = [policy.calibrated(o[0]) if o[1] > 0 else -math.inf for o in options]
+    floors = [policy._calibrated(o[0], None, seqs) if o[1] > 0 else -math.inf for o in options]
     for _ in options:  # the options each holds, transitively (they hold at most len(options) - 1 steps deep)
         floors = [max([floors[k], *(floors[j] for j in o[2] if j < len(options))]) if o[1] > 0 else -math.inf
                   for k, o in enumerate(options)]
@@ -516,3 +516,20 @@ def test_an_option_overrated_only_in_full_steps_is_priced_lower_there_alone():
     shown = policy.snapshot()["calibration_by_option_and_sequences"]
     assert shown == {"fresh/suffix@2": pytest.approx(in_two, abs=1e-3),
                      "fresh/suffix@5-8": pytest.approx(in_eight, abs=1e-3)}
+
+
+def test_what_a_choice_is_counted_to_expect_is_its_price_at_the_steps_occupancy():
+    """``/metrics``' expected drafts of a choice in a step of 8 sequences are what the plan priced it at there (its
+    ratio with 8), not its overall ratio."""
+    policy = AutoPolicy(CostTable(), explore=0.0)
+    chain = policy.new_sequence("fresh/suffix")
+    chain.total, chain.weight = 500.0, 1000.0
+    for _ in range(30):  # choices in steps of 8 that got nothing, in steps of 2 that got what they expected
+        for seqs, got in ((8, 0), (2, 1)):
+            policy.count(chain, drafted=True, seqs=seqs)
+            policy.observe(chain, drafted=True, accepted=got * (_ % 2))
+            chain.total, chain.weight = 500.0, 1000.0
+    before = policy.counters.expected_accepted
+    policy.count(chain, drafted=True, seqs=8)
+    assert policy.counters.expected_accepted - before == pytest.approx(policy._calibrated(chain, None, 8))
+    assert policy._calibrated(chain, None, 8) < 0.5 * policy.calibrated(chain)

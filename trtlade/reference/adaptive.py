@@ -592,13 +592,13 @@ class AutoPolicy:
         sequence in it: its prior mean times ``prior_weight``, its calibration factor, and ``explore`` times its
         standard deviation times ``prior_weight``. A plan keeps them in ``terms``: 8 sequences' 56 options share
         about a dozen keys. ``seqs``: the step's sequences (the calibration's occupancy; one plan, one ``seqs``)."""
-        found = terms.get(key) if terms is not None else None
+        found = terms.get((key, seqs)) if terms is not None else None
         if found is None:
             mean, variance = self._prior(key)
             found = (mean * self.prior_weight, self._calibration_factor(key, seqs),
                      self.explore * math.sqrt(variance) * self.prior_weight)
             if terms is not None:
-                terms[key] = found
+                terms[(key, seqs)] = found
         return found
 
     #: the calibration's prior, in accepted drafts (as if the plan had got what it expected that often), and the
@@ -661,12 +661,14 @@ class AutoPolicy:
         return factor if near is None else (near[1] + prior * factor) / (near[0] + prior)
 
     def _calibrate(self, key: str, expected: float, accepted: float, seqs: Optional[int] = None) -> None:
-        keep = self.CALIBRATION_KEEP
-        for sums in (self._calibration.setdefault(key, [0.0, 0.0]),
-                     *(() if seqs is None else (self._calibration_by_occupancy.setdefault((key, occupancy(seqs)),
-                                                                                         [0.0, 0.0]),))):
-            sums[0] = sums[0] * keep + expected
-            sums[1] = sums[1] * keep + accepted
+        """One choice of ``key``'s option that expected ``expected`` accepted drafts (uncalibrated) and got
+        ``accepted``, in a step of ``seqs`` sequences (None: not known, the overall ratio only)."""
+        kept = [self._calibration.setdefault(key, [0.0, 0.0])]
+        if seqs is not None:
+            kept.append(self._calibration_by_occupancy.setdefault((key, occupancy(seqs)), [0.0, 0.0]))
+        for sums in kept:
+            sums[0] = sums[0] * self.CALIBRATION_KEEP + expected
+            sums[1] = sums[1] * self.CALIBRATION_KEEP + accepted
 
     def bonus(self, seq: Acceptance) -> float:
         """The exploration bonus of :meth:`optimistic`: ``explore`` standard deviations of the
@@ -935,11 +937,11 @@ class AutoPolicy:
             counters.empty += 1
             return "empty"
         counters.drafted += 1
-        terms: dict = {}  # its prior and calibration, read once
+        terms: dict = {}  # its prior and calibration (for ``seqs``: read first), read once
         limit = math.inf if cap is None else cap
+        counters.expected_accepted += min(self._calibrated(chosen, terms, seqs), limit)  # what the plan priced it at
         chosen.chosen_expecting = min(self.expected(chosen, terms), limit)  # the calibration compares the estimate
         chosen.chosen_seqs = seqs
-        counters.expected_accepted += min(self._calibrated(chosen, terms, seqs), limit)  # what the plan priced it at
         return "drafted"
 
     def _nested_gains(self, options: Sequence[tuple[Acceptance, int]], seqs: int = 1,
@@ -961,7 +963,7 @@ class AutoPolicy:
                 floors.append(-math.inf)
                 bonuses.append(0.0)
                 continue
-            prior, factor, spread = terms.get(seq.key) or self._terms(seq.key, terms, seqs)
+            prior, factor, spread = terms.get((seq.key, seqs)) or self._terms(seq.key, terms, seqs)
             floors.append((prior + seq.total) / (weight + seq.weight) * factor)
             tries = tries_by_key.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
             bonuses.append(spread / (weight + tries))
@@ -985,8 +987,7 @@ class AutoPolicy:
         server's history; a step without drafts fades the sequence's evidence. ``planned``: the
         policy chose this step's drafts (counted against what it expected, for /metrics)."""
         if not drafted:
-            seq.total *= self.fade
-            seq.weight *= self.fade
+            self.fade_all((seq,))
             return
         seq.total += accepted
         seq.weight += 1.0
