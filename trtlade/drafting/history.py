@@ -31,7 +31,7 @@ dictionary look-ups per searched slot whatever the history's length.
 
 from __future__ import annotations
 
-from typing import Hashable, Optional, Sequence
+from typing import Hashable, Iterator, Optional, Sequence
 
 __all__ = ["HistoryPool", "PeerPool"]
 
@@ -209,26 +209,27 @@ class PeerPool(HistoryPool):
     def remove(self, key: Hashable) -> None:
         slot = self._slots.get(key)
         if slot is not None:
-            text = slot.tokens
-            for m, grams in self._index.items():
-                for end in range(m - 1, len(text) - 1):
-                    gram = tuple(text[end - m + 1:end + 1])
-                    hits = grams.get(gram)
-                    if hits is not None and hits.pop(key, None) is not None and not hits:
-                        del grams[gram]
+            for grams, gram, _ in self._ends(slot.tokens, 0):
+                hits = grams.get(gram)
+                if hits is not None and hits.pop(key, None) is not None and not hits:
+                    del grams[gram]
         super().remove(key)
 
     def _grow(self, key: Hashable, before: int) -> None:
-        """Index the ends a text of ``before`` tokens gained (an end counts once a token follows it)."""
-        text = self._slots[key].tokens
+        """Index the ends a text of ``before`` tokens gained."""
+        for grams, gram, end in self._ends(self._slots[key].tokens, before):
+            hits = grams.get(gram)
+            if hits is None:
+                grams[gram] = {key: end}
+            else:
+                hits[key] = end
+
+    def _ends(self, text: list[int], before: int) -> Iterator[tuple[dict, tuple[int, ...], int]]:
+        """``(the index of m, an m-gram, its end)`` for every indexed m and every end of ``text`` past its first
+        ``before`` tokens' (an end counts once a token follows it)."""
         for m, grams in self._index.items():
             for end in range(max(m - 1, before - 1), len(text) - 1):
-                gram = tuple(text[end - m + 1:end + 1])
-                hits = grams.get(gram)
-                if hits is None:
-                    grams[gram] = {key: end}
-                else:
-                    hits[key] = end
+                yield grams, tuple(text[end - m + 1:end + 1]), end
 
     def peer_draft(self, key: Hashable, draft_len: int, *, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
         if min_ngram not in self.lengths or max_ngram not in self.lengths:

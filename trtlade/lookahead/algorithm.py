@@ -567,9 +567,17 @@ class LookaheadAlgorithm:
             out[source] = out.get(source, 0) + len(cand)
         return out
 
-    def candidates(self) -> list[tuple[tuple[int, ...], str]]:
-        """This step's whole candidates with their source (what :meth:`sources` counts)."""
-        return [] if self.golden is None or self.autoregressive else list(self._all_candidates())
+    def candidates(self, depth: int | None = None) -> list[tuple[tuple[int, ...], str]]:
+        """This step's whole candidates with their source (what :meth:`sources` counts); ``depth``: cut to their
+        first ``depth`` tokens as :meth:`prepare`'s rows are (a cut candidate the same as an earlier one's is
+        that one's).
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0, prompt_lookup=3)
+        >>> algo.setup([5, 6, 7, 8, 5, 6], golden=7)
+        >>> algo.candidates(), algo.candidates(depth=1)
+        ([((8, 5), 'pool'), ((8, 5, 6), 'prompt_lookup')], [((8,), 'pool')])
+        """
+        return [] if self.golden is None or self.autoregressive else self._candidates(depth)
 
     def _build_batch(self, with_window: bool = True, depth: int | None = None,
                      source: str | None = None) -> DraftBatch:

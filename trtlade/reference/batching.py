@@ -308,15 +308,12 @@ class SequenceState:
         budget (:meth:`drafts_left` below a candidate's length) the candidates are cut to what can still be
         emitted (:attr:`draft_cap`), and the window, whose paths are longer, is not offered: a draft past the
         budget would be verified and never sent."""
-        cands = self._algorithm().candidates()
+        algo = self._algorithm()
+        cands = algo.candidates()
         left = self.drafts_left()
         cap = left if any(len(c) > left for c, _ in cands) or left < self.spec.ngram_size - 1 else None
-        if cap is not None:  # cut as the rows will be (LookaheadAlgorithm.prepare's depth): a chain the cut makes
-            cut: dict[tuple[int, ...], str] = {}  # the same as an earlier one's is that one's
-            for cand, source in cands:
-                if cap > 0:
-                    cut.setdefault(cand[:cap], source)
-            cands = list(cut.items())
+        if cap is not None:  # cut as the rows will be
+            cands = algo.candidates(depth=cap) if cap > 0 else []
         self.draft_cap = cap
         rows = dict.fromkeys(SOURCE_OPTIONS, 0)
         for cand, source in cands:
