@@ -122,11 +122,10 @@ def test_a_source_option_verifies_that_source_s_candidates_only():
     ({"me": [9, 5, 6], "a": [5, 6, 1, 5, 6, 2]}, [2]),                  # then its latest occurrence
     ({"me": [9, 5, 6], "a": [5, 6, 3], "b": [5, 6, 4]}, [3]),           # then the lower slot
 ])
-@pytest.mark.parametrize("pool_type", ["HistoryPool", "PeerPool"])
-def test_the_public_source_is_the_longest_match_in_another_sequence(histories, expected, pool_type):
-    from trtlade.drafting import history
+def test_the_public_source_is_the_longest_match_in_another_sequence(histories, expected):
+    from trtlade.drafting.history import HistoryPool
 
-    pool = getattr(history, pool_type)()
+    pool = HistoryPool()
     for key, text in histories.items():
         pool.add(key, text)
     assert pool.peer_draft("me", 4) == expected
@@ -429,34 +428,6 @@ def test_steps_without_a_plan_run_the_golden_rows_and_lose_no_token():
         assert tokens(out[i]) == plain(eng, req)
     unplanned = eng.policy.counters.unplanned - before
     assert unplanned > 0 and len(planned) < unplanned
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["add", "extend", "remove", "draft"]), st.integers(0, 3),
-                          st.lists(st.integers(1, 4), max_size=6)), max_size=40),
-       st.sampled_from([None, 7]))
-def test_the_peer_pools_index_answers_as_the_scan_of_every_slot(ops, max_seq_len):
-    """The peer pool's one index over every slot gives what searching each slot in turn gives, as texts join,
-    grow (up to the model's length) and leave."""
-    from trtlade.drafting.history import HistoryPool, PeerPool
-
-    indexed, scanned = PeerPool(max_seq_len), HistoryPool(max_seq_len)
-    for op, key, text in ops:
-        if op == "add" and key not in scanned:
-            indexed.add(key, text)
-            scanned.add(key, text)
-        elif op == "extend" and key in scanned:
-            indexed.extend(key, text)
-            scanned.extend(key, text)
-        elif op == "remove":
-            indexed.remove(key)
-            scanned.remove(key)
-        elif op == "draft" and key in scanned:
-            assert indexed.peer_draft(key, len(text)) == scanned.peer_draft(key, len(text))
-            assert indexed.peer_draft(key, 3, max_ngram=4) == scanned.peer_draft(key, 3, max_ngram=4)
-    for key in range(4):  # every sequence still there, at the end
-        if key in scanned:
-            assert indexed.peer_draft(key, 4) == scanned.peer_draft(key, 4)
 
 
 @pytest.mark.parametrize("max_tokens", [3, 6, 9])

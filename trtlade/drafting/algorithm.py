@@ -46,7 +46,7 @@ from typing import Hashable, Iterable, Optional, Sequence
 
 from trtlade.drafting.config import DraftConfig
 from trtlade.drafting.gate import SpeculationGate
-from trtlade.drafting.history import HistoryPool, PeerPool
+from trtlade.drafting.history import HistoryPool
 from trtlade.drafting.host_pool import HostNGramPool
 from trtlade.drafting.suffix import SuffixPool
 from trtlade.lookahead.algorithm import NO_PARENT, DraftBatch, Verification, select_logit_rows, verify_tree
@@ -94,7 +94,7 @@ class DraftSpace:
         self.host: dict[tuple, HostNGramPool] = {}
         #: the live ``auto`` sequences' texts, for their ``public`` source (:meth:`DraftPools.join`); apart from
         #: ``history``, so that NGram requests draft from what upstream's pool holds and nothing else
-        self.peers = PeerPool(max_seq_len)
+        self.peers = HistoryPool(max_seq_len)
         self.live = 0  #: requests of this namespace holding a slot
 
     def holds_history(self) -> bool:

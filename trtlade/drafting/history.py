@@ -31,9 +31,9 @@ dictionary look-ups per searched slot whatever the history's length.
 
 from __future__ import annotations
 
-from typing import Hashable, Iterator, Optional, Sequence
+from typing import Hashable, Optional, Sequence
 
-__all__ = ["HistoryPool", "PeerPool"]
+__all__ = ["HistoryPool"]
 
 
 class _Slot:
@@ -175,79 +175,3 @@ class HistoryPool:
                 slot = best[2]
                 return slot, -best[0] if use_oldest else best[0], m
         return None
-
-
-class PeerPool(HistoryPool):
-    """The live ``auto`` sequences' texts for their ``public`` source: :meth:`HistoryPool.peer_draft`'s answers,
-    from one index over every slot instead of one per slot. ``index[m][gram] = {key: last end}`` for each match
-    length m in ``min_ngram..max_ngram``, kept as the texts grow and dropped with them, so that a search costs a
-    dictionary look-up per m whatever the number of sequences (a step of 8 sequences searched 7 slots twice
-    each, 14 look-ups a sequence). A search with other lengths falls back to the scan.
-
-        >>> pool = PeerPool()
-        >>> pool.add("a", [4, 5, 6, 7, 8, 9]); pool.add("b", [1, 5, 6]); pool.add("c", [2, 9, 5, 6, 3])
-        >>> pool.peer_draft("b", 3)                     # "5 6" in a and in c: the later end (c's) wins
-        [3]
-        >>> pool.remove("c"); pool.peer_draft("b", 3)   # c has left: a's continuation
-        [7, 8, 9]
-    """
-
-    def __init__(self, max_seq_len: Optional[int] = None, *, min_ngram: int = 2, max_ngram: int = 3) -> None:
-        super().__init__(max_seq_len)
-        self.lengths = range(min_ngram, max_ngram + 1)
-        self._index: dict[int, dict[tuple[int, ...], dict[Hashable, int]]] = {m: {} for m in self.lengths}
-
-    def add(self, key: Hashable, tokens: Sequence[int]) -> None:
-        super().add(key, tokens)
-        self._grow(key, 0)
-
-    def extend(self, key: Hashable, tokens: Sequence[int]) -> None:
-        before = len(self._slots[key].tokens)
-        super().extend(key, tokens)
-        self._grow(key, before)
-
-    def remove(self, key: Hashable) -> None:
-        slot = self._slots.get(key)
-        if slot is not None:
-            for grams, gram, _ in self._ends(slot.tokens, 0):
-                hits = grams.get(gram)
-                if hits is not None and hits.pop(key, None) is not None and not hits:
-                    del grams[gram]
-        super().remove(key)
-
-    def _grow(self, key: Hashable, before: int) -> None:
-        """Index the ends a text of ``before`` tokens gained."""
-        for grams, gram, end in self._ends(self._slots[key].tokens, before):
-            hits = grams.get(gram)
-            if hits is None:
-                grams[gram] = {key: end}
-            else:
-                hits[key] = end
-
-    def _ends(self, text: list[int], before: int) -> Iterator[tuple[dict, tuple[int, ...], int]]:
-        """``(the index of m, an m-gram, its end)`` for every indexed m and every end of ``text`` past its first
-        ``before`` tokens' (an end counts once a token follows it)."""
-        for m, grams in self._index.items():
-            for end in range(max(m - 1, before - 1), len(text) - 1):
-                yield grams, tuple(text[end - m + 1:end + 1]), end
-
-    def peer_draft(self, key: Hashable, draft_len: int, *, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
-        if min_ngram not in self.lengths or max_ngram not in self.lengths:
-            return super().peer_draft(key, draft_len, max_ngram=max_ngram, min_ngram=min_ngram)
-        own = self._slots[key].tokens
-        longest = min(max_ngram, len(own) - 1)
-        if draft_len <= 0 or longest < min_ngram:
-            return []
-        for m in range(longest, min_ngram - 1, -1):
-            hits = self._index[m].get(tuple(own[-m:]))
-            if not hits:
-                continue
-            best: Optional[tuple[int, int, Hashable]] = None
-            for other, end in hits.items():  # the latest end, ties to the lower slot
-                if other != key:
-                    rank = (end, -self._slots[other].number, other)
-                    if best is None or rank[:2] > best[:2]:
-                        best = rank
-            if best is not None:
-                return self._slots[best[2]].tokens[best[0] + 1:best[0] + 1 + draft_len]
-        return []

@@ -638,8 +638,9 @@ class AutoPolicy:
 
         The more sequences share a step, the dearer a row is to all of them and the pickier the plan: it drafts
         only the sequences whose estimates came out highest, so there they run higher above what they get (the
-        optimizer's curse grows with the field it picks from). Measured on the embedded model, float32, one
-        engine alternating 2 and 8 slots (benchmarks/auto_batch.py --slots 2,8,2,8,2,8): with one ratio per
+        optimizer's curse grows with the field it picks from). Measured on the embedded model, float32, a 2-core
+        Intel Xeon with AMX, one engine alternating 2 and 8 slots (benchmarks/auto_batch.py --slots 2,8,2,8,2,8,
+        two runs): with one ratio per
         option, the plan's choices got 0.92 of what they were priced at with 2 sequences and 0.81 with 8; by
         occupancy, 0.97 and 0.89. Worked example: an option got what it expected in steps of 2 (40 times, 1.0
         each) and half of it in steps of 8 (40 times): its ratio about 0.75 overall, 1.0 with 2, 0.5 with 8.
