@@ -175,6 +175,8 @@ def _by_kind(kinds: dict) -> dict:
     out = {}
     for kind in MIX_KINDS:
         k = kinds[kind]
+        if not (k["auto s"] and k["greedy s"]):  # no prompt of this kind ran (--prompts fewer than the kinds)
+            continue
         speed = (k["auto tokens"] / k["auto s"]) / (k["greedy tokens"] / k["greedy s"])
         per_step = k["auto tokens"] / max(1, k["steps"])
         share = k["drafted"] / max(1, k["steps"])

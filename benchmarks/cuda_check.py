@@ -57,6 +57,13 @@ SHAPES = {
 }
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MODES = [(4, 2, 4), (7, 7, 7)]
+#: every drafter the lossless check runs: ``make_request`` keyword arguments per mode (``auto``: the policy)
+DRAFTERS: dict[str, dict[str, Any]] = {
+    **{",".join(map(str, m)): {"lookahead": m} for m in MODES},
+    "auto": {"lookahead": "auto"},
+    "ngram": {"speculation": {"decoding_type": "NGram", "max_draft_len": 4}},
+    "sa": {"speculation": {"decoding_type": "SA", "max_draft_len": 4}},
+}
 
 
 def native(device: str) -> bool | None:
@@ -102,21 +109,27 @@ def prompts_for(tokenizer: Any, count: int) -> list[list[int]]:
 
 
 def identity(engine: ReferenceEngine, prompts: list[list[int]], max_tokens: int) -> dict[str, Any]:
-    """Same / total per check, and where the first differing tokens were."""
-    out: dict[str, Any] = {"greedy": [0, 0], "sampled": [0, 0], "batch": [0, 0], "first_diff": []}
+    """Same / total per check, and where the first differing tokens were: every drafter of ``DRAFTERS``
+    greedy against greedy and seeded against plain sampling, then one batch of all prompts, each prompt with
+    the next drafter in turn, against each alone (greedy)."""
+    out: dict[str, Any] = {"greedy": [0, 0], "sampled": [0, 0], "batch": [0, 0], "first_diff": [], "by_drafter": {}}
     alone = []
     for i, ids in enumerate(prompts):
         greedy = engine.greedy(ids, max_tokens, ignore_eos=True).tokens
         plain = engine.generate(ids, max_tokens, lookahead=(1, 1, 0), temperature=0.8, seed=i, ignore_eos=True).tokens
         alone.append(greedy)
-        for mode in MODES:
-            got = engine.generate(ids, max_tokens, lookahead=mode, ignore_eos=True).tokens
+        for name, kw in DRAFTERS.items():
+            mine = out["by_drafter"].setdefault(name, [0, 0])
+            got = engine.generate(ids, max_tokens, ignore_eos=True, **kw).tokens
             _count(out, "greedy", got, greedy)
-            got = engine.generate(ids, max_tokens, lookahead=mode, temperature=0.8, seed=i, ignore_eos=True).tokens
+            mine[0], mine[1] = mine[0] + (got == greedy), mine[1] + 1
+            got = engine.generate(ids, max_tokens, temperature=0.8, seed=i, ignore_eos=True, **kw).tokens
             _count(out, "sampled", got, plain)
+            mine[0], mine[1] = mine[0] + (got == plain), mine[1] + 1
     batch = engine.new_batch(max_batch_size=len(prompts))
-    ids = {batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=max_tokens, lookahead=LookaheadSpec(4, 2, 4),
-                                       ignore_eos=True)): k for k, p in enumerate(prompts)}
+    kinds = list(DRAFTERS.values())
+    ids = {batch.add(engine.make_request(p, max_tokens, ignore_eos=True, **kinds[k % len(kinds)])): k
+           for k, p in enumerate(prompts)}
     got = {sid: [] for sid in ids}
     while len(batch):
         for sid, chunk in batch.step():
