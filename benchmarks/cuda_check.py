@@ -6,8 +6,9 @@ nothing in the project or its tests needs a GPU.
     python benchmarks/cuda_check.py --device cuda --json reports/cuda-check.json
 
 1. **Lossless** (tiny seeded random Llama / Qwen2 / Qwen3 of tests/models.py, and a random model of
-   SmolLM2-135M's shape): every lookahead mode against the same engine's greedy, seeded sampling against
-   plain sampling, a batch of all prompts against each alone; float32, bfloat16, float16; attention the
+   SmolLM2-135M's shape): every drafter (fixed (4,2,4) and (7,7,7), ``auto``, NGram, SA) against the same
+   engine's greedy, seeded sampling against plain sampling, a batch of all prompts (each with the next drafter
+   in turn) against each alone; float32, bfloat16, float16; attention the
    batched kernel (default off the CPU) and the row-invariant torch one. Off the CPU the linear layers are
    the vendor's GEMMs, which pick their kernel (and so the order of a row's sums) by the number of rows:
    the engine says ``bit_exact: False`` there, and this counts how often that shows in the tokens.
