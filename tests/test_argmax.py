@@ -30,6 +30,12 @@ TABLE = [
     ([0.0] * 3 + [NAN] + [0.0] * 60, 3, "a NaN in the first vector"),
     ([0.0] * 40 + [NAN] + [0.0] * 10 + [NAN], 40, "a NaN in a later vector"),
     ([-1.0] * 32 + [INF] + [-1.0] * 31, 32, "+inf"),
+    # the vector is 4 lanes wide (SSE2, NEON), 8 (AVX2) or 16 (AVX-512): the boundaries of each
+    ([0.0] * 7 + [2.0], 7, "8 values, the last the largest"),
+    ([0.0] * 5 + [2.0] + [0.0] * 3 + [2.0], 5, "9 values, tied in lanes 1 of two 4-lane vectors"),
+    ([1.0] * 3 + [4.0] + [1.0] * 4 + [4.0] * 8, 3, "16 values, tied in every lane of a later 8-lane vector"),
+    ([0.0] * 15 + [3.0] + [3.0] * 15, 15, "31 values: the last lane of the first 16 against the tail"),
+    ([0.0] * 12 + [NAN] + [0.0] * 3, 12, "16 values, a NaN in the last 4-lane vector"),
 ]
 
 
