@@ -18,8 +18,7 @@ import time
 
 import torch
 
-from trtlade.reference.native import argmax_rows
-from trtlade.reference.native import executable_variants
+from trtlade.reference.native import argmax_rows, executable_variants
 
 
 def _mean_us(fn, calls: int) -> float:
