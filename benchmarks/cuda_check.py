@@ -19,7 +19,7 @@ nothing in the project or its tests needs a GPU.
 3. **Drafts in a batch** (``--parts drafts``): a step of S sequences (1, 4, 8, 16) of which D carry 9 draft
    rows each (0, 1, half, all), the forward and its greedy tokens synchronised: what one drafting sequence
    adds to a batch's step, against what ``auto``'s cost model charges a draft row there. ``--parts host``:
-   per decode step, the forward and the step's time outside it, ``ar`` against a fixed (2,4,2).
+   per decode step, the forward and the step's time outside it, ``ar`` against a fixed (2,4,2), ``auto`` and NGram.
 4. **Batching**: output tokens/s of 1..N sequences with ``ar``, the user's (4,2,4) and ``auto`` on the
    Qwen3-8B-shaped random model (random weights: acceptance is not a real model's; the step costs are).
 """
@@ -149,9 +149,9 @@ def _count(out: dict[str, Any], key: str, got: list[int], want: list[int]) -> No
         out["first_diff"].append(where)
 
 
-def lossless(device: str, max_tokens: int) -> list[dict[str, Any]]:
+def lossless(device: str, max_tokens: int, dtypes: list[str]) -> list[dict[str, Any]]:
     rows = []
-    for dtype in DTYPES:
+    for dtype in dtypes:
         for arch in ("llama", "qwen2", "qwen3", "smollm2-135m"):
             for invariant in (None, True) if dtype != "float16" else (None,):
                 row = {"model": arch, "dtype": dtype, "attention": "row-invariant" if invariant else "default"}
@@ -244,13 +244,26 @@ def drafts_in_batch(shape: str, dtype: str, device: str, repeats: int, layers: i
     return out
 
 
-def host_split(dtype: str, device: str, layers: int | None, max_tokens: int = 40) -> dict[str, Any]:
-    """Per decode step of S sequences (1, 4, 16), the synchronised forward and the step's time outside it
-    (planning, verifying, the n-gram pools, the K/V moves), ``ar`` against a fixed (2,4,2), twice each,
-    interleaved; a random SmolLM2-135M-shaped model (its looping text accepts drafts; the costs are real)."""
+#: the host part's modes: ``make_request`` keyword arguments (a K/V move after a step happens only where the accepted
+#: rows are not the step's first ones: Lookahead's window rows come before its verification rows; a chain drafter's
+#: accepted rows are always a prefix)
+HOST_MODES: dict[str, dict[str, Any]] = {
+    "ar": {"lookahead": (1, 1, 0)},
+    "2,4,2": {"lookahead": (2, 4, 2)},
+    "auto": {"lookahead": "auto"},
+    "ngram": DRAFTERS["ngram"],
+}
+
+
+def host_split(dtype: str, device: str, layers: int | None, sizes: list[int], max_tokens: int = 40
+               ) -> dict[str, Any]:
+    """Per decode step of S sequences (``sizes``), the synchronised forward and the step's time outside it
+    (planning, verifying, the n-gram pools, the K/V moves), each of :data:`HOST_MODES`, twice each, interleaved;
+    a random SmolLM2-135M-shaped model (its looping text accepts drafts; the costs are real), calibrated at load
+    (``auto``'s cost model)."""
     model = shaped_model("smollm2-135m", DTYPES[dtype], device, layers)
     engine = ReferenceEngine(model, tiny_word_tokenizer(SHAPES["smollm2-135m"]["vocab_size"]), (2, 4, 2),
-                             calibrate=False, model_id="smollm2-135m", native_kernels=native(device))
+                             calibrate=True, model_id="smollm2-135m", native_kernels=native(device))
     runner = engine.runner
     forward, spent = runner.forward_greedy, []
 
@@ -263,15 +276,14 @@ def host_split(dtype: str, device: str, layers: int | None, max_tokens: int = 40
         return out
 
     runner.forward_greedy = timed  # this engine's runner only: the script's own instrument
-    prompts = [list(range(1000 + 97 * k, 1200 + 97 * k)) for k in range(16)]
+    prompts = [list(range(1000 + 97 * k, 1200 + 97 * k)) for k in range(max(sizes))]
     out: dict[str, Any] = {"dtype": dtype, "ms": {}}
-    for seqs in (1, 4, 16):
+    for seqs in sizes:
         for rep in range(2):
-            for name, spec in (("ar", LookaheadSpec(1, 1, 0)), ("2,4,2", LookaheadSpec(2, 4, 2))):
+            for name, kw in HOST_MODES.items():
                 batch = engine.new_batch(max_batch_size=seqs)
                 for p in prompts[:seqs]:
-                    batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=max_tokens, lookahead=spec,
-                                                ignore_eos=True))
+                    batch.add(engine.make_request(p, max_tokens, ignore_eos=True, **kw))
                 steps = []
                 while len(batch):
                     spent.clear()
@@ -344,8 +356,13 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=None, help="fewer layers for the shaped models (a dry run)")
     ap.add_argument("--batch-repeats", type=int, default=2)
     ap.add_argument("--invariant", action="store_true", help="batching with the row-invariant torch attention")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="the lossless and host parts' dtypes (host: no float16)")
+    ap.add_argument("--host-sequences", default="1,4,8,16", help="the host part's batch sizes")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    if unknown := [d for d in dtypes if d not in DTYPES]:
+        ap.error(f"--dtypes: {', '.join(unknown)} not one of {', '.join(DTYPES)}")
     dev = args.device
     report: dict[str, Any] = {"device": torch.cuda.get_device_name() if dev.startswith("cuda") else "cpu",
                               "torch": torch.__version__, "tf32": torch.backends.cuda.matmul.allow_tf32}
@@ -355,10 +372,11 @@ def main() -> None:
         ("rows", lambda: [forward_by_rows(s, d, dev, args.repeats, args.max_rows, args.layers)
                           for s, d in (("smollm2-135m", "float32"), ("smollm2-135m", "bfloat16"),
                                        ("qwen3-8b", "bfloat16"))]),
-        ("lossless", lambda: lossless(dev, args.max_tokens)),
+        ("lossless", lambda: lossless(dev, args.max_tokens, dtypes)),
         ("drafts", lambda: [drafts_in_batch("smollm2-135m", d, dev, args.repeats, args.layers)
                             for d in ("float32", "bfloat16")]),
-        ("host", lambda: [host_split(d, dev, args.layers) for d in ("float32", "bfloat16")]),
+        ("host", lambda: [host_split(d, dev, args.layers, [int(x) for x in args.host_sequences.split(",")])
+                          for d in dtypes if d != "float16"]),
         ("batching", lambda: batching(dev, [int(x) for x in args.batches.split(",")], args.max_tokens,
                                       args.batch_repeats, args.layers, True if args.invariant else None)),
     ]
