@@ -228,7 +228,8 @@ def main() -> None:
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
-                                                      "draft_price_ms")}
+                                                      "draft_price_ms", "noise_margin_by_sequences",
+                                                      "planning_by_sequences", "unplanned_steps")}
     result["auto_decisions"] = {"drafted": c.drafted, "skipped": c.skipped, "empty": c.empty,
                                 "expected_accepted": round(c.expected_accepted, 1), "accepted": c.accepted}
     report(result, args.repeats)

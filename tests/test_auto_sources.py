@@ -357,6 +357,8 @@ def test_a_marginal_draft_waits_while_the_step_times_are_noisy():
     assert quiet.plan([], [chain(quiet, 0.26)]) == [0]
     assert busy.plan([], [chain(busy, 0.26)]) == [-1]
     assert busy.plan([], [chain(busy, 1.0)]) == [0]
+    assert quiet.snapshot()["noise_margin_by_sequences"] == {1: round(quiet.noise(), 3)}
+    assert busy.snapshot()["noise_margin_by_sequences"] == {1: 0.2}  # what /version shows: the margin in force
 
 
 @pytest.mark.parametrize("share, found, every", [

@@ -906,7 +906,11 @@ class AutoPolicy:
         >>> policy.noise()
         0.2
         """
-        table, rows = (self.plain, int(seqs)) if seqs > 1 else (self.cost, 1)
+        return self._noise(self.cost, self.plain, seqs)
+
+    def _noise(self, cost: CostTable, plain: CostTable, seqs: int = 1) -> float:
+        """:meth:`noise` from these tables (the live ones, or a snapshot's copies)."""
+        table, rows = (plain, int(seqs)) if seqs > 1 else (cost, 1)
         samples = table.samples.get(rows)
         if not samples or len(samples) < self.MIN_NOISE_SAMPLES:
             return 0.0
@@ -1091,6 +1095,8 @@ class AutoPolicy:
             "plain_step_ms_by_sequences": {seqs: round(1000 * plain.seconds(seqs), 2)
                                            for seqs in sorted(k for k, v in plain.samples.items() if v)},
             "row_cost_ms": None if per_row is None else round(1000 * per_row, 3),
+            "noise_margin_by_sequences": {seqs: round(self._noise(cost, plain, seqs), 3)
+                                          for seqs in sorted({1, *(k for k, v in plain.samples.items() if v)})},
             "batched_row_cost_ms": {seqs: round(1000 * self._measured_row(batched, seqs), 3)
                                     for seqs in sorted(k for k, v in batched.samples.items()
                                                        if len(v) >= self.MIN_BATCHED)},
