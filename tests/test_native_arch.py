@@ -61,8 +61,8 @@ def reference(tmp_path_factory) -> dict[str, str]:
 def test_every_variant_gives_a_row_the_same_bits_alone_and_the_same_bits_as_the_others(variant, reference, tmp_path):
     flags = next(v for v in variants_for() if v.name == variant).flags
     got, want = _hashes([str(_build(compiler(), flags, tmp_path / variant))]), dict(reference)
-    assert set(got) == {"linear_f32", "linear_bf16", "packed_rows", "argmax", "row_attention", "row_attention_64",
-                        "row_attention_128"}
+    assert set(got) == {"linear_f32", "linear_bf16", "packed_rows", "argmax", "rms_norm", "rms_norm_bf16",
+                        "row_attention", "row_attention_64", "row_attention_128"}
     if "avx512bf16" in (variant, native_variants.RUNS[0]):
         # VDPBF16PS against two FMAs (odd k first): float32 and attention must agree; bf16 is compared to
         # within one ulp in test_fast_forward.py (test_every_cpu_variant_gives_the_best_variants_bits)

@@ -2,7 +2,7 @@
  * it for x86-64 and for aarch64 with Debian's cross compiler and runs it under qemu-user).
  *
  * Deterministic inputs (xorshift), then for float32 and bfloat16 linear layers (and W's rows read back from
- * their packed copies), the greedy argmax and attention:
+ * their packed copies), the greedy argmax, the residual add and RMSNorm, and attention:
  *   - row invariance: each row computed alone equals the same row among 9 (else exit 1);
  *   - one line per kernel: "<name> <FNV-1a hash of the output bytes>", so that two builds (another
  *     variant, another architecture) can be compared for identical bits.
@@ -140,10 +140,38 @@ static int packed_rows_checks(void) {
     return 0;
 }
 
+/* The residual add and RMSNorm of 16 rows of 130 (16 groups of 8 and a tail of 2: the sum of squares' 8 partial
+ * sums and its tree, the partial sums of one size, so that another order of them shows in the bits), float32 and
+ * bfloat16: each row alone equals the same row among 16. */
+static int norm_checks(void) {
+    enum { R = 16, D = 130 };
+    static float h[R][D], a[R][D], wt[D], o[R][D], h1[D], o1[D];
+    static uint16_t hb[R][D], ab[R][D], wtb[D], ob[R][D], hb1[D], ob1[D];
+    for (int d = 0; d < D; d++) wt[d] = next_float(), wtb[d] = to_bf16(wt[d]);
+    for (int r = 0; r < R; r++)
+        for (int d = 0; d < D; d++) {
+            h[r][d] = (float)(1 + d % 3) * next_float(), a[r][d] = next_float();
+            hb[r][d] = to_bf16(h[r][d]), ab[r][d] = to_bf16(a[r][d]);
+        }
+    memcpy(h1, h[1], sizeof h1), memcpy(hb1, hb[1], sizeof hb1);
+    if (trtlade_add_rms_norm(h, a, R, D, wt, 1e-5f, o, 0) || trtlade_add_rms_norm(hb, ab, R, D, wtb, 1e-5f, ob, 1))
+        return 1;
+    if (trtlade_add_rms_norm(h1, a[1], 1, D, wt, 1e-5f, o1, 0) || trtlade_add_rms_norm(hb1, ab[1], 1, D, wtb, 1e-5f, ob1, 1))
+        return 1;
+    if (memcmp(o1, o[1], sizeof o1) || memcmp(ob1, ob[1], sizeof ob1) || memcmp(h1, h[1], sizeof h1)) {
+        printf("a norm row differs alone\n");
+        return 1;
+    }
+    printf("rms_norm %016llx\n", (unsigned long long)(fnv(o, sizeof o) ^ fnv(h, sizeof h)));
+    printf("rms_norm_bf16 %016llx\n", (unsigned long long)(fnv(ob, sizeof ob) ^ fnv(hb, sizeof hb)));
+    return 0;
+}
+
 int main(void) {
     int code = linear_checks();
     if (!code) code = packed_rows_checks();
     if (!code) code = argmax_checks();
+    if (!code) code = norm_checks();
     const int sizes[3] = {16, 64, 128};
     for (int i = 0; !code && i < 3; i++) code = attention_checks(sizes[i]);
     return code;

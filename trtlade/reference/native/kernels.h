@@ -15,5 +15,7 @@ int trtlade_row_attention(const float *q, int64_t rows, int64_t heads, int64_t d
                           const int64_t *path_pos, int64_t window, float scale, float softcap, float *out,
                           int kv_bf16);
 int trtlade_argmax_rows(const float *x, int64_t rows, int64_t n, int64_t *out);
+int trtlade_add_rms_norm(void *h, const void *a, int64_t rows, int64_t dim, const void *weight, float eps, void *out,
+                         int dtype);
 int trtlade_packed_rows(const void *wp, int64_t K, int64_t N, int dtype, const int64_t *ids, int64_t n, void *out);
 #endif

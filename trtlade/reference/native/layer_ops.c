@@ -55,7 +55,11 @@ static inline __attribute__((always_inline)) float rnd(float x, int bf16) { retu
  * adds x[l]^2, x[l+8]^2, ... in turn, then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), then the tail. Written
  * with one 8-lane vector (each lane one float operation, the same chain): as eight scalars, GCC
  * vectorised the loop across k with shuffles (about 150 ns of a 576-wide row), and the RMSNorm of 8 bf16
- * rows took 4.3 us instead of 3.5 (a C harness, hot, best of 2,000 calls; 2-core AMD EPYC Zen 4). */
+ * rows took 4.3 us instead of 3.5 (a C harness, hot, best of 2,000 calls; 2-core AMD EPYC Zen 4). Where the
+ * registers hold 4 floats (SSE2, aarch64's NEON) the 8 lanes are two 4-lane vectors: one 8-lane generic vector
+ * there was stored to the stack and read back at every step of the loop (GCC 12's aarch64 output: an stp/ldp
+ * pair per iteration on the accumulator's chain). Lanes 0-3 and 4-7 are the same partial sums either way. */
+#if defined(__AVX__)
 typedef float f32x8 __attribute__((vector_size(32)));
 
 static float sum_squares(const float *x, int64_t n) {
@@ -69,6 +73,23 @@ static float sum_squares(const float *x, int64_t n) {
     for (; i < n; i++) s += x[i] * x[i];
     return s;
 }
+#else
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static float sum_squares(const float *x, int64_t n) {
+    f32x4 lo = {0, 0, 0, 0}, hi = lo, a, b;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&a, x + i, sizeof a);
+        memcpy(&b, x + i + 4, sizeof b);
+        lo = lo + a * a;
+        hi = hi + b * b;
+    }
+    float s = ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+#endif
 
 #define MAX_HIDDEN 16384
 
