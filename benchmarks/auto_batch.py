@@ -20,7 +20,11 @@ step plans, then every sequence keeps its golden row: the plans and the drafters
 from its first plan on) and ``auto, no plan`` (no step plans, so no sequence sets up its drafters' state: what is
 left of an ``auto`` sequence beside them). A sustained load also reports its two phases apart: the steps begun
 while a request waited for a slot (the batch kept full) and the drain after the last one took its slot (a wave is
-all drain). ``--lower-bound`` also runs ``auto`` on a second engine whose chains seen only up to the tokens a step
+all drain). ``--gates`` also runs ``auto`` with each of its two gates on drafting open, in the same rotation:
+``no margin`` (a plan drafts for any gain over the plain step, where ``auto`` asks for more than the spread of the
+plain steps, at most 20%) and ``always plans`` (every step plans, where ``auto`` plans less often while its plans
+find less than they cost): which of them holds ``auto`` back where a fixed drafter delivers more.
+``--lower-bound`` also runs ``auto`` on a second engine whose chains seen only up to the tokens a step
 emitted count for what they matched (the lower bound) instead of what they are expected to reach
 (``AutoPolicy.censored_chains``), in the same rotation. ``--drafters sa ngram`` adds fixed NGram / SA drafters (as
 the bench's modes name them) to the rotation, each against ``ar``, so the default is seen beside the best fixed
@@ -38,6 +42,7 @@ is nearly free and ``auto`` should draft at every concurrency) load it as ``Refe
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 12 --slots 1,2,4 --drafters sa ngram
     .venv/bin/python benchmarks/auto_batch.py --load sustained --requests 16 --slots 2,4 --lower-bound --drafters ngram
     python3 benchmarks/auto_batch.py --load sustained --slots 1,2,4,8,16 --device cuda --json auto-batch.json
+    python3 benchmarks/auto_batch.py --load sustained --slots 8 --requests 16 --device cuda --gates --drafters ngram
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ from trtlade.spec import LookaheadSpec
 SLOTS = 8
 #: ``--split``: the ``auto`` variants that split its cost into the plan's host work and its drafting
 SPLIT = ("plan only", "no plan")
+#: ``--gates``: ``auto`` with one of its two gates on drafting open (``AutoPolicy.noise``: the gain a plan must promise
+#: over the plain step; ``AutoPolicy.should_plan``: steps that plan less often where plans found less than they cost)
+GATES = ("no margin", "always plans")
 #: ``--lower-bound``: ``auto`` on a second engine counting censored chains at what they matched
 LOWER_BOUND = "lower bound"
 
@@ -74,10 +82,15 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     the tokens a sequence-step (every step of every request counted).
     ``spec``: a fixed (w,n,g) (``ar``: (1,1,0)), an NGram / SA drafter (``--drafters``), or None (``auto``).
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
-    plans no step. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
+    plans no step; (``--gates``) ``no margin``: a plan drafts for any gain over the plain step, ``always plans``:
+    every step plans. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
     policy = engine.policy
-    plan, should_plan = policy.plan, policy.should_plan
-    if variant == "plan only":
+    plan, should_plan, margin = policy.plan, policy.should_plan, policy.max_margin
+    if variant == "no margin":
+        policy.max_margin = 0.0
+    elif variant == "always plans":
+        policy.should_plan = lambda seqs: True
+    elif variant == "plan only":
         policy.plan = lambda fixed, candidates, caps=None: [-1 for _ in plan(fixed, candidates, caps)]
         policy.should_plan = lambda seqs: True
     elif variant == "no plan":
@@ -102,7 +115,7 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
             phase[1] += time.perf_counter() - s0
         wall = time.perf_counter() - t0
     finally:
-        policy.plan, policy.should_plan = plan, should_plan
+        policy.plan, policy.should_plan, policy.max_margin = plan, should_plan, margin
     tokens = sum(len(t) for t in out.values())
     return [out[i] for i in ids], tokens / wall, phases, tokens / max(1, seq_steps)
 
@@ -129,13 +142,16 @@ def drafter_name(text: str) -> str:
 
 def level(engine: ReferenceEngine, encoded: list[list[int]], count: int, slots: int, repeats: int,
           split: bool = False, prefill: tuple[Optional[int], Optional[float]] = (None, None),
-          drafters: tuple[str, ...] = (), lower: Optional[ReferenceEngine] = None) -> dict[str, Any]:
-    """``ar`` and ``auto`` (and the fixed ``drafters``, with ``split`` auto's two variants, and ``auto`` on the
-    ``lower`` engine) rotated over ``repeats`` on ``count`` prompts through ``slots`` slots."""
+          drafters: tuple[str, ...] = (), lower: Optional[ReferenceEngine] = None, gates: bool = False
+          ) -> dict[str, Any]:
+    """``ar`` and ``auto`` (and the fixed ``drafters``, with ``split`` auto's two variants, with ``gates`` its two
+    gates open, and ``auto`` on the ``lower`` engine) rotated over ``repeats`` on ``count`` prompts through
+    ``slots`` slots."""
     specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None}
     specs.update({name: DraftConfig.parse(drafter_mode(name)) for name in drafters})
-    specs.update({name: None for name in (SPLIT if split else ())})
-    extra = [*drafters, *(SPLIT if split else ())]
+    variants = (*(SPLIT if split else ()), *(GATES if gates else ()))
+    specs.update({name: None for name in variants})
+    extra = [*drafters, *variants]
     if lower is not None:
         specs[LOWER_BOUND] = None
         extra.append(LOWER_BOUND)
@@ -197,6 +213,8 @@ def main() -> None:
                     help="fixed NGram / SA drafters in the same rotation, as the bench names them: sa, ngram, ...")
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
+    ap.add_argument("--gates", action="store_true",
+                    help="also run auto with no noise margin (no margin) and with a plan every step (always plans)")
     ap.add_argument("--lower-bound", action="store_true",
                     help="also run auto on a second engine counting censored chains at what they matched")
     ap.add_argument("--json", type=Path, default=None)
@@ -224,7 +242,7 @@ def main() -> None:
     for slots in args.slots:
         count = slots if args.load == "wave" else args.requests
         result["levels"].append(level(engine, encoded, count, slots, args.repeats, args.split, prefill,
-                                      tuple(args.drafters), lower))
+                                      tuple(args.drafters), lower, args.gates))
     c = engine.policy.counters
     snap = engine.policy.snapshot()
     result["cost_model"] = {k: snap.get(k) for k in ("plain_step_ms_by_sequences", "batched_row_cost_ms",
@@ -255,7 +273,7 @@ def report(result: dict[str, Any], repeats: int) -> None:
         print(f"| {lv['slots']} | {lv['requests']} | {statistics.median(lv['ar_tok_s']):.1f} | "
               f"{statistics.median(lv['auto_tok_s']):.1f} | {_range(lv['auto_vs_ar'])} | "
               f"{lv['identical']}/{lv['answers']} |")
-        for name in [*lv.get("drafters", ()), *SPLIT, LOWER_BOUND]:
+        for name in [*lv.get("drafters", ()), *SPLIT, *GATES, LOWER_BOUND]:
             if f"{name}_vs_ar" in lv:
                 label = name if name in lv.get("drafters", ()) else f"auto, {name}"
                 print(f"|   | {label} | | | {_range(lv[f'{name}_vs_ar'])} | |")
