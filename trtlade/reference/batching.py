@@ -907,7 +907,7 @@ class Batch:
                 options = [states[i].draft_options() for i in auto]
                 choice = policy.plan(fixed, options, caps=[states[i].draft_cap for i in auto])
             policy.observe_planning(decoding, share=(time.perf_counter() - started)
-                                    / policy.step_seconds(decoding, decoding), gain=policy.last_gain)
+                                    / policy.step_seconds(decoding, decoding), gain=policy.last_found)
             for i, k in zip(auto, choice):
                 chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
                 wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
