@@ -23,7 +23,9 @@ while a request waited for a slot (the batch kept full) and the drain after the 
 all drain). ``--gates`` also runs ``auto`` with each of its two gates on drafting open, in the same rotation:
 ``no margin`` (a plan drafts for any gain over the plain step, where ``auto`` asks for more than the spread of the
 plain steps, at most 20%) and ``always plans`` (every step plans, where ``auto`` plans less often while its plans
-find less than they cost): which of them holds ``auto`` back where a fixed drafter delivers more.
+find less than they cost): which of them holds ``auto`` back where a fixed drafter delivers more; and ``found =
+chosen``, the planning gate counting only the drafts a plan chose, not those the margin held back (the rule
+before).
 ``--lower-bound`` also runs ``auto`` on a second engine whose chains seen only up to the tokens a step
 emitted count for what they matched (the lower bound) instead of what they are expected to reach
 (``AutoPolicy.censored_chains``), in the same rotation. ``--drafters sa ngram`` adds fixed NGram / SA drafters (as
@@ -68,8 +70,9 @@ SLOTS = 8
 #: ``--split``: the ``auto`` variants that split its cost into the plan's host work and its drafting
 SPLIT = ("plan only", "no plan")
 #: ``--gates``: ``auto`` with one of its two gates on drafting open (``AutoPolicy.noise``: the gain a plan must promise
-#: over the plain step; ``AutoPolicy.should_plan``: steps that plan less often where plans found less than they cost)
-GATES = ("no margin", "always plans")
+#: over the plain step; ``AutoPolicy.should_plan``: steps that plan less often where plans found less than they cost),
+#: and with the planning gate counting only what a plan chose (the rule before ``AutoPolicy.last_found``)
+GATES = ("no margin", "always plans", "found = chosen")
 #: ``--lower-bound``: ``auto`` on a second engine counting censored chains at what they matched
 LOWER_BOUND = "lower bound"
 
@@ -83,13 +86,20 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     ``spec``: a fixed (w,n,g) (``ar``: (1,1,0)), an NGram / SA drafter (``--drafters``), or None (``auto``).
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
     plans no step; (``--gates``) ``no margin``: a plan drafts for any gain over the plain step, ``always plans``:
-    every step plans. ``prefill``: the batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
+    every step plans, ``found = chosen``: the planning gate counts only the drafts a plan chose. ``prefill``: the
+    batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
     policy = engine.policy
     plan, should_plan, margin = policy.plan, policy.should_plan, policy.max_margin
     if variant == "no margin":
         policy.max_margin = 0.0
     elif variant == "always plans":
         policy.should_plan = lambda seqs: True
+    elif variant == "found = chosen":
+        def chosen_only(fixed, candidates, caps=None):
+            out = plan(fixed, candidates, caps)
+            policy.last_found = policy.last_gain
+            return out
+        policy.plan = chosen_only
     elif variant == "plan only":
         policy.plan = lambda fixed, candidates, caps=None: [-1 for _ in plan(fixed, candidates, caps)]
         policy.should_plan = lambda seqs: True
@@ -214,7 +224,8 @@ def main() -> None:
     ap.add_argument("--split", action="store_true",
                     help="also run auto with its plan's choices dropped (plan only) and without plans (no plan)")
     ap.add_argument("--gates", action="store_true",
-                    help="also run auto with no noise margin (no margin) and with a plan every step (always plans)")
+                    help="also run auto with no noise margin (no margin), with a plan every step (always plans) and "
+                         "with the planning gate counting only what a plan chose (found = chosen)")
     ap.add_argument("--lower-bound", action="store_true",
                     help="also run auto on a second engine counting censored chains at what they matched")
     ap.add_argument("--json", type=Path, default=None)
