@@ -58,12 +58,11 @@ def pairs() -> list:
 
 @contextmanager
 def forced(name: Optional[str]) -> Iterator[None]:
-    """``TRTLADE_NATIVE_ISA=name`` inside the block (None: the process's default), restored after: an
-    engine loaded inside keeps the variant it packed its weights for."""
+    """``TRTLADE_NATIVE_ISA=name`` inside the block (None: the environment as the process was started, so a
+    run under ``TRTLADE_NATIVE_ISA=portable`` keeps it), restored after: an engine loaded inside keeps the
+    variant it packed its weights for."""
     before = os.environ.get(ENV)
-    if name is None:
-        os.environ.pop(ENV, None)
-    else:
+    if name is not None:
         os.environ[ENV] = name
     try:
         yield
