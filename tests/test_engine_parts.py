@@ -3,6 +3,8 @@ tracker (incremental detokenization, stop strings) and the adaptive spec control
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -176,6 +178,38 @@ def test_detokenizer_holds_back_partial_utf8():
     pieces = [detok.push(t) for t in ids] + [detok.flush()]
     assert "".join(pieces) == tok.decode(ids)
     assert all("\ufffd" not in p for p in pieces)
+
+
+class _SlowDecode:
+    """The same tokenizer, decoded only through transformers' ``decode`` (the detokenizer's fallback)."""
+
+    def __init__(self, tok) -> None:
+        self.tok = tok
+
+    def decode(self, ids, skip_special_tokens=False):
+        return self.tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.integers(0, 255), min_size=1, max_size=24), context=st.lists(st.integers(0, 255), max_size=6),
+       skip=st.booleans())
+def test_the_detokenizers_rust_decode_streams_what_transformers_decode_streams(ids, context, skip):
+    """A fast tokenizer's deltas come from its Rust decode directly: the same text, piece by piece, as through
+    transformers' ``decode`` (special tokens skipped or kept, any bytes, any prompt context)."""
+    tok = tiny_tokenizer()
+    special = tok.all_special_ids[:1]
+    ids = [*ids[:3], *special, *ids[3:]]  # a special token among them
+    fast = IncrementalDetokenizer(tok, context=context, skip_special_tokens=skip)
+    slow = IncrementalDetokenizer(_SlowDecode(tok), context=context, skip_special_tokens=skip)
+    assert fast._backend is not None and slow._backend is None
+    assert [fast.push(t) for t in ids] + [fast.flush()] == [slow.push(t) for t in ids] + [slow.flush()]
+
+
+def test_the_detokenizer_keeps_transformers_decode_where_it_would_change_the_text():
+    tok = copy.deepcopy(tiny_tokenizer())
+    tok.clean_up_tokenization_spaces = True  # transformers would clean its text after the Rust decode
+    assert IncrementalDetokenizer(tok)._backend is None
+    assert IncrementalDetokenizer(_SlowDecode(tok))._backend is None  # not a transformers fast tokenizer
 
 
 @pytest.mark.parametrize("stop,expect", [

@@ -13,6 +13,7 @@ Worked example (a byte-level tokenizer, stop string ``"\\n\\n"``)::
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
@@ -37,8 +38,11 @@ class IncrementalDetokenizer:
         self.ids: list[int] = [int(t) for t in context[-PROMPT_CONTEXT_TOKENS:]] if context else []
         self.prefix_offset = 0
         self.read_offset = len(self.ids)
+        self._backend = _backend_decode(tokenizer)
 
     def _decode(self, ids: Sequence[int]) -> str:
+        if self._backend is not None:
+            return self._backend(ids, skip_special_tokens=self.skip_special_tokens)
         return self.tokenizer.decode(list(ids), skip_special_tokens=self.skip_special_tokens)
 
     def push(self, token: int) -> str:
@@ -63,6 +67,22 @@ class IncrementalDetokenizer:
         if final:
             self.prefix_offset = self.read_offset = len(self.ids)
         return ""
+
+
+def _backend_decode(tokenizer: Any) -> Any:
+    """The Rust ``tokenizers.Tokenizer.decode`` behind a transformers fast tokenizer, where transformers' own
+    ``decode`` would return exactly its text (its ``_decode`` not overridden, no clean-up of spaces after it), so
+    that a generation's two decodes a token skip transformers' Python around the call (a few microseconds
+    each, warm; several times that right after a decode step streamed the weights through the caches). None
+    otherwise: ``tokenizer.decode`` as given."""
+    # imported already wherever such a tokenizer exists (this module never imports transformers itself)
+    fast = getattr(sys.modules.get("transformers.tokenization_utils_tokenizers"), "TokenizersBackend", None)
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if (fast is not None and getattr(type(tokenizer), "_decode", None) is fast._decode
+            and not getattr(tokenizer, "clean_up_tokenization_spaces", True)
+            and callable(getattr(backend, "decode", None))):
+        return backend.decode
+    return None
 
 
 @dataclass(frozen=True)
