@@ -96,6 +96,7 @@ def main() -> None:
     # auto's decode steps and those with a draft
     kinds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     answers: dict[tuple[str, int], list[list[int]]] = collections.defaultdict(list)
+    shape: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for rep in range(args.repeats):
         sums = {name: [0, 0.0, 0.0] for name in modes}  # decode tokens, decode s, output s
         for i, prompt in enumerate(prompts):
@@ -109,6 +110,11 @@ def main() -> None:
                 s[2] += total_s
                 if name == "auto":
                     rows_hist.update(rows)
+                m = shape[name]  # every mode's decode steps: tokens, rows verified, steps with a draft
+                m["steps"] += len(rows)
+                m["tokens"] += len(tokens) - 1
+                m["rows"] += sum(rows)
+                m["drafted"] += sum(r > 1 for r in rows)
                 if name in ("greedy", "auto") and args.dataset == "mix":
                     k = kinds[MIX_KINDS[i % len(MIX_KINDS)]]
                     k[f"{name} tokens"] += len(tokens) - 1
@@ -144,6 +150,12 @@ def main() -> None:
         cells = [f"{statistics.median(values[0]):.1f}", _ratio(ratios[0]), f"{statistics.median(values[1]):.1f}",
                  _ratio(ratios[1]), f"{same}/{args.repeats * len(prompts)}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    result["steps"] = {name: _steps(shape[name]) for name in modes}
+    print("| mode | tokens a step | rows a step | steps with a draft | draft rows per token they gained |")
+    print("|---|---:|---:|---:|---:|")
+    for name, st in result["steps"].items():
+        print(f"| {name} | {st['tokens_per_step']:.3f} | {st['rows_per_step']:.3f} | "
+              f"{100 * st['drafted_share']:.0f}% | {st['draft_rows_per_gained_token']:.2f} |")
     print(f"auto's rows per step (count of steps): {result['auto_rows_per_step']}")
     print(f"step cost by rows at load (ms): {result['step_cost_ms']}")
     c = engine.policy.counters  # only auto's steps count (fixed specs are not the policy's choice)
@@ -165,6 +177,20 @@ def main() -> None:
 
 
 MIX_KINDS = ("code", "chat", "math", "summarisation", "extraction")  # mix.json's prompts cycle these, in order
+
+
+def _steps(c: collections.Counter) -> dict[str, float]:
+    """A mode's decode steps summed over prompts and repeats: tokens and rows a step, the share of steps with a
+    draft, and the draft rows it verified per token the drafts added over one a step (inf: drafts added none).
+
+    >>> _steps(collections.Counter(steps=4, tokens=6, rows=10, drafted=2))
+    {'tokens_per_step': 1.5, 'rows_per_step': 2.5, 'drafted_share': 0.5, 'draft_rows_per_gained_token': 3.0}
+    """
+    steps = max(c["steps"], 1)
+    gained = c["tokens"] - c["steps"]
+    return {"tokens_per_step": c["tokens"] / steps, "rows_per_step": c["rows"] / steps,
+            "drafted_share": c["drafted"] / steps,
+            "draft_rows_per_gained_token": (c["rows"] - c["steps"]) / gained if gained > 0 else float("inf")}
 
 
 def _by_kind(kinds: dict) -> dict:
