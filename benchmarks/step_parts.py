@@ -19,6 +19,9 @@ share of the step.
 
     .venv/bin/python benchmarks/step_parts.py --dtype bfloat16 --sequences 8
     .venv/bin/python benchmarks/step_parts.py --dtype bfloat16 --sequences 4 --steps 40 --repeats 6 --policy both
+
+``--decodes`` times only the consume part, the generation's text decoded by the fast tokenizer's Rust decode (as
+served) and by transformers' ``decode`` in turn, and prints what the first saves a step.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any, Callable
 
 from trtlade.bench.datasets import load_dataset
 from trtlade.bench.meta import machine_info
+from trtlade.contract import text
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.reference import batch_runner, batching
@@ -91,6 +95,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--policy", choices=("greedy", "auto", "both"), default="greedy",
                     help="greedy: plain decoding; auto: the served default; both: the two alternating per repeat")
+    ap.add_argument("--decodes", action="store_true",
+                    help="instead: the consume part with the text decoded by the fast tokenizer's Rust decode (as "
+                         "served) and by transformers' decode, alternating per repeat, greedy")
     args = ap.parse_args()
     # as `trtlade serve` loads it with configs/smollm2-cpu.yml (preset fast); greedy requests never draft
     engine = ReferenceEngine.load(dtype=args.dtype, prompt_lookup=preset_prompt_lookup("fast", DEFAULT_SPEC))
@@ -102,6 +109,8 @@ def main() -> None:
     acc: dict[str, float] = {}
     for owner, name, part in PARTS:
         setattr(owner, name, timed(acc, getattr(owner, name), part))
+    if args.decodes:
+        return compare_decodes(engine, prompts, args.steps, args.repeats, acc)
     native = engine.runner.fast.native
     native.time_parts = True
     policies = ["greedy", "auto"] if args.policy == "both" else [args.policy]
@@ -117,6 +126,26 @@ def main() -> None:
         added = [a - g for a, g in zip(runs["auto"].hosts(), runs["greedy"].hosts())]  # paired by repeat
         print(f"host work a step, auto against greedy: {statistics.median(added):+.3f} ms (median of "
               f"{len(added)} repeats, {min(added):+.3f} to {max(added):+.3f})")
+
+
+def compare_decodes(engine: ReferenceEngine, prompts: list[list[int]], steps: int, repeats: int,
+                    acc: dict[str, float]) -> None:
+    """ms a step of the consume part (verify, choose, emit) with each decode, paired by repeat."""
+    rust = text._backend_decode
+    consume = PARTS[5][2]
+    runs: dict[str, list[float]] = {"rust": [], "transformers": []}
+    for rep in range(repeats):
+        for name in runs if rep % 2 == 0 else list(runs)[::-1]:
+            text._backend_decode = rust if name == "rust" else (lambda tokenizer: None)
+            one_run(engine, prompts, steps, acc)
+            runs[name].append(1000.0 * acc.get(consume, 0.0) / steps)
+    text._backend_decode = rust
+    for name, values in runs.items():
+        print(f"consume with the {name} decode: {statistics.median(values):.3f} ms a step "
+              f"({min(values):.3f}-{max(values):.3f}), {len(prompts)} sequences, {repeats} repeats")
+    saved = [t - r for r, t in zip(runs["rust"], runs["transformers"])]
+    print(f"the Rust decode saves {statistics.median(saved):.3f} ms a step (paired by repeat: {min(saved):.3f} to "
+          f"{max(saved):.3f})")
 
 
 class Parts:
