@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.native_variants import forced, params
+from trtlade.reference import floor as floor_module
 from trtlade.reference.floor import Floor, instruction_peak, peak_gflops, rows_star
 from trtlade.reference.native import executable_variants, kernels
 
@@ -38,6 +39,26 @@ def test_without_a_dtype_the_floor_is_the_bandwidth_alone():
     floor = Floor(1_000_000)
     floor.sample()
     assert "rows_star" not in floor.to_dict() and floor.to_dict()["floor_ms"] > 0
+
+
+@pytest.mark.parametrize("rate,size,reported", [
+    (1e9, 256, 1.0),       # a slow path (torch's bfloat16 GEMM without AVX-512: about 1.2 GFLOP/s): small products
+    (10e9, 512, 10.0),
+    (200e9, 1024, 200.0),  # oneDNN's float32: the full size, whose rate is the higher one there
+])
+def test_the_gemm_probe_sizes_its_products_to_what_the_path_can_do_in_a_moment(monkeypatch, rate, size, reported):
+    """A fake torch.mm of a fixed rate on a fake clock: the largest product is the largest that takes at most
+    50 ms at that rate (at most 1024, at least 128), and the rate reported is the fake's."""
+    clock, sizes = [0.0], []
+
+    def mm(a, b):
+        sizes.append(a.shape[0])
+        clock[0] += 2 * a.shape[0] ** 3 / rate
+
+    monkeypatch.setattr(floor_module.torch, "mm", mm)
+    monkeypatch.setattr(floor_module.time, "perf_counter", lambda: clock[0])
+    assert peak_gflops("float32") == pytest.approx(reported, rel=1e-9)
+    assert max(sizes) == size
 
 
 def test_a_larger_gemm_does_not_report_an_impossible_rate():

@@ -48,12 +48,19 @@ def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
     return buf.numel() * 4 / best / 1e9
 
 
-def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, passes: int = 3) -> float:
+def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, passes: int = 3,
+                budget_s: float = 0.05) -> float:
     """GFLOP/s of ``torch.mm`` on ``size`` x ``size`` matrices of ``dtype`` (2 * size**3 flops each; the
     operands, 4 MiB each in float32, stay in the L3 cache), best of ``passes`` after a warm-up: the
     multiply-add rate the cores reach with this process's threads, as oneDNN drives them (on the Zen 4
-    host of 2026-11-26, 512 gave 160-174 GFLOP/s in float32, 1024 gave 180-194)."""
+    host of 2026-11-26, 512 gave 160-174 GFLOP/s in float32, 1024 gave 180-194). Where one product of ``size``
+    would take longer than ``budget_s`` at the rate a product of 256 shows (a slow path: torch's bfloat16 GEMM
+    without AVX-512, about 1.2 GFLOP/s on a Zen 3, 1.7 s a product of 1024), the size halves until it would not
+    (down to 128): such a path's rate does not grow with the size (1.23 GFLOP/s at 256, 1.24 at 512 there), and
+    a Floor's two samples took 45 s instead of a fraction of one (tests/test_roofline.py, with a fake GEMM and clock).
+    """
     torch_dtype = getattr(torch, dtype)
+    size = _affordable(size, torch_dtype, budget_s)
     a = torch.randn(size, size).to(torch_dtype)
     b = torch.randn(size, size).to(torch_dtype)
     torch.mm(a, b)
@@ -64,6 +71,20 @@ def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, pass
             torch.mm(a, b)
         best = min(best, (time.perf_counter() - t0) / repeats)
     return 2 * size ** 3 / best / 1e9
+
+
+def _affordable(size: int, torch_dtype: torch.dtype, budget_s: float) -> int:
+    """The largest of ``size``, ``size / 2``, ... (at least 128) whose product would take at most ``budget_s`` at
+    the rate one product of ``min(size, 256)`` shows (after one warm-up product)."""
+    small = min(size, 256)
+    a = torch.randn(small, small).to(torch_dtype)
+    torch.mm(a, a)
+    t0 = time.perf_counter()
+    torch.mm(a, a)
+    rate = 2 * small ** 3 / max(time.perf_counter() - t0, 1e-9)
+    while size > 128 and 2 * size ** 3 / rate > budget_s:
+        size //= 2
+    return size
 
 
 def instruction_peak(dtype: str = "float32", seconds: float = 0.1, passes: int = 3) -> float | None:
