@@ -56,8 +56,9 @@ def peak_gflops(dtype: str = "float32", size: int = 1024, repeats: int = 4, pass
     host of 2026-11-26, 512 gave 160-174 GFLOP/s in float32, 1024 gave 180-194). Where one product of ``size``
     would take longer than ``budget_s`` at the rate a product of 256 shows (a slow path: torch's bfloat16 GEMM
     without AVX-512, about 1.2 GFLOP/s on a Zen 3, 1.7 s a product of 1024), the size halves until it would not
-    (down to 128): such a path's rate does not grow with the size (1.23 GFLOP/s at 256, 1.24 at 512 there), and
-    a Floor's two samples took 45 s instead of a fraction of one (tests/test_roofline.py, with a fake GEMM and clock).
+    (down to 128): such a path's rate does not grow with the size (1.23 GFLOP/s at 256, 1.24 at 512 there), while
+    products of 1024 would make each of a Floor's samples last about 20 s (tests/test_roofline.py: a fake GEMM
+    and clock).
     """
     torch_dtype = getattr(torch, dtype)
     size = _affordable(size, torch_dtype, budget_s)
