@@ -115,13 +115,12 @@ def main() -> None:
                 m["tokens"] += len(tokens) - 1
                 m["rows"] += sum(rows)
                 m["drafted"] += sum(r > 1 for r in rows)
-                if name in ("greedy", "auto") and args.dataset == "mix":
+                if args.dataset == "mix":
                     k = kinds[MIX_KINDS[i % len(MIX_KINDS)]]
                     k[f"{name} tokens"] += len(tokens) - 1
                     k[f"{name} s"] += decode_s
-                    if name == "auto":
-                        k["steps"] += len(rows)  # decode steps (not the prefill, which made the first token)
-                        k["drafted"] += sum(r > 1 for r in rows)
+                    k[f"{name} steps"] += len(rows)  # decode steps (not the prefill, which made the first token)
+                    k[f"{name} drafted"] += sum(r > 1 for r in rows)
         for name, (n, dec, out) in sums.items():
             per_repeat[name].append(((n - len(prompts)) / dec, n / out))
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
@@ -169,7 +168,7 @@ def main() -> None:
     print(f"what auto's choices got over what they expected, by context/option (the plan prices each option at its "
           f"estimate times this): {result['auto_calibration']}")
     if kinds:
-        result["auto_by_kind"] = _by_kind(kinds)
+        result["by_kind"] = _by_kind(kinds, [name for name in modes if name != "greedy"])
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
@@ -193,22 +192,34 @@ def _steps(c: collections.Counter) -> dict[str, float]:
             "draft_rows_per_gained_token": (c["rows"] - c["steps"]) / gained if gained > 0 else float("inf")}
 
 
-def _by_kind(kinds: dict) -> dict:
-    """Print and return, per kind of mix prompt, auto's decode speed against greedy's, its tokens per
-    decode step and its share of steps with a draft (every repeat pooled)."""
-    print("| kind | auto decode vs greedy | auto tokens per step | auto steps with a draft |")
-    print("|---|---:|---:|---:|")
-    out = {}
+def _by_kind(kinds: dict, names: list[str]) -> dict:
+    """Print and return, per kind of mix prompt and mode, its decode speed against greedy's, its tokens per
+    decode step and its share of steps with a draft (every repeat pooled).
+
+    >>> import collections
+    >>> k = collections.Counter({"greedy tokens": 40, "greedy s": 2.0, "auto tokens": 40, "auto s": 1.6,
+    ...                          "auto steps": 32, "auto drafted": 8})
+    >>> _by_kind({"code": k}, ["auto"])["code"]["auto"]
+    | kind | auto: decode vs greedy, tokens a step, steps with a draft |
+    |---|---|
+    | code | 1.25x, 1.25, 25% |
+    {'decode_vs_greedy': 1.25, 'tokens_per_step': 1.25, 'drafted_share': 0.25}
+    """
+    print("| kind | " + " | ".join(f"{name}: decode vs greedy, tokens a step, steps with a draft" for name in names)
+          + " |")
+    print("|---|" + "---|" * len(names))
+    out: dict = {}
     for kind in MIX_KINDS:
-        k = kinds[kind]
-        if not (k["auto s"] and k["greedy s"]):  # no prompt of this kind ran (--prompts fewer than the kinds)
+        k = kinds.get(kind)
+        if not k or not k["greedy s"]:  # no prompt of this kind ran (--prompts fewer than the kinds)
             continue
-        speed = (k["auto tokens"] / k["auto s"]) / (k["greedy tokens"] / k["greedy s"])
-        per_step = k["auto tokens"] / max(1, k["steps"])
-        share = k["drafted"] / max(1, k["steps"])
-        out[kind] = {"decode_vs_greedy": round(speed, 3), "tokens_per_step": round(per_step, 3),
-                     "drafted_share": round(share, 3)}
-        print(f"| {kind} | {speed:.2f}x | {per_step:.2f} | {100 * share:.0f}% |")
+        greedy = k["greedy tokens"] / k["greedy s"]
+        out[kind] = {name: {"decode_vs_greedy": round(k[f"{name} tokens"] / k[f"{name} s"] / greedy, 3),
+                            "tokens_per_step": round(k[f"{name} tokens"] / max(1, k[f"{name} steps"]), 3),
+                            "drafted_share": round(k[f"{name} drafted"] / max(1, k[f"{name} steps"]), 3)}
+                     for name in names if k[f"{name} s"]}
+        print(f"| {kind} | " + " | ".join(f"{v['decode_vs_greedy']:.2f}x, {v['tokens_per_step']:.2f}, "
+                                          f"{100 * v['drafted_share']:.0f}%" for v in out[kind].values()) + " |")
     return out
 
 
