@@ -121,6 +121,7 @@ def main() -> None:
                     k[f"{name} s"] += decode_s
                     k[f"{name} steps"] += len(rows)  # decode steps (not the prefill, which made the first token)
                     k[f"{name} drafted"] += sum(r > 1 for r in rows)
+                    k[f"{name} rows"] += sum(rows)
         for name, (n, dec, out) in sums.items():
             per_repeat[name].append(((n - len(prompts)) / dec, n / out))
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
@@ -193,20 +194,20 @@ def _steps(c: collections.Counter) -> dict[str, float]:
 
 
 def _by_kind(kinds: dict, names: list[str]) -> dict:
-    """Print and return, per kind of mix prompt and mode, its decode speed against greedy's, its tokens per
-    decode step and its share of steps with a draft (every repeat pooled).
+    """Print and return, per kind of mix prompt and mode, its decode speed against greedy's, its tokens and rows
+    per decode step and its share of steps with a draft (every repeat pooled).
 
     >>> import collections
     >>> k = collections.Counter({"greedy tokens": 40, "greedy s": 2.0, "auto tokens": 40, "auto s": 1.6,
-    ...                          "auto steps": 32, "auto drafted": 8})
+    ...                          "auto steps": 32, "auto drafted": 8, "auto rows": 64})
     >>> _by_kind({"code": k}, ["auto"])["code"]["auto"]
-    | kind | auto: decode vs greedy, tokens a step, steps with a draft |
+    | kind | auto: decode vs greedy, tokens / rows a step, steps with a draft |
     |---|---|
-    | code | 1.25x, 1.25, 25% |
-    {'decode_vs_greedy': 1.25, 'tokens_per_step': 1.25, 'drafted_share': 0.25}
+    | code | 1.25x, 1.25 / 2.00, 25% |
+    {'decode_vs_greedy': 1.25, 'tokens_per_step': 1.25, 'rows_per_step': 2.0, 'drafted_share': 0.25}
     """
-    print("| kind | " + " | ".join(f"{name}: decode vs greedy, tokens a step, steps with a draft" for name in names)
-          + " |")
+    print("| kind | " + " | ".join(f"{name}: decode vs greedy, tokens / rows a step, steps with a draft"
+                                  for name in names) + " |")
     print("|---|" + "---|" * len(names))
     out: dict = {}
     for kind in MIX_KINDS:
@@ -216,10 +217,12 @@ def _by_kind(kinds: dict, names: list[str]) -> dict:
         greedy = k["greedy tokens"] / k["greedy s"]
         out[kind] = {name: {"decode_vs_greedy": round(k[f"{name} tokens"] / k[f"{name} s"] / greedy, 3),
                             "tokens_per_step": round(k[f"{name} tokens"] / max(1, k[f"{name} steps"]), 3),
+                            "rows_per_step": round(k[f"{name} rows"] / max(1, k[f"{name} steps"]), 3),
                             "drafted_share": round(k[f"{name} drafted"] / max(1, k[f"{name} steps"]), 3)}
                      for name in names if k[f"{name} s"]}
-        print(f"| {kind} | " + " | ".join(f"{v['decode_vs_greedy']:.2f}x, {v['tokens_per_step']:.2f}, "
-                                          f"{100 * v['drafted_share']:.0f}%" for v in out[kind].values()) + " |")
+        print(f"| {kind} | " + " | ".join(f"{v['decode_vs_greedy']:.2f}x, {v['tokens_per_step']:.2f} / "
+                                          f"{v['rows_per_step']:.2f}, {100 * v['drafted_share']:.0f}%"
+                                          for v in out[kind].values()) + " |")
     return out
 
 
