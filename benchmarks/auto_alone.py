@@ -92,11 +92,11 @@ def main() -> None:
     engine.generate(prompts[0], max_tokens=8)  # warm-up
     per_repeat: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     rows_hist: collections.Counter = collections.Counter()
-    # per kind of prompt (mix only), summed over the repeats: decode tokens and seconds of greedy and auto,
-    # auto's decode steps and those with a draft
-    kinds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    answers: dict[tuple[str, int], list[list[int]]] = collections.defaultdict(list)
+    # every mode's counts (_count), summed over the repeats: in all (shape) and per kind of prompt (kinds, mix only)
+    kinds: dict[str, dict[str, collections.Counter]] = collections.defaultdict(
+        lambda: collections.defaultdict(collections.Counter))
     shape: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    answers: dict[tuple[str, int], list[list[int]]] = collections.defaultdict(list)
     for rep in range(args.repeats):
         sums = {name: [0, 0.0, 0.0] for name in modes}  # decode tokens, decode s, output s
         for i, prompt in enumerate(prompts):
@@ -110,18 +110,9 @@ def main() -> None:
                 s[2] += total_s
                 if name == "auto":
                     rows_hist.update(rows)
-                m = shape[name]  # every mode's decode steps: tokens, rows verified, steps with a draft
-                m["steps"] += len(rows)
-                m["tokens"] += len(tokens) - 1
-                m["rows"] += sum(rows)
-                m["drafted"] += sum(r > 1 for r in rows)
+                _count(shape[name], tokens, rows, decode_s)
                 if args.dataset == "mix":
-                    k = kinds[MIX_KINDS[i % len(MIX_KINDS)]]
-                    k[f"{name} tokens"] += len(tokens) - 1
-                    k[f"{name} s"] += decode_s
-                    k[f"{name} steps"] += len(rows)  # decode steps (not the prefill, which made the first token)
-                    k[f"{name} drafted"] += sum(r > 1 for r in rows)
-                    k[f"{name} rows"] += sum(rows)
+                    _count(kinds[MIX_KINDS[i % len(MIX_KINDS)]][name], tokens, rows, decode_s)
         for name, (n, dec, out) in sums.items():
             per_repeat[name].append(((n - len(prompts)) / dec, n / out))
         print(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
@@ -179,6 +170,16 @@ def main() -> None:
 MIX_KINDS = ("code", "chat", "math", "summarisation", "extraction")  # mix.json's prompts cycle these, in order
 
 
+def _count(c: collections.Counter, tokens: list[int], rows: list[int], decode_s: float) -> None:
+    """Add one generation to a mode's counts: its decode tokens and seconds, and its decode steps (not the prefill,
+    which made the first token), their rows and those with a draft."""
+    c["tokens"] += len(tokens) - 1
+    c["s"] += decode_s
+    c["steps"] += len(rows)
+    c["rows"] += sum(rows)
+    c["drafted"] += sum(r > 1 for r in rows)
+
+
 def _steps(c: collections.Counter) -> dict[str, float]:
     """A mode's decode steps summed over prompts and repeats: tokens and rows a step, the share of steps with a
     draft, and the draft rows it verified per token the drafts added over one a step (inf: drafts added none).
@@ -198,9 +199,9 @@ def _by_kind(kinds: dict, names: list[str]) -> dict:
     per decode step and its share of steps with a draft (every repeat pooled).
 
     >>> import collections
-    >>> k = collections.Counter({"greedy tokens": 40, "greedy s": 2.0, "auto tokens": 40, "auto s": 1.6,
-    ...                          "auto steps": 32, "auto drafted": 8, "auto rows": 64})
-    >>> _by_kind({"code": k}, ["auto"])["code"]["auto"]
+    >>> counts = {"greedy": collections.Counter(tokens=40, s=2.0, steps=40, rows=40),
+    ...           "auto": collections.Counter(tokens=40, s=1.6, steps=32, drafted=8, rows=64)}
+    >>> _by_kind({"code": counts}, ["auto"])["code"]["auto"]
     | kind | auto: decode vs greedy, tokens / rows a step, steps with a draft |
     |---|---|
     | code | 1.25x, 1.25 / 2.00, 25% |
@@ -211,15 +212,18 @@ def _by_kind(kinds: dict, names: list[str]) -> dict:
     print("|---|" + "---|" * len(names))
     out: dict = {}
     for kind in MIX_KINDS:
-        k = kinds.get(kind)
-        if not k or not k["greedy s"]:  # no prompt of this kind ran (--prompts fewer than the kinds)
+        counts = kinds.get(kind)
+        if not counts or not counts["greedy"]["s"]:  # no prompt of this kind ran (--prompts fewer than the kinds)
             continue
-        greedy = k["greedy tokens"] / k["greedy s"]
-        out[kind] = {name: {"decode_vs_greedy": round(k[f"{name} tokens"] / k[f"{name} s"] / greedy, 3),
-                            "tokens_per_step": round(k[f"{name} tokens"] / max(1, k[f"{name} steps"]), 3),
-                            "rows_per_step": round(k[f"{name} rows"] / max(1, k[f"{name} steps"]), 3),
-                            "drafted_share": round(k[f"{name} drafted"] / max(1, k[f"{name} steps"]), 3)}
-                     for name in names if k[f"{name} s"]}
+        greedy = counts["greedy"]["tokens"] / counts["greedy"]["s"]
+        out[kind] = {}
+        for name in names:
+            c = counts[name]
+            if c["s"]:
+                st = _steps(c)
+                out[kind][name] = {"decode_vs_greedy": round(c["tokens"] / c["s"] / greedy, 3),
+                                   **{key: round(st[key], 3) for key in ("tokens_per_step", "rows_per_step",
+                                                                         "drafted_share")}}
         print(f"| {kind} | " + " | ".join(f"{v['decode_vs_greedy']:.2f}x, {v['tokens_per_step']:.2f} / "
                                           f"{v['rows_per_step']:.2f}, {100 * v['drafted_share']:.0f}%"
                                           for v in out[kind].values()) + " |")
