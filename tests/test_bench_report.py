@@ -267,6 +267,31 @@ def test_summary_md_says_which_engine_and_preset_served() -> None:
     assert "- server b" not in md  # not a trtlade server: nothing to say
 
 
+@pytest.mark.parametrize("metadata, line", [
+    ({"cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1", "cpu_class": "x86-64, AVX2+FMA (no AVX-512)",
+      "cpu_count": 2},
+     "Host: AMD EPYC (AuthenticAMD family 25 model 1), CPU class x86-64, AVX2+FMA (no AVX-512), 2 CPUs"),
+    ({"cpu": "Intel(R) Xeon(R) Platinum", "cpu_count": 4}, "Host: Intel(R) Xeon(R) Platinum, 4 CPUs"),  # older report
+])
+def test_summary_md_names_the_hosts_cpu_class(metadata: dict, line: str) -> None:
+    run, _ = known_run()
+    run.metadata.update(metadata)
+    assert line + " (a speed figure holds on the host that measured it)." in render_markdown(run)
+
+
+def test_the_cpu_class_comes_from_the_first_processors_flags() -> None:
+    from trtlade.bench.meta import cpu_identity
+
+    text = "\n".join(["processor : 0", "vendor_id : GenuineIntel", "cpu family : 6", "model : 143",
+                      "flags : avx2 fma avx512f avx512bw avx512_bf16 amx_bf16", "", "processor : 1",
+                      "vendor_id : GenuineIntel", "flags : avx2 fma"])
+    assert cpu_identity(text, "x86_64") == {"cpu_class": "x86-64, AVX-512 with AVX512-BF16 and AMX",
+                                            "cpu_id": "GenuineIntel family 6 model 143"}
+    arm = "\n".join(["processor : 0", "Features : fp asimd evtstrm", "CPU implementer : 0x41", "CPU part : 0xd0c"])
+    assert cpu_identity(arm, "aarch64") == {"cpu_class": "aarch64 (NEON)", "cpu_id": "implementer 0x41 part 0xd0c"}
+    assert cpu_identity("", "x86_64") == {}  # no flags listed: no class claimed
+
+
 def test_output_agreement() -> None:
     from trtlade.bench.report import output_agreement
 

@@ -551,8 +551,10 @@ def render_markdown(run: RunSummary) -> str:
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     m = run.metadata
     if m.get("cpu") or m.get("cpu_count"):
-        out.append(f"Host: {m.get('cpu') or 'unknown CPU'}, {m.get('cpu_count') or '?'} CPUs (a speed figure holds "
-                   "on the host that measured it).")
+        ident = f" ({m['cpu_id']})" if m.get("cpu_id") else ""
+        kind = f", CPU class {m['cpu_class']}" if m.get("cpu_class") else ""
+        out.append(f"Host: {m.get('cpu') or 'unknown CPU'}{ident}{kind}, {m.get('cpu_count') or '?'} CPUs (a speed "
+                   "figure holds on the host that measured it).")
     out.append("")
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
