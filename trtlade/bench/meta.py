@@ -118,14 +118,17 @@ def machine_info() -> dict[str, Any]:
 
 
 def device_name(device: str = "cpu") -> Optional[str]:
-    """What a speed figure ran on: the CPU's model for ``cpu``, the GPU's name for a CUDA device (torch is
-    imported only then), else the device as given.
+    """What a speed figure ran on: for ``cpu`` the CPU's model with its vendor's identity and its class
+    (:func:`cpu_identity`: ``AMD EPYC (AuthenticAMD family 25 model 1; x86-64, AVX2+FMA (no AVX-512))``), the GPU's
+    name for a CUDA device (torch is imported only then), else the device as given.
 
     >>> device_name("mps")
     'mps'
     """
     if device == "cpu":
-        return _cpu_model()
+        known = cpu_identity()
+        said = "; ".join(known[k] for k in ("cpu_id", "cpu_class") if k in known)
+        return f"{_cpu_model() or 'unknown CPU'} ({said})" if said else _cpu_model()
     if device.startswith("cuda"):
         import torch
 
