@@ -15,7 +15,8 @@ from trtlade.bench.metrics import percentile, summarize_level
 from trtlade.bench.plan import (PlanError, parse_base_url, parse_concurrency, parse_endpoint, parse_metadata,
                                 parse_modes)
 from trtlade.bench.records import RequestRecord
-from trtlade.bench.report import (RunSummary, SeriesInfo, compare_runs, comparison_table, load_run,
+from trtlade.bench.report import (RunSummary, SeriesInfo, compare_runs, comparison_table, default_vs_best_fixed,
+                                  load_run, speedup_verdicts,
                                   render_markdown, write_report, ReportError)
 
 
@@ -290,6 +291,53 @@ def test_the_cpu_class_comes_from_the_first_processors_flags() -> None:
     arm = "\n".join(["processor : 0", "Features : fp asimd evtstrm", "CPU implementer : 0x41", "CPU part : 0xd0c"])
     assert cpu_identity(arm, "aarch64") == {"cpu_class": "aarch64 (NEON)", "cpu_id": "implementer 0x41 part 0xd0c"}
     assert cpu_identity("", "x86_64") == {}  # no flags listed: no class claimed
+
+
+def aims_run(tok_s: dict[str, list[float]], first: str = "ar") -> RunSummary:
+    """A run of one level (8) whose series deliver ``tok_s[series][repeat]`` tokens/s (modes named as the series)."""
+    from trtlade.bench.metrics import LevelSummary
+
+    names = [first, *[n for n in tok_s if n != first]]
+    info = [SeriesInfo(label=n, server="a", base_url="http://h", model="m", mode=n) for n in names]
+    cells = [LevelSummary(series=n, concurrency=8, num_prompts=8, repeat=r, completed=8, failed=0, duration_s=400 / v,
+                          request_throughput=8 * v / 400, output_throughput=v, total_output_tokens=400)
+             for n in names for r, v in enumerate(tok_s[n])]
+    return RunSummary(run_id="r", created="", series=info, levels=[8], summaries=cells)
+
+
+@pytest.mark.parametrize("tok_s, verdict", [
+    # ar, the best fixed mode, the default: met within 3 points of the best and above ar
+    ({"ar": [100, 100], "sa": [110, 110], "ngram": [104, 104], "auto": [108, 108]}, "met"),
+    ({"ar": [100, 100], "sa": [120, 120], "auto": [115, 115]}, "missed: 5.0 points below sa, noise ±0.0%"),
+    ({"ar": [100, 100], "sa": [80, 80], "auto": [96, 96]}, "missed: 4.0% below ar, noise ±0.0%"),
+    ({"ar": [100, 100], "lookahead": [130, 130], "default": [100, 100]},
+     "missed: 30.0 points below lookahead, noise ±0.0%"),
+    ({"ar": [100], "sa": [110], "auto": [109]}, "met"),  # one repeat: still said, its noise unmeasured
+])
+def test_the_report_says_whether_the_default_meets_its_aim(tok_s: dict, verdict: str) -> None:
+    md = render_markdown(aims_run(tok_s))
+    assert "against the best fixed mode of each level" in md
+    assert f"| aim | {verdict} |" in md
+
+
+@pytest.mark.parametrize("tok_s, first", [
+    ({"ar": [100, 100], "sa": [110, 110]}, "ar"),              # no default series
+    ({"ar": [100, 100], "auto": [110, 110]}, "ar"),            # no fixed mode to compare with
+    ({"sa": [100, 100], "auto": [110, 110], "ngram": [1, 1]}, "sa"),   # the baseline is not plain decoding
+])
+def test_no_default_aim_without_ar_a_default_and_a_fixed_mode(tok_s: dict, first: str) -> None:
+    run = aims_run(tok_s, first)
+    assert default_vs_best_fixed(run) == []
+    assert "best fixed mode" not in render_markdown(run)
+
+
+def test_the_default_gap_pairs_each_repeat_with_the_best_fixed_mode() -> None:
+    run = aims_run({"ar": [100, 100, 100], "sa": [110, 120, 130], "auto": [115, 115, 115]})
+    (row,) = default_vs_best_fixed(run)
+    assert (row["best"], round(row["gap_points"], 6), round(row["gap_lo"], 6), round(row["gap_hi"], 6)) == \
+        ("sa", -5.0, -15.0, 5.0)
+    assert row["met"] is False and row["noise_pct"] is not None
+    assert speedup_verdicts(run)["default_vs_best_fixed"] == [row]  # summary.json carries the same
 
 
 def test_output_agreement() -> None:

@@ -36,6 +36,7 @@ from trtlade.bench.records import RequestRecord
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
     "accepted_by_source", "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table",
+    "default_vs_best_fixed",
     "load_run", "make_run_id", "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
@@ -237,7 +238,9 @@ def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dic
     """The speedups of ``field`` against the first series, as data for summary.json: the margin, and
     per (series, level) the mean, min and max ratio over repeats and the verdict."""
     ratios, margins = run.speedups(field)
+    aims = default_vs_best_fixed(run) if field == "output_throughput" else []
     return {"field": field, "baseline": run.series[0].label if run.series else None, "repeats": run.repeats,
+            **({"default_vs_best_fixed": aims} if aims else {}),
             "margins": {str(level): m for level, m in margins.items()},
             "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
                        "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
@@ -435,6 +438,84 @@ def _wave_lines(run: RunSummary) -> list[str]:
             "requests a level (`--num-prompts`).", ""]
 
 
+#: the series that let the server choose its drafting (its default: ``auto`` on trtlade serve)
+DEFAULT_MODES = ("default", "auto")
+#: the aim for the default (trtlade's ``auto`` policy): at least the best fixed mode's output against ``ar`` less this
+#: many points, and never this far below ``ar``
+DEFAULT_AIM_POINTS = 3.0
+
+
+def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
+    """Per level: the server's default (a ``default`` or ``auto`` series) against the best fixed mode (any other series
+    but the ``ar`` baseline), both as output throughput against ``ar``, and whether the default meets its aim (at
+    least the best fixed mode's ratio less :data:`DEFAULT_AIM_POINTS` points, and no more than that far below ``ar``).
+    Empty unless the first series is ``ar`` and the run has a default and a fixed mode. ``gap_lo`` / ``gap_hi``: the
+    gap's range over the repeats, each repeat's default paired with that repeat's best fixed mode.
+
+    >>> from trtlade.bench.metrics import LevelSummary
+    >>> def cell(series, c, r, tok_s):
+    ...     return LevelSummary.model_construct(series=series, concurrency=c, repeat=r, output_throughput=tok_s)
+    >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "sa", "auto")]
+    >>> cells = [cell("ar", 1, r, 100.0) for r in (0, 1)] + [cell("sa", 1, 0, 120.0), cell("sa", 1, 1, 116.0),
+    ...          cell("auto", 1, 0, 118.0), cell("auto", 1, 1, 112.0)]
+    >>> run = RunSummary(run_id="r", created="", series=info, levels=[1], summaries=cells)
+    >>> [(x["best"], round(x["best_pct"], 1), round(x["default_pct"], 1), round(x["gap_points"], 1), x["met"])
+    ...  for x in default_vs_best_fixed(run)]
+    [('sa', 18.0, 15.0, -3.0, True)]
+    """
+    if not run.series or run.series[0].mode != "ar":
+        return []
+    defaults = [info.label for info in run.series[1:] if info.mode in DEFAULT_MODES]
+    fixed = [info.label for info in run.series[1:] if info.mode not in DEFAULT_MODES]
+    if len(defaults) != 1 or not fixed:
+        return []
+    ratios, margins = run.speedups("output_throughput")
+    out = []
+    for level in run.levels:
+        mine = ratios.get((defaults[0], level))
+        others = [(name, ratios[(name, level)]) for name in fixed
+                  if (name, level) in ratios and ratios[(name, level)].ratios]
+        if mine is None or not mine.ratios or not others:
+            continue
+        best, theirs = max(others, key=lambda item: item[1].mean)
+        gaps = [100 * (a - b) for a, b in zip(mine.ratios, theirs.ratios)]
+        gap = 100 * (mine.mean - theirs.mean)
+        out.append({"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
+                    "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
+                    "noise_pct": None if margins.get(level) is None else 100 * margins[level],
+                    "met": gap >= -DEFAULT_AIM_POINTS - 1e-9 and 100 * (mine.mean - 1) >= -DEFAULT_AIM_POINTS - 1e-9})
+    return out
+
+
+def _default_lines(run: RunSummary) -> list[str]:
+    """The table under the output throughput table: the default against the best fixed mode, level by level."""
+    rows = default_vs_best_fixed(run)
+    if not rows:
+        return []
+    name = rows[0]["default"]
+
+    def aim(x: dict[str, Any]) -> str:
+        noise = f", noise ±{x['noise_pct']:.1f}%" if x["noise_pct"] is not None else ", one sample"
+        if x["met"]:
+            return "met"
+        aim_ = -DEFAULT_AIM_POINTS
+        short = [f"{-x['gap_points']:.1f} points below {x['best']}"] if x["gap_points"] < aim_ else []
+        short += [f"{-x['default_pct']:.1f}% below {run.series[0].label}"] if x["default_pct"] < aim_ else []
+        return "missed: " + ", ".join(short) + noise
+
+    levels = " | ".join(str(x["concurrency"]) for x in rows)
+    span = [f" ({x['gap_lo']:+.1f}…{x['gap_hi']:+.1f})" if x["gap_lo"] != x["gap_hi"] else "" for x in rows]
+    return [f"The server's default (`{name}`) against the best fixed mode of each level, output throughput against "
+            f"`{run.series[0].label}`; the aim: at least the best fixed mode's less {DEFAULT_AIM_POINTS:g} points, and "
+            f"never more than {DEFAULT_AIM_POINTS:g}% below `{run.series[0].label}`:", "",
+            f"| concurrency | {levels} |", "|---|" + "---:|" * len(rows),
+            f"| {name} vs {run.series[0].label} | " + " | ".join(f"{x['default_pct']:+.1f}%" for x in rows) + " |",
+            "| best fixed mode | " + " | ".join(f"{x['best']} {x['best_pct']:+.1f}%" for x in rows) + " |",
+            f"| {name} against it (points; range over the repeats) | "
+            + " | ".join(f"{x['gap_points']:+.1f}{s}" for x, s in zip(rows, span)) + " |",
+            "| aim | " + " | ".join(aim(x) for x in rows) + " |", ""]
+
+
 def _tokens_per_step_lines(run: RunSummary) -> list[str]:
     """Tokens per engine step (the acceptance length: 1.0 is plain decoding) per series and level, and by
     prompt category when the dataset names them."""
@@ -561,6 +642,7 @@ def render_markdown(run: RunSummary) -> str:
         out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
         if field == "output_throughput":
             out += _wave_lines(run)
+            out += _default_lines(run)
     out += _tokens_per_step_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)
