@@ -82,6 +82,17 @@ def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Pa
     assert "HTTP 500: scripted engine failure" in (run_dir / "summary.md").read_text()
 
 
+def test_the_default_against_the_best_fixed_mode_is_printed(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, _ = server
+    result = invoke("bench", "--base-url", url, "-c", "1", "-n", "2", "--max-tokens", "4", "--num-warmups", "0",
+                    "--repeats", "2", "--modes", "ar,sa,auto", "--result-dir", str(tmp_path / "r"), "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert "The server's default (`auto`) against the best fixed mode of each level" in result.stdout
+    assert "| best fixed mode | sa " in result.stdout
+    aims = load_run(only_run(tmp_path / "r")).verdicts["default_vs_best_fixed"]
+    assert [(a["concurrency"], a["default"], a["best"]) for a in aims] == [(1, "auto", "sa")]
+
+
 def test_two_servers_with_labels(server: tuple[str, Script], tmp_path: Path) -> None:
     url, _ = server
     with ServerThread(Script(ttft=0.004, chunk_delay=0.002, tokens_per_chunk=1)) as other:

@@ -36,7 +36,7 @@ from trtlade.bench.records import RequestRecord
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
     "accepted_by_source", "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table",
-    "default_vs_best_fixed",
+    "default_aim_lines", "default_vs_best_fixed",
     "load_run", "make_run_id", "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
@@ -487,7 +487,7 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
     return out
 
 
-def _default_lines(run: RunSummary) -> list[str]:
+def default_aim_lines(run: RunSummary) -> list[str]:
     """The table under the output throughput table: the default against the best fixed mode, level by level."""
     rows = default_vs_best_fixed(run)
     if not rows:
@@ -649,7 +649,7 @@ def render_markdown(run: RunSummary) -> str:
         out += [f"## {title}", "", noise_table(run, field, decimals=decimals), ""]
         if field == "output_throughput":
             out += _wave_lines(run)
-            out += _default_lines(run)
+            out += default_aim_lines(run)
     out += _tokens_per_step_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)

@@ -447,7 +447,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
 
 
 def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) -> None:
-    from trtlade.bench.report import TABLES, noise_table, write_report
+    from trtlade.bench.report import TABLES, default_aim_lines, noise_table, write_report
 
     try:
         write_report(folder, run, records, plots=plots)
@@ -456,6 +456,8 @@ def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) ->
     for title, field, decimals, _ in TABLES:
         console.print(f"\n{title}", markup=False)
         console.print(noise_table(run, field, decimals=decimals), markup=False)
+        if field == "output_throughput" and (aims := default_aim_lines(run)):
+            console.print("\n" + "\n".join(aims).rstrip(), markup=False)
     failed = sum(s.failed for s in run.summaries)
     sent = failed + sum(s.completed for s in run.summaries)
     console.print(f"\nreport: {folder}/summary.md", markup=False)
