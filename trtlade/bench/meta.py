@@ -26,14 +26,22 @@ def git_commit(path: Optional[Path] = None) -> Optional[str]:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def _cpu_model() -> Optional[str]:
+def _cpuinfo(text: Optional[str] = None) -> Optional[dict[str, str]]:
+    """The first processor's fields of ``/proc/cpuinfo`` (``text``), keys lower-case; None where it cannot be read."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text() if text is None else text
     except OSError:
-        pass
-    return platform.processor() or None
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() not in fields:
+            fields[key.strip().lower()] = value.strip()
+    return fields
+
+
+def _cpu_model() -> Optional[str]:
+    return (_cpuinfo() or {}).get("model name") or platform.processor() or None
 
 
 def cpu_class(flags: set[str], machine: str) -> str:
@@ -67,15 +75,9 @@ def cpu_identity(text: Optional[str] = None, machine: Optional[str] = None) -> d
     >>> cpu_identity(chr(10).join(text), "x86_64")
     {'cpu_class': 'x86-64, AVX2+FMA (no AVX-512)', 'cpu_id': 'AuthenticAMD family 25 model 1'}
     """
-    try:
-        text = Path("/proc/cpuinfo").read_text() if text is None else text
-    except OSError:
+    fields = _cpuinfo(text)
+    if fields is None:
         return {}
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip().lower() not in fields:  # the first processor's
-            fields[key.strip().lower()] = value.strip()
     listed = fields.get("flags", fields.get("features"))
     if "vendor_id" in fields:
         ident = f"{fields['vendor_id']} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
