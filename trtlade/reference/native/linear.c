@@ -516,6 +516,47 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
 }
 #endif
 
+#if defined(AVX2_PATH)
+/* Three rows over np (<= 2) panels: 6 np chains (a 3-row tile of one panel, 6 chains, was latency-bound); each
+ * panel's weights loaded once a k step and each row's x broadcast per panel (15 of the 16 registers). */
+static inline __attribute__((always_inline)) void trio_f32_avx2(const float *x, int64_t K, const float *wp,
+                                                               const float *bias, float *y, int64_t N, int64_t n0,
+                                                               Prefetch *pf, const int np) {
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, e0 = a0, f0 = a0;
+    __m256 a1 = a0, b1 = a0, c1 = a0, d1 = a0, e1 = a0, f1 = a0;
+    PF_OPEN(pf)
+    for (int64_t k = 0; k < K; k++) {
+        PF_STEP()
+#define FMA_PANEL(p)                                                                                          \
+        {                                                                                                     \
+            const float *w = wp + ((size_t)(p) * K + k) * 16;                                                 \
+            const __m256 lo = _mm256_loadu_ps(w), hi = _mm256_loadu_ps(w + 8);                               \
+            __m256 xb = _mm256_broadcast_ss(x + k);                                                           \
+            a##p = _mm256_fmadd_ps(lo, xb, a##p);                                                             \
+            b##p = _mm256_fmadd_ps(hi, xb, b##p);                                                             \
+            xb = _mm256_broadcast_ss(x + K + k);                                                              \
+            c##p = _mm256_fmadd_ps(lo, xb, c##p);                                                             \
+            d##p = _mm256_fmadd_ps(hi, xb, d##p);                                                             \
+            xb = _mm256_broadcast_ss(x + 2 * K + k);                                                          \
+            e##p = _mm256_fmadd_ps(lo, xb, e##p);                                                             \
+            f##p = _mm256_fmadd_ps(hi, xb, f##p);                                                             \
+        }
+        FMA_PANEL(0)
+        if (np > 1) { FMA_PANEL(1) }
+#undef FMA_PANEL
+    }
+    PF_CLOSE(pf)
+    store_panel_avx2(y, N, n0, bias, a0, b0);
+    store_panel_avx2(y + N, N, n0, bias, c0, d0);
+    store_panel_avx2(y + 2 * N, N, n0, bias, e0, f0);
+    if (np > 1) {
+        store_panel_avx2(y, N, n0 + 16, bias, a1, b1);
+        store_panel_avx2(y + N, N, n0 + 16, bias, c1, d1);
+        store_panel_avx2(y + 2 * N, N, n0 + 16, bias, e1, f1);
+    }
+}
+#endif
+
 #if defined(AVX2_BF16_PATH)
 static inline __attribute__((always_inline)) void store_bf16_avx2(uint16_t *y, int64_t N, int64_t n0,
                                                                  const float *bias, __m256 lo, __m256 hi) {
@@ -689,7 +730,7 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     }
 /* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
- * tile. float32 takes 6-row tiles (12 chains; a model's linear layers streamed from memory 1.04-1.11x
+ * tile (float32 runs 3 rows over 2 panels instead: trio_f32_avx2). float32 takes 6-row tiles (12 chains; a model's linear layers streamed from memory 1.04-1.11x
  * faster at 6-16 rows than with 4-row tiles, measured in one process, same bits; docs/results/roofline.md);
  * bfloat16 keeps 4 (its four weight registers leave no room for 12 accumulators: 6 rows measured no
  * faster, and slower when split in halves). */
@@ -882,9 +923,18 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
                     TILE_CASES_512(tile_f32, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
     }
 #elif defined(AVX2_PATH)
-    FOR_STREAMS(AVX2_GROUP(M), 6, (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
-                TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
-                                wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
+    /* Tiles of 6 rows, but 7 rows left take 5 + 2 (a lone seventh row over 2 panels, 4 chains, waited on its FMAs'
+     * latency), and 3 rows run over 2 panels (trio_f32_avx2, 12 chains): linear layers of SmolLM2 alone on a
+     * 2-core Zen 3 (benchmarks/linear_ab.py, 9 repeats, medians) 1.18-1.20x faster at 3 rows, 1.04-1.08x at 7 and
+     * 13, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
+    FOR_STREAMS(AVX2_GROUP(M), (M - i0 == 7 ? 5 : 6), (m == 1 ? 4 : m <= 3 ? 2 : 1), 1, 0,
+                if (m == 3) {
+                    if (np > 1) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 2);
+                    else trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 1);
+                } else {
+                    TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
+                                    wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf)
+                })
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
