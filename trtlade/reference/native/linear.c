@@ -484,11 +484,12 @@ static inline __attribute__((always_inline)) void row_f32_avx2(const float *x, i
 #endif
 
 #if defined(AVX2_PATH)
-/* Two rows over np (<= 2) panels: 4 np chains (one panel, 4 chains, was latency-bound like one row). */
+/* Two rows over np (<= 3) panels: 4 np chains (one panel, 4 chains, was latency-bound like one row). */
 static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, int64_t K, const float *wp,
                                                                const float *bias, float *y, int64_t N, int64_t n0,
                                                                Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
+    __m256 a2 = a0, b2 = a0, c2 = a0, d2 = a0;
     PF_OPEN(pf)
     for (int64_t k = 0; k < K; k++) {
         PF_STEP()
@@ -504,6 +505,7 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
         }
         FMA_PANEL(0)
         if (np > 1) { FMA_PANEL(1) }
+        if (np > 2) { FMA_PANEL(2) }
 #undef FMA_PANEL
     }
     PF_CLOSE(pf)
@@ -512,6 +514,10 @@ static inline __attribute__((always_inline)) void pair_f32_avx2(const float *x, 
     if (np > 1) {
         store_panel_avx2(y, N, n0 + 16, bias, a1, b1);
         store_panel_avx2(y + N, N, n0 + 16, bias, c1, d1);
+    }
+    if (np > 2) {
+        store_panel_avx2(y, N, n0 + 32, bias, a2, b2);
+        store_panel_avx2(y + N, N, n0 + 32, bias, c2, d2);
     }
 }
 #endif
@@ -924,11 +930,17 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
     }
 #elif defined(AVX2_PATH)
     /* Tiles of 6 rows, but 7 rows left take 5 + 2 (a lone seventh row over 2 panels, 4 chains, waited on its FMAs'
-     * latency), and 3 rows run over 2 panels (trio_f32_avx2, 12 chains): linear layers of SmolLM2 alone on a
-     * 2-core Zen 3 (benchmarks/linear_ab.py, 9 repeats, medians) 1.18-1.20x faster at 3 rows, 1.04-1.08x at 7 and
-     * 13, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
-    FOR_STREAMS(AVX2_GROUP(M), (M - i0 == 7 ? 5 : 6), (m == 1 ? 4 : m <= 3 ? 2 : 1), 1, 0,
-                if (m == 3) {
+     * latency), 3 rows run over 2 panels (trio_f32_avx2, 12 chains) and 4 rows as two pairs over groups of 3
+     * panels (12 chains each, where a 4-row tile of one panel holds 8): linear layers of SmolLM2 alone on a 2-core
+     * Zen 3 (benchmarks/linear_ab.py, 9-21 repeats, medians) 1.10-1.20x faster at 3 rows, 1.03-1.12x at 4,
+     * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
+    FOR_STREAMS(M == 4 ? 3 : AVX2_GROUP(M), (M - i0 == 7 ? 5 : M == 4 ? 2 : 6),
+                (m == 1 ? 4 : M == 4 ? 3 : m <= 3 ? 2 : 1), 1, 0,
+                if (M == 4) {
+                    if (np > 2) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 3);
+                    else if (np > 1) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 2);
+                    else pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 1);
+                } else if (m == 3) {
                     if (np > 1) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 2);
                     else trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 1);
                 } else {
