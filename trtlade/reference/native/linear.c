@@ -736,8 +736,9 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     }
 /* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
- * tile (float32 runs 3 rows over 2 panels instead: trio_f32_avx2). float32 takes 6-row tiles (12 chains; a model's linear layers streamed from memory 1.04-1.11x
- * faster at 6-16 rows than with 4-row tiles, measured in one process, same bits; docs/results/roofline.md);
+ * tile (float32 runs 3 rows over 2 panels instead: trio_f32_avx2). float32 takes 6-row tiles (12 chains; a
+ * model's linear layers streamed from memory 1.04-1.11x faster at 6-16 rows than with 4-row tiles, measured
+ * in one process, same bits; docs/results/roofline.md);
  * bfloat16 keeps 4 (its four weight registers leave no room for 12 accumulators: 6 rows measured no
  * faster, and slower when split in halves). */
 #define TILE_CASES_AVX2(ROW, PAIR, TILE, CASES, ...)                                                          \
