@@ -935,19 +935,20 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
      * panels (12 chains each, where a 4-row tile of one panel holds 8): linear layers of SmolLM2 alone on a 2-core
      * Zen 3 (benchmarks/linear_ab.py, 9-21 repeats, medians) 1.10-1.20x faster at 3 rows, 1.03-1.12x at 4,
      * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
+#define PAIR_F32(NP) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
+#define TRIO_F32(NP) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
     FOR_STREAMS(M == 4 ? 3 : AVX2_GROUP(M), (M - i0 == 7 ? 5 : M == 4 ? 2 : 6),
                 (m == 1 ? 4 : M == 4 ? 3 : m <= 3 ? 2 : 1), 1, 0,
                 if (M == 4) {
-                    if (np > 2) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 3);
-                    else if (np > 1) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 2);
-                    else pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 1);
+                    if (np > 2) PAIR_F32(3); else if (np > 1) PAIR_F32(2); else PAIR_F32(1);
                 } else if (m == 3) {
-                    if (np > 1) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 2);
-                    else trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, 1);
+                    if (np > 1) TRIO_F32(2); else TRIO_F32(1);
                 } else {
                     TILE_CASES_AVX2(row_f32_avx2, pair_f32_avx2, tile_f32_avx2, TILE_CASES_6, x + i0 * K, K,
                                     wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf)
                 })
+#undef PAIR_F32
+#undef TRIO_F32
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
