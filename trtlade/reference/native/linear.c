@@ -1213,7 +1213,11 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     if (!xf) return 3;
     for (int64_t i = 0; i < M * K; i++) xf[i] = bf16_to_f(x[i]);
 #if defined(AVX2_BF16_PATH)
-    FOR_STREAMS(AVX2_GROUP(M), 4, (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
+    /* Tiles of 4 rows, but the last 6 rows as 3 + 3, not 4 + 2 (a tile, then a pair over 2 panels: 6 rows cost as
+     * much as 8). Linear layers of SmolLM2 alone on a 2-core Zen 3 (benchmarks/linear_ab.py, 9-15
+     * repeats, medians): 1.06-1.12x faster at 6 rows, 1.02x at 10 and 14, the same bits
+     * (docs/results/2026-12-05-zen3-bfloat16.md). */
+    FOR_STREAMS(AVX2_GROUP(M), (M - i0 == 6 ? 3 : 4), (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
