@@ -729,10 +729,11 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     case 1: FN(__VA_ARGS__, 1); break; case 2: FN(__VA_ARGS__, 2); break;                                     \
     case 3: FN(__VA_ARGS__, 3); break; default: FN(__VA_ARGS__, 4); break;                                    \
     }
+/* float32's AVX2 tiles of 4 to 6 rows (3 rows run over 2 panels: trio_f32_avx2). */
 #define TILE_CASES_6(FN, ...)                                                                                 \
     switch (m) {                                                                                              \
-    case 3: FN(__VA_ARGS__, 3); break; case 4: FN(__VA_ARGS__, 4); break;                                     \
-    case 5: FN(__VA_ARGS__, 5); break; default: FN(__VA_ARGS__, 6); break;                                    \
+    case 4: FN(__VA_ARGS__, 4); break; case 5: FN(__VA_ARGS__, 5); break;                                     \
+    default: FN(__VA_ARGS__, 6); break;                                                                       \
     }
 /* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
@@ -756,7 +757,8 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     }
 
 /* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
- * chains), 2 for more (tiles of one panel; a remainder of 1 or 2 rows still spans 2): the group the passes
+ * chains), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2; float32's 4 rows take groups
+ * of 3, two pairs over each: trtlade_linear_f32): the group the passes
  * re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
  * forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians): float32 1.05-1.09x faster at
  * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/results/roofline.md). */
