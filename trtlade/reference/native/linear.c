@@ -914,6 +914,15 @@ static uint32_t *pack_rows(const void *x, int64_t M, int64_t units) {
 }
 #endif
 
+#if defined(AVX2_PATH)
+/* The AVX2 float32 schedule of M rows (trtlade_linear_f32): panels per group, rows per tile from row i0 on (tiles of 6,
+ * but the last 7 rows as 5 + 2, and 4 rows as two pairs), and panels per tile of m rows (one row over 4, the 4 rows'
+ * pairs over a group of 3, 2 or 3 rows over 2, more over 1). */
+static inline int64_t f32_avx2_group(int64_t M) { return M == 4 ? 3 : AVX2_GROUP(M); }
+static inline int f32_avx2_rows(int64_t M, int64_t i0) { return M == 4 ? 2 : M - i0 == 7 ? 5 : 6; }
+static inline int f32_avx2_panels(int64_t M, int m) { return m == 1 ? 4 : M == 4 ? 3 : m <= 3 ? 2 : 1; }
+#endif
+
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
@@ -939,8 +948,7 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
      * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
 #define PAIR_F32(NP) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
 #define TRIO_F32(NP) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
-    FOR_STREAMS(M == 4 ? 3 : AVX2_GROUP(M), (M - i0 == 7 ? 5 : M == 4 ? 2 : 6),
-                (m == 1 ? 4 : M == 4 ? 3 : m <= 3 ? 2 : 1), 1, 0,
+    FOR_STREAMS(f32_avx2_group(M), f32_avx2_rows(M, i0), f32_avx2_panels(M, m), 1, 0,
                 if (M == 4) {
                     if (np > 2) PAIR_F32(3); else if (np > 1) PAIR_F32(2); else PAIR_F32(1);
                 } else if (m == 3) {
