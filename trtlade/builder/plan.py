@@ -403,51 +403,110 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     cfg = _validated_config(options, config or {})
     src = str(options.config_path) if options.config_path else "config"
     base = options.config_path.parent if options.config_path else cwd
-    model_sec, build_sec = cfg.model, cfg.build
-    explicit_build = build_sec.model_fields_set
-    explicit_model = model_sec.model_fields_set
-    origin: dict[str, str] = {}
-    notes: list[str] = []
-
-    def pick(name: str, flag: str, flag_value: Any, section: Any, fields_set: set[str], sec_name: str,
-             default: Any) -> Any:
-        if flag_value is not None:
-            origin[name] = flag
-            return flag_value
-        if name in fields_set:
-            origin[name] = f"{src}:{sec_name}.{name}"
-            return getattr(section, name)
-        origin[name] = "default"
-        return default
+    pick = _Picker(src)
+    origin, notes = pick.origin, []
 
     # the spec (a Lookahead engine's; a PyTorch-backend bundle has none)
     spec = options.spec if options.spec is not None else cfg.lookahead.spec
     origin["spec"] = "--wng" if options.spec is not None else f"{src}:lookahead.spec"
     notes += [f"{w.message} ({w.hint})" for w in spec.warnings()]
 
-    # the model
-    model, embedded = _pick_model(options, model_sec, explicit_model, base, src, env, embedded_dir)
-    if embedded and not (model.path / "config.json").is_file():  # a dry run before the first conversion
-        info = HfModelInfo(path=model.path, architecture=EMBEDDED_ARCHITECTURE, model_type="llama",
-                           torch_dtype="float32", config_sha256="")
-        notes.append(f"the embedded model is converted into {model.path} on the first real run (~20 s)")
-    else:
-        info = read_hf_config(model.path)
+    model, embedded = _pick_model(options, cfg.model, cfg.model.model_fields_set, base, src, env, embedded_dir)
+    info = _model_info(model, embedded, notes)
+    backend = _pick_backend(options, cfg.build, embedded, trtllm_present, pick)
+    _check_backend(options, backend, spec, origin)
 
-    # the backend
-    if options.backend is not None:
-        backend: Backend = options.backend
-        origin["backend"] = "--backend"
-    elif options.speculation is not None:
-        backend, origin["backend"] = "pytorch", "--speculation"
-    elif "backend" in explicit_build:
-        backend = build_sec.backend
-        origin["backend"] = f"{src}:build.backend"
+    dtype_req = pick("dtype", "--dtype", options.dtype, cfg.model, "model", "auto")
+    dtype = info.torch_dtype if dtype_req == "auto" and info.torch_dtype is not None else dtype_req
+    tp = pick("tp_size", "--tp-size", options.tp_size, cfg.build, "build", 1)
+    pp = pick("pp_size", "--pp-size", options.pp_size, cfg.build, "build", 1)
+    limits = _pick_limits(options, cfg.build, pick)
+    explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
+    _check_limits(limits, spec, origin, info, notes, backend)
+
+    release = None
+    speculation = None
+    if backend == "pytorch":
+        release, speculation = _pytorch_checks(options, cfg, info, model, limits.max_batch_size, origin, notes)
+    elif backend == "reference":
+        _check_single_process(tp, pp, origin)
     else:
-        present = trtllm_available() if trtllm_present is None else trtllm_present
-        backend = "reference" if (embedded and not present) else "trtllm"
-        origin["backend"] = ("default: TensorRT-LLM is not installed and the model is the embedded one"
-                             if backend == "reference" else "default")
+        _engine_checks(info, model, dtype, notes)
+
+    output = _pick_output(options, cfg.build, base, cwd, default_output_name(
+        model.path.name if not embedded else "SmolLM2-135M-Instruct", spec, backend, speculation), pick)
+    keep = True if options.keep_checkpoint is None else options.keep_checkpoint
+    world = tp * pp
+    workers = world if gpu_count is None or gpu_count <= 0 else max(1, min(world, gpu_count))
+    return BuildPlan(
+        backend=backend, model=model, info=info, spec=spec, dtype_requested=dtype_req, dtype=dtype,
+        tp_size=tp, pp_size=pp, limits=limits, output=output, keep_checkpoint=keep, force=options.force,
+        workers=workers, python=sys.executable, config_path=options.config_path, config_data=dict(config or {}),
+        explicit_limits=explicit_limits, origin=origin, notes=tuple(notes), embedded=embedded,
+        speculation=speculation, release=release,
+    )
+
+
+@dataclass
+class _Picker:
+    """One value from a flag, else the config file's key, else a default, and where it came from.
+
+    >>> from trtlade.config.schema import BuildSection
+    >>> pick = _Picker("trtlade.yml")
+    >>> pick("tp_size", "--tp-size", 2, BuildSection(tp_size=4), "build", 1), pick.origin["tp_size"]
+    (2, '--tp-size')
+    >>> pick("tp_size", "--tp-size", None, BuildSection(tp_size=4), "build", 1), pick.origin["tp_size"]
+    (4, 'trtlade.yml:build.tp_size')
+    >>> pick("pp_size", "--pp-size", None, BuildSection(tp_size=4), "build", 1), pick.origin["pp_size"]
+    (1, 'default')
+    """
+
+    src: str
+    origin: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, name: str, flag: str, flag_value: Any, section: Any, sec_name: str, default: Any) -> Any:
+        if flag_value is not None:
+            self.origin[name] = flag
+            return flag_value
+        if name in section.model_fields_set:
+            self.origin[name] = f"{self.src}:{sec_name}.{name}"
+            return getattr(section, name)
+        self.origin[name] = "default"
+        return default
+
+
+def _model_info(model: ModelSource, embedded: bool, notes: list[str]) -> HfModelInfo:
+    """The model's config.json, or, for a dry run before the embedded model's first conversion, what it holds."""
+    if embedded and not (model.path / "config.json").is_file():
+        notes.append(f"the embedded model is converted into {model.path} on the first real run (~20 s)")
+        return HfModelInfo(path=model.path, architecture=EMBEDDED_ARCHITECTURE, model_type="llama",
+                           torch_dtype="float32", config_sha256="")
+    return read_hf_config(model.path)
+
+
+def _pick_backend(options: BuildOptions, build_sec: Any, embedded: bool, trtllm_present: bool | None,
+                  pick: _Picker) -> Backend:
+    """--backend, else the PyTorch backend for --speculation, else build.backend, else the reference engine for
+    the embedded model where TensorRT-LLM is not installed, else a TensorRT-LLM engine."""
+    origin = pick.origin
+    if options.backend is not None:
+        origin["backend"] = "--backend"
+        return options.backend
+    if options.speculation is not None:
+        origin["backend"] = "--speculation"
+        return "pytorch"
+    if "backend" in build_sec.model_fields_set:
+        origin["backend"] = f"{pick.src}:build.backend"
+        return build_sec.backend
+    present = trtllm_available() if trtllm_present is None else trtllm_present
+    if embedded and not present:
+        origin["backend"] = "default: TensorRT-LLM is not installed and the model is the embedded one"
+        return "reference"
+    origin["backend"] = "default"
+    return "trtllm"
+
+
+def _check_backend(options: BuildOptions, backend: Backend, spec: LookaheadSpec, origin: Mapping[str, str]) -> None:
     if options.speculation is not None and backend != "pytorch":
         raise BuildError(f"--speculation drafts on TensorRT-LLM's PyTorch backend, not with --backend {backend}",
                          where="--speculation", hint="drop --backend (or use --backend pytorch), or drop --speculation "
@@ -460,82 +519,63 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
                  "for (1,1,0) to decode autoregressively (lookahead.request_default: 1,1,0); on TensorRT-LLM 1.3 "
                  "and later: --speculation ngram|sa|auto")
 
-    # dtype and parallelism
-    dtype_req = pick("dtype", "--dtype", options.dtype, model_sec, explicit_model, "model", "auto")
-    dtype = dtype_req
-    if dtype_req == "auto" and info.torch_dtype is not None:
-        dtype = info.torch_dtype
-    tp = pick("tp_size", "--tp-size", options.tp_size, build_sec, explicit_build, "build", 1)
-    pp = pick("pp_size", "--pp-size", options.pp_size, build_sec, explicit_build, "build", 1)
 
-    # limits
-    mbs = pick("max_batch_size", "--max-batch-size", options.max_batch_size, build_sec, explicit_build,
-               "build", build_sec.max_batch_size)
-    mil = pick("max_input_len", "--max-input-len", options.max_input_len, build_sec, explicit_build,
-               "build", build_sec.max_input_len)
-    msl = pick("max_seq_len", "--max-seq-len", options.max_seq_len, build_sec, explicit_build, "build",
-               None)
+def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker) -> Limits:
+    """The engine's limits; max_seq_len defaults to max_input_len + the default output length."""
+    mbs = pick("max_batch_size", "--max-batch-size", options.max_batch_size, build_sec, "build",
+               build_sec.max_batch_size)
+    mil = pick("max_input_len", "--max-input-len", options.max_input_len, build_sec, "build", build_sec.max_input_len)
+    msl = pick("max_seq_len", "--max-seq-len", options.max_seq_len, build_sec, "build", None)
     if msl is None:
         msl = mil + DEFAULT_OUTPUT_SEQ
-        origin["max_seq_len"] = f"default (max_input_len + {DEFAULT_OUTPUT_SEQ})"
-    mnt = pick("max_num_tokens", "--max-num-tokens", options.max_num_tokens, build_sec, explicit_build,
-               "build", None)
+        pick.origin["max_seq_len"] = f"default (max_input_len + {DEFAULT_OUTPUT_SEQ})"
+    mnt = pick("max_num_tokens", "--max-num-tokens", options.max_num_tokens, build_sec, "build", None)
     if mnt is None:
         mnt = DEFAULT_MAX_NUM_TOKENS
-        origin["max_num_tokens"] = "default (trtllm-build's)"
-    limits = Limits(mbs, mil, msl, mnt)
-    explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
-    _check_limits(limits, spec, origin, info, notes, backend)
+        pick.origin["max_num_tokens"] = "default (trtllm-build's)"
+    return Limits(mbs, mil, msl, mnt)
 
-    release = None
-    speculation = None
-    if backend == "pytorch":
-        release, speculation = _pytorch_checks(options, cfg, info, model, mbs, origin, notes)
-    elif backend == "reference":
-        if tp * pp != 1:
-            where = origin["tp_size"] if tp != 1 else origin["pp_size"]
-            raise BuildError(f"the reference engine runs in one CPU process; tp_size {tp} x pp_size {pp} "
-                             "needs TensorRT-LLM", where=where,
-                             hint="drop --tp-size/--pp-size, or use --backend trtllm on a multi-GPU machine")
-    else:
-        where = str(model.path / "config.json")
-        trtllm_class_for(info.architecture, where=where)
-        installed = installed_version()
-        if installed is not None:
-            check_architecture_version(info.architecture, installed, where=where)
-        first = FIRST_VERSION[info.architecture]
-        if first != "0.16.0" and not info.is_qwen3:
-            notes.append(f"{info.architecture} needs TensorRT-LLM >= {first} (the first release that converts it); "
-                         + (f"installed: {installed}" if installed else "the installed version is checked before "
-                            "any weights are converted"))
-        _refuse_quantized(info, where)
-        if info.is_qwen3:
-            _check_qwen3(info, installed, where, notes)
-        if dtype not in ("float16", "bfloat16"):
-            notes.append(f"dtype {dtype}: TensorRT-LLM's lookahead support matrix lists FP16/BF16/FP8; "
-                         "prefer --dtype bfloat16 or float16")
 
-    # output
+def _check_single_process(tp: int, pp: int, origin: Mapping[str, str]) -> None:
+    if tp * pp != 1:
+        where = origin["tp_size"] if tp != 1 else origin["pp_size"]
+        raise BuildError(f"the reference engine runs in one CPU process; tp_size {tp} x pp_size {pp} "
+                         "needs TensorRT-LLM", where=where,
+                         hint="drop --tp-size/--pp-size, or use --backend trtllm on a multi-GPU machine")
+
+
+def _engine_checks(info: HfModelInfo, model: ModelSource, dtype: str, notes: list[str]) -> None:
+    """A TensorRT-LLM engine: the architecture converts on the installed release, is not quantized, and (Qwen3)
+    meets its release floor; a dtype outside the lookahead support matrix is noted."""
+    where = str(model.path / "config.json")
+    trtllm_class_for(info.architecture, where=where)
+    installed = installed_version()
+    if installed is not None:
+        check_architecture_version(info.architecture, installed, where=where)
+    first = FIRST_VERSION[info.architecture]
+    if first != "0.16.0" and not info.is_qwen3:
+        notes.append(f"{info.architecture} needs TensorRT-LLM >= {first} (the first release that converts it); "
+                     + (f"installed: {installed}" if installed else "the installed version is checked before "
+                        "any weights are converted"))
+    _refuse_quantized(info, where)
+    if info.is_qwen3:
+        _check_qwen3(info, installed, where, notes)
+    if dtype not in ("float16", "bfloat16"):
+        notes.append(f"dtype {dtype}: TensorRT-LLM's lookahead support matrix lists FP16/BF16/FP8; "
+                     "prefer --dtype bfloat16 or float16")
+
+
+def _pick_output(options: BuildOptions, build_sec: Any, base: Path, cwd: Path, default_name: str,
+                 pick: _Picker) -> Path:
+    """--output, else build.output_dir (relative to the config file), else ``default_name`` in the working folder."""
+    origin = pick.origin
     if options.output is not None:
         output, origin["output"] = options.output, "--output"
     elif build_sec.output_dir is not None:
-        output, origin["output"] = _relative_to(build_sec.output_dir, base), f"{src}:build.output_dir"
+        output, origin["output"] = _relative_to(build_sec.output_dir, base), f"{pick.src}:build.output_dir"
     else:
-        name = model.path.name if not embedded else "SmolLM2-135M-Instruct"
-        output, origin["output"] = cwd / default_output_name(name, spec, backend, speculation), "default"
-    output = (cwd / output if not output.is_absolute() else output).resolve()
-
-    keep = True if options.keep_checkpoint is None else options.keep_checkpoint
-    world = tp * pp
-    workers = world if gpu_count is None or gpu_count <= 0 else max(1, min(world, gpu_count))
-    raw_cfg = dict(config or {})
-    return BuildPlan(
-        backend=backend, model=model, info=info, spec=spec, dtype_requested=dtype_req, dtype=dtype,
-        tp_size=tp, pp_size=pp, limits=limits, output=output, keep_checkpoint=keep, force=options.force,
-        workers=workers, python=sys.executable, config_path=options.config_path, config_data=raw_cfg,
-        explicit_limits=explicit_limits, origin=origin, notes=tuple(notes), embedded=embedded,
-        speculation=speculation, release=release,
-    )
+        output, origin["output"] = cwd / default_name, "default"
+    return (cwd / output if not output.is_absolute() else output).resolve()
 
 
 def _pytorch_checks(options: BuildOptions, cfg: Any, info: HfModelInfo, model: ModelSource, max_batch_size: int,
