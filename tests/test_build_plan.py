@@ -211,6 +211,42 @@ def test_defaults_dtype_and_notes(tmp_path):
                                        "max_num_tokens": 512}
 
 
+@pytest.mark.parametrize("flag, config, where", [
+    ("1.3.0", None, "--trtllm-version"), ("1.3.0rc21", None, "--trtllm-version"),
+    (None, {"build": {"trtllm_version": "1.3.0"}}, "build.trtllm_version"),
+    ("1.3.0", {"build": {"trtllm_version": "1.2.1"}}, "--trtllm-version"),  # the flag wins
+])
+def test_a_lookahead_engine_aimed_at_1_3_is_refused_with_the_pytorch_equivalent(tmp_path, flag, config, where):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, trtllm_version=flag, config=config)
+    assert err.value.where.endswith(where) and "no TensorRT-engine backend and no Lookahead" in err.value.message
+    assert "--speculation sa" in err.value.hint and "decoding_type: SA" in err.value.hint
+
+
+@pytest.mark.parametrize("flag, config, release, origin", [
+    ("1.2.1", None, "1.2.1", "--trtllm-version"),
+    (None, {"build": {"trtllm_version": "0.21.0"}}, "0.21.0", "config:build.trtllm_version"),
+    (None, None, None, None),
+])
+def test_a_lookahead_engine_below_1_3_records_the_release_it_is_for(tmp_path, flag, config, release, origin):
+    plan = plan_for(tmp_path, trtllm_version=flag, config=config)
+    assert plan.release == release and plan.origin.get("release") == origin
+    assert (f"# for TensorRT-LLM {release} ({origin})" in plan.render()) == (release is not None)
+
+
+@pytest.mark.parametrize("version, fragment", [("banana", "not a TensorRT-LLM version"), ("0.9.0", "older than 0.16")])
+def test_a_release_that_is_no_release_is_refused_where_it_was_given(tmp_path, version, fragment):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, trtllm_version=version)
+    assert err.value.where == "--trtllm-version" and fragment in err.value.message
+
+
+def test_a_release_named_for_the_reference_engine_is_noted_not_dropped(tmp_path):
+    plan = plan_for(tmp_path, "llama", backend="reference", trtllm_version="1.3.0")
+    assert plan.backend == "reference" and plan.release is None
+    assert "--trtllm-version 1.3.0 is not used: the reference engine runs without TensorRT-LLM" in plan.notes
+
+
 def test_reference_backend_refuses_parallelism(tmp_path):
     with pytest.raises(BuildError) as err:
         plan_for(tmp_path, backend="reference", tp_size=2)

@@ -151,6 +151,21 @@ def test_deployment_config_and_extra_options(tmp_path, fake_trtllm_build):
     assert f"#   trtllm-serve engine --tokenizer {hf.resolve()}" in text and "--backend" in text
 
 
+def test_the_release_named_is_the_bundles_and_must_be_the_installed_one(tmp_path, fake_trtllm_build):
+    hf = model(tmp_path, "llama")
+    out = tmp_path / "b"
+    res = build("--model", str(hf), "--wng", "4,2,4", "--trtllm-version", "0.16.0", "--output", str(out))
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load((out / "trtlade.yml").read_text())["build"]["trtllm_version"] == "0.16.0"
+    assert CliRunner().invoke(app, ["validate-config", str(out / "trtlade.yml")]).exit_code == 0
+    other = tmp_path / "c"
+    res = build("--model", str(hf), "--wng", "4,2,4", "--trtllm-version", "1.2.1", "--output", str(other))
+    assert res.exit_code == 1 and "the bundle is for TensorRT-LLM 1.2.1 but 0.16.0 is installed" in res.stderr
+    assert "--trtllm-version 0.16.0" in res.stderr
+    assert len(fake_trtllm_build.builds()) == 1  # the first build's: the refused one ran no trtllm-build
+    assert_not_complete(other)
+
+
 def test_tampered_bundle_is_caught(tmp_path, fake_trtllm_build):
     out = tmp_path / "b"
     assert build("--model", str(model(tmp_path, "llama")), "--wng", "4,2,4", "--output", str(out)).exit_code == 0

@@ -196,6 +196,8 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
         build["engine_dir"] = ENGINE_DIR
         build.update(plan.limits.to_dict())
         build["tp_size"], build["pp_size"] = plan.tp_size, plan.pp_size
+        if plan.release is not None:
+            build["trtllm_version"] = plan.release
     else:
         build.pop("engine_dir", None)
         for key in plan.explicit_limits:

@@ -46,7 +46,8 @@ from trtlade.spec import LookaheadSpec
 from trtlade.trtllm.compat import (
     QWEN3_TIED_EMBEDDINGS_NOTE, installed_version, parse_version, qwen3_floor, supports_qwen3,
 )
-from trtlade.trtllm.releases import NEWEST_READ, release_for
+from trtlade.trtllm.releases import (NEWEST_READ, equivalent_speculation, flow_mapping, lookahead_refusal_1_3,
+                                     release_for)
 from trtlade.trtllm.windows import lookahead_refusal, within_note
 
 __all__ = [
@@ -278,6 +279,8 @@ class BuildPlan:
             f"# dtype {self.dtype}" + (f" (from {self.dtype_requested})" if self.dtype != self.dtype_requested else "")
             + f", tp_size {self.tp_size}, pp_size {self.pp_size}",
         ]
+        if self.backend == "trtllm" and self.release is not None:
+            lines.append(f"# for TensorRT-LLM {self.release} ({self.origin['release']})")
         lines += [f"# note: {n}" for n in self.notes]
         if self.backend == "reference":
             lines += [
@@ -430,7 +433,9 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         release, speculation = _pytorch_checks(options, cfg, info, model, limits.max_batch_size, origin, notes)
     elif backend == "reference":
         _check_single_process(tp, pp, origin)
+        _ignored_release(options, cfg, notes)
     else:
+        release = _engine_release(options, cfg, spec, pick, notes)
         _engine_checks(info, model, dtype, notes)
 
     output = _pick_output(options, cfg.build, base, cwd, default_output_name(
@@ -542,6 +547,49 @@ def _check_single_process(tp: int, pp: int, origin: Mapping[str, str]) -> None:
         raise BuildError(f"the reference engine runs in one CPU process; tp_size {tp} x pp_size {pp} "
                          "needs TensorRT-LLM", where=where,
                          hint="drop --tp-size/--pp-size, or use --backend trtllm on a multi-GPU machine")
+
+
+def _engine_release(options: BuildOptions, cfg: Any, spec: LookaheadSpec, pick: _Picker,
+                    notes: list[str]) -> str | None:
+    """The release a Lookahead engine is built for, where one is named (--trtllm-version, else
+    build.trtllm_version): from 1.3 on TensorRT-LLM has no engine backend and no Lookahead, so the build is
+    refused with the PyTorch backend's equivalent. None: no release named (the installed one is checked when the
+    real build starts).
+
+    >>> opts = BuildOptions(spec=LookaheadSpec(4, 2, 4), trtllm_version="1.3.0")
+    >>> _engine_release(opts, _validated_config(opts, {}), opts.spec, _Picker("config"), [])
+    Traceback (most recent call last):
+    ...
+    trtlade.builder.errors.BuildError: --trtllm-version: TensorRT-LLM 1.3.0 has no TensorRT-engine backend ...
+    """
+    version = pick("trtllm_version", "--trtllm-version", options.trtllm_version, cfg.build, "build", None)
+    if version is None:
+        pick.origin.pop("trtllm_version")
+        return None
+    where = pick.origin.pop("trtllm_version")
+    pick.origin["release"] = where
+    try:
+        row = release_for(version)
+    except ValueError as exc:
+        raise BuildError(str(exc), where=where, hint="Lookahead engines build for 0.16 <= version < 1.3, e.g. "
+                                                     "--trtllm-version 1.2.1") from None
+    if (why := lookahead_refusal_1_3(version)) is not None:
+        same = flow_mapping(equivalent_speculation(cfg.lookahead.lookahead_schedule, cfg.build.max_batch_size))
+        raise BuildError(f"{why}; --wng {spec} builds a Lookahead engine", where=where,
+                         hint=f"build for the PyTorch backend instead: --speculation sa (speculation: {same}, "
+                              "trtlade's measured default; docs/guides/migrate-1.3.md), or target a release below "
+                              "1.3, e.g. --trtllm-version 1.2.1")
+    if row.note:
+        notes.append(f"TensorRT-LLM {version} is {row.note}")
+    return version
+
+
+def _ignored_release(options: BuildOptions, cfg: Any, notes: list[str]) -> None:
+    """The reference engine runs without TensorRT-LLM: a release named for it is noted, not silently dropped."""
+    version = options.trtllm_version or cfg.build.trtllm_version
+    if version is not None:
+        named = "--trtllm-version" if options.trtllm_version else "build.trtllm_version"
+        notes.append(f"{named} {version} is not used: the reference engine runs without TensorRT-LLM")
 
 
 def _engine_checks(info: HfModelInfo, model: ModelSource, dtype: str, notes: list[str]) -> None:

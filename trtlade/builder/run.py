@@ -42,7 +42,7 @@ from trtlade.builder.failures import diagnose, log_tail
 from trtlade.builder.models import weights_fingerprint
 from trtlade.builder.plan import BuildPlan
 from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, TRTLLM_SERVE_FILE
-from trtlade.trtllm.compat import INSTALL_HINT
+from trtlade.trtllm.compat import INSTALL_HINT, release_key
 from trtlade.trtllm.releases import NEWEST_READ
 
 __all__ = ["Reporter", "StepRecord", "BuildResult", "run_build", "check_output", "find_trtllm_build"]
@@ -334,6 +334,7 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     records: list[StepRecord] = []
     probe = _probe(plan, reporter, records)
     version = str(probe["version"])
+    _check_target(plan, version)
     trtllm_build = find_trtllm_build()
     if trtllm_build is None:
         raise BuildError(f"tensorrt_llm {version} imports but its trtllm-build command is not on PATH",
@@ -383,6 +384,16 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     }
     write_json_atomic(plan.manifest_path, manifest)
     return BuildResult(plan.output, manifest, warnings)
+
+
+def _check_target(plan: BuildPlan, installed: str) -> None:
+    """A TensorRT engine runs only on the release that built it: a named target must be the installed one."""
+    if plan.release is None or release_key(plan.release) == release_key(installed):
+        return
+    raise BuildError(f"the bundle is for TensorRT-LLM {plan.release} but {installed} is installed, and an engine "
+                     "runs only on the release that built it", where=plan.origin.get("release", "--trtllm-version"),
+                     hint=f"build where {plan.release} is installed, or target the installed release "
+                          f"(--trtllm-version {installed})")
 
 
 def _manifest_head(plan: BuildPlan) -> dict[str, Any]:

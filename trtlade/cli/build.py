@@ -192,7 +192,9 @@ def register(app: typer.Typer) -> None:
         max_num_tokens: Optional[int] = typer.Option(None, "--max-num-tokens", min=1, help="Default 8192; "
                                                      "the builder raises it to max_batch_size*(max_draft_len+1)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="The bundle folder. Default: "
-                                              "./<model>-lookahead-W-N-G."),
+                                              "build.output_dir, else ./<model>-lookahead-W-N-G (the reference "
+                                              "engine: <model>-reference-W-N-G; --speculation: "
+                                              "<model>-pytorch-<drafter>)."),
         models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Where model names are looked up."),
         backend: Optional[BackendChoice] = typer.Option(
             None, "--backend", help="trtllm (default: a Lookahead engine, TensorRT-LLM < 1.3), pytorch "
@@ -213,7 +215,8 @@ def register(app: typer.Typer) -> None:
             "speculation block with --backend pytorch). Nothing is converted or built."),
         trtllm_version: Optional[str] = typer.Option(
             None, "--trtllm-version", help="The TensorRT-LLM release the bundle is for (default: "
-            "build.trtllm_version, else the installed one, else the newest trtlade has read)."),
+            "build.trtllm_version, else the installed one, else, for --speculation, the newest trtlade has read). "
+            "A Lookahead engine's must be below 1.3 and the installed one; the reference engine does not use it."),
     ) -> None:
         if architectures:
             _print_architectures()
