@@ -11,7 +11,7 @@ same verdict without TensorRT-LLM: the models are rebuilt from the release's sch
 
 Worked example (the newest table)::
 
-    >>> from trtlade.config.loader import parse_yaml
+    >>> from trtlade.yaml_doc import parse_yaml
     >>> doc = parse_yaml("max_batch_sise: 64\\nkv_cache_config:\\n  free_gpu_memory_fraction: 0.0\\n", "a.yml")
     >>> for d in check_llm_args(doc, "1.3.0"):
     ...     print(d.severity, d.line, d.path, "|", d.message[:47], "|", d.hint[:31])
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Iterable, Optional
 
-from trtlade.config.loader import YamlDocument
+from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
 from trtlade.trtllm.compat import release_key
 

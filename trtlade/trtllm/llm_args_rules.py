@@ -9,7 +9,7 @@ docs/reference/trtllm-serve-schema.md (:func:`coverage`).
 
 Worked example (SA of the newest table: ``validate_sa_config`` refuses only 0 without the global pool)::
 
-    >>> from trtlade.config.loader import parse_yaml
+    >>> from trtlade.yaml_doc import parse_yaml
     >>> from trtlade.trtllm.llm_args_check import check_llm_args
     >>> def errors(text):
     ...     return [d.message for d in check_llm_args(parse_yaml(text, "f.yml"), "1.3.0") if d.severity == "error"]
@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from trtlade.config.loader import YamlDocument
+from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
 
 __all__ = ["RULES", "Rule", "run", "decoding_classes", "coverage", "declared_validators"]

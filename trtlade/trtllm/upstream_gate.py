@@ -16,7 +16,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Optional
 
-from trtlade.config.loader import YamlDocument
+from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
 
 __all__ = ["UpstreamVerdict", "upstream_verdict", "compare"]
