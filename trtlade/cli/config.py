@@ -47,7 +47,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
 ) -> None:
     """Print FILE with every default filled in (paths as written), plus the derived lookahead numbers
-    as comments. A config with errors prints them and exits 1."""
+    as comments. A config that does not load (YAML or schema errors) prints them and exits 1; `validate-config`
+    runs the checks between fields and against engines and releases."""
     import yaml
 
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config

@@ -124,7 +124,8 @@ class _GenerationFields(_Strict):
 
 
 class CompletionRequest(_GenerationFields):
-    """POST /v1/completions. ``prompt``: a string, a one-string list, token ids, or one token-id list."""
+    """POST /v1/completions. ``prompt``: a string, a list of strings, token ids, or a list of token-id lists (one
+    choice per prompt and ``n``, at most 64 in all)."""
 
     prompt: Union[str, list[str], list[int], list[list[int]]]
     echo: Optional[bool] = False
