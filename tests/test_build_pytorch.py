@@ -111,3 +111,16 @@ def test_a_serve_file_tensorrt_llm_would_refuse_is_never_written(qwen3, tmp_path
     assert result.exit_code == 1
     assert "would refuse" in result.output and "kv_cache_config.dtype" in result.output
     assert not (tmp_path / "b" / "trtllm-serve.yml").exists()
+
+
+def test_a_config_section_the_pytorch_bundle_cannot_keep_is_refused_before_anything_is_written(qwen3, tmp_path):
+    """The input config's other sections go into the bundle as they are: a reference-engine policy under
+    --speculation would make a trtlade.yml that validate-config refuses, so the plan is refused at that key."""
+    config = {"lookahead": {"spec": "2,4,2", "policy": "auto"}}
+    with pytest.raises(BuildError) as err:
+        make_plan(BuildOptions(model=str(qwen3), output=tmp_path / "out", trtllm_version="1.3.0", speculation="sa",
+                               config_path=tmp_path / "deploy.yml"), config=config, trtllm_present=False, env={},
+                  cwd=tmp_path)
+    assert err.value.where == f"{tmp_path / 'deploy.yml'}:lookahead.policy"
+    assert "would not pass validate-config" in err.value.message and "needs the reference engine" in err.value.message
+    assert not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hf_configs import HF_CONFIGS
 from trtlade.cli.main import app
 from trtlade.config.schema import TrtladeConfig
 
@@ -68,3 +69,34 @@ def test_cpu_path_build_validate_serve_bench(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert "SmolLM2-135M-Instruct" in json.dumps(summary)
     assert "1/1 ok" in proc.stdout + proc.stderr
+
+
+def test_a_row_budget_the_reference_engine_refuses_is_refused_at_its_flag(tmp_path):
+    from trtlade.builder.errors import BuildError
+    from trtlade.builder.plan import BuildOptions, make_plan
+    from trtlade.spec import LookaheadSpec
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
+    options = BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), backend="reference", max_batch_size=64,
+                           max_num_tokens=16, output=tmp_path / "out")
+    with pytest.raises(BuildError) as err:
+        make_plan(options, config={}, env={}, cwd=tmp_path)
+    assert err.value.where == "--max-num-tokens" and "max_num_tokens 16 is below build.max_batch_size 64" in \
+        err.value.message and "max_num_tokens >= 64" in err.value.hint
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_an_output_that_cannot_be_a_folder_is_refused_without_a_traceback(tmp_path, dry_run):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    for output, fragment in ((a_file, "is a file, not a folder"), (a_file / "sub", "notes.txt is a file")):
+        res = CliRunner().invoke(app, ["build", "--model", str(folder), "--wng", "4,2,4", "--backend", "reference",
+                                       "--output", str(output), "--force", *(["--dry-run"] if dry_run else [])])
+        assert res.exit_code == 1 and fragment in res.stderr and "--output" in res.stderr, res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert a_file.read_text() == "mine"

@@ -128,6 +128,17 @@ def test_engine_bench_cli_errors(args, message, tiny_folder):
     assert message in result.output
 
 
+def test_engine_bench_refuses_a_json_path_it_cannot_write_before_measuring(tiny_folder, tmp_path, monkeypatch):
+    import trtlade.engine_bench as eb
+
+    monkeypatch.setattr(eb, "run_engine_bench", lambda *a, **k: pytest.fail("measured before the path was checked"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    for path, fragment in ((blocker / "x.json", f"cannot create {blocker}"), (tmp_path, "is a folder")):
+        result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), "--json", str(path)])
+        assert result.exit_code == 1 and fragment in result.output and "--json" in result.output, result.output
+
+
 def test_engine_bench_cli_refuses_a_cuda_device_torch_does_not_see(tiny_folder, monkeypatch):
     import torch
 

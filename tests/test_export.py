@@ -140,6 +140,20 @@ def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
 
 
 # ------------------------------------------------------------------------------------ Kubernetes
+@pytest.mark.parametrize("target", ["grps", "triton", "k8s"])
+def test_an_out_that_cannot_be_written_is_an_error_not_a_traceback(tmp_path, target):
+    bundle = tmp_path / "b"
+    make_bundle(bundle)
+    _engine_version(bundle, "0.19.0")  # a release Triton's stock models serve
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine\n")
+    out = blocker / ("inference.yml" if target == "grps" else "out")  # under a file: no folder can be made
+    result = export(target, str(bundle) if target != "k8s" else "configs/smollm2-cpu.yml", "--out", str(out))
+    assert result.exit_code == 1 and f"cannot write {out}" in result.output and "--out" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, OSError)
+    assert blocker.read_text() == "mine\n" and not list(tmp_path.glob(".*partial"))
+
+
 def _validated(folder: Path) -> dict[str, dict]:
     """Every manifest, checked against the Kubernetes schemas (offline, strict: no unknown fields)."""
     import kubernetes_validate

@@ -223,6 +223,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def deployment_errors(plan: BuildPlan) -> list[Any]:
+    """What ``validate-config`` would refuse in the bundle's ``trtlade.yml``, checked before anything is
+    written (the engine aside: it is not built yet). The input config's other sections go into the bundle as
+    they are, so a section that contradicts the build (a reference-engine policy under ``--speculation``, a
+    row budget the reference engine refuses) is found here, not after the build."""
+    from trtlade.config.checks import check_trtlade
+    from trtlade.config.loader import LoadedConfig, validate_trtlade
+    from trtlade.yaml_doc import parse_yaml
+
+    data = deployment_config(plan)
+    build = {k: v for k, v in (data.get("build") or {}).items() if k != "engine_dir"}
+    text = yaml.safe_dump({**data, "build": build}, sort_keys=False)
+    doc = parse_yaml(text, str(plan.config_file), path=plan.config_file)
+    config, found = validate_trtlade(doc)
+    if config is not None:
+        found = check_trtlade(LoadedConfig(config=config, document=doc))
+    return [d for d in found if d.severity == "error"]
+
+
 def render_deployment_config(plan: BuildPlan, data: Mapping[str, Any]) -> str:
     what = (f"# Lookahead (W,N,G) = ({plan.spec}) -> max_draft_len {plan.max_draft_len} draft tokens per step."
             if plan.backend != "pytorch" else

@@ -443,13 +443,53 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     keep = True if options.keep_checkpoint is None else options.keep_checkpoint
     world = tp * pp
     workers = world if gpu_count is None or gpu_count <= 0 else max(1, min(world, gpu_count))
-    return BuildPlan(
+    plan = BuildPlan(
         backend=backend, model=model, info=info, spec=spec, dtype_requested=dtype_req, dtype=dtype,
         tp_size=tp, pp_size=pp, limits=limits, output=output, keep_checkpoint=keep, force=options.force,
         workers=workers, python=sys.executable, config_path=options.config_path, config_data=dict(config or {}),
         explicit_limits=explicit_limits, origin=origin, notes=tuple(notes), embedded=embedded,
         speculation=speculation, release=release,
     )
+    _check_bundle(plan, src)
+    return plan
+
+
+def _check_bundle(plan: BuildPlan, src: str) -> None:
+    """The bundle's trtlade.yml must pass validate-config: refused before anything runs, at the input's key."""
+    from trtlade.builder.bundle import deployment_errors
+
+    errors = deployment_errors(plan)
+    if not errors:
+        return
+    first = errors[0]
+    key = first.path
+    loc = tuple(int(p) if p.isdigit() else p for p in key.split(".")) if key else ()
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    raise BuildError(f"the bundle's trtlade.yml would not pass validate-config: {first.message}{more}",
+                     where=_where(plan, src, key, loc),
+                     hint=(first.hint + "; " if first.hint else "") + "the bundle takes the config's other sections "
+                          "as they are: change them, or the flags that contradict them")
+
+
+def _where(plan: BuildPlan, src: str, key: str, loc: tuple) -> str:
+    """The flag that set ``key``, else the input config's key, else the key as the bundle has it."""
+    flag = plan.origin.get(str(loc[-1])) if loc else None
+    if flag is not None and flag.startswith("--"):
+        return flag
+    if _has(plan.config_data, loc) and src != "config":
+        return f"{src}:{key}"
+    return key or "trtlade.yml"
+
+
+def _has(data: Any, loc: tuple) -> bool:
+    for part in loc:
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return False
+    return True
 
 
 @dataclass

@@ -82,7 +82,16 @@ class BuildResult:
 
 # ---------------------------------------------------------------------------------------- helpers
 def check_output(plan: BuildPlan) -> str:
-    """Refuse an output that must not be touched; returns its state kind."""
+    """Refuse an output that must not be touched, or that cannot be a folder; returns its state kind."""
+    if plan.output.exists() and not plan.output.is_dir():
+        raise BuildError(f"{plan.output} is a file, not a folder", where="--output",
+                         hint="a bundle is a folder: choose a new or empty folder (--force replaces only a bundle's "
+                              "own entries, never a file of yours)")
+    above = next(p for p in plan.output.parents if p.exists())
+    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
+        raise BuildError(f"cannot create {plan.output}: {above} is " + ("a file" if not above.is_dir() else
+                                                                         "not writable"),
+                         where="--output", hint="choose a folder under one you can write to")
     state = output_state(plan.output)
     if state.kind == "complete" and not plan.force:
         raise BuildError(f"{plan.output} already holds a complete trtlade bundle", where="--output",
@@ -340,7 +349,7 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
         raise BuildError(f"tensorrt_llm {version} imports but its trtllm-build command is not on PATH",
                          hint=f"it is installed next to the Python that has tensorrt_llm: add that bin/ "
                               f"folder to PATH (e.g. {Path(sys.executable).parent}); {INSTALL_HINT}")
-    plan.output.mkdir(parents=True, exist_ok=True)
+    _make_output(plan)
     _start_fresh(plan, state)
     plan.logs_dir.mkdir(exist_ok=True)
     conversion = _convert(plan, version, reporter, records)
@@ -396,6 +405,14 @@ def _check_target(plan: BuildPlan, installed: str) -> None:
                           f"(--trtllm-version {installed})")
 
 
+def _make_output(plan: BuildPlan) -> None:
+    try:
+        plan.output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create {plan.output}: {exc.strerror or exc}", where="--output",
+                         hint="choose a folder under one you can write to") from None
+
+
 def _manifest_head(plan: BuildPlan) -> dict[str, Any]:
     """What every bundle's manifest starts with: its format, when and by which trtlade it was written, and
     the plan's summary (backend, model, dtype, drafting, parallelism)."""
@@ -431,7 +448,7 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
     from trtlade.builder.pytorch import model_checksums, render_serve_options, serve_command, serve_options
 
     reporter.start("bundle", f"writing a PyTorch-backend bundle for {plan.model.path.name}")
-    plan.output.mkdir(parents=True, exist_ok=True)
+    _make_output(plan)
     _start_fresh(plan, state)
     serve = plan.config_data.get("serve") if isinstance(plan.config_data.get("serve"), dict) else {}
     options = serve_options(speculation=plan.speculation or {}, limits=plan.limits.to_dict(), tp_size=plan.tp_size,
@@ -473,7 +490,7 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
 def _run_reference(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any, t_start: float) -> BuildResult:
     """The reference engine's bundle: the HF folder (by path), trtlade.yml, the manifest."""
     reporter.start("bundle", f"writing a reference-engine bundle for {plan.model.path.name}")
-    plan.output.mkdir(parents=True, exist_ok=True)
+    _make_output(plan)
     _start_fresh(plan, state)
     deploy = deployment_config(plan)
     _validate_deployment(deploy)

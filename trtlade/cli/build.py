@@ -241,6 +241,12 @@ def register(app: typer.Typer) -> None:
         except BuildError as exc:
             fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
         if dry_run:
+            from trtlade.builder.run import check_output
+
+            try:
+                check_output(plan)  # what the real run would refuse before it starts
+            except BuildError as exc:
+                fail(exc.message, hint=exc.hint, where=exc.where)
             print(plan.render(), end="")
             return
         for note in plan.notes:

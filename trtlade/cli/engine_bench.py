@@ -124,6 +124,8 @@ def engine_bench(
     from trtlade.reference.batch_runner import UnsupportedModelError
     from trtlade.reference.engine import ModelLoadError
 
+    out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
+    _check_json_out(out, given=json_out is not None)  # before the measurement, not after it
     try:
         load_suite(prompts)
     except PromptSuiteError as exc:
@@ -145,11 +147,29 @@ def engine_bench(
     data = result.to_dict()
     data["machine"] = machine_info()  # the CPU model: a speed figure holds on the host that measured it
     data["machine"]["device"] = device_name(device)
-    out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=2) + "\n")
+    try:
+        out.write_text(json.dumps(data, indent=2) + "\n")
+    except OSError as exc:  # it was writable when the run began
+        print(json.dumps(data, indent=2))
+        fail(f"cannot write {out}: {exc.strerror or exc}; the JSON went to stdout above", where="--json")
     _print_tables(data)
     console.print(f"JSON written to {out}")
+
+
+def _check_json_out(out: Path, *, given: bool) -> None:
+    """The JSON's folder exists (made now) and is writable, and ``out`` is not a folder."""
+    import os
+
+    where = "--json" if given else "reports/"
+    hint = "give a file path under a folder you can write (default: reports/engine-bench-<time>/engine-bench.json)"
+    if out.is_dir():
+        fail(f"{out} is a folder", where=where, hint=hint)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {out.parent}: {exc.strerror or exc}", where=where, hint=hint)
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        fail(f"{out.parent} is not writable", where=where, hint=hint)
 
 
 def _check_device(device: str, native_kernels: Optional[bool]) -> None:

@@ -93,8 +93,16 @@ def write_file(out: Path, text: str, *, force: bool) -> None:
     _refuse_existing(out, force)
     if out.is_dir():
         raise ExportError(f"{out} is a directory", "give a file path to --out", where="--out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, text)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out, text)
+    except OSError as exc:
+        raise _unwritable(out, exc) from None
+
+
+def _unwritable(out: Path, exc: OSError) -> ExportError:
+    return ExportError(f"cannot write {out}: {exc.strerror or exc}", "choose a path you can write to (its folder is "
+                       "created if missing)", where="--out")
 
 
 def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
@@ -110,6 +118,8 @@ def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         os.replace(tmp, out)
+    except OSError as exc:
+        raise _unwritable(out, exc) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
