@@ -15,6 +15,7 @@ from trtlade.builder.errors import BuildError
 from trtlade.builder.plan import BuildOptions, make_plan
 from trtlade.cli.main import app
 from trtlade.config.validate import validate_file
+from trtlade.spec import LookaheadSpec
 
 runner = CliRunner()
 
@@ -124,3 +125,9 @@ def test_a_config_section_the_pytorch_bundle_cannot_keep_is_refused_before_anyth
     assert err.value.where == f"{tmp_path / 'deploy.yml'}:lookahead.policy"
     assert "would not pass validate-config" in err.value.message and "needs the reference engine" in err.value.message
     assert not (tmp_path / "out").exists()
+
+
+def test_wng_beside_speculation_is_refused_not_dropped(qwen3, tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan(qwen3, tmp_path, speculation="ngram", spec=LookaheadSpec(4, 2, 4))
+    assert err.value.where == "--wng" and "--speculation" in err.value.message and err.value.hint == "give one of them"

@@ -221,3 +221,30 @@ def test_load_config_raises_for_unreadable_files(tmp_path):
     p.write_bytes(b"\x00\x01")
     with pytest.raises(ConfigLoadError):
         load_config(p)
+
+
+@pytest.mark.parametrize("section, fragment", [
+    ("serve: {port: true}", "serve.port: a boolean where a number is expected"),
+    ("serve: {port: '8080'}", "serve.port: text where a number is expected (write it unquoted)"),
+    ("serve: {port: 8080.0}", "serve.port: not an integer"),
+    ("build: {max_batch_size: true}", "build.max_batch_size: a boolean where a number is expected"),
+    ("bench: {concurrency: [true, 2]}", "bench.concurrency.0: Input should be a valid integer"),
+    ("bench: {concurrency: [1, '2']}", "bench.concurrency.1: Input should be a valid integer"),
+    ("serve: {kv_cache_enable_block_reuse: 'off'}", "text where a boolean is expected"),
+    ("serve: {max_queue: '64'}", "serve.max_queue: text where a number is expected"),
+    ("build: {max_input_len: 99999999999999999999}", "less than or equal to 2147483647"),
+])
+def test_values_are_taken_as_written_never_converted(tmp_path, section, fragment):
+    """YAML's true is not 1 and a quoted "8080" is not a number: pydantic's lax mode would convert both."""
+    p = tmp_path / "c.yml"
+    p.write_text(f"lookahead: {{spec: '2,4,2'}}\n{section}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p, display="c.yml")
+    assert fragment in str(info.value) and "c.yml:2:" in str(info.value)
+
+
+def test_an_integer_is_a_float_and_a_boolean_a_boolean(tmp_path):
+    p = tmp_path / "c.yml"
+    p.write_text("lookahead: {spec: '2,4,2', corrected_keying: true}\nserve: {prefill_stall: 2}\n")
+    cfg = load_config(p).config
+    assert cfg.serve.prefill_stall == 2.0 and cfg.lookahead.corrected_keying is True

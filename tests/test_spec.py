@@ -54,13 +54,16 @@ ILLEGAL = [
     ((2**31, 2, 2), "SizeType32", "window_size"),
     ((4, 2**31, 4), "SizeType32", "ngram_size"),
     ((4, 2, 2**31), "SizeType32", "verification_set_size"),
+    ((2**31 - 1, 2, 1), "SizeType32", "window_size"),  # each size an int32, but 2**31 tokens a step
+    ((4, 2, 2**31 - 1), "SizeType32", "window_size"),
 ]
 
 
-def test_the_largest_int32_size_is_legal():
-    """2**31 - 1 is the largest SizeType32: legal (with the draft-tokens warning), one more is refused above."""
-    spec = LookaheadSpec(4, 2, 2**31 - 1)
-    assert spec.verification_set_size == 2**31 - 1 and spec.warnings()
+def test_the_largest_int32_step_is_legal():
+    """2**31 - 1 is the largest SizeType32: a spec whose step has that many tokens is legal (with the draft-tokens
+    warning); one token more is refused (the last rows of ILLEGAL)."""
+    spec = LookaheadSpec(2**31 - 2, 2, 1)
+    assert spec.decoding_tokens == 2**31 - 1 and spec.warnings()
 
 
 @pytest.mark.parametrize("wng,rule,field", ILLEGAL)

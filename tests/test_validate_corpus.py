@@ -37,7 +37,7 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "missing-spec.yml": ("error", "missing-key", "lookahead.spec", 2, 3, "spec: 4,2,4"),
     "bad-range.yml": ("error", "schema-greater_than_equal", "build.max_batch_size", 4, 19, "allowed: >= 1"),
     "bad-literal.yml": ("error", "schema-literal_error", "serve.engine", 4, 11, "'reference' or 'trtllm'"),
-    "bad-type.yml": ("error", "schema-int_parsing", "serve.port", 4, 9, "got 'http'"),
+    "bad-type.yml": ("error", "schema-int_type", "serve.port", 4, 9, "got 'http'"),
     "seq-below-input.yml": ("error", "build-max-seq-len", "build.max_seq_len", 5, 16, "trtllm-build refuses it"),
     "bench-mode-not-admitted.yml": ("error", "bench-mode-not-admitted", "bench.modes.1", 6, 7,
                                     "the server would refuse every request"),

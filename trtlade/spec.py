@@ -125,6 +125,8 @@ class LookaheadSpec:
     ngramSize=1 requires              (1, 1, 2)
     verificationSetSize=0
     SizeType32 (each size an int32)   (2147483648, 2, 2)
+    SizeType32 (decoding tokens, the  (2147483647, 2, 2): max_draft_len
+    engine's max_draft_len + 1)       2147483648
     ================================  ==========================================
     """
 
@@ -165,6 +167,13 @@ class LookaheadSpec:
                 f"ngram_size is 1 but verification_set_size is {g}: ngramSize=1 requires verificationSetSize=0",
                 rule="ngramSize=1 requires verificationSetSize=0", field="verification_set_size",
                 hint="(1,1,0) is plain autoregressive decoding; for lookahead use N >= 2")
+        if self.decoding_tokens > SIZE_TYPE32_MAX:
+            raise SpecError(f"({w},{n},{g}) makes {self.decoding_tokens} tokens a step (max_draft_len "
+                            f"{self.max_draft_len} + 1): a SizeType32 (int32) holds at most {SIZE_TYPE32_MAX}",
+                            rule="SizeType32", field="window_size",
+                            hint="TensorRT-LLM sizes an engine's decoding tokens as an int32 (trtllm-build's "
+                                 "--max_draft_len, the runtime's max_decoding_tokens); lookahead pays with single "
+                                 "digits, e.g. 4,2,4")
 
     # ----------------------------------------------------------------------------- parsing
     @classmethod

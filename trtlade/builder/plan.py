@@ -552,6 +552,11 @@ def _pick_backend(options: BuildOptions, build_sec: Any, embedded: bool, trtllm_
 
 
 def _check_backend(options: BuildOptions, backend: Backend, spec: LookaheadSpec, origin: Mapping[str, str]) -> None:
+    if options.speculation is not None and options.spec is not None:
+        raise BuildError("--wng and --speculation both name how the bundle drafts: --wng builds a Lookahead engine "
+                         "(TensorRT-LLM below 1.3, or the reference engine), --speculation a PyTorch-backend bundle "
+                         "(NGram / SA / AUTO, TensorRT-LLM 1.0 and later)", where="--wng",
+                         hint="give one of them")
     if options.speculation is not None and backend != "pytorch":
         raise BuildError(f"--speculation drafts on TensorRT-LLM's PyTorch backend, not with --backend {backend}",
                          where="--speculation", hint="drop --backend (or use --backend pytorch), or drop --speculation "

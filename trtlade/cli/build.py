@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from trtlade.cli.common import console, err_console, fail, parse_spec_option
+from trtlade.spec import SIZE_TYPE32_MAX
 
 
 def _esc(text: str) -> str:
@@ -186,11 +187,14 @@ def register(app: typer.Typer) -> None:
         pp_size: Optional[int] = typer.Option(None, "--pp-size", min=1, max=64, help="Pipeline parallelism."),
         max_batch_size: Optional[int] = typer.Option(None, "--max-batch-size", min=1, max=4096,
                                                      help="Default 8."),
-        max_input_len: Optional[int] = typer.Option(None, "--max-input-len", min=1, help="Default 2048."),
-        max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", min=2, help="Prompt + output; "
-                                                  "the builder adds max_draft_len. Default max_input_len + 2048."),
-        max_num_tokens: Optional[int] = typer.Option(None, "--max-num-tokens", min=1, help="Default 8192; "
-                                                     "the builder raises it to max_batch_size*(max_draft_len+1)."),
+        max_input_len: Optional[int] = typer.Option(None, "--max-input-len", min=1, max=SIZE_TYPE32_MAX,
+                                                    help="Default 2048."),
+        max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", min=2, max=SIZE_TYPE32_MAX,
+                                                  help="Prompt + output; the builder adds max_draft_len. Default "
+                                                       "max_input_len + 2048."),
+        max_num_tokens: Optional[int] = typer.Option(None, "--max-num-tokens", min=1, max=SIZE_TYPE32_MAX,
+                                                     help="Default 8192; the builder raises it to "
+                                                          "max_batch_size*(max_draft_len+1)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="The bundle folder. Default: "
                                               "build.output_dir, else ./<model>-lookahead-W-N-G (the reference "
                                               "engine: <model>-reference-W-N-G; --speculation: "

@@ -14,8 +14,10 @@ Minimal example (the embedded model on CPU)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+import typing
+from typing import Annotated, Any, Literal, Optional, Union
 
+from pydantic_core import PydanticCustomError
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema,
                       field_validator, model_validator)
 
@@ -24,7 +26,7 @@ from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.errors import TrtladeError
 from trtlade.presets import DEFAULT_PRESET
 from trtlade.schedule import Band, LookaheadSchedule, ScheduleError
-from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
+from trtlade.spec import AUTOREGRESSIVE, SIZE_TYPE32_MAX, LookaheadSpec
 
 __all__ = [
     "SpecField",
@@ -84,8 +86,52 @@ DEFAULT_PREFILL_STALL = 1.5
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 
 
+def _scalar_kinds(annotation: Any) -> frozenset:
+    """The plain scalar types a field takes (None left out): ``Optional[int]`` -> {int}; anything else that a
+    field may hold (a str, a path, a spec, a list) -> empty, so nothing is checked.
+
+    >>> sorted(k.__name__ for k in _scalar_kinds(Optional[float])), _scalar_kinds(Optional[Path])
+    (['float'], frozenset())
+    """
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    args = [a for a in (typing.get_args(annotation) if typing.get_origin(annotation) is Union else (annotation,))
+            if a is not type(None)]
+    return frozenset(args) if args and all(a in (int, float, bool) for a in args) else frozenset()
+
+
+def _plain_value(value: Any, kinds: frozenset) -> Optional[str]:
+    """Why ``value`` is not one of ``kinds`` as written (None: it is). YAML's true/false are not numbers, a
+    quoted "8080" is not a number, 8080.0 is not an integer, 1 is not a boolean: each would be converted without
+    a word otherwise (pydantic's lax mode)."""
+    if value is None or not kinds:
+        return None
+    if isinstance(value, bool):
+        return None if bool in kinds else "a boolean where a number is expected"
+    if isinstance(value, int):
+        return None if kinds & {int, float} else "a number where a boolean (true or false) is expected"
+    if isinstance(value, float):
+        return None if float in kinds else ("not an integer" if int in kinds else
+                                            "a number where a boolean (true or false) is expected")
+    if isinstance(value, str):
+        return f"text where {'a boolean' if kinds == {bool} else 'a number'} is expected (write it unquoted)"
+    return None
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _as_written(cls, value: Any, info: Any) -> Any:
+        """Numbers and booleans as the file writes them: never converted from another type (a list of numbers
+        is strict item by item, so each bad item is located)."""
+        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+        why = _plain_value(value, kinds)
+        if why is not None:
+            raise PydanticCustomError("bool_type" if kinds == {bool} else "int_type" if int in kinds else "float_type",
+                                      why)
+        return value
 
 
 class ModelSection(_Section):
@@ -128,12 +174,13 @@ class BuildSection(_Section):
         "validate-config check against. Relative to the config file.")
     output_dir: Optional[Path] = Field(None, description="Where `trtlade build` writes the bundle.")
     max_batch_size: int = Field(8, ge=1, le=4096, description="trtllm-build --max_batch_size.")
-    max_input_len: int = Field(2048, ge=1, description="trtllm-build --max_input_len (prompt tokens).")
+    max_input_len: int = Field(2048, ge=1, le=SIZE_TYPE32_MAX,
+                               description="trtllm-build --max_input_len (prompt tokens).")
     max_seq_len: Optional[int] = Field(
-        None, ge=1, description="trtllm-build --max_seq_len (prompt + output); the builder adds "
+        None, ge=1, le=SIZE_TYPE32_MAX, description="trtllm-build --max_seq_len (prompt + output); the builder adds "
         "max_draft_len to it. Default: max_input_len + 2048.")
     max_num_tokens: Optional[int] = Field(
-        None, ge=1, description="trtllm-build --max_num_tokens; the builder raises it to at least "
+        None, ge=1, le=SIZE_TYPE32_MAX, description="trtllm-build --max_num_tokens; the builder raises it to at least "
         "max_batch_size * (max_draft_len + 1).")
     tp_size: int = Field(1, ge=1, le=64, description="Tensor parallelism (set at checkpoint conversion).")
     pp_size: int = Field(1, ge=1, le=64, description="Pipeline parallelism (set at checkpoint conversion).")
@@ -374,7 +421,7 @@ class ServeSection(_Section):
 
 
 class BenchSection(_Section):
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(list(DEFAULT_CONCURRENCY), min_length=1,
+    concurrency: list[Annotated[int, Field(ge=1, strict=True)]] = Field(list(DEFAULT_CONCURRENCY), min_length=1,
                                                            description="Concurrency levels, run in this order.")
     num_prompts: int = Field(16, ge=1, description="Requests per concurrency level and mode.")
     num_warmups: int = Field(1, ge=0, description="Warm-up requests per level (not measured).")
