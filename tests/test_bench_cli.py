@@ -158,11 +158,19 @@ def test_user_errors_exit_1_without_traceback(args: list[str], message: str) -> 
     assert "Traceback" not in result.output
 
 
-def test_bad_dataset_line_is_located(tmp_path: Path) -> None:
+@pytest.mark.parametrize("line, fragment", [
+    ('{"promt": "b"}', "unknown key 'promt' (did you mean 'prompt'?)"),
+    ('{"prompt": "b", "categroy": "code"}', "unknown key 'categroy' (did you mean 'category'?)"),
+    ('{"category": "code"}', "no 'prompt' or 'messages'"),
+    ('{"prompt": "b", "messages": [{"role": "user", "content": "c"}]}', "both 'prompt' and 'messages'"),
+    ('{"messages": [{"role": "usr", "content": "c"}]}', "role 'usr' is not one of"),
+    ('{"messages": [{"role": "user", "content": "c", "lang": "en"}]}', "message 0: unknown key 'lang'"),
+])
+def test_bad_dataset_line_is_located_and_nothing_in_it_is_dropped(tmp_path: Path, line: str, fragment: str) -> None:
     data = tmp_path / "d.jsonl"
-    data.write_text('{"prompt": "a"}\n{"promt": "b"}\n')
+    data.write_text('{"prompt": "a"}\n' + line + "\n")
     result = invoke("bench", "--dataset", str(data))
-    assert result.exit_code == 1 and f"{data}:2" in result.stderr and "no 'prompt' or 'messages'" in result.stderr
+    assert result.exit_code == 1 and f"{data}:2" in result.stderr and fragment in result.stderr, result.stderr
 
 
 def test_unreachable_server() -> None:

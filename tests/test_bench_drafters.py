@@ -109,3 +109,33 @@ def test_a_short_bench_of_every_drafter_against_a_tiny_model_server(tmp_path: Pa
     md = (folder / "summary.md").read_text()
     assert "## Tokens per step" in md and "By prompt category" in md
     assert "`speculation` {\"decoding_type\": \"SA\"" in md
+    served = {}  # the server ran each mode's drafter: its usage echoes the block sent
+    for line in (folder / "per_request.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        used = record["usage_speculation"] or {}
+        served.setdefault(record["series"], set()).add(used.get("decoding_type"))
+    # AUTO is upstream's NGram (with its own draft length) at these loads: the usage names the drafter that ran
+    assert served == {"ar": {None}, "2-4-2": {None}, "ngram": {"NGram"}, "sa": {"SA"}, "ngram-auto": {"NGram"}}
+
+
+@pytest.mark.parametrize("modes, engine, fragment", [
+    ("9-9-9", {"spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2}},
+     "asks for (9,9,9), more than the server at http://h admits ((2,4,2): window_size 9 > 2"),
+    ("2-5-2", {"spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2}}, "ngram_size 5 > 4"),
+    ("sa", {"spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2}, "speculation": {}},
+     "does not offer per request"),
+    (None, {"spec": {"window_size": 2, "ngram_size": 4, "verification_set_size": 2},
+            "speculation": {"drafters": ["ngram", "sa"], "max_draft_len": 8}}, None),
+])
+def test_modes_a_server_would_refuse_are_refused_before_the_sweep(modes, engine, fragment):
+    from trtlade.bench.plan import PlanError, Series, Target, check_modes_for_servers, parse_modes
+
+    target = Target("a", "http://h", server_info={"engine": engine})
+    names = modes or "ar,lookahead,2-4-2,2-2-1,auto,ngram,sa"
+    series = [Series(m.name, target, m) for m in parse_modes([names])]
+    if fragment is None:
+        check_modes_for_servers(series)  # every one admitted
+        return
+    with pytest.raises(PlanError) as err:
+        check_modes_for_servers(series)
+    assert fragment in err.value.message and err.value.option == "--modes"

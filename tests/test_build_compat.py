@@ -214,6 +214,8 @@ def test_fake_builder_grows_limits_like_the_real_one(tmp_path):
     b = cfg["build_config"]
     assert (b["max_seq_len"], b["max_num_tokens"], b["max_draft_len"], b["speculative_decoding_mode"]) == (
         4103, 512, 7, 8)
+    # builder.py, build(): both changes are logged at info level
+    assert "grows by max_draft_len 7" in proc.stdout and "now 4103" in proc.stdout and "now 512" in proc.stdout
     assert b["plugin_config"]["gemm_plugin"] == "bfloat16" and b["kv_cache_type"] == "PAGED"
     assert cfg["pretrained_config"]["mapping"]["tp_size"] == 2 and cfg["version"] == "0.16.0"
     assert sorted(p.name for p in (tmp_path / "e").glob("rank*")) == ["rank0.engine", "rank1.engine"]
@@ -223,13 +225,23 @@ def test_fake_builder_grows_limits_like_the_real_one(tmp_path):
     (["--tp_size", "2"], "unrecognized arguments: --tp_size"),
     (["--kv_cache_type", "pagedx"], "invalid choice"),
     (["--speculative_decoding_mode", "lookahead"], "invalid choice"),
-    (["--max_draft_len", "7", "--speculative_decoding_mode", "lookahead_decoding", "--gather_context_logits"],
-     "gather_context_logits is not supported"),
 ])
 def test_fake_builder_refuses_what_the_real_one_refuses(tmp_path, args, fragment):
     ckpt = fake_checkpoint(tmp_path)
     proc = run_fake_build(tmp_path, "--checkpoint_dir", str(ckpt), *args)
     assert proc.returncode != 0 and fragment in proc.stderr
+
+
+def test_fake_builder_grows_nothing_without_speculation(tmp_path):
+    """builder.py, build(): max_seq_len and max_num_tokens change only with a speculative decoding mode; and
+    --gather_context_logits with a draft length is accepted (no upstream refusal)."""
+    ckpt = fake_checkpoint(tmp_path)
+    proc = run_fake_build(tmp_path, "--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "e"),
+                          "--max_batch_size", "64", "--max_seq_len", "4096", "--max_num_tokens", "32",
+                          "--max_draft_len", "7", "--gather_context_logits")
+    assert proc.returncode == 0, proc.stderr
+    b = json.loads((tmp_path / "e" / "config.json").read_text())["build_config"]
+    assert (b["max_seq_len"], b["max_num_tokens"], b["gather_context_logits"]) == (4096, 32, True)
 
 
 def test_fake_builder_checks_the_checkpoint(tmp_path):

@@ -128,6 +128,11 @@ def test_the_engine_and_serve_take_a_gguf_file(monkeypatch, tmp_path):
     other.write_bytes(b"x")
     with pytest.raises(PlanError, match="not a folder nor a .gguf file"):
         make_plan(ServeFlags(model=str(other)), env={})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PlanError, match="has no config.json: not a Hugging Face model folder") as err:
+        make_plan(ServeFlags(model=str(empty)), env={})  # refused by the plan, before any port is opened
+    assert "a bundle made by `trtlade build`" in err.value.hint
 
 
 # ------------------------------------------------------------------------------------ SmolLM2

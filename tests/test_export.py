@@ -201,6 +201,37 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     assert again.exit_code == 1 and "exists" in again.output
 
 
+@pytest.mark.parametrize("flags, where, fragment", [
+    (["--name", "My_App!"], "--name", "is not a Kubernetes Service name"),
+    (["--name", ""], "--name", "is not a Kubernetes Service name"),
+    (["--name", "a" * 57], "--name", "at most 56 characters"),
+    (["--image", "bad image:1"], "--image", "not an image reference"),
+    (["--pvc", "Bad PVC"], "--pvc", "not a PersistentVolumeClaim name"),
+    (["--bundle-subpath", "../../etc"], "--bundle-subpath", "without '..'"),
+    (["--bundle-subpath", "/abs"], "--bundle-subpath", "relative"),
+    (["--tokenizer", ""], "--tokenizer", "is empty"),
+])
+def test_k8s_values_the_api_server_would_refuse_are_refused_at_export(tmp_path, flags, where, fragment):
+    out = tmp_path / "k8s"
+    result = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out), *flags)
+    assert result.exit_code == 1 and fragment in result.output and where in result.output, result.output
+    assert not out.exists()
+
+
+def test_k8s_export_says_which_serve_settings_the_pod_changes_and_refuses_an_engine_config(tmp_path):
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {port: 9000, host: 127.0.0.1}\n")
+    result = export("k8s", str(cfg), "--out", str(tmp_path / "k"))
+    assert result.exit_code == 0
+    assert "note: serve.port 9000 is 8000 in the pod" in result.output
+    assert "note: serve.host 127.0.0.1 is 0.0.0.0 in the pod" in result.output
+    engine = tmp_path / "e.yml"
+    engine.write_text("model: {}\nlookahead: {spec: '4,2,4'}\nserve: {engine: trtllm}\nbuild: {engine_dir: e}\n")
+    refused = export("k8s", str(engine), "--out", str(tmp_path / "k2"))
+    assert refused.exit_code == 1 and "exports the reference engine" in refused.output
+    assert not (tmp_path / "k2").exists()
+
+
 # ------------------------------------------------------------------------------------ Triton
 def _engine_version(bundle: Path, version: str) -> None:
     path = bundle / "engine" / "config.json"

@@ -88,12 +88,15 @@ def test_lossless_with_prompt_lookup_on_tiny_models(arch):
     tok = tiny_tokenizer()
     prompts = ["one, two, three, four, one, two, three,", "The quick brown fox. The quick brown",
                "def f(x):\n    return x\ndef f(x):"]
+    from_lookup = 0
     for text in prompts:
         ids = tok.encode(text)
         plain = engine.greedy(ids, max_tokens=24, ignore_eos=True).tokens
         ours = engine.generate(ids, max_tokens=24, ignore_eos=True, lookahead=(2, 4, 2),
                                settings=dataclasses.replace(engine.settings, prompt_lookup=3))
         assert ours.tokens == plain
+        from_lookup += ours.stats.accepted_from.get("prompt_lookup", 0)
+    assert from_lookup > 0, "no prompt-lookup draft was accepted: the test would prove nothing"
 
 
 @pytest.mark.parametrize("preset_line, lookup, shown", [

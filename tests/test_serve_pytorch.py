@@ -126,14 +126,15 @@ def test_without_a_drafter_every_step_is_one_token_and_usage_has_no_speculation(
     assert "speculative_config" not in llmapi._instances[-1]._kwargs
 
 
-@pytest.mark.parametrize("field, value, param", [
-    ("lookahead", [2, 2, 2], "lookahead"),
-    ("speculation", {"decoding_type": "NGram", "max_draft_len": 2}, "speculation"),
-    ("repetition_penalty", 1.2, "repetition_penalty"),
-    ("presence_penalty", 0.5, "presence_penalty"),
+@pytest.mark.parametrize("field, value, param, drafter", [
+    ("lookahead", [2, 2, 2], "lookahead", None),
+    ("speculation", {"decoding_type": "NGram", "max_draft_len": 2}, "speculation", None),
+    ("repetition_penalty", 1.2, "repetition_penalty", SA),
+    ("presence_penalty", 0.5, "presence_penalty", SA),
 ])
-def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi, model_dir, field, value, param):
-    app = app_for(model_dir)
+def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi, model_dir, field, value, param,
+                                                                           drafter):
+    app = app_for(model_dir, **({"speculation": drafter} if drafter else {}))
 
     async def go():
         async with client_for(app) as c:
@@ -145,8 +146,11 @@ def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi
     assert llmapi._instances[-1]._requests == []  # refused before TensorRT-LLM saw it
 
 
-def test_penalties_pass_when_the_config_enables_them(llmapi, model_dir):
-    app = app_for(model_dir, speculation={**NGRAM, "enable_penalty": True})
+@pytest.mark.parametrize("block", [{**SA, "enable_penalty": True}, NGRAM], ids=["sa-enable_penalty", "ngram"])
+def test_penalties_pass_where_the_drafter_applies_them(llmapi, model_dir, block):
+    """SA (one-model) with enable_penalty, NGram (TorchSampler) as it is: SpecSampler.validate_request refuses only
+    a one-model drafter without the flag."""
+    app = app_for(model_dir, speculation=block)
 
     async def go():
         async with client_for(app) as c:
@@ -303,3 +307,29 @@ def test_a_plain_pytorch_config_serves_without_speculative_config(llmapi, model_
     kwargs = llmapi._instances[-1]._kwargs
     assert "speculative_config" not in kwargs and kwargs["max_batch_size"] == 4
     assert engine.info.details["drafter"] is None
+
+
+def test_the_double_refuses_penalties_like_upstream(llmapi):
+    """SpecSampler.validate_request (spec_sampler_base.py, the one-model sampler, SA included): penalties without
+    enable_penalty fail the request inside the executor, so generate_async returns and the result raises
+    RequestError; NGram samples with TorchSampler, which applies them."""
+    from tensorrt_llm.executor.utils import RequestError
+
+    async def first(spec, **params):
+        llm = llmapi.LLM("m", speculative_config=spec, max_batch_size=4)
+        result = llm.generate_async([1, 2, 3], llmapi.SamplingParams(max_tokens=3, **params), streaming=True)
+        return [list(out.outputs[0].token_ids) async for out in result]
+
+    with pytest.raises(RequestError, match="enable_penalty: true"):
+        run(first(llmapi.SADecodingConfig(max_draft_len=4), repetition_penalty=1.2))
+    assert run(first(llmapi.SADecodingConfig(max_draft_len=4, enable_penalty=True), repetition_penalty=1.2))
+    assert run(first(llmapi.NGramDecodingConfig(max_draft_len=4), presence_penalty=0.5))
+    assert run(first(llmapi.SADecodingConfig(max_draft_len=4), repetition_penalty=1.0))  # neutral values pass
+
+
+def test_the_double_checks_sa_global_pool_size_as_a_positive_int(llmapi):
+    """SADecodingConfig.global_pool_size: Optional[PositiveInt]: pydantic refuses 0 before validate_sa_config."""
+    with pytest.raises(ValueError, match="global_pool_size: Input should be greater than 0"):
+        llmapi.SADecodingConfig(max_draft_len=4, enable_global_pool=True, global_pool_size=0)
+    with pytest.raises(ValueError, match="global_pool_size requires enable_global_pool=True"):
+        llmapi.SADecodingConfig(max_draft_len=4, global_pool_size=8)

@@ -124,13 +124,17 @@ def test_extra_body_lookahead_is_lossless(server):
     c = client(base)
     model = c.models.list().data[0].id
     prompt = "def is_prime(n):\n    if n < 2:\n        return False\n"
-    texts = {}
+    texts, steps = {}, {}
     for spec in ([1, 1, 0], [2, 2, 1], [4, 2, 4], {"w": 3, "n": 2, "g": 2}):
         r = c.completions.create(model=model, prompt=prompt, max_tokens=40, extra_body={"lookahead": spec,
                                                                                          "ignore_eos": True})
         texts[str(spec)] = r.choices[0].text
         assert r.usage.completion_tokens == 40
+        wire = spec if isinstance(spec, dict) else dict(zip("wng", spec))
+        assert r.usage.model_extra["lookahead"]["spec"] == wire  # the server ran what was asked
+        steps[str(spec)] = r.usage.model_extra["lookahead"]["steps"]
     assert len(set(texts.values())) == 1, texts  # with lookahead == with (1,1,0), fp32
+    assert steps["[1, 1, 0]"] == 40 and min(steps.values()) < 40, steps  # some spec accepted drafts
 
 
 def test_errors_through_the_openai_client(server):

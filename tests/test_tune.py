@@ -128,6 +128,24 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     assert info.value.hint
 
 
+@pytest.mark.parametrize("args, text, fragment", [
+    (["--apply", "{config}"], "lookahead: [\n", "not a valid trtlade config"),
+    (["--apply", "{config}"], CONFIG.replace("spec: 2,4,2 ", "spec: 2,4,2\n  request_default: 1,1,0 "),
+     "request_default"),
+    (["--drafters", "ngram,bogus"], CONFIG, "'bogus' names no drafter"),
+])
+def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):
+    """No server is reached (the URL is closed): the refusal comes first, not after minutes of measuring."""
+    from trtlade.cli.main import app as cli
+
+    config = tmp_path / "deploy.yml"
+    config.write_text(text)
+    result = CliRunner().invoke(cli, ["tune", "--base-url", "http://127.0.0.1:9", "--result-dir", str(tmp_path / "r"),
+                                      *[a.format(config=config) for a in args]])
+    assert result.exit_code == 1 and fragment in result.output and "hint:" in result.output
+    assert "cannot reach" not in result.output and not (tmp_path / "r").exists()
+
+
 # ------------------------------------------------------------------------------------ end to end
 def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp_path: Path):
     from fake_engine import uvicorn_thread

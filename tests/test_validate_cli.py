@@ -226,3 +226,24 @@ def test_config_show_errors():
     bad = runner.invoke(app, ["config", "show", str(BROKEN / "bad-range.yml")])
     assert bad.exit_code == 1 and "build.max_batch_size" in bad.output
     assert runner.invoke(app, ["config", "show", "no/such.yml"]).exit_code == 2
+
+
+@pytest.mark.parametrize("section, level, code, fragment", [
+    ("serve: {api_keys_file: /nonexistent/keys}", "info", "path-absent", "/nonexistent/keys does not exist here"),
+    ("model: {path: /nonexistent/model}", "info", "path-absent", "serve opens the model at start"),
+    ("bench: {dataset: mixx}", "warning", "bench-dataset", "'mixx' is neither a bundled set nor a file here"),
+])
+def test_files_serve_and_bench_open_at_start_are_checked(tmp_path, section, level, code, fragment):
+    from trtlade.config.validate import validate_file
+
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(f"lookahead: {{spec: '4,2,4'}}\n{section}\n")
+    [found] = [d for d in validate_file(cfg).diagnostics if d.code == code]
+    assert found.severity == level and fragment in found.message and found.line == 2
+
+
+def test_the_schema_knows_the_bundled_datasets_the_bench_reads():
+    from trtlade.bench.datasets import BUNDLED
+    from trtlade.config.schema import BUNDLED_DATASETS
+
+    assert BUNDLED_DATASETS == BUNDLED

@@ -155,6 +155,7 @@ def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
             '"category": "code"')
     if not isinstance(obj, dict):
         raise DatasetError(f"expected a JSON object, got {type(obj).__name__}", where=where, hint=hint)
+    _check_keys(obj, where, hint)
     category = obj.get("category")
     if category is not None and (not isinstance(category, str) or not category.strip()):
         raise DatasetError("'category' must be a non-empty string", where=where, hint=hint)
@@ -168,9 +169,40 @@ def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
                 or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)):
             raise DatasetError("'messages' must be a non-empty list of {role, content} objects",
                                where=where, hint=hint)
+        _check_messages(msgs, where, hint)
         return Prompt(index, messages=tuple(msgs), where=where, category=category)
     keys = ", ".join(sorted(map(str, obj))) or "none"
     raise DatasetError(f"no 'prompt' or 'messages' key (keys: {keys})", where=where, hint=hint)
+
+
+#: The keys a JSONL line may hold, and a chat message's (OpenAI's roles and fields a prompt can carry)
+LINE_KEYS = ("prompt", "messages", "category")
+MESSAGE_KEYS = ("role", "content", "name")
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _check_keys(obj: dict, where: str, hint: str) -> None:
+    """A key the bench would not read is a mistake to say, not a field to drop: ``categroy`` is not ``category``."""
+    import difflib
+
+    for key in obj:
+        if key not in LINE_KEYS:
+            close = difflib.get_close_matches(str(key), LINE_KEYS, n=1)
+            raise DatasetError(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                               where=where, hint=hint)
+    if "prompt" in obj and "messages" in obj:
+        raise DatasetError("both 'prompt' and 'messages': a line is one or the other", where=where, hint=hint)
+
+
+def _check_messages(msgs: list, where: str, hint: str) -> None:
+    for i, message in enumerate(msgs):
+        extra = sorted(set(map(str, message)) - set(MESSAGE_KEYS))
+        if extra:
+            raise DatasetError(f"message {i}: unknown key {extra[0]!r} (a message holds {', '.join(MESSAGE_KEYS)})",
+                               where=where, hint=hint)
+        if message["role"] not in ROLES:
+            raise DatasetError(f"message {i}: role {message['role']!r} is not one of {', '.join(ROLES)}",
+                               where=where, hint=hint)
 
 
 def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:

@@ -107,7 +107,10 @@ def check_modes_for_servers(series: list[Series]) -> None:
     """
     for s in series:
         engine = s.target.server_info.get("engine") if isinstance(s.target.server_info, dict) else None
-        if not isinstance(engine, dict) or engine.get("per_request_drafting", True):
+        if not isinstance(engine, dict):
+            continue
+        if engine.get("per_request_drafting", True):
+            _check_admitted(s, engine)
             continue
         field = "speculation" if s.mode.speculation is not None else "lookahead"
         if s.mode.payload() is not None or s.mode.speculation is not None:
@@ -116,6 +119,37 @@ def check_modes_for_servers(series: list[Series]) -> None:
                             "server's speculative_config", option="--modes",
                             hint="use --modes default, and compare with a server without speculative_config "
                                  "through --base-url-b (docs/guides/migrate-1.3.md)")
+
+
+def _check_admitted(s: Series, engine: dict) -> None:
+    """A spec mode larger than the server's (W,N,G), or a drafter on a server that offers none, would be refused
+    request by request: PlanError before the sweep.
+
+    >>> t = Target("a", "http://h", server_info={"engine": {"spec": {"window_size": 2, "ngram_size": 4,
+    ...                                                              "verification_set_size": 2}}})
+    >>> _check_admitted(Series("9-9-9", t, Mode("9-9-9", LookaheadSpec(9, 9, 9))), t.server_info["engine"])
+    Traceback (most recent call last):
+    ...
+    trtlade.errors.PlanError: --modes: mode '9-9-9' asks for (9,9,9), more than the server at http://h admits ...
+    """
+    if s.mode.spec is not None and s.mode.policy is None and isinstance(engine.get("spec"), dict):
+        try:
+            server = LookaheadSpec.parse(engine["spec"])
+        except SpecError:
+            return
+        if excess := server.excess(s.mode.spec):
+            parts = ", ".join(f"{f} {r} > {m}" for f, r, m in excess)
+            raise PlanError(f"mode {s.mode.name!r} asks for ({s.mode.spec}), more than the server at "
+                            f"{s.target.base_url} admits (({server}): {parts}): it would refuse every request",
+                            option="--modes",
+                            hint=f"use a spec with w<={server.window_size}, n<={server.ngram_size}, "
+                                 f"g<={server.verification_set_size}, or lookahead (the server's own)")
+    offered = (engine.get("speculation") or {}) if isinstance(engine.get("speculation"), dict) else {}
+    if s.mode.speculation is not None and "speculation" in engine and not offered.get("drafters"):
+        raise PlanError(f"mode {s.mode.name!r} drafts with {s.mode.speculation.get('decoding_type')}, which the server "
+                        f"at {s.target.base_url} does not offer per request (its /version lists no drafters)",
+                        option="--modes", hint="drafters run per request on the reference engine (`trtlade serve`); "
+                                               "drop the mode for this server")
 
 
 def _split_list(values: list[str]) -> list[str]:

@@ -219,7 +219,7 @@ class BuildPlan:
     def build_argv(self, checkpoint_dir: Path | None = None, engine_dir: Path | None = None,
                    trtllm_build: str = "trtllm-build") -> list[str]:
         """Step 2: ``trtllm-build`` with the flag names 0.16 to 1.2 accept (no --tp_size: parallelism
-        comes from the checkpoint; never --gather_context_logits, which lookahead refuses)."""
+        comes from the checkpoint; no --gather_context_logits: nothing reads a prompt's logits)."""
         lim = self.limits
         return [
             trtllm_build,

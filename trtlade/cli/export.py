@@ -171,12 +171,16 @@ def k8s(
     from trtlade.bundle import is_bundle
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml, validate_trtlade
     from trtlade.export.common import ExportError, read_source, write_tree
-    from trtlade.export.k8s import K8sOptions, config_data, manifests, pod_config_text
+    from trtlade.export.k8s import K8sOptions, check_k8s_values, config_data, manifests, pod_config_text
 
     if hpa_max_replicas is not None and hpa_max_replicas < replicas:
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")
-    opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target)
+    try:
+        opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target)
+        check_k8s_values(name=name, image=opts.image or "", pvc=pvc, model_subpath=model_subpath)
+    except ExportError as exc:
+        fail(exc.message, where=exc.where, hint=exc.hint)
     from trtlade.export.llmapi import is_pytorch_bundle
 
     if is_pytorch_bundle(source):
@@ -191,10 +195,15 @@ def k8s(
             config, world, has_engine = config_data(src.bundle.config_file), src.engine.world_size, True
         elif source.is_file():
             try:
-                load_config(source)
+                loaded = load_config(source)
             except (ConfigError, ConfigLoadError) as exc:
                 raise ExportError(f"not a valid trtlade config:\n{exc}",
                                   f"check it with `trtlade validate-config {source}`", where=str(source)) from None
+            if loaded.config.serve.engine != "reference":
+                raise ExportError("a config file exports the reference engine (no GPU); this one serves TensorRT-LLM "
+                                  "(serve.engine trtllm), whose engine or checkpoint is a folder on this machine",
+                                  "export the bundle `trtlade build` made instead (its folder goes on the claim), or "
+                                  "set serve.engine: reference", where=str(source))
             config, world, has_engine = config_data(source), 1, False
         else:
             raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
@@ -207,8 +216,22 @@ def k8s(
         write_tree(out, files, force=force)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
+    for note in _pod_serve_notes(config, pod_config_text(files)):
+        err_console.print(f"note: {note}", markup=False, highlight=False)
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
+
+
+def _pod_serve_notes(source: dict, pod_text: str) -> list[str]:
+    """The serve settings the pod runs with where they differ from the source's (said, never silently)."""
+    import yaml
+
+    given = source.get("serve") if isinstance(source.get("serve"), dict) else {}
+    pod = (yaml.safe_load(pod_text) or {}).get("serve") or {}
+    why = {"port": "the Service, the probes and the scrape annotation use it",
+           "host": "the pod must listen beyond its loopback for the Service to reach it"}
+    return [f"serve.{key} {given[key]} is {pod.get(key)} in the pod ({why[key]})"
+            for key in ("port", "host") if key in given and given[key] != pod.get(key)]
 
 
 

@@ -172,6 +172,14 @@ def tune(
              hint="use --endpoint chat with this dataset")
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
+    if apply is not None:
+        from trtlade.tune.apply import ApplyError, check_apply_target
+
+        try:
+            check_apply_target(apply)  # before any measurement: a tune run takes minutes to hours
+        except ApplyError as exc:
+            fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
+    drafter_names = _drafter_names(drafters)
     settings = TuneSettings(
         levels=tuple(sorted(levels)), repeats=repeats, num_prompts=num_prompts,
         max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
@@ -189,7 +197,7 @@ def tune(
     target = Target("a", url, api_key=key)
     job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
                {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout,
-               _drafter_names(drafters))
+               drafter_names)
     folder, result = job.run(out_root, plots)
     _print_result(folder, result)
     if apply is not None:
@@ -315,11 +323,20 @@ class _Job:
 
 
 def _drafter_names(values: Optional[list[str]]) -> Optional[list[str]]:
-    """``--drafters`` as names (None: not given; [] for ``none``)."""
+    """``--drafters`` as names (None: not given; [] for ``none``), each checked now, before any server starts."""
+    from trtlade.drafting.config import DraftConfigError, drafter_mode
+
     if not values:
         return None
     names = [item.strip() for value in values for item in value.split(",") if item.strip()]
-    return [] if [n.lower() for n in names] == ["none"] else names
+    if [n.lower() for n in names] == ["none"]:
+        return []
+    for name in names:
+        try:
+            drafter_mode(name)
+        except DraftConfigError as exc:
+            fail(exc.message, where="--drafters", hint=exc.hint)
+    return names
 
 
 def _print_result(folder: Path, result: Any) -> None:

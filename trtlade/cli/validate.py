@@ -63,20 +63,25 @@ def validate_config(
     from trtlade.config.validate import expand_inputs, validate_file
 
     files, usage = expand_inputs(paths, recursive=recursive)
-    if engine_dir is not None and not engine_dir.exists():
-        usage.append(f"--engine-dir {engine_dir}: no such directory")
+    hints = ["pass config files, directories holding *.yml/*.yaml, or glob patterns"] if usage else []
+    if engine_dir is not None and not engine_dir.is_dir():
+        usage.append(f"--engine-dir {engine_dir}: " + ("a file, not a directory" if engine_dir.exists() else
+                                                       "no such directory"))
+        hints.append("--engine-dir takes a TensorRT-LLM engine directory (its config.json is enough)")
     if trtllm_version is not None:
         from trtlade.trtllm.compat import parse_version
 
         try:
             parse_version(trtllm_version)
         except ValueError:
-            usage.append(f"--trtllm-version {trtllm_version!r}: not a TensorRT-LLM release (e.g. 1.2.1, 1.3.0rc21)")
+            usage.append(f"--trtllm-version {trtllm_version!r}: not a TensorRT-LLM release")
+            hints.append("--trtllm-version takes a release as TensorRT-LLM writes it, e.g. 1.2.1 or 1.3.0rc21")
     if upstream not in ("auto", "require", "off"):
         usage.append(f"--upstream {upstream!r}: one of auto, require, off")
+        hints.append("--upstream: auto (TensorRT-LLM's own check where it is importable), require (an error where it "
+                     "is not), off (trtlade's verdict only)")
     if usage:
-        fail("; ".join(usage), hint="pass config files, directories holding *.yml/*.yaml, or glob patterns",
-             code=EXIT_USAGE)
+        fail("; ".join(usage), hint="; ".join(hints), code=EXIT_USAGE)
     reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version, upstream=upstream)
                for path, shown in files]
     valid = all(r.valid(strict) for r in reports)

@@ -12,9 +12,10 @@ Every finding is a located :class:`~trtlade.diagnostics.Diagnostic`. Worked exam
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from trtlade.config.loader import LoadedConfig, YamlDocument
-from trtlade.config.schema import TrtladeConfig
+from trtlade.config.schema import BUNDLED_DATASETS, TrtladeConfig
 from trtlade.diagnostics import Diagnostic
 from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfig, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import LookaheadSpec, SpecError
@@ -42,6 +43,7 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
     out += _check_build_sizes(doc, cfg)
     out += _check_bench_modes(doc, cfg)
     out += _check_sections(doc, cfg)
+    out += _check_files(loaded)
     engine_found = _check_engine(loaded, engine_dir)
     out += engine_found
     if not any(d.code == "lookahead-variable-swa" for d in engine_found):
@@ -64,6 +66,12 @@ def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = N
     """What the targeted TensorRT-LLM release runs (:mod:`trtlade.trtllm.releases`): a Lookahead engine below
     1.3 only; the PyTorch backend's NGram / AUTO from 1.0, SA from 1.3; an unknown newer release: a warning."""
     version, loc, how = target_release(cfg, release)
+    if how == "--trtllm-version":  # the flag, not a line of the file
+        def diagnostic(severity: str, message: str, **kw: Any) -> Diagnostic:
+            kw.pop("loc", None)
+            return Diagnostic(severity, message, path="--trtllm-version", file=doc.file, **kw)  # type: ignore[arg-type]
+    else:
+        diagnostic = doc.diagnostic
     engine_flow = cfg.build.backend == "trtllm" and (cfg.serve.engine == "trtllm"
                                                      or "lookahead" in cfg.model_fields_set)
     if version is None:
@@ -71,16 +79,17 @@ def check_release(doc: YamlDocument, cfg: TrtladeConfig, release: str | None = N
     try:
         row = release_for(version)
     except ValueError as exc:
-        return [doc.diagnostic("error", f"{how}: {exc}", loc=loc, code="trtllm-release",
-                               hint="target 0.16 or later (Lookahead engines up to 1.2, NGram / SA on 1.3 and later)")]
+        return [diagnostic("error", str(exc) if how == "--trtllm-version" else f"{how}: {exc}", loc=loc,
+                           code="trtllm-release",
+                           hint="target 0.16 or later (Lookahead engines up to 1.2, NGram / SA on 1.3 and later)")]
     out = []
     if row.note:
-        out.append(doc.diagnostic("warning", f"TensorRT-LLM {version} ({how}) is {row.note}", loc=loc,
+        out.append(diagnostic("warning", f"TensorRT-LLM {version} ({how}) is {row.note}", loc=loc,
                                   code="trtllm-release-unknown"))
     if engine_flow and (why := lookahead_refusal_1_3(version)) is not None:
         equivalent = flow_mapping(cfg.speculation or equivalent_speculation(cfg.lookahead.lookahead_schedule,
                                                                             cfg.build.max_batch_size))
-        out.append(doc.diagnostic(
+        out.append(diagnostic(
             "error", f"{why}; this config builds and serves a Lookahead engine (build.backend trtllm, "
                      f"lookahead.spec {cfg.lookahead.spec}) for {version} ({how})", loc=loc, code="lookahead-release",
             hint=f"deploy on the PyTorch backend: build.backend: pytorch and speculation: {equivalent} (trtlade's "
@@ -277,6 +286,30 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
                        "longer prompts fail in the engine instead of getting a clear 400",
             loc=("serve", "max_prompt_tokens"), code="serve-prompt-limit",
             hint=f"set serve.max_prompt_tokens: {cfg.build.max_input_len} or less"))
+    return out
+
+
+def _check_files(loaded: LoadedConfig) -> list[Diagnostic]:
+    """The files serve and bench open at start: said here where they are not (a deployment config may be checked
+    on another machine than the one that serves it, so an absent path is a note, as build.engine_dir's; a dataset
+    that is neither a bundled set nor a file here is a warning: bench runs where it is checked)."""
+    doc, cfg = loaded.document, loaded.config
+    out: list[Diagnostic] = []
+    for loc, value, what in ((("model", "path"), cfg.model.path, "the model"),
+                             (("serve", "api_keys_file"), cfg.serve.api_keys_file, "the API keys file")):
+        resolved = loaded.resolve(value) if value is not None else None
+        if resolved is not None and not resolved.exists():
+            out.append(doc.diagnostic("info", f"{value} does not exist here ({display_path(resolved)})"
+                                      f": serve opens {what} at start, where it runs", loc=loc, code="path-absent",
+                                      hint="check the path on the machine that serves this config"))
+    dataset = cfg.bench.dataset
+    if dataset not in BUNDLED_DATASETS:
+        resolved = loaded.resolve(Path(dataset))
+        if resolved is not None and not resolved.is_file():
+            out.append(doc.diagnostic("warning", f"{dataset!r} is neither a bundled set nor a file here "
+                                      f"({display_path(resolved)}): bench would refuse it", loc=("bench", "dataset"),
+                                      code="bench-dataset", hint=f"use one of {', '.join(BUNDLED_DATASETS)}, or a "
+                                      ".jsonl / ShareGPT .json path (relative to this config)"))
     return out
 
 

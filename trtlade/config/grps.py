@@ -556,7 +556,8 @@ _SAMPLING_RANGES: tuple[SamplingRange, ...] = (
     SamplingRange("top_p", "<= 1", lambda v: v <= 1, "topP.value() <= 1.f"),  # <= 0: grps unsets it, below
     SamplingRange("top_p_min", ">= 0 and <= 1", lambda v: 0 <= v <= 1, "topPMin.value() <= 1.f"),
     SamplingRange("top_p_min", "> 0", lambda v: v > 0, "topPMin.value() > 0.f", everywhere=False,
-                  note="older releases check > 0, 1.x checks >= 0"),
+                  note="the oldest release read (0.12 or before) checks > 0, 2025's pre-1.0 text and 1.x check >= 0; "
+                       "0.16's C++ was not published"),
     SamplingRange("top_p_decay", "> 0 and <= 1", lambda v: 0 < v <= 1, "topPDecay.value() > 0.f"),
     SamplingRange("top_p_reset_ids", ">= 0", lambda v: v >= 0, "topPResetIds.value() >= 0"),
     SamplingRange("temperature", ">= 0", lambda v: v >= 0, "temperature.value() >= 0.f"),
@@ -565,7 +566,7 @@ _SAMPLING_RANGES: tuple[SamplingRange, ...] = (
     SamplingRange("repetition_penalty", "> 0", lambda v: v > 0, "penalty.value() > 0.f"),
     SamplingRange("no_repeat_ngram_size", ">= 0", lambda v: v >= 0, "noRepeatNgramSize.value() >= 0"),
     SamplingRange("no_repeat_ngram_size", "> 0", lambda v: v > 0, "noRepeatNgramSize.value() > 0",
-                  everywhere=False, note="older releases check > 0, 1.x checks >= 0"),
+                  everywhere=False, note="releases before 1.0 check > 0, 1.x checks >= 0"),
     SamplingRange("length_penalty", ">= 0", lambda v: v >= 0, "lengthPenalty.value() >= 0.f", everywhere=False,
                   note="checked by 1.x (checkLengthPenalty), not by the older release read"),
     SamplingRange("early_stopping", ">= 0", lambda v: v >= 0, "earlyStopping.value() >= 0", everywhere=False,

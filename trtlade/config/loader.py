@@ -138,16 +138,31 @@ def item_bounds(annotation: Any) -> list[str]:
     return [f"each {b}" for b in field_bounds(metadata)]
 
 
-def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False) -> str:
+#: The end of a sentence: a full stop and a space, not the one in "e.g. " or "i.e. "
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s")
+
+
+def first_sentence(text: str, limit: int = 200) -> str:
+    """A description's first sentence, at most ``limit`` characters (cut at a word, with "...").
+
+    >>> first_sentence("The release (e.g. 1.2.1, 1.3.0). Decides what may run.")
+    'The release (e.g. 1.2.1, 1.3.0)'
+    """
+    first = _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= limit else first[:first.rfind(" ", 0, limit)] + " ..."
+
+
+def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False, bounds: bool = True) -> str:
     """The field's bounds and the first sentence of its description; ``item``: the error is in one of a list
-    field's items (``bench.concurrency.1``), whose own bounds come first (``each >= 1``)."""
+    field's items (``bench.concurrency.1``), whose own bounds come first (``each >= 1``); ``bounds`` False: a
+    rule of the field's own refused the value, and its message says what is allowed."""
     if model is None or not isinstance(name, str):
         return ""
     info = model.model_fields.get(name)
     if info is None:
         return ""
-    bounds = item_bounds(info.annotation) if item else field_bounds(info.metadata)
-    description = (info.description or "").split(". ")[0].rstrip(".")
+    bounds = (item_bounds(info.annotation) if item else field_bounds(info.metadata)) if bounds else []
+    description = first_sentence(info.description or "")
     parts = []
     if bounds:
         parts.append("allowed: " + ", ".join(bounds))
@@ -206,7 +221,7 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
     if isinstance(loc[-1], int) and len(loc) > 1:  # one item of a list field
         hint = _allowed_hint(_model_at(loc[:-2]), loc[-2], item=True)
     else:
-        hint = _allowed_hint(parent_model, loc[-1])
+        hint = _allowed_hint(parent_model, loc[-1], bounds=kind != "value_error")
     return doc.diagnostic("error", f"{text}{shown}", loc=loc, hint=hint, code=f"schema-{kind}" if kind else "schema")
 
 

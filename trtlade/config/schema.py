@@ -84,6 +84,8 @@ DEFAULT_PREFILL_CHUNK = 256
 DEFAULT_PREFILL_STALL = 1.5
 
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
+#: The bench's bundled prompt sets (trtlade/bench/datasets.py reads them; a test keeps the two lists equal)
+BUNDLED_DATASETS = ("mix", "short", "long", "random", "multiturn")
 
 
 def _scalar_kinds(annotation: Any) -> frozenset:
@@ -98,6 +100,11 @@ def _scalar_kinds(annotation: Any) -> frozenset:
     args = [a for a in (typing.get_args(annotation) if typing.get_origin(annotation) is Union else (annotation,))
             if a is not type(None)]
     return frozenset(args) if args and all(a in (int, float, bool) for a in args) else frozenset()
+
+
+def _takes_path(annotation: Any) -> bool:
+    """``Path`` or ``Optional[Path]``."""
+    return annotation is Path or (typing.get_origin(annotation) is Union and Path in typing.get_args(annotation))
 
 
 def _plain_value(value: Any, kinds: frozenset) -> Optional[str]:
@@ -126,7 +133,10 @@ class _Section(BaseModel):
     def _as_written(cls, value: Any, info: Any) -> Any:
         """Numbers and booleans as the file writes them: never converted from another type (a list of numbers
         is strict item by item, so each bad item is located)."""
-        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, str) and not value.strip() and _takes_path(annotation):
+            raise PydanticCustomError("path_empty", "an empty path (it would mean the config's own folder)")
+        kinds = _scalar_kinds(annotation)
         why = _plain_value(value, kinds)
         if why is not None:
             raise PydanticCustomError("bool_type" if kinds == {bool} else "int_type" if int in kinds else "float_type",
@@ -430,8 +440,8 @@ class BenchSection(_Section):
     max_tokens: int = Field(50, ge=1, description="max_tokens per request.")
     ignore_eos: bool = Field(False, description="Send ignore_eos so every request makes max_tokens.")
     endpoint: Literal["chat", "completions"] = Field("chat", description="Which OpenAI route to load.")
-    dataset: str = Field("mix", description="Bundled set (mix, short, long, random, multiturn) or a JSONL/ShareGPT "
-                         "path.")
+    dataset: str = Field("mix", description=f"Bundled set ({', '.join(BUNDLED_DATASETS)}) or a JSONL/ShareGPT "
+                         "path (relative to the config file).")
     modes: list[str] = Field(["ar", "lookahead"], min_length=1,
                              description="ar, lookahead (the server's spec), default (no field), auto or schedule "
                              "(trtlade's draft policies), explicit specs like 4-2-4, or NGram / SA drafters: "

@@ -22,6 +22,7 @@ Kubernetes schemas in the tests (``kubernetes-validate``).
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ import yaml
 
 from trtlade import __version__
 from trtlade.bundle import CONFIG_FILE, ENGINE_DIR, TRTLLM_SERVE_FILE
+from trtlade.export.common import ExportError
 
 __all__ = ["K8sOptions", "manifests", "pytorch_manifests", "pod_config_text", "config_data"]
 
@@ -57,6 +59,45 @@ class K8sOptions:
     def __post_init__(self) -> None:
         if self.image is None:
             object.__setattr__(self, "image", f"trtlade:{__version__}")
+        check_k8s_values(name=self.name, image=self.image, pvc=self.pvc, bundle_subpath=self.bundle_subpath,
+                         tokenizer=self.tokenizer)
+
+
+#: A Service's name: an RFC 1035 label (Kubernetes' IsDNS1035Label): the Deployment and ConfigMap reuse it.
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+#: A PersistentVolumeClaim's name: an RFC 1123 subdomain (IsDNS1123Subdomain).
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def check_k8s_values(*, name: str, image: str, pvc: str, bundle_subpath: str = "", tokenizer: Optional[str] = None,
+                     model_subpath: Optional[str] = None) -> None:
+    """What the API server would refuse at ``kubectl apply``, refused at export (ExportError), with the rule:
+    names as Kubernetes' validation (k8s.io/apimachinery/pkg/util/validation) reads them, a subPath relative and
+    without ``..`` (the API server's validateLocalDescendingPath), an image reference without spaces.
+
+    >>> check_k8s_values(name="qwen3-8b", image="trtlade:0.1", pvc="bundles")
+    >>> check_k8s_values(name="My_App!", image="trtlade:0.1", pvc="bundles")
+    Traceback (most recent call last):
+    ...
+    trtlade.export.common.ExportError: --name: 'My_App!' is not a Kubernetes Service name: ...
+    """
+    if not (_DNS1035_LABEL.fullmatch(name) and len(name) <= 63 - len("-config")):
+        raise ExportError(f"{name!r} is not a Kubernetes Service name: lower-case letters, digits and '-', starting "
+                          f"with a letter and ending with a letter or digit, at most {63 - len('-config')} "
+                          "characters (the ConfigMap adds '-config')", "e.g. --name qwen3-8b", where="--name")
+    if not image.strip() or any(c.isspace() for c in image):
+        raise ExportError(f"{image!r} is not an image reference (empty, or with spaces)",
+                          "e.g. --image registry.example.com/trtlade:0.1", where="--image")
+    if not (_DNS1123_SUBDOMAIN.fullmatch(pvc) and len(pvc) <= 253):
+        raise ExportError(f"{pvc!r} is not a PersistentVolumeClaim name: lower-case letters, digits, '-' and '.', "
+                          "starting and ending with a letter or digit", "e.g. --pvc trtlade-bundles", where="--pvc")
+    for flag, path in (("--bundle-subpath", bundle_subpath), ("--model-subpath", model_subpath)):
+        if path and (path.startswith("/") or ".." in path.split("/")):
+            raise ExportError(f"{flag} {path!r}: a subPath is a path inside the claim, relative and without '..' "
+                              "(the API server refuses it)", f"e.g. {flag} models/qwen3", where=flag)
+    if tokenizer is not None and not tokenizer.strip():
+        raise ExportError("--tokenizer is empty", "give the tokenizer folder as the pod sees it, or leave the flag "
+                          "out (default: the config's model.tokenizer / model.path)", where="--tokenizer")
 
 
 def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> dict[str, Any]:

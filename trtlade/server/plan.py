@@ -169,12 +169,15 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
         return TrtladeConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        raise PlanError(f"{where + ': ' if where else ''}{err.get('msg')}",
-                        "a --spec must admit lookahead.request_default and every lookahead.schedule band "
-                        "(w<=W, n<=N, g<=G)"
-                        if "request_default" in str(err.get("msg")) or "schedule" in str(err.get("msg"))
-                        else "") from None
+        msg = str(err.get("msg")).removeprefix("Value error, ")
+        cause = cause_hint = ""
+        if flags.spec is not None and ("request_default" in msg or "schedule" in msg):
+            cause = f"--spec {LookaheadSpec.parse(flags.spec)}"
+            cause_hint = ("a --spec must admit the config's lookahead.request_default and every lookahead.schedule "
+                          "band (w<=W, n<=N, g<=G): raise --spec, or change those keys in "
+                          f"{flags.config or 'the config'}")
+        where = cause or ".".join(str(p) for p in err.get("loc", ()) if p != "lookahead" or len(err["loc"]) > 1)
+        raise PlanError(msg, cause_hint, where=where) from None
 
 
 def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> ServePlan:
@@ -227,6 +230,10 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         if model_dir is not None and is_engine_dir(model_dir):
             raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
                             "Hugging Face folder", "add --engine trtllm to serve the engine", usage=True)
+        if model_dir is not None and model_dir.is_dir() and not (model_dir / "config.json").is_file():
+            raise PlanError(f"{model_dir} has no config.json: not a Hugging Face model folder (checked before the "
+                            "server opens its port)", "point --model (or model.path) at the folder holding the "
+                            "model's config.json and weights, a .gguf file, or a bundle made by `trtlade build`")
     elif config.build.backend == "pytorch":  # TensorRT-LLM's PyTorch backend: the checkpoint as it is, no engine
         if model_dir is None or not model_dir.is_dir():
             raise PlanError("the trtllm engine on TensorRT-LLM's PyTorch backend (build.backend pytorch) loads the "

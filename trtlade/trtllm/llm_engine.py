@@ -24,9 +24,10 @@ step, its new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/resu
 (what Triton's stock llmapi model reports, ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``,
 ``_create_response``; None where a release does not fill them); a client that goes away aborts the request
 (``GenerationResult.abort``). The drafter is the server's: a request's ``lookahead`` or ``speculation`` field is
-a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). Penalties need the config's
-``enable_penalty`` (``DecodingBaseConfig.enable_penalty``: without it upstream rejects such a request at
-admission); trtlade refuses them first, naming the field.
+a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). With SA, a one-model drafter, penalties
+need the block's ``enable_penalty`` (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``,
+``SpecSampler.validate_request``: without it upstream fails such a request at admission, from 1.3); trtlade refuses
+them first, naming the field. NGram and AUTO sample with ``TorchSampler``, which applies penalties: no flag needed.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ class TrtllmLlmEngine:
             prompt_limit = min(prompt_limit, launch.max_prompt_tokens)
         block = launch.speculation
         self._config = DraftConfig.parse(block, max_batch_size=self._max_batch, ignored_ok=True) if block else None
-        self._penalties = bool((block or {}).get("enable_penalty")) or block is None
+        # SA drafts inside the model's own step (one-model) and its sampler admits penalties only with enable_penalty
+        self._penalties = block is None or block.get("decoding_type") != "SA" or bool(block.get("enable_penalty"))
         self.info = EngineInfo(
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
             default_request_spec=AUTOREGRESSIVE,
@@ -198,8 +200,9 @@ class TrtllmLlmEngine:
         if not self._penalties:
             for name, neutral in _PENALTIES.items():
                 if getattr(request, name) != neutral:
-                    raise RequestRejected(f"{name}: the server's speculative_config does not set enable_penalty, "
-                                          "without which TensorRT-LLM rejects penalties with speculation", param=name)
+                    raise RequestRejected(f"{name}: the server drafts with SA and its speculative_config does not set "
+                                          "enable_penalty, without which TensorRT-LLM rejects penalties with one-model "
+                                          "speculative decoding", param=name)
         if self._closing:
             raise EngineOverloaded("the server is shutting down", retry_after_s=5)
         if len(self._jobs) >= self._max_batch + self._launch.max_queue:

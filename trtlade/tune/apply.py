@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from trtlade.config.loader import ConfigLoadError, parse_yaml, validate_trtlade
 from trtlade.errors import TrtladeError
@@ -32,19 +33,45 @@ class ApplyError(TrtladeError):
     """The schedule cannot be written into this config (message, hint, where = the file)."""
 
 
+def _applicable(text: str, file: str) -> Any:
+    """The config a schedule can be written into: valid, and without a request_default (ApplyError)."""
+    try:
+        config, errors = validate_trtlade(parse_yaml(text, file))
+    except ConfigLoadError as exc:
+        config, errors = None, list(getattr(exc, "diagnostics", [])) or [exc]
+    if config is None:
+        raise ApplyError(f"{file} is not a valid trtlade config ({len(errors)} error(s)), so the schedule would "
+                         "not be written", f"run `trtlade validate-config {file}` and fix it first", where=file)
+    if config.lookahead.request_default is not None:
+        raise ApplyError(f"{file} sets lookahead.request_default; a schedule replaces it (both would disagree "
+                         "about requests without a lookahead field)",
+                         "remove lookahead.request_default, then run --apply again", where=file)
+    return config
+
+
+def check_apply_target(path: Path) -> None:
+    """What ``--apply`` would refuse whatever the tune run finds, checked before it measures anything: a file
+    that cannot be read or written, an invalid config, a request_default (ApplyError)."""
+    import os
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ApplyError(f"cannot read {path}: {exc.strerror or exc}", "give the path of a trtlade config",
+                         where=str(path)) from None
+    _applicable(text, str(path))
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ApplyError(f"cannot write {path}: its folder is not writable (the schedule is written through a "
+                         "temporary file beside it)", "give a config in a folder you can write to", where=str(path))
+
+
 def with_schedule(text: str, schedule: LookaheadSchedule, *, file: str = "<config>") -> str:
     """``text`` (a trtlade config) with ``lookahead.schedule`` set to ``schedule``; validated."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
     from ruamel.yaml.scalarstring import SingleQuotedScalarString
 
-    try:
-        config, errors = validate_trtlade(parse_yaml(text, file))
-    except ConfigLoadError as exc:
-        config, errors = None, list(getattr(exc, "diagnostics", [])) or [exc]
-    if config is None:
-        raise ApplyError(f"{file} is not a valid trtlade config ({len(errors)} error(s)), so the schedule was "
-                         "not written", f"run `trtlade validate-config {file}` and fix it first", where=file)
+    config = _applicable(text, file)
     server = config.lookahead.spec
     excess = schedule.excess(server)
     if excess:
@@ -54,10 +81,6 @@ def with_schedule(text: str, schedule: LookaheadSchedule, *, file: str = "<confi
             f"lookahead.spec ({server}): {', '.join(f'{f} {r} > {s}' for f, r, s in parts)}",
             f"tune against a server running this config, or raise lookahead.spec to at least "
             f"{schedule.smallest_engine_spec()} (and rebuild the engine)", where=file)
-    if config.lookahead.request_default is not None:
-        raise ApplyError(f"{file} sets lookahead.request_default; a schedule replaces it (both would disagree "
-                         "about requests without a lookahead field)",
-                         "remove lookahead.request_default, then run --apply again", where=file)
     yaml = YAML()  # round-trip: comments, key order and flow styles survive
     yaml.preserve_quotes = True
     yaml.width = 4096

@@ -4,13 +4,16 @@ Every check a constructor or setter makes here mirrors one in TensorRT-LLM's C++
 and each carries a ``# mirrors:`` comment naming the file and function (paths inside
 https://github.com/NVIDIA/TensorRT-LLM, read across its 0.16.0 to 1.2 releases and the newest 1.x
 sources; where a check changed across the range, or the release was not pinned down, the comment says
-so). A message the double cannot quote from the sources is marked "paraphrased".
+so). A message the double cannot quote from the sources is marked "paraphrased". The executor's C++ sources
+(cpp/tensorrt_llm/executor/*.cpp) were shipped prebuilt until 0.19 ("The C++ runtime is now open sourced",
+docs/source/release-notes.md); the 0.16-era pybind sources are public, so a binding's signature is read at 0.16,
+while a C++ check's 0.16 text is taken from the nearest public text (the comment says which).
 The rule of the double: it refuses what the real bindings refuse, with the real message, so a trtlade
 call that would fail on a GPU fails in the tests too. What it cannot know (kernels, memory) it does
 not pretend to check.
 
-Also mirrored: class and argument names, keyword-only arguments (``Request``: everything after
-``input_token_ids`` is keyword-only and ``max_tokens`` is required, as in 0.16),
+Also mirrored: class and argument names, keyword-only arguments where the binding has ``py::kw_only()``
+(``Request`` after ``input_token_ids``, ``SamplingConfig`` after ``beam_width``; none in ``ExecutorConfig``),
 ``calculate_speculative_resource()``, and an ``Executor`` that checks the engine directory's
 ``config.json`` against the executor config at construction the way the real one fails
 ("Assertion failed: 16 != 40"). C++ exceptions surface as ``RuntimeError`` (pybind's translation of
@@ -24,7 +27,7 @@ lookahead does; ``decoding_iter`` counts the iterations.
 
 Test-only hooks (not in the real API) start with an underscore: ``_fail_after_iterations``,
 ``_iteration_delay``, ``_fail_start``, ``_leader_terminated``, ``Executor._config``, ``Executor._warnings``,
-``_instances``, ``Executor._requests``.
+``_instances``, ``Executor._requests``, ``Request._warnings``.
 """
 
 from __future__ import annotations
@@ -100,6 +103,11 @@ class BatchingType(enum.Enum):
 
 
 class FinishReason(enum.Enum):
+    """cpp/include/tensorrt_llm/executor/types.h, enum class FinishReason (kNOT_FINISHED .. kCANCELLED).
+    The 0.16-era binding (cpp/tensorrt_llm/pybind/executor/bindings.cpp, InitBindings, ``py::enum_<FinishReason>``)
+    exposes only NOT_FINISHED, END_ID, STOP_WORDS and LENGTH; TIMED_OUT and CANCELLED reach Python in later
+    bindings. The double keeps all six (a cancelled request's reason on 0.16 is not one of the named values)."""
+
     NOT_FINISHED = 0
     END_ID = 1
     STOP_WORDS = 2
@@ -216,8 +224,13 @@ class LookaheadDecodingConfig:
         return self.calculate_speculative_resource_tuple(self._w, self._n, self._g)
 
     def isLE(self, that: "LookaheadDecodingConfig") -> bool:
+        # mirrors: decodingConfig.cpp, LookaheadDecodingConfig::isLE: each of (w, n, g) at most that one's
         return self._w <= that._w and self._n <= that._n and self._g <= that._g
 
+    # mirrors: the pybind ``def_static("get_default_lookahead_decoding_window" / "_ngram" / "_verification_set")``
+    # (cpp/tensorrt_llm/pybind/executor/request.cpp, initRequestBindings) returning the constants
+    # kDefaultLookaheadDecodingWindow / Ngram / VerificationSet of class LookaheadDecodingConfig
+    # (cpp/include/tensorrt_llm/executor/executor.h): 4, 3 and 4
     @staticmethod
     def get_default_lookahead_decoding_window() -> int:
         return 4
@@ -406,9 +419,15 @@ class SchedulerConfig:
 
 
 class ExecutorConfig:
-    """``ExecutorConfig(max_beam_width=1, *, ...)`` (everything else keyword-only)."""
+    """``ExecutorConfig(max_beam_width=1, scheduler_config=..., ...)``: every argument positional or keyword, in
+    the 0.16 binding's order (cpp/tensorrt_llm/pybind/executor/bindings.cpp, InitBindings,
+    ``py::class_<ExecutorConfig>``: no ``py::kw_only()``; 1.x, cpp/tensorrt_llm/pybind/executor/executorConfig.cpp,
+    initConfigBindings, inserts ``use_gpu_direct_storage`` before ``gpu_weights_percent``, so positions from there
+    on differ by release: pass those by keyword). ``max_beam_width``, ``max_batch_size``, ``max_num_tokens``,
+    ``iter_stats_max_iterations``, ``request_stats_max_iterations`` and ``max_seq_idle_microseconds`` are
+    properties whose setters are the C++ setters (``def_property``), so they check on assignment too."""
 
-    def __init__(self, max_beam_width: int = 1, *, scheduler_config: Optional[SchedulerConfig] = None,
+    def __init__(self, max_beam_width: int = 1, scheduler_config: Optional[SchedulerConfig] = None,
                  kv_cache_config: Optional[KvCacheConfig] = None, enable_chunked_context: bool = False,
                  normalize_log_probs: bool = True, iter_stats_max_iterations: int = 1000,
                  request_stats_max_iterations: int = 0, batching_type: BatchingType = BatchingType.INFLIGHT,
@@ -418,34 +437,120 @@ class ExecutorConfig:
                  decoding_config: Optional[DecodingConfig] = None, gpu_weights_percent: float = 1.0,
                  max_queue_size: Optional[int] = None, extended_runtime_perf_knob_config: object = None,
                  debug_config: object = None, recv_poll_period_ms: int = 0,
-                 max_seq_idle_microseconds: int = 180000000, spec_dec_config: object = None) -> None:
-        self.max_beam_width = _int_arg("max_beam_width", max_beam_width)
-        # mirrors: cpp/tensorrt_llm/executor/executorConfig.cpp, ExecutorConfig::ExecutorConfig
-        _assert(iter_stats_max_iterations >= 0, "iterStatsMaxIterations >= 0")
-        _assert(request_stats_max_iterations >= 0, "requestStatsMaxIterations >= 0")
-        _assert(self.max_beam_width > 0, "mMaxBeamWidth > 0")
-        _assert(max_seq_idle_microseconds > 0, "maxSeqIdleMicroseconds > 0")
+                 max_seq_idle_microseconds: int = 180000000, spec_dec_config: object = None,
+                 guided_decoding_config: object = None) -> None:
         for name, value in (("kv_cache_config", kv_cache_config), ("decoding_config", decoding_config)):
             expected = KvCacheConfig if name == "kv_cache_config" else DecodingConfig
             if value is not None and not isinstance(value, expected):
                 raise TypeError(f"incompatible constructor arguments: {name} must be a {expected.__name__}")
+        self._max_beam_width = _int_arg("max_beam_width", max_beam_width)
+        self._iter_stats = _int_arg("iter_stats_max_iterations", iter_stats_max_iterations)
+        self._request_stats = _int_arg("request_stats_max_iterations", request_stats_max_iterations)
+        self._max_seq_idle = int(max_seq_idle_microseconds)
+        # mirrors: cpp/tensorrt_llm/executor/executorConfig.cpp, ExecutorConfig::ExecutorConfig: four TLLM_CHECKs,
+        # in this order; maxBatchSize and maxNumTokens are stored as given (the constructor does not check them)
+        _assert(self._iter_stats >= 0, "iterStatsMaxIterations >= 0")
+        _assert(self._request_stats >= 0, "requestStatsMaxIterations >= 0")
+        _assert(self._max_beam_width > 0, "mMaxBeamWidth > 0")
+        _assert(self._max_seq_idle > 0, "maxSeqIdleMicroseconds > 0")
+        self._max_batch_size = None if max_batch_size is None else _int_arg("max_batch_size", max_batch_size)
+        self._max_num_tokens = None if max_num_tokens is None else _int_arg("max_num_tokens", max_num_tokens)
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.kv_cache_config = kv_cache_config or KvCacheConfig()
         self.enable_chunked_context = enable_chunked_context
+        self.normalize_log_probs = normalize_log_probs
         self.batching_type = batching_type
-        self.max_batch_size = max_batch_size
-        self.max_num_tokens = max_num_tokens
         self.parallel_config = parallel_config
         self.decoding_config = decoding_config or DecodingConfig()
         self.gpu_weights_percent = gpu_weights_percent
         self.max_queue_size = max_queue_size
-        if max_batch_size is not None:  # the optional sizes: only their setters check (> 0)
-            _assert(max_batch_size > 0, "mMaxBatchSize > 0")
-        if max_num_tokens is not None:
-            _assert(max_num_tokens > 0, "mMaxNumTokens > 0")
+        self.recv_poll_period_ms = recv_poll_period_ms
+        self.spec_dec_config = spec_dec_config
+        self.guided_decoding_config = guided_decoding_config
+
+    # mirrors: executorConfig.cpp, the setters: each stores the value, then TLLM_CHECKs it (the message is the
+    # condition on the member)
+    @property
+    def max_beam_width(self) -> int:
+        return self._max_beam_width
+
+    @max_beam_width.setter
+    def max_beam_width(self, value: int) -> None:  # ExecutorConfig::setMaxBeamWidth
+        self._max_beam_width = _int_arg("max_beam_width", value)
+        _assert(self._max_beam_width > 0, "mMaxBeamWidth > 0")
+
+    @property
+    def max_batch_size(self) -> Optional[int]:
+        return self._max_batch_size
+
+    @max_batch_size.setter
+    def max_batch_size(self, value: int) -> None:  # ExecutorConfig::setMaxBatchSize
+        self._max_batch_size = _int_arg("max_batch_size", value)
+        _assert(self._max_batch_size > 0, "mMaxBatchSize > 0")
+
+    @property
+    def max_num_tokens(self) -> Optional[int]:
+        return self._max_num_tokens
+
+    @max_num_tokens.setter
+    def max_num_tokens(self, value: int) -> None:  # ExecutorConfig::setMaxNumTokens
+        self._max_num_tokens = _int_arg("max_num_tokens", value)
+        _assert(self._max_num_tokens > 0, "mMaxNumTokens > 0")
+
+    @property
+    def iter_stats_max_iterations(self) -> int:
+        return self._iter_stats
+
+    @iter_stats_max_iterations.setter
+    def iter_stats_max_iterations(self, value: int) -> None:  # ExecutorConfig::setIterStatsMaxIterations
+        self._iter_stats = _int_arg("iter_stats_max_iterations", value)
+        _assert(self._iter_stats >= 0, "mIterStatsMaxIterations >= 0")
+
+    @property
+    def request_stats_max_iterations(self) -> int:
+        return self._request_stats
+
+    @request_stats_max_iterations.setter
+    def request_stats_max_iterations(self, value: int) -> None:  # ExecutorConfig::setRequestStatsMaxIterations
+        self._request_stats = _int_arg("request_stats_max_iterations", value)
+        _assert(self._request_stats >= 0, "mRequestStatsMaxIterations >= 0")
+
+    @property
+    def max_seq_idle_microseconds(self) -> int:
+        return self._max_seq_idle
+
+    @max_seq_idle_microseconds.setter
+    def max_seq_idle_microseconds(self, value: int) -> None:  # ExecutorConfig::setMaxSeqIdleMicroseconds
+        self._max_seq_idle = int(value)
+        _assert(self._max_seq_idle > 0, "mMaxSeqIdleMicroseconds > 0")
 
 
 class SamplingConfig:
+    """``SamplingConfig(beam_width=1, *, top_k=None, ...)``: ``beam_width`` positional, the rest keyword-only
+    (cpp/tensorrt_llm/pybind/executor/bindings.cpp, InitBindings, ``py::class_<SamplingConfig>``:
+    ``py::arg("beam_width") = 1, py::kw_only()``, 0.16 binding).
+
+    The checks are those of cpp/tensorrt_llm/executor/samplingConfig.cpp (the constructor calls one
+    ``check*`` per field; each ``TLLM_CHECK`` is a separate assertion whose message is its own condition, so
+    ``top_p=1.5`` fails with ``topP.value() <= 1.f``, not with the ``> 0`` half). Three texts were read:
+
+    * the 1.x text (commit 3585984b; the stored text just before it, with ``beamWidthArray`` but no
+      ``promptIgnoreLength``, makes the same checks): ``topPMin >= 0``, ``noRepeatNgramSize >= 0``, and the
+      constructor also runs ``checkLengthPenalty`` (``>= 0``) and ``checkEarlyStopping`` (``>= 0``) (their
+      setters skip them, "TODO: re-enable"); ``beamWidth`` is bounded by ``kernels::kMaxBeamWidth``;
+      repetition penalty ``repetitionpenalty.value() > 0.f``. The double uses it from 1.0 on.
+    * a 2025 pre-1.x text (``minP`` present, no ``beamWidthArray``, so after 0.16, whose binding passes no
+      ``min_p``, and before Variable-Beam-Width-Search, 0.19): ``topPMin >= 0``, ``noRepeatNgramSize > 0``, no
+      length-penalty or early-stopping check, ``beamWidth > 0`` only, and the repetition penalty as
+      ``TLLM_CHECK_WITH_INFO`` ("Repetition penalty should be strictly greater than zero. Provided value was
+      %f"). The double uses it for 0.17 to 0.x.
+    * the oldest stored text (the ``minLength`` era, 0.12 or earlier): ``topPMin > 0``, ``noRepeatNgramSize >
+      0``, no length-penalty or early-stopping check. 0.16's own text is not public (the executor sources were
+      shipped prebuilt until 0.19, "The C++ runtime is now open sourced", docs/source/release-notes.md); for
+      0.16 the double uses the oldest text's ``topPMin > 0`` (as trtlade/config/grps.py documents) and keeps
+      the 1.x repetition-penalty text. Both are unverified for 0.16.
+    """
+
     def __init__(self, beam_width: int = 1, *, top_k: Optional[int] = None, top_p: Optional[float] = None,
                  top_p_min: Optional[float] = None, top_p_reset_ids: Optional[int] = None,
                  top_p_decay: Optional[float] = None, seed: Optional[int] = None,
@@ -456,26 +561,49 @@ class SamplingConfig:
                  early_stopping: Optional[int] = None, no_repeat_ngram_size: Optional[int] = None,
                  num_return_sequences: Optional[int] = None) -> None:
         self.beam_width = _int_arg("beam_width", beam_width)
-        # mirrors: cpp/tensorrt_llm/executor/samplingConfig.cpp, SamplingConfig::SamplingConfig and its
-        # check* functions (TLLM_CHECK with the condition as the message); kMaxBeamWidth is 1024
-        _assert(0 < beam_width <= 1024, "beamWidth > 0 && beamWidth <= kMaxBeamWidth")
-        checks = ((top_k, lambda v: v >= 0, "topK.value() >= 0"),
-                  (top_p, lambda v: 0.0 < v <= 1.0, "topP.value() > 0.f && topP.value() <= 1.f"),
-                  (top_p_min, lambda v: 0.0 <= v <= 1.0, "topPMin.value() >= 0.f && topPMin.value() <= 1.f"),
-                  (top_p_reset_ids, lambda v: v >= 0, "topPResetIds.value() >= 0"),
-                  (top_p_decay, lambda v: 0.0 < v <= 1.0, "topPDecay.value() > 0.f && topPDecay.value() <= 1.f"),
-                  (temperature, lambda v: v >= 0.0, "temperature.value() >= 0.f"),
-                  (min_tokens, lambda v: v >= 0, "minTokens.value() >= 0"),
-                  (beam_search_diversity_rate, lambda v: v >= 0.0, "beamSearchDiversityRate.value() >= 0.f"),
-                  (repetition_penalty, lambda v: v > 0.0, "repetitionpenalty.value() > 0.f"),
-                  (length_penalty, lambda v: v >= 0.0, "lengthPenalty.value() >= 0.f"),
-                  (early_stopping, lambda v: v >= 0, "earlyStopping.value() >= 0"),
-                  (no_repeat_ngram_size, lambda v: v >= 0, "noRepeatNgramSize.value() >= 0"),
-                  (num_return_sequences, lambda v: v > 0 and (beam_width == 1 or v <= beam_width),
-                   "numReturnSequences.value() > 0"))
-        for value, ok, condition in checks:
-            if value is not None:
-                _assert(ok(value), condition)
+        v = _version()
+        # mirrors: samplingConfig.cpp, SamplingConfig::checkBeamWidth
+        if v >= (1, 0):  # kMaxBeamWidth (cpp/tensorrt_llm/kernels/beamSearchKernels.h): 1024
+            _assert(0 < beam_width <= 1024, "beamWidth > 0 && beamWidth <= "
+                    "static_cast<SizeType32 const>(tensorrt_llm::kernels::kMaxBeamWidth)")
+        else:
+            _assert(beam_width > 0, "beamWidth > 0")
+        if v >= (0, 17) and v < (1, 0):
+            rep = (lambda x: x > 0.0, lambda x: "Repetition penalty should be strictly greater than zero. "
+                                                f"Provided value was {x:f}")
+        else:
+            rep = (lambda x: x > 0.0, lambda x: "repetitionpenalty.value() > 0.f")
+        top_p_min_ok = (lambda x: x >= 0.0, "topPMin.value() >= 0.f") if v >= (0, 17) else \
+            (lambda x: x > 0.0, "topPMin.value() > 0.f")
+        no_repeat_ok = (lambda x: x >= 0, "noRepeatNgramSize.value() >= 0") if v >= (1, 0) else \
+            (lambda x: x > 0, "noRepeatNgramSize.value() > 0")
+        # (value, [(ok, message), ...]) in the constructor's order; within a field, the C++ order of its checks
+        checks: list[tuple[object, list]] = [
+            (top_k, [(lambda x: x >= 0, "topK.value() >= 0")]),  # checkTopK
+            (top_p, [(lambda x: x > 0.0, "topP.value() > 0.f"), (lambda x: x <= 1.0, "topP.value() <= 1.f")]),
+            (top_p_min, [top_p_min_ok, (lambda x: x <= 1.0, "topPMin.value() <= 1.f")]),  # checkTopPMin
+            (top_p_reset_ids, [(lambda x: x >= 0, "topPResetIds.value() >= 0")]),  # checkTopPResetIds
+            (top_p_decay, [(lambda x: x > 0.0, "topPDecay.value() > 0.f"),  # checkTopPDecay
+                           (lambda x: x <= 1.0, "topPDecay.value() <= 1.f")]),
+            (temperature, [(lambda x: x >= 0.0, "temperature.value() >= 0.f")]),  # checkTemperature
+            (min_tokens, [(lambda x: x >= 0, "minTokens.value() >= 0")]),  # checkMinTokens
+            (beam_search_diversity_rate, [(lambda x: x >= 0.0, "beamSearchDiversityRate.value() >= 0.f")]),
+            (repetition_penalty, [rep]),  # checkRepetitionPenalty
+        ]
+        if v >= (1, 0):  # checkLengthPenalty, checkEarlyStopping: constructor only, 1.x text
+            checks += [(length_penalty, [(lambda x: x >= 0.0, "lengthPenalty.value() >= 0.f")]),
+                       (early_stopping, [(lambda x: x >= 0, "earlyStopping.value() >= 0")])]
+        checks += [
+            (no_repeat_ngram_size, [no_repeat_ok]),  # checkNoRepeatNgramSize
+            (num_return_sequences, [(lambda x: x > 0, "numReturnSequences.value() > 0"),  # checkNumReturnSequences
+                                    (lambda x: beam_width == 1 or x <= beam_width,
+                                     "beamWidth == 1 || numReturnSequences.value() <= beamWidth")]),
+        ]
+        for value, field_checks in checks:
+            if value is None:
+                continue
+            for ok, message in field_checks:
+                _assert(ok(value), message(value) if callable(message) else message)
         self.top_k = top_k
         self.top_p = top_p
         self.seed = seed
@@ -495,10 +623,15 @@ class OutputConfig:
 
 # ------------------------------------------------------------------------------------- requests
 class Request:
-    """``Request(input_token_ids, *, max_tokens, streaming=False, ...)`` as in 0.16: ``max_tokens`` is
-    keyword-only and required (later versions also take it as the second positional argument)."""
+    """``Request(input_token_ids, *, max_tokens=None, max_new_tokens=None, streaming=False, ...)`` as bound in
+    0.16 (cpp/tensorrt_llm/pybind/executor/bindings.cpp, InitBindings, ``py::class_<Request>``: a ``py::init``
+    lambda with ``py::arg("input_token_ids"), py::kw_only(), py::arg("max_tokens") = py::none(),
+    py::arg("max_new_tokens") = py::none(), ...``): everything after ``input_token_ids`` is keyword-only;
+    ``max_new_tokens`` is the deprecated name (a warning, used when ``max_tokens`` is missing), and with neither
+    the lambda's ``TLLM_CHECK_WITH_INFO`` fails ("missing required argument max_tokens")."""
 
-    def __init__(self, input_token_ids: list[int], *, max_tokens: int, streaming: bool = False,
+    def __init__(self, input_token_ids: list[int], *, max_tokens: Optional[int] = None,
+                 max_new_tokens: Optional[int] = None, streaming: bool = False,
                  sampling_config: Optional[SamplingConfig] = None, output_config: Optional[OutputConfig] = None,
                  end_id: Optional[int] = None, pad_id: Optional[int] = None,
                  position_ids: Optional[list[int]] = None, bad_words: Optional[list[list[int]]] = None,
@@ -511,8 +644,16 @@ class Request:
         if not isinstance(input_token_ids, (list, tuple)):
             raise TypeError("incompatible constructor arguments: input_token_ids must be a list of int")
         self.input_token_ids = [_int_arg("input_token_ids[i]", t) for t in input_token_ids]
+        #: TLLM_LOG_WARNING lines the real binding prints (test hook)
+        self._warnings: list[str] = []
+        # mirrors: the 0.16 binding's Request py::init lambda (above): the deprecated alias, then the check
+        if max_new_tokens is not None:
+            self._warnings.append("max_new_tokens is being deprecated; please use max_tokens instead.")
+            if max_tokens is None:
+                max_tokens = max_new_tokens
+        _assert(max_tokens is not None, "missing required argument max_tokens")
         self.max_tokens = _int_arg("max_tokens", max_tokens)
-        # mirrors: cpp/tensorrt_llm/executor/requestImpl.h, Request::Impl::validate
+        # mirrors: cpp/tensorrt_llm/executor/requestImpl.h, Request::Impl::validate (run by the constructor)
         _assert(bool(self.input_token_ids), "!mInputTokenIds.empty()")
         _assert(self.max_tokens > 0, "mMaxNewTokens > 0")
         if sampling_config is not None and not isinstance(sampling_config, SamplingConfig):
@@ -634,9 +775,15 @@ class Executor:
         self._rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
         if self._rank == 0:
             _leader_terminated.clear()
-        # paraphrased: a beam width above the engine's is refused at construction; the real text was not read
-        _assert(executor_config.max_beam_width <= int(build.get("max_beam_width", 1)),
-                "max_beam_width exceeds the engine's max_beam_width")
+        # mirrors: cpp/tensorrt_llm/batch_manager/trtGptModel.h, TrtGptModel::TrtGptModel: two
+        # TLLM_CHECK_WITH_INFO, the executor's beam width then its batch size (the engine's when not given)
+        engine_beam, engine_batch = int(build.get("max_beam_width", 1)), self._max_batch_size
+        _assert(executor_config.max_beam_width <= engine_beam,
+                f"Runtime configured max beam width ({executor_config.max_beam_width}) must not exceed engine max "
+                f"beam width ({engine_beam})")
+        batch = executor_config.max_batch_size if executor_config.max_batch_size is not None else engine_batch
+        _assert(batch <= engine_batch,
+                f"Runtime configured max batch size ({batch}) must not exceed engine max batch size ({engine_batch})")
         engine_mode = int(build.get("speculative_decoding_mode", 1))
         engine_draft = int(build.get("max_draft_len", 0))
         self._max_input_len = self._prompt_limit(build)
@@ -758,6 +905,8 @@ class Executor:
         return [self.enqueue_request(r) for r in requests]
 
     def cancel_request(self, id: int) -> None:  # noqa: A002 - the binding's argument name
+        # mirrors: executorImpl.cpp, Executor::Impl::cancelRequest: the id is queued and the request ends at the
+        # next iteration with a final response; an unknown or finished id is ignored (no error)
         with self._lock:
             active = self._active.get(id)
             if active is not None:
@@ -779,6 +928,10 @@ class Executor:
                 return []
             return self._iterate(wanted)
 
+    # Not mirrored: the real executor keeps up to iter_stats_max_iterations / request_stats_max_iterations
+    # entries (executorImpl.cpp, Executor::Impl::getLatestIterationStats / getLatestRequestStats) and hands them
+    # over; the double records no statistics, so both calls return an empty list (as the real one does when no
+    # iteration ran since the last call). trtlade does not call them.
     def get_latest_iteration_stats(self) -> list:
         return []
 
@@ -839,6 +992,9 @@ class Executor:
         a.iterations += 1
         result.decoding_iter = a.iterations
         if a.cancelled:
+            # mirrors: a cancelled request's final response carries no tokens (docs/source/release-notes.md,
+            # 0.16.0: "[BREAKING CHANGE] Cancelled requests now return empty results") and reason kCANCELLED
+            # (cpp/include/tensorrt_llm/executor/types.h, FinishReason)
             del self._active[a.rid]
             result.is_final = result.is_sequence_final = True
             result.output_token_ids = [[]]
@@ -850,6 +1006,15 @@ class Executor:
         reason = FinishReason.NOT_FINISHED
         prompt = req.input_token_ids
         min_tokens = req.sampling_config.min_tokens or 0
+        # The stop rules, each ending the request with its FinishReason (cpp/include/tensorrt_llm/executor/
+        # types.h): drawing the end id marks the sequence finished (kEND_ID; FinishedState::setFinishedEOS,
+        # cpp/tensorrt_llm/kernels/decodingCommon.h, set by the sampling kernels) and the id is not returned
+        # (not traced to a line: the double's reading of the outputs); a stop word
+        # ends after its last token, which stays in the output (kSTOP_WORDS; stopCriteriaKernels.cu,
+        # invokeStopWordsCriterion); max_tokens generated tokens end it (kLENGTH; invokeLengthCriterion).
+        # min_tokens: the real sampler masks the end id until min_tokens tokens exist (cpp/tensorrt_llm/kernels/
+        # penaltyKernels.cu, the minLength penalty), so the model emits another token; the echo stand-in emits
+        # the prompt's token unchanged there.
         for _ in range(count):
             token = prompt[len(a.output) % len(prompt)] if prompt else 0
             if req.end_id is not None and token == req.end_id and len(a.output) >= min_tokens:
@@ -867,8 +1032,14 @@ class Executor:
         if final:
             del self._active[a.rid]
         elif not req.streaming:
-            return None  # non-streaming: only the final response, with every token
+            # mirrors: cpp/include/tensorrt_llm/batch_manager/llmRequest.h, LlmRequest::createResponse (0.16;
+            # llmRequest.cpp, LlmRequest::createResult in 1.x): no response unless the request is finished or
+            # streaming
+            return None
         result.is_final = result.is_sequence_final = final
-        result.output_token_ids = [new if req.streaming else list(a.output)]
+        # same function: a streaming response carries the new tokens; the non-streaming (final) one the whole
+        # sequence, prompt included unless OutputConfig(exclude_input_from_output=True)
+        whole = list(a.output) if req.output_config.exclude_input_from_output else [*prompt, *a.output]
+        result.output_token_ids = [new if req.streaming else whole]
         result.finish_reasons = [reason]
         return Response(a.rid, result=result, client_id=req.client_id)

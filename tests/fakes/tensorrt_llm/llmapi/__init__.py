@@ -14,13 +14,24 @@ Mirrored, each with the source it was read from (NVIDIA/TensorRT-LLM):
   ``abort()`` ends it (``GenerationResult.abort``). With ``SamplingParams(return_perf_metrics=True)`` an output
   carries ``request_perf_metrics.speculative_decoding`` with ``total_draft_tokens``,
   ``total_accepted_draft_tokens`` and ``acceptance_rate`` (read by Triton's stock llmapi model,
-  ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@044a90d2``, ``_create_response``). With a
-  speculative config and penalties but no
-  ``enable_penalty``, the request is rejected at admission (``DecodingBaseConfig.enable_penalty``'s doc).
+  ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@044a90d2``, ``_create_response``).
+* Penalties with a drafter (read at ``a1a20970``, the 1.3 line): ``DecodingBaseConfig.enable_penalty`` (llm_args.py,
+  default False, added by NVIDIA/TensorRT-LLM#17701) concerns the one-model modes only, which all sample through
+  ``SpecSampler`` (``tensorrt_llm/_torch/speculative/utils.py``, ``get_spec_decoder``: every mode whose
+  ``SpeculativeDecodingMode.use_one_engine()`` holds, SA among them). ``SpecSampler.validate_request``
+  (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``) refuses a request with a repetition / presence /
+  frequency penalty while ``enable_penalty`` is off; it runs at request admission inside the executor, so
+  ``generate_async`` returns normally and the request's result raises ``RequestError`` (double:
+  ``tensorrt_llm/executor/utils.py``) with that text when iterated. NGram is not a one-model mode
+  (``use_one_engine`` leaves it out; ``get_spec_drafter`` gives it an ``NGramDrafter``) and samples with
+  ``TorchSampler``, which applies the penalties (NVIDIA/TensorRT-LLM#16485): no refusal. AUTO is taken as NGram
+  (its drafter in 1.x, release notes 1.0 "Auto-enable ngram"; not re-read for 1.3).
 * ``SamplingParams`` (``tensorrt_llm/sampling_params.py``): the fields trtlade sends; ``temperature`` >= 0, ``top_p``
   in (0, 1] (paraphrased messages).
 * ``NGramDecodingConfig``, ``SADecodingConfig``, ``AutoDecodingConfig``, ``KvCacheConfig`` (``llm_args.py``): the
-  fields trtlade writes, with ``validate_ngram_config`` / ``validate_sa_config``'s rules and messages.
+  fields trtlade writes, with ``validate_ngram_config`` / ``validate_sa_config``'s rules and messages, and
+  pydantic's for the constrained field types (``PositiveInt``: "Input should be greater than 0", raised before
+  any model validator runs).
 
 Generation is a deterministic stand-in: the output echoes the prompt's tokens cyclically; with a speculative
 config every other iteration carries two tokens (drafts accepted), without one each carries one; every
@@ -81,7 +92,12 @@ class SADecodingConfig(_Config):
     decoding_type = "SA"
     _fields = {**_BASE, "max_matching_ngram_size": -1, "enable_global_pool": False, "global_pool_size": None}
 
-    def _validate(self) -> None:  # mirrors: SADecodingConfig.validate_sa_config, in its order
+    def _validate(self) -> None:
+        if self.global_pool_size is not None and self.global_pool_size < 1:
+            # mirrors: SADecodingConfig.global_pool_size: Optional[PositiveInt] (llm_args.py@a1a20970): pydantic
+            # refuses it as a field, before validate_sa_config runs
+            raise ValueError("global_pool_size: Input should be greater than 0")
+        # mirrors: SADecodingConfig.validate_sa_config (llm_args.py@a1a20970), in its order
         k = self.max_matching_ngram_size
         if k == 0:
             raise ValueError("max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match). Got 0.")
@@ -90,8 +106,12 @@ class SADecodingConfig(_Config):
                              f"enable_global_pool is True. Got {k}.")
         if self.max_draft_len is None or self.max_draft_len <= 0:
             raise ValueError("max_draft_len must be > 0 for SA")
-        if self.global_pool_size is not None and not self.enable_global_pool:
-            raise ValueError("global_pool_size requires enable_global_pool=True")
+        if self.global_pool_size is not None:
+            # same validator: ">= 1" first (unreachable behind the PositiveInt field type), then the pool flag
+            if self.global_pool_size < 1:
+                raise ValueError("global_pool_size must be >= 1")
+            if not self.enable_global_pool:
+                raise ValueError("global_pool_size requires enable_global_pool=True")
         self.max_total_draft_tokens = self.max_draft_len
 
 
@@ -144,10 +164,11 @@ class _Completion:
 
 
 class _Result:
-    """A streaming GenerationResult: one item per iteration until finished or aborted."""
+    """A streaming GenerationResult: one item per iteration until finished or aborted; ``_error`` (the
+    executor's error response for the request) is raised as ``RequestError`` by the first iteration."""
 
-    def __init__(self, llm: "LLM", prompt: list[int], params: SamplingParams) -> None:
-        self._llm, self._prompt, self._params = llm, prompt, params
+    def __init__(self, llm: "LLM", prompt: list[int], params: SamplingParams, error: Optional[str] = None) -> None:
+        self._llm, self._prompt, self._params, self._error = llm, prompt, params, error
         self.outputs = [_Completion()]
         self.finished = False
         self.aborted = False
@@ -164,6 +185,13 @@ class _Result:
         await asyncio.sleep(0)
         if self.finished or self.aborted:
             raise StopAsyncIteration
+        if self._error is not None:
+            # mirrors: tensorrt_llm/executor/result.py, GenerationResult.__anext__ -> _handle_response: an error
+            # response becomes RequestError (tensorrt_llm/executor/utils.py) raised to the caller
+            from ..executor.utils import RequestError
+
+            self.finished = True
+            raise RequestError(self._error)
         out = self.outputs[0]
         out._last_token_ids_len = len(out.token_ids)
         count = 1 + (self._step % 2 if self._llm._kwargs.get("speculative_config") is not None else 0)
@@ -188,6 +216,13 @@ class _Result:
         self._step += 1
         self.finished = out.finish_reason is not None
         return self
+
+
+def _has_occurrence_penalty(params: SamplingParams) -> bool:
+    """mirrors: tensorrt_llm/_torch/pyexecutor/sampler/penalties.py, ``has_occurrence_penalty``: a penalty other
+    than its neutral value (repetition 1.0, presence and frequency 0.0)."""
+    return ((params.repetition_penalty is not None and params.repetition_penalty != 1.0)
+            or bool(params.presence_penalty) or bool(params.frequency_penalty))
 
 
 class LLM:
@@ -217,14 +252,17 @@ class LLM:
                        streaming: bool = False, **_: Any) -> _Result:
         params = sampling_params or SamplingParams()
         spec = self._kwargs.get("speculative_config")
-        penalised = any(getattr(params, n) not in (None, 0.0, 1.0) for n in
-                        ("presence_penalty", "frequency_penalty", "repetition_penalty"))
-        if spec is not None and penalised and not spec.enable_penalty:
-            # mirrors: DecodingBaseConfig.enable_penalty: "rejected at admission rather than silently decoded"
-            raise ValueError("penalties with speculative decoding need speculative_config.enable_penalty")
+        error = None
+        if isinstance(spec, SADecodingConfig) and not spec.enable_penalty and _has_occurrence_penalty(params):
+            # mirrors: tensorrt_llm/_torch/speculative/spec_sampler_base.py, SpecSampler.validate_request (the
+            # sampler of every one-model mode, SA included; not NGram): called at request admission in the
+            # executor, its ValueError becomes this request's error response (paraphrased message)
+            error = ("repetition_penalty / presence_penalty / frequency_penalty need 'enable_penalty: true' in the "
+                     "speculative decoding config for one-model speculative decoding; enable it, drop the "
+                     "penalties, or turn speculative decoding off")
         prompt = list(inputs)
         self._requests.append((prompt, params))
-        return _Result(self, prompt, params)
+        return _Result(self, prompt, params, error)
 
     def shutdown(self) -> None:
         self._shut = True
