@@ -319,3 +319,12 @@ def test_cli_launch_failure_is_clear(tmp_path: Path) -> None:
     result = invoke("bench", "--launch", str(cfg), "--launch-timeout", "20", "--result-dir", str(tmp_path / "r"))
     assert result.exit_code == 1
     assert f"--launch {cfg}" in result.stderr and "hint:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_bad_mode_from_the_config_is_located_in_the_config_not_blamed_on_the_flag(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model: {}\nlookahead:\n  spec: 4,2,4\nbench:\n  modes: [ar, bogus]\n")
+    result = invoke("bench", "--config", str(cfg))
+    assert result.exit_code == 1 and f"{cfg}:5:10: bench.modes: 'bogus' is not a mode" in result.stderr
+    flagged = invoke("bench", "--config", str(cfg), "--modes", "nope")
+    assert flagged.exit_code == 1 and "--modes: 'nope' is not a mode" in flagged.stderr

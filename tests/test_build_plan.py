@@ -456,3 +456,23 @@ def test_a_quantized_checkpoint_is_refused_by_name_with_what_builds_it(tmp_path,
     assert f"quant_method: {method}" in err.value.message and "full-precision" in err.value.message
     assert "quantize.py" in err.value.hint and "int4_gptq" in err.value.hint
     assert err.value.where.endswith("config.json:quantization_config")
+
+
+def test_a_config_problem_is_worded_as_validate_config_words_it(tmp_path):
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, config={"lookahead": {"spec": "4,2,4", "sped": 1}}, config_path=tmp_path / "d.yml")
+    assert err.value.message == "unknown key 'sped' in lookahead" and "did you mean 'spec'?" in err.value.hint
+    assert err.value.where == f"{tmp_path / 'd.yml'}:lookahead.sped"
+
+
+@pytest.mark.parametrize("lookahead, fragment", [
+    ({"spec": "4,2,4", "request_default": "4,2,4"}, "lookahead.request_default (4,2,4) is not admitted"),
+    ({"spec": "4,2,4", "schedule": [{"up_to": 2, "spec": "4,2,4"}, {"spec": "1,1,0"}]}, "lookahead.schedule band 0"),
+])
+def test_wng_that_the_files_own_keys_exceed_is_blamed_not_the_file(tmp_path, lookahead, fragment):
+    """The file alone passes validate-config: the hint must not send the user there."""
+    with pytest.raises(BuildError) as err:
+        plan_for(tmp_path, spec=LookaheadSpec(2, 2, 2), config={"lookahead": lookahead},
+                 config_path=tmp_path / "d.yml")
+    assert err.value.where == "--wng" and fragment in err.value.message
+    assert "raise --wng" in err.value.hint and "validate-config" not in err.value.hint

@@ -727,15 +727,33 @@ def _validated_config(options: BuildOptions, raw: Mapping[str, Any]):
                          hint="the spec sets the engine's max_draft_len; see `trtlade spec 4,2,4`")
     try:
         return TrtladeConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        where = f"{options.config_path}:{loc}" if options.config_path else loc
-        message, _, hint = str(first["msg"]).removeprefix("Value error, ").partition("\nhint: ")
-        more = f" (and {exc.error_count() - 1} more problem{'s' if exc.error_count() > 2 else ''})" \
-            if exc.error_count() > 1 else ""
-        check = f"check it with: trtlade validate-config {options.config_path or 'FILE'}"
-        raise BuildError(message + more, where=where, hint=f"{hint}; {check}" if hint else check) from None
+    except ValidationError:
+        pass
+    raise _config_error(options, raw, data)
+
+
+def _config_error(options: BuildOptions, raw: Mapping[str, Any], data: Mapping[str, Any]) -> BuildError:
+    """The first problem of the config as the flags change it, worded as validate-config words it (an unknown
+    key with its did-you-mean, a range, a rule), at the flag that causes it when the file alone is fine."""
+    import yaml
+
+    from trtlade.config.loader import validate_trtlade
+    from trtlade.yaml_doc import parse_yaml
+
+    src = str(options.config_path) if options.config_path else "config"
+    _, found = validate_trtlade(parse_yaml(yaml.safe_dump(dict(data), sort_keys=False), src))
+    errors = [d for d in found if d.severity == "error"] or found
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    _, alone = validate_trtlade(parse_yaml(yaml.safe_dump(dict(raw), sort_keys=False), src)) if raw else (None, [])
+    if options.spec is not None and not [d for d in alone if d.severity == "error" and d.path != "lookahead.spec"]:
+        return BuildError(first.message + more, where="--wng",
+                          hint=f"--wng {options.spec} must admit the config's lookahead.request_default and every "
+                               "lookahead.schedule band (w<=W, n<=N, g<=G): raise --wng, or change those keys in "
+                               f"{src}")
+    check = f"check it with: trtlade validate-config {src if options.config_path else 'FILE'}"
+    return BuildError(first.message + more, where=f"{src}:{first.path}" if first.path else src,
+                      hint=f"{first.hint}; {check}" if first.hint else check)
 
 
 def _relative_to(path: Path, base: Path) -> Path:

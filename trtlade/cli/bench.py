@@ -268,7 +268,9 @@ def bench(
             raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
                             hint="clear (each series starts from an empty cache) or keep")
     except PlanError as exc:
-        fail(exc.message, where=exc.option, hint=exc.hint)
+        given = {"--modes": modes, "--max-concurrency": max_concurrency, "--endpoint": endpoint,
+                 "--prefix-cache": prefix_cache}
+        fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
 
     n_prompts = num_prompts if num_prompts is not None else section.num_prompts
     n_warm = num_warmups if num_warmups is not None else section.num_warmups
@@ -314,6 +316,23 @@ def bench(
     out_root = result_root(result_dir, loaded, section)
     settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
     _run_and_report(plan, settings, meta, out_root, label, launch, launch_timeout, model, plots)
+
+
+#: the bench section's key behind each flag a config can stand in for
+_CONFIG_KEYS = {"--modes": "modes", "--max-concurrency": "concurrency", "--endpoint": "endpoint",
+                "--prefix-cache": "prefix_cache"}
+
+
+def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
+    """The flag, or, where the flag was not given and the config's bench section set the value, its line."""
+    key = _CONFIG_KEYS.get(option)
+    if key is None or given.get(option) is not None or loaded is None:
+        return option
+    loc = ("bench", key)
+    if not loaded.document.has(loc):
+        return option
+    line, column = loaded.document.position(loc)
+    return f"{loaded.document.file}:{line}:{column}: bench.{key}"
 
 
 def _top_p(given: Optional[float], configured: float) -> float:
