@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from scripted_server import Script, ServerThread
 from trtlade.bench.launch import LaunchError, launched_server
-from trtlade.bench.report import RunSummary, load_run
+from trtlade.bench.report import load_run
 from trtlade.cli.main import app
 
 TESTS = Path(__file__).resolve().parent
@@ -35,18 +35,6 @@ def free_port() -> int:
 def only_run(result_dir: Path) -> Path:
     [run] = [p for p in result_dir.iterdir() if p.is_dir()]
     return run
-
-
-def bench_trtlade_serve(config: Path, result_dir: Path, *extra: str) -> RunSummary:
-    """End-to-end helper for the real server: `trtlade bench --launch CONFIG` on a small run (two
-    levels, two prompts, 8 tokens, ar vs lookahead); returns the run's summary.json. Raises with the
-    CLI output if the command fails."""
-    result = runner.invoke(app, ["bench", "--launch", str(config), "-c", "1,2", "-n", "2", "--num-warmups", "1",
-                                 "--max-tokens", "8", "--modes", "ar,lookahead", "--result-dir", str(result_dir),
-                                 "--launch-timeout", "300", *extra], catch_exceptions=False)
-    if result.exit_code != 0:
-        raise AssertionError(f"trtlade bench --launch failed ({result.exit_code}):\n{result.output}")
-    return load_run(only_run(result_dir))
 
 
 @pytest.fixture(scope="module")

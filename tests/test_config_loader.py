@@ -67,15 +67,13 @@ def test_huge_file_is_not_parsed(tmp_path):
     assert d.code == "file-too-large" and "1024 KiB" in d.message
 
 
-@pytest.mark.parametrize("content, line, column", [
-    (b"lookahead:\n  spec: caf\xe9\n", 2, 12),
-    (b"\xff\xfe l\x00", 1, 1),          # UTF-16 BOM and a NUL: binary wins, position still given
+@pytest.mark.parametrize("content, code, line, column", [
+    (b"lookahead:\n  spec: caf\xe9\n", "not-utf8", 2, 12),
+    (b"\xff\xfe l\x00", "binary-file", 1, 5),  # UTF-16 BOM and a NUL: binary wins, at the NUL
 ])
-def test_not_utf8(tmp_path, content, line, column):
+def test_not_utf8(tmp_path, content, code, line, column):
     d = _load_error(tmp_path, content)
-    assert d.code in ("not-utf8", "binary-file")
-    if d.code == "not-utf8":
-        assert (d.line, d.column) == (line, column)
+    assert (d.code, d.line, d.column) == (code, line, column)
 
 
 def test_utf8_bom_is_accepted(tmp_path):
