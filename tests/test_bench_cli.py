@@ -133,6 +133,7 @@ def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> Non
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0"], "top_p 0 is outside (0, 1]"),
     (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
     (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
+    (["--max-concurrency", "1,,2"], "--max-concurrency: an empty level in '1,,2'"),
     (["--metadata", "novalue"], "--metadata: 'novalue' is not key=value"),
     (["--endpoint", "embeddings"], "--endpoint: 'embeddings' is not an endpoint"),
     (["--labels", "x,y"], "--labels names the two servers"),
@@ -316,3 +317,18 @@ def test_a_bad_mode_from_the_config_is_located_in_the_config_not_blamed_on_the_f
     assert result.exit_code == 1 and f"{cfg}:5:10: bench.modes: 'bogus' is not a mode" in result.stderr
     flagged = invoke("bench", "--config", str(cfg), "--modes", "nope")
     assert flagged.exit_code == 1 and "--modes: 'nope' is not a mode" in flagged.stderr
+
+
+def test_report_compare_on_a_file_that_is_no_summary_says_so(tmp_path: Path) -> None:
+    other = tmp_path / "deploy.yml"
+    other.write_text("model: {}\n")
+    result = invoke("report", "compare", str(other), str(other))
+    assert result.exit_code == 1 and "is not a trtlade bench summary: not JSON" in result.stderr
+    assert ": :" not in result.stderr and "run folder" in result.stderr
+
+
+def test_a_sharegpt_file_without_a_human_turn_says_why_it_has_no_prompt(tmp_path: Path) -> None:
+    data = tmp_path / "chats.json"
+    data.write_text('[{"conversations": [{"from": "gpt", "value": "hi"}]}]')
+    result = invoke("bench", "--dataset", str(data))
+    assert result.exit_code == 1 and "none of its 1 conversation(s) has a human turn" in result.stderr

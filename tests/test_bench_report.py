@@ -460,7 +460,8 @@ def test_file_datasets(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content, match, where", [
     ('{"prompt": "ok"}\nnot json\n', "not valid JSON", ":2"),
-    ('{"text": "x"}\n', "no 'prompt' or 'messages'", ":1"),
+    ('{"text": "x"}\n', "unknown key 'text'", ":1"),
+    ('{"category": "code"}\n', "no 'prompt' or 'messages'", ":1"),
     ('{"messages": []}\n', "non-empty list", ":1"),
     ("\n\n", "no prompts", ""),
 ])

@@ -476,3 +476,10 @@ def test_wng_that_the_files_own_keys_exceed_is_blamed_not_the_file(tmp_path, loo
                  config_path=tmp_path / "d.yml")
     assert err.value.where == "--wng" and fragment in err.value.message
     assert "raise --wng" in err.value.hint and "validate-config" not in err.value.hint
+
+
+def test_engine_only_flags_given_for_the_reference_engine_are_noted(tmp_path):
+    plan = plan_for(tmp_path, "llama", backend="reference", max_input_len=100, keep_checkpoint=False)
+    [note] = [n for n in plan.notes if "not used by the reference engine" in n]
+    assert note.startswith("--max-input-len, --keep-checkpoint/--no-keep-checkpoint") and "max_prompt_tokens" in note
+    assert not [n for n in plan_for(tmp_path / "b", "llama", backend="reference").notes if "not used by" in n]

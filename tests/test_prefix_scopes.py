@@ -81,7 +81,7 @@ def test_accounting_is_per_namespace_kind_and_names_no_key():
     ("alice short\n", "at least 16", "keys.txt:1"),
     (f"alice {ALICE}\nalice {BOB}\n", "named twice", "keys.txt:2"),
     (f"alice {ALICE}\nbob {ALICE}\n", "also another identity's key", "keys.txt:2"),
-    (f"alice {ALICE} root\n", "not `NAME KEY [admin]`", "keys.txt:1"),
+    (f"alice {ALICE} root\n", "its third field is not `admin`", "keys.txt:1"),
     (f"al ice {ALICE}\n", "not `NAME KEY [admin]`", "keys.txt:1"),
     (f"al/ice {ALICE}\n", "not a plain name", "keys.txt:1"),
     ("# only a comment\n", "holds no key", "keys.txt"),

@@ -133,6 +133,19 @@ def test_cli_user_errors_exit_cleanly(args, code, fragment):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("args", [["--port", "70000"], ["--log-level", "verbose"], ["--prefix-cache-mb", "-1"],
+                                  ["--prefill-chunk-tokens", "-5"], ["--prefill-stall", "0.5"],
+                                  ["--prefix-cache-scope", "everyone"]])
+def test_every_serve_flag_error_comes_with_a_hint(args):
+    result = runner.invoke(app, ["serve", *args])
+    assert result.exit_code == 2 and "hint:" in result.output and args[0] in result.output, result.output
+
+
+def test_a_keys_file_that_is_a_folder_is_said_to_be_one(tmp_path):
+    result = runner.invoke(app, ["serve", "--api-keys-file", str(tmp_path)])
+    assert result.exit_code == 2 and "a folder, not a file" in result.output
+
+
 def test_cli_invalid_config_shows_located_diagnostics(tmp_path):
     cfg = write(tmp_path / "bad.yml", "lookahead:\n  spec: 4,2,4\nserve:\n  prot: 8000\n")
     result = runner.invoke(app, ["serve", "--config", str(cfg)])

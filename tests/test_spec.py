@@ -105,6 +105,13 @@ def test_parse_errors(bad, rule):
     assert info.value.hint
 
 
+@pytest.mark.parametrize("bad", ["4,2,4,", ",4,2,4", "4,,2", "4-2-"])
+def test_an_empty_field_is_said_as_such_not_counted_as_a_number(bad):
+    with pytest.raises(SpecError) as info:
+        LookaheadSpec.parse(bad)
+    assert info.value.message == f"an empty field in {bad!r}" and info.value.rule == "parse"
+
+
 @pytest.mark.parametrize("bad,count", [("x", 0), ("-", 0), ("9,9", 2), ("abc", 1)])
 def test_a_spec_error_counts_the_numbers_given(bad, count):
     with pytest.raises(SpecError, match=f"three numbers \\(W,N,G\\), got {count} in"):

@@ -133,6 +133,7 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     (["--apply", "{config}"], CONFIG.replace("spec: 2,4,2 ", "spec: 2,4,2\n  request_default: 1,1,0 "),
      "request_default"),
     (["--drafters", "ngram,bogus"], CONFIG, "'bogus' names no drafter"),
+    (["--candidates", ""], CONFIG, "--candidates is empty"),
 ])
 def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):
     """No server is reached (the URL is closed): the refusal comes first, not after minutes of measuring."""

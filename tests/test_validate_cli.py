@@ -247,3 +247,11 @@ def test_the_schema_knows_the_bundled_datasets_the_bench_reads():
     from trtlade.config.schema import BUNDLED_DATASETS
 
     assert BUNDLED_DATASETS == BUNDLED
+
+
+def test_config_show_says_what_kind_of_file_it_was_given():
+    from trtlade.cli.main import app
+
+    result = CliRunner().invoke(app, ["config", "show", "tests/data/trtllm_serve/auto-plain.yaml"])
+    assert result.exit_code == 1 and "is a trtllm-serve config, not a trtlade config" in result.output
+    assert "validate-config" in result.output

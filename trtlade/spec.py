@@ -219,6 +219,9 @@ class LookaheadSpec:
         parts = [p.strip() for p in re.split(separator, inner.strip())] if inner.strip() else []
         if not any(parts):  # "" or separators alone ("x", "-"): no number at all, not "2 of 3"
             parts = []
+        if "" in parts:  # "4,2,4," or ",4,2,4": a field left empty, not a fourth number
+            raise SpecError(f"an empty field in {text!r}", rule="parse",
+                            hint='write it as "W,N,G" with a number in each field, e.g. "4,2,4"')
         return cls._parse_sequence(parts, shown=repr(text))
 
     @classmethod

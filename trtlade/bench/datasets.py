@@ -98,6 +98,9 @@ def load_dataset(spec: str) -> Dataset:
         prompts, skipped = _parse_sharegpt(text, str(path))
     else:
         prompts = _parse_jsonl(text, str(path))
+    if not prompts and skipped:
+        raise DatasetError(f"none of its {skipped} conversation(s) has a human turn to send", where=str(path),
+                           hint='ShareGPT: each conversation\'s first {"from": "human", "value": "..."} is the prompt')
     if not prompts:
         raise DatasetError("the dataset has no prompts", where=str(path),
                            hint='JSONL: one {"prompt": "..."} or {"messages": [...]} per line')

@@ -128,6 +128,7 @@ def _check_admitted(s: Series, engine: dict) -> None:
     >>> t = Target("a", "http://h", server_info={"engine": {"spec": {"window_size": 2, "ngram_size": 4,
     ...                                                              "verification_set_size": 2}}})
     >>> _check_admitted(Series("9-9-9", t, Mode("9-9-9", LookaheadSpec(9, 9, 9))), t.server_info["engine"])
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     trtlade.errors.PlanError: --modes: mode '9-9-9' asks for (9,9,9), more than the server at http://h admits ...
@@ -202,6 +203,9 @@ def _drafter_mode(name: str) -> Mode:
 
 def parse_concurrency(values: list[str]) -> list[int]:
     """``1,2,4`` (or the flag repeated) -> [1, 2, 4]; each an integer >= 1, no repeats, order kept."""
+    if any(not item.strip() for value in values for item in value.split(",")) and "".join(values).strip():
+        raise PlanError(f"an empty level in {','.join(values)!r}", option="--max-concurrency",
+                        hint="give integers >= 1 separated by single commas, e.g. 1,2,4")
     items = _split_list(values)
     if not items:
         raise PlanError("no concurrency level given", option="--max-concurrency", hint="e.g. 1,2,4,8")

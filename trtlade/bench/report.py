@@ -793,8 +793,12 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
-        raise ReportError(f"{file} is not a trtlade bench summary: {loc}: {first['msg']}", where=str(file),
-                          hint="was it written by another tool or edited by hand?") from None
+        not_json = first.get("type") == "json_invalid"
+        raise ReportError(f"{file} is not a trtlade bench summary: "
+                          + ("not JSON" if not_json else f"{loc + ': ' if loc else ''}{first['msg']}"), where=str(file),
+                          hint="give a run folder written by `trtlade bench` (reports/<run-id>), or its "
+                               f"{SUMMARY_JSON}" if not_json or path.is_file() and path.name != SUMMARY_JSON else
+                               "was it written by another tool or edited by hand?") from None
 
 
 def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str] = None,

@@ -434,6 +434,7 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     elif backend == "reference":
         _check_single_process(tp, pp, origin)
         _ignored_release(options, cfg, notes)
+        _ignored_by_reference(options, notes)
     else:
         release = _engine_release(options, cfg, spec, pick, notes)
         _engine_checks(info, model, dtype, notes)
@@ -627,6 +628,17 @@ def _engine_release(options: BuildOptions, cfg: Any, spec: LookaheadSpec, pick: 
     if row.note:
         notes.append(f"TensorRT-LLM {version} is {row.note}")
     return version
+
+
+def _ignored_by_reference(options: BuildOptions, notes: list[str]) -> None:
+    """Flags that size or keep a TensorRT-LLM engine's parts, given for the reference engine: noted, not dropped
+    without a word (its prompt limit is serve.max_prompt_tokens, its rows per step max_num_tokens)."""
+    flags = (("--max-input-len", options.max_input_len), ("--max-seq-len", options.max_seq_len),
+             ("--keep-checkpoint/--no-keep-checkpoint", options.keep_checkpoint))
+    given = [flag for flag, value in flags if value is not None]
+    if given:
+        notes.append(f"{', '.join(given)} not used by the reference engine (no engine, no checkpoint): bound prompts "
+                     "with serve.max_prompt_tokens and answers with serve.max_tokens_limit")
 
 
 def _ignored_release(options: BuildOptions, cfg: Any, notes: list[str]) -> None:

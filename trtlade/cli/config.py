@@ -55,6 +55,7 @@ def show(
 
     if not file.exists():
         fail(f"{file}: no such file", code=EXIT_USAGE)
+    _refuse_other_kinds(file)
     try:
         loaded = load_config(file)
     except (ConfigError, ConfigLoadError) as exc:
@@ -71,6 +72,21 @@ def show(
           f"at most {spec.max_path_len} accepted per step")
     print(f"# trtllm-build {' '.join(spec.trtllm_build_flags())}")
     print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), end="")
+
+
+def _refuse_other_kinds(file: Path) -> None:
+    """A grps, trtllm-serve or Triton file is said to be one (its keys are not trtlade's, each would be 'unknown')."""
+    from trtlade.config.loader import ConfigLoadError
+    from trtlade.config.validate import classify
+    from trtlade.yaml_doc import read_yaml
+
+    try:
+        kind = classify(read_yaml(file).data)
+    except ConfigLoadError:
+        return  # load_config reports it, located
+    if kind not in (None, "trtlade"):
+        fail(f"{file} is a {kind} config, not a trtlade config", code=EXIT_INVALID,
+             hint=f"config show prints trtlade configs; `trtlade validate-config {file}` checks a {kind} file")
 
 
 def register(app: typer.Typer) -> None:

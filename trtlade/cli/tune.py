@@ -85,6 +85,9 @@ def _parse_candidates(values: Optional[list[str]]) -> Optional[list[Any]]:
     """
     if not values:
         return None
+    if not "".join(values).strip():
+        fail("--candidates is empty", where="--candidates", hint="give W-N-G specs, e.g. '2-2-1 2-4-2', or leave "
+             "the flag out for the pruned set")
     items = [item.strip() for value in values for item in value.split(" ") if item.strip()]
     specs = [part.strip() for item in items for part in (item.split(",") if "-" in item else [item])]
     return [parse_spec_option(spec.replace("-", ","), option="--candidates") for spec in specs if spec]

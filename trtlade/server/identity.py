@@ -178,9 +178,12 @@ def _text_rows(text: str, source: str) -> list[tuple[str, str, str, bool]]:
             continue
         parts = body.split()
         where = f"{source}:{number}"
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2].lower() != "admin"):
+        if len(parts) not in (2, 3):
             raise KeysFileError(f"line {number} is not `NAME KEY [admin]` ({len(parts)} fields)", _HINT,
                                 where=where)
+        if len(parts) == 3 and parts[2].lower() != "admin":
+            raise KeysFileError(f"line {number} is not `NAME KEY [admin]`: its third field is not `admin` (the only "
+                                "word allowed there; a name holds no spaces)", _HINT, where=where)  # never echo it
         rows.append((where, parts[0], parts[1], len(parts) == 3))
     return rows
 
