@@ -39,7 +39,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 # ------------------------------------------------------------------------------------- test hooks
 #: When set to (iterations, message): every request gets an error response after that many iterations.
@@ -418,6 +418,17 @@ class SchedulerConfig:
         self.context_chunking_policy = context_chunking_policy
 
 
+def _positive_size(name: str, member: str) -> property:
+    """A size an ExecutorConfig setter stores, then checks (``TLLM_CHECK(member > 0)``)."""
+    def get(self: Any) -> Optional[int]:
+        return getattr(self, "_" + name)
+
+    def put(self: Any, value: int) -> None:
+        setattr(self, "_" + name, _int_arg(name, value))
+        _assert(getattr(self, "_" + name) > 0, f"{member} > 0")
+    return property(get, put)
+
+
 class ExecutorConfig:
     """``ExecutorConfig(max_beam_width=1, scheduler_config=..., ...)``: every argument positional or keyword, in
     the 0.16 binding's order (cpp/tensorrt_llm/pybind/executor/bindings.cpp, InitBindings,
@@ -470,32 +481,9 @@ class ExecutorConfig:
 
     # mirrors: executorConfig.cpp, the setters: each stores the value, then TLLM_CHECKs it (the message is the
     # condition on the member)
-    @property
-    def max_beam_width(self) -> int:
-        return self._max_beam_width
-
-    @max_beam_width.setter
-    def max_beam_width(self, value: int) -> None:  # ExecutorConfig::setMaxBeamWidth
-        self._max_beam_width = _int_arg("max_beam_width", value)
-        _assert(self._max_beam_width > 0, "mMaxBeamWidth > 0")
-
-    @property
-    def max_batch_size(self) -> Optional[int]:
-        return self._max_batch_size
-
-    @max_batch_size.setter
-    def max_batch_size(self, value: int) -> None:  # ExecutorConfig::setMaxBatchSize
-        self._max_batch_size = _int_arg("max_batch_size", value)
-        _assert(self._max_batch_size > 0, "mMaxBatchSize > 0")
-
-    @property
-    def max_num_tokens(self) -> Optional[int]:
-        return self._max_num_tokens
-
-    @max_num_tokens.setter
-    def max_num_tokens(self, value: int) -> None:  # ExecutorConfig::setMaxNumTokens
-        self._max_num_tokens = _int_arg("max_num_tokens", value)
-        _assert(self._max_num_tokens > 0, "mMaxNumTokens > 0")
+    max_beam_width = _positive_size("max_beam_width", "mMaxBeamWidth")  # ExecutorConfig::setMaxBeamWidth
+    max_batch_size = _positive_size("max_batch_size", "mMaxBatchSize")  # ExecutorConfig::setMaxBatchSize
+    max_num_tokens = _positive_size("max_num_tokens", "mMaxNumTokens")  # ExecutorConfig::setMaxNumTokens
 
     @property
     def iter_stats_max_iterations(self) -> int:
