@@ -381,3 +381,23 @@ def test_out_of_range_warpers_are_a_400_naming_the_field(body, param):
     app, _ = fake_app()
     resp, = _post_all(app, [{"prompt": "x", **body}])
     assert resp.status_code == 400 and resp.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-38, 1e-40, 1e-45])
+def test_a_tiny_temperature_draws_its_limit_the_greedy_token_not_noise(temperature):
+    """logits / 1e-40 overflows float32 to inf and the softmax to NaN: the row is scaled after its max is taken
+    out instead, so the draw is the temperature's limit (the argmax), for every seed."""
+    from trtlade.reference.sampling import KeyedSampler, SamplingParams
+
+    logits = torch.tensor([[0.5, 3.0, -1.0, 2.9], [1.0, -2.0, 0.25, 0.0]])
+    for seed in range(5):
+        sampler = KeyedSampler(SamplingParams(temperature=temperature, seed=seed))
+        assert sampler.choose(logits, [[], []], [0, 1]) == [1, 0]
+
+
+def test_a_tiny_repetition_penalty_makes_the_seen_token_certain_not_noise():
+    from trtlade.reference.sampling import KeyedSampler, SamplingParams
+
+    logits = torch.tensor([[0.5, 3.0, -1.0, 2.9]])
+    sampler = KeyedSampler(SamplingParams(temperature=0.7, seed=1, repetition_penalty=1e-40), prompt=[3])
+    assert [sampler.choose(logits, [[]], [q]) for q in range(5)] == [[3]] * 5  # 2.9 / 1e-40 dominates

@@ -552,6 +552,40 @@ def test_engine_failure_is_500_and_the_server_keeps_serving():
     assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "500"}) == 1
 
 
+def test_an_error_nobody_expected_is_answered_once_not_raised_through_the_server(caplog):
+    """A bug in a route (here: the tokenizer raising) is a 500 in the OpenAI shape, counted, logged once; the
+    server (and, over HTTP, the connection) goes on. Starlette would raise it again after its handler's answer."""
+    app, engine = fake_app()
+    real = engine.tokenizer.encode
+
+    def encode(text: str, add_special_tokens: bool = True) -> list[int]:
+        if "[boom]" in text:
+            raise RuntimeError("tokenizer bug")
+        return real(text, add_special_tokens)
+    engine.tokenizer.encode = encode  # type: ignore[method-assign]
+
+    async def go():
+        async with client_for(app) as c:  # ASGITransport re-raises what the app raises: none may escape
+            failed = await c.post("/v1/completions", json={"prompt": "[boom]", "max_tokens": 3})
+            after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 3})
+            return failed, after, (await c.get("/metrics")).text
+
+    with caplog.at_level("ERROR", logger="trtlade.server"):
+        failed, after, metrics = run(go())
+    err = error_of(failed, 500)
+    assert err["code"] == "internal_error" and "RuntimeError: tokenizer bug" in err["message"]
+    assert after.status_code == 200
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "500"}) == 1
+    assert len([r for r in caplog.records if "unexpected error" in r.getMessage()]) == 1
+
+
+def test_an_unpaired_surrogate_is_a_400_naming_where_it_is():
+    body = b'{"messages": [{"role": "user", "content": "\\ud800"}], "max_tokens": 1}'  # JSON's escape, as sent
+    resp = post("/v1/chat/completions", None, content=body, headers={"content-type": "application/json"})
+    err = error_of(resp, 400)
+    assert err["param"] == "messages.0.content" and "unpaired UTF-16 surrogate" in err["message"]
+
+
 def test_engine_rejection_is_400():
     error_of(post("/v1/completions", {"prompt": "[reject]"}), 400)
 

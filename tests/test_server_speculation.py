@@ -56,6 +56,8 @@ def serve(requests: list[dict], speculation=None, max_batch_size: int = 4, path:
     ({"decoding_type": "Eagle3", "max_draft_len": 4}, "speculation.decoding_type"),
     ({"decoding_type": "NGram", "max_draft_len": 12}, "speculation.max_draft_len"),                # server limit 11
     ({"decoding_type": "NGram", "max_draft_len": 4, "speculative_model": "x"}, "speculation.speculative_model"),
+    ({"decoding_type": "AUTO", "max_draft_len": 50}, "speculation.max_draft_len"),  # AUTO would drop it
+    ({"decoding_type": "AUTO", "max_concurrency": 1}, "speculation.max_concurrency"),
 ])
 def test_every_validator_is_a_400_naming_the_field(block, param):
     (reply,), _, _ = serve([{"prompt": "Hi", "speculation": block}])

@@ -188,3 +188,12 @@ def test_cli_spec_request_not_admitted_exits_1():
     assert out.returncode == 1
     assert json.loads(out.stdout)["request"]["excess"] == [
         {"field": "window_size", "requested": 5, "limit": 4}]
+
+
+@pytest.mark.parametrize("bad", ["٢,٢,١", ["٢", "2", "1"], {"w": "²", "n": 2, "g": 1}])
+def test_only_ascii_digits_are_numbers(bad):
+    """Python's int() reads Arabic-Indic digits (and isdigit() admits superscripts, which int() refuses): a spec is
+    written in ASCII digits, as TensorRT-LLM reads it."""
+    with pytest.raises(SpecError) as info:
+        LookaheadSpec.parse(bad)
+    assert info.value.rule == "type"

@@ -260,7 +260,7 @@ class LookaheadSpec:
             return item
         if isinstance(item, float) and item.is_integer():
             return int(item)
-        if isinstance(item, str) and re.fullmatch(r"[+-]?\d+", item.strip()):
+        if isinstance(item, str) and re.fullmatch(r"[+-]?[0-9]+", item.strip()):
             return int(item.strip())
         raise SpecError(f"{field} must be an integer, got {item!r}", rule="type", field=field,
                         hint="write the spec as three integers, e.g. 4,2,4")

@@ -148,6 +148,7 @@ class DraftConfig:
         kind = _decoding_type(block.get("decoding_type"))
         _check_keys(block, kind, ignored_ok)
         if kind == "AUTO":  # "Attributes that are inherited from the base class are ignored" (AutoDecodingConfig)
+            _check_auto(block, ignored_ok)
             return auto_config(max_batch_size)
         draft_len = _int(block, "max_draft_len", None, minimum=0)
         if draft_len is None or draft_len <= 0:
@@ -299,7 +300,7 @@ def drafter_mode(name: str) -> dict[str, Any]:
     block: dict[str, Any] = dict(_MODE_DEFAULTS[kind])
     numbers: list[int] = []
     for part in [p for p in rest.replace("--", "-~").split("-") if p]:
-        if part.lstrip("~").isdigit():
+        if part.lstrip("~").isascii() and part.lstrip("~").isdigit():
             numbers.append(-int(part[1:]) if part.startswith("~") else int(part))
         elif part in _MODE_OPTIONS[kind]:
             key, value = _MODE_OPTIONS[kind][part]
@@ -361,6 +362,29 @@ def _check_keys(block: Mapping[str, Any], kind: str, ignored_ok: bool) -> None:
                 f"{kind} takes {', '.join(sorted((set(_BASE_FIELDS) | set(_OWN_FIELDS[kind])) - {'decoding_type'}))}")
         raise DraftConfigError(f"{key} is not a field of {kind}DecodingConfig", field=key, rule="extra_forbidden",
                                hint=hint)
+
+
+def _check_auto(block: Mapping[str, Any], ignored_ok: bool) -> None:
+    """AUTO's block: upstream types every base field (``DecodingBaseConfig``: ``max_draft_len`` NonNegativeInt,
+    ``max_concurrency`` PositiveInt, ...) and then ignores them, choosing NGram's settings itself. A config file
+    (``ignored_ok``) may carry them, type-checked as upstream checks them; a request's block may not: the value
+    would be dropped without a word.
+
+    >>> _check_auto({"decoding_type": "AUTO", "max_draft_len": 50}, ignored_ok=False)
+    Traceback (most recent call last):
+    ...
+    trtlade.drafting.config.DraftConfigError: AUTO chooses its own draft settings (upstream ignores max_draft_len ...
+    """
+    given = [key for key in block if key != "decoding_type"]
+    if given and not ignored_ok:
+        raise DraftConfigError(f"AUTO chooses its own draft settings (upstream ignores {', '.join(given)} in an AUTO "
+                               "block): the value would be dropped", field=given[0], rule="ignored",
+                               hint=f"send {{\"decoding_type\": \"AUTO\"}} alone, or NGram with {given[0]} "
+                                    "(e.g. {\"decoding_type\": \"NGram\", \"max_draft_len\": 4})")
+    _int(block, "max_draft_len", None, minimum=0)
+    _int(block, "max_total_draft_tokens", None)
+    _int(block, "max_concurrency", None, minimum=1)
+    _int(block, "acceptance_rate_window_size", None, minimum=0)
 
 
 def _int(block: Mapping[str, Any], name: str, default: Optional[int], *, minimum: Optional[int] = None
@@ -461,7 +485,8 @@ def _schedule(value: Any, draft_len: int) -> Optional[tuple[tuple[int, int], ...
     pairs: list[tuple[int, int]] = []
     for key, length in value.items():
         try:
-            batch = int(key) if not isinstance(key, bool) and str(key).strip().lstrip("-").isdigit() else None
+            digits = str(key).strip().lstrip("-")
+            batch = int(key) if not isinstance(key, bool) and digits.isascii() and digits.isdigit() else None
         except ValueError:
             batch = None
         if batch is None or isinstance(length, bool) or not isinstance(length, int):

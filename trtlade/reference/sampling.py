@@ -148,6 +148,9 @@ class KeyedSampler:
         same draw as over the whole row with the rest at 0, without a pass over the vocabulary."""
         params = self.params
         scores = logits / params.temperature
+        if bool(torch.isposinf(scores).any()):  # a tiny temperature (or penalty) overflowed float32: its limit
+            capped = logits.clamp(max=torch.finfo(logits.dtype).max)
+            scores = (capped - capped.max(dim=-1, keepdim=True).values) / params.temperature
         vocab = scores.shape[-1]
         if 0 < params.top_k < vocab:
             kth = scores.topk(params.top_k, dim=-1).values[:, -1:]

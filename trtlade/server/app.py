@@ -23,6 +23,7 @@ from typing import AsyncIterator, Callable, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trtlade import __version__
@@ -31,6 +32,7 @@ from trtlade.server.access_log import AccessLogMiddleware
 from trtlade.server.context import EngineSource, ServerContext, ServerSettings, ServerState, note_access
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.metrics import ServerMetrics
+from trtlade.server.routes import unexpected_response
 
 __all__ = ["ServerSettings", "ServerState", "add_error_handlers", "create_app"]
 
@@ -93,7 +95,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     return error_response(ApiError(exc.status_code, str(exc.detail)))
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unexpected error")
-    note_access(request, error="internal_error")
-    return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error"))
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Outside a route (a middleware): Starlette raises the error again after this answer; routes answer their own
+    (:class:`~trtlade.server.routes.AnsweringRoute`)."""
+    return unexpected_response(request, exc)

@@ -278,7 +278,7 @@ class ServerContext:
         """The body as JSON, within ``max_body_bytes``; a 400/413 naming the problem otherwise."""
         limit = self.settings.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
+        if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise ApiError.too_large(int(declared), limit)
         body = bytearray()
         async for part in request.stream():
@@ -298,6 +298,10 @@ class ServerContext:
             raise _too_deep() from None
         if _depth_over(value, MAX_JSON_DEPTH):
             raise _too_deep()
+        if (where := _unpaired_surrogate(value)) is not None:
+            raise ApiError.bad_request(f"{where or 'the body'} holds an unpaired UTF-16 surrogate (a \\ud800-\\udfff "
+                                       "escape without its pair): not text a tokenizer can read",
+                                       param=where or None, code="invalid_json")
         return value
 
 
@@ -324,6 +328,32 @@ def _depth_over(value: Any, limit: int) -> bool:
                 return True
             stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
     return False
+
+
+def _unpaired_surrogate(value: Any) -> Optional[str]:
+    """The dotted path of the first string (or key) in ``value`` holding a lone surrogate, "" for the top level,
+    None if there is none. JSON lets ``"\\ud800"`` through; UTF-8 and every tokenizer refuse it.
+
+    >>> _unpaired_surrogate(json.loads('{"messages": [{"content": "ok"}, {"content": "\\\\ud800"}]}'))
+    'messages.1.content'
+    >>> _unpaired_surrogate(json.loads('{"prompt": "\\\\ud83d\\\\ude00"}')) is None  # a pair: one emoji
+    True
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                here = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and any("\ud800" <= ch <= "\udfff" for ch in key):
+                    return here
+                stack.append((child, here))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(item))
+    return None
 
 
 def note_access(request: Request, **info: Any) -> None:

@@ -34,6 +34,7 @@ from trtlade.server.admission import (
     tokenize,
 )
 from trtlade.server.context import ServerContext, note_access, server_context
+from trtlade.server.routes import AnsweringRoute
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.identity import Identity
 from trtlade.server.responses import (
@@ -51,7 +52,7 @@ from trtlade.server.sse import SSE_DONE, SSE_KEEPALIVE, SSEResponse, sse_data
 
 __all__ = ["router", "admit", "generate"]
 
-router = APIRouter()
+router = APIRouter(route_class=AnsweringRoute)
 
 
 @router.post("/v1/completions")
@@ -163,6 +164,10 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
         prepared, handles, release = await admit(ctx, request, kind, identity)
     except ApiError as exc:
         return _refused(ctx, request, endpoint, exc, leave)
+    except Exception:
+        ctx.metrics.finished(endpoint, 500)  # answered as a 500 by the route (AnsweringRoute), counted here
+        leave()
+        raise
     except BaseException:
         leave()
         raise

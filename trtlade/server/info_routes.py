@@ -13,12 +13,13 @@ from fastapi.responses import JSONResponse, Response
 
 from trtlade import __version__
 from trtlade.server.context import ServerContext, server_context
+from trtlade.server.routes import AnsweringRoute
 from trtlade.server.errors import ApiError
 from trtlade.server.metrics import CONTENT_TYPE_LATEST
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=AnsweringRoute)
 
 
 @router.get("/v1/models")
