@@ -326,10 +326,133 @@ def test_chat_logprobs_with_lookahead_match_completions_and_stream_the_same():
     assert whole.status_code == 200, whole.text
     content = whole.json()["choices"][0]["logprobs"]["content"]
     assert len(content) == 12 and all(len(e["top_logprobs"]) == 2 for e in content)
-    assert all(e["bytes"] == list(e["token"].encode()) for e in content)
+    assert all(e["bytes"] == list(e["token"].encode()) for e in content if "\ufffd" not in e["token"])
+    joined = bytes(b for e in content for b in e["bytes"])  # a split character's tokens: its bytes, joined
+    assert joined.decode("utf-8", "replace") == whole.json()["choices"][0]["message"]["content"]
     events = [e for e in sse_events(streamed.text) if e != "[DONE]" and e["choices"]]
     assert [x for e in events for x in e["choices"][0]["logprobs"]["content"]] == content
     reference = plain.json()["choices"][0]["logprobs"]
     assert [e["logprob"] for e in content] == reference["token_logprobs"]
     assert [e["token"] for e in content] == reference["tokens"]
     assert reference["text_offset"] == [sum(len(t) for t in reference["tokens"][:i]) for i in range(12)]
+
+
+@pytest.mark.parametrize("app_does, status", [("starts_then_stops", 499), ("sends_nothing", 499), ("raises", 500)])
+def test_the_access_log_says_what_the_client_got(caplog, app_does, status):
+    """A stream the client left is a 499 in the log as in /metrics (its 200 had started); an app that failed
+    before any byte went out is a 500."""
+    import asyncio
+
+    from trtlade.server.access_log import AccessLogMiddleware
+
+    async def app(scope, receive, send):
+        if app_does == "raises":
+            raise RuntimeError("boom")
+        if app_does == "starts_then_stops":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"data: {}\n\n", "more_body": True})
+
+    async def send(message):
+        pass
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "client": ("1.2.3.4", 5), "state": {}}
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        try:
+            asyncio.run(AccessLogMiddleware(app)(scope, None, send))
+        except RuntimeError:
+            assert app_does == "raises"
+    [line] = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
+    assert f'"POST /v1/completions HTTP/1.1" {status} ' in line
+
+
+def test_a_client_gone_mid_upload_is_a_499_not_a_traceback():
+    import asyncio
+
+    from starlette.requests import Request
+
+    from trtlade.server.errors import ApiError
+
+    app, _ = fake_app()
+    messages = [{"type": "http.request", "body": b'{"prompt": ', "more_body": True}, {"type": "http.disconnect"}]
+
+    async def receive():
+        return messages.pop(0)
+
+    request = Request({"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}, receive)
+    with pytest.raises(ApiError) as err:
+        asyncio.run(app.state.context.read_json(request))
+    assert (err.value.status, err.value.code) == (499, "client_disconnected")
+
+
+def test_chat_logprobs_bytes_are_each_tokens_own_bytes_for_a_split_character():
+    """An emoji in two byte-level tokens: each decodes alone to U+FFFD, but their bytes joined are the emoji's
+    (OpenAI's `bytes`: what a client concatenates)."""
+    from trtlade.contract.protocol import TokenLogprob
+    from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.server.responses import chat_logprobs
+
+    class Bpe:
+        pieces = {1: "ðŁĺ", 2: "Ģ"}  # 'ðŁĺĢ' is 😀 (F0 9F 98 80) in byte-level BPE
+
+        def decode(self, ids, skip_special_tokens=True):
+            return "\ufffd"
+
+        def convert_ids_to_tokens(self, token):
+            return self.pieces[token]
+
+    tok = PromptTokenizer(Bpe())
+    body = chat_logprobs([(t, TokenLogprob(t, -0.1, ())) for t in (1, 2)], lambda t: tok.decode([t]),
+                         tok.token_bytes)
+    assert [entry["token"] for entry in body["content"]] == ["\ufffd", "\ufffd"]
+    joined = bytes(b for entry in body["content"] for b in entry["bytes"])
+    assert joined.decode("utf-8") == "😀"
+
+
+@pytest.mark.parametrize("body, param, fragment", [
+    (b'{"prompt": "x", "max_tokens": 2, "temperature": NaN}', None, "holds NaN, which is not a JSON number"),
+    (b'[{"prompt": "x"}]', None, "the request body is a JSON array; send a JSON object"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}]}',
+     "messages.0.content", "part 0 is of type 'image_url': this server serves a text model"),
+    (b'{"messages": [{"role": "user", "content": []}]}', "messages.0.content", "a user message needs its text"),
+])
+def test_bodies_refused_for_what_they_are(body, param, fragment):
+    app, _ = fake_app()
+    path = "/v1/completions" if b"prompt" in body else "/v1/chat/completions"
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post(path, content=body, headers={"content-type": "application/json"})
+
+    resp = run(go())
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == param and fragment in error["message"] and "Value error" not in error["message"]
+
+
+def test_openai_routes_and_roles_as_openai_clients_use_them():
+    app, engine = fake_app()
+
+    async def go():
+        async with client_for(app) as c:
+            card = await c.get("/v1/models/fake-model")
+            other = await c.get("/v1/models/gpt-4")
+            head = await c.head("/health")
+            wrong = await c.delete("/v1/completions")
+            chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+                    {"role": "tool", "content": "42", "tool_call_id": "call_1"}]
+            tool = await c.post("/v1/chat/completions", json={"messages": chat, "max_tokens": 1})
+            dev = await c.post("/v1/chat/completions", json={"messages": [{"role": "developer", "content": "be"}],
+                                                             "max_tokens": 1})
+            sys_ = await c.post("/v1/chat/completions", json={"messages": [{"role": "system", "content": "be"}],
+                                                              "max_tokens": 1})
+            return card, other, head, wrong, tool, dev, sys_
+
+    card, other, head, wrong, tool, dev, sys_ = run(go())
+    assert card.status_code == 200 and card.json()["id"] == "fake-model" and card.json()["object"] == "model"
+    assert other.status_code == 404 and other.json()["error"]["code"] == "model_not_found"
+    assert head.status_code == 200
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
+    assert tool.status_code == 200
+    assert dev.json()["usage"]["prompt_tokens"] == sys_.json()["usage"]["prompt_tokens"]  # developer is system
+    assert engine.requests[-1].prompt_ids == engine.requests[-2].prompt_ids

@@ -12,6 +12,8 @@ conventions so that the same prompt gives the same token ids on every OpenAI-com
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,6 +60,47 @@ class PromptTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes one token stands for (OpenAI's logprobs ``bytes``). Its text's UTF-8, except where the token
+        is part of a character (an emoji's first bytes decode to U+FFFD alone): then its own bytes, from a
+        byte-level BPE piece (GPT-2's printable stand-ins for bytes) or a ``<0xNN>`` byte-fallback piece.
+
+        >>> class Bpe:  # 'ðŁ' and 'ĺ' are byte-level stand-ins for 0xF0 0x9F and 0x98 (part of an emoji)
+        ...     pieces = {1: "ðŁ", 2: "ĺ", 3: "<0xE2>", 4: "Ġhi"}
+        ...     def decode(self, ids, skip_special_tokens=True):
+        ...         return " hi" if ids == [4] else "\ufffd"
+        ...     def convert_ids_to_tokens(self, token):
+        ...         return self.pieces[token]
+        >>> [PromptTokenizer(Bpe()).token_bytes(t) for t in (1, 2, 3, 4)]
+        [b'\xf0\x9f', b'\x98', b'\xe2', b' hi']
+        """
+        text = self.decode([token])
+        if "\ufffd" not in text:
+            return text.encode("utf-8")
+        convert = getattr(self.tokenizer, "convert_ids_to_tokens", None)
+        piece = convert(token) if convert is not None else None
+        if isinstance(piece, str):
+            if (byte := re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)) is not None:
+                return bytes([int(byte.group(1), 16)])
+            table = _byte_level_table()
+            if piece and all(ch in table for ch in piece):
+                return bytes(table[ch] for ch in piece)
+        return text.encode("utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level_table() -> dict[str, int]:
+    """Byte-level BPE's alphabet read back: printable Latin-1 bytes stand for themselves, the other 68 bytes for
+    the characters from U+0100 on, in byte order (the GPT-2 scheme Llama 3, Qwen and SmolLM2 tokenizers use)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = {chr(b): b for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table.values():
+            table[chr(0x100 + extra)] = b
+            extra += 1
+    return table
 
 
 def load_hf_tokenizer(folder: Path) -> Any:

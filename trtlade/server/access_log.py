@@ -83,11 +83,15 @@ class AccessLogMiddleware:
                 done = True
                 self._write(scope, status[0] if status else 500, started)
 
+        failed = False
         try:
             await self.app(scope, receive, wrapped)
+        except Exception:
+            failed = True
+            raise
         finally:
-            if not done:  # the client went away mid-response, or the app failed before answering
-                self._write(scope, status[0] if status else 499, started)
+            if not done:  # the client went away (mid-response too: 499, as /metrics counts it), or the app failed
+                self._write(scope, 500 if failed and not status else 499, started)
 
     @staticmethod
     def _write(scope: Scope, status: int, started: float) -> None:

@@ -136,7 +136,8 @@ def _validation_message(err: dict[str, Any]) -> tuple[str, str]:
         return f"field {param!r} is required", param
     value = err.get("input")
     shown = repr(value) if not isinstance(value, (dict, list)) or len(repr(value)) < 80 else type(value).__name__
-    return f"{param}: {err.get('msg', 'invalid value')} (got {shown})", param
+    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{param}: {message} (got {shown})", param
 
 
 def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatCompletionRequest]:
@@ -305,7 +306,9 @@ def _prompt_list(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[li
 
 
 def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
-    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
+    # OpenAI's developer messages are its system messages under a newer name: chat templates know "system"
+    messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text(),
+                 **({"name": m.name} if m.name else {}), **({"tool_call_id": m.tool_call_id} if m.tool_call_id else {})}
                 for m in body.messages]
     try:
         return tokenizer.encode_chat(messages)

@@ -91,7 +91,10 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
         return error_response(ApiError(404, f"no route {request.method} {request.url.path}; see {_ROUTES}",
                                        code="not_found"))
     if exc.status_code == 405:
-        return error_response(ApiError(405, f"method {request.method} is not allowed on {request.url.path}"))
+        allowed = dict(exc.headers or {})  # Starlette names the route's methods in Allow
+        return error_response(ApiError(405, f"method {request.method} is not allowed on {request.url.path}"
+                                       + (f"; allowed: {allowed['Allow']}" if "Allow" in allowed else ""),
+                                       code="method_not_allowed", headers=allowed))
     return error_response(ApiError(exc.status_code, str(exc.detail)))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from trtlade.contract.protocol import CacheScope
 from trtlade.contract.serving import FairShare, ServingEngine
@@ -281,16 +282,20 @@ class ServerContext:
         if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise ApiError.too_large(int(declared), limit)
         body = bytearray()
-        async for part in request.stream():
-            body += part
-            if len(body) > limit:
-                raise ApiError.too_large(None, limit)
-        if not body.strip():
-            raise ApiError.bad_request("the request body is empty; send a JSON object")
         try:
-            value = json.loads(body.decode("utf-8"))
+            async for part in request.stream():
+                body += part
+                if len(body) > limit:
+                    raise ApiError.too_large(None, limit)
+        except ClientDisconnect:  # it left mid-upload: nobody reads the answer; counted and logged as 499
+            raise ApiError(499, "the client went away before its request body was sent", code="client_disconnected")
+
+        if not body.strip():
+            raise ApiError.bad_request("the request body is empty; send a JSON object", code="invalid_json")
+        try:
+            value = json.loads(body.decode("utf-8"), parse_constant=_not_a_number)
         except UnicodeDecodeError:
-            raise ApiError.bad_request("the request body is not UTF-8 text") from None
+            raise ApiError.bad_request("the request body is not UTF-8 text", code="invalid_json") from None
         except json.JSONDecodeError as exc:
             raise ApiError.bad_request(f"the request body is not valid JSON: {exc.msg} (line {exc.lineno}, "
                                        f"column {exc.colno})", code="invalid_json") from None
@@ -298,11 +303,20 @@ class ServerContext:
             raise _too_deep() from None
         if _depth_over(value, MAX_JSON_DEPTH):
             raise _too_deep()
+        if not isinstance(value, dict):
+            kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+            raise ApiError.bad_request(f"the request body is a JSON {kind}; send a JSON object", code="invalid_json")
         if (where := _unpaired_surrogate(value)) is not None:
             raise ApiError.bad_request(f"{where or 'the body'} holds an unpaired UTF-16 surrogate (a \\ud800-\\udfff "
                                        "escape without its pair): not text a tokenizer can read",
                                        param=where or None, code="invalid_json")
         return value
+
+
+def _not_a_number(name: str) -> Any:
+    """NaN and Infinity are not JSON numbers (Python's json reads them): refused where they stand."""
+    raise ApiError.bad_request(f"the request body holds {name}, which is not a JSON number; send a finite number",
+                               code="invalid_json")
 
 
 #: Deepest nesting of arrays/objects accepted in a request body (OpenAI bodies need about 6).

@@ -131,7 +131,8 @@ class _Reply:
     def _logprobs(self, scored: list[Scored], offset: int = 0) -> dict:
         if self.prepared.kind == "completion":
             return completion_logprobs(scored, self.piece, offset)
-        return chat_logprobs(scored, self.piece)
+        raw = getattr(self.tokenizer, "token_bytes", None)
+        return chat_logprobs(scored, self.piece, raw)
 
     def body_choices(self) -> list[tuple[str, Optional[str], Optional[dict]]]:
         """(text, finish_reason, logprobs) of every choice, for the whole response."""

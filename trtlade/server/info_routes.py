@@ -25,13 +25,26 @@ router = APIRouter(route_class=AnsweringRoute)
 @router.get("/v1/models")
 async def models(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
     ctx.check_auth(request)
+    return JSONResponse({"object": "list", "data": [_model_card(ctx)]})
+
+
+@router.get("/v1/models/{model_id:path}")
+async def model(model_id: str, request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
+    """OpenAI's retrieve-model route: the served model's card, or a 404 naming the one served."""
+    ctx.check_auth(request)
+    card = _model_card(ctx)
+    if model_id != card["id"] and model_id.rsplit("/", 1)[-1] != card["id"]:
+        raise ApiError.model_not_found(model_id, card["id"])
+    return JSONResponse(card)
+
+
+def _model_card(ctx: ServerContext) -> dict:
     info = ctx.ready_engine().info
-    return JSONResponse({"object": "list", "data": [{
-        "id": info.model_id, "object": "model", "created": int(ctx.started_at),
-        "owned_by": "trtlade", "max_model_len": info.limits.max_seq_len}]})
+    return {"id": info.model_id, "object": "model", "created": int(ctx.started_at), "owned_by": "trtlade",
+            "max_model_len": info.limits.max_seq_len}
 
 
-@router.get("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])  # HEAD: load balancers that probe without a body
 async def health(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
     state = ctx.state
     body: dict[str, Any] = {"status": state.status}

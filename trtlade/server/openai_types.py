@@ -143,6 +143,19 @@ class ChatMessage(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Union[str, list[TextPart], None] = Field(None, validate_default=True)
     name: Optional[str] = None
+    tool_call_id: Optional[str] = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, content: Any) -> Any:
+        """An image or audio part is refused as what it is (this server serves text models), not as a typo."""
+        if isinstance(content, list):
+            for i, part in enumerate(content):
+                kind = part.get("type") if isinstance(part, dict) else None
+                if isinstance(kind, str) and kind != "text":
+                    raise ValueError(f"part {i} is of type {kind!r}: this server serves a text model, and takes "
+                                     "text parts only ({\"type\": \"text\", \"text\": ...})")
+        return content
 
     @field_validator("content")
     @classmethod
@@ -150,7 +163,7 @@ class ChatMessage(_Strict):
         """Only an assistant turn may come without text (``null`` or left out: clients send earlier
         assistant turns so); a user, system, developer or tool turn without it is refused, as OpenAI
         does, rather than sent to the model as empty text."""
-        if content is None and info.data.get("role") not in (None, "assistant"):
+        if (content is None or content == []) and info.data.get("role") not in (None, "assistant"):
             raise ValueError(f"a {info.data['role']} message needs its text (a string or text parts); only an "
                              "assistant message may have none")
         return content

@@ -91,12 +91,15 @@ def completion_logprobs(scored: Sequence[Scored], piece: Callable[[int], str], o
     return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
 
-def chat_logprobs(scored: Sequence[Scored], piece: Callable[[int], str]) -> dict[str, Any]:
-    """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
+def chat_logprobs(scored: Sequence[Scored], piece: Callable[[int], str],
+                  raw: Optional[Callable[[int], bytes]] = None) -> dict[str, Any]:
+    """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``; ``raw``: a token's
+    own bytes (part of a character: an emoji's first token is not U+FFFD's bytes), else its text's UTF-8."""
 
     def entry(token: int, logprob: float) -> dict[str, Any]:
         text = piece(token)
-        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+        return {"token": text, "logprob": logprob,
+                "bytes": list(raw(token) if raw is not None else text.encode("utf-8"))}
 
     return {"content": [{**entry(token, lp.logprob), "top_logprobs": [entry(t, v) for t, v in lp.top]}
                         for token, lp in scored if lp is not None]}
