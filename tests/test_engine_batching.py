@@ -259,7 +259,15 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
             bodies = [{"prompt": t, "max_tokens": 24, "ignore_eos": True, **({"lookahead": s} if s else {})}
                       for t, s in zip(texts, specs)]
             answers = await asyncio.gather(*(c.post("/v1/completions", json=b) for b in bodies))
-            return answers, (await c.get("/metrics")).text
+            # the step that carried the last tokens is recorded on the engine's thread after they are sent: scrape
+            # once the engine is at rest (a scrape reads the counter, then the histogram)
+            for _ in range(100):
+                metrics = (await c.get("/metrics")).text
+                counted = metric_value(metrics, "trtlade_batch_steps_total")
+                if metric_value(metrics, "trtlade_batch_step_seconds_count") == counted:
+                    break
+                await asyncio.sleep(0.02)
+            return answers, metrics
 
     answers, metrics = run_coro(go())
     for text, answer in zip(texts, answers):

@@ -425,7 +425,7 @@ def test_wrong_types_and_values_name_the_field(body, param):
     ({"messages": [{"role": "user", "content": None}]}, "messages.0.content"),   # OpenAI refuses it too
     ({"messages": [{"role": "system", "content": "be brief"}, {"role": "user"}]}, "messages.1.content"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
-     "messages.0.content.0.image_url"),
+     "messages.0.content"),  # said to be an image part of a text model's request, not a misspelt field
     ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "tools"),
     ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "max_completion_tokens": 4},
      "max_completion_tokens"),

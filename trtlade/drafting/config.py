@@ -332,9 +332,12 @@ def auto_config(max_batch_size: Optional[int]) -> DraftConfig:
 
 # ----------------------------------------------------------------------------------- field readers
 def _decoding_type(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if value is None or (isinstance(value, str) and not value.strip()):
         raise DraftConfigError("decoding_type is missing: it names the drafter", field="decoding_type",
                                rule="discriminator", hint=f"use one of {', '.join(DECODING_TYPES)}")
+    if not isinstance(value, str):
+        raise DraftConfigError(f"decoding_type must be a drafter's name, got {value!r}", field="decoding_type",
+                               rule="type", hint=f"use one of {', '.join(DECODING_TYPES)} (a string)")
     for kind in DECODING_TYPES:
         if value.strip().lower() == kind.lower():
             return kind
