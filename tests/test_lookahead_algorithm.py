@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trtlade.lookahead.algorithm import (
@@ -490,6 +490,7 @@ def test_a_history_candidate_already_guessed_by_the_pool_is_not_added_again():
 @settings(max_examples=200, deadline=None)
 @given(base=st.integers(1, 8), matches=st.lists(st.integers(0, 40), min_size=2, max_size=6),
        text=st.lists(st.integers(0, 5), min_size=3, max_size=40))
+@example(base=2, matches=[0, 40], text=[1, 2, 3, 1, 2, 3, 1, 2])  # a repeat: the suffix chain is drafted
 def test_the_suffix_chain_grows_with_its_match_within_bounds_and_extends_the_fixed_one(base, matches, text):
     """suffix_drafts: base below LONG_MATCH, never shorter for a longer match, at most 3 x base; and the
     growing candidate starts with the chain a fixed base-token suffix_lookup drafts (the same occurrence)."""
@@ -500,6 +501,8 @@ def test_the_suffix_chain_grows_with_its_match_within_bounds_and_extends_the_fix
     algo.setup(text[:-1], golden=text[-1])
     grown = [c for c, source in algo.candidates() if source == "suffix"]
     found = algo._suffixes.lookup()
+    if text == [1, 2, 3, 1, 2, 3, 1, 2]:
+        assert grown and found is not None  # the explicit example reaches the check below
     if grown and found is not None:
         fixed = tuple(algo._suffixes.continuation(found[0], base))
         assert grown[0][:len(fixed)] == fixed and len(grown[0]) <= algo.suffix_drafts(found[1])

@@ -241,11 +241,16 @@ def test_the_served_engine_loads_with_the_collector_paused_and_leaves_its_heap_f
 
 
 # ----------------------------------------------------------------------------- where it listens
-def test_a_port_another_process_holds_is_refused_before_the_engine_loads():
+def test_a_port_another_process_holds_is_refused_before_the_engine_loads(monkeypatch):
     """`trtlade serve --port P` with P taken: one error naming host:port and a hint, exit 1, no engine
     loaded and no uvicorn start (it used to log "the engine failed to load: CancelledError")."""
     import socket
 
+    import trtlade.server.runner as runner
+
+    calls: list[str] = []
+    monkeypatch.setattr(runner, "_load_reference", lambda plan: calls.append("engine loaded"))
+    monkeypatch.setattr(runner, "serve_app", lambda *a, **k: calls.append("server started"))
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -254,6 +259,7 @@ def test_a_port_another_process_holds_is_refused_before_the_engine_loads():
     assert result.exit_code == 1, result.output
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "choose another --port" in result.stderr
     assert "Loading weights" not in result.output and "Uvicorn running" not in result.output
+    assert calls == []  # refused before either, not merely quiet about them
 
 
 @pytest.mark.parametrize("host, said", [("999.1.1.1", "not an address or name here"),
