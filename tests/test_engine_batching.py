@@ -232,6 +232,51 @@ def test_a_new_batch_supersedes_the_old_one():
         old.step()
 
 
+def test_cancelling_in_a_superseded_batch_leaves_the_new_batchs_slots_alone():
+    eng = engine()
+    old = eng.new_batch()
+    stale = old.add(request(prompts()[0]))
+    old.step()
+    new = eng.new_batch()
+    mine = new.add(request(prompts()[1]))
+    out = [c for sid, c in new.step() if sid == mine]  # it holds the slot the old batch held
+    assert old.cancel(stale) and old.cancel(stale) is False
+    old.close()
+    while len(new):
+        out += [c for sid, c in new.step() if sid == mine]
+    assert tokens(out) == alone("llama", request(prompts()[1]).prompt_ids)
+
+
+@pytest.mark.parametrize("limits, where", [({"max_running_per_identity": 0}, "max_running_per_identity"),
+                                           ({"max_batch_size": 1.5}, "max_batch_size"),
+                                           ({"prefill_stall": float("inf")}, "prefill_stall")])
+def test_batch_limits_no_batch_could_run_with_are_refused(limits, where):
+    from trtlade.errors import TrtladeError
+
+    with pytest.raises(TrtladeError) as err:
+        engine().new_batch(**limits)
+    assert err.value.where == where and err.value.hint
+
+
+def test_a_request_that_fails_inside_a_step_raises_from_generate_instead_of_spinning():
+    import threading
+
+    eng = engine()
+    outcome: list[BaseException] = []
+
+    def go():
+        try:
+            eng.generate(tiny_tokenizer().encode("def f(x):"), max_tokens=3, stop=[b"ab"])  # bytes: fails in a step
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the point
+            outcome.append(exc)
+
+    worker = threading.Thread(target=go, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "generate() kept stepping an empty batch"
+    assert outcome and not isinstance(outcome[0], AssertionError)
+
+
 # ------------------------------------------------------------------------------------ through the server
 def test_concurrent_http_requests_share_steps_and_stay_exact():
     """Six concurrent completions with different lookahead through the app on a real tiny engine:

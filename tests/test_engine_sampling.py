@@ -383,7 +383,7 @@ def test_out_of_range_warpers_are_a_400_naming_the_field(body, param):
     assert resp.status_code == 400 and resp.json()["error"]["param"] == param
 
 
-@pytest.mark.parametrize("temperature", [1e-30, 1e-38, 1e-40, 1e-45])
+@pytest.mark.parametrize("temperature", [1e-30, 1e-38, 1e-40, 1e-45, 1e-300, 5e-324])
 def test_a_tiny_temperature_draws_its_limit_the_greedy_token_not_noise(temperature):
     """logits / 1e-40 overflows float32 to inf and the softmax to NaN: the row is scaled after its max is taken
     out instead, so the draw is the temperature's limit (the argmax), for every seed."""

@@ -999,6 +999,9 @@ class Batch:
 
     def _release(self, state: SequenceState) -> None:
         state.stop_drafting(self.pools)
+        if not self.is_current():  # superseded: a newer batch freed this batch's slots and may hold them now
+            state.slot = None
+            return
         if state.slot is not None:
             self._keep_conversation(state)
             self.engine.runner.free(state.slot)

@@ -396,6 +396,8 @@ class ReferenceEngine:
         return Batch(self, limits, settings=settings or self.settings, is_current=lambda: self._batch_owner is owner)
 
     def _single(self, batch: Batch, seq_id: int) -> Iterator[StepChunk]:
+        """The chunks of one request run alone; its failure inside a step (its text, its sampler) is raised here,
+        not left in ``batch.failed`` while the loop steps an empty batch for ever."""
         try:
             while True:
                 for sid, chunk in batch.step():
@@ -403,6 +405,11 @@ class ReferenceEngine:
                         yield chunk
                         if chunk.finish_reason is not None:
                             return
+                for sid, exc in batch.failed:
+                    if sid == seq_id:
+                        raise exc
+                if not len(batch):
+                    raise RuntimeError(f"request {seq_id} left its batch without a last chunk or an error")
         finally:
             if batch.is_current():
                 batch.close()

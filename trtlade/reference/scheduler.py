@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from trtlade.contract.protocol import StepReport
+from trtlade.errors import TrtladeError
 
 __all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens", "long_stall"]
 
@@ -35,6 +36,14 @@ def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
     96
     """
     return int(max_batch_size) * int(decoding_tokens)
+
+
+class BatchLimitsError(TrtladeError, ValueError):
+    """A batch's limits that no batch can run with (``where``: the argument)."""
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message, "see ReferenceEngine.new_batch's arguments (docs/guides/reference-engine.md)",
+                         where=where)
 
 
 @dataclass(frozen=True)
@@ -62,15 +71,28 @@ class BatchLimits:
     max_running_per_identity: Optional[int] = None
 
     def __post_init__(self) -> None:
+        for name in ("max_batch_size", "max_num_tokens", "prefill_chunk", "max_running_per_identity"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise BatchLimitsError(f"{name} must be a whole number, got {value!r}", where=name)
         if self.max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+            raise BatchLimitsError(f"max_batch_size must be >= 1, got {self.max_batch_size}", where="max_batch_size")
         if self.max_num_tokens is not None and self.max_num_tokens < self.max_batch_size:
-            raise ValueError(f"max_num_tokens ({self.max_num_tokens}) must be >= max_batch_size "
-                             f"({self.max_batch_size}): every running sequence needs its golden row")
+            raise BatchLimitsError(f"max_num_tokens ({self.max_num_tokens}) must be >= max_batch_size "
+                                   f"({self.max_batch_size}): every running sequence needs its golden row",
+                                   where="max_num_tokens")
         if self.prefill_chunk is not None and self.prefill_chunk < 1:
-            raise ValueError(f"prefill_chunk must be >= 1 (or None: whole prompts), got {self.prefill_chunk}")
-        if self.prefill_stall is not None and self.prefill_stall <= 1.0:
-            raise ValueError(f"prefill_stall must be > 1 (or None: fixed chunks), got {self.prefill_stall}")
+            raise BatchLimitsError(f"prefill_chunk must be >= 1 (or None: whole prompts), got {self.prefill_chunk}",
+                                   where="prefill_chunk")
+        stall = self.prefill_stall
+        if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, float)) or not stall > 1.0
+                                  or stall == float("inf")):
+            raise BatchLimitsError(f"prefill_stall must be a finite number > 1 (or None: fixed chunks), got {stall!r}",
+                                   where="prefill_stall")
+        if self.max_running_per_identity is not None and self.max_running_per_identity < 1:
+            raise BatchLimitsError(f"max_running_per_identity must be >= 1 (or None: up to max_batch_size), got "
+                                   f"{self.max_running_per_identity}: no request could ever run",
+                                   where="max_running_per_identity")
 
     def rows(self, wanted: Sequence[int], reserve: int = 0) -> list[int]:
         """Rows each decoding sequence computes, ``reserve`` rows of ``max_num_tokens`` kept for prompt
