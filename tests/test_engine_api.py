@@ -479,3 +479,35 @@ def test_every_dtype_loads_and_generates_on_every_path(dtype, variant, tmp_path,
     if variant == "portable" and native:
         assert kernels == "native portable (one call per step)"
     assert eng.bit_exact == native and (not native or ahead == greedy)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"stop": [b"ab"]}, "stop"), ({"stop": [""]}, "stop"), ({"logprobs": 1.5}, "logprobs"),
+    ({"logprobs": True}, "logprobs"), ({"ignore_eos": "false"}, "ignore_eos"),
+    ({"stop_token_ids": [184.7]}, "stop_token_ids"),
+])
+def test_fields_a_step_would_fail_on_are_refused_before_it(kwargs, field):
+    from trtlade.reference.engine import RequestError
+
+    eng = tiny_engine("llama", (2, 4, 2))
+    with pytest.raises(RequestError) as err:
+        eng.generate(tiny_tokenizer().encode("def f(x):"), max_tokens=3, **kwargs)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("prompt", [[1.5, 2.0], ["5", "6"], b"ab"])
+def test_prompt_ids_are_integers_never_truncated_or_read_as_characters(prompt):
+    from trtlade.reference.engine import RequestError
+
+    with pytest.raises(RequestError) as err:
+        tiny_engine("llama", (2, 4, 2)).generate(prompt, max_tokens=2)
+    assert err.value.field == "prompt_ids"
+
+
+def test_a_prompt_that_fills_the_context_is_blamed_on_the_prompt():
+    from trtlade.reference.engine import RequestError
+
+    eng = tiny_engine("llama", (2, 4, 2))
+    with pytest.raises(RequestError) as err:
+        eng.generate([5] * eng.max_seq_len, max_tokens=1)
+    assert err.value.field == "prompt_ids" and f"at most {eng.max_seq_len - 1} tokens" in err.value.hint

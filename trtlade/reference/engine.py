@@ -45,6 +45,7 @@ and nothing past it enters the n-gram pool or the KV cache.
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from pathlib import Path
@@ -90,6 +91,28 @@ class RequestError(TrtladeError, ValueError):
 
     def __str__(self) -> str:  # one line: the HTTP layer sends it as the 400's message, the field as param
         return self.message + (f" (hint: {self.hint})" if self.hint else "")
+
+
+def _check_types(request: GenerationRequest) -> None:
+    """The fields a step reads, of the types it reads them as: a bytes stop string or a float id would fail inside
+    the step (a string given as ``stop`` would be read as one stop string per character)."""
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if isinstance(request.stop, str) or not all(isinstance(s, str) and s for s in request.stop):
+        raise RequestError(f"stop must be a list of non-empty strings, got {request.stop!r}", field="stop",
+                           hint='e.g. stop=("\\n\\n",); a single string goes in a one-item list')
+    if isinstance(request.stop_token_ids, (str, bytes)) or not all(whole(t) for t in request.stop_token_ids):
+        raise RequestError(f"stop_token_ids must be token ids (ints), got {request.stop_token_ids!r}",
+                           field="stop_token_ids")
+    if not all(whole(t) for t in request.prompt_ids):
+        raise RequestError("prompt_ids must be token ids (ints)", field="prompt_ids")
+    for name in ("min_tokens", "logprobs", "prompt_logprobs"):
+        value = getattr(request, name)
+        if value is not None and not whole(value):
+            raise RequestError(f"{name} must be a whole number, got {value!r}", field=name)
+    if isinstance(request.ignore_eos, str) or not isinstance(request.ignore_eos, bool):
+        raise RequestError(f"ignore_eos must be True or False, got {request.ignore_eos!r}", field="ignore_eos")
 
 
 class LookaheadNotAdmitted(RequestError):
@@ -356,7 +379,8 @@ class ReferenceEngine:
             speculation=speculation, cache_scope=cache_scope,
             prompt_ids=_token_ids(prompt_ids), max_tokens=max_tokens, policy="auto" if auto else None,
             lookahead=None if lookahead is None or auto else LookaheadSpec.parse(lookahead),
-            stop=tuple(stop), stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=bool(ignore_eos),
+            stop=tuple(stop), stop_token_ids=tuple(_as_index(t, "stop_token_ids") for t in stop_token_ids),
+            ignore_eos=ignore_eos,
             min_tokens=min_tokens, temperature=temperature, top_p=top_p, seed=seed, **sampling)
 
     def generate_request(self, request: GenerationRequest, settings: Optional[DraftSettings] = None
@@ -455,11 +479,16 @@ class ReferenceEngine:
             raise RequestError(f"max_tokens must be an integer >= 1, got {request.max_tokens!r}", field="max_tokens",
                                limit=1)
         room = self.max_seq_len - len(prompt)
+        if room < 1:
+            raise RequestError(f"the prompt ({len(prompt)} tokens) leaves no room for output in the model's "
+                               f"max_seq_len {self.max_seq_len}", field="prompt_ids", limit=self.max_seq_len - 1,
+                               hint=f"shorten the prompt to at most {self.max_seq_len - 1} tokens")
         if request.max_tokens > room:
             raise RequestError(
                 f"the prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds the model's "
                 f"max_seq_len {self.max_seq_len}", field="max_tokens", limit=max(room, 0),
                 hint=f"use max_tokens <= {max(room, 0)} or a shorter prompt")
+        _check_types(request)
         vocab = self.vocab_size  # an id past it would fail in the engine thread
         bad = [t for t in request.stop_token_ids if not 0 <= t < vocab]
         if bad:
@@ -533,13 +562,27 @@ def _token_ids(prompt_ids: Any) -> tuple[int, ...]:
         prompt_ids = prompt_ids["input_ids"]
     if hasattr(prompt_ids, "tolist"):
         prompt_ids = prompt_ids.tolist()
-    if len(prompt_ids) == 1 and isinstance(prompt_ids[0], (list, tuple)):
-        prompt_ids = prompt_ids[0]  # a batch of one
+    if isinstance(prompt_ids, (str, bytes)):
+        raise RequestError(f"prompt_ids must be token ids (ints), got {type(prompt_ids).__name__}: encode text "
+                           "with the engine's tokenizer first", field="prompt_ids")
     try:
-        return tuple(int(t) for t in prompt_ids)
-    except (TypeError, ValueError):
+        if len(prompt_ids) == 1 and isinstance(prompt_ids[0], (list, tuple)):
+            prompt_ids = prompt_ids[0]  # a batch of one
+        return tuple(_as_index(t, "prompt_ids") for t in prompt_ids)
+    except TypeError:
         raise RequestError(f"prompt_ids must be token ids (ints), got {type(prompt_ids).__name__}",
                            field="prompt_ids") from None
+
+
+def _as_index(value: Any, field: str) -> int:
+    """A token id as an int: Python and NumPy integers, never a float, a bool or a string (int() would truncate
+    1.5 and read "5")."""
+    if isinstance(value, bool):
+        raise RequestError(f"{field} must be token ids (ints), got {value!r}", field=field)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise RequestError(f"{field} must be token ids (ints), got {value!r}", field=field) from None
 
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
