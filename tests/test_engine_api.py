@@ -511,3 +511,12 @@ def test_a_prompt_that_fills_the_context_is_blamed_on_the_prompt():
     with pytest.raises(RequestError) as err:
         eng.generate([5] * eng.max_seq_len, max_tokens=1)
     assert err.value.field == "prompt_ids" and f"at most {eng.max_seq_len - 1} tokens" in err.value.hint
+
+
+@pytest.mark.parametrize("seed", [2**64, -(2**63) - 1, 1.5, "1", True])
+def test_a_seed_is_a_64_bit_integer_never_wrapped_or_truncated_onto_another(seed):
+    from trtlade.reference.engine import RequestError
+
+    with pytest.raises(RequestError) as err:
+        tiny_engine("llama", (2, 4, 2)).generate([5, 6, 7], max_tokens=2, temperature=0.7, seed=seed)
+    assert err.value.field == "seed"

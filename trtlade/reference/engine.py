@@ -644,3 +644,8 @@ def _check_sampling(request: GenerationRequest) -> None:
             raise RequestError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value}", field=name, limit=high)
     if isinstance(request.top_k, bool) or not isinstance(request.top_k, int) or request.top_k < 0:
         raise RequestError(f"top_k must be a whole number >= 0 (0: off), got {request.top_k!r}", field="top_k", limit=0)
+    seed = request.seed
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63):
+        raise RequestError(f"seed must be a 64-bit integer, got {seed!r}", field="seed", limit=2**63 - 1,
+                           hint="use a whole number with -2**63 <= seed < 2**63 (a larger one would wrap onto another "
+                                "seed's draws)")
