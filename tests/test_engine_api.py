@@ -520,3 +520,16 @@ def test_a_seed_is_a_64_bit_integer_never_wrapped_or_truncated_onto_another(seed
     with pytest.raises(RequestError) as err:
         tiny_engine("llama", (2, 4, 2)).generate([5, 6, 7], max_tokens=2, temperature=0.7, seed=seed)
     assert err.value.field == "seed"
+
+
+@pytest.mark.parametrize("threads", [0, 10**6, 1.5])
+def test_a_thread_count_no_machine_runs_with_is_refused_at_load(threads):
+    """10**6 was accepted and the tokenizer's thread pool then crashed the process."""
+    from trtlade.errors import TrtladeError
+
+    from trtlade.reference.engine import ReferenceEngine
+
+    with pytest.raises(TrtladeError) as err:
+        ReferenceEngine(tiny_model("llama", len(tiny_tokenizer())), tiny_tokenizer(), (2, 4, 2), calibrate=False,
+                        threads=threads)
+    assert err.value.where == "threads"

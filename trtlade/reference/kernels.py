@@ -23,6 +23,8 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
+from trtlade.errors import TrtladeError
+
 __all__ = [
     "DTYPES",
     "resolve_dtype",
@@ -72,11 +74,24 @@ def default_threads() -> int:
     return max(1, min(16, count))
 
 
+#: the most compute threads accepted (a machine's cores, with room to spare: 10**6 crashed the tokenizer's pool)
+MAX_THREADS = 4096
+
+
+class ThreadsError(TrtladeError, ValueError):
+    """A thread count no machine runs with."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "leave threads unset (this machine's cores), or give at most the cores it has",
+                         where="threads")
+
+
 def configure_threads(threads: int | None) -> int:
     """Set torch's intra-op thread count (``None`` = :func:`default_threads`); return it."""
-    count = default_threads() if threads is None else int(threads)
-    if count < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or not 1 <= threads <= MAX_THREADS):
+        raise ThreadsError(f"threads must be a whole number from 1 to {MAX_THREADS}, got {threads!r}")
+    count = default_threads() if threads is None else threads
     if torch.get_num_threads() != count:
         torch.set_num_threads(count)
     return count
