@@ -98,7 +98,7 @@ def test_a_step_fits_golden_rows_then_the_chunk_then_drafts(limits, wanted, rese
 def test_a_chunk_below_one_row_is_refused():
     with pytest.raises(ValueError, match="prefill_chunk must be >= 1"):
         BatchLimits(4, None, 0)
-    with pytest.raises(ValueError, match="prefill_stall must be > 1"):
+    with pytest.raises(ValueError, match="prefill_stall must be a finite number > 1"):
         BatchLimits(4, None, 8, 1.0)
 
 
