@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from trtlade.server.context import note_access
 from trtlade.server.errors import ApiError, error_response
 
 __all__ = ["AnsweringRoute", "unexpected_response"]
@@ -26,8 +27,6 @@ log = logging.getLogger("trtlade.server")
 
 def unexpected_response(request: Request, exc: Exception) -> Response:
     """The 500 for an error no rule expected: logged once with its traceback, noted for the access log."""
-    from trtlade.server.context import note_access
-
     log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
     note_access(request, error="internal_error")
     return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error"))
