@@ -533,3 +533,23 @@ def test_a_thread_count_no_machine_runs_with_is_refused_at_load(threads):
         ReferenceEngine(tiny_model("llama", len(tiny_tokenizer())), tiny_tokenizer(), (2, 4, 2), calibrate=False,
                         threads=threads)
     assert err.value.where == "threads"
+
+
+@pytest.mark.parametrize("settings, where", [({"prompt_lookup": -1}, "prompt_lookup"),
+                                             ({"ngram_implementation": "bogus"}, "ngram_implementation"),
+                                             ({"max_global_pool_size": -1}, "max_global_pool_size")])
+def test_draft_settings_every_request_would_fail_on_are_refused_where_they_are_made(settings, where):
+    from trtlade.errors import TrtladeError
+    from trtlade.reference.batching import DraftSettings
+
+    with pytest.raises(TrtladeError) as err:
+        DraftSettings(**settings)
+    assert err.value.where == where
+
+
+@pytest.mark.parametrize("name, fragment", [(None, "a drafter mode is a name"), ("sa-4--x", "'-x' is neither")])
+def test_a_drafter_mode_that_is_no_name_is_said_as_such(name, fragment):
+    from trtlade.drafting.config import DraftConfigError, drafter_mode
+
+    with pytest.raises(DraftConfigError, match=fragment):
+        drafter_mode(name)

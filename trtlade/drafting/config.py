@@ -292,6 +292,9 @@ def drafter_mode(name: str) -> dict[str, Any]:
     >>> drafter_mode("ngram-auto")
     {'decoding_type': 'AUTO'}
     """
+    if not isinstance(name, str):
+        raise DraftConfigError(f"a drafter mode is a name like sa-4, got {name!r}", field="", rule="mode",
+                               hint=DRAFTER_MODE_HINT)
     kind, _, rest = name.strip().lower().partition("-")
     if kind not in _MODE_DEFAULTS:
         raise DraftConfigError(f"{name!r} names no drafter", field="", rule="mode", hint=DRAFTER_MODE_HINT)
@@ -306,7 +309,8 @@ def drafter_mode(name: str) -> dict[str, Any]:
             key, value = _MODE_OPTIONS[kind][part]
             block[key] = value
         else:
-            raise DraftConfigError(f"{name!r}: {part!r} is neither a number nor an option of {kind}", field="",
+            shown = "-" + part[1:] if part.startswith("~") else part  # "~" marks a minus sign while splitting
+            raise DraftConfigError(f"{name!r}: {shown!r} is neither a number nor an option of {kind}", field="",
                                    rule="mode", hint=DRAFTER_MODE_HINT)
     if len(numbers) > 2:
         raise DraftConfigError(f"{name!r} has {len(numbers)} numbers: D (max_draft_len) and K at most", field="",

@@ -63,8 +63,9 @@ from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepCh
 from trtlade.reference.sampling import KeyedSampler, random_seed
 from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
-from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE, DraftPools,
-                                       DraftSpace, HistoryDrafter)
+from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE,
+                                       NGRAM_IMPLEMENTATIONS, DraftPools, DraftSpace, HistoryDrafter)
+from trtlade.errors import TrtladeError
 from trtlade.lookahead.algorithm import ALONE_SOURCES, DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
@@ -158,6 +159,24 @@ class DraftSettings:
     #: the server's bounds on the SA global pools (``serve.draft_retained_tokens``, ``serve.max_global_pool_size``)
     draft_retained_tokens: int = DEFAULT_RETAINED_TOKENS
     max_global_pool_size: int = DEFAULT_MAX_GLOBAL_POOL_SIZE
+
+    def __post_init__(self) -> None:
+        """Settings every request would fail on are refused where they are made (at load, or here), not request by
+        request."""
+        for name, least in (("prompt_lookup", 0), ("draft_retained_tokens", 0), ("max_global_pool_size", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise SettingsError(f"{name} must be a whole number >= {least}, got {value!r}", where=name)
+        if self.ngram_implementation not in NGRAM_IMPLEMENTATIONS:
+            raise SettingsError(f"ngram_implementation {self.ngram_implementation!r} is not one of "
+                                f"{', '.join(NGRAM_IMPLEMENTATIONS)}", where="ngram_implementation")
+
+
+class SettingsError(TrtladeError, ValueError):
+    """Draft settings no request could run with (``where``: the setting)."""
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message, "see DraftSettings (docs/guides/reference-engine.md)", where=where)
 
 
 class BatchEngine(Protocol):
