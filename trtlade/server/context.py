@@ -301,15 +301,10 @@ class ServerContext:
                                        f"column {exc.colno})", code="invalid_json") from None
         except RecursionError:
             raise _too_deep() from None
-        if _depth_over(value, MAX_JSON_DEPTH):
-            raise _too_deep()
         if not isinstance(value, dict):
             kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
             raise ApiError.bad_request(f"the request body is a JSON {kind}; send a JSON object", code="invalid_json")
-        if (where := _unpaired_surrogate(value)) is not None:
-            raise ApiError.bad_request(f"{where or 'the body'} holds an unpaired UTF-16 surrogate (a \\ud800-\\udfff "
-                                       "escape without its pair): not text a tokenizer can read",
-                                       param=where or None, code="invalid_json")
+        _check_body(value, MAX_JSON_DEPTH)
         return value
 
 
@@ -328,46 +323,59 @@ def _too_deep() -> ApiError:
                                 code="invalid_json")
 
 
-def _depth_over(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests lists/dicts deeper than ``limit`` (iterative: no recursion limit).
+def _check_body(value: Any, limit: int) -> None:
+    """One walk over a decoded body (iterative: no recursion limit): lists/dicts nested deeper than ``limit`` are a
+    400, and so is a string or key holding an unpaired UTF-16 surrogate (JSON lets ``"\\ud800"`` through; UTF-8
+    and every tokenizer refuse it), ``param`` naming where.
 
-    >>> _depth_over({"a": [[1]]}, 3), _depth_over({"a": [[1]]}, 2)
-    (False, True)
+    >>> _check_body(json.loads('{"a": [[1]]}'), 3)
+    >>> _check_body(json.loads('{"a": [[1]]}'), 2)
+    Traceback (most recent call last):
+    ...
+    trtlade.server.errors.ApiError: the request body nests arrays/objects more than 64 levels deep
+    >>> try:
+    ...     _check_body(json.loads('{"messages": [{"content": "ok"}, {"content": "\\\\ud800"}]}'), 64)
+    ... except ApiError as exc:
+    ...     print(exc.param)
+    messages.1.content
+    >>> _check_body(json.loads('{"prompt": "\\\\ud83d\\\\ude00"}'), 64)  # a pair: one emoji
     """
-    stack = [(value, 1)]
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            if _lone_surrogate(item):
+                raise _surrogate(path)
+            continue
+        if not isinstance(item, (list, dict)):
+            continue
+        if depth > limit:
+            raise _too_deep()
+        if isinstance(item, list):
+            stack.extend((child, depth + 1, f"{path}.{i}" if path else str(i)) for i, child in enumerate(item))
+            continue
+        for key, child in item.items():
+            here = f"{path}.{key}" if path else str(key)
+            if _lone_surrogate(key):
+                raise _surrogate(here)
+            stack.append((child, depth + 1, here))
+
+
+def _lone_surrogate(text: str) -> bool:
+    """UTF-8 cannot encode a lone surrogate (at C speed: no loop over a 4 MiB prompt's characters here)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     return False
 
 
-def _unpaired_surrogate(value: Any) -> Optional[str]:
-    """The dotted path of the first string (or key) in ``value`` holding a lone surrogate, "" for the top level,
-    None if there is none. JSON lets ``"\\ud800"`` through; UTF-8 and every tokenizer refuse it.
-
-    >>> _unpaired_surrogate(json.loads('{"messages": [{"content": "ok"}, {"content": "\\\\ud800"}]}'))
-    'messages.1.content'
-    >>> _unpaired_surrogate(json.loads('{"prompt": "\\\\ud83d\\\\ude00"}')) is None  # a pair: one emoji
-    True
-    """
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if any("\ud800" <= ch <= "\udfff" for ch in item):
-                return path
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                here = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and any("\ud800" <= ch <= "\udfff" for ch in key):
-                    return here
-                stack.append((child, here))
-        elif isinstance(item, list):
-            stack.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(item))
-    return None
+def _surrogate(where: str) -> ApiError:
+    return ApiError.bad_request(f"{where or 'the body'} holds an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape "
+                                "without its pair): not text a tokenizer can read", param=where or None,
+                                code="invalid_json")
 
 
 def note_access(request: Request, **info: Any) -> None:

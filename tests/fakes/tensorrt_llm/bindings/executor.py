@@ -418,14 +418,15 @@ class SchedulerConfig:
         self.context_chunking_policy = context_chunking_policy
 
 
-def _positive_size(name: str, member: str) -> property:
-    """A size an ExecutorConfig setter stores, then checks (``TLLM_CHECK(member > 0)``)."""
+def _checked_size(name: str, member: str, least: int = 1) -> property:
+    """A size an ExecutorConfig setter stores as ``_<name>``, then checks (``TLLM_CHECK(member > 0)``, or
+    ``member >= 0`` for ``least`` 0)."""
     def get(self: Any) -> Optional[int]:
         return getattr(self, "_" + name)
 
     def put(self: Any, value: int) -> None:
         setattr(self, "_" + name, _int_arg(name, value))
-        _assert(getattr(self, "_" + name) > 0, f"{member} > 0")
+        _assert(getattr(self, "_" + name) >= least, f"{member} > 0" if least == 1 else f"{member} >= 0")
     return property(get, put)
 
 
@@ -455,13 +456,13 @@ class ExecutorConfig:
             if value is not None and not isinstance(value, expected):
                 raise TypeError(f"incompatible constructor arguments: {name} must be a {expected.__name__}")
         self._max_beam_width = _int_arg("max_beam_width", max_beam_width)
-        self._iter_stats = _int_arg("iter_stats_max_iterations", iter_stats_max_iterations)
-        self._request_stats = _int_arg("request_stats_max_iterations", request_stats_max_iterations)
+        self._iter_stats_max_iterations = _int_arg("iter_stats_max_iterations", iter_stats_max_iterations)
+        self._request_stats_max_iterations = _int_arg("request_stats_max_iterations", request_stats_max_iterations)
         self._max_seq_idle = int(max_seq_idle_microseconds)
         # mirrors: cpp/tensorrt_llm/executor/executorConfig.cpp, ExecutorConfig::ExecutorConfig: four TLLM_CHECKs,
         # in this order; maxBatchSize and maxNumTokens are stored as given (the constructor does not check them)
-        _assert(self._iter_stats >= 0, "iterStatsMaxIterations >= 0")
-        _assert(self._request_stats >= 0, "requestStatsMaxIterations >= 0")
+        _assert(self._iter_stats_max_iterations >= 0, "iterStatsMaxIterations >= 0")
+        _assert(self._request_stats_max_iterations >= 0, "requestStatsMaxIterations >= 0")
         _assert(self._max_beam_width > 0, "mMaxBeamWidth > 0")
         _assert(self._max_seq_idle > 0, "maxSeqIdleMicroseconds > 0")
         self._max_batch_size = None if max_batch_size is None else _int_arg("max_batch_size", max_batch_size)
@@ -481,27 +482,14 @@ class ExecutorConfig:
 
     # mirrors: executorConfig.cpp, the setters: each stores the value, then TLLM_CHECKs it (the message is the
     # condition on the member)
-    max_beam_width = _positive_size("max_beam_width", "mMaxBeamWidth")  # ExecutorConfig::setMaxBeamWidth
-    max_batch_size = _positive_size("max_batch_size", "mMaxBatchSize")  # ExecutorConfig::setMaxBatchSize
-    max_num_tokens = _positive_size("max_num_tokens", "mMaxNumTokens")  # ExecutorConfig::setMaxNumTokens
+    max_beam_width = _checked_size("max_beam_width", "mMaxBeamWidth")  # ExecutorConfig::setMaxBeamWidth
+    max_batch_size = _checked_size("max_batch_size", "mMaxBatchSize")  # ExecutorConfig::setMaxBatchSize
+    max_num_tokens = _checked_size("max_num_tokens", "mMaxNumTokens")  # ExecutorConfig::setMaxNumTokens
 
-    @property
-    def iter_stats_max_iterations(self) -> int:
-        return self._iter_stats
-
-    @iter_stats_max_iterations.setter
-    def iter_stats_max_iterations(self, value: int) -> None:  # ExecutorConfig::setIterStatsMaxIterations
-        self._iter_stats = _int_arg("iter_stats_max_iterations", value)
-        _assert(self._iter_stats >= 0, "mIterStatsMaxIterations >= 0")
-
-    @property
-    def request_stats_max_iterations(self) -> int:
-        return self._request_stats
-
-    @request_stats_max_iterations.setter
-    def request_stats_max_iterations(self, value: int) -> None:  # ExecutorConfig::setRequestStatsMaxIterations
-        self._request_stats = _int_arg("request_stats_max_iterations", value)
-        _assert(self._request_stats >= 0, "mRequestStatsMaxIterations >= 0")
+    iter_stats_max_iterations = _checked_size(  # ExecutorConfig::setIterStatsMaxIterations
+        "iter_stats_max_iterations", "mIterStatsMaxIterations", least=0)
+    request_stats_max_iterations = _checked_size(  # ExecutorConfig::setRequestStatsMaxIterations
+        "request_stats_max_iterations", "mRequestStatsMaxIterations", least=0)
 
     @property
     def max_seq_idle_microseconds(self) -> int:
