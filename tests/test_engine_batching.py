@@ -327,6 +327,47 @@ def test_concurrent_http_requests_share_steps_and_stay_exact():
     assert metric_value(metrics, "trtlade_queue_wait_seconds_count") == 6
 
 
+# ------------------------------------------------------------------------------- a callback that raises
+@pytest.mark.parametrize("fail_on", ["first", "every"])
+def test_a_raising_on_chunk_loses_no_token_and_the_batch_goes_on(fail_on):
+    """``on_chunk`` raising mid-step: the step still commits, hands over and frees every sequence, then raises
+    ``ChunkCallbackError`` carrying the step's chunks; stepping on, every request gets exactly its tokens."""
+    from trtlade.reference.batching import ChunkCallbackError
+
+    eng = engine("llama")
+    batch = eng.new_batch(max_batch_size=4, max_num_tokens=256)
+    ps = prompts()[:3]
+    short = request(ps[2], max_tokens=3)  # finishes in the step that raises, or soon after
+    ids = [batch.add(r) for r in (request(ps[0], lookahead=(2, 3, 2)), request(ps[1]), short)]
+    chunks: dict[int, list] = {i: [] for i in ids}
+    seen: list[int] = []
+    raised = 0
+
+    def callback(seq_id, chunk):
+        seen.append(seq_id)
+        if fail_on == "every" or len(seen) == 1:
+            raise OSError("the client is gone")
+
+    emitting_steps = 0
+    while len(batch):
+        try:
+            out = batch.step(on_chunk=callback)
+        except ChunkCallbackError as exc:
+            raised += 1
+            assert isinstance(exc.__cause__, OSError)
+            assert exc.failures == (1 if fail_on == "first" else len(exc.chunks))
+            out = exc.chunks
+        emitting_steps += bool(out)
+        for seq_id, chunk in out:
+            chunks[seq_id].append(chunk)
+    assert raised == (1 if fail_on == "first" else emitting_steps)
+    assert sorted(seen) == sorted(seq_id for seq_id in ids for _ in chunks[seq_id])  # every chunk handed over once
+    for seq_id, prompt, max_tokens in zip(ids, ps, (MAX_TOKENS, MAX_TOKENS, 3)):
+        assert tokens(chunks[seq_id]) == alone("llama", prompt)[:max_tokens]
+        assert chunks[seq_id][-1].finish_reason == "length"
+    assert len(batch) == 0
+
+
 # ------------------------------------------------------------------------------------ prefill together
 def run_arrivals(eng, batch, requests) -> tuple[list, list, list, list, dict, int]:
     """``requests`` added together, run to the end, counting forwards: the ids, each forward's block

@@ -69,8 +69,8 @@ from trtlade.errors import TrtladeError
 from trtlade.lookahead.algorithm import ALONE_SOURCES, DraftBatch, LookaheadAlgorithm
 from trtlade.spec import LookaheadSpec
 
-__all__ = ["Batch", "BatchEngine", "DraftSettings", "SequenceState", "ALGORITHM_LABEL", "TEXT_LABEL", "DRAFT_OPTIONS",
-           "SOURCE_OPTIONS"]
+__all__ = ["Batch", "BatchEngine", "ChunkCallbackError", "DraftSettings", "SequenceState", "ALGORITHM_LABEL",
+           "TEXT_LABEL", "DRAFT_OPTIONS", "SOURCE_OPTIONS"]
 
 #: What the auto policy may give a sequence beyond its golden row: one drafter's chain alone (SA's longest
 #: earlier suffix, prompt lookup's latest match, the n-gram pool's guesses, another sequence's text in its
@@ -177,6 +177,25 @@ class SettingsError(TrtladeError, ValueError):
 
     def __init__(self, message: str, *, where: str) -> None:
         super().__init__(message, "see DraftSettings (docs/guides/reference-engine.md)", where=where)
+
+
+class ChunkCallbackError(RuntimeError):
+    """``on_chunk`` raised during :meth:`Batch.step`: the step ended all the same; ``chunks`` are the
+    ``(seq_id, chunk)`` pairs it emitted (the tokens are committed: they are not emitted again), the
+    first failure is the ``__cause__``, ``failures`` counts them.
+
+    >>> err = ChunkCallbackError([(0, "A's chunk"), (1, "B's chunk")], 1)
+    >>> err.chunks[1], err.failures
+    ((1, "B's chunk"), 1)
+    >>> str(err)
+    "on_chunk raised for 1 of this step's 2 chunk(s); the step ended and its chunks are in .chunks"
+    """
+
+    def __init__(self, chunks: list[tuple[int, StepChunk]], failures: int) -> None:
+        super().__init__(f"on_chunk raised for {failures} of this step's {len(chunks)} chunk(s); the step ended "
+                         "and its chunks are in .chunks")
+        self.chunks = chunks
+        self.failures = failures
 
 
 class BatchEngine(Protocol):
@@ -669,17 +688,23 @@ class Batch:
         sequence). ``on_chunk(seq_id, chunk)``, if given, gets each chunk as soon as it exists: a
         new request's first token leaves right after its prefill, not after the decode pass. With
         ``limits.prefill_chunk`` and sequences decoding, prompts advance by chunks inside the decode
-        pass instead (see the module docstring, step 1)."""
+        pass instead (see the module docstring, step 1). If ``on_chunk`` raises, the step still ends
+        (every sequence's tokens committed, finished ones freed, every later chunk handed over) and then
+        raises :class:`ChunkCallbackError`, whose ``chunks`` are what this call would have returned."""
         self._check_owner()
         t0 = time.perf_counter()
         report = StepReport()
         self.failed = []
         out: list[tuple[int, StepChunk]] = []
+        raised: list[BaseException] = []
 
         def emit(seq_id: int, chunk: StepChunk) -> None:
             out.append((seq_id, chunk))
             if on_chunk is not None:
-                on_chunk(seq_id, chunk)
+                try:
+                    on_chunk(seq_id, chunk)
+                except Exception as exc:  # noqa: BLE001 - the step ends first, then the caller hears of it
+                    raised.append(exc)
 
         decoding = list(self._running)  # newly prefilled sequences join at the next step
         chunked = bool(decoding) and self.limits.prefill_chunk is not None
@@ -692,6 +717,8 @@ class Batch:
             self._decode(decoding, report, emit, chunked)
         report.seconds = time.perf_counter() - t0
         self.last = report
+        if raised:
+            raise ChunkCallbackError(out, len(raised)) from raised[0]
         return out
 
     # ------------------------------------------------------------------ internals
