@@ -44,6 +44,17 @@ def test_broken_schedules_name_the_rule_and_the_band(bands, rule, index):
     assert info.value.rule == rule and info.value.index == index and info.value.hint
 
 
+@pytest.mark.parametrize("index,expect", [(0, "1-2"), (1, "3-8"), (2, "9+"), (3, None), (-1, None), (True, None)])
+def test_a_band_label_is_its_in_flight_range_and_no_band_is_an_index_error(index, expect):
+    schedule = LookaheadSchedule.parse([{"up_to": 2, "spec": "4,2,4"}, {"up_to": 8, "spec": "2,2,2"},
+                                        {"spec": "1,1,0"}])
+    if expect is None:
+        with pytest.raises(IndexError, match=r"bands are 0\.\.2"):
+            schedule.label(index)
+    else:
+        assert schedule.label(index) == expect
+
+
 def test_smallest_engine_spec_admits_every_band_and_round_trips():
     s = LookaheadSchedule.parse([{"up_to": 1, "spec": "2,4,2"}, {"up_to": 4, "spec": "4,2,1"}, {"spec": "1,1,0"}])
     engine = s.smallest_engine_spec()

@@ -146,7 +146,16 @@ class LookaheadSchedule:
         return self.bands[self.band_for(in_flight)].spec
 
     def label(self, index: int) -> str:
-        """The in-flight range of a band: ``1-2``, ``3-8``, ``9+`` (``1+`` for a single band)."""
+        """The in-flight range of band ``index`` (0 the first): ``1-2``, ``3-8``, ``9+`` (``1+`` for a single
+        band); an index that names no band is an ``IndexError`` saying the range (no counting from the end).
+
+        >>> LookaheadSchedule.parse([{"spec": "2,2,2"}]).label(1)
+        Traceback (most recent call last):
+        ...
+        IndexError: band 1 does not exist: this schedule's bands are 0..0
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.bands):
+            raise IndexError(f"band {index!r} does not exist: this schedule's bands are 0..{len(self.bands) - 1}")
         low = 1 if index == 0 else (self.bands[index - 1].up_to or 0) + 1
         high = self.bands[index].up_to
         if high is None:
