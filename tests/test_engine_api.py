@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from models import tiny_engine, tiny_model, tiny_tokenizer, tiny_word_tokenizer
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.reference.engine import LookaheadNotAdmitted, ModelLoadError, ReferenceEngine, RequestError
+from trtlade.reference.kernels import DeviceError, DtypeError
+from trtlade.errors import TrtladeError
 from trtlade.lookahead.simulate import simulate
 from trtlade.spec import LookaheadSpec, SpecError
 
@@ -314,8 +316,19 @@ def test_load_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelLoadError, match="config.json"):
         ReferenceEngine.load(tmp_path / "empty", calibrate=False)
-    with pytest.raises(ValueError, match="unknown dtype"):
+    with pytest.raises(DtypeError, match="unknown dtype") as dtype_error:
         ReferenceEngine.load(tmp_path / "empty", dtype="int8", calibrate=False)
+    assert isinstance(dtype_error.value, TrtladeError) and dtype_error.value.where == "dtype"
+
+
+@pytest.mark.parametrize("device,message", [("tpu", "not a device the reference engine runs on"),
+                                            ("cuda:x", "not a device"), ("cuda:99", "sees")])
+def test_a_device_it_cannot_run_on_is_refused_before_the_weights_load(tmp_path, monkeypatch, device, message):
+    loaded = []
+    monkeypatch.setattr("trtlade.reference.engine.load_hf_model", lambda *args: loaded.append(args))
+    with pytest.raises(DeviceError, match=message) as error:
+        ReferenceEngine.load(tmp_path / "tiny-llama", device=device, calibrate=False)
+    assert error.value.where == "device" and "cuda" in error.value.hint.lower() and loaded == []
 
 
 # ------------------------------------------------------------------------------------ vs simulate

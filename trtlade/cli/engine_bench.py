@@ -174,22 +174,15 @@ def _check_json_out(out: Path, *, given: bool) -> None:
 
 def _check_device(device: str, native_kernels: Optional[bool]) -> None:
     """``--device``: the CPU, or a CUDA device torch can see (the native kernels are CPU code)."""
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-        fail(f"--device {device!r}: not a device the reference engine runs on",
-             hint="use cpu, cuda or cuda:N (an NVIDIA GPU through a CUDA build of torch)")
-    if device == "cpu":
-        return
-    if native_kernels:
+    if device != "cpu" and native_kernels and re.fullmatch(r"cuda(:\d+)?", device):
         fail(f"--native-kernels with --device {device}: the native kernels are CPU code",
              hint="drop --native-kernels: off the CPU the engine runs the vendor's GEMMs and torch's attention")
-    import torch
+    from trtlade.reference.kernels import DeviceError, check_device
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(device.partition(":")[2] or 0)
-    if index >= count:
-        choice = f"pick one of cuda:0..cuda:{count - 1}" if count else "or use --device cpu"
-        fail(f"--device {device}: torch {torch.__version__} sees {count} CUDA device(s) here",
-             hint=f"run it where torch sees an NVIDIA GPU (a CUDA build of torch), {choice}")
+    try:
+        check_device(device)
+    except DeviceError as exc:
+        fail(f"--device {exc.message}", hint=exc.hint.replace("or use cpu", "or use --device cpu"))
 
 
 def _print_tables(data: dict) -> None:

@@ -57,7 +57,7 @@ from trtlade.errors import TrtladeError
 from trtlade.reference.adaptive import AutoPolicy, CostTable, no_dearer_than_wider
 from trtlade.reference.batch_runner import BatchRunner, RowBlock
 from trtlade.reference.batching import Batch, DraftSettings
-from trtlade.reference.kernels import configure_threads, dtype_name, resolve_dtype
+from trtlade.reference.kernels import check_device, configure_threads, dtype_name, resolve_dtype
 from trtlade.reference.native.argmax import argmax_rows
 from trtlade.contract.protocol import (MAX_TOP_LOGPROBS, SAMPLING_RANGES, CacheScope, GenerationRequest,
                                       GenerationResult, StepChunk)
@@ -245,6 +245,7 @@ class ReferenceEngine:
         """Load a Hugging Face model folder or a GGUF file (dequantised once into the user cache; ``None``:
         the embedded SmolLM2-135M-Instruct) in ``dtype`` on ``device``. Never downloads anything."""
         torch_dtype = resolve_dtype(dtype)
+        check_device(device)
         spec = LookaheadSpec.parse(spec)
         if model is None:
             from trtlade.reference.embedded import EMBEDDED_MODEL_NAME, embedded_model_dir

@@ -16,6 +16,7 @@ this project) the plain GEMM is faster for 1-3 rows and the packed one from 4 ro
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -27,7 +28,10 @@ from trtlade.errors import TrtladeError
 
 __all__ = [
     "DTYPES",
+    "DtypeError",
+    "DeviceError",
     "resolve_dtype",
+    "check_device",
     "dtype_name",
     "default_threads",
     "configure_threads",
@@ -48,16 +52,55 @@ DTYPES: dict[str, torch.dtype] = {
 }
 
 
+class DtypeError(TrtladeError, ValueError):
+    """A dtype the reference engine does not serve (``where``: ``dtype``)."""
+
+
+class DeviceError(TrtladeError, ValueError):
+    """A device the reference engine cannot run on here (``where``: ``device``)."""
+
+
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"`` or a torch dtype."""
+    """``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"`` or a torch dtype.
+
+    >>> resolve_dtype("bf16")
+    torch.bfloat16
+    >>> print(resolve_dtype("int8"))
+    Traceback (most recent call last):
+    ...
+    trtlade.reference.kernels.DtypeError: dtype: unknown dtype 'int8'; use one of float32, bfloat16, float16
+    """
     if isinstance(dtype, torch.dtype):
         if dtype not in DTYPES.values():
-            raise ValueError(f"dtype {dtype} is not supported; use one of float32, bfloat16, float16")
+            raise DtypeError(f"dtype {dtype} is not supported; use one of float32, bfloat16, float16", where="dtype")
         return dtype
     key = str(dtype).strip().lower().removeprefix("torch.")
     if key not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of float32, bfloat16, float16")
+        raise DtypeError(f"unknown dtype {dtype!r}; use one of float32, bfloat16, float16", where="dtype")
     return DTYPES[key]
+
+
+def check_device(device: str) -> None:
+    """``cpu``, or ``cuda`` / ``cuda:N`` where torch sees that GPU; else :class:`DeviceError`, before any weight loads.
+
+    >>> check_device("cpu")
+    >>> check_device("tpu")
+    Traceback (most recent call last):
+    ...
+    trtlade.reference.kernels.DeviceError: device: 'tpu': not a device the reference engine runs on
+    hint: use cpu, cuda or cuda:N (an NVIDIA GPU through a CUDA build of torch)
+    """
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise DeviceError(f"{device!r}: not a device the reference engine runs on", where="device",
+                          hint="use cpu, cuda or cuda:N (an NVIDIA GPU through a CUDA build of torch)")
+    if device == "cpu":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        choice = f"pick one of cuda:0..cuda:{count - 1}" if count else "or use cpu"
+        raise DeviceError(f"{device}: torch {torch.__version__} sees {count} CUDA device(s) here", where="device",
+                          hint=f"run it where torch sees an NVIDIA GPU (a CUDA build of torch), {choice}")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
