@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any, NoReturn, Optional
+
 import typer
 
 from trtlade import __version__
+from trtlade.cli.common import EXIT_USAGE, fail
 from trtlade.cli import bench, build, config, engine_bench, export, serve, spec, tune, validate
 
 app = typer.Typer(
@@ -73,8 +77,44 @@ def _group_commands() -> None:
 _group_commands()
 
 
-def main() -> None:
-    app()
+def main(argv: Optional[list[str]] = None) -> None:
+    """The console script: the app, with a usage mistake Click catches before trtlade runs (a value out of its
+    range, an unknown option, a missing argument) said as trtlade says every error, ``error:`` and ``hint:``
+    lines on stderr, exit 2, instead of Click's box."""
+    click = _click_exceptions()
+    try:
+        code = app(args=argv, prog_name="trtlade", standalone_mode=False)
+    except getattr(click, "NoArgsIsHelpError", ()) as exc:  # `trtlade` alone: the help, printed already
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        usage_error(exc)
+    except click.ClickException as exc:
+        _exit(exc.format_message(), "", exc.exit_code)
+    except click.Abort:
+        _exit("aborted", "", 1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> Any:
+    """Click's exceptions module: Typer 0.2x carries its own Click, older Typers use the package."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - typer < 0.20
+        from click import exceptions
+    return exceptions
+
+
+def usage_error(exc: Any) -> NoReturn:
+    """``error: Invalid value for '--tp-size': ...`` and ``hint: see `trtlade build -h```, exit 2."""
+    command = exc.ctx.command_path if exc.ctx is not None else "trtlade"
+    _exit(exc.format_message(), f"see `{command} -h`", EXIT_USAGE)
+
+
+def _exit(message: str, hint: str, code: int) -> NoReturn:
+    try:
+        fail(message, hint=hint, code=code)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover
