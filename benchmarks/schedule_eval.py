@@ -36,7 +36,7 @@ def main() -> None:
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.launch import launched_server
-    from trtlade.bench.noise import pooled_sd, threshold, verdict
+    from trtlade.bench.noise import margin as margin_of, pooled, verdict
     from trtlade.bench.plan import BenchPlan, Endpoint, Mode, Series, Target
     from trtlade.bench.runner import run_plan
     from trtlade.cli.bench import preflight_servers
@@ -68,7 +68,7 @@ def main() -> None:
     for level in levels:
         r = ratios[level]
         mean = statistics.fmean(r)
-        margin = threshold(pooled_sd([r]), args.repeats)  # one mode per level: its own repeats' spread
+        margin = margin_of(r, pooled([r]))  # one mode per level: its own repeats' spread
         band = f"1 ± {margin:.3f}" if margin is not None else "? (one repeat)"
         print(f"| {level} | {mean:.3f} | {min(r):.3f} | {max(r):.3f} | {band} | {verdict(mean, margin)} |")
 

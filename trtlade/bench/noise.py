@@ -2,23 +2,36 @@
 
 Every comparison is paired: in each repeat, the modes run the same prompts back to back at the same
 level (interleaved, the order alternating per repeat), so the ratio ``x / baseline`` of one repeat
-compares like with like. The **noise** is the pooled sample standard deviation of those ratios
-across repeats, over every compared cell (mode, level) of the run: how much a speedup moves between
-two runs of the same thing. A mean speedup is a real difference only if it is more than
-``Z * noise / sqrt(repeats)`` away from 1 (``Z = 2``, about a 95% interval for the mean of the
-repeats); otherwise it is **within noise**. With one repeat there is no noise estimate, and the
-verdict says so.
+compares like with like. A cell (mode, level) has k such ratios. Its **margin** is how far from 1 its
+mean must be to be a real difference: the half-width of the two-sided 95% Student t interval of that
+mean, ``t(0.975, dof) * sd / sqrt(k)`` (:func:`margin`), where ``sd`` is the larger of
+
+- the level's **pooled** standard deviation of the ratios of every compared mode at that level, and
+- the cell's **own** standard deviation, so that a mode whose repeats scattered more than its
+  neighbours' is not judged by their steadiness,
+
+and ``dof`` the level's pooled degrees of freedom (modes measured at one load share most of their noise; a
+larger ``sd`` than the pooled one only widens the interval, so a mode equal to its baseline is called
+different in at most 5% of runs).
+
+A cell with fewer than two ratios (one repeat, or a repeat whose baseline failed) has no margin: its
+verdict is **one sample**. A chooser that takes the best of several candidates (``trtlade tune``) asks
+each for ``comparisons`` times the confidence (Bonferroni), so that the best of six equal candidates
+does not clear the bar by luck.
 
 Worked example: a mode 20% faster in three repeats, another that is the baseline itself::
 
     >>> fast = speedup([100, 104, 98], [121, 123, 119])
     >>> same = speedup([100, 104, 98], [103, 99, 100])
-    >>> round(pooled_sd([fast.ratios, same.ratios]), 4)
-    0.0325
-    >>> t = threshold(pooled_sd([fast.ratios, same.ratios]), 3)
-    >>> round(t, 4), verdict(fast.mean, t), verdict(same.mean, t)
-    (0.0375, 'faster', 'within noise')
-    >>> verdict(1.2, None)
+    >>> level = pooled([fast.ratios, same.ratios])
+    >>> round(level.sd, 4), level.dof
+    (0.0325, 4)
+    >>> m_fast, m_same = margin(fast.ratios, level), margin(same.ratios, level)
+    >>> round(m_fast, 4), round(m_same, 4)    # t(0.975, 4) = 2.776 times the pooled sd; same's own is larger
+    (0.052, 0.0683)
+    >>> verdict(fast.mean, m_fast), verdict(same.mean, m_same)
+    ('faster', 'within noise')
+    >>> verdict(1.2, margin([1.2], level))
     'one sample'
 """
 
@@ -29,10 +42,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-__all__ = ["Z", "Speedup", "speedup", "pooled_sd", "threshold", "verdict", "spread"]
+__all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "t_quantile", "margin", "verdict", "spread"]
 
-#: How many standard errors a mean speedup must clear to be called faster or slower.
-Z = 2.0
+#: The two-sided confidence a change must have to be called higher or lower.
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -54,17 +67,26 @@ class Speedup:
         return max(self.ratios) if self.ratios else float("nan")
 
 
+@dataclass(frozen=True)
+class Noise:
+    """A standard deviation of paired ratios and its degrees of freedom (0: nothing measured it)."""
+
+    sd: float
+    dof: int
+
+
 def speedup(baseline: Sequence[Optional[float]], values: Sequence[Optional[float]]) -> Speedup:
     """Pair repeat i of ``values`` with repeat i of ``baseline`` (repeats missing on either side,
     or a zero baseline, are left out)."""
     return Speedup(tuple(v / b for b, v in zip(baseline, values) if b and v is not None))
 
 
-def pooled_sd(groups: Iterable[Sequence[float]]) -> float:
-    """Pooled sample standard deviation of several groups (0.0 when no group has two values).
+def pooled(groups: Iterable[Sequence[float]]) -> Noise:
+    """Pooled sample standard deviation of several groups, with its degrees of freedom (the sum of each
+    group's size less one; groups of one value add nothing).
 
-    >>> pooled_sd([[1.0, 1.2], [2.0, 2.2, 2.4]]), pooled_sd([[1.0]])
-    (0.18257418583505533, 0.0)
+    >>> pooled([[1.0, 1.2], [2.0, 2.2, 2.4]]), pooled([[1.0]])
+    (Noise(sd=0.18257418583505533, dof=3), Noise(sd=0.0, dof=0))
     """
     num, dof = 0.0, 0
     for values in groups:
@@ -73,15 +95,68 @@ def pooled_sd(groups: Iterable[Sequence[float]]) -> float:
             mean = statistics.fmean(values)
             num += sum((v - mean) ** 2 for v in values)
             dof += len(values) - 1
-    return math.sqrt(num / dof) if dof else 0.0
+    return Noise(math.sqrt(num / dof) if dof else 0.0, dof)
 
 
-def threshold(noise: float, repeats: int) -> Optional[float]:
-    """How far from 1 a mean speedup must be to be real: ``Z * noise / sqrt(repeats)`` (None with
-    one repeat: nothing measured the noise)."""
-    if repeats < 2:
+def _two_sided_cdf(theta: float, dof: int) -> float:
+    """P(|T| <= sqrt(dof) * tan(theta)) for Student's t with a whole number of degrees of freedom, in closed
+    form (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if dof % 2:  # odd: (2/pi) * (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)), dof - 3 terms over 2
+        term, total = 1.0, 1.0
+        for j in range(1, (dof - 1) // 2):
+            term *= c2 * (2 * j) / (2 * j + 1)
+            total += term
+        return 2 / math.pi * (theta + (s * math.cos(theta) * total if dof > 1 else 0.0))
+    term, total = 1.0, 1.0  # even: sin * (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...), dof - 2 terms over 2
+    for j in range(1, dof // 2):
+        term *= c2 * (2 * j - 1) / (2 * j)
+        total += term
+    return s * total
+
+
+def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
+    """The t with P(|T| <= t) = ``confidence`` for Student's t with ``dof`` degrees of freedom (bisection on the
+    closed-form distribution; the normal quantile above 1,000 degrees of freedom).
+
+    >>> [round(t_quantile(d), 3) for d in (1, 2, 3, 4, 10, 30)]
+    [12.706, 4.303, 3.182, 2.776, 2.228, 2.042]
+    >>> round(t_quantile(4, 1 - 0.05 / 6), 3)    # the best of six candidates, each at 1 - 0.05/6
+    4.851
+    """
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    if dof > 1000:
+        return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    lo, hi = 0.0, math.pi / 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _two_sided_cdf(mid, dof) < confidence else (lo, mid)
+    return math.sqrt(dof) * math.tan((lo + hi) / 2)
+
+
+def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optional[float]:
+    """How far from 1 the mean of ``ratios`` must be to be real: ``t * sd / sqrt(k)`` with ``sd`` the larger of
+    the level's pooled noise and the cell's own, ``t`` the Student t quantile at the level's degrees of freedom
+    (at least the cell's own) and at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni). None
+    with fewer than two ratios: nothing measured the noise.
+
+    >>> level = Noise(sd=0.02, dof=8)
+    >>> round(margin([1.10, 1.12, 1.11], level), 4)   # steadier than the level: the level's sd, t(0.975, 8)
+    0.0266
+    >>> round(margin([1.00, 1.30, 1.15], level), 4)   # more scattered: its own sd, still t(0.975, 8)
+    0.1997
+    >>> round(margin([1.10, 1.12, 1.11], level, comparisons=6), 4)   # the best of six: t(1 - 0.025/6, 8)
+    0.0402
+    >>> margin([1.2], level) is None
+    True
+    """
+    k = len(ratios)
+    if k < 2:
         return None
-    return Z * noise / math.sqrt(repeats)
+    confidence = 1 - (1 - CONFIDENCE) / max(1, comparisons)
+    sd = max(statistics.stdev(ratios), level.sd)
+    return t_quantile(max(level.dof, k - 1), confidence) * sd / math.sqrt(k)
 
 
 def verdict(mean: float, margin: Optional[float]) -> str:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtlade.errors import TrtladeError
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
-from trtlade.bench.noise import Speedup, pooled_sd, speedup, spread, threshold, verdict
+from trtlade.bench.noise import CONFIDENCE, Noise, Speedup, margin, pooled, speedup, spread, verdict
 from trtlade.bench.records import RequestRecord
 
 __all__ = [
@@ -101,19 +101,22 @@ class RunSummary(BaseModel):
         return [by_repeat.get(r) for r in range(self.repeats)]
 
     def speedups(self, field: str = "output_throughput"
-                 ) -> tuple[dict[tuple[str, int], Speedup], dict[int, Optional[float]]]:
+                 ) -> tuple[dict[tuple[str, int], Speedup], dict[tuple[str, int], Optional[float]]]:
         """Per (series, level) beyond the first series: its paired ratios against the first series
-        over the repeats; and per level the margin a mean must clear to be real (None with one
-        repeat). The noise is pooled over the series of a level: a busy level is noisier than an
-        idle one. For a lower-is-better field the ratio is still ``value / baseline``."""
+        over the repeats, and the margin its mean must clear to be real (:func:`~trtlade.bench.noise.margin`:
+        the larger of the level's noise, pooled over its series, and the cell's own; None with fewer than
+        two ratios). For a lower-is-better field the ratio is still ``value / baseline``."""
         if len(self.series) < 2:
-            return {}, {level: None for level in self.levels}
+            return {}, {}
         base = self.series[0].label
         out = {(info.label, level): speedup(self.values(base, level, field), self.values(info.label, level, field))
                for info in self.series[1:] for level in self.levels}
-        margins = {level: threshold(pooled_sd(s.ratios for (_, lv), s in out.items() if lv == level), self.repeats)
-                   for level in self.levels}
-        return out, margins
+        noise = self.level_noise(out)
+        return out, {key: margin(s.ratios, noise[key[1]]) for key, s in out.items()}
+
+    def level_noise(self, cells: dict[tuple[str, int], Speedup]) -> dict[int, Noise]:
+        """Per level: the pooled noise of the paired ratios of every series compared at it."""
+        return {level: pooled(s.ratios for (_, lv), s in cells.items() if lv == level) for level in self.levels}
 
 
 # ----------------------------------------------------------------------------- tables
@@ -184,8 +187,10 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
                 continue
             pct = (s.mean - 1) * 100
             span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
-            said = verdict(s.mean, margins.get(c))
-            cells.append(f"{pct:+.1f}%{span} {words.get(said, said)}")
+            m = margins.get((info.label, c))
+            said = verdict(s.mean, m)
+            band = f" ±{m * 100:.1f}" if m is not None else ""
+            cells.append(f"{pct:+.1f}%{span} {words.get(said, said)}{band}")
         lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
     if len(run.series) > 1:
         lines.append("")
@@ -193,14 +198,15 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
     return "\n".join(lines)
 
 
-def _noise_note(repeats: int, margins: dict[int, Optional[float]]) -> str:
+def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -> str:
     if all(m is None for m in margins.values()):
         return ("One repeat: every cell is a single sample, with no measure of its noise; run with --repeats 3 "
                 "or more before reading a difference as real.")
-    bands = ", ".join(f"±{m * 100:.1f}% at {c}" for c, m in margins.items() if m is not None)
-    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond {bands} "
-            f"(2 standard errors of the repeat-to-repeat noise of the paired ratios, pooled over the modes "
-            f"at each level); otherwise it is within noise.")
+    single = " A cell without a margin had one paired sample (a repeat's baseline failed): one sample." if any(
+        m is None for m in margins.values()) else ""
+    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond its ± margin (points): "
+            f"the 95% Student t interval of the mean paired ratio, from the larger of the repeat-to-repeat noise "
+            f"pooled over the modes at its level and its own; otherwise it is within noise.{single}")
 
 
 def comparison_table(levels: Sequence[int], rows: Sequence[Row], *, decimals: int = 1,
@@ -239,12 +245,14 @@ def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dic
     per (series, level) the mean, min and max ratio over repeats and the verdict."""
     ratios, margins = run.speedups(field)
     aims = default_vs_best_fixed(run) if field == "output_throughput" else []
+    noise = run.level_noise(ratios)
     return {"field": field, "baseline": run.series[0].label if run.series else None, "repeats": run.repeats,
-            **({"default_vs_best_fixed": aims} if aims else {}),
-            "margins": {str(level): m for level, m in margins.items()},
+            "confidence": CONFIDENCE, **({"default_vs_best_fixed": aims} if aims else {}),
+            "noise_by_level": {str(level): {"sd": n.sd, "dof": n.dof} for level, n in noise.items()},
             "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
                        "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
-                       "ratios": list(s.ratios), "verdict": verdict(s.mean, margins.get(level)) if s.ratios else None}
+                       "ratios": list(s.ratios), "margin": margins.get((name, level)),
+                       "verdict": verdict(s.mean, margins.get((name, level))) if s.ratios else None}
                       for (name, level), s in ratios.items()]}
 
 
@@ -470,6 +478,7 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
     if len(defaults) != 1 or not fixed:
         return []
     ratios, margins = run.speedups("output_throughput")
+    noise = run.level_noise(ratios)
     out = []
     for level in run.levels:
         mine = ratios.get((defaults[0], level))
@@ -482,9 +491,15 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
         gap = 100 * (mine.mean - theirs.mean)
         out.append({"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
                     "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
-                    "noise_pct": None if margins.get(level) is None else 100 * margins[level],
+                    "noise_pct": _pct(margins.get((defaults[0], level))),
+                    "gap_noise_pct": _pct(margin([g / 100 for g in gaps], noise[level])),
+                    "samples": len(gaps),
                     "met": gap >= -DEFAULT_AIM_POINTS - 1e-9 and 100 * (mine.mean - 1) >= -DEFAULT_AIM_POINTS - 1e-9})
     return out
+
+
+def _pct(value: Optional[float]) -> Optional[float]:
+    return None if value is None else 100 * value
 
 
 def default_aim_lines(run: RunSummary) -> list[str]:
@@ -496,18 +511,17 @@ def default_aim_lines(run: RunSummary) -> list[str]:
 
     def aim(x: dict[str, Any]) -> str:
         if x["met"]:
-            return "met"
-        noise = x["noise_pct"]
+            return "met" + (" (one sample)" if x["samples"] < 2 else "")
 
-        def said(what: str, by: float) -> str:  # a shortfall, and whether the level's noise band covers it
+        def said(what: str, by: float, noise: Optional[float], unit: str) -> str:  # a shortfall, and its margin
             if noise is None:
                 return f"{what} (one sample)"
-            return f"{what} ({'within' if by <= noise else 'beyond'} noise ±{noise:.1f}%)"
+            return f"{what} ({'within' if by <= noise else 'beyond'} noise ±{noise:.1f}{unit})"
 
-        short = [said(f"{-x['gap_points']:.1f} points below {x['best']}", -x["gap_points"])
-                 ] if x["gap_points"] < -DEFAULT_AIM_POINTS else []
-        short += [said(f"{-x['default_pct']:.1f}% below {run.series[0].label}", -x["default_pct"])
-                  ] if x["default_pct"] < -DEFAULT_AIM_POINTS else []
+        short = [said(f"{-x['gap_points']:.1f} points below {x['best']}", -x["gap_points"], x["gap_noise_pct"],
+                      " points")] if x["gap_points"] < -DEFAULT_AIM_POINTS else []
+        short += [said(f"{-x['default_pct']:.1f}% below {run.series[0].label}", -x["default_pct"], x["noise_pct"],
+                       "%")] if x["default_pct"] < -DEFAULT_AIM_POINTS else []
         return "missed: " + ", ".join(short)
 
     levels = " | ".join(str(x["concurrency"]) for x in rows)
@@ -749,7 +763,7 @@ def _plots(run: RunSummary, folder: Path) -> list[Path]:
                   {c: (s.mean, s.lo, s.hi) if (s := ratios[(info.label, c)]).ratios else (None, None, None)
                    for c in run.levels}) for info in run.series[1:]]
         known = [m for m in margins.values() if m is not None]
-        band = f"; within noise: 1 ± {min(known):.3f} to {max(known):.3f} by level" if known else ""
+        band = f"; within noise: 1 ± {min(known):.3f} to {max(known):.3f} by cell" if known else ""
         plot("speedup_vs_concurrency.png", f"Output throughput speedup vs {base_label}", "speedup (x)",
              speed, ref=1.0, note=bars_note + band)
     return written

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from trtlade.bench.noise import CONFIDENCE
 from trtlade.bench.meta import describe_server
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
@@ -90,10 +91,9 @@ class TuneResult:
             "pruning": [{"rule": s.rule, "count": s.count} for s in self.candidates.steps],
             "levels": table.levels,
             "repeats": table.repeats,
-            "noise": table.noise,
-            "threshold": table.threshold(),
-            "noise_by_level": {str(level): noise for level, noise in table.noise_by_level.items()},
-            "threshold_by_level": {str(level): table.threshold(level) for level in table.levels},
+            "confidence": CONFIDENCE,
+            "noise": {"sd": table.noise.sd, "dof": table.noise.dof},
+            "noise_by_level": {str(level): {"sd": n.sd, "dof": n.dof} for level, n in table.noise_by_level.items()},
             "limits": self.limits,
             "cells": cell_rows(table),
             "choices": [{"concurrency": c.concurrency, "spec": str(c.spec), "speedup": c.speedup,
@@ -124,10 +124,19 @@ def cell_rows(table: Table) -> list[dict[str, Any]]:
             cell = table.cell(spec, level)
             if cell is None:
                 continue
+            ratios = cell.ratios if spec != AUTOREGRESSIVE else []
             rows.append({"spec": str(spec), "concurrency": level, "output_throughput": cell.mean_throughput,
-                         "speedup": cell.speedup, "runs": len(cell.throughput),
-                         "median_ttft_ms": cell.ttft, "median_tpot_ms": cell.tpot})
+                         "speedup": cell.speedup, "speedup_min": min(ratios, default=None),
+                         "speedup_max": max(ratios, default=None),
+                         "threshold": table.threshold(cell, candidates_at(table, level)) if ratios else None,
+                         "runs": len(cell.throughput),
+                         "mean_of_median_ttft_ms": cell.ttft, "mean_of_median_tpot_ms": cell.tpot})
     return rows
+
+
+def candidates_at(table: Table, level: int) -> int:
+    """How many candidates were measured against (1,1,0) at ``level`` (the Bonferroni count, before limits)."""
+    return sum(1 for (spec, lv), cell in table.cells.items() if lv == level and spec != AUTOREGRESSIVE and cell.ratios)
 
 
 def schedule_yaml(result: TuneResult) -> str:
@@ -188,7 +197,11 @@ def _speedup_frame(result: TuneResult) -> Any:
             if cell is None:
                 column.append("")
                 continue
-            text = f"{cell.speedup:.3f}x" if spec != AUTOREGRESSIVE else f"1 ({cell.mean_throughput:.1f} tok/s)"
+            if spec == AUTOREGRESSIVE:
+                text = f"1 ({cell.mean_throughput:.1f} tok/s)"
+            else:
+                span = f" ({min(cell.ratios):.3f}–{max(cell.ratios):.3f})" if len(cell.ratios) > 1 else ""
+                text = f"{cell.speedup:.3f}x{span}"
             column.append(f"**{text}**" if (str(spec), level) in chosen else text)
         data[str(level)] = column
     return pd.DataFrame(data, index=[str(s) for s in table.specs]).rename_axis("spec \\ concurrency")
@@ -216,16 +229,18 @@ Pruning: {result.candidates.describe()}.
 
 ## Output throughput vs (1,1,0) per (spec, concurrency)
 
-Mean over repeats of throughput(spec) / throughput(1,1,0) in the same repeat; (1,1,0)'s row shows its
-throughput. Chosen cells are in bold.
+Mean (min–max) over repeats of throughput(spec) / throughput(1,1,0) in the same repeat; (1,1,0)'s row shows
+its throughput. Chosen cells are in bold.
 
 {frame.to_markdown(colalign=["left"] + ["right"] * levels)}
 
 ## Noise
 
-A speedup moves by {table.noise:.3f} over all levels (pooled standard deviation of the paired ratios
+A speedup moves by {table.noise.sd:.3f} over all levels (pooled standard deviation of the paired ratios
 across repeats) between two runs of the same thing; per level: {_per_level(table)}. A spec is chosen
-at a level only above 1 + 2 x that level's noise / sqrt(repeats): {_thresholds(table)}.{_one_repeat_note(table)}
+at a level only above 1 + its margin: the {CONFIDENCE:.0%} Student t interval of its mean speedup from the larger
+of its level's noise and its own, the confidence shared over the level's candidates (the best of several equal
+ones must not win by luck); the thresholds: {_thresholds(table)}.{_one_repeat_note(table)}
 
 ## Lookahead choice per concurrency (the engine's schedule)
 
@@ -255,18 +270,26 @@ def _served_by(result: TuneResult) -> str:
 
 
 def _per_level(table: Table) -> str:
-    return ", ".join(f"{noise:.3f} at {level}" for level, noise in table.noise_by_level.items())
+    return ", ".join(f"{noise.sd:.3f} at {level}" for level, noise in table.noise_by_level.items())
 
 
 def _thresholds(table: Table) -> str:
-    return ", ".join(f"{table.threshold(level):.3f}x at {level}" for level in table.levels)
+    parts = []
+    for level in table.levels:
+        bars = [(spec, table.threshold(cell, candidates_at(table, level))) for (spec, lv), cell in table.cells.items()
+                if lv == level and spec != AUTOREGRESSIVE and cell.ratios]
+        known = [bar for _, bar in bars if bar is not None]
+        if known:
+            low, high = min(known), max(known)
+            parts.append(f"{low:.3f}x at {level}" if high - low < 5e-4 else f"{low:.3f}x to {high:.3f}x at {level}")
+    return ", ".join(parts) or "none (one repeat)"
 
 
 def _one_repeat_note(table: Table) -> str:
     if table.repeats >= 2:
         return ""
-    return ("\n\n**One repeat: the noise could not be measured**, so any spec faster than (1,1,0) at all "
-            "counted as a win. Run with --repeats 2 or more before trusting this schedule.")
+    return ("\n\n**One repeat: the noise could not be measured**, so no spec was chosen: every level keeps (1,1,0). "
+            "Run with --repeats 2 or more.")
 
 
 def plot_heatmap(result: TuneResult, path: Path) -> Path:

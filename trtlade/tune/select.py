@@ -3,11 +3,12 @@ decoding by more than the noise, under optional latency limits. Pure functions o
 
 Measurements are paired: at each (concurrency, repeat) every candidate runs the same prompts, one
 after another, so the ratio ``throughput(spec) / throughput(1,1,0)`` of one repeat compares like with
-like. The **noise** of a level is the pooled standard deviation of those ratios across repeats (every spec
-at that level): how much a speedup moves between two runs of the same thing. A spec is chosen only
-if its mean speedup exceeds 1 by more than ``z * noise / sqrt(repeats)`` (``z = 2``) at its level: a
-spec that does not beat plain decoding beyond the noise is not picked, and (1,1,0) is. The same
-rule gives the verdicts of ``trtlade bench --repeats`` (:mod:`trtlade.bench.noise`).
+like. A spec is chosen at a level only if its mean speedup exceeds 1 by more than its margin: the rule of
+``trtlade bench --repeats`` (:func:`trtlade.bench.noise.margin`: a 95% Student t interval from the larger of
+the level's pooled noise and the cell's own), with the confidence shared over the level's candidates
+(Bonferroni): picking the best of six candidates equal to (1,1,0) must not clear the bar by luck. Among the
+specs that clear it, the one with the largest mean speedup wins; none, or one repeat (no noise measured):
+(1,1,0).
 
 Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faster, within noise)::
 
@@ -17,8 +18,8 @@ Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faste
     ...         Run(la, 1, 1, 25.4, 90, 40), Run(ar, 8, 0, 100.0, 300, 80), Run(la, 8, 0, 102.0, 300, 79),
     ...         Run(ar, 8, 1, 104.0, 300, 80), Run(la, 8, 1, 104.0, 300, 80)]
     >>> t = tabulate(runs)
-    >>> round(t.noise, 4)
-    0.0111
+    >>> round(t.noise.sd, 4), t.noise.dof
+    (0.0111, 2)
     >>> [(c.concurrency, str(c.spec), round(c.speedup, 3)) for c in choose(t)]
     [(1, '2,2,1', 1.205), (8, '1,1,0', 1.0)]
     >>> str(schedule_of(choose(t)))
@@ -31,13 +32,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from trtlade.bench.noise import Z, pooled_sd, threshold
+from trtlade.bench.noise import CONFIDENCE, Noise, margin, pooled
 from trtlade.schedule import LookaheadSchedule, bands_in_order
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidate, Drafter
 
 __all__ = ["Run", "Cell", "Table", "Choice", "PytorchChoice", "tabulate", "choose", "schedule_of",
-           "speculative_config_of", "is_lookahead", "is_drafter", "Z"]
+           "speculative_config_of", "is_lookahead", "is_drafter"]
 
 
 def is_lookahead(candidate: Candidate) -> bool:
@@ -99,19 +100,20 @@ class Table:
     specs: list[Candidate]
     levels: list[int]
     repeats: int
-    noise: float
+    #: the noise of every level pooled (for the report)
+    noise: Noise
     #: the noise of each level alone (pooled over the specs at that level): a busy level is noisier
-    noise_by_level: dict[int, float] = field(default_factory=dict)
+    noise_by_level: dict[int, Noise] = field(default_factory=dict)
 
     def cell(self, spec: Candidate, concurrency: int) -> Optional[Cell]:
         return self.cells.get((spec, concurrency))
 
-    def threshold(self, level: Optional[int] = None) -> float:
-        """The speedup a spec must exceed to be chosen at ``level``: ``1 + Z * noise / sqrt(repeats)``
-        with that level's noise (None: the noise of all levels pooled), the rule of the bench's
-        verdicts (:mod:`trtlade.bench.noise`); one repeat: 1.0."""
-        noise = self.noise if level is None else self.noise_by_level.get(level, self.noise)
-        return 1.0 + (threshold(noise, self.repeats) or 0.0)
+    def threshold(self, cell: Cell, comparisons: int = 1) -> Optional[float]:
+        """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise, the confidence
+        shared over ``comparisons`` candidates (:func:`~trtlade.bench.noise.margin`); None with fewer than two
+        paired repeats (nothing measured its noise: it is not chosen)."""
+        m = margin(cell.ratios, self.noise_by_level.get(cell.concurrency, Noise(0.0, 0)), comparisons)
+        return None if m is None else 1.0 + m
 
 
 def tabulate(runs: Iterable[Run]) -> Table:
@@ -138,8 +140,8 @@ def tabulate(runs: Iterable[Run]) -> Table:
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
     compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE]
-    by_level = {level: pooled_sd(c.ratios for c in compared if c.concurrency == level) for level in levels}
-    return Table(cells, specs, sorted(levels), repeats, pooled_sd(c.ratios for c in compared), by_level)
+    by_level = {level: pooled(c.ratios for c in compared if c.concurrency == level) for level in levels}
+    return Table(cells, specs, sorted(levels), repeats, pooled(c.ratios for c in compared), by_level)
 
 
 @dataclass(frozen=True)
@@ -154,34 +156,43 @@ class Choice:
 
 def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Optional[float] = None,
            only: Optional[Callable[[Candidate], bool]] = None) -> list[Choice]:
-    """Per level: the fastest candidate within the latency limits whose speedup clears the noise
-    threshold, else (1,1,0). ``only``: the candidates that may be chosen (all by default: lookahead specs
-    and drafters alike; :func:`is_lookahead` for an engine's schedule)."""
-    out: list[Choice] = []
-    for level in table.levels:
-        threshold = table.threshold(level)
-        best: Optional[Cell] = None
-        notes: list[str] = []
-        for spec in table.specs:
-            cell = table.cell(spec, level)
-            if spec == AUTOREGRESSIVE or cell is None or not cell.ratios or (only is not None and not only(spec)):
-                continue
-            if max_ttft_ms is not None and cell.ttft is not None and cell.ttft > max_ttft_ms:
-                notes.append(f"{spec} over --max-ttft-ms")
-                continue
-            if max_tpot_ms is not None and cell.tpot is not None and cell.tpot > max_tpot_ms:
-                notes.append(f"{spec} over --max-tpot-ms")
-                continue
-            if best is None or cell.mean_throughput > best.mean_throughput:
-                best = cell
-        if best is not None and best.speedup > threshold:
-            out.append(Choice(level, best.spec, best.speedup,
-                              f"fastest; {best.speedup:.3f}x clears the noise threshold {threshold:.3f}x"))
+    """Per level: among the candidates within the latency limits, the one with the largest mean speedup of
+    those that clear their noise threshold (the confidence shared over the level's candidates), else
+    (1,1,0). ``only``: the candidates that may be chosen (all by default: lookahead specs and drafters alike;
+    :func:`is_lookahead` for an engine's schedule)."""
+    return [_choose_level(table, level, max_ttft_ms, max_tpot_ms, only) for level in table.levels]
+
+
+def _choose_level(table: Table, level: int, max_ttft_ms: Optional[float], max_tpot_ms: Optional[float],
+                  only: Optional[Callable[[Candidate], bool]]) -> Choice:
+    eligible: list[Cell] = []
+    notes: list[str] = []
+    for spec in table.specs:
+        cell = table.cell(spec, level)
+        if spec == AUTOREGRESSIVE or cell is None or not cell.ratios or (only is not None and not only(spec)):
             continue
-        why = (f"best candidate ({best.spec}) at {best.speedup:.3f}x does not clear the noise threshold "
-               f"{threshold:.3f}x" if best is not None else "no candidate within the limits")
-        out.append(Choice(level, AUTOREGRESSIVE, 1.0, "; ".join([why, *notes])))
-    return out
+        if max_ttft_ms is not None and cell.ttft is not None and cell.ttft > max_ttft_ms:
+            notes.append(f"{spec} over --max-ttft-ms")
+        elif max_tpot_ms is not None and cell.tpot is not None and cell.tpot > max_tpot_ms:
+            notes.append(f"{spec} over --max-tpot-ms")
+        else:
+            eligible.append(cell)
+    k = len(eligible)
+    bars = [(cell, table.threshold(cell, k)) for cell in eligible]
+    clear = [(cell, bar) for cell, bar in bars if bar is not None and cell.speedup > bar]
+    of = f" (the best of {k}: each at {1 - (1 - CONFIDENCE) / k:.1%} confidence)" if k > 1 else ""
+    if clear:
+        best, bar = max(clear, key=lambda item: item[0].speedup)
+        return Choice(level, best.spec, best.speedup,
+                      f"fastest that clears the noise; {best.speedup:.3f}x > {bar:.3f}x{of}")
+    if not bars:
+        why = "no candidate within the limits"
+    else:
+        best, bar = max(bars, key=lambda item: item[0].speedup)
+        why = (f"best candidate ({best.spec}) at {best.speedup:.3f}x does not clear the noise threshold {bar:.3f}x{of}"
+               if bar is not None else f"best candidate ({best.spec}) at {best.speedup:.3f}x is one paired sample: "
+               "its noise is unmeasured (run --repeats 2 or more)")
+    return Choice(level, AUTOREGRESSIVE, 1.0, "; ".join([why, *notes]))
 
 
 def schedule_of(choices: Sequence[Choice]) -> LookaheadSchedule:
