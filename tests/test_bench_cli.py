@@ -54,6 +54,10 @@ def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Pa
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "TTFT (ms, mean over requests)" in out and "| lookahead vs ar |" in out
+    # each level's progress line leads with what the server delivered, never a sum of per-request rates alone
+    level_lines = [line for line in result.stderr.splitlines() if " @   1: " in line or " @   2: " in line]
+    assert len(level_lines) == 4 and all(" ok, 1 FAILED; output " in line and "tok/s; TTFT" in line
+                                         and "summed" not in line for line in level_lines)
     assert "warning: 4 of 12 measured requests failed" in result.stderr
     run_dir = only_run(tmp_path / "r")
     assert run_dir.name.endswith("-smoke")

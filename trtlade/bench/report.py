@@ -204,7 +204,8 @@ def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -
                 "or more before reading a difference as real.")
     single = " A cell without a margin had one paired sample (a repeat's baseline failed): one sample." if any(
         m is None for m in margins.values()) else ""
-    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond its ± margin (points): "
+    return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond its ± margin (% of the "
+            f"baseline): "
             f"the 95% Student t interval of the mean paired ratio, from the larger of the repeat-to-repeat noise "
             f"pooled over the modes at its level and its own; otherwise it is within noise.{single}")
 

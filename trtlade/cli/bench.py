@@ -131,9 +131,9 @@ def _num(value: Optional[float], fmt: str) -> str:
 def _level_line(s: "LevelSummary") -> str:
     failed = f", {s.failed} FAILED" if s.failed else ""
     return (f"{s.series:>12} @ {s.concurrency:>3}: {s.completed}/{s.num_prompts} ok{failed}; "
-            f"TTFT {_num(s.mean_ttft_ms, '.1f')} ms, TPOT {_num(s.mean_tpot_ms, '.1f')} ms, decode "
-            f"{_num(s.mean_decode_throughput, '.1f')} tok/s per request, "
-            f"{_num(s.aggregate_decode_throughput, '.1f')} tok/s summed")
+            f"output {_num(s.output_throughput, '.1f')} tok/s; TTFT {_num(s.mean_ttft_ms, '.1f')} ms, "
+            f"TPOT {_num(s.mean_tpot_ms, '.1f')} ms, decode {_num(s.mean_decode_throughput, '.1f')} tok/s "
+            f"per request")
 
 
 # ----------------------------------------------------------------------------- preflight
