@@ -152,14 +152,15 @@ def known_run() -> tuple[RunSummary, list[RequestRecord]]:
 def test_summary_md_tables_for_known_input() -> None:
     run, _ = known_run()
     md = render_markdown(run)
-    assert ("| concurrency | 1 | 2 |\n|---|---:|---:|\n| ar | 100.0 | 100.0 |\n| lookahead | 110.0 | 110.0 |\n"
-            "| lookahead vs ar | +10.0% one sample | +10.0% one sample |") in md
-    # decode: ar 10 tok/s per request (x1, x2), lookahead 12.5 (x1, x2)
-    assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 |\n| lookahead vs ar | +25.0% one sample | "
-            "+25.0% one sample |") in md
+    assert ("| concurrency | 1 | 2 |\n|---|---:|---:|\n| ar | 100.0 | 100.0 |\n| lookahead | 110.0 | 110.0 [1 failed] |"
+            "\n| lookahead vs ar | +10.0% one sample | +10.0% not judged: 1 failed request left out |") in md
+    # decode: ar 10 tok/s per request (x1, x2), lookahead 12.5 (x1, x2); at 2 one lookahead request failed: a rate
+    # of completed requests only is not judged there
+    assert ("| ar | 10.0 | 20.0 |\n| lookahead | 12.5 | 25.0 [1 failed] |\n| lookahead vs ar | +25.0% one sample | "
+            "+25.0% not judged: 1 failed request left out |") in md
     # end-to-end latency: the last chunk of 5 (ar 0.1 s + 4 x 0.1 s, lookahead 0.11 s + 4 x 0.08 s), mean and p90
-    e2el = ("| ar | 500.0 | 500.0 |\n| lookahead | 430.0 | 430.0 |\n| lookahead vs ar | -14.0% one sample | "
-            "-14.0% one sample |")
+    e2el = ("| ar | 500.0 | 500.0 |\n| lookahead | 430.0 | 430.0 [1 failed] |\n| lookahead vs ar | -14.0% one sample | "
+            "-14.0% not judged: 1 failed request left out |")
     for title in ("## End-to-end latency (ms, mean over requests", "## End-to-end latency (ms, p90 over requests"):
         assert e2el in md[md.index(title):md.index("## ", md.index(title) + 3)], title
     assert md.index("## TTFT (ms, median)") < md.index("## End-to-end latency") < md.index("## Decode throughput")
@@ -249,6 +250,37 @@ def test_a_noisy_level_gets_its_own_wider_band() -> None:
     table = noise_table(run, "output_throughput")
     row = next(line for line in table.splitlines() if line.startswith("| x vs ar"))
     assert " higher ±" in row.split("|")[2] and " within noise ±" in row.split("|")[3]
+
+
+def test_full_metrics_cover_every_repeat_and_failures_name_theirs() -> None:
+    run = repeated_run({"la": [1.1, 1.2, 1.3]})
+    for s in run.summaries:
+        if s.series == "la" and s.concurrency == 1 and s.repeat > 0:
+            s.failed, s.failures_by_kind, s.error_examples = 3, {"timeout": 3}, ["timed out"]
+    md = render_markdown(run)
+    full = md[md.index("## Full metrics: la"):]
+    assert "counts summed over the 3, every other metric their mean (min–max)" in full
+    assert re.search(r"\| failed requests +\| +6 \|", full)  # 0 + 3 + 3, not the first repeat's 0
+    assert re.search(r"\| output throughput \(tok/s\) +\| +\d+\.\d\d \([\d.]+–[\d.]+\) \|", full)
+    assert "- la @ concurrency 1 (repeat 2): 3 failed" in md and "- la @ concurrency 1 (repeat 3): 3 failed" in md
+
+
+def test_a_latency_cell_with_failed_requests_is_marked_and_not_judged() -> None:
+    """Latencies cover completed requests only: a mode whose slow requests time out looks faster there. Its cells
+    say how many failed, and its latency change rows give no verdict; throughput (the level's wall time) keeps it."""
+    from trtlade.bench.report import noise_table
+
+    run = repeated_run({"la": [1.2, 1.21, 1.19]})
+    for s in run.summaries:
+        if s.series == "la" and s.concurrency == 1:
+            s.failed = 2
+    ttft = noise_table(run, "mean_ttft_ms").splitlines()
+    assert next(line for line in ttft if line.startswith("| la |")).split("|")[2].endswith("[6 failed] ")
+    change = next(line for line in ttft if line.startswith("| la vs ar"))
+    assert change.split("|")[2].strip().endswith("not judged: 6 failed requests left out")
+    assert "not judged" not in change.split("|")[3]  # level 2: nothing failed, judged as usual
+    throughput = next(line for line in noise_table(run, "output_throughput").splitlines() if line.startswith("| la vs"))
+    assert " higher ±" in throughput.split("|")[2]
 
 
 def verdicts_of_equal_modes(repeats: int, modes: int, trials: int = 3000) -> float:

@@ -165,19 +165,28 @@ def _fmt_spread(mean: Optional[float], lo: Optional[float], hi: Optional[float],
     return f"{_fmt(mean, decimals)} ({_fmt(lo, decimals)}–{_fmt(hi, decimals)})"
 
 
+#: the fields measured on completed requests only: a failed request's time is not in them
+COMPLETED_ONLY = frozenset({"mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "p90_e2el_ms", "mean_tpot_ms",
+                            "aggregate_decode_throughput"})
+
+
 def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
     """With several repeats: each cell is the mean (min–max over repeats); each change row is the
     mean paired change against the first series, its min–max, and the verdict
     (:mod:`trtlade.bench.noise`): faster / slower (or lower / higher for a latency), or within noise.
-    With one repeat: :func:`comparison_table` (one sample per cell, said in the verdict row)."""
+    With one repeat: :func:`comparison_table` (one sample per cell, said in the verdict row). A cell with
+    failed requests says how many; a field of completed requests only (a latency) is not judged there: the
+    failed requests' time is not in it, so it could look better for failing."""
     levels = run.levels
+    failed = {(info.label, c): int(sum(v or 0 for v in run.values(info.label, c, "failed")))
+              for info in run.series for c in levels}
     lines = ["| concurrency | " + " | ".join(str(c) for c in levels) + " |", "|---|" + "---:|" * len(levels)]
     for info in run.series:
-        cells = [_fmt_spread(*spread(run.values(info.label, c, field)), decimals) for c in levels]
+        cells = [_fmt_spread(*spread(run.values(info.label, c, field)), decimals) + _failed(failed[(info.label, c)])
+                 for c in levels]
         lines.append(f"| {info.label} | " + " | ".join(cells) + " |")
     ratios, margins = run.speedups(field)
     base = run.series[0].label if run.series else ""
-    words = {"faster": "higher", "slower": "lower"}
     for info in run.series[1:]:
         cells = []
         for c in levels:
@@ -185,17 +194,28 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
             if s is None or not s.ratios:
                 cells.append("—")
                 continue
-            pct = (s.mean - 1) * 100
-            span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
-            m = margins.get((info.label, c))
-            said = verdict(s.mean, m)
-            band = f" ±{m * 100:.1f}" if m is not None else ""
-            cells.append(f"{pct:+.1f}%{span} {words.get(said, said)}{band}")
+            lost = failed[(info.label, c)] + failed[(base, c)] if field in COMPLETED_ONLY else 0
+            cells.append(_change_cell(s, margins.get((info.label, c)), lost))
         lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
     if len(run.series) > 1:
         lines.append("")
         lines.append(_noise_note(run.repeats, margins))
     return "\n".join(lines)
+
+
+def _failed(count: int) -> str:
+    return f" [{count} failed]" if count else ""
+
+
+def _change_cell(s: Speedup, m: Optional[float], lost: int) -> str:
+    """``+21.0% (+19.0…+23.0) higher ±2.9``; ``lost``: failed requests the field leaves out (no verdict then)."""
+    pct = (s.mean - 1) * 100
+    span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
+    if lost:
+        return f"{pct:+.1f}%{span} not judged: {lost} failed request{'s' if lost > 1 else ''} left out"
+    said = verdict(s.mean, m)
+    said = {"faster": "higher", "slower": "lower"}.get(said, said)
+    return f"{pct:+.1f}%{span} {said}" + (f" ±{m * 100:.1f}" if m is not None else "")
 
 
 def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -> str:
@@ -283,23 +303,29 @@ _FULL_METRICS: tuple[tuple[str, str], ...] = (
 _COUNT_METRICS = frozenset({"completed", "failed", "total_input_tokens", "total_output_tokens"})
 
 
-def _cell(key: str, value: Any) -> str:
-    if value is None:
+def _cell(key: str, values: Sequence[Optional[float]]) -> str:
+    """One metric over the repeats: a count summed, anything else its mean (min–max); "—" when unmeasured."""
+    got = [v for v in values if v is not None]
+    if not got:
         return "—"
     if key in _COUNT_METRICS:
-        return f"{int(value):,d}"
-    return f"{float(value):,.2f}"
+        return f"{int(sum(got)):,d}"
+    mean, lo, hi = spread(got)
+    text = f"{mean:,.2f}"
+    return text if len(got) < 2 or lo == hi else f"{text} ({lo:,.2f}–{hi:,.2f})"
 
 
 def _full_metric_table(run: RunSummary, series: str) -> str:
-    """Rows: metrics (rows with no value at any level are left out); columns: concurrency levels."""
+    """Rows: metrics (rows with no value at any level are left out); columns: concurrency levels; each cell over
+    every repeat (:func:`_cell`)."""
     import pandas as pd
 
-    summaries = [run.summary(series, level) for level in run.levels]
+    by_level = {level: [s for s in run.summaries if s.series == series and s.concurrency == level]
+                for level in run.levels}
     rows = [(key, label) for key, label in _FULL_METRICS
-            if any(s is not None and getattr(s, key, None) is not None for s in summaries)]
-    data = {str(level): [_cell(key, getattr(s, key, None) if s is not None else None) for key, _ in rows]
-            for level, s in zip(run.levels, summaries)}
+            if any(getattr(s, key, None) is not None for group in by_level.values() for s in group)]
+    data = {str(level): [_cell(key, [getattr(s, key, None) for s in group]) for key, _ in rows]
+            for level, group in by_level.items()}
     frame = pd.DataFrame(data, index=[label for _, label in rows])
     frame.index.name = "metric \\ concurrency"
     return frame.to_markdown(disable_numparse=True, colalign=["left"] + ["right"] * len(run.levels))
@@ -578,7 +604,8 @@ def _failures_section(run: RunSummary) -> list[str]:
     for s in failed:
         kinds = ", ".join(f"{k}: {v}" for k, v in s.failures_by_kind.items())
         examples = "; ".join(f"`{e}`" for e in s.error_examples)
-        out.append(f"- {s.series} @ concurrency {s.concurrency}: {s.failed} failed ({kinds}). {examples}")
+        repeat = f" (repeat {s.repeat + 1})" if run.repeats > 1 else ""
+        out.append(f"- {s.series} @ concurrency {s.concurrency}{repeat}: {s.failed} failed ({kinds}). {examples}")
     out.append("")
     return out
 
@@ -681,7 +708,9 @@ def render_markdown(run: RunSummary) -> str:
         out.append(f"- **{info.label}**: {info.base_url} model `{info.model}`, mode `{info.mode}`: {sent}{reported}")
     out.append("")
     for info in run.series:
-        out += [f"## Full metrics: {info.label}", "", _full_metric_table(run, info.label), ""]
+        over = (f"Every repeat: counts summed over the {run.repeats}, every other metric their mean (min–max)."
+                if run.repeats > 1 else "One repeat.")
+        out += [f"## Full metrics: {info.label}", "", over, "", _full_metric_table(run, info.label), ""]
     out += ["## Metadata", ""] + _meta_lines(run.metadata) + ["", "## Settings", ""] + _meta_lines(run.settings)
     return "\n".join(out) + "\n"
 
