@@ -236,7 +236,7 @@ def test_report_compare_cli(server: tuple[str, Script], tmp_path: Path) -> None:
     result = invoke("report", "compare", str(only_run(tmp_path / "a")), str(only_run(tmp_path / "b")),
                     "-o", str(out_md))
     assert result.exit_code == 0, result.output
-    assert "| B default vs A default (%) |" in result.stdout and "| concurrency | 1 | 2 |" in result.stdout
+    assert "| B default vs A default |" in result.stdout and "| concurrency | 1 | 2 |" in result.stdout
     assert out_md.read_text() in result.stdout + "\n"
     missing = invoke("report", "compare", str(tmp_path / "nope"), str(only_run(tmp_path / "b")))
     assert missing.exit_code == 1 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr

@@ -470,12 +470,31 @@ def test_compare_runs_pairs_series(tmp_path: Path) -> None:
     run, _ = known_run()
     other = run.model_copy(update={"run_id": "B-run"})
     text = compare_runs(run, other)
-    assert "| A ar | 100.0 | 100.0 |\n| B ar | 100.0 | 100.0 |\n| B ar vs A ar (%) | +0.0% | +0.0% |" in text
+    assert ("| A ar | 100.0 | 100.0 |\n| B ar | 100.0 | 100.0 |\n| B ar vs A ar | +0.0% one sample | +0.0% one sample |"
+            in text)
     assert "| A lookahead | 110.0 | 110.0 |" in text
     single = compare_runs(run, other, series_a="ar", series_b="lookahead")
-    assert "| B lookahead vs A ar (%) | +10.0% | +10.0% |" in single
+    assert "| B lookahead vs A ar | +10.0% one sample | +10.0% one sample |" in single
     with pytest.raises(ReportError, match="no such series"):
         compare_runs(run, other, series_a="nope")
+
+
+def test_compare_runs_judges_the_unpaired_change_with_its_spread() -> None:
+    """Two runs measured apart whose repeats overlap (A 100/135/113, B 128/108/119): +1.5% is within noise; two
+    runs apart by much more than their scatter get a verdict."""
+    a = repeated_run({"la": [1.0, 1.3, 1.15]})
+    overlap = repeated_run({"la": [1.28, 1.04, 1.21]}).model_copy(update={"run_id": "B"})
+    clear = repeated_run({"la": [1.5, 1.52, 1.49]}).model_copy(update={"run_id": "C"})
+    def section(text: str) -> str:  # the output throughput table
+        return text.split("## Output throughput")[1].split("\n## ")[0]
+
+    rows = {line.split("|")[1].strip(): line for line in section(compare_runs(a, overlap, series_a="la", series_b="la"))
+            .splitlines() if line.startswith("| ")}
+    assert rows["A la"].startswith("| A la | 116.0 (100.0–135.2) |")  # mean (min–max) of its three repeats
+    assert " within noise ±" in rows["B la vs A la"].split("|")[2]
+    steady = repeated_run({"la": [1.2, 1.21, 1.19]})
+    far = section(compare_runs(steady, clear, series_a="la", series_b="la"))
+    assert " higher ±" in next(line for line in far.splitlines() if line.startswith("| B la vs A la")).split("|")[2]
 
 
 def test_load_run_errors(tmp_path: Path) -> None:

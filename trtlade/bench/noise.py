@@ -42,7 +42,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-__all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "t_quantile", "margin", "verdict", "spread"]
+__all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "t_quantile", "margin", "unpaired", "verdict",
+           "spread"]
 
 #: The two-sided confidence a change must have to be called higher or lower.
 CONFIDENCE = 0.95
@@ -157,6 +158,29 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optio
     confidence = 1 - (1 - CONFIDENCE) / max(1, comparisons)
     sd = max(statistics.stdev(ratios), level.sd)
     return t_quantile(max(level.dof, k - 1), confidence) * sd / math.sqrt(k)
+
+
+def unpaired(baseline: Sequence[float], values: Sequence[float]) -> tuple[float, Optional[float]]:
+    """Two runs measured apart (``trtlade report compare``): nothing pairs their repeats, so the ratio of their means
+    is judged by Welch's t interval of the difference of means (degrees of freedom by Welch-Satterthwaite, rounded
+    down), relative to the baseline's mean. Returns (ratio, margin); the margin is None when either side has one
+    repeat.
+
+    >>> ratio, m = unpaired([100, 130, 115], [128, 104, 121])   # overlapping repeats: +2.3% is no verdict
+    >>> round(ratio, 3), round(m, 3), verdict(ratio, m)
+    (1.023, 0.31, 'within noise')
+    >>> unpaired([100], [120])
+    (1.2, None)
+    """
+    a, b = list(baseline), list(values)
+    ratio = statistics.fmean(b) / statistics.fmean(a)
+    if len(a) < 2 or len(b) < 2:
+        return ratio, None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return ratio, 0.0
+    dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0.0) + (vb ** 2 / (len(b) - 1) if vb else 0.0))
+    return ratio, t_quantile(max(1, int(dof))) * math.sqrt(va + vb) / statistics.fmean(a)
 
 
 def verdict(mean: float, margin: Optional[float]) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtlade.errors import TrtladeError
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
-from trtlade.bench.noise import CONFIDENCE, Noise, Speedup, margin, pooled, speedup, spread, verdict
+from trtlade.bench.noise import CONFIDENCE, Noise, Speedup, margin, pooled, speedup, spread, unpaired, verdict
 from trtlade.bench.records import RequestRecord
 
 __all__ = [
@@ -854,20 +855,44 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
     """
     pairs = _pairs(run_a, run_b, series_a, series_b)
     levels = list(run_a.levels) + [c for c in run_b.levels if c not in run_a.levels]
-    out = [f"# Comparison: A = {run_a.run_id}, B = {run_b.run_id}", ""]
+    out = [f"# Comparison: A = {run_a.run_id}, B = {run_b.run_id}", "",
+           "Each cell: the mean (min–max) over a run's repeats. The runs were measured apart, so nothing pairs their "
+           "repeats: a change is judged by Welch's 95% t interval of the difference of the means (its ± margin, % of "
+           "A), and is `one sample` when either run has one repeat. A host's drift between the runs is in the "
+           "change too: for a verdict on two versions, run them in one `trtlade bench` (two servers, "
+           "interleaved).", ""]
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", ""]
         for sa, sb in pairs:
-            rows = series_rows(run_a, field, prefix="A ", series=[sa]) + series_rows(run_b, field, prefix="B ",
-                                                                                    series=[sb])
-            rows = [(label, {c: vals.get(c) for c in levels}) for label, vals in rows]
-            out += [comparison_table(levels, rows, decimals=decimals), ""]
+            out += [_unpaired_table(levels, (f"A {sa}", run_a, sa), (f"B {sb}", run_b, sb), field, decimals), ""]
     for name, run in (("A", run_a), ("B", run_b)):
         failed = sum(s.failed for s in run.summaries)
         sent = sum(s.failed + s.completed for s in run.summaries)
         out.append(f"- {name}: {run.run_id}: {', '.join(f'{s.label} ({s.base_url}, {s.model})' for s in run.series)}; "
                    f"{failed} of {sent} requests failed")
     return "\n".join(out) + "\n"
+
+
+def _unpaired_table(levels: Sequence[int], a: tuple[str, RunSummary, str], b: tuple[str, RunSummary, str],
+                    field: str, decimals: int) -> str:
+    """Rows A and B (mean (min–max) over their repeats) and the change of B against A with its unpaired verdict."""
+    values = {label: {c: [v for v in run.values(series, c, field) if v is not None] for c in levels}
+              for label, run, series in (a, b)}
+    lines = ["| concurrency | " + " | ".join(str(c) for c in levels) + " |", "|---|" + "---:|" * len(levels)]
+    for label in values:
+        lines.append(f"| {label} | " + " | ".join(_fmt_spread(*spread(values[label][c]), decimals) for c in levels)
+                     + " |")
+    cells = []
+    for c in levels:
+        base, other = values[a[0]][c], values[b[0]][c]
+        if not base or not other or not statistics.fmean(base):
+            cells.append("—")
+            continue
+        ratio, m = unpaired(base, other)
+        said = {"faster": "higher", "slower": "lower"}.get(verdict(ratio, m), verdict(ratio, m))
+        cells.append(f"{(ratio - 1) * 100:+.1f}% {said}" + (f" ±{m * 100:.1f}" if m is not None else ""))
+    lines.append(f"| {b[0]} vs {a[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _pairs(run_a: RunSummary, run_b: RunSummary, series_a: Optional[str],
