@@ -68,6 +68,14 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     for name in ("greedy", "fast default", "fast 2,2,1", "trtllm 4,3,4"):
         assert modes[name]["kind"] == "trtlade" and modes[name]["tokens_per_step"] >= 1.0
     assert modes["greedy"]["tokens_per_step"] == 1.0 and modes["greedy"]["speedup_vs_greedy"] == 1.0
+    assert modes["greedy"]["speedup_vs_greedy_verdict"] is None  # the baseline is not judged against itself
+    for name in ("fast default", "fast 2,2,1", "trtllm 4,3,4"):  # rates per repeat, a margin and a verdict
+        m = modes[name]
+        assert len(m["speedup_vs_greedy_per_repeat"]) == 2 and m["speedup_vs_greedy_margin"] is not None
+        assert m["speedup_vs_greedy_verdict"] in ("faster", "slower", "within noise")
+    # a transformers baseline's time is prefill + decode: no decode rate, no decode speedup
+    assert modes["transformers generate"]["tokens_per_s"] is None and modes["transformers generate"][
+        "speedup_vs_greedy"] is None
     assert modes["transformers generate"]["speedup_vs_generate"] == 1.0
     assert modes["transformers prompt lookup"]["kind"] == "transformers"
     assert "vs transformers generate" in result.output and "median (min–max)" in result.output
@@ -221,3 +229,12 @@ def test_engine_bench_measures_the_onednn_forward_on_request(tiny_folder, prompt
     assert data["config"]["native_kernels"] is False
     assert data["results"][0]["linear_kernel"]["kernel"] == "fused-onednn-packed"
     assert all(m["identity_vs_greedy"] == 1.0 for m in data["results"][0]["modes"])
+
+
+def test_the_speedup_over_greedy_is_a_ratio_of_rates_not_of_times():
+    """A mode that emitted half greedy's tokens in half its time is as fast, not twice (an answer that differs)."""
+    from trtlade.engine_bench import ModeResult
+
+    greedy = ModeResult(mode="greedy", spec="1,1,0", adaptive=False, tokens=100, decode_s=[1.0, 1.1])
+    half = ModeResult(mode="fast 2,2,1", spec="2,2,1", adaptive=False, tokens=50, decode_s=[0.5, 0.55])
+    assert half.speedups(greedy) == pytest.approx([1.0, 1.0]) and half.speedup(greedy) == pytest.approx(1.0)

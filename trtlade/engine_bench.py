@@ -38,6 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from trtlade.bench.noise import Noise, margin, pooled, verdict
 from trtlade.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
@@ -130,8 +131,17 @@ class ModeResult:
     def identity(self) -> float:
         return self.identical_prompts / self.prompts if self.prompts else 0.0
 
+    def speedups(self, greedy: "ModeResult") -> list[float]:
+        """This mode's decode token rate over ``greedy``'s, one ratio per repeat (each repeat runs both): rates,
+        not times, so a mode that emits fewer tokens (a different answer) is not counted faster for it."""
+        if not self.tokens or not greedy.tokens:
+            return []
+        return [(self.tokens / m) / (greedy.tokens / g) for g, m in zip(greedy.decode_s, self.decode_s)
+                if m > 0 and g > 0]
+
     def speedup(self, greedy: "ModeResult") -> float:
-        pairs = [g / m for g, m in zip(greedy.decode_s, self.decode_s) if m > 0]
+        """Median over repeats of :meth:`speedups` (0.0 when nothing was measured)."""
+        pairs = self.speedups(greedy)
         return statistics.median(pairs) if pairs else 0.0
 
     @property
@@ -152,8 +162,15 @@ class ModeResult:
             return []
         return [(self.tokens / m) / (base.tokens / b) for b, m in zip(base.total_s, self.total_s) if m > 0 and b > 0]
 
-    def to_dict(self, greedy: "ModeResult", generate: Optional["ModeResult"] = None) -> dict[str, Any]:
+    def to_dict(self, greedy: "ModeResult", generate: Optional["ModeResult"] = None,
+                noise: Optional[Noise] = None) -> dict[str, Any]:
+        """As JSON. ``noise``: the pooled noise of the speedups over greedy of the run's trtlade modes, for the
+        verdict (:func:`trtlade.bench.noise.margin`); decode figures are None for a transformers baseline (its time
+        is prefill + decode)."""
         vs_generate = self.speedup_total(generate)
+        ours = self.kind == "trtlade"
+        ratios = self.speedups(greedy) if ours else []
+        m = margin(ratios, noise or pooled([ratios])) if ours and self is not greedy else None
         return {
             "mode": self.mode, "spec": self.spec, "adaptive": self.adaptive, "kind": self.kind,
             "preset": self.preset, "prompt_lookup": self.prompt_lookup,
@@ -161,8 +178,14 @@ class ModeResult:
             "speedup_vs_generate": round(vs_generate, 4) if vs_generate is not None else None,
             "speedup_vs_generate_per_repeat": [round(r, 4) for r in self.speedups_total(generate)],
             "tokens": self.tokens, "steps": self.steps, "tokens_per_step": round(self.tokens_per_step, 4),
-            "rows_per_step": round(self.rows_per_step, 3), "tokens_per_s": round(self.tokens_per_s, 3),
-            "speedup_vs_greedy": round(self.speedup(greedy), 4), "identity_vs_greedy": round(self.identity, 4),
+            "rows_per_step": round(self.rows_per_step, 3),
+            "tokens_per_s": round(self.tokens_per_s, 3) if ours else None,
+            "speedup_vs_greedy": round(self.speedup(greedy), 4) if ours else None,
+            "speedup_vs_greedy_per_repeat": [round(r, 4) for r in ratios],
+            "speedup_vs_greedy_margin": round(m, 4) if m is not None else None,
+            "speedup_vs_greedy_verdict": (verdict(statistics.fmean(ratios), m) if ratios and self is not greedy
+                                          else None),
+            "identity_vs_greedy": round(self.identity, 4),
             "identical_prefix_share": round(self.identical_prefix_tokens / self.greedy_tokens, 4)
             if self.greedy_tokens else 0.0,
             "decode_s_per_repeat": [round(t, 4) for t in self.decode_s],
@@ -199,6 +222,10 @@ class DtypeResult:
     def generate(self) -> Optional[ModeResult]:
         return next((m for m in self.modes if m.mode == GENERATE), None)
 
+    def noise(self) -> Noise:
+        """The pooled repeat-to-repeat noise of the trtlade modes' speedups over greedy (the bench's rule)."""
+        return pooled(m.speedups(self.greedy) for m in self.modes[1:] if m.kind == "trtlade")
+
     def to_dict(self) -> dict[str, Any]:
         greedy, generate = self.greedy, self.generate
         return {
@@ -210,7 +237,7 @@ class DtypeResult:
             "profile": self.profile,
             "floor": self.floor,
             "exactness": self.exactness,
-            "modes": [m.to_dict(greedy, generate) for m in self.modes],
+            "modes": [m.to_dict(greedy, generate, self.noise()) for m in self.modes],
             "per_category_vs_generate": category_speedups(self.modes, generate, self.categories),
             "keying": self.keying,
         }
@@ -447,7 +474,8 @@ def _measure(engine: Any, prompts: list[tuple[str, list[int]]], modes: list[Mode
             mode.total_s.append(totals[mode.mode][0] + totals[mode.mode][1])
         base = next((m for m in modes if m.mode == GENERATE), modes[0])
         progress(f"{dtype} repeat {rep + 1}/{config.repeats}: " + ", ".join(
-            f"{m.mode} {m.tokens / m.total_s[-1]:.1f} tok/s ({base.total_s[-1] / m.total_s[-1]:.2f}x)"
+            f"{m.mode} {m.tokens / m.total_s[-1]:.1f} tok/s "
+            f"({(m.tokens / m.total_s[-1]) / (base.tokens / base.total_s[-1]):.2f}x)"
             for m in modes))
     # identity vs greedy: repeat 0's tokens (every repeat gives the same tokens)
     for mode in modes:
