@@ -58,7 +58,7 @@ ALLOWED = {
     "export": {"bundle", "config", "errors", "files", "trtlade", "trtllm"},
     "builder": {"bundle", "config", "drafting", "errors", "files", "spec", "trtllm"},
     "server": {"bundle", "config", "contract", "drafting", "errors", "presets", "schedule", "spec", "trtlade"},
-    "engine_bench": {"presets", "spec", "reference"},
+    "engine_bench": {"bench", "presets", "spec", "reference"},
 }
 
 

@@ -179,7 +179,7 @@ class SettingsError(TrtladeError, ValueError):
         super().__init__(message, "see DraftSettings (docs/guides/reference-engine.md)", where=where)
 
 
-class ChunkCallbackError(RuntimeError):
+class ChunkCallbackError(TrtladeError, RuntimeError):
     """``on_chunk`` raised during :meth:`Batch.step`: the step ended all the same; ``chunks`` are the
     ``(seq_id, chunk)`` pairs it emitted (the tokens are committed: they are not emitted again), the
     first failure is the ``__cause__``, ``failures`` counts them.
@@ -187,13 +187,14 @@ class ChunkCallbackError(RuntimeError):
     >>> err = ChunkCallbackError([(0, "A's chunk"), (1, "B's chunk")], 1)
     >>> err.chunks[1], err.failures
     ((1, "B's chunk"), 1)
-    >>> str(err)
-    "on_chunk raised for 1 of this step's 2 chunk(s); the step ended and its chunks are in .chunks"
+    >>> print(err)
+    on_chunk raised for 1 of this step's 2 chunk(s); the step ended and its chunks are in .chunks
+    hint: the callback's own exception is this one's __cause__
     """
 
     def __init__(self, chunks: list[tuple[int, StepChunk]], failures: int) -> None:
         super().__init__(f"on_chunk raised for {failures} of this step's {len(chunks)} chunk(s); the step ended "
-                         "and its chunks are in .chunks")
+                         "and its chunks are in .chunks", "the callback's own exception is this one's __cause__")
         self.chunks = chunks
         self.failures = failures
 
