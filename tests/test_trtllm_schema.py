@@ -86,6 +86,25 @@ def test_the_generator_reads_a_source_shaped_like_upstreams(tmp_path):
     assert ngram["classvars"] == {"decoding_type": "NGram"} and ngram["validators"] == ["validate_ngram_config"]
     assert table["models"]["TorchLlmArgs"]["fields"]["model"]["required"]
     assert table["models"]["StrictBaseModel"]["config"] == {"extra": "forbid"}  # from tensorrt_llm/llmapi/utils.py
+    # 1.1 and 1.2 define StrictBaseModel in llm_args.py with pydantic's class-style config: read as the same
+    classes = ('class StrictBaseModel(BaseModel):\n    class Config:\n        extra = "forbid"\n'
+               'class Lenient(BaseModel):\n    class Config:\n        extra = "ignore"\nclass DecodingBaseConfig')
+    inline = gen.build(source.replace("class DecodingBaseConfig", classes), None, None, None)
+    assert inline["models"]["StrictBaseModel"]["config"] == {"extra": "forbid"} and "Config" not in inline["models"]
+    assert inline["models"]["Lenient"]["config"] == {"extra": "ignore"}
+
+
+def test_every_shipped_table_reads_strict_models_as_strict():
+    """A misspelt key under kv_cache_config or speculative_config is refused on every line read (StrictBaseModel
+    forbids extra keys at every commit), not passed with a warning; no table holds a model named ``Config``."""
+    for release in ("1.1.0", "1.2.1", "1.2.0rc0", NEWEST):
+        assert ("trtllm-args-unknown-key", "kv_cache_config.free_gpu_memory_fractoin") in errors(
+            "kv_cache_config: {free_gpu_memory_fractoin: 0.9}\n", release), release
+        assert ("trtllm-args-unknown-key", "speculative_config.max_matchng_ngram_size") in errors(
+            "speculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2, "
+            "max_matchng_ngram_size: 3}\n", release), release
+    for table in tables():
+        assert "Config" not in table.table["models"], table.label
 
 
 def test_the_rules_cover_the_model_free_drafters_validators():
@@ -254,10 +273,11 @@ def test_where_the_reads_of_a_line_disagree_the_refusal_is_a_warning_naming_both
     assert warned and warned[0].severity == "warning" and "accepts it" in warned[0].message
 
 
-def test_a_key_a_lenient_class_drops_is_a_warning_not_an_error():
-    doc = parse_yaml("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", "f.yml")
+def test_a_key_a_strict_class_of_an_older_line_lacks_is_refused():
+    doc = parse_yaml("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2, "
+                     "acceptance_window: 8}\n", "f.yml")
     found = check_llm_args(doc, "1.1.0")
-    assert [(d.severity, d.code) for d in found] == [("warning", "trtllm-args-ignored-key")]
+    assert [(d.severity, d.code) for d in found] == [("error", "trtllm-args-unknown-key")]
 
 
 def test_an_unknown_key_says_where_and_what_it_might_be():

@@ -102,6 +102,8 @@ def _class(node: ast.ClassDef, table: dict[str, Any]) -> None:
             _field(stmt, model)
         elif isinstance(stmt, ast.FunctionDef) and _is_validator(stmt):
             model["validators"].append(stmt.name)
+        elif isinstance(stmt, ast.ClassDef) and stmt.name == "Config":  # pydantic's class-style config
+            model["config"] = {**_class_config(stmt), **model["config"]}
         elif isinstance(stmt, ast.ClassDef):  # a nested enum (GuidedDecodingConfig.GuidedDecodingBackend)
             _class(stmt, table)
     table["models"][node.name] = model
@@ -245,6 +247,17 @@ def _config(node: ast.expr) -> dict[str, Any]:
     if isinstance(node, ast.Dict):
         return {_constant(k): _json(_constant(v)) for k, v in zip(node.keys, node.values) if k is not None}
     return {}
+
+
+def _class_config(node: ast.ClassDef) -> dict[str, Any]:
+    """``class Config: extra = "forbid"`` inside a model (pydantic v1's style, which v2 still honours) ->
+    ``{"extra": "forbid"}``: what ``model_config = ConfigDict(extra="forbid")`` says.
+
+    >>> _class_config(ast.parse('class Config:\\n    extra = "forbid"  # no arbitrary fields').body[0])
+    {'extra': 'forbid'}
+    """
+    return {t.id: _json(_constant(stmt.value)) for stmt in node.body if isinstance(stmt, ast.Assign)
+            for t in stmt.targets if isinstance(t, ast.Name)}
 
 
 def _is_validator(fn: ast.FunctionDef) -> bool:
