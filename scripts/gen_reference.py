@@ -236,7 +236,8 @@ def schema_index_page() -> str:
             "`tensorrt_llm/version.py` is not stored at these commits): each line is dated by its content, as the "
             "table says. The 1.2 line was read twice, about 1.2.0rc0 and late in 2025: a value one read refuses "
             "and the other accepts (`decoding_type: DraftTarget` against `Draft_Target`, or `Eagle3`) is a warning, "
-            "not an error, since a 1.2 release may be either. A file for a release newer than the newest line gets "
+            "not an error, since a 1.2 release may be either; a file both reads refuse, each for its own reason, "
+            "is refused (an error). A file for a release newer than the newest line gets "
             "a warning naming the line used; a "
             "field added by your release after the commit read is refused as unknown: where TensorRT-LLM is "
             "installed, `--upstream auto` (the default) compares with its own `TorchLlmArgs` and says so.\n",

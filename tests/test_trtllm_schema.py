@@ -218,6 +218,15 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("sampler_type: TRTLLMSampler\n", "1.2.1"),
     ("cuda_graph_config: {batch_sizes: [1, 2, 4, 8], max_batch_size: 8, enable_padding: true}\n", "1.1.0"),
     ("speculative_config: {decoding_type: NGram, max_draft_len: 4, acceptance_window: 8}\n", "1.2.1"),
+    ("load_format: dummy\n", NEWEST), ("load_format: AUTO\n", "1.1.0"), ("load_format: 3\n", NEWEST),  # GMS's number
+    ("multimodal_config: {encoder_cache_max_bytes: 512MB}\n", NEWEST),           # a byte string, binary units
+    ("speculative_config: {decoding_type: Eagle, max_draft_len: 3, speculative_model: /m, use_rejection_sampling: "
+     "true}\n", NEWEST),                                                          # Eagle is read as Eagle3 first
+    ("kv_cache_config: {free_gpu_memory_fraction: null}\n", "1.1.0"),            # no validator compares it there
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2}\n", "1.1.0"),
+    ("attention_dp_config: {enable_balance: true}\n", NEWEST),
+    ("orchestrator_type: ray\nray_worker_extension_cls: my.Ext\n", NEWEST),
+    ("kv_cache_config: {disk_cache_size: 1073741824, disk_cache_path: /cache}\n", NEWEST),
 ])
 def test_what_upstream_accepts_passes(text, release):
     assert errors(text, release) == []
@@ -254,14 +263,45 @@ def test_what_upstream_accepts_passes(text, release):
      "cuda_graph_config.max_batch_size"),                       # not the sizes 8 generates: refused on 1.1
     ("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_concurrency: 4, "
      "draft_len_schedule: {1: 4}}\n", NEWEST, "trtllm-args-rule", "speculative_config.max_concurrency"),
+    # blocks update_llm_args_with_extra_dict builds with Class(**value): an empty one is a TypeError at start
+    ("attention_dp_config:\n", NEWEST, "trtllm-args-rule", "attention_dp_config"),
+    ("attention_dp_config:\n", "1.1.0", "trtllm-args-rule", "attention_dp_config"),
+    ("multimodal_config:\n", NEWEST, "trtllm-args-rule", "multimodal_config"),
+    ("speculative_config:\n", "1.1.0", "trtllm-args-rule", "speculative_config"),
+    ("load_format: safetensors\n", NEWEST, "trtllm-args-rule", "load_format"),     # convert_load_format
+    ("load_format: true\n", NEWEST, "trtllm-args-rule", "load_format"),
+    ("load_format: 1\n", "1.1.0", "trtllm-args-rule", "load_format"),               # .upper() on a number
+    ("kv_cache_config: {free_gpu_memory_fraction: null}\n", NEWEST, "trtllm-args-rule",
+     "kv_cache_config.free_gpu_memory_fraction"),
+    ("cuda_graph_config: {batch_sizes: [1, 2, 4], max_batch_size: 8}\n", "1.2.1", "trtllm-args-rule",
+     "cuda_graph_config.max_batch_size"),                       # both 1.2 reads refuse it, each by its own rule
+    # BaseLlmArgs.validate_speculative_config on 1.1 / 1.2rc0: NGram's max_matching_ngram_size defaults to 0 there
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 4}\n", "1.1.0", "trtllm-args-rule",
+     "speculative_config.max_matching_ngram_size"),
+    ("speculative_config: {decoding_type: NGram, max_draft_len: 0, max_matching_ngram_size: 2}\n", "1.1.0",
+     "trtllm-args-rule", "speculative_config.max_draft_len"),
+    ("speculative_config: {decoding_type: Eagle, max_draft_len: 3}\n", "1.1.0", "trtllm-args-rule",
+     "speculative_config.speculative_model_dir"),
+    ("mm_encoder_only: true\ndisable_mm_encoder: true\n", NEWEST, "trtllm-args-rule", "disable_mm_encoder"),
+    ("ray_worker_extension_cls: my.Ext\n", NEWEST, "trtllm-args-rule", "ray_worker_extension_cls"),
+    ("kv_cache_config: {disk_cache_size: 1073741824}\n", NEWEST, "trtllm-args-rule", "kv_cache_config.disk_cache_path"),
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)
 
 
+def test_where_every_read_of_a_line_refuses_for_its_own_reason_the_release_refuses():
+    """``DraftTarget`` with ``speculative_model``: the 1.2.0rc0 read knows the name but not the key
+    (``speculative_model_dir`` then), the late-2025 read the key but not the name (``Draft_Target``): whichever the
+    release is, it refuses the file; an empty Eagle block likewise (each read asks for the draft model its way)."""
+    for text in ("speculative_config: {decoding_type: DraftTarget, max_draft_len: 4, speculative_model: /d}\n",
+                 "speculative_config: {decoding_type: Eagle, max_draft_len: 3}\n"):
+        refused = [d for d in check_llm_args(parse_yaml(text, "f.yml"), "1.2.1") if d.severity == "error"]
+        assert refused and all("refuses the file too" in d.message for d in refused), text
+
+
 @pytest.mark.parametrize("text", [
     "speculative_config: {decoding_type: Draft_Target, max_draft_len: 4, speculative_model: /d}\n",
-    "speculative_config: {decoding_type: DraftTarget, max_draft_len: 4, speculative_model: /d}\n",
     "speculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /d}\n",
 ])
 def test_where_the_reads_of_a_line_disagree_the_refusal_is_a_warning_naming_both(text):

@@ -154,14 +154,18 @@ def _merge(group: tuple[SchemaTable, ...], found: list[list[Diagnostic]]) -> lis
 
     out: list[Diagnostic] = []
     keys = [{(d.code, d.path) for d in f if d.severity == "error"} for f in found]
+    refused_by_all = all(keys)  # every read refuses the file, if for different reasons: the release refuses it
     seen: set[tuple] = set()
     for diags in found:
         for d in diags:
             key = (d.code, d.path)
             if d.severity == "error" and not all(key in k for k in keys):
-                accept = ", ".join(t.label for t, k in zip(group, keys) if key not in k)
-                d = replace(d, severity="warning", message=d.message + f"; {accept} accepts it: the line's releases "
-                            "differ here, and TensorRT-LLM's own check decides (--upstream)")
+                other = ", ".join(t.label for t, k in zip(group, keys) if key not in k)
+                if refused_by_all:
+                    d = replace(d, message=d.message + f"; {other} refuses the file too, for another reason")
+                else:
+                    d = replace(d, severity="warning", message=d.message + f"; {other} accepts it: the line's "
+                                "releases differ here, and TensorRT-LLM's own check decides (--upstream)")
             if (d.severity,) + key not in seen:
                 seen.add((d.severity,) + key)
                 out.append(d)
@@ -244,8 +248,10 @@ def check_speculative_config(doc: YamlDocument, table: SchemaTable, block: Any) 
         close = [k for k in registry if str(k).lower() == str(kind).lower()]
         hint = (f"decoding_type is case-exact: write {close[0]!r}" if close else
                 f"one of {', '.join(sorted(registry))}")
+        tagged = any(_has_field(table, cls, "decoding_type") for cls in registry.values())
+        who = "SpeculativeConfig (a union tagged by decoding_type)" if tagged else "DecodingBaseConfig.from_dict"
         return [doc.diagnostic("error", f"decoding_type {kind!r} is not one TensorRT-LLM {table.label} knows "
-                               "(DecodingBaseConfig.from_dict refuses it)", loc=where + ("decoding_type",)
+                               f"({who} refuses it)", loc=where + ("decoding_type",)
                                if "decoding_type" in block else where, code="trtllm-args-literal", hint=hint)]
     body = {k: v for k, v in block.items() if k != "decoding_type" or _has_field(table, registry[kind], k)}
     return _validate(doc, table, registry[kind], body, where)
@@ -330,15 +336,17 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
         return doc.diagnostic("error", f"{ctx.get('tag')!r} is not one of {expected} ({release}; case-exact)",
                               loc=where, code="trtllm-args-literal", hint=f"one of {expected}")
     if kind == "missing":
+        hint = _type_hint(table, owner, path[-1] if path else None)
         return doc.diagnostic("error", f"required by {owner} of {release}, and missing", loc=loc[:-1],
-                              path=name, code="trtllm-args-missing")
+                              path=name, code="trtllm-args-missing", hint=f"add it: {hint}" if hint else "")
     if kind in ("literal_error", "enum"):
         expected = err.get("ctx", {}).get("expected", "")
         return doc.diagnostic("error", f"{value!r} is not one of {expected} ({release}; case-exact)",
                               loc=loc, code="trtllm-args-literal", hint=f"one of {expected}")
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
         return doc.diagnostic("error", f"{err['msg'].lower()}, got {value!r} ({owner} of {release})",
-                              loc=loc, code="trtllm-args-range")
+                              loc=loc, code="trtllm-args-range",
+                              hint=_range_hint(table, owner, path[-1] if path else None))
     messages = "; ".join(dict.fromkeys(e["msg"] for e in errs))
     return doc.diagnostic("error", f"{messages}, got {_short(value)} ({owner} of {release})", loc=loc,
                           code="trtllm-args-type", hint=_type_hint(table, owner, path[-1] if path else None))
@@ -347,6 +355,27 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+#: pydantic's constrained types as a range
+_CONSTRAINED = {"PositiveInt": "> 0", "NonNegativeInt": ">= 0", "PositiveFloat": "> 0", "NonNegativeFloat": ">= 0",
+                "NegativeInt": "< 0", "NonPositiveInt": "<= 0"}
+
+
+def _range_hint(table: SchemaTable, owner: Optional[str], field: Any) -> str:
+    """The field's whole allowed range, from its bounds and constrained type: ``allowed: 0 <= free_gpu_memory_fraction
+    <= 1``; "" when the table does not say it."""
+    entry = table.models.fields(owner).get(field) if owner and field is not None else None
+    if not entry:
+        return ""
+    bounds = entry.get("constraints", {})
+    low = next((f"{bounds[k]} {op} " for k, op in (("ge", "<="), ("gt", "<")) if k in bounds), "")
+    high = next((f" {op} {bounds[k]}" for k, op in (("le", "<="), ("lt", "<")) if k in bounds), "")
+    typ = entry["type"]
+    typ = typ["of"] if typ.get("kind") == "optional" else typ
+    if not low and not high and typ.get("kind") == "constrained" and typ.get("name") in _CONSTRAINED:
+        high = f" {_CONSTRAINED[typ['name']]}"
+    return f"allowed: {low}{field}{high}" if low or high else ""
 
 
 def _type_hint(table: SchemaTable, owner: Optional[str], field: Any) -> str:

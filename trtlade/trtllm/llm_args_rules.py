@@ -22,6 +22,7 @@ Worked example (SA of the newest table: ``validate_sa_config`` refuses only 0 wi
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -51,6 +52,7 @@ class Context:
     version: str
     label: str
     max_batch_size: int = 2048  #: TorchLlmArgs' default max_batch_size
+    enums: Optional[dict] = None  #: the table's enums (name -> {"members": ...})
 
 
 RULES: list[Rule] = []
@@ -89,8 +91,12 @@ def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -
     """Every rule that applies to a model present in the file (``data``: as :func:`prepare` left it), at that
     model's location."""
     data = doc.data if data is None else data
-    ctx = Context(data, table.version, table.table.get("label", table.version))
+    ctx = Context(data, table.version, table.table.get("label", table.version), enums=table.table.get("enums"))
     out: list[Diagnostic] = []
+    raw = doc.data if isinstance(doc.data, dict) else {}  # as written: the blocks are built before any validator
+    for key, message, hint in _empty_blocks(raw, table.version) if root in ("TorchLlmArgs", "LlmArgs") else ():
+        out.append(doc.diagnostic("error", f"{message} (update_llm_args_with_extra_dict, TensorRT-LLM {ctx.label})",
+                                  loc=(key,), hint=hint, code="trtllm-args-rule"))
     for cls, loc, block in _models_in(table, root, data):
         declared = declared_validators(table.table, cls)
         for r in RULES:
@@ -101,6 +107,34 @@ def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -
                                               f"TensorRT-LLM {ctx.label})", loc=where, hint=hint,
                                               code="trtllm-args-rule"))
     return out
+
+
+#: The blocks ``update_llm_args_with_extra_dict`` builds from a trtllm-serve file before any validator runs, as
+#: ``Class(**value)`` (``speculative_config`` and ``build_config`` on 1.1 and 1.2rc0 through ``from_dict``): its
+#: ``field_mapping`` at llm_args.py@fe8770fb and @7b437aaa, in the late-2025 1.2 copy, and @a1a20970 (telemetry_config
+#: left out: a1a20970 drops a non-mapping one when the command line set it). Keyed by the table's version.
+_MAPPED_BLOCKS = {
+    "1.1.0": ("quant_config", "calib_config", "build_config", "decoding_config", "enable_build_cache",
+              "speculative_config", "lora_config", "moe_config", "attention_dp_config"),
+    "1.2.0": ("quant_config", "calib_config", "build_config", "decoding_config", "enable_build_cache", "lora_config",
+              "moe_config", "nvfp4_gemm_config", "attention_dp_config", "kv_cache_config"),
+    "1.3.0rc0": ("quant_config", "calib_config", "decoding_config", "lora_config", "moe_config", "nvfp4_gemm_config",
+                 "attention_dp_config", "reorder_policy_config", "kv_cache_config", "dwdp_config", "multimodal_config"),
+}
+_MAPPED_BLOCKS["1.2.0rc0"] = _MAPPED_BLOCKS["1.1.0"]
+
+
+def _empty_blocks(data: dict, version: str) -> Iterator[tuple[str, str, str]]:
+    """A mapped block left empty (``attention_dp_config:`` with every line under it commented out is null): upstream
+    calls ``AttentionDpConfig(**None)`` and the start fails with a TypeError before any validator speaks.
+
+    >>> list(_empty_blocks({"attention_dp_config": None, "kv_cache_config": None}, "1.1.0"))[0][0]
+    'attention_dp_config'
+    """
+    for key in _MAPPED_BLOCKS.get(version, ()):
+        if key in data and data[key] is None:
+            yield key, (f"{key} is empty (null): TensorRT-LLM builds it with keyword arguments from the file and its "
+                        "start fails with a TypeError"), f"give {key} its keys, or remove the {key} line"
 
 
 def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tuple[str, tuple, dict]]:
@@ -281,14 +315,68 @@ def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
         yield where + ("max_draft_len",), f"{kind} max_draft_len must be > 0", ""
 
 
-#: drafters with no rejection-sampling path (``validate_speculative_config``'s ``is_supported``).
-_NO_REJECTION_PATH = ("NGram", "SA", "AUTO", "User_Provided", "SaveState", "Eagle", "UserProvided", "Lookahead",
-                      "Medusa")
+#: drafters with no rejection-sampling path (``validate_speculative_config``'s ``is_supported``; ``Eagle`` is turned
+#: into Eagle3 before that test, llm_args.py@a1a20970, so it has one).
+_NO_REJECTION_PATH = ("NGram", "SA", "AUTO", "User_Provided", "SaveState", "UserProvided", "Lookahead", "Medusa")
+
+
+@rule("BaseLlmArgs", "validate_speculative_config")
+def _speculation_base(block: dict, ctx: Context) -> Iterator[Finding]:
+    """1.1 / 1.2rc0 (``BaseLlmArgs.validate_speculative_config``, llm_args.py@fe8770fb and @7b437aaa): asserts on the
+    drafter's block. NGram: ``max_draft_len > 0 and max_matching_ngram_size > 0``, the latter's default being 0
+    there (a block without it fails); Eagle and DraftTarget: ``max_draft_len > 0`` and a ``speculative_model_dir``;
+    MTP: ``num_nextn_predict_layers > 0``; Medusa: ``max_draft_len > 0``."""
+    spec = block.get("speculative_config")
+    if not isinstance(spec, dict):
+        return
+    kind, where = spec.get("decoding_type"), ("speculative_config",)
+    draft = _int(spec.get("max_draft_len"))
+    if kind in ("NGram", "Eagle", "Draft_Target", "DraftTarget", "Medusa") and (draft is None or draft <= 0):
+        yield where + ("max_draft_len",), f"{kind} needs max_draft_len > 0, got {spec.get('max_draft_len')!r}", \
+            "max_draft_len: 4 (the most draft tokens a step)"
+    if kind == "NGram":
+        size = _int(spec.get("max_matching_ngram_size", 0))
+        if size is None or size <= 0:
+            said = "absent (its default here is 0)" if "max_matching_ngram_size" not in spec else repr(
+                spec["max_matching_ngram_size"])
+            yield where + ("max_matching_ngram_size",), f"NGram needs max_matching_ngram_size > 0, got {said}", \
+                "max_matching_ngram_size: 2 (the longest n-gram it matches)"
+    if kind in ("Eagle", "Draft_Target", "DraftTarget") and spec.get("speculative_model_dir") is None:
+        yield where + ("speculative_model_dir",), f"{kind} needs speculative_model_dir (the draft model's weights)", \
+            "speculative_model_dir: /path/to/draft/model"
+    if kind == "MTP":
+        layers = _int(spec.get("num_nextn_predict_layers", 1))
+        if layers is None or layers <= 0:
+            yield where + ("num_nextn_predict_layers",), "MTP needs num_nextn_predict_layers > 0", ""
+
+
+@rule("TorchLlmArgs", "convert_load_format")
+def _load_format(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``load_format`` (a before-validator): a name of the ``LoadFormat`` enum, any case; 1.3 also takes the enum's
+    number and refuses a boolean; 1.1 / 1.2 call ``.upper()`` on whatever is given (a number fails there)."""
+    if "load_format" not in block:
+        return
+    value = block["load_format"]
+    members = ((ctx.enums or {}).get("LoadFormat") or {}).get("members") or {}
+    names = ", ".join(name.lower() for name in members)
+    numbers = ctx.version.startswith("1.3")
+    if isinstance(value, str) and value.upper() in members:
+        return
+    if numbers and isinstance(value, int) and not isinstance(value, bool) and value in members.values():
+        return
+    yield ("load_format",), f"invalid load_format {value!r}: one of {names}" + (
+        " (or the enum's number)" if numbers else ""), f"load_format: auto (the checkpoint's weights; {names})"
 
 
 # ------------------------------------------------------------------------------------------ KV cache
 @rule("KvCacheConfig", "validate_free_gpu_memory_fraction")
 def _fraction(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``0 <= v <= 1``; an explicit null reaches the comparison too (the field is Optional but the validator does
+    not test for None, llm_args.py@7b437aaa and @a1a20970): TypeError at start."""
+    if "free_gpu_memory_fraction" in block and block["free_gpu_memory_fraction"] is None:
+        yield ("free_gpu_memory_fraction",), ("kv_cache_config.free_gpu_memory_fraction: null is compared with 0 and "
+                                              "1 and TensorRT-LLM's start fails with a TypeError"), \
+            "give a fraction in [0, 1], or leave the key out for the default"
     yield from _unit_interval(block, "free_gpu_memory_fraction")
 
 
@@ -307,6 +395,16 @@ def _unit_interval(block: dict, name: str) -> Iterator[Finding]:
 #: ``_str_to_torch_dtype_dict``'s keys (tensorrt_llm/_utils.py) and the quantised names validate_dtype adds.
 _KV_DTYPES = ("auto", "fp8", "fp8_ds_mla", "nvfp4", "bfloat16", "float16", "float32", "int64", "int32", "int8",
               "bool")
+
+
+@rule("KvCacheConfig", "validate_disk_cache_config")
+def _disk_cache(block: dict, ctx: Context) -> Iterator[Finding]:
+    """A positive ``disk_cache_size`` needs a ``disk_cache_path`` (llm_args.py@a1a20970; that the folder exists is
+    checked on the serving host, not here)."""
+    size = _int(block.get("disk_cache_size"))
+    if size is not None and size > 0 and not block.get("disk_cache_path"):
+        yield ("disk_cache_path",), "kv_cache_config.disk_cache_path must be set when disk_cache_size is positive", \
+            "disk_cache_path: a folder on the serving host for the offloaded blocks"
 
 
 @rule("KvCacheConfig", "validate_dtype")
@@ -359,6 +457,7 @@ def _fp8_ds_mla(block: dict, ctx: Context) -> Iterator[Finding]:
 
 
 # ------------------------------------------------------------------------------------------ the rest
+@rule("CudaGraphConfig", "validate_cuda_graph_config")  # the late-2025 1.2 copy: the same body
 @rule("BaseCudaGraphConfig", "validate_base_cuda_graph_config")
 def _cuda_graphs(block: dict, ctx: Context) -> Iterator[Finding]:
     """Both ``batch_sizes`` and ``max_batch_size`` given: the latter must be the former's maximum."""
@@ -433,6 +532,33 @@ rule("CudaGraphConfig", "validate_cuda_graph_max_batch_size")(_non_negative(
     "max_batch_size", "cuda_graph_config.max_batch_size must be non-negative, got {}"))
 rule("TorchCompileConfig", "validate_torch_compile_max_num_streams")(_non_negative(
     "max_num_streams", "torch_compile_config.max_num_streams must be >= 1, got {}", positive=True))
+
+
+@rule("TorchLlmArgs", "validate_encoder_modes")
+def _encoder_modes(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``mm_encoder_only`` excludes ``encode_only`` and ``disable_mm_encoder`` (llm_args.py@a1a20970)."""
+    if _bool(block.get("mm_encoder_only", False)):
+        for other in ("encode_only", "disable_mm_encoder"):
+            if _bool(block.get(other, False)):
+                yield (other,), f"{other} and mm_encoder_only are mutually exclusive", f"keep one of {other}, " \
+                    "mm_encoder_only"
+
+
+@rule("TorchLlmArgs", "validate_ray_worker_extension_cls")
+def _ray_extension(block: dict, ctx: Context) -> Iterator[Finding]:
+    yield from _ray_only(block, "ray_worker_extension_cls")
+
+
+@rule("TorchLlmArgs", "validate_ray_placement_config")
+def _ray_placement(block: dict, ctx: Context) -> Iterator[Finding]:
+    yield from _ray_only(block, "ray_placement_config")
+
+
+def _ray_only(block: dict, name: str) -> Iterator[Finding]:
+    """``name`` is only supported with ``orchestrator_type: ray`` (llm_args.py@a1a20970 and the late-2025 1.2 copy)."""
+    if block.get(name) is not None and block.get("orchestrator_type") != "ray":
+        yield (name,), f"{name} is only supported with orchestrator_type='ray'", \
+            f"orchestrator_type: ray, or drop {name}"
 
 
 @rule("TorchLlmArgs", "validate_batch_wait_max_tokens_ratio")
@@ -548,6 +674,29 @@ def _cp_upper(data: dict) -> tuple[dict, list[Finding]]:
     if isinstance(data.get("cp_type"), str):
         data = {**data, "cp_type": data["cp_type"].upper()}
     return data, []
+
+
+#: ``_parse_binary_byte_string`` (llm_args.py@a1a20970): digits, then an optional B / KB / MB / GB / TB or
+#: KiB ... TiB, any case, binary units either way.
+_BYTE_STRING = re.compile(r"^\s*(\d+)\s*([kmgt]i?b|b)?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {None: 1, "b": 1, "kb": 1024, "kib": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "gb": 1024 ** 3,
+               "gib": 1024 ** 3, "tb": 1024 ** 4, "tib": 1024 ** 4}
+
+
+@before("MultimodalConfig", "parse_encoder_cache_max_bytes")
+def _encoder_cache_bytes(data: dict) -> tuple[dict, list[Finding]]:
+    """``encoder_cache_max_bytes: 512MB`` is 512 MiB: the string becomes its byte count before the type is checked
+    (a string it cannot read is left for the type check to refuse, as upstream's ValueError is a refusal too).
+
+    >>> _encoder_cache_bytes({"encoder_cache_max_bytes": "1GiB"})[0]
+    {'encoder_cache_max_bytes': 1073741824}
+    """
+    value = data.get("encoder_cache_max_bytes")
+    match = _BYTE_STRING.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return data, []
+    unit = match.group(2)
+    return {**data, "encoder_cache_max_bytes": int(match.group(1)) * _BYTE_UNITS[unit.lower() if unit else None]}, []
 
 
 @before("MTPDecodingConfig", "_remap_deprecated_num_nextn_predict_layers")
