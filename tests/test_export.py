@@ -36,6 +36,25 @@ def export(*args: str):
     return CliRunner().invoke(app, ["export", *args])
 
 
+@pytest.mark.parametrize("target", ["triton", "grps", "k8s"])
+@pytest.mark.parametrize("engine, spec, says", [
+    ("qwen3-8b-424", "5,3,5", "Assertion failed"),              # the spec needs more draft tokens than built
+    ("qwen3-8b-424", "2,2,2", "Assertion failed"),              # or fewer: TensorRT-LLM asserts equality
+    ("qwen3-8b-draft39", "4,2,4", "Assertion failed"),
+    ("qwen3-8b-plain", "4,2,4", "built without speculative decoding"),  # lookahead on an engine without it
+    ("qwen3-8b-424", "1,1,0", "Lookahead decoding config must be provided"),  # plain on a Lookahead engine
+])
+def test_every_export_refuses_a_spec_its_engine_was_not_built_for(tmp_path, target, engine, spec, says):
+    """The server hands the bundle's (W,N,G) to the engine unchecked (Triton's backend, grps, the pod's serve) and
+    TensorRT-LLM fails at start: refused at export, as validate-config refuses it."""
+    bundle = make_bundle(tmp_path / "qwen3", engine=engine, spec=spec)
+    out = tmp_path / ("inference.yml" if target == "grps" else "out")
+    args = ["--tokenizer", "/bundle/tokenizer"] if target == "k8s" else []
+    result = export(target, str(bundle), "--out", str(out), *args)
+    assert result.exit_code == 1 and "does not fit its engine" in result.output, result.output
+    assert says in result.output and not out.exists()
+
+
 def test_grps_export_round_trips_through_validate_config(tmp_path):
     bundle = make_bundle(tmp_path / "qwen3")
     out = tmp_path / "conf" / "inference.yml"
@@ -166,8 +185,25 @@ def _validated(folder: Path) -> dict[str, dict]:
     return docs
 
 
+@pytest.mark.parametrize("args, refused", [
+    ([], "model.path"),                                       # this machine's folder: the pod does not see it
+    (["--tokenizer", "/models/Qwen3-8B"], "--tokenizer /models/Qwen3-8B"),
+    (["--tokenizer", "/bundle/tokenizer"], None),             # on the claim, as the pod sees it
+])
+def test_k8s_export_refuses_a_tokenizer_the_pod_cannot_see(tmp_path, args, refused):
+    bundle = make_bundle(tmp_path / "qwen3")
+    result = export("k8s", str(bundle), "--out", str(tmp_path / "k8s"), *args)
+    if refused is None:
+        assert result.exit_code == 0, result.output
+        return
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and refused in said and "is not under /bundle" in said
+    assert "--tokenizer /bundle/" in said  # the hint
+    assert not (tmp_path / "k8s").exists()
+
+
 def test_k8s_export_of_a_multi_gpu_bundle_passes_the_kubernetes_schemas(tmp_path):
-    bundle = make_bundle(tmp_path / "qwen3", engine="qwen3-8b-424-tp2")
+    bundle = make_bundle(tmp_path / "qwen3", engine="qwen3-8b-424-tp2", extra="build:\n  tp_size: 2\n")
     out = tmp_path / "k8s"
     result = export("k8s", str(bundle), "--out", str(out), "--name", "qwen3", "--tokenizer", "/bundle/tokenizer",
                     "--hpa-max-replicas", "4", "--replicas", "2")
@@ -482,6 +518,28 @@ def test_triton_export_of_a_plain_spec_has_no_guard_and_no_per_request_inputs(tm
     assert not (out / "lookahead_guard").exists()
     for model in ("ensemble", "tensorrt_llm"):
         assert "lookahead_window_size" not in (out / model / "config.pbtxt").read_text()
+    said = " ".join(result.output.split())
+    assert "requests carry no lookahead inputs" in said and "a request sets lookahead_window_size" not in said
+    assert "lookahead_guard's is written" not in said
+
+
+def test_a_multi_gpu_engine_is_started_as_its_stack_starts_one(tmp_path):
+    """Triton: launch_triton_server.py --world_size N (one process per rank, the backend's README); grps: over MPI
+    with --mpi_np N (grps_trtllm's README). A single-GPU engine keeps the plain command."""
+    bundle = make_bundle(tmp_path / "b", engine="qwen3-8b-424-tp2", extra="build:\n  tp_size: 2\n")
+    _engine_version(bundle, "0.19.0")
+    result = export("triton", str(bundle), "--out", str(tmp_path / "repo"))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "launch_triton_server.py --world_size 2" in said and "then: tritonserver" not in said
+    assert "launch_triton_server.py --world_size 2" in (tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt").read_text()
+    result = export("grps", str(bundle), "--out", str(tmp_path / "inference.yml"))
+    assert result.exit_code == 0, result.output
+    assert "--mpi_np 2" in " ".join(result.output.split()) and "--mpi_np 2" in (tmp_path / "inference.yml").read_text()
+    single = make_bundle(tmp_path / "c")
+    _engine_version(single, "0.19.0")
+    assert "then: tritonserver --model-repository" in " ".join(
+        export("triton", str(single), "--out", str(tmp_path / "repo2")).output.split())
 
 
 def _stock_view(config_text: str) -> dict:

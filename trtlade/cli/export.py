@@ -48,9 +48,12 @@ def grps(
     src = _export(bundle, bundle_path, tokenizer,
                   lambda s: write_file(out, grps_inference_yml(s, llm_style=llm_style), force=force),
                   model_dir=model_dir)
+    ranks = src.engine.world_size
+    mpi = (f"; the engine has {ranks} GPU ranks: start grps over MPI (`grpst start ... --mpi_np {ranks}`)"
+           if ranks > 1 else "")
     err_console.print(f"wrote {out}: grps_trtllm inference config, engine {src.engine_dir}, lookahead "
                       f"({src.config.lookahead.spec}); check it with: trtlade validate-config {out} "
-                      f"--engine-dir {src.bundle.engine_dir}", markup=False, highlight=False)
+                      f"--engine-dir {src.bundle.engine_dir}{mpi}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -113,11 +116,18 @@ def triton(
     for warning in warnings(src):
         err_console.print(f"warning: {warning}", markup=False, highlight=False)
     source = model_py_source(family(engine_version(src.engine.version)))
+    ranks = src.engine.world_size
+    start = (f"python3 /app/scripts/launch_triton_server.py --world_size {ranks} --model_repo {out} (one Triton "
+             f"process per GPU rank, over MPI: the engine has {ranks} ranks)" if ranks > 1
+             else f"tritonserver --model-repository {out}")
+    requests = ("a request sets lookahead_window_size, lookahead_ngram_size and lookahead_verification_set_size "
+                "together or none of them (lookahead_guard refuses a partial or oversize triple for that request alone)"
+                if not src.config.lookahead.spec.is_autoregressive else
+                "requests carry no lookahead inputs (the engine decodes without lookahead)")
+    guard = " (lookahead_guard's is written)" if not src.config.lookahead.spec.is_autoregressive else ""
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
-                      f"models' model.py from {source} (lookahead_guard's is written), then: tritonserver "
-                      f"--model-repository {out}; a request sets lookahead_window_size, lookahead_ngram_size and "
-                      "lookahead_verification_set_size together or none of them (lookahead_guard refuses a partial or "
-                      "oversize triple for that request alone)", markup=False, highlight=False)
+                      f"models' model.py from {source}{guard}, then: {start}; {requests}", markup=False,
+                      highlight=False)
 
 
 def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_path: Optional[Path],
@@ -209,6 +219,7 @@ def k8s(
             raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
                               where=str(source))
         files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
+        _refuse_model_outside_the_pod(pod_config_text(files), tokenizer)
         checked, errors = validate_trtlade(parse_yaml(pod_config_text(files), "configmap.yml:trtlade.yml"))
         if checked is None:
             raise ExportError("the pod's config would not be valid: " + "; ".join(d.message for d in errors[:3]),
@@ -220,6 +231,25 @@ def k8s(
         err_console.print(f"note: {note}", markup=False, highlight=False)
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
+
+
+def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> None:
+    """The pod sees the claim at /bundle and the config at /etc/trtlade, nothing of this machine: the folder `serve`
+    reads the tokenizer from (``model.tokenizer``, else ``model.path``) must be under /bundle, or the init gate
+    passes and `trtlade serve` fails at start. No model named: the embedded default, in the image."""
+    import yaml
+
+    from trtlade.export.common import ExportError
+    from trtlade.export.k8s import BUNDLE_MOUNT
+
+    model = (yaml.safe_load(pod_text) or {}).get("model") or {}
+    folder = model.get("tokenizer") or model.get("path")
+    if folder and not str(folder).startswith(f"{BUNDLE_MOUNT}/"):
+        key = "--tokenizer" if tokenizer else ("model.tokenizer" if model.get("tokenizer") else "model.path")
+        raise ExportError(f"{key} {folder} is not under {BUNDLE_MOUNT}, the only folder of the claim the pod sees: "
+                          "serve would not find the tokenizer there", f"put the model's Hugging Face folder (its "
+                          f"tokenizer files) on the claim and pass --tokenizer {BUNDLE_MOUNT}/<its folder> (the bundle "
+                          "is mounted whole from --bundle-subpath)", where="--tokenizer")
 
 
 def _pod_serve_notes(source: dict, pod_text: str) -> list[str]:

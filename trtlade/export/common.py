@@ -15,7 +15,8 @@ from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 from trtlade.config.schema import TrtladeConfig
 from trtlade.errors import TrtladeError
 from trtlade.files import write_text_atomic
-from trtlade.trtllm.engine_config import EngineConfig, EngineConfigError, read_engine_config, sliding_window_finding
+from trtlade.trtllm.engine_config import (EngineConfig, EngineConfigError, check_engine, read_engine_config,
+                                         sliding_window_finding)
 
 __all__ = ["ExportError", "ExportSource", "read_source", "write_file", "write_tree"]
 
@@ -61,6 +62,7 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
     except EngineConfigError as exc:
         raise ExportError(f"cannot read the bundle's engine: {exc}", "rebuild the bundle", where=str(path)) from None
     _refuse_variable_windows(engine)
+    _refuse_engine_mismatch(bundle, loaded.config, engine, path)
     model = loaded.config.model
     tok = tokenizer or (loaded.resolve(model.tokenizer) if model.tokenizer else None) or \
         (loaded.resolve(model.path) if model.path else None)
@@ -72,6 +74,19 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
     candidates = (model_dir_here, tokenizer, *local)
     model_dir = next((Path(p) for p in candidates if p and (Path(p) / "config.json").is_file()), None)
     return ExportSource(bundle, loaded.config, engine, (root or path.resolve()), Path(tok), model_dir)
+
+
+def _refuse_engine_mismatch(bundle: Bundle, config: TrtladeConfig, engine: EngineConfig, path: Path) -> None:
+    """Every export carries the bundle's (W,N,G) to a server that hands it to the engine unchecked (Triton's backend,
+    grps, the pod's `trtlade serve`): a spec the engine was not built for fails there at start ('Assertion failed:
+    8 != 40'), so it is refused here, as `validate-config` refuses it (:func:`check_engine`)."""
+    errors = [d for d in check_engine(config.lookahead.spec, engine, config.build, source=str(bundle.config_file))
+              if d.severity == "error"]
+    if errors:
+        first = errors[0]
+        raise ExportError(f"the bundle's config does not fit its engine: {first.path}: {first.message}"
+                          + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+                          first.hint or f"check it with `trtlade validate-config {bundle.root}`", where=str(path))
 
 
 def _refuse_variable_windows(engine: EngineConfig) -> None:

@@ -221,13 +221,17 @@ def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
     header = [
         f"# grps_trtllm inference config written by `trtlade export grps` from the bundle {src.bundle.root}",
         f"# engine: {src.engine_dir} (max_batch_size {src.engine.max_batch_size}, max_draft_len "
-        f"{src.engine.max_draft_len}); lookahead ({spec}) for every request: grps passes no per-request "
-        "lookahead config",
+        f"{src.engine.max_draft_len}); " + (f"lookahead ({spec}) for every request: grps passes no per-request "
+                                             "lookahead config" if not spec.is_autoregressive else
+                                             "no lookahead: every request decodes one token a step"),
         f"# llm_style {style}" + (" (--llm-style)" if llm_style else f" (from model_type {facts.model_type!r} and "
                                   "the chat template)") + "; end_token_id, pad_token_id, skip_special_tokens, "
         "stop_words and sampling from the tokenizer and generation_config.json"
         + ("" if facts else ": the model folder was not found here, so they are missing (pass --model-dir)"),
     ]
+    if src.engine.world_size > 1:
+        header.append(f"# the engine has {src.engine.world_size} GPU ranks: start grps over MPI (`grpst start ... "
+                      f"--mpi_np {src.engine.world_size}`)")
     if "sampling" in doc["models"][0]["inferer_args"] and not spec.is_autoregressive:
         header.append("# sampling is generation_config.json's; lookahead decodes greedily, so it applies only "
                       "if the lookahead block is removed")

@@ -261,6 +261,9 @@ def model_repository(src: ExportSource) -> dict[str, str]:
     header = (f"# written by `trtlade export triton` from the bundle {src.bundle.root}: engine {src.engine_dir}, "
               f"lookahead ({src.config.lookahead.spec}); model.py files: "
               f"{stock.model_py_source(stock.family(version))}\n"
+              + (f"# the engine has {src.engine.world_size} GPU ranks: start Triton with "
+                 f"launch_triton_server.py --world_size {src.engine.world_size} (one process per rank, over MPI)\n"
+                 if src.engine.world_size > 1 else "")
               + "".join(f"# warning: {w}\n" for w in warnings(src)))
     files: dict[str, str] = {}
     builds = [_preprocessing, _tensorrt_llm, _postprocessing, _ensemble]
