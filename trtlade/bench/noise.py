@@ -1,7 +1,7 @@
 """How far to trust a speedup: paired ratios over repeats, their noise, and a verdict. Pure functions.
 
 Every comparison is paired: in each repeat, the modes run the same prompts back to back at the same
-level (interleaved, the order alternating per repeat), so the ratio ``x / baseline`` of one repeat
+level (interleaved, the order rotated each repeat), so the ratio ``x / baseline`` of one repeat
 compares like with like. A cell (mode, level) has k such ratios. Its **margin** is how far from 1 its
 mean must be to be a real difference: the half-width of the two-sided 95% Student t interval of that
 mean, ``t(0.975, dof) * sd / sqrt(k)`` (:func:`margin`), where ``sd`` is the larger of

@@ -323,8 +323,8 @@ class BenchPlan:
     temperature: float
     ignore_eos: bool
     timeout: float
-    #: every level x series runs this many times, the series interleaved and their order reversed
-    #: in every other repeat
+    #: every level x series runs this many times, the series interleaved and their order rotated by one
+    #: each repeat
     repeats: int = 1
     #: with temperature > 0: the nucleus, and the base of the per-prompt seeds (prompt i: seed + i, in
     #: every series, level and repeat, so a lossless server gives every series the same answers)

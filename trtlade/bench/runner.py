@@ -5,8 +5,8 @@ finished, until the level's ``num_prompts`` requests are done (the last ones run
 flight). Levels run in the order given; at each level every series runs in turn (``ar`` then
 ``lookahead`` at C=1, then both at C=2, ...), so slow drift of the machine hits all series alike.
 Each (level, series) first sends ``num_warmups`` unmeasured requests (in the first repeat). With
-``repeats`` R, the whole sweep runs R times, the series in reverse order in every other repeat, so
-that each speedup is measured R times, paired within a repeat (:mod:`trtlade.bench.noise`).
+``repeats`` R, the whole sweep runs R times, the series' order rotated by one each repeat (:func:`series_order`),
+so that each speedup is measured R times, paired within a repeat (:mod:`trtlade.bench.noise`).
 
 With ``prefix_cache`` "clear" (the default), each server's prefix cache is emptied before every
 (level, series) -- ``POST /admin/prefix-cache/clear``, which ``trtlade serve`` has -- so that a mode never
@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol, Sequence
 
 import httpx
 
@@ -134,6 +134,18 @@ async def _closed_loop(clients: _Clients, plan: BenchPlan, series: Series, concu
     return [r for r in records if r is not None]
 
 
+def series_order(series: Sequence[Any], repeat: int) -> list[Any]:
+    """The order of the series in ``repeat``: rotated by one each repeat, so that over M repeats every one of the M
+    series runs once in every position (with two, the order alternates; reversing it instead kept the middle one of
+    three always in the middle).
+
+    >>> [''.join(series_order("abc", r)) for r in range(4)]
+    ['abc', 'bca', 'cab', 'abc']
+    """
+    shift = repeat % len(series) if series else 0
+    return list(series[shift:]) + list(series[:shift])
+
+
 async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunOutcome:
     """Run every (level, series) of ``plan``; raise :class:`BenchAborted` if a series' first
     warm-up batch fails entirely (e.g. the server rejects the ``lookahead`` field)."""
@@ -143,7 +155,7 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
     clients = _Clients(plan)
     try:
         for repeat in range(max(1, plan.repeats)):
-            order = plan.series if repeat % 2 == 0 else plan.series[::-1]
+            order = series_order(plan.series, repeat)
             for level in plan.levels:
                 for series in order:
                     if plan.prefix_cache == "clear":
