@@ -36,6 +36,15 @@ def rec(series: str, c: int, i: int, times: list[float], tokens: int | None, *, 
 
 
 # ----------------------------------------------------------------------------- per request
+def test_a_request_that_streamed_no_text_keeps_its_usage_tokens_in_per_request_jsonl() -> None:
+    """Three tokens that decode to nothing (special tokens): no content chunk, so no TTFT, but usage says 3 and the
+    summary counts 3: its line says 3 too (it said 0)."""
+    r = rec("x", 1, 0, [], 3)
+    line = r.to_json()
+    assert line["output_tokens"] == 3 and line["ttft_ms"] is None and line["ok"]
+    assert summarize_level([r], series="x", concurrency=1, num_prompts=1).total_output_tokens == 3
+
+
 def test_record_derived_numbers_worked_example() -> None:
     r = rec("x", 1, 0, [0.100, 0.140, 0.180, 0.220], 10)
     r.first_event_time = 0.005  # the role-only chunk does not count as the first token

@@ -141,7 +141,7 @@ class RequestRecord:
         out.update(
             ok=self.ok,
             tokens_source=self.tokens_source,
-            output_tokens=self.output_tokens if self.chunk_times else 0,
+            output_tokens=self.output_tokens,  # the summary counts the same (usage, when the server sent it)
             num_chunks=self.num_chunks,
             tokens_per_chunk=self.tokens_per_chunk,
             ttft_ms=_ms(self.ttft),
