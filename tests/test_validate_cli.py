@@ -255,3 +255,29 @@ def test_config_show_says_what_kind_of_file_it_was_given():
     result = CliRunner().invoke(app, ["config", "show", "tests/data/trtllm_serve/auto-plain.yaml"])
     assert result.exit_code == 1 and "is a trtllm-serve config, not a trtlade config" in result.output
     assert "validate-config" in result.output
+
+
+@pytest.mark.parametrize("keys, mode, severity, says", [
+    ("alice short\n", 0o600, "error", "keys.txt:1: the key of 'alice' is 5 characters; at least 16 are needed"),
+    ("alice 0123456789abcdef0123\nbob 0123456789abcdef0123\n", 0o600, "error", "keys.txt:2: the key of 'bob' is "
+     "also another identity's key"),
+    ("# nobody yet\n", 0o600, "error", "holds no key"),
+    ("alice 0123456789abcdef0123 admin\n", 0o644, "warning", "can be read by group or others"),
+    ("alice 0123456789abcdef0123 admin\n", 0o600, None, None),
+])
+def test_the_keys_file_is_read_as_serve_reads_it(tmp_path, keys, mode, severity, says):
+    """serve.api_keys_file, where it is here: what would stop serve at start is an error at its line of the config,
+    naming the keys file's line and never the key on it."""
+    (tmp_path / "keys.txt").write_text(keys)
+    (tmp_path / "keys.txt").chmod(mode)
+    config = tmp_path / "c.yml"
+    config.write_text("lookahead:\n  spec: 2,2,1\nbuild:\n  backend: reference\nserve:\n  engine: reference\n"
+                      "  api_keys_file: keys.txt\n")
+    result = CliRunner().invoke(app, ["validate-config", str(config), "--format", "json"])
+    found = [d for d in json.loads(result.stdout)["diagnostics"] if d["code"].startswith("keys-file")]
+    if severity is None:
+        assert result.exit_code == 0 and found == []
+        return
+    assert [d["severity"] for d in found] == [severity] and says in found[0]["message"]
+    assert found[0]["line"] == 7 and "0123456789abcdef0123" not in result.stdout
+    assert result.exit_code == (1 if severity == "error" else 0)

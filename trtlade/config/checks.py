@@ -302,6 +302,8 @@ def _check_files(loaded: LoadedConfig) -> list[Diagnostic]:
             out.append(doc.diagnostic("info", f"{value} does not exist here ({display_path(resolved)})"
                                       f": serve opens {what} at start, where it runs", loc=loc, code="path-absent",
                                       hint="check the path on the machine that serves this config"))
+        elif resolved is not None and loc == ("serve", "api_keys_file"):
+            out += _check_keys_file(doc, resolved)
     dataset = cfg.bench.dataset
     if dataset not in BUNDLED_DATASETS:
         resolved = loaded.resolve(Path(dataset))
@@ -311,6 +313,21 @@ def _check_files(loaded: LoadedConfig) -> list[Diagnostic]:
                                       code="bench-dataset", hint=f"use one of {', '.join(BUNDLED_DATASETS)}, or a "
                                       ".jsonl / ShareGPT .json path (relative to this config)"))
     return out
+
+
+def _check_keys_file(doc: YamlDocument, path: Path) -> list[Diagnostic]:
+    """The keys file here, read as serve reads it at start: what would stop serve is an error at
+    ``serve.api_keys_file`` naming the file's line (never the key on it); a file others may read, a warning."""
+    from trtlade.config.keys_file import KeysFileError, read_keys
+
+    loc = ("serve", "api_keys_file")
+    try:
+        _, warnings = read_keys(path)
+    except KeysFileError as exc:
+        return [doc.diagnostic("error", f"{exc.where}: {exc.message}: serve would refuse to start", loc=loc,
+                               code="keys-file", hint=exc.hint)]
+    return [doc.diagnostic("warning", text, loc=loc, code="keys-file-mode", hint="only the server's user should "
+                           "read it") for text in warnings]
 
 
 def _reference_build_limits(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
