@@ -35,3 +35,22 @@ def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, t
         main(argv)
     assert done.value.code == code
     assert text in getattr(capsys.readouterr(), stream)
+
+
+def test_an_abort_is_said_and_an_unexpected_error_is_not_hidden_behind_another(monkeypatch, capsys):
+    import typer
+
+    import trtlade.cli.main as cli
+
+    tiny = typer.Typer()
+
+    @tiny.command()
+    def boom(kind: str) -> None:
+        raise typer.Abort() if kind == "abort" else RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "app", tiny)
+    with pytest.raises(SystemExit) as done:
+        cli.main(["abort"])
+    assert done.value.code == 1 and capsys.readouterr().err.startswith("error: aborted")
+    with pytest.raises(RuntimeError, match="a bug"):  # itself, not an AttributeError raised while handling it
+        cli.main(["bug"])

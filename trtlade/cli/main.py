@@ -90,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         usage_error(exc)
     except click.ClickException as exc:
         _exit(exc.format_message(), "", exc.exit_code)
-    except click.Abort:
+    except typer.Abort:
         _exit("aborted", "", 1)
     sys.exit(code if isinstance(code, int) else 0)
 
