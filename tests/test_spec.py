@@ -105,6 +105,21 @@ def test_parse_errors(bad, rule):
     assert info.value.hint
 
 
+@pytest.mark.parametrize("bad", ["4 -2 4", "4--2-4", "-4-2-4", "[4 -2 4]", "2 x -2 x 1"])
+def test_a_minus_sign_is_never_read_as_a_separator(bad):
+    """Without commas "-" separates ("4-2-4"), but a minus before a number is its sign: "4 -2 4" was (4,2,4)."""
+    with pytest.raises(SpecError) as info:
+        LookaheadSpec.parse(bad)
+    assert info.value.message == f"a negative number in {bad!r}" and info.value.rule == "parse"
+    assert LookaheadSpec.parse("4-2-4") == LookaheadSpec(4, 2, 4)
+
+
+def test_a_non_ascii_digit_says_ascii_is_needed():
+    with pytest.raises(SpecError) as info:
+        LookaheadSpec.parse("\u0664,\u0662,\u0664")  # Arabic-Indic 4,2,4
+    assert "ASCII digits" in info.value.hint
+
+
 @pytest.mark.parametrize("bad", ["4,2,4,", ",4,2,4", "4,,2", "4-2-"])
 def test_an_empty_field_is_said_as_such_not_counted_as_a_number(bad):
     with pytest.raises(SpecError) as info:
@@ -188,6 +203,8 @@ def test_cli_spec_request_not_admitted_exits_1():
     assert out.returncode == 1
     assert json.loads(out.stdout)["request"]["excess"] == [
         {"field": "window_size", "requested": 5, "limit": 4}]
+    assert out.stderr.startswith("error: --request (5,2,4) is not admitted by (4,2,4): window_size 5 > 4")
+    assert "hint: lower the request to at most (4,2,4), or serve (W,N,G) = (5,2,4)" in out.stderr
 
 
 @pytest.mark.parametrize("bad", ["٢,٢,١", ["٢", "2", "1"], {"w": "²", "n": 2, "g": 1}])

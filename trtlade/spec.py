@@ -215,6 +215,10 @@ class LookaheadSpec:
         if len(inner) >= 2 and (inner[0], inner[-1]) in {("[", "]"), ("(", ")")}:
             inner = inner[1:-1]
         # "4,2,4" (commas; negative numbers survive) or "4-2-4" / "4 2 4" / "4x2x4"
+        if "," not in inner and re.search(r"(^|[\s\-x/])-\s*[0-9]", inner.strip()):
+            # "4 -2 4", "-4-2-4", "4--2-4": a minus that is a sign, which the "-" separator would drop
+            raise SpecError(f"a negative number in {text!r}", rule="parse",
+                            hint='sizes are whole numbers >= 0 (N >= 1, W >= 1); write it as "W,N,G", e.g. "4,2,4"')
         separator = r"," if "," in inner else r"[\s\-x/]+"
         parts = [p.strip() for p in re.split(separator, inner.strip())] if inner.strip() else []
         if not any(parts):  # "" or separators alone ("x", "-"): no number at all, not "2 of 3"
@@ -262,8 +266,10 @@ class LookaheadSpec:
             return int(item)
         if isinstance(item, str) and re.fullmatch(r"[+-]?[0-9]+", item.strip()):
             return int(item.strip())
+        ascii_only = isinstance(item, str) and any(ch.isdigit() and not ch.isascii() for ch in item)
         raise SpecError(f"{field} must be an integer, got {item!r}", rule="type", field=field,
-                        hint="write the spec as three integers, e.g. 4,2,4")
+                        hint="write the spec as three integers in ASCII digits (0-9), e.g. 4,2,4" if ascii_only
+                        else "write the spec as three integers, e.g. 4,2,4")
 
     # ----------------------------------------------------------------------------- derived numbers
     @property

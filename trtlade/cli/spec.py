@@ -6,7 +6,8 @@ import json
 
 import typer
 
-from trtlade.cli.common import console, err_console, parse_spec_option
+from trtlade.cli.common import console, err_console, fail, parse_spec_option
+from trtlade.spec import LookaheadSpec
 
 
 def spec(
@@ -57,7 +58,12 @@ def spec(
         for w in s.warnings():
             err_console.print(f"[yellow]warning:[/] {w.message}\n[yellow]hint:[/] {w.hint}", markup=True)
     if request is not None and not data["request"]["admitted"]:
-        raise typer.Exit(1)
+        excess = data["request"]["excess"]
+        wider = LookaheadSpec(*(max(a, b) for a, b in zip(s.as_tuple(), r.as_tuple())))
+        fail(f"--request ({r}) is not admitted by ({s}): " + ", ".join(
+             f"{e['field']} {e['requested']} > {e['limit']}" for e in excess),
+             hint=f"lower the request to at most ({s}), or serve (W,N,G) = ({wider}) (rebuild the engine for it)",
+             where="--request")
 
 
 def register(app: typer.Typer) -> None:
