@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE as AR
 from trtlade.spec import LookaheadSpec as S
-from trtlade.tune.apply import ApplyError, with_schedule
+from trtlade.tune.apply import ApplyError, apply_schedule, with_schedule
 from trtlade.tune.candidates import admitted_specs, drafters_of, explicit, prune
 from trtlade.tune.select import Run, choose, is_lookahead, schedule_of, speculative_config_of, tabulate
 
@@ -150,6 +150,89 @@ def test_apply_keeps_every_line_and_comment_and_replaces_an_old_schedule():
     assert again == CONFIG.replace("W,N,G)\n", "W,N,G)\n  schedule:\n  - {spec: '2,2,1'}\n")
 
 
+SCHEDULE = LookaheadSchedule.parse([{"up_to": 2, "spec": "2,3,2"}, {"spec": "1,1,0"}])
+
+
+def test_apply_changes_no_byte_but_the_schedule(tmp_path):
+    """Four-space indentation, CRLF line ends, a byte-order mark, the comments and blank lines after an old schedule
+    (they describe the next key or section), `null`, odd spacing: all as they were; the file's mode too."""
+    text = ("# deployment\r\nmodel: {}\r\nlookahead:\r\n    spec: 2,4,2      # the server's\r\n    preset: null\r\n"
+            "    schedule:   # measured in November\r\n    - {up_to: 1, spec: '2,4,2'}\r\n        # an old note\r\n"
+            "    - {spec: '1,1,0'}\r\n\r\n    # keep corrected keying off\r\n    corrected_keying: false\r\n\r\n"
+            "# ---- serving ----\r\nserve:\r\n    engine:   reference\r\n")
+    path = tmp_path / "deploy.yml"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    path.chmod(0o600)
+    apply_schedule(path, SCHEDULE)
+    want = text.replace("    - {up_to: 1, spec: '2,4,2'}\r\n        # an old note\r\n    - {spec: '1,1,0'}\r\n",
+                        "    - {up_to: 2, spec: '2,3,2'}\r\n    - {spec: '1,1,0'}\r\n")
+    assert path.read_bytes() == b"\xef\xbb\xbf" + want.encode()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_apply_through_a_symlink_writes_the_file_it_points_to(tmp_path):
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "deploy.yml"
+    real.write_text(CONFIG)
+    link = tmp_path / "deploy.yml"
+    link.symlink_to(real)
+    apply_schedule(link, SCHEDULE)
+    assert link.is_symlink() and "schedule:" in real.read_text()
+
+
+@pytest.mark.parametrize("setup, fragment", [
+    ("hardlink", "hard links"),
+    ("latin1", "is not UTF-8"),
+    ("speculation", "has no lookahead section"),
+    ("trtllm-serve", "is a trtllm-serve file"),
+    ("changed", "changed while the schedule was being written"),
+])
+def test_apply_refuses_what_it_cannot_write_safely_and_says_why(tmp_path, monkeypatch, setup, fragment):
+    import trtlade.tune.apply as apply
+
+    path = tmp_path / "deploy.yml"
+    path.write_text(CONFIG)
+    if setup == "hardlink":
+        (tmp_path / "other.yml").hardlink_to(path)
+    elif setup == "latin1":
+        path.write_bytes(CONFIG.replace("# deployment", "# r\xe9glage").encode("latin-1"))
+    elif setup == "speculation":
+        path.write_text("model: {}\nspeculation: {decoding_type: SA, max_draft_len: 4}\nserve: {engine: reference}\n")
+    elif setup == "trtllm-serve":
+        path.write_text("speculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2}\n")
+    elif setup == "changed":  # an edit saved while tune ran, between reading the file and replacing it
+        real = apply.with_schedule
+        monkeypatch.setattr(apply, "with_schedule", lambda *a, **k: (path.write_text(CONFIG + "# mine\n"),
+                                                                     real(*a, **k))[1])
+    before = path.read_bytes()
+    with pytest.raises(ApplyError, match=fragment) as info:
+        apply_schedule(path, SCHEDULE)
+    assert info.value.hint and (path.read_bytes() == before or setup == "changed")
+    if setup == "changed":
+        assert path.read_text().endswith("# mine\n")  # the user's edit stands
+
+
+@pytest.mark.parametrize("policy, note", [
+    ("", "requests that name no lookahead now follow the schedule (they were served by auto)"),
+    ("  policy: fixed\n", "lookahead.policy is fixed: the schedule serves the requests that send"),
+    ("  policy: schedule\n", None),
+])
+def test_apply_says_what_the_schedule_changes_for_requests_without_a_lookahead(tmp_path, capsys, policy, note):
+    from types import SimpleNamespace
+
+    from trtlade.cli.tune import _apply
+
+    path = tmp_path / "deploy.yml"
+    text = CONFIG.replace("                   # the server's (W,N,G)\n", "\n" + policy)
+    if policy.strip() == "policy: schedule":
+        text = text.replace(policy, policy + "  schedule:\n  - {spec: '1,1,0'}\n")
+    path.write_text(text)
+    _apply(path, SimpleNamespace(schedule=SCHEDULE), tmp_path / "report")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "wrote lookahead.schedule into" in err
+    assert (note in err) if note else ("note:" not in err)
+
+
 @pytest.mark.parametrize("config,fragment", [
     (CONFIG.replace("spec: 2,4,2", "spec: 2,2,2"), "is not admitted"),
     (CONFIG.replace("spec: 2,4,2 ", "spec: 2,4,2\n  request_default: 1,1,0 "), "request_default"),
@@ -166,6 +249,7 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     (["--apply", "{config}"], CONFIG.replace("spec: 2,4,2 ", "spec: 2,4,2\n  request_default: 1,1,0 "),
      "request_default"),
     (["--drafters", "ngram,bogus"], CONFIG, "'bogus' names no drafter"),
+    (["--apply", "{config}", "--repeats", "1"], CONFIG, "one repeat measures no noise"),
     (["--candidates", ""], CONFIG, "--candidates is empty"),
 ])
 def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):

@@ -19,21 +19,28 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["write_text_atomic", "write_json_atomic"]
+__all__ = ["write_text_atomic", "write_bytes_atomic", "write_json_atomic"]
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (see the module docstring); the mode is the
     umask's, as for any new file."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, mode: Optional[int] = None) -> None:
+    """Write ``data`` to ``path`` atomically; ``mode``: the permission bits the file gets (default: the umask's)."""
     path = Path(path)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp = path.parent / f".{path.name[:120]}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            fh.write(text)
+        with open(tmp, "xb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

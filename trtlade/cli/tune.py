@@ -175,6 +175,10 @@ def tune(
              hint="use --endpoint chat with this dataset")
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
+    if apply is not None and repeats < 2:
+        fail("--apply with --repeats 1: one repeat measures no noise, so tune chooses nothing (every level keeps "
+             "(1,1,0)) and there is no schedule worth writing", where="--apply",
+             hint="run --repeats 2 or more with --apply, or drop --apply to look at one repeat's numbers")
     if apply is not None:
         from trtlade.tune.apply import ApplyError, check_apply_target
 
@@ -204,7 +208,7 @@ def tune(
     folder, result = job.run(out_root, plots)
     _print_result(folder, result)
     if apply is not None:
-        _apply(apply, result)
+        _apply(apply, result, folder)
 
 
 class _Job:
@@ -353,11 +357,24 @@ def _print_result(folder: Path, result: Any) -> None:
           f"took {result.settings['seconds']:.0f} s)")
 
 
-def _apply(path: Path, result: Any) -> None:
+def _apply(path: Path, result: Any, folder: Path) -> None:
+    """The schedule into the config, and what it changes for requests that name no lookahead (said, never
+    silent: a schedule makes the default policy ``schedule``; an explicit ``fixed`` or ``auto`` keeps the
+    schedule for requests that ask for it)."""
+    from trtlade.config.loader import load_config
     from trtlade.tune.apply import ApplyError, apply_schedule
 
+    before = load_config(path).config.lookahead_policy
     try:
         apply_schedule(path, result.schedule)
     except ApplyError as exc:
-        fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
+        fail(exc.message, where=exc.where or "--apply", hint=f"{exc.hint} (the schedule: {folder / 'schedule.yml'})")
+    after = load_config(path).config.lookahead_policy
     err_console.print(f"wrote lookahead.schedule into {path}: {result.schedule}", markup=False)
+    if after != "schedule":
+        err_console.print(f"note: lookahead.policy is {after}: the schedule serves the requests that send "
+                          '"lookahead": "schedule"; the others stay on ' + after + " (set lookahead.policy: schedule "
+                          "to serve every request without a lookahead by it)", markup=False, highlight=False)
+    elif before != "schedule":
+        err_console.print(f"note: requests that name no lookahead now follow the schedule (they were served by "
+                          f"{before})", markup=False, highlight=False)
