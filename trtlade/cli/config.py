@@ -47,14 +47,15 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
 ) -> None:
     """Print FILE with every default filled in (paths as written), plus the derived lookahead numbers
-    as comments. A config that does not load (YAML or schema errors) prints them and exits 1; `validate-config`
-    runs the checks between fields and against engines and releases."""
+    as comments: for reading, not for deploying (saved, every default counts as set, and what trtlade derives from
+    a field left out, such as build.backend, changes). A config that does not load (YAML or schema errors) prints
+    them and exits 1; `validate-config` runs the checks between fields and against engines and releases."""
     import yaml
 
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 
     if not file.exists():
-        fail(f"{file}: no such file", code=EXIT_USAGE)
+        fail(f"{file}: no such file", code=EXIT_USAGE, hint="give a trtlade config file, e.g. configs/smollm2-cpu.yml")
     _refuse_other_kinds(file)
     try:
         loaded = load_config(file)
@@ -68,6 +69,8 @@ def show(
         return
     spec = loaded.config.lookahead.spec
     print(f"# {file}: resolved trtlade config (defaults filled in)")
+    print(f"# for reading, not deploying: saved, every default here counts as set (build.backend, bench.result_dir "
+          f"and some checks follow what a file sets); deploy {file} itself")
     print(f"# lookahead.spec ({spec}): max_draft_len {spec.max_draft_len}, {spec.decoding_tokens} tokens per step, "
           f"at most {spec.max_path_len} accepted per step")
     print(f"# trtllm-build {' '.join(spec.trtllm_build_flags())}")
