@@ -236,10 +236,11 @@ def test_the_rotary_table_gives_the_modules_bits_at_every_position(arch, dtype):
     assert torch.equal(cos, module(torch.empty(1, 1, dtype=other), torch.tensor([[7]]))[0][0].float())
 
 
-def test_a_rope_that_changes_with_the_length_gets_no_table():
+def test_a_rope_that_changes_with_the_length_gets_a_table_by_position():
     module = tiny_model("llama").model.rotary_emb
+    assert not RotaryTable.for_module(module).per_position
     module.rope_type = "dynamic"
-    assert RotaryTable.for_module(module) is None
+    assert RotaryTable.for_module(module).per_position  # tests/test_rope_scaling.py checks its values
 
 
 def test_released_weights_leave_one_copy_and_the_same_tokens():

@@ -45,7 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trtlade.reference.fast_forward import FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters
+from trtlade.reference.fast_forward import (FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters,
+                                           rotary_by_position)
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 from trtlade.reference.model_support import (SUPPORTED_LAYER_TYPES, UnsupportedModelError, check_native_kernels,
                                              check_supported, layer_windows, tied)
@@ -121,6 +122,8 @@ class BatchRunner:
         #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
         self.fast = None if fast_forward is False or pack_linears is False else \
             fast_body(model, release=release_weights, windows=self.windows, native=native_kernels)
+        if self.fast is None:
+            rotary_by_position(self.base)  # a length-dependent rope: a row's rotary by its position alone
         if fast_forward and self.fast is None:
             raise UnsupportedModelError(f"{self.config.model_type}: the fast forward runs the Llama family "
                                         f"({', '.join(FAMILIES)}) only")

@@ -50,7 +50,8 @@ from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
 from trtlade.reference.native import status as native_status
 
-__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "RotaryTable", "FastBody", "fast_body", "release_parameters"]
+__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "RotaryTable", "FastBody", "fast_body", "release_parameters",
+           "rotary_by_position"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -142,36 +143,98 @@ class PackedEmbedding(nn.Module):
 
 class RotaryTable:
     """The model's rotary ``cos``/``sin`` (float32, ``[positions, head_dim]``) for every position up to the
-    largest seen, computed by the model's own rotary module over all of them at once and grown by
-    doubling; a step gathers its rows from it instead of running the module's dozen small ops (about
-    0.1 ms a step, cold, on a 2-core AMD EPYC Zen 4). The module's ops are elementwise per position, so
-    a position's values are the bits the module computes for it alone (``tests/test_fast_forward.py``
-    checks them). Rope types whose
-    frequencies change with the length (``dynamic``, ``longrope``) get no table: :meth:`for_module`
-    returns None and the module runs every step."""
+    largest seen; a step gathers its rows from it instead of running the module's dozen small ops (about
+    0.1 ms a step, cold, on a 2-core AMD EPYC Zen 4).
+
+    Static rope types (``default``, ``linear``, ``llama3``): the module's ops are elementwise per position, so the
+    table is computed over all positions at once and grown by doubling, each position the bits the module computes
+    for it alone (``tests/test_fast_forward.py`` checks them).
+
+    Rope types whose frequencies change with the length (``dynamic``, ``longrope``: transformers rescales them from
+    the largest position of the call) are computed **per position**: position p as the module computes it when p is
+    the newest position (``seq_len`` p + 1), which is what plain decoding gives the token it decodes there. Called
+    once over a whole step, the module would rescale every row of every sequence by the step's largest position: a
+    draft row past a request's budget, or another request's long context, would change this request's tokens
+    (plain decoding's too, in a batch), and the K/V the prefix cache keeps. So a row's rotary depends on its position
+    alone, as for a static rope; a prompt longer than the model's original context is encoded as if decoded token
+    by token (transformers' ``generate`` encodes a prompt whole, at its length). Positions below the original
+    context share the unscaled frequencies and are computed in one call, those past it one call each, in
+    increasing order (the module keeps its scale as state), each once."""
 
     STATIC = ("default", "linear", "llama3")  # rope types whose frequencies do not depend on the length
     FIRST = 256  # positions in the first table
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, per_position: bool = False, compute: Optional[Any] = None) -> None:
         self.module = module
+        self.compute = compute if compute is not None else module  # ``(x, position_ids) -> (cos, sin)``
+        self.per_position = per_position
         self.dtype: Optional[torch.dtype] = None
         self.cos = self.sin = torch.empty(0, 0)
 
     @classmethod
-    def for_module(cls, module: nn.Module) -> Optional["RotaryTable"]:
-        return cls(module) if getattr(module, "rope_type", "default") in cls.STATIC else None
+    def for_module(cls, module: nn.Module) -> "RotaryTable":
+        return cls(module, per_position=getattr(module, "rope_type", "default") not in cls.STATIC)
 
     def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``cos``, ``sin`` ``[R, head_dim]`` (float32) at ``positions`` (any shape, R values), as the
         module computes them for a model of ``dtype``."""
         flat = positions.reshape(-1)
         top = int(flat.max()) + 1 if flat.numel() else 0
-        if dtype != self.dtype or top > self.cos.shape[0]:
+        if self.per_position:
+            self._grow_per_position(top, dtype)
+        elif dtype != self.dtype or top > self.cos.shape[0]:
             n = max(top, 2 * self.cos.shape[0] if dtype == self.dtype else 0, self.FIRST)
-            cos, sin = self.module(torch.empty(1, 1, dtype=dtype), torch.arange(n)[None])
+            cos, sin = self.compute(torch.empty(1, 1, dtype=dtype), torch.arange(n)[None])
             self.cos, self.sin, self.dtype = cos[0].float().contiguous(), sin[0].float().contiguous(), dtype
         return self.cos.index_select(0, flat), self.sin.index_select(0, flat)
+
+    def _grow_per_position(self, top: int, dtype: torch.dtype) -> None:
+        start = self.cos.shape[0] if dtype == self.dtype else 0
+        if top <= start:
+            return
+        x = torch.empty(1, 1, dtype=dtype)
+        parts = [(self.cos, self.sin)] if start else []
+        unscaled = self._unscaled_positions()
+        if start < unscaled:  # one call whose largest position keeps (or puts back) the original scale
+            end = min(top, unscaled)
+            parts.append(self.compute(x, torch.arange(start, end)[None]))
+            start = end
+        for position in range(start, top):  # the newest position of its own call: seq_len position + 1
+            parts.append(self.compute(x, torch.tensor([[position]])))
+        self.cos = torch.cat([c[0] if c.dim() == 3 else c for c, _ in parts]).float().contiguous()
+        self.sin = torch.cat([s[0] if s.dim() == 3 else s for _, s in parts]).float().contiguous()
+        self.dtype = dtype
+
+    def _unscaled_positions(self) -> int:
+        """How many positions from 0 the module computes with its original frequencies whatever its state: below
+        ``original - 1`` a dynamic rope puts its original scale back, and a long rope uses its short factors."""
+        config = getattr(self.module, "config", None)
+        params = getattr(config, "rope_parameters", None) or {}
+        original = getattr(self.module, "original_max_seq_len", None) or params.get("original_max_position_embeddings")
+        return max(0, int(original) - 1) if original else 0
+
+
+def rotary_by_position(base: nn.Module) -> Optional[RotaryTable]:
+    """transformers' own forward computes the rotary once a step, over every row of every sequence: for a rope
+    whose frequencies change with the length, the model's ``rotary_emb`` is routed through a per-position
+    :class:`RotaryTable` (see there), so that a row's rotary depends on its position alone on that path too. A
+    static rope, a model without a model-level ``rotary_emb``, or a call with more arguments (a rope per layer
+    type) is left to the module. Returns the table (None: nothing routed)."""
+    rotary = getattr(base, "rotary_emb", None)
+    if rotary is None or getattr(rotary, "rope_type", "default") in RotaryTable.STATIC:
+        return None
+    original = rotary.forward
+    table = RotaryTable(rotary, per_position=True, compute=original)
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            return original(x, position_ids, *args, **kwargs)
+        cos, sin = table(position_ids, x.dtype)
+        shape = (*position_ids.shape, cos.shape[-1])
+        return cos.to(x.dtype).view(shape), sin.to(x.dtype).view(shape)
+
+    rotary.forward = forward
+    return table
 
 
 def release_parameters(layer: nn.Module) -> None:
@@ -284,8 +347,8 @@ class FastBody(nn.Module):
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any) -> torch.Tensor:
         h = self.embed_tokens(ids)[0]  # [R, hidden]
         rows = h.shape[0]
-        cos, sin = self.rotary_emb(h[None], positions)
-        cos, sin = cos[0, :, None], sin[0, :, None]  # [R, 1, d]: broadcast over the heads
+        cos, sin = self.rotary_table(positions, h.dtype)  # the module's bits, position by position
+        cos, sin = cos.to(h.dtype)[:, None], sin.to(h.dtype)[:, None]  # [R, 1, d]: broadcast over the heads
         for layer in self.layers:  # .forward: the modules' own code without nn.Module's call machinery
             h = h + layer.attn_out.forward(self._attention(layer, layer.input_layernorm.forward(h), rows, cos, sin,
                                                            attend))
@@ -297,11 +360,7 @@ class FastBody(nn.Module):
         """:meth:`forward` as ONE native call (:class:`~trtlade.reference.native.NativeBody`): the
         embedding and the rotary tables here, every layer in C. ``step``: the rows' keys and cache."""
         h = self.embed_tokens(ids)[0].contiguous()  # [R, hidden]: the residual stream, updated in place
-        if self.rotary_table is not None:
-            cos, sin = self.rotary_table(positions, h.dtype)  # [R, d]
-        else:
-            cos, sin = self.rotary_emb(h[None], positions)
-            cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()  # [R, d]
+        cos, sin = self.rotary_table(positions, h.dtype)  # [R, d]
         return self.native(h, cos, sin, step.keys, step.index, step.caches())
 
     def _attention(self, layer: _Layer, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
