@@ -227,6 +227,11 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("attention_dp_config: {enable_balance: true}\n", NEWEST),
     ("orchestrator_type: ray\nray_worker_extension_cls: my.Ext\n", NEWEST),
     ("kv_cache_config: {disk_cache_size: 1073741824, disk_cache_path: /cache}\n", NEWEST),
+    ("enable_mla_skip_correction: true\nattn_backend: trtllm\n", NEWEST),       # any case
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}\nprefill_cuda_graph_backend: piecewise\n", NEWEST),
+    ("prometheus_metrics_config: {time_to_first_token_buckets: [0.1, 0.5, 1.0]}\n", NEWEST),
+    ("cache_transceiver_config: {agent_bounce_buffer_enable: true, kv_cache_bounce_size_mb: 64}\n", NEWEST),
+    ("sparse_attention_config: {algorithm: skip_softmax, target_sparsity: 1.0}\n", NEWEST),
 ])
 def test_what_upstream_accepts_passes(text, release):
     assert errors(text, release) == []
@@ -285,6 +290,26 @@ def test_what_upstream_accepts_passes(text, release):
     ("mm_encoder_only: true\ndisable_mm_encoder: true\n", NEWEST, "trtllm-args-rule", "disable_mm_encoder"),
     ("ray_worker_extension_cls: my.Ext\n", NEWEST, "trtllm-args-rule", "ray_worker_extension_cls"),
     ("kv_cache_config: {disk_cache_size: 1073741824}\n", NEWEST, "trtllm-args-rule", "kv_cache_config.disk_cache_path"),
+    # validators that read no checkpoint, GPU or file (llm_args.py@a1a20970)
+    ("enable_mla_skip_correction: true\nattn_backend: FLASHINFER\n", NEWEST, "trtllm-args-rule",
+     "enable_mla_skip_correction"),
+    ("enable_speculative_beam_history_d2h: true\nsampler_force_async_worker: true\n", NEWEST, "trtllm-args-rule",
+     "enable_speculative_beam_history_d2h"),
+    ("encode_only: true\ntorch_compile_config: {enable_piecewise_cuda_graph: true}\n", NEWEST, "trtllm-args-rule",
+     "torch_compile_config.enable_piecewise_cuda_graph"),
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}\nprefill_cuda_graph_backend: breakable\n", NEWEST,
+     "trtllm-args-rule", "prefill_cuda_graph_backend"),
+    ("prefill_cuda_graph_backend: breakable\nenable_lora: true\n", NEWEST, "trtllm-args-rule",
+     "prefill_cuda_graph_backend"),
+    ("multimodal_config: {encoder_cuda_graph: {}, encoder_side_stream_max_ahead: 2}\n", NEWEST, "trtllm-args-rule",
+     "multimodal_config.encoder_side_stream_max_ahead"),
+    ("prometheus_metrics_config: {time_to_first_token_buckets: [0.1, 0.1, 0.5]}\n", NEWEST, "trtllm-args-rule",
+     "prometheus_metrics_config.time_to_first_token_buckets"),
+    ("cache_transceiver_config: {agent_bounce_buffer_enable: true}\n", NEWEST, "trtllm-args-rule",
+     "cache_transceiver_config.kv_cache_bounce_size_mb"),
+    ("mx_config: {preshard_strategy: global}\n", NEWEST, "trtllm-args-rule", "mx_config.preshard_strategy"),
+    ("sparse_attention_config: {algorithm: skip_softmax, target_sparsity: {a: 0.5, b: 2.0}}\n", NEWEST,
+     "trtllm-args-rule", "sparse_attention_config.target_sparsity"),
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)

@@ -561,6 +561,118 @@ def _ray_only(block: dict, name: str) -> Iterator[Finding]:
             f"orchestrator_type: ray, or drop {name}"
 
 
+@rule("TorchLlmArgs", "validate_mla_skip_correction_config")
+def _mla_skip(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``enable_mla_skip_correction`` needs ``attn_backend`` TRTLLM, any case (llm_args.py@a1a20970)."""
+    backend = block.get("attn_backend", "TRTLLM")
+    if _bool(block.get("enable_mla_skip_correction", False)) and str(backend).upper() != "TRTLLM":
+        yield ("enable_mla_skip_correction",), "enable_mla_skip_correction requires attn_backend='TRTLLM'", \
+            "attn_backend: TRTLLM, or drop enable_mla_skip_correction"
+
+
+@rule("TorchLlmArgs", "validate_speculative_beam_history_d2h")
+def _beam_history(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``enable_speculative_beam_history_d2h`` excludes ``sampler_force_async_worker`` (llm_args.py@a1a20970)."""
+    if _bool(block.get("enable_speculative_beam_history_d2h", False)) and \
+            _bool(block.get("sampler_force_async_worker", False)):
+        yield ("enable_speculative_beam_history_d2h",), ("enable_speculative_beam_history_d2h is incompatible with "
+                                                          "sampler_force_async_worker: true"), "keep one of the two"
+
+
+@rule("TorchLlmArgs", "validate_encode_only_torch_compile_config")
+def _encode_only_compile(block: dict, ctx: Context) -> Iterator[Finding]:
+    compile_config = block.get("torch_compile_config")
+    if _bool(block.get("encode_only", False)) and isinstance(compile_config, dict) and \
+            _bool(compile_config.get("enable_piecewise_cuda_graph", False)):
+        yield ("torch_compile_config", "enable_piecewise_cuda_graph"), ("encode_only does not support piecewise "
+                                                                         "CUDA graphs in torch_compile_config"), \
+            "use cuda_graph_config for encoder CUDA graphs, or drop enable_piecewise_cuda_graph"
+
+
+@rule("TorchLlmArgs", "normalize_prefill_cuda_graph_config")
+def _prefill_graphs(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The raising branches of ``normalize_prefill_cuda_graph_config`` (llm_args.py@a1a20970): the legacy
+    ``torch_compile_config.enable_piecewise_cuda_graph`` against an explicit other ``prefill_cuda_graph_backend``;
+    legacy ``capture_num_tokens`` against different explicit ``prefill_capture_num_tokens``; a prefill CUDA graph
+    with ``encode_only``; the breakable one with ``torch_compile_config`` or LoRA."""
+    compile_config = block.get("torch_compile_config")
+    compile_config = compile_config if isinstance(compile_config, dict) else None
+    backend = str(block.get("prefill_cuda_graph_backend", "disabled"))
+    if compile_config is not None and _bool(compile_config.get("enable_piecewise_cuda_graph", False)):
+        if "prefill_cuda_graph_backend" in block and backend != "piecewise":
+            yield ("prefill_cuda_graph_backend",), ("torch_compile_config.enable_piecewise_cuda_graph conflicts with "
+                                                    f"prefill_cuda_graph_backend {backend}"), \
+                "drop enable_piecewise_cuda_graph (deprecated) and keep prefill_cuda_graph_backend"
+        backend = "piecewise"
+    legacy, given = (compile_config or {}).get("capture_num_tokens"), block.get("prefill_capture_num_tokens")
+    if isinstance(legacy, list) and isinstance(given, list) and sorted(set(map(str, legacy))) != sorted(
+            set(map(str, given))):
+        yield ("prefill_capture_num_tokens",), ("torch_compile_config.capture_num_tokens conflicts with "
+                                                "prefill_capture_num_tokens"), \
+            "drop torch_compile_config.capture_num_tokens (deprecated)"
+    if backend != "disabled" and _bool(block.get("encode_only", False)):
+        yield ("encode_only",), "encode_only does not support prefill CUDA graphs", \
+            "prefill_cuda_graph_backend: disabled, or drop encode_only"
+    if backend == "breakable" and compile_config is not None:
+        yield ("torch_compile_config",), "the breakable prefill CUDA graph does not support torch_compile_config", ""
+    if backend == "breakable" and (_bool(block.get("enable_lora", False)) or block.get("lora_config") is not None):
+        yield ("prefill_cuda_graph_backend",), "the breakable prefill CUDA graph does not support LoRA", ""
+
+
+@rule("MultimodalConfig", "validate_encoder_optimization_compatibility")
+def _mm_encoder(block: dict, ctx: Context) -> Iterator[Finding]:
+    ahead = _int(block.get("encoder_side_stream_max_ahead", 0))
+    if block.get("encoder_cuda_graph") is not None and ahead is not None and ahead > 0:
+        yield ("encoder_side_stream_max_ahead",), ("multimodal_config.encoder_cuda_graph and "
+                                                   "encoder_side_stream_max_ahead > 0 are mutually exclusive"), \
+            "encoder_side_stream_max_ahead: 0, or drop encoder_cuda_graph"
+
+
+@rule("SkipSoftmaxAttentionConfig", "validate_target_sparsity")
+def _target_sparsity(block: dict, ctx: Context) -> Iterator[Finding]:
+    value = block.get("target_sparsity")
+    values = value.values() if isinstance(value, dict) else [value]
+    if any(isinstance(v, (int, float)) and not isinstance(v, bool) and not 0.0 <= v <= 1.0 for v in values):
+        yield ("target_sparsity",), "target_sparsity must be in [0, 1] for Skip Softmax Attention", \
+            "allowed: 0 <= target_sparsity <= 1 (each value of a mapping)"
+
+
+@rule("PrometheusMetricsConfig", "validate_histogram_buckets")
+def _buckets(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Each histogram's bucket list: not empty, strictly increasing (llm_args.py@a1a20970)."""
+    for name, value in block.items():
+        if not name.endswith("_buckets") or not isinstance(value, list):
+            continue
+        numbers = [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if not value:
+            yield (name,), f"{name} must not be empty when given", "list its bucket bounds, or leave the key out"
+        elif len(numbers) == len(value) and any(a >= b for a, b in zip(numbers, numbers[1:])):
+            yield (name,), f"{name} must be strictly increasing, got {value}", "sort the bounds, each once"
+
+
+@rule("CacheTransceiverConfig", "validate_bounce_config")
+def _bounce(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The parts that read no other module (llm_args.py@a1a20970): the agent bounce buffer needs a positive
+    ``kv_cache_bounce_size_mb``; ``agent_bounce_params`` need the agent bounce buffer."""
+    enabled = _bool(block.get("agent_bounce_buffer_enable", False))
+    if enabled and _int(block.get("kv_cache_bounce_size_mb", 0)) == 0:
+        yield ("kv_cache_bounce_size_mb",), ("agent_bounce_buffer_enable needs a positive kv_cache_bounce_size_mb "
+                                             "(0 disables bounce)"), "set kv_cache_bounce_size_mb to a capacity in MB"
+    if block.get("agent_bounce_params") and not enabled:
+        yield ("agent_bounce_params",), "agent_bounce_params only applies with agent_bounce_buffer_enable: true", \
+            "set agent_bounce_buffer_enable: true, or drop agent_bounce_params"
+
+
+@rule("ModelExpressConfig", "validate_preshard_strategy")
+def _preshard(block: dict, ctx: Context) -> Iterator[Finding]:
+    strategy = block.get("preshard_strategy", "per_module")
+    if strategy != "per_module":
+        why = ("'global' needs LoadFormat.PRESHARDED, not available in this release" if strategy == "global"
+               else f"got {strategy!r}")
+        yield ("preshard_strategy",), f"mx_config.preshard_strategy must be 'per_module': {why}", \
+            "preshard_strategy: per_module"
+
+
 @rule("TorchLlmArgs", "validate_batch_wait_max_tokens_ratio")
 def _ratio(block: dict, ctx: Context) -> Iterator[Finding]:
     value = block.get("batch_wait_max_tokens_ratio")
