@@ -168,11 +168,12 @@ def test_sampling_settings_reach_sampling_params(llmapi, model_dir):
     async def go():
         async with client_for(app) as c:
             return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "temperature": 0.7,
-                                                         "top_p": 0.9, "top_k": 5, "seed": 11})
+                                                         "top_p": 0.9, "top_k": 5, "seed": 11, "min_p": 0.05})
 
     assert run(go()).status_code == 200
     params = llmapi._instances[-1]._requests[0][1]
     assert (params.temperature, params.top_p, params.top_k, params.seed) == (0.7, 0.9, 5, 11)
+    assert params.min_p == 0.05  # it was dropped: the request sampled without it
 
 
 def test_a_stop_string_ends_the_request_and_aborts_tensorrt_llms(llmapi, model_dir):

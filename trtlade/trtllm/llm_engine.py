@@ -231,6 +231,8 @@ class TrtllmLlmEngine:
                                   "top_p": request.top_p, "ignore_eos": request.ignore_eos}
         if request.top_k:
             kwargs["top_k"] = request.top_k
+        if request.min_p:
+            kwargs["min_p"] = request.min_p
         if request.seed is not None:
             kwargs["seed"] = request.seed
         if request.min_tokens:

@@ -135,9 +135,11 @@ class KvCacheConfig(_Config):
 
 
 class SamplingParams(_Config):
+    # mirrors: tensorrt_llm/sampling_params.py, SamplingParams's fields (min_p: "scale the most likely token to
+    # determine the minimum token probability", a field of tllme.SamplingConfig)
     _fields = {"max_tokens": 32, "temperature": None, "top_p": None, "top_k": None, "seed": None, "min_tokens": None,
                "stop_token_ids": None, "ignore_eos": False, "end_id": None, "presence_penalty": None,
-               "frequency_penalty": None, "repetition_penalty": None, "return_perf_metrics": False}
+               "frequency_penalty": None, "repetition_penalty": None, "min_p": None, "return_perf_metrics": False}
 
     def _validate(self) -> None:
         if self.temperature is not None and self.temperature < 0:  # paraphrased: SamplingParams checks
