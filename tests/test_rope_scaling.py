@@ -82,11 +82,15 @@ def test_a_dynamic_rope_is_tabled_per_position_with_the_bits_of_that_position_al
     assert not torch.equal(table(torch.tensor([[90]]), torch.float32)[0], table(torch.tensor([[10]]), torch.float32)[0])
 
 
+@pytest.mark.parametrize("native", [None, False], ids=["native-body", "torch-forward"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_drafting_past_the_original_context_is_lossless_alone_and_for_a_plain_neighbour(arch):
+def test_drafting_past_the_original_context_is_lossless_alone_and_for_a_plain_neighbour(arch, native):
     """(4,6,4) verifies draft rows up to position 69 of a 64-token model, past the request's budget: they rescaled
-    the whole step's rope (the request's own tokens changed from the 5th, a plain neighbour's from the 13th)."""
-    engine = tiny_engine(arch, (4, 6, 4), model=dynamic_model(arch), tokenizer=TOK, prompt_lookup=5)
+    the whole step's rope (the request's own tokens changed from the 5th, a plain neighbour's from the 13th). On the
+    native body and on the engine's torch forward (native kernels off), which take cos/sin from the same table."""
+    engine = tiny_engine(arch, (4, 6, 4), model=dynamic_model(arch), tokenizer=TOK, prompt_lookup=5,
+                         native_kernels=native)
+    assert (engine.runner.fast.native is None) == (native is False)
     near_limit = (UNIT * 10)[:58]
     assert alone(engine, request(near_limit, 6, "4,6,4")) == alone(engine, request(near_limit, 6, "1,1,0"))
     short = request(TOK.encode("Hello! How are you today?"), 30, "1,1,0")

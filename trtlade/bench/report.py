@@ -311,9 +311,7 @@ def _cell(key: str, values: Sequence[Optional[float]]) -> str:
         return "—"
     if key in _COUNT_METRICS:
         return f"{int(sum(got)):,d}"
-    mean, lo, hi = spread(got)
-    text = f"{mean:,.2f}"
-    return text if len(got) < 2 or lo == hi else f"{text} ({lo:,.2f}–{hi:,.2f})"
+    return _fmt_spread(*spread(got), 2)
 
 
 def _full_metric_table(run: RunSummary, series: str) -> str:

@@ -28,7 +28,7 @@ from trtlade.bench.meta import describe_server
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidates
-from trtlade.tune.select import Choice, PytorchChoice, Run, Table
+from trtlade.tune.select import Choice, PytorchChoice, Run, Table, is_drafter, is_lookahead
 
 __all__ = ["TuneResult", "Recommendation", "recommend", "write_report", "summary_markdown", "schedule_yaml",
            "speculative_config_yaml"]
@@ -128,15 +128,16 @@ def cell_rows(table: Table) -> list[dict[str, Any]]:
             rows.append({"spec": str(spec), "concurrency": level, "output_throughput": cell.mean_throughput,
                          "speedup": cell.speedup, "speedup_min": min(ratios, default=None),
                          "speedup_max": max(ratios, default=None),
-                         "threshold": table.threshold(cell, candidates_at(table, level)) if ratios else None,
+                         "threshold": table.threshold(cell, table.comparisons(level, _kind(spec))) if ratios else None,
                          "runs": len(cell.throughput),
                          "mean_of_median_ttft_ms": cell.ttft, "mean_of_median_tpot_ms": cell.tpot})
     return rows
 
 
-def candidates_at(table: Table, level: int) -> int:
-    """How many candidates were measured against (1,1,0) at ``level`` (the Bonferroni count, before limits)."""
-    return sum(1 for (spec, lv), cell in table.cells.items() if lv == level and spec != AUTOREGRESSIVE and cell.ratios)
+def _kind(spec: Any) -> Any:
+    """The candidates a spec's written choice is taken among: lookahead specs (the schedule) or drafters (the
+    speculative_config), as the run's choices take them."""
+    return is_lookahead if is_lookahead(spec) else is_drafter
 
 
 def schedule_yaml(result: TuneResult) -> str:
@@ -276,8 +277,8 @@ def _per_level(table: Table) -> str:
 def _thresholds(table: Table) -> str:
     parts = []
     for level in table.levels:
-        bars = [(spec, table.threshold(cell, candidates_at(table, level))) for (spec, lv), cell in table.cells.items()
-                if lv == level and spec != AUTOREGRESSIVE and cell.ratios]
+        bars = [(spec, table.threshold(cell, table.comparisons(level, _kind(spec))))
+                for (spec, lv), cell in table.cells.items() if lv == level and spec != AUTOREGRESSIVE and cell.ratios]
         known = [bar for _, bar in bars if bar is not None]
         if known:
             low, high = min(known), max(known)

@@ -108,6 +108,12 @@ class Table:
     def cell(self, spec: Candidate, concurrency: int) -> Optional[Cell]:
         return self.cells.get((spec, concurrency))
 
+    def comparisons(self, level: int, only: Optional[Callable[[Candidate], bool]] = None) -> int:
+        """The candidates a choice at ``level`` takes the best of (the Bonferroni count): those measured against
+        (1,1,0) there that ``only`` admits; latency limits do not change it (a stable, conservative bar)."""
+        return sum(1 for (spec, lv), cell in self.cells.items() if lv == level and spec != AUTOREGRESSIVE
+                   and cell.ratios and (only is None or only(spec)))
+
     def threshold(self, cell: Cell, comparisons: int = 1) -> Optional[float]:
         """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise, the confidence
         shared over ``comparisons`` candidates (:func:`~trtlade.bench.noise.margin`); None with fewer than two
@@ -177,7 +183,7 @@ def _choose_level(table: Table, level: int, max_ttft_ms: Optional[float], max_tp
             notes.append(f"{spec} over --max-tpot-ms")
         else:
             eligible.append(cell)
-    k = len(eligible)
+    k = table.comparisons(level, only)
     bars = [(cell, table.threshold(cell, k)) for cell in eligible]
     clear = [(cell, bar) for cell, bar in bars if bar is not None and cell.speedup > bar]
     of = f" (the best of {k}: each at {1 - (1 - CONFIDENCE) / k:.1%} confidence)" if k > 1 else ""
