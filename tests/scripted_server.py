@@ -3,7 +3,8 @@
 Every streamed request follows a fixed schedule measured from the moment the request arrives:
 
 * chat only: a role-only chunk (``delta.role``, no content) at once, and a ``: keep-alive`` comment;
-* content chunk i (0-based) at ``ttft + i * chunk_delay`` seconds, carrying ``k`` tokens
+* content chunk 0 at ``ttft`` seconds and chunk i at ``i * chunk_delay`` after chunk 0 went out (a late
+  first chunk, on a busy host, does not shorten the decode span), carrying ``k`` tokens
   (``k = 1`` for a request asking lookahead (1,1,0), else ``tokens_per_chunk``); the last chunk
   carries the remainder and ``finish_reason: "length"``; ``max_tokens`` tokens in all;
 * then the usage chunk (``choices: []``; prompt_tokens = ``prompt_tokens``, completion_tokens =
@@ -150,14 +151,17 @@ class ScriptedApp:
         k = s.k_for(body)
         chunks = math.ceil(total / k)
         sent = 0
+        first = t0 + s.ttft  # later chunks are timed from when the first one actually went out
         for i in range(chunks):
-            delay = t0 + s.ttft + i * s.chunk_delay - time.perf_counter()
+            delay = first + i * s.chunk_delay - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             n = min(k, total - sent)
             sent += n
             last = i == chunks - 1
             await event(chunk(" tok" * n, "length" if last else None))
+            if i == 0:
+                first = max(first, time.perf_counter())
             if i == 0 and "FAILSTREAM" in text:
                 await event({"error": {"message": "scripted failure mid-stream", "type": "internal_error",
                                        "code": 500}})
