@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""What a decode step costs in each mode at one request, split into the native calls and the host work
+around them: is the default slower than a fixed drafter because of its rows or because of its Python?
+
+In-process (default): the ``mix`` prompts (``--prompts``: the first N; the bench sends the first 8) one at a
+time through one batch per mode, the modes rotated every repeat. Every native call (the decoder body, the
+linear layers, the attention, the argmax) is timed; the rest of ``Batch.step`` is the host work. Steps that
+prefill are left out. Per mode: tokens and rows a step, the step, its native and host parts (median), decode
+tokens/s, and the host work and native time by rows.
+
+Served (``--url``): the same prompts streamed to a running ``trtlade serve`` one at a time, the modes rotated
+every repeat; the engine's own step times and rows come from ``/metrics`` (``trtlade_batch_step_seconds``,
+``trtlade_step_rows``), read before and after each mode's pass.
+
+    .venv/bin/python benchmarks/mode_step_cost.py --dtype bfloat16 --prompts 8 --repeats 4
+    .venv/bin/python benchmarks/mode_step_cost.py --url http://127.0.0.1:8000 --prompts 8 --repeats 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import statistics
+import time
+from typing import Any
+
+#: the bench's modes at one request (``trtlade bench --modes``): ``auto`` is a request without a draft field
+SPECULATION = {"ngram": {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2},
+               "sa": {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1}}
+NATIVE_MODULES = ("body", "linear", "attention", "argmax")
+
+
+def in_process(args: argparse.Namespace) -> None:
+    import importlib
+
+    import trtlade.reference.native.bindings as bindings
+    from trtlade.bench.datasets import load_dataset
+    from trtlade.contract.protocol import GenerationRequest
+    from trtlade.contract.tokenization import PromptTokenizer
+    from trtlade.drafting.config import DraftConfig, drafter_mode
+    from trtlade.presets import preset_prompt_lookup
+    from trtlade.reference.engine import ReferenceEngine
+    from trtlade.spec import LookaheadSpec
+
+    native = [0.0]
+
+    def timed(label: str, fn: Any, *call: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*call)
+        finally:
+            native[0] += time.perf_counter() - t0
+
+    for name in NATIVE_MODULES:  # each module imported `profiled` by name
+        importlib.import_module(f"trtlade.reference.native.{name}").profiled = timed
+    bindings.profiled = timed
+    engine = ReferenceEngine.load(None, spec=args.engine_spec, dtype=args.dtype,
+                                  prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
+    chat = PromptTokenizer(engine.tokenizer)
+    prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts][:args.prompts]
+    specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None}
+    specs.update({m: DraftConfig.parse(drafter_mode(m)) for m in SPECULATION})
+    modes = {m: specs[m] for m in args.modes}
+    engine.generate(prompts[0], max_tokens=8)  # warm-up
+    steps: dict[str, list[tuple[int, float, float, int]]] = {m: [] for m in modes}  # rows, step ms, native ms, tokens
+    for rep in range(args.repeats):
+        for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
+            spec = modes[mode]
+            speculation = spec if isinstance(spec, DraftConfig) else None
+            batch = engine.new_batch(max_batch_size=1)
+            for p in prompts:
+                batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
+                                            lookahead=None if speculation is not None else spec,
+                                            speculation=speculation))
+            while len(batch):
+                native[0] = 0.0
+                t0 = time.perf_counter()
+                out = batch.step()
+                wall = time.perf_counter() - t0
+                if batch.last.running and not batch.last.prefills:
+                    steps[mode].append((batch.last.rows, wall * 1e3, native[0] * 1e3,
+                                        sum(len(c.tokens) for _, c in out)))
+        print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
+    print(f"\nin-process, {args.dtype}, the first {len(prompts)} mix prompts, {args.max_tokens} tokens, "
+          f"{args.repeats} repeats, engine spec {args.engine_spec}")
+    print("| mode | tokens a step | rows a step | step ms | native ms | host ms | decode tokens/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode, v in steps.items():
+        n, tokens = len(v), sum(x[3] for x in v)
+        print(f"| {mode} | {tokens / n:.3f} | {sum(x[0] for x in v) / n:.2f} | "
+              f"{statistics.median(x[1] for x in v):.2f} | {statistics.median(x[2] for x in v):.2f} | "
+              f"{statistics.median(x[1] - x[2] for x in v):.3f} | {tokens / sum(x[1] for x in v) * 1e3:.1f} |")
+    for mode, v in steps.items():
+        by = collections.defaultdict(list)
+        for rows, step, nat, _ in v:
+            by[rows].append((step - nat, nat))
+        print(f"{mode}: by rows (steps, host ms, native ms): " + ", ".join(
+            f"{r}: ({len(w)}, {statistics.median(a for a, _ in w):.3f}, {statistics.median(b for _, b in w):.2f})"
+            for r, w in sorted(by.items())))
+
+
+def _metric(text: str, name: str) -> float:
+    m = re.search(r"^" + name + r"(?:\{[^}]*\})? ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def served(args: argparse.Namespace) -> None:
+    import httpx
+
+    from trtlade.bench.datasets import load_dataset
+
+    url = args.url.rstrip("/").removesuffix("/v1")
+    prompts = load_dataset("mix").prompts[:args.prompts]
+    fields: dict[str, dict[str, Any]] = {"ar": {"lookahead": {"w": 1, "n": 1, "g": 0}}, "auto": {}}
+    fields.update({m: {"speculation": s} for m, s in SPECULATION.items()})
+    results: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in args.modes}
+    with httpx.Client(timeout=120) as client:
+        model = client.get(url + "/v1/models").json()["data"][0]["id"]
+
+        def counters() -> tuple[float, float, float]:
+            text = client.get(url + "/metrics").text
+            return (_metric(text, "trtlade_batch_step_seconds_sum"), _metric(text, "trtlade_batch_step_seconds_count"),
+                    _metric(text, "trtlade_step_rows_sum"))
+
+        for rep in range(args.repeats):
+            for mode in args.modes[:: 1 if rep % 2 == 0 else -1]:
+                (s0, n0, r0), tokens, t0 = counters(), 0, time.perf_counter()
+                for p in prompts:
+                    body = {"model": model, "messages": p.chat_messages(), "max_tokens": args.max_tokens,
+                            "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+                            **fields[mode]}
+                    with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                        for line in r.iter_lines():
+                            if line.startswith("data: {"):
+                                usage = json.loads(line[6:]).get("usage")
+                                tokens += usage["completion_tokens"] if usage else 0
+                wall = time.perf_counter() - t0
+                s1, n1, r1 = counters()
+                results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0, tokens / wall))
+            print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
+    print(f"\nserved by {url}, the first {len(prompts)} mix prompts streamed one at a time, {args.max_tokens} tokens, "
+          f"{args.repeats} repeats (median over the repeats)")
+    print("| mode | engine step ms | rows a step | steps a pass | delivered tokens/s |")
+    print("|---|---:|---:|---:|---:|")
+    for mode, v in results.items():
+        med = [statistics.median(x[i] for x in v) for i in range(4)]
+        print(f"| {mode} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.0f} | {med[3]:.1f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modes", default="ar,auto,ngram,sa", help="comma-separated: ar, auto, ngram, sa")
+    ap.add_argument("--prompts", type=int, default=8, help="the first N mix prompts (the bench sends 8)")
+    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--dtype", default="float32", help="in-process: float32 or bfloat16")
+    ap.add_argument("--engine-spec", default="2,4,2", help="in-process: the engine's (W,N,G)")
+    ap.add_argument("--url", help="a running trtlade serve: measure it served instead")
+    args = ap.parse_args()
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in args.modes if m not in ("ar", "auto", *SPECULATION)]
+    if unknown:
+        ap.error(f"--modes: unknown {', '.join(unknown)} (allowed: ar, auto, ngram, sa)")
+    served(args) if args.url else in_process(args)
+
+
+if __name__ == "__main__":
+    main()
