@@ -223,14 +223,43 @@ def test_k8s_export_of_a_multi_gpu_bundle_passes_the_kubernetes_schemas(tmp_path
     config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
     assert config["build"]["engine_dir"] == "/bundle/engine" and config["lookahead"]["spec"] == "4,2,4"
     assert config["model"]["tokenizer"] == "/bundle/tokenizer" and config["serve"]["host"] == "0.0.0.0"
+    # NCCL and the MPI workers share memory through /dev/shm: memory-backed, sized, on the serving container only
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in main["volumeMounts"]
+    assert all(m["name"] != "dshm" for m in pod["initContainers"][0]["volumeMounts"])
+    assert "requests" not in main["resources"]  # none asked for
+
+
+@pytest.mark.parametrize("flags, shm, requests", [
+    (["--shm-size", "64Gi", "--cpu", "8", "--memory", "96Gi"], "64Gi", {"cpu": "8", "memory": "96Gi"}),
+    (["--shm-size", "0", "--cpu", "500m"], None, {"cpu": "500m"}),
+    (["--shm-size", "0Gi", "--memory", "1.5Gi"], None, {"memory": "1.5Gi"}),
+])
+def test_k8s_gpu_pods_size_dev_shm_and_request_what_is_given(tmp_path, flags, shm, requests):
+    bundle = make_bundle(tmp_path / "qwen3", engine="qwen3-8b-424-tp2", extra="build:\n  tp_size: 2\n")
+    out = tmp_path / "k8s"
+    result = export("k8s", str(bundle), "--out", str(out), "--tokenizer", "/bundle/tokenizer", *flags)
+    assert result.exit_code == 0, result.output
+    pod = _validated(out)["deployment.yml"]["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    shm_volumes = [v for v in pod["volumes"] if v["name"] == "dshm"]
+    assert shm_volumes == ([{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}}] if shm else [])
+    assert any(m["mountPath"] == "/dev/shm" for m in main["volumeMounts"]) == bool(shm)
+    assert main["resources"] == {"requests": requests, "limits": {"nvidia.com/gpu": 2}}
 
 
 def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     out = tmp_path / "k8s"
     assert export("k8s", "configs/smollm2-cpu.yml", "--out", str(out)).exit_code == 0
     docs = _validated(out)
-    main = docs["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    pod = docs["deployment.yml"]["spec"]["template"]["spec"]
+    main = pod["containers"][0]
     assert "resources" not in main and main["command"][:2] == ["trtlade", "serve"]
+    assert all(v["name"] != "dshm" for v in pod["volumes"])  # one process, no GPU: the runtime's /dev/shm does
+    requested = export("k8s", "configs/smollm2-cpu.yml", "--out", str(tmp_path / "r"), "--cpu", "2", "--memory", "4Gi")
+    assert requested.exit_code == 0, requested.output
+    main = _validated(tmp_path / "r")["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    assert main["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}}
     config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
     assert config["lookahead"]["schedule"][0] == {"up_to": 1, "spec": "2,3,2"}  # the tuned schedule travels
     again = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out))
@@ -246,6 +275,11 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     (["--bundle-subpath", "../../etc"], "--bundle-subpath", "without '..'"),
     (["--bundle-subpath", "/abs"], "--bundle-subpath", "relative"),
     (["--tokenizer", ""], "--tokenizer", "is empty"),
+    (["--memory", "32GB"], "--memory", "not a Kubernetes quantity"),
+    (["--cpu", "-2"], "--cpu", "not a Kubernetes quantity"),
+    (["--cpu", "two"], "--cpu", "not a Kubernetes quantity"),
+    (["--shm-size", "16 Gi"], "--shm-size", "not a Kubernetes quantity"),
+    (["--shm-size", ""], "--shm-size", "not a Kubernetes quantity"),
 ])
 def test_k8s_values_the_api_server_would_refuse_are_refused_at_export(tmp_path, flags, where, fragment):
     out = tmp_path / "k8s"

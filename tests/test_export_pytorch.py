@@ -154,6 +154,9 @@ def test_k8s_asks_for_every_gpu_of_a_tensor_parallel_bundle(tmp_path):
     deployment = yaml.safe_load((tmp_path / "k" / "deployment.yml").read_text())
     main = deployment["spec"]["template"]["spec"]["containers"][0]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == 2 and main["command"][0] == "trtllm-serve"
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in main["volumeMounts"]  # trtllm-serve's MPI workers and NCCL
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in \
+        deployment["spec"]["template"]["spec"]["volumes"]
     manifest = json.loads((tmp_path / "b" / "trtlade-manifest.json").read_text())
     assert manifest["tensorrt_llm"]["version"] == "1.3.0"
 

@@ -171,11 +171,18 @@ def k8s(
     model_subpath: Optional[str] = typer.Option(None, "--model-subpath", help="PyTorch-backend bundles: the "
                                                 "checkpoint's folder inside the claim, mounted at /model (default: "
                                                 "the name of the bundle config's model.path)."),
+    shm_size: str = typer.Option("16Gi", "--shm-size", help="GPU pods: the memory-backed /dev/shm (a Kubernetes "
+                                 "quantity; it counts against the pod's memory). 0 keeps the runtime's 64 MiB."),
+    cpu: Optional[str] = typer.Option(None, "--cpu", help="CPU the serving container requests, e.g. 4 or 500m "
+                                      "(default: none, a BestEffort pod)."),
+    memory: Optional[str] = typer.Option(None, "--memory", help="Memory the serving container requests, e.g. 32Gi "
+                                         "(default: none)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
 ) -> None:
     """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
     validate-config against the mounted engine, /health probes, nvidia.com/gpu = tp*pp, mpirun when
-    tp*pp > 1, Prometheus scrape of /metrics), Service, ConfigMap with the config, optional HPA. A
+    tp*pp > 1, a memory-backed /dev/shm on GPU pods, CPU and memory requests where given, Prometheus scrape
+    of /metrics), Service, ConfigMap with the config, optional HPA. A
     PyTorch-backend bundle (TensorRT-LLM 1.3 and later) runs `trtllm-serve --config` with the bundle's
     trtllm-serve.yml, validate-config on that file as the init gate."""
     from trtlade.bundle import is_bundle
@@ -187,7 +194,8 @@ def k8s(
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")
     try:
-        opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target)
+        opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target,
+                          shm_size=shm_size, cpu=cpu, memory=memory)
         check_k8s_values(name=name, image=opts.image or "", pvc=pvc, model_subpath=model_subpath)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)

@@ -10,7 +10,11 @@ Written (one file each): ``configmap.yml`` (the trtlade config, rewritten for th
   /bundle/engine``: a pod whose engine does not match the config never starts serving;
 - runs ``trtlade serve --config /etc/trtlade/trtlade.yml`` (under ``mpirun -n tp*pp`` when the
   engine spans several GPUs), asking ``nvidia.com/gpu: tp*pp``;
-- has readiness and liveness probes on ``/health`` and Prometheus scrape annotations for ``/metrics``.
+- has readiness and liveness probes on ``/health`` and Prometheus scrape annotations for ``/metrics``;
+- with a GPU, mounts a memory-backed ``/dev/shm`` (``--shm-size``, default 16Gi): TensorRT-LLM's own containers run
+  with ``--ipc host`` (its installation guide, docs/source/installation), where a container runtime's 64 MiB
+  ``/dev/shm`` fails NCCL and the MPI workers of a multi-GPU engine;
+- requests the CPU and memory given (``--cpu``, ``--memory``): without them the pod is BestEffort, evicted first.
 
 A PyTorch-backend bundle (TensorRT-LLM 1.0 on; the only kind from 1.3 on) runs ``trtllm-serve`` instead, with
 the bundle's ``trtllm-serve.yml`` (:func:`pytorch_manifests`).
@@ -55,18 +59,49 @@ class K8sOptions:
     replicas: int = 1
     hpa_max_replicas: Optional[int] = None
     queue_target: int = 4
+    shm_size: str = "16Gi"
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.image is None:
             object.__setattr__(self, "image", f"trtlade:{__version__}")
         check_k8s_values(name=self.name, image=self.image, pvc=self.pvc, bundle_subpath=self.bundle_subpath,
                          tokenizer=self.tokenizer)
+        check_quantities(shm_size=self.shm_size, cpu=self.cpu, memory=self.memory)
 
 
 #: A Service's name: an RFC 1035 label (Kubernetes' IsDNS1035Label): the Deployment and ConfigMap reuse it.
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 #: A PersistentVolumeClaim's name: an RFC 1123 subdomain (IsDNS1123Subdomain).
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+#: A resource quantity (k8s.io/apimachinery/pkg/api/resource, quantity.go's ParseQuantity): a decimal number, then
+#: a binary (Ki .. Ei) or decimal (m, k, M .. E) suffix or an exponent; no sign here (a negative size means nothing).
+_QUANTITY = re.compile(r"(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?")
+#: What each quantity flag is for, with an example
+_QUANTITY_FLAGS = {"shm_size": ("--shm-size", "16Gi", "0 keeps the runtime's own /dev/shm"),
+                   "cpu": ("--cpu", "4", "cores (500m is half a core)"),
+                   "memory": ("--memory", "32Gi", "bytes: Ki, Mi, Gi are powers of 1024")}
+
+
+def check_quantities(**values: Optional[str]) -> None:
+    """Refuse a resource quantity the API server would refuse (ExportError naming the flag).
+
+    >>> check_quantities(shm_size="16Gi", cpu="500m", memory="1.5Gi")
+    >>> check_quantities(memory="32GB")
+    Traceback (most recent call last):
+    ...
+    trtlade.export.common.ExportError: --memory: '32GB' is not a Kubernetes quantity: ...
+    """
+    for field, value in values.items():
+        if value is None:
+            continue
+        flag, example, unit = _QUANTITY_FLAGS[field]
+        if not _QUANTITY.fullmatch(value.strip()) or value != value.strip():
+            raise ExportError(f"{value!r} is not a Kubernetes quantity: a number, then a suffix such as Mi, Gi or m "
+                              f"({unit})", f"e.g. {flag} {example}", where=flag)
 
 
 def check_k8s_values(*, name: str, image: str, pvc: str, bundle_subpath: str = "", tokenizer: Optional[str] = None,
@@ -154,12 +189,13 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
               {"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
                **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}, *(extra_mounts or [])]
-    resources = {"limits": {"nvidia.com/gpu": gpus}} if gpus else {}
+    resources = _resources(opts, gpus)
+    serve_mounts, volumes = _volumes(opts, cm_name, mounts, gpus)
     probe = {"httpGet": {"path": "/health", "port": "http"}}
     scraping = {"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}
     container = {
         "name": "trtlade", "image": opts.image, "command": serve,
-        "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": mounts,
+        "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": serve_mounts,
         "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3},
         "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 90},  # up to 15 min to load
@@ -177,9 +213,7 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
                                         "volumeMounts": mounts}],
                     "containers": [container],
                     "terminationGracePeriodSeconds": 60,
-                    "volumes": [{"name": "config", "configMap": {"name": cm_name}},
-                                {"name": "bundle", "persistentVolumeClaim": {"claimName": opts.pvc,
-                                                                             "readOnly": True}}],
+                    "volumes": volumes,
                 },
             },
         },
@@ -201,6 +235,33 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
                          "target": {"type": "AverageValue", "averageValue": str(opts.queue_target)}}}]}}
     header = (f"# written by `trtlade export k8s` (trtlade {__version__}); serve command: {shlex.join(serve)}\n")
     return {name: header + yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False) for name, doc in files.items()}
+
+
+def _volumes(opts: K8sOptions, cm_name: str, mounts: list[dict[str, Any]],
+             gpus: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The serving container's mounts and the pod's volumes: the config, the claim, and with a GPU a
+    memory-backed /dev/shm of ``opts.shm_size`` (none for 0)."""
+    volumes = [{"name": "config", "configMap": {"name": cm_name}},
+               {"name": "bundle", "persistentVolumeClaim": {"claimName": opts.pvc, "readOnly": True}}]
+    if not (gpus and _nonzero(opts.shm_size)):
+        return list(mounts), volumes
+    shm = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": opts.shm_size}}
+    return [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}], [*volumes, shm]
+
+
+def _nonzero(quantity: str) -> bool:
+    """``0``, ``0Gi``, ``0.0`` ... are nothing: no volume."""
+    return any(c in "123456789" for c in re.split(r"[eE]", quantity)[0])
+
+
+def _resources(opts: K8sOptions, gpus: int) -> dict[str, Any]:
+    """The container's requests (CPU and memory, where given) and limits (the GPUs: Kubernetes schedules
+    extended resources by their limit)."""
+    requests = {k: v for k, v in (("cpu", opts.cpu), ("memory", opts.memory)) if v is not None}
+    out: dict[str, Any] = {"requests": requests} if requests else {}
+    if gpus:
+        out["limits"] = {"nvidia.com/gpu": gpus}
+    return out
 
 
 class _PlainDumper(yaml.SafeDumper):
