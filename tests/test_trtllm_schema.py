@@ -232,6 +232,15 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("prometheus_metrics_config: {time_to_first_token_buckets: [0.1, 0.5, 1.0]}\n", NEWEST),
     ("cache_transceiver_config: {agent_bounce_buffer_enable: true, kv_cache_bounce_size_mb: 64}\n", NEWEST),
     ("sparse_attention_config: {algorithm: skip_softmax, target_sparsity: 1.0}\n", NEWEST),
+    ("kv_cache_config: {block_reuse_config: {policy: per_request}}\n", NEWEST),
+    ("cuda_graph_config: {num_tokens: [16, 64], max_num_token: 64, seq_lens: [8, 16]}\n", NEWEST),
+    ("encoder_cuda_graph_config: {num_tokens: [16]}\nencoder_max_batch_size: 4\n", NEWEST),
+    ("load_format: gms\ngms_config: {tag: llama-tp2}\n", NEWEST),
+    ("context_parallel_size: 2\ncp_config: {cp_type: helix, tokens_per_block: 32}\n", NEWEST),  # the KV default
+    ("context_parallel_size: 1\ncp_config: {cp_type: helix, tokens_per_block: 64}\n", NEWEST),  # HELIX not active
+    ("torch_compile_config: {capture_num_tokens: [64, 8, 8]}\n", NEWEST),       # deduplicated, not refused
+    ("speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1, sa_config: {threshold: 4}}\n",
+     NEWEST),                                                                     # a default flag is turned off
 ])
 def test_what_upstream_accepts_passes(text, release):
     assert errors(text, release) == []
@@ -310,6 +319,22 @@ def test_what_upstream_accepts_passes(text, release):
     ("mx_config: {preshard_strategy: global}\n", NEWEST, "trtllm-args-rule", "mx_config.preshard_strategy"),
     ("sparse_attention_config: {algorithm: skip_softmax, target_sparsity: {a: 0.5, b: 2.0}}\n", NEWEST,
      "trtllm-args-rule", "sparse_attention_config.target_sparsity"),
+    ("kv_cache_config: {block_reuse_config: {block_reuse_policy: per_request}}\n", NEWEST, "trtllm-args-removed",
+     "kv_cache_config.block_reuse_config.block_reuse_policy"),                 # renamed: its own message, once
+    ("cuda_graph_config: {mode: encode, num_tokens: [16, 64], max_num_token: 128}\n", NEWEST, "trtllm-args-rule",
+     "cuda_graph_config.max_num_token"),
+    ("encoder_cuda_graph_config: {seq_lens: [8, 16], max_seq_len: 32}\nencoder_max_batch_size: 4\n", NEWEST,
+     "trtllm-args-rule", "encoder_cuda_graph_config.max_seq_len"),
+    ("encoder_cuda_graph_config: {num_tokens: [16]}\n", NEWEST, "trtllm-args-rule", "encoder_cuda_graph_config"),
+    ("encoder_cuda_graph_config: {num_tokens: [16]}\nencoder_max_batch_size: 4\nencode_only: true\n", NEWEST,
+     "trtllm-args-rule", "encoder_cuda_graph_config"),
+    ("load_format: GMS\nmoe_config: {load_balancer: {num_slots: 8}}\n", NEWEST, "trtllm-args-rule",
+     "moe_config.load_balancer"),
+    ("load_format: gms\ngms_config: {tag: '  '}\n", NEWEST, "trtllm-args-rule", "gms_config.tag"),
+    ("context_parallel_size: 2\ncp_config: {cp_type: helix, tokens_per_block: 64}\n", NEWEST, "trtllm-args-rule",
+     "cp_config.tokens_per_block"),
+    ("speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1, use_rejection_sampling: true, "
+     "sa_config: {threshold: 4}}\n", NEWEST, "trtllm-args-rule", "speculative_config.use_rejection_sampling"),
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)
@@ -413,3 +438,25 @@ def test_a_deprecated_field_is_a_warning_and_bundles_leave_it_out():
     assert [(d.severity, d.code, d.path) for d in found] == [("warning", "trtllm-args-deprecated", "backend")]
     assert [d.code for d in check_llm_args(parse_yaml("backend: pytorch\n", "f.yml"), "1.2.1")] == [
         "trtllm-args-deprecated"]  # BaseLlmArgs.backend is deprecated on every line read
+
+
+@pytest.mark.parametrize("text, path", [
+    ("max_batch_size: 512\nmax_num_tokens: 256\n", "max_batch_size"),                # validate_runtime_args
+    ("gms_config: {mode: rw}\n", "gms_config"),                                       # ignored without GMS loading
+    ("enable_early_first_token_response: true\ndisable_overlap_scheduler: true\n", "enable_early_first_token_response"),
+    ("enable_early_first_token_response: true\ncache_transceiver_config: {backend: UCX}\n",
+     "enable_early_first_token_response"),
+    ("checkpoint_format: HF\ncheckpoint_loader: my.Loader\n", "checkpoint_loader"),
+])
+def test_what_upstream_only_logs_is_a_warning_at_its_key(text, path):
+    found = check_llm_args(parse_yaml(text, "f.yml"), NEWEST)
+    assert not [d for d in found if d.severity == "error"], found
+    assert [d for d in found if d.severity == "warning" and d.path == path], found
+
+
+def test_a_renamed_key_is_reported_once_with_the_new_name():
+    found = check_llm_args(parse_yaml("kv_cache_config: {block_reuse_config: {block_reuse_policy: per_request}}\n",
+                                      "f.yml"), NEWEST)
+    assert len([d for d in found if d.severity == "error"]) == 1
+    assert "renamed to 'kv_cache_config.block_reuse_config.policy'" in found[0].message and "policy: per_request" in \
+        found[0].hint

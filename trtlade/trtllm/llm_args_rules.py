@@ -42,6 +42,10 @@ class Rule:
     validator: str           #: its name in that class
     check: Callable[[dict, "Context"], Iterator[Finding]]
     severity: str = "error"  #: "warning" for what upstream only logs
+    releases: Optional[tuple[str, ...]] = None  #: the release lines whose body it was read from (None: every one)
+
+    def applies_to(self, version: str) -> bool:
+        return self.releases is None or version.startswith(self.releases)
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,15 @@ class Context:
 
 
 RULES: list[Rule] = []
+#: The 1.3 line (the table of main@a1a20970): rules read from that body only
+LINE_1_3 = ("1.3",)
 
 
-def rule(cls: str, validator: str, severity: str = "error") -> Callable:
+def rule(cls: str, validator: str, severity: str = "error", releases: Optional[tuple[str, ...]] = None) -> Callable:
+    """Register a rule; ``releases``: the release lines (version prefixes) whose validator body it mirrors, where a
+    validator of the same name on an older line reads otherwise (or was not read)."""
     def register(fn: Callable[[dict, Context], Iterator[Finding]]) -> Callable:
-        RULES.append(Rule(cls, validator, fn, severity))
+        RULES.append(Rule(cls, validator, fn, severity, releases))
         return fn
     return register
 
@@ -82,8 +90,10 @@ def declared_validators(table: dict, cls: str) -> set[tuple[str, str]]:
 
 
 def coverage(table: dict) -> dict[tuple[str, str], bool]:
-    """Every validator the table declares -> whether a rule here mirrors it."""
-    mirrored = {(r.cls, r.validator) for r in RULES} | set(BEFORE)
+    """Every validator the table declares -> whether a rule here mirrors it (on the table's release)."""
+    version = str(table.get("version", ""))
+    mirrored = {(r.cls, r.validator) for r in RULES if r.applies_to(version)} | set(BEFORE) | {
+        key for key, (releases, _) in WITHOUT_A_RULE.items() if version.startswith(releases)}
     return {(cls, v): (cls, v) in mirrored for cls, model in table["models"].items() for v in model["validators"]}
 
 
@@ -100,7 +110,7 @@ def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -
     for cls, loc, block in _models_in(table, root, data):
         declared = declared_validators(table.table, cls)
         for r in RULES:
-            if (r.cls, r.validator) in declared:
+            if (r.cls, r.validator) in declared and r.applies_to(ctx.version):
                 for sub, message, hint in r.check(block, ctx):
                     where = loc + sub
                     out.append(doc.diagnostic(r.severity, f"{message} ({r.cls}.{r.validator}, "
@@ -293,8 +303,8 @@ def _mtp(block: dict, ctx: Context) -> Iterator[Finding]:
 @rule("TorchLlmArgs", "validate_speculative_config")
 def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
     """``TorchLlmArgs.validate_speculative_config``, the parts that read no checkpoint: rejection sampling set
-    explicitly on a drafter without a rejection path; SA's ``global_pool_size`` below ``max_batch_size``;
-    PARD / DFlash / DSpark ``max_draft_len`` > 0."""
+    explicitly on a drafter without a rejection path, or beside an SA enhancer (``sa_config``); SA's
+    ``global_pool_size`` below ``max_batch_size``; PARD / DFlash / DSpark ``max_draft_len`` > 0."""
     spec = block.get("speculative_config")
     if not isinstance(spec, dict):
         return
@@ -305,6 +315,10 @@ def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
                                                     f"{kind}: it is not a rejection-sampling path (supported: "
                                                     "Eagle3 one-model, MTP, PARD, DFlash, DSpark, DraftTarget "
                                                     "one-model)"), "drop use_rejection_sampling"
+    elif _bool(spec.get("use_rejection_sampling", False)) and spec.get("sa_config") is not None:
+        yield where + ("use_rejection_sampling",), ("use_rejection_sampling=True is not supported for this "
+                                                    "configuration: SA (sa_config) is active."), \
+            "drop use_rejection_sampling (beside sa_config it is off), or drop sa_config"
     if kind == "SA" and spec.get("global_pool_size") is not None:
         pool = _int(spec.get("global_pool_size"))
         batch = _int(block.get("max_batch_size", ctx.max_batch_size))
@@ -705,6 +719,136 @@ def _cuda_graphs_old(block: dict, ctx: Context) -> Iterator[Finding]:
             "keep batch_sizes (max_batch_size is derived from it) or max_batch_size (batch_sizes are generated)"
 
 
+@rule("EncodeCudaGraphConfig", "validate_encoder_cuda_graph_config", releases=LINE_1_3)
+def _encoder_graphs(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Encoder CUDA graphs (llm_args.py@a1a20970): ``num_tokens`` with a non-zero ``max_num_token``, or ``seq_lens``
+    with a non-zero ``max_seq_len``: the maximum must be the list's (either alone is completed from the other)."""
+    for sizes_key, top_key in (("num_tokens", "max_num_token"), ("seq_lens", "max_seq_len")):
+        sizes, top = block.get(sizes_key), _int(block.get(top_key, 0))
+        if not isinstance(sizes, list) or not sizes or not top or any(_int(x) is None for x in sizes):
+            continue
+        derived = max(_int(x) for x in sizes)  # type: ignore[type-var]
+        if top != derived:
+            yield (top_key,), (f"CudaGraphConfig.{top_key} is incompatible with CudaGraphConfig.{sizes_key}. When "
+                               f"both are provided, {top_key} must equal max({sizes_key}) ({derived}, got {top})"), \
+                f"drop {top_key} (it is derived from {sizes_key}), or make them agree"
+
+
+@rule("TorchLlmArgs", "validate_encoder_cuda_graph_config", releases=LINE_1_3)
+def _encoder_graphs_root(block: dict, ctx: Context) -> Iterator[Finding]:
+    """``encoder_cuda_graph_config`` is for encoder-decoder models: not with ``encode_only``, and only with an
+    ``encoder_max_batch_size`` (llm_args.py@a1a20970)."""
+    if block.get("encoder_cuda_graph_config") is None:
+        return
+    if _bool(block.get("encode_only", False)):
+        yield ("encoder_cuda_graph_config",), ("Use cuda_graph_config=EncodeCudaGraphConfig(...) when encode_only="
+                                               "True; encoder_cuda_graph_config is for encoder-decoder models."), \
+            "move the block to cuda_graph_config with mode: encode"
+    elif block.get("encoder_max_batch_size") is None:
+        yield ("encoder_cuda_graph_config",), "encoder_cuda_graph_config requires encoder_max_batch_size.", \
+            "encoder_max_batch_size: the most encoder inputs an iteration processes"
+
+
+@rule("BaseLlmArgs", "validate_runtime_args", severity="warning", releases=LINE_1_3)
+def _runtime_args(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Logged, not refused: ``max_batch_size`` above ``max_num_tokens`` (an explicit null is the default again,
+    ``normalize_optional_fields_to_defaults``: 2048 and 8192)."""
+    batch = _int(block.get("max_batch_size") if block.get("max_batch_size") is not None else ctx.max_batch_size)
+    tokens = _int(block.get("max_num_tokens") if block.get("max_num_tokens") is not None else 8192)
+    if batch is not None and tokens is not None and batch > tokens:
+        yield ("max_batch_size",), (f"max_batch_size [{batch}] should be less than or equal to max_num_tokens "
+                                    f"[{tokens}]"), "a step holds at least one token of every sequence it runs"
+
+
+def _is_gms(value: Any) -> bool:
+    """``load_format`` reads as ``LoadFormat.GMS`` (its name in any case, or its number 3)."""
+    return (isinstance(value, str) and value.upper() == "GMS") or (type(value) is int and value == 3)
+
+
+@rule("TorchLlmArgs", "validate_gms_moe_compat", releases=LINE_1_3)
+def _gms_moe(block: dict, ctx: Context) -> Iterator[Finding]:
+    """GPU Memory Service loading with a MoE load balancer: refused (llm_args.py@a1a20970; the balancer's
+    allocations would land outside the layout read-only peers receive)."""
+    moe = block.get("moe_config")
+    if _is_gms(block.get("load_format")) and isinstance(moe, dict) and moe.get("load_balancer") is not None:
+        yield ("moe_config", "load_balancer"), "LoadFormat.GMS is incompatible with moe_config.load_balancer: its " \
+                                               "allocations land outside the committed layout RO peers receive", \
+            "either disable moe_config.load_balancer or use load_format: auto"
+
+
+@rule("GmsConfig", "validate_gms_config", releases=LINE_1_3)
+def _gms_tag(block: dict, ctx: Context) -> Iterator[Finding]:
+    tag = block.get("tag", "weights")
+    if isinstance(tag, str) and not tag.strip():
+        yield ("tag",), f"gms_config.tag must be a non-empty string, got {tag!r}.", \
+            "tag: weights (the GMS library's default), or a name unique to this model and layout"
+
+
+@rule("TorchLlmArgs", "validate_gms_config", severity="warning", releases=LINE_1_3)
+def _gms_unused(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Logged: a ``gms_config`` that differs from its defaults without ``load_format: GMS`` is ignored."""
+    gms = block.get("gms_config")
+    if not isinstance(gms, dict) or _is_gms(block.get("load_format")):
+        return
+    if gms.get("socket_path") is not None or gms.get("mode", "auto") != "auto" or gms.get("tag", "weights") != \
+            "weights":
+        yield ("gms_config",), f"gms_config is set but load_format is {block.get('load_format', 'auto')!r}, not " \
+                               "'GMS': the GMS config will be ignored", "load_format: gms to share the weights"
+
+
+@rule("TorchLlmArgs", "validate_helix_tokens_per_block", releases=LINE_1_3)
+def _helix_blocks(block: dict, ctx: Context) -> Iterator[Finding]:
+    """HELIX context parallelism (``context_parallel_size`` > 1): ``cp_config.tokens_per_block``, where given, must
+    be ``kv_cache_config.tokens_per_block`` (default 32; an ``assert`` upstream, llm_args.py@a1a20970)."""
+    cp, kv = block.get("cp_config"), block.get("kv_cache_config")
+    if _int(block.get("context_parallel_size", 1)) == 1 or not isinstance(cp, dict):
+        return
+    if str(cp.get("cp_type", "ULYSSES")).upper() != "HELIX" or cp.get("tokens_per_block") is None:
+        return
+    ours = _int(cp.get("tokens_per_block"))
+    theirs = _int(kv.get("tokens_per_block", 32) if isinstance(kv, dict) else 32)
+    if ours is not None and theirs is not None and ours != theirs:
+        yield ("cp_config", "tokens_per_block"), (
+            f"When HELIX parallelism is active, cp_config.tokens_per_block ({ours}) must match "
+            f"kv_cache_config.tokens_per_block ({theirs})."), f"cp_config.tokens_per_block: {theirs}, or drop it"
+
+
+@rule("TorchLlmArgs", "validate_early_first_token_response", severity="warning", releases=LINE_1_3)
+def _early_first_token(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Logged and turned off: the early first token needs the overlap scheduler and an aggregated server."""
+    if not _bool(block.get("enable_early_first_token_response", False)):
+        return
+    transceiver = block.get("cache_transceiver_config")
+    if _bool(block.get("disable_overlap_scheduler", False)):
+        yield ("enable_early_first_token_response",), "enable_early_first_token_response is relevant only when the " \
+            "overlap scheduler is enabled; it is turned off because disable_overlap_scheduler is true", ""
+    elif isinstance(transceiver, dict) and transceiver.get("backend") is not None:
+        yield ("enable_early_first_token_response",), "enable_early_first_token_response is supported only for " \
+            "aggregated workloads; it is turned off because cache_transceiver_config is configured", ""
+
+
+@rule("TorchLlmArgs", "validate_checkpoint_format", severity="warning", releases=LINE_1_3)
+def _checkpoint_format(block: dict, ctx: Context) -> Iterator[Finding]:
+    if block.get("checkpoint_format") is not None and block.get("checkpoint_loader") is not None:
+        yield ("checkpoint_loader",), "checkpoint_format and checkpoint_loader are both provided, checkpoint_loader " \
+                                      "will be ignored", "drop one of them"
+
+
+#: Validators whose verdict needs no rule here (llm_args.py@a1a20970): they only normalise what they read (sort,
+#: fill in a default, build a private object), or what they say the table says already.
+WITHOUT_A_RULE = {
+    ("DecodingBaseConfig", "_warn_deprecated_allow_advanced_sampling"): (LINE_1_3,
+                                                                         "the field's deprecated status warns"),
+    ("TorchCompileConfig", "validate_capture_num_tokens"): (LINE_1_3, "drops duplicates, sorts descending (the list's "
+                                                                      "type refuses a count below 1)"),
+    ("DecodingBaseConfig", "validate_rejection_sampling_config"): (
+        LINE_1_3, "turns a default use_rejection_sampling off beside sa_config (an explicit one is refused by "
+        "TorchLlmArgs.validate_speculative_config)"),
+    ("BaseLlmArgs", "validate_parallel_config"): (LINE_1_3, "MoE sizes None -> -1; builds the private "
+                                                            "_ParallelConfig"),
+}
+
+
 def cuda_graph_batch_sizes(max_batch_size: int, enable_padding: bool) -> list[int]:
     """The CUDA-graph batch sizes ``max_batch_size`` stands for (``BaseCudaGraphConfig.
     _generate_cuda_graph_batch_sizes``, llm_args.py@a1a20970; the 1.1 / 1.2 copies read call the same function):
@@ -771,6 +915,18 @@ def _drop_removed(data: dict) -> tuple[dict, list[Finding]]:
     return rest, [(("sampler_type",), f"sampler_type was removed and {value!r} is no longer available: "
                                       "TorchSampler is the only sampler", "drop sampler_type (and target "
                                       "TorchSampler's conventions: logprobs=0, a real end_id)", "error")]
+
+
+@before("BlockReuseConfig", "_reject_renamed_block_reuse_policy")
+def _renamed_reuse_policy(data: dict) -> tuple[dict, list[Finding]]:
+    """The old key is refused with upstream's message (and not reported again as unknown)."""
+    if "block_reuse_policy" not in data:
+        return data, []
+    value = data["block_reuse_policy"]
+    rest = {k: v for k, v in data.items() if k != "block_reuse_policy"}
+    return rest, [(("block_reuse_policy",), "'kv_cache_config.block_reuse_config.block_reuse_policy' was renamed to "
+                                            "'kv_cache_config.block_reuse_config.policy'.",
+                   f"policy: {value}", "error")]
 
 
 @before("BaseLlmArgs", "coerce_env_overrides_to_str")
@@ -855,4 +1011,8 @@ def _prepare_nested(table: Any, root: str, key: str, value: Any) -> tuple[Any, l
         if (owner, name) in declared:
             value, found = fn(value)
             notes += [((key,) + loc, msg, hint, severity) for loc, msg, hint, severity in found]
+    value = dict(value)
+    for inner, item in list(value.items()):  # the blocks inside it (kv_cache_config.block_reuse_config ...)
+        value[inner], found = _prepare_nested(table, cls, inner, item)
+        notes += [((key,) + loc, msg, hint, severity) for loc, msg, hint, severity in found]
     return value, notes
