@@ -241,6 +241,9 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("torch_compile_config: {capture_num_tokens: [64, 8, 8]}\n", NEWEST),       # deduplicated, not refused
     ("speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1, sa_config: {threshold: 4}}\n",
      NEWEST),                                                                     # a default flag is turned off
+    ("context_parallel_size: '1.0'\ncp_config: {cp_type: helix, tokens_per_block: 64}\n", NEWEST),
+    ("guided_decoding_backend: xgrammar\nspeculative_config: {decoding_type: Eagle3, max_draft_len: 3, "
+     "speculative_model: /m, use_rejection_sampling: true}\n", NEWEST),          # gated for the newer methods only
 ])
 def test_what_upstream_accepts_passes(text, release):
     assert errors(text, release) == []
@@ -335,6 +338,17 @@ def test_what_upstream_accepts_passes(text, release):
      "cp_config.tokens_per_block"),
     ("speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1, use_rejection_sampling: true, "
      "sa_config: {threshold: 4}}\n", NEWEST, "trtllm-args-rule", "speculative_config.use_rejection_sampling"),
+    ("speculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /m, use_dynamic_tree: true, "
+     "dynamic_tree_max_topK: 40, use_rejection_sampling: true}\n", NEWEST, "trtllm-args-rule",
+     "speculative_config.use_rejection_sampling"),                               # the kernel tries 32 a level
+    ("guided_decoding_backend: xgrammar\nspeculative_config: {decoding_type: PARD, max_draft_len: 3, "
+     "speculative_model: /m, use_rejection_sampling: true}\n", NEWEST, "trtllm-args-rule",
+     "speculative_config.use_rejection_sampling"),
+    # numbers as pydantic's lax mode reads them: "16.0" is 16
+    ("encoder_max_batch_size: 4\nencoder_cuda_graph_config: {num_tokens: [8], max_num_token: '16.0'}\n", NEWEST,
+     "trtllm-args-rule", "encoder_cuda_graph_config.max_num_token"),
+    ("context_parallel_size: 2\ncp_config: {cp_type: 3, tokens_per_block: '64.0'}\n", NEWEST, "trtllm-args-rule",
+     "cp_config.tokens_per_block"),                                              # HELIX by its number
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)
@@ -447,6 +461,9 @@ def test_a_deprecated_field_is_a_warning_and_bundles_leave_it_out():
     ("enable_early_first_token_response: true\ncache_transceiver_config: {backend: UCX}\n",
      "enable_early_first_token_response"),
     ("checkpoint_format: HF\ncheckpoint_loader: my.Loader\n", "checkpoint_loader"),
+    ("max_batch_size: '9000.0'\n", "max_batch_size"),                               # above the default 8192
+    ("enable_early_first_token_response: true\nspeculative_config: {decoding_type: SaveState, output_directory: /o}\n",
+     "enable_early_first_token_response"),                                          # SaveState turns overlap off
 ])
 def test_what_upstream_only_logs_is_a_warning_at_its_key(text, path):
     found = check_llm_args(parse_yaml(text, "f.yml"), NEWEST)

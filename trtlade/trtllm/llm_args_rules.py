@@ -168,16 +168,21 @@ def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tup
 
 
 def _int(value: Any) -> Optional[int]:
-    """An integer as pydantic's lax mode reads one (``"4"`` and ``4.0`` are 4), else None."""
+    """An integer as pydantic's lax mode reads one (``"4"``, ``"4.0"`` and ``4.0`` are 4), else None.
+
+    >>> [_int(v) for v in ("4", " 4 ", "4.0", "4.", "1_000", 4.0, "4.5", "4e1", None)]
+    [4, 4, 4, 4, 1000, 4, None, None, None]
+    """
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str):  # pydantic-core also drops a fractional part of zeros ("16.0", "16.")
+        digits = re.sub(r"^\s*([+-]?[0-9_]+)[.]0*\s*$", r"\1", value)
         try:
-            return int(value.strip())
+            return int(digits.strip())
         except ValueError:
             return None
     return None
@@ -310,15 +315,12 @@ def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
         return
     kind = spec.get("decoding_type")
     where = ("speculative_config",)
-    if _bool(spec.get("use_rejection_sampling", False)) and kind in _NO_REJECTION_PATH:
-        yield where + ("use_rejection_sampling",), (f"use_rejection_sampling: true is not supported for "
-                                                    f"{kind}: it is not a rejection-sampling path (supported: "
-                                                    "Eagle3 one-model, MTP, PARD, DFlash, DSpark, DraftTarget "
-                                                    "one-model)"), "drop use_rejection_sampling"
-    elif _bool(spec.get("use_rejection_sampling", False)) and spec.get("sa_config") is not None:
+    reasons = _rejection_refusals(spec, block) if "use_rejection_sampling" in spec and _bool(
+        spec["use_rejection_sampling"]) else []
+    if reasons:
         yield where + ("use_rejection_sampling",), ("use_rejection_sampling=True is not supported for this "
-                                                    "configuration: SA (sa_config) is active."), \
-            "drop use_rejection_sampling (beside sa_config it is off), or drop sa_config"
+                                                    f"configuration: {'; '.join(reasons)}."), \
+            "drop use_rejection_sampling (where it is not supported it is off unless set)"
     if kind == "SA" and spec.get("global_pool_size") is not None:
         pool = _int(spec.get("global_pool_size"))
         batch = _int(block.get("max_batch_size", ctx.max_batch_size))
@@ -327,6 +329,31 @@ def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
                 f"global_pool_size: {batch} or more (or lower max_batch_size)"
     if kind in ("PARD", "DFlash", "DSpark") and not _int(spec.get("max_draft_len")):
         yield where + ("max_draft_len",), f"{kind} max_draft_len must be > 0", ""
+
+
+def _rejection_refusals(spec: dict, block: dict) -> list[str]:
+    """Why an explicit ``use_rejection_sampling: true`` is refused (``validate_speculative_config``'s reasons, in its
+    order, the ones the file decides; that a one-model MTP checkpoint has several MTP layers, which makes it vanilla
+    MTP, is not read here)."""
+    kind, reasons = spec.get("decoding_type"), []
+    if kind in _NO_REJECTION_PATH:
+        reasons.append(f"spec mode {kind} is not a supported rejection-sampling path (supported: the Eagle3 one-model "
+                       "path, vanilla MTP, PARD, DFlash, and DraftTarget one-model)")
+    if spec.get("sa_config") is not None:
+        reasons.append("SA (sa_config) is active")
+    top = _int(spec.get("dynamic_tree_max_topK")) or 0
+    if _bool(spec.get("use_dynamic_tree", False)) and top > 32:
+        reasons.append(f"dynamic_tree_max_topK={top} exceeds the dynamic-tree rejection kernel limit of 32 tried "
+                       "siblings per level")
+    if kind in ("PARD", "DFlash", "DSpark") or (kind == "MTP" and _bool(spec.get("use_mtp_vanilla", False))):
+        if _bool(spec.get("use_relaxed_acceptance_for_thinking", False)):
+            reasons.append("relaxed-thinking acceptance is enabled")
+        if (_int(block.get("context_parallel_size", 1)) or 1) > 1:
+            reasons.append("context parallelism is active (the draft path resolves only the global argmax, not full "
+                           "distributions)")
+        if block.get("guided_decoding_backend") is not None:
+            reasons.append("guided decoding is enabled")
+    return reasons
 
 
 #: drafters with no rejection-sampling path (``validate_speculative_config``'s ``is_supported``; ``Eagle`` is turned
@@ -799,11 +826,12 @@ def _gms_unused(block: dict, ctx: Context) -> Iterator[Finding]:
 @rule("TorchLlmArgs", "validate_helix_tokens_per_block", releases=LINE_1_3)
 def _helix_blocks(block: dict, ctx: Context) -> Iterator[Finding]:
     """HELIX context parallelism (``context_parallel_size`` > 1): ``cp_config.tokens_per_block``, where given, must
-    be ``kv_cache_config.tokens_per_block`` (default 32; an ``assert`` upstream, llm_args.py@a1a20970)."""
+    be ``kv_cache_config.tokens_per_block`` (default 32; an ``assert`` upstream, llm_args.py@a1a20970). HELIX by
+    name or by its number in ``tensorrt_llm/mapping.py``'s ``CpType`` (3 in every copy read)."""
     cp, kv = block.get("cp_config"), block.get("kv_cache_config")
-    if _int(block.get("context_parallel_size", 1)) == 1 or not isinstance(cp, dict):
+    if _int(block.get("context_parallel_size", 1)) in (1, None) or not isinstance(cp, dict):
         return
-    if str(cp.get("cp_type", "ULYSSES")).upper() != "HELIX" or cp.get("tokens_per_block") is None:
+    if str(cp.get("cp_type", "ULYSSES")).upper() not in ("HELIX", "3") or cp.get("tokens_per_block") is None:
         return
     ours = _int(cp.get("tokens_per_block"))
     theirs = _int(kv.get("tokens_per_block", 32) if isinstance(kv, dict) else 32)
@@ -818,8 +846,9 @@ def _early_first_token(block: dict, ctx: Context) -> Iterator[Finding]:
     """Logged and turned off: the early first token needs the overlap scheduler and an aggregated server."""
     if not _bool(block.get("enable_early_first_token_response", False)):
         return
-    transceiver = block.get("cache_transceiver_config")
-    if _bool(block.get("disable_overlap_scheduler", False)):
+    transceiver, spec = block.get("cache_transceiver_config"), block.get("speculative_config")
+    save_state = isinstance(spec, dict) and spec.get("decoding_type") == "SaveState"  # turns the scheduler off first
+    if _bool(block.get("disable_overlap_scheduler", False)) or save_state:
         yield ("enable_early_first_token_response",), "enable_early_first_token_response is relevant only when the " \
             "overlap scheduler is enabled; it is turned off because disable_overlap_scheduler is true", ""
     elif isinstance(transceiver, dict) and transceiver.get("backend") is not None:
