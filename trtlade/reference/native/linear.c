@@ -880,8 +880,9 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * The one-pass 16-row tiles keep the spread (with a lead: float32 0.86-1.07x, bfloat16 within noise); with a
  * lead, float32 rows beyond MT take turns in tiles of MT over spans instead (tiles_f32). AMD's cores keep the
  * spread: on a 2-core Zen 5 the lead ran as fast or slower (the lead forced, benchmarks/linear_ab.py, 9 repeats,
- * medians: float32 1.00x at 1 row, 0.98x at 4 and 8, 0.90x at 16; bfloat16 1.00x, 0.94x, 0.97x, 0.99x); Zen 4,
- * tuned with the spread, did not measure the lead. A prefetch never
+ * medians: float32 1.00x at 1 row, 0.98x at 4 and 8, 0.90x at 16; bfloat16 1.00x, 0.94x, 0.97x, 0.99x); on a
+ * 2-core Zen 4, within noise or slower (9-15 repeats: float32 1.06-1.09x at 1 row, ranges 0.94-1.20, 0.99x at 4,
+ * 1.02x at 8, 0.79x at 16 over spans; bfloat16 1.04x at 1 row, 1.03x at 8, ranges from 0.95). A prefetch never
  * changes a value and the float32 paths compute the same chains: the bits do not depend on this choice
  * (tests/test_fast_forward.py). Without AVX-512: 0 (the AVX2 tiles spread). */
 int trtlade_linear_lead(int want) {
