@@ -242,6 +242,10 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1, sa_config: {threshold: 4}}\n",
      NEWEST),                                                                     # a default flag is turned off
     ("context_parallel_size: '1.0'\ncp_config: {cp_type: helix, tokens_per_block: 64}\n", NEWEST),
+    ("cache_transceiver_config: {agent_bounce_buffer_enable: true, kv_cache_bounce_size_mb: 64, agent_bounce_params: "
+     "{request_timeout_ms: 500}}\n", NEWEST),                                    # YAML's 500 becomes "500"
+    ("kv_cache_config: {mamba_state_config: {enable_branch_snapshot: true}}\n", NEWEST),   # the manager's "auto"
+    ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: [0, 4, 128]}\n", NEWEST),  # 0 reads as 1
     ("guided_decoding_backend: xgrammar\nspeculative_config: {decoding_type: Eagle3, max_draft_len: 3, "
      "speculative_model: /m, use_rejection_sampling: true}\n", NEWEST),          # gated for the newer methods only
 ])
@@ -349,6 +353,21 @@ def test_what_upstream_accepts_passes(text, release):
      "trtllm-args-rule", "encoder_cuda_graph_config.max_num_token"),
     ("context_parallel_size: 2\ncp_config: {cp_type: 3, tokens_per_block: '64.0'}\n", NEWEST, "trtllm-args-rule",
      "cp_config.tokens_per_block"),                                              # HELIX by its number
+    ("cache_transceiver_config: {agent_bounce_params: [1, 2]}\n", NEWEST, "trtllm-args-type",
+     "cache_transceiver_config.agent_bounce_params"),
+    ("peft_cache_config: {lora_prefetch_dir: /x}\n", NEWEST, "trtllm-args-rule", "peft_cache_config.lora_prefetch_dir"),
+    ("kv_cache_config: {use_kv_cache_manager_v2: false, mamba_state_config: {enable_branch_snapshot: true}}\n", NEWEST,
+     "trtllm-args-rule", "kv_cache_config.mamba_state_config.enable_branch_snapshot"),
+    ("kv_cache_config: {use_kv_cache_manager_v2: false, mamba_state_config: {additional_snapshot_offsets_from_end: "
+     "[0]}}\n", NEWEST, "trtllm-args-rule", "kv_cache_config.mamba_state_config"),
+    ("kv_cache_config: {mamba_state_cache_interval: 64, mamba_state_config: {periodic_snapshot_interval: 32}}\n",
+     NEWEST, "trtllm-args-rule", "kv_cache_config.mamba_state_cache_interval"),
+    ("sparse_attention_config: {algorithm: deepseek_v4, index_head_dim: null}\n", NEWEST, "trtllm-args-rule",
+     "sparse_attention_config.index_head_dim"),
+    ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: []}\n", NEWEST, "trtllm-args-rule",
+     "sparse_attention_config.compress_ratios"),
+    ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: [4, -1]}\n", NEWEST, "trtllm-args-rule",
+     "sparse_attention_config.compress_ratios"),
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)
@@ -462,6 +481,10 @@ def test_a_deprecated_field_is_a_warning_and_bundles_leave_it_out():
      "enable_early_first_token_response"),
     ("checkpoint_format: HF\ncheckpoint_loader: my.Loader\n", "checkpoint_loader"),
     ("max_batch_size: '9000.0'\n", "max_batch_size"),                               # above the default 8192
+    ("kv_cache_config: {block_reuse_config: {policy: per_conversation}, mamba_state_config: "
+     "{periodic_snapshot_interval: 32}}\n", "kv_cache_config.mamba_state_config.periodic_snapshot_interval"),
+    ("sparse_attention_config: {algorithm: deepseek_v4, enable_heuristic_topk: true, index_topk: 256}\n",
+     "sparse_attention_config.index_topk"),
     ("enable_early_first_token_response: true\nspeculative_config: {decoding_type: SaveState, output_directory: /o}\n",
      "enable_early_first_token_response"),                                          # SaveState turns overlap off
 ])

@@ -863,6 +863,87 @@ def _checkpoint_format(block: dict, ctx: Context) -> Iterator[Finding]:
                                       "will be ignored", "drop one of them"
 
 
+@rule("BaseLlmArgs", "validate_peft_cache_config", releases=LINE_1_3)
+def _lora_prefetch(block: dict, ctx: Context) -> Iterator[Finding]:
+    peft = block.get("peft_cache_config")
+    if isinstance(peft, dict) and peft.get("lora_prefetch_dir") is not None:
+        yield ("peft_cache_config", "lora_prefetch_dir"), (f"lora_prefetch_dir was set to "
+                                                          f"'{peft['lora_prefetch_dir']}' while LoRA prefetch is not "
+                                                          "supported"), "drop lora_prefetch_dir"
+
+
+def _v2_off(kv: dict) -> bool:
+    """``use_kv_cache_manager_v2`` read as False (``bool | "auto"``: absent or ``auto`` is not False)."""
+    value = kv.get("use_kv_cache_manager_v2", "auto")
+    return value != "auto" and not _bool(value)
+
+
+@rule("KvCacheConfig", "validate_mamba_snapshot_offsets", releases=LINE_1_3)
+def _mamba_offsets(block: dict, ctx: Context) -> Iterator[Finding]:
+    state = block.get("mamba_state_config")
+    if not isinstance(state, dict) or not _v2_off(block):
+        return
+    hint = "use_kv_cache_manager_v2: true (or auto)"
+    if state.get("additional_snapshot_offsets_from_start") or state.get("additional_snapshot_offsets_from_end"):
+        yield ("mamba_state_config",), ("kv_cache_config.mamba_state_config additional snapshot offsets require "
+                                        "kv_cache_config.use_kv_cache_manager_v2=True."), hint
+    if _bool(state.get("enable_branch_snapshot", False)):
+        yield ("mamba_state_config", "enable_branch_snapshot"), (
+            "kv_cache_config.mamba_state_config.enable_branch_snapshot requires "
+            "kv_cache_config.use_kv_cache_manager_v2=True."), hint
+
+
+@rule("KvCacheConfig", "migrate_legacy_mamba_interval", releases=LINE_1_3)
+def _mamba_interval(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The deprecated interval beside its replacement (alone it is copied over; the field's deprecated status
+    warns)."""
+    state = block.get("mamba_state_config")
+    if block.get("mamba_state_cache_interval") is not None and isinstance(state, dict) and \
+            "periodic_snapshot_interval" in state:
+        yield ("mamba_state_cache_interval",), ("Cannot set both 'kv_cache_config.mamba_state_cache_interval' and "
+                                                "'kv_cache_config.mamba_state_config.periodic_snapshot_interval'."), \
+            "drop mamba_state_cache_interval (deprecated)"
+
+
+@rule("KvCacheConfig", "disable_periodic_mamba_snapshots_for_conversations", severity="warning", releases=LINE_1_3)
+def _mamba_conversations(block: dict, ctx: Context) -> Iterator[Finding]:
+    reuse, state = block.get("block_reuse_config"), block.get("mamba_state_config")
+    interval = _int(state.get("periodic_snapshot_interval", 0)) if isinstance(state, dict) else 0
+    if isinstance(reuse, dict) and reuse.get("policy") == "per_conversation" and interval:
+        yield ("mamba_state_config", "periodic_snapshot_interval"), (
+            f"kv_cache_config.mamba_state_config.periodic_snapshot_interval={interval} is ignored because "
+            "kv_cache_config.block_reuse_config.policy=per_conversation disables periodic Mamba snapshots; it is "
+            "set to 0"), "drop periodic_snapshot_interval"
+
+
+@rule("DeepSeekSparseAttentionConfig", "_warn_heuristic_topk_unsupported", severity="warning", releases=LINE_1_3)
+def _heuristic_topk(block: dict, ctx: Context) -> Iterator[Finding]:
+    """Logged: GVR Top-K asked for an ``index_topk`` it cannot run (the DeepSeek-V4 default is 512)."""
+    top = _int(block.get("index_topk", 512 if block.get("algorithm") == "deepseek_v4" else None))
+    if _bool(block.get("enable_heuristic_topk", False)) and top is not None and top not in (512, 1024, 2048):
+        yield ("index_topk",), (f"enable_heuristic_topk=True but index_topk={top} is not in the GVR-supported set "
+                                "(512, 1024, 2048); the indexer will silently fall back to the radix Top-K path"), \
+            "index_topk: 512, 1024 or 2048 to use GVR"
+
+
+@rule("DeepSeekV4SparseAttentionConfig", "validate_index_head_dim", releases=LINE_1_3)
+def _v4_head_dim(block: dict, ctx: Context) -> Iterator[Finding]:
+    if "index_head_dim" in block and block["index_head_dim"] is None:
+        yield ("index_head_dim",), "index_head_dim is required for DeepSeek-V4 sparse attention.", \
+            "index_head_dim: 128 (its default), or leave the key out"
+
+
+@rule("DeepSeekV4SparseAttentionConfig", "normalize_compress_ratios", releases=LINE_1_3)
+def _v4_ratios(block: dict, ctx: Context) -> Iterator[Finding]:
+    ratios = block.get("compress_ratios")
+    if "compress_ratios" not in block or not isinstance(ratios, (list, type(None))):
+        return
+    if not ratios:
+        yield ("compress_ratios",), "compress_ratios must not be empty.", "one ratio a layer (0 or 1: uncompressed)"
+    elif any(_int(r) is not None and _int(r) < 0 for r in ratios):  # type: ignore[operator]
+        yield ("compress_ratios",), "compress_ratios must be non-negative.", "one ratio a layer (0 or 1: uncompressed)"
+
+
 #: Validators whose verdict needs no rule here (llm_args.py@a1a20970): they only normalise what they read (sort,
 #: fill in a default, build a private object), or what they say the table says already.
 WITHOUT_A_RULE = {
@@ -875,6 +956,10 @@ WITHOUT_A_RULE = {
         "TorchLlmArgs.validate_speculative_config)"),
     ("BaseLlmArgs", "validate_parallel_config"): (LINE_1_3, "MoE sizes None -> -1; builds the private "
                                                             "_ParallelConfig"),
+    ("TorchLlmArgs", "normalize_max_stats_len"): (LINE_1_3, "0 -> 1 (below -1 the field's bound refuses)"),
+    ("TorchLlmArgs", "normalize_disabled_mm_encoder_cache"): (LINE_1_3, "no encoder cache where the encoder is off"),
+    ("TorchLlmArgs", "warn_non_pytorch_checkpoint_io_policy_fallback"): (
+        LINE_1_3, "warns for a backend other than pytorch, which TorchLlmArgs' backend cannot be"),
 }
 
 
@@ -956,6 +1041,16 @@ def _renamed_reuse_policy(data: dict) -> tuple[dict, list[Finding]]:
     return rest, [(("block_reuse_policy",), "'kv_cache_config.block_reuse_config.block_reuse_policy' was renamed to "
                                             "'kv_cache_config.block_reuse_config.policy'.",
                    f"policy: {value}", "error")]
+
+
+@before("CacheTransceiverConfig", "coerce_agent_bounce_params_to_str")
+def _bounce_params(data: dict) -> tuple[dict, list[Finding]]:
+    """YAML's numbers and booleans become strings (``500`` is ``"500"``, ``true`` ``"True"``); a value that is not a
+    mapping is left to the type check, which refuses it as upstream does ("must be a dict of str to str")."""
+    params = data.get("agent_bounce_params")
+    if not isinstance(params, dict):
+        return data, []
+    return {**data, "agent_bounce_params": {str(k): str(v) for k, v in params.items()}}, []
 
 
 @before("BaseLlmArgs", "coerce_env_overrides_to_str")
