@@ -246,6 +246,8 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
      "{request_timeout_ms: 500}}\n", NEWEST),                                    # YAML's 500 becomes "500"
     ("kv_cache_config: {mamba_state_config: {enable_branch_snapshot: true}}\n", NEWEST),   # the manager's "auto"
     ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: [0, 4, 128]}\n", NEWEST),  # 0 reads as 1
+    ("sparse_attention_config: {algorithm: deepseek_v4, index_head_dim: 64, indexer_k_dtype: fp8}\n", NEWEST),
+    ("sparse_attention_config: {algorithm: dsa, index_head_dim: 64}\n", NEWEST),  # DSA's keys are fp8
     ("guided_decoding_backend: xgrammar\nspeculative_config: {decoding_type: Eagle3, max_draft_len: 3, "
      "speculative_model: /m, use_rejection_sampling: true}\n", NEWEST),          # gated for the newer methods only
 ])
@@ -368,6 +370,8 @@ def test_what_upstream_accepts_passes(text, release):
      "sparse_attention_config.compress_ratios"),
     ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: [4, -1]}\n", NEWEST, "trtllm-args-rule",
      "sparse_attention_config.compress_ratios"),
+    ("sparse_attention_config: {algorithm: deepseek_v4, index_head_dim: 64}\n", NEWEST, "trtllm-args-rule",
+     "sparse_attention_config.index_head_dim"),                                  # V4's default indexer keys are fp4
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)
@@ -485,6 +489,8 @@ def test_a_deprecated_field_is_a_warning_and_bundles_leave_it_out():
      "{periodic_snapshot_interval: 32}}\n", "kv_cache_config.mamba_state_config.periodic_snapshot_interval"),
     ("sparse_attention_config: {algorithm: deepseek_v4, enable_heuristic_topk: true, index_topk: 256}\n",
      "sparse_attention_config.index_topk"),
+    ("kv_cache_config: {mamba_state_cache_interval: 256, block_reuse_config: {policy: per_conversation}}\n",
+     "kv_cache_config.mamba_state_config.periodic_snapshot_interval"),             # the old interval, migrated first
     ("enable_early_first_token_response: true\nspeculative_config: {decoding_type: SaveState, output_directory: /o}\n",
      "enable_early_first_token_response"),                                          # SaveState turns overlap off
 ])

@@ -907,8 +907,10 @@ def _mamba_interval(block: dict, ctx: Context) -> Iterator[Finding]:
 
 @rule("KvCacheConfig", "disable_periodic_mamba_snapshots_for_conversations", severity="warning", releases=LINE_1_3)
 def _mamba_conversations(block: dict, ctx: Context) -> Iterator[Finding]:
+    """After ``migrate_legacy_mamba_interval``: the deprecated interval, where the new one is not given, counts."""
     reuse, state = block.get("block_reuse_config"), block.get("mamba_state_config")
-    interval = _int(state.get("periodic_snapshot_interval", 0)) if isinstance(state, dict) else 0
+    given = state.get("periodic_snapshot_interval") if isinstance(state, dict) else None
+    interval = _int(given if given is not None else block.get("mamba_state_cache_interval") or 0)
     if isinstance(reuse, dict) and reuse.get("policy") == "per_conversation" and interval:
         yield ("mamba_state_config", "periodic_snapshot_interval"), (
             f"kv_cache_config.mamba_state_config.periodic_snapshot_interval={interval} is ignored because "
@@ -924,6 +926,19 @@ def _heuristic_topk(block: dict, ctx: Context) -> Iterator[Finding]:
         yield ("index_topk",), (f"enable_heuristic_topk=True but index_topk={top} is not in the GVR-supported set "
                                 "(512, 1024, 2048); the indexer will silently fall back to the radix Top-K path"), \
             "index_topk: 512, 1024 or 2048 to use GVR"
+
+
+@rule("DeepSeekSparseAttentionConfig", "_validate_indexer_k_dtype", releases=LINE_1_3)
+def _indexer_fp4(block: dict, ctx: Context) -> Iterator[Finding]:
+    """fp4 indexer keys need ``index_head_dim`` 128 (DeepSeek-V4's defaults: fp4 and 128; DSA's: fp8 and none). The
+    validator's other half, fp4 refused below SM 100, reads the GPU: the serving host's."""
+    v4 = block.get("algorithm") == "deepseek_v4"
+    dtype = block.get("indexer_k_dtype", "fp4" if v4 else "fp8")
+    dim = _int(block.get("index_head_dim", 128 if v4 else None))
+    if dtype == "fp4" and dim is not None and dim != 128:
+        yield ("index_head_dim",), (f"indexer_k_dtype='fp4' requires index_head_dim=128, got {dim}. Set "
+                                    "indexer_k_dtype='fp8' for non-128 indexer head dims."), \
+            "indexer_k_dtype: fp8, or index_head_dim: 128"
 
 
 @rule("DeepSeekV4SparseAttentionConfig", "validate_index_head_dim", releases=LINE_1_3)
