@@ -248,6 +248,8 @@ def test_there_are_mutations_at_every_depth_and_of_every_kind():
     ("sparse_attention_config: {algorithm: deepseek_v4, compress_ratios: [0, 4, 128]}\n", NEWEST),  # 0 reads as 1
     ("sparse_attention_config: {algorithm: deepseek_v4, index_head_dim: 64, indexer_k_dtype: fp8}\n", NEWEST),
     ("sparse_attention_config: {algorithm: dsa, index_head_dim: 64}\n", NEWEST),  # DSA's keys are fp8
+    ("sparse_attention_config: {algorithm: minimax_m3, implementation: msa, indexer_kv_dtype: fp8, "
+     "fuse_qkv_index_projection: true}\n", NEWEST),
     ("guided_decoding_backend: xgrammar\nspeculative_config: {decoding_type: Eagle3, max_draft_len: 3, "
      "speculative_model: /m, use_rejection_sampling: true}\n", NEWEST),          # gated for the newer methods only
 ])
@@ -372,6 +374,12 @@ def test_what_upstream_accepts_passes(text, release):
      "sparse_attention_config.compress_ratios"),
     ("sparse_attention_config: {algorithm: deepseek_v4, index_head_dim: 64}\n", NEWEST, "trtllm-args-rule",
      "sparse_attention_config.index_head_dim"),                                  # V4's default indexer keys are fp4
+    ("sparse_attention_config: {algorithm: minimax_m3, implementation: msa, sparse_block_size: 64}\n", NEWEST,
+     "trtllm-args-rule", "sparse_attention_config.sparse_block_size"),
+    ("sparse_attention_config: {algorithm: minimax_m3, indexer_kv_dtype: fp8}\n", NEWEST, "trtllm-args-rule",
+     "sparse_attention_config.indexer_kv_dtype"),                                # fp8 needs msa
+    ("sparse_attention_config: {algorithm: minimax_m3, implementation: msa, fuse_qkv_index_projection: true}\n",
+     NEWEST, "trtllm-args-rule", "sparse_attention_config.fuse_qkv_index_projection"),
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, release, code, path):
     assert (code, path) in errors(text, release)

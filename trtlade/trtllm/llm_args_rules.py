@@ -941,6 +941,32 @@ def _indexer_fp4(block: dict, ctx: Context) -> Iterator[Finding]:
             "indexer_k_dtype: fp8, or index_head_dim: 128"
 
 
+@rule("MiniMaxM3SparseAttentionConfig", "_validate_msa_configuration", releases=LINE_1_3)
+def _minimax_msa(block: dict, ctx: Context) -> Iterator[Finding]:
+    """MiniMax-M3 sparse attention: upstream's five checks in its order, the first that fails (it raises one)."""
+    impl, dtype = block.get("implementation", "triton"), block.get("indexer_kv_dtype", "bf16")
+    size, fuse = _int(block.get("sparse_block_size", 128)), _bool(block.get("fuse_qkv_index_projection", False))
+    checks = (
+        (impl == "msa" and size is not None and size != 128, ("sparse_block_size",),
+         f"MiniMax-M3 'msa' implementation requires sparse_block_size == 128, got {size}.", "sparse_block_size: 128"),
+        (dtype == "fp8" and impl != "msa", ("indexer_kv_dtype",),
+         "MiniMax-M3 indexer_kv_dtype='fp8' currently requires the 'msa' implementation.", "implementation: msa"),
+        (dtype == "fp8" and not _bool(block.get("sparse_disable_index_value", True)), ("sparse_disable_index_value",),
+         "MiniMax-M3 indexer_kv_dtype='fp8' requires sparse_disable_index_value=True.",
+         "sparse_disable_index_value: true"),
+        (fuse and impl != "msa", ("fuse_qkv_index_projection",),
+         "MiniMax-M3 fuse_qkv_index_projection=True currently requires the 'msa' implementation.",
+         "implementation: msa"),
+        (fuse and dtype != "fp8", ("fuse_qkv_index_projection",),
+         "MiniMax-M3 fuse_qkv_index_projection=True currently requires indexer_kv_dtype='fp8'.",
+         "indexer_kv_dtype: fp8"),
+    )
+    for failed, where, message, hint in checks:
+        if failed:
+            yield where, message, hint
+            return
+
+
 @rule("DeepSeekV4SparseAttentionConfig", "validate_index_head_dim", releases=LINE_1_3)
 def _v4_head_dim(block: dict, ctx: Context) -> Iterator[Finding]:
     if "index_head_dim" in block and block["index_head_dim"] is None:
