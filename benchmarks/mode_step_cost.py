@@ -37,6 +37,7 @@ def in_process(args: argparse.Namespace) -> None:
 
     import trtlade.reference.native.bindings as bindings
     from trtlade.bench.datasets import load_dataset
+    from trtlade.bench.meta import device_name
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.drafting.config import DraftConfig, drafter_mode
@@ -65,8 +66,10 @@ def in_process(args: argparse.Namespace) -> None:
     modes = {m: specs[m] for m in args.modes}
     engine.generate(prompts[0], max_tokens=8)  # warm-up
     steps: dict[str, list[tuple[int, float, float, int]]] = {m: [] for m in modes}  # rows, step ms, native ms, tokens
+    rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
+            before = len(steps[mode])
             spec = modes[mode]
             speculation = spec if isinstance(spec, DraftConfig) else None
             batch = engine.new_batch(max_batch_size=1)
@@ -82,16 +85,16 @@ def in_process(args: argparse.Namespace) -> None:
                 if batch.last.running and not batch.last.prefills:
                     steps[mode].append((batch.last.rows, wall * 1e3, native[0] * 1e3,
                                         sum(len(c.tokens) for _, c in out)))
+            done = steps[mode][before:]
+            rates[mode].append(sum(x[3] for x in done) / sum(x[1] for x in done) * 1e3)
         print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
-    print(f"\nin-process, {args.dtype}, the first {len(prompts)} mix prompts, {args.max_tokens} tokens, "
-          f"{args.repeats} repeats, engine spec {args.engine_spec}")
-    print("| mode | tokens a step | rows a step | step ms | native ms | host ms | decode tokens/s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for mode, v in steps.items():
-        n, tokens = len(v), sum(x[3] for x in v)
-        print(f"| {mode} | {tokens / n:.3f} | {sum(x[0] for x in v) / n:.2f} | "
-              f"{statistics.median(x[1] for x in v):.2f} | {statistics.median(x[2] for x in v):.2f} | "
-              f"{statistics.median(x[1] - x[2] for x in v):.3f} | {tokens / sum(x[1] for x in v) * 1e3:.1f} |")
+    print(f"\nin-process on {device_name('cpu')}, {engine.threads} threads, {args.dtype}, the first {len(prompts)} "
+          f"mix prompts, {args.max_tokens} tokens, {args.repeats} repeats, engine spec {args.engine_spec}")
+    _table(("mode", "tokens a step", "rows a step", "step ms", "native ms", "host ms", "decode tokens/s (range)"),
+           [(mode, f"{sum(x[3] for x in v) / len(v):.3f}", f"{sum(x[0] for x in v) / len(v):.2f}",
+             f"{statistics.median(x[1] for x in v):.2f}", f"{statistics.median(x[2] for x in v):.2f}",
+             f"{statistics.median(x[1] - x[2] for x in v):.3f}", _spread(rates[mode], ".1f"))
+            for mode, v in steps.items()])
     for mode, v in steps.items():
         by = collections.defaultdict(list)
         for rows, step, nat, _ in v:
@@ -110,6 +113,7 @@ def served(args: argparse.Namespace) -> None:
     import httpx
 
     from trtlade.bench.datasets import load_dataset
+    from trtlade.bench.meta import device_name
 
     url = args.url.rstrip("/").removesuffix("/v1")
     prompts = load_dataset("mix").prompts[:args.prompts]
@@ -140,13 +144,24 @@ def served(args: argparse.Namespace) -> None:
                 s1, n1, r1 = counters()
                 results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0, tokens / wall))
             print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
-    print(f"\nserved by {url}, the first {len(prompts)} mix prompts streamed one at a time, {args.max_tokens} tokens, "
-          f"{args.repeats} repeats (median over the repeats)")
-    print("| mode | engine step ms | rows a step | steps a pass | delivered tokens/s |")
-    print("|---|---:|---:|---:|---:|")
-    for mode, v in results.items():
-        med = [statistics.median(x[i] for x in v) for i in range(4)]
-        print(f"| {mode} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.0f} | {med[3]:.1f} |")
+    print(f"\nserved by {url} (this machine: {device_name('cpu')}), the first {len(prompts)} mix prompts streamed one "
+          f"at a time, {args.max_tokens} tokens, {args.repeats} repeats: median (range) over the repeats")
+    _table(("mode", "engine step ms", "rows a step", "steps a pass", "delivered tokens/s"),
+           [(mode, *(_spread([x[i] for x in v], fmt) for i, fmt in enumerate((".2f", ".2f", ".0f", ".1f"))))
+            for mode, v in results.items()])
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """Median and range: ``12.3 (11.9-12.8)``."""
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A Markdown table: the first column left-aligned, the figures right-aligned."""
+    print("| " + " | ".join(header) + " |")
+    print("|---|" + "---:|" * (len(header) - 1))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def main() -> None:
