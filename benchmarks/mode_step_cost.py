@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """What a decode step costs in each mode at one request, split into the native calls and the host work
 around them: is the default slower than a fixed drafter because of its rows or because of its Python?
+``--slots N`` decodes N of the prompts together (8 with ``--prompts 8``: the bench's wave of 8) and splits the
+steps by sequences and rows.
 
 In-process (default): the ``mix`` prompts (``--prompts``: the first N; the bench sends the first 8) one at a
 time through one batch per mode, the modes rotated every repeat. Every native call (the decoder body, the
@@ -65,14 +67,15 @@ def in_process(args: argparse.Namespace) -> None:
     specs.update({m: DraftConfig.parse(drafter_mode(m)) for m in SPECULATION})
     modes = {m: specs[m] for m in args.modes}
     engine.generate(prompts[0], max_tokens=8)  # warm-up
-    steps: dict[str, list[tuple[int, float, float, int]]] = {m: [] for m in modes}  # rows, step ms, native ms, tokens
+    steps: dict[str, list[tuple[int, float, float, int, int]]] = {m: [] for m in modes}  # rows, step ms, native ms,
+    # tokens, sequences
     rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
             before = len(steps[mode])
             spec = modes[mode]
             speculation = spec if isinstance(spec, DraftConfig) else None
-            batch = engine.new_batch(max_batch_size=1)
+            batch = engine.new_batch(max_batch_size=args.slots)
             for p in prompts:
                 batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
                                             lookahead=None if speculation is not None else spec,
@@ -84,12 +87,13 @@ def in_process(args: argparse.Namespace) -> None:
                 wall = time.perf_counter() - t0
                 if batch.last.running and not batch.last.prefills:
                     steps[mode].append((batch.last.rows, wall * 1e3, native[0] * 1e3,
-                                        sum(len(c.tokens) for _, c in out)))
+                                        sum(len(c.tokens) for _, c in out), batch.last.running))
             done = steps[mode][before:]
             rates[mode].append(sum(x[3] for x in done) / sum(x[1] for x in done) * 1e3)
         print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
     print(f"\nin-process on {device_name('cpu')}, {engine.threads} threads, {args.dtype}, the first {len(prompts)} "
-          f"mix prompts, {args.max_tokens} tokens, {args.repeats} repeats, engine spec {args.engine_spec}")
+          f"mix prompts on {args.slots} slot(s), {args.max_tokens} tokens, {args.repeats} repeats, engine spec "
+          f"{args.engine_spec}")
     _table(("mode", "tokens a step", "rows a step", "step ms", "native ms", "host ms", "decode tokens/s (range)"),
            [(mode, f"{sum(x[3] for x in v) / len(v):.3f}", f"{sum(x[0] for x in v) / len(v):.2f}",
              f"{statistics.median(x[1] for x in v):.2f}", f"{statistics.median(x[2] for x in v):.2f}",
@@ -97,9 +101,10 @@ def in_process(args: argparse.Namespace) -> None:
             for mode, v in steps.items()])
     for mode, v in steps.items():
         by = collections.defaultdict(list)
-        for rows, step, nat, _ in v:
-            by[rows].append((step - nat, nat))
-        print(f"{mode}: by rows (steps, host ms, native ms): " + ", ".join(
+        for rows, step, nat, _, seqs in v:
+            by[rows if args.slots == 1 else (seqs, rows)].append((step - nat, nat))
+        label = "rows" if args.slots == 1 else "(sequences, rows)"
+        print(f"{mode}: by {label} (steps, host ms, native ms): " + ", ".join(
             f"{r}: ({len(w)}, {statistics.median(a for a, _ in w):.3f}, {statistics.median(b for _, b in w):.2f})"
             for r, w in sorted(by.items())))
 
@@ -170,6 +175,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="the first N mix prompts (the bench sends 8)")
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--slots", type=int, default=1,
+                    help="in-process: sequences decoded together (8 with --prompts 8: the bench's wave of 8)")
     ap.add_argument("--dtype", default="float32", help="in-process: float32 or bfloat16")
     ap.add_argument("--engine-spec", default="2,4,2", help="in-process: the engine's (W,N,G)")
     ap.add_argument("--url", help="a running trtlade serve: measure it served instead")

@@ -170,6 +170,23 @@ def test_apply_changes_no_byte_but_the_schedule(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+def test_apply_keeps_the_file_as_it_was_with_the_comments_among_the_old_schedule(tmp_path):
+    """The old schedule's items and the comments among them are replaced: a byte-for-byte copy keeps them, with
+    the file's mode; a copy that cannot be written leaves the config as it was."""
+    text = CONFIG.replace("W,N,G)\n", "W,N,G)\n  schedule:\n  - {up_to: 1, spec: '2,4,2'}\n    # measured on the A10\n"
+                                    "  - {spec: '1,1,0'}\n")
+    path, kept = tmp_path / "deploy.yml", tmp_path / "before.yml"
+    path.write_text(text)
+    path.chmod(0o640)
+    apply_schedule(path, SCHEDULE, keep=kept)
+    assert kept.read_text() == text and kept.stat().st_mode & 0o777 == 0o640
+    assert "# measured on the A10" not in path.read_text()
+    path.write_text(text)
+    with pytest.raises(ApplyError, match="cannot keep a copy of .* so .* was not replaced"):
+        apply_schedule(path, SCHEDULE, keep=tmp_path / "missing" / "before.yml")
+    assert path.read_text() == text
+
+
 def test_apply_through_a_symlink_writes_the_file_it_points_to(tmp_path):
     (tmp_path / "real").mkdir()
     real = tmp_path / "real" / "deploy.yml"
@@ -227,9 +244,11 @@ def test_apply_says_what_the_schedule_changes_for_requests_without_a_lookahead(t
     if policy.strip() == "policy: schedule":
         text = text.replace(policy, policy + "  schedule:\n  - {spec: '1,1,0'}\n")
     path.write_text(text)
+    (tmp_path / "report").mkdir()
     _apply(path, SimpleNamespace(schedule=SCHEDULE), tmp_path / "report")
     err = " ".join(capsys.readouterr().err.split())
     assert "wrote lookahead.schedule into" in err
+    assert f"(the file as it was: {tmp_path / 'report' / 'before-apply-deploy.yml'})" in err
     assert (note in err) if note else ("note:" not in err)
 
 
@@ -297,6 +316,8 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     assert "## Noise" in summary and "Served by: reference engine, preset trtllm, (W,N,G) = (2,3,2)" in summary
     written = config.read_text()
     assert written.startswith("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n  schedule:\n")
+    before = "# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n"
+    assert (folder / "before-apply-deploy.yml").read_text() == before
     from trtlade.config.loader import load_config
 
     assert load_config(config).config.lookahead.lookahead_schedule == schedule

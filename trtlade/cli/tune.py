@@ -365,12 +365,14 @@ def _apply(path: Path, result: Any, folder: Path) -> None:
     from trtlade.tune.apply import ApplyError, apply_schedule
 
     before = load_config(path).config.lookahead_policy
+    kept = folder / f"before-apply-{path.name}"
     try:
-        apply_schedule(path, result.schedule)
+        apply_schedule(path, result.schedule, keep=kept)
     except ApplyError as exc:
         fail(exc.message, where=exc.where or "--apply", hint=f"{exc.hint} (the schedule: {folder / 'schedule.yml'})")
     after = load_config(path).config.lookahead_policy
-    err_console.print(f"wrote lookahead.schedule into {path}: {result.schedule}", markup=False)
+    err_console.print(f"wrote lookahead.schedule into {path}: {result.schedule} (the file as it was: {kept})",
+                      markup=False)
     if after != "schedule":
         err_console.print(f"note: lookahead.policy is {after}: the schedule serves the requests that send "
                           '"lookahead": "schedule"; the others stay on ' + after + " (set lookahead.policy: schedule "

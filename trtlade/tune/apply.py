@@ -16,7 +16,8 @@ round-trip mode instead (which keeps comments and key order, not spacing). Eithe
 and must hold exactly the old file's data with ``lookahead.schedule`` replaced, and be a valid trtlade config;
 nothing is written otherwise. The file is replaced atomically with its mode kept (through a symlink, the file it
 points to), and not if it changed while tune ran, is read-only, or is hard-linked (the other name would keep the
-old text).
+old text). ``trtlade tune`` first copies the file as it was into the run's report folder, so the old schedule and
+the comments among its items, which the new schedule replaces, are kept.
 """
 
 from __future__ import annotations
@@ -225,15 +226,24 @@ def _roundtrip(text: str, schedule: LookaheadSchedule) -> Optional[str]:
     return out.getvalue()
 
 
-def apply_schedule(path: Path, schedule: LookaheadSchedule) -> str:
+def apply_schedule(path: Path, schedule: LookaheadSchedule, keep: Optional[Path] = None) -> str:
     """Write ``schedule`` into the config at ``path`` (through a symlink: into the file it points to), atomically,
-    its mode, byte-order mark and line endings kept; returns the new text (newlines as ``\\n``)."""
+    its mode, byte-order mark and line endings kept; returns the new text (newlines as ``\\n``). ``keep``: where
+    the file's bytes as they were are copied first (the old schedule's items and the comments among them are
+    replaced, so the copy holds them); nothing is replaced if the copy cannot be written."""
     target = path.resolve()
     raw = _read(target)
     text, newline, bom = _decode(raw, str(path))
     new_text = with_schedule(text, schedule, file=str(path))
     _writable(target, str(path))
     data = ((_BOM if bom else "") + new_text.replace("\n", newline)).encode("utf-8")
+    if keep is not None:
+        try:
+            write_bytes_atomic(keep, raw, mode=target.stat().st_mode & 0o666)
+        except OSError as exc:
+            raise ApplyError(f"cannot keep a copy of {path} as it was in {keep}: {exc.strerror or exc}, so {path} "
+                             "was not replaced", "free the disk or the report folder, or paste the run's "
+                             "schedule.yml (in the report folder) by hand", where=str(path)) from None
     if _read(target) != raw:
         raise ApplyError(f"{path} changed while the schedule was being written, so it was not replaced",
                          "run --apply again, or paste the run's schedule.yml (in the report folder) by hand",
