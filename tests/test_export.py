@@ -576,6 +576,23 @@ def test_a_multi_gpu_engine_is_started_as_its_stack_starts_one(tmp_path):
         export("triton", str(single), "--out", str(tmp_path / "repo2")).output.split())
 
 
+def test_triton_and_grps_exports_say_how_their_container_is_started(tmp_path):
+    """Shared memory, pinned memory and stack as NVIDIA's Triton TensorRT-LLM guides and grps_trtllm's README start
+    the container: in every written file's header and in the message (a runtime's own /dev/shm is 64 MiB)."""
+    flags = "docker run --shm-size=2g --ulimit memlock=-1 --ulimit stack=67108864"
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, "0.19.0")
+    result = export("triton", str(bundle), "--out", str(tmp_path / "repo"))
+    assert result.exit_code == 0, result.output
+    assert flags in " ".join(result.output.split())
+    configs = sorted((tmp_path / "repo").glob("*/config.pbtxt"))
+    assert len(configs) == 5 and all(f"# Triton: start its container with `{flags}`" in c.read_text() for c in configs)
+    result = export("grps", str(bundle), "--out", str(tmp_path / "inference.yml"))
+    assert result.exit_code == 0, result.output
+    assert flags in " ".join(result.output.split())
+    assert f"# grps: start its container with `{flags}`" in (tmp_path / "inference.yml").read_text()
+
+
 def _stock_view(config_text: str) -> dict:
     """The config as a stock model.py receives it at initialize(): Triton's ModelConfig as JSON
     (``args['model_config']``), with ``input``/``output`` lists and ``parameters`` by key."""

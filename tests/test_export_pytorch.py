@@ -62,6 +62,9 @@ def test_triton_writes_the_llmapi_model_that_the_stock_loader_starts(bundle, tmp
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == \
         ["tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
     assert "triton_backend/all_models/llmapi/tensorrt_llm/1/{model.py,helpers.py}" in result.output
+    flags = "docker run --shm-size=2g --ulimit memlock=-1 --ulimit stack=67108864"  # as NVIDIA's guide starts it
+    assert flags in " ".join(result.output.split())
+    assert f"# Triton: start its container with `{flags}`" in (out / "tensorrt_llm" / "1" / "model.yaml").read_text()
     policy, llm = stock_load(out / "tensorrt_llm", llmapi)
     assert policy == {"decoupled": True, "max_batch_size": 0}
     assert llm.model == "/models/Qwen3-8B"

@@ -37,7 +37,7 @@ def grps(
     reads with no fallback (llm_style, tokenizer_type, ...). grps takes no per-request lookahead: every
     request runs with the bundle's spec. `trtlade validate-config` passes on it. A PyTorch-backend bundle
     (TensorRT-LLM 1.3 and later) is refused: grps_trtllm runs TensorRT engines only."""
-    from trtlade.export.common import write_file
+    from trtlade.export.common import CONTAINER_NOTE, write_file
     from trtlade.export.grps import grps_inference_yml
     from trtlade.export.llmapi import grps_refusal, is_pytorch_bundle
 
@@ -53,7 +53,7 @@ def grps(
            if ranks > 1 else "")
     err_console.print(f"wrote {out}: grps_trtllm inference config, engine {src.engine_dir}, lookahead "
                       f"({src.config.lookahead.spec}); check it with: trtlade validate-config {out} "
-                      f"--engine-dir {src.bundle.engine_dir}{mpi}", markup=False, highlight=False)
+                      f"--engine-dir {src.bundle.engine_dir}{mpi}; {CONTAINER_NOTE}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -98,7 +98,7 @@ def triton(
     fixed cannot apply in Triton: the export warns. A PyTorch-backend bundle (TensorRT-LLM 1.0 on, the only
     kind from 1.3) becomes Triton's llmapi model: config.pbtxt and a model.yaml with the bundle's
     speculative_config, checked as the stock model.py loads it."""
-    from trtlade.export.common import write_tree
+    from trtlade.export.common import CONTAINER_NOTE, write_tree
     from trtlade.export.llmapi import is_pytorch_bundle
     from trtlade.export.triton import model_repository
 
@@ -126,13 +126,13 @@ def triton(
                 "requests carry no lookahead inputs (the engine decodes without lookahead)")
     guard = " (lookahead_guard's is written)" if not src.config.lookahead.spec.is_autoregressive else ""
     err_console.print(f"wrote the model repository {out} (lookahead {src.config.lookahead.spec}); copy the python "
-                      f"models' model.py from {source}{guard}, then: {start}; {requests}", markup=False,
-                      highlight=False)
+                      f"models' model.py from {source}{guard}, then: {start}; {requests}; {CONTAINER_NOTE}",
+                      markup=False, highlight=False)
 
 
 def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_path: Optional[Path],
                    model_path: Optional[str], force: bool) -> None:
-    from trtlade.export.common import ExportError, write_tree
+    from trtlade.export.common import CONTAINER_NOTE, ExportError, write_tree
     from trtlade.export.llmapi import llmapi_repository, model_py_source, read_pytorch_source
 
     if bundle_path is not None:
@@ -148,8 +148,8 @@ def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_pa
                       f"{drafter}, checkpoint {src.model_path}); copy model.py and helpers.py from "
                       f"{model_py_source(src.release)} into {out}/tensorrt_llm/1/, then on the Triton machine: "
                       f"trtlade validate-config {out}/tensorrt_llm/1/model.yaml && tritonserver --model-repository "
-                      f"{out}. Requests cannot choose their own drafter (the server's speculative_config applies).",
-                      markup=False, highlight=False)
+                      f"{out}. Requests cannot choose their own drafter (the server's speculative_config applies). "
+                      f"{CONTAINER_NOTE[0].upper()}{CONTAINER_NOTE[1:]}.", markup=False, highlight=False)
 
 
 @export_app.command("k8s")

@@ -18,7 +18,18 @@ from trtlade.files import write_text_atomic
 from trtlade.trtllm.engine_config import (EngineConfig, EngineConfigError, check_engine, read_engine_config,
                                          sliding_window_finding)
 
-__all__ = ["ExportError", "ExportSource", "read_source", "write_file", "write_tree"]
+__all__ = ["CONTAINER_FLAGS", "CONTAINER_NOTE", "ExportError", "ExportSource", "read_source", "write_file",
+           "write_tree"]
+
+#: How Triton's and grps's TensorRT-LLM containers are started: shared memory for the Python models' tensors and
+#: the ranks' MPI traffic (a container runtime gives /dev/shm 64 MiB), pinned memory without a lock limit, a larger
+#: stack. The flags of NVIDIA's guides to the Triton TensorRT-LLM container (triton-inference-server's "Deploying
+#: an LLM with Triton and TRT-LLM", tensorrtllm_backend's README "Launch Triton TensorRT-LLM container") and of
+#: grps_trtllm's README, which takes them from there ("docker run ... grps_trtllm_dev").
+CONTAINER_FLAGS = "--shm-size=2g --ulimit memlock=-1 --ulimit stack=67108864"
+#: the same as one sentence, for a written file's header and the export's message
+CONTAINER_NOTE = (f"start its container with `docker run {CONTAINER_FLAGS}` (the flags of NVIDIA's Triton TensorRT-LLM "
+                  "guides and grps_trtllm's README; a container's own /dev/shm is 64 MiB)")
 
 
 class ExportError(TrtladeError):

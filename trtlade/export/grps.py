@@ -30,7 +30,7 @@ import yaml
 
 from trtlade.config.grps import GRPS_LLM_STYLES, check_grps
 from trtlade.config.loader import parse_yaml
-from trtlade.export.common import ExportError, ExportSource
+from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
 
 __all__ = ["StyleRule", "STYLE_RULES", "llm_style_for", "TokenizerFacts", "tokenizer_facts", "grps_inference_yml"]
 
@@ -228,6 +228,7 @@ def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
                                   "the chat template)") + "; end_token_id, pad_token_id, skip_special_tokens, "
         "stop_words and sampling from the tokenizer and generation_config.json"
         + ("" if facts else ": the model folder was not found here, so they are missing (pass --model-dir)"),
+        f"# grps: {CONTAINER_NOTE}",
     ]
     if src.engine.world_size > 1:
         header.append(f"# the engine has {src.engine.world_size} GPU ranks: start grps over MPI (`grpst start ... "

@@ -31,7 +31,7 @@ from trtlade.bundle import Bundle, BundleError, open_bundle
 from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml
 from trtlade.config.schema import TrtladeConfig
 from trtlade.export import triton_stock as stock
-from trtlade.export.common import ExportError
+from trtlade.export.common import CONTAINER_NOTE, ExportError
 
 __all__ = ["PytorchSource", "read_pytorch_source", "is_pytorch_bundle", "model_yaml", "llmapi_repository",
            "grps_refusal", "TRITON_CONFIG"]
@@ -109,7 +109,7 @@ def model_yaml(src: PytorchSource) -> str:
     header = (f"# written by `trtlade export triton` from the bundle {src.bundle.root} (TensorRT-LLM {src.release}, "
               "PyTorch backend).\n# Every key but triton_config is an LLM(...) argument, as in the bundle's "
               "trtllm-serve.yml. Check it on the\n# Triton machine before starting: trtlade validate-config "
-              "tensorrt_llm/1/model.yaml\n")
+              f"tensorrt_llm/1/model.yaml\n# Triton: {CONTAINER_NOTE}\n")
     return header + yaml.safe_dump(data, sort_keys=False)
 
 

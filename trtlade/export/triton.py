@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trtlade.export import triton_stock as stock
-from trtlade.export.common import ExportError, ExportSource
+from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
 
 __all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "model_repository",
            "parse_config", "guard_model_source", "warnings"]
@@ -264,6 +264,7 @@ def model_repository(src: ExportSource) -> dict[str, str]:
               + (f"# the engine has {src.engine.world_size} GPU ranks: start Triton with "
                  f"launch_triton_server.py --world_size {src.engine.world_size} (one process per rank, over MPI)\n"
                  if src.engine.world_size > 1 else "")
+              + f"# Triton: {CONTAINER_NOTE}\n"
               + "".join(f"# warning: {w}\n" for w in warnings(src)))
     files: dict[str, str] = {}
     builds = [_preprocessing, _tensorrt_llm, _postprocessing, _ensemble]
