@@ -341,6 +341,12 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
                               path=name, code="trtllm-args-missing", hint=f"add it: {hint}" if hint else "")
     if kind in ("literal_error", "enum"):
         expected = err.get("ctx", {}).get("expected", "")
+        external = _external_enum(table, owner, path[-1] if path else None)
+        if external:  # an IntEnum of another upstream file: its numbers, or its names in any case
+            shown = "null" if value is None else repr(value)
+            return doc.diagnostic("error", f"{shown} is not a {external} ({release}: one of {expected}, or a name)",
+                                  loc=loc, code="trtllm-args-literal", hint=f"{_type_hint(table, owner, path[-1])}; "
+                                  "a name in any case or its number")
         return doc.diagnostic("error", f"{value!r} is not one of {expected} ({release}; case-exact)",
                               loc=loc, code="trtllm-args-literal", hint=f"one of {expected}")
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
@@ -378,6 +384,17 @@ def _range_hint(table: SchemaTable, owner: Optional[str], field: Any) -> str:
     return f"allowed: {low}{field}{high}" if low or high else ""
 
 
+def _external_enum(table: SchemaTable, owner: Optional[str], field: Any) -> Optional[str]:
+    """The name of the :data:`~trtlade.trtllm.llm_args_models.EXTERNAL_ENUMS` enum ``owner.field`` is typed with,
+    else None."""
+    from trtlade.trtllm.llm_args_models import EXTERNAL_ENUMS
+
+    typ = (table.models.fields(owner).get(field) or {}).get("type", {}) if owner and field is not None else {}
+    while typ.get("kind") == "optional":
+        typ = typ["of"]
+    return typ["name"] if typ.get("kind") == "ref" and typ.get("name") in EXTERNAL_ENUMS else None
+
+
 def _type_hint(table: SchemaTable, owner: Optional[str], field: Any) -> str:
     if owner is None or field is None:
         return ""
@@ -403,7 +420,11 @@ def describe(typ: dict) -> str:
     if kind == "dict":
         return f"a mapping of {describe(typ['key'])} to {describe(typ['value'])}"
     if kind == "ref":
-        return typ["name"]
+        from trtlade.trtllm.llm_args_models import EXTERNAL_ENUMS
+
+        members = EXTERNAL_ENUMS.get(typ["name"])
+        return typ["name"] if members is None else (
+            f"{typ['name']}: " + ", ".join(f"{k} ({v})" for k, v in members.items()))
     if kind == "constrained":
         return typ["name"]
     if kind == "opaque":

@@ -31,11 +31,17 @@ from typing import Any, Literal, Optional, Union
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ModelSet", "opaque_fields"]
+__all__ = ["EXTERNAL_ENUMS", "ModelSet", "opaque_fields"]
 
 _SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "bytes": bytes, "any": Any,
                             "none": type(None), "path": Path}
 _ROOT_BASES = {"BaseModel"}
+#: Enums a field of llm_args.py names from another upstream file, which the tables (read from llm_args.py alone) do
+#: not hold: ``CpConfig.cp_type`` is ``tensorrt_llm/mapping.py``'s ``class CpType(IntEnum)``, ULYSSES 0, STAR 1, RING
+#: 2, HELIX 3 in every copy of mapping.py read (that file is not stored at the tables' 1.3 commit). Its values are
+#: checked as pydantic checks an IntEnum (0-3, "3", 3.0); its names (any case: ``CpConfig.validate_cp_type``
+#: upper-cases a string first) are accepted, as upstream's Helix guide writes them (``"cp_type": "HELIX"``).
+EXTERNAL_ENUMS: dict[str, dict[str, int]] = {"CpType": {"ULYSSES": 0, "STAR": 1, "RING": 2, "HELIX": 3}}
 _KEEP_CONFIG = ("extra", "populate_by_name", "validate_by_name", "validate_by_alias", "use_enum_values",
                 "str_strip_whitespace", "validate_assignment", "strict")
 
@@ -145,7 +151,25 @@ class ModelSet:
             return self._enum(name)
         if name in self.table.get("aliases", {}):
             return self.annotation(self.table["aliases"][name])
+        if name in EXTERNAL_ENUMS:
+            return self._external(name)
         return Any
+
+    def _external(self, name: str) -> type[enum.Enum]:
+        """An :data:`EXTERNAL_ENUMS` IntEnum that also takes its members' names.
+
+        >>> CpType = ModelSet({"models": {}, "enums": {}, "aliases": {}})._external("CpType")
+        >>> [CpType(v).name for v in (3, "HELIX")]
+        ['HELIX', 'HELIX']
+        """
+        if name not in self._enums:
+            def by_name(cls: Any, value: Any) -> Any:
+                return cls.__members__.get(value) if isinstance(value, str) else None
+
+            made = enum.IntEnum(name, EXTERNAL_ENUMS[name])  # type: ignore[misc]
+            made._missing_ = classmethod(by_name)  # type: ignore[assignment]
+            self._enums[name] = made
+        return self._enums[name]
 
     def _enum(self, name: str) -> type[enum.Enum]:
         if name not in self._enums:
@@ -183,7 +207,7 @@ def _opaque(typ: dict[str, Any], table: dict[str, Any]) -> str:
     if kind == "opaque":
         return typ["text"]
     if kind == "ref" and typ["name"] not in table["models"] and typ["name"] not in table["enums"] \
-            and typ["name"] not in table.get("aliases", {}):
+            and typ["name"] not in table.get("aliases", {}) and typ["name"] not in EXTERNAL_ENUMS:
         return typ["name"]
     for key in ("of", "key", "value"):
         sub = typ.get(key)
