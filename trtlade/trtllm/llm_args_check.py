@@ -342,11 +342,10 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
     if kind in ("literal_error", "enum"):
         expected = err.get("ctx", {}).get("expected", "")
         external = _external_enum(table, owner, path[-1] if path else None)
-        if external:  # an IntEnum of another upstream file: its numbers, or its names in any case
+        if external:  # an enum of another upstream file, its names in any case (the before-validator upper-cases)
             shown = "null" if value is None else repr(value)
-            return doc.diagnostic("error", f"{shown} is not a {external} ({release}: one of {expected}, or a name)",
-                                  loc=loc, code="trtllm-args-literal", hint=f"{_type_hint(table, owner, path[-1])}; "
-                                  "a name in any case or its number")
+            return doc.diagnostic("error", f"{shown} is not a {external} ({release}: one of {expected}, any case)",
+                                  loc=loc, code="trtllm-args-literal", hint=_type_hint(table, owner, path[-1]))
         return doc.diagnostic("error", f"{value!r} is not one of {expected} ({release}; case-exact)",
                               loc=loc, code="trtllm-args-literal", hint=f"one of {expected}")
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
@@ -423,8 +422,7 @@ def describe(typ: dict) -> str:
         from trtlade.trtllm.llm_args_models import EXTERNAL_ENUMS
 
         members = EXTERNAL_ENUMS.get(typ["name"])
-        return typ["name"] if members is None else (
-            f"{typ['name']}: " + ", ".join(f"{k} ({v})" for k, v in members.items()))
+        return typ["name"] if members is None else f"{typ['name']}: one of {', '.join(members)} (any case)"
     if kind == "constrained":
         return typ["name"]
     if kind == "opaque":

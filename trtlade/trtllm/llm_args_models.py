@@ -37,11 +37,12 @@ _SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str
                             "none": type(None), "path": Path}
 _ROOT_BASES = {"BaseModel"}
 #: Enums a field of llm_args.py names from another upstream file, which the tables (read from llm_args.py alone) do
-#: not hold: ``CpConfig.cp_type`` is ``tensorrt_llm/mapping.py``'s ``class CpType(IntEnum)``, ULYSSES 0, STAR 1, RING
-#: 2, HELIX 3 in every copy of mapping.py read (that file is not stored at the tables' 1.3 commit). Its values are
-#: checked as pydantic checks an IntEnum (0-3, "3", 3.0); its names (any case: ``CpConfig.validate_cp_type``
-#: upper-cases a string first) are accepted, as upstream's Helix guide writes them (``"cp_type": "HELIX"``).
-EXTERNAL_ENUMS: dict[str, dict[str, int]] = {"CpType": {"ULYSSES": 0, "STAR": 1, "RING": 2, "HELIX": 3}}
+#: not hold: ``CpConfig.cp_type`` is ``tensorrt_llm/mapping.py``'s ``CpType``, a string enum whose values are its
+#: names (``class CpType(StrEnum): ULYSSES = "ULYSSES"; STAR; RING; HELIX``, in the copies of mapping.py that sit
+#: beside this ``CpConfig``; mapping.py is not stored at the tables' 1.3 commit, and the older copies' IntEnum could
+#: not take the names upstream's own Helix tests and guide write). ``CpConfig.validate_cp_type`` upper-cases a
+#: string first, so a name in any case is one; a number is not.
+EXTERNAL_ENUMS: dict[str, tuple[str, ...]] = {"CpType": ("ULYSSES", "STAR", "RING", "HELIX")}
 _KEEP_CONFIG = ("extra", "populate_by_name", "validate_by_name", "validate_by_alias", "use_enum_values",
                 "str_strip_whitespace", "validate_assignment", "strict")
 
@@ -156,19 +157,14 @@ class ModelSet:
         return Any
 
     def _external(self, name: str) -> type[enum.Enum]:
-        """An :data:`EXTERNAL_ENUMS` IntEnum that also takes its members' names.
+        """An :data:`EXTERNAL_ENUMS` string enum, its values its names.
 
         >>> CpType = ModelSet({"models": {}, "enums": {}, "aliases": {}})._external("CpType")
-        >>> [CpType(v).name for v in (3, "HELIX")]
-        ['HELIX', 'HELIX']
+        >>> CpType("HELIX").name
+        'HELIX'
         """
         if name not in self._enums:
-            def by_name(cls: Any, value: Any) -> Any:
-                return cls.__members__.get(value) if isinstance(value, str) else None
-
-            made = enum.IntEnum(name, EXTERNAL_ENUMS[name])  # type: ignore[misc]
-            made._missing_ = classmethod(by_name)  # type: ignore[assignment]
-            self._enums[name] = made
+            self._enums[name] = enum.Enum(name, {m: m for m in EXTERNAL_ENUMS[name]}, type=str)  # type: ignore[misc]
         return self._enums[name]
 
     def _enum(self, name: str) -> type[enum.Enum]:

@@ -827,11 +827,11 @@ def _gms_unused(block: dict, ctx: Context) -> Iterator[Finding]:
 def _helix_blocks(block: dict, ctx: Context) -> Iterator[Finding]:
     """HELIX context parallelism (``context_parallel_size`` > 1): ``cp_config.tokens_per_block``, where given, must
     be ``kv_cache_config.tokens_per_block`` (default 32; an ``assert`` upstream, llm_args.py@a1a20970). HELIX by
-    name or by its number in ``tensorrt_llm/mapping.py``'s ``CpType`` (3 in every copy read)."""
+    name, in any case (``tensorrt_llm/mapping.py``'s ``CpType`` is a string enum; a number is refused before)."""
     cp, kv = block.get("cp_config"), block.get("kv_cache_config")
     if _int(block.get("context_parallel_size", 1)) in (1, None) or not isinstance(cp, dict):
         return
-    if str(cp.get("cp_type", "ULYSSES")).upper() not in ("HELIX", "3") or cp.get("tokens_per_block") is None:
+    if str(cp.get("cp_type", "ULYSSES")).upper() != "HELIX" or cp.get("tokens_per_block") is None:
         return
     ours = _int(cp.get("tokens_per_block"))
     theirs = _int(kv.get("tokens_per_block", 32) if isinstance(kv, dict) else 32)
