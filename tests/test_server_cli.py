@@ -76,7 +76,13 @@ def test_api_key_from_flag_or_environment():
     k1, k2 = "k1-0123456789abcdef", "k2-0123456789abcdef"
     assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": k1}).api_key == k1
     assert make_plan(ServeFlags(api_key=k2), env={"TRTLADE_API_KEY": k1}).api_key == k2
-    assert make_plan(ServeFlags(), env={"TRTLADE_API_KEY": ""}).api_key is None
+    assert make_plan(ServeFlags(), env={}).api_key is None
+    for flags, env, where in ((ServeFlags(api_key=""), {"TRTLADE_API_KEY": k1}, "--api-key"),
+                              (ServeFlags(api_key="  "), {}, "--api-key"),
+                              (ServeFlags(), {"TRTLADE_API_KEY": ""}, "$TRTLADE_API_KEY")):
+        with pytest.raises(PlanError, match="empty: the server would answer every request without") as err:
+            make_plan(flags, env=env)  # `--api-key "$UNSET"` would have served without a key, the variable's too
+        assert err.value.where == where and err.value.hint
     for flags, env in ((ServeFlags(api_key="short-key"), {}), (ServeFlags(), {"TRTLADE_API_KEY": "short-key"})):
         with pytest.raises(PlanError, match="at least 16") as err:  # the keys file's minimum, for every source
             make_plan(flags, env=env)

@@ -256,9 +256,7 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
             raise PlanError(f"no tokenizer for the engine in {engine_dir}",
                             "set model.tokenizer (or model.path) to the Hugging Face folder the engine was "
                             "built from")
-    api_key = flags.api_key
-    if api_key is None and config.serve.api_key_env:
-        api_key = env.get(config.serve.api_key_env) or None
+    api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
     keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key)
     scope = _scope(config, keys)
@@ -274,6 +272,31 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
         bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None,
         keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope)
+
+
+def _api_key(flag: Optional[str], env_name: Optional[str], env: Mapping[str, str]) -> Optional[str]:
+    """The single API key: ``--api-key``, else the ``serve.api_key_env`` variable; None without either. An empty
+    one is refused (PlanError): ``--api-key "$UNSET"`` or ``TRTLADE_API_KEY=`` would serve without a key.
+
+    >>> _api_key(None, "TRTLADE_API_KEY", {}) is None
+    True
+    >>> try:
+    ...     _api_key("", "TRTLADE_API_KEY", {"TRTLADE_API_KEY": "k" * 32})
+    ... except PlanError as exc:
+    ...     print(exc.where, "|", exc.message)
+    --api-key | the key is empty: the server would answer every request without one
+    """
+    if flag is not None:
+        if not flag.strip():
+            raise PlanError("the key is empty: the server would answer every request without one",
+                            "give the key (an unset variable in `--api-key \"$VAR\"` reads as empty), or drop "
+                            "--api-key to serve without one", where="--api-key")
+        return flag
+    value = env.get(env_name) if env_name else None
+    if value is not None and not value.strip():
+        raise PlanError("set but empty: the server would answer every request without a key",
+                        f"set {env_name} to the key, or unset it to serve without one", where=f"${env_name}")
+    return value
 
 
 def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRing], list[str]]:
