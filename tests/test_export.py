@@ -280,12 +280,34 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     (["--cpu", "two"], "--cpu", "not a Kubernetes quantity"),
     (["--shm-size", "16 Gi"], "--shm-size", "not a Kubernetes quantity"),
     (["--shm-size", ""], "--shm-size", "not a Kubernetes quantity"),
+    (["--api-key-secret", "My_Key"], "--api-key-secret", "is not a Secret name"),
 ])
 def test_k8s_values_the_api_server_would_refuse_are_refused_at_export(tmp_path, flags, where, fragment):
     out = tmp_path / "k8s"
     result = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out), *flags)
     assert result.exit_code == 1 and fragment in result.output and where in result.output, result.output
     assert not out.exists()
+
+
+def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one(tmp_path):
+    """The pod listens on 0.0.0.0 behind a Service: its key comes from a Secret into the variable the config names,
+    or the export says the pod serves without one; a keys file (not in the ConfigMap) is said to be missing."""
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {api_key_env: MY_SERVICE_KEY}\n")
+    bare = export("k8s", str(cfg), "--out", str(tmp_path / "a"))
+    assert bare.exit_code == 0 and "note: the pod serves without an API key" in " ".join(bare.output.split())
+    assert "env" not in _validated(tmp_path / "a")["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    keyed = export("k8s", str(cfg), "--out", str(tmp_path / "b"), "--api-key-secret", "svc-key")
+    assert keyed.exit_code == 0 and "without an API key" not in keyed.output
+    main = _validated(tmp_path / "b")["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    assert main["env"] == [{"name": "MY_SERVICE_KEY", "valueFrom": {"secretKeyRef": {"name": "svc-key",
+                                                                                      "key": "api-key"}}}]
+    cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {api_key_env: null, api_keys_file: keys.txt}\n")
+    (tmp_path / "keys.txt").write_text("alice " + "a" * 32 + "\n")
+    nulled = export("k8s", str(cfg), "--out", str(tmp_path / "c"), "--api-key-secret", "svc-key")
+    assert nulled.exit_code == 1 and "serve.api_key_env is null" in " ".join(nulled.output.split())
+    filed = export("k8s", str(cfg), "--out", str(tmp_path / "d"))
+    assert "serve.api_keys_file keys.txt is not in the pod" in " ".join(filed.output.split())
 
 
 def test_k8s_export_says_which_serve_settings_the_pod_changes_and_refuses_an_engine_config(tmp_path):

@@ -122,6 +122,7 @@ def test_k8s_runs_trtllm_serve_on_the_bundles_config_behind_the_gate(bundle, tmp
     result = cli("export", "k8s", str(bundle), "--out", str(out), "--name", "qwen3", "--model-subpath",
                  "models/Qwen3-8B", "--replicas", "2")
     assert result.exit_code == 0, result.output
+    assert "note: trtllm-serve checks no API key" in " ".join(result.output.split())
     docs = _validated(out)
     assert set(docs) == {"configmap.yml", "deployment.yml", "service.yml"}
     pod = docs["deployment.yml"]["spec"]["template"]["spec"]
@@ -145,6 +146,9 @@ def test_k8s_runs_trtllm_serve_on_the_bundles_config_behind_the_gate(bundle, tmp
 def test_k8s_refuses_an_autoscaler_trtllm_serve_cannot_feed(bundle, tmp_path):
     result = cli("export", "k8s", str(bundle), "--out", str(tmp_path / "k"), "--hpa-max-replicas", "3")
     assert result.exit_code == 1 and "trtlade_requests_queued" in result.output
+    assert not (tmp_path / "k").exists()
+    keyed = cli("export", "k8s", str(bundle), "--out", str(tmp_path / "k"), "--api-key-secret", "svc-key")
+    assert keyed.exit_code == 1 and "trtllm-serve checks no API key" in " ".join(keyed.output.split())
     assert not (tmp_path / "k").exists()
 
 

@@ -177,6 +177,9 @@ def k8s(
                                       "(default: none, a BestEffort pod)."),
     memory: Optional[str] = typer.Option(None, "--memory", help="Memory the serving container requests, e.g. 32Gi "
                                          "(default: none)."),
+    api_key_secret: Optional[str] = typer.Option(None, "--api-key-secret", help="A Secret whose `api-key` entry is "
+                                                 "the API key clients must send (into the config's serve.api_key_env "
+                                                 "variable). Default: none, the pod serves without a key."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
 ) -> None:
     """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
@@ -195,7 +198,7 @@ def k8s(
              hint="the autoscaler's maximum must be at least the starting replicas")
     try:
         opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target,
-                          shm_size=shm_size, cpu=cpu, memory=memory)
+                          shm_size=shm_size, cpu=cpu, memory=memory, api_key_secret=api_key_secret)
         check_k8s_values(name=name, image=opts.image or "", pvc=pvc, model_subpath=model_subpath)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
@@ -235,7 +238,7 @@ def k8s(
         write_tree(out, files, force=force)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
-    for note in _pod_serve_notes(config, pod_config_text(files)):
+    for note in _pod_serve_notes(config, pod_config_text(files)) + _pod_key_notes(config, opts):
         err_console.print(f"note: {note}", markup=False, highlight=False)
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
@@ -273,11 +276,32 @@ def _pod_serve_notes(source: dict, pod_text: str) -> list[str]:
 
 
 
+def _pod_key_notes(source: dict, opts: Any) -> list[str]:
+    """Who may call the pod, said: without --api-key-secret it serves on 0.0.0.0 without a key; a keys file of the
+    config is not in the pod (the ConfigMap holds the config alone)."""
+    from trtlade.export.k8s import SECRET_KEY
+
+    serve = source.get("serve") if isinstance(source.get("serve"), dict) else {}
+    notes = []
+    if opts.api_key_secret is None:
+        notes.append("the pod serves without an API key: anyone who reaches the Service can use it (--api-key-secret "
+                     f"NAME puts a Secret's {SECRET_KEY!r} entry into ${serve.get('api_key_env', 'TRTLADE_API_KEY')})")
+    if serve.get("api_keys_file"):
+        notes.append(f"serve.api_keys_file {serve['api_keys_file']} is not in the pod (the ConfigMap holds the config "
+                     "alone): mount the keys file (a Secret) and set serve.api_keys_file to its path in the pod, or "
+                     "serve will refuse to start")
+    return notes
+
+
 def _k8s_pytorch(source: Path, out: Path, opts: Any, model_subpath: Optional[str], force: bool) -> None:
     from trtlade.export.common import ExportError, write_tree
     from trtlade.export.k8s import MODEL_MOUNT, pytorch_manifests
     from trtlade.export.llmapi import read_pytorch_source
 
+    if opts.api_key_secret is not None:
+        fail("--api-key-secret: trtllm-serve checks no API key (a PyTorch-backend bundle is served by it)",
+             where="--api-key-secret", hint="put an authenticating gateway in front of the Service, or serve the "
+             "bundle with `trtlade serve`")
     if opts.hpa_max_replicas is not None:
         fail("--hpa-max-replicas needs trtlade's Prometheus metric trtlade_requests_queued; trtllm-serve's /metrics "
              "is JSON iteration statistics", where="--hpa-max-replicas",
@@ -294,3 +318,5 @@ def _k8s_pytorch(source: Path, out: Path, opts: Any, model_subpath: Optional[str
                       f"the checkpoint at {MODEL_MOUNT} (the claim {opts.pvc}'s {subpath}); the image must carry that "
                       f"TensorRT-LLM and trtlade (the init container runs validate-config); apply with: kubectl "
                       f"apply -f {out}", markup=False, highlight=False)
+    err_console.print("note: trtllm-serve checks no API key: anyone who reaches the Service can use it (put an "
+                      "authenticating gateway in front)", markup=False, highlight=False)

@@ -62,12 +62,19 @@ class K8sOptions:
     shm_size: str = "16Gi"
     cpu: Optional[str] = None
     memory: Optional[str] = None
+    #: a Secret whose ``api-key`` entry becomes the serving container's API-key variable (None: no key)
+    api_key_secret: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.image is None:
             object.__setattr__(self, "image", f"trtlade:{__version__}")
         check_k8s_values(name=self.name, image=self.image, pvc=self.pvc, bundle_subpath=self.bundle_subpath,
                          tokenizer=self.tokenizer)
+        if self.api_key_secret is not None and not (_DNS1123_SUBDOMAIN.fullmatch(self.api_key_secret)
+                                                    and len(self.api_key_secret) <= 253):
+            raise ExportError(f"{self.api_key_secret!r} is not a Secret name: lower-case letters, digits, '-' and "
+                              "'.', starting and ending with a letter or digit", "e.g. --api-key-secret trtlade-key",
+                              where="--api-key-secret")
         check_quantities(shm_size=self.shm_size, cpu=self.cpu, memory=self.memory)
 
 
@@ -158,7 +165,27 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
     if has_engine:
         check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
     data = {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}
-    return _files(opts, serve=serve, check=check, data=data, gpus=world_size if has_engine else 0, scrape=True)
+    return _files(opts, serve=serve, check=check, data=data, gpus=world_size if has_engine else 0, scrape=True,
+                  env=_key_env(config, opts))
+
+
+#: the entry of the ``--api-key-secret`` Secret that holds the key
+SECRET_KEY = "api-key"
+
+
+def _key_env(config: dict[str, Any], opts: K8sOptions) -> list[dict[str, Any]]:
+    """The serving container's API key from ``opts.api_key_secret``, under the variable the config's
+    ``serve.api_key_env`` names (default TRTLADE_API_KEY); none without a Secret. A config whose
+    ``api_key_env`` is null reads no variable: ExportError."""
+    if opts.api_key_secret is None:
+        return []
+    serve = config.get("serve") if isinstance(config.get("serve"), dict) else {}
+    variable = serve.get("api_key_env", "TRTLADE_API_KEY")
+    if not variable:
+        raise ExportError("--api-key-secret: the config's serve.api_key_env is null, so serve reads no key from the "
+                          "environment", "set serve.api_key_env (default TRTLADE_API_KEY), or drop --api-key-secret",
+                          where="--api-key-secret")
+    return [{"name": variable, "valueFrom": {"secretKeyRef": {"name": opts.api_key_secret, "key": SECRET_KEY}}}]
 
 
 def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size: int,
@@ -182,7 +209,8 @@ def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size:
 
 
 def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[str, str], gpus: int, scrape: bool,
-           extra_mounts: Optional[list[dict[str, Any]]] = None) -> dict[str, str]:
+           extra_mounts: Optional[list[dict[str, Any]]] = None, env: Optional[list[dict[str, Any]]] = None
+           ) -> dict[str, str]:
     """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate."""
     labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
     cm_name = f"{opts.name}-config"
@@ -196,6 +224,7 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
     container = {
         "name": "trtlade", "image": opts.image, "command": serve,
         "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": serve_mounts,
+        **({"env": env} if env else {}),
         "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3},
         "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 90},  # up to 15 min to load
