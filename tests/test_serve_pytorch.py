@@ -260,6 +260,33 @@ def test_serve_on_a_bundle_starts_the_llm_with_its_trtllm_serve_yml(llmapi, bund
     assert llmapi._instances[-1]._kwargs["max_batch_size"] == 16
 
 
+@pytest.mark.parametrize("file, old, new, said", [
+    ("trtlade.yml", "max_draft_len: 6", "max_draft_len: 2",
+     "speculation.max_draft_len 2 (trtllm-serve.yml: speculative_config.max_draft_len 6)"),
+    ("trtlade.yml", "max_batch_size: 16", "max_batch_size: 4", "build.max_batch_size 4 (trtllm-serve.yml: "
+                                                               "max_batch_size 16)"),
+    ("trtllm-serve.yml", "max_draft_len: 6", "max_draft_len: 3",
+     "speculation.max_draft_len 6 (trtllm-serve.yml: speculative_config.max_draft_len 3)"),
+])
+def test_a_bundle_whose_two_files_disagree_is_refused_naming_both_values(bundle, file, old, new, said):
+    """TensorRT-LLM runs trtllm-serve.yml: an edit of trtlade.yml alone would be ignored while serve's start line
+    and fair share read it, so the two must agree on what both state."""
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import ServeError, llm_launch
+
+    path = bundle / file
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    with pytest.raises(ServeError, match="disagree, and TensorRT-LLM would run trtllm-serve.yml's") as info:
+        llm_launch(make_plan(ServeFlags(config=bundle / "trtlade.yml"), env={}))
+    assert said in info.value.message and "trtlade build --config" in info.value.hint
+    from trtlade.config.validate import validate_file
+
+    report = validate_file(bundle / "trtlade.yml")  # validate-config says it first, at the key
+    assert [(d.code, d.path) for d in report.diagnostics if d.severity == "error"] == [
+        ("bundle-disagreement", said.split()[0])]
+
+
 def test_serve_on_a_release_without_the_drafter_stops_before_binding_a_port(fake_trtllm, monkeypatch, bundle):
     from trtlade.server.plan import ServeFlags, make_plan
     from trtlade.server.runner import ServeError, engine_factory

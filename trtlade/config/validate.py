@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+import yaml
+
 from trtlade.config.checks import check_trtlade
 from trtlade.bundle import Bundle, is_bundle
 from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
@@ -135,7 +137,7 @@ def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None, release: str |
     if config is None:
         return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(diags)))
     loaded = LoadedConfig(config=config, document=doc)
-    found = check_trtlade(loaded, engine_dir=engine_dir, release=release)
+    found = check_trtlade(loaded, engine_dir=engine_dir, release=release) + _bundle_agreement(doc, config)
     spec = config.lookahead.spec
     drafter = config.speculation_config
     details = {"spec": str(spec), "max_draft_len": spec.max_draft_len,
@@ -144,6 +146,27 @@ def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None, release: str |
                **({"schedule": str(config.lookahead.lookahead_schedule)} if config.lookahead.schedule else {}),
                "engine_checked": _engine_checked(found, engine_dir, loaded.resolve(config.build.engine_dir))}
     return FileReport(doc.file, "trtlade", tuple(sort_diagnostics(found)), details)
+
+
+def _bundle_agreement(doc: YamlDocument, config: Any) -> list[Diagnostic]:
+    """A PyTorch-backend bundle's trtlade.yml against the trtllm-serve.yml beside it, which TensorRT-LLM runs (and
+    serve refuses to start where they disagree): an error at each key that says another value."""
+    from trtlade.builder.pytorch import options_disagreements
+
+    folder = Path(doc.file).parent if doc.file else None
+    if folder is None or not is_bundle(folder) or not Bundle(folder).trtllm_serve_file.is_file():
+        return []
+    try:
+        options = yaml.safe_load(Bundle(folder).trtllm_serve_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []  # the file's own check says what is wrong with it
+    if not isinstance(options, dict):
+        return []
+    return [doc.diagnostic("error", f"{ours!r} here, {theirs_key} {theirs!r} in the bundle's trtllm-serve.yml, which "
+                           "TensorRT-LLM runs: serve refuses to start while they disagree", loc=tuple(key.split(".")),
+                           code="bundle-disagreement", hint="make both say the same, or build a new bundle from this "
+                           "config (`trtlade build --config ... -o NEW`)")
+            for key, ours, theirs_key, theirs in options_disagreements(config, options)]
 
 
 def _validate_grps(doc: YamlDocument, engine_dir: Path | None) -> FileReport:

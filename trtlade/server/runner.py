@@ -157,7 +157,7 @@ def llm_launch(plan: ServePlan) -> Any:
     then run the same options), else the options written from the config as `trtlade build` would."""
     import yaml
 
-    from trtlade.builder.pytorch import serve_options
+    from trtlade.builder.pytorch import disagreement_text, options_disagreements, serve_options
     from trtlade.trtllm.releases import NEWEST_READ
     from trtlade.bundle import Bundle, is_bundle
     from trtlade.trtllm.llm_engine import LlmLaunch
@@ -170,6 +170,13 @@ def llm_launch(plan: ServePlan) -> Any:
     source = Bundle(folder).trtllm_serve_file if folder is not None else None
     if source is not None and source.is_file():
         options = yaml.safe_load(source.read_text(encoding="utf-8"))
+        differ = options_disagreements(cfg, options) if isinstance(options, dict) else []
+        if differ:  # TensorRT-LLM runs trtllm-serve.yml: an edit of trtlade.yml alone would be ignored
+            raise ServeError(f"the bundle's {Path(plan.config_file or 'trtlade.yml').name} and {source.name} disagree, "
+                             f"and TensorRT-LLM would run {source.name}'s: "
+                             + "; ".join(disagreement_text(d) for d in differ),
+                             f"make {source} say the same (every key is an LLM(...) argument), or build a new bundle "
+                             f"from the edited config (`trtlade build --config {plan.config_file} -o NEW`)")
     else:
         b = cfg.build
         options = serve_options(
