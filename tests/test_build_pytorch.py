@@ -57,6 +57,16 @@ def test_refused_before_anything_is_written(qwen3, tmp_path, options, where, fra
     assert not (tmp_path / "out").exists()
 
 
+def test_the_trtllm_serve_command_listens_where_the_config_says(qwen3, tmp_path):
+    cfg = tmp_path / "src.yml"
+    cfg.write_text(f"model: {{path: {qwen3}}}\nbuild: {{backend: pytorch, trtllm_version: 1.3.0}}\n"
+                   "speculation: {decoding_type: SA, max_draft_len: 4}\nserve: {host: 0.0.0.0, port: 9000}\n")
+    result = runner.invoke(app, ["build", "--config", str(cfg), "-o", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    command = json.loads((tmp_path / "b" / "trtlade-manifest.json").read_text())["serve_command"]
+    assert command.endswith("--host 0.0.0.0 --port 9000") and command in (tmp_path / "b" / "trtllm-serve.yml").read_text()
+
+
 def test_an_architecture_the_pytorch_backend_does_not_load_is_refused(tmp_path):
     folder = write_hf_folder(tmp_path / "m", "llama3")
     config = json.loads((folder / "config.json").read_text())
@@ -78,6 +88,7 @@ def test_the_bundle_holds_the_serve_config_the_deployment_config_and_the_manifes
     assert manifest["tensorrt_llm"] == {"version": "1.3.0", "origin": "--trtllm-version", "backend": "pytorch"}
     assert set(manifest["checksums"]["model"]) >= {"config.json", "tokenizer_config.json"}
     assert manifest["serve_command"].startswith(f"trtllm-serve {qwen3} --config ")
+    assert manifest["serve_command"].endswith("--host 127.0.0.1 --port 8000")  # trtlade's defaults: not exposed
     assert "trtllm-serve" in result.output and "trtlade serve --config" in result.output
     for name in ("trtllm-serve.yml", "trtlade.yml"):
         report = validate_file(bundle / name, release="1.3.0")

@@ -316,6 +316,13 @@ class BuildPlan:
         return "\n".join(lines) + "\n"
 
 
+    @property
+    def serve_address(self) -> tuple[str, int]:
+        """The host and port the config's serve section gives (trtlade's defaults: 127.0.0.1, 8000), for the
+        ``trtllm-serve`` command a PyTorch-backend bundle prints and records."""
+        serve = self.config_data.get("serve") if isinstance(self.config_data.get("serve"), Mapping) else {}
+        return str(serve.get("host", "127.0.0.1")), int(serve.get("port", 8000))
+
     def _render_pytorch(self) -> str:
         from trtlade.builder.pytorch import serve_command
 
@@ -331,7 +338,7 @@ class BuildPlan:
                   f"# trtlade writes {TRTLLM_SERVE_FILE}, {self.config_file.name} and {self.manifest_path.name} into "
                   f"{shlex.quote(str(self.output))}; nothing is converted or built. Then:",
                   f"trtlade validate-config {shlex.quote(str(self.trtllm_serve_file))} --trtllm-version {self.release}",
-                  serve_command(self.model.path, self.output, release=self.release or NEWEST_READ),
+                  serve_command(self.model.path, self.output, *self.serve_address, release=self.release or NEWEST_READ),
                   f"# or trtlade's OpenAI server on the same backend: trtlade serve --config "
                   f"{shlex.quote(str(self.config_file))}"]
         return "\n".join(lines) + "\n"

@@ -126,10 +126,11 @@ def serve_options(*, speculation: Mapping[str, Any], limits: Mapping[str, int], 
             "kv_cache_config": kv, "speculative_config": dict(speculation)}
 
 
-def serve_command(model_path: Path, bundle: Path, host: str = "0.0.0.0", port: int = 8000,
+def serve_command(model_path: Path, bundle: Path, host: str = "127.0.0.1", port: int = 8000,
                   release: str = NEWEST_READ) -> str:
     """``trtllm-serve MODEL --config BUNDLE/trtllm-serve.yml --host --port`` (below 1.3 ``--backend pytorch``, as that
-    line has two, and ``--extra_llm_api_options``: :func:`trtlade.trtllm.releases.serve_config_flag`)."""
+    line has two, and ``--extra_llm_api_options``: :func:`trtlade.trtllm.releases.serve_config_flag`); the host and
+    port the config's serve section gives (trtllm-serve checks no API key: exposing it is the user's choice)."""
     backend = () if not release_for(release).engine_backend else ("--backend", "pytorch")
     return " ".join(shlex.quote(p) for p in ("trtllm-serve", str(model_path), *backend, serve_config_flag(release),
                                                str(bundle / TRTLLM_SERVE_FILE), "--host", host, "--port", str(port)))

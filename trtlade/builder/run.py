@@ -456,7 +456,7 @@ def _run_pytorch(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any,
                             free_gpu_memory_fraction=serve.get("kv_cache_free_gpu_memory_fraction"),
                             release=plan.release or NEWEST_READ)
     assert plan.release is not None
-    command = serve_command(plan.model.path, plan.output, release=plan.release)
+    command = serve_command(plan.model.path, plan.output, *plan.serve_address, release=plan.release)
     text = render_serve_options(options, plan.release, command)
     _check_serve_options(text, plan)
     write_text_atomic(plan.trtllm_serve_file, text)
