@@ -64,7 +64,8 @@ def test_the_trtllm_serve_command_listens_where_the_config_says(qwen3, tmp_path)
     result = runner.invoke(app, ["build", "--config", str(cfg), "-o", str(tmp_path / "b")])
     assert result.exit_code == 0, result.output
     command = json.loads((tmp_path / "b" / "trtlade-manifest.json").read_text())["serve_command"]
-    assert command.endswith("--host 0.0.0.0 --port 9000") and command in (tmp_path / "b" / "trtllm-serve.yml").read_text()
+    assert command.endswith("--host 0.0.0.0 --port 9000")
+    assert command in (tmp_path / "b" / "trtllm-serve.yml").read_text()
 
 
 def test_an_architecture_the_pytorch_backend_does_not_load_is_refused(tmp_path):
