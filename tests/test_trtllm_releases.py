@@ -84,6 +84,22 @@ def test_a_load_aware_schedule_becomes_upstreams_gate_in_the_equivalent(tmp_path
     DraftConfig.parse(block, max_batch_size=16)  # upstream's validators accept it
 
 
+@pytest.mark.parametrize("block, keys", [
+    ("{decoding_type: AUTO, max_draft_len: 9}", ["max_draft_len"]),              # AUTO picks its own
+    ("{decoding_type: NGram, max_draft_len: 4, speculative_model: /m}", ["speculative_model"]),
+    ("{decoding_type: SA, max_draft_len: 4, max_total_draft_tokens: 9}", ["max_total_draft_tokens"]),
+    ("{decoding_type: SA, max_draft_len: 4, max_total_draft_tokens: 4}", []),    # what upstream sets anyway
+    ("{decoding_type: NGram, max_draft_len: 4}", []),
+])
+def test_speculation_keys_upstream_ignores_are_warned_at_their_line(tmp_path, block, keys):
+    """A request's block refuses them (the value would be dropped); a config file may carry them, said."""
+    head = "model: {name: Qwen3-8B}\nbuild:\n  backend: pytorch\n  trtllm_version: 1.3.0\n"
+    report, found = findings(write(tmp_path, "a.yml", head + f"speculation: {block}\n"))
+    assert report.valid()
+    assert [f[2] for f in found if f[1] == "speculation-ignored"] == [f"speculation.{k}" for k in keys]
+    assert all(f[0] == "warning" and f[3] == 5 for f in found if f[1] == "speculation-ignored")
+
+
 def test_a_pytorch_deployment_needs_a_drafter_its_release_has(tmp_path):
     head = "model: {name: Qwen3-8B}\nbuild:\n  backend: pytorch\n  trtllm_version: %s\n"
     sa = "speculation:\n  decoding_type: SA\n  max_draft_len: 4\n"

@@ -43,12 +43,23 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
     out += _check_build_sizes(doc, cfg)
     out += _check_bench_modes(doc, cfg)
     out += _check_sections(doc, cfg)
+    out += _check_ignored_speculation(doc, cfg)
     out += _check_files(loaded)
     engine_found = _check_engine(loaded, engine_dir)
     out += engine_found
     if not any(d.code == "lookahead-variable-swa" for d in engine_found):
         out += _check_sliding_windows(loaded)
     return out
+
+
+def _check_ignored_speculation(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """The ``speculation`` keys TensorRT-LLM accepts and does not use, a warning each: the value would be dropped
+    without a word (a request's block refuses them)."""
+    from trtlade.drafting.config import ignored_keys
+
+    return [doc.diagnostic("warning", f"{why}: the value is dropped", loc=("speculation", key),
+                           code="speculation-ignored", hint=f"remove {key}")
+            for key, why in ignored_keys(cfg.speculation or {})]
 
 
 def target_release(cfg: TrtladeConfig, release: str | None = None) -> tuple[str | None, tuple, str]:

@@ -85,7 +85,8 @@ _OWN_FIELDS = {
     "AUTO": (),
 }
 #: ``DecodingBaseConfig`` fields a model-free drafter accepts and does not use (upstream ignores them);
-#: a config file may carry them (validate-config warns), a request may not (they are a server's setting).
+#: a config file may carry them (validate-config warns: :func:`ignored_keys`), a request may not (they are a server's
+#: setting).
 IGNORED_BASE_FIELDS = ("speculative_model", "speculative_model_dir", "moe_backend", "load_format",
                        "allow_advanced_sampling", "advanced_sampling_mode", "enable_penalty")
 
@@ -519,6 +520,32 @@ def _schedule(value: Any, draft_len: int) -> Optional[tuple[tuple[int, int], ...
                 f"draft_len_schedule: all draft lengths must be <= max_draft_len: got {length} for batch size "
                 f"{batch}, but max_draft_len={draft_len}", field=field, rule="validate_draft_len_schedule_and_sort")
     return tuple(pairs)
+
+
+def ignored_keys(block: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The keys of a config file's block (``ignored_ok``) that TensorRT-LLM accepts and does not use, with why:
+    every key of an AUTO block but ``decoding_type`` (``AutoDecodingConfig`` ignores what it inherits), the draft-model
+    fields of NGram and SA, and a ``max_total_draft_tokens`` other than ``max_draft_len``, which upstream replaces.
+
+    >>> ignored_keys({"decoding_type": "AUTO", "max_draft_len": 9})
+    [('max_draft_len', 'AUTO chooses its own draft settings: upstream ignores max_draft_len in an AUTO block')]
+    >>> ignored_keys({"decoding_type": "NGram", "max_draft_len": 4, "max_total_draft_tokens": 4})
+    []
+    """
+    try:
+        kind = _decoding_type(block.get("decoding_type"))
+    except DraftConfigError:
+        return []
+    if kind == "AUTO":
+        return [(key, f"AUTO chooses its own draft settings: upstream ignores {key} in an AUTO block")
+                for key in block if key != "decoding_type"]
+    out = [(key, f"{kind} drafts from the token history and uses no draft model: upstream ignores {key}")
+           for key in block if key in IGNORED_BASE_FIELDS]
+    total, draft_len = block.get("max_total_draft_tokens"), block.get("max_draft_len")
+    if total is not None and total != draft_len:
+        out.append(("max_total_draft_tokens", f"{kind} drafts one chain: upstream sets max_total_draft_tokens to "
+                                              f"max_draft_len ({draft_len})"))
+    return out
 
 
 def _check_total(block: Mapping[str, Any], config: DraftConfig) -> None:
