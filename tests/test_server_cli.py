@@ -89,6 +89,23 @@ def test_api_key_from_flag_or_environment():
         assert "short-key" not in str(err.value) and err.value.where.startswith("--api-key")
 
 
+@pytest.mark.parametrize("backend, flags, flag", [
+    ("trtllm", dict(prefix_cache_mb=512), "--prefix-cache-mb"),   # the reference engine's prefix cache
+    ("trtllm", dict(prefill_chunk_tokens=64), "--prefill-chunk-tokens"),
+    ("trtllm", dict(prefill_stall=2.0), "--prefill-stall"),
+    ("pytorch", dict(spec=LookaheadSpec(4, 2, 4)), "--spec"),     # the PyTorch backend drafts with `speculation`
+    ("pytorch", dict(preset="fast"), "--preset"),
+])
+def test_a_flag_the_serving_engine_would_ignore_is_refused(tmp_path, hf_dir, backend, flags, flag):
+    config = tmp_path / "c.yml"
+    body = ("lookahead: {spec: '4,2,4'}\nbuild: {engine_dir: e}\n" if backend == "trtllm" else
+            "build: {backend: pytorch}\nspeculation: {decoding_type: NGram, max_draft_len: 4}\n")
+    config.write_text(f"model: {{path: {hf_dir}}}\nserve: {{engine: trtllm}}\n{body}")
+    with pytest.raises(PlanError, match="ignore|does not run") as err:
+        make_plan(ServeFlags(config=config, **flags), env={})
+    assert err.value.where == flag and err.value.usage and err.value.hint
+
+
 def test_model_name_under_the_models_dir(tmp_path, hf_dir):
     assert make_plan(ServeFlags(model="my-model"), env={"TRTLADE_MODELS_DIR": str(tmp_path)}).model_dir == \
         hf_dir.resolve()

@@ -100,6 +100,20 @@ def test_speculation_keys_upstream_ignores_are_warned_at_their_line(tmp_path, bl
     assert all(f[0] == "warning" and f[3] == 5 for f in found if f[1] == "speculation-ignored")
 
 
+@pytest.mark.parametrize("text, keys", [
+    ("serve: {engine: trtllm, prefix_cache_mb: 512, threads: 4}\nbuild: {engine_dir: e}\n",
+     ["serve.prefix_cache_mb", "serve.threads"]),                               # the reference engine's
+    ("serve: {engine: reference, kv_cache_free_gpu_memory_fraction: 0.5}\n",
+     ["serve.kv_cache_free_gpu_memory_fraction"]),
+    ("serve: {engine: reference, prefix_cache_mb: 512}\n", []),                # read by the engine that serves
+    ("serve: {engine: trtllm, kv_cache_enable_block_reuse: true}\nbuild: {engine_dir: e}\n", []),
+])
+def test_a_key_the_serving_engine_ignores_is_warned_at_its_line(tmp_path, text, keys):
+    report, found = findings(write(tmp_path, "a.yml", "model: {name: Qwen3-8B}\nlookahead: {spec: '4,2,4'}\n" + text))
+    assert [f[2] for f in found if f[1] == "engine-key"] == keys
+    assert all(f[0] == "warning" for f in found if f[1] == "engine-key")
+
+
 def test_a_pytorch_deployment_needs_a_drafter_its_release_has(tmp_path):
     head = "model: {name: Qwen3-8B}\nbuild:\n  backend: pytorch\n  trtllm_version: %s\n"
     sa = "speculation:\n  decoding_type: SA\n  max_draft_len: 4\n"

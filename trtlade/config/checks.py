@@ -268,6 +268,7 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
             "warning", "lookahead.preset fast applies to the reference engine only: the trtllm engine runs "
                        "TensorRT-LLM's algorithm", loc=("lookahead", "preset"), code="preset-engine",
             hint="remove preset (or set it to trtllm) when serving with TensorRT-LLM"))
+    out += _other_engines_keys(doc, cfg)
     if cfg.serve.engine == "trtllm" and cfg.build.backend == "reference":
         out.append(doc.diagnostic(
             "warning", "serve.engine is trtllm but build.backend is reference: `trtlade build` will not make a "
@@ -297,6 +298,27 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
                        "longer prompts fail in the engine instead of getting a clear 400",
             loc=("serve", "max_prompt_tokens"), code="serve-prompt-limit",
             hint=f"set serve.max_prompt_tokens: {cfg.build.max_input_len} or less"))
+    return out
+
+
+#: keys only one engine reads: (section, key) -> the engine that reads it
+_ENGINE_KEYS = {**{("serve", k): "reference" for k in (
+    "threads", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "max_draft_len", "ngram_implementation",
+    "max_global_pool_size", "draft_retained_tokens")}, ("lookahead", "corrected_keying"): "reference",
+    ("lookahead", "seed"): "reference", ("serve", "kv_cache_free_gpu_memory_fraction"): "trtllm",
+    ("serve", "kv_cache_enable_block_reuse"): "trtllm"}
+
+
+def _other_engines_keys(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """A key set for the engine that does not serve (``serve.prefix_cache_mb`` with TensorRT-LLM, a KV-cache fraction
+    with the reference engine): a warning at it, as the value would be dropped."""
+    out = []
+    for (section, key), reader in _ENGINE_KEYS.items():
+        if reader != cfg.serve.engine and key in getattr(cfg, section).model_fields_set:
+            name = "the reference engine" if reader == "reference" else "TensorRT-LLM (serve.engine trtllm)"
+            out.append(doc.diagnostic("warning", f"applies to {name}; this config serves with the "
+                                      f"{cfg.serve.engine} engine, which ignores it", loc=(section, key),
+                                      code="engine-key", hint=f"remove {key}, or serve with serve.engine: {reader}"))
     return out
 
 

@@ -214,6 +214,7 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
 
     resolve = loaded.resolve if loaded is not None else resolve_path
     engine = config.serve.engine
+    _refuse_other_engines_flags(flags, config)
     model_dir = engine_dir = None
     if config.model.path is not None:
         model_dir = model_arg or resolve(config.model.path)
@@ -272,6 +273,30 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
         bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None,
         keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope)
+
+
+#: flags only the reference engine reads (ServeFlags field -> the flag)
+_REFERENCE_FLAGS = {"prefix_cache_mb": "--prefix-cache-mb", "prefill_chunk_tokens": "--prefill-chunk-tokens",
+                    "prefill_stall": "--prefill-stall"}
+
+
+def _refuse_other_engines_flags(flags: ServeFlags, config: TrtladeConfig) -> None:
+    """A flag the engine that serves does not read is refused (PlanError, usage), not dropped: the reference engine's
+    prefix cache and prefill pacing on TensorRT-LLM; a Lookahead ``--spec`` or ``--preset`` on the PyTorch backend,
+    which drafts with the config's ``speculation`` block."""
+    if config.serve.engine != "trtllm":
+        return
+    for name, flag in _REFERENCE_FLAGS.items():
+        if getattr(flags, name) is not None:
+            raise PlanError(f"{flag} applies to the reference engine; this server runs TensorRT-LLM (serve.engine "
+                            "trtllm), which would ignore it", f"drop {flag} (TensorRT-LLM's KV cache settings are the "
+                            "config's serve.kv_cache_* keys)", where=flag, usage=True)
+    if config.build.backend == "pytorch":
+        for given, flag in ((flags.spec, "--spec"), (flags.preset, "--preset")):
+            if given is not None:
+                raise PlanError(f"{flag} sets Lookahead, which TensorRT-LLM's PyTorch backend does not run: it drafts "
+                                "with the config's speculation block", f"drop {flag}; change the drafter in the "
+                                "bundle's speculation block (and its trtllm-serve.yml)", where=flag, usage=True)
 
 
 def _api_key(flag: Optional[str], env_name: Optional[str], env: Mapping[str, str]) -> Optional[str]:
