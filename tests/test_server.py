@@ -389,6 +389,8 @@ def test_unknown_route_and_method_in_openai_shape():
     (b"[1, 2]", "JSON object"),
     (b"\xff\xfe{}", "UTF-8"),
     (b'"just a string"', "JSON object"),
+    (b'{"prompt": "x", "max_tokens": 3, "max_tokens": 40}', "gives 'max_tokens' twice"),  # not the last one silently
+    (b'{"prompt": "x", "stream_options": {"include_usage": true, "include_usage": false}}', "'include_usage' twice"),
 ])
 def test_malformed_bodies(content, fragment):
     err = error_of(post("/v1/completions", None, content=content,
