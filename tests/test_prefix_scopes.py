@@ -254,6 +254,18 @@ def test_the_trtllm_engine_with_block_reuse_cannot_scope_by_identity(tmp_path):
     config.write_text(config.read_text().replace("kv_cache_enable_block_reuse: true}",
                                                  "kv_cache_enable_block_reuse: true, prefix_cache_scope: global}"))
     assert make_plan(ServeFlags(config=config, api_keys_file=keys), env={}).prefix_cache_scope == "global"
+    # no keys: a scope asked for with block reuse cannot hold either (it was reported as global, silently)
+    with pytest.raises(PlanError, match="cannot keep prompts apart by salt"):
+        make_plan(ServeFlags(config=config, prefix_cache_scope="salt"), env={})
+    # without block reuse nothing is shared: the scope asked for holds and is what the server reports
+    config.write_text(config.read_text().replace("kv_cache_enable_block_reuse: true", "kv_cache_enable_block_reuse: "
+                                                 "false"))
+    assert make_plan(ServeFlags(config=config, prefix_cache_scope="salt"), env={}).prefix_cache_scope == "salt"
+    assert make_plan(ServeFlags(config=config, api_keys_file=keys, prefix_cache_scope="identity"),
+                     env={}).prefix_cache_scope == "identity"
+    with pytest.raises(PlanError, match="needs API keys"):
+        make_plan(ServeFlags(config=config, prefix_cache_scope="identity"), env={})
+    assert make_plan(ServeFlags(config=config, api_keys_file=keys), env={}).prefix_cache_scope == "global"
 
 
 def test_serve_refuses_a_bad_keys_file_naming_its_line(tmp_path):

@@ -356,20 +356,22 @@ def _check_shared_drafter(config: TrtladeConfig, keys: Optional[KeyRing]) -> Non
 
 
 def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
-    """``serve.prefix_cache_scope``, or its default: ``identity`` with keys, ``global`` without. Refused where it
-    cannot hold: ``identity`` without keys (every caller would be one identity), and a scope narrower than
-    global on the trtllm engine with KV block reuse (TensorRT-LLM shares reused blocks between every request)."""
+    """``serve.prefix_cache_scope``, or its default: ``identity`` with keys, ``global`` without (on the trtllm
+    engine, ``global`` unless one is asked for). Refused where it cannot hold: ``identity`` without keys (every caller
+    would be one identity), and a scope narrower than global on the trtllm engine with KV block reuse (TensorRT-LLM
+    shares reused blocks between every request); without block reuse nothing is shared, so the scope asked for holds
+    and is kept."""
     serve = config.serve
     explicit = serve.prefix_cache_scope
     if serve.engine == "trtllm":
-        if serve.kv_cache_enable_block_reuse and keys is not None and explicit != "global":
+        if serve.kv_cache_enable_block_reuse and explicit != "global" and (keys is not None or explicit is not None):
+            whose = "one API key's prompts from another's" if keys is not None else f"prompts apart by {explicit}"
             raise PlanError("the trtllm engine with serve.kv_cache_enable_block_reuse reuses KV blocks between "
-                            "every request the executor runs: it cannot keep one API key's prompts from another's",
+                            f"every request the executor runs: it cannot keep {whose}",
                             "set serve.prefix_cache_scope: global to accept that (one tenant), or turn "
                             "serve.kv_cache_enable_block_reuse off", where="serve.prefix_cache_scope")
         _check_shared_drafter(config, keys)
-        return "global"
-    scope = explicit or ("identity" if keys is not None else "global")
+    scope = explicit or ("identity" if keys is not None and serve.engine != "trtllm" else "global")
     if scope == "identity" and keys is None:
         raise PlanError("serve.prefix_cache_scope identity needs API keys: without them every caller is the same "
                         "identity", "give a keys file (--api-keys-file, serve.api_keys_file, $TRTLADE_API_KEYS_FILE) "
