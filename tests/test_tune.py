@@ -270,6 +270,7 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     (["--drafters", "ngram,bogus"], CONFIG, "'bogus' names no drafter"),
     (["--apply", "{config}", "--repeats", "1"], CONFIG, "one repeat measures no noise"),
     (["--candidates", ""], CONFIG, "--candidates is empty"),
+    (["--prefix-cache", "flush"], CONFIG, "'flush' is not a prefix-cache rule"),
 ])
 def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):
     """No server is reached (the URL is closed): the refusal comes first, not after minutes of measuring."""
@@ -321,6 +322,44 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     from trtlade.config.loader import load_config
 
     assert load_config(config).config.lookahead.lookahead_schedule == schedule
+
+
+@pytest.mark.parametrize("flag, config_rule, cleared", [(None, None, True), (None, "keep", False),
+                                                       ("clear", "keep", True), ("keep", None, False)])
+def test_tune_clears_the_prefix_cache_by_the_flag_else_the_configs_bench_section(
+        tmp_path, monkeypatch, flag, config_rule, cleared):
+    """As bench: --prefix-cache, else bench.prefix_cache, else clear; the report and tune.json say which."""
+    import trtlade.bench.runner as runner
+    from fake_engine import uvicorn_thread
+    from models import tiny_engine
+    from trtlade.cli.main import app as cli
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    clears = []
+    real = runner.clear_prefix_cache
+
+    async def counted(*args, **kwargs):
+        clears.append(args[1])
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "clear_prefix_cache", counted)
+    config = tmp_path / "c.yml"
+    config.write_text("model: {}\nlookahead: {spec: '2,2,1'}\n" + (f"bench: {{prefix_cache: {config_rule}}}\n"
+                                                                  if config_rule else ""))
+    app = create_app(lambda: ReferenceServingEngine(tiny_engine("llama", (2, 2, 1)), max_batch_size=2))
+    with uvicorn_thread(app) as url:
+        result = CliRunner().invoke(cli, [
+            "tune", "--base-url", url, "--config", str(config), "--endpoint", "completions", "--dataset", "random",
+            "-c", "1", "--repeats", "2", "-n", "1", "--max-tokens", "2", "--candidates", "2-2-1", "--drafters", "none",
+            "--result-dir", str(tmp_path / "r"), "--no-plots", *(["--prefix-cache", flag] if flag else [])])
+    assert result.exit_code == 0, result.output
+    assert bool(clears) == cleared
+    [folder] = list((tmp_path / "r").iterdir())
+    assert json.loads((folder / "tune.json").read_text())["settings"]["prefix_cache"] == ("clear" if cleared
+                                                                                         else "keep")
+    assert ("cleared before every series" if cleared else "kept between series") in " ".join(
+        (folder / "summary.md").read_text().split())
 
 
 def test_each_level_is_judged_by_its_own_noise():

@@ -143,6 +143,10 @@ def tune(
                                           help="Sent as Authorization: Bearer."),
     timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Bound on one request, seconds."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the heatmap PNG."),
+    prefix_cache: Optional[str] = typer.Option(
+        None, "--prefix-cache", help="clear (default): empty the server's prefix cache before every series, so no "
+        "candidate finds another's prompts computed; keep: leave it, as a long-running server (config: "
+        "bench.prefix_cache)."),
 ) -> None:
     from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
     from trtlade.bench.plan import PlanError, Target, parse_base_url, parse_concurrency, parse_endpoint
@@ -161,6 +165,10 @@ def tune(
             base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
                         else "http://127.0.0.1:8000")
         url = parse_base_url(base_url) if base_url is not None else ""
+        cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
+        if cache_rule not in ("clear", "keep"):
+            raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
+                            hint="clear (each series starts from an empty cache) or keep")
     except PlanError as exc:
         fail(exc.message, where=exc.option, hint=exc.hint)
     chosen_candidates = _parse_candidates(candidates)
@@ -192,7 +200,7 @@ def tune(
         max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
         ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos, timeout=timeout, seed=seed,
         temperature=temperature if temperature is not None else section.temperature,
-        top_p=top_p if top_p is not None else section.top_p)
+        top_p=top_p if top_p is not None else section.top_p, prefix_cache=cache_rule)
     if not 0.0 < settings.top_p <= 1.0:
         fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
     out_root = result_root(result_dir, loaded, section)
@@ -319,7 +327,7 @@ class _Job:
             settings={"dataset": self.dataset_name, "endpoint": self.endpoint.path, "levels": list(s.levels),
                       "repeats": s.repeats, "num_prompts": s.num_prompts, "per_worker": s.per_worker,
                       "max_tokens": s.max_tokens, "ignore_eos": s.ignore_eos, "seed": s.seed,
-                      "temperature": s.temperature, "top_p": s.top_p,
+                      "temperature": s.temperature, "top_p": s.top_p, "prefix_cache": s.prefix_cache,
                       "base_url": self.target.base_url, "model": self.target.model,
                       "launch": str(self.launch) if self.launch else None, "seconds": round(seconds, 1)},
             metadata={**machine_info(), "server": self.target.server_info},

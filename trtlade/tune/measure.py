@@ -41,6 +41,8 @@ class TuneSettings:
     timeout: float = 600.0
     seed: int = 0
     warmup: bool = True
+    #: the bench's rule for each server's prefix cache before every series: "clear" or "keep" (``BenchPlan``)
+    prefix_cache: str = "clear"
 
     def prompts_at(self, concurrency: int) -> int:
         return max(self.num_prompts, self.per_worker * concurrency)
@@ -73,7 +75,7 @@ def _plan(target: Target, endpoint: Endpoint, specs: Sequence[Candidate], prompt
     return BenchPlan(series=[Series(mode_of(s).name, target, mode_of(s)) for s in specs], levels=[level],
                      endpoint=endpoint, prompts=prompts, warmup_prompts=[], max_tokens=settings.max_tokens,
                      temperature=settings.temperature, ignore_eos=settings.ignore_eos, timeout=settings.timeout,
-                     top_p=settings.top_p, seed=settings.seed)
+                     top_p=settings.top_p, seed=settings.seed, prefix_cache=settings.prefix_cache)
 
 
 def _rotated(items: Sequence[Candidate], by: int) -> list[Candidate]:

@@ -221,7 +221,8 @@ def summary_markdown(result: TuneResult) -> str:
 
 Server (W,N,G) = ({result.server_spec}); {table.repeats} repeat(s) x {levels} concurrency level(s) x
 {len(table.specs)} spec(s), interleaved; dataset `{result.settings.get('dataset')}`, max_tokens
-{result.settings.get('max_tokens')}, {_decoding(result.settings)}. Latency limits: {limits}.{_served_by(result)}
+{result.settings.get('max_tokens')}, {_decoding(result.settings)}, prefix cache {_cache_rule(result.settings)}. Latency
+limits: {limits}.{_served_by(result)}
 {failed}
 ## Candidates
 
@@ -347,6 +348,15 @@ def write_report(folder: Path, result: TuneResult, *, plots: bool = True) -> lis
     if plots:
         written.append(plot_heatmap(result, folder / "speedup_heatmap.png"))
     return written
+
+
+def _cache_rule(settings: dict) -> str:
+    """What each series found in the server's prefix cache.
+
+    >>> _cache_rule({}), _cache_rule({"prefix_cache": "keep"})
+    ('cleared before every series', 'kept between series')
+    """
+    return "kept between series" if settings.get("prefix_cache") == "keep" else "cleared before every series"
 
 
 def _decoding(settings: dict) -> str:
