@@ -795,3 +795,18 @@ def test_generation_routes_alone_admit_through_the_context():
     assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 3
     assert refused.status_code == 401
     run(engine.aclose())
+
+
+def test_a_prompt_limit_above_the_engines_is_lowered_with_a_warning_at_start(caplog):
+    """serve.max_prompt_tokens beyond what the engine holds: /version shows the engine's, and the start says so."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="trtlade.engine"):
+        engine = ReferenceServingEngine(FakeEngine(), max_prompt_tokens=100_000)
+        kept = ReferenceServingEngine(FakeEngine(), max_prompt_tokens=200)
+    assert engine.info.limits.max_prompt_tokens == FakeEngine.max_seq_len - 1
+    assert kept.info.limits.max_prompt_tokens == 200
+    [record] = [r for r in caplog.records if "max_prompt_tokens" in r.getMessage()]
+    assert "100000 is above the longest prompt the engine holds (511 tokens" in record.getMessage()
+    run(engine.aclose())
+    run(kept.aclose())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
@@ -89,6 +90,22 @@ class EngineLimits:
     max_seq_len: int
     max_prompt_tokens: int
     max_new_tokens: Optional[int] = None
+
+
+def prompt_limit(asked: Optional[int], engine_limit: int, log: logging.Logger) -> int:
+    """The longest prompt served: ``serve.max_prompt_tokens`` (``asked``), at most what the engine holds; a larger
+    one is lowered with a warning at start (never silently).
+
+    >>> prompt_limit(None, 511, logging.getLogger("doc")), prompt_limit(100, 511, logging.getLogger("doc"))
+    (511, 100)
+    """
+    if asked is None:
+        return engine_limit
+    if asked > engine_limit:
+        log.warning("serve.max_prompt_tokens %d is above the longest prompt the engine holds (%d tokens, leaving room "
+                    "for output): prompts above %d get 400", asked, engine_limit, engine_limit)
+        return engine_limit
+    return asked
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from trtlade.contract.serving import (
     LookaheadPolicy,
     RequestRejected,
     fair_share,
+    prompt_limit,
 )
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig
@@ -101,7 +102,7 @@ class ReferenceServingEngine:
             default_request_spec=engine.default_request_spec,
             limits=EngineLimits(
                 max_seq_len=max_seq_len,
-                max_prompt_tokens=min(max_prompt_tokens or engine_prompt_limit, engine_prompt_limit),
+                max_prompt_tokens=prompt_limit(max_prompt_tokens, engine_prompt_limit, log),
                 max_new_tokens=max_new_tokens,
             ),
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall),

@@ -67,6 +67,7 @@ from trtlade.contract.serving import (
     GenerationHandle,
     LookaheadPolicy,
     RequestRejected,
+    prompt_limit,
 )
 from trtlade.contract.text import OutputText, eos_token_ids
 from trtlade.contract.tokenization import PromptTokenizer
@@ -301,15 +302,13 @@ class TrtllmEngine:
         usable = int(engine.max_seq_len) - (int(engine.max_draft_len) if engine.is_lookahead else 0)
         # the executor's own limit (EngineConfig.executor_max_input_len), kept one token below the usable
         # length so that every admitted prompt has room for output and a lookahead step's draft
-        prompt_limit = min(int(engine.executor_max_input_len), usable - 1)
-        if launch.max_prompt_tokens is not None:
-            prompt_limit = min(prompt_limit, launch.max_prompt_tokens)
+        longest = prompt_limit(launch.max_prompt_tokens, min(int(engine.executor_max_input_len), usable - 1), log)
         self.info = EngineInfo(
             name="trtllm",
             model_id=launch.served_name or launch.engine_dir.resolve().name,
             spec=launch.spec,
             default_request_spec=launch.default_request_spec,
-            limits=EngineLimits(max_seq_len=usable, max_prompt_tokens=prompt_limit,
+            limits=EngineLimits(max_seq_len=usable, max_prompt_tokens=longest,
                                 max_new_tokens=launch.max_new_tokens),
             scheduling=TRTLLM_SCHEDULING,
             sampling="greedy",

@@ -40,7 +40,7 @@ from typing import Any, Mapping, Optional
 
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk
 from trtlade.contract.serving import (EngineFailure, EngineInfo, EngineLimits, EngineOverloaded, GenerationHandle,
-                                      LookaheadPolicy, RequestRejected)
+                                      LookaheadPolicy, RequestRejected, prompt_limit)
 from trtlade.contract.text import OutputText, eos_token_ids
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError
@@ -120,9 +120,7 @@ class TrtllmLlmEngine:
         options = launch.options
         self._max_batch = int(options.get("max_batch_size", 8))
         max_seq_len = int(options.get("max_seq_len", 4096))
-        prompt_limit = max_seq_len - 1
-        if launch.max_prompt_tokens is not None:
-            prompt_limit = min(prompt_limit, launch.max_prompt_tokens)
+        longest = prompt_limit(launch.max_prompt_tokens, max_seq_len - 1, log)
         block = launch.speculation
         self._config = DraftConfig.parse(block, max_batch_size=self._max_batch, ignored_ok=True) if block else None
         # SA drafts inside the model's own step (one-model) and its sampler admits penalties only with enable_penalty
@@ -130,7 +128,7 @@ class TrtllmLlmEngine:
         self.info = EngineInfo(
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
             default_request_spec=AUTOREGRESSIVE,
-            limits=EngineLimits(max_seq_len=max_seq_len, max_prompt_tokens=prompt_limit,
+            limits=EngineLimits(max_seq_len=max_seq_len, max_prompt_tokens=longest,
                                 max_new_tokens=launch.max_new_tokens),
             scheduling=PYTORCH_SCHEDULING, sampling="pytorch", policy="fixed", lookahead=False,
             details={"tensorrt_llm": version, "backend": "pytorch", "model_dir": str(launch.model_dir),
