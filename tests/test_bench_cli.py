@@ -135,6 +135,7 @@ def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> Non
     (["--base-url", "localhost:8000"], "--base-url: 'localhost:8000' is not an http(s) URL"),
     (["--modes", "ar,4-2"], "--modes: '4-2' is not a mode"),
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0"], "top_p 0 is outside (0, 1]"),
+    (["--base-url", "http://127.0.0.1:9", "--top-p", "0.5"], "--top-p: top_p 0.5 without a temperature"),  # not sent
     (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
     (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
     (["--max-concurrency", "1,,2"], "--max-concurrency: an empty level in '1,,2'"),

@@ -262,14 +262,14 @@ def bench(
         url_a = parse_base_url(base_url) if base_url is not None else ""
         url_b = parse_base_url(base_url_b, option="--base-url-b") if base_url_b else None
         names = _server_labels(labels, two=url_b is not None)
-        top_p_v = _top_p(top_p, section.top_p)
+        top_p_v = _top_p(top_p, section.top_p, temperature if temperature is not None else section.temperature)
         cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
         if cache_rule not in ("clear", "keep"):
             raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
                             hint="clear (each series starts from an empty cache) or keep")
     except PlanError as exc:
         given = {"--modes": modes, "--max-concurrency": max_concurrency, "--endpoint": endpoint,
-                 "--prefix-cache": prefix_cache}
+                 "--prefix-cache": prefix_cache, "--top-p": top_p}
         fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
 
     n_prompts = num_prompts if num_prompts is not None else section.num_prompts
@@ -320,7 +320,7 @@ def bench(
 
 #: the bench section's key behind each flag a config can stand in for
 _CONFIG_KEYS = {"--modes": "modes", "--max-concurrency": "concurrency", "--endpoint": "endpoint",
-                "--prefix-cache": "prefix_cache"}
+                "--prefix-cache": "prefix_cache", "--top-p": "top_p"}
 
 
 def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
@@ -335,12 +335,18 @@ def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
     return f"{loaded.document.file}:{line}:{column}: bench.{key}"
 
 
-def _top_p(given: Optional[float], configured: float) -> float:
+def _top_p(given: Optional[float], configured: float, temperature: float) -> float:
+    """``--top-p``, else the config's ``bench.top_p``: in (0, 1], and below 1 only with a temperature (greedy
+    requests carry no top_p, so it would be neither sent nor recorded)."""
     from trtlade.bench.plan import PlanError
 
     value = configured if given is None else given
     if not 0.0 < value <= 1.0:
         raise PlanError(f"top_p {value:g} is outside (0, 1]", option="--top-p", hint="e.g. --top-p 0.95")
+    if value < 1.0 and not temperature > 0:
+        raise PlanError(f"top_p {value:g} without a temperature: greedy decoding ignores top_p, so it would not be "
+                        "sent", option="--top-p", hint="add --temperature (or bench.temperature), e.g. --temperature "
+                        "0.7 --top-p 0.95")
     return value
 
 
