@@ -2,7 +2,8 @@
 """What a decode step costs in each mode at one request, split into the native calls and the host work
 around them: is the default slower than a fixed drafter because of its rows or because of its Python?
 ``--slots N`` decodes N of the prompts together (8 with ``--prompts 8``: the bench's wave of 8) and splits the
-steps by sequences and rows.
+steps by sequences and rows. ``--functions`` also times the host-side functions of a step (the plan, the drafters'
+bookkeeping, the verification), per mode: where a mode's host work goes.
 
 In-process (default): the ``mix`` prompts (``--prompts``: the first N; the bench sends the first 8) one at a
 time through one batch per mode, the modes rotated every repeat. Every native call (the decoder body, the
@@ -15,6 +16,7 @@ every repeat; the engine's own step times and rows come from ``/metrics`` (``trt
 ``trtlade_step_rows``), read before and after each mode's pass.
 
     .venv/bin/python benchmarks/mode_step_cost.py --dtype bfloat16 --prompts 8 --repeats 4
+    .venv/bin/python benchmarks/mode_step_cost.py --slots 8 --functions --modes ar,auto --repeats 3
     .venv/bin/python benchmarks/mode_step_cost.py --url http://127.0.0.1:8000 --prompts 8 --repeats 6
 """
 
@@ -59,6 +61,8 @@ def in_process(args: argparse.Namespace) -> None:
     for name in NATIVE_MODULES:  # each module imported `profiled` by name
         importlib.import_module(f"trtlade.reference.native.{name}").profiled = timed
     bindings.profiled = timed
+    current = [""]  # the mode whose pass runs (--functions)
+    spent = _time_host_functions(current) if args.functions else None
     engine = ReferenceEngine.load(None, spec=args.engine_spec, dtype=args.dtype,
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)
@@ -72,6 +76,7 @@ def in_process(args: argparse.Namespace) -> None:
     rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
+            current[0] = mode
             before = len(steps[mode])
             spec = modes[mode]
             speculation = spec if isinstance(spec, DraftConfig) else None
@@ -99,6 +104,8 @@ def in_process(args: argparse.Namespace) -> None:
              f"{statistics.median(x[1] for x in v):.2f}", f"{statistics.median(x[2] for x in v):.2f}",
              f"{statistics.median(x[1] - x[2] for x in v):.3f}", _spread(rates[mode], ".1f"))
             for mode, v in steps.items()])
+    if spent is not None:
+        _function_table(spent, list(modes))
     for mode, v in steps.items():
         by = collections.defaultdict(list)
         for rows, step, nat, _, seqs in v:
@@ -107,6 +114,50 @@ def in_process(args: argparse.Namespace) -> None:
         print(f"{mode}: by {label} (steps, host ms, native ms): " + ", ".join(
             f"{r}: ({len(w)}, {statistics.median(a for a, _ in w):.3f}, {statistics.median(b for _, b in w):.2f})"
             for r, w in sorted(by.items())))
+
+
+#: the host-side calls of a step --functions times: (module, class, methods)
+HOST_FUNCTIONS = (
+    ("trtlade.reference.batching", "Batch", ("step", "_plan", "_count_auto")),
+    ("trtlade.reference.batching", "SequenceState",
+     ("consume", "draft_options", "wanted_rows", "block", "_emit", "_observe_unrun")),
+    ("trtlade.reference.adaptive", "AutoPolicy", ("plan", "observe_cost", "observe", "count", "fade_all")),
+    ("trtlade.lookahead.algorithm", "LookaheadAlgorithm", ("candidates", "prepare", "verify", "commit", "advance")),
+    ("trtlade.drafting.algorithm", "HistoryDrafter", ("prepare", "verify", "commit")),
+    ("trtlade.drafting.algorithm", "DraftPools", ("flush", "end_step")),
+    ("trtlade.reference.batch_runner", "BatchRunner", ("forward_greedy", "keep")),
+)
+
+
+def _time_host_functions(current: list[str]) -> collections.Counter:
+    """Wrap :data:`HOST_FUNCTIONS` with timers: seconds spent in each, inclusive (a call inside another counts in
+    both), by the mode whose pass runs (``current[0]``); ``Batch.step`` also counts the steps."""
+    import functools
+    import importlib
+
+    spent: collections.Counter = collections.Counter()
+    for module, cls_name, methods in HOST_FUNCTIONS:
+        cls = getattr(importlib.import_module(module), cls_name)
+        for name in methods:
+            def timed(*a: Any, _fn: Any = getattr(cls, name), _key: str = f"{cls_name}.{name}", **k: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    spent[(current[0], _key)] += time.perf_counter() - t0
+                    spent[(current[0], _key, "calls")] += 1
+            setattr(cls, name, functools.wraps(getattr(cls, name))(timed))
+    return spent
+
+
+def _function_table(spent: collections.Counter, modes: list[str]) -> None:
+    """Milliseconds a step in each timed function, per mode (every step, prefill ones included), largest first by
+    the second mode (``auto`` in the default order)."""
+    steps = {m: spent[(m, "Batch.step", "calls")] or 1 for m in modes}
+    names = sorted({k[1] for k in spent if len(k) == 2}, key=lambda n: -spent[(modes[min(1, len(modes) - 1)], n)])
+    print("\nhost functions, ms a step (inclusive: a call inside another counts in both; every step, prefill "
+          "included)")
+    _table(("function", *modes), [(n, *(f"{spent[(m, n)] / steps[m] * 1e3:.3f}" for m in modes)) for n in names])
 
 
 def _metric(text: str, name: str) -> float:
@@ -175,6 +226,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="the first N mix prompts (the bench sends 8)")
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--functions", action="store_true",
+                    help="in-process: also time the host-side functions of a step (HOST_FUNCTIONS), per mode")
     ap.add_argument("--slots", type=int, default=1,
                     help="in-process: sequences decoded together (8 with --prompts 8: the bench's wave of 8)")
     ap.add_argument("--dtype", default="float32", help="in-process: float32 or bfloat16")
