@@ -289,6 +289,29 @@ def test_k8s_values_the_api_server_would_refuse_are_refused_at_export(tmp_path, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize("target", ["triton", "k8s"])
+def test_force_replaces_only_a_folder_an_earlier_export_wrote(tmp_path, monkeypatch, target):
+    """-o <the bundle> --force deleted the bundle, -o .. --force everything beside the folder it ran in; --force now
+    replaces an earlier export's folder (its mark) and nothing else, and what it refuses is left as it was."""
+    bundle = make_bundle(tmp_path / "work" / "qwen3")
+    _engine_version(bundle, "0.19.0")
+    extra = ["--tokenizer", "/bundle/tokenizer"] if target == "k8s" else []
+    out = tmp_path / "work" / "out"
+    assert export(target, str(bundle), "--out", str(out), *extra).exit_code == 0
+    assert (out / ".trtlade-export").is_file()
+    again = export(target, str(bundle), "--out", str(out), "--force", *extra)
+    assert again.exit_code == 0, again.output                                        # its own folder: replaced
+    (tmp_path / "work" / "mine").mkdir()
+    (tmp_path / "work" / "mine" / "notes.txt").write_text("keep me")
+    monkeypatch.chdir(tmp_path / "work" / "out")
+    for where, said in ((bundle, "is a bundle"), (tmp_path / "work" / "mine", "a folder no `trtlade export` wrote"),
+                        (Path(".."), "the folder this command runs in, or one above it"),
+                        (Path("."), "the folder this command runs in"), (bundle / "trtlade.yml", "is a file")):
+        result = export(target, str(bundle), "--out", str(where), "--force", *extra)
+        assert result.exit_code == 1 and said in " ".join(result.output.split()), (where, result.output)
+    assert (bundle / "engine" / "config.json").is_file() and (tmp_path / "work" / "mine" / "notes.txt").is_file()
+
+
 def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one(tmp_path):
     """The pod listens on 0.0.0.0 behind a Service: its key comes from a Secret into the variable the config names,
     or the export says the pod serves without one; a keys file (not in the ConfigMap) is said to be missing."""

@@ -60,7 +60,7 @@ def test_triton_writes_the_llmapi_model_that_the_stock_loader_starts(bundle, tmp
     result = cli("export", "triton", str(bundle), "--out", str(out), "--model-path", "/models/Qwen3-8B")
     assert result.exit_code == 0, result.output
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == \
-        ["tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
+        [".trtlade-export", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
     assert "triton_backend/all_models/llmapi/tensorrt_llm/1/{model.py,helpers.py}" in result.output
     flags = "docker run --shm-size=2g --ulimit memlock=-1 --ulimit stack=67108864"  # as NVIDIA's guide starts it
     assert flags in " ".join(result.output.split())

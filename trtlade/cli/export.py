@@ -88,7 +88,8 @@ def triton(
     model_path: Optional[str] = typer.Option(None, "--model-path", help="PyTorch-backend bundles: the checkpoint "
                                              "folder as Triton will see it (default: the bundle config's "
                                              "model.path)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
+    force: bool = typer.Option(False, "--force", help="Replace an --out folder an earlier export wrote (nothing "
+                               "else: not a bundle, nor a folder of yours)."),
 ) -> None:
     """Triton's inflight_batcher_llm model repository (preprocessing, lookahead_guard, tensorrt_llm,
     postprocessing, ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's
@@ -180,7 +181,8 @@ def k8s(
     api_key_secret: Optional[str] = typer.Option(None, "--api-key-secret", help="A Secret whose `api-key` entry is "
                                                  "the API key clients must send (into the config's serve.api_key_env "
                                                  "variable). Default: none, the pod serves without a key."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --out folder."),
+    force: bool = typer.Option(False, "--force", help="Replace an --out folder an earlier export wrote (nothing "
+                               "else: not a bundle, nor a folder of yours)."),
 ) -> None:
     """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
     validate-config against the mounted engine, /health probes, nvidia.com/gpu = tp*pp, mpirun when

@@ -133,11 +133,36 @@ def _unwritable(out: Path, exc: OSError) -> ExportError:
                        "created if missing)", where="--out")
 
 
+#: the file every folder an export writes holds: ``--force`` replaces only a folder that has it
+EXPORT_MARK = ".trtlade-export"
+
+
+def _replaceable(out: Path) -> None:
+    """What ``--force`` may replace: a folder an earlier ``trtlade export`` wrote (it holds :data:`EXPORT_MARK`), never
+    the folder a command runs in or one above it, a bundle, or a file (ExportError): ``-o <bundle> --force`` deleted
+    the bundle, ``-o .. --force`` everything beside it."""
+    here = Path.cwd().resolve()
+    if out == here or out in here.parents:
+        raise ExportError(f"{out} is the folder this command runs in, or one above it: --force would delete it",
+                          "give --out a new folder, e.g. --out repo", where="--out")
+    if not out.is_dir() or not (out / EXPORT_MARK).is_file():
+        what = "a file" if not out.is_dir() else ("a bundle" if (out / "trtlade-manifest.json").exists()
+                                                  else "a folder no `trtlade export` wrote")
+        raise ExportError(f"{out} is {what}: --force replaces only a folder an earlier export wrote (it holds "
+                          f"{EXPORT_MARK})", "give --out a new folder, or remove this one yourself if it is yours to "
+                          "delete", where="--out")
+
+
 def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
-    """Write ``files`` (relative path -> text) as the folder ``out``, built aside and moved into
-    place; refuse to replace an existing ``out`` without ``force``."""
+    """Write ``files`` (relative path -> text) and :data:`EXPORT_MARK` as the folder ``out``, built aside and moved
+    into place; refuse to replace an existing ``out`` without ``force``, and with it anything but an earlier export's
+    folder (:func:`_replaceable`)."""
     _refuse_existing(out, force)
+    out = out.resolve()
+    if out.exists():
+        _replaceable(out)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
+    files = {**files, EXPORT_MARK: "written by `trtlade export`: `--force` may replace this folder\n"}
     try:
         for rel, text in files.items():
             target = tmp / rel
