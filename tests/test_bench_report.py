@@ -584,6 +584,42 @@ def test_dataset_errors_name_the_line(tmp_path: Path, content: str, match: str, 
     assert info.value.where.endswith(where) and info.value.hint
 
 
+@pytest.mark.parametrize("blob, where, fragment", [
+    (b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n', ":2:16", "not UTF-8 text: byte 0xe9 at line 2, column 16"),
+    (b"\x1f\x8b\x08\x00compressed", ":1:2", "not UTF-8 text: byte 0x8b"),          # a .jsonl.gz given as it is
+])
+def test_a_dataset_that_is_not_utf8_is_an_error_at_its_byte(tmp_path: Path, blob: bytes, where: str,
+                                                             fragment: str) -> None:
+    """It was a UnicodeDecodeError traceback from bench and tune."""
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(blob)
+    with pytest.raises(DatasetError, match=fragment) as info:
+        load_dataset(str(path))
+    assert info.value.where.endswith(where) and "UTF-8" in info.value.hint
+
+
+def test_a_pipe_given_as_a_dataset_or_config_is_refused_not_read_until_it_hangs(tmp_path: Path) -> None:
+    import os
+
+    from trtlade.yaml_doc import ConfigLoadError, read_yaml
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(DatasetError, match="not a regular file"):
+        load_dataset(str(fifo))
+    with pytest.raises(ConfigLoadError, match="not a regular file"):
+        read_yaml(fifo)
+
+
+def test_a_prompt_suite_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
+
+    path = tmp_path / "p.json"
+    path.write_bytes(b'{"prompts": ["caf\xe9"]}')
+    with pytest.raises(PromptSuiteError, match=r"p.json:1:\d+: not UTF-8 text"):
+        load_suite(path)
+
+
 def test_unknown_dataset() -> None:
     with pytest.raises(DatasetError, match="not a bundled set"):
         load_dataset("nope-does-not-exist")

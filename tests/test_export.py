@@ -136,15 +136,22 @@ def test_grps_export_paths_as_the_grps_machine_sees_them_and_the_schedule_note(t
 @pytest.mark.parametrize("case,fragment", [
     ("missing", "no such folder"),
     ("not-a-bundle", "no trtlade-manifest.json"),
-    ("reference", "holds no TensorRT-LLM engine"),
+    ("reference", "holds no TensorRT-LLM engine (engine/config.json): it was built for the reference backend"),
+    ("engine-moved", "its manifest says it was built for trtllm: the engine folder is missing"),
+    ("bad-manifest", "cannot read"),                                  # it was exported as if whole
     ("exists", "exists"),
 ])
 def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
     bundle = tmp_path / "b"
     if case == "not-a-bundle":
         bundle.mkdir()
-    elif case == "reference":
+    elif case in ("reference", "engine-moved"):
         make_bundle(bundle, with_engine=False)
+        if case == "reference":
+            (bundle / "trtlade-manifest.json").write_text(json.dumps({"format": 1, "backend": "reference"}))
+    elif case == "bad-manifest":
+        make_bundle(bundle)
+        (bundle / "trtlade-manifest.json").write_text('{"format": 1, "backe')
     elif case == "exists":
         make_bundle(bundle)
     out = tmp_path / "inference.yml"

@@ -287,6 +287,32 @@ def test_a_bundle_whose_two_files_disagree_is_refused_naming_both_values(bundle,
         ("bundle-disagreement", said.split()[0])]
 
 
+@pytest.mark.parametrize("edit, said", [
+    (lambda t: t.replace("max_batch_size: 16", "max_batch_size:\t16"), "trtllm-serve.yml:6:16: malformed YAML"),
+    (lambda t: t.encode().replace(b"SA", b"S\xc0"), "trtllm-serve.yml:14:19: the file is not UTF-8 text"),
+])
+def test_a_hand_edit_that_breaks_trtllm_serve_yml_is_an_error_at_its_line(bundle, edit, said):
+    """serve and the exports gave a traceback; validate-config on the bundle folder said it was valid."""
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import ServeError, llm_launch
+
+    path = bundle / "trtllm-serve.yml"
+    changed = edit(path.read_text())
+    path.write_bytes(changed if isinstance(changed, bytes) else changed.encode())
+    with pytest.raises(ServeError) as info:
+        llm_launch(make_plan(ServeFlags(model=str(bundle)), env={}))
+    assert said in info.value.message and info.value.hint
+    out = str(bundle.parent / "r")
+    for args in (["validate-config", str(bundle)], ["export", "triton", str(bundle), "--out", out]):
+        result = CliRunner().invoke(app, args)
+        where, what = said.split(": ", 1)
+        assert result.exit_code == 1 and where in result.output and what in " ".join(result.output.split())
+        assert "Traceback" not in result.output
+
+
 def test_serve_on_a_release_without_the_drafter_stops_before_binding_a_port(fake_trtllm, monkeypatch, bundle):
     from trtlade.server.plan import ServeFlags, make_plan
     from trtlade.server.runner import ServeError, engine_factory

@@ -112,10 +112,28 @@ class Bundle:
         try:
             data = json.loads(self.manifest_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise BundleError(f"cannot read {self.manifest_file}: {exc}", "rebuild the bundle with `trtlade build`",
-                              where=str(self.root)) from None
+            raise BundleError(f"cannot read the manifest: {exc}", "rebuild the bundle with `trtlade build`",
+                              where=str(self.manifest_file)) from None
         if not isinstance(data, dict):
-            raise BundleError(f"{self.manifest_file} is not a JSON object", "rebuild the bundle", where=str(self.root))
+            raise BundleError("the manifest is not a JSON object", "rebuild the bundle", where=str(self.manifest_file))
+        return data
+
+
+    def serve_options(self) -> dict[str, Any]:
+        """``trtllm-serve.yml`` as data (a PyTorch-backend bundle's ``LLM(...)`` options), or a BundleError at the
+        line a hand edit broke (a tab, a byte that is not UTF-8) or naming the file when it is not a mapping."""
+        from trtlade.yaml_doc import ConfigLoadError, read_yaml
+
+        file = self.trtllm_serve_file
+        try:
+            data = read_yaml(file).data
+        except ConfigLoadError as exc:
+            d = exc.diagnostics[0]
+            raise BundleError(d.message, d.hint or "fix the file (every key is an LLM(...) argument), or rebuild the "
+                              "bundle with `trtlade build`", where=f"{file}:{d.line}:{d.column}") from None
+        if not isinstance(data, dict):
+            raise BundleError(f"{file} is not a mapping of LLM(...) arguments", "rebuild the bundle with "
+                              "`trtlade build`, or restore the file", where=str(file))
         return data
 
 
@@ -138,7 +156,13 @@ def open_bundle(path: Path, *, need_engine: bool = False) -> Bundle:
     if not (path / CONFIG_FILE).is_file():
         raise BundleError(f"{path} has no {CONFIG_FILE}", "rebuild the bundle with `trtlade build`")
     bundle = Bundle(path)
+    backend = bundle.manifest().get("backend")  # a manifest that does not read is refused here, not passed
     if need_engine and not bundle.has_engine:
-        raise BundleError(f"{path} holds no TensorRT-LLM engine ({ENGINE_DIR}/config.json): it was built for "
-                          "the reference backend", "build it with `trtlade build --backend trtllm` on a GPU machine")
+        if backend == "reference":
+            raise BundleError(f"{path} holds no TensorRT-LLM engine ({ENGINE_DIR}/config.json): it was built for "
+                              "the reference backend", "build it with `trtlade build --backend trtllm` on a GPU "
+                              "machine")
+        raise BundleError(f"{path} has no {ENGINE_DIR}/config.json, though its manifest says it was built for "
+                          f"{backend or 'TensorRT-LLM'}: the engine folder is missing", "copy the bundle with its "
+                          f"{ENGINE_DIR}/ folder (or build it again)")
     return bundle

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["write_text_atomic", "write_bytes_atomic", "write_json_atomic"]
+__all__ = ["write_text_atomic", "write_bytes_atomic", "write_json_atomic", "read_user_text", "UserFileError"]
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -50,3 +50,45 @@ def write_bytes_atomic(path: Path, data: bytes, *, mode: Optional[int] = None) -
 def write_json_atomic(path: Path, data: Any) -> None:
     """``data`` as indented JSON with a final newline, written atomically."""
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+class UserFileError(ValueError):
+    """A file a user named that cannot be read as text: ``message``, ``hint`` and ``where`` (``file:line:column`` of
+    the first byte that is not UTF-8, else the file), for the caller's own error type."""
+
+    def __init__(self, message: str, hint: str, where: str) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.where = message, hint, where
+
+
+def read_user_text(path: Path) -> str:
+    r"""The UTF-8 text of a file a user named (a dataset, a prompt suite, a report): UserFileError, never an OSError or
+    a UnicodeDecodeError, for one that is not a regular file (a folder, a pipe that would hang), cannot be read, or is
+    not UTF-8 (its line and column).
+
+    >>> import tempfile
+    >>> bad = Path(tempfile.mkdtemp()) / "d.jsonl"
+    >>> _ = bad.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
+    >>> try:
+    ...     read_user_text(bad)
+    ... except UserFileError as exc:
+    ...     print(exc.where.rsplit("/", 1)[1], "|", exc.message)
+    d.jsonl:2:16 | not UTF-8 text: byte 0xe9 at line 2, column 16
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserFileError("not a regular file" if path.exists() else "no such file",
+                            "give the path of a file", str(path))
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise UserFileError(f"cannot read it: {exc.strerror or exc}", "check the path and its permissions",
+                            str(path)) from None
+    try:
+        return blob.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = blob.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (blob.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserFileError(f"not UTF-8 text: byte 0x{blob[exc.start]:02x} at line {line}, column {column}",
+                            "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > NEW); a compressed file must be "
+                            "unpacked first", f"{path}:{line}:{column}") from None

@@ -145,6 +145,9 @@ def read_yaml(path: str | Path, *, display: str | None = None) -> YamlDocument:
         fail(f"no such file: {path}", "check the path", "no-such-file")
     if p.is_dir():
         fail(f"{path} is a directory", "pass a .yml file, or the directory to validate-config", "is-directory")
+    if not p.is_file():  # a pipe would hang the read, or be drained by the first of two reads
+        fail(f"{path} is not a regular file (a pipe or a device)", "save the config to a file and give its path",
+             "not-a-file")
     try:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:

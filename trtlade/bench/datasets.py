@@ -17,6 +17,7 @@ Every mode and every level gets the same prompt sequence, so A/B runs send ident
 from __future__ import annotations
 
 from trtlade.errors import TrtladeError
+from trtlade.files import UserFileError, read_user_text
 
 import json
 import random
@@ -92,7 +93,10 @@ def load_dataset(spec: str) -> Dataset:
     if path.is_dir():
         raise DatasetError(f"dataset {spec!r} is a directory", where=str(path),
                            hint="give a .jsonl or ShareGPT .json file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_user_text(path)
+    except UserFileError as exc:
+        raise DatasetError(f"dataset {spec!r}: {exc.message}", hint=exc.hint, where=exc.where) from None
     skipped = 0
     if path.suffix.lower() == ".json":
         prompts, skipped = _parse_sharegpt(text, str(path))

@@ -124,12 +124,13 @@ def engine_bench(
     from trtlade.reference.batch_runner import UnsupportedModelError
     from trtlade.reference.engine import ModelLoadError
 
-    out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
-    _check_json_out(out, given=json_out is not None)  # before the measurement, not after it
     try:
         load_suite(prompts)
     except PromptSuiteError as exc:
-        fail(f"--prompts: {exc}", hint="use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
+        fail(exc.message, where="--prompts", hint=exc.hint or "use 'suite', 'long-context' or a JSON file like "
+             "trtlade/data/prompts.json")
+    out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
+    _check_json_out(out, given=json_out is not None)  # before the measurement, not after it (a bad --prompts first)
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,

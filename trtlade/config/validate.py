@@ -23,7 +23,7 @@ from typing import Any, Iterable, Literal
 import yaml
 
 from trtlade.config.checks import check_trtlade
-from trtlade.bundle import Bundle, is_bundle
+from trtlade.bundle import Bundle, BundleError, is_bundle
 from trtlade.config.grps import check_grps, is_grps_config, read_grps_models
 from trtlade.config.grps_server import check_grps_server, is_grps_server_config
 from trtlade.config.loader import ConfigLoadError, LoadedConfig, YamlDocument, read_yaml, validate_trtlade
@@ -110,7 +110,7 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
     if kind == "trtlade":
         return _validate_trtlade(doc, engine_dir, release)
     if kind in ("trtllm-serve", "triton-llmapi"):
-        target = release if release is not None else installed_release()
+        target = release if release is not None else (_bundle_release(Path(path)) or installed_release())
         found = (check_trtllm_serve(doc, target, upstream=upstream) if kind == "trtllm-serve"
                  else check_llmapi_model_yaml(doc, target, upstream=upstream))
         block = doc.data.get("speculative_config")
@@ -230,11 +230,27 @@ def expand_inputs(inputs: Iterable[str], *, recursive: bool = False) -> tuple[li
     return found, errors
 
 
+def _bundle_release(path: Path) -> str | None:
+    """The TensorRT-LLM release a bundle's trtllm-serve.yml was written for (its manifest), where ``path`` is one."""
+    folder = path.parent
+    if path.name != Bundle(folder).trtllm_serve_file.name or not is_bundle(folder):
+        return None
+    try:
+        return (Bundle(folder).manifest().get("tensorrt_llm") or {}).get("version")
+    except BundleError:
+        return None
+
+
+def _bundle_files(bundle: Bundle) -> list[Path]:
+    """A bundle's files to check: its trtlade.yml, and a PyTorch-backend bundle's trtllm-serve.yml, which TensorRT-LLM
+    runs (an engine bundle's extra_llm_api_options.yml is written from the config, not a file of its own to check)."""
+    return [bundle.config_file, *([bundle.trtllm_serve_file] if bundle.is_pytorch else [])]
+
+
 def _configs_in(directory: Path, recursive: bool) -> list[Path]:
-    """The config files of a folder; a bundle folder gives its trtlade.yml only (its other YAML,
-    extra_llm_api_options.yml, is trtllm-serve's, not a config to check), inside a tree too."""
+    """The config files of a folder; a bundle folder gives its own (:func:`_bundle_files`), inside a tree too."""
     if is_bundle(directory):
-        return [Bundle(directory).config_file]
+        return _bundle_files(Bundle(directory))
     if recursive:
         files = []
         for root, dirs, names in os.walk(directory):
@@ -242,7 +258,7 @@ def _configs_in(directory: Path, recursive: bool) -> list[Path]:
             if any(part.startswith(".") for part in here.relative_to(directory).parts):
                 continue
             if here != directory and is_bundle(here):
-                files.append(Bundle(here).config_file)
+                files += _bundle_files(Bundle(here))
                 dirs.clear()
                 continue
             files += [here / name for name in names if name.lower().endswith(CONFIG_SUFFIXES)]

@@ -80,14 +80,15 @@ def read_pytorch_source(path: Path, *, model_path: Optional[str] = None,
     except BundleError as exc:
         raise ExportError(exc.message, exc.hint, where=str(path)) from None
     try:
+        options = bundle.serve_options()
+    except BundleError as exc:
+        raise ExportError(exc.message, exc.hint, where=exc.where) from None
+    try:
         loaded = load_config(bundle.config_file)
-        options = yaml.safe_load(bundle.trtllm_serve_file.read_text(encoding="utf-8"))
         manifest = bundle.manifest()
-    except (ConfigError, ConfigLoadError, OSError, yaml.YAMLError, BundleError) as exc:
+    except (ConfigError, ConfigLoadError, OSError, BundleError) as exc:
         raise ExportError(f"cannot read the bundle {path}: {exc}", "rebuild it with `trtlade build --speculation ...`",
                           where=str(path)) from None
-    if not isinstance(options, dict):
-        raise ExportError(f"{bundle.trtllm_serve_file} is not a mapping", "rebuild the bundle", where=str(path))
     release = str((manifest.get("tensorrt_llm") or {}).get("version") or loaded.config.build.trtllm_version or "")
     if not release:
         raise ExportError(f"{bundle.manifest_file} names no TensorRT-LLM release", "rebuild the bundle with "

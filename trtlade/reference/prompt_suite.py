@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trtlade.errors import TrtladeError
+from trtlade.files import UserFileError, read_user_text
 
 __all__ = ["Prompt", "PromptSuite", "PromptSuiteError", "load_suite", "BUNDLED_SUITES"]
 
@@ -79,7 +80,10 @@ def load_suite(name_or_path: str | Path = "suite") -> PromptSuite:
         if not path.is_file():
             raise PromptSuiteError(f"prompt suite {key!r} is neither a bundled suite "
                                    f"({', '.join(BUNDLED_SUITES)}) nor an existing file")
-        source, text = str(path), path.read_text(encoding="utf-8")
+        try:
+            source, text = str(path), read_user_text(path)
+        except UserFileError as exc:
+            raise PromptSuiteError(f"{exc.where}: {exc.message}", exc.hint) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

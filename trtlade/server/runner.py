@@ -155,11 +155,9 @@ def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optiona
 def llm_launch(plan: ServePlan) -> Any:
     """TensorRT-LLM's PyTorch backend: the bundle's trtllm-serve.yml when there is one (trtlade and trtllm-serve
     then run the same options), else the options written from the config as `trtlade build` would."""
-    import yaml
-
     from trtlade.builder.pytorch import disagreement_text, options_disagreements, serve_options
     from trtlade.trtllm.releases import NEWEST_READ
-    from trtlade.bundle import Bundle, is_bundle
+    from trtlade.bundle import Bundle, BundleError, is_bundle
     from trtlade.trtllm.llm_engine import LlmLaunch
 
     cfg = plan.config
@@ -169,8 +167,11 @@ def llm_launch(plan: ServePlan) -> Any:
         folder = Path(plan.config_file).parent  # --config <bundle>/trtlade.yml
     source = Bundle(folder).trtllm_serve_file if folder is not None else None
     if source is not None and source.is_file():
-        options = yaml.safe_load(source.read_text(encoding="utf-8"))
-        differ = options_disagreements(cfg, options) if isinstance(options, dict) else []
+        try:
+            options = Bundle(folder).serve_options()
+        except BundleError as exc:
+            raise ServeError(f"{exc.where}: {exc.message}", exc.hint) from None
+        differ = options_disagreements(cfg, options)
         if differ:  # TensorRT-LLM runs trtllm-serve.yml: an edit of trtlade.yml alone would be ignored
             raise ServeError(f"the bundle's {Path(plan.config_file or 'trtlade.yml').name} and {source.name} disagree, "
                              f"and TensorRT-LLM would run {source.name}'s: "
