@@ -514,6 +514,13 @@ def test_load_run_errors(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text('{"run_id": 3}')
     with pytest.raises(ReportError, match="not a trtlade bench summary"):
         load_run(tmp_path)
+    (tmp_path / "summary.json").write_text('{"run_id": "x", "throughput": NaN}')   # a traceback in the comparison
+    with pytest.raises(ReportError, match="holds NaN, not a number a bench writes") as info:
+        load_run(tmp_path)
+    assert info.value.where.endswith("summary.json")
+    (tmp_path / "summary.json").write_bytes(b'\xff\xfe{}')                        # a UnicodeDecodeError traceback
+    with pytest.raises(ReportError, match="run: not UTF-8 text: byte 0xff at line 1, column 1"):
+        load_run(tmp_path)
 
 
 # ----------------------------------------------------------------------------- plan parsing

@@ -64,6 +64,14 @@ def test_usage_errors_name_the_path():
     assert "no config files (*.yml, *.yaml)" in result.output and "--recursive" in result.output
 
 
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch):
+    """`validate-config "$CONFIG"` with CONFIG unset checked the configs of the folder it ran in, and passed."""
+    (tmp_path / "deploy.yml").write_text("lookahead: {spec: '4,2,4'}\n")
+    monkeypatch.chdir(tmp_path)
+    result = run("")
+    assert result.exit_code == 2 and "an empty path" in result.output and "deploy.yml" not in result.output
+
+
 # ------------------------------------------------------------------------------------------ text
 def test_text_format_lines_and_hints():
     result = run(BROKEN / "engine-draft39.yml")

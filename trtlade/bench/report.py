@@ -29,6 +29,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtlade.errors import TrtladeError
+from trtlade.files import UserFileError, read_user_text
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
 from trtlade.bench.noise import CONFIDENCE, Noise, Speedup, margin, pooled, speedup, spread, unpaired, verdict
@@ -822,6 +823,10 @@ def write_report(folder: Path, run: RunSummary, records: Sequence[RequestRecord]
     return written
 
 
+def _not_finite(name: str) -> Any:
+    raise ReportError(f"it holds {name}, not a number a bench writes")
+
+
 def load_run(path: Path, *, what: str = "run") -> RunSummary:
     """Read ``<path>/summary.json`` (or ``path`` itself if it is the JSON file)."""
     file = path / SUMMARY_JSON if path.is_dir() else path
@@ -832,7 +837,18 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
         raise ReportError(f"{what} {str(path)!r} has no {SUMMARY_JSON}", where=str(path),
                           hint="give a run folder written by `trtlade bench` (reports/<run-id>)")
     try:
-        return RunSummary.model_validate_json(file.read_text(encoding="utf-8"))
+        text = read_user_text(file)
+    except UserFileError as exc:
+        raise ReportError(f"{what}: {exc.message}", where=exc.where, hint=exc.hint) from None
+    try:
+        json.loads(text, parse_constant=_not_finite)
+    except ReportError as exc:
+        raise ReportError(exc.message, where=str(file), hint="a bench summary holds finite numbers: was it edited by "
+                          "hand?") from None
+    except ValueError:
+        pass  # not JSON: the validation below says so
+    try:
+        return RunSummary.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])

@@ -509,10 +509,11 @@ def report_compare(
         b = load_run(run_b, what="RUN_B")
         text = compare_runs(a, b, series_a=series_a, series_b=series_b)
     except ReportError as exc:
-        fail(exc.message, hint=exc.hint)
+        fail(exc.message, hint=exc.hint, where=exc.where)
     console.print(text, markup=False, highlight=False)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            fail(f"cannot write {output}: {exc.strerror or exc}", where="--output")
+            fail(f"cannot write {output}: {exc.strerror or exc}", where="--output",
+                 hint="give a file path you can write (its folder must exist)")

@@ -203,6 +203,10 @@ def expand_inputs(inputs: Iterable[str], *, recursive: bool = False) -> tuple[li
             found.append((p, str(p)))
 
     for raw in inputs:
+        if not raw.strip():  # Path("") is ".": `validate-config "$UNSET"` would check whatever lies here, and pass
+            errors.append("an empty path (an unset variable in `validate-config \"$CONFIG\"`?): give a file, folder "
+                          "or pattern")
+            continue
         p = Path(raw)
         if p.is_file():
             add(p)
