@@ -22,8 +22,9 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "spec-illegal-n0.yml": ("error", "spec-illegal", "lookahead.spec.ngram_size", 3, 9, "ngramSize requires >= 1"),
     "spec-illegal-n1-mapping.yml": ("error", "spec-illegal", "lookahead.spec.window_size", 3, 22,
                                     "ngramSize=1 requires windowSize=1"),
-    "spec-g-negative.yml": ("error", "spec-illegal", "lookahead.spec.verification_set_size", 2, 9,
-                            "verificationSetSize requires >=0"),
+    "spec-g-negative.yml": ("error", "spec-illegal", "lookahead.spec.verification_set_size", 2, 16,
+                            "verificationSetSize requires >=0"),                   # at the item, not the list
+    "spec-block-list-n0.yml": ("error", "spec-illegal", "lookahead.spec.ngram_size", 4, 7, "ngramSize requires >= 1"),
     "spec-unparsable.yml": ("error", "spec-parse", "lookahead.spec.window_size", 2, 9, "must be an integer"),
     "spec-flow-mapping.yml": ("error", "spec-parse", "lookahead.spec", 1, 19, "the commas separate keys"),
     "spec-unknown-key.yml": ("error", "spec-parse", "lookahead.spec", 2, 9,

@@ -226,6 +226,8 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
 
 
 _FIELD_KEYS = {name: set(aliases) for name, aliases in FIELD_ALIASES.items()}
+#: a spec written as a list ``[W, N, G]``: the index of each field
+_LIST_INDEX = {name: i for i, name in enumerate(FIELD_ALIASES)}
 
 
 def _spec_error_diagnostic(doc: YamlDocument, loc: Loc, exc: SpecError) -> Diagnostic:
@@ -241,6 +243,8 @@ def _spec_error_diagnostic(doc: YamlDocument, loc: Loc, exc: SpecError) -> Diagn
                 if str(key) in _FIELD_KEYS.get(exc.field, ()):
                     target = (*loc, key)
                     break
+        elif isinstance(value, list) and len(value) == 3 and exc.field in _LIST_INDEX:
+            target = (*loc, _LIST_INDEX[exc.field])  # [W, N, G]: the item at fault, on its own line in block style
     legality = exc.rule not in ("parse", "type")
     if legality:
         message = f"illegal (W,N,G) {value!r}: {exc.message}" if not isinstance(value, dict) else \
