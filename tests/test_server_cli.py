@@ -106,6 +106,16 @@ def test_a_flag_the_serving_engine_would_ignore_is_refused(tmp_path, hf_dir, bac
     assert err.value.where == flag and err.value.usage and err.value.hint
 
 
+def test_a_keys_file_that_does_not_read_says_where_its_path_came_from(tmp_path):
+    """A stale $TRTLADE_API_KEYS_FILE: the user never passed --api-keys-file, so the error names the variable."""
+    missing = str(tmp_path / "gone.txt")
+    for flags, env, source in ((ServeFlags(), {"TRTLADE_API_KEYS_FILE": missing}, "$TRTLADE_API_KEYS_FILE"),
+                               (ServeFlags(api_keys_file=Path(missing)), {}, "--api-keys-file")):
+        with pytest.raises(PlanError, match="cannot read the keys file: No such file") as err:
+            make_plan(flags, env=env)
+        assert err.value.where == f"{missing} (from {source})" and "check the path" in err.value.hint
+
+
 def test_model_name_under_the_models_dir(tmp_path, hf_dir):
     assert make_plan(ServeFlags(model="my-model"), env={"TRTLADE_MODELS_DIR": str(tmp_path)}).model_dir == \
         hf_dir.resolve()

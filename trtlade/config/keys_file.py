@@ -53,8 +53,11 @@ def read_keys(path: Path) -> tuple[list[KeyRow], list[str]]:
     """The keys of ``path`` and the warnings about the file (its permissions); :class:`KeysFileError` if unusable."""
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeysFileError(f"cannot read the keys file {path}: {exc}", _HINT, where=str(path)) from None
+    except OSError as exc:
+        raise KeysFileError(f"cannot read the keys file: {exc.strerror or exc}", "check the path and that this user "
+                            "may read it", where=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise KeysFileError(f"the keys file is not UTF-8 text (byte {exc.start})", _HINT, where=str(path)) from None
     warnings = []
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):

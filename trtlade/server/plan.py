@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
-from trtlade.server.identity import KeyRing, KeysFileError, check_key_length, keys_file_path
+from trtlade.server.identity import KEYS_FILE_ENV, KeyRing, KeysFileError, check_key_length, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
@@ -259,7 +259,9 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
                             "built from")
     api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
-    keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key)
+    keys_source = ("--api-keys-file" if flags.api_keys_file is not None else "serve.api_keys_file"
+                   if configured is not None else f"${KEYS_FILE_ENV}")
+    keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key, keys_source)
     scope = _scope(config, keys)
     manifest = None
     if bundle is not None:
@@ -324,8 +326,10 @@ def _api_key(flag: Optional[str], env_name: Optional[str], env: Mapping[str, str
     return value
 
 
-def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRing], list[str]]:
-    """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line)."""
+def _keys(path: Optional[Path], api_key: Optional[str], source: str = "--api-keys-file"
+          ) -> tuple[Optional[KeyRing], list[str]]:
+    """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line, and where
+    the file's path came from: ``source``, e.g. ``$TRTLADE_API_KEYS_FILE``, which a user may not know is set)."""
     try:
         if api_key:
             check_key_length(api_key, "--api-key ($TRTLADE_API_KEY, serve.api_key_env)")  # the keys file's minimum
@@ -334,7 +338,8 @@ def _keys(path: Optional[Path], api_key: Optional[str]) -> tuple[Optional[KeyRin
         ring, warnings = KeyRing.load(path)
         return ring.with_key(api_key), warnings
     except KeysFileError as exc:
-        raise PlanError(exc.message, exc.hint, where=exc.where) from None
+        named = f"{exc.where} (from {source})" if path is not None and exc.where == str(path) else exc.where
+        raise PlanError(exc.message, exc.hint, where=named) from None
 
 
 def _check_shared_drafter(config: TrtladeConfig, keys: Optional[KeyRing]) -> None:
