@@ -34,6 +34,40 @@ def test_the_process_runs_the_best_variant_unless_the_variable_names_a_lower_one
         kernels("no-such-variant")
 
 
+@pytest.mark.parametrize("env, said", [
+    ({"TRTLADE_NATIVE": "off"}, "TRTLADE_NATIVE='off' not understood"),        # only "0" turns them off
+    ({ENV: "bogus"}, "the native kernels are not used"),                      # they were dropped, silently
+    ({"TRTLADE_AMX": "false"}, "TRTLADE_AMX='false' not understood"),
+    ({ENV: "portable", "TRTLADE_NATIVE": "1"}, None),
+])
+def test_a_kernel_variable_not_understood_is_said_at_engine_load(monkeypatch, env, said):
+    from trtlade.reference.native.bindings import env_warnings
+
+    if not executable_variants():
+        pytest.skip(f"native library not available: {status()}")
+    for name in ("TRTLADE_NATIVE", ENV, "TRTLADE_AMX"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    warnings = env_warnings()
+    assert warnings == [] if said is None else (len(warnings) == 1 and said in warnings[0])
+
+
+def test_the_engine_logs_the_kernel_variables_it_did_not_understand(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from models import tiny_model, tiny_tokenizer
+    from trtlade.reference.engine import ReferenceEngine
+
+    tok = tiny_tokenizer()
+    tiny_model("llama", len(tok)).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    monkeypatch.setenv("TRTLADE_NATIVE", "off")
+    with caplog.at_level(logging.WARNING, logger="trtlade.engine"):
+        ReferenceEngine.load(tmp_path / "m", spec="2,2,1", dtype="float32", threads=1, calibrate=False)
+    assert any("TRTLADE_NATIVE='off' not understood" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("features, best", [(0, "portable"), (1, "avx2"), (3, "avx512"), (7, "avx512bf16")])
 def test_the_choice_by_cpu_features(features, best):
     """CPUID bits (cpu.c): AVX2+FMA+F16C, AVX-512 F/BW/VL/DQ, AVX512-BF16; a forced variant the CPU lacks is

@@ -45,6 +45,7 @@ and nothing past it enters the n-gram pool or the KV cache.
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 import time
@@ -66,6 +67,8 @@ from trtlade.contract.text import eos_token_ids
 from trtlade.drafting.algorithm import DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS
 from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, wire_param
+
+log = logging.getLogger("trtlade.engine")
 
 __all__ = [
     "DEFAULT_SPEC",
@@ -265,6 +268,10 @@ class ReferenceEngine:
                    max_draft_len=max_draft_len, ngram_implementation=ngram_implementation,
                    max_global_pool_size=max_global_pool_size, draft_retained_tokens=draft_retained_tokens)
         _return_freed_memory()
+        from trtlade.reference.native.bindings import env_warnings
+
+        for warning in env_warnings():
+            log.warning("%s", warning)
         return engine
 
     @property

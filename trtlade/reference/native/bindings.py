@@ -17,8 +17,8 @@ from typing import Callable, ContextManager, Optional
 from trtlade.reference.native import build as _build
 from trtlade.reference.native import cpu as _cpu
 
-__all__ = ["Kernels", "kernels", "status", "executable_variants", "profiled", "traced", "PROFILE_LABEL", "LINEAR_LABEL",
-           "BODY_LABEL", "ARGMAX_LABEL", "Model", "Step"]
+__all__ = ["Kernels", "kernels", "status", "env_warnings", "executable_variants", "profiled", "traced", "PROFILE_LABEL",
+           "LINEAR_LABEL", "BODY_LABEL", "ARGMAX_LABEL", "Model", "Step"]
 
 #: ``TRTLADE_AMX=0``: bfloat16 never runs on AMX tiles (it keeps the bits every CPU class computes)
 AMX_ENV = "TRTLADE_AMX"
@@ -189,6 +189,24 @@ def kernels(variant: Optional[str] = None) -> Optional[Kernels]:
         return state["tables"][variant]
     chosen, _ = _chosen(state)
     return state["tables"][chosen] if chosen else None
+
+
+def env_warnings() -> list[str]:
+    """What the native kernels' environment variables asked for and did not get: a value not understood, a variant
+    this CPU or build does not have (the kernels then go unused). Said at engine load, never silently."""
+    out = []
+    native = os.environ.get("TRTLADE_NATIVE")
+    if native not in (None, "0", "1"):
+        out.append(f"TRTLADE_NATIVE={native!r} not understood (0: off, 1: on): the native kernels stay on")
+    state = _load()
+    if os.environ.get(_cpu.ENV) and state["tables"]:
+        chosen, why = _chosen(state)
+        if chosen is None:
+            out.append(f"{why}; the native kernels are not used (slower)")
+    amx = os.environ.get(AMX_ENV)
+    if amx not in (None, "0", "1"):
+        out.append(f"{AMX_ENV}={amx!r} not understood (0: off, 1: on where the CPU has AMX): left on")
+    return out
 
 
 def status() -> str:
