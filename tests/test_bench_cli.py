@@ -131,11 +131,27 @@ def test_defaults_from_config(server: tuple[str, Script], tmp_path: Path) -> Non
     assert run.series[1].lookahead == [4, 2, 4] and run.settings["max_tokens"] == 4
 
 
+def test_an_unreachable_second_server_is_said_before_the_first_is_launched(tmp_path, monkeypatch) -> None:
+    """--launch takes a model load; --base-url-b failing after it left a report folder and a wasted start."""
+    import trtlade.bench.launch as launch
+
+    def never(*args, **kwargs):
+        raise AssertionError("the server was launched before --base-url-b was checked")
+
+    monkeypatch.setattr(launch, "launched_server", never)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("bench", "--launch", str(Path(__file__).resolve().parent.parent / "configs" / "smollm2-cpu.yml"),
+                    "--base-url-b", "http://127.0.0.1:9", "-c", "1", "-n", "1")
+    assert result.exit_code == 1 and "--base-url-b: cannot reach" in result.stderr, result.output
+    assert not list((tmp_path / "reports").iterdir())  # no run folder holding a server log
+
+
 @pytest.mark.parametrize("args, message", [
     (["--base-url", "localhost:8000"], "--base-url: 'localhost:8000' is not an http(s) URL"),
     (["--modes", "ar,4-2"], "--modes: '4-2' is not a mode"),
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0"], "top_p 0 is outside (0, 1]"),
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0.5"], "--top-p: top_p 0.5 without a temperature"),  # not sent
+    (["--base-url", "http://127.0.0.1:9", "--endpoint", ""], "--endpoint: '' is not an endpoint"),  # not the default
     (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
     (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
     (["--max-concurrency", "1,,2"], "--max-concurrency: an empty level in '1,,2'"),

@@ -122,6 +122,7 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
 @pytest.mark.parametrize("args,message", [
     (["--top-p", "0.9"], "without --temperature"),
     (["--specs", "4,1,4"], "ngramSize=1 requires windowSize=1"),
+    (["--specs", ""], "--specs is empty"),                       # it ran the whole default sweep
     (["--dtype", "int8"], "unknown dtype int8"),
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
     (["7,7,7"], "unexpected argument"),
@@ -130,10 +131,12 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
     (["--device", "tpu"], "--device 'tpu': not a device the reference engine runs on"),
     (["--device", "cuda:0", "--native-kernels"], "the native kernels are CPU code"),
 ])
-def test_engine_bench_cli_errors(args, message, tiny_folder):
+def test_engine_bench_cli_errors(args, message, tiny_folder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), *args])
     assert result.exit_code != 0
     assert message in result.output
+    assert not (tmp_path / "reports").exists()  # refused before its report folder is made
 
 
 def test_engine_bench_refuses_a_json_path_it_cannot_write_before_measuring(tiny_folder, tmp_path, monkeypatch):

@@ -272,6 +272,7 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     (["--candidates", ""], CONFIG, "--candidates is empty"),
     (["--prefix-cache", "flush"], CONFIG, "'flush' is not a prefix-cache rule"),
     (["--top-p", "0.5"], CONFIG, "top_p 0.5 without a temperature"),                # greedy: not sent
+    (["--drafters", ""], CONFIG, "--drafters is empty"),                              # not the defaults
 ])
 def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):
     """No server is reached (the URL is closed): the refusal comes first, not after minutes of measuring."""

@@ -137,12 +137,13 @@ def _level_line(s: "LevelSummary") -> str:
 
 
 # ----------------------------------------------------------------------------- preflight
-async def preflight_servers(targets: list["Target"], model: Optional[str], timeout: float) -> None:
-    """Reach every server: the model (first of /v1/models unless --model) and /version info."""
+async def preflight_servers(targets: list["Target"], model: Optional[str], timeout: float, first: int = 0) -> None:
+    """Reach every server: the model (first of /v1/models unless --model) and /version info. ``first``: the index of
+    ``targets[0]`` among the run's servers (1: the --base-url-b one alone)."""
     from trtlade.bench.client import ServerError, fetch_json, make_client
 
     async with make_client(2, timeout) as client:
-        for i, target in enumerate(targets):
+        for i, target in enumerate(targets, start=first):
             headers = target.headers()
             where = "--base-url" if i == 0 else "--base-url-b"
             try:
@@ -252,9 +253,10 @@ def bench(
     section, loaded = load_bench_defaults(cfg_path)
 
     try:
-        levels = parse_concurrency(max_concurrency or [",".join(map(str, section.concurrency))])
+        levels = parse_concurrency(max_concurrency if max_concurrency is not None
+                                   else [",".join(map(str, section.concurrency))])
         mode_list = parse_modes(modes or [",".join(section.modes)])
-        ep = parse_endpoint(endpoint or section.endpoint)
+        ep = parse_endpoint(endpoint if endpoint is not None else section.endpoint)
         meta = parse_metadata(metadata or [])
         if base_url is None and launch is None:
             base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
@@ -418,6 +420,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
         with contextlib.ExitStack() as stack:
+            if launch is not None and len(plan.targets) > 1:  # the second server first: launching takes a while
+                asyncio.run(preflight_servers(plan.targets[1:], model, min(plan.timeout, 30.0), first=1))
             if launch is not None:
                 err_console.print(f"launching trtlade serve --config {launch} (log: {folder / 'server.log'})",
                                   markup=False)

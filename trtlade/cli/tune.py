@@ -159,8 +159,9 @@ def tune(
     cfg_path = launch if launch is not None else config
     section, loaded = load_bench_defaults(cfg_path)
     try:
-        levels = parse_concurrency(max_concurrency or [",".join(map(str, section.concurrency))])
-        ep = parse_endpoint(endpoint or section.endpoint)
+        levels = parse_concurrency(max_concurrency if max_concurrency is not None
+                                   else [",".join(map(str, section.concurrency))])
+        ep = parse_endpoint(endpoint if endpoint is not None else section.endpoint)
         if base_url is None and launch is None:
             base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
                         else "http://127.0.0.1:8000")
@@ -344,9 +345,11 @@ def _drafter_names(values: Optional[list[str]]) -> Optional[list[str]]:
     """``--drafters`` as names (None: not given; [] for ``none``), each checked now, before any server starts."""
     from trtlade.drafting.config import DraftConfigError, drafter_mode
 
-    if not values:
+    if values is None or values == []:
         return None
     names = [item.strip() for value in values for item in value.split(",") if item.strip()]
+    if not names:  # `--drafters ""` ran the default drafters
+        fail("--drafters is empty", where="--drafters", hint="name drafters (ngram, sa, ngram-4-2 ...), or none")
     if [n.lower() for n in names] == ["none"]:
         return []
     for name in names:
