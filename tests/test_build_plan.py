@@ -247,6 +247,33 @@ def test_a_release_named_for_the_reference_engine_is_noted_not_dropped(tmp_path)
     assert "--trtllm-version 1.3.0 is not used: the reference engine runs without TensorRT-LLM" in plan.notes
 
 
+@pytest.mark.parametrize("heads, kv, layers, tp, pp, said", [
+    (28, 4, 28, 8, 1, "tp_size 8 does not divide the model's 28 attention heads"),    # Qwen2-7B
+    (28, 4, 28, 7, 1, "tp_size 7 cannot hold the model's 4 KV heads"),               # 28 % 7 == 0, 7 % 4 != 0
+    (32, 8, 32, 16, 1, None),                                                           # 8 KV heads copied to 16
+    (32, 8, 36, 1, 64, "pp_size 64 is more pipeline stages than the model's 36 decoder layers"),
+    (32, 8, 36, 2, 5, None),                                                            # uneven: said in a note
+])
+def test_a_split_the_model_cannot_take_is_refused_before_the_gpu(tmp_path, heads, kv, layers, tp, pp, said):
+    """trtllm-build and the PyTorch backend assert these at conversion or load, on the GPU machine."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**HF_CONFIGS["qwen3"], "num_attention_heads": heads,
+                                                    "num_key_value_heads": kv, "num_hidden_layers": layers}))
+    for backend in ("trtllm", "pytorch"):
+        options = dict(backend=backend, tp_size=tp, pp_size=pp)
+        if backend == "pytorch":
+            options.update(speculation="sa", trtllm_version="1.3.0", spec=None)
+        if said is None:
+            plan = plan_for(tmp_path, model=str(folder), output=tmp_path / f"out-{backend}", **options)
+            assert (plan.tp_size, plan.pp_size) == (tp, pp)
+            assert any("take one layer more" in n for n in plan.notes) == (layers % pp != 0)
+            continue
+        with pytest.raises(BuildError, match=said) as err:
+            plan_for(tmp_path, model=str(folder), output=tmp_path / f"out-{backend}", **options)
+        assert err.value.where == ("--tp-size" if "tp_size" in said else "--pp-size") and err.value.hint
+
+
 def test_reference_backend_refuses_parallelism(tmp_path):
     with pytest.raises(BuildError) as err:
         plan_for(tmp_path, backend="reference", tp_size=2)

@@ -132,6 +132,10 @@ class HfModelInfo:
     tied_embeddings: bool = False
     #: config.json's quantization_config.quant_method (awq, gptq, fp8, ...) when the checkpoint is quantized
     quant_method: str | None = None
+    #: the attention heads, KV heads and decoder layers a tensor / pipeline split divides (None: not in config.json)
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    num_hidden_layers: int | None = None
 
     @property
     def trtllm_class(self) -> str:
@@ -257,7 +261,16 @@ def read_hf_config(folder: Path) -> HfModelInfo:
         explicit_head_dim=_explicit_head_dim(data),
         tied_embeddings=data.get("tie_word_embeddings") is True,
         quant_method=_quant_method(data),
+        num_attention_heads=_count(data, "num_attention_heads"),
+        num_key_value_heads=_count(data, "num_key_value_heads") or _count(data, "num_attention_heads"),
+        num_hidden_layers=_count(data, "num_hidden_layers"),
     )
+
+
+def _count(data: dict, key: str) -> int | None:
+    """A positive integer of config.json (a head or layer count), else None."""
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _explicit_head_dim(data: dict) -> int | None:

@@ -434,6 +434,8 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
     _check_limits(limits, spec, origin, info, notes, backend)
 
+    if backend != "reference":
+        _check_parallel(info, tp, pp, origin, notes)
     release = None
     speculation = None
     if backend == "pytorch":
@@ -592,6 +594,44 @@ def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker) -> Limits
         mnt = DEFAULT_MAX_NUM_TOKENS
         pick.origin["max_num_tokens"] = "default (trtllm-build's)"
     return Limits(mbs, mil, msl, mnt)
+
+
+def _check_parallel(info: HfModelInfo, tp: int, pp: int, origin: Mapping[str, str], notes: list[str]) -> None:
+    """A split the model's config cannot take, refused here rather than on the GPU (BuildError): the attention heads
+    by tp (``assert num_attention_heads % tp_size == 0``: tensorrt_llm/layers/attention.py ``Attention.__init__``,
+    tensorrt_llm/_torch/modules/attention.py ``Attention.__init__``); the KV heads by tp, or tp by them where fewer
+    are copied to every rank (``dup_kv_weight`` in tensorrt_llm/models/convert_utils.py, ``duplicate_kv_weight`` in
+    tensorrt_llm/_torch/models/modeling_utils.py); more pipeline stages than decoder layers
+    (``DecoderModel.__pp_init__``). An uneven layer split is said: releases before the split by ``tensor_split``
+    (``Mapping.pp_layers``, 0.20 on) left the last layers out.
+
+    >>> info = HfModelInfo(Path("m"), "Qwen2ForCausalLM", "qwen2", None, "", num_attention_heads=28,
+    ...                    num_key_value_heads=4, num_hidden_layers=28)
+    >>> _check_parallel(info, 4, 1, {"tp_size": "--tp-size", "pp_size": "default"}, [])    # 28 / 4, 4 / 4
+    >>> _check_parallel(info, 8, 1, {"tp_size": "--tp-size", "pp_size": "default"}, [])
+    Traceback (most recent call last):
+    ...
+    trtlade.builder.errors.BuildError: --tp-size: tp_size 8 does not divide the model's 28 attention heads ...
+    """
+    heads, kv, layers = info.num_attention_heads, info.num_key_value_heads, info.num_hidden_layers
+    fits = [t for t in range(1, 65) if heads and heads % t == 0 and (not kv or kv % t == 0 or t % kv == 0)]
+    hint = f"a tp_size that divides them: {', '.join(map(str, fits[:8]))}" if fits else "use tp_size 1"
+    if heads and heads % tp:
+        raise BuildError(f"tp_size {tp} does not divide the model's {heads} attention heads (num_attention_heads in "
+                         f"config.json): TensorRT-LLM asserts num_attention_heads % tp_size == 0",
+                         where=origin["tp_size"], hint=hint)
+    if kv and (kv % tp if kv >= tp else tp % kv):
+        rule = f"{kv} KV heads split over {tp} ranks" if kv >= tp else f"{kv} KV heads copied to {tp} ranks"
+        raise BuildError(f"tp_size {tp} cannot hold the model's {kv} KV heads (num_key_value_heads): {rule} needs "
+                         f"{'kv % tp' if kv >= tp else 'tp % kv'} == 0 (TensorRT-LLM's weight loading asserts it)",
+                         where=origin["tp_size"], hint=hint)
+    if layers and pp > layers:
+        raise BuildError(f"pp_size {pp} is more pipeline stages than the model's {layers} decoder layers "
+                         "(num_hidden_layers)", where=origin["pp_size"], hint=f"use at most pp_size {layers}")
+    if layers and pp > 1 and layers % pp:
+        notes.append(f"{layers} layers over {pp} pipeline stages: the first {layers % pp} take one layer more "
+                     "(TensorRT-LLM 0.20 on; earlier releases left the last layers out, so build those with a pp_size "
+                     "that divides the layers)")
 
 
 def _check_single_process(tp: int, pp: int, origin: Mapping[str, str]) -> None:
