@@ -101,6 +101,14 @@ def test_read_errors_are_clear(tmp_path, setup, message):
     assert message in info.value.message and info.value.hint
 
 
+def test_a_bundle_given_as_the_engine_dir_points_at_its_engine(tmp_path):
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "config.json").write_text("{}")
+    with pytest.raises(EngineConfigError, match="has no config.json") as info:
+        read_engine_config(tmp_path)
+    assert info.value.hint == f"this is a bundle: pass its engine folder, {tmp_path / 'engine'}"
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda c: c["build_config"].pop("max_seq_len"), "missing key build_config.max_seq_len"),
     (lambda c: c["build_config"].update(max_batch_size="16"), "build_config.max_batch_size is '16', not an integer"),

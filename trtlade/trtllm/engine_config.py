@@ -370,9 +370,11 @@ def read_engine_config(engine_dir: str | Path) -> EngineConfig:
                                 hint="pass the engine directory (the one holding config.json and rank0.engine)")
     config = path / CONFIG_FILE
     if not config.is_file():
+        inner = path / "engine"
         raise EngineConfigError(f"{path} has no {CONFIG_FILE}",
-                                hint="is this the engine directory? trtllm-build writes config.json and "
-                                     "rank<r>.engine into its --output_dir")
+                                hint=f"this is a bundle: pass its engine folder, {inner}" if (inner / CONFIG_FILE)
+                                .is_file() else "is this the engine directory? trtllm-build writes config.json and "
+                                "rank<r>.engine into its --output_dir")
     size = config.stat().st_size
     if size > MAX_CONFIG_BYTES:
         raise EngineConfigError(f"{config} is {size} bytes, larger than any engine config "
