@@ -21,6 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
+from trtlade.errors import TrtladeError
+
 __all__ = ["write_text_atomic", "write_bytes_atomic", "write_json_atomic", "read_user_text", "UserFileError"]
 
 
@@ -52,13 +54,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
-class UserFileError(ValueError):
+class UserFileError(TrtladeError, ValueError):
     """A file a user named that cannot be read as text: ``message``, ``hint`` and ``where`` (``file:line:column`` of
     the first byte that is not UTF-8, else the file), for the caller's own error type."""
 
     def __init__(self, message: str, hint: str, where: str) -> None:
-        super().__init__(message)
-        self.message, self.hint, self.where = message, hint, where
+        super().__init__(message, hint, where=where)
 
 
 def read_user_text(path: Path) -> str:
