@@ -9,6 +9,9 @@ import typer
 
 from trtlade.cli.common import err_console, fail
 
+#: --force of the exports that write a folder
+FORCE_HELP = "Replace an --out folder an earlier export wrote (nothing else: not a bundle, nor a folder of yours)."
+
 export_app = typer.Typer(
     name="export",
     help="Write a bundle's settings for the stacks users run (grps_trtllm, Triton, Kubernetes), from the one bundle.",
@@ -88,8 +91,7 @@ def triton(
     model_path: Optional[str] = typer.Option(None, "--model-path", help="PyTorch-backend bundles: the checkpoint "
                                              "folder as Triton will see it (default: the bundle config's "
                                              "model.path)."),
-    force: bool = typer.Option(False, "--force", help="Replace an --out folder an earlier export wrote (nothing "
-                               "else: not a bundle, nor a folder of yours)."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Triton's inflight_batcher_llm model repository (preprocessing, lookahead_guard, tensorrt_llm,
     postprocessing, ensemble) with the bundle's engine and (W,N,G); each config.pbtxt checked as Triton's
@@ -181,8 +183,7 @@ def k8s(
     api_key_secret: Optional[str] = typer.Option(None, "--api-key-secret", help="A Secret whose `api-key` entry is "
                                                  "the API key clients must send (into the config's serve.api_key_env "
                                                  "variable). Default: none, the pod serves without a key."),
-    force: bool = typer.Option(False, "--force", help="Replace an --out folder an earlier export wrote (nothing "
-                               "else: not a bundle, nor a folder of yours)."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Kubernetes manifests serving the bundle with `trtlade serve`: Deployment (init container running
     validate-config against the mounted engine, /health probes, nvidia.com/gpu = tp*pp, mpirun when
