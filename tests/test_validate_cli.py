@@ -64,6 +64,17 @@ def test_usage_errors_name_the_path():
     assert "no config files (*.yml, *.yaml)" in result.output and "--recursive" in result.output
 
 
+def test_a_symlink_loop_is_said_to_be_one(tmp_path):
+    (tmp_path / "a.yml").symlink_to(tmp_path / "b.yml")
+    (tmp_path / "b.yml").symlink_to(tmp_path / "a.yml")
+    result = run(str(tmp_path / "a.yml"))
+    assert result.exit_code == 2 and "a symlink that leads nowhere (a loop, or a missing target)" in result.output
+    from trtlade.yaml_doc import ConfigLoadError, read_yaml
+
+    with pytest.raises(ConfigLoadError, match="a symlink that leads nowhere"):
+        read_yaml(tmp_path / "a.yml")
+
+
 def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch):
     """`validate-config "$CONFIG"` with CONFIG unset checked the configs of the folder it ran in, and passed."""
     (tmp_path / "deploy.yml").write_text("lookahead: {spec: '4,2,4'}\n")

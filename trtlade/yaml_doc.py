@@ -142,6 +142,9 @@ def read_yaml(path: str | Path, *, display: str | None = None) -> YamlDocument:
                                           column=column or 1, code=code)])
 
     if not p.exists():
+        if p.is_symlink():
+            fail(f"{path} is a symlink that leads nowhere (a loop, or a missing target)", "point it at the config "
+                 "file, or give the file's own path", "no-such-file")
         fail(f"no such file: {path}", "check the path", "no-such-file")
     if p.is_dir():
         fail(f"{path} is a directory", "pass a .yml file, or the directory to validate-config", "is-directory")

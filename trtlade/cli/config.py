@@ -55,7 +55,8 @@ def show(
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
 
     if not file.exists():
-        fail(f"{file}: no such file", code=EXIT_USAGE, hint="give a trtlade config file, e.g. configs/smollm2-cpu.yml")
+        what = "a symlink that leads nowhere (a loop, or a missing target)" if file.is_symlink() else "no such file"
+        fail(f"{file}: {what}", code=EXIT_USAGE, hint="give a trtlade config file, e.g. configs/smollm2-cpu.yml")
     _refuse_other_kinds(file)
     try:
         loaded = load_config(file)

@@ -230,7 +230,8 @@ def expand_inputs(inputs: Iterable[str], *, recursive: bool = False) -> tuple[li
         elif p.exists():
             errors.append(f"{raw}: not a regular file or directory")
         else:
-            errors.append(f"{raw}: no such file or directory")
+            errors.append(f"{raw}: a symlink that leads nowhere (a loop, or a missing target)" if p.is_symlink()
+                          else f"{raw}: no such file or directory")
     return found, errors
 
 
