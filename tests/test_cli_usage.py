@@ -9,8 +9,10 @@ from trtlade.cli.main import main
 
 
 @pytest.mark.parametrize("argv,error,hint", [
-    (["build", "--tp-size", "0"], "error: Invalid value for '--tp-size': Input should be greater than or equal to 1",
-     "hint: see `trtlade build -h`"),
+    (["build", "--tp-size", "0"], "error: Invalid value for '--tp-size': Input should be greater than or equal to 1 "
+     "(got '0')", "hint: see `trtlade build -h`"),
+    (["bench", "--temperature=nan"], "error: Invalid value for '--temperature': Input should be less than or equal to "
+     "2 (got 'nan')", "hint: see `trtlade bench -h`"),                        # the value a range check does not show
     (["build", "--no-such-flag"], "error: No such option: --no-such-flag", "hint: see `trtlade build -h`"),
     (["spec"], "error: Missing argument 'W,N,G'.", "hint: see `trtlade spec -h`"),
     (["tune", "--repeats", "x"], "error: Invalid value for '--repeats'", "hint: see `trtlade tune -h`"),

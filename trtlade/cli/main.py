@@ -87,7 +87,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except getattr(click, "NoArgsIsHelpError", ()) as exc:  # `trtlade` alone: the help, printed already
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
-        usage_error(exc)
+        usage_error(exc, sys.argv[1:] if argv is None else argv)
     except click.ClickException as exc:
         _exit(exc.format_message(), "", exc.exit_code)
     except typer.Abort:
@@ -104,10 +104,31 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
-def usage_error(exc: Any) -> NoReturn:
-    """``error: Invalid value for '--tp-size': ...`` and ``hint: see `trtlade build -h```, exit 2."""
+def usage_error(exc: Any, argv: Optional[list[str]] = None) -> NoReturn:
+    """``error: Invalid value for '--tp-size': ...`` and ``hint: see `trtlade build -h```, exit 2; a value the message
+    does not show (a range check: "Input should be less than or equal to 2") is added from the command line."""
     command = exc.ctx.command_path if exc.ctx is not None else "trtlade"
-    _exit(exc.format_message(), f"see `{command} -h`", EXIT_USAGE)
+    message = exc.format_message()
+    given = _given_value(getattr(exc, "param", None), argv or [])
+    if given is not None and given not in message:
+        message += f" (got {given!r})"
+    _exit(message, f"see `{command} -h`", EXIT_USAGE)
+
+
+def _given_value(param: Any, argv: list[str]) -> Optional[str]:
+    """The value the command line gave an option (``--temperature nan`` or ``--temperature=nan``), else None.
+
+    >>> from types import SimpleNamespace
+    >>> _given_value(SimpleNamespace(opts=["--temperature"]), ["bench", "--temperature", "nan"])
+    'nan'
+    """
+    for opt in getattr(param, "opts", None) or ():
+        for i, token in enumerate(argv):
+            if token == opt and i + 1 < len(argv):
+                return argv[i + 1]
+            if token.startswith(opt + "="):
+                return token[len(opt) + 1:]
+    return None
 
 
 def _exit(message: str, hint: str, code: int) -> NoReturn:
