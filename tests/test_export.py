@@ -337,7 +337,9 @@ def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one
     nulled = export("k8s", str(cfg), "--out", str(tmp_path / "c"), "--api-key-secret", "svc-key")
     assert nulled.exit_code == 1 and "serve.api_key_env is null" in " ".join(nulled.output.split())
     filed = export("k8s", str(cfg), "--out", str(tmp_path / "d"))
-    assert "serve.api_keys_file keys.txt is not in the pod" in " ".join(filed.output.split())
+    said = " ".join(filed.output.split())
+    assert "serve.api_keys_file keys.txt is not in the pod" in said and "$None" not in said
+    assert "serve.api_key_env is null: set it, then pass --api-key-secret NAME" in said
 
 
 def test_k8s_export_says_which_serve_settings_the_pod_changes_and_refuses_an_engine_config(tmp_path):

@@ -79,7 +79,8 @@ def test_api_key_from_flag_or_environment():
     assert make_plan(ServeFlags(), env={}).api_key is None
     for flags, env, where in ((ServeFlags(api_key=""), {"TRTLADE_API_KEY": k1}, "--api-key"),
                               (ServeFlags(api_key="  "), {}, "--api-key"),
-                              (ServeFlags(), {"TRTLADE_API_KEY": ""}, "$TRTLADE_API_KEY")):
+                              (ServeFlags(), {"TRTLADE_API_KEY": ""}, "$TRTLADE_API_KEY"),
+                              (ServeFlags(), {"TRTLADE_API_KEYS_FILE": " "}, "$TRTLADE_API_KEYS_FILE")):
         with pytest.raises(PlanError, match="empty: the server would answer every request without") as err:
             make_plan(flags, env=env)  # `--api-key "$UNSET"` would have served without a key, the variable's too
         assert err.value.where == where and err.value.hint

@@ -286,9 +286,11 @@ def _pod_key_notes(source: dict, opts: Any) -> list[str]:
 
     serve = source.get("serve") if isinstance(source.get("serve"), dict) else {}
     notes = []
+    variable = serve.get("api_key_env", "TRTLADE_API_KEY")
     if opts.api_key_secret is None:
-        notes.append("the pod serves without an API key: anyone who reaches the Service can use it (--api-key-secret "
-                     f"NAME puts a Secret's {SECRET_KEY!r} entry into ${serve.get('api_key_env', 'TRTLADE_API_KEY')})")
+        how = (f"--api-key-secret NAME puts a Secret's {SECRET_KEY!r} entry into ${variable}" if variable else
+               "the config's serve.api_key_env is null: set it, then pass --api-key-secret NAME")
+        notes.append(f"the pod serves without an API key: anyone who reaches the Service can use it ({how})")
     if serve.get("api_keys_file"):
         notes.append(f"serve.api_keys_file {serve['api_keys_file']} is not in the pod (the ConfigMap holds the config "
                      "alone): mount the keys file (a Secret) and set serve.api_keys_file to its path in the pod, or "

@@ -259,6 +259,10 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
                             "built from")
     api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
+    if flags.api_keys_file is None and configured is None and KEYS_FILE_ENV in env and not env[KEYS_FILE_ENV].strip():
+        raise PlanError("set but empty: the server would answer every request without keys",
+                        f"set {KEYS_FILE_ENV} to the keys file, or unset it to serve without one",
+                        where=f"${KEYS_FILE_ENV}")
     keys_source = ("--api-keys-file" if flags.api_keys_file is not None else "serve.api_keys_file"
                    if configured is not None else f"${KEYS_FILE_ENV}")
     keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key, keys_source)
