@@ -311,12 +311,18 @@ def test_force_replaces_only_a_folder_an_earlier_export_wrote(tmp_path, monkeypa
     (tmp_path / "work" / "mine").mkdir()
     (tmp_path / "work" / "mine" / "notes.txt").write_text("keep me")
     monkeypatch.chdir(tmp_path / "work" / "out")
-    for where, said in ((bundle, "is a bundle"), (tmp_path / "work" / "mine", "a folder no `trtlade export` wrote"),
+    for where, said in ((bundle, "is a bundle"), (tmp_path / "work" / "mine", "files no `trtlade export` wrote "
+                                                                           "(notes.txt)"),
                         (Path(".."), "the folder this command runs in, or one above it"),
                         (Path("."), "the folder this command runs in"), (bundle / "trtlade.yml", "is a file")):
         result = export(target, str(bundle), "--out", str(where), "--force", *extra)
         assert result.exit_code == 1 and said in " ".join(result.output.split()), (where, result.output)
     assert (bundle / "engine" / "config.json").is_file() and (tmp_path / "work" / "mine" / "notes.txt").is_file()
+    monkeypatch.chdir(tmp_path)
+    (out / ".trtlade-export").unlink()  # an export written before the mark: recognised by its files' headers
+    assert export(target, str(bundle), "--out", str(out), "--force", *extra).exit_code == 0
+    (tmp_path / "empty").mkdir()  # an empty folder: nothing to lose
+    assert export(target, str(bundle), "--out", str(tmp_path / "empty"), "--force", *extra).exit_code == 0
 
 
 def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one(tmp_path):

@@ -4,6 +4,7 @@ whole or not at all."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -145,12 +146,38 @@ def _replaceable(out: Path) -> None:
     if out == here or out in here.parents:
         raise ExportError(f"{out} is the folder this command runs in, or one above it: --force would delete it",
                           "give --out a new folder, e.g. --out repo", where="--out")
-    if not out.is_dir() or not (out / EXPORT_MARK).is_file():
-        what = "a file" if not out.is_dir() else ("a bundle" if (out / "trtlade-manifest.json").exists()
-                                                  else "a folder no `trtlade export` wrote")
-        raise ExportError(f"{out} is {what}: --force replaces only a folder an earlier export wrote (it holds "
-                          f"{EXPORT_MARK})", "give --out a new folder, or remove this one yourself if it is yours to "
-                          "delete", where="--out")
+    if out.is_dir() and ((out / EXPORT_MARK).is_file() or not _foreign_files(out)):
+        return
+    if not out.is_dir():
+        what = "a file"
+    elif (out / "trtlade-manifest.json").exists():
+        what = "a bundle"
+    else:
+        foreign = _foreign_files(out)
+        what = (f"a folder holding files no `trtlade export` wrote ({', '.join(foreign[:3])}"
+                + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "") + ")")
+    raise ExportError(f"{out} is {what}: --force replaces only a folder an earlier export wrote", "give --out a new "
+                      "folder, or move those files out (a Triton repository's copied model.py files included) and "
+                      "run again", where="--out")
+
+
+#: the header every file an export writes carries in its first lines (the guard's docstring with two backticks)
+_WRITTEN = re.compile(rb"written by `+trtlade export")
+
+
+def _foreign_files(out: Path) -> list[str]:
+    """The files of ``out`` an export did not write: neither empty (a version folder's ``.keep``), nor headed
+    ``written by `trtlade export``` (every file an export writes says so in its first lines, the guard's model.py
+    too), nor the mark; an export written before the mark existed is recognised by its files."""
+    foreign = []
+    for path in sorted(p for p in out.rglob("*") if p.is_file() or p.is_symlink()):
+        try:
+            head = b"" if path.is_symlink() else path.read_bytes()[:1024]
+        except OSError:
+            head = b"?"
+        if path.is_symlink() or (head and not _WRITTEN.search(head) and path.name != EXPORT_MARK):
+            foreign.append(str(path.relative_to(out)))
+    return foreign
 
 
 def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
