@@ -62,10 +62,10 @@ class UserFileError(TrtladeError, ValueError):
         super().__init__(message, hint, where=where)
 
 
-def read_user_text(path: Path) -> str:
+def read_user_text(path: Path, *, pipe: bool = False) -> str:
     r"""The UTF-8 text of a file a user named (a dataset, a prompt suite, a report): UserFileError, never an OSError or
-    a UnicodeDecodeError, for one that is not a regular file (a folder, a pipe that would hang), cannot be read, or is
-    not UTF-8 (its line and column).
+    a UnicodeDecodeError, for one that is not a regular file (a folder; a pipe, unless ``pipe``: a file read once,
+    such as ``--dataset <(zcat d.jsonl.gz)``), cannot be read, or is not UTF-8 (its line and column).
 
     >>> import tempfile
     >>> bad = Path(tempfile.mkdtemp()) / "d.jsonl"
@@ -77,7 +77,7 @@ def read_user_text(path: Path) -> str:
     d.jsonl:2:16 | not UTF-8 text: byte 0xe9 at line 2, column 16
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.is_file() and not (pipe and path.exists() and not path.is_dir()):
         raise UserFileError("not a regular file" if path.exists() else "no such file",
                             "give the path of a file", str(path))
     try:

@@ -94,7 +94,7 @@ def load_dataset(spec: str) -> Dataset:
         raise DatasetError(f"dataset {spec!r} is a directory", where=str(path),
                            hint="give a .jsonl or ShareGPT .json file")
     try:
-        text = read_user_text(path)
+        text = read_user_text(path, pipe=True)  # read once: `--dataset <(zcat d.jsonl.gz)` works
     except UserFileError as exc:
         raise DatasetError(f"dataset {spec!r}: {exc.message}", hint=exc.hint, where=exc.where) from None
     skipped = 0
