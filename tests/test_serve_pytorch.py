@@ -285,6 +285,13 @@ def test_a_bundle_whose_two_files_disagree_is_refused_naming_both_values(bundle,
     report = validate_file(bundle / "trtlade.yml")  # validate-config says it first, at the key
     assert [(d.code, d.path) for d in report.diagnostics if d.severity == "error"] == [
         ("bundle-disagreement", said.split()[0])]
+    from typer.testing import CliRunner
+
+    from trtlade.cli.main import app
+
+    for target in ("triton", "k8s"):  # an export would carry trtllm-serve.yml's values: refused the same way
+        result = CliRunner().invoke(app, ["export", target, str(bundle), "--out", str(bundle.parent / target)])
+        assert result.exit_code == 1 and said in " ".join(result.output.split()), result.output
 
 
 @pytest.mark.parametrize("edit, said", [

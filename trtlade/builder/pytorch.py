@@ -136,50 +136,6 @@ def serve_command(model_path: Path, bundle: Path, host: str = "127.0.0.1", port:
                                                str(bundle / TRTLLM_SERVE_FILE), "--host", host, "--port", str(port)))
 
 
-def options_disagreements(config: Any, options: Mapping[str, Any]) -> list[tuple[str, Any, str, Any]]:
-    """Where a bundle's trtlade.yml (``config``, a :class:`~trtlade.config.schema.TrtladeConfig`) says another value
-    than its trtllm-serve.yml (``options``), which TensorRT-LLM runs: ``(config key, its value, file key, the file's
-    value)`` each. Only the keys :func:`serve_options` writes through unchanged that the file holds (one it lacks
-    takes TensorRT-LLM's default); the KV-cache keys where the serve section sets them.
-
-    >>> from trtlade.config.schema import TrtladeConfig
-    >>> cfg = TrtladeConfig.model_validate({"build": {"backend": "pytorch", "max_batch_size": 4},
-    ...                                     "speculation": {"decoding_type": "NGram", "max_draft_len": 2}})
-    >>> options_disagreements(cfg, {"max_batch_size": 8, "speculative_config": {"decoding_type": "NGram",
-    ...                                                                         "max_draft_len": 2}})
-    [('build.max_batch_size', 4, 'max_batch_size', 8)]
-    """
-    b, serve = config.build, config.serve
-    pairs = [("build.max_batch_size", b.max_batch_size, "max_batch_size"),
-             ("build.max_seq_len", b.max_seq_len, "max_seq_len"),
-             ("build.max_num_tokens", b.max_num_tokens, "max_num_tokens"),
-             ("build.tp_size", b.tp_size, "tensor_parallel_size"),
-             ("build.pp_size", b.pp_size, "pipeline_parallel_size"),
-             ("model.dtype", config.model.dtype, "dtype")]
-    kv = options.get("kv_cache_config") if isinstance(options.get("kv_cache_config"), Mapping) else {}
-    for key, field in (("kv_cache_free_gpu_memory_fraction", "free_gpu_memory_fraction"),
-                       ("kv_cache_enable_block_reuse", "enable_block_reuse")):
-        if key in serve.model_fields_set:
-            pairs.append((f"serve.{key}", getattr(serve, key), f"kv_cache_config.{field}"))
-    out = [(key, ours, theirs_key, _dotted(options, theirs_key, kv)) for key, ours, theirs_key in pairs
-           if ours is not None and _dotted(options, theirs_key, kv) not in (None, ours)]
-    spec = dict(config.speculation or {})
-    theirs = options.get("speculative_config") if isinstance(options.get("speculative_config"), Mapping) else {}
-    out += [(f"speculation.{k}", spec.get(k), f"speculative_config.{k}", theirs.get(k))
-            for k in sorted(set(spec) | set(theirs), key=str) if spec.get(k) != theirs.get(k)]
-    return out
-
-
-def disagreement_text(item: tuple[str, Any, str, Any]) -> str:
-    """``speculation.max_draft_len 2 (trtllm-serve.yml: speculative_config.max_draft_len 4)``"""
-    key, ours, theirs_key, theirs = item
-    return f"{key} {ours} ({TRTLLM_SERVE_FILE}: {theirs_key} {theirs})"
-
-
-def _dotted(options: Mapping[str, Any], key: str, kv: Mapping[str, Any]) -> Any:
-    return kv.get(key.split(".", 1)[1]) if key.startswith("kv_cache_config.") else options.get(key)
-
-
 def render_serve_options(options: Mapping[str, Any], release: str, command: str) -> str:
     head = ["# trtllm-serve --config file written by `trtlade build` for TensorRT-LLM "
             f"{release}'s PyTorch backend (see trtlade-manifest.json).",

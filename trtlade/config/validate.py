@@ -151,7 +151,7 @@ def _validate_trtlade(doc: YamlDocument, engine_dir: Path | None, release: str |
 def _bundle_agreement(doc: YamlDocument, config: Any) -> list[Diagnostic]:
     """A PyTorch-backend bundle's trtlade.yml against the trtllm-serve.yml beside it, which TensorRT-LLM runs (and
     serve refuses to start where they disagree): an error at each key that says another value."""
-    from trtlade.builder.pytorch import options_disagreements
+    from trtlade.bundle import options_disagreements
 
     folder = Path(doc.file).parent if doc.file else None
     if folder is None or not is_bundle(folder) or not Bundle(folder).trtllm_serve_file.is_file():

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trtlade.bundle import Bundle, BundleError, open_bundle
+from trtlade.bundle import Bundle, BundleError, disagreement_text, open_bundle, options_disagreements
 from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml
 from trtlade.config.schema import TrtladeConfig
 from trtlade.export import triton_stock as stock
@@ -89,6 +89,13 @@ def read_pytorch_source(path: Path, *, model_path: Optional[str] = None,
     except (ConfigError, ConfigLoadError, OSError, BundleError) as exc:
         raise ExportError(f"cannot read the bundle {path}: {exc}", "rebuild it with `trtlade build --speculation ...`",
                           where=str(path)) from None
+    differ = options_disagreements(loaded.config, options)
+    if differ:  # the export carries trtllm-serve.yml: an edit of trtlade.yml alone would be dropped, as serve refuses
+        raise ExportError("the bundle's trtlade.yml and trtllm-serve.yml disagree, and the export would carry "
+                          "trtllm-serve.yml's: " + "; ".join(disagreement_text(d) for d in differ),
+                          f"make {bundle.trtllm_serve_file} say the same (check the bundle with "
+                          f"`trtlade validate-config {path}`), or build a new bundle from the edited config",
+                          where=str(path))
     release = str((manifest.get("tensorrt_llm") or {}).get("version") or loaded.config.build.trtllm_version or "")
     if not release:
         raise ExportError(f"{bundle.manifest_file} names no TensorRT-LLM release", "rebuild the bundle with "

@@ -155,9 +155,9 @@ def engine_factory(plan: ServePlan, argv: Sequence[str] = ("serve",)) -> Optiona
 def llm_launch(plan: ServePlan) -> Any:
     """TensorRT-LLM's PyTorch backend: the bundle's trtllm-serve.yml when there is one (trtlade and trtllm-serve
     then run the same options), else the options written from the config as `trtlade build` would."""
-    from trtlade.builder.pytorch import disagreement_text, options_disagreements, serve_options
+    from trtlade.builder.pytorch import serve_options
     from trtlade.trtllm.releases import NEWEST_READ
-    from trtlade.bundle import Bundle, BundleError, is_bundle
+    from trtlade.bundle import Bundle, BundleError, disagreement_text, is_bundle, options_disagreements
     from trtlade.trtllm.llm_engine import LlmLaunch
 
     cfg = plan.config
