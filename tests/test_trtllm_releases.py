@@ -103,15 +103,27 @@ def test_speculation_keys_upstream_ignores_are_warned_at_their_line(tmp_path, bl
 @pytest.mark.parametrize("text, keys", [
     ("serve: {engine: trtllm, prefix_cache_mb: 512, threads: 4}\nbuild: {engine_dir: e}\n",
      ["serve.prefix_cache_mb", "serve.threads"]),                               # the reference engine's
-    ("serve: {engine: reference, kv_cache_free_gpu_memory_fraction: 0.5}\n",
-     ["serve.kv_cache_free_gpu_memory_fraction"]),
+    ("serve: {engine: reference, kv_cache_free_gpu_memory_fraction: 0.5}\nbuild: {backend: reference}\n",
+     ["serve.kv_cache_free_gpu_memory_fraction"]),                              # neither build nor serve reads it
     ("serve: {engine: reference, prefix_cache_mb: 512}\n", []),                # read by the engine that serves
     ("serve: {engine: trtllm, kv_cache_enable_block_reuse: true}\nbuild: {engine_dir: e}\n", []),
+    ("serve: {kv_cache_free_gpu_memory_fraction: 0.8}\nbuild: {backend: pytorch}\n", []),  # build writes it
 ])
 def test_a_key_the_serving_engine_ignores_is_warned_at_its_line(tmp_path, text, keys):
     report, found = findings(write(tmp_path, "a.yml", "model: {name: Qwen3-8B}\nlookahead: {spec: '4,2,4'}\n" + text))
     assert [f[2] for f in found if f[1] == "engine-key"] == keys
     assert all(f[0] == "warning" for f in found if f[1] == "engine-key")
+
+
+def test_serve_max_draft_len_bounds_the_reference_engine_only(tmp_path):
+    """TensorRT-LLM reads no serve.max_draft_len: a smaller one beside a PyTorch-backend speculation block is a
+    warning (the key is ignored there), not the reference engine's refusal."""
+    text = ("model: {name: Qwen3-8B}\nbuild: {backend: pytorch, trtllm_version: 1.3.0}\n"
+            "speculation: {decoding_type: SA, max_draft_len: 4}\nserve: {engine: %s, max_draft_len: 2}\n")
+    trtllm, found = findings(write(tmp_path, "a.yml", text % "trtllm"))
+    assert trtllm.valid() and ("warning", "engine-key", "serve.max_draft_len", 4) in found
+    reference, found = findings(write(tmp_path, "b.yml", text % "reference"))
+    assert not reference.valid() and any(f[1] == "speculation-limit" for f in found)
 
 
 def test_a_pytorch_deployment_needs_a_drafter_its_release_has(tmp_path):

@@ -313,8 +313,11 @@ def _other_engines_keys(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnosti
     """A key set for the engine that does not serve (``serve.prefix_cache_mb`` with TensorRT-LLM, a KV-cache fraction
     with the reference engine): a warning at it, as the value would be dropped."""
     out = []
+    # a TensorRT-LLM key is read by `trtlade build` (written into the bundle) as well as by the trtllm engine
+    tensorrt_llm = cfg.serve.engine == "trtllm" or cfg.build.backend != "reference"
     for (section, key), reader in _ENGINE_KEYS.items():
-        if reader != cfg.serve.engine and key in getattr(cfg, section).model_fields_set:
+        ignored = cfg.serve.engine == "trtllm" if reader == "reference" else not tensorrt_llm
+        if ignored and key in getattr(cfg, section).model_fields_set:
             name = "the reference engine" if reader == "reference" else "TensorRT-LLM (serve.engine trtllm)"
             out.append(doc.diagnostic("warning", f"applies to {name}; this config serves with the "
                                       f"{cfg.serve.engine} engine, which ignores it", loc=(section, key),

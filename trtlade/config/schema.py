@@ -512,8 +512,8 @@ class TrtladeConfig(_Section):
                                                                      else ()),
                                   code="speculation", hint=exc.hint) from None
         assert config is not None
-        limit = self.serve.max_draft_len
-        if limit is not None and config.max_draft_len > limit:
+        limit = self.serve.max_draft_len  # the reference engine's bound; TensorRT-LLM reads no such key
+        if limit is not None and self.serve.engine == "reference" and config.max_draft_len > limit:
             raise ConfigRuleError(
                 f"speculation.max_draft_len ({config.max_draft_len}) is above serve.max_draft_len ({limit}): the "
                 "server would refuse its own default", loc=("speculation", "max_draft_len"),
