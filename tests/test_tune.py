@@ -272,6 +272,7 @@ def test_apply_refuses_a_schedule_the_config_cannot_hold(config, fragment):
     (["--candidates", ""], CONFIG, "--candidates is empty"),
     (["--prefix-cache", "flush"], CONFIG, "'flush' is not a prefix-cache rule"),
     (["--top-p", "0.5"], CONFIG, "top_p 0.5 without a temperature"),                # greedy: not sent
+    (["--config", "{config}"], CONFIG + "bench:\n  top_p: 0.5\n", "deploy.yml:9:10: bench.top_p: top_p 0.5 without"),
     (["--drafters", ""], CONFIG, "--drafters is empty"),                              # not the defaults
 ])
 def test_tune_refuses_what_it_would_refuse_after_the_run_before_it(tmp_path, args, text, fragment):

@@ -43,6 +43,7 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
     "bench-mode-not-admitted.yml": ("error", "bench-mode-not-admitted", "bench.modes.1", 6, 7,
                                     "the server would refuse every request"),
     "bench-mode-unknown.yml": ("error", "bench-mode", "bench.modes.1", 4, 15, "'turbo'"),
+    "bench-top-p-greedy.yml": ("error", "bench-top-p", "bench.top_p", 4, 10, "greedy decoding ignores top_p"),
     "not-a-mapping.yml": ("error", "not-a-mapping", "", 1, 1, "the top level is a list"),
     "malformed.yml": ("error", "yaml-syntax", "", 3, 19, "mapping values are not allowed"),
     "duplicate-key.yml": ("error", "duplicate-key", "lookahead.spec", 3, 3, "first at line 2"),

@@ -205,8 +205,12 @@ def tune(
     if not 0.0 < settings.top_p <= 1.0:
         fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
     if settings.top_p < 1.0 and not settings.temperature > 0:
+        where = "--top-p"
+        if top_p is None and loaded is not None and loaded.document.has(("bench", "top_p")):
+            line, column = loaded.document.position(("bench", "top_p"))
+            where = f"{loaded.document.file}:{line}:{column}: bench.top_p"
         fail(f"top_p {settings.top_p:g} without a temperature: greedy decoding ignores top_p, so it would not be sent",
-             where="--top-p", hint="add --temperature (or bench.temperature), e.g. --temperature 0.7 --top-p 0.95")
+             where=where, hint="add --temperature (or bench.temperature), e.g. --temperature 0.7 --top-p 0.95")
     out_root = result_root(result_dir, loaded, section)
     key = api_key
     if key is None and loaded is not None and loaded.config.serve.api_key_env:

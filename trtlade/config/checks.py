@@ -42,6 +42,7 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
         out += spec_warnings(doc, cfg.lookahead.request_default, ("lookahead", "request_default"))
     out += _check_build_sizes(doc, cfg)
     out += _check_bench_modes(doc, cfg)
+    out += _check_bench_sampling(doc, cfg)
     out += _check_sections(doc, cfg)
     out += _check_ignored_speculation(doc, cfg)
     out += _check_files(loaded)
@@ -197,6 +198,16 @@ def _check_build_sizes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
                        "without saying so", loc=("build", "max_num_tokens"), code="build-max-num-tokens",
             hint=f"write build.max_num_tokens: {need} (or more) so the config says what the engine holds"))
     return out
+
+
+def _check_bench_sampling(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """``bench.top_p`` below 1 with no ``bench.temperature``: greedy requests carry no top_p, so bench and tune refuse
+    it (it would be neither sent nor recorded)."""
+    if cfg.bench.top_p < 1.0 and not cfg.bench.temperature > 0:
+        return [doc.diagnostic("error", f"top_p {cfg.bench.top_p:g} without a temperature: greedy decoding ignores "
+                               "top_p, so bench and tune refuse it", loc=("bench", "top_p"), code="bench-top-p",
+                               hint="set bench.temperature (e.g. 0.7), or remove top_p")]
+    return []
 
 
 def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
