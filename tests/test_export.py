@@ -334,10 +334,14 @@ def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one
     assert bare.exit_code == 0 and "note: the pod serves without an API key" in " ".join(bare.output.split())
     assert "env" not in _validated(tmp_path / "a")["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
     keyed = export("k8s", str(cfg), "--out", str(tmp_path / "b"), "--api-key-secret", "svc-key")
-    assert keyed.exit_code == 0 and "without an API key" not in keyed.output
-    main = _validated(tmp_path / "b")["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
+    assert keyed.exit_code == 0 and "serves without an API key" not in keyed.output
+    docs = _validated(tmp_path / "b")
+    main = docs["deployment.yml"]["spec"]["template"]["spec"]["containers"][0]
     assert main["env"] == [{"name": "MY_SERVICE_KEY", "valueFrom": {"secretKeyRef": {"name": "svc-key",
                                                                                       "key": "api-key"}}}]
+    # the scrape annotations and the autoscaler read /metrics without the key: opened there, and said
+    assert yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])["serve"]["metrics_without_key"] is True
+    assert "/metrics is open without the key in the pod" in " ".join(keyed.output.split())
     cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {api_key_env: null, api_keys_file: keys.txt}\n")
     (tmp_path / "keys.txt").write_text("alice " + "a" * 32 + "\n")
     nulled = export("k8s", str(cfg), "--out", str(tmp_path / "c"), "--api-key-secret", "svc-key")

@@ -291,6 +291,11 @@ def _pod_key_notes(source: dict, opts: Any) -> list[str]:
         how = (f"--api-key-secret NAME puts a Secret's {SECRET_KEY!r} entry into ${variable}" if variable else
                "the config's serve.api_key_env is null: set it, then pass --api-key-secret NAME")
         notes.append(f"the pod serves without an API key: anyone who reaches the Service can use it ({how})")
+    if opts.api_key_secret is not None:
+        notes.append("serve.metrics_without_key is false: Prometheus and the autoscaler get 401 from /metrics "
+                     "(scrape with the key, or set it true)" if serve.get("metrics_without_key") is False else
+                     "/metrics is open without the key in the pod (serve.metrics_without_key: true), for the scrape "
+                     "annotations and the autoscaler; every other route needs the key")
     if serve.get("api_keys_file"):
         notes.append(f"serve.api_keys_file {serve['api_keys_file']} is not in the pod (the ConfigMap holds the config "
                      "alone): mount the keys file (a Secret) and set serve.api_keys_file to its path in the pod, or "

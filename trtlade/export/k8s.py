@@ -153,6 +153,8 @@ def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> d
     model = out.setdefault("model", {})
     if opts.tokenizer:
         model["tokenizer"] = opts.tokenizer
+    if opts.api_key_secret is not None and "metrics_without_key" not in serve:
+        serve["metrics_without_key"] = True  # Prometheus and the autoscaler scrape /metrics without the key
     return out
 
 
