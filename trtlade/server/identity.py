@@ -106,11 +106,21 @@ class KeyRing:
 
 
 def keys_file_path(configured: Optional[Path], flag: Optional[Path], env: "os._Environ[str] | dict[str, str]"
-                   ) -> Optional[Path]:
-    """The keys file: ``--api-keys-file`` > ``serve.api_keys_file`` > ``$TRTLADE_API_KEYS_FILE`` (None: none)."""
+                   ) -> tuple[Optional[Path], str]:
+    """The keys file (None: none) and where its path came from: ``--api-keys-file`` > ``serve.api_keys_file`` >
+    ``$TRTLADE_API_KEYS_FILE``. The variable set but empty (``"$UNSET"``) is a KeysFileError: it would serve without
+    keys.
+
+    >>> keys_file_path(None, None, {})
+    (None, '$TRTLADE_API_KEYS_FILE')
+    """
     if flag is not None:
-        return flag
+        return flag, "--api-keys-file"
     if configured is not None:
-        return configured
+        return configured, "serve.api_keys_file"
     value = env.get(KEYS_FILE_ENV)
-    return Path(value) if value else None
+    if value is not None and not value.strip():
+        raise KeysFileError("set but empty: the server would answer every request without keys",
+                            f"set {KEYS_FILE_ENV} to the keys file, or unset it to serve without one",
+                            where=f"${KEYS_FILE_ENV}")
+    return (Path(value) if value else None), f"${KEYS_FILE_ENV}"

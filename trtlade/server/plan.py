@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
 from trtlade.config.schema import TrtladeConfig
-from trtlade.server.identity import KEYS_FILE_ENV, KeyRing, KeysFileError, check_key_length, keys_file_path
+from trtlade.server.identity import KeyRing, KeysFileError, check_key_length, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
 
@@ -259,13 +259,11 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
                             "built from")
     api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
-    if flags.api_keys_file is None and configured is None and KEYS_FILE_ENV in env and not env[KEYS_FILE_ENV].strip():
-        raise PlanError("set but empty: the server would answer every request without keys",
-                        f"set {KEYS_FILE_ENV} to the keys file, or unset it to serve without one",
-                        where=f"${KEYS_FILE_ENV}")
-    keys_source = ("--api-keys-file" if flags.api_keys_file is not None else "serve.api_keys_file"
-                   if configured is not None else f"${KEYS_FILE_ENV}")
-    keys, key_warnings = _keys(keys_file_path(configured, flags.api_keys_file, env), api_key, keys_source)
+    try:
+        keys_path, keys_source = keys_file_path(configured, flags.api_keys_file, env)
+    except KeysFileError as exc:
+        raise PlanError(exc.message, exc.hint, where=exc.where) from None
+    keys, key_warnings = _keys(keys_path, api_key, keys_source)
     scope = _scope(config, keys)
     manifest = None
     if bundle is not None:
