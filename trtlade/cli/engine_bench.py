@@ -93,10 +93,11 @@ def engine_bench(
     extra = list(ctx.args)  # `--specs 4,2,4 7,7,7`: the values after the first arrive as extra arguments
     if extra and not specs:
         fail(f"unexpected argument(s) {' '.join(extra)}", hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
-    if specs is not None and not _split(specs) + extra:  # `--specs ""` ran the whole default sweep
+    given = _split(specs) + extra
+    if specs is not None and not given:  # `--specs ""` ran the whole default sweep
         fail("--specs is empty", hint="give (W,N,G) specs, e.g. --specs 4,2,4 7,7,7, or leave --specs out for the "
              "default sweep")
-    spec_values = _split(specs) + extra or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
+    spec_values = given or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
     parsed = [parse_spec_option(v, option="--specs") for v in spec_values]
     presets = _presets(preset)
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
