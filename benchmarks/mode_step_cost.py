@@ -238,6 +238,8 @@ def main() -> None:
     unknown = [m for m in args.modes if m not in ("ar", "auto", *SPECULATION)]
     if unknown:
         ap.error(f"--modes: unknown {', '.join(unknown)} (allowed: ar, auto, ngram, sa)")
+    if args.url and (args.slots != 1 or args.functions):  # the served pass sends one request at a time, untimed inside
+        ap.error("--slots and --functions measure in-process; with --url the server's own /metrics are read")
     served(args) if args.url else in_process(args)
 
 
