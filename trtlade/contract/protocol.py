@@ -232,7 +232,7 @@ class GenerationStats:
     speculation: Optional[DraftConfig] = None
     draft_tokens: Optional[int] = 0
     #: Lookahead: accepted drafts by where the accepted path's last draft came from (``window``, ``pool``,
-    #: ``prompt_lookup``, ``suffix``)
+    #: ``prompt_lookup``, ``suffix``, ``public``)
     accepted_from: dict[str, int] = field(default_factory=dict)
 
     @property

@@ -503,8 +503,8 @@ class PolicyCounters:
     accepted: int = 0
     #: steps of ``auto`` sequences run without a plan, their golden rows only (:meth:`AutoPolicy.should_plan`)
     unplanned: int = 0
-    #: per option the plan chose (``suffix``, ``prompt_lookup``, ``pool``, ``first``, ``candidates``, ``full``),
-    #: the sequence-steps it ran with drafts
+    #: per option the plan chose (``suffix``, ``prompt_lookup``, ``pool``, ``public``, ``first``, ``candidates``,
+    #: ``full``), the sequence-steps it ran with drafts
     options: dict = field(default_factory=dict)
 
 
@@ -860,8 +860,8 @@ class AutoPolicy:
         at 8 sequences on an H200 where `auto` delivered 0.91-0.94x). Where
         its plans have found less than they cost (both averaged over the recent plans of ``seqs`` sequences,
         :meth:`observe_planning`), the step plans once every ``cost / found`` steps (at most
-        ``MAX_PLAN_EVERY``) and the others run their golden rows without a plan. A plan that finds drafts
-        worth more than it costs brings planning back to every step.
+        ``MAX_PLAN_EVERY``) and the others run their golden rows without a plan. Plans that find drafts
+        worth more than they cost bring planning back to every step once the average found passes the cost.
 
         Eight sequences where planning costs 2% of the step and the plans found a 10% gain once in 20 steps
         (0.5% a step): one plan in 4 steps. Two sequences whose plans find 15% at most steps: every step.
