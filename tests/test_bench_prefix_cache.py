@@ -49,11 +49,11 @@ def prompts() -> list[Prompt]:
     return [Prompt(index=i, text=SHARED + q) for i, q in enumerate(questions)]
 
 
-def bench(url: str, rule: str) -> tuple[list, dict]:
+def bench(url: str, rule: str, warm: int = 0) -> tuple[list, dict]:
     ps = prompts()
     target = Target("a", url, model=str(engine().model_id))
     plan = BenchPlan(make_series([target], parse_modes(["ar,lookahead"])), [1], parse_endpoint("completions"), ps,
-                     [], 4, 0.0, True, 60.0, prefix_cache=rule)
+                     ps[:warm], 4, 0.0, True, 60.0, prefix_cache=rule)
     outcome = run_plan_sync(plan)
     return outcome.summaries, outcome.prefix_cache
 
@@ -72,6 +72,18 @@ def test_each_series_starts_from_an_empty_cache_by_default_and_keep_shows_the_di
     kept_rates = {s.series: s.prefix_hit_rate for s in kept}
     assert kept_rates["lookahead"] > rates["lookahead"]  # found what ar (and the earlier run) computed
     assert all(s.cached_input_tokens is not None for s in cleared + kept)
+
+
+def test_a_warm_up_with_a_measured_prompt_leaves_nothing_cached_for_the_measured_requests():
+    """The warm-up's prompts are the dataset's first (a bundled set in order): the cache is emptied after it."""
+    app = app_with_cache()
+    try:
+        with uvicorn_thread(app) as url:
+            cold, _ = bench(url, "clear")
+            warmed, _ = bench(url, "clear", warm=1)
+    finally:
+        engine().runner.prefix_cache = None
+    assert {s.series: s.prefix_hit_rate for s in warmed} == {s.series: s.prefix_hit_rate for s in cold}
 
 
 def test_the_clear_endpoint_drops_every_block_and_needs_the_key():

@@ -247,6 +247,24 @@ def test_repeated_runs_report_mean_spread_and_a_verdict_per_speedup() -> None:
     assert cells[("fast", 2)]["ratios"] == pytest.approx([1.21, 1.23, 1.19])
 
 
+def test_a_change_as_large_as_its_margin_at_the_digits_shown_is_printed_with_one_more_digit() -> None:
+    from trtlade.bench.noise import Speedup
+    from trtlade.bench.report import _change_cell
+
+    higher = _change_cell(Speedup((1.0150, 1.0250, 1.0210)), 0.0196, 0)
+    within = _change_cell(Speedup((1.0150, 1.0250, 1.0190)), 0.0204, 0)
+    assert higher.endswith("higher ±1.96") and higher.startswith("+2.03%")
+    assert within.endswith("within noise ±2.04") and within.startswith("+1.97%")
+    assert _change_cell(Speedup((1.21, 1.23, 1.19)), 0.05, 0).endswith("higher ±5.0")
+
+
+def test_two_runs_with_identical_repeats_are_no_difference_whatever_the_last_bit() -> None:
+    from trtlade.bench.noise import unpaired, verdict
+
+    ratio, m = unpaired([49.99999999999999] * 3, [50.0] * 3)
+    assert m == 0.0 and verdict(ratio, m) == "within noise"
+
+
 def test_a_noisy_level_gets_its_own_wider_band() -> None:
     """At concurrency 2 the baseline itself jumps between repeats: a +5% there is within that level's
     noise, while the same +5% at the quiet level 1 is real."""
@@ -313,6 +331,28 @@ def test_a_mode_equal_to_its_baseline_is_called_different_at_most_about_5_percen
     """The verdict's promise, checked by simulation: at most the 5% a 95% interval allows (2 standard errors
     with a normal quantile said it 11-29% of the time at 2-3 repeats)."""
     assert verdicts_of_equal_modes(repeats, modes) <= 0.06
+
+
+def test_the_trade_the_noise_rule_documents_power_against_a_noisier_mode_called_different() -> None:
+    """trtlade/bench/noise.py's figures, simulated (four modes, three repeats, 5% noise a ratio): a real 10% change
+    is seen in most runs; a mode equal to its baseline but three times noisier is called different more often than
+    5%, and the page says how often."""
+    import random
+    import statistics
+
+    from trtlade.bench.noise import margin, pooled, verdict
+
+    rng = random.Random(2)
+
+    def rate(effect: float, noisier: float, trials: int = 4000) -> float:
+        said = 0
+        for _ in range(trials):
+            groups = [[1 + (effect if m == 0 else 0) + rng.gauss(0, 0.05 * (noisier if m == 0 else 1))
+                       for _ in range(3)] for m in range(4)]
+            said += verdict(statistics.fmean(groups[0]), margin(groups[0], pooled(groups))) != "within noise"
+        return said / trials
+    assert rate(0.10, 1.0) >= 0.72
+    assert 0.10 <= rate(0.0, 3.0) <= 0.16
 
 
 def test_an_erratic_mode_is_judged_by_its_own_scatter_not_its_steady_neighbours() -> None:

@@ -74,6 +74,37 @@ def test_latency_limits_exclude_specs_before_throughput_counts():
     assert choose(tabulate(rs), max_ttft_ms=500, max_tpot_ms=30)[0].spec == AR
 
 
+def test_a_spec_whose_requests_failed_is_never_chosen_however_fast_the_rest_ran():
+    """Throughput counts completed requests only: a spec that fails one request in four is not a choice."""
+    rs = runs({(AR, 1): [20, 20.2], (LA, 1): [23, 23.1]}) + [Run(BIG, 1, r, 40.0, 90.0, 20.0, failed=r)
+                                                              for r in range(2)]
+    t = tabulate(rs)
+    assert t.cell(BIG, 1).failed == 1 and t.cell(LA, 1).failed == 0
+    pick = choose(t)[0]
+    assert pick.spec == LA
+    broken = tabulate(runs({(AR, 1): [20, 20.2], (LA, 1): [23, 23.1]}) + [Run(BIG, 1, 0, 40.0, 90.0, 20.0, failed=2),
+                                                                          Run(BIG, 1, 1, 41.0, 90.0, 20.0)])
+    assert choose(broken)[0].spec == LA
+    only = tabulate([Run(AR, 1, r, 20.0, 90.0, 40.0) for r in range(2)]
+                    + [Run(BIG, 1, r, 40.0, 90.0, 20.0, failed=1) for r in range(2)])
+    assert choose(only)[0].spec == AR and "2,4,2: 2 failed request(s)" in choose(only)[0].reason
+
+
+def test_the_report_names_each_cell_whose_requests_failed():
+    from trtlade.tune.report import _failed_cells, cell_rows
+
+    t = tabulate(runs({(AR, 1): [20, 20.2], (LA, 4): [23, 23.1], (AR, 4): [20, 20]})
+                 + [Run(LA, 1, r, 40.0, 90.0, 20.0, failed=2) for r in range(2)])
+    assert _failed_cells(t) == "(2,2,1) at 1: 4"
+    assert {(r["spec"], r["concurrency"]): r["failed_requests"] for r in cell_rows(t)}[("2,2,1", 1)] == 4
+
+
+def test_where_plain_decodings_own_requests_failed_nothing_is_chosen():
+    rs = runs({(LA, 1): [30, 30.2]}) + [Run(AR, 1, r, 20.0, 90.0, 40.0, failed=1 - r) for r in range(2)]
+    pick = choose(tabulate(rs))[0]
+    assert pick.spec == AR and "(1,1,0) had 1 failed request(s)" in pick.reason
+
+
 def test_runs_without_the_baseline_are_refused():
     with pytest.raises(ValueError, match="plain decoding"):
         tabulate([Run(LA, 1, 0, 10.0, None, None)])

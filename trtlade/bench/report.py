@@ -217,7 +217,10 @@ def _change_cell(s: Speedup, m: Optional[float], lost: int) -> str:
         return f"{pct:+.1f}%{span} not judged: {lost} failed request{'s' if lost > 1 else ''} left out"
     said = verdict(s.mean, m)
     said = {"faster": "higher", "slower": "lower"}.get(said, said)
-    return f"{pct:+.1f}%{span} {said}" + (f" ±{m * 100:.1f}" if m is not None else "")
+    if m is None:
+        return f"{pct:+.1f}%{span} {said}"
+    digits = 1 if f"{abs(pct):.1f}" != f"{m * 100:.1f}" else 2  # a verdict never rests on digits not shown
+    return f"{pct:+.{digits}f}%{span} {said} ±{m * 100:.{digits}f}"
 
 
 def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -> str:
@@ -676,7 +679,7 @@ def render_markdown(run: RunSummary) -> str:
     s = run.settings
     out.append(f"{s.get('endpoint', '?')} endpoint, dataset `{s.get('dataset', '?')}`, "
                f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
-               f"warm-up), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, "
+               f"warm-up, in the first repeat), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, "
                f"temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     m = run.metadata

@@ -9,8 +9,8 @@ Each (level, series) first sends ``num_warmups`` unmeasured requests (in the fir
 so that each speedup is measured R times, paired within a repeat (:mod:`trtlade.bench.noise`).
 
 With ``prefix_cache`` "clear" (the default), each server's prefix cache is emptied before every
-(level, series) -- ``POST /admin/prefix-cache/clear``, which ``trtlade serve`` has -- so that a mode never
-finds the prompts of the mode before it already computed; each series then starts from the same empty
+(level, series), after its warm-up -- ``POST /admin/prefix-cache/clear``, which ``trtlade serve`` has -- so that a
+mode never finds the prompts of the mode before it (or of its warm-up) already computed; each series then starts from the same empty
 cache and reuses only what its own requests share (a chat template's system prompt, say). What each
 server answered is kept in :attr:`RunOutcome.prefix_cache`.
 """
@@ -158,10 +158,6 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
             order = series_order(plan.series, repeat)
             for level in plan.levels:
                 for series in order:
-                    if plan.prefix_cache == "clear":
-                        target = series.target
-                        outcome.prefix_cache[target.label] = await clear_prefix_cache(
-                            clients.get(1)[0], target.base_url, target.headers(), min(plan.timeout, 30.0))
                     if plan.warmup_prompts and repeat == 0:
                         progress.start(series.label, level, len(plan.warmup_prompts), True)
                         warm = await _closed_loop(clients, plan, series, level, plan.warmup_prompts, progress)
@@ -169,6 +165,10 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
                         if series.label not in checked and not any(r.ok for r in warm):
                             raise BenchAborted(series.label, warm)
                         checked.add(series.label)
+                    if plan.prefix_cache == "clear":  # after the warm-up, whose prompts may be measured ones too
+                        target = series.target
+                        outcome.prefix_cache[target.label] = await clear_prefix_cache(
+                            clients.get(1)[0], target.base_url, target.headers(), min(plan.timeout, 30.0))
                     progress.start(series.label, level, len(plan.prompts), False)
                     records = await _closed_loop(clients, plan, series, level, plan.prompts, progress, repeat)
                     summary = summarize_level(records, series=series.label, concurrency=level,

@@ -191,11 +191,12 @@ def bench(
                                               help="Measured requests per level and series (default 16)."),
     repeats: Optional[int] = typer.Option(None, "--repeats", "-r", min=1, max=100,
                                           help="Run the whole sweep this many times, the modes interleaved "
-                                               "and their order reversed every other repeat; each cell is "
+                                               "and their order rotated by one each repeat; each cell is "
                                                "reported as mean (min-max) and each speedup as higher, lower "
                                                "or within noise (default 1: one sample per cell)."),
     num_warmups: Optional[int] = typer.Option(None, "--num-warmups", min=0,
-                                              help="Unmeasured warm-up requests per level and series (default 1)."),
+                                              help="Unmeasured warm-up requests per level and series, in the "
+                                              "first repeat (default 1)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per request (default 50)."),
     ignore_eos: Optional[bool] = typer.Option(None, "--ignore-eos/--no-ignore-eos",
                                               help="Send ignore_eos so every answer has max_tokens tokens."),

@@ -5,9 +5,11 @@ For each repeat, for each level (ascending), every candidate runs the same promp
 other, in an order rotated by one per repeat, so that slow drift of the machine and the position in
 the sequence hit every spec alike. A run is the bench's closed loop (:mod:`trtlade.bench.runner`):
 ``concurrency`` workers sending back to back until the run's prompts are done; it is summarised by
-the bench's own metrics (output throughput, median TTFT and TPOT). Each repeat samples its own
-prompts (``seed + repeat``), so the choice does not rest on one sample of the traffic. Before the
-first repeat every candidate serves one unmeasured request (warm-up).
+the bench's own metrics (output throughput, median TTFT and TPOT) and its failed requests. With the
+``random`` set each repeat draws its own prompts (``seed + repeat``), so the choice does not rest on one
+sample of the traffic; the other sets send their prompts in order, the same in every repeat. Before the
+first repeat every candidate serves one unmeasured request (warm-up); each run then starts from an emptied
+prefix cache (``prefix_cache`` "clear", the default).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ async def measure(target: Target, endpoint: Endpoint, dataset: Dataset, specs: S
             outcome = await run_plan(plan, progress)
             for spec, summary in zip(order, outcome.summaries):
                 run = Run(spec, level, repeat, summary.output_throughput, summary.median_ttft_ms,
-                          summary.median_tpot_ms)
+                          summary.median_tpot_ms, summary.failed)
                 out.runs.append(run)
                 out.summaries.append(summary)
                 out.failed_requests += summary.failed

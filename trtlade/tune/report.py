@@ -111,7 +111,7 @@ class TuneResult:
             "failed_requests": self.failed_requests,
             "runs": [{"spec": str(r.spec), "concurrency": r.concurrency, "repeat": r.repeat,
                       "output_throughput": r.output_throughput, "median_ttft_ms": r.median_ttft_ms,
-                      "median_tpot_ms": r.median_tpot_ms} for r in self.runs],
+                      "median_tpot_ms": r.median_tpot_ms, "failed_requests": r.failed} for r in self.runs],
             "settings": self.settings,
             "metadata": self.metadata,
         }
@@ -129,7 +129,7 @@ def cell_rows(table: Table) -> list[dict[str, Any]]:
                          "speedup": cell.speedup, "speedup_min": min(ratios, default=None),
                          "speedup_max": max(ratios, default=None),
                          "threshold": table.threshold(cell, table.comparisons(level, _kind(spec))) if ratios else None,
-                         "runs": len(cell.throughput),
+                         "runs": len(cell.throughput), "failed_requests": cell.failed,
                          "mean_of_median_ttft_ms": cell.ttft, "mean_of_median_tpot_ms": cell.tpot})
     return rows
 
@@ -203,6 +203,7 @@ def _speedup_frame(result: TuneResult) -> Any:
             else:
                 span = f" ({min(cell.ratios):.3f}–{max(cell.ratios):.3f})" if len(cell.ratios) > 1 else ""
                 text = f"{cell.speedup:.3f}x{span}"
+            text += f" [{cell.failed} failed]" if cell.failed else ""
             column.append(f"**{text}**" if (str(spec), level) in chosen else text)
         data[str(level)] = column
     return pd.DataFrame(data, index=[str(s) for s in table.specs]).rename_axis("spec \\ concurrency")
@@ -215,7 +216,9 @@ def summary_markdown(result: TuneResult) -> str:
     choice_lines = "\n".join(f"| {c.concurrency} | {c.spec} | {c.speedup:.3f}x | {c.reason} |" for c in result.choices)
     rec = result.recommendation
     limits = ", ".join(f"{k} {v:g}" for k, v in result.limits.items() if v is not None) or "none"
-    failed = (f"\n**{result.failed_requests} request(s) failed** during the measurement; see tune.json.\n"
+    failed = (f"\n**{result.failed_requests} request(s) failed** during the measurement: "
+              f"{_failed_cells(table)}. A cell with failed requests is never chosen, and where (1,1,0)'s own failed, "
+              "nothing is chosen at that level (tune.json: `failed_requests` per run and cell).\n"
               if result.failed_requests else "")
     return f"""# trtlade tune {result.run_id}
 
@@ -263,6 +266,12 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
 {rec.note}.
 {_pytorch_section(result)}"""
+
+
+def _failed_cells(table: Table) -> str:
+    """``(2,2,1) at 4: 3; (1,1,0) at 8: 1``: the cells whose requests failed, with how many."""
+    return "; ".join(f"({spec}) at {level}: {cell.failed}" for spec in table.specs for level in table.levels
+                     if (cell := table.cell(spec, level)) is not None and cell.failed)
 
 
 def _served_by(result: TuneResult) -> str:

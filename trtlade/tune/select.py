@@ -54,7 +54,8 @@ def is_drafter(candidate: Candidate) -> bool:
 @dataclass(frozen=True)
 class Run:
     """One measured run: ``spec`` at ``concurrency`` in ``repeat``, with what the server delivered
-    (``output_throughput`` tok/s) and the medians of TTFT and TPOT (ms; None if not measured)."""
+    (``output_throughput`` tok/s, completed requests only), the medians of TTFT and TPOT (ms; None if not
+    measured) and how many of its requests failed."""
 
     spec: Candidate
     concurrency: int
@@ -62,6 +63,7 @@ class Run:
     output_throughput: float
     median_ttft_ms: Optional[float]
     median_tpot_ms: Optional[float]
+    failed: int = 0
 
 
 @dataclass
@@ -74,6 +76,8 @@ class Cell:
     ttft_ms: list[float] = field(default_factory=list)
     tpot_ms: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
+    #: requests that failed in its runs (a cell with any is never chosen: its throughput counts the others only)
+    failed: int = 0
 
     @property
     def mean_throughput(self) -> float:
@@ -137,6 +141,7 @@ def tabulate(runs: Iterable[Run]) -> Table:
         specs += [r.spec] if r.spec not in specs else []
         levels += [r.concurrency] if r.concurrency not in levels else []
         cell.throughput.append(r.output_throughput)
+        cell.failed += r.failed
         if r.median_ttft_ms is not None:
             cell.ttft_ms.append(r.median_ttft_ms)
         if r.median_tpot_ms is not None:
@@ -162,9 +167,9 @@ class Choice:
 
 def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Optional[float] = None,
            only: Optional[Callable[[Candidate], bool]] = None) -> list[Choice]:
-    """Per level: among the candidates within the latency limits, the one with the largest mean speedup of
-    those that clear their noise threshold (the confidence shared over the level's candidates), else
-    (1,1,0). ``only``: the candidates that may be chosen (all by default: lookahead specs and drafters alike;
+    """Per level: among the candidates within the latency limits none of whose requests failed, the one with
+    the largest mean speedup of those that clear their noise threshold (the confidence shared over the level's
+    candidates), else (1,1,0); (1,1,0) too where one of its own requests failed (nothing is compared there). ``only``: the candidates that may be chosen (all by default: lookahead specs and drafters alike;
     :func:`is_lookahead` for an engine's schedule)."""
     return [_choose_level(table, level, max_ttft_ms, max_tpot_ms, only) for level in table.levels]
 
@@ -173,11 +178,17 @@ def _choose_level(table: Table, level: int, max_ttft_ms: Optional[float], max_tp
                   only: Optional[Callable[[Candidate], bool]]) -> Choice:
     eligible: list[Cell] = []
     notes: list[str] = []
+    base = table.cell(AUTOREGRESSIVE, level)
+    if base is not None and base.failed:
+        return Choice(level, AUTOREGRESSIVE, 1.0, f"(1,1,0) had {base.failed} failed request(s) here: no speedup "
+                                                  "against it is measured, nothing is chosen")
     for spec in table.specs:
         cell = table.cell(spec, level)
         if spec == AUTOREGRESSIVE or cell is None or not cell.ratios or (only is not None and not only(spec)):
             continue
-        if max_ttft_ms is not None and cell.ttft is not None and cell.ttft > max_ttft_ms:
+        if cell.failed:
+            notes.append(f"{spec}: {cell.failed} failed request(s)")
+        elif max_ttft_ms is not None and cell.ttft is not None and cell.ttft > max_ttft_ms:
             notes.append(f"{spec} over --max-ttft-ms")
         elif max_tpot_ms is not None and cell.tpot is not None and cell.tpot > max_tpot_ms:
             notes.append(f"{spec} over --max-tpot-ms")
