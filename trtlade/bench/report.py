@@ -679,8 +679,8 @@ def render_markdown(run: RunSummary) -> str:
     s = run.settings
     out.append(f"{s.get('endpoint', '?')} endpoint, dataset `{s.get('dataset', '?')}`, "
                f"{s.get('num_prompts', '?')} requests per level and series ({s.get('num_warmups', 0)} "
-               f"warm-up, in the first repeat), {s.get('repeats', 1)} repeat(s), max_tokens {s.get('max_tokens', '?')}, "
-               f"temperature {s.get('temperature', '?')}, "
+               f"warm-up, in the first repeat), {s.get('repeats', 1)} repeat(s), "
+               f"max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     m = run.metadata
     if m.get("cpu") or m.get("cpu_count"):
