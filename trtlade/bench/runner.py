@@ -11,8 +11,8 @@ so that each speedup is measured R times, paired within a repeat (:mod:`trtlade.
 With ``prefix_cache`` "clear" (the default), each server's prefix cache is emptied before every
 (level, series), after its warm-up -- ``POST /admin/prefix-cache/clear``, which ``trtlade serve`` has -- so that a
 mode never finds the prompts of the mode before it (or of its warm-up) already computed; each series then
-starts from the same empty cache and reuses only what its own requests share (a chat template's system prompt, say). What each
-server answered is kept in :attr:`RunOutcome.prefix_cache`.
+starts from the same empty cache and reuses only what its own requests share (a chat template's system
+prompt, say). What each server answered is kept in :attr:`RunOutcome.prefix_cache`.
 """
 
 from __future__ import annotations

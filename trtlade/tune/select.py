@@ -169,7 +169,8 @@ def choose(table: Table, *, max_ttft_ms: Optional[float] = None, max_tpot_ms: Op
            only: Optional[Callable[[Candidate], bool]] = None) -> list[Choice]:
     """Per level: among the candidates within the latency limits none of whose requests failed, the one with
     the largest mean speedup of those that clear their noise threshold (the confidence shared over the level's
-    candidates), else (1,1,0); (1,1,0) too where one of its own requests failed (nothing is compared there). ``only``: the candidates that may be chosen (all by default: lookahead specs and drafters alike;
+    candidates), else (1,1,0); (1,1,0) too where one of its own requests failed (nothing is compared there).
+    ``only``: the candidates that may be chosen (all by default: lookahead specs and drafters alike;
     :func:`is_lookahead` for an engine's schedule)."""
     return [_choose_level(table, level, max_ttft_ms, max_tpot_ms, only) for level in table.levels]
 
