@@ -410,6 +410,30 @@ def test_summary_md_names_the_hosts_cpu_class(metadata: dict, line: str) -> None
     assert line + " (a speed figure holds on the host that measured it)." in render_markdown(run)
 
 
+def test_the_host_line_names_the_server_host_where_it_is_not_the_load_generator() -> None:
+    here = {"cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17", "cpu_class": "x86-64, AVX-512", "cpu_count": 2}
+    gpu_box = {"cpu": "Intel Xeon", "cpu_id": "GenuineIntel family 6 model 143", "cpu_class": "x86-64, AVX-512 with "
+               "AVX512-BF16 and AMX", "cpu_count": 64}
+    run, _ = known_run()
+    run.metadata.update(here)
+    run.metadata["servers"] = {"a": {"base_url": "http://127.0.0.1:8000", "version": {"host": here}}}
+    assert "Host: AMD EPYC (AuthenticAMD family 25 model 17), CPU class x86-64, AVX-512, 2 CPUs, the load generator " \
+           "and the server" in render_markdown(run)
+    run.metadata["servers"] = {"a": {"base_url": "http://gpu1:8000", "version": {"host": gpu_box}},
+                               "b": {"base_url": "http://vllm:8000", "version": None}}
+    md = render_markdown(run)
+    assert "Load generator: AMD EPYC (AuthenticAMD family 25 model 17)" in md and "\nHost:" not in md
+    assert "Server a ran on: Intel Xeon (GenuineIntel family 6 model 143), CPU class x86-64, AVX-512 with " \
+           "AVX512-BF16 and AMX, 64 CPUs" in md
+    assert "Server b: its host is not known (its /version names none)" in md
+
+
+def test_version_names_the_serving_host(tmp_path) -> None:
+    from trtlade.host import host_info
+
+    assert set(host_info()) >= {"cpu", "cpu_count"} and host_info()["cpu_count"] >= 1
+
+
 def test_the_cpu_class_comes_from_the_first_processors_flags() -> None:
     from trtlade.bench.meta import cpu_identity
 
@@ -523,9 +547,22 @@ def test_compare_runs_pairs_series(tmp_path: Path) -> None:
             in text)
     assert "| A lookahead | 110.0 | 110.0 |" in text
     single = compare_runs(run, other, series_a="ar", series_b="lookahead")
-    assert "| B lookahead vs A ar | +10.0% one sample | +10.0% one sample |" in single
+    # a latency with a failed request left out is not judged, as bench's own table does not judge it
+    assert "| B lookahead vs A ar | +10.0% one sample | +10.0% not judged: 1 failed request left out |" in single
     with pytest.raises(ReportError, match="no such series"):
         compare_runs(run, other, series_a="nope")
+
+
+def test_compare_names_each_runs_host_and_warns_where_the_runs_differ_beyond_the_code() -> None:
+    run, _ = known_run()
+    run.metadata.update({"cpu": "AMD EPYC", "cpu_class": "x86-64, AVX-512", "cpu_count": 2})
+    same = compare_runs(run, run.model_copy(update={"run_id": "B-run"}))
+    assert "- A: AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs" in same and "differ beyond" not in same
+    other = run.model_copy(update={"run_id": "B-run", "settings": {**run.settings, "max_tokens": 256},
+                                   "metadata": {**run.metadata, "cpu_class": "x86-64, AVX2+FMA (no AVX-512)"}})
+    text = compare_runs(run, other)
+    assert "**The runs differ beyond what is compared**: the CPU (AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs " \
+           "against AMD EPYC, CPU class x86-64, AVX2+FMA (no AVX-512), 2 CPUs); `max_tokens`" in text
 
 
 def test_compare_runs_judges_the_unpaired_change_with_its_spread() -> None:

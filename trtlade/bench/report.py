@@ -682,12 +682,7 @@ def render_markdown(run: RunSummary) -> str:
                f"warm-up, in the first repeat), {s.get('repeats', 1)} repeat(s), "
                f"max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
-    m = run.metadata
-    if m.get("cpu") or m.get("cpu_count"):
-        ident = f" ({m['cpu_id']})" if m.get("cpu_id") else ""
-        kind = f", CPU class {m['cpu_class']}" if m.get("cpu_class") else ""
-        out.append(f"Host: {m.get('cpu') or 'unknown CPU'}{ident}{kind}, {m.get('cpu_count') or '?'} CPUs (a speed "
-                   "figure holds on the host that measured it).")
+    out += _host_lines(run.metadata)
     out.append("")
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
@@ -878,6 +873,7 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
            "A), and is `one sample` when either run has one repeat. A host's drift between the runs is in the "
            "change too: for a verdict on two versions, run them in one `trtlade bench` (two servers, "
            "interleaved).", ""]
+    out += _compared_runs_lines(run_a, run_b)
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", ""]
         for sa, sb in pairs:
@@ -888,6 +884,59 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
         out.append(f"- {name}: {run.run_id}: {', '.join(f'{s.label} ({s.base_url}, {s.model})' for s in run.series)}; "
                    f"{failed} of {sent} requests failed")
     return "\n".join(out) + "\n"
+
+
+#: the settings that decide a run's numbers: two runs that differ in one are not the same measurement
+_COMPARED_SETTINGS = ("dataset", "num_prompts", "max_tokens", "temperature", "top_p", "ignore_eos", "endpoint",
+                      "prefix_cache")
+
+
+def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
+    """Each run's host (CPU and class) and, as warnings, what differs between the two runs beyond the code: the host's
+    CPU, a setting that decides the numbers, what a paired series sent or what served it."""
+    lines = [f"- {name}: {_host_text(run.metadata) or 'host not recorded'}" for name, run in (("A", run_a),
+                                                                                          ("B", run_b))]
+    differ = [f"the CPU ({_host_text(run_a.metadata) or '?'} against {_host_text(run_b.metadata) or '?'})"
+              for key in ("cpu_id", "cpu_class") if run_a.metadata.get(key) != run_b.metadata.get(key)][:1]
+    differ += [f"`{key}` ({run_a.settings.get(key)!r} against {run_b.settings.get(key)!r})"
+               for key in _COMPARED_SETTINGS if run_a.settings.get(key) != run_b.settings.get(key)]
+    servers = [describe_server((run.metadata.get("servers") or {}).get(run.series[0].label, {}).get("version"))
+               if run.series and isinstance(run.metadata.get("servers"), dict) else None for run in (run_a, run_b)]
+    if all(servers) and servers[0] != servers[1]:
+        differ.append(f"the server ({servers[0]} against {servers[1]})")
+    if differ:
+        lines.append("- **The runs differ beyond what is compared**: " + "; ".join(differ) + ". A change below holds "
+                     "for these differences together, not for one of them.")
+    return lines + [""]
+
+
+def _host_lines(metadata: dict[str, Any]) -> list[str]:
+    """Where the run ran: one host where every server's /version names the load generator's CPU; else the load
+    generator's, and each server's as its /version names it (or that it does not). A speed figure holds on the host
+    that served it."""
+    here = _host_text(metadata)
+    servers = metadata.get("servers") if isinstance(metadata.get("servers"), dict) else {}
+    hosts = {label: _host_text(version["host"]) if isinstance(version := (info or {}).get("version"), dict)
+             and isinstance(version.get("host"), dict) else None for label, info in servers.items()}
+    if here and not hosts:  # a report that recorded no server
+        return [f"Host: {here} (a speed figure holds on the host that measured it)."]
+    if here and all(h == here for h in hosts.values()):
+        return [f"Host: {here}, the load generator and the server (a speed figure holds on the host that served it)."]
+    lines = [f"Load generator: {here}." if here else "Load generator: its host is not recorded."]
+    for label, text in hosts.items():
+        lines.append(f"Server {label} ran on: {text} (a speed figure holds on the host that served it)." if text else
+                     f"Server {label}: its host is not known (its /version names none): a speed figure holds on "
+                     "that host, not on the load generator's.")
+    return lines
+
+
+def _host_text(metadata: dict[str, Any]) -> Optional[str]:
+    """``AMD EPYC (AuthenticAMD family 25 model 17), CPU class x86-64, AVX2+FMA (no AVX-512), 2 CPUs``."""
+    if not (metadata.get("cpu") or metadata.get("cpu_count")):
+        return None
+    ident = f" ({metadata['cpu_id']})" if metadata.get("cpu_id") else ""
+    kind = f", CPU class {metadata['cpu_class']}" if metadata.get("cpu_class") else ""
+    return f"{metadata.get('cpu') or 'unknown CPU'}{ident}{kind}, {metadata.get('cpu_count') or '?'} CPUs"
 
 
 def _unpaired_table(levels: Sequence[int], a: tuple[str, RunSummary, str], b: tuple[str, RunSummary, str],
@@ -904,6 +953,12 @@ def _unpaired_table(levels: Sequence[int], a: tuple[str, RunSummary, str], b: tu
         base, other = values[a[0]][c], values[b[0]][c]
         if not base or not other or not statistics.fmean(base):
             cells.append("—")
+            continue
+        lost = sum(int(sum(v or 0 for v in run.values(series, c, "failed"))) for _, run, series in (a, b))
+        if field in COMPLETED_ONLY and lost:
+            ratio = statistics.fmean(other) / statistics.fmean(base)
+            cells.append(f"{(ratio - 1) * 100:+.1f}% not judged: {lost} failed request{'s' if lost > 1 else ''} "
+                         "left out")
             continue
         ratio, m = unpaired(base, other)
         said = {"faster": "higher", "slower": "lower"}.get(verdict(ratio, m), verdict(ratio, m))

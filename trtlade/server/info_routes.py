@@ -71,6 +71,7 @@ async def version(request: Request, ctx: ServerContext = Depends(server_context)
         "spec": str(info.spec) if info is not None else None,
         "scheduling": info.scheduling if info is not None else None,
         "live": engine.live() if engine is not None and hasattr(engine, "live") and ctx.sees_live(identity) else None,
+        "host": dict(host_info()),
         "manifest": settings.manifest,
         "prefix_cache_scope": settings.prefix_cache_scope,
         "identities": len(keys.entries) if (keys := ctx.keys) is not None else 0,
