@@ -197,6 +197,37 @@ def test_all_warmups_failing_aborts(thread_server: tuple[str, Script]) -> None:
         run_plan_sync(plan_for(url, prompts=prompts, warmups=1))
 
 
+def test_a_body_held_open_after_done_costs_neither_the_worker_nor_the_levels_time() -> None:
+    """A server that keeps the stream open 3 s after "data: [DONE]": the answer is complete at [DONE]; the worker
+    moves on and the level's window ends there."""
+    import asyncio
+
+    from trtlade.bench.client import stream_request
+    from trtlade.bench.metrics import summarize_level
+
+    async def body():
+        for token in ("a", "b", "c"):
+            yield f'data: {{"choices":[{{"index":0,"text":"{token}","finish_reason":null}}]}}\n\n'.encode()
+        yield b'data: {"choices":[{"index":0,"text":"","finish_reason":"stop"}],"usage":{"prompt_tokens":1,' \
+              b'"completion_tokens":3,"total_tokens":4}}\n\n'
+        yield b"data: [DONE]\n\n"
+        await asyncio.sleep(3.0)
+
+    async def main() -> tuple[RequestRecord, float]:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body(),
+                                                                        headers={"content-type": "text/event-stream"}))
+        async with httpx.AsyncClient(transport=transport) as client:
+            rec = RequestRecord(series="ar", concurrency=1, index=0, prompt_index=0)
+            t0 = time.perf_counter()
+            await stream_request(client, "http://h/v1/completions", {}, {}, rec, kind="completions", timeout=30)
+            return rec, time.perf_counter() - t0
+
+    rec, took = asyncio.run(main())
+    assert rec.ok and rec.done and rec.completion_tokens == 3 and took < 1.0
+    summary = summarize_level([rec], series="ar", concurrency=1, num_prompts=1)
+    assert summary.duration_s == pytest.approx(rec.last_event_time) and summary.duration_s < 0.5
+
+
 def test_stream_state_protocol_errors() -> None:
     def feed(events: list[str]) -> RequestRecord:
         r = RequestRecord(series="x", concurrency=1, index=0, prompt_index=0)

@@ -63,6 +63,15 @@ def test_record_without_usage_counts_chunks_and_says_so() -> None:
     assert r.decode_throughput == pytest.approx(2 / 0.2)
 
 
+def test_a_series_counted_in_chunks_is_said_in_the_summary() -> None:
+    records = [rec("ar", 1, i, [0.1, 0.2, 0.3], None, start=float(i)) for i in range(2)]
+    run = RunSummary(run_id="r", created="c", levels=[1], settings={}, metadata={},
+                     series=[SeriesInfo(label="ar", server="a", base_url="http://h", model="m", mode="ar")],
+                     summaries=[summarize_level(records, series="ar", concurrency=1, num_prompts=2)])
+    assert "**Token counts of ar are content chunks, not tokens**" in render_markdown(run)
+    assert "content chunks, not tokens" not in render_markdown(known_run()[0])
+
+
 def test_record_single_token_has_no_decode_numbers() -> None:
     r = rec("x", 1, 0, [0.1], 1)
     assert r.ttft == pytest.approx(0.1) and r.tpot is None and r.decode_throughput is None
@@ -129,6 +138,10 @@ def test_summarize_level_effective_concurrency_and_empty_level() -> None:
     failed = [rec("x", 1, 0, [], None, error="HTTP 503: busy", kind="http")]
     f = summarize_level(failed, series="x", concurrency=1, num_prompts=1)
     assert (f.completed, f.failed, f.mean_ttft_ms, f.aggregate_decode_throughput) == (0, 1, None, None)
+    half = [rec("x", 8, i, [0.1, 0.2], 3) for i in range(4)] + [
+        rec("x", 8, 4 + i, [], None, error="HTTP 503: busy", kind="http") for i in range(4)]
+    h = summarize_level(half, series="x", concurrency=8, num_prompts=8)
+    assert h.aggregate_decode_throughput == pytest.approx(20.0 * 4)  # the four that decoded, not eight
 
 
 def test_lookahead_usage_is_recorded() -> None:

@@ -22,7 +22,9 @@ from trtlade.bench.sse import SSEDecoder
 __all__ = ["ServerError", "fetch_json", "make_client", "stream_request"]
 
 _MAX_ERROR_BODY = 64 * 1024
-_AFTER_DONE_S = 2.0  #: how long the body may stay open after "data: [DONE]"
+#: how long the body may stay open after "data: [DONE]" (read to its end, the connection is reused; a server that
+#: holds it open longer costs the worker a new connection, not its time)
+_AFTER_DONE_S = 0.1
 
 
 class ServerError(TrtladeError, RuntimeError):

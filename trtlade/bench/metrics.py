@@ -209,14 +209,16 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
                     num_prompts: int) -> LevelSummary:
     """Summarise the measured requests of one (series, concurrency) level.
 
-    The level's duration is the first send to the last stream close over ALL its requests (failed
-    ones included); throughputs divide by it. Token counts come from ``usage``; a request without
-    usage counts its content chunks instead (``tokens_source`` says which).
+    The level's duration is the first send to the last answer over ALL its requests (failed ones included: their
+    stream's close or failure; a completed one's "data: [DONE]", not the close of a body a server held open after
+    it); throughputs divide by it. Token counts come from ``usage``; a request without usage counts its content
+    chunks instead (``tokens_source`` says which).
     """
     done = [r for r in records if r.ok]
     if records:
         t0 = min(r.start for r in records)
-        t1 = max(r.start + r.end for r in records)
+        t1 = max(r.start + (r.last_event_time if r.ok and r.done and r.last_event_time is not None else r.end)
+                 for r in records)
         duration = max(t1 - t0, 0.0)
     else:
         duration = 0.0
@@ -233,7 +235,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
         suffix = f"_{name}_ms" if unit == "ms" else f"_{name}"
         for stat, value in _stats(_distributions(done)[name]).items():
             values[stat + suffix] = value
-    effective = min(concurrency, num_prompts)
+    effective = min(concurrency, num_prompts, len(done))  # a failed request decoded nothing: it is not summed
     mean_decode = values["mean_decode_throughput"]
 
     def rate(x: Optional[float]) -> float:

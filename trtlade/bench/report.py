@@ -301,7 +301,7 @@ _FULL_METRICS: tuple[tuple[str, str], ...] = (
     ("mean_chunks_per_request", "chunks per request, mean"),
     ("mean_lookahead_tokens_per_step", "tokens per step (usage), mean"),
     ("total_input_tokens", "prompt tokens (usage)"),
-    ("total_output_tokens", "completion tokens (usage)"),
+    ("total_output_tokens", "completion tokens (usage; content chunks where the server sent none)"),
 )
 
 
@@ -683,6 +683,7 @@ def render_markdown(run: RunSummary) -> str:
                f"max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
     out += _host_lines(run.metadata)
+    out += _token_source_lines(run)
     out.append("")
     out += _server_lines(run.metadata)
     for title, field, decimals, _ in TABLES:
@@ -908,6 +909,18 @@ def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
         lines.append("- **The runs differ beyond what is compared**: " + "; ".join(differ) + ". A change below holds "
                      "for these differences together, not for one of them.")
     return lines + [""]
+
+
+def _token_source_lines(run: RunSummary) -> list[str]:
+    """A warning for each series whose server sent no ``usage`` (it ignored ``stream_options.include_usage``): its
+    tokens were counted as content chunks, fewer than its tokens where a chunk carries several (a drafting mode)."""
+    chunked = [info.label for info in run.series
+               if any(s.tokens_source in ("chunks", "mixed") for s in run.summaries if s.series == info.label)]
+    if not chunked:
+        return []
+    return [f"**Token counts of {', '.join(chunked)} are content chunks, not tokens**: the server sent no `usage` "
+            "(it ignored `stream_options.include_usage`), so every throughput of these series counts one token per "
+            "chunk, fewer than were sent where a chunk carries several (a drafting mode)."]
 
 
 def _host_lines(metadata: dict[str, Any]) -> list[str]:
