@@ -210,6 +210,9 @@ def test_models_health_version_metrics():
     v = version.json()
     assert v["trtlade"] and v["spec"] == "4,2,4" and v["engine"]["name"] == "reference"
     assert "in-flight batching" in v["scheduling"] and "up to 8 requests" in v["scheduling"] and v["manifest"] is None
+    from trtlade.host import host_info
+
+    assert v["host"] == host_info() and v["host"]["cpu_count"] >= 1  # the serving host, as bench reports name it
     assert metrics.headers["content-type"].startswith("text/plain")
     assert metric_value(metrics.text, "trtlade_engine_info",
                         {"engine": "reference", "model": "fake-model", "spec": "4,2,4"}) == 1.0

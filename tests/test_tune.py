@@ -349,6 +349,9 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
         assert (folder / name).is_file()
     summary = (folder / "summary.md").read_text()
     assert "## Noise" in summary and "Served by: reference engine, preset trtllm, (W,N,G) = (2,3,2)" in summary
+    from trtlade.host import host_info
+
+    assert f"CPU class {host_info()['cpu_class']}" in summary and "the load generator and the server" in summary
     written = config.read_text()
     assert written.startswith("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n  schedule:\n")
     before = "# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n"

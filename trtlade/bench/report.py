@@ -38,7 +38,7 @@ from trtlade.bench.records import RequestRecord
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
     "accepted_by_source", "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table",
-    "default_aim_lines", "default_vs_best_fixed",
+    "default_aim_lines", "default_vs_best_fixed", "host_lines",
     "load_run", "make_run_id", "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
@@ -682,7 +682,7 @@ def render_markdown(run: RunSummary) -> str:
                f"warm-up, in the first repeat), {s.get('repeats', 1)} repeat(s), "
                f"max_tokens {s.get('max_tokens', '?')}, temperature {s.get('temperature', '?')}, "
                f"ignore_eos {s.get('ignore_eos', '?')}.")
-    out += _host_lines(run.metadata)
+    out += host_lines(run.metadata)
     out += _token_source_lines(run)
     out.append("")
     out += _server_lines(run.metadata)
@@ -923,7 +923,7 @@ def _token_source_lines(run: RunSummary) -> list[str]:
             "chunk, fewer than were sent where a chunk carries several (a drafting mode)."]
 
 
-def _host_lines(metadata: dict[str, Any]) -> list[str]:
+def host_lines(metadata: dict[str, Any]) -> list[str]:
     """Where the run ran: one host where every server's /version names the load generator's CPU; else the load
     generator's, and each server's as its /version names it (or that it does not). A speed figure holds on the host
     that served it."""
@@ -937,8 +937,9 @@ def _host_lines(metadata: dict[str, Any]) -> list[str]:
         return [f"Host: {here}, the load generator and the server (a speed figure holds on the host that served it)."]
     lines = [f"Load generator: {here}." if here else "Load generator: its host is not recorded."]
     for label, text in hosts.items():
-        lines.append(f"Server {label} ran on: {text} (a speed figure holds on the host that served it)." if text else
-                     f"Server {label}: its host is not known (its /version names none): a speed figure holds on "
+        name = f"Server {label}" if label else "The server"  # a tune run has one, unlabelled
+        lines.append(f"{name} ran on: {text} (a speed figure holds on the host that served it)." if text else
+                     f"{name}: its host is not known (its /version names none): a speed figure holds on "
                      "that host, not on the load generator's.")
     return lines
 

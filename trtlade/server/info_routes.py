@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from trtlade import __version__
+from trtlade.host import host_info
 from trtlade.server.context import ServerContext, server_context
 from trtlade.server.routes import AnsweringRoute
 from trtlade.server.errors import ApiError

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from trtlade.bench.noise import CONFIDENCE
 from trtlade.bench.meta import describe_server
+from trtlade.bench.report import host_lines
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidates
@@ -226,6 +227,7 @@ Server (W,N,G) = ({result.server_spec}); {table.repeats} repeat(s) x {levels} co
 {len(table.specs)} spec(s), interleaved; dataset `{result.settings.get('dataset')}`, max_tokens
 {result.settings.get('max_tokens')}, {_decoding(result.settings)}, prefix cache {_cache_rule(result.settings)}. Latency
 limits: {limits}.{_served_by(result)}
+{_host(result)}
 {failed}
 ## Candidates
 
@@ -266,6 +268,12 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
 {rec.note}.
 {_pytorch_section(result)}"""
+
+
+def _host(result: TuneResult) -> str:
+    """Where the run ran (the load generator's CPU and the server's, from its /version), as bench's summary says it."""
+    metadata = {**result.metadata, "servers": {"": {"version": result.metadata.get("server")}}}
+    return "\n".join(host_lines(metadata))
 
 
 def _failed_cells(table: Table) -> str:
