@@ -519,13 +519,26 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
         best, theirs = max(others, key=lambda item: item[1].mean)
         gaps = [100 * (a - b) for a, b in zip(mine.ratios, theirs.ratios)]
         gap = 100 * (mine.mean - theirs.mean)
-        out.append({"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
-                    "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
-                    "noise_pct": _pct(margins.get((defaults[0], level))),
-                    "gap_noise_pct": _pct(margin([g / 100 for g in gaps], noise[level])),
-                    "samples": len(gaps),
-                    "met": gap >= -DEFAULT_AIM_POINTS - 1e-9 and 100 * (mine.mean - 1) >= -DEFAULT_AIM_POINTS - 1e-9})
+        row = {"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
+               "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
+               "noise_pct": _pct(margins.get((defaults[0], level))),
+               "gap_noise_pct": _pct(margin([g / 100 for g in gaps], noise[level])), "samples": len(gaps),
+               "met": gap >= -DEFAULT_AIM_POINTS - 1e-9 and 100 * (mine.mean - 1) >= -DEFAULT_AIM_POINTS - 1e-9}
+        out.append({**row, "beyond_noise": _aim_beyond_noise(row)})
     return out
+
+
+def _aim_beyond_noise(x: dict[str, Any]) -> Optional[bool]:
+    """Whether the verdict on the aim holds beyond the noise: met with both intervals (the gap's, the default's
+    change) clear of the aim, or missed with one of them wholly past it; None with one sample."""
+    if x["gap_noise_pct"] is None or x["noise_pct"] is None:
+        return None
+    aim = -DEFAULT_AIM_POINTS
+    gap_lo, gap_hi = x["gap_points"] - x["gap_noise_pct"], x["gap_points"] + x["gap_noise_pct"]
+    mine_lo, mine_hi = x["default_pct"] - x["noise_pct"], x["default_pct"] + x["noise_pct"]
+    if x["met"]:
+        return gap_lo >= aim and mine_lo >= aim
+    return gap_hi < aim or mine_hi < aim
 
 
 def _pct(value: Optional[float]) -> Optional[float]:
@@ -541,7 +554,10 @@ def default_aim_lines(run: RunSummary) -> list[str]:
 
     def aim(x: dict[str, Any]) -> str:
         if x["met"]:
-            return "met" + (" (one sample)" if x["samples"] < 2 else "")
+            if x["beyond_noise"] is None:
+                return "met (one sample)"
+            return "met" if x["beyond_noise"] else (f"met on the means, within noise (±{x['gap_noise_pct']:.1f} "
+                                                    f"points, ±{x['noise_pct']:.1f}%)")
 
         def said(what: str, by: float, noise: Optional[float], unit: str) -> str:  # a shortfall, and its margin
             if noise is None:
