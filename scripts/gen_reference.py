@@ -196,10 +196,11 @@ def api_page() -> str:
         f = fields[name]
         out.append(f"| `{name}` | {_cell(_type_name(f.annotation))} | {_cell(_default(f))} | {_cell(_bounds(f))} | "
                    f"{_cell(f.description or '')} |")
-    out += ["", "`stream_options.continuous_usage_stats` (vLLM's): every streamed chunk carries the running usage.",
+    out += ["", "`stream_options.continuous_usage_stats` (vLLM's): every streamed chunk carries the running usage "
+            "(it implies `include_usage`).",
             "", "## Usage fields\n", "| field | type | what |", "|---|---|---|",
             "| `usage.prompt_tokens_details.cached_tokens` | integer | prompt tokens whose K/V came from the prefix "
-            "cache (reference engine) |"]
+            "cache, each prompt counted once (reference engine) |"]
     for prefix, model in (("usage.lookahead", t.LookaheadUsage), ("usage.speculation", t.SpeculationUsage)):
         for name, f in model.model_fields.items():
             out.append(f"| `{prefix}.{name}` | {_cell(_type_name(f.annotation))} | {_cell(f.description or '')} |")

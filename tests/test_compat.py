@@ -401,7 +401,7 @@ def test_chat_logprobs_bytes_are_each_tokens_own_bytes_for_a_split_character():
             return self.pieces[token]
 
     tok = PromptTokenizer(Bpe())
-    body = chat_logprobs([(t, TokenLogprob(t, -0.1, ())) for t in (1, 2)], lambda t: tok.decode([t]),
+    body = chat_logprobs([(t, TokenLogprob(t, -0.1, ())) for t in (1, 2)], tok.piece,
                          tok.token_bytes)
     assert [entry["token"] for entry in body["content"]] == ["\ufffd", "\ufffd"]
     joined = bytes(b for entry in body["content"] for b in entry["bytes"])

@@ -16,7 +16,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from trtlade.errors import TrtladeError
 
@@ -60,6 +60,25 @@ class PromptTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def piece(self, token: int, before: Optional[int] = None) -> str:
+        """A token's text where it stands: after ``before`` (None: at the text's start), what decoding both adds to
+        decoding ``before`` alone. A SentencePiece token (Llama 2, Mistral, Gemma) decoded alone loses its word's
+        space (``▁brown`` is "brown"), which it has after another token; a byte-level BPE token's text is its own;
+        where ``before`` is part of a character, the token's own text (U+FFFD for its part).
+
+        >>> class Sp:  # a Metaspace tokenizer: a word's first token starts with ▁ and decodes alone without it
+        ...     pieces = {1: "▁The", 2: "▁brown"}
+        ...     def decode(self, ids, skip_special_tokens=True):
+        ...         return "".join(self.pieces[i] for i in ids).replace("▁", " ").lstrip(" ")
+        >>> PromptTokenizer(Sp()).piece(2), PromptTokenizer(Sp()).piece(2, before=1)
+        ('brown', ' brown')
+        """
+        alone = self.decode([token])
+        if before is None:
+            return alone
+        head, both = self.decode([before]), self.decode([before, token])
+        return both[len(head):] if both.startswith(head) and "\ufffd" not in head else alone
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes one token stands for (OpenAI's logprobs ``bytes``). Its text's UTF-8, except where the token

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import ValidationError
 
@@ -239,9 +239,17 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
     if body.response_format is not None and body.response_format.type != "text":
         refuse("response_format", f"response_format {body.response_format.type} is not supported: trtlade does "
                                   "not constrain the output to JSON; omit it or send {\"type\": \"text\"}")
+    if body.response_format is not None and body.response_format.json_schema is not None:
+        refuse("response_format.json_schema", "a json_schema goes with {\"type\": \"json_schema\"}, which is not "
+                                              "supported; with {\"type\": \"text\"} omit it")
+    if body.modalities not in (None, [], ["text"]):
+        refuse("modalities", f"modalities {body.modalities} are not supported: this server serves a text model; "
+                             "omit it or send [\"text\"]")
     if body.reasoning_effort is not None:
         refuse("reasoning_effort", "reasoning_effort is not supported: trtlade does not control a model's "
                                    "reasoning; omit it")
+    if isinstance(body, ChatCompletionRequest):
+        _check_earlier_turns(body.messages, refuse)
     if isinstance(body, CompletionRequest):
         if body.best_of not in (None, 1):
             refuse("best_of", f"best_of = {body.best_of} is not supported; omit it or send 1")
@@ -249,6 +257,17 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
             refuse("suffix", "suffix (insertion) is not supported; omit it")
     elif body.top_logprobs and not body.logprobs:
         refuse("top_logprobs", "top_logprobs needs \"logprobs\": true")
+
+
+def _check_earlier_turns(messages: list, refuse: Callable[[str, str], None]) -> None:
+    """An earlier assistant turn as the openai client returns it carries its response-only fields (``refusal``,
+    ``tool_calls``, ``function_call``, ``audio``, ``annotations``); empty, as this server sends them, they are
+    nothing. A tool call, audio or a refusal in one would be dropped from the model's prompt: refused, naming it."""
+    for i, message in enumerate(messages):
+        for name in ("refusal", "tool_calls", "function_call", "audio", "annotations"):
+            if getattr(message, name) not in (None, []):
+                refuse(f"messages.{i}.{name}", f"messages.{i}.{name}: this server serves text turns only, and the "
+                                               f"chat template would drop the turn's {name}; send it null or omit it")
 
 
 def _wanted_logprobs(body: Union[CompletionRequest, ChatCompletionRequest]) -> tuple[Optional[int], Optional[int]]:
@@ -499,12 +518,17 @@ def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest
 
 
 def _samples(body: Union[CompletionRequest, ChatCompletionRequest], n: int) -> list[Optional[int]]:
-    """The seed of each of ``n`` samples: independent draws (``seed + j``; a random base without a
-    seed); one ``None`` entry for greedy decoding, whose ``n`` choices are copies of one generation."""
+    """The seed of each of ``n`` samples: independent draws (``seed + j``, wrapped to a signed 64-bit seed as the
+    engine takes it; a random base without a seed); one ``None`` entry for greedy decoding, whose ``n`` choices are
+    copies of one generation.
+
+    >>> _samples(CompletionRequest(prompt="x", temperature=0.8, seed=2**63 - 1), 2) == [2**63 - 1, -2**63]
+    True
+    """
     if not (body.temperature or 0.0) > 0:
         return [body.seed]
     base = body.seed if body.seed is not None else secrets.randbits(31)
-    return [base + j for j in range(n)]
+    return [(base + j + 2**63) % 2**64 - 2**63 for j in range(n)]
 
 
 def _sampling_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> dict[str, Any]:
@@ -554,6 +578,6 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
         kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),
         prompt_tokens=sum(len(p) for p in prompts), stream=stream,
         echo=bool(isinstance(body, CompletionRequest) and body.echo),
-        include_usage=bool(stream and body.stream_options and body.stream_options.include_usage),
-        continuous_usage=bool(stream and body.stream_options and body.stream_options.include_usage
-                              and body.stream_options.continuous_usage_stats))
+        include_usage=bool(stream and body.stream_options and (body.stream_options.include_usage
+                                                                or body.stream_options.continuous_usage_stats)),
+        continuous_usage=bool(stream and body.stream_options and body.stream_options.continuous_usage_stats))

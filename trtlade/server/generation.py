@@ -94,8 +94,9 @@ class _Reply:
     def __post_init__(self) -> None:
         self.choices = [_Choice() for _ in range(self.prepared.num_choices)]
 
-    def piece(self, token: int) -> str:
-        return self.tokenizer.decode([token])
+    def piece(self, token: int, before: Optional[int] = None) -> str:
+        """A token's text where it stands, after ``before`` (a SentencePiece ``▁brown`` is " brown" there)."""
+        return self.tokenizer.piece(token, before)
 
     def completion_tokens(self) -> int:
         return sum(c.tokens for c in self.choices)
@@ -111,13 +112,14 @@ class _Reply:
         out = []
         for index in self.prepared.copies[generation]:
             choice = self.choices[index]
+            before = choice.scored[-1][0] if choice.scored else self._start(request)
             text, scored = chunk.text, []
             if choice.first and self.prepared.echo:
                 text = self.tokenizer.decode(list(request.prompt_ids)) + text
                 if chunk.prompt_logprobs is not None:
                     scored = list(zip(request.prompt_ids, chunk.prompt_logprobs))
             scored += [(lp.token, lp) for lp in chunk.logprobs or ()]
-            logprobs = self._logprobs(scored, choice.offset) if request.logprobs is not None else None
+            logprobs = self._logprobs(scored, choice.offset, before) if request.logprobs is not None else None
             if logprobs is not None and "tokens" in logprobs:  # completions: text_offset continues
                 choice.offset += sum(len(t) for t in logprobs["tokens"])
             choice.parts.append(text)
@@ -128,16 +130,26 @@ class _Reply:
             out.append((index, text, logprobs))
         return out
 
-    def _logprobs(self, scored: list[Scored], offset: int = 0) -> dict:
+    def _start(self, request: Any) -> Optional[int]:
+        """The token before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
+        text), else the prompt's last."""
+        return None if self.prepared.echo or not request.prompt_ids else request.prompt_ids[-1]
+
+    def _logprobs(self, scored: list[Scored], offset: int = 0, before: Optional[int] = None) -> dict:
         if self.prepared.kind == "completion":
-            return completion_logprobs(scored, self.piece, offset)
+            return completion_logprobs(scored, self.piece, offset, before)
         raw = getattr(self.tokenizer, "token_bytes", None)
-        return chat_logprobs(scored, self.piece, raw)
+        return chat_logprobs(scored, self.piece, raw, before)
 
     def body_choices(self) -> list[tuple[str, Optional[str], Optional[dict]]]:
         """(text, finish_reason, logprobs) of every choice, for the whole response."""
         asked = self.prepared.generations[0].logprobs is not None  # one body: the same for every choice
-        return [("".join(c.parts), c.finish, self._logprobs(c.scored) if asked else None) for c in self.choices]
+        starts: list[Optional[int]] = [None] * len(self.choices)
+        for g, copies in enumerate(self.prepared.copies):
+            for index in copies:
+                starts[index] = self._start(self.prepared.generations[g])
+        return [("".join(c.parts), c.finish, self._logprobs(c.scored, 0, start) if asked else None)
+                for c, start in zip(self.choices, starts)]
 
     def cancel(self) -> None:
         for handle in self.handles:
@@ -176,7 +188,8 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
     for handle in handles:
         ctx.metrics.admitted(handle.request)
-    reply = _Reply(prepared, handles, RequestTracker(ctx.metrics, arrival, on_done=leave),
+    tracker = RequestTracker(ctx.metrics, arrival, on_done=leave, prompt_tokens=prepared.prompt_tokens)
+    reply = _Reply(prepared, handles, tracker,
                    rid=f"{'cmpl' if kind == 'completion' else 'chatcmpl'}-{uuid.uuid4().hex}",
                    created=int(time.time()), endpoint=endpoint, tokenizer=ctx.ready_engine().tokenizer)
     if prepared.stream:

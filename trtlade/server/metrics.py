@@ -183,8 +183,8 @@ class ServerMetrics:
         self.requests.labels(endpoint=endpoint, status=str(status)).inc()
 
     def lookahead(self, stats: GenerationStats) -> None:
-        """Record what lookahead (or an NGram / SA drafter) did for one finished request."""
-        self.cached_tokens.inc(stats.cached_tokens or 0)
+        """Record what lookahead (or an NGram / SA drafter) did for one finished generation (its cached prompt
+        tokens are counted per request, each prompt once: :class:`~trtlade.server.responses.RequestTracker`)."""
         if stats.speculation is not None:
             drafter = stats.drafter
             self.sp_steps.labels(drafter=drafter).inc(stats.decode_steps)

@@ -6,11 +6,12 @@ typo such as ``"max_token"`` never silently does nothing. Accepted beyond the Op
 extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``), vLLM's
 sampling extensions (``top_k``, ``min_p``, ``repetition_penalty``) and trtlade's per-request
 ``lookahead`` (w,n,g) or ``speculation`` (TensorRT-LLM's ``speculative_config`` block: NGram, SA, AUTO).
-Fields that do not change the output (``user``, ``store``, ``metadata``,
-``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
+Fields that do not change the output (``user``, ``safety_identifier``, ``prompt_cache_key``, ``store``,
+``metadata``, ``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
 accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour
-(``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON ``response_format``,
-``reasoning_effort``; sampling and penalties on an engine that decodes greedily) are accepted only
+(``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON ``response_format``, ``modalities`` beyond
+``["text"]``, an earlier assistant turn's tool calls, audio or refusal, ``reasoning_effort``; sampling and
+penalties on an engine that decodes greedily) are accepted only
 with their neutral value and otherwise refused with 400 saying why (see
 :func:`trtlade.server.admission.check_unsupported` and :func:`~trtlade.server.admission.check_request`).
 """
@@ -57,8 +58,10 @@ class _Strict(BaseModel):
 
 class StreamOptions(_Strict):
     include_usage: bool = False
-    #: vLLM's extension (guidellm and aiperf send it): every chunk carries the running usage
+    #: vLLM's extension (guidellm and aiperf send it): every chunk carries the running usage (implies include_usage)
     continuous_usage_stats: bool = False
+    #: OpenAI's: random padding against length side channels; trtlade adds none, so either value is accepted
+    include_obfuscation: Optional[bool] = None
 
 
 class ResponseFormat(_Strict):
@@ -68,7 +71,7 @@ class ResponseFormat(_Strict):
 
 #: Fields accepted and ignored because they do not change the output (a log line names each once).
 IGNORED_FIELDS: tuple[str, ...] = ("user", "store", "metadata", "service_tier", "parallel_tool_calls",
-                                   "response_format")
+                                   "response_format", "safety_identifier", "prompt_cache_key")
 
 
 class _GenerationFields(_Strict):
@@ -85,6 +88,9 @@ class _GenerationFields(_Strict):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     user: Optional[str] = None
+    safety_identifier: Optional[str] = None
+    prompt_cache_key: Optional[str] = None
+    modalities: Optional[list[str]] = None
     store: Optional[bool] = None
     metadata: Optional[dict[str, str]] = None
     service_tier: Optional[str] = None
@@ -144,6 +150,13 @@ class ChatMessage(_Strict):
     content: Union[str, list[TextPart], None] = Field(None, validate_default=True)
     name: Optional[str] = None
     tool_call_id: Optional[str] = None
+    #: what the openai client's ``message.model_dump()`` carries back in an assistant turn: accepted empty (null or
+    #: ``[]``), as this server's own answers send them; anything else is refused as what it is (admission)
+    refusal: Optional[str] = None
+    tool_calls: Optional[list[Any]] = None
+    function_call: Optional[Any] = None
+    audio: Optional[Any] = None
+    annotations: Optional[list[Any]] = None
 
     @field_validator("content", mode="before")
     @classmethod

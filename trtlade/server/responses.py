@@ -22,7 +22,7 @@ from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 
 __all__ = ["RequestTracker", "chat_logprobs", "chunk_event", "completion_body", "completion_logprobs",
-           "endpoint_label", "merged_stats", "speculation_usage", "usage", "usage_event"]
+           "cached_once", "endpoint_label", "merged_stats", "speculation_usage", "usage", "usage_event"]
 
 
 def endpoint_label(kind: str) -> str:
@@ -34,7 +34,7 @@ def usage(prompt_tokens: int, completion_tokens: int, stats: Optional[Generation
     body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                             "total_tokens": prompt_tokens + completion_tokens}
     if stats is not None and stats.cached_tokens is not None:  # OpenAI's field; absent without a prefix cache
-        body["prompt_tokens_details"] = {"cached_tokens": min(stats.cached_tokens, prompt_tokens)}
+        body["prompt_tokens_details"] = {"cached_tokens": cached_once(prompt_tokens, stats)}
     if stats is not None and stats.speculation is None:
         body["lookahead"] = {"spec": stats.spec.to_wire(), "steps": stats.steps,
                              "tokens_per_step": round(stats.tokens_per_step, 4)}
@@ -72,37 +72,56 @@ def speculation_usage(stats: GenerationStats) -> dict[str, Any]:
 Scored = tuple[int, Optional[TokenLogprob]]
 
 
-def completion_logprobs(scored: Sequence[Scored], piece: Callable[[int], str], offset: int = 0) -> dict[str, Any]:
-    """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset.
+#: A token's text where it stands: ``piece(token, before)``, ``before`` the token before it (None at the text's start)
+Piece = Callable[[int, Optional[int]], str]
 
-    >>> completion_logprobs([(5, None), (7, TokenLogprob(7, -0.5, ((7, -0.5), (8, -1.0))))], lambda t: f"<{t}>")
+
+def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
+                        before: Optional[int] = None) -> dict[str, Any]:
+    """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset; each token's text
+    where it stands (after the one before it: ``before`` for the first). As OpenAI's, each ``top_logprobs`` entry
+    holds the chosen token too where it is not among the k most likely (a sampled token, or greedy under a
+    penalty): up to k + 1 entries.
+
+    >>> completion_logprobs([(5, None), (7, TokenLogprob(7, -0.5, ((7, -0.5), (8, -1.0)))),
+    ...                      (9, TokenLogprob(9, -2.0, ((8, -0.3),)))], lambda t, before: f"<{t}>")
     ... # doctest: +NORMALIZE_WHITESPACE
-    {'tokens': ['<5>', '<7>'], 'token_logprobs': [None, -0.5],
-     'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}], 'text_offset': [0, 3]}
+    {'tokens': ['<5>', '<7>', '<9>'], 'token_logprobs': [None, -0.5, -2.0],
+     'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}, {'<8>': -0.3, '<9>': -2.0}], 'text_offset': [0, 3, 6]}
     """
     tokens, values, tops, offsets = [], [], [], []
     for token, lp in scored:
-        text = piece(token)
+        text = piece(token, before)
         tokens.append(text)
         values.append(lp.logprob if lp is not None else None)
-        tops.append({piece(t): v for t, v in lp.top} if lp is not None and lp.top else None)
+        top = {piece(t, before): v for t, v in lp.top} if lp is not None else None
+        if top is not None:
+            top.setdefault(text, lp.logprob)  # type: ignore[union-attr]
+        tops.append(top)
         offsets.append(offset)
         offset += len(text)
+        before = token
     return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
 
-def chat_logprobs(scored: Sequence[Scored], piece: Callable[[int], str],
-                  raw: Optional[Callable[[int], bytes]] = None) -> dict[str, Any]:
-    """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``; ``raw``: a token's
-    own bytes (part of a character: an emoji's first token is not U+FFFD's bytes), else its text's UTF-8."""
+def chat_logprobs(scored: Sequence[Scored], piece: Piece, raw: Optional[Callable[[int], bytes]] = None,
+                  before: Optional[int] = None) -> dict[str, Any]:
+    """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``, each token's text
+    where it stands; ``raw``: a token's own bytes where it is part of a character (an emoji's first token is not
+    U+FFFD's bytes), else its text's UTF-8."""
 
-    def entry(token: int, logprob: float) -> dict[str, Any]:
-        text = piece(token)
+    def entry(token: int, logprob: float, at: Optional[int]) -> dict[str, Any]:
+        text = piece(token, at)
         return {"token": text, "logprob": logprob,
-                "bytes": list(raw(token) if raw is not None else text.encode("utf-8"))}
+                "bytes": list(raw(token) if raw is not None and "\ufffd" in text else text.encode("utf-8"))}
 
-    return {"content": [{**entry(token, lp.logprob), "top_logprobs": [entry(t, v) for t, v in lp.top]}
-                        for token, lp in scored if lp is not None]}
+    content = []
+    for token, lp in scored:
+        if lp is not None:
+            content.append({**entry(token, lp.logprob, before),
+                            "top_logprobs": [entry(t, v, before) for t, v in lp.top]})
+        before = token
+    return {"content": content}
 
 
 def _object(prepared: PreparedRequest, streamed: bool) -> str:
@@ -125,7 +144,25 @@ def merged_stats(stats: list[GenerationStats]) -> Optional[GenerationStats]:
                            accepted_from={k: sum(s.accepted_from.get(k, 0) for s in stats)
                                           for k in sorted({k for s in stats for k in s.accepted_from})},
                            cached_tokens=None if all(s.cached_tokens is None for s in stats)
-                           else sum(s.cached_tokens or 0 for s in stats))
+                           else sum(s.cached_tokens or 0 for s in stats),
+                           prompt_tokens=sum(s.prompt_tokens for s in stats))
+
+
+def cached_once(prompt_tokens: int, stats: GenerationStats) -> int:
+    """A request's cached prompt tokens counted as its ``prompt_tokens`` count them, each prompt once: the
+    generations' cached tokens (:func:`merged_stats`) scaled by the request's prompt tokens over theirs (``n``
+    samples of a prompt each prefill it: their mean), at most ``prompt_tokens``. Three samples of a 40-token prompt
+    that each found 39 cached: 39, not 117.
+
+    >>> from trtlade.spec import LookaheadSpec
+    >>> gens = [GenerationStats(spec=LookaheadSpec(1, 1, 0), prompt_tokens=40, cached_tokens=39) for _ in range(3)]
+    >>> cached_once(40, merged_stats(gens)), cached_once(40, gens[0])
+    (39, 39)
+    """
+    cached = stats.cached_tokens or 0
+    if stats.prompt_tokens > prompt_tokens:
+        cached = round(cached * prompt_tokens / stats.prompt_tokens)
+    return min(cached, prompt_tokens)
 
 
 def chunk_event(prepared: PreparedRequest, rid: str, created: int, text: str, finish: Optional[str],
@@ -172,7 +209,7 @@ class RequestTracker:
     generated, and each generation's lookahead figures (a request may run several)."""
 
     def __init__(self, metrics: ServerMetrics, arrival: float,
-                 on_done: Optional[Callable[[], None]] = None) -> None:
+                 on_done: Optional[Callable[[], None]] = None, prompt_tokens: int = 0) -> None:
         self.metrics = metrics
         self.arrival = arrival
         self.on_done = on_done
@@ -180,6 +217,8 @@ class RequestTracker:
         self.last_chunk_at: Optional[float] = None
         self.completion_tokens = 0  #: tokens generated (greedy copies of a choice counted once)
         self.all_stats: list[GenerationStats] = []
+        #: the request's prompt tokens, each prompt once (its cached ones are counted so in /metrics)
+        self.prompt_tokens = prompt_tokens
 
     @property
     def stats(self) -> Optional[GenerationStats]:
@@ -205,3 +244,6 @@ class RequestTracker:
         self.metrics.duration.labels(endpoint=endpoint).observe(time.monotonic() - self.arrival)
         for stats in self.all_stats:
             self.metrics.lookahead(stats)
+        merged = self.stats
+        if merged is not None and merged.cached_tokens is not None:
+            self.metrics.cached_tokens.inc(cached_once(self.prompt_tokens, merged))

@@ -1,0 +1,140 @@
+"""The OpenAI surface where a client's own habits meet it: logprob tokens of a SentencePiece tokenizer read back as
+the text, the sampled token in completions' top_logprobs, the fields the openai client sends back, seeds at the
+64-bit edge, cached tokens counted per prompt, and continuous usage."""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import pytest
+
+from fake_engine import TINY_CHAT_TEMPLATE, client_for, run
+from models import CORPUS, tiny_engine, tiny_model, tiny_tokenizer
+from trtlade.reference.serving_adapter import ReferenceServingEngine
+from trtlade.server.app import create_app
+
+
+@functools.lru_cache(maxsize=1)
+def metaspace_tokenizer():
+    """A SentencePiece-style (Metaspace) BPE tokenizer, as Llama 2, Mistral and Gemma have: a word's first token
+    starts with ▁ and decodes alone without its space."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer, t.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    t.train_from_iterator([CORPUS] * 4, trainers.BpeTrainer(vocab_size=320, special_tokens=["<|eos|>"],
+                                                           show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<|eos|>")
+
+
+@functools.lru_cache(maxsize=2)
+def app(tokenizer: str = "tiny"):
+    if tokenizer == "metaspace":
+        tok = metaspace_tokenizer()
+        engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
+    else:
+        tok = copy.deepcopy(tiny_tokenizer())  # the shared one stays without a template
+        tok.chat_template = TINY_CHAT_TEMPLATE
+        engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
+    return create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+
+
+def post(path: str, body: dict, tokenizer: str = "tiny"):
+    async def go():
+        async with client_for(app(tokenizer)) as c:
+            return await c.post(path, json=body)
+    return run(go())
+
+
+@pytest.mark.parametrize("echo", [False, True])
+def test_logprob_tokens_of_a_sentencepiece_tokenizer_join_to_the_text_and_offsets_point_at_them(echo):
+    body = {"prompt": "The quick brown", "max_tokens": 8, "echo": echo, "logprobs": 1, "ignore_eos": True,
+            "temperature": 1.5, "seed": 3}
+    choice = post("/v1/completions", body, "metaspace").json()["choices"][0]
+    tokens, offsets, text = choice["logprobs"]["tokens"], choice["logprobs"]["text_offset"], choice["text"]
+    assert "".join(tokens) == text and " " in text
+    assert [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens
+    if echo:
+        assert tokens[:3] == ["The", " quick", " brown"]
+
+
+def test_completions_top_logprobs_hold_the_sampled_token_as_openai_does():
+    body = {"prompt": "The quick brown", "max_tokens": 10, "logprobs": 1, "ignore_eos": True, "temperature": 2.0,
+            "seed": 5}
+    lp = post("/v1/completions", body).json()["choices"][0]["logprobs"]
+    rows = list(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]))
+    assert all(len(top) <= 2 for _, _, top in rows)
+    # keyed by text, as OpenAI's: two tokens that are parts of characters both read U+FFFD and share one key
+    whole = [(token, value, top) for token, value, top in rows if "\ufffd" not in token]
+    assert len(whole) >= 5 and all(top[token] == value for token, value, top in whole)
+    assert sum(len(top) == 2 for _, _, top in whole) >= 3  # sampled at temperature 2: mostly not the top token
+    zero = post("/v1/completions", {**body, "logprobs": 0}).json()["choices"][0]["logprobs"]
+    assert all(top == {token: value} for token, value, top in zip(zero["tokens"], zero["token_logprobs"],
+                                                                 zero["top_logprobs"]))
+
+
+def test_an_assistant_turn_as_the_openai_client_dumps_it_is_taken_and_a_tool_call_in_it_is_refused_by_name():
+    turn = {"role": "assistant", "content": "hi", "refusal": None, "tool_calls": None, "function_call": None,
+            "audio": None, "annotations": []}
+    body = {"messages": [{"role": "user", "content": "a"}, turn, {"role": "user", "content": "b"}], "max_tokens": 2,
+            "safety_identifier": "u-1", "prompt_cache_key": "k", "modalities": ["text"],
+            "stream": True, "stream_options": {"include_usage": True, "include_obfuscation": False}}
+    assert post("/v1/chat/completions", body).status_code == 200
+    called = {**turn, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    refused = post("/v1/chat/completions", {**body, "messages": [body["messages"][0], called]})
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and error["param"] == "messages.1.tool_calls" and error["code"] == "unsupported"
+    for field, value, param in (("modalities", ["text", "audio"], "modalities"),
+                                ("response_format", {"type": "text", "json_schema": {"a": 1}},
+                                 "response_format.json_schema")):
+        r = post("/v1/chat/completions", {**body, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_the_largest_seed_with_several_samples_wraps_instead_of_failing():
+    body = {"prompt": "The quick", "max_tokens": 3, "temperature": 0.8, "n": 2, "seed": 2**63 - 1}
+    r = post("/v1/completions", body)
+    assert r.status_code == 200 and len(r.json()["choices"]) == 2
+    again = post("/v1/completions", {**body, "n": 1, "seed": -2**63})
+    assert again.json()["choices"][0]["text"] == r.json()["choices"][1]["text"]  # choice 1 drew with the wrapped seed
+
+
+def test_continuous_usage_stats_alone_streams_the_running_usage():
+    import json
+
+    body = {"prompt": "The quick", "max_tokens": 3, "stream": True, "stream_options": {"continuous_usage_stats": True}}
+    text = post("/v1/completions", body).text
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    assert events and all(e.get("usage") for e in events)
+
+
+def test_cached_prompt_tokens_count_each_prompt_once_whatever_n():
+    """Three samples of a prompt each find it cached: the usage counts the prompt's cached tokens once, as its
+    prompt_tokens, and /metrics' counter moves by as much."""
+
+    tok = copy.deepcopy(tiny_tokenizer())
+    engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
+    engine.runner.enable_prefix_cache(16 << 20)
+    cached_app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+    prompt = "The quick brown fox jumps over the lazy dog. " * 3
+
+    async def go():
+        async with client_for(cached_app) as c:
+            await c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2})
+            one = await c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2})
+            before = await c.get("/metrics")
+            three = await c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2, "n": 3,
+                                                           "temperature": 0.8, "seed": 1})
+            after = await c.get("/metrics")
+            return one.json()["usage"], three.json()["usage"], before.text, after.text
+    one, three, before, after = run(go())
+    cached = one["prompt_tokens_details"]["cached_tokens"]
+    assert 0 < cached < one["prompt_tokens"] and three["prompt_tokens"] == one["prompt_tokens"]
+    assert three["prompt_tokens_details"]["cached_tokens"] == cached
+
+    def counter(text: str) -> float:
+        return next(float(line.split()[-1]) for line in text.splitlines()
+                    if line.startswith("trtlade_prompt_cached_tokens_total"))
+    assert counter(after) - counter(before) == cached
