@@ -37,8 +37,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="mix")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--model", default=None, help="a local Hugging Face model folder or GGUF file (default: the "
+                    "embedded model)")
     args = ap.parse_args()
-    engine = ReferenceEngine.load(spec=(4, 4, 4), max_draft_len=8, adaptive=False, calibrate=False)
+    engine = ReferenceEngine.load(args.model, spec=(4, 4, 4), max_draft_len=8, adaptive=False, calibrate=False)
     settings = dataclasses.replace(engine.settings, prompt_lookup=0)  # Lookahead as TensorRT-LLM runs it
     dataset = load_dataset(args.dataset)
     prompts = [(p.category or "all", list(engine.make_request(

@@ -4,8 +4,8 @@ converted and nothing is built (from 1.3 on it is the only backend; NGram / AUTO
 The bundle holds what ``trtllm-serve`` and trtlade's own server read::
 
     <bundle>/
-      trtllm-serve.yml        the trtllm-serve --config file: backend pytorch, speculative_config, max_batch_size,
-                              max_seq_len, max_num_tokens, parallelism, kv_cache_config
+      trtllm-serve.yml        the trtllm-serve --config file: dtype, speculative_config, max_batch_size,
+                              max_seq_len, max_num_tokens, parallelism, kv_cache_config (no backend key)
       trtlade.yml             the deployment config (build.backend pytorch, speculation, serve.engine trtllm)
       trtlade-manifest.json   written last: the release, the model's checksums, the command to serve
 
