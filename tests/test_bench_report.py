@@ -271,6 +271,16 @@ def test_a_change_as_large_as_its_margin_at_the_digits_shown_is_printed_with_one
     assert _change_cell(Speedup((1.21, 1.23, 1.19)), 0.05, 0).endswith("higher ±5.0")
 
 
+def test_compare_and_engine_bench_show_the_digits_their_verdicts_need() -> None:
+    from trtlade.bench.report import _judged
+    from trtlade.cli.engine_bench import _vs_greedy
+
+    assert _judged(2.6, "", "within noise", 0.02604) == "+2.600% within noise ±2.604"
+    shown = _vs_greedy({"speedup_vs_greedy": 1.004, "speedup_vs_greedy_per_repeat": [1.0035, 1.0045],
+                        "speedup_vs_greedy_verdict": "faster", "speedup_vs_greedy_margin": 0.0008})
+    assert shown.endswith("mean 1.004x faster ±0.001")
+
+
 def test_two_runs_with_identical_repeats_are_no_difference_whatever_the_last_bit() -> None:
     from trtlade.bench.noise import unpaired, verdict
 
@@ -567,12 +577,30 @@ def test_compare_names_each_runs_host_and_warns_where_the_runs_differ_beyond_the
     run, _ = known_run()
     run.metadata.update({"cpu": "AMD EPYC", "cpu_class": "x86-64, AVX-512", "cpu_count": 2})
     same = compare_runs(run, run.model_copy(update={"run_id": "B-run"}))
-    assert "- A: AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs" in same and "differ beyond" not in same
+    assert "- A: load generator AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs; server host not recorded" in same
+    assert "differ beyond" not in same
     other = run.model_copy(update={"run_id": "B-run", "settings": {**run.settings, "max_tokens": 256},
                                    "metadata": {**run.metadata, "cpu_class": "x86-64, AVX2+FMA (no AVX-512)"}})
     text = compare_runs(run, other)
     assert "**The runs differ beyond what is compared**: the CPU (AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs " \
            "against AMD EPYC, CPU class x86-64, AVX2+FMA (no AVX-512), 2 CPUs); `max_tokens`" in text
+
+
+def test_compare_reads_the_server_behind_a_one_server_run_and_its_host() -> None:
+    """One server, two modes: the series are named by mode, the server by its target label."""
+    run, _ = known_run()
+    here = {"cpu": "AMD EPYC", "cpu_class": "x86-64, AVX-512", "cpu_count": 2}
+    xeon_a, xeon_b = ({"cpu": f"Xeon {x}", "cpu_class": "x86-64, AVX-512 with AVX512-BF16 and AMX", "cpu_count": 64}
+                      for x in "AB")
+    ref = {"engine": {"name": "reference", "details": {"dtype": "bfloat16"}}}
+    trt = {"engine": {"name": "trtllm", "details": {"dtype": "bfloat16"}}}
+    a = run.model_copy(update={"metadata": {**here, "servers": {"a": {"version": {**ref, "host": xeon_a}}}}})
+    b = run.model_copy(update={"run_id": "B-run", "metadata": {**here, "servers": {"a": {"version": {**trt,
+                                                                                               "host": xeon_b}}}}})
+    text = compare_runs(a, b)
+    assert "- A: load generator AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs; server Xeon A" in text
+    assert "the CPU (Xeon A, CPU class x86-64, AVX-512 with AVX512-BF16 and AMX, 64 CPUs against Xeon B" in text
+    assert "the server (reference engine, bfloat16 against trtllm engine, bfloat16)" in text
 
 
 def test_compare_runs_judges_the_unpaired_change_with_its_spread() -> None:

@@ -70,6 +70,15 @@ def test_every_relative_link_and_anchor_resolves(page):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)
+def test_every_table_row_is_one_line(page):
+    """A table row wrapped over lines renders as several rows with its cells shifted."""
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)  # code blocks may hold anything
+    broken = [line[:60] for line in text.splitlines() if line.startswith("|") and not line.rstrip().endswith("|")]
+    assert not broken, f"{rel(page)}: table rows that do not end on their line: {broken}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_no_development_history(page):
     text = page.read_text(encoding="utf-8")
     found = re.findall(r"\b[Ii]ssues? #?\d+|\bthis session\b|\bruns? so far\b", text)

@@ -176,6 +176,20 @@ def test_sampling_settings_reach_sampling_params(llmapi, model_dir):
     assert params.min_p == 0.05  # it was dropped: the request sampled without it
 
 
+def test_a_negative_seed_reaches_tensorrt_llm_as_its_unsigned_64_bit_seed(llmapi, model_dir):
+    """TensorRT-LLM's random seed is a uint64; a request's seed is a signed 64-bit one (OpenAI's, and what a wrapped
+    ``seed + j`` gives): -5 is sent as 2**64 - 5, the same 64 bits."""
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "temperature": 0.7,
+                                                         "seed": -5})
+
+    assert run(go()).status_code == 200
+    assert llmapi._instances[-1]._requests[0][1].seed == 2**64 - 5
+
+
 def test_a_stop_string_ends_the_request_and_aborts_tensorrt_llms(llmapi, model_dir):
     app = app_for(model_dir, speculation=None)
 

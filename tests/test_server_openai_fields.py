@@ -24,9 +24,13 @@ def metaspace_tokenizer():
 
     t = Tokenizer(models.BPE())
     t.pre_tokenizer, t.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
-    t.train_from_iterator([CORPUS] * 4, trainers.BpeTrainer(vocab_size=320, special_tokens=["<|eos|>"],
-                                                           show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<|eos|>")
+    t.train_from_iterator([CORPUS] * 4, trainers.BpeTrainer(vocab_size=320, show_progress=False,
+                                                           special_tokens=["<|eos|>", "<|user|>", "<|assistant|>"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<|eos|>")
+    # a template whose generation prompt ends in a special token, as Mistral's [/INST]
+    tok.chat_template = ("{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    return tok
 
 
 @functools.lru_cache(maxsize=2)
@@ -58,6 +62,38 @@ def test_logprob_tokens_of_a_sentencepiece_tokenizer_join_to_the_text_and_offset
     assert [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens
     if echo:
         assert tokens[:3] == ["The", " quick", " brown"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("seed", [1, 3, 4])
+def test_after_a_special_token_logprob_tokens_still_join_to_the_text(stream, seed):
+    """A prompt (or a chat template's generation prompt) that ends in a special token: the first generated token's
+    text keeps its word's space, as the output's own text does."""
+    import json
+
+    def joined(path: str, body: dict) -> tuple[str, str]:
+        r = post(path, {**body, "stream": stream, "max_tokens": 8, "ignore_eos": True, "temperature": 1.5,
+                        "seed": seed}, "metaspace")
+        if not stream:
+            choice = r.json()["choices"][0]
+            if "text" in choice:
+                return choice["text"], "".join(choice["logprobs"]["tokens"])
+            entries = choice["logprobs"]["content"]
+            return choice["message"]["content"], bytes(b for e in entries for b in e["bytes"]).decode()
+        events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+        choices = [e["choices"][0] for e in events if e.get("choices")]
+        if "text" in choices[0]:
+            return ("".join(c["text"] for c in choices),
+                    "".join(t for c in choices if c.get("logprobs") for t in c["logprobs"]["tokens"]))
+        entries = [e for c in choices if c.get("logprobs") for e in c["logprobs"]["content"]]
+        return ("".join(c["delta"].get("content") or "" for c in choices),
+                bytes(b for e in entries for b in e["bytes"]).decode())
+
+    text, tokens = joined("/v1/completions", {"prompt": "The quick brown<|assistant|>", "logprobs": 1})
+    assert tokens == text and text
+    content, chat = joined("/v1/chat/completions", {"messages": [{"role": "user", "content": "The fox"}],
+                                                     "logprobs": True, "top_logprobs": 1})
+    assert chat == content and content
 
 
 def test_completions_top_logprobs_hold_the_sampled_token_as_openai_does():
@@ -108,6 +144,9 @@ def test_continuous_usage_stats_alone_streams_the_running_usage():
     text = post("/v1/completions", body).text
     events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
     assert events and all(e.get("usage") for e in events)
+    both = {**body, "stream_options": {"continuous_usage_stats": True, "include_usage": False}}
+    refused = post("/v1/completions", both)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "stream_options.continuous_usage_stats"
 
 
 def test_cached_prompt_tokens_count_each_prompt_once_whatever_n():

@@ -99,10 +99,23 @@ def test_the_report_names_each_cell_whose_requests_failed():
     assert {(r["spec"], r["concurrency"]): r["failed_requests"] for r in cell_rows(t)}[("2,2,1", 1)] == 4
 
 
+def test_a_failed_cell_neither_widens_the_levels_noise_nor_counts_among_its_candidates():
+    steady = runs({(AR, 1): [20, 20, 20], (LA, 1): [21.1, 21.2, 21.15]}, repeats=3)
+    assert choose(tabulate(steady))[0].spec == LA
+    collapsed = steady + [Run(BIG, 1, r, v, 90.0, 20.0, failed=3 if r == 1 else 0) for r, v in enumerate((24, 8, 23.8))]
+    t = tabulate(collapsed)
+    assert t.noise_by_level[1].sd == tabulate(steady).noise_by_level[1].sd and t.comparisons(1) == 1
+    assert choose(t)[0].spec == LA
+
+
 def test_where_plain_decodings_own_requests_failed_nothing_is_chosen():
     rs = runs({(LA, 1): [30, 30.2]}) + [Run(AR, 1, r, 20.0, 90.0, 40.0, failed=1 - r) for r in range(2)]
     pick = choose(tabulate(rs))[0]
     assert pick.spec == AR and "(1,1,0) had 1 failed request(s)" in pick.reason
+    sa = drafters_of(["sa"], 8)[0]
+    drafted = [Run(sa, 1, r, 30.0 + r, 90.0, 20.0) for r in range(2)] + [Run(AR, 1, r, 20.0, 90.0, 40.0, failed=1)
+                                                                        for r in range(2)]
+    assert "(1,1,0) had 2 failed request(s)" in speculative_config_of(tabulate(drafted)).reason
 
 
 def test_runs_without_the_baseline_are_refused():
@@ -351,7 +364,7 @@ def test_a_short_tune_against_a_tiny_model_server_writes_report_and_schedule(tmp
     assert "## Noise" in summary and "Served by: reference engine, preset trtllm, (W,N,G) = (2,3,2)" in summary
     from trtlade.host import host_info
 
-    assert f"CPU class {host_info()['cpu_class']}" in summary and "the load generator and the server" in summary
+    assert f"Host: {host_info()['cpu']}" in summary and "the load generator and the server" in summary
     written = config.read_text()
     assert written.startswith("# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n  schedule:\n")
     before = "# mine\nmodel: {}\nlookahead:\n  spec: 2,3,2   # W,N,G\n"

@@ -14,8 +14,8 @@ and ``dof`` the level's pooled degrees of freedom: modes measured at one load sh
 the pooled degrees of freedom buy the power to see a change in few repeats. The trade, simulated (four modes,
 three repeats, each ratio's noise 5%): a mode equal to its baseline is called different in about 4% of runs
 where the modes' noise is alike, and in about 13% where the judged mode's noise is three times the others';
-a real 10% change is seen in 78% of runs (45% had each cell been judged on its own k - 1 degrees of freedom,
-and at two repeats, ``trtlade tune``'s default, almost never).
+a real 10% change is seen in 78% of runs (45% had each cell been judged on its own k - 1 degrees of freedom;
+at two repeats, ``trtlade tune``'s default, 48% against 17%).
 
 A cell with fewer than two ratios (one repeat, or a repeat whose baseline failed) has no margin: its
 verdict is **one sample**. A chooser that takes the best of several candidates (``trtlade tune``) asks

@@ -38,7 +38,7 @@ from trtlade.bench.records import RequestRecord
 __all__ = [
     "ReportError", "RunSummary", "SeriesInfo", "Row", "TABLES",
     "accepted_by_source", "category_tokens_per_step", "change_pct", "compare_runs", "comparison_table",
-    "default_aim_lines", "default_vs_best_fixed", "host_lines",
+    "default_aim_lines", "default_vs_best_fixed", "host_lines", "shown_digits",
     "load_run", "make_run_id", "output_agreement",
     "render_markdown", "series_rows",
     "write_report",
@@ -217,10 +217,29 @@ def _change_cell(s: Speedup, m: Optional[float], lost: int) -> str:
         return f"{pct:+.1f}%{span} not judged: {lost} failed request{'s' if lost > 1 else ''} left out"
     said = verdict(s.mean, m)
     said = {"faster": "higher", "slower": "lower"}.get(said, said)
+    return _judged(pct, span, said, m)
+
+
+def _judged(pct: float, span: str, said: str, m: Optional[float]) -> str:
+    """``+2.0% (range) higher ±1.5``, with as many decimals as the verdict needs to be read from what is shown (a
+    change and its margin equal at one decimal get a second; a margin that reads 0.0, more)."""
     if m is None:
         return f"{pct:+.1f}%{span} {said}"
-    digits = 1 if f"{abs(pct):.1f}" != f"{m * 100:.1f}" else 2  # a verdict never rests on digits not shown
+    digits = shown_digits(abs(pct), m * 100, 1)
     return f"{pct:+.{digits}f}%{span} {said} ±{m * 100:.{digits}f}"
+
+
+def shown_digits(change: float, margin: float, digits: int) -> int:
+    """The decimals from ``digits`` on at which a change and its margin read apart and the margin is not 0, so a
+    verdict never rests on digits not shown (at most 4 more).
+
+    >>> shown_digits(2.03, 1.96, 1), shown_digits(0.4, 0.08, 2), shown_digits(21.0, 2.9, 1)
+    (2, 2, 1)
+    """
+    for d in range(digits, digits + 5):
+        if f"{change:.{d}f}" != f"{margin:.{d}f}" and float(f"{margin:.{d}f}") != 0.0:
+            return d
+    return digits + 4
 
 
 def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -> str:
@@ -909,22 +928,43 @@ _COMPARED_SETTINGS = ("dataset", "num_prompts", "max_tokens", "temperature", "to
 
 
 def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
-    """Each run's host (CPU and class) and, as warnings, what differs between the two runs beyond the code: the host's
-    CPU, a setting that decides the numbers, what a paired series sent or what served it."""
-    lines = [f"- {name}: {_host_text(run.metadata) or 'host not recorded'}" for name, run in (("A", run_a),
-                                                                                          ("B", run_b))]
-    differ = [f"the CPU ({_host_text(run_a.metadata) or '?'} against {_host_text(run_b.metadata) or '?'})"
-              for key in ("cpu_id", "cpu_class") if run_a.metadata.get(key) != run_b.metadata.get(key)][:1]
+    """Each run's hosts (the load generator's CPU and the server's, as its /version names it) and, as warnings, what
+    differs between the two runs beyond the code: the CPU that served (else the load generator's), a setting that
+    decides the numbers, what served the first series."""
+    lines = [f"- {name}: {_run_hosts(run)}" for name, run in (("A", run_a), ("B", run_b))]
+    served = [_served(run) for run in (run_a, run_b)]
+    hosts = [_host_text(v["host"]) if v and isinstance(v.get("host"), dict) else None for v in served]
+    if not all(hosts):  # one side's serving host unknown: the load generators' are what there is to compare
+        hosts = [_host_text(run.metadata) for run in (run_a, run_b)]
+    differ = [f"the CPU ({hosts[0] or '?'} against {hosts[1] or '?'})"] if hosts[0] != hosts[1] else []
     differ += [f"`{key}` ({run_a.settings.get(key)!r} against {run_b.settings.get(key)!r})"
                for key in _COMPARED_SETTINGS if run_a.settings.get(key) != run_b.settings.get(key)]
-    servers = [describe_server((run.metadata.get("servers") or {}).get(run.series[0].label, {}).get("version"))
-               if run.series and isinstance(run.metadata.get("servers"), dict) else None for run in (run_a, run_b)]
+    servers = [describe_server(v) for v in served]
     if all(servers) and servers[0] != servers[1]:
         differ.append(f"the server ({servers[0]} against {servers[1]})")
     if differ:
         lines.append("- **The runs differ beyond what is compared**: " + "; ".join(differ) + ". A change below holds "
                      "for these differences together, not for one of them.")
     return lines + [""]
+
+
+def _served(run: RunSummary) -> Optional[dict[str, Any]]:
+    """The /version of the server behind a run's first series (None where not recorded)."""
+    servers = run.metadata.get("servers")
+    if not run.series or not isinstance(servers, dict):
+        return None
+    version = (servers.get(run.series[0].server) or {}).get("version")
+    return version if isinstance(version, dict) else None
+
+
+def _run_hosts(run: RunSummary) -> str:
+    """``AMD EPYC ..., 2 CPUs`` (the load generator served too), or both hosts named."""
+    here = _host_text(run.metadata) or "not recorded"
+    version = _served(run)
+    there = _host_text(version["host"]) if version and isinstance(version.get("host"), dict) else None
+    if there == here:
+        return f"{here} (the load generator and the server)"
+    return f"load generator {here}; server " + (there or "host not recorded")
 
 
 def _token_source_lines(run: RunSummary) -> list[str]:
@@ -992,7 +1032,7 @@ def _unpaired_table(levels: Sequence[int], a: tuple[str, RunSummary, str], b: tu
             continue
         ratio, m = unpaired(base, other)
         said = {"faster": "higher", "slower": "lower"}.get(verdict(ratio, m), verdict(ratio, m))
-        cells.append(f"{(ratio - 1) * 100:+.1f}% {said}" + (f" ±{m * 100:.1f}" if m is not None else ""))
+        cells.append(_judged((ratio - 1) * 100, "", said, m))
     lines.append(f"| {b[0]} vs {a[0]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

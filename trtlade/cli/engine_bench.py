@@ -287,7 +287,11 @@ def _vs_greedy(mode: dict) -> str:
         text += f" ({min(ratios):.2f}–{max(ratios):.2f})"
         m = mode.get("speedup_vs_greedy_margin")
         if said and m is not None:
-            return f"{text}; mean {sum(ratios) / len(ratios):.2f}x {said} ±{m:.2f}"
+            from trtlade.bench.report import shown_digits
+
+            mean = sum(ratios) / len(ratios)
+            digits = shown_digits(abs(mean - 1), m, 2)
+            return f"{text}; mean {mean:.{digits}f}x {said} ±{m:.{digits}f}"
     return f"{text} {said}" if said else text
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from trtlade.errors import TrtladeError
 
@@ -32,6 +32,8 @@ class PromptTokenizer:
     """Turns OpenAI prompts into token ids. ``vocab_size`` bounds token-id prompts."""
 
     tokenizer: Any
+    #: the text of recent contexts of :meth:`piece` (a token's alternatives share their position's)
+    _heads: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -61,24 +63,32 @@ class PromptTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
-    def piece(self, token: int, before: Optional[int] = None) -> str:
-        """A token's text where it stands: after ``before`` (None: at the text's start), what decoding both adds to
-        decoding ``before`` alone. A SentencePiece token (Llama 2, Mistral, Gemma) decoded alone loses its word's
-        space (``▁brown`` is "brown"), which it has after another token; a byte-level BPE token's text is its own;
-        where ``before`` is part of a character, the token's own text (U+FFFD for its part).
+    def piece(self, token: int, before: Sequence[int] = ()) -> str:
+        """A token's text where it stands: what decoding it after ``before`` (the ids before it, as many as the
+        output's own decoding reads: :data:`~trtlade.contract.text.PROMPT_CONTEXT_TOKENS`; none at the text's start)
+        adds to decoding ``before`` alone. A SentencePiece token (Llama 2, Mistral, Gemma) decoded alone loses its
+        word's space (``▁brown`` is "brown"), which it has after other text, a special token skipped; a byte-level
+        BPE token's text is its own; where ``before`` ends inside a character, the token's own text (U+FFFD).
 
         >>> class Sp:  # a Metaspace tokenizer: a word's first token starts with ▁ and decodes alone without it
-        ...     pieces = {1: "▁The", 2: "▁brown"}
+        ...     pieces = {1: "▁The", 2: "▁brown", 3: ""}   # 3: a special token, skipped
         ...     def decode(self, ids, skip_special_tokens=True):
         ...         return "".join(self.pieces[i] for i in ids).replace("▁", " ").lstrip(" ")
-        >>> PromptTokenizer(Sp()).piece(2), PromptTokenizer(Sp()).piece(2, before=1)
-        ('brown', ' brown')
+        >>> tok = PromptTokenizer(Sp())
+        >>> tok.piece(2), tok.piece(2, before=(1,)), tok.piece(2, before=(1, 3)), tok.piece(2, before=(3,))
+        ('brown', ' brown', ' brown', 'brown')
         """
         alone = self.decode([token])
-        if before is None:
+        if not before:
             return alone
-        head, both = self.decode([before]), self.decode([before, token])
-        return both[len(head):] if both.startswith(head) and "\ufffd" not in head else alone
+        key = tuple(before)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            head = self._heads[key] = self.decode(key)
+        both = self.decode([*key, token])
+        return both[len(head):] if both.startswith(head) and not head.endswith("\ufffd") else alone
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes one token stands for (OpenAI's logprobs ``bytes``). Its text's UTF-8, except where the token

@@ -556,6 +556,11 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
     logprobs, prompt_logprobs = _wanted_logprobs(body)
     if body.stream_options is not None and not stream:
         raise ApiError.bad_request("stream_options is only allowed with stream: true", param="stream_options")
+    if body.stream_options is not None and body.stream_options.continuous_usage_stats \
+            and body.stream_options.include_usage is False:
+        raise ApiError.bad_request("stream_options.continuous_usage_stats puts the usage in every chunk, which "
+                                   "include_usage: false turns off; send one of them",
+                                   param="stream_options.continuous_usage_stats")
     generations: list[GenerationRequest] = []
     copies: list[tuple[int, ...]] = []
     for k, prompt_ids in enumerate(prompts):

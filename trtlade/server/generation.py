@@ -38,6 +38,7 @@ from trtlade.server.routes import AnsweringRoute
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.identity import Identity
 from trtlade.server.responses import (
+    CONTEXT,
     RequestTracker,
     Scored,
     chat_logprobs,
@@ -94,8 +95,8 @@ class _Reply:
     def __post_init__(self) -> None:
         self.choices = [_Choice() for _ in range(self.prepared.num_choices)]
 
-    def piece(self, token: int, before: Optional[int] = None) -> str:
-        """A token's text where it stands, after ``before`` (a SentencePiece ``▁brown`` is " brown" there)."""
+    def piece(self, token: int, before: tuple[int, ...] = ()) -> str:
+        """A token's text where it stands, after the ids ``before`` (a SentencePiece ``▁brown`` is " brown" there)."""
         return self.tokenizer.piece(token, before)
 
     def completion_tokens(self) -> int:
@@ -112,7 +113,7 @@ class _Reply:
         out = []
         for index in self.prepared.copies[generation]:
             choice = self.choices[index]
-            before = choice.scored[-1][0] if choice.scored else self._start(request)
+            before = (*self._start(request), *(t for t, _ in choice.scored[-CONTEXT:]))[-CONTEXT:]
             text, scored = chunk.text, []
             if choice.first and self.prepared.echo:
                 text = self.tokenizer.decode(list(request.prompt_ids)) + text
@@ -131,11 +132,11 @@ class _Reply:
         return out
 
     def _start(self, request: Any) -> Optional[int]:
-        """The token before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
-        text), else the prompt's last."""
-        return None if self.prepared.echo or not request.prompt_ids else request.prompt_ids[-1]
+        """The ids before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
+        text), else the prompt's last (as many as the output's own decoding reads)."""
+        return () if self.prepared.echo else tuple(request.prompt_ids[-CONTEXT:])
 
-    def _logprobs(self, scored: list[Scored], offset: int = 0, before: Optional[int] = None) -> dict:
+    def _logprobs(self, scored: list[Scored], offset: int = 0, before: tuple[int, ...] = ()) -> dict:
         if self.prepared.kind == "completion":
             return completion_logprobs(scored, self.piece, offset, before)
         raw = getattr(self.tokenizer, "token_bytes", None)
@@ -144,7 +145,7 @@ class _Reply:
     def body_choices(self) -> list[tuple[str, Optional[str], Optional[dict]]]:
         """(text, finish_reason, logprobs) of every choice, for the whole response."""
         asked = self.prepared.generations[0].logprobs is not None  # one body: the same for every choice
-        starts: list[Optional[int]] = [None] * len(self.choices)
+        starts: list[tuple[int, ...]] = [()] * len(self.choices)
         for g, copies in enumerate(self.prepared.copies):
             for index in copies:
                 starts[index] = self._start(self.prepared.generations[g])

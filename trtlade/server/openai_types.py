@@ -57,7 +57,7 @@ class _Strict(BaseModel):
 
 
 class StreamOptions(_Strict):
-    include_usage: bool = False
+    include_usage: Optional[bool] = None
     #: vLLM's extension (guidellm and aiperf send it): every chunk carries the running usage (implies include_usage)
     continuous_usage_stats: bool = False
     #: OpenAI's: random padding against length side channels; trtlade adds none, so either value is accepted

@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from trtlade.contract.protocol import GenerationStats, StepChunk, TokenLogprob
+from trtlade.contract.text import PROMPT_CONTEXT_TOKENS
 from trtlade.server.admission import PreparedRequest
 from trtlade.server.metrics import ServerMetrics
 
@@ -72,14 +73,16 @@ def speculation_usage(stats: GenerationStats) -> dict[str, Any]:
 Scored = tuple[int, Optional[TokenLogprob]]
 
 
-#: A token's text where it stands: ``piece(token, before)``, ``before`` the token before it (None at the text's start)
-Piece = Callable[[int, Optional[int]], str]
+#: A token's text where it stands: ``piece(token, before)``, ``before`` the ids before it (none at the text's start)
+Piece = Callable[[int, tuple[int, ...]], str]
+#: how many ids before a token its text is read after (the output's own decoding reads as many)
+CONTEXT = PROMPT_CONTEXT_TOKENS
 
 
 def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
-                        before: Optional[int] = None) -> dict[str, Any]:
+                        before: tuple[int, ...] = ()) -> dict[str, Any]:
     """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset; each token's text
-    where it stands (after the one before it: ``before`` for the first). As OpenAI's, each ``top_logprobs`` entry
+    where it stands (after the ids before it: ``before`` for the first). As OpenAI's, each ``top_logprobs`` entry
     holds the chosen token too where it is not among the k most likely (a sampled token, or greedy under a
     penalty): up to k + 1 entries.
 
@@ -100,17 +103,17 @@ def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
         tops.append(top)
         offsets.append(offset)
         offset += len(text)
-        before = token
+        before = (*before, token)[-CONTEXT:]
     return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
 
 def chat_logprobs(scored: Sequence[Scored], piece: Piece, raw: Optional[Callable[[int], bytes]] = None,
-                  before: Optional[int] = None) -> dict[str, Any]:
+                  before: tuple[int, ...] = ()) -> dict[str, Any]:
     """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``, each token's text
     where it stands; ``raw``: a token's own bytes where it is part of a character (an emoji's first token is not
     U+FFFD's bytes), else its text's UTF-8."""
 
-    def entry(token: int, logprob: float, at: Optional[int]) -> dict[str, Any]:
+    def entry(token: int, logprob: float, at: tuple[int, ...]) -> dict[str, Any]:
         text = piece(token, at)
         return {"token": text, "logprob": logprob,
                 "bytes": list(raw(token) if raw is not None and "\ufffd" in text else text.encode("utf-8"))}
@@ -120,7 +123,7 @@ def chat_logprobs(scored: Sequence[Scored], piece: Piece, raw: Optional[Callable
         if lp is not None:
             content.append({**entry(token, lp.logprob, before),
                             "top_logprobs": [entry(t, v, before) for t, v in lp.top]})
-        before = token
+        before = (*before, token)[-CONTEXT:]
     return {"content": content}
 
 
@@ -209,7 +212,7 @@ class RequestTracker:
     generated, and each generation's lookahead figures (a request may run several)."""
 
     def __init__(self, metrics: ServerMetrics, arrival: float,
-                 on_done: Optional[Callable[[], None]] = None, prompt_tokens: int = 0) -> None:
+                 on_done: Optional[Callable[[], None]] = None, *, prompt_tokens: int) -> None:
         self.metrics = metrics
         self.arrival = arrival
         self.on_done = on_done

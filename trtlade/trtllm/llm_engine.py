@@ -231,8 +231,8 @@ class TrtllmLlmEngine:
             kwargs["top_k"] = request.top_k
         if request.min_p:
             kwargs["min_p"] = request.min_p
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
+        if request.seed is not None:  # TensorRT-LLM's random seed is a uint64 (executor/types.h RandomSeedType)
+            kwargs["seed"] = request.seed % 2**64
         if request.min_tokens:
             kwargs["min_tokens"] = request.min_tokens
         if request.stop_token_ids:

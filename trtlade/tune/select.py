@@ -114,9 +114,10 @@ class Table:
 
     def comparisons(self, level: int, only: Optional[Callable[[Candidate], bool]] = None) -> int:
         """The candidates a choice at ``level`` takes the best of (the Bonferroni count): those measured against
-        (1,1,0) there that ``only`` admits; latency limits do not change it (a stable, conservative bar)."""
+        (1,1,0) there that ``only`` admits, none of whose requests failed; latency limits do not change it (a
+        stable, conservative bar)."""
         return sum(1 for (spec, lv), cell in self.cells.items() if lv == level and spec != AUTOREGRESSIVE
-                   and cell.ratios and (only is None or only(spec)))
+                   and cell.ratios and not cell.failed and (only is None or only(spec)))
 
     def threshold(self, cell: Cell, comparisons: int = 1) -> Optional[float]:
         """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise, the confidence
@@ -150,7 +151,8 @@ def tabulate(runs: Iterable[Run]) -> Table:
         if ar:
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
-    compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE]
+    # a cell whose requests failed is never chosen, and its collapsed runs are not the level's noise
+    compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE and not c.failed]
     by_level = {level: pooled(c.ratios for c in compared if c.concurrency == level) for level in levels}
     return Table(cells, specs, sorted(levels), repeats, pooled(c.ratios for c in compared), by_level)
 
@@ -263,6 +265,10 @@ def speculative_config_of(table: Table, *, max_ttft_ms: Optional[float] = None,
         held.setdefault(drafter, []).append(choice)
     if not held:
         lowest = table.levels[0] if table.levels else None
+        first = min(choices, key=lambda c: c.concurrency).reason if choices else ""
+        if first.startswith("(1,1,0) had"):  # nothing was compared there
+            return PytorchChoice(None, None, None, f"at the lowest measured concurrency ({lowest}) {first}: serve "
+                                                   "without speculative_config, or measure again")
         return PytorchChoice(None, None, None, f"no drafter beats plain decoding beyond the noise at the lowest "
                                                f"measured concurrency ({lowest}): serve without speculative_config")
     drafter, wins = max(held.items(), key=lambda kv: (len(kv[1]), sum(c.speedup for c in kv[1])))

@@ -146,6 +146,10 @@ class SamplingParams(_Config):
             raise ValueError(f"require temperature >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"require 0 < top_p <= 1, got {self.top_p}")
+        # mirrors: the seed becomes the executor SamplingConfig's random_seed, a RandomSeedType = std::uint64_t
+        # (cpp/include/tensorrt_llm/executor/types.h): pybind refuses an int outside [0, 2**64) (a TypeError)
+        if self.seed is not None and not 0 <= self.seed < 2**64:
+            raise TypeError(f"incompatible function arguments: random_seed {self.seed} is not a uint64")
 
 
 #: LLM arguments trtlade may pass (TorchLlmArgs fields it writes; the real model has many more)
