@@ -131,7 +131,7 @@ class _Reply:
             out.append((index, text, logprobs))
         return out
 
-    def _start(self, request: Any) -> Optional[int]:
+    def _start(self, request: Any) -> tuple[int, ...]:
         """The ids before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
         text), else the prompt's last (as many as the output's own decoding reads)."""
         return () if self.prepared.echo else tuple(request.prompt_ids[-CONTEXT:])
