@@ -170,7 +170,7 @@ def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
 def test_an_out_that_cannot_be_written_is_an_error_not_a_traceback(tmp_path, target):
     bundle = tmp_path / "b"
     make_bundle(bundle)
-    _engine_version(bundle, "0.19.0")  # a release Triton's stock models serve
+    _engine_version(bundle, "0.16.0" if target == "grps" else "0.19.0")  # a release the stack serves
     blocker = tmp_path / "a-file"
     blocker.write_text("mine\n")
     out = blocker / ("inference.yml" if target == "grps" else "out")  # under a file: no folder can be made
@@ -631,6 +631,7 @@ def test_a_multi_gpu_engine_is_started_as_its_stack_starts_one(tmp_path):
     said = " ".join(result.output.split())
     assert "launch_triton_server.py --world_size 2" in said and "then: tritonserver" not in said
     assert "launch_triton_server.py --world_size 2" in (tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt").read_text()
+    _engine_version(bundle, "0.16.0")  # grps_trtllm's release
     result = export("grps", str(bundle), "--out", str(tmp_path / "inference.yml"))
     assert result.exit_code == 0, result.output
     assert "--mpi_np 2" in " ".join(result.output.split()) and "--mpi_np 2" in (tmp_path / "inference.yml").read_text()
@@ -651,10 +652,25 @@ def test_triton_and_grps_exports_say_how_their_container_is_started(tmp_path):
     assert flags in " ".join(result.output.split())
     configs = sorted((tmp_path / "repo").glob("*/config.pbtxt"))
     assert len(configs) == 5 and all(f"# Triton: start its container with `{flags}`" in c.read_text() for c in configs)
+    _engine_version(bundle, "0.16.0")  # grps_trtllm's release
     result = export("grps", str(bundle), "--out", str(tmp_path / "inference.yml"))
     assert result.exit_code == 0, result.output
     assert flags in " ".join(result.output.split())
     assert f"# grps: start its container with `{flags}`" in (tmp_path / "inference.yml").read_text()
+
+
+@pytest.mark.parametrize("version, ok", [("0.16.0", True), ("0.17.0", False), ("0.19.0", False), ("1.2.0", False)])
+def test_grps_takes_only_an_engine_of_the_release_grps_trtllm_runs(tmp_path, version, ok):
+    """grps_trtllm@dea3898 builds on TensorRT-LLM 0.16.0 (README, docker/Dockerfile); an engine loads only under the
+    release that built it."""
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, version)
+    out = tmp_path / "inference.yml"
+    result = export("grps", str(bundle), "--out", str(out))
+    assert (result.exit_code == 0) == ok, result.output
+    if not ok:
+        said = " ".join(result.output.split())
+        assert f"built with TensorRT-LLM {version}; grps_trtllm runs TensorRT-LLM 0.16" in said and not out.exists()
 
 
 def _stock_view(config_text: str) -> dict:

@@ -14,6 +14,10 @@ Read from grps_trtllm's sources at the commit that adds lookahead (NetEase-Media
 - ``src/utils.cc``: a request's end id is the tokenizer's ``end_token_id``, null without it, so a chat
   model would run to max_tokens.
 
+grps_trtllm builds on TensorRT-LLM 0.16.0 (its README: "supports up to v0.16.0"; ``docker/Dockerfile``: the
+``trtllm0.16.0`` image, at dea3898 as at fb941b5), and a TensorRT engine loads only under the release that built it,
+so an engine of another release is refused (:data:`GRPS_TRTLLM`).
+
 grps_trtllm never passes a per-request lookahead config, so every request runs with the bundle's (W,N,G),
 and a schedule in the bundle's config cannot apply there (the export says so in the file). The output is
 checked with the checks ``trtlade validate-config`` runs, against the bundle's engine, before it is written.
@@ -32,7 +36,35 @@ from trtlade.config.grps import GRPS_LLM_STYLES, check_grps
 from trtlade.config.loader import parse_yaml
 from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
 
-__all__ = ["StyleRule", "STYLE_RULES", "llm_style_for", "TokenizerFacts", "tokenizer_facts", "grps_inference_yml"]
+__all__ = ["GRPS_TRTLLM", "StyleRule", "STYLE_RULES", "llm_style_for", "TokenizerFacts", "tokenizer_facts",
+           "grps_inference_yml", "check_engine_release"]
+
+#: the TensorRT-LLM release line grps_trtllm runs (NetEase-Media/grps_trtllm@dea3898: README, docker/Dockerfile)
+GRPS_TRTLLM = (0, 16)
+
+
+def check_engine_release(version: Optional[str]) -> None:
+    """Refuse an engine grps_trtllm cannot load: one built by a release other than :data:`GRPS_TRTLLM`'s line (an
+    unknown version passes: the engine's config.json names none).
+
+    >>> check_engine_release("0.16.0"), check_engine_release(None)
+    (None, None)
+    >>> try:
+    ...     check_engine_release("0.19.0")
+    ... except ExportError as exc:
+    ...     print(exc.message[:72])
+    the bundle's engine was built with TensorRT-LLM 0.19.0; grps_trtllm runs
+    """
+    from trtlade.export.triton import engine_version
+
+    release = engine_version(version)
+    if release and release[:2] != GRPS_TRTLLM:
+        line = ".".join(map(str, GRPS_TRTLLM))
+        raise ExportError(f"the bundle's engine was built with TensorRT-LLM {version}; grps_trtllm runs TensorRT-LLM "
+                          f"{line} (NetEase-Media/grps_trtllm: its README and docker image), and a TensorRT engine "
+                          "loads only under the release that built it",
+                          f"rebuild the engine with TensorRT-LLM {line} (trtlade build ... --trtllm-version {line}.0 "
+                          "where it is installed), or serve it with `trtlade export triton` or `trtlade serve`")
 
 
 @dataclass(frozen=True)
@@ -204,7 +236,8 @@ def _inferer_args(src: ExportSource, style: str, facts: Optional[TokenizerFacts]
 
 def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
                        llm_style: Optional[str] = None) -> str:
-    """The inference yml text for ``src`` (validated against its engine)."""
+    """The inference yml text for ``src`` (validated against its engine and its release)."""
+    check_engine_release(src.engine.version)
     facts = tokenizer_facts(src.model_dir) if src.model_dir is not None else None
     style = _style(src, facts, llm_style)
     spec = src.config.lookahead.spec

@@ -87,12 +87,13 @@ class Release:
 
 RELEASES: tuple[Release, ...] = (
     Release("0.16.0", "1.0.0", True, True, (), None,
-            "build --wng, serve --engine trtllm (executor), export grps / triton / k8s, validate-config",
+            "build --wng, serve --engine trtllm (executor), export triton / k8s, export grps (0.16 engines: "
+            "grps_trtllm runs TensorRT-LLM 0.16), validate-config",
             "Lookahead in the engine flow from 0.13 (0.16: the oldest trtlade was checked against); the PyTorch "
             "backend is a preview without NGram (release notes up to 1.0)"),
     Release("1.0.0", "1.3.0", True, True, ("NGram", "AUTO"), "host_pool",
-            "all of the above; NGram / AUTO on the PyTorch backend: build --speculation, serve --engine trtllm "
-            "(LLM API), export triton (llmapi) / k8s",
+            "all of the above but export grps; NGram / AUTO on the PyTorch backend: build --speculation, serve "
+            "--engine trtllm (LLM API), export triton (llmapi) / k8s",
             "release notes 1.0 (\"Add NGrams V2 support\", \"Auto-enable ngram with concurrency <= 32\"); "
             "tensorrt_llm/_torch/speculative/ngram.py@02499765 (NGramPoolManager, host side); "
             "auto_heuristic.py@7274a594"),
