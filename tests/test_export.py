@@ -629,8 +629,14 @@ def test_a_multi_gpu_engine_is_started_as_its_stack_starts_one(tmp_path):
     result = export("triton", str(bundle), "--out", str(tmp_path / "repo"))
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
-    assert "launch_triton_server.py --world_size 2" in said and "then: tritonserver" not in said
-    assert "launch_triton_server.py --world_size 2" in (tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert "/app/scripts/launch_triton_server.py --world_size 2" in said and "then: tritonserver" not in said
+    assert "/app/scripts/launch_triton_server.py --world_size 2" in (
+        tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt").read_text()
+    _engine_version(bundle, "1.1.0")  # from 0.20 the script is in TensorRT-LLM's tree
+    newer = export("triton", str(bundle), "--out", str(tmp_path / "repo-1.1"))
+    assert "tensorrt_llm/triton_backend/scripts/launch_triton_server.py --world_size 2" in " ".join(
+        newer.output.split()), newer.output
+    _engine_version(bundle, "0.19.0")
     _engine_version(bundle, "0.16.0")  # grps_trtllm's release
     result = export("grps", str(bundle), "--out", str(tmp_path / "inference.yml"))
     assert result.exit_code == 0, result.output

@@ -83,7 +83,8 @@ def test_triton_config_pbtxt_declares_what_the_stock_model_reads_and_sends(bundl
     assert cli("export", "triton", str(bundle), "--out", str(out)).exit_code == 0
     config = _stock_view((out / "tensorrt_llm" / "config.pbtxt").read_text())
     assert (config["name"], config["backend"]) == ("tensorrt_llm", "python")
-    assert config["max_batch_size"] == 0 and not config.get("model_transaction_policy", {}).get("decoupled")
+    # decoupled here too: under launch_triton_server.py (--disable-auto-complete-config) model.yaml's is not applied
+    assert config["max_batch_size"] == 0 and config["model_transaction_policy"]["decoupled"] is True
     assert _config_by_name(config, "output", "text_output")["data_type"] == "TYPE_STRING"  # read at initialize()
     assert [t["name"] for t in config["input"]] == [t.name for t in stock.LLMAPI_INPUTS]
     assert {t["name"] for t in config["output"]} >= {"total_draft_tokens", "total_accepted_draft_tokens",

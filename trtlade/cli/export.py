@@ -113,14 +113,15 @@ def triton(
              hint="the engine's tokenizer is set with --tokenizer")
 
     src = _export(bundle, bundle_path, tokenizer, lambda s: write_tree(out, model_repository(s), force=force))
-    from trtlade.export.triton import engine_version, warnings
+    from trtlade.export.triton import engine_version, launch_script, warnings
     from trtlade.export.triton_stock import family, model_py_source
 
     for warning in warnings(src):
         err_console.print(f"warning: {warning}", markup=False, highlight=False)
     source = model_py_source(family(engine_version(src.engine.version)))
     ranks = src.engine.world_size
-    start = (f"python3 /app/scripts/launch_triton_server.py --world_size {ranks} --model_repo {out} (one Triton "
+    start = (f"python3 {launch_script(engine_version(src.engine.version))} --world_size {ranks} --model_repo {out} "
+             f"(one Triton "
              f"process per GPU rank, over MPI: the engine has {ranks} ranks)" if ranks > 1
              else f"tritonserver --model-repository {out}")
     requests = ("a request sets lookahead_window_size, lookahead_ngram_size and lookahead_verification_set_size "

@@ -126,6 +126,11 @@ def _config_pbtxt() -> Any:
 
     pb = _pb()
     c = pb.ModelConfig(name="tensorrt_llm", backend="python")
+    # also here, not only in model.yaml's triton_config: the stock model.py applies that in auto_complete_config,
+    # which Triton skips under --disable-auto-complete-config, a flag TensorRT-LLM's launch_triton_server.py always
+    # passes (triton_backend/scripts/); Triton's Python backend takes both where they agree
+    # (set_model_transaction_policy raises only on a different `decoupled`)
+    c.model_transaction_policy.decoupled = TRITON_CONFIG["decoupled"]
     c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
     c.input.extend(_tensor(pb, pb.ModelInput, t.name, t.dtype, list(t.dims), optional=t.optional)
                    for t in stock.LLMAPI_INPUTS)
@@ -143,7 +148,8 @@ def llmapi_repository(src: PytorchSource) -> dict[str, str]:
 
     config = _config_pbtxt()
     text = (f"# written by `trtlade export triton` from the bundle {src.bundle.root}; max_batch_size and the "
-            "transaction policy come from 1/model.yaml (triton_config)\n" + text_format.MessageToString(config))
+            "transaction policy are also 1/model.yaml's (triton_config), which the stock model.py applies unless "
+            "Triton runs with --disable-auto-complete-config\n" + text_format.MessageToString(config))
     if parse_config(text) != config:
         raise ExportError("tensorrt_llm/config.pbtxt does not read back as written", "report this")
     yml = model_yaml(src)

@@ -44,8 +44,8 @@ from typing import Any, Optional
 from trtlade.export import triton_stock as stock
 from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
 
-__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "model_repository",
-           "parse_config", "guard_model_source", "warnings"]
+__all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "launch_script",
+           "model_repository", "parse_config", "guard_model_source", "warnings"]
 
 #: The first TensorRT-LLM (and tensorrtllm_backend) release whose Triton backend reads lookahead.
 MIN_TRTLLM = (0, 19)
@@ -62,6 +62,18 @@ def _pb() -> Any:
         raise ExportError("the Triton export needs the `tritonclient` package (its ModelConfig protobuf checks "
                           "every config.pbtxt)", "pip install 'trtlade[triton]'") from None
     return model_config_pb2
+
+
+def launch_script(version: tuple[int, ...]) -> str:
+    """Where a release's ``launch_triton_server.py`` is: ``/app/scripts/`` in the Triton TensorRT-LLM container up to
+    0.19 (tensorrtllm_backend v0.19.0 README); from 0.20 the script moved into TensorRT-LLM's tree,
+    ``triton_backend/scripts/`` (TensorRT-LLM's Triton guides run it from there).
+
+    >>> launch_script((0, 19, 0)), launch_script((1, 1, 0))
+    ('/app/scripts/launch_triton_server.py', 'tensorrt_llm/triton_backend/scripts/launch_triton_server.py')
+    """
+    return ("/app/scripts/launch_triton_server.py" if version and version < (0, 20) else
+            "tensorrt_llm/triton_backend/scripts/launch_triton_server.py")
 
 
 def engine_version(text: Optional[str]) -> tuple[int, ...]:
@@ -262,7 +274,7 @@ def model_repository(src: ExportSource) -> dict[str, str]:
               f"lookahead ({src.config.lookahead.spec}); model.py files: "
               f"{stock.model_py_source(stock.family(version))}\n"
               + (f"# the engine has {src.engine.world_size} GPU ranks: start Triton with "
-                 f"launch_triton_server.py --world_size {src.engine.world_size} (one process per rank, over MPI)\n"
+                 f"{launch_script(version)} --world_size {src.engine.world_size} (one process per rank, over MPI)\n"
                  if src.engine.world_size > 1 else "")
               + f"# Triton: {CONTAINER_NOTE}\n"
               + "".join(f"# warning: {w}\n" for w in warnings(src)))
