@@ -933,7 +933,7 @@ def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
     decides the numbers, what served the first series."""
     lines = [f"- {name}: {_run_hosts(run)}" for name, run in (("A", run_a), ("B", run_b))]
     served = [_served(run) for run in (run_a, run_b)]
-    hosts = [_host_text(v["host"]) if v and isinstance(v.get("host"), dict) else None for v in served]
+    hosts = [_version_host(v) for v in served]
     if not all(hosts):  # one side's serving host unknown: the load generators' are what there is to compare
         hosts = [_host_text(run.metadata) for run in (run_a, run_b)]
     differ = [f"the CPU ({hosts[0] or '?'} against {hosts[1] or '?'})"] if hosts[0] != hosts[1] else []
@@ -960,8 +960,7 @@ def _served(run: RunSummary) -> Optional[dict[str, Any]]:
 def _run_hosts(run: RunSummary) -> str:
     """``AMD EPYC ..., 2 CPUs`` (the load generator served too), or both hosts named."""
     here = _host_text(run.metadata) or "not recorded"
-    version = _served(run)
-    there = _host_text(version["host"]) if version and isinstance(version.get("host"), dict) else None
+    there = _version_host(_served(run))
     if there == here:
         return f"{here} (the load generator and the server)"
     return f"load generator {here}; server " + (there or "host not recorded")
@@ -985,8 +984,7 @@ def host_lines(metadata: dict[str, Any]) -> list[str]:
     that served it."""
     here = _host_text(metadata)
     servers = metadata.get("servers") if isinstance(metadata.get("servers"), dict) else {}
-    hosts = {label: _host_text(version["host"]) if isinstance(version := (info or {}).get("version"), dict)
-             and isinstance(version.get("host"), dict) else None for label, info in servers.items()}
+    hosts = {label: _version_host((info or {}).get("version")) for label, info in servers.items()}
     if here and not hosts:  # a report that recorded no server
         return [f"Host: {here} (a speed figure holds on the host that measured it)."]
     if here and all(h == here for h in hosts.values()):
@@ -998,6 +996,12 @@ def host_lines(metadata: dict[str, Any]) -> list[str]:
                      f"{name}: its host is not known (its /version names none): a speed figure holds on "
                      "that host, not on the load generator's.")
     return lines
+
+
+def _version_host(version: Any) -> Optional[str]:
+    """The serving host a trtlade server's /version names (``host``), as :func:`_host_text` words it; else None."""
+    host = version.get("host") if isinstance(version, dict) else None
+    return _host_text(host) if isinstance(host, dict) else None
 
 
 def _host_text(metadata: dict[str, Any]) -> Optional[str]:
