@@ -494,6 +494,9 @@ def aims_run(tok_s: dict[str, list[float]], first: str = "ar") -> RunSummary:
     # met on the means while the repeats could hide a miss: said, with the margins
     ({"ar": [100, 100], "sa": [150, 90], "auto": [140, 99]}, "met on the means, within noise (±"),
     ({"ar": [100], "sa": [120], "auto": [109]}, "missed: 11.0 points below sa (one sample)"),
+    # a shortfall as large as its margin at one decimal: shown with the digits the verdict rests on
+    ({"ar": [100, 100, 100], "sa": [70, 71, 72], "auto": [94.14, 96.4, 98.66]},
+     "missed: 3.60% below ar (within noise ±3.62%)"),
 ])
 def test_the_report_says_whether_the_default_meets_its_aim(tok_s: dict, verdict: str) -> None:
     md = render_markdown(aims_run(tok_s))

@@ -236,6 +236,8 @@ def shown_digits(change: float, margin: float, digits: int) -> int:
     >>> shown_digits(2.03, 1.96, 1), shown_digits(0.4, 0.08, 2), shown_digits(21.0, 2.9, 1)
     (2, 2, 1)
     """
+    if margin == 0:  # no noise measured: nothing hides in the digits
+        return digits
     for d in range(digits, digits + 5):
         if f"{change:.{d}f}" != f"{margin:.{d}f}" and float(f"{margin:.{d}f}") != 0.0:
             return d
@@ -580,12 +582,14 @@ def default_aim_lines(run: RunSummary) -> list[str]:
 
         def said(what: str, by: float, noise: Optional[float], unit: str) -> str:  # a shortfall, and its margin
             if noise is None:
-                return f"{what} (one sample)"
-            return f"{what} ({'within' if by <= noise else 'beyond'} noise ±{noise:.1f}{unit})"
+                return f"{what.format(f'{by:.1f}')} (one sample)"
+            d = shown_digits(by, noise, 1)  # "3.6% below ... beyond noise ±3.6%" would rest on hidden digits
+            return (f"{what.format(f'{by:.{d}f}')} ({'within' if by <= noise else 'beyond'} noise "
+                    f"±{noise:.{d}f}{unit})")
 
-        short = [said(f"{-x['gap_points']:.1f} points below {x['best']}", -x["gap_points"], x["gap_noise_pct"],
+        short = [said(f"{{}} points below {x['best']}", -x["gap_points"], x["gap_noise_pct"],
                       " points")] if x["gap_points"] < -DEFAULT_AIM_POINTS else []
-        short += [said(f"{-x['default_pct']:.1f}% below {run.series[0].label}", -x["default_pct"], x["noise_pct"],
+        short += [said(f"{{}}% below {run.series[0].label}", -x["default_pct"], x["noise_pct"],
                        "%")] if x["default_pct"] < -DEFAULT_AIM_POINTS else []
         return "missed: " + ", ".join(short)
 
