@@ -35,6 +35,7 @@ import yaml
 from trtlade.config.grps import GRPS_LLM_STYLES, check_grps
 from trtlade.config.loader import parse_yaml
 from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
+from trtlade.export.triton import engine_version
 
 __all__ = ["GRPS_TRTLLM", "StyleRule", "STYLE_RULES", "llm_style_for", "TokenizerFacts", "tokenizer_facts",
            "grps_inference_yml", "check_engine_release"]
@@ -55,8 +56,6 @@ def check_engine_release(version: Optional[str]) -> None:
     ...     print(exc.message[:72])
     the bundle's engine was built with TensorRT-LLM 0.19.0; grps_trtllm runs
     """
-    from trtlade.export.triton import engine_version
-
     release = engine_version(version)
     if release and release[:2] != GRPS_TRTLLM:
         line = ".".join(map(str, GRPS_TRTLLM))

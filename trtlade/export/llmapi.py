@@ -127,9 +127,10 @@ def _config_pbtxt() -> Any:
     pb = _pb()
     c = pb.ModelConfig(name="tensorrt_llm", backend="python")
     # also here, not only in model.yaml's triton_config: the stock model.py applies that in auto_complete_config,
-    # which Triton skips under --disable-auto-complete-config, a flag TensorRT-LLM's launch_triton_server.py always
-    # passes (triton_backend/scripts/); Triton's Python backend takes both where they agree
-    # (set_model_transaction_policy raises only on a different `decoupled`)
+    # which Triton skips under --disable-auto-complete-config, a flag NVIDIA/TensorRT-LLM's
+    # triton_backend/scripts/launch_triton_server.py puts on every rank's tritonserver command (@0b06796b); and
+    # triton-inference-server/python_backend's src/resources/triton_python_backend_utils.py
+    # (ModelConfig.set_model_transaction_policy, @28aaeb7b) raises only on a different `decoupled`: both agree
     c.model_transaction_policy.decoupled = TRITON_CONFIG["decoupled"]
     c.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
     c.input.extend(_tensor(pb, pb.ModelInput, t.name, t.dtype, list(t.dims), optional=t.optional)

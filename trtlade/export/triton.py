@@ -66,8 +66,8 @@ def _pb() -> Any:
 
 def launch_script(version: tuple[int, ...]) -> str:
     """Where a release's ``launch_triton_server.py`` is: ``/app/scripts/`` in the Triton TensorRT-LLM container up to
-    0.19 (tensorrtllm_backend v0.19.0 README); from 0.20 the script moved into TensorRT-LLM's tree,
-    ``triton_backend/scripts/`` (TensorRT-LLM's Triton guides run it from there).
+    0.19 (triton-inference-server/tensorrtllm_backend README at v0.19.0); from 0.20 the script is in
+    NVIDIA/TensorRT-LLM's tree, ``triton_backend/scripts/launch_triton_server.py``, where its Triton guides run it.
 
     >>> launch_script((0, 19, 0)), launch_script((1, 1, 0))
     ('/app/scripts/launch_triton_server.py', 'tensorrt_llm/triton_backend/scripts/launch_triton_server.py')

@@ -231,7 +231,8 @@ class TrtllmLlmEngine:
             kwargs["top_k"] = request.top_k
         if request.min_p:
             kwargs["min_p"] = request.min_p
-        if request.seed is not None:  # TensorRT-LLM's random seed is a uint64 (executor/types.h RandomSeedType)
+        if request.seed is not None:  # a uint64: NVIDIA/TensorRT-LLM cpp/include/tensorrt_llm/executor/types.h
+            # (RandomSeedType = std::uint64_t, the executor SamplingConfig's random_seed)
             kwargs["seed"] = request.seed % 2**64
         if request.min_tokens:
             kwargs["min_tokens"] = request.min_tokens

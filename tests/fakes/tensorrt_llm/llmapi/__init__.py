@@ -147,7 +147,7 @@ class SamplingParams(_Config):
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"require 0 < top_p <= 1, got {self.top_p}")
         # mirrors: the seed becomes the executor SamplingConfig's random_seed, a RandomSeedType = std::uint64_t
-        # (cpp/include/tensorrt_llm/executor/types.h): pybind refuses an int outside [0, 2**64) (a TypeError)
+        # (NVIDIA/TensorRT-LLM cpp/include/tensorrt_llm/executor/types.h): pybind refuses an int outside [0, 2**64)
         if self.seed is not None and not 0 <= self.seed < 2**64:
             raise TypeError(f"incompatible function arguments: random_seed {self.seed} is not a uint64")
 
