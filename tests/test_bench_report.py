@@ -767,3 +767,29 @@ def test_docstring_examples() -> None:
     import trtlade.cli.bench as cli_bench
 
     assert doctest.testmod(cli_bench).failed == 0
+
+
+def test_the_report_takes_its_verdicts_together_and_names_those_that_hold_for_all_of_them() -> None:
+    """Each verdict is at 95% on its own: a report of many says how many would read higher or lower by chance,
+    and which changes still hold with the 5% shared over all of them (Bonferroni). A +21% in three steady repeats
+    holds; a +4% just past its own margin does not; a latency cell with failed requests is not judged, so not
+    counted."""
+    from trtlade.bench.report import family_verdicts
+
+    run = repeated_run({"fast": [1.21, 1.23, 1.19], "edge": [1.03, 1.05, 1.04]})
+    alone = {c["series"]: c["verdict"] for c in speedup_verdicts(run)["cells"] if c["concurrency"] == 1}
+    assert alone == {"fast": "faster", "edge": "faster"}
+    family = family_verdicts(run)
+    assert family["comparisons"] == 6 * 2 * 2  # six tables, two modes, two levels
+    assert {(h["series"], h["concurrency"]) for h in family["holding"]} == {("fast", 1), ("fast", 2)}
+    assert family["called"] == 4 and family["by_chance"] == pytest.approx(24 * 0.05)
+    md = render_markdown(run)
+    section = md[md.index("## The verdicts together"):]
+    assert ("judge 24 changes, each at 95% on its own: were no mode different from `ar` in anything, about 1.2 of "
+            "them would still read higher or lower by chance. 4 read higher or lower; 2 of them hold with the 5% "
+            "shared over all 24 (each at 99.79%, Bonferroni's bound):") in section
+    assert "- output throughput: fast at 1 (+21.0%), fast at 2 (+21.0%)\n" in section
+    for s in run.summaries:
+        if s.series == "edge" and s.concurrency == 1:
+            s.failed = 1
+    assert family_verdicts(run)["comparisons"] == 24 - 5  # edge at 1: latencies and summed decode rate not judged

@@ -196,13 +196,20 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
             if s is None or not s.ratios:
                 cells.append("—")
                 continue
-            lost = failed[(info.label, c)] + failed[(base, c)] if field in COMPLETED_ONLY else 0
-            cells.append(_change_cell(s, margins.get((info.label, c)), lost))
+            cells.append(_change_cell(s, margins.get((info.label, c)), _left_out(run, field, info.label, c)))
         lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
     if len(run.series) > 1:
         lines.append("")
         lines.append(_noise_note(run.repeats, margins))
     return "\n".join(lines)
+
+
+def _left_out(run: "RunSummary", field: str, series: str, level: int) -> int:
+    """Failed requests that ``field`` of (series, level) against the baseline leaves out (0 for a field that
+    counts every request: output throughput keeps a failed request's time in the level's wall time)."""
+    if field not in COMPLETED_ONLY or not run.series:
+        return 0
+    return int(sum(v or 0 for name in (series, run.series[0].label) for v in run.values(name, level, "failed")))
 
 
 def _failed(count: int) -> str:
@@ -301,6 +308,70 @@ def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dic
                        "ratios": list(s.ratios), "margin": margins.get((name, level)),
                        "verdict": verdict(s.mean, margins.get((name, level))) if s.ratios else None}
                       for (name, level), s in ratios.items()]}
+
+
+def family_verdicts(run: "RunSummary") -> dict[str, Any]:
+    """Every change the report's tables judge, taken together: each verdict is at 95% on its own, so among N of
+    them about N / 20 read higher or lower by chance where nothing differs. ``holding``: the changes still beyond
+    their margin with the 5% shared over all N (each at ``1 - 0.05 / N``, Bonferroni's bound: the family's chance
+    of any false call at most 5%).
+
+    >>> def cell(series, r, tok_s):
+    ...     return LevelSummary(series=series, concurrency=1, num_prompts=8, completed=8, failed=0, repeat=r,
+    ...                         duration_s=1.0, request_throughput=8.0, output_throughput=tok_s,
+    ...                         total_output_tokens=400)
+    >>> run = RunSummary(run_id="x", created="now", levels=[1],
+    ...                  series=[SeriesInfo(label=m, server="a", base_url="u", model="m", mode=m)
+    ...                          for m in ("ar", "sa")],
+    ...                  summaries=[cell("ar", r, v) for r, v in enumerate((100, 104, 98))]
+    ...                  + [cell("sa", r, v) for r, v in enumerate((121, 123, 119))])
+    >>> family = family_verdicts(run)
+    >>> family["comparisons"], family["called"], [(h["field"], h["series"]) for h in family["holding"]]
+    (1, 1, [('output_throughput', 'sa')])
+    """
+    judged: list[tuple[str, str, int, Speedup, float, Noise]] = []
+    for _, field, _, _ in TABLES:
+        ratios, margins = run.speedups(field)
+        noise = run.level_noise(ratios)
+        for (name, level), s in ratios.items():
+            m = margins.get((name, level))
+            if s.ratios and m is not None and not _left_out(run, field, name, level):
+                judged.append((field, name, level, s, m, noise[level]))
+    n = len(judged)
+    called = [x for x in judged if verdict(x[3].mean, x[4]) in ("faster", "slower")]
+    holding = [{"field": field, "series": name, "concurrency": level, "change_pct": 100 * (s.mean - 1),
+                "margin_pct": 100 * strict}
+               for field, name, level, s, _, noise in called
+               if (strict := margin(s.ratios, noise, comparisons=n)) is not None
+               and verdict(s.mean, strict) in ("faster", "slower")]
+    return {"comparisons": n, "confidence_each": CONFIDENCE, "called": len(called),
+            "by_chance": n * (1 - CONFIDENCE), "family_confidence_each": 1 - (1 - CONFIDENCE) / max(1, n),
+            "holding": holding}
+
+
+def family_lines(run: "RunSummary") -> list[str]:
+    """The report's section on its verdicts taken together (:func:`family_verdicts`); none with one judged change
+    or none (a single verdict is its own family)."""
+    family = family_verdicts(run)
+    n = family["comparisons"]
+    if n < 2:
+        return []
+    titles = {"output_throughput": "output throughput", "mean_ttft_ms": "TTFT (mean)",
+              "median_ttft_ms": "TTFT (median)",
+              "mean_e2el_ms": "end-to-end latency (mean)", "p90_e2el_ms": "end-to-end latency (p90)",
+              "aggregate_decode_throughput": "decode throughput (summed)"}
+    by_field: dict[str, list[str]] = {}
+    for h in family["holding"]:
+        by_field.setdefault(h["field"], []).append(f"{h['series']} at {h['concurrency']} ({h['change_pct']:+.1f}%)")
+    held = [f"- {titles.get(field, field)}: {', '.join(items)}" for field, items in by_field.items()]
+    return ["## The verdicts together", "",
+            f"The tables above judge {n} changes, each at 95% on its own: were no mode different from "
+            f"`{run.series[0].label}` in anything, about {family['by_chance']:.1f} of them would still read higher or "
+            f"lower by chance. {family['called']} read higher or lower; {len(family['holding'])} of them hold with the "
+            f"5% shared over all {n} (each at {100 * family['family_confidence_each']:.2f}%, Bonferroni's bound)"
+            + (":" if held else "."), "", *held, *([""] if held else []),
+            "A change that holds only on its own may be real; a second run, or the same change at the neighbouring "
+            "levels, tells.", ""]
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -730,6 +801,7 @@ def render_markdown(run: RunSummary) -> str:
         if field == "output_throughput":
             out += _wave_lines(run)
             out += default_aim_lines(run)
+    out += family_lines(run)
     out += _tokens_per_step_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)

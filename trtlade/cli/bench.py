@@ -408,7 +408,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
     from trtlade.bench.launch import LaunchError, launched_server
     from trtlade.bench.meta import machine_info
     from trtlade.bench.report import (RunSummary, SeriesInfo, accepted_by_source, category_tokens_per_step,
-                                      make_run_id, output_agreement, speedup_verdicts)
+                                      make_run_id, output_agreement, speedup_verdicts,
+                                      family_verdicts)
     from trtlade.bench.plan import PlanError, check_modes_for_servers, resolve_server_modes
     from trtlade.bench.runner import BenchAborted, run_plan
 
@@ -472,7 +473,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
         tokens_per_step_by_category=category_tokens_per_step(outcome.records, [s.label for s in plan.series]),
         accepted_by_source=accepted_by_source(outcome.records, [s.label for s in plan.series]),
     )
-    run.verdicts = speedup_verdicts(run)
+    run.verdicts = {**speedup_verdicts(run), "together": family_verdicts(run)}
     _write_and_print(run, outcome.records, folder, plots)
 
 
