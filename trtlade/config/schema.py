@@ -399,7 +399,7 @@ class ServeSection(_Section):
     metrics_min_others: int = Field(
         4, ge=1, le=1000, description="With several API keys, GET /metrics is live for an admin key only; any other "
         "reader (another key, or a scraper let in by metrics_without_key) gets a copy of the counters renewed only "
-        "once at least this many requests not its own were in flight since its last copy, so that no change it "
+        "once at least this many requests not its own arrived and ended since its last copy, so that no change it "
         "sees is a single request of another tenant.")
     max_queue_per_identity: Optional[int] = Field(
         None, ge=1, description="With two or more API keys: the most sequences one identity may have waiting beyond "
@@ -418,8 +418,10 @@ class ServeSection(_Section):
         "cannot make finished requests stay in memory for the server's life.")
     draft_retained_tokens: int = Field(
         262144, ge=0, description="Reference engine: the most tokens of finished SA requests the global pools "
-        "retain (searchable by later requests of the same namespace), every namespace together; the oldest "
-        "are dropped first. About 400 bytes per token: the default holds about 100 MiB. 0 = none retained.")
+        "retain (searchable by later requests of the same namespace), and patterns the host-side NGram pools keep "
+        "(ngram_implementation: host_pool), every namespace together; the oldest retained request or least "
+        "recently used pool goes first. About 400 bytes per token: the default holds about 100 MiB. 0 = none "
+        "retained.")
 
     @field_validator("prefill_stall")
     @classmethod

@@ -79,16 +79,22 @@ MAX_IDLE_SPACES = 64
 DEFAULT_RETAINED_TOKENS = 1 << 18
 #: The most slots a request's SA global pool may ask for (``global_pool_size``), by default.
 DEFAULT_MAX_GLOBAL_POOL_SIZE = 256
+#: Acceptance-rate gates one namespace keeps (one per window and threshold its requests asked for): past it the least
+#: recently used goes, so requests naming ever new settings cannot grow the server.
+MAX_GATES_PER_SPACE = 8
 
 
 class DraftSpace:
     """The pools of one namespace: what a request of that namespace may draft from, and nothing else.
     A pool added here is scoped like every other; a drafter never sees another namespace's space."""
 
-    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live")
+    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live", "gates", "private")
 
-    def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int]) -> None:
+    def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int],
+                 private: bool = False) -> None:
         self.namespace = namespace
+        #: a namespace no later request can name (one request's own): nothing of it outlives its request
+        self.private = private
         self.history = HistoryPool(max_seq_len, slots=max_batch_size)
         self.suffix = SuffixPool(max_requests=max_batch_size)
         self.host: dict[tuple, HostNGramPool] = {}
@@ -96,10 +102,14 @@ class DraftSpace:
         #: ``history``, so that NGram requests draft from what upstream's pool holds and nothing else
         self.peers = HistoryPool(max_seq_len)
         self.live = 0  #: requests of this namespace holding a slot
+        #: the acceptance-rate gates of its requests' settings, (window, threshold) -> gate, least recently used first
+        self.gates: OrderedDict[tuple, SpeculationGate] = OrderedDict()
 
     def holds_history(self) -> bool:
-        """Whether anything outlives its requests here (retained SA requests, a host-side public pool)."""
-        return bool(self.suffix.retained) or any(pool.pool for pool in self.host.values())
+        """Whether anything outlives its requests here (retained SA requests, a host-side public pool, a gate that
+        closed: the namespace's drafting stays off). A private namespace holds nothing past its request."""
+        return not self.private and (bool(self.suffix.retained) or any(pool.pool for pool in self.host.values())
+                                     or any(gate.disabled for gate in self.gates.values()))
 
 
 class DraftPools:
@@ -143,19 +153,43 @@ class DraftPools:
         self._idle: OrderedDict[Hashable, None] = OrderedDict()  # spaces with no live request, oldest first
         self._retained: OrderedDict[tuple[Hashable, Hashable], int] = OrderedDict()  # (space, key) -> tokens
         self._retiring: list["HistoryDrafter"] = []
-        self.gates: dict[tuple, SpeculationGate] = {}  #: (namespace, window, threshold) -> its gate
         self._step: dict[tuple, list[int]] = {}
+
+    @property
+    def gates(self) -> dict[tuple, SpeculationGate]:
+        """Every namespace's gates now: (namespace, window, threshold) -> gate (they live in their
+        :class:`DraftSpace` and go with it)."""
+        return {(space.namespace, *key): gate for space in self._spaces.values() for key, gate in space.gates.items()}
 
     def gate(self, config: DraftConfig, namespace: Hashable = GLOBAL_SPACE) -> Optional[SpeculationGate]:
         """The acceptance-rate gate of ``config``'s settings in ``namespace``: the engine's own under ``global``
         (upstream has one per executor), one per namespace otherwise, so that no tenant's poor acceptance turns
-        another's drafting off (None: the config sets no gate)."""
+        another's drafting off (None: the config sets no gate). A namespace keeps :data:`MAX_GATES_PER_SPACE`
+        settings' gates, and they go with the namespace's pools.
+
+            >>> pools = DraftPools()
+            >>> config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 2, "max_matching_ngram_size": 2,
+            ...                             "acceptance_rate_window_size": 4, "acceptance_rate_threshold": 0.5})
+            >>> drafter = pools.drafter(config, "r", [5, 6, 7], namespace=("identity", "alice"))
+            >>> pools.gate(config, ("identity", "alice")) is pools.gate(config, ("identity", "alice")), len(pools.gates)
+            (True, 1)
+            >>> drafter.release(); pools.spaces, pools.gates      # an open gate goes with its idle namespace
+            (0, {})
+        """
         if not config.acceptance_rate_window_size or config.acceptance_rate_threshold is None:
             return None
-        key = (namespace, config.acceptance_rate_window_size, config.acceptance_rate_threshold)
-        if key not in self.gates:
-            self.gates[key] = SpeculationGate(*key[1:])
-        return self.gates[key]
+        key = (config.acceptance_rate_window_size, config.acceptance_rate_threshold)
+        space = self._spaces.get(namespace)
+        if space is None:  # no request of it holds pools: nothing to gate, nothing kept
+            return SpeculationGate(*key)
+        gates = space.gates
+        gate = gates.get(key)
+        if gate is None:
+            gate = gates[key] = SpeculationGate(*key)
+            while len(gates) > MAX_GATES_PER_SPACE:
+                gates.popitem(last=False)
+        gates.move_to_end(key)
+        return gate
 
     def count(self, config: DraftConfig, accepted: int, drafted: int, namespace: Hashable = GLOBAL_SPACE) -> None:
         """One request's verified drafts this iteration, toward its gate's sample."""
@@ -169,8 +203,11 @@ class DraftPools:
         """The iteration's samples into their gates (the executor's ``_update_batch_acceptance_rate``): a gate
         that closes turns drafting off for every request with its settings in its namespace from the next
         iteration on."""
-        for key, (accepted, drafted) in self._step.items():
-            self.gates[key].record(accepted, drafted)
+        for (namespace, *key), (accepted, drafted) in self._step.items():
+            space = self._spaces.get(namespace)
+            gate = space.gates.get(tuple(key)) if space is not None else None
+            if gate is not None:  # its namespace and gate still held (a finished request's went with its space)
+                gate.record(accepted, drafted)
         self._step.clear()
 
     @property
@@ -183,28 +220,31 @@ class DraftPools:
         """Tokens of finished SA requests kept searchable, every namespace together."""
         return sum(self._retained.values())
 
-    def space(self, namespace: Hashable = GLOBAL_SPACE) -> DraftSpace:
-        """The pools of ``namespace`` (made on first use)."""
+    def space(self, namespace: Hashable = GLOBAL_SPACE, *, private: bool = False) -> DraftSpace:
+        """The pools of ``namespace``, taken up by a request (made on first use; ``private``: a namespace no later
+        request can name, whose pools go with its request)."""
         space = self._spaces.get(namespace)
         if space is None:
-            space = self._spaces[namespace] = DraftSpace(namespace, self.max_batch_size, self.max_seq_len)
+            space = self._spaces[namespace] = DraftSpace(namespace, self.max_batch_size, self.max_seq_len, private)
         self._idle.pop(namespace, None)
         return space
 
     def drafter(self, config: DraftConfig, key: Hashable, prompt: Sequence[int], *,
                 eos_token_ids: Iterable[int] = (), max_sequence_length: Optional[int] = None,
-                namespace: Hashable = GLOBAL_SPACE) -> "HistoryDrafter":
+                namespace: Hashable = GLOBAL_SPACE, private: bool = False) -> "HistoryDrafter":
         """A new request's drafter in ``namespace``'s pools, its history seeded with ``prompt`` (upstream seeds
         it when the request's first context chunk is scheduled, so other requests' public search sees it from
-        then on)."""
-        space = self.space(namespace)
+        then on). ``private``: the namespace is the request's own (its scope shares nothing): no finished
+        request's text is retained there, and its pools are dropped when it ends."""
+        space = self.space(namespace, private=private)
         drafter = HistoryDrafter(config, self, key, eos_token_ids=eos_token_ids,
                                  max_sequence_length=max_sequence_length, space=space)
         drafter.begin(prompt)
         space.live += 1
         return drafter
 
-    def join(self, key: Hashable, tokens: Sequence[int], namespace: Hashable = GLOBAL_SPACE) -> DraftSpace:
+    def join(self, key: Hashable, tokens: Sequence[int], namespace: Hashable = GLOBAL_SPACE,
+             private: bool = False) -> DraftSpace:
         """An ``auto`` sequence's text (prompt, then what it emits: ``space.peers.extend``) enters ``namespace``'s
         peer pool, where the other live ``auto`` sequences of that namespace, and of no other, find it; until
         :meth:`leave`.
@@ -218,7 +258,7 @@ class DraftPools:
             >>> pools.leave(alice, 1); again.peers.peer_draft(3, 2)      # a finished sequence is not searched
             []
         """
-        space = self.space(namespace)
+        space = self.space(namespace, private=private)
         space.peers.add(key, tokens)
         space.live += 1
         return space
@@ -233,8 +273,7 @@ class DraftPools:
     def host_pool(self, config: DraftConfig, space: Optional[DraftSpace] = None) -> HostNGramPool:
         """The host-side pool of ``config``'s settings in ``space`` (requests with the same settings share it)."""
         host = (space or self.space()).host
-        key = (config.max_draft_len, config.max_matching_ngram_size, config.is_keep_all, config.is_use_oldest,
-               config.is_public_pool)
+        key = host_pool_key(config)
         pool = host.get(key)
         if pool is None:
             pool = host[key] = HostNGramPool(
@@ -260,18 +299,32 @@ class DraftPools:
         space.live -= 1
         if space.suffix.is_retained(drafter.key):
             self._retained[(space.namespace, drafter.key)] = len(drafter._tokens)
+        host = drafter.host
+        if host is not None and host.is_public_pool and not space.private:  # what the pool keeps, one unit a pattern
+            charged = (space.namespace, host_pool_key(drafter.config))
+            self._retained[charged] = len(host.pool)
+            self._retained.move_to_end(charged)
         self._evict_retained()
         self._settle(space)
 
+    def _holds(self, namespace: Hashable, key: Hashable) -> bool:
+        """Whether ``namespace`` still holds what ``key`` charged: a retained SA request, or a host-side pool."""
+        space = self._spaces.get(namespace)
+        if space is None:
+            return False
+        return key in space.host if _is_host_key(key) else space.suffix.is_retained(key)
+
     def _evict_retained(self) -> None:
-        for namespace, key in [k for k in self._retained if k[0] not in self._spaces
-                               or not self._spaces[k[0]].suffix.is_retained(k[1])]:
-            del self._retained[(namespace, key)]  # evicted by its own pool's global_pool_size meanwhile
+        for charged in [k for k in self._retained if not self._holds(*k)]:
+            del self._retained[charged]  # evicted by its own pool's global_pool_size meanwhile
         while self._retained and sum(self._retained.values()) > self.retained_tokens:
             (namespace, key), _ = self._retained.popitem(last=False)
             space = self._spaces.get(namespace)
             if space is not None:
-                space.suffix.forget(key)
+                if _is_host_key(key):
+                    space.host.pop(key, None)
+                else:
+                    space.suffix.forget(key)
                 self._settle(space)
 
     def _settle(self, space: DraftSpace) -> None:
@@ -292,6 +345,16 @@ class DraftPools:
         self._spaces.pop(namespace, None)
         for held in [k for k in self._retained if k[0] == namespace]:
             del self._retained[held]
+
+
+def host_pool_key(config: DraftConfig) -> tuple:
+    """The settings a host-side pool is shared by (requests with equal ones share it), tagged as a pool's key."""
+    return ("host", config.max_draft_len, config.max_matching_ngram_size, config.is_keep_all, config.is_use_oldest,
+            config.is_public_pool)
+
+
+def _is_host_key(key: Hashable) -> bool:
+    return isinstance(key, tuple) and bool(key) and key[0] == "host"
 
 
 class HistoryDrafter:
@@ -349,8 +412,8 @@ class HistoryDrafter:
         self._released = True
         if self.host is not None:
             self.host.remove(self.key)
-        elif self.config.decoding_type == "SA":
-            self.space.suffix.remove(self.key, retain=self.config.enable_global_pool)
+        elif self.config.decoding_type == "SA":  # no later request can search a private namespace
+            self.space.suffix.remove(self.key, retain=self.config.enable_global_pool and not self.space.private)
         else:
             self.space.history.remove(self.key)
         self.pools.released(self)

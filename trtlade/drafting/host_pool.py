@@ -15,10 +15,12 @@ drafter of :mod:`trtlade.drafting.history` replaced it). Per request and step, w
 4. ``start_index = max(0, len - (D + k - 1))``: the tail is harvested again next step, so a match cut by the
    end of the text grows.
 
-The public pool is one dict for every request and is never pruned; a private pool is dropped when its
-request finishes. Two quirks are kept, as no upstream test pins them: with ``is_keep_all`` false an equal or
-shorter new match is still appended (step 2's second branch), and dropping the shorter matches walks the
-list it deletes from, so the match right after a dropped one is skipped (``OrderedSet`` iterates its list).
+The public pool is one dict for every request and is never pruned here; a private pool is dropped when its
+request finishes. (trtlade's engine bounds a public pool as it does retained SA requests: it counts each
+pattern as one of ``DraftPools.retained_tokens`` and drops the least recently used pool past them.) Two quirks
+are kept, as no upstream test pins them: with ``is_keep_all`` false an equal or shorter new match is still
+appended (step 2's second branch), and dropping the shorter matches walks the list it deletes from, so the
+match right after a dropped one is skipped (``OrderedSet`` iterates its list).
 
 Worked example (k = 2, D = 3, private pool)::
 
@@ -51,11 +53,11 @@ class HostNGramPool:
         self.start_index: dict[Hashable, int] = {}
 
     def remove(self, request: Hashable) -> None:
-        """A finished request (``update_resources``): a private pool and its start index go; the public
-        pool keeps everything."""
+        """A finished request (``update_resources``): a private pool goes; the public pool keeps everything it
+        harvested. Its start index goes either way (upstream keeps a public pool's: no later step reads it)."""
         if not self.is_public_pool:
             self.private.pop(request, None)
-            self.start_index.pop(request, None)
+        self.start_index.pop(request, None)
 
     def draft(self, prefix: Sequence[int], request: Hashable, max_sequence_length: int) -> list[int]:
         """The draft tokens after ``prefix`` (prompt + every accepted token) for ``request``."""

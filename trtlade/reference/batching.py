@@ -292,10 +292,11 @@ class SequenceState:
             self.drafter = pools.drafter(
                 self.request.speculation, self.seq_id, self.prompt + self.tokens,
                 eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
-                namespace=self.draft_space)
+                namespace=self.draft_space, private=self.shares_nothing)
         elif (self.policy == "auto" and self.settings.prompt_lookup and self.settings.public_lookup
               and not self.spec.is_autoregressive and self.peer_space is None):
-            self.peer_space = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space)
+            self.peer_space = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space,
+                                         private=self.shares_nothing)
 
     def stop_drafting(self, pools: DraftPools) -> None:
         """The request ended: an NGram / SA history is retired (searchable until the next step has drafted, as
@@ -312,6 +313,11 @@ class SequenceState:
         """The drafters' pools this request drafts from: its prefix-cache namespace (none given: the global one,
         upstream's shared pools), or its own when its scope shares nothing."""
         return GLOBAL_SPACE if self.scope is None else self.scope.draft_space(self.seq_id)
+
+    @property
+    def shares_nothing(self) -> bool:
+        """Whether its scope shares nothing (``salt`` scope without a salt): its drafting space is its own."""
+        return self.scope is not None and self.scope.namespace is None
 
     @property
     def scored(self) -> bool:
@@ -716,6 +722,8 @@ class Batch:
             self._prefill_whole(report, emit, behind)  # nor another identity's, under fair share
         if decoding:
             self._decode(decoding, report, emit, chunked)
+        if not (self._waiting or self._prefilling or self._running):
+            self.pools.flush()  # nothing left to draft from the requests that ended: an idle batch holds no text
         report.seconds = time.perf_counter() - t0
         self.last = report
         if raised:

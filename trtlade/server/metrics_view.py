@@ -4,13 +4,13 @@ With several API keys, every counter of ``/metrics`` moves with every request, s
 before and after another tenant's request learns that request's prompt length, tokens, drafts and timing.
 An admin key reads the counters live; every other reader (a non-admin key, or a scraper let in by
 ``serve.metrics_without_key``) gets a copy of them (the whole exposition text, taken at once) that is
-renewed only when, leaving out the reader's own requests, at least ``min_others`` requests were in flight
-since the reader's copy was taken. So any change a reader can see between two reads sums the work of
-``min_others`` or more requests that are not its own: no single request of another tenant can be read
-from it. A reader without a key counts every request without a valid key as its own.
-
-"In flight since the copy" counts every request that arrived after it, and every one still in flight when it
-was taken (its later tokens move the counters too).
+renewed only when, leaving out the reader's own requests, at least ``min_others`` requests both arrived and
+ended since the reader's copy was taken. A counter moves when a request arrives (its prompt), while it runs
+(its tokens) or when it ends (its steps, its latency): each of those ``min_others`` requests moved every kind
+of counter in between, so any change a reader can see between two reads sums the work of ``min_others`` or
+more requests that are not its own, and no single request of another tenant can be read from it (a request
+in flight when the copy was taken, or still in flight at the next, only adds to that sum). A reader without a
+key counts every request without a valid key as its own.
 
 Worked example (``min_others=2``; identities ``a`` and ``b``; ``a`` reads)::
 
@@ -29,6 +29,15 @@ Worked example (``min_others=2``; identities ``a`` and ``b``; ``a`` reads)::
     b'v3'
     >>> view.read("b")                    # b's own requests never count for b: its first copy stays
     b'v0'
+
+Requests in flight when a copy is taken do not count toward the next one, however many (four long streams of
+``b`` would otherwise renew ``a``'s copy at every read, and one short request of ``c`` between two reads be
+read alone)::
+
+    >>> streams = [view.begin("b") for _ in range(4)]
+    >>> end = view.begin("c"); calls.append(1); end()
+    >>> view.read("a")                    # one request of c arrived and ended since a's copy: not renewed
+    b'v3'
 """
 
 from __future__ import annotations
@@ -37,8 +46,6 @@ import collections
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Optional
-
-from trtlade.server.share import counted
 
 __all__ = ["TenantView", "OPEN_READER"]
 
@@ -49,7 +56,9 @@ OPEN_READER: Optional[str] = None
 @dataclass
 class _Copy:
     text: bytes
-    #: requests in flight since ``text`` was taken, by identity (None: no valid key)
+    #: the first arrival not in ``text``'s past: requests numbered from it on arrived after the copy was taken
+    taken: int = 0
+    #: requests that arrived after ``text`` was taken and have ended since, by identity (None: no valid key)
     since: collections.Counter = field(default_factory=collections.Counter)
 
 
@@ -62,35 +71,46 @@ class TenantView:
         self._render = render
         self.min_others = int(min_others)
         self._lock = threading.Lock()
-        self._in_flight: collections.Counter = collections.Counter()
+        self._arrivals = 0  # requests begun so far: each one's number is its place in that order
         self._start = _Copy(render())
         self._copies: dict[Hashable, _Copy] = {}
 
     def restart(self) -> None:
         """Take the starting copy again (the engine is ready: its info gauges are set), unless a request
-        has been in flight since it was taken."""
+        has arrived since it was taken."""
         with self._lock:
-            if not self._start.since:
-                self._start = _Copy(self._render())
+            if self._arrivals == self._start.taken:
+                self._start = _Copy(self._render(), self._arrivals)
 
     def begin(self, who: Optional[str]) -> Callable[[], None]:
         """A request of ``who`` (its identity's name; None: no valid key) arrives; returns the call that
-        ends it (idempotent)."""
+        ends it (idempotent): it then counts for every copy taken before it arrived."""
         with self._lock:
-            for copy in (self._start, *self._copies.values()):
-                copy.since[who] += 1
-        # a copy renewed between these two lines does not count this request: a change then sums at least as
-        # many others as counted (safe), never fewer
-        return counted(self._in_flight, who, 1, self._lock)
+            number = self._arrivals
+            self._arrivals += 1
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            with self._lock:
+                if ended:
+                    return
+                ended = True
+                for copy in (self._start, *self._copies.values()):
+                    if number >= copy.taken:
+                        copy.since[who] += 1
+        return end
 
     def read(self, reader: Optional[str]) -> bytes:
         """The metrics as ``reader`` may see them now: its copy, renewed if enough others' requests ran."""
         with self._lock:
             copy = self._copies.get(reader)
             if copy is None:
-                copy = self._copies[reader] = _Copy(self._start.text, collections.Counter(self._start.since))
+                start = self._start
+                copy = self._copies[reader] = _Copy(start.text, start.taken, collections.Counter(start.since))
             others = sum(copy.since.values()) - copy.since.get(reader, 0)
             if others >= self.min_others:
                 copy.text = self._render()
-                copy.since = collections.Counter(self._in_flight)
+                copy.taken = self._arrivals
+                copy.since = collections.Counter()
             return copy.text
