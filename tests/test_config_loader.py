@@ -48,7 +48,7 @@ def test_alias_bomb_is_refused_before_construction(tmp_path):
 
 
 def test_many_aliases_below_the_limit_are_fine(tmp_path):
-    text = "lookahead:\n  spec: &s 4,2,4\n  request_default: *s\nbench:\n  modes: [ar, *s, *s]\n"
+    text = "lookahead:\n  spec: &s 4,2,4\n  request_default: *s\nbench:\n  modes: [ar, *s, lookahead]\n"
     (tmp_path / "c.yml").write_text(text)
     assert validate_file(tmp_path / "c.yml").valid()
 

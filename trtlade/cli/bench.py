@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from trtlade.cli.common import console, err_console, fail
+from trtlade.cli.common import console, err_console, fail, refuse_overwrite
 from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -507,9 +507,12 @@ def report_compare(
                                            "series, or every series name both runs share)."),
     series_b: Optional[str] = typer.Option(None, "--series-b", help="Series of run B."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the Markdown here."),
+    force: bool = typer.Option(False, "--force", help="Replace the --output file if it exists."),
 ) -> None:
     from trtlade.bench.report import ReportError, compare_runs, load_run
 
+    if output is not None:  # before reading the runs: a mistyped path must not replace a run's own files
+        refuse_overwrite(output, where="--output", force=force)
     try:
         a = load_run(run_a, what="RUN_A")
         b = load_run(run_b, what="RUN_B")

@@ -68,6 +68,25 @@ def _load_config_file(path: Path) -> Any:
     return doc
 
 
+def _config_warnings(doc: Any) -> list[str]:
+    """What ``validate-config`` warns of the config file that the bundle drops or keeps below its aim (a
+    `speculation` key TensorRT-LLM ignores, a (W,N,G) outside the useful range); none without a file, or where
+    the file alone is not a whole config (the plan's own checks said what was wrong)."""
+    if doc is None:
+        return []
+    from pydantic import ValidationError
+
+    from trtlade.config.checks import ignored_speculation_warnings, spec_warnings
+    from trtlade.config.schema import TrtladeConfig
+
+    try:
+        cfg = TrtladeConfig.model_validate(doc.data)
+    except (ValidationError, ValueError):
+        return []
+    found = [*spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec")), *ignored_speculation_warnings(doc, cfg)]
+    return [d.format_text() for d in found if d.severity == "warning"]
+
+
 def _locate(where: str, doc: Any) -> str:
     """``deploy.yml:build.max_batch_size`` -> ``deploy.yml:7:19: build.max_batch_size``."""
     if doc is None or not where.startswith(f"{doc.file}:"):
@@ -244,6 +263,8 @@ def register(app: typer.Typer) -> None:
                              embedded_dir=embedded_model_peek if dry_run else None)
         except BuildError as exc:
             fail(exc.message, hint=exc.hint, where=_locate(exc.where, doc))
+        for warning in _config_warnings(doc):
+            err_console.print(warning, markup=False, highlight=False)
         if dry_run:
             from trtlade.builder.run import check_output
 

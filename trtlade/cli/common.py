@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -30,6 +31,13 @@ def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVA
     if hint:
         err_console.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, highlight=False)
     raise typer.Exit(code)
+
+
+def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:
+    """An output file the user named that already exists is replaced only with ``--force`` (exit 2 otherwise): a
+    mistyped path must not turn a config or a report into something else."""
+    if path.exists() and not path.is_dir() and not force:
+        fail(f"{path} exists", where=where, code=EXIT_USAGE, hint="give a new path, or add --force to replace it")
 
 
 def parse_spec_option(value: str, *, option: str = "--spec") -> LookaheadSpec:

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail, refuse_overwrite
 
 config_app = typer.Typer(
     name="config",
@@ -22,6 +22,7 @@ config_app = typer.Typer(
 @config_app.command("schema")
 def schema(
     output: Path = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of a trtlade config.
 
@@ -34,6 +35,7 @@ def schema(
     if output is None:
         print(text, end="")
         return
+    refuse_overwrite(output, where="--output", force=force)
     try:
         output.write_text(text)
     except OSError as exc:

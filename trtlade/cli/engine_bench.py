@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from trtlade.cli.common import console, err_console, fail, parse_spec_option
+from trtlade.cli.common import console, err_console, fail, parse_spec_option, refuse_overwrite
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 
@@ -51,7 +51,7 @@ def engine_bench(
                                                            "prompts longer than a 512-token sliding window) "
                                                            "or a JSON file."),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Interleaved repeats (medians are reported)."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads (default: the CPUs "
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, max=4096, help="torch threads (default: the CPUs "
                                                                          "this process may use)."),
     no_keying: bool = typer.Option(False, "--no-keying", help="Skip the TensorRT-LLM vs corrected keying count."),
     no_default: bool = typer.Option(False, "--no-default", help="Skip the engine-default (adaptive) mode."),
@@ -86,6 +86,7 @@ def engine_bench(
                                "are left out)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON here (default: "
                                                                  "reports/engine-bench-<timestamp>/engine-bench.json)."),
+    force: bool = typer.Option(False, "--force", help="Replace the --json file if it exists."),
 ) -> None:
     """Greedy (or sampling, with --temperature) vs lookahead on the reference engine: tokens/s,
     tokens/step, rows/step, speedup vs the plain baseline measured in the same run, identity with it;
@@ -134,7 +135,7 @@ def engine_bench(
         fail(exc.message, where="--prompts", hint=exc.hint or "use 'suite', 'long-context' or a JSON file like "
              "trtlade/data/prompts.json")
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
-    _check_json_out(out, given=json_out is not None)  # before the measurement, not after it (a bad --prompts first)
+    _check_json_out(out, given=json_out is not None, force=force)  # before the measurement (a bad --prompts first)
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
@@ -161,14 +162,16 @@ def engine_bench(
     console.print(f"JSON written to {out}")
 
 
-def _check_json_out(out: Path, *, given: bool) -> None:
-    """The JSON's folder exists (made now) and is writable, and ``out`` is not a folder."""
+def _check_json_out(out: Path, *, given: bool, force: bool = False) -> None:
+    """The JSON's folder exists (made now) and is writable, ``out`` is not a folder, and not a file already there
+    (unless ``force``)."""
     import os
 
     where = "--json" if given else "reports/"
     hint = "give a file path under a folder you can write (default: reports/engine-bench-<time>/engine-bench.json)"
     if out.is_dir():
         fail(f"{out} is a folder", where=where, hint=hint)
+    refuse_overwrite(out, where=where, force=force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

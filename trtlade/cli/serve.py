@@ -7,6 +7,7 @@ torch or tensorrt_llm); the server is imported inside the command.
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -92,7 +93,7 @@ def register(app: typer.Typer) -> None:
         if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
             fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE,
                  hint="e.g. 256 (the default): prompt rows a step adds next to decoding requests; 0: whole prompts")
-        if prefill_stall is not None and not (prefill_stall == 0 or prefill_stall > 1):
+        if prefill_stall is not None and not (prefill_stall == 0 or 1 < prefill_stall < math.inf):
             fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
                  "(fixed chunks)", code=EXIT_USAGE, hint="e.g. --prefill-stall 1.5 (the default)")
         if prefix_cache_scope is not None and prefix_cache_scope not in CACHE_SCOPES:

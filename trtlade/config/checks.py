@@ -24,7 +24,8 @@ from trtlade.trtllm.releases import (EQUIVALENT_SPECULATION, Release, equivalent
                                      lookahead_refusal_1_3, release_for)
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
-__all__ = ["check_trtlade", "spec_warnings", "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
+__all__ = ["check_trtlade", "spec_warnings", "ignored_speculation_warnings",
+            "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
 
 #: bench.modes entries that are not specs.
 BENCH_NAMED_MODES = ("ar", "lookahead", "default", "schedule", "auto")
@@ -42,9 +43,10 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
         out += spec_warnings(doc, cfg.lookahead.request_default, ("lookahead", "request_default"))
     out += _check_build_sizes(doc, cfg)
     out += _check_bench_modes(doc, cfg)
+    out += _check_bench_repeats(doc, cfg)
     out += _check_bench_sampling(doc, cfg)
     out += _check_sections(doc, cfg)
-    out += _check_ignored_speculation(doc, cfg)
+    out += ignored_speculation_warnings(doc, cfg)
     out += _check_files(loaded)
     engine_found = _check_engine(loaded, engine_dir)
     out += engine_found
@@ -53,7 +55,7 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
     return out
 
 
-def _check_ignored_speculation(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+def ignored_speculation_warnings(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
     """The ``speculation`` keys TensorRT-LLM accepts and does not use, a warning each: the value would be dropped
     without a word (a request's block refuses them)."""
     from trtlade.drafting.config import ignored_keys
@@ -208,6 +210,31 @@ def _check_bench_sampling(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnos
                                "top_p, so bench and tune refuse it", loc=("bench", "top_p"), code="bench-top-p",
                                hint="set bench.temperature (e.g. 0.7), or remove top_p")]
     return []
+
+
+def _mode_key(mode: str) -> object:
+    """What makes two bench modes the same series (``2,4,2`` and ``2-4-2`` are one spec)."""
+    name = mode.strip().lower()
+    if name in BENCH_NAMED_MODES or name in ("auto", "schedule") or is_drafter_mode(name):
+        return name
+    try:
+        return LookaheadSpec.parse(mode).as_tuple()
+    except SpecError:
+        return name
+
+
+def _check_bench_repeats(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
+    """A ``bench.modes`` entry or ``bench.concurrency`` level given twice: bench and tune refuse it."""
+    out: list[Diagnostic] = []
+    for field, values, key in (("modes", cfg.bench.modes, _mode_key), ("concurrency", cfg.bench.concurrency, int)):
+        seen: dict[object, int] = {}
+        for index, value in enumerate(values):
+            first = seen.setdefault(key(value), index)
+            if first != index:
+                out.append(doc.diagnostic("error", f"{field} entry {value!r} is given twice (as entry {first} too): "
+                                          "bench refuses it", loc=("bench", field, index), code="bench-repeated",
+                                          hint=f"list each {'mode' if field == 'modes' else 'level'} once"))
+    return out
 
 
 def _check_bench_modes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:

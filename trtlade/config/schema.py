@@ -356,14 +356,16 @@ class ServeSection(_Section):
     max_tokens_limit: Optional[int] = Field(
         None, ge=1, description="Largest max_tokens accepted (400 beyond); default: the engine's limit.")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
-    shutdown_grace_s: float = Field(30.0, ge=0, description="SIGTERM: time to finish in-flight requests.")
+    shutdown_grace_s: float = Field(30.0, ge=0, le=86400, allow_inf_nan=False,
+                                    description="SIGTERM: seconds in-flight requests get to finish (0: none).")
     kv_cache_free_gpu_memory_fraction: Optional[float] = Field(
         None, gt=0, lt=1, description="trtllm engine: KvCacheConfig.free_gpu_memory_fraction, 0 < value < 1 "
         "(TensorRT-LLM's setFreeGpuMemoryFraction refuses 1.0).")
     kv_cache_enable_block_reuse: bool = Field(
         False, description="trtllm engine: KvCacheConfig.enable_block_reuse, set explicitly (the binding's "
         "default is False in 0.16 and True in later releases).")
-    threads: Optional[int] = Field(None, ge=1, description="Reference engine CPU threads; default: cores.")
+    threads: Optional[int] = Field(None, ge=1, le=4096,  # the kernels' MAX_THREADS
+                                   description="Reference engine CPU threads; default: cores.")
     prefix_cache_mb: int = Field(
         256, ge=0, description="Reference engine: MiB of prompt K/V kept across requests for exact prefix reuse "
         "(blocks of 16 tokens, least recently used evicted first); 0 = off. A request whose prompt starts with "
@@ -375,7 +377,8 @@ class ServeSection(_Section):
         "steps instead of stalling them for its whole prefill); 0 = off (a new prompt is prefilled whole before "
         "the step's decode). With nothing decoding a prompt is prefilled whole either way.")
     prefill_stall: float = Field(
-        DEFAULT_PREFILL_STALL, ge=0, description="Reference engine, chunked prefill: the chunks are paced so that "
+        DEFAULT_PREFILL_STALL, ge=0, allow_inf_nan=False,
+        description="Reference engine, chunked prefill: the chunks are paced so that "
         "the decoding requests' steps take at most this many times as long as without them, on average (a "
         "token bucket: a short prompt goes in one step, a long one at the rate this allows); prompts longer than "
         "a chunk at 1 + 0.8 x (this - 1) on average (1.4 at 1.5), so that the running requests' TPOT p99 stays "

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from trtlade.bundle import CONFIG_FILE, MODELS_DIR_ENV, Bundle, BundleError, is_bundle
 from trtlade.errors import PlanError
-from trtlade.config.schema import TrtladeConfig
+from trtlade.config.schema import ConfigRuleError, TrtladeConfig
 from trtlade.server.identity import KeyRing, KeysFileError, check_key_length, keys_file_path
 from trtlade.presets import PRESETS
 from trtlade.spec import LookaheadSpec
@@ -84,6 +84,8 @@ class ServePlan:
     keys: Optional[KeyRing] = field(default=None, compare=False, repr=False)
     key_warnings: tuple[str, ...] = ()
     prefix_cache_scope: str = "global"
+    #: what validate-config warns of the config that serving drops or keeps below its aim (file:line: message)
+    config_warnings: tuple[str, ...] = ()
 
     @property
     def spec(self) -> LookaheadSpec:
@@ -176,8 +178,32 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
             cause_hint = ("a --spec must admit the config's lookahead.request_default and every lookahead.schedule "
                           "band (w<=W, n<=N, g<=G): raise --spec, or change those keys in "
                           f"{flags.config or 'the config'}")
+        rule = (err.get("ctx") or {}).get("error")
+        if not cause and isinstance(rule, ConfigRuleError) and (given := _flags_given(flags)):
+            key = ".".join(str(part) for part in rule.loc)
+            cause = f"{' '.join(given)} against {flags.config or 'the config'}" + (f" ({key})" if key else "")
+            cause_hint = rule.hint or f"drop the flag, or change {key or 'the config'}"
         where = cause or ".".join(str(p) for p in err.get("loc", ()) if p != "lookahead" or len(err["loc"]) > 1)
         raise PlanError(msg, cause_hint, where=where) from None
+
+
+def _config_warnings(loaded: Any) -> tuple[str, ...]:
+    """The config's warnings that serving it would otherwise keep quiet about: `speculation` keys TensorRT-LLM
+    accepts and drops, a (W,N,G) outside the useful range (as ``validate-config`` says them)."""
+    if loaded is None:
+        return ()
+    from trtlade.config.checks import ignored_speculation_warnings, spec_warnings
+
+    doc, cfg = loaded.document, loaded.config
+    found = [*spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec")), *ignored_speculation_warnings(doc, cfg)]
+    return tuple(d.format_text() for d in found if d.severity == "warning")
+
+
+def _flags_given(flags: ServeFlags) -> list[str]:
+    """The flags that override the config, as given (``--engine trtllm``), for an error the two make together."""
+    given = [f"--{name.replace('_', '-')} {value}" for name in ("spec", "engine", "preset", *_SERVE_FLAGS)
+             if (value := getattr(flags, name)) is not None]
+    return given + (["--model"] if flags.model is not None and flags.config is not None else [])
 
 
 def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> ServePlan:
@@ -276,7 +302,8 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,
         served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
         bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None,
-        keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope)
+        keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope,
+        config_warnings=_config_warnings(loaded))
 
 
 #: flags only the reference engine reads (ServeFlags field -> the flag)

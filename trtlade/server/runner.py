@@ -237,7 +237,7 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
 
     stack = stack or http_stack()
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", loop=stack["loop"],
-                            http=stack["http"], timeout_graceful_shutdown=max(1, int(round(grace_s))),
+                            http=stack["http"], timeout_graceful_shutdown=grace_s,
                             access_log=False)
     server = uvicorn.Server(config)
     failed = threading.Event()
@@ -295,7 +295,7 @@ def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str =
         return 0
     check_listen(plan.host, plan.port)
     stack = http_stack()
-    for warning in plan.key_warnings:
+    for warning in (*plan.config_warnings, *plan.key_warnings):
         log.warning("%s", warning)
     settings = ServerSettings(api_key=plan.api_key, keys=plan.keys, prefix_cache_scope=plan.prefix_cache_scope,
                               max_body_bytes=plan.config.serve.max_body_bytes,

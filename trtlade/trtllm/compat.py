@@ -99,7 +99,7 @@ INSTALL_HINT = (
     "(tensorrt-llm>=0.16,<1.3, the engine line with Lookahead), or run trtlade inside NVIDIA's NGC TensorRT-LLM "
     "container (nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); on 1.3 and later (pip install -e "
     "'.[trtllm]') deploy NGram / SA instead: trtlade build --speculation sa; "
-    "without a GPU use the reference engine: --backend reference"
+    "without a GPU use the reference engine (build --backend reference, serve --engine reference)"
 )
 
 
