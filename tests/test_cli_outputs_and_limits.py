@@ -94,3 +94,28 @@ def test_serve_and_build_say_the_speculation_keys_upstream_drops(tmp_path: Path,
     assert any(said in w for w in make_plan(ServeFlags(config=file)).config_warnings)
     assert run(["build", "--dry-run", "-c", str(file), "--backend", "pytorch"]) == 0
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_an_empty_dataset_is_refused_not_replaced_by_the_configs(capsys, command: str) -> None:
+    assert run([command, "--dataset", "", "--base-url", "http://127.0.0.1:9"]) == 1
+    assert capsys.readouterr().err.startswith("error: --dataset: the dataset is empty text")
+
+
+def test_a_misspelt_model_section_beside_trtlade_sections_is_read_as_a_trtlade_config(tmp_path: Path, capsys) -> None:
+    file = tmp_path / "c.yml"
+    file.write_text("models: [a]\nlookahead: {spec: '2,4,2'}\n")
+    assert run(["validate-config", str(file)]) == 1
+    assert "did you mean 'model'?" in capsys.readouterr().out
+
+
+def test_the_commands_build_prints_paste_into_a_shell_whatever_the_path(tmp_path: Path, capsys) -> None:
+    import shlex
+    from types import SimpleNamespace
+
+    from trtlade.cli.build import _print_outcome
+
+    out = tmp_path / "out with space"
+    _print_outcome(SimpleNamespace(manifest={"backend": "reference"}, output=out, warnings=()))
+    lines = [line for line in capsys.readouterr().out.splitlines() if "trtlade " in line]
+    assert lines and all(shlex.split(line.split(":", 1)[1])[-1] == str(out / "trtlade.yml") for line in lines)

@@ -86,6 +86,9 @@ def load_dataset(spec: str) -> Dataset:
     """A bundled set by name (mix, short, long, random, multiturn) or a JSONL / ShareGPT JSON file by path."""
     if spec in BUNDLED:
         return _load_bundled(spec)
+    if not spec.strip():
+        raise DatasetError("the dataset is empty text: neither a bundled set nor a file",
+                           hint=f"use one of {', '.join(BUNDLED)}, or a path to a .jsonl or ShareGPT .json file")
     path = Path(spec).expanduser()
     if not path.exists():
         raise DatasetError(f"no dataset {spec!r}: not a bundled set and no such file",

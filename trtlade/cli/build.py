@@ -141,16 +141,21 @@ class _RichReporter:
 
 
 def _print_outcome(result: Any) -> None:
+    import shlex
+
     m = result.manifest
     out = result.output
+
+    def arg(path: Any) -> str:  # a path as a shell reads it (pasted as printed, a space would split it)
+        return shlex.quote(str(path))
     console.print(f"bundle: {out}", markup=False)
     if m.get("backend") == "pytorch":
         console.print(f"  TensorRT-LLM {m['tensorrt_llm']['version']}, PyTorch backend, speculative_config "
                       f"{m['speculation']}", markup=False)
-        console.print(f"  check:  trtlade validate-config {out / 'trtllm-serve.yml'} --trtllm-version "
+        console.print(f"  check:  trtlade validate-config {arg(out / 'trtllm-serve.yml')} --trtllm-version "
                       f"{m['tensorrt_llm']['version']}", markup=False)
         console.print(f"  serve:  {m['serve_command']}", markup=False)
-        console.print(f"     or:  trtlade serve --config {out / 'trtlade.yml'}", markup=False)
+        console.print(f"     or:  trtlade serve --config {arg(out / 'trtlade.yml')}", markup=False)
         return
     if m.get("backend") == "trtllm":
         eng = m["limits"]["engine"]
@@ -159,8 +164,8 @@ def _print_outcome(result: Any) -> None:
                       f"{eng['max_num_tokens']}, max_batch_size {eng['max_batch_size']})", markup=False)
     for warning in result.warnings:
         console.print(f"  warning: {warning}", markup=False)
-    console.print(f"  check:  trtlade validate-config {out / 'trtlade.yml'}", markup=False)
-    console.print(f"  serve:  trtlade serve --config {out / 'trtlade.yml'}", markup=False)
+    console.print(f"  check:  trtlade validate-config {arg(out / 'trtlade.yml')}", markup=False)
+    console.print(f"  serve:  trtlade serve --config {arg(out / 'trtlade.yml')}", markup=False)
 
 
 def _print_architectures() -> None:

@@ -173,7 +173,7 @@ def tune(
     except PlanError as exc:
         fail(exc.message, where=exc.option, hint=exc.hint)
     chosen_candidates = _parse_candidates(candidates)
-    dataset_spec = dataset or (section.dataset if section.dataset in BUNDLED
+    dataset_spec = dataset if dataset is not None else (section.dataset if section.dataset in BUNDLED
                                else str(config_relative(loaded, section, "dataset", section.dataset)))
     try:
         ds = load_dataset(dataset_spec)

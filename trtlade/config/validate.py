@@ -67,8 +67,10 @@ class FileReport:
 def classify(data: Any) -> ConfigKind | None:
     """``grps`` for a grps_trtllm inference config, ``trtlade`` for a mapping with a trtlade section
     (or a key close to one, so a misspelt section still gets its did-you-mean), else None."""
-    if is_grps_config(data) or (isinstance(data, dict) and isinstance(data.get("models"), list)):
-        return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet
+    if is_grps_config(data) or (isinstance(data, dict) and isinstance(data.get("models"), list)
+                                and not any(key in _TOP_KEYS for key in data)):
+        return "grps"  # a models list: grps-shaped, even when no item has inferer_args yet (beside trtlade's
+        # sections it is a misspelt `model:`, said as one)
     if is_grps_server_config(data):
         return "grps-server"  # grps's server.yml, beside the inference ymls in its conf/
     if is_llmapi_model_yaml(data):

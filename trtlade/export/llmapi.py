@@ -100,6 +100,9 @@ def read_pytorch_source(path: Path, *, model_path: Optional[str] = None,
     if not release:
         raise ExportError(f"{bundle.manifest_file} names no TensorRT-LLM release", "rebuild the bundle with "
                           "`trtlade build --speculation ... --trtllm-version X`", where=str(path))
+    if model_path is not None and not model_path.strip():
+        raise ExportError("--model-path is empty", "give the Hugging Face folder as the server will see it, or leave "
+                          "the flag out to use the bundle's model.path", where="--model-path")
     model = model_path or (str(loaded.resolve(loaded.config.model.path)) if loaded.config.model.path else None)
     if model is None:
         raise ExportError("the bundle's config names no checkpoint (model.path)", "pass --model-path: the Hugging "
