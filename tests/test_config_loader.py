@@ -226,8 +226,8 @@ def test_load_config_raises_for_unreadable_files(tmp_path):
     ("serve: {port: '8080'}", "serve.port: text where a number is expected (write it unquoted)"),
     ("serve: {port: 8080.0}", "serve.port: not an integer"),
     ("build: {max_batch_size: true}", "build.max_batch_size: a boolean where a number is expected"),
-    ("bench: {concurrency: [true, 2]}", "bench.concurrency.0: Input should be a valid integer"),
-    ("bench: {concurrency: [1, '2']}", "bench.concurrency.1: Input should be a valid integer"),
+    ("bench: {concurrency: [true, 2]}", "bench.concurrency.0: expected a whole number, got True"),
+    ("bench: {concurrency: [1, '2']}", "bench.concurrency.1: expected a whole number, got '2'"),
     ("serve: {kv_cache_enable_block_reuse: 'off'}", "text where a boolean is expected"),
     ("serve: {max_queue: '64'}", "serve.max_queue: text where a number is expected"),
     ("build: {max_input_len: 99999999999999999999}", "less than or equal to 2147483647"),
@@ -246,3 +246,20 @@ def test_an_integer_is_a_float_and_a_boolean_a_boolean(tmp_path):
     p.write_text("lookahead: {spec: '2,4,2', corrected_keying: true}\nserve: {prefill_stall: 2}\n")
     cfg = load_config(p).config
     assert cfg.serve.prefill_stall == 2.0 and cfg.lookahead.corrected_keying is True
+
+
+@pytest.mark.parametrize("text, said", [
+    ("lookahead:\n", "lookahead: expected a section of keys (key: value lines below it), got nothing (the key is "
+     "there with no value)"),
+    ("lookahead: {spec: '2,4,2'}\nmodel: {path: 123}\n", "model.path: expected a path, as text, got 123"),
+    ("lookahead: {spec: '2,4,2'}\nbuild: {max_batch_size: [1]}\n", "build.max_batch_size: expected a whole number, "
+     "got a list"),
+    ("lookahead: {spec: '2,4,2'}\nserve: {host: [1]}\n", "serve.host: expected text, got a list"),
+])
+def test_a_value_of_the_wrong_kind_is_said_in_the_configs_words(tmp_path, text, said):
+    """Not pydantic's ("Input should be a valid dictionary or instance of LookaheadSection")."""
+    p = tmp_path / "c.yml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(p, display="c.yml")
+    assert said in str(info.value) and "instance of" not in str(info.value)

@@ -179,6 +179,31 @@ def _did_you_mean(key: str, candidates: Iterable[str]) -> str:
 _PATH_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)+) ")
 
 
+#: pydantic's type errors in a config's words (its own name the model's class: "instance of LookaheadSection")
+_EXPECTED = {
+    "model_type": "expected a section of keys (key: value lines below it)",
+    "dict_type": "expected a mapping (key: value lines below it)",
+    "model_attributes_type": "expected a section of keys (key: value lines below it)",
+    "path_type": "expected a path, as text",
+    "int_type": "expected a whole number",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+    "string_type": "expected text",
+    "list_type": "expected a list ([a, b] or - lines below it)",
+}
+
+
+def _what(given: Any) -> str:
+    """What a value the config gave is, for an error that expected another kind."""
+    if given is None:
+        return "nothing (the key is there with no value)"
+    if isinstance(given, dict):
+        return "a mapping"
+    if isinstance(given, list):
+        return "a list"
+    return repr(given)
+
+
 def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnostic:
     loc: Loc = tuple(err.get("loc", ()))
     kind = err.get("type", "")
@@ -215,9 +240,11 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
                 "lookahead.request_default or raise lookahead.spec (and rebuild the engine)"
                 if code == "request-not-admitted" else "")
         return doc.diagnostic("error", text, loc=target, hint=hint, code=code)
-    text = message.removeprefix("Value error, ")
+    plain = kind in _EXPECTED and message.startswith("Input ")  # pydantic's own wording, not a rule's
+    text = _EXPECTED[kind] if plain else message.removeprefix("Value error, ")
     given = err.get("input")
-    shown = "" if isinstance(given, (dict, list)) else f", got {given!r}"
+    shown = f", got {_what(given)}" if plain else (
+        "" if isinstance(given, (dict, list)) else f", got {given!r}")
     if isinstance(loc[-1], int) and len(loc) > 1:  # one item of a list field
         hint = _allowed_hint(_model_at(loc[:-2]), loc[-2], item=True)
     else:
