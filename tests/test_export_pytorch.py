@@ -136,6 +136,8 @@ def test_k8s_runs_trtllm_serve_on_the_bundles_config_behind_the_gate(bundle, tmp
         main["volumeMounts"]
     assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtllm-serve.yml",
                                                    "--upstream", "require"]  # TensorRT-LLM's own classes too
+    # importing TensorRT-LLM may need the driver, which a container gets with a GPU; the server inherits the devices
+    assert pod["initContainers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
     assert "annotations" not in docs["deployment.yml"]["spec"]["template"]["metadata"]  # /metrics is JSON there
     served = docs["configmap.yml"]["data"]["trtllm-serve.yml"]
     assert served == (bundle / "trtllm-serve.yml").read_text()
@@ -162,6 +164,7 @@ def test_k8s_asks_for_every_gpu_of_a_tensor_parallel_bundle(tmp_path):
     deployment = yaml.safe_load((tmp_path / "k" / "deployment.yml").read_text())
     main = deployment["spec"]["template"]["spec"]["containers"][0]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == 2 and main["command"][0] == "trtllm-serve"
+    assert deployment["spec"]["template"]["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
     assert {"name": "dshm", "mountPath": "/dev/shm"} in main["volumeMounts"]  # trtllm-serve's MPI workers and NCCL
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in \
         deployment["spec"]["template"]["spec"]["volumes"]

@@ -207,13 +207,17 @@ def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size:
     check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{TRTLLM_SERVE_FILE}", "--upstream", "require"]
     model_mount = {"name": "bundle", "mountPath": MODEL_MOUNT, "readOnly": True, "subPath": model_subpath}
     return _files(opts, serve=serve, check=check, data={TRTLLM_SERVE_FILE: serve_config_text}, gpus=world_size,
-                  scrape=False, extra_mounts=[model_mount])
+                  scrape=False, extra_mounts=[model_mount], gate_gpus=True)
 
 
 def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[str, str], gpus: int, scrape: bool,
-           extra_mounts: Optional[list[dict[str, Any]]] = None, env: Optional[list[dict[str, Any]]] = None
-           ) -> dict[str, str]:
-    """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate."""
+           extra_mounts: Optional[list[dict[str, Any]]] = None, env: Optional[list[dict[str, Any]]] = None,
+           gate_gpus: bool = False) -> dict[str, str]:
+    """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate. ``gate_gpus``: the
+    gate imports TensorRT-LLM (``--upstream require``), whose import may need the GPU driver that a container gets
+    only with a GPU: it asks for the server's GPUs too (an init container runs before the server, and the kubelet
+    hands its devices on to it, ``devicesToReuse`` in kubernetes' ``pkg/kubelet/cm/devicemanager/manager.go``; a
+    pod's request is the larger of its init containers' and its containers' sum: it asks for no more GPUs)."""
     labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
     cm_name = f"{opts.name}-config"
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
@@ -241,7 +245,9 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
                 "metadata": {"labels": labels, **({"annotations": scraping} if scrape else {})},
                 "spec": {
                     "initContainers": [{"name": "validate-config", "image": opts.image, "command": check,
-                                        "volumeMounts": mounts}],
+                                        "volumeMounts": mounts,
+                                        **({"resources": {"limits": {"nvidia.com/gpu": gpus}}}
+                                           if gate_gpus and gpus else {})}],
                     "containers": [container],
                     "terminationGracePeriodSeconds": 60,
                     "volumes": volumes,
