@@ -289,7 +289,7 @@ def test_apply_says_what_the_schedule_changes_for_requests_without_a_lookahead(t
         text = text.replace(policy, policy + "  schedule:\n  - {spec: '1,1,0'}\n")
     path.write_text(text)
     (tmp_path / "report").mkdir()
-    _apply(path, SimpleNamespace(schedule=SCHEDULE), tmp_path / "report")
+    _apply(path, SimpleNamespace(schedule=SCHEDULE, failed_requests=0), tmp_path / "report", path.read_bytes())
     err = " ".join(capsys.readouterr().err.split())
     assert "wrote lookahead.schedule into" in err
     assert f"(the file as it was: {tmp_path / 'report' / 'before-apply-deploy.yml'})" in err
@@ -482,3 +482,84 @@ def test_a_tune_with_drafters_writes_the_speculative_config(tmp_path: Path):
                                                     in snippet)
     assert "## TensorRT-LLM 1.3 and later" in (folder / "summary.md").read_text()
     assert refused.exit_code != 0 and "--drafters" in refused.output and "allows 7" in refused.output
+
+
+def test_apply_writes_nothing_from_a_run_whose_requests_failed(tmp_path, capsys):
+    """Where (1,1,0)'s own requests failed a level compared nothing and would go in as (1,1,0): drafting off for
+    every request, from a run that measured nothing there. The config is left as it was, and the exit says so."""
+    from types import SimpleNamespace
+
+    import typer
+
+    from trtlade.cli.tune import _apply
+
+    path = tmp_path / "deploy.yml"
+    path.write_text(CONFIG)
+    (tmp_path / "report").mkdir()
+    with pytest.raises(typer.Exit) as done:
+        _apply(path, SimpleNamespace(schedule=SCHEDULE, failed_requests=4), tmp_path / "report", path.read_bytes())
+    assert done.value.exit_code == 1 and path.read_text() == CONFIG
+    assert "4 request(s) failed during the measurement, so the schedule was not written" in capsys.readouterr().err
+
+
+def test_apply_refuses_a_file_edited_while_tune_ran_and_keeps_every_earlier_copy(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    import typer
+
+    from trtlade.cli.tune import _apply
+    from trtlade.tune.apply import check_apply_target
+
+    path = tmp_path / "deploy.yml"
+    path.write_text(CONFIG)
+    target = check_apply_target(path)
+    path.write_text(CONFIG + "# edited meanwhile\n")
+    (tmp_path / "report").mkdir()
+    with pytest.raises(typer.Exit):
+        _apply(path, SimpleNamespace(schedule=SCHEDULE, failed_requests=0), tmp_path / "report", target.raw)
+    assert path.read_text().endswith("# edited meanwhile\n") and "changed while tune ran" in capsys.readouterr().err
+    (tmp_path / "report" / "before-apply-deploy.yml").write_text("another run's copy")
+    _apply(path, SimpleNamespace(schedule=SCHEDULE, failed_requests=0), tmp_path / "report", path.read_bytes())
+    assert (tmp_path / "report" / "before-apply-deploy.yml").read_text() == "another run's copy"
+    assert (tmp_path / "report" / "before-apply-deploy-2.yml").read_text().endswith("# edited meanwhile\n")
+
+
+def test_a_read_only_config_is_refused_even_where_the_user_may_write_anything(tmp_path):
+    from trtlade.tune.apply import ApplyError, check_apply_target
+
+    path = tmp_path / "deploy.yml"
+    path.write_text(CONFIG)
+    path.chmod(0o444)
+    with pytest.raises(ApplyError, match="read-only"):
+        check_apply_target(path)
+
+
+def test_apply_keeps_each_lines_ending_and_a_comment_after_the_old_schedule(tmp_path):
+    """A file mixing LF and CRLF keeps each line's own; a comment after a blank line below the old schedule, indented
+    like its items, stays (a comment right under the last item goes with it)."""
+    path = tmp_path / "deploy.yml"
+    lines = ["# deployment\r\n", "model: {}\n", "lookahead:\n", "  spec: 2,4,2\n", "  schedule:\n",
+             "  - {spec: '1,1,0'}\n", "    # the old band's own note\n", "\n", "    # ops: keep the policy pinned\n",
+             "serve:\n", "  engine: reference\n"]
+    path.write_bytes("".join(lines).encode())
+    apply_schedule(path, SCHEDULE)
+    raw = path.read_bytes().decode()
+    assert raw.startswith("# deployment\r\nmodel: {}\n") and raw.count("\r\n") == 1
+    assert "\n\n    # ops: keep the policy pinned\nserve:\n" in raw and "the old band's own note" not in raw
+    assert "2,3,2" in raw
+
+
+def test_candidates_the_apply_target_would_not_admit_are_refused_before_anything_is_measured(capsys):
+    from pathlib import Path
+
+    import typer
+
+    from trtlade.cli.tune import _Job
+    from trtlade.spec import LookaheadSpec
+
+    job = _Job(None, None, None, "mix", None, None, 6, {}, None, None, 60.0,
+               apply=(Path("deploy.yml"), LookaheadSpec.parse("2,2,1")))
+    job._check_admitted([LookaheadSpec.parse("2,2,1")])  # within it: nothing said
+    with pytest.raises(typer.Exit):
+        job._check_admitted([LookaheadSpec.parse("2,2,1"), LookaheadSpec.parse("2,3,2")])
+    assert "candidates (2,3,2) are more than deploy.yml's lookahead.spec (2,2,1) admits" in capsys.readouterr().err

@@ -134,7 +134,8 @@ def tune(
                                                 "median TTFT stays under this."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", min=0.0, help="Only pick specs whose "
                                                 "median TPOT stays under this."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the prompt samples (repeat r uses seed + r)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random set's prompt samples (repeat r uses seed + r; the other sets send their first "
+                           "--num-prompts prompts every repeat)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
                                               "(default: the config's bench.result_dir, else reports)."),
     apply: Optional[Path] = typer.Option(None, "--apply", help="Write the schedule into this trtlade config "
@@ -188,11 +189,12 @@ def tune(
         fail("--apply with --repeats 1: one repeat measures no noise, so tune chooses nothing (every level keeps "
              "(1,1,0)) and there is no schedule worth writing", where="--apply",
              hint="run --repeats 2 or more with --apply, or drop --apply to look at one repeat's numbers")
+    apply_target = None
     if apply is not None:
         from trtlade.tune.apply import ApplyError, check_apply_target
 
         try:
-            check_apply_target(apply)  # before any measurement: a tune run takes minutes to hours
+            apply_target = check_apply_target(apply)  # before any measurement: a tune run takes minutes to hours
         except ApplyError as exc:
             fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
     drafter_names = _drafter_names(drafters)
@@ -220,11 +222,21 @@ def tune(
     target = Target("a", url, api_key=key)
     job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
                {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout,
-               drafter_names)
+               drafter_names, apply=(apply, apply_target.spec) if apply is not None and apply_target else None)
     folder, result = job.run(out_root, plots)
     _print_result(folder, result)
-    if apply is not None:
-        _apply(apply, result, folder)
+    if apply is not None and apply_target is not None:
+        _apply(apply, result, folder, apply_target.raw)
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``name-2.ext``, ``name-3.ext`` ... where a file is there already (two runs in one second
+    share a report folder: one's copy of its config must not replace the other's)."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
 
 
 class _Job:
@@ -233,17 +245,18 @@ class _Job:
     def __init__(self, target: Any, endpoint: Any, dataset: Any, dataset_name: str, settings: Any,
                  candidates: Optional[list[Any]], max_candidates: int, limits: dict[str, Optional[float]],
                  model: Optional[str], launch: Optional[Path], launch_timeout: float,
-                 drafters: Optional[list[str]] = None) -> None:
+                 drafters: Optional[list[str]] = None, apply: Optional[tuple[Path, Any]] = None) -> None:
         self.target, self.endpoint, self.dataset, self.dataset_name = target, endpoint, dataset, dataset_name
         self.settings, self.candidates, self.max_candidates = settings, candidates, max_candidates
         self.limits, self.model, self.launch, self.launch_timeout = limits, model, launch, launch_timeout
         self.drafters = drafters
+        self.apply = apply  #: (the --apply config, the (W,N,G) its server admits): every band must fit it
 
     def run(self, out_root: Path, plots: bool) -> tuple[Path, Any]:
         from trtlade.bench.launch import LaunchError, launched_server
 
         run_id = time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-tune"
-        folder = out_root / run_id
+        folder = _free_name(out_root / run_id)  # a run started in the same second keeps its own
         started = time.monotonic()
         try:
             with contextlib.ExitStack() as stack:
@@ -256,6 +269,7 @@ class _Job:
                 asyncio.run(preflight_servers([self.target], self.model, min(self.settings.timeout, 30.0)))
                 server = self._server_spec()
                 picked = self._candidates(server).with_drafters(self._drafters())
+                self._check_admitted(picked.specs)
                 err_console.print(f"server ({server}); {len(picked.all)} candidates: "
                                   f"{', '.join(f'({s})' for s in picked.specs)}"
                                   + "".join(f", {d}" for d in picked.drafters)
@@ -269,6 +283,18 @@ class _Job:
             err_console.print("interrupted: no report written", markup=False)
             raise typer.Exit(130)
         return folder, self._report(folder, server, picked, measurement, time.monotonic() - started, plots)
+
+    def _check_admitted(self, specs: list[Any]) -> None:
+        """With --apply: every (w,n,g) candidate fits the config's lookahead.spec, before anything is measured (a
+        chosen one that does not could not be written as a band)."""
+        if self.apply is None:
+            return
+        path, admits = self.apply
+        over = [spec for spec in specs if admits.excess(spec)]
+        if over:
+            fail(f"candidates {', '.join(f'({s})' for s in over)} are more than {path}'s lookahead.spec ({admits}) "
+                 "admits: a band of one could not be written there", where="--apply",
+                 hint=f"give --candidates within ({admits}), or raise lookahead.spec in {path} (and serve it)")
 
     def _server_spec(self) -> Any:
         from trtlade.spec import LookaheadSpec, SpecError
@@ -375,17 +401,23 @@ def _print_result(folder: Path, result: Any) -> None:
           f"took {result.settings['seconds']:.0f} s)")
 
 
-def _apply(path: Path, result: Any, folder: Path) -> None:
+def _apply(path: Path, result: Any, folder: Path, expected: bytes) -> None:
     """The schedule into the config, and what it changes for requests that name no lookahead (said, never
     silent: a schedule makes the default policy ``schedule``; an explicit ``fixed`` or ``auto`` keeps the
-    schedule for requests that ask for it)."""
+    schedule for requests that ask for it). Not from a run whose requests failed (where (1,1,0)'s failed, a level
+    compared nothing and would be written as (1,1,0)), nor into a file edited since the run began (``expected``)."""
     from trtlade.config.loader import load_config
     from trtlade.tune.apply import ApplyError, apply_schedule
 
+    if result.failed_requests:
+        fail(f"{result.failed_requests} request(s) failed during the measurement, so the schedule was not written "
+             f"into {path}: a level where they failed chose by fewer runs, or chose nothing", where="--apply",
+             hint=f"see why in the report ({folder / 'tune.md'}), then run tune again; the measured schedule is "
+                  f"{folder / 'schedule.yml'}")
     before = load_config(path).config.lookahead_policy
-    kept = folder / f"before-apply-{path.name}"
+    kept = _free_name(folder / f"before-apply-{path.name}")
     try:
-        apply_schedule(path, result.schedule, keep=kept)
+        apply_schedule(path, result.schedule, keep=kept, expected=expected)
     except ApplyError as exc:
         fail(exc.message, where=exc.where or "--apply", hint=f"{exc.hint} (the schedule: {folder / 'schedule.yml'})")
     after = load_config(path).config.lookahead_policy

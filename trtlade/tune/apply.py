@@ -23,9 +23,11 @@ the comments among its items, which the new schedule replaces, are kept.
 from __future__ import annotations
 
 import copy
+import difflib
 import io
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,6 +36,7 @@ from trtlade.config.validate import classify
 from trtlade.errors import TrtladeError
 from trtlade.files import write_bytes_atomic
 from trtlade.schedule import LookaheadSchedule
+from trtlade.spec import LookaheadSpec
 
 __all__ = ["ApplyError", "apply_schedule", "check_apply_target", "with_schedule"]
 
@@ -75,6 +78,26 @@ def _applicable(text: str, file: str) -> Any:
     return config
 
 
+def _with_endings(before: str, new_text: str, newline: str) -> str:
+    """``new_text`` (newlines as ``\\n``) with the line endings of ``before`` (the file as it was): a line kept from
+    it keeps its own (a file mixing LF and CRLF stays mixed), a new line takes the file's usual ``newline``.
+
+    >>> _with_endings("a: 1\\r\\nb: 2\\nc: 3\\n", "a: 1\\nb: 2\\nx: 9\\nc: 3\\n", "\\r\\n")
+    'a: 1\\r\\nb: 2\\nx: 9\\r\\nc: 3\\n'
+    """
+    pieces = before.split("\n")
+    old = [piece.removesuffix("\r") for piece in pieces]
+    ends = ["\r\n" if piece.endswith("\r") else "\n" for piece in pieces[:-1]]
+    new = new_text.split("\n")
+    new_ends = [newline] * (len(new) - 1)
+    for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                if j1 + k < len(new_ends) and i1 + k < len(ends):
+                    new_ends[j1 + k] = ends[i1 + k]
+    return "".join(line + end for line, end in zip(new, new_ends)) + new[-1]
+
+
 def _decode(raw: bytes, file: str) -> tuple[str, str, bool]:
     """The text (newlines as ``\\n``), the file's newline, and whether it starts with a byte-order mark."""
     try:
@@ -84,7 +107,8 @@ def _decode(raw: bytes, file: str) -> tuple[str, str, bool]:
                          "UTF-8", where=file) from None
     bom = text.startswith(_BOM)
     text = text[1:] if bom else text
-    newline = "\r\n" if "\r\n" in text else "\n"
+    crlf = text.count("\r\n")
+    newline = "\r\n" if crlf > text.count("\n") - crlf else "\n"  # the most lines' (a new line takes it)
     return text.replace("\r\n", "\n"), newline, bom
 
 
@@ -96,18 +120,29 @@ def _read(path: Path) -> bytes:
                          where=str(path)) from None
 
 
-def check_apply_target(path: Path) -> None:
+@dataclass(frozen=True)
+class ApplyTarget:
+    """The config ``--apply`` writes into, as it was before the run: its bytes (the write refuses a file changed
+    since) and the (W,N,G) its server admits (every band must fit it)."""
+
+    raw: bytes
+    spec: LookaheadSpec
+
+
+def check_apply_target(path: Path) -> ApplyTarget:
     """What ``--apply`` would refuse whatever the tune run finds, checked before it measures anything: a file that
     cannot be read or replaced, a file that is not a valid trtlade config with a lookahead section, a
-    request_default (ApplyError)."""
+    request_default (ApplyError). Returns the file as it is now."""
     target = path.resolve()
-    text, _, _ = _decode(_read(target), str(path))
-    _applicable(text, str(path))
+    raw = _read(target)
+    text, _, _ = _decode(raw, str(path))
+    config = _applicable(text, str(path))
     _writable(target, str(path))
+    return ApplyTarget(raw, config.lookahead.spec)
 
 
 def _writable(target: Path, file: str) -> None:
-    if not os.access(target, os.W_OK):
+    if not os.access(target, os.W_OK) or not target.stat().st_mode & 0o222:  # root may write where no bit says so
         raise ApplyError(f"cannot write {file}: it is read-only", "make it writable (chmod u+w), or give a copy",
                          where=file)
     if not os.access(target.parent, os.W_OK | os.X_OK):
@@ -194,9 +229,11 @@ def _splice(text: str, schedule: LookaheadSchedule) -> Optional[str]:
     while stop <= last and (not lines[stop].strip() or _indent(lines[stop]) > key or (
             _indent(lines[stop]) == key and lines[stop].lstrip().startswith("-"))):
         stop += 1
-    while stop - 1 > at and (not lines[stop - 1].strip() or (lines[stop - 1].lstrip().startswith("#")
-                                                              and _indent(lines[stop - 1]) <= key)):
-        stop -= 1  # blank lines and comments at the keys' level after the old schedule stay
+    last_item = max((i for i in range(at + 1, stop) if lines[i].strip() and not lines[i].lstrip().startswith("#")),
+                    default=at)
+    stop = last_item + 1  # comments right under the last item are its own and go with it; what follows them (a
+    while stop < len(lines) and lines[stop].lstrip().startswith("#") and _indent(lines[stop]) > key:
+        stop += 1  # blank line, a comment at the keys' level, the next key) stays
     return "\n".join(lines[:at] + [head] + items + lines[stop:])
 
 
@@ -226,17 +263,24 @@ def _roundtrip(text: str, schedule: LookaheadSchedule) -> Optional[str]:
     return out.getvalue()
 
 
-def apply_schedule(path: Path, schedule: LookaheadSchedule, keep: Optional[Path] = None) -> str:
+def apply_schedule(path: Path, schedule: LookaheadSchedule, keep: Optional[Path] = None,
+                   expected: Optional[bytes] = None) -> str:
     """Write ``schedule`` into the config at ``path`` (through a symlink: into the file it points to), atomically,
-    its mode, byte-order mark and line endings kept; returns the new text (newlines as ``\\n``). ``keep``: where
-    the file's bytes as they were are copied first (the old schedule's items and the comments among them are
-    replaced, so the copy holds them); nothing is replaced if the copy cannot be written."""
+    its mode, byte-order mark and each kept line's ending kept; returns the new text (newlines as ``\\n``).
+    ``keep``: where the file's bytes as they were are copied first (the old schedule's items and the comments among
+    them are replaced, so the copy holds them); nothing is replaced if the copy cannot be written. ``expected``: the
+    file's bytes when the run began (:func:`check_apply_target`): a file edited since is not replaced."""
     target = path.resolve()
     raw = _read(target)
+    if expected is not None and raw != expected:
+        raise ApplyError(f"{path} changed while tune ran, so the schedule was not written into it",
+                         "run --apply again, or paste the run's schedule.yml (in the report folder) by hand",
+                         where=str(path))
     text, newline, bom = _decode(raw, str(path))
     new_text = with_schedule(text, schedule, file=str(path))
     _writable(target, str(path))
-    data = ((_BOM if bom else "") + new_text.replace("\n", newline)).encode("utf-8")
+    body = _with_endings(raw.decode("utf-8")[1 if bom else 0:], new_text, newline)
+    data = ((_BOM if bom else "") + body).encode("utf-8")
     if keep is not None:
         try:
             write_bytes_atomic(keep, raw, mode=target.stat().st_mode & 0o666)
