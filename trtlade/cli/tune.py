@@ -134,8 +134,8 @@ def tune(
                                                 "median TTFT stays under this."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", min=0.0, help="Only pick specs whose "
                                                 "median TPOT stays under this."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random set's prompt samples (repeat r uses seed + r; the other sets send their first "
-                           "--num-prompts prompts every repeat)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random set's prompt samples (repeat r uses seed + r; "
+                             "the other sets send their first --num-prompts prompts every repeat)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
                                               "(default: the config's bench.result_dir, else reports)."),
     apply: Optional[Path] = typer.Option(None, "--apply", help="Write the schedule into this trtlade config "
