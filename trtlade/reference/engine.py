@@ -335,7 +335,8 @@ class ReferenceEngine:
                           + ("" if self.dtype in TESTED_EXACT else f" ({self.dtype} runs the same kernels but was "
                                                                     f"not tested)") if self.bit_exact else
                           "row-invariance is not complete for this model or device (transformers' forward, plain "
-                          "GEMMs or no native kernel): exact in float32 as tested; in bf16/fp16 a near-tie can "
+                          "GEMMs or no native kernel): tokens exact in float32 as tested, log probabilities to the "
+                          "last bit or so (a row's sums depend on the rows beside it); in bf16/fp16 a near-tie can "
                           "differ, most often for a request batched with others (docs/guides/reference-engine.md, "
                           "\"On a GPU\")"),
         }

@@ -166,6 +166,10 @@ class KeyedSampler:
         return probs, ids
 
     def _penalise(self, logits: torch.Tensor, paths: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The penalties of each row: over the tokens so far and the row's own path (the draft tokens before it).
+        Each row's frequency and presence penalty is one float32 expression of its whole count, as plain decoding's
+        (two subtractions, the counts so far and then the path's, differ from it in the last bit, which at a
+        near-tie flips a token)."""
         params = self.params
         rep = params.repetition_penalty
         if rep != 1.0:
@@ -173,20 +177,26 @@ class KeyedSampler:
                 self._seen_index = torch.tensor(sorted(self._seen), dtype=torch.long)
             if len(self._seen_index):
                 logits[:, self._seen_index] = _repeat(logits[:, self._seen_index], rep)
+            for row, path in enumerate(paths):
+                for token in dict.fromkeys(int(t) for t in path):
+                    if token not in self._seen:
+                        logits[row, token] = _repeat(logits[row, token], rep)
         freq, presence = params.frequency_penalty, params.presence_penalty
-        if (freq or presence) and self._counts:
+        if not (freq or presence):
+            return logits
+        extras = [Counter(int(t) for t in path) for path in paths]
+        if any(extras):  # a count per row over every token counted so far or on a path
+            ids = sorted(set(self._counts).union(*extras))
+            counts = torch.tensor([[self._counts.get(t, 0) + extra.get(t, 0) for t in ids] for extra in extras],
+                                  dtype=torch.float32)
+            logits[:, torch.tensor(ids, dtype=torch.long)] -= freq * counts + presence * (counts > 0)
+        elif self._counts:
             if self._count_index is None:
                 ids = sorted(self._counts)
                 self._count_index = (torch.tensor(ids, dtype=torch.long),
                                      torch.tensor([self._counts[t] for t in ids], dtype=torch.float32))
-            ids, counts = self._count_index
-            logits[:, ids] -= freq * counts + presence
-        for row, path in enumerate(paths):  # the node's own draft tokens, emitted before its draw
-            for token, extra in Counter(int(t) for t in path).items():
-                if rep != 1.0 and token not in self._seen:
-                    logits[row, token] = _repeat(logits[row, token], rep)
-                before = self._counts.get(token, 0)
-                logits[row, token] -= freq * extra + presence * ((before + extra > 0) - (before > 0))
+            index, counts = self._count_index
+            logits[:, index] -= freq * counts + presence
         return logits
 
 
@@ -202,13 +212,35 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Ten
     >>> p, ids = _nucleus(torch.tensor([[0.1, 0.6, 0.3]]), 0.8)
     >>> ids.tolist(), p.tolist()
     ([[0, 1, 2]], [[0.0, 0.6000000238418579, 0.30000001192092896]])
+
+    Equal probabilities are ranked by token id, so the set is the row's own whatever else is in the call: a
+    bfloat16 row holds few distinct values, and where the set's edge falls among equal ones, which of them are in
+    it must not depend on how many candidates another row of the same call needed (a drafting step samples its
+    rows in one call, plain decoding one row). Of 0.25, 0.25, 0.25, 0.25 the set reaching 0.4 is ids 0 and 1:
+
+    >>> _nucleus(torch.full((1, 4), 0.25), 0.4)[0].tolist()
+    [[0.25, 0.25, 0.0, 0.0]]
     """
     vocab = probs.shape[-1]
     for k in (*(k for k in _NUCLEUS_PROBES if k < vocab), vocab):
-        ordered, index = probs.topk(k, dim=-1) if k < vocab else torch.sort(probs, dim=-1, descending=True)
-        if k == vocab or not bool((ordered.sum(dim=-1) <= top_p).any()):
-            break  # every row's nucleus lies among its k highest (the next one would start past top_p)
-    drop = ordered.cumsum(dim=-1) - ordered > top_p  # keep the smallest prefix reaching top_p
+        ordered, index = _ranked(probs, k)
+        drop = ordered.cumsum(dim=-1) - ordered > top_p  # keep the smallest prefix reaching top_p
+        if k == vocab:
+            break
+        edge = ordered.gather(-1, ((~drop).sum(dim=-1, keepdim=True) - 1).clamp(min=0))  # the last one kept
+        if bool((edge > ordered[:, -1:]).all()):
+            break  # every row's set, and every value equal to its edge, lies among its k highest
     kept = ordered.masked_fill(drop, 0.0)
     ids, order = index.sort(dim=-1)
     return kept.gather(-1, order), ids
+
+
+def _ranked(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` highest probabilities of each row and their ids, by probability descending, then id ascending (a
+    canonical order: torch's topk and sort leave equal values in an order of their own)."""
+    values, index = probs.topk(k, dim=-1) if k < probs.shape[-1] else (probs, torch.arange(
+        probs.shape[-1], device=probs.device).expand_as(probs))
+    ids, by_id = index.sort(dim=-1)
+    values = values.gather(-1, by_id)
+    ordered, rank = values.sort(dim=-1, descending=True, stable=True)
+    return ordered, ids.gather(-1, rank)
