@@ -99,6 +99,21 @@ def test_a_hugging_face_repo_id_names_the_served_model():
 
 
 # ------------------------------------------------------------------------------------ hostile bodies
+def test_a_whole_number_longer_than_any_field_takes_is_a_400_not_a_500():
+    """Python refuses to read an integer of more than 4,300 digits; that was a 500 naming its internals."""
+    from fake_engine import client_for, run
+
+    async def go():
+        app, _ = fake_app()
+        async with client_for(app) as client:
+            body = '{"prompt": "x", "max_tokens": ' + "9" * 5000 + "}"
+            return await client.post("/v1/completions", content=body, headers={"content-type": "application/json"})
+
+    bad = run(go())
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
+    assert "a whole number of 5000 digits; no field takes more than 64" in bad.json()["error"]["message"]
+
+
 def test_deep_nesting_is_a_400_and_the_connection_stays_usable():
     app, _ = fake_app()
     deep = "[" * 5000 + "]" * 5000

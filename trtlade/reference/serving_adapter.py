@@ -134,6 +134,9 @@ class ReferenceServingEngine:
         self._jobs: dict[int, _Job] = {}  # in the batch (waiting or running), by sequence id
         self._running = 0
         self._batch_waiting = 0
+        self._admitting = 0  # taken from _pending by the worker, not yet in the batch
+        #: slots no sequence holds, as last counted: the next step fills them from the waiting
+        self._free_slots = int(self._limits["max_batch_size"])
         self._closing = False
         self._mean_step_s = 0.05  # running mean of a step's duration, for Retry-After
         self._observer: Optional[Callable[[Any], None]] = None
@@ -146,7 +149,7 @@ class ReferenceServingEngine:
         with self._cv:
             if self._closing:
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
-            waiting = len(self._pending) + self._batch_waiting
+            waiting = self._waiting_now()
             if waiting >= self._max_queue:
                 steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits["max_batch_size"])
                 raise EngineOverloaded(
@@ -194,7 +197,7 @@ class ReferenceServingEngine:
 
     def load(self) -> tuple[int, int]:
         with self._cv:
-            return self._running, len(self._pending) + self._batch_waiting
+            return self._running, self._waiting_now()
 
     def live(self) -> dict[str, Any]:
         """What changes while serving: the auto policy's cost model and acceptance prior (read from
@@ -257,6 +260,7 @@ class ReferenceServingEngine:
                 if self._closing:
                     break
                 new, self._pending = list(self._pending), collections.deque()
+                self._admitting = len(new)
                 cancels, self._cancels = self._cancels, []
                 chores, self._chores = self._chores, []
             for chore, done in chores:
@@ -266,6 +270,7 @@ class ReferenceServingEngine:
                     done.set_exception(exc)
             self._admit(new)
             self._drop(cancels)
+            self._count()  # what runs and waits now: cancels that emptied the batch run no step to say so
             if self._jobs:
                 self._step()
         with self._cv:
@@ -288,6 +293,20 @@ class ReferenceServingEngine:
                 job.handle.finish(RequestRejected(str(exc), param=field if isinstance(field, str) else None))
                 continue
             self._jobs[seq_id] = job
+
+    def _count(self) -> None:
+        """The batch's running and waiting sequences, for admission and /metrics (on the worker thread, which owns
+        the batch): after every change, a step or not, so that no count outlives what it counted."""
+        with self._cv:
+            self._running = self._batch.running
+            self._batch_waiting = self._batch.waiting
+            self._free_slots = max(0, int(self._limits["max_batch_size"]) - self._running)
+            self._admitting = 0
+
+    def _waiting_now(self) -> int:
+        """Requests waiting for a slot (with the lock): submitted, taken by the worker or in the batch's queue,
+        less those the next step admits into free slots."""
+        return max(0, len(self._pending) + self._admitting + self._batch_waiting - self._free_slots)
 
     def _deliver(self, seq_id: int, chunk: Any) -> None:
         """A chunk the batch just produced goes to its request at once (mid-step)."""
@@ -316,6 +335,7 @@ class ReferenceServingEngine:
                 job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
             self._jobs.clear()
             self._batch = self._engine.new_batch(**self._limits)
+            self._count()
             return
         for seq_id, exc in getattr(self._batch, "failed", ()):
             job = self._jobs.pop(seq_id, None)
@@ -324,9 +344,8 @@ class ReferenceServingEngine:
                           exc_info=exc)
                 job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
         report = self._batch.last
+        self._count()
         with self._cv:
-            self._running = self._batch.running
-            self._batch_waiting = self._batch.waiting
             if report.running:
                 self._mean_step_s = 0.9 * self._mean_step_s + 0.1 * report.seconds
         if self._observer is not None:

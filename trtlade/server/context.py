@@ -282,18 +282,26 @@ class ServerContext:
         if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise ApiError.too_large(int(declared), limit)
         body = bytearray()
-        try:
+
+        async def read() -> None:
             async for part in request.stream():
-                body += part
+                body.extend(part)
                 if len(body) > limit:
                     raise ApiError.too_large(None, limit)
+
+        try:  # a body trickled a byte at a time would hold the request open
+            await asyncio.wait_for(read(), BODY_TIMEOUT_S)
         except ClientDisconnect:  # it left mid-upload: nobody reads the answer; counted and logged as 499
             raise ApiError(499, "the client went away before its request body was sent", code="client_disconnected")
+        except asyncio.TimeoutError:
+            raise ApiError(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s ({len(body)} bytes "
+                           "came); send it whole", code="body_timeout") from None
 
         if not body.strip():
             raise ApiError.bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
-            value = json.loads(body.decode("utf-8"), parse_constant=_not_a_number, object_pairs_hook=_no_repeats)
+            value = json.loads(body.decode("utf-8"), parse_constant=_not_a_number, object_pairs_hook=_no_repeats,
+                               parse_int=_whole_number)
         except UnicodeDecodeError:
             raise ApiError.bad_request("the request body is not UTF-8 text", code="invalid_json") from None
         except json.JSONDecodeError as exc:
@@ -328,6 +336,21 @@ def _not_a_number(name: str) -> Any:
     """NaN and Infinity are not JSON numbers (Python's json reads them): refused where they stand."""
     raise ApiError.bad_request(f"the request body holds {name}, which is not a JSON number; send a finite number",
                                code="invalid_json")
+
+
+#: Seconds a request's body may take to arrive (4 MiB, the default max_body_bytes, at 100 KB/s takes 40).
+BODY_TIMEOUT_S = 60.0
+
+#: Most digits of a whole number in a request body (a 64-bit seed has 20; Python refuses to read past 4,300).
+MAX_INT_DIGITS = 64
+
+
+def _whole_number(text: str) -> int:
+    """A JSON integer, refused where it stands when longer than any field takes (Python's own limit was a 500)."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ApiError.bad_request(f"the request body holds a whole number of {len(text.lstrip('-'))} digits; no "
+                                   f"field takes more than {MAX_INT_DIGITS}", code="invalid_json")
+    return int(text)
 
 
 #: Deepest nesting of arrays/objects accepted in a request body (OpenAI bodies need about 6).

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from trtlade.server.admission import (
     tokenize,
 )
 from trtlade.server.context import ServerContext, note_access, server_context
-from trtlade.server.routes import AnsweringRoute
+from trtlade.server.routes import AnsweringRoute, unexpected_response
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.identity import Identity
 from trtlade.server.responses import (
@@ -52,6 +53,8 @@ from trtlade.server.responses import (
 from trtlade.server.sse import SSE_DONE, SSE_KEEPALIVE, SSEResponse, sse_data
 
 __all__ = ["router", "admit", "generate"]
+
+log = logging.getLogger("trtlade.server")
 
 router = APIRouter(route_class=AnsweringRoute)
 
@@ -327,6 +330,14 @@ async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Req
             yield sse_data(err.body())
             yield SSE_DONE
             return
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: the stream ends with the 500's body, as any error
+            status = 500
+            log.error("unexpected error in a streamed reply", exc_info=exc)
+            if request is not None:
+                note_access(request, error="internal_error")
+            yield sse_data(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error").body())
+            yield SSE_DONE
+            return
         if prepared.include_usage:
             yield sse_data(usage_event(prepared, reply.rid, reply.created, reply.usage()))
         yield SSE_DONE
@@ -368,14 +379,17 @@ async def collect(request: Request, reply: _Reply) -> Response:
         return Response(status_code=499)
     try:
         work.result()
+        reply.note(request)
+        body = completion_body(reply.prepared, reply.rid, reply.created, reply.body_choices(), reply.usage())
     except (EngineFailure, RequestRejected) as exc:
         err = _engine_error(exc)
         reply.tracker.done(reply.endpoint, err.status)
         note_access(request, error=err.code, param=err.param)
         return error_response(err)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: answered as any 500, counted, its hold released
+        reply.tracker.done(reply.endpoint, 500)
+        return unexpected_response(request, exc)
     finally:
         reply.cancel()
-    reply.note(request)
-    body = completion_body(reply.prepared, reply.rid, reply.created, reply.body_choices(), reply.usage())
     reply.tracker.done(reply.endpoint, 200)
     return JSONResponse(body)
