@@ -114,3 +114,35 @@ def test_host_side_ngram_pools_stay_within_the_retained_budget() -> None:
             assert max(sizes) <= budget and sizes != sorted(sizes)  # pools were dropped on the way
         else:
             assert sizes == sorted(sizes) and sizes[-1] > 300  # under the budget the pool only grows
+
+
+def test_a_cancelled_last_request_leaves_no_text_in_an_idle_batch():
+    batch = engine().new_batch(max_batch_size=2)
+    seq = batch.add(req(PROMPT, NGRAM, CacheScope("identity", "alice"), max_tokens=50))
+    batch.step()
+    batch.step()
+    assert batch.pools.spaces == 1  # running: its history is in its namespace's pool
+    batch.cancel(seq)
+    assert len(batch) == 0 and batch.pools.spaces == 0
+
+
+def test_a_gate_a_running_request_reads_or_one_that_closed_is_never_dropped():
+    """Nine settings at once in one namespace (the client chooses them): every gate still gathers its samples and
+    closes; and a closed gate stays closed whatever settings others send after it."""
+    pools = DraftPools(max_batch_size=16)
+    space = ("identity", "alice")
+    drafters = []
+    for i in range(MAX_GATES_PER_SPACE + 1):
+        gated = {"acceptance_rate_window_size": 1, "acceptance_rate_threshold": 0.5 + i / 100}
+        config = DraftConfig.parse({**NGRAM, **gated})
+        drafters.append(pools.drafter(config, f"r{i}", PROMPT, namespace=space, max_sequence_length=100))
+    for drafter in drafters:
+        batch = drafter.prepare()
+        drafter.verify([0] * batch.num_rows)
+        drafter.commit(1)
+    pools.end_step()
+    assert [d.draft_len() for d in drafters] == [0] * len(drafters)
+    for i in range(2 * MAX_GATES_PER_SPACE):  # others' settings, used and released
+        config = DraftConfig.parse({**NGRAM, "acceptance_rate_window_size": 4, "acceptance_rate_threshold": i / 100})
+        pools.drafter(config, f"o{i}", PROMPT, namespace=space, max_sequence_length=100).release()
+    assert [d.draft_len() for d in drafters] == [0] * len(drafters)

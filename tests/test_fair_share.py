@@ -139,9 +139,9 @@ def _prompt_tokens(app, script) -> list[float]:
         async with client_for(app) as c:
             for action, key in script:
                 auth = {"Authorization": f"Bearer {key}"} if key else {}
-                if action == "send":
+                if action in ("send", "refused"):
                     r = await c.post("/v1/completions", headers=auth, json={"prompt": "hello there", "max_tokens": 2})
-                    assert r.status_code == 200, r.text
+                    assert r.status_code == (200 if action == "send" else 401), r.text
                 else:
                     r = await c.get("/metrics", headers=auth)
                     assert r.status_code == 200, r.text
@@ -160,6 +160,16 @@ def test_a_tenant_reads_no_single_request_of_another_from_metrics_while_an_admin
     assert one > 0 and ops2 == 4 * one  # live: every request counts at once (alice 2 + bob 2 by then)
     assert bob0 == bob1 == bob2 == bob3 == 0  # one, then two of alice's (bob's own two do not count)
     assert bob4 == 5 * one  # the third of alice's renews it: the change sums three requests and bob's own
+
+
+def test_requests_refused_before_they_ran_do_not_renew_a_tenants_copy():
+    """Three requests with a wrong key between bob's reads, then one of alice's: were the refused ones counted as
+    others, his copy would renew over alice's single request, and show it alone."""
+    wrong = "nobody-key-0123456789abcdef"
+    script = [("read", BOB), ("refused", wrong), ("refused", wrong), ("refused", wrong), ("send", ALICE),
+              ("read", BOB), ("send", ALICE), ("send", ALICE), ("read", BOB)]
+    before, after_one, after_three = _prompt_tokens(_metrics_app(3, THREE), script)
+    assert before == after_one == 0 and after_three > 0  # renewed over alice's three, not before
 
 
 def test_an_open_metrics_scraper_reads_the_tenants_view_with_several_keys_and_live_with_one():

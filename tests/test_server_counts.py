@@ -98,3 +98,30 @@ def test_a_body_that_trickles_in_is_a_408_and_holds_nothing(monkeypatch):
             answer = sock.recv(65536).decode()
         assert answer.startswith("HTTP/1.1 408") and '"code":"body_timeout"' in answer
         assert wait_until(lambda: app.state.context.active == 0)
+
+
+def test_the_queue_counts_what_the_free_slots_cannot_take_under_fair_share():
+    """Waiting = every request without a slot, less what the free slots take; under max_running_per_identity an
+    identity takes at most its room (requests of a key at its share wait beside free slots)."""
+    import collections
+
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+
+    def waiting(cap, held, queued):
+        adapter = ReferenceServingEngine(FakeEngine(), max_batch_size=4)
+        try:
+            with adapter._cv:
+                adapter._limits["max_running_per_identity"] = cap  # as a server with several keys sets it
+                adapter._running = sum(held.values())
+                adapter._held_slots = collections.Counter(held)
+                adapter._batch_waiting = collections.Counter(queued)
+                return adapter._waiting_now()
+        finally:
+            adapter._closing = True
+            with adapter._cv:
+                adapter._cv.notify()
+
+    assert waiting(None, {"alice": 1}, {"alice": 3}) == 0  # three free slots take all three
+    assert waiting(1, {"alice": 1}, {"alice": 3}) == 3  # alice is at her share: none of hers is taken
+    assert waiting(1, {"alice": 1}, {"alice": 3, "bob": 2}) == 4  # bob's room is one
+    assert waiting(2, {}, {"alice": 3, "bob": 3}) == 2  # four slots, two each

@@ -40,7 +40,7 @@ the EOS the model emits ends the run either way).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional, Sequence
 
@@ -88,7 +88,7 @@ class DraftSpace:
     """The pools of one namespace: what a request of that namespace may draft from, and nothing else.
     A pool added here is scoped like every other; a drafter never sees another namespace's space."""
 
-    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live", "gates", "private")
+    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live", "gates", "gate_users", "private")
 
     def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int],
                  private: bool = False) -> None:
@@ -104,6 +104,7 @@ class DraftSpace:
         self.live = 0  #: requests of this namespace holding a slot
         #: the acceptance-rate gates of its requests' settings, (window, threshold) -> gate, least recently used first
         self.gates: OrderedDict[tuple, SpeculationGate] = OrderedDict()
+        self.gate_users: Counter = Counter()  #: live drafters per gate's settings (their gate is never dropped)
 
     def holds_history(self) -> bool:
         """Whether anything outlives its requests here (retained SA requests, a host-side public pool, a gate that
@@ -164,8 +165,9 @@ class DraftPools:
     def gate(self, config: DraftConfig, namespace: Hashable = GLOBAL_SPACE) -> Optional[SpeculationGate]:
         """The acceptance-rate gate of ``config``'s settings in ``namespace``: the engine's own under ``global``
         (upstream has one per executor), one per namespace otherwise, so that no tenant's poor acceptance turns
-        another's drafting off (None: the config sets no gate). A namespace keeps :data:`MAX_GATES_PER_SPACE`
-        settings' gates, and they go with the namespace's pools.
+        another's drafting off (None: the config sets no gate). A namespace keeps the gates its running requests
+        read, those that closed, and :data:`MAX_GATES_PER_SPACE` settings' in all otherwise; they go with the
+        namespace's pools.
 
             >>> pools = DraftPools()
             >>> config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 2, "max_matching_ngram_size": 2,
@@ -178,7 +180,7 @@ class DraftPools:
         """
         if not config.acceptance_rate_window_size or config.acceptance_rate_threshold is None:
             return None
-        key = (config.acceptance_rate_window_size, config.acceptance_rate_threshold)
+        key = _gate_key(config)
         space = self._spaces.get(namespace)
         if space is None:  # no request of it holds pools: nothing to gate, nothing kept
             return SpeculationGate(*key)
@@ -186,8 +188,9 @@ class DraftPools:
         gate = gates.get(key)
         if gate is None:
             gate = gates[key] = SpeculationGate(*key)
-            while len(gates) > MAX_GATES_PER_SPACE:
-                gates.popitem(last=False)
+            spare = [k for k, g in gates.items() if not space.gate_users[k] and not g.disabled and k != key]
+            for k in spare[:max(0, len(gates) - MAX_GATES_PER_SPACE)]:  # the least recently used open gates no one
+                del gates[k]  # uses; a closed gate or one a running request reads stays
         gates.move_to_end(key)
         return gate
 
@@ -241,6 +244,7 @@ class DraftPools:
                                  max_sequence_length=max_sequence_length, space=space)
         drafter.begin(prompt)
         space.live += 1
+        space.gate_users[_gate_key(config)] += 1
         return drafter
 
     def join(self, key: Hashable, tokens: Sequence[int], namespace: Hashable = GLOBAL_SPACE,
@@ -297,6 +301,7 @@ class DraftPools:
         """Book-keeping once a drafter freed its slot: the retained-token budget, then idle spaces."""
         space = drafter.space
         space.live -= 1
+        space.gate_users[_gate_key(drafter.config)] -= 1
         if space.suffix.is_retained(drafter.key):
             self._retained[(space.namespace, drafter.key)] = len(drafter._tokens)
         host = drafter.host
@@ -318,12 +323,15 @@ class DraftPools:
         for charged in [k for k in self._retained if not self._holds(*k)]:
             del self._retained[charged]  # evicted by its own pool's global_pool_size meanwhile
         while self._retained and sum(self._retained.values()) > self.retained_tokens:
-            (namespace, key), _ = self._retained.popitem(last=False)
+            oversized = next((k for k, n in self._retained.items() if _is_host_key(k[1]) and n > self.retained_tokens),
+                             None)
+            namespace, key = oversized or next(iter(self._retained))  # a pool over the whole budget goes first
+            del self._retained[(namespace, key)]
             space = self._spaces.get(namespace)
             if space is not None:
-                if _is_host_key(key):
-                    space.host.pop(key, None)
-                else:
+                if _is_host_key(key) and key in space.host:
+                    space.host[key].pool.clear()  # emptied where it is: its running requests keep sharing it
+                elif not _is_host_key(key):
                     space.suffix.forget(key)
                 self._settle(space)
 
@@ -351,6 +359,11 @@ def host_pool_key(config: DraftConfig) -> tuple:
     """The settings a host-side pool is shared by (requests with equal ones share it), tagged as a pool's key."""
     return ("host", config.max_draft_len, config.max_matching_ngram_size, config.is_keep_all, config.is_use_oldest,
             config.is_public_pool)
+
+
+def _gate_key(config: DraftConfig) -> tuple:
+    """The settings a namespace's acceptance-rate gate is kept by."""
+    return (config.acceptance_rate_window_size, config.acceptance_rate_threshold)
 
 
 def _is_host_key(key: Hashable) -> bool:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
 
@@ -669,17 +670,16 @@ class Batch:
         return seq_id
 
     def cancel(self, seq_id: int) -> bool:
-        """Drop a waiting or running sequence at once (its slot is freed); False if unknown."""
-        for item in self._waiting:
-            if item.state.seq_id == seq_id:
-                self._waiting.remove(item)
-                self._release(item.state)
-                return True
-        for held in (self._prefilling, self._running):
-            for state in held:
+        """Drop a waiting or running sequence at once (its slot is freed); False if unknown. The last one leaves
+        no text behind (an idle batch runs no step that would free it)."""
+        for queue in (self._waiting, self._prefilling, self._running):
+            for item in queue:
+                state = item.state if queue is self._waiting else item
                 if state.seq_id == seq_id:
-                    held.remove(state)
+                    queue.remove(item)
                     self._release(state)
+                    if not len(self):
+                        self.pools.flush()
                     return True
         return False
 
@@ -758,6 +758,11 @@ class Batch:
             report.prefills += 1
             pending += computed
             self._prefilling.append(state)
+
+    def by_identity(self) -> tuple[Counter, Counter]:
+        """Slots held and sequences waiting, by identity (None: no keys), for the server's queue bound."""
+        held = Counter(state.identity for state in self._running + self._prefilling)
+        return held, Counter(item.state.identity for item in self._waiting)
 
     def _next_turn(self) -> Optional[int]:
         """Which waiting sequence takes the next free slot: that of the identity holding the fewest slots (fair

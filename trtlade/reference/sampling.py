@@ -185,19 +185,28 @@ class KeyedSampler:
         if not (freq or presence):
             return logits
         extras = [Counter(int(t) for t in path) for path in paths]
+        index, counts = self._counted()
         if any(extras):  # a count per row over every token counted so far or on a path
-            ids = sorted(set(self._counts).union(*extras))
-            counts = torch.tensor([[self._counts.get(t, 0) + extra.get(t, 0) for t in ids] for extra in extras],
-                                  dtype=torch.float32)
-            logits[:, torch.tensor(ids, dtype=torch.long)] -= freq * counts + presence * (counts > 0)
+            new = sorted(set().union(*extras).difference(self._counts))
+            if new:
+                index, order = torch.cat([index, torch.tensor(new, dtype=torch.long)]).sort()
+                counts = torch.cat([counts, torch.zeros(len(new))])[order]
+            rows = counts.repeat(len(paths), 1)
+            at = [(row, token, n) for row, extra in enumerate(extras) for token, n in extra.items()]
+            where = (torch.tensor([a[0] for a in at]), torch.searchsorted(index, torch.tensor([a[1] for a in at])))
+            rows.index_put_(where, torch.tensor([float(a[2]) for a in at]), accumulate=True)
+            logits[:, index] -= freq * rows + presence * (rows > 0)
         elif self._counts:
-            if self._count_index is None:
-                ids = sorted(self._counts)
-                self._count_index = (torch.tensor(ids, dtype=torch.long),
-                                     torch.tensor([self._counts[t] for t in ids], dtype=torch.float32))
-            index, counts = self._count_index
             logits[:, index] -= freq * counts + presence
         return logits
+
+    def _counted(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tokens counted so far (ascending) and their counts, as tensors (kept until the next token)."""
+        if self._count_index is None:
+            ids = sorted(self._counts)
+            self._count_index = (torch.tensor(ids, dtype=torch.long),
+                                 torch.tensor([float(self._counts[t]) for t in ids], dtype=torch.float32))
+        return self._count_index
 
 
 def _repeat(values: torch.Tensor, penalty: float) -> torch.Tensor:

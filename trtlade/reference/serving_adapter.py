@@ -69,6 +69,19 @@ class _Job:
     enqueued_at: float  # time.perf_counter() at submit
 
 
+def _identity(request: Any) -> Optional[str]:
+    scope = getattr(request, "cache_scope", None)
+    return scope.identity if scope is not None else None
+
+
+def _by_identity(batch: Any) -> tuple[collections.Counter, collections.Counter]:
+    """A batch's slots held and sequences waiting, by identity (a batch that does not say: every one None's)."""
+    counts = getattr(batch, "by_identity", None)
+    if counts is not None:
+        return counts()
+    return collections.Counter({None: batch.running}), collections.Counter({None: batch.waiting})
+
+
 class ReferenceServingEngine:
     """Serves a :class:`~trtlade.reference.engine.ReferenceEngine` (or anything with ``new_batch``,
     ``spec``, ``default_request_spec``, ``tokenizer``, ``model_id`` and ``max_seq_len``, such as the
@@ -133,10 +146,9 @@ class ReferenceServingEngine:
         self._chores: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []  # run between steps
         self._jobs: dict[int, _Job] = {}  # in the batch (waiting or running), by sequence id
         self._running = 0
-        self._batch_waiting = 0
-        self._admitting = 0  # taken from _pending by the worker, not yet in the batch
-        #: slots no sequence holds, as last counted: the next step fills them from the waiting
-        self._free_slots = int(self._limits["max_batch_size"])
+        self._batch_waiting: collections.Counter = collections.Counter()  # by identity, as last counted
+        self._held_slots: collections.Counter = collections.Counter()  # slots each identity holds, as last counted
+        self._admitting: collections.Counter = collections.Counter()  # taken by the worker, not yet in the batch
         self._closing = False
         self._mean_step_s = 0.05  # running mean of a step's duration, for Retry-After
         self._observer: Optional[Callable[[Any], None]] = None
@@ -260,7 +272,7 @@ class ReferenceServingEngine:
                 if self._closing:
                     break
                 new, self._pending = list(self._pending), collections.deque()
-                self._admitting = len(new)
+                self._admitting = collections.Counter(_identity(job.handle.request) for job in new)
                 cancels, self._cancels = self._cancels, []
                 chores, self._chores = self._chores, []
             for chore, done in chores:
@@ -299,14 +311,19 @@ class ReferenceServingEngine:
         the batch): after every change, a step or not, so that no count outlives what it counted."""
         with self._cv:
             self._running = self._batch.running
-            self._batch_waiting = self._batch.waiting
-            self._free_slots = max(0, int(self._limits["max_batch_size"]) - self._running)
-            self._admitting = 0
+            held, waiting = _by_identity(self._batch)
+            self._held_slots, self._batch_waiting = held, waiting
+            self._admitting = collections.Counter()
 
     def _waiting_now(self) -> int:
         """Requests waiting for a slot (with the lock): submitted, taken by the worker or in the batch's queue,
-        less those the next step admits into free slots."""
-        return max(0, len(self._pending) + self._admitting + self._batch_waiting - self._free_slots)
+        less those the free slots take (each identity at most its share's room, ``max_running_per_identity``)."""
+        waiting = self._batch_waiting + self._admitting + collections.Counter(
+            _identity(job.handle.request) for job in self._pending)
+        slots = max(0, int(self._limits["max_batch_size"]) - self._running)
+        cap = self._limits.get("max_running_per_identity")
+        takes = sum(n if cap is None else min(n, max(0, cap - self._held_slots[who])) for who, n in waiting.items())
+        return sum(waiting.values()) - min(slots, takes)
 
     def _deliver(self, seq_id: int, chunk: Any) -> None:
         """A chunk the batch just produced goes to its request at once (mid-step)."""

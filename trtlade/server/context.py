@@ -117,17 +117,18 @@ class ServerContext:
 
     def arrive(self, identity: Optional[Identity]) -> Callable[[], None]:
         """Count a generation request of ``identity`` (None: no keys, or no valid key) from its arrival, for
-        the schedule's load and the tenants' view of the metrics; returns the (idempotent) call that ends it."""
+        the schedule's load and the tenants' view of the metrics; returns the (idempotent) call that ends it
+        (``refused=True``: it never ran, and does not count toward renewing a tenant's copy of the metrics)."""
         self.active += 1
         end_view = self.tenant_view.begin(identity.name if identity is not None else None)
         ended = False
 
-        def leave() -> None:
+        def leave(refused: bool = False) -> None:
             nonlocal ended
             if not ended:
                 ended = True
                 self.active -= 1
-                end_view()
+                end_view(counted=not refused)
 
         return leave
 

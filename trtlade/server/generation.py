@@ -201,10 +201,11 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     return await collect(request, reply)
 
 
-def _refused(ctx: ServerContext, request: Request, endpoint: str, exc: ApiError, leave: Callable[[], None]) -> Response:
+def _refused(ctx: ServerContext, request: Request, endpoint: str, exc: ApiError,
+             leave: Callable[..., None]) -> Response:
     """The error response of a request refused before it ran, counted and logged."""
     ctx.metrics.finished(endpoint, exc.status)
-    leave()
+    leave(refused=True)  # it ran nothing: a tenant cannot renew its copy of /metrics with requests it sends to fail
     note_access(request, error=exc.code, param=exc.param)
     return error_response(exc)
 

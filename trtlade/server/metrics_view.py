@@ -84,19 +84,21 @@ class TenantView:
 
     def begin(self, who: Optional[str]) -> Callable[[], None]:
         """A request of ``who`` (its identity's name; None: no valid key) arrives; returns the call that
-        ends it (idempotent): it then counts for every copy taken before it arrived."""
+        ends it (idempotent): it then counts for every copy taken before it arrived, unless ended with
+        ``counted=False`` (refused before it ran: it moved nothing but the request count, so it must not help renew
+        a copy, or a tenant could send requests bound to fail between two reads and read one other request alone)."""
         with self._lock:
             number = self._arrivals
             self._arrivals += 1
         ended = False
 
-        def end() -> None:
+        def end(counted: bool = True) -> None:
             nonlocal ended
             with self._lock:
                 if ended:
                     return
                 ended = True
-                for copy in (self._start, *self._copies.values()):
+                for copy in (self._start, *self._copies.values()) if counted else ():
                     if number >= copy.taken:
                         copy.since[who] += 1
         return end
