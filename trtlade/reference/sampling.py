@@ -247,9 +247,10 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Ten
 def _ranked(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` highest probabilities of each row and their ids, by probability descending, then id ascending (a
     canonical order: torch's topk and sort leave equal values in an order of their own)."""
-    values, index = probs.topk(k, dim=-1) if k < probs.shape[-1] else (probs, torch.arange(
-        probs.shape[-1], device=probs.device).expand_as(probs))
+    if k >= probs.shape[-1]:  # the whole row, already in id order: one stable sort
+        ordered, rank = probs.sort(dim=-1, descending=True, stable=True)
+        return ordered, rank
+    values, index = probs.topk(k, dim=-1)
     ids, by_id = index.sort(dim=-1)
-    values = values.gather(-1, by_id)
-    ordered, rank = values.sort(dim=-1, descending=True, stable=True)
+    ordered, rank = values.gather(-1, by_id).sort(dim=-1, descending=True, stable=True)
     return ordered, ids.gather(-1, rank)
