@@ -793,3 +793,27 @@ def test_the_report_takes_its_verdicts_together_and_names_those_that_hold_for_al
         if s.series == "edge" and s.concurrency == 1:
             s.failed = 1
     assert family_verdicts(run)["comparisons"] == 24 - 5  # edge at 1: latencies and summed decode rate not judged
+
+
+def test_the_deadline_of_python_3_10_times_out_and_moves_as_asyncio_timeout_does():
+    """`asyncio.timeout` came in Python 3.11; the project runs on 3.10 too (Ubuntu 22.04): the bench's stand-in is
+    held to the same behaviour here, whatever Python runs the tests."""
+    import asyncio
+    import time
+
+    from trtlade.bench.client import _Deadline
+
+    async def run(delay: float, moved_to: float | None) -> str:
+        try:
+            async with _Deadline(delay) as bound:
+                if moved_to is not None:
+                    bound.reschedule(asyncio.get_running_loop().time() + moved_to)
+                await asyncio.sleep(0.3)
+            return "done"
+        except TimeoutError:
+            return "timed out"
+
+    t0 = time.perf_counter()
+    assert asyncio.run(run(0.05, None)) == "timed out" and time.perf_counter() - t0 < 0.25
+    assert asyncio.run(run(0.05, 1.0)) == "done"  # moved later: the sleep ends first
+    assert asyncio.run(run(5.0, 0.05)) == "timed out"  # moved sooner, as a stream lingering after [DONE]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import sys
 import time
 from typing import Any, Optional
 
@@ -178,6 +179,58 @@ class _StreamState:
             self.fail("protocol", "the response had no events (is it a text/event-stream?)")
 
 
+class _Deadline:
+    """``asyncio.timeout`` for Python 3.10 (it came in 3.11): cancels the task at ``when()``, which
+    ``reschedule`` moves, and turns that cancellation into ``TimeoutError`` on the way out.
+
+    >>> async def late():
+    ...     async with _Deadline(0.01):
+    ...         await asyncio.sleep(1)
+    >>> try:
+    ...     asyncio.run(late())
+    ... except TimeoutError:
+    ...     print("timed out")
+    timed out
+    """
+
+    def __init__(self, delay: Optional[float]) -> None:
+        self._delay = delay
+        self._when: Optional[float] = None
+        self._handle: Optional[asyncio.TimerHandle] = None
+        self._fired = False
+
+    def when(self) -> Optional[float]:
+        return self._when
+
+    def reschedule(self, when: Optional[float]) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._when, self._handle = when, None
+        if when is not None:
+            self._handle = self._loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._fired = True
+        self._task.cancel()
+
+    async def __aenter__(self) -> "_Deadline":
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self.reschedule(None if self._delay is None else self._loop.time() + self._delay)
+        return self
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._fired and kind is asyncio.CancelledError:
+            raise TimeoutError from exc
+        return False
+
+
+#: the whole request's deadline, which a stream that lingers after [DONE] moves sooner
+deadline: Any = getattr(asyncio, "timeout", None) if sys.version_info >= (3, 11) else _Deadline
+
+
 async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                          headers: dict[str, str], record: RequestRecord, *, kind: str,
                          timeout: float) -> RequestRecord:
@@ -190,7 +243,7 @@ async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, An
     decoder = SSEDecoder()
     lingering = False
     try:
-        async with asyncio.timeout(timeout) as bound:
+        async with deadline(timeout) as bound:
             async with client.stream("POST", url, json=body, headers=headers) as resp:
                 record.status = resp.status_code
                 if resp.status_code != 200:
@@ -210,8 +263,8 @@ async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, An
                             # do not wait long for a server that keeps the stream open after [DONE]
                             lingering = True
                             grace = asyncio.get_running_loop().time() + _AFTER_DONE_S
-                            deadline = bound.when()
-                            bound.reschedule(grace if deadline is None else min(deadline, grace))
+                            due = bound.when()
+                            bound.reschedule(grace if due is None else min(due, grace))
     except TimeoutError:
         _failure(state, "timeout", f"no complete response within {timeout:g} s (--timeout)")
     except httpx.TimeoutException as exc:
