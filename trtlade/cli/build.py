@@ -69,22 +69,19 @@ def _load_config_file(path: Path) -> Any:
 
 
 def _config_warnings(doc: Any) -> list[str]:
-    """What ``validate-config`` warns of the config file that the bundle drops or keeps below its aim (a
-    `speculation` key TensorRT-LLM ignores, a (W,N,G) outside the useful range); none without a file, or where
-    the file alone is not a whole config (the plan's own checks said what was wrong)."""
+    """The config file's warnings the bundle would otherwise keep quiet about (:func:`start_warnings`); none without
+    a file, or where the file alone is not a whole config (the plan's own checks said what was wrong)."""
     if doc is None:
         return []
     from pydantic import ValidationError
 
-    from trtlade.config.checks import ignored_speculation_warnings, spec_warnings
+    from trtlade.config.checks import start_warnings
     from trtlade.config.schema import TrtladeConfig
 
     try:
-        cfg = TrtladeConfig.model_validate(doc.data)
+        return start_warnings(doc, TrtladeConfig.model_validate(doc.data))
     except (ValidationError, ValueError):
         return []
-    found = [*spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec")), *ignored_speculation_warnings(doc, cfg)]
-    return [d.format_text() for d in found if d.severity == "warning"]
 
 
 def _locate(where: str, doc: Any) -> str:

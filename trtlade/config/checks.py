@@ -24,7 +24,7 @@ from trtlade.trtllm.releases import (EQUIVALENT_SPECULATION, Release, equivalent
                                      lookahead_refusal_1_3, release_for)
 from trtlade.trtllm.engine_config import EngineConfigError, check_engine, read_engine_config
 
-__all__ = ["check_trtlade", "spec_warnings", "ignored_speculation_warnings",
+__all__ = ["check_trtlade", "spec_warnings", "ignored_speculation_warnings", "start_warnings",
             "engine_diagnostics", "display_path", "BENCH_NAMED_MODES"]
 
 #: bench.modes entries that are not specs.
@@ -53,6 +53,14 @@ def check_trtlade(loaded: LoadedConfig, *, engine_dir: Path | None = None,
     if not any(d.code == "lookahead-variable-swa" for d in engine_found):
         out += _check_sliding_windows(loaded)
     return out
+
+
+def start_warnings(doc: YamlDocument, cfg: TrtladeConfig) -> list[str]:
+    """What ``validate-config`` warns of a config that serving or building it drops or keeps below its aim (a
+    ``speculation`` key TensorRT-LLM ignores, a (W,N,G) outside the useful range), as its lines: said at start by
+    ``serve`` and ``build``, which would otherwise go on without a word."""
+    found = [*spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec")), *ignored_speculation_warnings(doc, cfg)]
+    return [d.format_text() for d in found if d.severity == "warning"]
 
 
 def ignored_speculation_warnings(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:

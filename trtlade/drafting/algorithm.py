@@ -197,8 +197,7 @@ class DraftPools:
     def count(self, config: DraftConfig, accepted: int, drafted: int, namespace: Hashable = GLOBAL_SPACE) -> None:
         """One request's verified drafts this iteration, toward its gate's sample."""
         if self.gate(config, namespace) is not None and drafted > 0:
-            totals = self._step.setdefault((namespace, config.acceptance_rate_window_size,
-                                            config.acceptance_rate_threshold), [0, 0])
+            totals = self._step.setdefault((namespace, *_gate_key(config)), [0, 0])
             totals[0] += accepted
             totals[1] += drafted
 

@@ -168,7 +168,7 @@ class ReferenceServingEngine:
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
                     f"{self._max_queue}); retry later",
                     retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
-            identity = request.cache_scope.identity if request.cache_scope is not None else None
+            identity = _identity(request)
             self._check_share(identity, request)
             request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
             self._held[identity] += 1

@@ -188,15 +188,12 @@ def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[P
 
 
 def _config_warnings(loaded: Any) -> tuple[str, ...]:
-    """The config's warnings that serving it would otherwise keep quiet about: `speculation` keys TensorRT-LLM
-    accepts and drops, a (W,N,G) outside the useful range (as ``validate-config`` says them)."""
+    """The config's warnings that serving it would otherwise keep quiet about (:func:`start_warnings`)."""
     if loaded is None:
         return ()
-    from trtlade.config.checks import ignored_speculation_warnings, spec_warnings
+    from trtlade.config.checks import start_warnings
 
-    doc, cfg = loaded.document, loaded.config
-    found = [*spec_warnings(doc, cfg.lookahead.spec, ("lookahead", "spec")), *ignored_speculation_warnings(doc, cfg)]
-    return tuple(d.format_text() for d in found if d.severity == "warning")
+    return tuple(start_warnings(loaded.document, loaded.config))
 
 
 def _flags_given(flags: ServeFlags) -> list[str]:
