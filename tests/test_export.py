@@ -753,3 +753,20 @@ def test_validate_config_on_a_bundle_folder_checks_its_config_against_its_engine
         assert result.exit_code == 0, result.output
         assert "1 file checked" in result.output and "trtlade.yml" in result.output
         assert "engine" in result.output and "no engine checked" not in result.output
+
+
+def test_k8s_pods_wait_the_servers_shutdown_grace_and_its_margin_before_a_kill(tmp_path):
+    """Kubernetes kills a pod terminationGracePeriodSeconds after SIGTERM: the period covers serve.shutdown_grace_s
+    and what the server takes beyond it (answering the requests its end stopped, closing the engine)."""
+    config = yaml.safe_load(Path("configs/smollm2-cpu.yml").read_text())
+    periods = {}
+    for grace in (None, 0, 300.5):
+        if grace is not None:
+            config.setdefault("serve", {})["shutdown_grace_s"] = grace
+        path = tmp_path / f"c{grace}.yml"
+        path.write_text(yaml.safe_dump(config))
+        result = export("k8s", str(path), "--out", str(tmp_path / f"k{grace}"))
+        assert result.exit_code == 0, result.output
+        pod = _validated(tmp_path / f"k{grace}")["deployment.yml"]["spec"]["template"]["spec"]
+        periods[grace] = pod["terminationGracePeriodSeconds"]
+    assert periods == {None: 70, 0: 40, 300.5: 341}

@@ -334,6 +334,14 @@ class LookaheadSection(_Section):
         return self
 
 
+#: After ``serve.shutdown_grace_s``: seconds for the 503s of the requests its end stopped to be written (uvicorn cancels
+#: what is left then) ...
+ANSWER_MARGIN_S = 5.0
+#: ... and in all, with the engine's close (its worker joined within 30 s), the most ``trtlade serve`` takes beyond its
+#: grace to exit: a supervisor should wait the grace plus this before it kills the process (the k8s export does).
+STOP_MARGIN_S = 40.0
+
+
 class ServeSection(_Section):
     engine: Literal["reference", "trtllm"] = Field("reference", description="Which engine serves.")
     host: str = Field("127.0.0.1", description="Bind address; 127.0.0.1 unless you mean to expose it.")
@@ -357,7 +365,8 @@ class ServeSection(_Section):
         None, ge=1, description="Largest max_tokens accepted (400 beyond); default: the engine's limit.")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
     shutdown_grace_s: float = Field(30.0, ge=0, le=86400, allow_inf_nan=False,
-                                    description="SIGTERM: seconds in-flight requests get to finish (0: none).")
+                                    description="SIGTERM: seconds in-flight requests get to finish (0: none); "
+                                    "those still running then get a 503 `server_stopping`.")
     kv_cache_free_gpu_memory_fraction: Optional[float] = Field(
         None, gt=0, lt=1, description="trtllm engine: KvCacheConfig.free_gpu_memory_fraction, 0 < value < 1 "
         "(TensorRT-LLM's setFreeGpuMemoryFraction refuses 1.0).")

@@ -47,6 +47,7 @@ __all__ = [
     "ServingEngine",
     "GenerationHandle",
     "EngineOverloaded",
+    "ServerStopping",
     "RequestRejected",
     "EngineFailure",
     "LookaheadPolicy",
@@ -78,6 +79,11 @@ class RequestRejected(TrtladeError, ValueError):
 
 class EngineFailure(TrtladeError, RuntimeError):
     """The engine failed while generating this request (-> HTTP 500); the server keeps serving."""
+
+
+class ServerStopping(EngineFailure):
+    """The server stopped before this request finished (-> HTTP 503 ``server_stopping``): still waiting when the
+    engine closed, or still running when the shutdown grace ended."""
 
 
 # ------------------------------------------------------------------------------------------- info
@@ -308,6 +314,18 @@ class GenerationHandle:
         return self._finished.is_set()
 
     # consumer side (event loop) -------------------------------------------------------------
+    def abort(self, error: BaseException) -> None:
+        """End the stream now with ``error`` (raised to the consumer after the chunks already pushed) and stop the
+        producer as :meth:`cancel` does; what the producer pushes or finishes afterwards is dropped. A stream that
+        had ended already is left as it is."""
+        if self._finished.is_set():
+            return
+        self.finish(error)
+        if not self._cancel_event.is_set():
+            self._cancel_event.set()
+            if self._on_cancel is not None:
+                self._on_cancel(self)
+
     def cancel(self) -> None:
         """Stop generating (client went away). Safe to call repeatedly and after the end."""
         if self._cancel_event.is_set():

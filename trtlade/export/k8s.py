@@ -11,6 +11,8 @@ Written (one file each): ``configmap.yml`` (the trtlade config, rewritten for th
 - runs ``trtlade serve --config /etc/trtlade/trtlade.yml`` (under ``mpirun -n tp*pp`` when the
   engine spans several GPUs), asking ``nvidia.com/gpu: tp*pp``;
 - has readiness and liveness probes on ``/health`` and Prometheus scrape annotations for ``/metrics``;
+- gives the pod ``serve.shutdown_grace_s`` + 40 s to stop before Kubernetes kills it
+  (``terminationGracePeriodSeconds``): the grace, the 503s of what it stopped, the engine's close;
 - with a GPU, mounts a memory-backed ``/dev/shm`` (``--shm-size``, default 16Gi): TensorRT-LLM's own containers run
   with ``--ipc host`` (its installation guide, docs/source/installation), where a container runtime's 64 MiB
   ``/dev/shm`` fails NCCL and the MPI workers of a multi-GPU engine;
@@ -26,6 +28,7 @@ Kubernetes schemas in the tests (``kubernetes-validate``).
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ import yaml
 
 from trtlade import __version__
 from trtlade.bundle import CONFIG_FILE, ENGINE_DIR, TRTLLM_SERVE_FILE
+from trtlade.config.schema import STOP_MARGIN_S, ServeSection
 from trtlade.export.common import ExportError
 
 __all__ = ["K8sOptions", "manifests", "pytorch_manifests", "pod_config_text", "config_data"]
@@ -168,7 +172,20 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
         check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
     data = {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}
     return _files(opts, serve=serve, check=check, data=data, gpus=world_size if has_engine else 0, scrape=True,
-                  env=_key_env(config, opts))
+                  env=_key_env(config, opts), stop_s=_stop_within(config))
+
+
+def _stop_within(config: dict[str, Any]) -> int:
+    """Kubernetes' ``terminationGracePeriodSeconds`` for ``trtlade serve``: its ``serve.shutdown_grace_s`` and what
+    it takes beyond that to answer the requests the grace stopped and close the engine, whole seconds; a shorter
+    period would SIGKILL the server while requests are still finishing in their grace.
+
+    >>> _stop_within({}), _stop_within({"serve": {"shutdown_grace_s": 300.5}})
+    (70, 341)
+    """
+    serve = config.get("serve") if isinstance(config.get("serve"), dict) else {}
+    grace = serve.get("shutdown_grace_s", ServeSection.model_fields["shutdown_grace_s"].default)
+    return math.ceil(float(grace) + STOP_MARGIN_S)
 
 
 #: the entry of the ``--api-key-secret`` Secret that holds the key
@@ -212,12 +229,13 @@ def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size:
 
 def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[str, str], gpus: int, scrape: bool,
            extra_mounts: Optional[list[dict[str, Any]]] = None, env: Optional[list[dict[str, Any]]] = None,
-           gate_gpus: bool = False) -> dict[str, str]:
+           gate_gpus: bool = False, stop_s: int = 60) -> dict[str, str]:
     """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate. ``gate_gpus``: the
     gate imports TensorRT-LLM (``--upstream require``), whose import may need the GPU driver that a container gets
     only with a GPU: it asks for the server's GPUs too (an init container runs before the server, and the kubelet
     hands its devices on to it, ``devicesToReuse`` in kubernetes' ``pkg/kubelet/cm/devicemanager/manager.go``; a
-    pod's request is the larger of its init containers' and its containers' sum: it asks for no more GPUs)."""
+    pod's request is the larger of its init containers' and its containers' sum: it asks for no more GPUs). ``stop_s``:
+    the pod's ``terminationGracePeriodSeconds``."""
     labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
     cm_name = f"{opts.name}-config"
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
@@ -249,7 +267,7 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
                                         **({"resources": {"limits": {"nvidia.com/gpu": gpus}}}
                                            if gate_gpus and gpus else {})}],
                     "containers": [container],
-                    "terminationGracePeriodSeconds": 60,
+                    "terminationGracePeriodSeconds": stop_s,
                     "volumes": volumes,
                 },
             },

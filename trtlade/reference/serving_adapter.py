@@ -30,6 +30,7 @@ from trtlade.contract.serving import (
     EngineOverloaded,
     GenerationHandle,
     LookaheadPolicy,
+    ServerStopping,
     RequestRejected,
     fair_share,
     prompt_limit,
@@ -248,7 +249,7 @@ class ReferenceServingEngine:
             self._pending.clear()
             self._cv.notify_all()
         for job in pending:
-            job.handle.finish(EngineFailure("the server is shutting down"))
+            job.handle.finish(ServerStopping("the server is shutting down"))
         await asyncio.to_thread(self._thread.join, 30.0)
 
     # ------------------------------------------------------------------------------- worker
@@ -290,7 +291,7 @@ class ReferenceServingEngine:
         for _, done in chores:
             done.set_exception(EngineFailure("the server is shutting down"))
         for job in list(self._jobs.values()):  # closing: whatever still runs is cancelled
-            job.handle.finish(EngineFailure("the server is shutting down"))
+            job.handle.finish(ServerStopping("the server is shutting down"))
         self._batch.close()
 
     def _admit(self, jobs: list[_Job]) -> None:

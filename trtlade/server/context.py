@@ -12,6 +12,7 @@ import functools
 import json
 import logging
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
@@ -19,7 +20,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from trtlade.contract.protocol import CacheScope
-from trtlade.contract.serving import FairShare, ServingEngine
+from trtlade.contract.serving import FairShare, GenerationHandle, ServerStopping, ServingEngine
 from trtlade.server.errors import ApiError
 from trtlade.server.identity import Identity, KeyRing
 from trtlade.server.metrics import ServerMetrics
@@ -113,7 +114,24 @@ class ServerContext:
     ignored_seen: set[str] = field(default_factory=set)
     #: generation requests from their arrival to their end (what a schedule band is keyed by)
     active: int = 0
+    #: the generations admitted and not yet answered (what :meth:`stop_in_flight` ends)
+    in_flight: "weakref.WeakSet[GenerationHandle]" = field(default_factory=weakref.WeakSet)
     _ledger: Optional[ShareLedger] = None
+
+    def stop_in_flight(self, grace_s: float) -> int:
+        """End every generation still running when the shutdown grace of ``grace_s`` ended: each request is answered
+        a 503 ``server_stopping`` (a stream: its error event and ``[DONE]``) and its engine work stops; returns
+        how many generations it ended."""
+        handles = [h for h in list(self.in_flight) if not h.finished]
+        for handle in handles:
+            handle.abort(ServerStopping(
+                f"the server is stopping: this request was still running when its shutdown grace "
+                f"(serve.shutdown_grace_s = {grace_s:g} s) ended; send it again (to another replica, or once "
+                "this one is back)"))
+        if handles:
+            log.warning("shutdown grace (%g s) over: %d generation(s) still running were ended with a 503",
+                        grace_s, len(handles))
+        return len(handles)
 
     def arrive(self, identity: Optional[Identity]) -> Callable[[], None]:
         """Count a generation request of ``identity`` (None: no keys, or no valid key) from its arrival, for

@@ -24,7 +24,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from trtlade.contract.protocol import StepChunk
-from trtlade.contract.serving import EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected
+from trtlade.contract.serving import (EngineFailure, EngineOverloaded, GenerationHandle, RequestRejected,
+                                      ServerStopping)
 from trtlade.server.admission import (
     Kind,
     PreparedRequest,
@@ -188,7 +189,8 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     except BaseException:
         leave()
         raise
-    leave = _both(leave, release)
+    ctx.in_flight.update(handles)
+    leave = _both(leave, _both(release, lambda: ctx.in_flight.difference_update(handles)))
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
     for handle in handles:
         ctx.metrics.admitted(handle.request)
@@ -251,6 +253,8 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind, identity: Opti
 def _engine_error(exc: Exception) -> ApiError:
     if isinstance(exc, RequestRejected):
         return ApiError.bad_request(exc.message, param=exc.param)
+    if isinstance(exc, ServerStopping):
+        return ApiError(503, exc.message, code="server_stopping", headers={"Retry-After": "5"})
     return ApiError.engine_failure(str(exc))
 
 

@@ -1,8 +1,9 @@
 """Run a :class:`~trtlade.server.plan.ServePlan`: build the engine factory, start uvicorn, stop cleanly.
 
 SIGTERM (and Ctrl-C): uvicorn stops accepting connections, waits up to ``serve.shutdown_grace_s`` for
-in-flight requests (streams included) to finish, then the app cancels what is left, closes the engine
-and the process exits 0. If the engine fails to load, the server stops and the process exits 1.
+in-flight requests (streams included) to finish; what still runs then is answered a 503 ``server_stopping``
+(a stream: its error event and ``[DONE]``) within ``ANSWER_MARGIN_S``, the engine closes and the process
+exits 0. If the engine fails to load, the server stops and the process exits 1.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from trtlade.config.schema import ANSWER_MARGIN_S
 from trtlade.contract.serving import FairShare, fair_share
 from trtlade.errors import TrtladeError, redacted_argv
 from trtlade.server.plan import ServePlan
 
-__all__ = ["engine_factory", "serve_app", "run_plan", "check_listen", "ServeError"]
+__all__ = ["engine_factory", "serve_app", "make_server", "run_plan", "check_listen", "ServeError"]
 
 log = logging.getLogger("trtlade.server")
 
@@ -233,13 +235,7 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
               ready: Optional[threading.Event] = None, stack: Optional[dict[str, str]] = None) -> int:
     """Run ``app`` with uvicorn until SIGTERM/SIGINT (exit code 0) or an engine load failure (1), on
     ``stack`` (default :func:`http_stack`)."""
-    import uvicorn
-
-    stack = stack or http_stack()
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", loop=stack["loop"],
-                            http=stack["http"], timeout_graceful_shutdown=grace_s,
-                            access_log=False)
-    server = uvicorn.Server(config)
+    server = make_server(app, host, port, grace_s=grace_s, log_level=log_level, stack=stack)
     failed = threading.Event()
 
     def on_load_failed(_exc: BaseException) -> None:
@@ -257,6 +253,34 @@ def serve_app(app: Any, host: str, port: int, *, grace_s: float, log_level: str 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 1 if failed.is_set() else 0
+
+
+def make_server(app: Any, host: str, port: int, *, grace_s: float, log_level: str = "info",
+                stack: Optional[dict[str, str]] = None) -> Any:
+    """The uvicorn server of ``app``: at shutdown, requests get ``grace_s`` to finish; then the app's
+    ``stop_in_flight`` answers those still running (a 503 each), and uvicorn cancels only what is left
+    ``ANSWER_MARGIN_S`` (config/schema.py) later."""
+    import uvicorn
+
+    stack = stack or http_stack()
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", loop=stack["loop"],
+                            http=stack["http"], timeout_graceful_shutdown=grace_s + ANSWER_MARGIN_S,
+                            access_log=False)
+    context = getattr(app.state, "context", None)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            import asyncio
+
+            timer = asyncio.get_running_loop().call_later(grace_s, context.stop_in_flight, grace_s) \
+                if context is not None else None
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    return Server(config)
 
 
 def check_listen(host: str, port: int) -> None:

@@ -67,6 +67,7 @@ from trtlade.contract.serving import (
     GenerationHandle,
     LookaheadPolicy,
     RequestRejected,
+    ServerStopping,
     prompt_limit,
 )
 from trtlade.contract.text import OutputText, eos_token_ids
@@ -431,7 +432,7 @@ class TrtllmEngine:
             jobs = list(self._jobs.values())
             self._jobs.clear()
         for job in jobs:
-            job.handle.finish(EngineFailure("the server is shutting down"))
+            job.handle.finish(ServerStopping("the server is shutting down"))
         await asyncio.to_thread(self._thread.join, 10.0)
         try:
             self._executor.shutdown()

@@ -40,7 +40,8 @@ from typing import Any, Mapping, Optional
 
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk
 from trtlade.contract.serving import (EngineFailure, EngineInfo, EngineLimits, EngineOverloaded, GenerationHandle,
-                                      LookaheadPolicy, RequestRejected, prompt_limit)
+                                      LookaheadPolicy, RequestRejected, ServerStopping,
+                                      prompt_limit)
 from trtlade.contract.text import OutputText, eos_token_ids
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError
@@ -293,7 +294,7 @@ class TrtllmLlmEngine:
     async def aclose(self) -> None:
         self._closing = True
         for job in list(self._jobs):
-            job.handle.finish(EngineFailure("the server is shutting down"))
+            job.handle.finish(ServerStopping("the server is shutting down"))
             if job.task is not None:
                 job.task.cancel()
         self._jobs.clear()
