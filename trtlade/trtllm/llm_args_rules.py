@@ -163,8 +163,24 @@ def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tup
             continue
         entry = fields.get(key)
         sub = _model_of(table, entry["type"], value) if entry else None
-        if sub is not None and isinstance(value, dict):
+        if sub is None:
+            continue
+        container = _container(entry["type"])
+        if container == "dict" and isinstance(value, dict):  # {name: block}: each block at its name
+            for name, item in value.items():
+                yield from _models_in(table, sub, item, loc + (key, name))
+        elif container == "list" and isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from _models_in(table, sub, item, loc + (key, index))
+        elif container is None:
             yield from _models_in(table, sub, value, loc + (key,))
+
+
+def _container(typ: dict) -> Optional[str]:
+    """``"dict"`` or ``"list"`` where a field holds its models in one (under ``Optional``), else None."""
+    while typ["kind"] == "optional":
+        typ = typ["of"]
+    return typ["kind"] if typ["kind"] in ("dict", "list") else None
 
 
 def _int(value: Any) -> Optional[int]:
@@ -998,6 +1014,8 @@ WITHOUT_A_RULE = {
     ("BaseLlmArgs", "validate_parallel_config"): (LINE_1_3, "MoE sizes None -> -1; builds the private "
                                                             "_ParallelConfig"),
     ("TorchLlmArgs", "normalize_max_stats_len"): (LINE_1_3, "0 -> 1 (below -1 the field's bound refuses)"),
+    ("BaseLlmArgs", "validate_gpus_per_node"): (LINE_1_3, "fills in the host's GPU count (or Ray's world size) where "
+                                                          "none is given; refuses nothing"),
     ("TorchLlmArgs", "normalize_disabled_mm_encoder_cache"): (LINE_1_3, "no encoder cache where the encoder is off"),
     ("TorchLlmArgs", "warn_non_pytorch_checkpoint_io_policy_fallback"): (
         LINE_1_3, "warns for a backend other than pytorch, which TorchLlmArgs' backend cannot be"),
@@ -1181,3 +1199,6 @@ def _prepare_nested(table: Any, root: str, key: str, value: Any) -> tuple[Any, l
         value[inner], found = _prepare_nested(table, cls, inner, item)
         notes += [((key,) + loc, msg, hint, severity) for loc, msg, hint, severity in found]
     return value, notes
+
+
+from trtlade.trtllm import llm_args_rules_runtime  # noqa: E402,F401 - registers its rules (it imports this module)
