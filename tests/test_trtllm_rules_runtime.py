@@ -57,6 +57,16 @@ RAY = "orchestrator_type: ray\n"
     ("moe_config: {load_balancer: {num_slots: 8, slots: 4}}\n", "moe_config.load_balancer"),
     ("moe_config: {load_balancer: {num_slots: eight}}\n", "moe_config.load_balancer"),
     ("moe_config: {load_balancer: {initial_global_assignments: {0: 1}}}\n", "moe_config.load_balancer"),
+    ("moe_config: {load_balancer: ''}\n", "moe_config.load_balancer"),        # no path exists on any host
+    ("multimodal_config: {encoder_cuda_graph: {vision: {buckets: [['2', '4']]}}}\n",     # read as numbers
+     "multimodal_config.encoder_cuda_graph.vision.buckets.0"),
+    ("multimodal_config: {encoder_cuda_graph: {vision: {buckets: [[true, 2]]}}}\n",
+     "multimodal_config.encoder_cuda_graph.vision.buckets.0"),
+    (RAY + "ray_placement_config: {per_worker_gpu_share: '2'}\n", "ray_placement_config.per_worker_gpu_share"),
+    (RAY + "ray_placement_config: {per_worker_gpu_share: false}\n", "ray_placement_config.per_worker_gpu_share"),
+    (RAY + "ray_placement_config: {per_worker_gpu_share: .nan}\n", "ray_placement_config.per_worker_gpu_share"),
+    ("max_batch_size: null\nspeculative_config: {decoding_type: SA, max_draft_len: 4, enable_global_pool: true, "
+     "global_pool_size: 100}\n", "speculative_config.global_pool_size"),        # null is 2048 again
 ])
 def test_what_upstream_refuses_is_refused_at_its_key(text, path):
     assert path in errors(text), said(text)
@@ -89,10 +99,11 @@ def test_what_upstream_accepts_passes(text):
     ("lora_config: {}\n", "lora_config"),                                # every module expected
     ("enable_lora: true\nlora_config: {lora_dir: [/a]}\n", "enable_lora"),
     ("kv_cache_config: {dtype: float16}\n", "kv_cache_config.dtype"),
-    ("use_cute_dsl_bf16_gemm: true\n", "use_cute_dsl_bf16_gemm"),        # refused below SM 100
     ("mx_config: {server_url: 'http://mx:8001'}\n", "mx_config.server_url"),   # ignored without checkpoint_format MX
     ("sleep_config: {restore_modes: {model_weights: CPU}}\n", "sleep_config.restore_modes"),   # kv_cache not NONE
     ("moe_config: {load_balancer: /no/such/balancer.yaml}\n", "moe_config.load_balancer"),
+    ("moe_config: {load_balancer: /}\n", "moe_config.load_balancer"),                 # a folder
+    ("kv_connector_config: {connector: lmcach}\n", "kv_connector_config.connector"),   # no such preset known
     (RAY + "ray_placement_config: {placement_groups: [], placement_bundle_indices: []}\n",
      "ray_placement_config.placement_groups"),
     ("speculative_config: {decoding_type: PARD, max_draft_len: 4, max_total_draft_tokens: 8, speculative_model: /d}\n",
@@ -113,6 +124,10 @@ def test_what_upstream_changes_or_only_logs_is_a_warning_at_its_key(text, path):
 ])
 def test_nothing_to_say_where_nothing_changes(text):
     assert said(text) == []
+
+
+def test_what_only_the_servers_gpu_decides_is_a_note():
+    assert said("use_cute_dsl_bf16_gemm: true\n") == [("info", "use_cute_dsl_bf16_gemm")]   # refused below SM 100
 
 
 def test_a_load_balancer_file_found_here_is_read_as_the_server_reads_it(tmp_path, monkeypatch):
@@ -136,3 +151,10 @@ def test_every_validator_of_the_newest_line_is_reproduced_and_what_is_left_is_sa
     assert all(covered.values()), sorted(k for k, done in covered.items() if not done)
     for key, (releases, why) in IN_PART.items():
         assert key in covered and why, key
+
+
+def test_a_key_in_a_block_held_by_name_is_refused_naming_its_class():
+    text = "multimodal_config: {encoder_cuda_graph: {vision: {buckets: [[8, 2]], foo: 1}}}\n"
+    found = check_llm_args(parse_yaml(text, "f.yml"), NEWEST)
+    assert [(d.path, d.message.split(" of ")[0]) for d in found] == [
+        ("multimodal_config.encoder_cuda_graph.vision.foo", "unknown key 'foo': MultimodalEncoderCudaGraphConfig")]

@@ -438,16 +438,26 @@ def model_at(table: SchemaTable, root: str, path: tuple, data: Any = None) -> Op
     file's mapping, picks the member of a discriminated union by its tag."""
     cls: Optional[str] = root
     node = data
+    keyed = False  # the part before named a field holding its models by name ({name: block})
     for part in path:
         node = node.get(part) if isinstance(node, dict) else (node[part] if isinstance(node, list) and isinstance(
             part, int) and 0 <= part < len(node) else None)
         if cls is None:
             return None
-        if isinstance(part, int):
+        if isinstance(part, int) or keyed:
+            keyed = False
             continue
         entry = table.models.fields(cls).get(part)
         cls = _model_of(table, entry["type"], node) if entry else None
+        keyed = entry is not None and container_of(entry["type"]) == "dict"
     return cls
+
+
+def container_of(typ: dict) -> Optional[str]:
+    """``"dict"`` or ``"list"`` where a field holds its values in one (under ``Optional``), else None."""
+    while typ["kind"] == "optional":
+        typ = typ["of"]
+    return typ["kind"] if typ["kind"] in ("dict", "list") else None
 
 
 def _model_of(table: SchemaTable, typ: dict, value: Any = None) -> Optional[str]:

@@ -122,14 +122,15 @@ def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -
 #: The blocks ``update_llm_args_with_extra_dict`` builds from a trtllm-serve file before any validator runs, as
 #: ``Class(**value)`` (``speculative_config`` and ``build_config`` on 1.1 and 1.2rc0 through ``from_dict``): its
 #: ``field_mapping`` at llm_args.py@fe8770fb and @7b437aaa, in the late-2025 1.2 copy, and @a1a20970 (telemetry_config
-#: left out: a1a20970 drops a non-mapping one when the command line set it). Keyed by the table's version.
+#: left out: a1a20970 drops a non-mapping one when the command line set it; multimodal_config too: it reads a null one
+#: as {}). Keyed by the table's version.
 _MAPPED_BLOCKS = {
     "1.1.0": ("quant_config", "calib_config", "build_config", "decoding_config", "enable_build_cache",
               "speculative_config", "lora_config", "moe_config", "attention_dp_config"),
     "1.2.0": ("quant_config", "calib_config", "build_config", "decoding_config", "enable_build_cache", "lora_config",
               "moe_config", "nvfp4_gemm_config", "attention_dp_config", "kv_cache_config"),
     "1.3.0rc0": ("quant_config", "calib_config", "decoding_config", "lora_config", "moe_config", "nvfp4_gemm_config",
-                 "attention_dp_config", "reorder_policy_config", "kv_cache_config", "dwdp_config", "multimodal_config"),
+                 "attention_dp_config", "reorder_policy_config", "kv_cache_config", "dwdp_config"),
 }
 _MAPPED_BLOCKS["1.2.0rc0"] = _MAPPED_BLOCKS["1.1.0"]
 
@@ -149,7 +150,7 @@ def _empty_blocks(data: dict, version: str) -> Iterator[tuple[str, str, str]]:
 
 def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tuple[str, tuple, dict]]:
     """``(class, loc, block)`` of every model-typed mapping in the file, the root first."""
-    from trtlade.trtllm.llm_args_check import _model_of
+    from trtlade.trtllm.llm_args_check import _model_of, container_of
 
     if not isinstance(data, dict):
         return
@@ -165,7 +166,7 @@ def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tup
         sub = _model_of(table, entry["type"], value) if entry else None
         if sub is None:
             continue
-        container = _container(entry["type"])
+        container = container_of(entry["type"])
         if container == "dict" and isinstance(value, dict):  # {name: block}: each block at its name
             for name, item in value.items():
                 yield from _models_in(table, sub, item, loc + (key, name))
@@ -174,13 +175,6 @@ def _models_in(table: Any, cls: str, data: Any, loc: tuple = ()) -> Iterator[tup
                 yield from _models_in(table, sub, item, loc + (key, index))
         elif container is None:
             yield from _models_in(table, sub, value, loc + (key,))
-
-
-def _container(typ: dict) -> Optional[str]:
-    """``"dict"`` or ``"list"`` where a field holds its models in one (under ``Optional``), else None."""
-    while typ["kind"] == "optional":
-        typ = typ["of"]
-    return typ["kind"] if typ["kind"] in ("dict", "list") else None
 
 
 def _int(value: Any) -> Optional[int]:
@@ -339,7 +333,8 @@ def _speculation_root(block: dict, ctx: Context) -> Iterator[Finding]:
             "drop use_rejection_sampling (where it is not supported it is off unless set)"
     if kind == "SA" and spec.get("global_pool_size") is not None:
         pool = _int(spec.get("global_pool_size"))
-        batch = _int(block.get("max_batch_size", ctx.max_batch_size))
+        given = block.get("max_batch_size")  # null is the default again (normalize_optional_fields_to_defaults)
+        batch = _int(given if given is not None else ctx.max_batch_size)
         if pool is not None and batch is not None and pool < batch:
             yield where + ("global_pool_size",), f"global_pool_size ({pool}) must be >= max_batch_size ({batch})", \
                 f"global_pool_size: {batch} or more (or lower max_batch_size)"
@@ -1014,8 +1009,8 @@ WITHOUT_A_RULE = {
     ("BaseLlmArgs", "validate_parallel_config"): (LINE_1_3, "MoE sizes None -> -1; builds the private "
                                                             "_ParallelConfig"),
     ("TorchLlmArgs", "normalize_max_stats_len"): (LINE_1_3, "0 -> 1 (below -1 the field's bound refuses)"),
-    ("BaseLlmArgs", "validate_gpus_per_node"): (LINE_1_3, "fills in the host's GPU count (or Ray's world size) where "
-                                                          "none is given; refuses nothing"),
+    ("BaseLlmArgs", "validate_gpus_per_node"): (LINE_1_3, "fills in the host's GPU count where none is given (under "
+                                                          "Ray, tensor_parallel_size, given or not); refuses nothing"),
     ("TorchLlmArgs", "normalize_disabled_mm_encoder_cache"): (LINE_1_3, "no encoder cache where the encoder is off"),
     ("TorchLlmArgs", "warn_non_pytorch_checkpoint_io_policy_fallback"): (
         LINE_1_3, "warns for a backend other than pytorch, which TorchLlmArgs' backend cannot be"),

@@ -23,7 +23,7 @@ Worked example (a YAML file cannot carry a Ray ``PlacementGroup``, so upstream r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from trtlade.trtllm.llm_args_rules import LINE_1_3, Context, Finding, _bool, _int, rule
 
@@ -36,13 +36,16 @@ IN_PART = {
     ("BaseLlmArgs", "validate_lora_config_consistency"): (
         LINE_1_3, "LoraConfig's own defaults, in another upstream file: only the values a file gives are read"),
     ("KvCacheConnectorConfig", "_resolve_preset"): (
-        LINE_1_3, "whether `connector` names a preset: the connectors' registry is another upstream file"),
+        LINE_1_3, "whether `connector` names a preset: the connectors' registry is another upstream file (a name "
+        "outside the three known is a warning)"),
     ("RayPlacementConfig", "validate_ray_placement"): (
         LINE_1_3, "empty placement lists, refused only where Ray is not installed: a warning"),
     ("TorchLlmArgs", "validate_load_balancer"): (
         LINE_1_3, "a load balancer file as the server finds it: it is read from the current folder here, from the "
         "server's there"),
-    ("TorchLlmArgs", "validate_cute_dsl_bf16"): (LINE_1_3, "the GPU's SM, read at start: a warning"),
+    ("TorchLlmArgs", "validate_cute_dsl_bf16"): (
+        LINE_1_3, "the GPU's SM, read at start (a note), and the flags it turns on with pipeline_parallel_size > 1 "
+        "on SM100/SM103"),
     ("TorchLlmArgs", "validate_mx_config"): (LINE_1_3, "MODEL_EXPRESS_URL in the server's environment"),
 }
 
@@ -50,8 +53,20 @@ IN_PART = {
 RESTORE_MODES = ("NONE", "MEMSET", "CPU", "PINNED")
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _float(value: Any) -> Optional[float]:
+    """A float as pydantic's lax mode reads one (``"2"``, ``false``, ``"nan"``), else None.
+
+    >>> [_float(v) for v in ("2", " 0.5 ", False, "nan", 1, "two", None)]
+    [2.0, 0.5, 0.0, nan, 1.0, None, None]
+    """
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 # ------------------------------------------------------------------------------------------ the root
@@ -111,12 +126,14 @@ def _kv_quant_sync(block: dict, ctx: Context) -> Iterator[Finding]:
             "quantization is left as the checkpoint says"), "auto, fp8, fp8_ds_mla or nvfp4 set it"
 
 
-@rule("TorchLlmArgs", "validate_cute_dsl_bf16", severity="warning", releases=LINE_1_3)
+@rule("TorchLlmArgs", "validate_cute_dsl_bf16", severity="info", releases=LINE_1_3)
 def _cute_dsl(block: dict, ctx: Context) -> Iterator[Finding]:
-    for name in ("use_cute_dsl_bf16_bmm", "use_cute_dsl_bf16_gemm"):
+    flags = ("use_cute_dsl_bf16_bmm", "use_cute_dsl_bf16_gemm")
+    for name in flags:
         if _bool(block.get(name, False)):
             yield (name,), (f"{name} is only supported on SM >= 100 (Blackwell or newer): the server refuses to "
                             "start on an older GPU"), f"serve on a Blackwell GPU, or drop {name}"
+
 
 
 @rule("TorchLlmArgs", "validate_mx_config", severity="warning", releases=LINE_1_3)
@@ -144,20 +161,21 @@ def _load_balancer(block: dict, ctx: Context) -> Iterator[Finding]:
         why = _balancer_problem(value)
         if why:
             yield where, f"Failed to load MoE load balancer config: {value} ({why})", _BALANCER_HINT
-    elif isinstance(value, str):
-        path = Path(value)
-        if path.is_file():
-            yield from _balancer_file(path, where)
+    elif value == "":
+        yield where, "MoE load balancer config file not found: '' (an empty path)", _BALANCER_HINT
+    elif isinstance(value, str) and Path(value).is_file():
+        yield from _balancer_file(Path(value), where)
 
 
 @rule("TorchLlmArgs", "validate_load_balancer", severity="warning", releases=LINE_1_3)
 def _load_balancer_elsewhere(block: dict, ctx: Context) -> Iterator[Finding]:
     moe = block.get("moe_config")
     value = moe.get("load_balancer") if isinstance(moe, dict) else None
-    if isinstance(value, str) and not Path(value).is_file():
+    if isinstance(value, str) and value and not Path(value).is_file():
+        what = "is a folder here" if Path(value).is_dir() else "is not found from here"
         yield ("moe_config", "load_balancer"), (
-            f"MoE load balancer config file {value!r} is not found from here: the server reads it at start and "
-            "refuses to start where it is missing"), "check the path where the server runs (relative to its folder)"
+            f"MoE load balancer config file {value!r} {what}: the server reads it at start and refuses to start "
+            "where it is not a file"), "check the path where the server runs (relative to its folder)"
 
 
 _BALANCER_HINT = "a mapping of num_slots (int), initial_global_assignments ({layer: [slots]}), layer_updates_per_iter"
@@ -206,7 +224,8 @@ def _calibration_file(block: dict, ctx: Context) -> Iterator[Finding]:
 def _encoder_buckets(block: dict, ctx: Context) -> Iterator[Finding]:
     buckets = block.get("buckets")
     for i, pair in enumerate(buckets if isinstance(buckets, list) else ()):
-        if isinstance(pair, list) and len(pair) == 2 and all(_number(x) for x in pair) and pair[0] < pair[1]:
+        tokens, contexts = (_int(x) for x in pair) if isinstance(pair, list) and len(pair) == 2 else (None, None)
+        if tokens is not None and contexts is not None and tokens < contexts:  # as pydantic reads them ("8", true)
             yield ("buckets", i), "`buckets` entries must have total_tokens >= num_contexts.", \
                 f"[total_tokens, num_contexts]: {pair} has fewer tokens than contexts"
             return
@@ -226,6 +245,20 @@ def _connector(block: dict, ctx: Context) -> Iterator[Finding]:
             return
 
 
+#: the presets upstream's connectors registry is known to hold (``connectors/registry.py``, another file; llm_args.py
+#: @a1a20970 names these three in its telemetry)
+KNOWN_CONNECTORS = ("lmcache", "lmcache-mp", "kvbm")
+
+
+@rule("KvCacheConnectorConfig", "_resolve_preset", severity="warning", releases=LINE_1_3)
+def _connector_preset(block: dict, ctx: Context) -> Iterator[Finding]:
+    name = block.get("connector")
+    if name is not None and name not in KNOWN_CONNECTORS:
+        yield ("connector",), (f"connector {name!r} is not a preset this release is known to have "
+                               f"({', '.join(KNOWN_CONNECTORS)}): the server refuses an unknown one"), \
+            "a preset's name, or connector_module with both classes"
+
+
 @rule("RayPlacementConfig", "validate_ray_placement", releases=LINE_1_3)
 def _ray_groups(block: dict, ctx: Context) -> Iterator[Finding]:
     groups, indices = block.get("placement_groups"), block.get("placement_bundle_indices")
@@ -241,8 +274,8 @@ def _ray_groups(block: dict, ctx: Context) -> Iterator[Finding]:
                                       f"{_python_type(groups[0])}: a file cannot hold one (where Ray is not installed, "
                                       "'Ray must be installed to use `placement_groups`')"), \
             "place the workers from Python (LLM(ray_placement_config=...)), or drop placement_groups"
-    share = block.get("per_worker_gpu_share")
-    if _number(share) and not 0 < share <= 1.0:
+    share = _float(block.get("per_worker_gpu_share"))
+    if share is not None and not 0 < share <= 1.0:  # nan too
         yield ("per_worker_gpu_share",), f"per_worker_gpu_share must be between 0 and 1.0, got {share}", \
             "allowed: 0 < per_worker_gpu_share <= 1"
 
