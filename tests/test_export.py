@@ -770,3 +770,45 @@ def test_k8s_pods_wait_the_servers_shutdown_grace_and_its_margin_before_a_kill(t
         pod = _validated(tmp_path / f"k{grace}")["deployment.yml"]["spec"]["template"]["spec"]
         periods[grace] = pod["terminationGracePeriodSeconds"]
     assert periods == {None: 70, 0: 40, 300.5: 341}
+
+
+def test_an_engine_pod_reads_its_tokenizer_not_the_export_machines_model_folder(tmp_path):
+    """`trtlade build` writes the model's absolute folder into the bundle's config: the pod does not have it, and
+    serve refuses a model.path that is not a folder. The engine holds the weights: the pod's config leaves it out."""
+    bundle = make_bundle(tmp_path / "qwen3")
+    result = export("k8s", str(bundle), "--out", str(tmp_path / "k8s"), "--tokenizer", "/bundle/tokenizer")
+    assert result.exit_code == 0, result.output
+    pod = yaml.safe_load(_validated(tmp_path / "k8s")["configmap.yml"]["data"]["trtlade.yml"])
+    assert "path" not in pod["model"] and pod["model"]["tokenizer"] == "/bundle/tokenizer"
+    assert "is left out of the pod: the engine holds the weights" in " ".join(result.output.split())
+
+
+def test_a_pod_of_the_embedded_model_asks_for_no_claim_and_one_that_reads_the_claim_does(tmp_path):
+    embedded = export("k8s", "configs/smollm2-cpu.yml", "--out", str(tmp_path / "a"))
+    assert embedded.exit_code == 0, embedded.output
+    pod = _validated(tmp_path / "a")["deployment.yml"]["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["config"]
+    assert all(m["name"] != "bundle" for c in pod["containers"] + pod["initContainers"] for m in c["volumeMounts"])
+    cfg = tmp_path / "own.yml"
+    cfg.write_text("model: {path: /bundle/smollm2}\nlookahead: {spec: '2,4,2'}\n")
+    own = export("k8s", str(cfg), "--out", str(tmp_path / "b"))
+    assert own.exit_code == 0, own.output
+    pod = _validated(tmp_path / "b")["deployment.yml"]["spec"]["template"]["spec"]
+    assert {"name": "bundle", "persistentVolumeClaim": {"claimName": "trtlade-bundles", "readOnly": True}} in \
+        pod["volumes"]
+
+
+def test_a_reference_pod_whose_model_folder_is_off_the_claim_is_refused_whatever_the_tokenizer(tmp_path):
+    cfg = tmp_path / "ref.yml"
+    cfg.write_text("model: {path: /home/me/smollm2}\nlookahead: {spec: '2,4,2'}\n")
+    result = export("k8s", str(cfg), "--out", str(tmp_path / "k"), "--tokenizer", "/bundle/tokenizer")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "model.path /home/me/smollm2 is not under /bundle" in said
+
+
+def test_an_api_key_variable_kubernetes_refuses_is_refused_at_export(tmp_path):
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {api_key_env: 'MY KEY=1'}\n")
+    result = export("k8s", str(cfg), "--out", str(tmp_path / "k"), "--api-key-secret", "svc-key")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "is not a name Kubernetes accepts for an environment variable" in said

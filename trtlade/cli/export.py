@@ -242,7 +242,8 @@ def k8s(
         write_tree(out, files, force=force)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
-    for note in _pod_serve_notes(config, pod_config_text(files)) + _pod_key_notes(config, opts):
+    for note in _pod_serve_notes(config, pod_config_text(files)) + _pod_model_notes(config, pod_config_text(files)) \
+            + _pod_key_notes(config, opts):
         err_console.print(f"note: {note}", markup=False, highlight=False)
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
@@ -258,13 +259,17 @@ def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> No
     from trtlade.export.k8s import BUNDLE_MOUNT
 
     model = (yaml.safe_load(pod_text) or {}).get("model") or {}
-    folder = model.get("tokenizer") or model.get("path")
-    if folder and not str(folder).startswith(f"{BUNDLE_MOUNT}/"):
-        key = "--tokenizer" if tokenizer else ("model.tokenizer" if model.get("tokenizer") else "model.path")
-        raise ExportError(f"{key} {folder} is not under {BUNDLE_MOUNT}, the only folder of the claim the pod sees: "
-                          "serve would not find the tokenizer there", f"put the model's Hugging Face folder (its "
-                          f"tokenizer files) on the claim and pass --tokenizer {BUNDLE_MOUNT}/<its folder> (the bundle "
-                          "is mounted whole from --bundle-subpath)", where="--tokenizer")
+    for name in ("tokenizer", "path"):  # every folder serve reads in the pod (an engine's pod reads no model.path)
+        folder = model.get(name)
+        if folder and not str(folder).startswith(f"{BUNDLE_MOUNT}/"):
+            key = "--tokenizer" if name == "tokenizer" and tokenizer else f"model.{name}"
+            what = "the tokenizer" if name == "tokenizer" or not model.get("tokenizer") else "the model"
+            raise ExportError(f"{key} {folder} is not under {BUNDLE_MOUNT}, the only folder of the claim the pod "
+                              f"sees: serve would not find {what} there", f"put the model's Hugging Face folder on "
+                              f"the claim and pass --tokenizer {BUNDLE_MOUNT}/<its folder> (the bundle is mounted "
+                              "whole from --bundle-subpath)" if what == "the tokenizer" else
+                              f"put the model's folder on the claim and point model.path at {BUNDLE_MOUNT}/<its "
+                              "folder> in the config", where="--tokenizer" if key == "--tokenizer" else key)
 
 
 def _pod_serve_notes(source: dict, pod_text: str) -> list[str]:
@@ -278,6 +283,18 @@ def _pod_serve_notes(source: dict, pod_text: str) -> list[str]:
     return [f"serve.{key} {given[key]} is {pod.get(key)} in the pod ({why[key]})"
             for key in ("port", "host") if key in given and given[key] != pod.get(key)]
 
+
+
+def _pod_model_notes(source: dict, pod_text: str) -> list[str]:
+    """A model.path the pod does not read (an engine's pod reads its tokenizer alone), said."""
+    import yaml
+
+    given = source.get("model") if isinstance(source.get("model"), dict) else {}
+    pod = (yaml.safe_load(pod_text) or {}).get("model") or {}
+    if given.get("path") and "path" not in pod:
+        return [f"model.path {given['path']} is left out of the pod: the engine holds the weights, and serve reads the "
+                f"tokenizer from {pod.get('tokenizer')}"]
+    return []
 
 
 def _pod_key_notes(source: dict, opts: Any) -> list[str]:

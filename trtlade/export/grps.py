@@ -14,9 +14,9 @@ Read from grps_trtllm's sources at the commit that adds lookahead (NetEase-Media
 - ``src/utils.cc``: a request's end id is the tokenizer's ``end_token_id``, null without it, so a chat
   model would run to max_tokens.
 
-grps_trtllm builds on TensorRT-LLM 0.16.0 (its README: "supports up to v0.16.0"; ``docker/Dockerfile``: the
-``trtllm0.16.0`` image, at dea3898 as at fb941b5), and a TensorRT engine loads only under the release that built it,
-so an engine of another release is refused (:data:`GRPS_TRTLLM`).
+grps_trtllm builds on TensorRT-LLM 0.16.0 (its README: ``trtllm0.16.0`` images, its trtllm dependency at the 0.16.0
+release; ``docker/Dockerfile``: the ``trtllm0.16.0`` image, at dea3898 as at fb941b5), and a TensorRT engine loads
+only under the release that built it, so an engine of another release is refused (:data:`GRPS_TRTLLM`).
 
 grps_trtllm never passes a per-request lookahead config, so every request runs with the bundle's (W,N,G),
 and a schedule in the bundle's config cannot apply there (the export says so in the file). The output is

@@ -4,8 +4,9 @@
 Written (one file each): ``configmap.yml`` (the trtlade config, rewritten for the pod's paths),
 ``deployment.yml``, ``service.yml``, and with ``--hpa-max-replicas`` ``hpa.yml``. The Deployment:
 
-- mounts the bundle read-only from a PersistentVolumeClaim at ``/bundle`` and the config at
-  ``/etc/trtlade``;
+- mounts the bundle read-only from a PersistentVolumeClaim at ``/bundle`` (a config that reads nothing from it,
+  the embedded default's, gets no claim) and the config at ``/etc/trtlade``; an engine's pod reads the tokenizer
+  (``--tokenizer``) and not ``model.path``;
 - runs an init container ``trtlade validate-config /etc/trtlade/trtlade.yml --engine-dir
   /bundle/engine``: a pod whose engine does not match the config never starts serving;
 - runs ``trtlade serve --config /etc/trtlade/trtlade.yml`` (under ``mpirun -n tp*pp`` when the
@@ -157,6 +158,8 @@ def _pod_config(config: dict[str, Any], opts: K8sOptions, has_engine: bool) -> d
     model = out.setdefault("model", {})
     if opts.tokenizer:
         model["tokenizer"] = opts.tokenizer
+    if has_engine and model.get("tokenizer"):
+        model.pop("path", None)  # the engine holds the weights: serve reads the tokenizer alone
     if opts.api_key_secret is not None and "metrics_without_key" not in serve:
         serve["metrics_without_key"] = True  # Prometheus and the autoscaler scrape /metrics without the key
     return out
@@ -170,9 +173,21 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
     check = ["trtlade", "validate-config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
     if has_engine:
         check += ["--engine-dir", f"{BUNDLE_MOUNT}/{ENGINE_DIR}"]
-    data = {CONFIG_FILE: yaml.safe_dump(_pod_config(config, opts, has_engine), sort_keys=False)}
+    pod = _pod_config(config, opts, has_engine)
+    data = {CONFIG_FILE: yaml.safe_dump(pod, sort_keys=False)}
     return _files(opts, serve=serve, check=check, data=data, gpus=world_size if has_engine else 0, scrape=True,
-                  env=_key_env(config, opts), stop_s=_stop_within(config))
+                  env=_key_env(config, opts), stop_s=_stop_within(config), claim=has_engine or _reads_claim(pod))
+
+
+def _reads_claim(pod: dict[str, Any]) -> bool:
+    """Whether the pod's config names a folder on the claim (a config of the embedded default names none: no claim,
+    or a pod without one would never be scheduled).
+
+    >>> _reads_claim({"model": {}}), _reads_claim({"model": {"path": "/bundle/smollm2"}})
+    (False, True)
+    """
+    model = pod.get("model") if isinstance(pod.get("model"), dict) else {}
+    return any(str(model.get(key) or "").startswith(f"{BUNDLE_MOUNT}/") for key in ("path", "tokenizer"))
 
 
 def _stop_within(config: dict[str, Any]) -> int:
@@ -204,6 +219,10 @@ def _key_env(config: dict[str, Any], opts: K8sOptions) -> list[dict[str, Any]]:
         raise ExportError("--api-key-secret: the config's serve.api_key_env is null, so serve reads no key from the "
                           "environment", "set serve.api_key_env (default TRTLADE_API_KEY), or drop --api-key-secret",
                           where="--api-key-secret")
+    if not re.fullmatch(r"[-._a-zA-Z][-._a-zA-Z0-9]*", str(variable)):  # apimachinery's IsEnvVarName
+        raise ExportError(f"serve.api_key_env {variable!r} is not a name Kubernetes accepts for an environment "
+                          "variable (letters, digits, '_', '-', '.', not starting with a digit)",
+                          "rename it, e.g. TRTLADE_API_KEY", where="serve.api_key_env")
     return [{"name": variable, "valueFrom": {"secretKeyRef": {"name": opts.api_key_secret, "key": SECRET_KEY}}}]
 
 
@@ -229,18 +248,19 @@ def pytorch_manifests(serve_config_text: str, *, model_subpath: str, world_size:
 
 def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[str, str], gpus: int, scrape: bool,
            extra_mounts: Optional[list[dict[str, Any]]] = None, env: Optional[list[dict[str, Any]]] = None,
-           gate_gpus: bool = False, stop_s: int = 60) -> dict[str, str]:
+           gate_gpus: bool = False, stop_s: int = 60, claim: bool = True) -> dict[str, str]:
     """Deployment, Service, ConfigMap (and HPA) around one serving container and its init gate. ``gate_gpus``: the
     gate imports TensorRT-LLM (``--upstream require``), whose import may need the GPU driver that a container gets
     only with a GPU: it asks for the server's GPUs too (an init container runs before the server, and the kubelet
     hands its devices on to it, ``devicesToReuse`` in kubernetes' ``pkg/kubelet/cm/devicemanager/manager.go``; a
     pod's request is the larger of its init containers' and its containers' sum: it asks for no more GPUs). ``stop_s``:
-    the pod's ``terminationGracePeriodSeconds``."""
+    the pod's ``terminationGracePeriodSeconds``; ``claim``: whether the pod mounts the claim at /bundle."""
     labels = {"app.kubernetes.io/name": "trtlade", "app.kubernetes.io/instance": opts.name}
     cm_name = f"{opts.name}-config"
     mounts = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-              {"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
-               **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}, *(extra_mounts or [])]
+              *([{"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
+                  **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}] if claim else []),
+              *(extra_mounts or [])]
     resources = _resources(opts, gpus)
     serve_mounts, volumes = _volumes(opts, cm_name, mounts, gpus)
     probe = {"httpGet": {"path": "/health", "port": "http"}}
@@ -297,7 +317,8 @@ def _volumes(opts: K8sOptions, cm_name: str, mounts: list[dict[str, Any]],
     """The serving container's mounts and the pod's volumes: the config, the claim, and with a GPU a
     memory-backed /dev/shm of ``opts.shm_size`` (none for 0)."""
     volumes = [{"name": "config", "configMap": {"name": cm_name}},
-               {"name": "bundle", "persistentVolumeClaim": {"claimName": opts.pvc, "readOnly": True}}]
+               *([{"name": "bundle", "persistentVolumeClaim": {"claimName": opts.pvc, "readOnly": True}}]
+                 if any(m["name"] == "bundle" for m in mounts) else [])]
     if not (gpus and _nonzero(opts.shm_size)):
         return list(mounts), volumes
     shm = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": opts.shm_size}}
