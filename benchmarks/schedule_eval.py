@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 from pathlib import Path
 
@@ -36,7 +35,7 @@ def main() -> None:
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.launch import launched_server
-    from trtlade.bench.noise import margin as margin_of, pooled, verdict
+    from trtlade.bench.noise import geometric_mean, margin as margin_of, pooled, verdict
     from trtlade.bench.plan import BenchPlan, Endpoint, Mode, Series, Target
     from trtlade.bench.runner import run_plan
     from trtlade.cli.bench import preflight_servers
@@ -63,13 +62,13 @@ def main() -> None:
                 ratios[level].append(got[args.mode] / got["ar"])
                 print(f"repeat {repeat + 1} concurrency {level}: ar {got['ar']:.1f} tok/s, {args.mode} "
                       f"{got[args.mode]:.1f} tok/s, ratio {ratios[level][-1]:.3f}", flush=True)
-    print(f"\n| concurrency | {args.mode} / ar, mean | min | max | within noise | verdict |"
+    print(f"\n| concurrency | {args.mode} / ar, geometric mean | min | max | within noise | verdict |"
           "\n|---:|---:|---:|---:|---:|---|")
     for level in levels:
         r = ratios[level]
-        mean = statistics.fmean(r)
+        mean = geometric_mean(r)
         margin = margin_of(r, pooled([r]))  # one mode per level: its own repeats' spread
-        band = f"1 ± {margin:.3f}" if margin is not None else "? (one repeat)"
+        band = f"1 ± {margin:.3f}" if margin is not None else "? (one repeat)"  # on the change's side
         print(f"| {level} | {mean:.3f} | {min(r):.3f} | {max(r):.3f} | {band} | {verdict(mean, margin)} |")
 
 

@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from trtlade.bench.noise import Noise, margin, pooled, verdict
+from trtlade.bench.noise import Noise, geometric_mean, margin, pooled, verdict
 from trtlade.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
@@ -183,7 +183,7 @@ class ModeResult:
             "speedup_vs_greedy": round(self.speedup(greedy), 4) if ours else None,
             "speedup_vs_greedy_per_repeat": [round(r, 4) for r in ratios],
             "speedup_vs_greedy_margin": round(m, 4) if m is not None else None,
-            "speedup_vs_greedy_verdict": (verdict(statistics.fmean(ratios), m) if ratios and self is not greedy
+            "speedup_vs_greedy_verdict": (verdict(geometric_mean(ratios), m) if ratios and self is not greedy
                                           else None),
             "identity_vs_greedy": round(self.identity, 4),
             "identical_prefix_share": round(self.identical_prefix_tokens / self.greedy_tokens, 4)

@@ -2,23 +2,29 @@
 
 Every comparison is paired: in each repeat, the modes run the same prompts back to back at the same
 level (interleaved, the order rotated each repeat), so the ratio ``x / baseline`` of one repeat
-compares like with like. A cell (mode, level) has k such ratios. Its **margin** is how far from 1 its
-mean must be to be a real difference: the half-width of the two-sided 95% Student t interval of that
-mean, ``t(0.975, dof) * sd / sqrt(k)`` (:func:`margin`), where ``sd`` is the larger of
+compares like with like. A cell (mode, level) has k such ratios, judged on the log scale, where a ratio and
+its inverse are the same distance from 1 and a run's noise is a share of its throughput: its **change** is the
+geometric mean of its ratios, and its **margin** how far from 1 that must be to be a real difference, the
+half-width of the two-sided 95% Student t interval of the mean log ratio, ``t(0.975, dof) * sd / sqrt(k)``
+(:func:`margin`), put back on the ratio scale on the change's side. ``sd`` and ``dof`` are
 
-- the level's **pooled** standard deviation of the ratios of every compared mode at that level, and
-- the cell's **own** standard deviation, so that a mode whose repeats scattered more than its
-  neighbours' is not judged by their steadiness,
+- the level's **pooled** noise (:func:`pooled`): the runs of every mode compared at the level, the baseline's
+  among them, read as one randomized block design (modes by repeats, each repeat a block), so that the
+  baseline's run, which every ratio of a repeat shares, is counted once; with its (modes - 1)(repeats - 1)
+  degrees of freedom, or
+- the cell's **own** standard deviation of its log ratios with its k - 1 degrees of freedom, where it is the
+  larger: a mode whose repeats scattered more than its neighbours' is judged on its own scatter alone.
 
-and ``dof`` the level's pooled degrees of freedom: modes measured at one load share most of their noise, and
-the pooled degrees of freedom buy the power to see a change in few repeats. The trade, simulated (four modes,
-three repeats, each ratio's noise 5%): a mode equal to its baseline is called different in about 4% of runs
-where the modes' noise is alike, and in about 13% where the judged mode's noise is three times the others';
-a real 10% change is seen in 78% of runs (45% had each cell been judged on its own k - 1 degrees of freedom;
-at two repeats, ``trtlade tune``'s default, 48% against 17%).
+The rule, simulated (four modes and the baseline, three repeats, each run's throughput with 3.5% noise of its
+own, so a ratio's about 5%; tests/test_bench_report.py): a mode equal to its baseline is called different in
+about 3% of runs where every run's noise is alike, 6-7% where the judged mode's or the baseline's noise is three
+times the others'; a real 10% change is seen in about 54% of runs. Judging the ratios' plain mean at the pooled
+degrees of freedom whichever sd is larger, each mode's ratios pooled as if they shared no baseline, would see 75%
+of those changes but call the noisier modes different in 11-13% of runs.
 
 A cell with fewer than two ratios (one repeat, or a repeat whose baseline failed) has no margin: its
-verdict is **one sample**. A chooser that takes the best of several candidates (``trtlade tune``) asks
+verdict is **one sample**. A run whose throughput is 0 (every request failed) has no ratio: the report
+counts its failures. A chooser that takes the best of several candidates (``trtlade tune``) asks
 each for ``comparisons`` times the confidence (Bonferroni), so that the best of six equal candidates
 does not clear the bar by luck.
 
@@ -28,11 +34,12 @@ Worked example: a mode 20% faster in three repeats, another that is the baseline
     >>> same = speedup([100, 104, 98], [103, 99, 100])
     >>> level = pooled([fast.ratios, same.ratios])
     >>> round(level.sd, 4), level.dof
-    (0.0325, 4)
-    >>> m_fast, m_same = margin(fast.ratios, level), margin(same.ratios, level)
-    >>> round(m_fast, 4), round(m_same, 4)    # t(0.975, 4) = 2.776 times the pooled sd; same's own is larger
-    (0.052, 0.0683)
-    >>> verdict(fast.mean, m_fast), verdict(same.mean, m_same)
+    (0.0312, 4)
+    >>> round(fast.mean, 4), round(margin(fast.ratios, level), 4)  # the pooled sd, t(0.975, 4) = 2.776
+    (1.2022, 0.0513)
+    >>> round(same.mean, 4), round(margin(same.ratios, level), 4)  # its own sd, larger, t(0.975, 2) = 4.303
+    (1.0002, 0.1129)
+    >>> verdict(fast.mean, margin(fast.ratios, level)), verdict(same.mean, margin(same.ratios, level))
     ('faster', 'within noise')
     >>> verdict(1.2, margin([1.2], level))
     'one sample'
@@ -45,22 +52,33 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-__all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "t_quantile", "margin", "unpaired", "verdict",
-           "spread"]
+__all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "combined", "geometric_mean", "t_quantile",
+           "margin", "difference_margin", "unpaired", "verdict", "spread"]
 
 #: The two-sided confidence a change must have to be called higher or lower.
 CONFIDENCE = 0.95
 
 
+def geometric_mean(ratios: Sequence[float]) -> float:
+    """The mean of ``ratios`` on the log scale (nan without any, or with one that is not positive).
+
+    >>> geometric_mean([1.25, 0.8]), round(geometric_mean([1.1, 1.2, 1.3]), 4)
+    (1.0, 1.1972)
+    """
+    if not ratios or min(ratios) <= 0:
+        return float("nan")
+    return math.exp(statistics.fmean(math.log(r) for r in ratios))
+
+
 @dataclass(frozen=True)
 class Speedup:
-    """Paired ratios ``x / baseline`` of one cell, one per repeat, and their mean, min and max."""
+    """Paired ratios ``x / baseline`` of one cell, one per repeat, and their geometric mean, min and max."""
 
     ratios: tuple[float, ...]
 
     @property
     def mean(self) -> float:
-        return statistics.fmean(self.ratios) if self.ratios else float("nan")
+        return geometric_mean(self.ratios)
 
     @property
     def lo(self) -> float:
@@ -73,33 +91,58 @@ class Speedup:
 
 @dataclass(frozen=True)
 class Noise:
-    """A standard deviation of paired ratios and its degrees of freedom (0: nothing measured it)."""
+    """The standard deviation of one repeat's log ratio and its degrees of freedom (0: nothing measured it)."""
 
     sd: float
     dof: int
 
 
 def speedup(baseline: Sequence[Optional[float]], values: Sequence[Optional[float]]) -> Speedup:
-    """Pair repeat i of ``values`` with repeat i of ``baseline`` (repeats missing on either side,
-    or a zero baseline, are left out)."""
-    return Speedup(tuple(v / b for b, v in zip(baseline, values) if b and v is not None))
+    """Pair repeat i of ``values`` with repeat i of ``baseline`` (repeats missing or 0 on either side are left
+    out: a throughput of 0 is a run whose every request failed)."""
+    return Speedup(tuple(v / b for b, v in zip(baseline, values) if b and v))
 
 
 def pooled(groups: Iterable[Sequence[float]]) -> Noise:
-    """Pooled sample standard deviation of several groups, with its degrees of freedom (the sum of each
-    group's size less one; groups of one value add nothing).
+    """The noise of a log ratio at one level, from its cells' paired ratios (each in repeat order). The cells
+    measured in every repeat (as many ratios as the most, all positive) and the baseline are read as one
+    randomized block design on log throughput, modes by repeats: its residual variance ``s2`` has (modes - 1)
+    (repeats - 1) degrees of freedom, modes counting the baseline, and a log ratio, the difference of two
+    modes' runs, has variance ``2 s2``. Cells with fewer repeats are judged on their own (:func:`margin`).
 
-    >>> pooled([[1.0, 1.2], [2.0, 2.2, 2.4]]), pooled([[1.0]])
-    (Noise(sd=0.18257418583505533, dof=3), Noise(sd=0.0, dof=0))
+    One mode against the baseline: its log ratios' own standard deviation. Two modes whose runs move together,
+    as they do when the baseline's run was the odd one: little noise, the baseline's shared part counted once.
+
+    >>> one = pooled([[1.1, 1.2, 1.3]])
+    >>> round(one.sd, 4), one.dof, round(statistics.stdev(math.log(r) for r in (1.1, 1.2, 1.3)), 4)
+    (0.0836, 2, 0.0836)
+    >>> pooled([[1.1, 1.2, 1.3], [1.0, 1.09, 1.18]]).dof, pooled([[1.0]])
+    (4, Noise(sd=0.0, dof=0))
     """
-    num, dof = 0.0, 0
-    for values in groups:
-        values = list(values)
-        if len(values) >= 2:
-            mean = statistics.fmean(values)
-            num += sum((v - mean) ** 2 for v in values)
-            dof += len(values) - 1
-    return Noise(math.sqrt(num / dof) if dof else 0.0, dof)
+    rows = [[math.log(r) for r in g] for g in (list(g) for g in groups) if len(g) >= 2 and min(g) > 0]
+    k = max((len(r) for r in rows), default=0)
+    rows = [r for r in rows if len(r) == k]
+    if not rows:
+        return Noise(0.0, 0)
+    rows.append([0.0] * k)  # the baseline: its own log ratio, 0 in every repeat
+    grand = statistics.fmean(v for r in rows for v in r)
+    row_means = [statistics.fmean(r) for r in rows]
+    col_means = [statistics.fmean(r[i] for r in rows) for i in range(k)]
+    residual = sum((r[i] - rm - col_means[i] + grand) ** 2 for r, rm in zip(rows, row_means) for i in range(k))
+    dof = (len(rows) - 1) * (k - 1)
+    return Noise(math.sqrt(2 * residual / dof), dof)
+
+
+def combined(levels: Iterable[Noise]) -> Noise:
+    """Several levels' noise as one (their variances weighted by their degrees of freedom).
+
+    >>> noise = combined([Noise(0.02, 4), Noise(0.04, 4), Noise(0.0, 0)])
+    >>> round(noise.sd, 4), noise.dof
+    (0.0316, 8)
+    """
+    levels = [n for n in levels if n.dof]
+    dof = sum(n.dof for n in levels)
+    return Noise(math.sqrt(sum(n.sd ** 2 * n.dof for n in levels) / dof), dof) if dof else Noise(0.0, 0)
 
 
 def _two_sided_cdf(theta: float, dof: int) -> float:
@@ -140,27 +183,48 @@ def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
 
 
 def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optional[float]:
-    """How far from 1 the mean of ``ratios`` must be to be real: ``t * sd / sqrt(k)`` with ``sd`` the larger of
-    the level's pooled noise and the cell's own, ``t`` the Student t quantile at the level's degrees of freedom
-    (at least the cell's own) and at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni). None
-    with fewer than two ratios: nothing measured the noise.
+    """How far from 1 the geometric mean of ``ratios`` must be to be real: ``t * sd / sqrt(k)`` on the log scale,
+    with ``sd`` and ``t``'s degrees of freedom the level's pooled noise, or the cell's own (k - 1 degrees of
+    freedom) where that is larger, at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni); given
+    back on the ratio scale on the side of the change (``exp(h) - 1`` above 1, ``1 - exp(-h)`` below), so that
+    the change is beyond it exactly when its verdict is. None with fewer than two ratios: nothing measured the
+    noise.
 
     >>> level = Noise(sd=0.02, dof=8)
     >>> round(margin([1.10, 1.12, 1.11], level), 4)   # steadier than the level: the level's sd, t(0.975, 8)
-    0.0266
-    >>> round(margin([1.00, 1.30, 1.15], level), 4)   # more scattered: its own sd, still t(0.975, 8)
-    0.1997
+    0.027
+    >>> round(margin([1.00, 1.30, 1.15], level), 4)   # more scattered: its own sd, t(0.975, 2)
+    0.3856
+    >>> round(margin([0.90, 0.89, 0.91], level), 4)   # a slowdown: the interval's lower side
+    0.0263
     >>> round(margin([1.10, 1.12, 1.11], level, comparisons=6), 4)   # the best of six: t(1 - 0.025/6, 8)
-    0.0402
+    0.041
     >>> margin([1.2], level) is None
     True
     """
     k = len(ratios)
+    if k < 2 or min(ratios) <= 0:
+        return None
+    confidence = 1 - (1 - CONFIDENCE) / max(1, comparisons)
+    logs = [math.log(r) for r in ratios]
+    own = statistics.stdev(logs)
+    sd, dof = (own, k - 1) if own > level.sd or not level.dof else (level.sd, level.dof)
+    half = t_quantile(dof, confidence) * sd / math.sqrt(k)
+    return math.expm1(half) if statistics.fmean(logs) >= 0 else -math.expm1(-half)
+
+
+def difference_margin(differences: Sequence[float], comparisons: int = 1) -> Optional[float]:
+    """The half-width of the 95% Student t interval of the mean of paired ``differences`` (one per repeat), on their
+    own k - 1 degrees of freedom; None with fewer than two.
+
+    >>> round(difference_margin([0.02, -0.01, 0.04]), 4)   # t(0.975, 2) = 4.303 times sd / sqrt(3)
+    0.0625
+    """
+    k = len(differences)
     if k < 2:
         return None
     confidence = 1 - (1 - CONFIDENCE) / max(1, comparisons)
-    sd = max(statistics.stdev(ratios), level.sd)
-    return t_quantile(max(level.dof, k - 1), confidence) * sd / math.sqrt(k)
+    return t_quantile(k - 1, confidence) * statistics.stdev(differences) / math.sqrt(k)
 
 
 def unpaired(baseline: Sequence[float], values: Sequence[float]) -> tuple[float, Optional[float]]:

@@ -32,7 +32,8 @@ from trtlade.errors import TrtladeError
 from trtlade.files import UserFileError, read_user_text
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
-from trtlade.bench.noise import CONFIDENCE, Noise, Speedup, margin, pooled, speedup, spread, unpaired, verdict
+from trtlade.bench.noise import (CONFIDENCE, Noise, Speedup, difference_margin, margin, pooled, speedup, spread,
+                                 unpaired, verdict)
 from trtlade.bench.records import RequestRecord
 
 __all__ = [
@@ -259,8 +260,9 @@ def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -
         m is None for m in margins.values()) else ""
     return (f"{repeats} repeats, interleaved. A change is real (higher / lower) only beyond its ± margin (% of the "
             f"baseline): "
-            f"the 95% Student t interval of the mean paired ratio, from the larger of the repeat-to-repeat noise "
-            f"pooled over the modes at its level and its own; otherwise it is within noise.{single}")
+            f"the 95% Student t interval of the mean paired log ratio (the change is the ratios' geometric mean), "
+            f"from the repeat-to-repeat noise of the level's runs (modes by repeats, the baseline's run counted "
+            f"once) or, where larger, the cell's own; otherwise it is within noise.{single}")
 
 
 def comparison_table(levels: Sequence[int], rows: Sequence[Row], *, decimals: int = 1,
@@ -587,11 +589,11 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
     ...     return LevelSummary.model_construct(series=series, concurrency=c, repeat=r, output_throughput=tok_s)
     >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "sa", "auto")]
     >>> cells = [cell("ar", 1, r, 100.0) for r in (0, 1)] + [cell("sa", 1, 0, 120.0), cell("sa", 1, 1, 116.0),
-    ...          cell("auto", 1, 0, 118.0), cell("auto", 1, 1, 112.0)]
+    ...          cell("auto", 1, 0, 118.0), cell("auto", 1, 1, 113.0)]
     >>> run = RunSummary(run_id="r", created="", series=info, levels=[1], summaries=cells)
     >>> [(x["best"], round(x["best_pct"], 1), round(x["default_pct"], 1), round(x["gap_points"], 1), x["met"])
     ...  for x in default_vs_best_fixed(run)]
-    [('sa', 18.0, 15.0, -3.0, True)]
+    [('sa', 18.0, 15.5, -2.5, True)]
     """
     if not run.series or run.series[0].mode != "ar":
         return []
@@ -600,7 +602,6 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
     if len(defaults) != 1 or not fixed:
         return []
     ratios, margins = run.speedups("output_throughput")
-    noise = run.level_noise(ratios)
     out = []
     for level in run.levels:
         mine = ratios.get((defaults[0], level))
@@ -609,15 +610,23 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
         if mine is None or not mine.ratios or not others:
             continue
         best, theirs = max(others, key=lambda item: item[1].mean)
-        gaps = [100 * (a - b) for a, b in zip(mine.ratios, theirs.ratios)]
+        gaps = _paired_gaps(run, level, defaults[0], best)
         gap = 100 * (mine.mean - theirs.mean)
         row = {"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
                "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
                "noise_pct": _pct(margins.get((defaults[0], level))),
-               "gap_noise_pct": _pct(margin([g / 100 for g in gaps], noise[level])), "samples": len(gaps),
+               "gap_noise_pct": _pct(difference_margin([g / 100 for g in gaps])), "samples": len(gaps),
                "met": gap >= -DEFAULT_AIM_POINTS - 1e-9 and 100 * (mine.mean - 1) >= -DEFAULT_AIM_POINTS - 1e-9}
         out.append({**row, "beyond_noise": _aim_beyond_noise(row)})
     return out
+
+
+def _paired_gaps(run: "RunSummary", level: int, mine: str, theirs: str) -> list[float]:
+    """Per repeat where both ran: the points between two series' changes against the baseline's run of that repeat."""
+    field = "output_throughput"
+    series = (run.series[0].label, mine, theirs)
+    return [100 * (a - b) / base for base, a, b in zip(*(run.values(name, level, field) for name in series))
+            if base and a and b]
 
 
 def _aim_beyond_noise(x: dict[str, Any]) -> Optional[bool]:

@@ -19,7 +19,7 @@ Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faste
     ...         Run(ar, 8, 1, 104.0, 300, 80), Run(la, 8, 1, 104.0, 300, 80)]
     >>> t = tabulate(runs)
     >>> round(t.noise.sd, 4), t.noise.dof
-    (0.0111, 2)
+    (0.0107, 2)
     >>> [(c.concurrency, str(c.spec), round(c.speedup, 3)) for c in choose(t)]
     [(1, '2,2,1', 1.205), (8, '1,1,0', 1.0)]
     >>> str(schedule_of(choose(t)))
@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from trtlade.bench.noise import CONFIDENCE, Noise, margin, pooled
+from trtlade.bench.noise import CONFIDENCE, Noise, combined, geometric_mean, margin, pooled
 from trtlade.schedule import LookaheadSchedule, bands_in_order
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 from trtlade.tune.candidates import Candidate, Drafter
@@ -85,7 +85,8 @@ class Cell:
 
     @property
     def speedup(self) -> float:
-        return statistics.fmean(self.ratios) if self.ratios else float("nan")
+        """The geometric mean of the paired ratios (:func:`~trtlade.bench.noise.geometric_mean`)."""
+        return geometric_mean(self.ratios)
 
     @property
     def ttft(self) -> Optional[float]:
@@ -154,7 +155,7 @@ def tabulate(runs: Iterable[Run]) -> Table:
     # a cell whose requests failed is never chosen, and its collapsed runs are not the level's noise
     compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE and not c.failed]
     by_level = {level: pooled(c.ratios for c in compared if c.concurrency == level) for level in levels}
-    return Table(cells, specs, sorted(levels), repeats, pooled(c.ratios for c in compared), by_level)
+    return Table(cells, specs, sorted(levels), repeats, combined(by_level.values()), by_level)
 
 
 @dataclass(frozen=True)
