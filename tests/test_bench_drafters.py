@@ -108,6 +108,12 @@ def test_a_short_bench_of_every_drafter_against_a_tiny_model_server(tmp_path: Pa
     assert all(a["identical"] == a["compared"] > 0 for a in summary["output_agreement"].values())
     md = (folder / "summary.md").read_text()
     assert "## Tokens per step" in md and "By prompt category" in md
+    assert "## Engine steps" in md  # the server's own step counters, read around each level
+    levels = [s for s in summary["summaries"] if s["series"] in ("ar", "2-4-2")]
+    assert levels and all(s["engine_steps"] > 0 and s["engine_step_ms"] > 0 for s in levels)
+    plain = [s["engine_rows_per_step"] / s["engine_sequences_per_step"] for s in levels if s["series"] == "ar"]
+    drafted = [s["engine_rows_per_step"] / s["engine_sequences_per_step"] for s in levels if s["series"] == "2-4-2"]
+    assert all(r == pytest.approx(1.0) for r in plain) and all(r > 1.5 for r in drafted)
     assert "`speculation` {\"decoding_type\": \"SA\"" in md
     served = {}  # the server ran each mode's drafter: its usage echoes the block sent
     for line in (folder / "per_request.jsonl").read_text().splitlines():

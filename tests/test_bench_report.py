@@ -865,3 +865,25 @@ def test_the_deadline_of_python_3_10_times_out_and_moves_as_asyncio_timeout_does
     assert asyncio.run(run(0.05, None)) == "timed out" and time.perf_counter() - t0 < 0.25
     assert asyncio.run(run(0.05, 1.0)) == "done"  # moved later: the sleep ends first
     assert asyncio.run(run(5.0, 0.05)) == "timed out"  # moved sooner, as a stream lingering after [DONE]
+
+
+@pytest.mark.parametrize("status, body, read", [
+    (200, "# HELP x\ntrtlade_batch_step_seconds_count 10.0\ntrtlade_batch_step_seconds_sum 0.2\n"
+          "trtlade_step_rows_sum 30.0\ntrtlade_batch_size_sum 10.0\n", (10.0, 0.2, 30.0, 10.0)),
+    (200, "trtlade_batch_step_seconds_count 10.0\n", None),          # another server's counters: not the engine's
+    (200, '{"iterations": []}', None),                             # trtllm-serve's /metrics is JSON
+    (401, "", None),                                               # /metrics needs a key this run does not hold
+    (404, "", None),
+])
+def test_the_engine_counters_are_read_where_the_server_has_them(status, body, read):
+    import asyncio
+
+    import httpx
+
+    from trtlade.bench.runner import engine_counters
+
+    async def ask():
+        transport = httpx.MockTransport(lambda request: httpx.Response(status, text=body))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await engine_counters(client, "http://h", {}, 5.0)
+    assert asyncio.run(ask()) == read

@@ -99,6 +99,12 @@ class LevelSummary(BaseModel):
     #: their share of the prompt tokens of the requests that reported it; None: the server did not say
     cached_input_tokens: Optional[int] = None
     prefix_hit_rate: Optional[float] = None
+    #: the server's own steps while this level ran (the reference engine's /metrics; None elsewhere): how many, their
+    #: mean wall time, rows (drafts included) and running sequences a step
+    engine_steps: Optional[int] = None
+    engine_step_ms: Optional[float] = None
+    engine_rows_per_step: Optional[float] = None
+    engine_sequences_per_step: Optional[float] = None
 
     mean_ttft_ms: Optional[float] = None
     median_ttft_ms: Optional[float] = None

@@ -710,6 +710,38 @@ def _tokens_per_step_lines(run: RunSummary) -> list[str]:
     return out + _source_lines(run) + [""]
 
 
+def _engine_steps_lines(run: RunSummary) -> list[str]:
+    """The server's own steps per series and level (the reference engine's /metrics, read before and after each):
+    their wall time and the rows they computed, what a mode's tokens per step cost.
+
+    >>> from trtlade.bench.metrics import LevelSummary
+    >>> def cell(series, r, ms, rows):
+    ...     return LevelSummary.model_construct(series=series, concurrency=1, repeat=r, engine_step_ms=ms,
+    ...                                         engine_rows_per_step=rows, engine_sequences_per_step=1.0)
+    >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "sa")]
+    >>> run = RunSummary(run_id="r", created="", series=info, levels=[1],
+    ...                  summaries=[cell("ar", 0, 18.2, 1.0), cell("ar", 1, 18.4, 1.0), cell("sa", 0, 18.5, 2.8),
+    ...                             cell("sa", 1, 18.9, 3.0)])
+    >>> print("\\n".join(_engine_steps_lines(run)[6:-1]))
+    | ar | 18.3 ms, 1.0 rows |
+    | sa | 18.7 ms, 2.9 rows |
+    """
+    if not any(s.engine_step_ms is not None for s in run.summaries):
+        return []
+    out = ["## Engine steps", "", "The server's own decode steps while each level ran (its `/metrics`, read before "
+           "and after): mean wall time of a step and rows it computed (drafts included; one a sequence is plain "
+           "decoding), mean over the repeats. A step's tokens (above) over its time is what a mode delivers:", "",
+           "| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels)]
+    for info in run.series:
+        cells = []
+        for c in run.levels:
+            ms, rows = (spread(run.values(info.label, c, field))[0] for field in ("engine_step_ms",
+                                                                                  "engine_rows_per_step"))
+            cells.append("—" if ms is None or rows is None else f"{ms:.1f} ms, {rows:.1f} rows")
+        out.append(f"| {info.label} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def _failures_section(run: RunSummary) -> list[str]:
     failed = [s for s in run.summaries if s.failed]
     total = sum(s.failed for s in run.summaries)
@@ -812,6 +844,7 @@ def render_markdown(run: RunSummary) -> str:
             out += default_aim_lines(run)
     out += family_lines(run)
     out += _tokens_per_step_lines(run)
+    out += _engine_steps_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)
     out += _agreement_lines(run)

@@ -85,6 +85,46 @@ async def clear_prefix_cache(client: httpx.AsyncClient, base_url: str, headers: 
     return f"not cleared: HTTP {reply.status_code}"
 
 
+#: The reference engine's step counters (``/metrics``): steps, their wall time, rows and running sequences
+ENGINE_COUNTERS = ("trtlade_batch_step_seconds_count", "trtlade_batch_step_seconds_sum", "trtlade_step_rows_sum",
+                   "trtlade_batch_size_sum")
+
+
+async def engine_counters(client: httpx.AsyncClient, base_url: str, headers: dict[str, str],
+                          timeout: float) -> Optional[tuple[float, ...]]:
+    """The server's step counters (:data:`ENGINE_COUNTERS`) now, or None where it has none (another server, a
+    /metrics that needs an admin key, an error)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        reply = await client.get(base_url + "/metrics", headers=headers, timeout=timeout)
+    except httpx.HTTPError:
+        return None
+    if reply.status_code != 200:
+        return None
+    try:
+        found = {sample.name: sample.value for family in text_string_to_metric_families(reply.text)
+                 for sample in family.samples if sample.name in ENGINE_COUNTERS and not sample.labels}
+    except ValueError:  # not Prometheus text (trtllm-serve's /metrics is JSON)
+        return None
+    return tuple(found[name] for name in ENGINE_COUNTERS) if len(found) == len(ENGINE_COUNTERS) else None
+
+
+def engine_steps(before: Optional[tuple[float, ...]], after: Optional[tuple[float, ...]]) -> dict[str, float]:
+    """What the engine's steps were between two readings: how many, their mean wall time (ms), rows and running
+    sequences a step; empty where either reading is missing or no step ran.
+
+    >>> engine_steps((10, 0.2, 10, 10), (110, 2.2, 400, 110))
+    {'engine_steps': 100, 'engine_step_ms': 20.0, 'engine_rows_per_step': 3.9, 'engine_sequences_per_step': 1.0}
+    """
+    if before is None or after is None or after[0] <= before[0]:
+        return {}
+    steps = after[0] - before[0]
+    return {"engine_steps": int(steps), "engine_step_ms": 1000 * (after[1] - before[1]) / steps,
+            "engine_rows_per_step": (after[2] - before[2]) / steps,
+            "engine_sequences_per_step": (after[3] - before[3]) / steps}
+
+
 class _Clients:
     """One httpx client per worker (worker i always uses client i), kept across levels so that each
     worker's keep-alive connection is reused; they share one TLS context."""
@@ -170,10 +210,15 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
                         outcome.prefix_cache[target.label] = await clear_prefix_cache(
                             clients.get(1)[0], target.base_url, target.headers(), min(plan.timeout, 30.0))
                     progress.start(series.label, level, len(plan.prompts), False)
+                    target, probe = series.target, clients.get(1)[0]
+                    before = await engine_counters(probe, target.base_url, target.headers(), min(plan.timeout, 30.0))
                     records = await _closed_loop(clients, plan, series, level, plan.prompts, progress, repeat)
+                    after = await engine_counters(probe, target.base_url, target.headers(), min(plan.timeout, 30.0))
                     summary = summarize_level(records, series=series.label, concurrency=level,
                                               num_prompts=len(plan.prompts))
                     summary.repeat = repeat
+                    for key, value in engine_steps(before, after).items():
+                        setattr(summary, key, value)
                     progress.finish(summary)
                     outcome.records.extend(records)
                     outcome.summaries.append(summary)
