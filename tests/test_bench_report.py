@@ -867,15 +867,20 @@ def test_the_deadline_of_python_3_10_times_out_and_moves_as_asyncio_timeout_does
     assert asyncio.run(run(5.0, 0.05)) == "timed out"  # moved sooner, as a stream lingering after [DONE]
 
 
-@pytest.mark.parametrize("status, body, read", [
-    (200, "# HELP x\ntrtlade_batch_step_seconds_count 10.0\ntrtlade_batch_step_seconds_sum 0.2\n"
-          "trtlade_step_rows_sum 30.0\ntrtlade_batch_size_sum 10.0\n", (10.0, 0.2, 30.0, 10.0)),
-    (200, "trtlade_batch_step_seconds_count 10.0\n", None),          # another server's counters: not the engine's
-    (200, '{"iterations": []}', None),                             # trtllm-serve's /metrics is JSON
-    (401, "", None),                                               # /metrics needs a key this run does not hold
-    (404, "", None),
+ENGINE_TEXT = ("# HELP x\ntrtlade_batch_step_seconds_count 10.0\ntrtlade_batch_step_seconds_sum 0.2\n"
+               "trtlade_step_rows_sum 30.0\ntrtlade_batch_size_sum 10.0\n")
+
+
+@pytest.mark.parametrize("status, body, view, read", [
+    (200, ENGINE_TEXT, None, (10.0, 0.2, 30.0, 10.0)),
+    (200, ENGINE_TEXT, "live", (10.0, 0.2, 30.0, 10.0)),
+    (200, ENGINE_TEXT, "copy", None),          # a tenant's copy: moves with the others' requests, not this run's
+    (200, "trtlade_batch_step_seconds_count 10.0\n", None, None),    # another server's counters: not the engine's
+    (200, '{"iterations": []}', None, None),                       # trtllm-serve's /metrics is JSON
+    (401, "", None, None),                                         # /metrics needs a key this run does not hold
+    (404, "", None, None),
 ])
-def test_the_engine_counters_are_read_where_the_server_has_them(status, body, read):
+def test_the_engine_counters_are_read_where_the_server_has_them(status, body, view, read):
     import asyncio
 
     import httpx
@@ -883,7 +888,8 @@ def test_the_engine_counters_are_read_where_the_server_has_them(status, body, re
     from trtlade.bench.runner import engine_counters
 
     async def ask():
-        transport = httpx.MockTransport(lambda request: httpx.Response(status, text=body))
+        headers = {"X-Trtlade-Metrics": view} if view else {}
+        transport = httpx.MockTransport(lambda request: httpx.Response(status, text=body, headers=headers))
         async with httpx.AsyncClient(transport=transport) as client:
             return await engine_counters(client, "http://h", {}, 5.0)
     assert asyncio.run(ask()) == read

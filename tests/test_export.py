@@ -796,6 +796,11 @@ def test_a_pod_of_the_embedded_model_asks_for_no_claim_and_one_that_reads_the_cl
     pod = _validated(tmp_path / "b")["deployment.yml"]["spec"]["template"]["spec"]
     assert {"name": "bundle", "persistentVolumeClaim": {"claimName": "trtlade-bundles", "readOnly": True}} in \
         pod["volumes"]
+    named = tmp_path / "named.yml"  # a model named in a folder of models on the claim
+    named.write_text("model: {name: smollm2, models_dir: /bundle/models}\nlookahead: {spec: '2,4,2'}\n")
+    assert export("k8s", str(named), "--out", str(tmp_path / "c")).exit_code == 0
+    pod = _validated(tmp_path / "c")["deployment.yml"]["spec"]["template"]["spec"]
+    assert any(v["name"] == "bundle" for v in pod["volumes"])
 
 
 def test_a_reference_pod_whose_model_folder_is_off_the_claim_is_refused_whatever_the_tokenizer(tmp_path):

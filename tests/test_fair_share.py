@@ -130,6 +130,9 @@ OPS, ALICE, BOB = "ops-key-0123456789abcdef00", "alice-key-0123456789abcdef", "b
 THREE = f"ops {OPS} admin\nalice {ALICE}\nbob {BOB}\n"
 
 
+views: list[str] = []  #: each read's X-Trtlade-Metrics header (live or copy), of the last _prompt_tokens
+
+
 def _prompt_tokens(app, script) -> list[float]:
     """Run ``script`` (("send", key) / ("read", key or None)); the prompt-token counter each read saw."""
     from fake_engine import client_for, metric_value
@@ -137,6 +140,7 @@ def _prompt_tokens(app, script) -> list[float]:
     async def go():
         seen = []
         async with client_for(app) as c:
+            views.clear()
             for action, key in script:
                 auth = {"Authorization": f"Bearer {key}"} if key else {}
                 if action in ("send", "refused"):
@@ -145,6 +149,7 @@ def _prompt_tokens(app, script) -> list[float]:
                 else:
                     r = await c.get("/metrics", headers=auth)
                     assert r.status_code == 200, r.text
+                    views.append(r.headers["x-trtlade-metrics"])
                     seen.append(metric_value(r.text, "trtlade_prompt_tokens_total"))
         return seen
     return asyncio.run(go())
@@ -160,6 +165,7 @@ def test_a_tenant_reads_no_single_request_of_another_from_metrics_while_an_admin
     assert one > 0 and ops2 == 4 * one  # live: every request counts at once (alice 2 + bob 2 by then)
     assert bob0 == bob1 == bob2 == bob3 == 0  # one, then two of alice's (bob's own two do not count)
     assert bob4 == 5 * one  # the third of alice's renews it: the change sums three requests and bob's own
+    assert views == ["copy", "copy", "live", "copy", "copy", "live", "copy"]  # the header says which it read
 
 
 def test_requests_refused_before_they_ran_do_not_renew_a_tenants_copy():
@@ -242,6 +248,7 @@ def test_version_shows_the_kv_buffers_to_an_admin_key_as_they_grow():
     async def go():
         seen = []
         async with client_for(app) as c:
+            views.clear()
             for words in (2, 80):
                 r = await c.post("/v1/completions", headers={"Authorization": f"Bearer {ALICE}"},
                                  json={"prompt": " ".join(["hello"] * words), "max_tokens": 2})

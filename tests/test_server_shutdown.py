@@ -131,3 +131,21 @@ def test_abort_after_the_end_changes_nothing():
         return [chunk.tokens async for chunk in handle], cancelled
 
     assert asyncio.run(scenario()) == ([[5]], [])
+
+
+def test_a_request_admitted_after_the_grace_ended_is_answered_a_503_too():
+    """Its body was still arriving when the grace ended: refused as the running ones were, never left to uvicorn."""
+    from fake_engine import client_for, run
+
+    app, engine = fake_app()
+
+    async def scenario():
+        async with client_for(app) as c:
+            app.state.context.stop_in_flight(2.0)  # what the shutdown timer calls when the grace ends
+            before = engine.started
+            reply = await c.post("/v1/completions", json={"model": "fake-model", "prompt": "x", "max_tokens": 4})
+            return reply, engine.started - before
+
+    reply, started = run(scenario())
+    assert reply.status_code == 503 and reply.headers["retry-after"] == "5"
+    assert reply.json()["error"]["code"] == "server_stopping" and started == 0

@@ -564,3 +564,15 @@ def test_candidates_the_apply_target_would_not_admit_are_refused_before_anything
     with pytest.raises(typer.Exit):
         job._check_admitted([LookaheadSpec.parse("2,2,1"), LookaheadSpec.parse("2,3,2")])
     assert "candidates (2,3,2) are more than deploy.yml's lookahead.spec (2,2,1) admits" in capsys.readouterr().err
+
+
+def test_a_run_whose_every_request_failed_has_no_ratio_and_the_tables_stay_json():
+    """Throughput 0 (every request failed): no ratio, as in bench; the spec's failures keep it from being chosen, and
+    tune.json's numbers stay numbers (a geometric mean over a 0 is not one)."""
+    from trtlade.tune.report import cell_rows
+
+    rs = runs({(AR, 1): [20, 20.4, 20.2], (LA, 1): [24, 24.6, 24.4]}, repeats=3) + [
+        Run(BIG, 1, 0, 26.0, 90.0, 20.0), Run(BIG, 1, 1, 0.0, 90.0, 20.0, failed=8), Run(BIG, 1, 2, 26.4, 90.0, 20.0)]
+    t = tabulate(rs)
+    assert t.cell(BIG, 1).ratios == [26.0 / 20, 26.4 / 20.2] and choose(t)[0].spec == LA
+    json.dumps(cell_rows(t), allow_nan=False)  # raises on a NaN

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Union
 
 __all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "combined", "geometric_mean", "t_quantile",
            "margin", "difference_margin", "unpaired", "verdict", "spread"]
@@ -72,9 +72,11 @@ def geometric_mean(ratios: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class Speedup:
-    """Paired ratios ``x / baseline`` of one cell, one per repeat, and their geometric mean, min and max."""
+    """Paired ratios ``x / baseline`` of one cell, one per repeat it was measured in (``repeats``: which), and their
+    geometric mean, min and max."""
 
     ratios: tuple[float, ...]
+    repeats: tuple[int, ...] = ()
 
     @property
     def mean(self) -> float:
@@ -99,16 +101,22 @@ class Noise:
 
 def speedup(baseline: Sequence[Optional[float]], values: Sequence[Optional[float]]) -> Speedup:
     """Pair repeat i of ``values`` with repeat i of ``baseline`` (repeats missing or 0 on either side are left
-    out: a throughput of 0 is a run whose every request failed)."""
-    return Speedup(tuple(v / b for b, v in zip(baseline, values) if b and v))
+    out: a throughput of 0 is a run whose every request failed).
+
+    >>> speedup([100, 100, None, 100], [110, 0, 120, 90])
+    Speedup(ratios=(1.1, 0.9), repeats=(0, 3))
+    """
+    kept = [(i, v / b) for i, (b, v) in enumerate(zip(baseline, values)) if b and v]
+    return Speedup(tuple(r for _, r in kept), tuple(i for i, _ in kept))
 
 
-def pooled(groups: Iterable[Sequence[float]]) -> Noise:
-    """The noise of a log ratio at one level, from its cells' paired ratios (each in repeat order). The cells
-    measured in every repeat (as many ratios as the most, all positive) and the baseline are read as one
-    randomized block design on log throughput, modes by repeats: its residual variance ``s2`` has (modes - 1)
-    (repeats - 1) degrees of freedom, modes counting the baseline, and a log ratio, the difference of two
-    modes' runs, has variance ``2 s2``. Cells with fewer repeats are judged on their own (:func:`margin`).
+def pooled(groups: Iterable[Union[Speedup, Sequence[float]]]) -> Noise:
+    """The noise of a log ratio at one level, from its cells' paired ratios (a :class:`Speedup`, whose repeats say
+    which; or a sequence, one ratio per repeat in order). The cells measured in the same repeats as the fullest
+    (all positive) and the baseline are read as one randomized block design on log throughput, modes by repeats:
+    its residual variance ``s2`` has (modes - 1)(repeats - 1) degrees of freedom, modes counting the baseline, and
+    a log ratio, the difference of two modes' runs, has variance ``2 s2``. Cells measured in other repeats are
+    judged on their own (:func:`margin`).
 
     One mode against the baseline: its log ratios' own standard deviation. Two modes whose runs move together,
     as they do when the baseline's run was the odd one: little noise, the baseline's shared part counted once.
@@ -118,12 +126,16 @@ def pooled(groups: Iterable[Sequence[float]]) -> Noise:
     (0.0836, 2, 0.0836)
     >>> pooled([[1.1, 1.2, 1.3], [1.0, 1.09, 1.18]]).dof, pooled([[1.0]])
     (4, Noise(sd=0.0, dof=0))
+    >>> pooled([Speedup((1.1, 1.2, 1.3), (0, 1, 2)), Speedup((1.0, 1.1), (0, 2)), Speedup((1.2, 1.1), (1, 2))]).dof
+    2
     """
-    rows = [[math.log(r) for r in g] for g in (list(g) for g in groups) if len(g) >= 2 and min(g) > 0]
-    k = max((len(r) for r in rows), default=0)
-    rows = [r for r in rows if len(r) == k]
-    if not rows:
+    cells = [_by_repeat(g) for g in groups]
+    cells = [c for c in cells if len(c) >= 2 and min(c.values()) > 0]
+    if not cells:
         return Noise(0.0, 0)
+    keys = sorted(max(cells, key=len))
+    rows = [[math.log(c[i]) for i in keys] for c in cells if sorted(c) == keys]
+    k = len(keys)
     rows.append([0.0] * k)  # the baseline: its own log ratio, 0 in every repeat
     grand = statistics.fmean(v for r in rows for v in r)
     row_means = [statistics.fmean(r) for r in rows]
@@ -131,6 +143,12 @@ def pooled(groups: Iterable[Sequence[float]]) -> Noise:
     residual = sum((r[i] - rm - col_means[i] + grand) ** 2 for r, rm in zip(rows, row_means) for i in range(k))
     dof = (len(rows) - 1) * (k - 1)
     return Noise(math.sqrt(2 * residual / dof), dof)
+
+
+def _by_repeat(group: Union[Speedup, Sequence[float]]) -> dict[int, float]:
+    if isinstance(group, Speedup):
+        return dict(zip(group.repeats or range(len(group.ratios)), group.ratios))
+    return dict(enumerate(group))
 
 
 def combined(levels: Iterable[Noise]) -> Noise:

@@ -119,7 +119,7 @@ class RunSummary(BaseModel):
 
     def level_noise(self, cells: dict[tuple[str, int], Speedup]) -> dict[int, Noise]:
         """Per level: the pooled noise of the paired ratios of every series compared at it."""
-        return {level: pooled(s.ratios for (_, lv), s in cells.items() if lv == level) for level in self.levels}
+        return {level: pooled(s for (_, lv), s in cells.items() if lv == level) for level in self.levels}
 
 
 # ----------------------------------------------------------------------------- tables

@@ -93,14 +93,15 @@ ENGINE_COUNTERS = ("trtlade_batch_step_seconds_count", "trtlade_batch_step_secon
 async def engine_counters(client: httpx.AsyncClient, base_url: str, headers: dict[str, str],
                           timeout: float) -> Optional[tuple[float, ...]]:
     """The server's step counters (:data:`ENGINE_COUNTERS`) now, or None where it has none (another server, a
-    /metrics that needs an admin key, an error)."""
+    /metrics that needs a key this run does not send, a tenant's copy of them, which moves with other tenants'
+    requests and not with this run's, an error)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
         reply = await client.get(base_url + "/metrics", headers=headers, timeout=timeout)
     except httpx.HTTPError:
         return None
-    if reply.status_code != 200:
+    if reply.status_code != 200 or reply.headers.get("x-trtlade-metrics", "live") != "live":
         return None
     try:
         found = {sample.name: sample.value for family in text_string_to_metric_families(reply.text)

@@ -179,15 +179,18 @@ def manifests(config: dict[str, Any], *, world_size: int, has_engine: bool, opts
                   env=_key_env(config, opts), stop_s=_stop_within(config), claim=has_engine or _reads_claim(pod))
 
 
-def _reads_claim(pod: dict[str, Any]) -> bool:
-    """Whether the pod's config names a folder on the claim (a config of the embedded default names none: no claim,
-    or a pod without one would never be scheduled).
+def _reads_claim(pod: Any) -> bool:
+    """Whether the pod's config names anything on the claim, at any depth (a config of the embedded default names
+    nothing: no claim, or a pod without one would never be scheduled).
 
-    >>> _reads_claim({"model": {}}), _reads_claim({"model": {"path": "/bundle/smollm2"}})
+    >>> _reads_claim({"model": {}}), _reads_claim({"model": {"name": "smollm2", "models_dir": "/bundle/models"}})
     (False, True)
     """
-    model = pod.get("model") if isinstance(pod.get("model"), dict) else {}
-    return any(str(model.get(key) or "").startswith(f"{BUNDLE_MOUNT}/") for key in ("path", "tokenizer"))
+    if isinstance(pod, dict):
+        return any(_reads_claim(v) for v in pod.values())
+    if isinstance(pod, list):
+        return any(_reads_claim(v) for v in pod)
+    return isinstance(pod, str) and (pod == BUNDLE_MOUNT or pod.startswith(f"{BUNDLE_MOUNT}/"))
 
 
 def _stop_within(config: dict[str, Any]) -> int:

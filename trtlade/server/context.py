@@ -118,20 +118,26 @@ class ServerContext:
     in_flight: "weakref.WeakSet[GenerationHandle]" = field(default_factory=weakref.WeakSet)
     _ledger: Optional[ShareLedger] = None
 
+    #: the shutdown grace that ended (None: serving): from then on every request is answered a 503 server_stopping
+    stopped_after_s: Optional[float] = None
+
     def stop_in_flight(self, grace_s: float) -> int:
         """End every generation still running when the shutdown grace of ``grace_s`` ended: each request is answered
-        a 503 ``server_stopping`` (a stream: its error event and ``[DONE]``) and its engine work stops; returns
-        how many generations it ended."""
+        a 503 ``server_stopping`` (a stream: its error event and ``[DONE]``) and its engine work stops; a request
+        admitted later (its body was still arriving) is refused the same way. Returns how many it ended."""
+        self.stopped_after_s = grace_s
         handles = [h for h in list(self.in_flight) if not h.finished]
         for handle in handles:
-            handle.abort(ServerStopping(
-                f"the server is stopping: this request was still running when its shutdown grace "
-                f"(serve.shutdown_grace_s = {grace_s:g} s) ended; send it again (to another replica, or once "
-                "this one is back)"))
+            handle.abort(ServerStopping(self.stopping_message()))
         if handles:
             log.warning("shutdown grace (%g s) over: %d generation(s) still running were ended with a 503",
                         grace_s, len(handles))
         return len(handles)
+
+    def stopping_message(self) -> str:
+        return (f"the server is stopping: this request was still running when its shutdown grace "
+                f"(serve.shutdown_grace_s = {self.stopped_after_s:g} s) ended; send it again (to another replica, "
+                "or once this one is back)")
 
     def arrive(self, identity: Optional[Identity]) -> Callable[[], None]:
         """Count a generation request of ``identity`` (None: no keys, or no valid key) from its arrival, for
@@ -189,18 +195,19 @@ class ServerContext:
         """The metrics as a tenant may read them (:mod:`trtlade.server.metrics_view`)."""
         return TenantView(self.metrics.render, self.settings.metrics_min_others)
 
-    def metrics_text(self, request: Request) -> bytes:
-        """GET /metrics: live without keys, for the one key, or for an admin key among several; otherwise
-        (another key, or no key where ``metrics_without_key`` lets one in) the tenants' view."""
+    def metrics_text(self, request: Request) -> tuple[bytes, bool]:
+        """GET /metrics and whether it is live: live without keys, for the one key, or for an admin key among
+        several; otherwise (another key, or no key where ``metrics_without_key`` lets one in) the tenants' view, a
+        copy (:class:`~trtlade.server.metrics_view.TenantView`)."""
         keys = self.keys
         if keys is None:
-            return self.metrics.render()
+            return self.metrics.render(), True
         if self.settings.metrics_without_key and not request.headers.get("authorization"):
-            return self.tenant_view.read(OPEN_READER) if keys.several else self.metrics.render()
+            return (self.tenant_view.read(OPEN_READER), False) if keys.several else (self.metrics.render(), True)
         identity = self.check_auth(request)
         if identity is None or not keys.several or identity.admin:
-            return self.metrics.render()
-        return self.tenant_view.read(identity.name)
+            return self.metrics.render(), True
+        return self.tenant_view.read(identity.name), False
 
     def note_ignored(self, fields: list[str]) -> None:
         """Log, once per field and server, that a request field was accepted and ignored."""
@@ -289,6 +296,8 @@ class ServerContext:
             return state.engine
         if state.status == "failed":
             raise ApiError(503, f"the engine failed to load: {state.error}", code="engine_failed")
+        if self.stopped_after_s is not None:
+            raise ApiError(503, self.stopping_message(), code="server_stopping", headers={"Retry-After": "5"})
         if state.status == "stopping":
             raise ApiError.unavailable("the server is shutting down", retry_after_s=5)
         raise ApiError.unavailable("the engine is still loading; retry shortly (GET /health says when "

@@ -190,6 +190,8 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
         leave()
         raise
     ctx.in_flight.update(handles)
+    if ctx.stopped_after_s is not None:  # admitted as the grace ended (its body was still arriving)
+        ctx.stop_in_flight(ctx.stopped_after_s)
     leave = _both(leave, _both(release, lambda: ctx.in_flight.difference_update(handles)))
     ctx.metrics.prompt_tokens.inc(prepared.prompt_tokens)
     for handle in handles:

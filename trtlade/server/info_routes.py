@@ -54,9 +54,14 @@ async def health(ctx: ServerContext = Depends(server_context)) -> JSONResponse:
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
+#: the response header that says whether /metrics is live or a tenant's copy (what `trtlade bench` reads steps from)
+METRICS_VIEW_HEADER = "X-Trtlade-Metrics"
+
+
 @router.get("/metrics")
 async def prometheus(request: Request, ctx: ServerContext = Depends(server_context)) -> Response:
-    return Response(ctx.metrics_text(request), media_type=CONTENT_TYPE_LATEST)
+    text, live = ctx.metrics_text(request)
+    return Response(text, media_type=CONTENT_TYPE_LATEST, headers={METRICS_VIEW_HEADER: "live" if live else "copy"})
 
 
 @router.get("/version")

@@ -149,7 +149,7 @@ def tabulate(runs: Iterable[Run]) -> Table:
         if r.median_tpot_ms is not None:
             cell.tpot_ms.append(r.median_tpot_ms)
         ar = base.get((r.concurrency, r.repeat))
-        if ar:
+        if ar and r.output_throughput > 0:  # a run whose every request failed has no ratio (its failures count)
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
     # a cell whose requests failed is never chosen, and its collapsed runs are not the level's noise
