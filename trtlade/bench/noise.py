@@ -200,13 +200,14 @@ def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
     return math.sqrt(dof) * math.tan((lo + hi) / 2)
 
 
-def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optional[float]:
+def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
+           above: Optional[bool] = None) -> Optional[float]:
     """How far from 1 the geometric mean of ``ratios`` must be to be real: ``t * sd / sqrt(k)`` on the log scale,
     with ``sd`` and ``t``'s degrees of freedom the level's pooled noise, or the cell's own (k - 1 degrees of
     freedom) where that is larger, at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni); given
     back on the ratio scale on the side of the change (``exp(h) - 1`` above 1, ``1 - exp(-h)`` below), so that
-    the change is beyond it exactly when its verdict is. None with fewer than two ratios: nothing measured the
-    noise.
+    the change is beyond it exactly when its verdict is (``above``: that side whatever the change's; a threshold
+    to clear). None with fewer than two ratios: nothing measured the noise.
 
     >>> level = Noise(sd=0.02, dof=8)
     >>> round(margin([1.10, 1.12, 1.11], level), 4)   # steadier than the level: the level's sd, t(0.975, 8)
@@ -215,6 +216,8 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optio
     0.3856
     >>> round(margin([0.90, 0.89, 0.91], level), 4)   # a slowdown: the interval's lower side
     0.0263
+    >>> round(margin([0.90, 0.89, 0.91], level, above=True), 4)   # what it would have to clear to be faster
+    0.027
     >>> round(margin([1.10, 1.12, 1.11], level, comparisons=6), 4)   # the best of six: t(1 - 0.025/6, 8)
     0.041
     >>> margin([1.2], level) is None
@@ -228,7 +231,8 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1) -> Optio
     own = statistics.stdev(logs)
     sd, dof = (own, k - 1) if own > level.sd or not level.dof else (level.sd, level.dof)
     half = t_quantile(dof, confidence) * sd / math.sqrt(k)
-    return math.expm1(half) if statistics.fmean(logs) >= 0 else -math.expm1(-half)
+    up = statistics.fmean(logs) >= 0 if above is None else above
+    return math.expm1(half) if up else -math.expm1(-half)
 
 
 def difference_margin(differences: Sequence[float], comparisons: int = 1) -> Optional[float]:

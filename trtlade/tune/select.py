@@ -124,7 +124,7 @@ class Table:
         """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise, the confidence
         shared over ``comparisons`` candidates (:func:`~trtlade.bench.noise.margin`); None with fewer than two
         paired repeats (nothing measured its noise: it is not chosen)."""
-        m = margin(cell.ratios, self.noise_by_level.get(cell.concurrency, Noise(0.0, 0)), comparisons)
+        m = margin(cell.ratios, self.noise_by_level.get(cell.concurrency, Noise(0.0, 0)), comparisons, above=True)
         return None if m is None else 1.0 + m
 
 
