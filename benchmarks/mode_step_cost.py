@@ -67,7 +67,7 @@ def in_process(args: argparse.Namespace) -> None:
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
     chat = PromptTokenizer(engine.tokenizer)
     prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts][:args.prompts]
-    specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None}
+    specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None, "lookahead": engine.spec}
     specs.update({m: DraftConfig.parse(drafter_mode(m)) for m in SPECULATION})
     modes = {m: specs[m] for m in args.modes}
     engine.generate(prompts[0], max_tokens=8)  # warm-up
@@ -173,7 +173,8 @@ def served(args: argparse.Namespace) -> None:
 
     url = args.url.rstrip("/").removesuffix("/v1")
     prompts = load_dataset("mix").prompts[:args.prompts]
-    fields: dict[str, dict[str, Any]] = {"ar": {"lookahead": {"w": 1, "n": 1, "g": 0}}, "auto": {}}
+    fields: dict[str, dict[str, Any]] = {"ar": {"lookahead": {"w": 1, "n": 1, "g": 0}}, "auto": {},
+                                         "lookahead": {"lookahead": {"w": 2, "n": 4, "g": 2}}}  # the config's
     fields.update({m: {"speculation": s} for m, s in SPECULATION.items()})
     results: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in args.modes}
     with httpx.Client(timeout=120) as client:
@@ -222,7 +223,8 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--modes", default="ar,auto,ngram,sa", help="comma-separated: ar, auto, ngram, sa")
+    ap.add_argument("--modes", default="ar,auto,ngram,sa",
+                    help="comma-separated: ar, auto, ngram, sa, lookahead (the engine's spec, every step)")
     ap.add_argument("--prompts", type=int, default=8, help="the first N mix prompts (the bench sends 8)")
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=50)
@@ -235,9 +237,9 @@ def main() -> None:
     ap.add_argument("--url", help="a running trtlade serve: measure it served instead")
     args = ap.parse_args()
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in args.modes if m not in ("ar", "auto", *SPECULATION)]
+    unknown = [m for m in args.modes if m not in ("ar", "auto", "lookahead", *SPECULATION)]
     if unknown:
-        ap.error(f"--modes: unknown {', '.join(unknown)} (allowed: ar, auto, ngram, sa)")
+        ap.error(f"--modes: unknown {', '.join(unknown)} (allowed: ar, auto, ngram, sa, lookahead)")
     if args.url and (args.slots != 1 or args.functions):  # the served pass sends one request at a time, untimed inside
         ap.error("--slots and --functions measure in-process; with --url the server's own /metrics are read")
     served(args) if args.url else in_process(args)
