@@ -24,7 +24,7 @@ import re
 import statistics
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -694,11 +694,8 @@ def _tokens_per_step_lines(run: RunSummary) -> list[str]:
     out = ["## Tokens per step", "", "Tokens the server emitted per engine step, as it reported them "
            "(`usage.lookahead` or `usage.speculation`): 1.0 is plain decoding; mean over requests "
            "(min–max over the repeats):", "",
-           "| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels)]
-    for info in run.series:
-        cells = [_fmt_spread(*spread(run.values(info.label, c, "mean_lookahead_tokens_per_step")), 2)
-                 for c in run.levels]
-        out.append(f"| {info.label} | " + " | ".join(cells) + " |")
+           *_series_table(run, lambda series, c: _fmt_spread(*spread(
+               run.values(series, c, "mean_lookahead_tokens_per_step")), 2))]
     by = run.tokens_per_step_by_category
     categories = list(dict.fromkeys(c for row in by.values() for c in row))
     if categories:
@@ -728,18 +725,20 @@ def _engine_steps_lines(run: RunSummary) -> list[str]:
     """
     if not any(s.engine_step_ms is not None for s in run.summaries):
         return []
-    out = ["## Engine steps", "", "The server's own decode steps while each level ran (its `/metrics`, read before "
-           "and after): mean wall time of a step and rows it computed (drafts included; one a sequence is plain "
-           "decoding), mean over the repeats. A step's tokens (above) over its time is what a mode delivers:", "",
-           "| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels)]
-    for info in run.series:
-        cells = []
-        for c in run.levels:
-            ms, rows = (spread(run.values(info.label, c, field))[0] for field in ("engine_step_ms",
-                                                                                  "engine_rows_per_step"))
-            cells.append("—" if ms is None or rows is None else f"{ms:.1f} ms, {rows:.1f} rows")
-        out.append(f"| {info.label} | " + " | ".join(cells) + " |")
-    return out + [""]
+    def cell(series: str, level: int) -> str:
+        ms, rows = (spread(run.values(series, level, field))[0] for field in ("engine_step_ms", "engine_rows_per_step"))
+        return "—" if ms is None or rows is None else f"{ms:.1f} ms, {rows:.1f} rows"
+
+    return ["## Engine steps", "", "The server's own decode steps while each level ran (its `/metrics`, read before "
+            "and after): mean wall time of a step and rows it computed (drafts included; one a sequence is plain "
+            "decoding), mean over the repeats. A step's tokens (above) over its time is what a mode delivers:", "",
+            *_series_table(run, cell), ""]
+
+
+def _series_table(run: RunSummary, cell: Callable[[str, int], str]) -> list[str]:
+    """A Markdown table of one row per series and one column per level, ``cell(series, level)`` in each."""
+    return ["| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels),
+            *(f"| {info.label} | " + " | ".join(cell(info.label, c) for c in run.levels) + " |" for info in run.series)]
 
 
 def _failures_section(run: RunSummary) -> list[str]:
