@@ -46,6 +46,7 @@ class Script:
     line_ending: str = "\n"
     requests: list[dict[str, Any]] = field(default_factory=list)  #: every POST body received
     auth: list[str] = field(default_factory=list)  #: the Authorization header of every POST ("" if none)
+    paths: list[str] = field(default_factory=list)  #: every request's method and path, e.g. "GET /version"
 
     def k_for(self, body: dict[str, Any]) -> int:
         la = body.get("lookahead")
@@ -84,6 +85,7 @@ class ScriptedApp:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         method, path = scope["method"], scope["path"]
+        self.script.paths.append(f"{method} {path}")
         if method == "GET" and path == "/health":
             return await self._json(send, 200, {"status": "ok"})
         if method == "GET" and path == "/v1/models":

@@ -45,7 +45,7 @@ def server() -> Iterator[tuple[str, Script]]:
 
 
 def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Path) -> None:
-    url, _ = server
+    url, script = server
     data = tmp_path / "prompts.jsonl"
     data.write_text('{"prompt": "hello"}\n{"prompt": "FAIL500 now"}\n{"prompt": "there"}\n')
     result = invoke("bench", "--base-url", url + "/v1", "-c", "1,2", "-n", "3", "--max-tokens", "6",
@@ -72,6 +72,9 @@ def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Pa
         assert (run_dir / name).is_file(), name
     assert len((run_dir / "per_request.jsonl").read_text().splitlines()) == 12
     assert "HTTP 500: scripted engine failure" in (run_dir / "summary.md").read_text()
+    # another server's /metrics is not read (a trtllm-serve hands its iteration stats out once): no engine steps
+    assert not any(p.endswith("/metrics") for p in script.paths) and "## Engine steps" not in \
+        (run_dir / "summary.md").read_text()
 
 
 def test_the_default_against_the_best_fixed_mode_is_printed(server: tuple[str, Script], tmp_path: Path) -> None:

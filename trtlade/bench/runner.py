@@ -111,6 +111,18 @@ async def engine_counters(client: httpx.AsyncClient, base_url: str, headers: dic
     return tuple(found[name] for name in ENGINE_COUNTERS) if len(found) == len(ENGINE_COUNTERS) else None
 
 
+def _steps_of(target: Any) -> bool:
+    """Whether to read ``target``'s step counters around each level: a trtlade server only (its /version names it);
+    another server's /metrics may be something a read takes away (trtllm-serve's hands out its iteration stats once).
+
+    >>> from trtlade.bench.plan import Target
+    >>> _steps_of(Target("a", "http://h", server_info={"trtlade": "0.3.0"})), _steps_of(Target("b", "http://h"))
+    (True, False)
+    """
+    info = getattr(target, "server_info", None)
+    return isinstance(info, dict) and "trtlade" in info
+
+
 def engine_steps(before: Optional[tuple[float, ...]], after: Optional[tuple[float, ...]]) -> dict[str, float]:
     """What the engine's steps were between two readings: how many, their mean wall time (ms), rows and running
     sequences a step; empty where either reading is missing or no step ran.
@@ -212,9 +224,10 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
                             clients.get(1)[0], target.base_url, target.headers(), min(plan.timeout, 30.0))
                     progress.start(series.label, level, len(plan.prompts), False)
                     target, probe = series.target, clients.get(1)[0]
-                    before = await engine_counters(probe, target.base_url, target.headers(), min(plan.timeout, 30.0))
+                    steps = _steps_of(target)
+                    before = await engine_counters(probe, target.base_url, target.headers(), 5.0) if steps else None
                     records = await _closed_loop(clients, plan, series, level, plan.prompts, progress, repeat)
-                    after = await engine_counters(probe, target.base_url, target.headers(), min(plan.timeout, 30.0))
+                    after = await engine_counters(probe, target.base_url, target.headers(), 5.0) if steps else None
                     summary = summarize_level(records, series=series.label, concurrency=level,
                                               num_prompts=len(plan.prompts))
                     summary.repeat = repeat
