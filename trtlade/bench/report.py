@@ -720,18 +720,20 @@ def _engine_steps_lines(run: RunSummary) -> list[str]:
     ...                  summaries=[cell("ar", 0, 18.2, 1.0), cell("ar", 1, 18.4, 1.0), cell("sa", 0, 18.5, 2.8),
     ...                             cell("sa", 1, 18.9, 3.0)])
     >>> print("\\n".join(_engine_steps_lines(run)[6:-1]))
-    | ar | 18.3 ms, 1.0 rows |
-    | sa | 18.7 ms, 2.9 rows |
+    | ar | 18.3 (18.2–18.4) ms, 1.0 rows |
+    | sa | 18.7 (18.5–18.9) ms, 2.9 rows |
     """
     if not any(s.engine_step_ms is not None for s in run.summaries):
         return []
     def cell(series: str, level: int) -> str:
-        ms, rows = (spread(run.values(series, level, field))[0] for field in ("engine_step_ms", "engine_rows_per_step"))
-        return "—" if ms is None or rows is None else f"{ms:.1f} ms, {rows:.1f} rows"
+        ms = spread(run.values(series, level, "engine_step_ms"))
+        rows = spread(run.values(series, level, "engine_rows_per_step"))[0]
+        return "—" if ms[0] is None or rows is None else f"{_fmt_spread(*ms, 1)} ms, {rows:.1f} rows"
 
     return ["## Engine steps", "", "The server's own decode steps while each level ran (its `/metrics`, read before "
-            "and after): mean wall time of a step and rows it computed (drafts included; one a sequence is plain "
-            "decoding), mean over the repeats. A step's tokens (above) over its time is what a mode delivers:", "",
+            "and after): mean wall time of a step (min–max over the repeats) and rows it computed (drafts included; "
+            "one a sequence is plain decoding), mean over the repeats. A step's tokens (above) over its time is what "
+            "a mode delivers:", "",
             *_series_table(run, cell), ""]
 
 

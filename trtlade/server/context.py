@@ -297,7 +297,7 @@ class ServerContext:
         if state.status == "failed":
             raise ApiError(503, f"the engine failed to load: {state.error}", code="engine_failed")
         if self.stopped_after_s is not None:
-            raise ApiError(503, self.stopping_message(), code="server_stopping", headers={"Retry-After": "5"})
+            raise ApiError.stopping(self.stopping_message())
         if state.status == "stopping":
             raise ApiError.unavailable("the server is shutting down", retry_after_s=5)
         raise ApiError.unavailable("the engine is still loading; retry shortly (GET /health says when "

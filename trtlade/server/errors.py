@@ -89,6 +89,11 @@ class ApiError(TrtladeError):
         return cls(503, message, code="not_ready", headers={"Retry-After": str(max(1, retry_after_s))})
 
     @classmethod
+    def stopping(cls, message: str) -> "ApiError":
+        """The server is stopping and this request was not answered before its shutdown grace ended."""
+        return cls(503, message, code="server_stopping", headers={"Retry-After": "5"})
+
+    @classmethod
     def engine_failure(cls, message: str) -> "ApiError":
         return cls(500, f"engine failure: {message}", code="engine_error")
 

@@ -256,7 +256,7 @@ def _engine_error(exc: Exception) -> ApiError:
     if isinstance(exc, RequestRejected):
         return ApiError.bad_request(exc.message, param=exc.param)
     if isinstance(exc, ServerStopping):
-        return ApiError(503, exc.message, code="server_stopping", headers={"Retry-After": "5"})
+        return ApiError.stopping(exc.message)
     return ApiError.engine_failure(str(exc))
 
 
