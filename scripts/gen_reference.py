@@ -185,6 +185,7 @@ def metrics_page() -> str:
 # ------------------------------------------------------------------------------------------------ API
 def api_page() -> str:
     from trtlade.server import openai_types as t
+    from trtlade.server import request_id
 
     out = [HEADER, "# OpenAI API additions\n",
            "What trtlade adds to OpenAI's `/v1/completions` and `/v1/chat/completions`. Every other field "
@@ -204,6 +205,8 @@ def api_page() -> str:
     for prefix, model in (("usage.lookahead", t.LookaheadUsage), ("usage.speculation", t.SpeculationUsage)):
         for name, f in model.model_fields.items():
             out.append(f"| `{prefix}.{name}` | {_cell(_type_name(f.annotation))} | {_cell(f.description or '')} |")
+    out += ["", "## Headers\n", "| header | what |", "|---|---|",
+            f"| `{request_id.HEADER}` | {request_id.DESCRIPTION} |"]
     return "\n".join(out).rstrip() + "\n"
 
 

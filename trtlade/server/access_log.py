@@ -2,10 +2,11 @@
 
 Worked example (a completion that ran with (2,3,2), then a request refused for its lookahead)::
 
-    127.0.0.1:51834 - "POST /v1/completions HTTP/1.1" 200 1832.4ms prompt=12 completion=50 lookahead=2,3,2
-    127.0.0.1:51836 - "POST /v1/completions HTTP/1.1" 400 3.1ms error=lookahead_not_admitted param=lookahead.w
+    127.0.0.1:51834 - "POST /v1/completions HTTP/1.1" 200 1832.4ms id=req_5e1c prompt=12 completion=50 lookahead=2,3,2
+    127.0.0.1:51836 - "POST /v1/completions HTTP/1.1" 400 3.1ms id=t-7f error=lookahead_not_admitted param=lookahead.w
 
-Routes leave what they know in ``request.state.access`` (a dict: ``identity`` -- the API key's name, never
+``id=`` is the request id (:mod:`trtlade.server.request_id`). Routes leave what they know in
+``request.state.access`` (a dict: ``identity`` -- the API key's name, never
 the key --, ``prompt``, ``completion``, ``lookahead``, ``error``, ``param``); the query string is never
 logged; the middleware adds the status and the latency when the last byte of the response is sent (a
 stream: after ``[DONE]``), or ``499`` when the client went away.
@@ -48,11 +49,15 @@ def access_line(scope: Scope, status: int, seconds: float, info: Optional[dict[s
     >>> scope = {"client": ("127.0.0.1", 5), "method": "POST", "path": "/v1/completions", "http_version": "1.1"}
     >>> access_line(scope, 400, 0.0031, {"error": "invalid_value", "param": "max_tokens"})
     '127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 400 3.1ms error=invalid_value param=max_tokens'
+    >>> access_line({**scope, "state": {"request_id": "trace-7f3a"}}, 200, 0.25, {"prompt": 12})
+    '127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 250.0ms id=trace-7f3a prompt=12'
     """
     client = scope.get("client")
     who = f"{client[0]}:{client[1]}" if client else "-"
     path = scope.get("path", "")  # never the query string: a client may put a key or a secret in it
     extra = "".join(f" {key}={info[key]}" for key in _FIELDS if info and info.get(key) is not None)
+    rid = scope.get("state", {}).get("request_id")
+    extra = f" id={rid}{extra}" if rid else extra
     return (f'{who} - "{scope.get("method", "-")} {path} HTTP/{scope.get("http_version", "1.1")}" '
             f"{status} {seconds * 1000:.1f}ms{extra}")
 

@@ -10,7 +10,8 @@ Routes (each module can be read and tested on its own):
 
 /v1/* need the API key when one is set. What they share (settings, metrics, the engine slot) is the
 :class:`~trtlade.server.context.ServerContext` in ``app.state.context``. Every error, including
-unknown routes and unexpected exceptions, is answered in the OpenAI error shape.
+unknown routes and unexpected exceptions, is answered in the OpenAI error shape. Every response carries
+``X-Request-Id`` (:mod:`trtlade.server.request_id`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from trtlade.server.access_log import AccessLogMiddleware
 from trtlade.server.context import EngineSource, ServerContext, ServerSettings, ServerState, note_access
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.metrics import ServerMetrics
+from trtlade.server.request_id import RequestIdMiddleware
 from trtlade.server.routes import unexpected_response
 
 __all__ = ["ServerSettings", "ServerState", "add_error_handlers", "create_app"]
@@ -71,6 +73,7 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
     app.include_router(info_routes.router)
     if ctx.settings.access_log:
         app.add_middleware(AccessLogMiddleware, probes=ctx.settings.access_log_probes)
+    app.add_middleware(RequestIdMiddleware)  # added last, so outermost: the access log reads the id
     return app
 
 

@@ -39,6 +39,7 @@ from trtlade.server.context import ServerContext, note_access, server_context
 from trtlade.server.routes import AnsweringRoute, unexpected_response
 from trtlade.server.errors import ApiError, error_response
 from trtlade.server.identity import Identity
+from trtlade.server.request_id import request_id
 from trtlade.server.responses import (
     CONTEXT,
     RequestTracker,
@@ -339,10 +340,11 @@ async def stream_events(ctx: ServerContext, reply: _Reply, request: Optional[Req
             return
         except Exception as exc:  # noqa: BLE001 - a bug of ours: the stream ends with the 500's body, as any error
             status = 500
-            log.error("unexpected error in a streamed reply", exc_info=exc)
+            rid = request_id(request) if request is not None else "-"
+            log.error("unexpected error in a streamed reply (request id %s)", rid, exc_info=exc)
             if request is not None:
                 note_access(request, error="internal_error")
-            yield sse_data(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error").body())
+            yield sse_data(ApiError.internal(rid).body())
             yield SSE_DONE
             return
         if prepared.include_usage:

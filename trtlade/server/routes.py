@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from trtlade.server.context import note_access
 from trtlade.server.errors import ApiError, error_response
+from trtlade.server.request_id import request_id
 
 __all__ = ["AnsweringRoute", "unexpected_response"]
 
@@ -26,10 +27,12 @@ log = logging.getLogger("trtlade.server")
 
 
 def unexpected_response(request: Request, exc: Exception) -> Response:
-    """The 500 for an error no rule expected: logged once with its traceback, noted for the access log."""
-    log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+    """The 500 for an error no rule expected: logged once with its traceback and the request id, which the body names
+    (not the error's text), noted for the access log."""
+    rid = request_id(request)
+    log.error("unexpected error in %s %s (request id %s)", request.method, request.url.path, rid, exc_info=exc)
     note_access(request, error="internal_error")
-    return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error"))
+    return error_response(ApiError.internal(rid))
 
 
 class AnsweringRoute(APIRoute):
