@@ -66,7 +66,7 @@ def test_a_bug_while_answering_is_a_500_counted_once_and_holds_nothing():
                 raise RuntimeError("decode bug")
 
             tokenizer.decode = decode
-            body = {"prompt": "abc", "max_tokens": 3, "echo": True}
+            body = {"prompt": [97, 98, 99], "max_tokens": 3, "echo": True}  # token ids: echoed by decoding them
             whole = await client.post("/v1/completions", json=body)
             streamed = await client.post("/v1/completions", json={**body, "stream": True})
             metrics = (await client.get("/metrics")).text

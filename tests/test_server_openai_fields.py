@@ -33,10 +33,23 @@ def metaspace_tokenizer():
     return tok
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
+def bos_tokenizer():
+    """The Metaspace tokenizer with a post-processor that adds a special token before every text, as a Llama
+    tokenizer adds BOS (here ``<|user|>`` stands for it)."""
+    from tokenizers import processors
+
+    tok = copy.deepcopy(metaspace_tokenizer())
+    bos = tok.convert_tokens_to_ids("<|user|>")
+    tok._tokenizer.post_processor = processors.TemplateProcessing(single="<|user|> $A",
+                                                                  special_tokens=[("<|user|>", bos)])
+    return tok
+
+
+@functools.lru_cache(maxsize=3)
 def app(tokenizer: str = "tiny"):
-    if tokenizer == "metaspace":
-        tok = metaspace_tokenizer()
+    if tokenizer in ("metaspace", "bos"):
+        tok = metaspace_tokenizer() if tokenizer == "metaspace" else bos_tokenizer()
         engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
     else:
         tok = copy.deepcopy(tiny_tokenizer())  # the shared one stays without a template
@@ -94,6 +107,45 @@ def test_after_a_special_token_logprob_tokens_still_join_to_the_text(stream, see
     content, chat = joined("/v1/chat/completions", {"messages": [{"role": "user", "content": "The fox"}],
                                                      "logprobs": True, "top_logprobs": 1})
     assert chat == content and content
+
+
+def _echo(prompt, tokenizer: str, stream: bool = False) -> tuple[str, list[str], list[int]]:
+    """A completion of ``prompt`` with ``echo`` and ``logprobs: 1``: its text, logprob tokens and text offsets."""
+    import json
+
+    body = {"prompt": prompt, "max_tokens": 4, "echo": True, "logprobs": 1, "ignore_eos": True, "temperature": 1.5,
+            "seed": 2, "stream": stream}
+    r = post("/v1/completions", body, tokenizer)
+    assert r.status_code == 200, r.text
+    if not stream:
+        choice = r.json()["choices"][0]
+        return choice["text"], choice["logprobs"]["tokens"], choice["logprobs"]["text_offset"]
+    choices = [json.loads(line[6:])["choices"][0] for line in r.text.splitlines() if line.startswith("data: {")]
+    return ("".join(c["text"] for c in choices), [t for c in choices for t in c["logprobs"]["tokens"]],
+            [o for c in choices for o in c["logprobs"]["text_offset"]])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("tokenizer, prompt", [
+    ("metaspace", "<|user|>The quick brown<|assistant|>"),  # special tokens the client wrote: kept
+    ("metaspace", "The quick brown"),
+    ("bos", "The quick brown"),                              # a token the tokenizer added: not echoed
+    ("bos", "<|assistant|>The fox"),
+])
+def test_echo_repeats_the_prompt_as_the_client_wrote_it(tokenizer, prompt, stream):
+    text, tokens, offsets = _echo(prompt, tokenizer, stream)
+    assert text.startswith(prompt)
+    assert "".join(tokens) == text and [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens
+    if tokenizer == "bos":
+        assert tokens[0] == ""  # the added token: scored, with no text of the client's
+
+
+def test_echo_of_token_ids_keeps_their_special_tokens():
+    tok = metaspace_tokenizer()
+    ids = tok.encode("<|user|>The quick<|assistant|>", add_special_tokens=False)
+    text, tokens, offsets = _echo(ids, "metaspace")
+    as_decoded = tok.decode(ids, skip_special_tokens=False)  # "<|user|> The quick<|assistant|>": SentencePiece's
+    assert as_decoded.startswith("<|user|>") and text.startswith(as_decoded) and "".join(tokens) == text
 
 
 def test_completions_top_logprobs_hold_the_sampled_token_as_openai_does():

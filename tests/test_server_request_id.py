@@ -82,7 +82,7 @@ def test_a_streamed_500_names_the_id_not_the_errors_text(caplog):
             def decode(ids, *args, **kwargs):
                 raise RuntimeError("decode bug at /srv/secret/path")
             app.state.trtlade.engine.tokenizer.decode = decode
-            body = {"prompt": "abc", "max_tokens": 3, "echo": True, "stream": True}
+            body = {"prompt": [97, 98, 99], "max_tokens": 3, "echo": True, "stream": True}
             return await c.post("/v1/completions", json=body, headers={"X-Request-Id": "t-500"})
 
     with caplog.at_level(logging.ERROR, logger="trtlade.server"):

@@ -60,15 +60,51 @@ class PromptTokenizer:
     def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
         return list(self.tokenizer.encode(self.render_chat(messages), add_special_tokens=False))
 
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        """The text of ``ids``; ``skip_special=False`` keeps special tokens' text (a prompt echoed as given)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special)
 
-    def piece(self, token: int, before: Sequence[int] = ()) -> str:
+    def text_pieces(self, text: str, ids: Sequence[int]) -> list[str] | None:
+        """Each of ``ids`` (``text`` encoded by :meth:`encode_prompt`) as the part of ``text`` it stands for, from
+        the tokenizer's character offsets; the parts join to ``text`` (a gap goes with the token after it, the
+        rest with the last). A token the tokenizer added (a Llama tokenizer's BOS) stands for nothing. None where
+        the tokenizer gives no offsets (a slow tokenizer) or they are not for these ids.
+
+        A SentencePiece tokenizer reads ``<s>Hi`` as ``<s>`` then ``▁Hi``, which decodes as " Hi": the offsets
+        keep the client's text. Here, a tokenizer that adds id 1 before one token per character:
+
+        >>> class Fast:
+        ...     def encode(self, text, add_special_tokens=True):
+        ...         return [1] + [ord(c) for c in text]
+        ...     def __call__(self, text, add_special_tokens=True, return_offsets_mapping=False):
+        ...         spans = [(0, 0)] + [(i, i + 1) for i in range(len(text))]
+        ...         return {"input_ids": self.encode(text), "offset_mapping": spans}
+        >>> PromptTokenizer(Fast()).text_pieces("Hi", [1, 72, 105])
+        ['', 'H', 'i']
+        """
+        try:
+            encoded = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+            spans, same = encoded["offset_mapping"], list(encoded["input_ids"]) == list(ids)
+        except (TypeError, KeyError, NotImplementedError, ValueError):  # no offsets from this tokenizer
+            return None
+        if not same or len(spans) != len(ids):
+            return None
+        pieces, cursor = [], 0
+        for start, end in spans:
+            end = max(cursor, min(int(end), len(text))) if end > start else cursor  # an added token: nothing
+            pieces.append(text[cursor:end])
+            cursor = end
+        if pieces:
+            pieces[-1] += text[cursor:]
+        return pieces
+
+    def piece(self, token: int, before: Sequence[int] = (), skip_special: bool = True) -> str:
         """A token's text where it stands: what decoding it after ``before`` (the ids before it, as many as the
         output's own decoding reads: :data:`~trtlade.contract.text.PROMPT_CONTEXT_TOKENS`; none at the text's start)
         adds to decoding ``before`` alone. A SentencePiece token (Llama 2, Mistral, Gemma) decoded alone loses its
         word's space (``▁brown`` is "brown"), which it has after other text, a special token skipped; a byte-level
         BPE token's text is its own; where ``before`` ends inside a character, the token's own text (U+FFFD).
+        ``skip_special=False``: special tokens keep their text, the token's and those before it (an echoed prompt).
 
         >>> class Sp:  # a Metaspace tokenizer: a word's first token starts with ▁ and decodes alone without it
         ...     pieces = {1: "▁The", 2: "▁brown", 3: ""}   # 3: a special token, skipped
@@ -78,16 +114,16 @@ class PromptTokenizer:
         >>> tok.piece(2), tok.piece(2, before=(1,)), tok.piece(2, before=(1, 3)), tok.piece(2, before=(3,))
         ('brown', ' brown', ' brown', 'brown')
         """
-        alone = self.decode([token])
+        alone = self.decode([token], skip_special)
         if not before:
             return alone
-        key = tuple(before)
+        key = (tuple(before), skip_special)
         head = self._heads.get(key)
         if head is None:
             if len(self._heads) >= 256:
                 self._heads.clear()
-            head = self._heads[key] = self.decode(key)
-        both = self.decode([*key, token])
+            head = self._heads[key] = self.decode(key[0], skip_special)
+        both = self.decode([*key[0], token], skip_special)
         return both[len(head):] if both.startswith(head) and not head.endswith("\ufffd") else alone
 
     def token_bytes(self, token: int) -> bytes:

@@ -105,6 +105,8 @@ class PreparedRequest:
     continuous_usage: bool = False
     #: completions with ``echo``: the prompt is repeated before each choice's text
     echo: bool = False
+    #: with ``echo``, per generation: its prompt as the client wrote it (None: sent as token ids)
+    echo_texts: tuple[Optional[str], ...] = ()
 
     @property
     def num_choices(self) -> int:
@@ -322,6 +324,16 @@ def _prompt_list(body: CompletionRequest, tokenizer: PromptTokenizer) -> list[li
                 raise ApiError.bad_request(f"{where} = {token} is not a token id of this model (0 <= id < {vocab})",
                                            param="prompt")
     return lists
+
+
+def _prompt_texts(body: CompletionRequest, count: int) -> list[Optional[str]]:
+    """Each prompt as the client wrote it, for ``echo``: the strings of a text prompt, None for token ids."""
+    prompt = body.prompt
+    if isinstance(prompt, str):
+        return [prompt]
+    if prompt and all(isinstance(p, str) for p in prompt):
+        return list(prompt)  # type: ignore[arg-type]
+    return [None] * count
 
 
 def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
@@ -563,6 +575,9 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
                                    param="stream_options.continuous_usage_stats")
     generations: list[GenerationRequest] = []
     copies: list[tuple[int, ...]] = []
+    echo = bool(isinstance(body, CompletionRequest) and body.echo)
+    texts = _prompt_texts(body, len(prompts)) if echo else [None] * len(prompts)  # type: ignore[arg-type]
+    echo_texts: list[Optional[str]] = []
     for k, prompt_ids in enumerate(prompts):
         param = ("prompt" if len(prompts) == 1 else f"prompt.{k}") if kind == "completion" else "messages"
         max_tokens = _max_tokens(kind, body, info, len(prompt_ids), param)
@@ -579,10 +594,11 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
                 min_tokens=min_tokens, seed=seed, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
                 **_sampling_fields(body)))
             copies.append(tuple(range(k * n, (k + 1) * n)) if len(seeds) == 1 else (k * n + j,))
+            echo_texts.append(texts[k])
     return PreparedRequest(
         kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),
         prompt_tokens=sum(len(p) for p in prompts), stream=stream,
-        echo=bool(isinstance(body, CompletionRequest) and body.echo),
+        echo=echo, echo_texts=tuple(echo_texts) if echo else (),
         include_usage=bool(stream and body.stream_options and (body.stream_options.include_usage
                                                                 or body.stream_options.continuous_usage_stats)),
         continuous_usage=bool(stream and body.stream_options and body.stream_options.continuous_usage_stats))

@@ -81,6 +81,7 @@ class _Choice:
     first: bool = True
     scored: list[Scored] = field(default_factory=list)
     offset: int = 0  # characters of text before the next scored token (completions' text_offset)
+    given: tuple[str, ...] = ()  # with echo: the text of each prompt token, as the echoed prompt has it
 
 
 @dataclass
@@ -119,13 +120,14 @@ class _Reply:
         for index in self.prepared.copies[generation]:
             choice = self.choices[index]
             before = (*self._start(request), *(t for t, _ in choice.scored[-CONTEXT:]))[-CONTEXT:]
-            text, scored = chunk.text, []
+            text, scored, given = chunk.text, [], ()
             if choice.first and self.prepared.echo:
-                text = self.tokenizer.decode(list(request.prompt_ids)) + text
+                text = self._echoed(generation) + text
                 if chunk.prompt_logprobs is not None:
                     scored = list(zip(request.prompt_ids, chunk.prompt_logprobs))
+                    given = choice.given = self._echoed_pieces(generation)
             scored += [(lp.token, lp) for lp in chunk.logprobs or ()]
-            logprobs = self._logprobs(scored, choice.offset, before) if request.logprobs is not None else None
+            logprobs = self._logprobs(scored, choice.offset, before, given) if request.logprobs is not None else None
             if logprobs is not None and "tokens" in logprobs:  # completions: text_offset continues
                 choice.offset += sum(len(t) for t in logprobs["tokens"])
             choice.parts.append(text)
@@ -136,14 +138,37 @@ class _Reply:
             out.append((index, text, logprobs))
         return out
 
+    def _echoed(self, generation: int) -> str:
+        """The prompt of ``generation`` as echoed: a text prompt as the client wrote it (special tokens in it
+        included, none the tokenizer added), token ids as their text with every special token's."""
+        texts = self.prepared.echo_texts
+        given = texts[generation] if generation < len(texts) else None
+        if given is not None:
+            return given
+        return self.tokenizer.decode(self.prepared.generations[generation].prompt_ids, skip_special=False)
+
+    def _echoed_pieces(self, generation: int) -> tuple[str, ...]:
+        """Each prompt token's text in the echoed prompt (for its logprobs), joining to it: a text prompt's parts as
+        the tokenizer's offsets place them (a token it added has none), else each token's text where it stands,
+        special tokens keeping theirs."""
+        ids = self.prepared.generations[generation].prompt_ids
+        texts = self.prepared.echo_texts
+        given = texts[generation] if generation < len(texts) else None
+        pieces = self.tokenizer.text_pieces(given, ids) if given is not None else None
+        if pieces is not None:
+            return tuple(pieces)
+        return tuple(self.tokenizer.piece(token, ids[max(0, i - CONTEXT):i], skip_special=False)
+                     for i, token in enumerate(ids))
+
     def _start(self, request: Any) -> tuple[int, ...]:
         """The ids before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
         text), else the prompt's last (as many as the output's own decoding reads)."""
         return () if self.prepared.echo else tuple(request.prompt_ids[-CONTEXT:])
 
-    def _logprobs(self, scored: list[Scored], offset: int = 0, before: tuple[int, ...] = ()) -> dict:
+    def _logprobs(self, scored: list[Scored], offset: int = 0, before: tuple[int, ...] = (),
+                  given: tuple[str, ...] = ()) -> dict:
         if self.prepared.kind == "completion":
-            return completion_logprobs(scored, self.piece, offset, before)
+            return completion_logprobs(scored, self.piece, offset, before, given)
         raw = getattr(self.tokenizer, "token_bytes", None)
         return chat_logprobs(scored, self.piece, raw, before)
 
@@ -154,7 +179,7 @@ class _Reply:
         for g, copies in enumerate(self.prepared.copies):
             for index in copies:
                 starts[index] = self._start(self.prepared.generations[g])
-        return [("".join(c.parts), c.finish, self._logprobs(c.scored, 0, start) if asked else None)
+        return [("".join(c.parts), c.finish, self._logprobs(c.scored, 0, start, c.given) if asked else None)
                 for c, start in zip(self.choices, starts)]
 
     def cancel(self) -> None:

@@ -80,9 +80,10 @@ CONTEXT = PROMPT_CONTEXT_TOKENS
 
 
 def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
-                        before: tuple[int, ...] = ()) -> dict[str, Any]:
+                        before: tuple[int, ...] = (), given: Sequence[str] = ()) -> dict[str, Any]:
     """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset; each token's text
-    where it stands (after the ids before it: ``before`` for the first). As OpenAI's, each ``top_logprobs`` entry
+    where it stands (after the ids before it: ``before`` for the first), or, for the first ``len(given)`` tokens (an
+    echoed prompt's), the text ``given`` for it. As OpenAI's, each ``top_logprobs`` entry
     holds the chosen token too where it is not among the k most likely (a sampled token, or greedy under a
     penalty): up to k + 1 entries.
 
@@ -93,8 +94,8 @@ def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
      'top_logprobs': [None, {'<7>': -0.5, '<8>': -1.0}, {'<8>': -0.3, '<9>': -2.0}], 'text_offset': [0, 3, 6]}
     """
     tokens, values, tops, offsets = [], [], [], []
-    for token, lp in scored:
-        text = piece(token, before)
+    for i, (token, lp) in enumerate(scored):
+        text = given[i] if i < len(given) else piece(token, before)
         tokens.append(text)
         values.append(lp.logprob if lp is not None else None)
         top = {piece(t, before): v for t, v in lp.top} if lp is not None else None
