@@ -736,3 +736,23 @@ def test_queue_bound_gives_429(tle, tokenizer_dir):
 
     tle._iteration_delay = 0.05
     run(go())  # qwen3-8b-424 has max_batch_size 16: 16 running + 1 queued admitted, the 18th refused
+
+
+def test_a_shutdown_that_hangs_does_not_hold_the_server_past_its_bound(tle, tokenizer_dir, monkeypatch, caplog):
+    """TensorRT-LLM's executor shutdown waits on peers that may never answer: the close returns after
+    ENGINE_CLOSE_S (here 0.3 s) with a warning, and the process is left to exit."""
+    import time
+
+    import trtlade.trtllm.engine as module
+    from trtlade.trtllm.engine import TrtllmEngine
+
+    monkeypatch.setattr(module, "ENGINE_CLOSE_S", 0.3)
+    engine = TrtllmEngine.start(launch(tokenizer_dir))
+    released = threading.Event()
+    monkeypatch.setattr(tle._instances[-1], "shutdown", lambda: released.wait(30))
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger="trtlade"):
+        run(engine.aclose())
+    took = time.monotonic() - started
+    released.set()
+    assert took < 5 and any("did not return within" in r.getMessage() for r in caplog.records)

@@ -337,8 +337,9 @@ class LookaheadSection(_Section):
 #: After ``serve.shutdown_grace_s``: seconds for the 503s of the requests its end stopped to be written (uvicorn cancels
 #: what is left then) ...
 ANSWER_MARGIN_S = 5.0
-#: ... and in all, with the engine's close (its worker joined within 30 s), the most ``trtlade serve`` takes beyond its
-#: grace to exit: a supervisor should wait the grace plus this before it kills the process (the k8s export does).
+#: ... and in all, with the engine's close (``trtlade.contract.serving.ENGINE_CLOSE_S``: 30 s, on every engine), the
+#: most ``trtlade serve`` takes beyond its grace to exit: a supervisor should wait the grace plus this before it
+#: kills the process (the k8s export does).
 STOP_MARGIN_S = 40.0
 
 

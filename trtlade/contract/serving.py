@@ -51,7 +51,13 @@ __all__ = [
     "RequestRejected",
     "EngineFailure",
     "LookaheadPolicy",
+    "ENGINE_CLOSE_S",
+    "close_within",
 ]
+
+#: The most an engine's close may take at shutdown (its worker joined, TensorRT-LLM's shutdown called): the server's
+#: bound after the grace (``trtlade.config.schema.STOP_MARGIN_S``) counts on it.
+ENGINE_CLOSE_S = 30.0
 
 
 
@@ -96,6 +102,34 @@ class EngineLimits:
     max_seq_len: int
     max_prompt_tokens: int
     max_new_tokens: Optional[int] = None
+
+
+async def close_within(close: Callable[[], Any], seconds: float, what: str, log: logging.Logger) -> bool:
+    """Run ``close`` (a blocking call) in a daemon thread and wait for it at most ``seconds``: True if it returned
+    (or raised: logged) in time; False, with a warning, if not. The thread is left to the process's exit, so a
+    shutdown that hangs (TensorRT-LLM's executor waiting on a peer) cannot hold the server past its bound.
+
+    >>> import asyncio, time
+    >>> asyncio.run(close_within(lambda: None, 1.0, "a close", logging.getLogger("doc")))
+    True
+    >>> asyncio.run(close_within(lambda: time.sleep(5), 0.05, "a close", logging.getLogger("doc")))
+    False
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - a failed close is logged; the server exits all the same
+            log.exception("%s failed", what)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="trtlade-engine-close", daemon=True).start()
+    if await asyncio.to_thread(done.wait, max(0.0, seconds)):
+        return True
+    log.warning("%s did not return within %.0f s; the server exits without it", what, seconds)
+    return False
 
 
 def prompt_limit(asked: Optional[int], engine_limit: int, log: logging.Logger) -> int:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.serving import (
+    ENGINE_CLOSE_S,
     EngineFailure,
     EngineInfo,
     EngineLimits,
@@ -250,7 +251,7 @@ class ReferenceServingEngine:
             self._cv.notify_all()
         for job in pending:
             job.handle.finish(ServerStopping("the server is shutting down"))
-        await asyncio.to_thread(self._thread.join, 30.0)
+        await asyncio.to_thread(self._thread.join, ENGINE_CLOSE_S)
 
     # ------------------------------------------------------------------------------- worker
     def _cancel(self, handle: GenerationHandle) -> None:

@@ -50,6 +50,7 @@ import os
 import shlex
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -60,6 +61,7 @@ from trtlade.errors import TrtladeError
 from trtlade.diagnostics import Diagnostic
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk
 from trtlade.contract.serving import (
+    ENGINE_CLOSE_S,
     EngineFailure,
     EngineInfo,
     EngineLimits,
@@ -68,6 +70,7 @@ from trtlade.contract.serving import (
     LookaheadPolicy,
     RequestRejected,
     ServerStopping,
+    close_within,
     prompt_limit,
 )
 from trtlade.contract.text import OutputText, eos_token_ids
@@ -433,11 +436,10 @@ class TrtllmEngine:
             self._jobs.clear()
         for job in jobs:
             job.handle.finish(ServerStopping("the server is shutting down"))
+        started = time.monotonic()
         await asyncio.to_thread(self._thread.join, 10.0)
-        try:
-            self._executor.shutdown()
-        except Exception:  # noqa: BLE001
-            log.exception("executor shutdown failed")
+        await close_within(self._executor.shutdown, ENGINE_CLOSE_S - (time.monotonic() - started),
+                           "TensorRT-LLM's executor shutdown", log)
 
     # ------------------------------------------------------------------------------ responses
     def _responses(self) -> None:

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk
-from trtlade.contract.serving import (EngineFailure, EngineInfo, EngineLimits, EngineOverloaded, GenerationHandle,
-                                      LookaheadPolicy, RequestRejected, ServerStopping,
-                                      prompt_limit)
+from trtlade.contract.serving import (ENGINE_CLOSE_S, EngineFailure, EngineInfo, EngineLimits, EngineOverloaded,
+                                      GenerationHandle, LookaheadPolicy, RequestRejected, ServerStopping,
+                                      close_within, prompt_limit)
 from trtlade.contract.text import OutputText, eos_token_ids
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError
@@ -298,10 +298,7 @@ class TrtllmLlmEngine:
             if job.task is not None:
                 job.task.cancel()
         self._jobs.clear()
-        try:
-            await asyncio.to_thread(self._llm.shutdown)
-        except Exception:  # noqa: BLE001
-            log.exception("LLM shutdown failed")
+        await close_within(self._llm.shutdown, ENGINE_CLOSE_S, "TensorRT-LLM's LLM shutdown", log)
 
 
 def _draft_tokens(completion: Any, last: Optional[int]) -> Optional[int]:
