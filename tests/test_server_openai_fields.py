@@ -140,6 +140,73 @@ def test_echo_repeats_the_prompt_as_the_client_wrote_it(tokenizer, prompt, strea
         assert tokens[0] == ""  # the added token: scored, with no text of the client's
 
 
+def test_an_echoed_prompt_token_is_listed_once_in_its_top_logprobs_under_its_own_text():
+    """Where the prompt's token is among the k most likely, its entry is keyed by the text the echoed prompt gives it
+    (a SentencePiece word after a special token reads " The" there), not listed a second time under another."""
+    tok = bos_tokenizer()
+    bos = tok.convert_tokens_to_ids("<|user|>")
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    words = [i for t, i in vocab if t.startswith("\u2581") and len(t) > 1]
+    body = {"prompt": [[bos, w] for w in words[:64]], "max_tokens": 1, "echo": True, "logprobs": 20}
+    choices = post("/v1/completions", body, "bos").json()["choices"]
+    listed = 0
+    for choice in choices:
+        lp = choice["logprobs"]
+        for text, value, top in zip(lp["tokens"][1:2], lp["token_logprobs"][1:2], lp["top_logprobs"][1:2]):
+            assert top[text] == value and sum(v == value for v in top.values()) == 1
+            listed += len(top) <= 20
+    assert listed >= 3  # the prompt's token among the 20 most likely in some: the case that listed it twice
+
+
+def test_echo_with_a_tokenizer_without_offsets_leaves_out_the_token_it_added():
+    """A slow (pure Python) tokenizer gives no character offsets: the prompt tokens' texts are found by decoding,
+    the BOS it added having none, so they still join to the prompt as written."""
+    from transformers import PreTrainedTokenizer
+
+    class CharBos(PreTrainedTokenizer):
+        vocab_files_names: dict = {}
+
+        def __init__(self, **kw):
+            self._v = {"<s>": 0, "</s>": 1, "<unk>": 2, **{chr(i): 3 + i - 32 for i in range(32, 127)}}
+            self._r = {v: k for k, v in self._v.items()}
+            super().__init__(bos_token="<s>", eos_token="</s>", unk_token="<unk>", **kw)
+
+        @property
+        def vocab_size(self):
+            return len(self._v)
+
+        def get_vocab(self):
+            return dict(self._v)
+
+        def _tokenize(self, text, **kw):
+            return list(text)
+
+        def _convert_token_to_id(self, t):
+            return self._v.get(t, 2)
+
+        def _convert_id_to_token(self, i):
+            return self._r.get(i, "<unk>")
+
+        def convert_tokens_to_string(self, toks):
+            return "".join(toks)
+
+        def build_inputs_with_special_tokens(self, a, b=None):
+            return [0] + a + (b or [])
+
+    tok = CharBos()
+    engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
+    served = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=2))
+
+    async def go():
+        async with client_for(served) as c:
+            return await c.post("/v1/completions", json={"prompt": "Hi there", "max_tokens": 3, "echo": True,
+                                                         "logprobs": 1, "ignore_eos": True})
+    lp = run(go()).json()["choices"][0]
+    text, tokens, offsets = lp["text"], lp["logprobs"]["tokens"], lp["logprobs"]["text_offset"]
+    assert text.startswith("Hi there") and tokens[0] == "" and "".join(tokens) == text
+    assert [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens
+
+
 def test_echo_of_token_ids_keeps_their_special_tokens():
     tok = metaspace_tokenizer()
     ids = tok.encode("<|user|>The quick<|assistant|>", add_special_tokens=False)

@@ -91,3 +91,61 @@ def test_a_streamed_500_names_the_id_not_the_errors_text(caplog):
     assert error["code"] == "internal_error" and "t-500" in error["message"] and "secret" not in error["message"]
     logged = [r for r in caplog.records if "unexpected error" in r.getMessage()]
     assert len(logged) == 1 and "t-500" in logged[0].getMessage() and "secret" in str(logged[0].exc_info[1])
+
+
+def test_an_id_sent_twice_is_a_400_not_the_first_one_taken():
+    app, _ = fake_app(FakeEngine())
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2},
+                                headers=[("X-Request-Id", "first"), ("x-request-id", "second")])
+    resp = run(go())
+    assert resp.status_code == 400 and "sent 2 times" in resp.json()["error"]["message"]
+    assert MADE.fullmatch(resp.headers["x-request-id"])
+
+
+def test_a_malformed_id_is_logged_and_counted_like_any_400(caplog):
+    from fake_engine import metric_value
+
+    app, _ = fake_app(FakeEngine())
+
+    async def go():
+        async with client_for(app) as c:
+            refused = await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2},
+                                   headers={"X-Request-Id": "two words"})
+            return refused, (await c.get("/metrics")).text
+
+    with caplog.at_level(logging.INFO, logger="trtlade.access"):
+        refused, metrics = run(go())
+    lines = [r.getMessage() for r in caplog.records if r.name == "trtlade.access"]
+    assert len(lines) == 1 and " 400 " in lines[0] and "error=invalid_header param=X-Request-Id" in lines[0]
+    assert f"id={refused.headers['x-request-id']}" in lines[0]
+    assert metric_value(metrics, "trtlade_requests_total", {"endpoint": "completions", "status": "400"}) == 1
+
+
+def test_an_error_raised_in_a_middleware_still_answers_with_the_id():
+    """Starlette answers an exception raised in a middleware from outside every middleware: the 500 carries the
+    header all the same, and its body names the id, not the error's text."""
+    import httpx
+    from starlette.middleware import Middleware
+
+    class Boom:
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http" and scope["path"] == "/boom":
+                raise RuntimeError("boom at /srv/secret")
+            await self.app(scope, receive, send)
+
+    app, _ = fake_app(FakeEngine())
+    app.user_middleware.append(Middleware(Boom))  # the innermost: inside the request ids
+
+    async def go():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            return await c.get("/boom", headers={"X-Request-Id": "mw-1"})
+    resp = run(go())
+    assert resp.status_code == 500 and resp.headers.get_list("x-request-id") == ["mw-1"]
+    assert "mw-1" in resp.json()["error"]["message"] and "secret" not in resp.text

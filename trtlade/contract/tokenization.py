@@ -98,6 +98,23 @@ class PromptTokenizer:
             pieces[-1] += text[cursor:]
         return pieces
 
+    def added(self, text: str, ids: Sequence[int]) -> tuple[int, int]:
+        """How many of ``ids`` (``text`` encoded by :meth:`encode_prompt`) the tokenizer added before and after the
+        text's own (a Llama tokenizer's BOS): ``(0, 0)`` where none, or where the text's own are not a run of them.
+
+        >>> class Bos:  # adds id 1 before the text's own ids
+        ...     def encode(self, text, add_special_tokens=True):
+        ...         return ([1] if add_special_tokens else []) + [ord(c) for c in text]
+        >>> PromptTokenizer(Bos()).added("hi", [1, 104, 105])
+        (1, 0)
+        """
+        own, ids = list(self.tokenizer.encode(text, add_special_tokens=False)), list(ids)
+        extra = len(ids) - len(own)
+        for lead in range(max(0, extra) + 1 if extra > 0 else 0):
+            if ids[lead:lead + len(own)] == own:
+                return lead, extra - lead
+        return 0, 0
+
     def piece(self, token: int, before: Sequence[int] = (), skip_special: bool = True) -> str:
         """A token's text where it stands: what decoding it after ``before`` (the ids before it, as many as the
         output's own decoding reads: :data:`~trtlade.contract.text.PROMPT_CONTEXT_TOKENS`; none at the text's start)

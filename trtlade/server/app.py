@@ -71,9 +71,9 @@ def create_app(engine: EngineSource, settings: Optional[ServerSettings] = None, 
     add_error_handlers(app)
     app.include_router(generation.router)
     app.include_router(info_routes.router)
-    if ctx.settings.access_log:
-        app.add_middleware(AccessLogMiddleware, probes=ctx.settings.access_log_probes)
-    app.add_middleware(RequestIdMiddleware)  # added last, so outermost: the access log reads the id
+    app.add_middleware(RequestIdMiddleware)
+    if ctx.settings.access_log:  # added last, so outermost: it logs the ids' own refusals too, and reads the id
+        app.add_middleware(AccessLogMiddleware, probes=ctx.settings.access_log_probes)  # the scope carries up
     return app
 
 

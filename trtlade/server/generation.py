@@ -97,6 +97,7 @@ class _Reply:
     endpoint: str
     tokenizer: Any = None  #: the engine's PromptTokenizer (token pieces for logprobs, echo text)
     choices: list[_Choice] = field(default_factory=list)
+    _echo_pieces: dict[int, tuple[str, ...]] = field(default_factory=dict)  # per generation: every copy reads them
 
     def __post_init__(self) -> None:
         self.choices = [_Choice() for _ in range(self.prepared.num_choices)]
@@ -138,6 +139,10 @@ class _Reply:
             out.append((index, text, logprobs))
         return out
 
+    def _prompt_piece(self, token: int, before: tuple[int, ...] = ()) -> str:
+        """An echoed prompt position's alternative token, as its text would stand in the echoed prompt."""
+        return self.tokenizer.piece(token, before, skip_special=False)
+
     def _echoed(self, generation: int) -> str:
         """The prompt of ``generation`` as echoed: a text prompt as the client wrote it (special tokens in it
         included, none the tokenizer added), token ids as their text with every special token's."""
@@ -151,14 +156,19 @@ class _Reply:
         """Each prompt token's text in the echoed prompt (for its logprobs), joining to it: a text prompt's parts as
         the tokenizer's offsets place them (a token it added has none), else each token's text where it stands,
         special tokens keeping theirs."""
+        if generation in self._echo_pieces:
+            return self._echo_pieces[generation]
         ids = self.prepared.generations[generation].prompt_ids
         texts = self.prepared.echo_texts
         given = texts[generation] if generation < len(texts) else None
         pieces = self.tokenizer.text_pieces(given, ids) if given is not None else None
-        if pieces is not None:
-            return tuple(pieces)
-        return tuple(self.tokenizer.piece(token, ids[max(0, i - CONTEXT):i], skip_special=False)
-                     for i, token in enumerate(ids))
+        if pieces is None:  # no offsets: each token where it stands, but none for a token the tokenizer added
+            lead, trail = self.tokenizer.added(given, ids) if given is not None else (0, 0)
+            pieces = ["" if i < lead or i >= len(ids) - trail
+                      else self.tokenizer.piece(token, ids[max(lead, i - CONTEXT):i], skip_special=False)
+                      for i, token in enumerate(ids)]
+        self._echo_pieces[generation] = tuple(pieces)
+        return self._echo_pieces[generation]
 
     def _start(self, request: Any) -> tuple[int, ...]:
         """The ids before a choice's first scored one: none with ``echo`` (the prompt's first token starts the
@@ -168,7 +178,7 @@ class _Reply:
     def _logprobs(self, scored: list[Scored], offset: int = 0, before: tuple[int, ...] = (),
                   given: tuple[str, ...] = ()) -> dict:
         if self.prepared.kind == "completion":
-            return completion_logprobs(scored, self.piece, offset, before, given)
+            return completion_logprobs(scored, self.piece, offset, before, given, self._prompt_piece)
         raw = getattr(self.tokenizer, "token_bytes", None)
         return chat_logprobs(scored, self.piece, raw, before)
 

@@ -6,8 +6,8 @@ without one gets ``req_`` and 32 hex digits, as OpenAI names its requests. The i
 text (a traceback's text is the server's internals, not the client's business): the operator finds the
 traceback by the id the client reports.
 
-An id must be 1-128 visible ASCII characters (no space, no control character: a log line stays one line);
-anything else is a 400 that names the header, never silently replaced.
+An id must be 1-128 visible ASCII characters (no space, no control character: a log line stays one line), sent
+once; anything else is a 400 that names the header, never silently replaced.
 
     >>> request_id_of("trace-7f3a"), request_id_of(None).startswith("req_"), len(request_id_of(None))
     ('trace-7f3a', True, 36)
@@ -31,9 +31,9 @@ Message = MutableMapping[str, Any]
 
 HEADER = "X-Request-Id"
 #: what the API reference says of the header (scripts/gen_reference.py)
-DESCRIPTION = ("On every response: the request's own id when it sent one (1-128 visible ASCII characters, else a "
-               "400 naming the header), else `req_` and 32 hex digits. The access log's `id=` and the server's log "
-               "line of a 500 carry it; a 500's body names it instead of the error's text.")
+DESCRIPTION = ("On every response: the request's own id when it sent one (1-128 visible ASCII characters, sent once, "
+               "else a 400 naming the header), else `req_` and 32 hex digits. The access log's `id=` and the server's "
+               "log line of a 500 carry it; a 500's body names it instead of the error's text.")
 _VALID = re.compile(r"[\x21-\x7e]{1,128}")
 _MAX = 128
 
@@ -67,6 +67,8 @@ class RequestIdMiddleware:
             return
         sent = [value for name, value in scope.get("headers", ()) if name.lower() == b"x-request-id"]
         try:
+            if len(sent) > 1:
+                raise ValueError(f"{HEADER} was sent {len(sent)} times; send it once")
             rid = request_id_of(sent[0].decode("latin-1") if sent else None)
         except ValueError as exc:
             await _refuse(scope, receive, send, str(exc))
@@ -81,13 +83,22 @@ class RequestIdMiddleware:
         await self.app(scope, receive, with_id)
 
 
+#: the generation routes, by the label /metrics counts their requests under
+_ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat_completions"}
+
+
 async def _refuse(scope: Scope, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]],
                   message: str) -> None:
-    """The 400 of a malformed id, in the OpenAI error shape, with an id of the server's own."""
+    """The 400 of a malformed id, in the OpenAI error shape, with an id of the server's own: in the access log (the
+    middleware outside this one) and, on a generation route, counted in /metrics like any other 400."""
     from trtlade.server.errors import ApiError, error_response
 
     rid = request_id_of(None)
     scope.setdefault("state", {}).update(request_id=rid, access={"error": "invalid_header", "param": HEADER})
+    endpoint = _ENDPOINTS.get(scope.get("path", ""))
+    metrics = getattr(getattr(scope.get("app"), "state", None), "metrics", None)
+    if endpoint is not None and metrics is not None:
+        metrics.finished(endpoint, 400)
     response = error_response(ApiError(400, f"{message}; send none and the server names the request",
                                        param=HEADER, code="invalid_header",
                                        headers={HEADER: rid}))

@@ -80,10 +80,12 @@ CONTEXT = PROMPT_CONTEXT_TOKENS
 
 
 def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
-                        before: tuple[int, ...] = (), given: Sequence[str] = ()) -> dict[str, Any]:
+                        before: tuple[int, ...] = (), given: Sequence[str] = (),
+                        given_piece: Optional[Piece] = None) -> dict[str, Any]:
     """The completions ``logprobs`` object: tokens, token_logprobs, top_logprobs, text_offset; each token's text
     where it stands (after the ids before it: ``before`` for the first), or, for the first ``len(given)`` tokens (an
-    echoed prompt's), the text ``given`` for it. As OpenAI's, each ``top_logprobs`` entry
+    echoed prompt's), the text ``given`` for it, its alternatives' by ``given_piece`` (special tokens keeping their
+    text there, as the echoed prompt does). As OpenAI's, each ``top_logprobs`` entry
     holds the chosen token too where it is not among the k most likely (a sampled token, or greedy under a
     penalty): up to k + 1 entries.
 
@@ -95,10 +97,12 @@ def completion_logprobs(scored: Sequence[Scored], piece: Piece, offset: int = 0,
     """
     tokens, values, tops, offsets = [], [], [], []
     for i, (token, lp) in enumerate(scored):
-        text = given[i] if i < len(given) else piece(token, before)
+        echoed = i < len(given)
+        text = given[i] if echoed else piece(token, before)
         tokens.append(text)
         values.append(lp.logprob if lp is not None else None)
-        top = {piece(t, before): v for t, v in lp.top} if lp is not None else None
+        alternative = (given_piece or piece) if echoed else piece
+        top = {text if t == token else alternative(t, before): v for t, v in lp.top} if lp is not None else None
         if top is not None:
             top.setdefault(text, lp.logprob)  # type: ignore[union-attr]
         tops.append(top)

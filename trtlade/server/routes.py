@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from trtlade.server.context import note_access
 from trtlade.server.errors import ApiError, error_response
-from trtlade.server.request_id import request_id
+from trtlade.server.request_id import HEADER, request_id
 
 __all__ = ["AnsweringRoute", "unexpected_response"]
 
@@ -32,7 +32,10 @@ def unexpected_response(request: Request, exc: Exception) -> Response:
     rid = request_id(request)
     log.error("unexpected error in %s %s (request id %s)", request.method, request.url.path, rid, exc_info=exc)
     note_access(request, error="internal_error")
-    return error_response(ApiError.internal(rid))
+    err = ApiError.internal(rid)
+    if rid != "-":  # Starlette answers an error raised in a middleware outside every middleware: the header here
+        err.headers = {HEADER: rid}
+    return error_response(err)
 
 
 class AnsweringRoute(APIRoute):
