@@ -140,6 +140,15 @@ def test_echo_repeats_the_prompt_as_the_client_wrote_it(tokenizer, prompt, strea
         assert tokens[0] == ""  # the added token: scored, with no text of the client's
 
 
+def test_echo_of_token_ids_that_split_a_character_gives_it_to_the_token_that_ends_it():
+    """Byte-level BPE splits an emoji over tokens: each alone reads U+FFFD, so in the echoed prompt the character's
+    text goes with the token that ends it and the others have none; the tokens join to the text."""
+    ids = tiny_tokenizer().encode("caf\u00e9 \U0001F600 ok", add_special_tokens=False)
+    text, tokens, offsets = _echo(ids, "tiny")
+    assert text.startswith("caf\u00e9 \U0001F600 ok") and "".join(tokens) == text
+    assert [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens and "\U0001F600" in tokens[:len(ids)]
+
+
 def test_an_echoed_prompt_token_is_listed_once_in_its_top_logprobs_under_its_own_text():
     """Where the prompt's token is among the k most likely, its entry is keyed by the text the echoed prompt gives it
     (a SentencePiece word after a special token reads " The" there), not listed a second time under another."""

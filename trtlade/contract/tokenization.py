@@ -98,6 +98,34 @@ class PromptTokenizer:
             pieces[-1] += text[cursor:]
         return pieces
 
+    def id_pieces(self, ids: Sequence[int], window: int = 8) -> list[str]:
+        """Each of ``ids`` as the text it completes in ``decode(ids, skip_special=False)``, the parts joining to
+        it: decoded after the ``window`` ids before it, a token that ends inside a character (an emoji's first bytes)
+        gets nothing and the one that completes it the whole character; what a text ending inside one leaves goes
+        with its last token. (:meth:`piece` gives each such token U+FFFD instead, the way a stream shows it.)
+
+        >>> class Bytes:  # one token per UTF-8 byte
+        ...     def decode(self, ids, skip_special_tokens=True):
+        ...         return bytes(ids).decode("utf-8", errors="replace")
+        >>> PromptTokenizer(Bytes()).id_pieces(list("a😀".encode()))
+        ['a', '', '', '', '😀']
+        """
+        ids = [int(t) for t in ids]
+        pieces: list[str] = []
+        pending = 0  # the first id whose text is not given out yet
+        for i in range(len(ids)):
+            start = max(0, pending - window)
+            head, both = self.decode(ids[start:pending], False), self.decode(ids[start:i + 1], False)
+            if both.endswith("\ufffd") and i + 1 < len(ids) or not both.startswith(head):
+                pieces.append("")  # inside a character: its text goes with the token that ends it
+                continue
+            pieces.append(both[len(head):])
+            pending = i + 1
+        whole, joined = self.decode(ids, False), "".join(pieces)
+        if joined != whole:  # a tokenizer whose text is not the sum of its parts: each token where it stands
+            return [self.piece(t, ids[max(0, i - window):i], skip_special=False) for i, t in enumerate(ids)]
+        return pieces
+
     def added(self, text: str, ids: Sequence[int]) -> tuple[int, int]:
         """How many of ``ids`` (``text`` encoded by :meth:`encode_prompt`) the tokenizer added before and after the
         text's own (a Llama tokenizer's BOS): ``(0, 0)`` where none, or where the text's own are not a run of them.

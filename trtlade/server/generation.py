@@ -154,19 +154,18 @@ class _Reply:
 
     def _echoed_pieces(self, generation: int) -> tuple[str, ...]:
         """Each prompt token's text in the echoed prompt (for its logprobs), joining to it: a text prompt's parts as
-        the tokenizer's offsets place them (a token it added has none), else each token's text where it stands,
-        special tokens keeping theirs."""
+        the tokenizer's offsets place them (a token it added has none), else by decoding, special tokens keeping their
+        text and a character split over tokens going with the one that ends it."""
         if generation in self._echo_pieces:
             return self._echo_pieces[generation]
         ids = self.prepared.generations[generation].prompt_ids
         texts = self.prepared.echo_texts
         given = texts[generation] if generation < len(texts) else None
         pieces = self.tokenizer.text_pieces(given, ids) if given is not None else None
-        if pieces is None:  # no offsets: each token where it stands, but none for a token the tokenizer added
+        if pieces is None:  # token ids, or no offsets: by decoding, none for a token the tokenizer added
             lead, trail = self.tokenizer.added(given, ids) if given is not None else (0, 0)
-            pieces = ["" if i < lead or i >= len(ids) - trail
-                      else self.tokenizer.piece(token, ids[max(lead, i - CONTEXT):i], skip_special=False)
-                      for i, token in enumerate(ids)]
+            pieces = ["" for _ in range(lead)] + self.tokenizer.id_pieces(ids[lead:len(ids) - trail]) + \
+                ["" for _ in range(trail)]
         self._echo_pieces[generation] = tuple(pieces)
         return self._echo_pieces[generation]
 
