@@ -261,6 +261,10 @@ def test_report_compare_cli(server: tuple[str, Script], tmp_path: Path) -> None:
     assert out_md.read_text() in result.stdout + "\n"
     missing = invoke("report", "compare", str(tmp_path / "nope"), str(only_run(tmp_path / "b")))
     assert missing.exit_code == 1 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr
+    for target, said in ((tmp_path, "it is a folder"), (tmp_path / "no" / "cmp.md", "does not exist")):
+        refused = invoke("report", "compare", str(only_run(tmp_path / "a")), str(only_run(tmp_path / "b")),
+                         "-o", str(target))  # refused before anything is printed
+        assert refused.exit_code == 2 and said in refused.stderr and "# Comparison" not in refused.stdout
 
 
 def test_api_key_is_sent_and_not_recorded(server: tuple[str, Script], tmp_path: Path,

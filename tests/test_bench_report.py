@@ -616,7 +616,7 @@ def test_compare_runs_pairs_series(tmp_path: Path) -> None:
     text = compare_runs(run, other)
     assert ("| A ar | 100.0 | 100.0 |\n| B ar | 100.0 | 100.0 |\n| B ar vs A ar | +0.0% one sample | +0.0% one sample |"
             in text)
-    assert "| A lookahead | 110.0 | 110.0 |" in text
+    assert "| A lookahead | 110.0 | 110.0 [1 failed] |" in text
     single = compare_runs(run, other, series_a="ar", series_b="lookahead")
     # a latency with a failed request left out is not judged, as bench's own table does not judge it
     assert "| B lookahead vs A ar | +10.0% one sample | +10.0% not judged: 1 failed request left out |" in single
@@ -652,6 +652,45 @@ def test_compare_reads_the_server_behind_a_one_server_run_and_its_host() -> None
     assert "- A: load generator AMD EPYC, CPU class x86-64, AVX-512, 2 CPUs; server Xeon A" in text
     assert "the CPU (Xeon A, CPU class x86-64, AVX-512 with AVX512-BF16 and AMX, 64 CPUs against Xeon B" in text
     assert "the server (reference engine, bfloat16 against trtllm engine, bfloat16)" in text
+
+
+def test_compare_says_what_it_cannot_compare_and_what_differs_between_the_series() -> None:
+    """A comparison that would compare nothing is refused; what it leaves out, what a paired series sent
+    differently, a seed or a dataset file, and token counts that are chunks are each said; levels in order."""
+    run, _ = known_run()
+    with pytest.raises(ReportError, match="the same run"):
+        compare_runs(run, run.model_copy())
+    apart = run.model_copy(update={"run_id": "B", "levels": [4], "summaries": [
+        s.model_copy(update={"concurrency": 4}) for s in run.summaries]})
+    with pytest.raises(ReportError, match=r"share no concurrency level \(A: 1, 2; B: 4\)"):
+        compare_runs(run, apart)
+    wider = apart.model_copy(update={"levels": [4, 1], "summaries": [*apart.summaries, *(
+        s.model_copy(update={"tokens_source": "chunks"}) for s in run.summaries if s.concurrency == 1)]})
+    text = compare_runs(wider, run.model_copy(update={"run_id": "C"}))
+    assert "| concurrency | 1 | 2 | 4 |" in text and "- A: **Token counts of ar, lookahead are content chunks" in text
+    sent = [info.model_copy(update={"model": "other-model"} if info.label == "ar" else {"lookahead": [7, 7, 7]})
+            for info in run.series]
+    other = run.model_copy(update={"run_id": "D", "series": sent[:1] + sent[1:],
+                                   "settings": {**run.settings, "seed": 7, "dataset_source": "/data/v2.jsonl"}})
+    text = compare_runs(run, other)
+    assert "`seed`" in text and "`dataset_source`" in text and "ar's `model` ('m' against 'other-model')" in text
+    assert "lookahead's `lookahead`" in text and "[7, 7, 7]" in text
+    alone = run.model_copy(update={"run_id": "E", "series": run.series[:1]})
+    assert "Not compared (no series of the same name in the other run, or not named): A's lookahead" in \
+        compare_runs(run, alone)
+
+
+def test_compare_reads_a_hand_edited_servers_entry_without_a_traceback() -> None:
+    run, _ = known_run()
+    odd = run.model_copy(update={"metadata": {"servers": {"a": "not a mapping"}}})
+    assert "server host not recorded" in compare_runs(odd, run.model_copy(update={"run_id": "B"}))
+
+
+def test_compare_marks_a_cell_whose_requests_failed() -> None:
+    run, _ = known_run()
+    text = compare_runs(run, run.model_copy(update={"run_id": "B"}))
+    section = text.split("## Output throughput")[1].split("\n## ")[0]
+    assert "| A lookahead | 7.0 | 3.2 [1 failed] |" in section and "| A ar | 6.7 | 6.7 |" in section
 
 
 def test_compare_runs_judges_the_unpaired_change_with_its_spread() -> None:

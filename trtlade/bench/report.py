@@ -1020,15 +1020,31 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
     Pairs: the series named, else the only series of each run, else every series name both runs
     share (ar with ar, lookahead with lookahead ...). Columns: every level of either run.
     """
+    if run_a == run_b:  # the same summary twice (run ids alone can repeat: two runs begun in the same second)
+        raise ReportError(f"A and B are the same run ({run_a.run_id})", where="RUN_B",
+                          hint="give two runs: compare runs made apart (one per server, or before and after a change)")
     pairs = _pairs(run_a, run_b, series_a, series_b)
-    levels = list(run_a.levels) + [c for c in run_b.levels if c not in run_a.levels]
+    shared = sorted(set(run_a.levels) & set(run_b.levels))
+    if not shared:
+        raise ReportError(f"the runs share no concurrency level (A: {', '.join(map(str, run_a.levels))}; B: "
+                          f"{', '.join(map(str, run_b.levels))}): nothing can be compared", where="RUN_B",
+                          hint="compare runs measured at a common level (trtlade bench --concurrency)")
+    levels = sorted(set(run_a.levels) | set(run_b.levels))
     out = [f"# Comparison: A = {run_a.run_id}, B = {run_b.run_id}", "",
            "Each cell: the mean (min–max) over a run's repeats. The runs were measured apart, so nothing pairs their "
            "repeats: a change is judged by Welch's 95% t interval of the difference of the means (its ± margin, % of "
            "A), and is `one sample` when either run has one repeat. A host's drift between the runs is in the "
            "change too: for a verdict on two versions, run them in one `trtlade bench` (two servers, "
            "interleaved).", ""]
-    out += _compared_runs_lines(run_a, run_b)
+    out += _compared_runs_lines(run_a, run_b, pairs)
+    for name, run in (("A", run_a), ("B", run_b)):
+        out += [f"- {name}: {line}" for line in _token_source_lines(run)]
+    left = [f"{name}'s {label}" for name, run, paired in (("A", run_a, {a for a, _ in pairs}),
+                                                         ("B", run_b, {b for _, b in pairs}))
+            for label in (s.label for s in run.series) if label not in paired]
+    if left:
+        out += [f"- Not compared (no series of the same name in the other run, or not named): {', '.join(left)}; "
+                "pick a pair with --series-a and --series-b.", ""]
     for title, field, decimals, _ in TABLES:
         out += [f"## {title}", ""]
         for sa, sb in pairs:
@@ -1041,15 +1057,18 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
     return "\n".join(out) + "\n"
 
 
-#: the settings that decide a run's numbers: two runs that differ in one are not the same measurement
-_COMPARED_SETTINGS = ("dataset", "num_prompts", "max_tokens", "temperature", "top_p", "ignore_eos", "endpoint",
-                      "prefix_cache")
+#: the settings that decide a run's numbers: two runs that differ in one are not the same measurement (``seed``: the
+#: prompts a ``random`` dataset draws and the sampling seeds; ``dataset_source``: the file a dataset was read from)
+_COMPARED_SETTINGS = ("dataset", "dataset_source", "seed", "num_prompts", "max_tokens", "temperature", "top_p",
+                      "ignore_eos", "endpoint", "prefix_cache")
+#: what a paired series sent that decides its numbers
+_SERIES_FIELDS = ("model", "mode", "lookahead", "speculation")
 
 
-def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
+def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary, pairs: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Each run's hosts (the load generator's CPU and the server's, as its /version names it) and, as warnings, what
     differs between the two runs beyond the code: the CPU that served (else the load generator's), a setting that
-    decides the numbers, what served the first series."""
+    decides the numbers, what served the first series, what a paired series sent (its model, mode, drafting)."""
     lines = [f"- {name}: {_run_hosts(run)}" for name, run in (("A", run_a), ("B", run_b))]
     served = [_served(run) for run in (run_a, run_b)]
     hosts = [_version_host(v) for v in served]
@@ -1061,6 +1080,12 @@ def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary) -> list[str]:
     servers = [describe_server(v) for v in served]
     if all(servers) and servers[0] != servers[1]:
         differ.append(f"the server ({servers[0]} against {servers[1]})")
+    infos = ({i.label: i for i in run_a.series}, {i.label: i for i in run_b.series})
+    for name_a, name_b in pairs:
+        first, second = infos[0][name_a], infos[1][name_b]
+        differ += [f"{name_a}'s `{key}` ({getattr(first, key)!r} against {getattr(second, key)!r})"
+                   for key in _SERIES_FIELDS if getattr(first, key) != getattr(second, key)
+                   and not (key == "mode" and name_a != name_b)]
     if differ:
         lines.append("- **The runs differ beyond what is compared**: " + "; ".join(differ) + ". A change below holds "
                      "for these differences together, not for one of them.")
@@ -1072,7 +1097,8 @@ def _served(run: RunSummary) -> Optional[dict[str, Any]]:
     servers = run.metadata.get("servers")
     if not run.series or not isinstance(servers, dict):
         return None
-    version = (servers.get(run.series[0].server) or {}).get("version")
+    entry = servers.get(run.series[0].server)
+    version = entry.get("version") if isinstance(entry, dict) else None
     return version if isinstance(version, dict) else None
 
 
@@ -1103,7 +1129,8 @@ def host_lines(metadata: dict[str, Any]) -> list[str]:
     that served it."""
     here = _host_text(metadata)
     servers = metadata.get("servers") if isinstance(metadata.get("servers"), dict) else {}
-    hosts = {label: _version_host((info or {}).get("version")) for label, info in servers.items()}
+    hosts = {label: _version_host(info.get("version") if isinstance(info, dict) else None)
+             for label, info in servers.items()}
     if here and not hosts:  # a report that recorded no server
         return [f"Host: {here} (a speed figure holds on the host that measured it)."]
     if here and all(h == here for h in hosts.values()):
@@ -1138,9 +1165,10 @@ def _unpaired_table(levels: Sequence[int], a: tuple[str, RunSummary, str], b: tu
     values = {label: {c: [v for v in run.values(series, c, field) if v is not None] for c in levels}
               for label, run, series in (a, b)}
     lines = ["| concurrency | " + " | ".join(str(c) for c in levels) + " |", "|---|" + "---:|" * len(levels)]
-    for label in values:
-        lines.append(f"| {label} | " + " | ".join(_fmt_spread(*spread(values[label][c]), decimals) for c in levels)
-                     + " |")
+    for label, run, series in (a, b):  # a cell whose requests failed says so, as the bench's own tables do
+        lines.append(f"| {label} | " + " | ".join(
+            _fmt_spread(*spread(values[label][c]), decimals)
+            + _failed(int(sum(v or 0 for v in run.values(series, c, "failed")))) for c in levels) + " |")
     cells = []
     for c in levels:
         base, other = values[a[0]][c], values[b[0]][c]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from trtlade.cli.common import console, err_console, fail, refuse_overwrite
+from trtlade.cli.common import EXIT_USAGE, console, err_console, fail, refuse_overwrite
 from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -513,6 +513,10 @@ def report_compare(
 
     if output is not None:  # before reading the runs: a mistyped path must not replace a run's own files
         refuse_overwrite(output, where="--output", force=force)
+        if output.is_dir() or not output.parent.is_dir():
+            fail(f"cannot write {output}: " + ("it is a folder" if output.is_dir() else
+                                               f"its folder {output.parent} does not exist"),
+                 where="--output", code=EXIT_USAGE, hint="give a file path you can write (its folder must exist)")
     try:
         a = load_run(run_a, what="RUN_A")
         b = load_run(run_b, what="RUN_B")
