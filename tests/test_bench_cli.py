@@ -202,7 +202,6 @@ def test_invalid_config_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command, option, text, located", [
-    ("bench", "--launch", None, "no such file"),                       # a path that is not there
     ("bench", "--config", "build: [\n", "malformed YAML"),              # not YAML: a [ never closed
     ("tune", "--launch", "build: [\n", "a [ or { is not closed"),
 ])
@@ -260,7 +259,10 @@ def test_report_compare_cli(server: tuple[str, Script], tmp_path: Path) -> None:
     assert "| B default vs A default |" in result.stdout and "| concurrency | 1 | 2 |" in result.stdout
     assert out_md.read_text() in result.stdout + "\n"
     missing = invoke("report", "compare", str(tmp_path / "nope"), str(only_run(tmp_path / "b")))
-    assert missing.exit_code == 1 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr
+    assert missing.exit_code == 2 and "RUN_A" in missing.stderr and "does not exist" in missing.stderr
+    for command in ("bench", "tune"):  # a config that is not there is a usage mistake, as for serve (exit 2)
+        absent = invoke(command, "--launch", str(tmp_path / "nope.yml"))
+        assert absent.exit_code == 2 and "--launch" in absent.stderr and "does not exist" in absent.stderr
     for target, said in ((tmp_path, "it is a folder"), (tmp_path / "no" / "cmp.md", "does not exist")):
         refused = invoke("report", "compare", str(only_run(tmp_path / "a")), str(only_run(tmp_path / "b")),
                          "-o", str(target))  # refused before anything is printed

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from trtlade.cli.common import EXIT_USAGE, console, err_console, fail, refuse_overwrite
+from trtlade.cli.common import EXIT_USAGE, console, err_console, fail, refuse_overwrite, require_path
 from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -251,6 +251,7 @@ def bench(
     if launch is not None and base_url is not None:
         fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
     cfg_path = launch if launch is not None else config
+    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
     section, loaded = load_bench_defaults(cfg_path)
 
     try:
@@ -517,6 +518,8 @@ def report_compare(
             fail(f"cannot write {output}: " + ("it is a folder" if output.is_dir() else
                                                f"its folder {output.parent} does not exist"),
                  where="--output", code=EXIT_USAGE, hint="give a file path you can write (its folder must exist)")
+    for where, path in (("RUN_A", run_a), ("RUN_B", run_b)):
+        require_path(path, where=where, hint="give a run folder written by `trtlade bench` (reports/<run-id>)")
     try:
         a = load_run(run_a, what="RUN_A")
         b = load_run(run_b, what="RUN_B")

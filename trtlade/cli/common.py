@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -38,6 +38,12 @@ def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:
     mistyped path must not turn a config or a report into something else."""
     if path.exists() and not path.is_dir() and not force:
         fail(f"{path} exists", where=where, code=EXIT_USAGE, hint="give a new path, or add --force to replace it")
+
+
+def require_path(path: Optional[Path], *, where: str, hint: str) -> None:
+    """A file or folder the user named that does not exist is a usage mistake: exit 2 naming it."""
+    if path is not None and not path.exists():
+        fail(f"{where} {str(path)!r} does not exist", where=where, code=EXIT_USAGE, hint=hint)
 
 
 def parse_spec_option(value: str, *, option: str = "--spec") -> LookaheadSpec:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
-from trtlade.cli.common import err_console, fail, parse_spec_option
+from trtlade.cli.common import err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
 level, pick the fastest per level that beats plain decoding beyond the measured noise, and write the
@@ -158,6 +158,7 @@ def tune(
     if launch is not None and config is not None and launch.resolve() != config.resolve():
         fail("--launch and --config name different files", hint="drop --config: --launch CONFIG reads CONFIG")
     cfg_path = launch if launch is not None else config
+    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
     section, loaded = load_bench_defaults(cfg_path)
     try:
         levels = parse_concurrency(max_concurrency if max_concurrency is not None
