@@ -22,19 +22,7 @@ import argparse
 import collections
 from typing import Any, Sequence
 
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Leading tokens ``a`` and ``b`` share.
-
-    >>> common_prefix([5, 6, 7], [5, 6, 9, 1]), common_prefix([], [1])
-    (2, 0)
-    """
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+from trtlade.reference.prefix_cache import common_prefix
 
 
 def would_accept(cands: Sequence[tuple[tuple[int, ...], str]], truth: Sequence[int]) -> dict[str, int]:

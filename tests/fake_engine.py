@@ -422,3 +422,19 @@ def metric_sum(text: str, name: str) -> float:
         if line.startswith(name + "{") or line.startswith(name + " "):
             total += float(line.rpartition(" ")[2])
     return total
+
+
+def close_while_shutdown_hangs(engine: Any, instance: Any, monkeypatch: Any, caplog: Any) -> tuple[float, bool]:
+    """Close ``engine`` while TensorRT-LLM's ``instance.shutdown`` hangs (released afterwards): the seconds the close
+    took, and whether it logged that the shutdown did not return."""
+    import threading
+    import time
+
+    released = threading.Event()
+    monkeypatch.setattr(instance, "shutdown", lambda: released.wait(30))
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger="trtlade"):
+        run(engine.aclose())
+    took = time.monotonic() - started
+    released.set()
+    return took, any("did not return within" in r.getMessage() for r in caplog.records)
