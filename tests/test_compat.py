@@ -91,6 +91,33 @@ def test_fields_that_would_change_the_output_are_refused_saying_why(extra, param
     assert resp.status_code == 400 and err["param"] == param and why in err["message"]
 
 
+@pytest.mark.parametrize("field, value", [("tools", []), ("tool_choice", "none"), ("response_format", {"type": "text"}),
+                                          ("store", True), ("metadata", {"a": "b"}), ("service_tier", "flex"),
+                                          ("parallel_tool_calls", True), ("modalities", ["text"]),
+                                          ("safety_identifier", "u"), ("prompt_cache_key", "k")])
+def test_a_chat_only_field_on_completions_is_an_unknown_field_as_openai_has_it(field, value):
+    """OpenAI's /v1/completions has none of these: sent there, they are refused, not accepted and ignored."""
+    from fake_engine import client_for, fake_app, run
+
+    async def go():
+        async with client_for(fake_app()[0]) as c:
+            return await c.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2, field: value})
+    resp = run(go())
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == field and err["code"] == "unknown_field"
+
+
+@pytest.mark.parametrize("field, value", [("functions", [{"name": "f"}]), ("function_call", "none"),
+                                          ("prediction", {"type": "content", "content": "x"}),
+                                          ("audio", {"voice": "alloy", "format": "mp3"}), ("verbosity", "low"),
+                                          ("web_search_options", {}), ("prompt_cache_retention", "24h")])
+def test_an_openai_chat_field_trtlade_does_not_take_is_refused_as_unsupported_not_as_a_typo(field, value):
+    resp = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, field: value})
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == field and err["code"] == "unsupported"
+    assert "OpenAI field trtlade does not support" in err["message"] and "typo" not in err["message"]
+
+
 def test_a_hugging_face_repo_id_names_the_served_model():
     ok = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "model": "someorg/fake-model"})
     wrong = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "model": "someorg/other"})

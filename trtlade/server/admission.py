@@ -38,7 +38,8 @@ from pydantic import ValidationError
 from trtlade.contract.protocol import DRAFT_POLICIES, GenerationRequest
 from trtlade.contract.serving import EngineInfo
 from trtlade.server.errors import ApiError
-from trtlade.server.openai_types import EXTENSION_FIELDS, IGNORED_FIELDS, ChatCompletionRequest, CompletionRequest
+from trtlade.server.openai_types import (EXTENSION_FIELDS, IGNORED_FIELDS, UNSUPPORTED_OPENAI_FIELDS,
+                                         ChatCompletionRequest, CompletionRequest)
 from trtlade.contract.tokenization import ChatTemplateError, PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
 from trtlade.spec import WIRE_NAMES, LookaheadSpec, SpecError, wire_param
@@ -127,9 +128,16 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
+#: every OpenAI field trtlade does not take (a 400 ``unsupported``, not ``unknown_field``)
+_UNSUPPORTED = frozenset(f for fields in UNSUPPORTED_OPENAI_FIELDS.values() for f in fields)
+
+
 def _validation_message(err: dict[str, Any]) -> tuple[str, str]:
     param = _loc(tuple(err.get("loc", ())))
     kind = err.get("type", "")
+    if kind == "extra_forbidden" and param in _UNSUPPORTED:
+        return (f"{param!r} is an OpenAI field trtlade does not support (its output could not honour it); omit "
+                "it"), param
     if kind == "extra_forbidden":
         return (f"unknown field {param!r}: trtlade refuses fields it does not know so that a typo "
                 f"never silently does nothing; it accepts the OpenAI fields plus the extensions "
@@ -155,7 +163,9 @@ def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatComplet
         first = min(errors, key=lambda e: (e.get("type") != "extra_forbidden", e.get("type") == "missing",
                                            len(e.get("loc", ()))))
         message, param = _validation_message(first)
-        code = "unknown_field" if first.get("type") == "extra_forbidden" else "invalid_value"
+        code = "invalid_value"
+        if first.get("type") == "extra_forbidden":
+            code = "unsupported" if param in _UNSUPPORTED else "unknown_field"
         raise ApiError.bad_request(message, param=param or None, code=code) from None
 
 
@@ -233,6 +243,19 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
 
     if body.logit_bias:
         refuse("logit_bias", "logit_bias is not supported; omit it")
+    if isinstance(body, ChatCompletionRequest):
+        _check_chat_features(body, refuse)
+    if isinstance(body, CompletionRequest):
+        if body.best_of not in (None, 1):
+            refuse("best_of", f"best_of = {body.best_of} is not supported; omit it or send 1")
+        if body.suffix:
+            refuse("suffix", "suffix (insertion) is not supported; omit it")
+    elif body.top_logprobs and not body.logprobs:
+        refuse("top_logprobs", "top_logprobs needs \"logprobs\": true")
+
+
+def _check_chat_features(body: ChatCompletionRequest, refuse: Callable[[str, str], None]) -> None:
+    """The chat-only OpenAI features trtlade does not implement, and earlier turns it could not render."""
     if body.tools:
         refuse("tools", "tools (function calling) are not supported: trtlade would answer in plain text and "
                         "never call them; omit tools")
@@ -250,15 +273,7 @@ def check_unsupported(body: Union[CompletionRequest, ChatCompletionRequest]) -> 
     if body.reasoning_effort is not None:
         refuse("reasoning_effort", "reasoning_effort is not supported: trtlade does not control a model's "
                                    "reasoning; omit it")
-    if isinstance(body, ChatCompletionRequest):
-        _check_earlier_turns(body.messages, refuse)
-    if isinstance(body, CompletionRequest):
-        if body.best_of not in (None, 1):
-            refuse("best_of", f"best_of = {body.best_of} is not supported; omit it or send 1")
-        if body.suffix:
-            refuse("suffix", "suffix (insertion) is not supported; omit it")
-    elif body.top_logprobs and not body.logprobs:
-        refuse("top_logprobs", "top_logprobs needs \"logprobs\": true")
+    _check_earlier_turns(body.messages, refuse)
 
 
 def _check_earlier_turns(messages: list, refuse: Callable[[str, str], None]) -> None:

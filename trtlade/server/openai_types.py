@@ -6,9 +6,10 @@ typo such as ``"max_token"`` never silently does nothing. Accepted beyond the Op
 extensions benchmark clients send (``ignore_eos``, ``min_tokens``, ``stop_token_ids``), vLLM's
 sampling extensions (``top_k``, ``min_p``, ``repetition_penalty``) and trtlade's per-request
 ``lookahead`` (w,n,g) or ``speculation`` (TensorRT-LLM's ``speculative_config`` block: NGram, SA, AUTO).
-Fields that do not change the output (``user``, ``safety_identifier``, ``prompt_cache_key``, ``store``,
-``metadata``, ``service_tier``, ``parallel_tool_calls`` without tools, ``response_format: {type: text}``) are
-accepted and ignored (:data:`IGNORED_FIELDS`). OpenAI fields that trtlade cannot honour
+Fields that do not change the output (``user``; on chat only, as OpenAI has them: ``safety_identifier``,
+``prompt_cache_key``, ``store``, ``metadata``, ``service_tier``, ``parallel_tool_calls`` without tools,
+``response_format: {type: text}``) are accepted and ignored (:data:`IGNORED_FIELDS`); OpenAI fields trtlade does not
+take at all are a 400 ``unsupported`` (:data:`UNSUPPORTED_OPENAI_FIELDS`). OpenAI fields that trtlade cannot honour
 (``logit_bias``, ``best_of > 1``, ``suffix``, ``tools``, JSON ``response_format``, ``modalities`` beyond
 ``["text"]``, an earlier assistant turn's tool calls, audio or refusal, ``reasoning_effort``; sampling and
 penalties on an engine that decodes greedily) are accepted only
@@ -27,6 +28,7 @@ from trtlade.contract.protocol import MAX_TOP_LOGPROBS, sampling_bounds
 __all__ = [
     "EXTENSION_FIELDS",
     "IGNORED_FIELDS",
+    "UNSUPPORTED_OPENAI_FIELDS",
     "ResponseFormat",
     "StreamOptions",
     "CompletionRequest",
@@ -69,6 +71,14 @@ class ResponseFormat(_Strict):
     json_schema: Optional[dict[str, Any]] = None
 
 
+#: OpenAI's fields trtlade does not take, by endpoint (a 400 says "not supported", not "unknown"; from the openai
+#: package's ``types/chat/completion_create_params.py`` and ``types/completion_create_params.py``)
+UNSUPPORTED_OPENAI_FIELDS: dict[str, tuple[str, ...]] = {
+    "chat": ("functions", "function_call", "prediction", "audio", "verbosity", "web_search_options",
+             "prompt_cache_retention"),
+    "completion": (),
+}
+
 #: Fields accepted and ignored because they do not change the output (a log line names each once).
 IGNORED_FIELDS: tuple[str, ...] = ("user", "store", "metadata", "service_tier", "parallel_tool_calls",
                                    "response_format", "safety_identifier", "prompt_cache_key")
@@ -88,17 +98,6 @@ class _GenerationFields(_Strict):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     user: Optional[str] = None
-    safety_identifier: Optional[str] = None
-    prompt_cache_key: Optional[str] = None
-    modalities: Optional[list[str]] = None
-    store: Optional[bool] = None
-    metadata: Optional[dict[str, str]] = None
-    service_tier: Optional[str] = None
-    parallel_tool_calls: Optional[bool] = None
-    response_format: Optional[ResponseFormat] = None
-    tools: Optional[list[Any]] = None
-    tool_choice: Any = None
-    reasoning_effort: Optional[str] = None
     presence_penalty: Optional[float] = Field(None, **sampling_bounds("presence_penalty"))
     frequency_penalty: Optional[float] = Field(None, **sampling_bounds("frequency_penalty"))
     logit_bias: Optional[dict[str, float]] = None
@@ -190,12 +189,24 @@ class ChatMessage(_Strict):
 
 
 class ChatCompletionRequest(_GenerationFields):
-    """POST /v1/chat/completions. ``max_completion_tokens`` is the newer name of ``max_tokens``."""
+    """POST /v1/chat/completions. ``max_completion_tokens`` is the newer name of ``max_tokens``. The fields below
+    ``top_logprobs`` are OpenAI's chat-only ones (/v1/completions has none of them: there they are unknown fields)."""
 
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
     top_logprobs: Optional[int] = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+    safety_identifier: Optional[str] = None
+    prompt_cache_key: Optional[str] = None
+    modalities: Optional[list[str]] = None
+    store: Optional[bool] = None
+    metadata: Optional[dict[str, str]] = None
+    service_tier: Optional[str] = None
+    parallel_tool_calls: Optional[bool] = None
+    response_format: Optional[ResponseFormat] = None
+    tools: Optional[list[Any]] = None
+    tool_choice: Any = None
+    reasoning_effort: Optional[str] = None
 
 
 # ------------------------------------------------------------------------------------------ responses
