@@ -211,6 +211,8 @@ async def generate(ctx: ServerContext, request: Request, kind: Kind) -> Response
     except ApiError as exc:
         return _refused(ctx, request, endpoint, exc, ctx.arrive(None))
     leave = ctx.arrive(identity)
+    if ctx.stopped_after_s is not None:  # the shutdown grace is over: no engine work starts
+        return _refused(ctx, request, endpoint, ApiError.stopping(ctx.stopping_message()), leave)
     if (refusal := ctx.over_share(identity)) is not None:
         return _refused(ctx, request, endpoint, refusal, leave)  # before its body is read or tokenized
     try:
