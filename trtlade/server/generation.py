@@ -143,11 +143,15 @@ class _Reply:
         """An echoed prompt position's alternative token, as its text would stand in the echoed prompt."""
         return self.tokenizer.piece(token, before, skip_special=False)
 
+    def _written(self, generation: int) -> Optional[str]:
+        """The prompt of ``generation`` as the client wrote it (None: it sent token ids)."""
+        texts = self.prepared.echo_texts
+        return texts[generation] if generation < len(texts) else None
+
     def _echoed(self, generation: int) -> str:
         """The prompt of ``generation`` as echoed: a text prompt as the client wrote it (special tokens in it
         included, none the tokenizer added), token ids as their text with every special token's."""
-        texts = self.prepared.echo_texts
-        given = texts[generation] if generation < len(texts) else None
+        given = self._written(generation)
         if given is not None:
             return given
         return self.tokenizer.decode(self.prepared.generations[generation].prompt_ids, skip_special=False)
@@ -159,8 +163,7 @@ class _Reply:
         if generation in self._echo_pieces:
             return self._echo_pieces[generation]
         ids = self.prepared.generations[generation].prompt_ids
-        texts = self.prepared.echo_texts
-        given = texts[generation] if generation < len(texts) else None
+        given = self._written(generation)
         pieces = self.tokenizer.text_pieces(given, ids) if given is not None else None
         if pieces is None:  # token ids, or no offsets: by decoding, none for a token the tokenizer added
             lead, trail = self.tokenizer.added(given, ids) if given is not None else (0, 0)
