@@ -78,6 +78,23 @@ def test_fields_that_do_not_change_the_output_are_accepted_and_logged_once(caplo
     assert len(lines) == 1 and all(name in lines[0] for name in SDK_NEUTRAL)
 
 
+def test_sampling_fields_sent_without_a_temperature_are_logged_as_ignored(caplog):
+    """OpenAI's default temperature is 1, trtlade's 0 (greedy): a seed or top_p sent without one does nothing here,
+    and the server log says so once."""
+    app, _ = fake_app()
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "seed": 3}
+
+    async def go():
+        async with client_for(app) as c:
+            return [await c.post("/v1/chat/completions", json=body) for _ in range(2)]
+
+    with caplog.at_level(logging.INFO, logger="trtlade.server"):
+        replies = run(go())
+    assert all(r.status_code == 200 for r in replies)
+    lines = [r.getMessage() for r in caplog.records if "accepted and ignored" in r.getMessage()]
+    assert len(lines) == 1 and "seed (greedy: no temperature)" in lines[0]
+
+
 @pytest.mark.parametrize("extra,param,why", [
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "never call them"),
     ({"tool_choice": "auto"}, "tool_choice", "needs tools"),

@@ -298,9 +298,23 @@ def _wanted_logprobs(body: Union[CompletionRequest, ChatCompletionRequest]) -> t
     return ((body.top_logprobs or 0) if body.logprobs else None), None
 
 
+#: the sampling fields greedy decoding (``temperature`` 0 or absent) takes and does not use
+GREEDY_IGNORED = ("seed", "top_p", "top_k", "min_p")
+
+
 def ignored_fields(body: Union[CompletionRequest, ChatCompletionRequest]) -> list[str]:
-    """The fields sent that trtlade accepts but ignores (they do not change the output)."""
-    return [name for name in IGNORED_FIELDS if getattr(body, name, None) is not None]
+    """The fields sent that trtlade accepts but ignores (they do not change the output): the sampling ones named
+    ``(greedy: no temperature)`` where the request decodes greedily (OpenAI's default temperature is 1, trtlade's 0).
+
+    >>> ignored_fields(CompletionRequest(prompt="x", seed=3, user="u"))
+    ['user', 'seed (greedy: no temperature)']
+    >>> ignored_fields(CompletionRequest(prompt="x", seed=3, temperature=0.7))
+    []
+    """
+    names = [name for name in IGNORED_FIELDS if getattr(body, name, None) is not None]
+    if not (body.temperature or 0.0) > 0:
+        names += [f"{name} (greedy: no temperature)" for name in GREEDY_IGNORED if getattr(body, name) is not None]
+    return names
 
 
 def resolve_model_name(requested: Optional[str], served: str) -> None:
