@@ -4,6 +4,8 @@ explicit spec), the 400s where a policy is not offered, the config rules, and wh
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from fake_engine import FakeEngine, client_for, fake_app, metric_value, run
@@ -118,11 +120,21 @@ def test_version_and_metrics_show_the_live_cost_model():
     engine.calibrate(repeats=1, warmup=0, max_rows=8)
     app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
 
+    def decisions(metrics: str) -> float:
+        return sum(metric_value(metrics, "trtlade_auto_draft_decisions_total", {"decision": d})
+                   for d in ("drafted", "skipped"))
+
     async def go():
         async with client_for(app) as c:
             body = (await c.post("/v1/completions", json={"prompt": "one two three one two three",
                                                           "max_tokens": 12, "ignore_eos": True})).json()
-            return body, (await c.get("/version")).json(), (await c.get("/metrics")).text
+            # the answer's last chunk is sent during its step, the step's metrics after it: read them once there
+            for _ in range(100):
+                version, metrics = (await c.get("/version")).json(), (await c.get("/metrics")).text
+                if decisions(metrics) == version["live"]["auto"]["drafted"] + version["live"]["auto"]["skipped"]:
+                    break
+                await asyncio.sleep(0.02)
+            return body, version, metrics
 
     body, version, metrics = run(go())
     assert body["usage"]["lookahead"]["policy"] == "auto"
