@@ -138,7 +138,7 @@ class PromptTokenizer:
         """
         own, ids = list(self.tokenizer.encode(text, add_special_tokens=False)), list(ids)
         extra = len(ids) - len(own)
-        for lead in range(max(0, extra) + 1 if extra > 0 else 0):
+        for lead in range(extra + 1 if extra > 0 else 0):
             if ids[lead:lead + len(own)] == own:
                 return lead, extra - lead
         return 0, 0

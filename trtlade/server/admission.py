@@ -129,7 +129,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 #: every OpenAI field trtlade does not take (a 400 ``unsupported``, not ``unknown_field``)
-_UNSUPPORTED = frozenset(f for fields in UNSUPPORTED_OPENAI_FIELDS.values() for f in fields)
+_UNSUPPORTED = frozenset(UNSUPPORTED_OPENAI_FIELDS)
 
 
 def _validation_message(err: dict[str, Any]) -> tuple[str, str]:

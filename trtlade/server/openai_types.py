@@ -71,13 +71,10 @@ class ResponseFormat(_Strict):
     json_schema: Optional[dict[str, Any]] = None
 
 
-#: OpenAI's fields trtlade does not take, by endpoint (a 400 says "not supported", not "unknown"; from the openai
-#: package's ``types/chat/completion_create_params.py`` and ``types/completion_create_params.py``)
-UNSUPPORTED_OPENAI_FIELDS: dict[str, tuple[str, ...]] = {
-    "chat": ("functions", "function_call", "prediction", "audio", "verbosity", "web_search_options",
-             "prompt_cache_retention"),
-    "completion": (),
-}
+#: OpenAI's chat fields trtlade does not take (a 400 says "not supported", not "unknown"; from the openai package's
+#: ``types/chat/completion_create_params.py``; its completions have none beyond what trtlade refuses by value)
+UNSUPPORTED_OPENAI_FIELDS: tuple[str, ...] = ("functions", "function_call", "prediction", "audio", "verbosity",
+                                              "web_search_options", "prompt_cache_retention")
 
 #: Fields accepted and ignored because they do not change the output (a log line names each once).
 IGNORED_FIELDS: tuple[str, ...] = ("user", "store", "metadata", "service_tier", "parallel_tool_calls",

@@ -34,8 +34,8 @@ HEADER = "X-Request-Id"
 DESCRIPTION = ("On every response: the request's own id when it sent one (1-128 visible ASCII characters, sent once, "
                "else a 400 naming the header), else `req_` and 32 hex digits. The access log's `id=` and the server's "
                "log line of a 500 carry it; a 500's body names it instead of the error's text.")
-_VALID = re.compile(r"[\x21-\x7e]{1,128}")
 _MAX = 128
+_VALID = re.compile(rf"[\x21-\x7e]{{1,{_MAX}}}")  # visible ASCII: a log line stays one line
 
 
 def request_id_of(value: Optional[str]) -> str:
@@ -83,8 +83,8 @@ class RequestIdMiddleware:
         await self.app(scope, receive, with_id)
 
 
-#: the generation routes, by the label /metrics counts their requests under
-_ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat_completions"}
+#: the generation routes, by their kind (/metrics labels it: ``endpoint_label``)
+_ENDPOINTS = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
 
 
 async def _refuse(scope: Scope, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]],
@@ -92,13 +92,14 @@ async def _refuse(scope: Scope, receive: Callable[[], Awaitable[Message]], send:
     """The 400 of a malformed id, in the OpenAI error shape, with an id of the server's own: in the access log (the
     middleware outside this one) and, on a generation route, counted in /metrics like any other 400."""
     from trtlade.server.errors import ApiError, error_response
+    from trtlade.server.responses import endpoint_label
 
     rid = request_id_of(None)
     scope.setdefault("state", {}).update(request_id=rid, access={"error": "invalid_header", "param": HEADER})
-    endpoint = _ENDPOINTS.get(scope.get("path", ""))
+    kind = _ENDPOINTS.get(scope.get("path", ""))
     metrics = getattr(getattr(scope.get("app"), "state", None), "metrics", None)
-    if endpoint is not None and metrics is not None:
-        metrics.finished(endpoint, 400)
+    if kind is not None and metrics is not None:
+        metrics.finished(endpoint_label(kind), 400)
     response = error_response(ApiError(400, f"{message}; send none and the server names the request",
                                        param=HEADER, code="invalid_header",
                                        headers={HEADER: rid}))
