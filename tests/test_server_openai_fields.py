@@ -305,3 +305,43 @@ def test_cached_prompt_tokens_count_each_prompt_once_whatever_n():
         return next(float(line.split()[-1]) for line in text.splitlines()
                     if line.startswith("trtlade_prompt_cached_tokens_total"))
     assert counter(after) - counter(before) == cached
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_0_with_echo_scores_each_prompt_and_generates_nothing(stream):
+    """lm-evaluation-harness's loglikelihood request: ``echo``, ``logprobs``, ``max_tokens: 0``. Each choice is its
+    prompt, scored as a longer request scores it, ending on ``length`` with no completion tokens."""
+    import json
+
+    prompts = ["The quick brown", "a fox"]
+    body = {"prompt": prompts, "echo": True, "logprobs": 2, "stream": stream}
+    r = post("/v1/completions", {**body, "max_tokens": 0, **({"stream_options": {"include_usage": True}}
+                                                             if stream else {})}, "metaspace")
+    assert r.status_code == 200, r.text
+    if stream:
+        events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+        choices = sorted((c for e in events for c in e["choices"]), key=lambda c: c["index"])
+        usage = events[-1]["usage"]
+    else:
+        choices, usage = r.json()["choices"], r.json()["usage"]
+    longer = post("/v1/completions", {**body, "stream": False, "max_tokens": 2, "ignore_eos": True}, "metaspace")
+    for choice, prompt, scored in zip(choices, prompts, longer.json()["choices"]):
+        assert (choice["text"], choice["finish_reason"]) == (prompt, "length")
+        n = len(choice["logprobs"]["tokens"])
+        assert "".join(choice["logprobs"]["tokens"]) == prompt and n >= 2
+        assert choice["logprobs"]["token_logprobs"] == scored["logprobs"]["token_logprobs"][:n]
+        assert choice["logprobs"]["top_logprobs"] == scored["logprobs"]["top_logprobs"][:n]
+    assert len(choices) == 2 and usage["completion_tokens"] == 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] == longer.json()["usage"]["prompt_tokens"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"prompt": "x", "max_tokens": 0}, "max_tokens"),                              # nothing to return
+    ({"prompt": "x", "max_tokens": 0, "echo": True, "min_tokens": 1}, "min_tokens"),
+    ({"prompt": "x", "max_tokens": -1, "echo": True}, "max_tokens"),
+])
+def test_max_tokens_0_is_refused_where_nothing_would_be_returned(body, param):
+    r = post("/v1/completions", body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    if "echo" not in body:
+        assert "echo" in r.json()["error"]["message"]

@@ -108,6 +108,9 @@ class PreparedRequest:
     echo: bool = False
     #: with ``echo``, per generation: its prompt as the client wrote it (None: sent as token ids)
     echo_texts: tuple[Optional[str], ...] = ()
+    #: ``echo`` with ``max_tokens: 0``: each choice is its prompt (scored with ``logprobs``) and nothing after it;
+    #: the engine runs the prefill and one token (every engine generates at least one), which is not sent
+    prompt_only: bool = False
 
     @property
     def num_choices(self) -> int:
@@ -543,6 +546,10 @@ def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest
     param = "max_tokens"
     if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None:
         requested, param = body.max_completion_tokens, "max_completion_tokens"
+    if requested == 0 and not (isinstance(body, CompletionRequest) and body.echo):
+        raise ApiError.bad_request(
+            "max_tokens = 0 generates nothing, which only makes sense with \"echo\": true (the prompt returned, "
+            "scored with \"logprobs\": k); send max_tokens >= 1, or add echo", param=param)
     if requested is None:
         default = DEFAULT_COMPLETION_MAX_TOKENS if kind == "completion" else room
         return int(min(default, room, limits.max_new_tokens or math.inf))  # type: ignore[type-var]
@@ -617,7 +624,7 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
         seeds = _samples(body, n)
         for j, seed in enumerate(seeds):
             generations.append(GenerationRequest(
-                prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, lookahead=drafting.lookahead, stop=stop,
+                prompt_ids=tuple(prompt_ids), max_tokens=max(1, max_tokens), lookahead=drafting.lookahead, stop=stop,
                 policy=drafting.policy, speculation=drafting.speculation,  # type: ignore[arg-type]
                 stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=bool(body.ignore_eos),
                 min_tokens=min_tokens, seed=seed, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
@@ -627,7 +634,7 @@ def assemble(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], 
     return PreparedRequest(
         kind=kind, model=info.model_id, generations=tuple(generations), copies=tuple(copies),
         prompt_tokens=sum(len(p) for p in prompts), stream=stream,
-        echo=echo, echo_texts=tuple(echo_texts) if echo else (),
+        echo=echo, echo_texts=tuple(echo_texts) if echo else (), prompt_only=echo and body.max_tokens == 0,
         include_usage=bool(stream and body.stream_options and (body.stream_options.include_usage
                                                                 or body.stream_options.continuous_usage_stats)),
         continuous_usage=bool(stream and body.stream_options and body.stream_options.continuous_usage_stats))

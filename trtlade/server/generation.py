@@ -106,6 +106,17 @@ class _Reply:
         """A token's text where it stands, after the ids ``before`` (a SentencePiece ``▁brown`` is " brown" there)."""
         return self.tokenizer.piece(token, before)
 
+    def shown(self, chunk: StepChunk) -> StepChunk:
+        """A chunk as the client gets it: with ``max_tokens: 0`` (:attr:`PreparedRequest.prompt_only`) the token the
+        engine generated is not sent, and the choice ends on ``length`` having decoded nothing."""
+        if not self.prepared.prompt_only:
+            return chunk
+        stats = chunk.stats and dataclasses.replace(chunk.stats, tokens=0, steps=0, tokens_per_step_hist={},
+                                                    rows_per_step=[], accepted_from={}, decode_s=0.0,
+                                                    draft_tokens=0 if chunk.stats.draft_tokens is not None else None)
+        return dataclasses.replace(chunk, tokens=[], text="", logprobs=None, stats=stats,
+                                   finish_reason="length" if chunk.finish_reason is not None else None)
+
     def completion_tokens(self) -> int:
         return sum(c.tokens for c in self.choices)
 
@@ -313,7 +324,7 @@ async def _merged(reply: _Reply, keepalive_s: float) -> AsyncIterator[Optional[t
                 chunk = await handle.next_within(keepalive_s)
             except StopAsyncIteration:
                 return
-            yield None if chunk is None else (0, chunk)
+            yield None if chunk is None else (0, reply.shown(chunk))
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(index: int, handle: GenerationHandle) -> None:
@@ -338,7 +349,7 @@ async def _merged(reply: _Reply, keepalive_s: float) -> AsyncIterator[Optional[t
             elif isinstance(item, Exception):
                 raise item
             else:
-                yield index, item
+                yield index, reply.shown(item)
     finally:
         for task in tasks:
             task.cancel()

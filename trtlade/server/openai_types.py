@@ -130,6 +130,8 @@ class CompletionRequest(_GenerationFields):
     choice per prompt and ``n``, at most 64 in all)."""
 
     prompt: Union[str, list[str], list[int], list[list[int]]]
+    #: 0 with ``echo`` scores the prompt without generating (OpenAI's way; lm-evaluation-harness asks so)
+    max_tokens: Optional[int] = Field(None, ge=0)
     echo: Optional[bool] = False
     logprobs: Optional[int] = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     best_of: Optional[int] = None
