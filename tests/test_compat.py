@@ -108,6 +108,14 @@ def test_fields_that_would_change_the_output_are_refused_saying_why(extra, param
     assert resp.status_code == 400 and err["param"] == param and why in err["message"]
 
 
+@pytest.mark.parametrize("tier, status", [("flex", 200), ("priority", 200), ("flexible", 400), ("Auto", 400)])
+def test_service_tier_is_one_of_openais_tiers_not_any_string(tier, status):
+    resp = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "service_tier": tier})
+    assert resp.status_code == status, resp.text
+    if status == 400:
+        assert resp.json()["error"]["param"] == "service_tier" and "'priority'" in resp.json()["error"]["message"]
+
+
 @pytest.mark.parametrize("field, value", [("tools", []), ("tool_choice", "none"), ("response_format", {"type": "text"}),
                                           ("store", True), ("metadata", {"a": "b"}), ("service_tier", "flex"),
                                           ("parallel_tool_calls", True), ("modalities", ["text"]),

@@ -46,14 +46,19 @@ def bos_tokenizer():
     return tok
 
 
-@functools.lru_cache(maxsize=3)
+#: a chat template that writes each message's name before its content, where it has one
+NAMED_CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{% if m.name %}{{ m.name }}: {% endif %}"
+                       "{{ m['content'] }}</s>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+@functools.lru_cache(maxsize=4)
 def app(tokenizer: str = "tiny"):
     if tokenizer in ("metaspace", "bos"):
         tok = metaspace_tokenizer() if tokenizer == "metaspace" else bos_tokenizer()
         engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
     else:
         tok = copy.deepcopy(tiny_tokenizer())  # the shared one stays without a template
-        tok.chat_template = TINY_CHAT_TEMPLATE
+        tok.chat_template = NAMED_CHAT_TEMPLATE if tokenizer == "named" else TINY_CHAT_TEMPLATE
         engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
     return create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
 
@@ -345,3 +350,27 @@ def test_max_tokens_0_is_refused_where_nothing_would_be_returned(body, param):
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     if "echo" not in body:
         assert "echo" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("messages, param", [
+    ([{"role": "user", "content": "hi"}, {"role": "user", "content": "hi", "name": "bob"}], "messages.1.name"),
+    ([{"role": "user", "content": "hi", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
+    ([{"role": "assistant", "content": "ok", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
+    ([{"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "f"}], "messages.0.name"),
+])
+def test_a_message_field_the_model_would_never_see_is_refused_by_name(messages, param):
+    """A ``name`` the chat template leaves out, another role's field: refused, not dropped."""
+    r = post("/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_a_message_name_the_chat_template_writes_reaches_the_prompt():
+    def prompt_tokens(**name) -> int:
+        r = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi", **name}], "max_tokens": 1},
+                 "named")
+        assert r.status_code == 200, r.text
+        return r.json()["usage"]["prompt_tokens"]
+
+    assert prompt_tokens(name="bob") > prompt_tokens()
+    tool = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "42", "tool_call_id": "call_1"}]
+    assert post("/v1/chat/completions", {"messages": tool, "max_tokens": 1}).status_code == 200

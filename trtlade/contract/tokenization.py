@@ -58,7 +58,11 @@ class PromptTokenizer:
             raise ChatTemplateError(f"the chat template rejected the messages: {exc}") from exc
 
     def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        return list(self.tokenizer.encode(self.render_chat(messages), add_special_tokens=False))
+        return self.encode_text(self.render_chat(messages))
+
+    def encode_text(self, rendered: str) -> list[int]:
+        """The ids of a rendered chat (:meth:`render_chat`): its special tokens are in the text, none added."""
+        return list(self.tokenizer.encode(rendered, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
         """The text of ``ids``; ``skip_special=False`` keeps special tokens' text (a prompt echoed as given)."""

@@ -369,14 +369,40 @@ def _prompt_texts(body: CompletionRequest, count: int) -> list[Optional[str]]:
 
 
 def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[int]:
+    _check_roles(body.messages)
     # OpenAI's developer messages are its system messages under a newer name: chat templates know "system"
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text(),
                  **({"name": m.name} if m.name else {}), **({"tool_call_id": m.tool_call_id} if m.tool_call_id else {})}
                 for m in body.messages]
     try:
-        return tokenizer.encode_chat(messages)
+        text = tokenizer.render_chat(messages)
+        _check_names_kept(messages, text, tokenizer)
+        return tokenizer.encode_text(text)
     except ChatTemplateError as exc:
         raise ApiError.bad_request(str(exc), param="messages") from None
+
+
+def _check_names_kept(messages: list[dict[str, Any]], text: str, tokenizer: PromptTokenizer) -> None:
+    """A message's ``name`` reaches the model only where the chat template writes it (most leave it out): where the
+    prompt ``text`` is the same without the names, they would be dropped without a word, so they are refused."""
+    named = [i for i, m in enumerate(messages) if "name" in m]
+    if named and tokenizer.render_chat([{k: v for k, v in m.items() if k != "name"} for m in messages]) == text:
+        param = f"messages.{named[0]}.name"
+        raise ApiError.bad_request(f"{param}: this model's chat template does not use a message's name, so the "
+                                   "model would never see it; omit name, or say who speaks in the content",
+                                   param=param, code="unsupported")
+
+
+def _check_roles(messages: list) -> None:
+    """OpenAI's message of each role has its own fields: ``tool_call_id`` only a tool message's (the call it answers),
+    ``name`` every role's but a tool message's. Another role's field is refused, naming it, as OpenAI refuses it."""
+    for i, m in enumerate(messages):
+        if m.tool_call_id is not None and m.role != "tool":
+            raise ApiError.bad_request(f"messages.{i}.tool_call_id: only a tool message answers a tool call; a "
+                                       f"{m.role} message has no tool_call_id", param=f"messages.{i}.tool_call_id")
+        if m.name is not None and m.role == "tool":
+            raise ApiError.bad_request(f"messages.{i}.name: a tool message has no name (its tool_call_id says which "
+                                       "call it answers)", param=f"messages.{i}.name")
 
 
 def tokenize(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest],

@@ -200,7 +200,8 @@ class ChatCompletionRequest(_GenerationFields):
     modalities: Optional[list[str]] = None
     store: Optional[bool] = None
     metadata: Optional[dict[str, str]] = None
-    service_tier: Optional[str] = None
+    #: OpenAI's tiers (openai-python ``types/chat/completion_create_params.py``): accepted, no tier is different here
+    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
     parallel_tool_calls: Optional[bool] = None
     response_format: Optional[ResponseFormat] = None
     tools: Optional[list[Any]] = None
