@@ -319,6 +319,12 @@ def test_force_replaces_only_a_folder_an_earlier_export_wrote(tmp_path, monkeypa
         assert result.exit_code == 1 and said in " ".join(result.output.split()), (where, result.output)
     assert (bundle / "engine" / "config.json").is_file() and (tmp_path / "work" / "mine" / "notes.txt").is_file()
     monkeypatch.chdir(tmp_path)
+    (out / "copied").mkdir()  # a file of the user's in an export's folder (Triton's model.py copied in): kept
+    (out / "copied" / "model.py").write_text("import triton_python_backend_utils\n")
+    result = export(target, str(bundle), "--out", str(out), "--force", *extra)
+    assert "files no `trtlade export` wrote (copied/model.py)" in " ".join(result.output.split()), result.output
+    assert (out / "copied" / "model.py").is_file() and result.exit_code != 0
+    shutil.rmtree(out / "copied")
     (out / ".trtlade-export").unlink()  # an export written before the mark: recognised by its files' headers
     assert export(target, str(bundle), "--out", str(out), "--force", *extra).exit_code == 0
     (tmp_path / "empty").mkdir()  # an empty folder: nothing to lose

@@ -139,14 +139,16 @@ EXPORT_MARK = ".trtlade-export"
 
 
 def _replaceable(out: Path) -> None:
-    """What ``--force`` may replace: a folder an earlier ``trtlade export`` wrote (it holds :data:`EXPORT_MARK`), never
-    the folder a command runs in or one above it, a bundle, or a file (ExportError): ``-o <bundle> --force`` deleted
-    the bundle, ``-o .. --force`` everything beside it."""
+    """What ``--force`` may replace: a folder of files an earlier ``trtlade export`` wrote and nothing else (each says so
+    in its first lines; :data:`EXPORT_MARK` marks the folder), never the folder a command runs in or one above it, a
+    bundle, a file, or an export's folder the user added files to (a Triton repository's copied ``model.py``): the
+    mark alone let ``--force`` delete those (ExportError). ``-o <bundle> --force`` deleted the bundle, ``-o .. --force``
+    everything beside it."""
     here = Path.cwd().resolve()
     if out == here or out in here.parents:
         raise ExportError(f"{out} is the folder this command runs in, or one above it: --force would delete it",
                           "give --out a new folder, e.g. --out repo", where="--out")
-    if out.is_dir() and ((out / EXPORT_MARK).is_file() or not _foreign_files(out)):
+    if out.is_dir() and not _foreign_files(out):
         return
     if not out.is_dir():
         what = "a file"
