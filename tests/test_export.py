@@ -226,7 +226,8 @@ def test_k8s_export_of_a_multi_gpu_bundle_passes_the_kubernetes_schemas(tmp_path
     assert pod["initContainers"][0]["command"] == ["trtlade", "validate-config", "/etc/trtlade/trtlade.yml",
                                                   "--engine-dir", "/bundle/engine"]
     assert docs["deployment.yml"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
-    assert docs["hpa.yml"]["spec"]["maxReplicas"] == 4
+    assert docs["hpa.yml"]["spec"]["maxReplicas"] == 4 and docs["hpa.yml"]["spec"]["minReplicas"] == 2
+    assert "replicas" not in docs["deployment.yml"]["spec"]  # the autoscaler's to set: an apply would reset it
     config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
     assert config["build"]["engine_dir"] == "/bundle/engine" and config["lookahead"]["spec"] == "4,2,4"
     assert config["model"]["tokenizer"] == "/bundle/tokenizer" and config["serve"]["host"] == "0.0.0.0"

@@ -281,7 +281,8 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": opts.name, "labels": labels},
         "spec": {
-            "replicas": opts.replicas, "selector": {"matchLabels": labels},
+            # with an HPA the autoscaler owns the count: a replicas field would reset it at every `kubectl apply`
+            **({} if opts.hpa_max_replicas else {"replicas": opts.replicas}), "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels, **({"annotations": scraping} if scrape else {})},
                 "spec": {
