@@ -165,9 +165,10 @@ def test_an_unreachable_second_server_is_said_before_the_first_is_launched(tmp_p
     (["--dataset", "no-such-set"], "no dataset 'no-such-set'"),
     (["--launch", "a.yml", "--base-url", "http://h"], "--launch and --base-url both name the server"),
 ])
-def test_user_errors_exit_1_without_traceback(args: list[str], message: str) -> None:
+def test_user_errors_exit_2_without_traceback(args: list[str], message: str) -> None:
+    """A flag's value the command cannot use is a usage mistake: exit 2, as Click's own checks exit."""
     result = invoke("bench", *args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert message in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.output
 
@@ -221,7 +222,7 @@ def test_a_result_dir_that_cannot_be_made_is_refused_before_any_request(tmp_path
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     result = invoke(command, "--base-url", f"http://127.0.0.1:{free_port()}", "--result-dir", str(blocker / "runs"))
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"--result-dir: {blocker / 'runs'}: cannot create it" in result.stderr
     assert "cannot reach" not in result.stderr
 
@@ -347,7 +348,7 @@ def test_a_bad_mode_from_the_config_is_located_in_the_config_not_blamed_on_the_f
     result = invoke("bench", "--config", str(cfg))
     assert result.exit_code == 1 and f"{cfg}:5:10: bench.modes: 'bogus' is not a mode" in result.stderr
     flagged = invoke("bench", "--config", str(cfg), "--modes", "nope")
-    assert flagged.exit_code == 1 and "--modes: 'nope' is not a mode" in flagged.stderr
+    assert flagged.exit_code == 2 and "--modes: 'nope' is not a mode" in flagged.stderr
 
 
 def test_report_compare_on_a_file_that_is_no_summary_says_so(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_reference_bundle_points_at_the_hf_folder(tmp_path):
     assert check.exit_code == 0, check.output
     again = runner.invoke(app, ["build", "--model", str(hf), "--wng", "4,2,4", "--backend", "reference",
                                 "--output", str(out)])
-    assert again.exit_code == 1 and "--force" in again.stderr
+    assert again.exit_code == 2 and "--force" in again.stderr
 
 
 @pytest.mark.slow
@@ -97,6 +97,6 @@ def test_an_output_that_cannot_be_a_folder_is_refused_without_a_traceback(tmp_pa
     for output, fragment in ((a_file, "is a file, not a folder"), (a_file / "sub", "notes.txt is a file")):
         res = CliRunner().invoke(app, ["build", "--model", str(folder), "--wng", "4,2,4", "--backend", "reference",
                                        "--output", str(output), "--force", *(["--dry-run"] if dry_run else [])])
-        assert res.exit_code == 1 and fragment in res.stderr and "--output" in res.stderr, res.output
+        assert res.exit_code == 2 and fragment in res.stderr and "--output" in res.stderr, res.output
         assert res.exception is None or isinstance(res.exception, SystemExit)
     assert a_file.read_text() == "mine"

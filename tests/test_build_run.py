@@ -160,7 +160,7 @@ def test_the_release_named_is_the_bundles_and_must_be_the_installed_one(tmp_path
     assert CliRunner().invoke(app, ["validate-config", str(out / "trtlade.yml")]).exit_code == 0
     other = tmp_path / "c"
     res = build("--model", str(hf), "--wng", "4,2,4", "--trtllm-version", "1.2.1", "--output", str(other))
-    assert res.exit_code == 1 and "the bundle is for TensorRT-LLM 1.2.1 but 0.16.0 is installed" in res.stderr
+    assert res.exit_code == 2 and "the bundle is for TensorRT-LLM 1.2.1 but 0.16.0 is installed" in res.stderr
     assert "--trtllm-version 0.16.0" in res.stderr
     assert len(fake_trtllm_build.builds()) == 1  # the first build's: the refused one ran no trtllm-build
     assert_not_complete(other)
@@ -221,7 +221,7 @@ def test_existing_bundle_needs_force_and_force_rebuilds(tmp_path, fake_trtllm_bu
     assert build("--model", str(hf), "--wng", "4,2,4", "--output", str(out)).exit_code == 0
     before = (out / "trtlade-manifest.json").read_bytes()
     again = build("--model", str(hf), "--wng", "4,2,4", "--output", str(out))
-    assert again.exit_code == 1 and "already holds a complete trtlade bundle" in again.stderr
+    assert again.exit_code == 2 and "already holds a complete trtlade bundle" in again.stderr
     assert "--force" in again.stderr
     assert (out / "trtlade-manifest.json").read_bytes() == before and len(fake_trtllm_build.builds()) == 1
 
@@ -256,7 +256,7 @@ def test_foreign_output_folder_is_refused(tmp_path, fake_trtllm_build):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     res = build("--model", str(model(tmp_path, "llama")), "--wng", "4,2,4", "--output", str(out))
-    assert res.exit_code == 1 and "notes.txt" in res.stderr
+    assert res.exit_code == 2 and "notes.txt" in res.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 

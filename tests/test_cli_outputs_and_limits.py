@@ -98,7 +98,7 @@ def test_serve_and_build_say_the_speculation_keys_upstream_drops(tmp_path: Path,
 
 @pytest.mark.parametrize("command", ["bench", "tune"])
 def test_an_empty_dataset_is_refused_not_replaced_by_the_configs(capsys, command: str) -> None:
-    assert run([command, "--dataset", "", "--base-url", "http://127.0.0.1:9"]) == 1
+    assert run([command, "--dataset", "", "--base-url", "http://127.0.0.1:9"]) == 2
     assert capsys.readouterr().err.startswith("error: --dataset: the dataset is empty text")
 
 

@@ -147,7 +147,7 @@ def test_engine_bench_refuses_a_json_path_it_cannot_write_before_measuring(tiny_
     blocker.write_text("mine")
     for path, fragment in ((blocker / "x.json", f"cannot create {blocker}"), (tmp_path, "is a folder")):
         result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), "--json", str(path)])
-        assert result.exit_code == 1 and fragment in result.output and "--json" in result.output, result.output
+        assert result.exit_code == 2 and fragment in result.output and "--json" in result.output, result.output
 
 
 def test_engine_bench_cli_refuses_a_cuda_device_torch_does_not_see(tiny_folder, monkeypatch):

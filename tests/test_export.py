@@ -104,7 +104,7 @@ def test_grps_export_refuses_a_model_no_style_fits_and_takes_an_explicit_one(tmp
     assert refused.exit_code == 1 and "llm_style" in refused.output and "qwen2.5" in refused.output
     assert "--llm-style" in refused.output and not out.exists()
     wrong = export("grps", str(bundle), "--out", str(out), "--llm-style", "chatml")
-    assert wrong.exit_code == 1 and "--llm-style" in wrong.output and "not supported now" in wrong.output
+    assert wrong.exit_code == 2 and "--llm-style" in wrong.output and "not supported now" in wrong.output
     assert export("grps", str(bundle), "--out", str(out), "--llm-style", "qwen2.5").exit_code == 0
     args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
     assert args["llm_style"] == "qwen2.5" and args["end_token_id"] == 2 and args["stop_words"][:2] == [
@@ -158,7 +158,8 @@ def test_grps_export_refusals_write_nothing(tmp_path, case, fragment):
     if case == "exists":
         out.write_text("mine\n")
     result = export("grps", str(bundle), "--out", str(out))
-    assert result.exit_code == 1 and fragment in result.output and "Traceback" not in result.output
+    assert result.exit_code == (2 if case == "exists" else 1), result.output  # an --out that exists: a usage mistake
+    assert fragment in result.output and "Traceback" not in result.output
     assert "hint:" in result.output
     assert result.output.count(str(bundle)) == (case != "exists")  # the folder named once
     assert (out.read_text() == "mine\n") if case == "exists" else not out.exists()
@@ -175,7 +176,7 @@ def test_an_out_that_cannot_be_written_is_an_error_not_a_traceback(tmp_path, tar
     blocker.write_text("mine\n")
     out = blocker / ("inference.yml" if target == "grps" else "out")  # under a file: no folder can be made
     result = export(target, str(bundle) if target != "k8s" else "configs/smollm2-cpu.yml", "--out", str(out))
-    assert result.exit_code == 1 and f"cannot write {out}" in result.output and "--out" in result.output
+    assert result.exit_code == 2 and f"cannot write {out}" in result.output and "--out" in result.output
     assert "Traceback" not in result.output and not isinstance(result.exception, OSError)
     assert blocker.read_text() == "mine\n" and not list(tmp_path.glob(".*partial"))
 
@@ -204,7 +205,7 @@ def test_k8s_export_refuses_a_tokenizer_the_pod_cannot_see(tmp_path, args, refus
         assert result.exit_code == 0, result.output
         return
     said = " ".join(result.output.split())
-    assert result.exit_code == 1 and refused in said and "is not under /bundle" in said
+    assert result.exit_code == (2 if args else 1) and refused in said and "is not under /bundle" in said
     assert "--tokenizer /bundle/" in said  # the hint
     assert not (tmp_path / "k8s").exists()
 
@@ -271,7 +272,7 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     config = yaml.safe_load(docs["configmap.yml"]["data"]["trtlade.yml"])
     assert config["lookahead"]["schedule"][0] == {"up_to": 1, "spec": "2,3,2"}  # the tuned schedule travels
     again = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out))
-    assert again.exit_code == 1 and "exists" in again.output
+    assert again.exit_code == 2 and "exists" in again.output
 
 
 @pytest.mark.parametrize("flags, where, fragment", [
@@ -293,7 +294,7 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
 def test_k8s_values_the_api_server_would_refuse_are_refused_at_export(tmp_path, flags, where, fragment):
     out = tmp_path / "k8s"
     result = export("k8s", "configs/smollm2-cpu.yml", "--out", str(out), *flags)
-    assert result.exit_code == 1 and fragment in result.output and where in result.output, result.output
+    assert result.exit_code == 2 and fragment in result.output and where in result.output, result.output
     assert not out.exists()
 
 
@@ -317,7 +318,7 @@ def test_force_replaces_only_a_folder_an_earlier_export_wrote(tmp_path, monkeypa
                         (Path(".."), "the folder this command runs in, or one above it"),
                         (Path("."), "the folder this command runs in"), (bundle / "trtlade.yml", "is a file")):
         result = export(target, str(bundle), "--out", str(where), "--force", *extra)
-        assert result.exit_code == 1 and said in " ".join(result.output.split()), (where, result.output)
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), (where, result.output)
     assert (bundle / "engine" / "config.json").is_file() and (tmp_path / "work" / "mine" / "notes.txt").is_file()
     monkeypatch.chdir(tmp_path)
     (out / "copied").mkdir()  # a file of the user's in an export's folder (Triton's model.py copied in): kept
@@ -352,7 +353,7 @@ def test_k8s_pods_take_their_api_key_from_a_secret_or_say_they_serve_without_one
     cfg.write_text("model: {}\nlookahead: {spec: '2,4,2'}\nserve: {api_key_env: null, api_keys_file: keys.txt}\n")
     (tmp_path / "keys.txt").write_text("alice " + "a" * 32 + "\n")
     nulled = export("k8s", str(cfg), "--out", str(tmp_path / "c"), "--api-key-secret", "svc-key")
-    assert nulled.exit_code == 1 and "serve.api_key_env is null" in " ".join(nulled.output.split())
+    assert nulled.exit_code == 2 and "serve.api_key_env is null" in " ".join(nulled.output.split())
     filed = export("k8s", str(cfg), "--out", str(tmp_path / "d"))
     said = " ".join(filed.output.split())
     assert "serve.api_keys_file keys.txt is not in the pod" in said and "$None" not in said

@@ -114,7 +114,7 @@ def test_the_model_yaml_is_its_own_validate_config_gate(bundle, tmp_path):
 
 def test_triton_refuses_options_that_do_not_apply(bundle, tmp_path):
     result = cli("export", "triton", str(bundle), "--out", str(tmp_path / "r"), "--bundle-path", "/x")
-    assert result.exit_code == 1 and "--bundle-path" in result.output and not (tmp_path / "r").exists()
+    assert result.exit_code == 2 and "--bundle-path" in result.output and not (tmp_path / "r").exists()
 
 
 # ------------------------------------------------------------------------------------ Kubernetes
@@ -148,10 +148,10 @@ def test_k8s_runs_trtllm_serve_on_the_bundles_config_behind_the_gate(bundle, tmp
 
 def test_k8s_refuses_an_autoscaler_trtllm_serve_cannot_feed(bundle, tmp_path):
     result = cli("export", "k8s", str(bundle), "--out", str(tmp_path / "k"), "--hpa-max-replicas", "3")
-    assert result.exit_code == 1 and "trtlade_requests_queued" in result.output
+    assert result.exit_code == 2 and "trtlade_requests_queued" in result.output
     assert not (tmp_path / "k").exists()
     keyed = cli("export", "k8s", str(bundle), "--out", str(tmp_path / "k"), "--api-key-secret", "svc-key")
-    assert keyed.exit_code == 1 and "trtllm-serve checks no API key" in " ".join(keyed.output.split())
+    assert keyed.exit_code == 2 and "trtllm-serve checks no API key" in " ".join(keyed.output.split())
     assert not (tmp_path / "k").exists()
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from trtlade.cli.common import EXIT_USAGE, console, err_console, fail, refuse_overwrite, require_path
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail, refuse_overwrite, require_path
 from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -151,10 +151,11 @@ async def preflight_servers(targets: list["Target"], model: Optional[str], timeo
             except ServerError as exc:
                 if exc.kind in ("connection", "timeout"):
                     fail(f"cannot reach the server at {target.base_url}: {exc}", where=where,
-                         hint="start the server (or use --launch CONFIG), and check the host and port")
+                         hint="start the server (or use --launch CONFIG), and check the host and port",
+                         code=EXIT_INVALID)
                 if model is None:
                     fail(f"cannot list the server's models: {exc}", where=where,
-                         hint="pass --model NAME (the model name the server expects)")
+                         hint="pass --model NAME (the model name the server expects)", code=EXIT_INVALID)
                 listing = None
             if model is not None:
                 target.model = model
@@ -163,7 +164,7 @@ async def preflight_servers(targets: list["Target"], model: Optional[str], timeo
                 first = data[0] if isinstance(data, list) and data else None
                 if not isinstance(first, dict) or not first.get("id"):
                     fail(f"GET {target.base_url}/v1/models lists no model", where=where,
-                         hint="pass --model NAME")
+                         hint="pass --model NAME", code=EXIT_INVALID)
                 target.model = str(first["id"])
             try:
                 info = await fetch_json(client, target.base_url + "/version", headers, timeout=5.0)
@@ -249,7 +250,8 @@ def bench(
         fail("--launch and --config name different files", hint="--launch CONFIG already reads CONFIG's "
              "bench defaults; drop --config")
     if launch is not None and base_url is not None:
-        fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
+        fail("--launch and --base-url both name the server", code=EXIT_USAGE,
+             hint="--launch starts its own server; drop one")
     cfg_path = launch if launch is not None else config
     require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
     section, loaded = load_bench_defaults(cfg_path)

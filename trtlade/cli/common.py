@@ -18,8 +18,10 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 
 
-def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVALID) -> NoReturn:
-    """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``.
+def fail(message: str, *, hint: str = "", where: str = "", code: Optional[int] = None) -> NoReturn:
+    """Print ``error: [where: ]message`` (+ ``hint: ...``) to stderr and exit with ``code``: by default
+    :data:`EXIT_USAGE` where ``where`` is a flag (``--max-concurrency``: its value is the mistake), as Click exits for
+    the values it checks, else :data:`EXIT_INVALID` (a config, a spec, a model, a failed step).
 
     The texts are printed literally (rich markup escaped), so ``pip install -e '.[trtllm-engine]'`` survives.
     A message that already starts with ``where`` (a bundle's error names its folder) is not prefixed again.
@@ -30,7 +32,7 @@ def fail(message: str, *, hint: str = "", where: str = "", code: int = EXIT_INVA
     err_console.print(f"[bold red]error:[/] {prefix}{escape(message)}", markup=True, highlight=False)
     if hint:
         err_console.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, highlight=False)
-    raise typer.Exit(code)
+    raise typer.Exit(code if code is not None else EXIT_USAGE if where.startswith("-") else EXIT_INVALID)
 
 
 def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:

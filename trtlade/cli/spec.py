@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from trtlade.cli.common import console, err_console, fail, parse_spec_option
+from trtlade.cli.common import EXIT_INVALID, console, err_console, fail, parse_spec_option
 from trtlade.spec import LookaheadSpec
 
 
@@ -63,7 +63,7 @@ def spec(
         fail(f"--request ({r}) is not admitted by ({s}): " + ", ".join(
              f"{e['field']} {e['requested']} > {e['limit']}" for e in excess),
              hint=f"lower the request to at most ({s}), or serve (W,N,G) = ({wider}) (rebuild the engine for it)",
-             where="--request")
+             where="--request", code=EXIT_INVALID)  # the verdict asked for, not a usage mistake
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
-from trtlade.cli.common import err_console, fail, parse_spec_option, require_path
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
 level, pick the fastest per level that beats plain decoding beyond the measured noise, and write the
@@ -154,9 +154,11 @@ def tune(
     from trtlade.tune.measure import TuneSettings
 
     if launch is not None and base_url is not None:
-        fail("--launch and --base-url both name the server", hint="--launch starts its own server; drop one")
+        fail("--launch and --base-url both name the server", code=EXIT_USAGE,
+             hint="--launch starts its own server; drop one")
     if launch is not None and config is not None and launch.resolve() != config.resolve():
-        fail("--launch and --config name different files", hint="drop --config: --launch CONFIG reads CONFIG")
+        fail("--launch and --config name different files", code=EXIT_USAGE,
+             hint="drop --config: --launch CONFIG reads CONFIG")
     cfg_path = launch if launch is not None else config
     require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
     section, loaded = load_bench_defaults(cfg_path)
@@ -414,7 +416,7 @@ def _apply(path: Path, result: Any, folder: Path, expected: bytes) -> None:
         fail(f"{result.failed_requests} request(s) failed during the measurement, so the schedule was not written "
              f"into {path}: a level where they failed chose by fewer runs, or chose nothing", where="--apply",
              hint=f"see why in the report ({folder / 'tune.md'}), then run tune again; the measured schedule is "
-                  f"{folder / 'schedule.yml'}")
+                  f"{folder / 'schedule.yml'}", code=EXIT_INVALID)  # the run's outcome, not a usage mistake
     before = load_config(path).config.lookahead_policy
     kept = _free_name(folder / f"before-apply-{path.name}")
     try:

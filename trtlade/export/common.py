@@ -139,8 +139,8 @@ EXPORT_MARK = ".trtlade-export"
 
 
 def _replaceable(out: Path) -> None:
-    """What ``--force`` may replace: a folder of files an earlier ``trtlade export`` wrote and nothing else (each says so
-    in its first lines; :data:`EXPORT_MARK` marks the folder), never the folder a command runs in or one above it, a
+    """What ``--force`` may replace: a folder of files an earlier ``trtlade export`` wrote and nothing else (each says
+    so in its first lines; :data:`EXPORT_MARK` marks the folder), never the folder a command runs in or one above it, a
     bundle, a file, or an export's folder the user added files to (a Triton repository's copied ``model.py``): the
     mark alone let ``--force`` delete those (ExportError). ``-o <bundle> --force`` deleted the bundle, ``-o .. --force``
     everything beside it."""
