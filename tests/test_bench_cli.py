@@ -364,3 +364,26 @@ def test_a_sharegpt_file_without_a_human_turn_says_why_it_has_no_prompt(tmp_path
     data.write_text('[{"conversations": [{"from": "gpt", "value": "hi"}]}]')
     result = invoke("bench", "--dataset", str(data))
     assert result.exit_code == 1 and "none of its 1 conversation(s) has a human turn" in result.stderr
+
+
+@pytest.mark.parametrize("given, env, config_var, sent", [
+    ("flag", {"OPENAI_API_KEY": "openai", "SERVER_KEY": "server"}, "SERVER_KEY", "flag"),    # the flag first
+    (None, {"OPENAI_API_KEY": "openai", "SERVER_KEY": "server"}, "SERVER_KEY", "server"),    # the config's server key
+    (None, {"OPENAI_API_KEY": "openai"}, "SERVER_KEY", "openai"),                            # its variable unset
+    (None, {"OPENAI_API_KEY": "openai", "SERVER_KEY": "server"}, None, "openai"),            # no config
+    (None, {}, None, None),
+])
+def test_the_key_sent_is_the_flag_then_the_configs_server_key_then_openai_api_key(monkeypatch, given, env, config_var,
+                                                                                     sent):
+    """$OPENAI_API_KEY was the flag's default, so it overrode the key the launched server requires."""
+    from types import SimpleNamespace
+
+    from trtlade.cli.common import api_key_for
+
+    for name in ("OPENAI_API_KEY", "SERVER_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loaded = SimpleNamespace(config=SimpleNamespace(serve=SimpleNamespace(api_key_env=config_var))) \
+        if config_var else None
+    assert api_key_for(given, loaded) == sent

@@ -6,7 +6,6 @@ are imported inside the commands.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail, refuse_overwrite, require_path
+from trtlade.cli.common import (EXIT_INVALID, EXIT_USAGE, api_key_for, console, err_console, fail, refuse_overwrite,
+                                require_path)
 from trtlade.errors import redacted_argv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,8 +225,9 @@ def bench(
     label: Optional[str] = typer.Option(None, "--label", help="Short label in the run id (default: the series)."),
     metadata: Optional[list[str]] = typer.Option(None, "--metadata", help="key=value recorded in the report "
                                                  "(repeatable)."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
-                                          help="Sent as Authorization: Bearer."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="Sent as Authorization: Bearer (default: the "
+                                          "variable the config's serve.api_key_env names, when set; else "
+                                          "$OPENAI_API_KEY)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Bound on one request in "
                                             "seconds (default 600)."),
     launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a "
@@ -301,9 +302,7 @@ def bench(
     prompts = ds.sample(n_prompts, seed_v)
     warm = ds.sample(n_warm, seed_v + 1) if n_warm else []
 
-    key = api_key
-    if key is None and loaded is not None and loaded.config.serve.api_key_env:
-        key = os.environ.get(loaded.config.serve.api_key_env) or None
+    key = api_key_for(api_key, loaded)
     targets = [Target(names[0], url_a, api_key=key)]
     if url_b is not None:
         targets.append(Target(names[1], url_b, api_key=key))

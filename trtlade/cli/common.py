@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -33,6 +33,20 @@ def fail(message: str, *, hint: str = "", where: str = "", code: Optional[int] =
     if hint:
         err_console.print(f"[yellow]hint:[/] {escape(hint)}", markup=True, highlight=False)
     raise typer.Exit(code if code is not None else EXIT_USAGE if where.startswith("-") else EXIT_INVALID)
+
+
+def api_key_for(given: Optional[str], loaded: Any) -> Optional[str]:
+    """The key bench and tune send: ``--api-key``; else, with a config (``--launch`` or ``--config``), the variable its
+    ``serve.api_key_env`` names (the key the server it starts requires); else ``$OPENAI_API_KEY``. The variable came
+    first as the option's default, so it overrode the config's key and a launched server refused every request."""
+    import os
+
+    if given is not None:
+        return given
+    name = loaded.config.serve.api_key_env if loaded is not None else None
+    if name and os.environ.get(name):
+        return os.environ[name]
+    return os.environ.get("OPENAI_API_KEY") or None
 
 
 def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:

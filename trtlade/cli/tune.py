@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
-from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, err_console, fail, parse_spec_option, require_path
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, api_key_for, err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
 level, pick the fastest per level that beats plain decoding beyond the measured noise, and write the
@@ -140,8 +140,9 @@ def tune(
                                               "(default: the config's bench.result_dir, else reports)."),
     apply: Optional[Path] = typer.Option(None, "--apply", help="Write the schedule into this trtlade config "
                                          "(lookahead.schedule), keeping the rest of the file and its comments."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
-                                          help="Sent as Authorization: Bearer."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="Sent as Authorization: Bearer (default: the "
+                                          "variable the config's serve.api_key_env names, when set; else "
+                                          "$OPENAI_API_KEY)."),
     timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Bound on one request, seconds."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the heatmap PNG."),
     prefix_cache: Optional[str] = typer.Option(
@@ -217,11 +218,7 @@ def tune(
         fail(f"top_p {settings.top_p:g} without a temperature: greedy decoding ignores top_p, so it would not be sent",
              where=where, hint="add --temperature (or bench.temperature), e.g. --temperature 0.7 --top-p 0.95")
     out_root = result_root(result_dir, loaded, section)
-    key = api_key
-    if key is None and loaded is not None and loaded.config.serve.api_key_env:
-        import os
-
-        key = os.environ.get(loaded.config.serve.api_key_env) or None
+    key = api_key_for(api_key, loaded)
     target = Target("a", url, api_key=key)
     job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
                {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout,
