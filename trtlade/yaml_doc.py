@@ -189,6 +189,7 @@ def parse_yaml(source: str | bytes, file: str = "<string>", *, path: Path | None
         value_marks: dict[Loc, tuple[int, int]] = {}
         key_marks: dict[Loc, tuple[int, int]] = {}
         _record_positions(loader, node, file, value_marks, key_marks)
+        _resolve_merges(loader, node, file)
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         raise ConfigLoadError([_syntax_diagnostic(exc, file)]) from None
@@ -345,6 +346,27 @@ def _record_positions(loader: yaml.SafeLoader, root: yaml.Node, file: str,
                 seen[key] = (key_node, merged)
                 key_marks.setdefault((*loc, key), _mark(key_node))
                 stack.append(((*loc, key), value_node))
+
+
+def _resolve_merges(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> None:
+    """Replace every mapping's ``<<`` merge keys by the pairs they give, the first of each key kept (its explicit keys,
+    then the merged mappings in their order, as YAML's merge rule has it and the positions say), so PyYAML constructs
+    what the positions point at: PyYAML 6.0 let a later mapping of a ``<<: [a, b]`` list win."""
+    stack, done = [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in done:
+            continue
+        done.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            if any(k.tag == _MERGE_TAG for k, _ in node.value):
+                kept: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
+                for key_node, value_node, _ in _mapping_pairs(node):
+                    kept.setdefault(_scalar_key(loader, key_node, file), (key_node, value_node))
+                node.value = list(kept.values())
+            stack.extend(v for _, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def _mapping_pairs(node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node, bool]]:
