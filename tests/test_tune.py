@@ -578,3 +578,37 @@ def test_a_run_whose_every_request_failed_has_no_ratio_and_the_tables_stay_json(
     t = tabulate(rs)
     assert t.cell(BIG, 1).ratios == [26.0 / 20, 26.4 / 20.2] and choose(t)[0].spec == LA
     json.dumps(cell_rows(t), allow_nan=False)  # raises on a NaN
+
+
+def test_tune_takes_the_seed_and_timeout_of_the_configs_bench_section_as_bench_does(tmp_path, monkeypatch):
+    """tune sampled with seed 0 and a 600 s bound where the config said bench.seed 7 and timeout_s 30: its runs then
+    drew other tokens than `trtlade bench` would with the same file."""
+    from trtlade.cli import tune as tune_cli
+    from trtlade.cli.main import app as cli
+
+    seen = {}
+
+    def run(job, *args, **kwargs):
+        seen.update(seed=job.settings.seed, timeout=job.settings.timeout, limit=job.max_candidates)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(tune_cli._Job, "run", run)
+    config = tmp_path / "deploy.yml"
+    config.write_text(CONFIG + "bench:\n  seed: 7\n  timeout_s: 30\n  temperature: 0.7\n")
+    base = ["tune", "--base-url", "http://127.0.0.1:9", "--config", str(config), "--result-dir", str(tmp_path / "r")]
+    assert CliRunner().invoke(cli, base).exit_code == 0 and seen == {"seed": 7, "timeout": 30.0, "limit": 6}
+    assert CliRunner().invoke(cli, [*base, "--seed", "3", "--timeout", "5", "--max-candidates", "2"]).exit_code == 0
+    assert seen == {"seed": 3, "timeout": 5.0, "limit": 2}
+
+
+@pytest.mark.parametrize("command, args, where", [
+    ("tune", ["--candidates", "2-2-1,2-4-2", "--max-candidates", "1"], "--max-candidates"),  # both measured: said
+    ("tune", ["--launch-timeout", "5"], "--launch-timeout"),                                   # no server to start
+    ("bench", ["--launch-timeout", "5"], "--launch-timeout"),
+])
+def test_an_option_that_would_do_nothing_beside_the_others_is_refused(tmp_path, command, args, where):
+    from trtlade.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, [command, "--base-url", "http://127.0.0.1:9", "--result-dir",
+                                      str(tmp_path / "r"), *args])
+    assert result.exit_code == 2 and f"error: {where}" in result.output, result.output

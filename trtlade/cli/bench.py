@@ -233,8 +233,8 @@ def bench(
     launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a "
                                           "free loopback port, bench it, stop it. Defaults come from its bench "
                                           "section."),
-    launch_timeout: float = typer.Option(600.0, "--launch-timeout", min=1.0, help="Seconds to wait for the "
-                                         "launched server's /health."),
+    launch_timeout: Optional[float] = typer.Option(None, "--launch-timeout", min=1.0, help="Seconds to wait for "
+                                                   "the launched server's /health (default 600; with --launch)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench "
                                           "section (and its serve host:port as --base-url)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots."),
@@ -253,6 +253,9 @@ def bench(
     if launch is not None and base_url is not None:
         fail("--launch and --base-url both name the server", code=EXIT_USAGE,
              hint="--launch starts its own server; drop one")
+    if launch is None and launch_timeout is not None:
+        fail("--launch-timeout bounds the start of the server --launch starts; without --launch there is none",
+             where="--launch-timeout", hint="drop --launch-timeout, or start the server with --launch CONFIG")
     cfg_path = launch if launch is not None else config
     require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
     section, loaded = load_bench_defaults(cfg_path)
@@ -320,7 +323,7 @@ def bench(
                           f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
     out_root = result_root(result_dir, loaded, section)
     settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
-    _run_and_report(plan, settings, meta, out_root, label, launch, launch_timeout, model, plots)
+    _run_and_report(plan, settings, meta, out_root, label, launch, launch_timeout or 600.0, model, plots)
 
 
 #: the bench section's key behind each flag a config can stand in for

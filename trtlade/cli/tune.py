@@ -25,6 +25,9 @@ Examples:
   trtlade tune --base-url http://gpu1:8000 -c 1,4,16 --max-ttft-ms 500 --apply deploy.yml
 """
 
+#: the pruned set's size without --max-candidates
+DEFAULT_MAX_CANDIDATES = 6
+
 
 def register(app: typer.Typer) -> None:
     app.command("tune", help=_HELP, no_args_is_help=False)(tune)
@@ -99,8 +102,9 @@ def tune(
     launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a free "
                                           "loopback port, tune against it, stop it. Defaults come from its bench "
                                           "section."),
-    launch_timeout: float = typer.Option(600.0, "--launch-timeout", min=1.0,
-                                         help="Seconds to wait for the launched server's /health."),
+    launch_timeout: Optional[float] = typer.Option(None, "--launch-timeout", min=1.0,
+                                                   help="Seconds to wait for the launched server's /health (default "
+                                                   "600; with --launch)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Take defaults from this config's bench section."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="chat (default) or completions."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name sent; default: the first of /v1/models."),
@@ -112,8 +116,9 @@ def tune(
     candidates: Optional[list[str]] = typer.Option(None, "--candidates", help="Specs to measure instead of the "
                                                    "pruned set, W-N-G separated by spaces or commas (e.g. "
                                                    "'2-2-1 2-4-2' or 2-2-1,2-4-2); (1,1,0) is always added."),
-    max_candidates: int = typer.Option(6, "--max-candidates", min=1, help="At most this many lookahead specs "
-                                       "(besides (1,1,0)) after pruning."),
+    max_candidates: Optional[int] = typer.Option(None, "--max-candidates", min=1, help="At most this many lookahead "
+                                                 "specs (besides (1,1,0)) after pruning (default 6; not with "
+                                                 "--candidates, which are measured as given)."),
     drafters: Optional[list[str]] = typer.Option(None, "--drafters", help="NGram / SA drafters measured beside "
                                                  "the specs, comma-separated (ngram[-D[-K]], sa[-D[-K]], ngram-auto; "
                                                  "'none': no drafter). Default: ngram,sa where the server offers "
@@ -134,8 +139,9 @@ def tune(
                                                 "median TTFT stays under this."),
     max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", min=0.0, help="Only pick specs whose "
                                                 "median TPOT stays under this."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random set's prompt samples (repeat r uses seed + r; "
-                             "the other sets send their first --num-prompts prompts every repeat)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random set's prompt samples (repeat r uses "
+                                       "seed + r; the other sets send their first --num-prompts prompts every "
+                                       "repeat) and of sampled requests (default: the config's bench.seed, 0)."),
     result_dir: Optional[Path] = typer.Option(None, "--result-dir", help="Where the run folder goes "
                                               "(default: the config's bench.result_dir, else reports)."),
     apply: Optional[Path] = typer.Option(None, "--apply", help="Write the schedule into this trtlade config "
@@ -143,7 +149,8 @@ def tune(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Sent as Authorization: Bearer (default: the "
                                           "variable the config's serve.api_key_env names, when set; else "
                                           "$OPENAI_API_KEY)."),
-    timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Bound on one request, seconds."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Bound on one request, seconds "
+                                            "(default: the config's bench.timeout_s, 600)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the heatmap PNG."),
     prefix_cache: Optional[str] = typer.Option(
         None, "--prefix-cache", help="clear (default): empty the server's prefix cache before every series, so no "
@@ -178,6 +185,12 @@ def tune(
     except PlanError as exc:
         fail(exc.message, where=exc.option, hint=exc.hint)
     chosen_candidates = _parse_candidates(candidates)
+    if chosen_candidates is not None and max_candidates is not None:
+        fail("--max-candidates bounds the pruned set, and --candidates replaces it: every spec given is measured",
+             where="--max-candidates", hint="drop --max-candidates, or list fewer --candidates")
+    if launch is None and launch_timeout is not None:
+        fail("--launch-timeout bounds the start of the server --launch starts; without --launch there is none",
+             where="--launch-timeout", hint="drop --launch-timeout, or start the server with --launch CONFIG")
     dataset_spec = dataset if dataset is not None else (section.dataset if section.dataset in BUNDLED
                                else str(config_relative(loaded, section, "dataset", section.dataset)))
     try:
@@ -205,7 +218,8 @@ def tune(
     settings = TuneSettings(
         levels=tuple(sorted(levels)), repeats=repeats, num_prompts=num_prompts,
         max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
-        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos, timeout=timeout, seed=seed,
+        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
+        timeout=timeout if timeout is not None else section.timeout_s, seed=seed if seed is not None else section.seed,
         temperature=temperature if temperature is not None else section.temperature,
         top_p=top_p if top_p is not None else section.top_p, prefix_cache=cache_rule)
     if not 0.0 < settings.top_p <= 1.0:
@@ -220,8 +234,8 @@ def tune(
     out_root = result_root(result_dir, loaded, section)
     key = api_key_for(api_key, loaded)
     target = Target("a", url, api_key=key)
-    job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates,
-               {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout,
+    job = _Job(target, ep, ds, dataset_spec, settings, chosen_candidates, max_candidates or DEFAULT_MAX_CANDIDATES,
+               {"max_ttft_ms": max_ttft_ms, "max_tpot_ms": max_tpot_ms}, model, launch, launch_timeout or 600.0,
                drafter_names, apply=(apply, apply_target.spec) if apply is not None and apply_target else None)
     folder, result = job.run(out_root, plots)
     _print_result(folder, result)
