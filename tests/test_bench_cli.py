@@ -180,6 +180,10 @@ def test_user_errors_exit_2_without_traceback(args: list[str], message: str) -> 
     ('{"prompt": "b", "messages": [{"role": "user", "content": "c"}]}', "both 'prompt' and 'messages'"),
     ('{"messages": [{"role": "usr", "content": "c"}]}', "role 'usr' is not one of"),
     ('{"messages": [{"role": "user", "content": "c", "lang": "en"}]}', "message 0: unknown key 'lang'"),
+    ('{"messages": [{"role": "user", "content": null}]}', "message 0: content null is not a string"),  # not sent on
+    ('{"messages": [{"role": "user", "content": 5}]}', "message 0: content 5 is not a string"),
+    ('{"messages": [{"role": "user", "content": "c", "name": 3}]}', "message 0: name must be a string"),
+    ('{"prompt": "a", "prompt": "b"}', "the key 'prompt' is given twice"),  # not the last one silently
 ])
 def test_bad_dataset_line_is_located_and_nothing_in_it_is_dropped(tmp_path: Path, line: str, fragment: str) -> None:
     data = tmp_path / "d.jsonl"
@@ -364,6 +368,18 @@ def test_a_sharegpt_file_without_a_human_turn_says_why_it_has_no_prompt(tmp_path
     data.write_text('[{"conversations": [{"from": "gpt", "value": "hi"}]}]')
     result = invoke("bench", "--dataset", str(data))
     assert result.exit_code == 1 and "none of its 1 conversation(s) has a human turn" in result.stderr
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('[{"conversations": [{"from": "human", "value": ["a", "b"]}]}]', "is list, not text"),  # was sent as "['a', 'b']"
+    ('[{"conversations": [{"from": "human", "value": 12345}]}]', "is int, not text"),
+    ('[{"conversations": [{"from": "human", "value": "a", "value": "b"}]}]', "the key 'value' is given twice"),
+])
+def test_a_sharegpt_value_that_is_not_text_is_refused_not_turned_into_text(tmp_path: Path, text, fragment) -> None:
+    data = tmp_path / "chats.json"
+    data.write_text(text)
+    result = invoke("bench", "--dataset", str(data))
+    assert result.exit_code == 1 and fragment in result.stderr and "Traceback" not in result.output, result.stderr
 
 
 @pytest.mark.parametrize("given, env, config_var, sent", [

@@ -152,12 +152,31 @@ def _parse_jsonl(text: str, source: str) -> list[Prompt]:
             continue
         where = f"{source}:{lineno}"
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"not valid JSON ({exc.msg} at column {exc.colno})", where=where,
                                hint='each line is one JSON object, e.g. {"prompt": "Hello"}') from None
+        except _DuplicateKey as exc:
+            raise DatasetError(f"the key {exc.key!r} is given twice (JSON keeps only the last)", where=where,
+                               hint="give each key once") from None
         prompts.append(_prompt_from_object(obj, len(prompts), where))
     return prompts
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (``json.loads`` keeps the last of a key given twice, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
@@ -213,14 +232,23 @@ def _check_messages(msgs: list, where: str, hint: str) -> None:
         if message["role"] not in ROLES:
             raise DatasetError(f"message {i}: role {message['role']!r} is not one of {', '.join(ROLES)}",
                                where=where, hint=hint)
+        if not isinstance(message["content"], str):
+            raise DatasetError(f"message {i}: content {json.dumps(message['content'])[:40]} is not a string",
+                               where=where, hint=hint)
+        if "name" in message and not isinstance(message["name"], str):
+            raise DatasetError(f"message {i}: name must be a string", where=where, hint=hint)
+
 
 
 def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:
     hint = 'ShareGPT form: [{"conversations": [{"from": "human", "value": "..."}, ...]}, ...]'
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"not valid JSON ({exc.msg} at line {exc.lineno})", where=source, hint=hint) from None
+    except _DuplicateKey as exc:
+        raise DatasetError(f"the key {exc.key!r} is given twice in one object (JSON keeps only the last)",
+                           where=source, hint="give each key once") from None
     if not isinstance(data, list):
         raise DatasetError("a ShareGPT file is a JSON list of conversations", where=source, hint=hint)
     prompts: list[Prompt] = []
@@ -234,5 +262,8 @@ def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:
         if first is None:
             skipped += 1  # a conversation without a human turn has no prompt to send (counted, shown)
             continue
-        prompts.append(Prompt(len(prompts), text=str(first), where=f"{source}[{i}]"))
+        if not isinstance(first, str):
+            raise DatasetError(f"entry {i}: the first human turn's value is {type(first).__name__}, not text "
+                               f"(it would be sent as {str(first)[:30]!r})", where=f"{source}[{i}]", hint=hint)
+        prompts.append(Prompt(len(prompts), text=first, where=f"{source}[{i}]"))
     return prompts, skipped
