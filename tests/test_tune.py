@@ -612,3 +612,16 @@ def test_an_option_that_would_do_nothing_beside_the_others_is_refused(tmp_path, 
     result = CliRunner().invoke(cli, [command, "--base-url", "http://127.0.0.1:9", "--result-dir",
                                       str(tmp_path / "r"), *args])
     assert result.exit_code == 2 and f"error: {where}" in result.output, result.output
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--candidates", "2-4-2,2-2-1 2-4-2"], "--candidates: (2,4,2) is given twice"),
+    (["--drafters", "ngram,ngram-4-2"], "'ngram-4-2' is the same drafter as 'ngram'"),   # measured twice before
+    (["--repeats", "101"], "--repeats"),                                                  # bench's bound
+])
+def test_tune_refuses_a_candidate_given_twice_as_bench_refuses_a_mode_twice(tmp_path, args, said):
+    from trtlade.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, ["tune", "--base-url", "http://127.0.0.1:9", "--result-dir", str(tmp_path / "r"),
+                                      *args])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output

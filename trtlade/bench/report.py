@@ -1028,7 +1028,7 @@ def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str
     if not shared:
         raise ReportError(f"the runs share no concurrency level (A: {', '.join(map(str, run_a.levels))}; B: "
                           f"{', '.join(map(str, run_b.levels))}): nothing can be compared", where="RUN_B",
-                          hint="compare runs measured at a common level (trtlade bench --concurrency)")
+                          hint="compare runs measured at a common level (trtlade bench -c, --max-concurrency)")
     levels = sorted(set(run_a.levels) | set(run_b.levels))
     out = [f"# Comparison: A = {run_a.run_id}, B = {run_b.run_id}", "",
            "Each cell: the mean (min–max) over a run's repeats. The runs were measured apart, so nothing pairs their "

@@ -93,7 +93,11 @@ def _parse_candidates(values: Optional[list[str]]) -> Optional[list[Any]]:
              "the flag out for the pruned set")
     items = [item.strip() for value in values for item in value.split(" ") if item.strip()]
     specs = [part.strip() for item in items for part in (item.split(",") if "-" in item else [item])]
-    return [parse_spec_option(spec.replace("-", ","), option="--candidates") for spec in specs if spec]
+    parsed = [parse_spec_option(spec.replace("-", ","), option="--candidates") for spec in specs if spec]
+    for i, spec in enumerate(parsed):
+        if spec in parsed[:i]:
+            fail(f"({spec}) is given twice", where="--candidates", hint="give each spec once")
+    return parsed
 
 
 def tune(
@@ -123,7 +127,7 @@ def tune(
                                                  "the specs, comma-separated (ngram[-D[-K]], sa[-D[-K]], ngram-auto; "
                                                  "'none': no drafter). Default: ngram,sa where the server offers "
                                                  "them (the reference engine)."),
-    repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over every (spec, level); 2 or more to "
+    repeats: int = typer.Option(2, "--repeats", min=1, max=100, help="Rounds over every (spec, level); 2 or more to "
                                 "estimate the noise."),
     num_prompts: int = typer.Option(4, "--num-prompts", "-n", min=1, help="Requests per run (at least 2 per "
                                     "worker: 2 x concurrency)."),
@@ -396,11 +400,15 @@ def _drafter_names(values: Optional[list[str]]) -> Optional[list[str]]:
         fail("--drafters is empty", where="--drafters", hint="name drafters (ngram, sa, ngram-4-2 ...), or none")
     if [n.lower() for n in names] == ["none"]:
         return []
+    blocks: dict[str, str] = {}
     for name in names:
         try:
-            drafter_mode(name)
+            block = repr(sorted(drafter_mode(name).items()))
         except DraftConfigError as exc:
             fail(exc.message, where="--drafters", hint=exc.hint)
+        if block in blocks:  # `ngram,ngram-4-2`: one drafter measured twice under two names
+            fail(f"{name!r} is the same drafter as {blocks[block]!r}", where="--drafters", hint="give each once")
+        blocks[block] = name
     return names
 
 
