@@ -625,3 +625,21 @@ def test_tune_refuses_a_candidate_given_twice_as_bench_refuses_a_mode_twice(tmp_
     result = CliRunner().invoke(cli, ["tune", "--base-url", "http://127.0.0.1:9", "--result-dir", str(tmp_path / "r"),
                                       *args])
     assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+@pytest.mark.parametrize("section, said", [
+    ("  endpoint: completions\n  dataset: multiturn\n", "c.yml:4:13: bench.endpoint: multiturn[0][0]: the prompt is a "
+                                                         "chat message list"),
+    ("  dataset: typo.jsonl\n", "c.yml:4:12: bench.dataset: no dataset"),
+    ("  concurrency: [1, 1, 2]\n", "c.yml:4:16: bench.concurrency: concurrency 1 is given twice"),
+])
+def test_a_value_from_the_configs_bench_section_is_blamed_on_its_line_not_on_a_flag(tmp_path, command, section, said):
+    """bench and tune said `--dataset: ...` and `--max-concurrency: ...` for values the user wrote in the config."""
+    from trtlade.cli.main import app as cli
+
+    config = tmp_path / "c.yml"
+    config.write_text('model: {}\nlookahead: {spec: "2,4,2"}\nbench:\n' + section)
+    result = CliRunner().invoke(cli, [command, "--config", str(config), "--base-url", "http://127.0.0.1:9",
+                                      "--result-dir", str(tmp_path / "r")])
+    assert result.exit_code == 1 and f"error: {config.parent}/{said}" in " ".join(result.output.split()), result.output

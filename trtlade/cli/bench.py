@@ -294,11 +294,8 @@ def bench(
     try:
         ds = load_dataset(dataset_spec)
     except DatasetError as exc:
-        fail(exc.message, where=exc.where or "--dataset", hint=exc.hint)
-    if ep.kind == "completions" and ds.has_messages:
-        first = next(p for p in ds.prompts if p.messages is not None)
-        fail(f"{first.where}: the prompt is a chat message list; the completions endpoint takes text",
-             where="--dataset", hint="use --endpoint chat with this dataset")
+        fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
+    check_endpoint_takes(ep, ds, endpoint, loaded)
     if ds.skipped:
         err_console.print(f"note: {ds.skipped} conversation(s) in {ds.source} have no human turn and were "
                           "skipped", markup=False)
@@ -328,7 +325,7 @@ def bench(
 
 #: the bench section's key behind each flag a config can stand in for
 _CONFIG_KEYS = {"--modes": "modes", "--max-concurrency": "concurrency", "--endpoint": "endpoint",
-                "--prefix-cache": "prefix_cache", "--top-p": "top_p"}
+                "--prefix-cache": "prefix_cache", "--top-p": "top_p", "--dataset": "dataset"}
 
 
 def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
@@ -341,6 +338,16 @@ def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
         return option
     line, column = loaded.document.position(loc)
     return f"{loaded.document.file}:{line}:{column}: bench.{key}"
+
+
+def check_endpoint_takes(ep: Any, ds: Any, endpoint: Optional[str], loaded: Any) -> None:
+    """A dataset of chat message lists on the completions endpoint: refused, blaming the endpoint where it was set
+    (the flag, or the config's ``bench.endpoint`` line), not a ``--dataset`` flag the user may not have given."""
+    if ep.kind == "completions" and ds.has_messages:
+        first = next(p for p in ds.prompts if p.messages is not None)
+        fail(f"{first.where}: the prompt is a chat message list; the completions endpoint takes text",
+             where=_blamed("--endpoint", {"--endpoint": endpoint}, loaded),
+             hint="use --endpoint chat (or bench.endpoint: chat) with this dataset")
 
 
 def _top_p(given: Optional[float], configured: float, temperature: float) -> float:

@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 import typer
 
-from trtlade.cli.bench import config_relative, load_bench_defaults, preflight_servers, result_root
+from trtlade.cli.bench import (_blamed, check_endpoint_takes, config_relative, load_bench_defaults, preflight_servers,
+                               result_root)
 from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, api_key_for, err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
@@ -187,7 +188,8 @@ def tune(
             raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
                             hint="clear (each series starts from an empty cache) or keep")
     except PlanError as exc:
-        fail(exc.message, where=exc.option, hint=exc.hint)
+        given = {"--max-concurrency": max_concurrency, "--endpoint": endpoint, "--prefix-cache": prefix_cache}
+        fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
     chosen_candidates = _parse_candidates(candidates)
     if chosen_candidates is not None and max_candidates is not None:
         fail("--max-candidates bounds the pruned set, and --candidates replaces it: every spec given is measured",
@@ -200,10 +202,8 @@ def tune(
     try:
         ds = load_dataset(dataset_spec)
     except DatasetError as exc:
-        fail(exc.message, where=exc.where or "--dataset", hint=exc.hint)
-    if ep.kind == "completions" and ds.has_messages:
-        fail("the dataset holds chat message lists; the completions endpoint takes text", where="--dataset",
-             hint="use --endpoint chat with this dataset")
+        fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
+    check_endpoint_takes(ep, ds, endpoint, loaded)
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
     if apply is not None and repeats < 2:
