@@ -251,6 +251,8 @@ def test_config_show_errors():
     ("serve: {api_keys_file: /nonexistent/keys}", "info", "path-absent", "/nonexistent/keys does not exist here"),
     ("model: {path: /nonexistent/model}", "info", "path-absent", "serve opens the model at start"),
     ("bench: {dataset: mixx}", "warning", "bench-dataset", "'mixx' is neither a bundled set nor a file here"),
+    ("bench: {endpoint: completions, dataset: multiturn}", "warning", "bench-dataset", "the completions endpoint does "
+     "not take"),                                                              # bench refuses it: said here first
 ])
 def test_files_serve_and_bench_open_at_start_are_checked(tmp_path, section, level, code, fragment):
     from trtlade.config.validate import validate_file
@@ -262,10 +264,11 @@ def test_files_serve_and_bench_open_at_start_are_checked(tmp_path, section, leve
 
 
 def test_the_schema_knows_the_bundled_datasets_the_bench_reads():
-    from trtlade.bench.datasets import BUNDLED
-    from trtlade.config.schema import BUNDLED_DATASETS
+    from trtlade.bench.datasets import BUNDLED, load_dataset
+    from trtlade.config.schema import BUNDLED_DATASETS, CHAT_DATASETS
 
     assert BUNDLED_DATASETS == BUNDLED
+    assert CHAT_DATASETS == tuple(name for name in BUNDLED if load_dataset(name).has_messages)
 
 
 def test_config_show_says_what_kind_of_file_it_was_given():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trtlade.config.loader import LoadedConfig, YamlDocument
-from trtlade.config.schema import BUNDLED_DATASETS, TrtladeConfig
+from trtlade.config.schema import BUNDLED_DATASETS, CHAT_DATASETS, TrtladeConfig
 from trtlade.diagnostics import Diagnostic
 from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfig, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import LookaheadSpec, SpecError
@@ -394,6 +394,10 @@ def _check_files(loaded: LoadedConfig) -> list[Diagnostic]:
                                       f"({display_path(resolved)}): bench would refuse it", loc=("bench", "dataset"),
                                       code="bench-dataset", hint=f"use one of {', '.join(BUNDLED_DATASETS)}, or a "
                                       ".jsonl / ShareGPT .json path (relative to this config)"))
+    if dataset in CHAT_DATASETS and cfg.bench.endpoint == "completions":
+        out.append(doc.diagnostic("warning", f"the {dataset} set holds chat message lists, which the completions "
+                                  "endpoint does not take: bench and tune would refuse it", loc=("bench", "endpoint"),
+                                  code="bench-dataset", hint=f"bench.endpoint: chat with {dataset}, or a text set"))
     return out
 
 

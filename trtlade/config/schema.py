@@ -86,6 +86,8 @@ DEFAULT_PREFILL_STALL = 1.5
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 #: The bench's bundled prompt sets (trtlade/bench/datasets.py reads them; a test keeps the two lists equal)
 BUNDLED_DATASETS = ("mix", "short", "long", "random", "multiturn")
+#: the bundled sets of chat message lists (the others are text: both endpoints take them)
+CHAT_DATASETS = ("multiturn",)
 
 
 def _scalar_kinds(annotation: Any) -> frozenset:
