@@ -275,6 +275,26 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
 
 
+@pytest.mark.parametrize("model, flags, code, said", [
+    ("{name: Qwen3-8B, models_dir: /srv/models}", [], 1, "model.models_dir: model.name Qwen3-8B is looked up under "
+                                                         "/srv/models, not under /bundle"),
+    ("{name: Qwen3-8B}", [], 1, "under $TRTLADE_MODELS_DIR, which the pod does not set"),
+    ("{path: /srv/models/Qwen3-8B}", [], 1, "would not find the model there hint: put the model's folder on the claim "
+                                            "and point model.path at /bundle/"),  # its weights: --tokenizer won't do
+    ("{}", ["--pvc", "my-claim"], 2, "--pvc: the pod mounts no claim"),  # the embedded model: nothing on a claim
+    ("{}", ["--bundle-subpath", "models/x"], 2, "--bundle-subpath: the pod mounts no claim"),
+    ("{name: Qwen3-8B, models_dir: /bundle/models}", ["--pvc", "my-claim"], 0, "wrote"),
+])
+def test_k8s_export_of_a_config_refuses_a_model_or_claim_flag_the_pod_would_not_use(tmp_path, model, flags, code, said):
+    """The init gate passed such a pod and `trtlade serve` failed at start ("model not found"), or the flags were
+    dropped without a word."""
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(f"model: {model}\nlookahead: {{spec: '2,4,2'}}\n")
+    result = export("k8s", str(cfg), "--out", str(tmp_path / "k8s"), *flags)
+    assert result.exit_code == code and said in " ".join(result.output.split()), result.output
+    assert (tmp_path / "k8s").exists() == (code == 0)
+
+
 @pytest.mark.parametrize("flags, where, fragment", [
     (["--name", "My_App!"], "--name", "is not a Kubernetes Service name"),
     (["--name", ""], "--name", "is not a Kubernetes Service name"),

@@ -166,8 +166,9 @@ def k8s(
                                         "a bundle). Default: trtlade:<version>."),
     pvc: str = typer.Option("trtlade-bundles", "--pvc", help="PersistentVolumeClaim holding the bundle."),
     bundle_subpath: str = typer.Option("", "--bundle-subpath", help="The bundle's folder inside the claim."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="The tokenizer folder as the pod sees it "
-                                            "(default: the config's model.tokenizer / model.path)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="The tokenizer folder as the pod sees it, "
+                                            "under /bundle (default: the config's model.tokenizer / model.path; a "
+                                            "bundle `trtlade build` made names the build machine's folder: pass it)."),
     replicas: int = typer.Option(1, "--replicas", min=1, help="Replicas of the same engine."),
     hpa_max_replicas: Optional[int] = typer.Option(None, "--hpa-max-replicas", min=1, help="Also write a "
                                                    "HorizontalPodAutoscaler on queue depth, up to this many."),
@@ -235,6 +236,7 @@ def k8s(
                               where=str(source))
         files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
         _refuse_model_outside_the_pod(pod_config_text(files), tokenizer)
+        _refuse_unused_claim(files, pvc, bundle_subpath)
         checked, errors = validate_trtlade(parse_yaml(pod_config_text(files), "configmap.yml:trtlade.yml"))
         if checked is None:
             raise ExportError("the pod's config would not be valid: " + "; ".join(d.message for d in errors[:3]),
@@ -249,21 +251,46 @@ def k8s(
                       markup=False, highlight=False)
 
 
+def _refuse_unused_claim(files: dict[str, str], pvc: str, bundle_subpath: str) -> None:
+    """``--pvc`` / ``--bundle-subpath`` for a pod that mounts no claim (its config names nothing on one: the embedded
+    default model) would be dropped without a word: refused."""
+    from trtlade.export.common import ExportError
+
+    given = [flag for flag, value in (("--pvc", pvc != "trtlade-bundles"), ("--bundle-subpath", bool(bundle_subpath)))
+             if value]
+    if given and "persistentVolumeClaim" not in files["deployment.yml"]:
+        raise ExportError(f"{given[0]}: the pod mounts no claim (its config names nothing on one: the embedded model "
+                          "is in the image), so it would not be used", "drop it, or point the config's model at "
+                          "/bundle/<folder> on the claim", where=given[0])
+
+
 def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> None:
     """The pod sees the claim at /bundle and the config at /etc/trtlade, nothing of this machine: the folder `serve`
-    reads the tokenizer from (``model.tokenizer``, else ``model.path``) must be under /bundle, or the init gate
-    passes and `trtlade serve` fails at start. No model named: the embedded default, in the image."""
+    reads the tokenizer from (``model.tokenizer``, else ``model.path``), the reference engine's weights
+    (``model.path``, or ``model.name`` under ``model.models_dir``) must be under /bundle, or the init gate passes and
+    `trtlade serve` fails at start. No model named: the embedded default, in the image."""
     import yaml
 
     from trtlade.export.common import ExportError
     from trtlade.export.k8s import BUNDLE_MOUNT
 
-    model = (yaml.safe_load(pod_text) or {}).get("model") or {}
+    pod = yaml.safe_load(pod_text) or {}
+    model, engine = pod.get("model") or {}, bool((pod.get("build") or {}).get("engine_dir"))
+    if model.get("name") and not model.get("path") and not engine:
+        where = model.get("models_dir")
+        if not where or not str(where).startswith(f"{BUNDLE_MOUNT}/"):
+            raise ExportError(f"model.name {model['name']} is looked up under "
+                              f"{where or '$TRTLADE_MODELS_DIR, which the pod does not set'}, not under "
+                              f"{BUNDLE_MOUNT}, the only folder of the claim the pod sees: serve would not find it",
+                              f"put the models folder on the claim and set model.models_dir: {BUNDLE_MOUNT}/<its "
+                              "folder> in the config", where="model.models_dir")
     for name in ("tokenizer", "path"):  # every folder serve reads in the pod (an engine's pod reads no model.path)
         folder = model.get(name)
         if folder and not str(folder).startswith(f"{BUNDLE_MOUNT}/"):
             key = "--tokenizer" if name == "tokenizer" and tokenizer else f"model.{name}"
-            what = "the tokenizer" if name == "tokenizer" or not model.get("tokenizer") else "the model"
+            # the reference engine reads its weights from model.path: moving the tokenizer would not do
+            tok = name == "tokenizer" or (engine and not model.get("tokenizer"))
+            what = "the tokenizer" if tok else "the model"
             raise ExportError(f"{key} {folder} is not under {BUNDLE_MOUNT}, the only folder of the claim the pod "
                               f"sees: serve would not find {what} there", f"put the model's Hugging Face folder on "
                               f"the claim and pass --tokenizer {BUNDLE_MOUNT}/<its folder> (the bundle is mounted "
