@@ -126,11 +126,37 @@ def test_grps_export_paths_as_the_grps_machine_sees_them_and_the_schedule_note(t
     extra = "  schedule:\n  - {up_to: 2, spec: '4,2,4'}\n  - {spec: '1,1,0'}\n"
     bundle = make_bundle(tmp_path / "b", extra=extra)
     out = tmp_path / "inference.yml"
-    assert export("grps", str(bundle), "--out", str(out), "--bundle-path", "/srv/b", "--tokenizer", "/srv/tok"
-                  ).exit_code == 0
+    result = export("grps", str(bundle), "--out", str(out), "--bundle-path", "/srv/b", "--tokenizer", "/srv/tok")
+    assert result.exit_code == 0, result.output
     args = yaml.safe_load(out.read_text())["models"][0]["inferer_args"]
     assert args["gpt_model_path"] == "/srv/b/engine/" and args["tokenizer_path"] == "/srv/tok/"
-    assert "does not apply under grps" in out.read_text()
+    said = "warning: lookahead.schedule cannot apply under grps"
+    assert f"# {said}" in out.read_text() and said in " ".join(result.output.split())  # in the file and on stderr
+
+
+def test_grps_and_triton_exports_carry_the_queue_bound_and_say_what_serve_settings_they_cannot(tmp_path):
+    """serve.max_queue became an unbounded queue in both servers (each reads one: grps_trtllm's max_queue_size
+    parameter, the TensorRT-LLM backend's dynamic_batching.default_queue_policy.max_queue_size); serve.api_key_env,
+    lookahead.request_default and the rest were dropped without a word."""
+    bundles = {}
+    for release in ("0.16.0", "0.19.0"):  # grps_trtllm's release, and one Triton's backend runs
+        bundles[release] = bundle = make_bundle(tmp_path / release, extra=(
+            "  request_default: 2,2,2\nserve:\n  engine: trtllm\n  host: 0.0.0.0\n  port: 8000\n  api_key_env: K\n"
+            "  max_queue: 8\n  max_tokens_limit: 512\n  kv_cache_free_gpu_memory_fraction: 0.8\n"))
+        _engine_version(bundle, release)
+    bundle = bundles["0.16.0"]
+    grps = export("grps", str(bundle), "--out", str(tmp_path / "g.yml"))
+    assert grps.exit_code == 0, grps.output
+    assert yaml.safe_load((tmp_path / "g.yml").read_text())["models"][0]["inferer_args"]["max_queue_size"] == 8
+    said = " ".join(grps.output.split())
+    assert "lookahead.request_default cannot apply under grps" in said
+    assert "serve.api_key_env, serve.host, serve.max_tokens_limit, serve.port apply to `trtlade serve` only" in said
+    assert "it checks no API key" in said
+    triton = export("triton", str(bundles["0.19.0"]), "--out", str(tmp_path / "t"))
+    assert triton.exit_code == 0, triton.output
+    pbtxt = (tmp_path / "t" / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert "default_queue_policy {" in pbtxt and "max_queue_size: 8" in pbtxt
+    assert "serve.max_tokens_limit" in " ".join(triton.output.split()) and "it checks no API key" in triton.output
 
 
 @pytest.mark.parametrize("case,fragment", [

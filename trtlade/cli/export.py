@@ -41,7 +41,7 @@ def grps(
     request runs with the bundle's spec. `trtlade validate-config` passes on it. A PyTorch-backend bundle
     (TensorRT-LLM 1.3 and later) is refused: grps_trtllm runs TensorRT engines only."""
     from trtlade.export.common import CONTAINER_NOTE, write_file
-    from trtlade.export.grps import grps_inference_yml
+    from trtlade.export.grps import grps_inference_yml, grps_warnings
     from trtlade.export.llmapi import grps_refusal, is_pytorch_bundle
 
     if is_pytorch_bundle(bundle):
@@ -51,6 +51,8 @@ def grps(
     src = _export(bundle, bundle_path, tokenizer,
                   lambda s: write_file(out, grps_inference_yml(s, llm_style=llm_style), force=force),
                   model_dir=model_dir)
+    for warning in grps_warnings(src):
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
     ranks = src.engine.world_size
     mpi = (f"; the engine has {ranks} GPU ranks: start grps over MPI (`grpst start ... --mpi_np {ranks}`)"
            if ranks > 1 else "")

@@ -9,7 +9,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from trtlade.bundle import Bundle, BundleError, open_bundle
 from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
@@ -205,3 +205,19 @@ def write_tree(out: Path, files: dict[str, str], *, force: bool) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: the serve settings the Triton and grps exports carry into their servers' own (the executor's KV cache and queue)
+CARRIED_SERVE = frozenset({"engine", "kv_cache_free_gpu_memory_fraction", "kv_cache_enable_block_reuse", "max_queue"})
+
+
+def serve_not_carried(config: Any, server: str) -> list[str]:
+    """The ``serve`` settings the bundle's config gives that ``server`` (Triton, grps) has no place for: said, not
+    dropped without a word; an API key above all, since those servers check none."""
+    given = sorted(set(config.serve.model_fields_set) - CARRIED_SERVE)
+    if not given:
+        return []
+    key = ("; it checks no API key: put an authenticating gateway in front" if {"api_key_env", "api_keys_file"} &
+           set(given) else "")
+    return [f"{', '.join(f'serve.{k}' for k in given)} apply to `trtlade serve` only: {server} has no such setting "
+            f"(its own ports and limits apply){key}"]

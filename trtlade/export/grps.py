@@ -34,7 +34,7 @@ import yaml
 
 from trtlade.config.grps import GRPS_LLM_STYLES, check_grps
 from trtlade.config.loader import parse_yaml
-from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
+from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource, serve_not_carried
 from trtlade.export.triton import engine_version
 
 __all__ = ["GRPS_TRTLLM", "StyleRule", "STYLE_RULES", "llm_style_for", "TokenizerFacts", "tokenizer_facts",
@@ -224,6 +224,9 @@ def _inferer_args(src: ExportSource, style: str, facts: Optional[TokenizerFacts]
         "enable_kv_cache_reuse": cfg.serve.kv_cache_enable_block_reuse,
         "exclude_input_in_output": True,
         "decoding_mode": None,
+        # serve.max_queue: the executor's queue bound (grps_trtllm src/trtllm_model_instance.cc,
+        # GetExecutorConfigFromParams: the max_queue_size parameter into ExecutorConfig's maxQueueSize)
+        "max_queue_size": cfg.serve.max_queue,
     })
     if facts is not None and facts.stop_words:
         args["stop_words"] = list(facts.stop_words)
@@ -231,6 +234,21 @@ def _inferer_args(src: ExportSource, style: str, facts: Optional[TokenizerFacts]
         args["lookahead_decoding"] = {"window_size": spec.window_size, "ngram_size": spec.ngram_size,
                                       "verification_set_size": spec.verification_set_size}
     return args
+
+
+def grps_warnings(src: ExportSource) -> list[str]:
+    """What the bundle's config asks for that grps cannot do (printed by ``export grps``, and in the file's header):
+    grps takes no per-request lookahead and counts no requests in flight, so every request runs the bundle's spec."""
+    lookahead = src.config.lookahead
+    keys = [k for k, v in (("lookahead.schedule", lookahead.schedule), ("lookahead.request_default",
+                                                                        lookahead.request_default),
+                           ("lookahead.policy", lookahead.policy not in (None, "fixed") and lookahead.policy)) if v]
+    out = serve_not_carried(src.config, "grps")
+    if keys and not lookahead.spec.is_autoregressive:
+        out.insert(0, f"{' and '.join(keys)} cannot apply under grps (no per-request lookahead, no count of the "
+                      f"requests in flight): every request runs ({lookahead.spec}); serve with `trtlade serve` to "
+                      "apply them")
+    return out
 
 
 def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
@@ -249,7 +267,6 @@ def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
         "dag": {"type": "sequential", "name": "trtlade_dag",
                 "nodes": [{"name": "node-1", "type": "model", "model": f"{model_name}-1.0.0"}]},
     }
-    schedule = src.config.lookahead.lookahead_schedule
     header = [
         f"# grps_trtllm inference config written by `trtlade export grps` from the bundle {src.bundle.root}",
         f"# engine: {src.engine_dir} (max_batch_size {src.engine.max_batch_size}, max_draft_len "
@@ -268,8 +285,7 @@ def grps_inference_yml(src: ExportSource, *, model_name: str = "trtllm_model",
     if "sampling" in doc["models"][0]["inferer_args"] and not spec.is_autoregressive:
         header.append("# sampling is generation_config.json's; lookahead decodes greedily, so it applies only "
                       "if the lookahead block is removed")
-    if schedule is not None:
-        header.append(f"# the bundle's lookahead.schedule ({schedule}) does not apply under grps: it runs ({spec})")
+    header += [f"# warning: {w}" for w in grps_warnings(src)]
     text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
     errors = [d for d in check_grps(parse_yaml(text, "<export>"), engine_dir=src.bundle.engine_dir)
               if d.severity == "error"]

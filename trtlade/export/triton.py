@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trtlade.export import triton_stock as stock
-from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource
+from trtlade.export.common import CONTAINER_NOTE, ExportError, ExportSource, serve_not_carried
 
 __all__ = ["MIN_TRTLLM", "LOOKAHEAD_KEYS", "GUARD", "GUARD_OUTPUTS", "engine_version", "launch_script",
            "model_repository", "parse_config", "guard_model_source", "warnings"]
@@ -105,7 +105,9 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
     spec, engine = src.config.lookahead.spec, src.engine
     c = pb.ModelConfig(name="tensorrt_llm", backend="tensorrtllm", max_batch_size=engine.max_batch_size)
     c.model_transaction_policy.decoupled = True  # streaming: one response per step
-    c.dynamic_batching.SetInParent()
+    # serve.max_queue: the executor's queue bound (ModelInstanceState::getExecutorConfigFromParams reads
+    # dynamic_batching.default_queue_policy.max_queue_size into ExecutorConfig's maxQueueSize)
+    c.dynamic_batching.default_queue_policy.max_queue_size = src.config.serve.max_queue
     In = pb.ModelInput
     c.input.extend([
         _tensor(pb, In, "input_ids", "TYPE_INT32", [-1], allow_ragged_batch=True),
@@ -197,11 +199,12 @@ def warnings(src: ExportSource) -> list[str]:
     lookahead = src.config.lookahead
     keys = [k for k, v in (("lookahead.schedule", lookahead.schedule),
                            ("lookahead.policy", lookahead.policy not in (None, "fixed") and lookahead.policy)) if v]
+    out = serve_not_carried(src.config, "Triton")
     if not keys or lookahead.spec.is_autoregressive:
-        return []
+        return out
     return [f"{' and '.join(keys)} cannot be expressed in Triton (the ensemble has no count of the requests in "
             f"flight): every request that names no (w,n,g) runs ({lookahead.default_request}) there; serve with "
-            "`trtlade serve` to apply them"]
+            "`trtlade serve` to apply them", *out]
 
 
 def _ensemble(pb: Any, src: ExportSource) -> Any:
