@@ -871,3 +871,16 @@ def test_an_api_key_variable_kubernetes_refuses_is_refused_at_export(tmp_path):
     result = export("k8s", str(cfg), "--out", str(tmp_path / "k"), "--api-key-secret", "svc-key")
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and "is not a name Kubernetes accepts for an environment variable" in said
+
+
+@pytest.mark.parametrize("target", ["grps", "triton"])
+@pytest.mark.parametrize("flag, value", [("--tokenizer", ""), ("--tokenizer", "models/tok"), ("--bundle-path", ""),
+                                         ("--bundle-path", "bundles/q")])
+def test_a_server_path_that_is_empty_or_relative_is_refused(tmp_path, target, flag, value):
+    """`--tokenizer ""` was written as tokenizer_dir "." (and grps' "./"), a relative one as the server's cwd sees it."""
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, "0.16.0" if target == "grps" else "0.19.0")
+    out = tmp_path / ("g.yml" if target == "grps" else "t")
+    result = export(target, str(bundle), "--out", str(out), flag, value)
+    assert result.exit_code == 2 and f"error: {flag} " in result.output and "not an absolute path" in result.output
+    assert not out.exists()

@@ -65,12 +65,23 @@ def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
 
 
+def _absolute_on_the_server(**paths: Optional[Path]) -> None:
+    """``--tokenizer`` and ``--bundle-path`` name folders on the serving machine: an empty one read as ``.``, and a
+    relative one is resolved from the server's working directory, which the export cannot know: refused."""
+    for name, path in paths.items():
+        flag = "--" + name.replace("_", "-")
+        if path is not None and not path.is_absolute():
+            fail(f"{flag} {str(path)!r} is not an absolute path: the server would resolve it from its own working "
+                 "directory", where=flag, hint=f"give the folder as the serving machine sees it, e.g. {flag} /models/x")
+
+
 def _export(bundle: Path, bundle_path: Optional[Path], tokenizer: Optional[Path], write: Callable[[Any], None],
             model_dir: Optional[Path] = None) -> Any:
     """Read ``bundle`` as a TensorRT-LLM export source and ``write(src)``; any refusal exits with its
     reason and hint. Returns the source (for the success line)."""
     from trtlade.export.common import ExportError, read_source
 
+    _absolute_on_the_server(tokenizer=tokenizer, bundle_path=bundle_path)
     if model_dir is not None and not (model_dir / "config.json").is_file():
         fail(f"--model-dir {model_dir} has no config.json", where="--model-dir",
              hint="the model's Hugging Face folder on this machine (config.json, tokenizer files)")
@@ -141,6 +152,7 @@ def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_pa
     from trtlade.export.common import CONTAINER_NOTE, ExportError, write_tree
     from trtlade.export.llmapi import llmapi_repository, model_py_source, read_pytorch_source
 
+    _absolute_on_the_server(tokenizer=tokenizer)
     if bundle_path is not None:
         fail("--bundle-path does not apply to a PyTorch-backend bundle: Triton loads the checkpoint, not the bundle",
              where="--bundle-path", hint="give the checkpoint as Triton sees it with --model-path")
