@@ -42,7 +42,8 @@ def cli_page() -> str:
         out.append(f"- **{panel}**: " + ", ".join(f"[`{n}`](#trtlade-{n.replace(' ', '-')})" for n in names))
     out.append("\nA refusal is an `error:` line (what, and where: the flag, or the file, line and key) and a "
                "`hint:` line on stderr, never a traceback: exit 2 for a usage mistake (a flag's value the command "
-               "cannot use: not of its type, outside its range, in conflict with another flag, an output that exists; "
+               "cannot use: not of its type, outside its range, in conflict with another flag, given twice where it "
+               "takes one value (the first is not silently dropped), an output that exists; "
                "an unknown flag or command, a missing argument or file), 1 for what is refused (a config, a spec, a "
                "model, a server that cannot be reached, a failed step).\n")
     for panel, names in PANELS.items():

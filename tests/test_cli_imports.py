@@ -59,3 +59,22 @@ def test_the_probe_can_fail():
                            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas'}))"],
                           capture_output=True, text=True, timeout=120)
     assert "pandas" in proc.stdout
+
+
+@pytest.mark.parametrize("args, refused", [
+    (["bench", "--max-tokens", "10", "--max-tokens", "20"], "--max-tokens is given twice"),
+    (["bench", "--ignore-eos", "--no-ignore-eos"], "--ignore-eos/--no-ignore-eos is given twice"),
+    (["report", "compare", "a", "b", "-o", "x.md", "--output", "y.md"], "is given twice"),
+    (["spec", "4,2,4", "--json", "--json"], None),                    # a flag given twice the same way says one thing
+    (["bench", "-c", "1", "-c", "4", "--base-url", "http://127.0.0.1:9"], None),   # options that collect may repeat
+])
+def test_an_option_that_takes_one_value_given_twice_is_refused_not_the_last_taken(args, refused):
+    """Click keeps the last of a repeated option without a word: `--max-tokens 10 --max-tokens 20` ran 20."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "trtlade", *args], capture_output=True, text=True, timeout=60)
+    if refused is None:
+        assert "given twice" not in result.stderr, result.stderr
+    else:
+        assert result.returncode == 2 and "error: " in result.stderr and refused in result.stderr, result.stderr

@@ -877,7 +877,8 @@ def test_an_api_key_variable_kubernetes_refuses_is_refused_at_export(tmp_path):
 @pytest.mark.parametrize("flag, value", [("--tokenizer", ""), ("--tokenizer", "models/tok"), ("--bundle-path", ""),
                                          ("--bundle-path", "bundles/q")])
 def test_a_server_path_that_is_empty_or_relative_is_refused(tmp_path, target, flag, value):
-    """`--tokenizer ""` was written as tokenizer_dir "." (and grps' "./"), a relative one as the server's cwd sees it."""
+    """`--tokenizer ""` was written as tokenizer_dir "." (and grps' "./"), a relative one as the server's cwd saw
+    it."""
     bundle = make_bundle(tmp_path / "b")
     _engine_version(bundle, "0.16.0" if target == "grps" else "0.19.0")
     out = tmp_path / ("g.yml" if target == "grps" else "t")

@@ -82,6 +82,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     range, an unknown option, a missing argument) said as trtlade says every error, ``error:`` and ``hint:``
     lines on stderr, exit 2, instead of Click's box."""
     click = _click_exceptions()
+    _refuse_repeated_options(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="trtlade", standalone_mode=False)
     except getattr(click, "NoArgsIsHelpError", ()) as exc:  # `trtlade` alone: the help, printed already
@@ -93,6 +94,44 @@ def main(argv: Optional[list[str]] = None) -> None:
     except typer.Abort:
         _exit("aborted", "", 1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _refuse_repeated_options(argv: list[str]) -> None:
+    """An option that takes one value, given twice (``--max-tokens 10 --max-tokens 20``, ``--ignore-eos
+    --no-ignore-eos``): Click keeps the last without a word; refused as a usage mistake, naming it. Options that
+    collect values (``-c 1 -c 4``, ``--metadata``) may repeat. Whatever Click itself refuses is left to it."""
+    import typer.main
+
+    command: Any = typer.main.get_command(app)
+    args, path = list(argv), ["trtlade"]
+    while hasattr(command, "commands"):  # a group: its subcommand is the first argument that is not an option
+        name = next((a for a in args if not a.startswith("-")), None)
+        if name is None or name not in command.commands:
+            return
+        args = args[args.index(name) + 1:]
+        command, path = command.commands[name], [*path, name]
+    context = type(typer.main.get_command(app).make_context("trtlade", [], resilient_parsing=True))
+    try:
+        _, _, order = command.make_parser(context(command, info_name=path[-1], resilient_parsing=True)).parse_args(
+            args=list(args))  # a copy: the parser consumes the list it is given
+    except Exception:  # noqa: BLE001 - an unknown option, a missing value: Click says it, as it would anyway
+        return
+    seen: set[str] = set()
+    for param in order:
+        if getattr(param, "multiple", True) or getattr(param, "count", False) or param.name is None:
+            continue
+        if param.name in seen and not _same_flag(param, args):
+            flags = "/".join([*param.opts, *param.secondary_opts])
+            _exit(f"{flags} is given twice: it takes one value, and the first would be dropped", f"give it once (see "
+                  f"`{' '.join(path)} -h`)", EXIT_USAGE)
+        seen.add(param.name)
+
+
+def _same_flag(param: Any, args: list[str]) -> bool:
+    """A flag given twice the same way (``--force --force``) says one thing; ``--ignore-eos --no-ignore-eos`` two."""
+    if not getattr(param, "is_flag", False):
+        return False
+    return not (set(param.opts) & set(args) and set(param.secondary_opts) & set(args))
 
 
 def _click_exceptions() -> Any:
