@@ -403,3 +403,17 @@ def test_the_key_sent_is_the_flag_then_the_configs_server_key_then_openai_api_ke
     loaded = SimpleNamespace(config=SimpleNamespace(serve=SimpleNamespace(api_key_env=config_var))) \
         if config_var else None
     assert api_key_for(given, loaded) == sent
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"levels": [1], "levels": [2]', "not JSON (Expecting"),                      # cut short: where it breaks
+    ('{\n  "levels": [1],\n  "levels": [2]\n}', "the key 'levels' is given twice"),  # not the last one silently
+])
+def test_report_compare_on_a_broken_summary_says_where_and_takes_no_key_given_twice(tmp_path: Path, text, said):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(text)
+    result = invoke("report", "compare", str(run), str(run))
+    assert result.exit_code == 1 and said in result.stderr, result.stderr
+    if "Expecting" in said:
+        assert f"{run / 'summary.json'}:1:" in result.stderr

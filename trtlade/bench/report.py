@@ -994,12 +994,15 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
     except UserFileError as exc:
         raise ReportError(f"{what}: {exc.message}", where=exc.where, hint=exc.hint) from None
     try:
-        json.loads(text, parse_constant=_not_finite)
+        json.loads(text, parse_constant=_not_finite, object_pairs_hook=_keys_once)
     except ReportError as exc:
-        raise ReportError(exc.message, where=str(file), hint="a bench summary holds finite numbers: was it edited by "
-                          "hand?") from None
-    except ValueError:
-        pass  # not JSON: the validation below says so
+        raise ReportError(exc.message, where=str(file), hint="a bench summary holds finite numbers and each key once: "
+                          "was it edited by hand?") from None
+    except json.JSONDecodeError as exc:  # where it breaks: a truncated or hand-edited file
+        raise ReportError(f"{file} is not a trtlade bench summary: not JSON ({exc.msg} at line {exc.lineno}, column "
+                          f"{exc.colno})", where=f"{file}:{exc.lineno}:{exc.colno}",
+                          hint="give a run folder written by `trtlade bench` (reports/<run-id>), or its "
+                               f"{SUMMARY_JSON}; was it cut short or edited by hand?") from None
     try:
         return RunSummary.model_validate_json(text)
     except ValidationError as exc:
@@ -1011,6 +1014,16 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
                           hint="give a run folder written by `trtlade bench` (reports/<run-id>), or its "
                                f"{SUMMARY_JSON}" if not_json or path.is_file() and path.name != SUMMARY_JSON else
                                "was it written by another tool or edited by hand?") from None
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (``json.loads`` keeps the last of a key given twice, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ReportError(f"the key {key!r} is given twice in one object (JSON keeps only the last)")
+        out[key] = value
+    return out
 
 
 def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str] = None,
