@@ -885,3 +885,15 @@ def test_a_server_path_that_is_empty_or_relative_is_refused(tmp_path, target, fl
     result = export(target, str(bundle), "--out", str(out), flag, value)
     assert result.exit_code == 2 and f"error: {flag} " in result.output and "not an absolute path" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["grps", "triton"])
+def test_an_invalid_bundle_config_is_one_located_error_with_one_hint(tmp_path, target):
+    """The diagnostics' own text (each with its hint) went into the message, then a second hint followed."""
+    bundle = make_bundle(tmp_path / "b")
+    _engine_version(bundle, "0.16.0" if target == "grps" else "0.19.0")
+    (bundle / "trtlade.yml").write_text("model: [\n")
+    result = export(target, str(bundle), "--out", str(tmp_path / "o"))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and said.count("hint:") == 1, result.output
+    assert f"the bundle's config is not valid: {bundle / 'trtlade.yml'}:2:1: malformed YAML" in said

@@ -67,8 +67,7 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
     try:
         loaded = load_config(bundle.config_file)
     except (ConfigError, ConfigLoadError, OSError) as exc:
-        raise ExportError(f"{bundle.config_file} is not a valid trtlade config: {exc}",
-                          f"check it with `trtlade validate-config {bundle.root}`", where=str(path)) from None
+        raise _invalid_config(bundle, exc, path) from None
     try:
         engine = read_engine_config(bundle.engine_dir)
     except EngineConfigError as exc:
@@ -101,6 +100,20 @@ def _refuse_engine_mismatch(bundle: Bundle, config: TrtladeConfig, engine: Engin
         raise ExportError(f"the bundle's config does not fit its engine: {first.path}: {first.message}"
                           + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
                           first.hint or f"check it with `trtlade validate-config {bundle.root}`", where=str(path))
+
+
+def _invalid_config(bundle: Any, exc: Exception, path: Path) -> ExportError:
+    """The bundle's config refused: its first finding, located, and one hint (the finding's, else validate-config's);
+    the diagnostics' own text carried their hints into the message, so the error read two ``hint:`` lines."""
+    check = f"check it with `trtlade validate-config {bundle.root}`"
+    found = getattr(exc, "diagnostics", None)
+    if not found:
+        return ExportError(f"{bundle.config_file} is not a valid trtlade config: {exc}", check, where=str(path))
+    first = found[0]
+    more = f" (and {len(found) - 1} more: {check})" if len(found) > 1 else ""
+    key = f"{first.path}: " if first.path else ""
+    return ExportError(f"the bundle's config is not valid: {first.location or bundle.config_file}: {key}{first.message}"
+                       f"{more}", first.hint or check, where=str(path))
 
 
 def _refuse_variable_windows(engine: EngineConfig) -> None:
