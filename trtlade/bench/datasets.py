@@ -163,9 +163,11 @@ def _parse_jsonl(text: str, source: str) -> list[Prompt]:
     return prompts
 
 
-class _DuplicateKey(Exception):
+class _DuplicateKey(TrtladeError):
+    """A JSON key given twice in one object (raised while parsing; said as a DatasetError where the line is known)."""
+
     def __init__(self, key: str) -> None:
-        super().__init__(key)
+        super().__init__(f"the key {key!r} is given twice")
         self.key = key
 
 
