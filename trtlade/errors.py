@@ -19,7 +19,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["TrtladeError", "PlanError", "redacted_argv"]
+__all__ = ["TrtladeError", "PlanError", "RepeatedKeyError", "keys_once", "redacted_argv"]
 
 
 def redacted_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
@@ -73,3 +73,31 @@ class PlanError(TrtladeError, ValueError):
         super().__init__(message, hint, where=where or option)
         self.option = option or where
         self.usage = usage
+
+
+class RepeatedKeyError(TrtladeError, ValueError):
+    """A JSON object that gives a key twice (:func:`keys_once`); ``key`` names it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} is given twice in one object (JSON readers keep only one of them)",
+                         "give each key once")
+        self.key = key
+
+
+def keys_once(pairs: "list[tuple[str, object]]") -> dict:
+    """``json.loads``'s ``object_pairs_hook`` for what a user wrote: Python's json keeps the last of a repeated key
+    (RFC 8259 leaves it undefined), so ``{"prompt": "a", "prompt": "b"}`` would send "b" without a word.
+
+    >>> keys_once([("a", 1), ("b", 2)])
+    {'a': 1, 'b': 2}
+    >>> keys_once([("a", 1), ("a", 2)])
+    Traceback (most recent call last):
+    trtlade.errors.RepeatedKeyError: the key 'a' is given twice in one object (JSON readers keep only one of them)
+    hint: give each key once
+    """
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise RepeatedKeyError(key)
+        out[key] = value
+    return out

@@ -16,7 +16,7 @@ Every mode and every level gets the same prompt sequence, so A/B runs send ident
 
 from __future__ import annotations
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import RepeatedKeyError, TrtladeError, keys_once
 from trtlade.files import UserFileError, read_user_text
 
 import json
@@ -152,33 +152,15 @@ def _parse_jsonl(text: str, source: str) -> list[Prompt]:
             continue
         where = f"{source}:{lineno}"
         try:
-            obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+            obj = json.loads(line, object_pairs_hook=keys_once)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"not valid JSON ({exc.msg} at column {exc.colno})", where=where,
                                hint='each line is one JSON object, e.g. {"prompt": "Hello"}') from None
-        except _DuplicateKey as exc:
+        except RepeatedKeyError as exc:
             raise DatasetError(f"the key {exc.key!r} is given twice (JSON keeps only the last)", where=where,
                                hint="give each key once") from None
         prompts.append(_prompt_from_object(obj, len(prompts), where))
     return prompts
-
-
-class _DuplicateKey(TrtladeError):
-    """A JSON key given twice in one object (raised while parsing; said as a DatasetError where the line is known)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"the key {key!r} is given twice")
-        self.key = key
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (``json.loads`` keeps the last of a key given twice, silently)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
@@ -245,10 +227,10 @@ def _check_messages(msgs: list, where: str, hint: str) -> None:
 def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:
     hint = 'ShareGPT form: [{"conversations": [{"from": "human", "value": "..."}, ...]}, ...]'
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        data = json.loads(text, object_pairs_hook=keys_once)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"not valid JSON ({exc.msg} at line {exc.lineno})", where=source, hint=hint) from None
-    except _DuplicateKey as exc:
+    except RepeatedKeyError as exc:
         raise DatasetError(f"the key {exc.key!r} is given twice in one object (JSON keeps only the last)",
                            where=source, hint="give each key once") from None
     if not isinstance(data, list):

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import RepeatedKeyError, TrtladeError, keys_once
 from trtlade.files import UserFileError, read_user_text
 from trtlade.bench.meta import describe_server
 from trtlade.bench.metrics import LevelSummary
@@ -994,8 +994,8 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
     except UserFileError as exc:
         raise ReportError(f"{what}: {exc.message}", where=exc.where, hint=exc.hint) from None
     try:
-        json.loads(text, parse_constant=_not_finite, object_pairs_hook=_keys_once)
-    except ReportError as exc:
+        json.loads(text, parse_constant=_not_finite, object_pairs_hook=keys_once)
+    except (ReportError, RepeatedKeyError) as exc:
         raise ReportError(exc.message, where=str(file), hint="a bench summary holds finite numbers and each key once: "
                           "was it edited by hand?") from None
     except json.JSONDecodeError as exc:  # where it breaks: a truncated or hand-edited file
@@ -1014,16 +1014,6 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
                           hint="give a run folder written by `trtlade bench` (reports/<run-id>), or its "
                                f"{SUMMARY_JSON}" if not_json or path.is_file() and path.name != SUMMARY_JSON else
                                "was it written by another tool or edited by hand?") from None
-
-
-def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (``json.loads`` keeps the last of a key given twice, silently)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ReportError(f"the key {key!r} is given twice in one object (JSON keeps only the last)")
-        out[key] = value
-    return out
 
 
 def compare_runs(run_a: RunSummary, run_b: RunSummary, *, series_a: Optional[str] = None,

@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from trtlade.contract.protocol import CacheScope
 from trtlade.contract.serving import FairShare, GenerationHandle, ServerStopping, ServingEngine
+from trtlade.errors import RepeatedKeyError, keys_once
 from trtlade.server.errors import ApiError
 from trtlade.server.identity import Identity, KeyRing
 from trtlade.server.metrics import ServerMetrics
@@ -328,8 +329,12 @@ class ServerContext:
         if not body.strip():
             raise ApiError.bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
-            value = json.loads(body.decode("utf-8"), parse_constant=_not_a_number, object_pairs_hook=_no_repeats,
+            value = json.loads(body.decode("utf-8"), parse_constant=_not_a_number, object_pairs_hook=keys_once,
                                parse_int=_whole_number)
+        except RepeatedKeyError as exc:
+            raise ApiError.bad_request(f"the request body gives {exc.key!r} twice in one object; JSON readers disagree "
+                                       "on which one counts, so give it once", code="invalid_json",
+                                       param=exc.key) from None
         except UnicodeDecodeError:
             raise ApiError.bad_request("the request body is not UTF-8 text", code="invalid_json") from None
         except json.JSONDecodeError as exc:
@@ -342,22 +347,6 @@ class ServerContext:
             raise ApiError.bad_request(f"the request body is a JSON {kind}; send a JSON object", code="invalid_json")
         _check_body(value, MAX_JSON_DEPTH)
         return value
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are each given once: Python's json keeps the last of a repeated key (RFC 8259 leaves
-    it undefined), so ``"max_tokens": 3, "max_tokens": 40`` would run 40 without a word; refused, naming the key.
-
-    >>> _no_repeats([("a", 1), ("b", 2)])
-    {'a': 1, 'b': 2}
-    """
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ApiError.bad_request(f"the request body gives {key!r} twice in one object; JSON readers disagree on "
-                                       "which one counts, so give it once", code="invalid_json", param=key)
-        out[key] = value
-    return out
 
 
 def _not_a_number(name: str) -> Any:
