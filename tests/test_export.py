@@ -897,3 +897,16 @@ def test_an_invalid_bundle_config_is_one_located_error_with_one_hint(tmp_path, t
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and said.count("hint:") == 1, result.output
     assert f"the bundle's config is not valid: {bundle / 'trtlade.yml'}:2:1: malformed YAML" in said
+
+
+def test_grps_force_replaces_an_earlier_export_not_a_file_of_yours(tmp_path):
+    bundle = make_bundle(tmp_path / "b")
+    out = tmp_path / "inference.yml"
+    assert export("grps", str(bundle), "--out", str(out)).exit_code == 0
+    again = export("grps", str(bundle), "--out", str(out), "--force")
+    assert again.exit_code == 0, again.output                       # its own file: replaced
+    mine = tmp_path / "mine.yml"
+    mine.write_text("models: []  # my grps config\n")
+    refused = export("grps", str(bundle), "--out", str(mine), "--force")
+    assert refused.exit_code == 2 and "is a file no `trtlade export` wrote" in " ".join(refused.output.split())
+    assert mine.read_text() == "models: []  # my grps config\n"

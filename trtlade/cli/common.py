@@ -63,8 +63,10 @@ def require_path(path: Optional[Path], *, where: str, hint: str) -> None:
 
 
 def parse_spec_option(value: str, *, option: str = "--spec") -> LookaheadSpec:
-    """Parse a CLI (W,N,G) or exit 1 naming the option, the rule broken and a hint."""
+    """Parse a CLI (W,N,G) or exit naming the option, the rule broken and a hint: 2 for a flag's value (a usage
+    mistake, as every command's), 1 for ``trtlade spec``'s own argument (the verdict it was asked for)."""
     try:
         return LookaheadSpec.parse(value)
     except SpecError as exc:
-        fail(f"{option} {value!r}: {exc.message} (rule: {exc.rule})", hint=exc.hint)
+        fail(f"{option} {value!r}: {exc.message} (rule: {exc.rule})", hint=exc.hint,
+             code=EXIT_USAGE if option.startswith("-") else EXIT_INVALID)

@@ -135,6 +135,9 @@ def write_file(out: Path, text: str, *, force: bool) -> None:
     _refuse_existing(out, force)
     if out.is_dir():
         raise ExportError(f"{out} is a directory", "give a file path to --out", where="--out")
+    if out.exists() and not _WRITTEN.search(_head(out)):  # --force: an earlier export's file, never one of yours
+        raise ExportError(f"{out} is a file no `trtlade export` wrote: --force replaces only an earlier export's",
+                          "give --out a new path, or move that file away and run again", where="--out")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, text)
@@ -180,16 +183,21 @@ def _replaceable(out: Path) -> None:
 _WRITTEN = re.compile(rb"written by `+trtlade export")
 
 
+def _head(path: Path) -> bytes:
+    """A file's first KiB, where an export's header is (b"?" where it cannot be read)."""
+    try:
+        return path.read_bytes()[:1024]
+    except OSError:
+        return b"?"
+
+
 def _foreign_files(out: Path) -> list[str]:
     """The files of ``out`` an export did not write: neither empty (a version folder's ``.keep``), nor headed
     ``written by `trtlade export``` (every file an export writes says so in its first lines, the guard's model.py
     too), nor the mark; an export written before the mark existed is recognised by its files."""
     foreign = []
     for path in sorted(p for p in out.rglob("*") if p.is_file() or p.is_symlink()):
-        try:
-            head = b"" if path.is_symlink() else path.read_bytes()[:1024]
-        except OSError:
-            head = b"?"
+        head = b"" if path.is_symlink() else _head(path)
         if path.is_symlink() or (head and not _WRITTEN.search(head) and path.name != EXPORT_MARK):
             foreign.append(str(path.relative_to(out)))
     return foreign
