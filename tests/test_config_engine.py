@@ -189,7 +189,7 @@ def _with(edit, spec=S424, build=None, ranks=1, tmp_path=None):
     (lambda c: c.update(version="0.15.0"), "engine-version", "error"),
     (lambda c: c.pop("version"), "engine-version-unknown", "warning"),
     (lambda c: c["pretrained_config"].update(dtype="float32"), "engine-dtype", "warning"),
-    (lambda c: c["pretrained_config"]["mapping"].update(world_size=2, tp_size=2), "engine-rank-files", "warning"),
+    (lambda c: c["pretrained_config"]["mapping"].update(world_size=2, tp_size=2), "engine-rank-files", "info"),
 ])
 def test_engine_side_findings(tmp_path, edit, code, severity):
     diags = _with(edit, tmp_path=tmp_path)

@@ -78,7 +78,7 @@ def engine_bench(
         "kernel builds); --no-invariant-attention measures the sdpa/batched kernels instead."),
     native_kernels: Optional[bool] = typer.Option(
         None, "--native-kernels/--no-native-kernels", help="The engine's native linear layers and one-call body "
-        "(linear.c, layer_ops.c). Default: the engine's (on where they build: AVX-512 / AVX512-BF16); "
+        "(linear.c, layer_ops.c). Default: the engine's (on where they build: every x86-64 class and aarch64); "
         "--no-native-kernels measures oneDNN's GEMMs and torch's ops instead."),
     device: str = typer.Option("cpu", "--device", help="Where the engine and the transformers baselines run: "
                                "cpu, cuda or cuda:N (an NVIDIA GPU through torch; there the linear layers are the "

@@ -351,7 +351,7 @@ class ServeSection(_Section):
     port: int = Field(8000, ge=0, le=65535, description="TCP port (0 = any free port).")
     api_key_env: Optional[str] = Field(
         "TRTLADE_API_KEY", description="Environment variable holding the API key clients must send as "
-        "a Bearer token; unset or empty variable = no key required.")
+        "a Bearer token; unset = no key required (set but empty is refused at start).")
     api_keys_file: Optional[Path] = Field(
         None, description="A keys file, one identity per key: lines `NAME KEY [admin]`, or YAML `keys: [{name, key, "
         "admin}]` (.yml/.yaml); relative to the config file. Default: $TRTLADE_API_KEYS_FILE. With several keys "

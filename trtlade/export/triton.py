@@ -60,7 +60,7 @@ def _pb() -> Any:
         from tritonclient.grpc import model_config_pb2
     except ImportError:
         raise ExportError("the Triton export needs the `tritonclient` package (its ModelConfig protobuf checks "
-                          "every config.pbtxt)", "pip install 'trtlade[triton]'") from None
+                          "every config.pbtxt)", "in trtlade's source folder: pip install -e '.[triton]'") from None
     return model_config_pb2
 
 

@@ -204,7 +204,7 @@ def convert_gguf(source: EmbeddedSource, out_dir: Path, name: str = EMBEDDED_MOD
     except ImportError as exc:  # gguf / accelerate missing
         raise EmbeddedModelError(
             f"cannot read {source.gguf_path}: {exc}; the conversion needs the packages 'gguf' and "
-            f"'accelerate' (pip install 'trtlade[reference]')") from exc
+            f"'accelerate' (in trtlade's source folder: pip install -e '.[reference]')") from exc
     except (ValueError, KeyError, OSError) as exc:  # an architecture or quantisation transformers cannot read
         raise EmbeddedModelError(
             f"transformers cannot read the GGUF file {source.gguf_path}: {exc}",
