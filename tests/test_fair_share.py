@@ -277,9 +277,10 @@ class _NoShare:
 
 
 def test_the_server_keeps_the_share_for_an_engine_that_keeps_none():
-    """Two keys sharing max_queue 4 and a batch of 2: each may hold 3 sequences. alice's 4 get 429 naming the
-    share and bob's 2 run (4 and 2 prompts in one request); with alice holding her 3, even an unreadable body of
-    hers gets 429 (before it is read), bob's a 400. Paired: without the server's share alice's 4 run."""
+    """Two keys sharing max_queue 4 and a batch of 2: each may hold 3 sequences. alice's 4 (in one request) could
+    never run: a 400 naming her share; bob's 2 run. Holding 2, alice's 2 more get 429 naming the share; holding her
+    3, even an unreadable body of hers gets 429 (before it is read), bob's a 400. Paired: without the server's share
+    alice's 4 run."""
     from fake_engine import FakeEngine, client_for
     from trtlade.contract.serving import fair_share
     from trtlade.server.app import ServerSettings, create_app
@@ -300,7 +301,11 @@ def test_the_server_keeps_the_share_for_an_engine_that_keeps_none():
                     out.append((r.status_code, r.json().get("error", {}).get("message", "")))
                 ctx = app.state.context
                 if ctx.share_ledger is not None:
-                    ctx.share_ledger.take("alice", 3)
+                    ctx.share_ledger.take("alice", 2)
+                    r = await c.post("/v1/completions", headers={"Authorization": f"Bearer {ALICE}"},
+                                     json={"prompt": ["hello"] * 2, "max_tokens": 3})
+                    out.append((r.status_code, r.json().get("error", {}).get("message", "")))
+                    ctx.share_ledger.take("alice", 1)
                     for key in (ALICE, BOB):
                         r = await c.post("/v1/completions", content=b"{not json", headers={
                             "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
@@ -308,8 +313,9 @@ def test_the_server_keeps_the_share_for_an_engine_that_keeps_none():
             return out
         return asyncio.run(go())
 
-    (alice, why), (bob, _), (alice_full, _), (bob_bad, _) = statuses(fair_share(2, 4, 2))
-    assert (alice, bob, alice_full, bob_bad) == (429, 200, 429, 400) and "its share of this server" in why
+    (alice, why), (bob, _), (alice_more, more), (alice_full, _), (bob_bad, _) = statuses(fair_share(2, 4, 2))
+    assert (alice, bob, alice_more, alice_full, bob_bad) == (400, 200, 429, 429, 400)
+    assert "this API key's share" in why and "beyond its share of this server" in more
     assert [s for s, _ in statuses(None)] == [200, 200]
 
 
@@ -322,3 +328,32 @@ def test_serve_gives_the_server_a_share_with_several_keys_and_none_without(tmp_p
     assert server_share(make_plan(ServeFlags(config=config), env={})) is None
     share = server_share(make_plan(ServeFlags(config=config, api_keys_file=keys), env={}))
     assert (share.identities, share.queued, share.running) == (3, 10, 2)
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ({"n": 6, "temperature": 0.8}, 400, "n"),                 # more than alice's share of 5: could never run
+    ({"prompt": ["a", "b", "c", "d", "e", "f"]}, 400, "prompt"),
+    ({"n": 5, "temperature": 0.8}, 200, None),                # her whole share, on an idle server
+])
+def test_a_request_larger_than_a_keys_share_is_a_400_not_a_429_that_retrying_never_ends(body, status, param):
+    """The 429 said "retry when some have finished" of sequences that were the request's own."""
+    from fake_engine import client_for
+    from trtlade.server.app import ServerSettings, create_app
+    from trtlade.server.identity import KeyRing
+
+    ring = KeyRing.parse(f"alice {ALICE}\nbob {BOB}\n", "keys.txt")
+
+    async def go():
+        serving = ReferenceServingEngine(engine(), max_queue=8, max_batch_size=2, identities=2)
+        assert serving.share.held == 5
+        app = create_app(lambda: serving, ServerSettings(keys=ring, prefix_cache_scope="identity"))
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", headers={"Authorization": f"Bearer {ALICE}"},
+                                json={"prompt": "hello", "max_tokens": 2, **body})
+
+    reply = asyncio.run(go())
+    assert reply.status_code == status, reply.text
+    if param is not None:
+        error = reply.json()["error"]
+        assert error["param"] == param and "this API key's share" in error["message"]
+        assert "Retry-After" not in reply.headers

@@ -736,6 +736,7 @@ def test_queue_bound_gives_429(tle, tokenizer_dir):
 
     tle._iteration_delay = 0.05
     run(go())  # qwen3-8b-424 has max_batch_size 16: 16 running + 1 queued admitted, the 18th refused
+    assert engine.info.limits.max_sequences == 17  # what one request may bring: the server's 400 beyond it
 
 
 def test_a_shutdown_that_hangs_does_not_hold_the_server_past_its_bound(tle, tokenizer_dir, monkeypatch, caplog):

@@ -97,11 +97,13 @@ class ServerStopping(EngineFailure):
 class EngineLimits:
     """Token limits of the engine. ``max_seq_len``: prompt + completion tokens of one sequence;
     ``max_prompt_tokens``: longest prompt; ``max_new_tokens``: largest max_tokens (None: only
-    bounded by ``max_seq_len - prompt``)."""
+    bounded by ``max_seq_len - prompt``). ``max_sequences``: the most sequences (prompts x ``n``) one request
+    may bring, those the engine takes in at once on an idle server (None: no bound); more could never be admitted."""
 
     max_seq_len: int
     max_prompt_tokens: int
     max_new_tokens: Optional[int] = None
+    max_sequences: Optional[int] = None
 
 
 async def close_within(close: Callable[[], Any], seconds: float, what: str, log: logging.Logger) -> bool:

@@ -284,6 +284,8 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind, identity: Opti
     ctx.note_ignored(ignored_fields(body))
     prompts = await asyncio.to_thread(tokenize, kind, body, engine.tokenizer)  # type: ignore[arg-type]
     prepared = assemble(kind, body, engine.info, prompts, drafting, stop)  # type: ignore[arg-type]
+    share = (getattr(engine, "share", None) or ctx.settings.share) if identity is not None else None
+    _check_fits(prepared, engine.info, share, body.n or 1)
     scope = ctx.cache_scope(identity, body.cache_salt)
     release = ctx.hold(identity, len(prepared.generations))
     handles: list[GenerationHandle] = []
@@ -301,6 +303,23 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind, identity: Opti
         release()
         raise
     return prepared, handles, release
+
+
+def _check_fits(prepared: PreparedRequest, info: Any, share: Any, n: int) -> None:
+    """A request that brings more sequences than the engine takes in at once, or than its API key's share, could
+    never be admitted: a 400 naming ``n`` (or the prompts) and the bound, not a 429 that retrying never ends."""
+    sequences = len(prepared.generations)
+    bounds = [(info.limits.max_sequences, "serve.max_queue: the engine takes in that many sequences at once")]
+    if share is not None:
+        bounds.append((share.held, f"this API key's share of the server: {share.describe()}"))
+    prompts = prepared.num_choices // n
+    what = f"{prompts} prompt(s) x n = {n} samples" if sequences > prompts else f"{prompts} prompt(s)"
+    for bound, why in bounds:
+        if bound is not None and sequences > bound:
+            raise ApiError.bad_request(
+                f"the request runs {sequences} sequences ({what}); this server admits at most {bound} from one "
+                f"request ({why}), so it could never run: retrying would not help", code="too_many_sequences",
+                param="n" if sequences > prompts else "prompt")
 
 
 def _engine_error(exc: Exception) -> ApiError:

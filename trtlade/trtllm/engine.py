@@ -312,8 +312,8 @@ class TrtllmEngine:
             model_id=launch.served_name or launch.engine_dir.resolve().name,
             spec=launch.spec,
             default_request_spec=launch.default_request_spec,
-            limits=EngineLimits(max_seq_len=usable, max_prompt_tokens=longest,
-                                max_new_tokens=launch.max_new_tokens),
+            limits=EngineLimits(max_seq_len=usable, max_prompt_tokens=longest, max_new_tokens=launch.max_new_tokens,
+                                max_sequences=self._max_batch + launch.max_queue),  # submit()'s bound
             scheduling=TRTLLM_SCHEDULING,
             sampling="greedy",
             schedule=launch.schedule,

@@ -130,7 +130,8 @@ class TrtllmLlmEngine:
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
             default_request_spec=AUTOREGRESSIVE,
             limits=EngineLimits(max_seq_len=max_seq_len, max_prompt_tokens=longest,
-                                max_new_tokens=launch.max_new_tokens),
+                                max_new_tokens=launch.max_new_tokens,
+                                max_sequences=self._max_batch + launch.max_queue),  # submit()'s bound
             scheduling=PYTORCH_SCHEDULING, sampling="pytorch", policy="fixed", lookahead=False,
             details={"tensorrt_llm": version, "backend": "pytorch", "model_dir": str(launch.model_dir),
                      "speculative_config": block, "drafter": str(self._config) if self._config else None})
