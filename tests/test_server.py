@@ -411,7 +411,7 @@ def test_malformed_bodies(content, fragment):
     ({"prompt": 5}, "prompt"),
     ({"prompt": None}, "prompt"),
     ({}, "prompt"),
-    ({"prompt": "x", "stop": [1, 2]}, "stop"),
+    ({"prompt": "x", "stop": [1, 2]}, "stop.0"),            # the first element that is not a string
     ({"prompt": "x", "stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
     ({"prompt": "x", "max_tokens": 5, "max_tokns": 5}, "max_tokns"),
     ({"prompt": "x", "ignore_eos": 1}, "ignore_eos"),

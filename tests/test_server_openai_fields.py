@@ -374,3 +374,17 @@ def test_a_message_name_the_chat_template_writes_reaches_the_prompt():
     assert prompt_tokens(name="bob") > prompt_tokens()
     tool = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "42", "tool_call_id": "call_1"}]
     assert post("/v1/chat/completions", {"messages": tool, "max_tokens": 1}).status_code == 200
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/completions", {"prompt": [1, "a"]}, "prompt.1"),                  # token ids: the element, not "a string"
+    ("/v1/completions", {"prompt": [[1, 2], [3, 2.5]]}, "prompt.1.1"),
+    ("/v1/completions", {"prompt": "x", "stop": [1]}, "stop.0"),
+    ("/v1/completions", {"prompt": 5}, "prompt"),                           # nothing got further: the field
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+     "messages.0.content.0.text"),
+])
+def test_a_union_fields_error_names_the_element_the_value_got_furthest_in(path, body, param):
+    """Every error named the field as if a string had been wanted ("prompt: Input should be a valid string")."""
+    r = post(path, {**body, "max_tokens": 2})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text

@@ -153,6 +153,29 @@ def _validation_message(err: dict[str, Any]) -> tuple[str, str]:
     return f"{param}: {message} (got {shown})", param
 
 
+def _deepest_branch(first: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """For a union field pydantic reports errors per branch: the branch that got furthest into the value (its first
+    error the deepest, then the latest element) says what is wrong. ``"prompt": [1, "a"]`` failed as a string at
+    ``prompt`` and as token ids at ``prompt.1``: the second names the element, and what it needs.
+
+    >>> errs = [{"loc": ("prompt", "str"), "type": "string_type"},
+    ...         {"loc": ("prompt", "list[int]", 1), "type": "int_parsing"}]
+    >>> _deepest_branch(errs[0], errs)["loc"]
+    ('prompt', 'list[int]', 1)
+    """
+    field = _loc(tuple(first.get("loc", ())))
+
+    def depth(err: dict[str, Any]) -> tuple[int, tuple[int, ...]]:
+        parts = _loc(tuple(err.get("loc", ()))).split(".")
+        return len(parts), tuple(int(p) for p in parts if p.isdigit())
+
+    branches: dict[tuple, dict[str, Any]] = {}  # each branch's first error (its path without element indexes)
+    for err in errors:
+        if (_loc(tuple(err.get("loc", ()))) + ".").startswith(field + "."):
+            branches.setdefault(tuple(p for p in err.get("loc", ()) if not isinstance(p, int)), err)
+    return max(branches.values(), key=depth) if branches else first
+
+
 def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatCompletionRequest]:
     """Validate the JSON body; the first problem becomes a 400 naming the field."""
     if not isinstance(payload, dict):
@@ -162,9 +185,10 @@ def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatComplet
         return model.model_validate(payload)
     except ValidationError as exc:
         errors = exc.errors()
-        # For a union field pydantic reports one error per branch; report the most specific one.
         first = min(errors, key=lambda e: (e.get("type") != "extra_forbidden", e.get("type") == "missing",
                                            len(e.get("loc", ()))))
+        if first.get("type") != "extra_forbidden":
+            first = _deepest_branch(first, errors)
         message, param = _validation_message(first)
         code = "invalid_value"
         if first.get("type") == "extra_forbidden":
