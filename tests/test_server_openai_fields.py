@@ -357,6 +357,7 @@ def test_max_tokens_0_is_refused_where_nothing_would_be_returned(body, param):
     ([{"role": "user", "content": "hi", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
     ([{"role": "assistant", "content": "ok", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
     ([{"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "f"}], "messages.0.name"),
+    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}], "messages.1.tool_call_id"),  # required
 ])
 def test_a_message_field_the_model_would_never_see_is_refused_by_name(messages, param):
     """A ``name`` the chat template leaves out, another role's field: refused, not dropped."""

@@ -418,9 +418,14 @@ def _check_names_kept(messages: list[dict[str, Any]], text: str, tokenizer: Prom
 
 
 def _check_roles(messages: list) -> None:
-    """OpenAI's message of each role has its own fields: ``tool_call_id`` only a tool message's (the call it answers),
-    ``name`` every role's but a tool message's. Another role's field is refused, naming it, as OpenAI refuses it."""
+    """OpenAI's message of each role has its own fields: ``tool_call_id`` only a tool message's (the call it answers,
+    required there), ``name`` every role's but a tool message's. Another role's field, or a tool message without its
+    ``tool_call_id``, is refused, naming it, as OpenAI refuses it."""
     for i, m in enumerate(messages):
+        if m.role == "tool" and not m.tool_call_id:
+            raise ApiError.bad_request(f"messages.{i}.tool_call_id: a tool message answers a tool call and names it "
+                                       "(tool_call_id is required, as in OpenAI's API)",
+                                       param=f"messages.{i}.tool_call_id")
         if m.tool_call_id is not None and m.role != "tool":
             raise ApiError.bad_request(f"messages.{i}.tool_call_id: only a tool message answers a tool call; a "
                                        f"{m.role} message has no tool_call_id", param=f"messages.{i}.tool_call_id")
