@@ -154,6 +154,17 @@ def test_echo_of_token_ids_that_split_a_character_gives_it_to_the_token_that_end
     assert [text[o:o + len(t)] for o, t in zip(offsets, tokens)] == tokens and "\U0001F600" in tokens[:len(ids)]
 
 
+def test_a_split_character_is_echoed_alike_from_text_and_from_its_token_ids():
+    """From text the tokenizer's offsets gave the character to its first byte token, from ids to its last: the same
+    prompt read two ways. Both give it to the token that ends it."""
+    prompt = "Emoji: \U0001F389\U0001F389 ok"
+    ids = tiny_tokenizer().encode(prompt, add_special_tokens=False)
+    body = {"echo": True, "max_tokens": 0, "logprobs": 0}
+    pieces = [post("/v1/completions", {**body, "prompt": p}).json()["choices"][0]["logprobs"] for p in (prompt, ids)]
+    assert pieces[0]["tokens"] == pieces[1]["tokens"] and pieces[0]["text_offset"] == pieces[1]["text_offset"]
+    assert "".join(pieces[0]["tokens"]) == prompt and pieces[0]["tokens"].count("\U0001F389") == 2
+
+
 def test_an_echoed_prompt_token_is_listed_once_in_its_top_logprobs_under_its_own_text():
     """Where the prompt's token is among the k most likely, its entry is keyed by the text the echoed prompt gives it
     (a SentencePiece word after a special token reads " The" there), not listed a second time under another."""

@@ -71,8 +71,10 @@ class PromptTokenizer:
     def text_pieces(self, text: str, ids: Sequence[int]) -> list[str] | None:
         """Each of ``ids`` (``text`` encoded by :meth:`encode_prompt`) as the part of ``text`` it stands for, from
         the tokenizer's character offsets; the parts join to ``text`` (a gap goes with the token after it, the
-        rest with the last). A token the tokenizer added (a Llama tokenizer's BOS) stands for nothing. None where
-        the tokenizer gives no offsets (a slow tokenizer) or they are not for these ids.
+        rest with the last; a character split over tokens, which all share its span, goes with the last of them, the
+        token that ends it, as :meth:`id_pieces` gives it). A token the tokenizer added (a Llama tokenizer's BOS)
+        stands for nothing. None where the tokenizer gives no offsets (a slow tokenizer) or they are not for these
+        ids.
 
         A SentencePiece tokenizer reads ``<s>Hi`` as ``<s>`` then ``▁Hi``, which decodes as " Hi": the offsets
         keep the client's text. Here, a tokenizer that adds id 1 before one token per character:
@@ -94,8 +96,9 @@ class PromptTokenizer:
         if not same or len(spans) != len(ids):
             return None
         pieces, cursor = [], 0
-        for start, end in spans:
-            end = max(cursor, min(int(end), len(text))) if end > start else cursor  # an added token: nothing
+        for i, (start, end) in enumerate(spans):
+            shared = i + 1 < len(spans) and tuple(spans[i + 1]) == (start, end)  # a byte of a character, not its last
+            end = max(cursor, min(int(end), len(text))) if end > start and not shared else cursor  # added: nothing
             pieces.append(text[cursor:end])
             cursor = end
         if pieces:
