@@ -815,3 +815,16 @@ def test_a_prompt_limit_above_the_engines_is_lowered_with_a_warning_at_start(cap
     assert "100000 is above the longest prompt the engine holds (511 tokens" in record.getMessage()
     run(engine.aclose())
     run(kept.aclose())
+
+
+def test_a_compressed_body_is_a_415_naming_the_header_not_text_that_is_not_utf8():
+    import gzip
+    import json as _json
+
+    body = gzip.compress(_json.dumps({"prompt": "hi", "max_tokens": 2}).encode())
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    err = error_of(post("/v1/completions", None, content=body, headers=headers), 415, "Content-Encoding")
+    assert "not supported" in err["message"] and "UTF-8" not in err["message"]
+    plain = post("/v1/completions", None, content=_json.dumps({"prompt": "hi", "max_tokens": 2}).encode(),
+                 headers={"Content-Type": "application/json", "Content-Encoding": "identity"})
+    assert plain.status_code == 200

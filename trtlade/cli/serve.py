@@ -131,7 +131,8 @@ def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServeP
     err_console.print(
         f"trtlade serve: engine {plan.engine}, model "
         f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, {drafting}; "
-        f"http://{plan.host}:{plan.port}/v1 ({' + '.join(http_stack().values())})", highlight=False)
+        + (f"http://{plan.host}:{plan.port}/v1" if plan.port else f"http://{plan.host}:<a free port: uvicorn's line "
+           "below names it>/v1") + f" ({' + '.join(http_stack().values())})", highlight=False)
     try:
         code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,
                         access_log_probes=access_log_probes)

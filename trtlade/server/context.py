@@ -305,7 +305,12 @@ class ServerContext:
                                    "it is ready)", retry_after_s=2)
 
     async def read_json(self, request: Request) -> Any:
-        """The body as JSON, within ``max_body_bytes``; a 400/413 naming the problem otherwise."""
+        """The body as JSON, within ``max_body_bytes``; a 400/413/415 naming the problem otherwise (a compressed
+        body was read as bytes and called "not UTF-8 text")."""
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise ApiError(415, f"Content-Encoding {encoding!r} is not supported: send the JSON body uncompressed",
+                           code="unsupported_content_encoding", param="Content-Encoding")
         limit = self.settings.max_body_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
