@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -828,3 +829,18 @@ def test_a_compressed_body_is_a_415_naming_the_header_not_text_that_is_not_utf8(
     plain = post("/v1/completions", None, content=_json.dumps({"prompt": "hi", "max_tokens": 2}).encode(),
                  headers={"Content-Type": "application/json", "Content-Encoding": "identity"})
     assert plain.status_code == 200
+
+
+def test_metrics_expose_the_documented_series_alone():
+    """prometheus_client added a `_created` gauge beside every counter and histogram: series the reference does
+    not list. Every family exposed is one the metrics reference names."""
+    import re
+
+    from trtlade.server.metrics import ServerMetrics
+
+    text = ServerMetrics().render().decode()
+    families = set(re.findall(r"^# TYPE (\w+) ", text, re.M))
+    reference = Path(__file__).resolve().parent.parent / "docs" / "reference" / "metrics.md"
+    documented = set(re.findall(r"^\| `(trtlade_\w+)`", reference.read_text(), re.M))
+    assert families and not any(f.endswith("_created") for f in families)
+    assert families <= documented, sorted(families - documented)
