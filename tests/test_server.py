@@ -512,6 +512,9 @@ def test_huge_prompt_is_refused_without_blocking():
     ({"w": "two", "n": 2, "g": 1}, "lookahead.w", "integer"),
     ([True, 2, 1], "lookahead.w", "integer"),
     ([2.5, 2, 1], "lookahead.w", "integer"),
+    (["2", "2", "1"], "lookahead.w", "is not an integer"),   # strict, as every number of a request: not read as 2
+    ([2, 2, 1.0], "lookahead.g", "is not an integer"),
+    ({"w": 2, "n": "2", "g": 1}, "lookahead.n", "is not an integer"),
     (7, "lookahead", "cannot read"),
     ("fast", "lookahead", ""),
     ({}, "lookahead.w", "missing"),

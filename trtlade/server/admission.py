@@ -28,6 +28,7 @@ Per-request NGram / SA (reference engine), TensorRT-LLM's ``speculative_config``
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 from dataclasses import dataclass
@@ -197,6 +198,18 @@ def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatComplet
 
 
 # ------------------------------------------------------------------------------------------- lookahead
+def _strict_sizes(value: Any, hint: str) -> None:
+    """A JSON list or object of (w,n,g) holds integers, as every number field of a request (``"max_tokens": "5"`` is
+    a 400): ``["2", "2", "1"]`` and ``[2, 2, 1.0]`` were read as (2,2,1). A spec string ("2,2,1") stays one."""
+    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) \
+        else []
+    for key, size in items:
+        if isinstance(size, bool) or not isinstance(size, int):
+            param = f"lookahead.{key if isinstance(key, str) else 'wng'[key] if key < 3 else key}"
+            raise ApiError.bad_request(f"{param}: {json.dumps(size)} is not an integer; {hint}", param=param,
+                                       code="invalid_lookahead")
+
+
 def parse_request_lookahead(value: Any, server: LookaheadSpec) -> LookaheadSpec:
     """The request's ``lookahead`` as a spec admitted by ``server``, or a 400 naming the field.
 
@@ -205,6 +218,7 @@ def parse_request_lookahead(value: Any, server: LookaheadSpec) -> LookaheadSpec:
     """
     hint = ('send "lookahead": {"w": W, "n": N, "g": G} or [W, N, G] with w <= %d, n <= %d, g <= %d; '
             "[1, 1, 0] turns lookahead off" % server.as_tuple())
+    _strict_sizes(value, hint)
     try:
         spec = LookaheadSpec.parse(value)
     except SpecError as exc:
