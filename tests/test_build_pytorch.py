@@ -143,3 +143,30 @@ def test_wng_beside_speculation_is_refused_not_dropped(qwen3, tmp_path):
     with pytest.raises(BuildError) as err:
         plan(qwen3, tmp_path, speculation="ngram", spec=LookaheadSpec(4, 2, 4))
     assert err.value.where == "--wng" and "--speculation" in err.value.message and err.value.hint == "give one of them"
+
+
+def test_a_pytorch_bundle_is_trtlades_own_and_a_rebuild_leaves_no_stale_serve_file(qwen3, tmp_path):
+    """A second build into it said `trtllm-serve.yml` was not from trtlade build; a --force rebuild as a Lookahead
+    bundle (reference backend) kept it, and validate-config then refused the two files that disagree."""
+    out = tmp_path / "b"
+    first = ["build", "--model", str(qwen3), "--speculation", "sa", "--trtllm-version", "1.3.0", "-o", str(out)]
+    assert runner.invoke(app, first).exit_code == 0
+    again = runner.invoke(app, first)
+    assert again.exit_code == 2 and "already holds a complete trtlade bundle" in again.output, again.output
+    rebuilt = runner.invoke(app, ["build", "--model", str(qwen3), "--wng", "2,2,2", "--backend", "reference", "-o",
+                                  str(out), "--force"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert not (out / "trtllm-serve.yml").exists()
+
+
+def test_a_trtlade_yml_of_the_users_in_the_output_folder_is_never_written_over(qwen3, tmp_path):
+    """`build --config deploy/trtlade.yml -o deploy` replaced the user's commented config (without --force)."""
+    out = tmp_path / "deploy"
+    out.mkdir()
+    mine = "# my deployment, commented\nlookahead:\n  spec: 2,2,2\n"
+    (out / "trtlade.yml").write_text(mine)
+    for force in ([], ["--force"]):
+        result = runner.invoke(app, ["build", "--model", str(qwen3), "--config", str(out / "trtlade.yml"),
+                                     "--backend", "reference", "-o", str(out), *force])
+        assert result.exit_code == 2 and "is not a file trtlade build wrote" in " ".join(result.output.split())
+        assert (out / "trtlade.yml").read_text() == mine and sorted(p.name for p in out.iterdir()) == ["trtlade.yml"]

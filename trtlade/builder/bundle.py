@@ -20,7 +20,8 @@ import yaml
 
 from trtlade.builder.plan import BuildPlan
 from trtlade.files import write_json_atomic
-from trtlade.bundle import CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE
+from trtlade.bundle import (CHECKPOINT_DIR, CONFIG_FILE, ENGINE_DIR, EXTRA_OPTIONS_FILE, LOGS_DIR, MANIFEST_FILE,
+                            TRTLLM_SERVE_FILE)
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -45,7 +46,11 @@ STAMP_FILE = "trtlade-checkpoint.json"
 #: Bump when the conversion changes in a way that makes old checkpoints unusable.
 CONVERSION_FORMAT = 1
 
-_OURS = {ENGINE_DIR, CHECKPOINT_DIR, LOGS_DIR, MANIFEST_FILE, CONFIG_FILE, EXTRA_OPTIONS_FILE}
+_OURS = {ENGINE_DIR, CHECKPOINT_DIR, LOGS_DIR, MANIFEST_FILE}
+#: the text files a build writes: its own only where their first lines say so (a user's trtlade.yml of that name,
+#: the --config given, was replaced without --force)
+WRITTEN_FILES = (CONFIG_FILE, EXTRA_OPTIONS_FILE, TRTLLM_SERVE_FILE)
+_WRITTEN_MARKS = (b"written by `trtlade build`", b"# For TensorRT-LLM's own OpenAI server (the engine backend)")
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,14 @@ class OutputState:
     foreign: tuple[str, ...] = ()
 
 
-def _is_ours(name: str) -> bool:
+def _is_ours(path: Path) -> bool:
+    name = path.name
+    if name in WRITTEN_FILES:
+        try:
+            head = path.read_bytes()[:1024]
+        except OSError:
+            return False
+        return any(mark in head for mark in _WRITTEN_MARKS)
     return name in _OURS or (name.startswith(".") and (name.endswith(".partial") or ".tmp" in name))
 
 
@@ -70,7 +82,7 @@ def output_state(path: Path) -> OutputState:
     names = sorted(p.name for p in path.iterdir())
     if not names:
         return OutputState("empty")
-    foreign = tuple(n for n in names if not _is_ours(n))
+    foreign = tuple(n for n in names if not _is_ours(path / n))
     if foreign:
         return OutputState("foreign", foreign)
     return OutputState("complete" if MANIFEST_FILE in names else "incomplete")
@@ -310,7 +322,7 @@ def render_extra_options(plan: BuildPlan, engine_dir: str = ENGINE_DIR, version:
     flag, why = trtllm_serve_backend(version)
     command = " ".join(p for p in ("trtllm-serve", engine_dir, flag, "--tokenizer", str(plan.model.path)) if p)
     head = [
-        "# For TensorRT-LLM's own OpenAI server (the engine backend), from this folder:",
+        "# For TensorRT-LLM's own OpenAI server (the engine backend), written by `trtlade build`; from this folder:",
         f"#   {command} \\",
         "#       --extra_llm_api_options extra_llm_api_options.yml",
         f"# --backend: {why}.",

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from trtlade.builder.bundle import (
     MANIFEST_FORMAT,
+    WRITTEN_FILES,
     _block_reuse,
     checkpoint_complete,
     conversion_inputs,
@@ -97,6 +98,12 @@ def check_output(plan: BuildPlan) -> str:
         raise BuildError(f"{plan.output} already holds a complete trtlade bundle", where="--output",
                          hint="pass --force to rebuild it (a checkpoint converted from the same inputs is "
                               "reused), or choose another --output")
+    replaced = [name for name in state.foreign if name in WRITTEN_FILES]
+    if replaced:  # even with --force: the build would write over it
+        raise BuildError(f"{plan.output / replaced[0]} is not a file trtlade build wrote, and the build writes one of "
+                         "that name there", where="--output",
+                         hint="move it away (a config given with --config may stay elsewhere), or choose another "
+                              "--output")
     if state.kind == "foreign" and not plan.force:
         shown = ", ".join(state.foreign[:5]) + (" ..." if len(state.foreign) > 5 else "")
         raise BuildError(f"{plan.output} exists and holds files that are not from trtlade build ({shown})",
@@ -322,7 +329,7 @@ def _gpu_summary(gpus: list[dict[str, Any]] | None) -> dict[str, Any] | None:
 def _start_fresh(plan: BuildPlan, state: str) -> None:
     """With --force on a complete bundle: first make it incomplete (manifest first), then rebuild."""
     if state == "complete":
-        for name in (plan.manifest_path.name, CONFIG_FILE, EXTRA_OPTIONS_FILE):
+        for name in (plan.manifest_path.name, CONFIG_FILE, EXTRA_OPTIONS_FILE, TRTLLM_SERVE_FILE):
             (plan.output / name).unlink(missing_ok=True)
 
 
