@@ -170,3 +170,14 @@ def test_a_trtlade_yml_of_the_users_in_the_output_folder_is_never_written_over(q
                                      "--backend", "reference", "-o", str(out), *force])
         assert result.exit_code == 2 and "is not a file trtlade build wrote" in " ".join(result.output.split())
         assert (out / "trtlade.yml").read_text() == mine and sorted(p.name for p in out.iterdir()) == ["trtlade.yml"]
+
+
+def test_wng_beside_a_configs_pytorch_backend_is_refused_not_dropped(qwen3, tmp_path):
+    """--wng with --speculation was refused; with build.backend: pytorch in the config, the bundle was SA and the
+    (W,N,G) nowhere."""
+    cfg = tmp_path / "pt.yml"
+    cfg.write_text("build: {backend: pytorch, trtllm_version: 1.3.0}\nspeculation: {decoding_type: SA, max_draft_len: "
+                   "4}\n")
+    result = runner.invoke(app, ["build", "--model", str(qwen3), "--config", str(cfg), "--wng", "4,2,4", "-o",
+                                 str(tmp_path / "b"), "--dry-run"])
+    assert result.exit_code == 2 and "--wng would be dropped" in " ".join(result.output.split()), result.output

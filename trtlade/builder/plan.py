@@ -567,6 +567,12 @@ def _check_backend(options: BuildOptions, backend: Backend, spec: LookaheadSpec,
                          "(TensorRT-LLM below 1.3, or the reference engine), --speculation a PyTorch-backend bundle "
                          "(NGram / SA / AUTO, TensorRT-LLM 1.0 and later)", where="--wng",
                          hint="give one of them")
+    if options.spec is not None and backend == "pytorch":  # the config's build.backend, or its speculation block
+        raise BuildError(f"--wng {options.spec} builds a Lookahead engine, but this build is for TensorRT-LLM's "
+                         f"PyTorch backend ({origin.get('backend', 'build.backend')}), which has no Lookahead: --wng "
+                         "would be dropped", where="--wng",
+                         hint="drop --wng (the bundle drafts as its speculation block says), or build a Lookahead "
+                              "bundle with --backend trtllm or reference")
     if options.speculation is not None and backend != "pytorch":
         raise BuildError(f"--speculation drafts on TensorRT-LLM's PyTorch backend, not with --backend {backend}",
                          where="--speculation", hint="drop --backend (or use --backend pytorch), or drop --speculation "
