@@ -180,8 +180,9 @@ def test_user_errors_exit_2_without_traceback(args: list[str], message: str) -> 
     ('{"prompt": "b", "messages": [{"role": "user", "content": "c"}]}', "both 'prompt' and 'messages'"),
     ('{"messages": [{"role": "usr", "content": "c"}]}', "role 'usr' is not one of"),
     ('{"messages": [{"role": "user", "content": "c", "lang": "en"}]}', "message 0: unknown key 'lang'"),
-    ('{"messages": [{"role": "user", "content": null}]}', "message 0: content null is not a string"),  # not sent on
-    ('{"messages": [{"role": "user", "content": 5}]}', "message 0: content 5 is not a string"),
+    ('{"messages": [{"role": "user", "content": null}]}', "message 0: content null is not text"),  # not sent on
+    ('{"messages": [{"role": "user", "content": 5}]}', "message 0: content 5 is not text"),
+    ('{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', "is not text"),
     ('{"messages": [{"role": "user", "content": "c", "name": 3}]}', "message 0: name must be a string"),
     ('{"prompt": "a", "prompt": "b"}', "the key 'prompt' is given twice"),  # not the last one silently
 ])
@@ -408,6 +409,7 @@ def test_the_key_sent_is_the_flag_then_the_configs_server_key_then_openai_api_ke
 @pytest.mark.parametrize("text, said", [
     ('{"levels": [1], "levels": [2]', "not JSON (Expecting"),                      # cut short: where it breaks
     ('{\n  "levels": [1],\n  "levels": [2]\n}', "the key 'levels' is given twice"),  # not the last one silently
+    ('{"run_id": ' + "9" * 5000 + "}", "is not a trtlade bench summary"),  # JSON Python refuses to read: no traceback
 ])
 def test_report_compare_on_a_broken_summary_says_where_and_takes_no_key_given_twice(tmp_path: Path, text, said):
     run = tmp_path / "run"
@@ -417,3 +419,12 @@ def test_report_compare_on_a_broken_summary_says_where_and_takes_no_key_given_tw
     assert result.exit_code == 1 and said in result.stderr, result.stderr
     if "Expecting" in said:
         assert f"{run / 'summary.json'}:1:" in result.stderr
+
+
+def test_a_dataset_message_of_text_parts_is_taken_as_openais_api_takes_it(tmp_path: Path) -> None:
+    from trtlade.bench.datasets import load_dataset
+
+    data = tmp_path / "parts.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": [{"type": "text", "text": "Hello there"}]}]}\n')
+    [prompt] = load_dataset(str(data)).prompts
+    assert prompt.chat_messages() == [{"role": "user", "content": [{"type": "text", "text": "Hello there"}]}]

@@ -155,7 +155,7 @@ def test_engine_bench_cli_refuses_a_cuda_device_torch_does_not_see(tiny_folder, 
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder), "--device", "cuda"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a flag's value the command cannot use
     assert "--device cuda: torch" in result.output and "sees 0 CUDA device(s)" in result.output
     assert "or use --device cpu" in result.output and "Traceback" not in result.output
 
@@ -186,7 +186,7 @@ def test_engine_bench_off_the_cpu_loads_there_and_leaves_the_cpu_measurements_ou
 
 def test_engine_bench_cli_refuses_a_non_model_folder(tmp_path):
     result = CliRunner().invoke(app, ["engine-bench", "--model", str(tmp_path)])
-    assert result.exit_code == 1 and "no config.json" in result.output
+    assert result.exit_code == 2 and "no config.json" in result.output
 
 
 def test_max_spec():

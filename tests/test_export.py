@@ -310,6 +310,7 @@ def test_k8s_export_of_a_config_needs_no_gpu(tmp_path):
     ("{}", ["--pvc", "my-claim"], 2, "--pvc: the pod mounts no claim"),  # the embedded model: nothing on a claim
     ("{}", ["--bundle-subpath", "models/x"], 2, "--bundle-subpath: the pod mounts no claim"),
     ("{name: Qwen3-8B, models_dir: /bundle/models}", ["--pvc", "my-claim"], 0, "wrote"),
+    ("{name: Qwen3-8B, models_dir: /bundle}", [], 0, "wrote"),          # the claim's mount itself
 ])
 def test_k8s_export_of_a_config_refuses_a_model_or_claim_flag_the_pod_would_not_use(tmp_path, model, flags, code, said):
     """The init gate passed such a pod and `trtlade serve` failed at start ("model not found"), or the flags were

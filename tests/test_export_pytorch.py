@@ -178,3 +178,17 @@ def test_triton_refuses_a_bundle_whose_options_would_not_load(bundle, tmp_path):
     result = cli("export", "triton", str(bundle), "--out", str(tmp_path / "r"))
     assert result.exit_code == 1 and not (tmp_path / "r").exists()
     assert "max_matching_ngram_size" in result.output and "validate-config" in result.output
+
+
+def test_triton_llmapi_export_warns_of_the_serve_settings_it_cannot_carry(bundle, tmp_path):
+    """An API key, a port or a queue bound of the bundle's config went nowhere without a word (the engine Triton and
+    grps exports said so already)."""
+    cfg = bundle / "trtlade.yml"
+    text = cfg.read_text()
+    assert "\nserve:\n" in text  # build writes the serve section (engine: trtllm)
+    cfg.write_text(text.replace("\nserve:\n", "\nserve:\n  api_key_env: MY_KEY\n  port: 9000\n", 1))
+    result = cli("export", "triton", str(bundle), "--out", str(tmp_path / "repo"), "--model-path", "/models/Qwen3-8B")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "warning: serve.api_key_env, serve.port apply to `trtlade serve` only" in said
+    assert "checks no API key" in said

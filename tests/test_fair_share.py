@@ -357,3 +357,22 @@ def test_a_request_larger_than_a_keys_share_is_a_400_not_a_429_that_retrying_nev
         error = reply.json()["error"]
         assert error["param"] == param and "this API key's share" in error["message"]
         assert "Retry-After" not in reply.headers
+
+
+@pytest.mark.parametrize("prompts, status", [(12, 200), (13, 400)])
+def test_one_request_may_bring_the_batch_plus_the_queue(prompts, status):
+    """An idle server takes max_batch_size + serve.max_queue sequences (the free slots take some at once): one
+    request of 12 runs with a batch of 8 and a queue of 4; 13 could never run (a 400, not a 429)."""
+    from fake_engine import client_for
+    from trtlade.server.app import create_app
+
+    async def go():
+        app = create_app(lambda: ReferenceServingEngine(engine(), max_queue=4, max_batch_size=8))
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": [f"p{i}" for i in range(prompts)], "max_tokens": 2})
+
+    reply = asyncio.run(go())
+    assert reply.status_code == status, reply.text
+    if status == 400:
+        assert reply.json()["error"]["code"] == "too_many_sequences" and "max_batch_size plus serve.max_queue" in \
+            reply.json()["error"]["message"]

@@ -515,6 +515,7 @@ def test_huge_prompt_is_refused_without_blocking():
     (["2", "2", "1"], "lookahead.w", "is not an integer"),   # strict, as every number of a request: not read as 2
     ([2, 2, 1.0], "lookahead.g", "is not an integer"),
     ({"w": 2, "n": "2", "g": 1}, "lookahead.n", "is not an integer"),
+    ({"w": 2, "n": 2, "g": 1, "window": "2"}, "lookahead", "unknown lookahead key 'window'"),  # the key first
     (7, "lookahead", "cannot read"),
     ("fast", "lookahead", ""),
     ({}, "lookahead.w", "missing"),

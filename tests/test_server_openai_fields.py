@@ -50,15 +50,19 @@ def bos_tokenizer():
 NAMED_CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{% if m.name %}{{ m.name }}: {% endif %}"
                        "{{ m['content'] }}</s>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
+#: one that writes a system message's name only
+SYSTEM_NAMED_TEMPLATE = NAMED_CHAT_TEMPLATE.replace("{% if m.name %}", "{% if m.name and m.role == 'system' %}")
 
-@functools.lru_cache(maxsize=4)
+
+@functools.lru_cache(maxsize=5)
 def app(tokenizer: str = "tiny"):
     if tokenizer in ("metaspace", "bos"):
         tok = metaspace_tokenizer() if tokenizer == "metaspace" else bos_tokenizer()
         engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
     else:
         tok = copy.deepcopy(tiny_tokenizer())  # the shared one stays without a template
-        tok.chat_template = NAMED_CHAT_TEMPLATE if tokenizer == "named" else TINY_CHAT_TEMPLATE
+        tok.chat_template = {"named": NAMED_CHAT_TEMPLATE, "system-named": SYSTEM_NAMED_TEMPLATE}.get(
+            tokenizer, TINY_CHAT_TEMPLATE)
         engine = tiny_engine("llama", (2, 3, 2), tokenizer=tok, model=tiny_model("llama", len(tok)))
     return create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
 
@@ -367,7 +371,8 @@ def test_max_tokens_0_is_refused_where_nothing_would_be_returned(body, param):
     ([{"role": "user", "content": "hi"}, {"role": "user", "content": "hi", "name": "bob"}], "messages.1.name"),
     ([{"role": "user", "content": "hi", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
     ([{"role": "assistant", "content": "ok", "tool_call_id": "call_1"}], "messages.0.tool_call_id"),
-    ([{"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "f"}], "messages.0.name"),
+    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42", "tool_call_id": "c", "name": "f"}],
+     "messages.1.name"),                                                # the template writes no name: like any other
     ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}], "messages.1.tool_call_id"),  # required
 ])
 def test_a_message_field_the_model_would_never_see_is_refused_by_name(messages, param):
@@ -400,3 +405,14 @@ def test_a_union_fields_error_names_the_element_the_value_got_furthest_in(path, 
     """Every error named the field as if a string had been wanted ("prompt: Input should be a valid string")."""
     r = post(path, {**body, "max_tokens": 2})
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_a_name_the_template_drops_is_refused_while_another_it_writes_is_kept():
+    """The check compared the prompt with every name against the prompt with none: one name kept hid another
+    dropped."""
+    messages = [{"role": "system", "content": "be brief", "name": "ops"}, {"role": "user", "content": "hi",
+                                                                            "name": "bob"}]
+    r = post("/v1/chat/completions", {"messages": messages, "max_tokens": 1}, "system-named")
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages.1.name", r.text
+    r = post("/v1/chat/completions", {"messages": messages[:1], "max_tokens": 1}, "system-named")
+    assert r.status_code == 200, r.text

@@ -359,7 +359,7 @@ def _resolve_merges(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> None
             continue
         done.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            if any(k.tag == _MERGE_TAG for k, _ in node.value):
+            if any(k.tag == _MERGE_TAG for k, _ in node.value) and _merges_are_mappings(node):
                 kept: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
                 for key_node, value_node, _ in _mapping_pairs(node):
                     kept.setdefault(_scalar_key(loader, key_node, file), (key_node, value_node))
@@ -367,6 +367,18 @@ def _resolve_merges(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> None
             stack.extend(v for _, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+
+
+def _merges_are_mappings(node: yaml.MappingNode) -> bool:
+    """Whether every ``<<`` of ``node`` merges a mapping or a list of mappings; another value is left to PyYAML, which
+    refuses it ("expected a mapping ... for merging")."""
+    for key, value in node.value:
+        if key.tag != _MERGE_TAG:
+            continue
+        sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        if not sources or not all(isinstance(s, yaml.MappingNode) for s in sources):
+            return False
+    return True
 
 
 def _mapping_pairs(node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node, bool]]:

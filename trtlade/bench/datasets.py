@@ -216,12 +216,28 @@ def _check_messages(msgs: list, where: str, hint: str) -> None:
         if message["role"] not in ROLES:
             raise DatasetError(f"message {i}: role {message['role']!r} is not one of {', '.join(ROLES)}",
                                where=where, hint=hint)
-        if not isinstance(message["content"], str):
-            raise DatasetError(f"message {i}: content {json.dumps(message['content'])[:40]} is not a string",
+        if not _is_text(message["content"]):
+            raise DatasetError(f"message {i}: content {_shown(message['content'])} is not text (a string, or a list "
+                               "of {\"type\": \"text\", \"text\": ...} parts as OpenAI's API takes)",
                                where=where, hint=hint)
         if "name" in message and not isinstance(message["name"], str):
             raise DatasetError(f"message {i}: name must be a string", where=where, hint=hint)
 
+
+
+def _is_text(content: Any) -> bool:
+    """A message's content as OpenAI's API takes text: a string, or a non-empty list of text parts."""
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(p, dict) and set(p) == {"type", "text"} and p["type"] == "text" and isinstance(p["text"], str)
+        for p in content)
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as it stands in the line, shortened whole (not cut inside a string)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else f"({type(value).__name__}, {len(text)} characters of JSON)"
 
 
 def _parse_sharegpt(text: str, source: str) -> tuple[list[Prompt], int]:

@@ -1003,6 +1003,8 @@ def load_run(path: Path, *, what: str = "run") -> RunSummary:
                           f"{exc.colno})", where=f"{file}:{exc.lineno}:{exc.colno}",
                           hint="give a run folder written by `trtlade bench` (reports/<run-id>), or its "
                                f"{SUMMARY_JSON}; was it cut short or edited by hand?") from None
+    except ValueError:
+        pass  # JSON Python will not read (an integer of 5,000 digits): the validation below says so
     try:
         return RunSummary.model_validate_json(text)
     except ValidationError as exc:

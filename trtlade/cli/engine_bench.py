@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from trtlade.cli.common import console, err_console, fail, parse_spec_option, refuse_overwrite
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail, parse_spec_option, refuse_overwrite
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 
@@ -33,8 +33,8 @@ def _presets(values: Optional[List[str]]) -> tuple[str, ...]:
     names = [p.strip() for v in values or [] for p in v.split(",") if p.strip()] or [DEFAULT_PRESET]
     bad = [p for p in names if p not in PRESETS]
     if bad:
-        fail(f"--preset {bad[0]!r}: unknown preset", hint=f"choose {' or '.join(PRESETS)}; repeat --preset to "
-             "compare both")
+        fail(f"--preset {bad[0]!r}: unknown preset", where="--preset",
+             hint=f"choose {' or '.join(PRESETS)}; repeat --preset to compare both")
     return tuple(dict.fromkeys(names))
 
 
@@ -93,31 +93,33 @@ def engine_bench(
     plus TensorRT-LLM vs corrected n-gram keying."""
     extra = list(ctx.args)  # `--specs 4,2,4 7,7,7`: the values after the first arrive as extra arguments
     if extra and not specs:
-        fail(f"unexpected argument(s) {' '.join(extra)}", hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
+        fail(f"unexpected argument(s) {' '.join(extra)}", code=EXIT_USAGE,
+             hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
     given = _split(specs) + extra
     if specs is not None and not given:  # `--specs ""` ran the whole default sweep
-        fail("--specs is empty", hint="give (W,N,G) specs, e.g. --specs 4,2,4 7,7,7, or leave --specs out for the "
-             "default sweep")
+        fail("--specs is empty", where="--specs",
+             hint="give (W,N,G) specs, e.g. --specs 4,2,4 7,7,7, or leave --specs out for the default sweep")
     spec_values = given or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
     parsed = [parse_spec_option(v, option="--specs") for v in spec_values]
     presets = _presets(preset)
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
     bad = [d for d in dtypes if d.lower() not in DTYPE_CHOICES]
     if not dtypes or bad:
-        fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}",
+        fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}", where="--dtype",
              hint="use float32, bfloat16 or float16, comma-separated (e.g. --dtype float32,bfloat16)")
     if top_p <= 0.0:
-        fail(f"--top-p {top_p}: must be in (0, 1]", hint="e.g. --temperature 0.7 --top-p 0.95")
+        fail(f"--top-p {top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --temperature 0.7 --top-p 0.95")
     if top_p < 1.0 and not temperature > 0:
-        fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p",
+        fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
     if native_kernels and transformers_forward:
         fail("--native-kernels with --transformers-forward: the native kernels run in the engine's own forward",
+             where="--native-kernels",
              hint="drop one of the two (--no-native-kernels measures the engine's own forward on oneDNN)")
     _check_device(device, native_kernels)
     gguf = model is not None and model.suffix == ".gguf" and model.is_file()
     if model is not None and not (model / "config.json").is_file() and not gguf:
-        fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file",
+        fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file", where="--model",
              hint="give a folder with config.json, weights and tokenizer, a GGUF file, or omit --model for the "
                   "embedded model")
 
@@ -157,7 +159,8 @@ def engine_bench(
         out.write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:  # it was writable when the run began
         print(json.dumps(data, indent=2))
-        fail(f"cannot write {out}: {exc.strerror or exc}; the JSON went to stdout above", where="--json")
+        fail(f"cannot write {out}: {exc.strerror or exc}; the JSON went to stdout above", where="--json",
+             code=EXIT_INVALID)  # a failed step after the run, not a usage mistake
     _print_tables(data)
     console.print(f"JSON written to {out}")
 
@@ -183,14 +186,14 @@ def _check_json_out(out: Path, *, given: bool, force: bool = False) -> None:
 def _check_device(device: str, native_kernels: Optional[bool]) -> None:
     """``--device``: the CPU, or a CUDA device torch can see (the native kernels are CPU code)."""
     if device != "cpu" and native_kernels and re.fullmatch(r"cuda(:\d+)?", device):
-        fail(f"--native-kernels with --device {device}: the native kernels are CPU code",
+        fail(f"--native-kernels with --device {device}: the native kernels are CPU code", where="--native-kernels",
              hint="drop --native-kernels: off the CPU the engine runs the vendor's GEMMs and torch's attention")
     from trtlade.reference.kernels import DeviceError, check_device
 
     try:
         check_device(device)
     except DeviceError as exc:
-        fail(f"--device {exc.message}", hint=exc.hint.replace("or use cpu", "or use --device cpu"))
+        fail(f"--device {exc.message}", where="--device", hint=exc.hint.replace("or use cpu", "or use --device cpu"))
 
 
 def _print_tables(data: dict) -> None:

@@ -149,7 +149,7 @@ def triton(
 
 def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_path: Optional[Path],
                    model_path: Optional[str], force: bool) -> None:
-    from trtlade.export.common import CONTAINER_NOTE, ExportError, write_tree
+    from trtlade.export.common import CONTAINER_NOTE, ExportError, serve_not_carried, write_tree
     from trtlade.export.llmapi import llmapi_repository, model_py_source, read_pytorch_source
 
     _absolute_on_the_server(tokenizer=tokenizer)
@@ -161,6 +161,8 @@ def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_pa
         write_tree(out, llmapi_repository(src), force=force)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
+    for warning in serve_not_carried(src.config, "Triton"):
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
     drafter = (src.options.get("speculative_config") or {}).get("decoding_type", "none")
     err_console.print(f"wrote Triton's llmapi model {out}/tensorrt_llm (TensorRT-LLM {src.release}, speculative_config "
                       f"{drafter}, checkpoint {src.model_path}); copy model.py and helpers.py from "
@@ -278,6 +280,16 @@ def _refuse_unused_claim(files: dict[str, str], pvc: str, bundle_subpath: str) -
                           "/bundle/<folder> on the claim", where=given[0])
 
 
+def _under_the_claim(path: str) -> bool:
+    """Whether ``path`` is the claim's mount or a folder under it, as the pod sees it (``/bundle``, ``/bundle/x/``)."""
+    from pathlib import PurePosixPath
+
+    from trtlade.export.k8s import BUNDLE_MOUNT
+
+    mount = PurePosixPath(BUNDLE_MOUNT)
+    return PurePosixPath(path) == mount or mount in PurePosixPath(path).parents
+
+
 def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> None:
     """The pod sees the claim at /bundle and the config at /etc/trtlade, nothing of this machine: the folder `serve`
     reads the tokenizer from (``model.tokenizer``, else ``model.path``), the reference engine's weights
@@ -292,7 +304,7 @@ def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> No
     model, engine = pod.get("model") or {}, bool((pod.get("build") or {}).get("engine_dir"))
     if model.get("name") and not model.get("path") and not engine:
         where = model.get("models_dir")
-        if not where or not str(where).startswith(f"{BUNDLE_MOUNT}/"):
+        if not where or not _under_the_claim(str(where)):
             raise ExportError(f"model.name {model['name']} is looked up under "
                               f"{where or '$TRTLADE_MODELS_DIR, which the pod does not set'}, not under "
                               f"{BUNDLE_MOUNT}, the only folder of the claim the pod sees: serve would not find it",
@@ -300,7 +312,7 @@ def _refuse_model_outside_the_pod(pod_text: str, tokenizer: Optional[str]) -> No
                               "folder> in the config", where="model.models_dir")
     for name in ("tokenizer", "path"):  # every folder serve reads in the pod (an engine's pod reads no model.path)
         folder = model.get(name)
-        if folder and not str(folder).startswith(f"{BUNDLE_MOUNT}/"):
+        if folder and not _under_the_claim(str(folder)):
             key = "--tokenizer" if name == "tokenizer" and tokenizer else f"model.{name}"
             # the reference engine reads its weights from model.path: moving the tokenizer would not do
             tok = name == "tokenizer" or (engine and not model.get("tokenizer"))

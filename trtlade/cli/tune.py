@@ -323,7 +323,7 @@ class _Job:
         except (TypeError, KeyError, SpecError):
             fail(f"{self.target.base_url}/version does not give the server's (W,N,G)", where="--base-url",
                  hint="tune needs a trtlade server (`trtlade serve`, reference or trtllm engine): it reads the "
-                      "spec to know which (w,n,g) requests may use")
+                      "spec to know which (w,n,g) requests may use", code=EXIT_INVALID)  # the server's answer
 
     def _candidates(self, server: Any) -> Any:
         from trtlade.tune.candidates import explicit, prune

@@ -119,7 +119,7 @@ class ReferenceServingEngine:
                 max_seq_len=max_seq_len,
                 max_prompt_tokens=prompt_limit(max_prompt_tokens, engine_prompt_limit, log),
                 max_new_tokens=max_new_tokens,
-                max_sequences=max_queue,  # a request's sequences all wait at first: submit() counts each (429 past it)
+                max_sequences=max_queue + int(max_batch_size),  # submit(): the free slots take some, max_queue wait
             ),
             scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),

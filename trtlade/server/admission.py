@@ -43,7 +43,7 @@ from trtlade.server.openai_types import (EXTENSION_FIELDS, IGNORED_FIELDS, UNSUP
                                          ChatCompletionRequest, CompletionRequest)
 from trtlade.contract.tokenization import ChatTemplateError, PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError, speculation_param
-from trtlade.spec import WIRE_NAMES, LookaheadSpec, SpecError, wire_param
+from trtlade.spec import FIELD_ALIASES, WIRE_NAMES, LookaheadSpec, SpecError, wire_param
 
 __all__ = [
     "Drafting",
@@ -201,8 +201,9 @@ def parse_body(kind: Kind, payload: Any) -> Union[CompletionRequest, ChatComplet
 def _strict_sizes(value: Any, hint: str) -> None:
     """A JSON list or object of (w,n,g) holds integers, as every number field of a request (``"max_tokens": "5"`` is
     a 400): ``["2", "2", "1"]`` and ``[2, 2, 1.0]`` were read as (2,2,1). A spec string ("2,2,1") stays one."""
-    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) \
-        else []
+    known = {alias for aliases in FIELD_ALIASES.values() for alias in aliases}  # another key: the parser says
+    items = [(k, v) for k, v in value.items() if k in known] if isinstance(value, dict) else \
+        list(enumerate(value)) if isinstance(value, list) else []
     for key, size in items:
         if isinstance(size, bool) or not isinstance(size, int):
             param = f"lookahead.{key if isinstance(key, str) else 'wng'[key] if key < 3 else key}"
@@ -421,20 +422,24 @@ def _chat_ids(body: ChatCompletionRequest, tokenizer: PromptTokenizer) -> list[i
 
 
 def _check_names_kept(messages: list[dict[str, Any]], text: str, tokenizer: PromptTokenizer) -> None:
-    """A message's ``name`` reaches the model only where the chat template writes it (most leave it out): where the
-    prompt ``text`` is the same without the names, they would be dropped without a word, so they are refused."""
-    named = [i for i, m in enumerate(messages) if "name" in m]
-    if named and tokenizer.render_chat([{k: v for k, v in m.items() if k != "name"} for m in messages]) == text:
-        param = f"messages.{named[0]}.name"
-        raise ApiError.bad_request(f"{param}: this model's chat template does not use a message's name, so the "
-                                   "model would never see it; omit name, or say who speaks in the content",
-                                   param=param, code="unsupported")
+    """A message's ``name`` reaches the model only where the chat template writes it (most leave it out, some write
+    one role's alone): a name whose message renders the same without it would be dropped without a word, so it is
+    refused. One render per named message, each name alone left out, stopping at the first dropped."""
+    for i, message in enumerate(messages):
+        if "name" not in message:
+            continue
+        without = [m if j != i else {k: v for k, v in m.items() if k != "name"} for j, m in enumerate(messages)]
+        if tokenizer.render_chat(without) == text:
+            param = f"messages.{i}.name"
+            raise ApiError.bad_request(f"{param}: this model's chat template does not write this message's name, so "
+                                       "the model would never see it; omit name, or say who speaks in the content",
+                                       param=param, code="unsupported")
 
 
 def _check_roles(messages: list) -> None:
     """OpenAI's message of each role has its own fields: ``tool_call_id`` only a tool message's (the call it answers,
-    required there), ``name`` every role's but a tool message's. Another role's field, or a tool message without its
-    ``tool_call_id``, is refused, naming it, as OpenAI refuses it."""
+    required there). Another role's ``tool_call_id``, or a tool message without one, is refused, naming it, as
+    OpenAI refuses it (a tool message's ``name``, which OpenAI's own examples send, is a name like any other)."""
     for i, m in enumerate(messages):
         if m.role == "tool" and not m.tool_call_id:
             raise ApiError.bad_request(f"messages.{i}.tool_call_id: a tool message answers a tool call and names it "
@@ -443,9 +448,6 @@ def _check_roles(messages: list) -> None:
         if m.tool_call_id is not None and m.role != "tool":
             raise ApiError.bad_request(f"messages.{i}.tool_call_id: only a tool message answers a tool call; a "
                                        f"{m.role} message has no tool_call_id", param=f"messages.{i}.tool_call_id")
-        if m.name is not None and m.role == "tool":
-            raise ApiError.bad_request(f"messages.{i}.name: a tool message has no name (its tool_call_id says which "
-                                       "call it answers)", param=f"messages.{i}.name")
 
 
 def tokenize(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest],

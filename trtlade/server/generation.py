@@ -309,7 +309,8 @@ def _check_fits(prepared: PreparedRequest, info: Any, share: Any, n: int) -> Non
     """A request that brings more sequences than the engine takes in at once, or than its API key's share, could
     never be admitted: a 400 naming ``n`` (or the prompts) and the bound, not a 429 that retrying never ends."""
     sequences = len(prepared.generations)
-    bounds = [(info.limits.max_sequences, "serve.max_queue: the engine takes in that many sequences at once")]
+    bounds = [(info.limits.max_sequences, "the batch's max_batch_size plus serve.max_queue: what the engine takes in "
+               "at once")]
     if share is not None:
         bounds.append((share.held, f"this API key's share of the server: {share.describe()}"))
     prompts = prepared.num_choices // n

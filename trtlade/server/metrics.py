@@ -63,17 +63,19 @@ Lookahead (and plain) requests; NGram and SA requests count in ``trtlade_specula
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from trtlade.contract.protocol import CACHE_SCOPES, GenerationRequest, GenerationStats, StepReport
 from trtlade.schedule import LookaheadSchedule
 
-# prometheus_client adds a `<name>_created` gauge (the creation time) beside every counter and histogram: 79 series
-# the metrics reference does not list and no dashboard reads; the exposition is the documented series alone
-disable_created_metrics()
+#: prometheus_client's `<name>_created` lines (the creation time beside every counter and histogram): series the
+#: metrics reference does not list and no dashboard reads, left out of trtlade's exposition (its switch,
+#: disable_created_metrics, is the whole process's: another registry in it keeps them)
+_CREATED = re.compile(rb"^(?:# (?:HELP|TYPE) )?\w+_created[ {]")
 
 __all__ = ["ServerMetrics", "CONTENT_TYPE_LATEST"]
 
@@ -240,7 +242,8 @@ class ServerMetrics:
             self.scope_hit_rate.labels(scope=scope).set_function(_scoped(live, scope, "token_hit_rate"))
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return b"".join(line for line in generate_latest(self.registry).splitlines(keepends=True)
+                        if not _CREATED.match(line))
 
 
 def _scoped(live: Callable[[], dict], scope: str, key: str) -> Callable[[], float]:

@@ -130,7 +130,7 @@ class CompletionRequest(_GenerationFields):
     choice per prompt and ``n``, at most 64 in all)."""
 
     prompt: Union[str, list[str], list[int], list[list[int]]]
-    #: 0 with ``echo`` scores the prompt without generating (OpenAI's way; lm-evaluation-harness asks so)
+    #: 0 with ``echo`` scores the prompt without generating (OpenAI's way; older lm-evaluation-harness clients send it)
     max_tokens: Optional[int] = Field(None, ge=0)
     echo: Optional[bool] = False
     logprobs: Optional[int] = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
@@ -201,7 +201,7 @@ class ChatCompletionRequest(_GenerationFields):
     store: Optional[bool] = None
     metadata: Optional[dict[str, str]] = None
     #: OpenAI's tiers (openai-python ``types/chat/completion_create_params.py``): accepted, no tier is different here
-    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
+    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority", "fast"]] = None
     parallel_tool_calls: Optional[bool] = None
     response_format: Optional[ResponseFormat] = None
     tools: Optional[list[Any]] = None
