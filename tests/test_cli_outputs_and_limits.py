@@ -119,3 +119,18 @@ def test_the_commands_build_prints_paste_into_a_shell_whatever_the_path(tmp_path
     _print_outcome(SimpleNamespace(manifest={"backend": "reference"}, output=out, warnings=()))
     lines = [line for line in capsys.readouterr().out.splitlines() if "trtlade " in line]
     assert lines and all(shlex.split(line.split(":", 1)[1])[-1] == str(out / "trtlade.yml") for line in lines)
+
+
+def test_config_schema_into_a_folder_names_the_flag_and_exits_2(tmp_path: Path, capsys) -> None:
+    assert run(["config", "schema", "-o", str(tmp_path)]) == 2
+    assert "error: --output: cannot write" in capsys.readouterr().err
+
+
+def test_build_with_a_trtllm_serve_file_as_config_says_what_the_file_is(tmp_path: Path, capsys) -> None:
+    """It was read as a trtlade config without a spec, and the error blamed a --wng the user never gave."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    code = run(["build", "--model", str(folder), "--config", "tests/data/trtllm_serve/auto-plain.yaml", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 1 and "is a trtllm-serve config, not a trtlade config" in err and "--wng" not in err.split("hint")[0]

@@ -455,3 +455,15 @@ def test_the_two_ngram_lines_read_a_draft_len_schedule_differently(active, one_m
     config = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": 4, "draft_len_schedule": {1: 4, 8: 2}})
     assert config.draft_len_for(active) == one_model
     assert config.host_draft_len_for(active, max_batch_size=128) == host
+
+
+def test_a_draft_length_beyond_the_executors_int32_is_refused_with_the_bound_spec_holds():
+    """`build --speculation ngram-2147483648` planned a bundle whose draft length no executor can hold."""
+    from trtlade.drafting.config import SIZE_TYPE32_MAX, DraftConfig, DraftConfigError
+    from trtlade.spec import SIZE_TYPE32_MAX as SPEC_BOUND
+
+    assert SIZE_TYPE32_MAX == SPEC_BOUND
+    widest = DraftConfig.parse({"decoding_type": "NGram", "max_draft_len": SIZE_TYPE32_MAX})
+    assert widest.max_draft_len == SIZE_TYPE32_MAX
+    with pytest.raises(DraftConfigError, match="SizeType32"):
+        DraftConfig.parse({"decoding_type": "SA", "max_draft_len": SIZE_TYPE32_MAX + 1})

@@ -65,6 +65,13 @@ def _load_config_file(path: Path) -> Any:
     if not isinstance(doc.data, dict):
         fail(f"the top level is a {type(doc.data).__name__}, not a mapping", where=str(path),
               hint="a trtlade config has the sections model, build, lookahead, serve, bench")
+    from trtlade.config.validate import classify
+
+    kind = classify(doc.data)
+    if kind not in (None, "trtlade"):  # its keys are not trtlade's: it was read as a config without a spec
+        fail(f"{path} is a {kind} config, not a trtlade config", where="--config",
+             hint=f"build reads a trtlade config (model, build, lookahead, serve); `trtlade validate-config {path}` "
+                  f"checks a {kind} file", code=1)
     return doc
 
 

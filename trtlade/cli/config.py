@@ -39,7 +39,8 @@ def schema(
     try:
         output.write_text(text)
     except OSError as exc:
-        fail(f"cannot write {output}: {exc.strerror or exc}", hint="check the directory exists and is writable")
+        fail(f"cannot write {output}: {exc.strerror or exc}", where="--output",
+             hint="give a file path in a folder that exists and you can write")
     err_console.print(f"wrote {output}", highlight=False)
 
 

@@ -71,6 +71,10 @@ __all__ = [
     "speculation_param",
 ]
 
+#: the largest value of TensorRT-LLM's SizeType32 (int32), the executor's type of a draft length (the bound
+#: trtlade.spec holds for (W,N,G): this layer may not import it, tests/test_drafting_upstream.py keeps them one)
+SIZE_TYPE32_MAX = 2**31 - 1
+
 #: The drafters trtlade runs from a ``speculative_config`` / ``speculation`` block (``AUTO`` resolves to NGram).
 DECODING_TYPES: tuple[str, ...] = ("NGram", "SA", "AUTO")
 #: SA with ``enable_global_pool``: matching is capped at 64 tokens (``SADecodingConfig.validate_sa_config``).
@@ -151,7 +155,7 @@ class DraftConfig:
         if kind == "AUTO":  # "Attributes that are inherited from the base class are ignored" (AutoDecodingConfig)
             _check_auto(block, ignored_ok)
             return auto_config(max_batch_size)
-        draft_len = _int(block, "max_draft_len", None, minimum=0)
+        draft_len = _int(block, "max_draft_len", None, minimum=0, maximum=SIZE_TYPE32_MAX)
         if draft_len is None or draft_len <= 0:
             raise DraftConfigError(f"max_draft_len must be > 0 for {kind}, got {draft_len}", field="max_draft_len",
                                    rule=f"validate_{kind.lower()}_config",
@@ -395,8 +399,8 @@ def _check_auto(block: Mapping[str, Any], ignored_ok: bool) -> None:
     _int(block, "acceptance_rate_window_size", None, minimum=0)
 
 
-def _int(block: Mapping[str, Any], name: str, default: Optional[int], *, minimum: Optional[int] = None
-         ) -> Optional[int]:
+def _int(block: Mapping[str, Any], name: str, default: Optional[int], *, minimum: Optional[int] = None,
+         maximum: Optional[int] = None) -> Optional[int]:
     value = block.get(name, default)
     if value is None:
         return None
@@ -404,6 +408,10 @@ def _int(block: Mapping[str, Any], name: str, default: Optional[int], *, minimum
         raise DraftConfigError(f"{name} must be an integer, got {value!r}", field=name, rule="type")
     if minimum is not None and value < minimum:
         raise DraftConfigError(f"{name} must be >= {minimum}, got {value}", field=name, rule="range")
+    if maximum is not None and value > maximum:  # the executor's draft length is a SizeType32 (int32)
+        raise DraftConfigError(f"{name} must be <= {maximum} (a SizeType32, int32, in TensorRT-LLM's executor), "
+                               f"got {value}", field=name, rule="SizeType32",
+                               hint="a draft length is a few tokens a step, e.g. 4")
     return value
 
 
