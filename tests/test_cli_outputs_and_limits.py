@@ -134,3 +134,10 @@ def test_build_with_a_trtllm_serve_file_as_config_says_what_the_file_is(tmp_path
     code = run(["build", "--model", str(folder), "--config", "tests/data/trtllm_serve/auto-plain.yaml", "--dry-run"])
     err = capsys.readouterr().err
     assert code == 1 and "is a trtllm-serve config, not a trtlade config" in err and "--wng" not in err.split("hint")[0]
+
+
+@pytest.mark.parametrize("extra, flag", [(["--wng", "4,2,4"], "--wng"), (["--model", "nope", "--dry-run"], "--model")])
+def test_build_architectures_beside_another_option_is_refused_not_the_option_ignored(capsys, extra, flag) -> None:
+    assert run(["build", "--architectures", *extra]) == 2
+    assert f"error: {flag} with --architectures" in capsys.readouterr().err
+    assert run(["build", "--architectures"]) == 0

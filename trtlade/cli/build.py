@@ -50,6 +50,20 @@ class BackendChoice(str, enum.Enum):
     pytorch = "pytorch"
 
 
+def _refuse_beside_architectures(ctx: Any) -> None:
+    """``--architectures`` prints the table and exits: another option given with it (a model, a spec, a missing
+    config) would be ignored without a word, so it is refused, naming the first."""
+    def from_command_line(name: str) -> bool:  # Typer's own Click or the package's: the source's name
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    given = [p for p in ctx.command.params if p.name != "architectures" and from_command_line(p.name)]
+    if given:
+        flag = given[0].opts[0]
+        fail(f"{flag} with --architectures: --architectures prints the release table and builds nothing, so {flag} "
+             "would be ignored", where=flag, hint="run `trtlade build --architectures` alone")
+
+
 def _load_config_file(path: Path) -> Any:
     """The ``--config`` YAML document (data + positions), read with validate-config's guards; its data
     is validated later, merged with the flags."""
@@ -201,6 +215,7 @@ def _print_architectures() -> None:
 def register(app: typer.Typer) -> None:
     @app.command("build", help=HELP)
     def build(
+        ctx: typer.Context,
         model: Optional[str] = typer.Option(
             None, "--model", "-m", help="A Hugging Face model folder, or a name (Qwen3-8B) looked up under "
             "--models-dir / model.models_dir / $TRTLADE_MODELS_DIR (never a hub). Default: the config's "
@@ -251,6 +266,7 @@ def register(app: typer.Typer) -> None:
             "A Lookahead engine's must be below 1.3 and the installed one; the reference engine does not use it."),
     ) -> None:
         if architectures:
+            _refuse_beside_architectures(ctx)
             _print_architectures()
             return
         from trtlade.builder.bundle import query_gpus
