@@ -141,3 +141,15 @@ def test_build_architectures_beside_another_option_is_refused_not_the_option_ign
     assert run(["build", "--architectures", *extra]) == 2
     assert f"error: {flag} with --architectures" in capsys.readouterr().err
     assert run(["build", "--architectures"]) == 0
+
+
+@pytest.mark.parametrize("content, code, said", [
+    ("[1,2", 1, ":1:5: not valid JSON"),          # the file's content: located, exit 1
+    (None, 2, "is neither a bundled suite"),      # no such suite or file: the flag's value, exit 2
+])
+def test_engine_bench_prompts_errors_say_whose_mistake(tmp_path: Path, capsys, content, code, said) -> None:
+    path = tmp_path / "p.json"
+    if content is not None:
+        path.write_text(content)
+    assert run(["engine-bench", "--prompts", str(path)]) == code
+    assert said in capsys.readouterr().err

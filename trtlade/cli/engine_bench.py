@@ -133,9 +133,10 @@ def engine_bench(
 
     try:
         load_suite(prompts)
-    except PromptSuiteError as exc:
-        fail(exc.message, where="--prompts", hint=exc.hint or "use 'suite', 'long-context' or a JSON file like "
-             "trtlade/data/prompts.json")
+    except PromptSuiteError as exc:  # no suite of that name: the flag's value; else the file's content (exit 1)
+        unknown = "is neither a bundled suite" in exc.message
+        fail(exc.message, where="--prompts", code=EXIT_USAGE if unknown else EXIT_INVALID,
+             hint=exc.hint or "use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
     _check_json_out(out, given=json_out is not None, force=force)  # before the measurement (a bad --prompts first)
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),

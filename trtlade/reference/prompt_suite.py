@@ -87,7 +87,7 @@ def load_suite(name_or_path: str | Path = "suite") -> PromptSuite:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PromptSuiteError(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        raise PromptSuiteError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     return _parse(data, source)
 
 
