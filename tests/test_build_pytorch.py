@@ -181,3 +181,14 @@ def test_wng_beside_a_configs_pytorch_backend_is_refused_not_dropped(qwen3, tmp_
     result = runner.invoke(app, ["build", "--model", str(qwen3), "--config", str(cfg), "--wng", "4,2,4", "-o",
                                  str(tmp_path / "b"), "--dry-run"])
     assert result.exit_code == 2 and "--wng would be dropped" in " ".join(result.output.split()), result.output
+
+
+def test_a_speculation_block_alone_for_an_engine_build_says_the_backend_is_missing(qwen3, tmp_path):
+    """It was refused at `lookahead.spec: (1,1,0) has max_draft_len 0`, a key the file does not hold."""
+    cfg = tmp_path / "s.yml"
+    cfg.write_text("speculation: {decoding_type: SA, max_draft_len: 4}\n")
+    result = runner.invoke(app, ["build", "--model", str(qwen3), "--config", str(cfg), "--backend", "trtllm",
+                                 "-o", str(tmp_path / "b"), "--dry-run"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "gives a speculation block and no lookahead.spec" in said, result.output
+    assert "build.backend: pytorch" in said
