@@ -424,8 +424,9 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     model, embedded = _pick_model(options, cfg.model, cfg.model.model_fields_set, base, src, env, embedded_dir)
     info = _model_info(model, embedded, notes)
     backend = _pick_backend(options, cfg.build, embedded, trtllm_present, pick)
+    # a config's speculation block alone: TensorRT-LLM drafts so on its PyTorch backend only
     if backend == "trtllm" and options.spec is None and options.speculation is None \
-            and "lookahead" not in (cfg.model_fields_set or ()) and cfg.speculation is not None:  # a speculation block alone: TensorRT-LLM drafts so on PyTorch only
+            and "lookahead" not in (cfg.model_fields_set or ()) and cfg.speculation is not None:
         raise BuildError(f"{src} gives a speculation block and no lookahead.spec, but this build is a TensorRT-LLM "
                          f"engine ({origin.get('backend', 'the default backend')}), which drafts with Lookahead only",
                          where=f"{src}:speculation", hint="set build.backend: pytorch in the config (or pass --backend "
