@@ -192,3 +192,13 @@ def test_a_speculation_block_alone_for_an_engine_build_says_the_backend_is_missi
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and "gives a speculation block and no lookahead.spec" in said, result.output
     assert "build.backend: pytorch" in said
+
+
+def test_a_configs_speculation_the_release_lacks_is_located_in_the_file(qwen3, tmp_path):
+    cfg = tmp_path / "s.yml"
+    cfg.write_text("build: {backend: pytorch, trtllm_version: 1.2.0}\nspeculation: {decoding_type: SA, max_draft_len: "
+                   "4}\n")
+    result = runner.invoke(app, ["build", "--model", str(qwen3), "--config", str(cfg), "-o", str(tmp_path / "b"),
+                                 "--dry-run"])
+    assert result.exit_code == 1 and f"{cfg}:2:14: speculation: TensorRT-LLM 1.2.0 has no SA drafter" in \
+        " ".join(result.output.split()), result.output

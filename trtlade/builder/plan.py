@@ -765,7 +765,8 @@ def _pytorch_checks(options: BuildOptions, cfg: Any, info: HfModelInfo, model: M
         notes.append(f"TensorRT-LLM {release} is {row.note}")
     if origin["release"].startswith("the newest"):
         notes.append(f"planned for TensorRT-LLM {release}, {origin['release']}")
-    speculation = speculation_block(options.speculation, cfg.speculation, release, max_batch_size)
+    speculation = speculation_block(options.speculation, cfg.speculation, release, max_batch_size,
+                                    str(options.config_path) if options.config_path else "config")
     registry = installed_registry() if installed is not None and installed == release else None
     check_architecture(info.architecture, release, str(model.path / "config.json"), registry)
     return release, speculation

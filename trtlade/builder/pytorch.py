@@ -57,7 +57,7 @@ def pick_release(flag: Optional[str], configured: Optional[str], installed: Opti
 
 
 def speculation_block(flag: Optional[str], configured: Optional[Mapping[str, Any]], release: str,
-                      max_batch_size: int) -> dict[str, Any]:
+                      max_batch_size: int, source: str = "config") -> dict[str, Any]:
     """The ``speculative_config`` to write: ``--speculation NAME`` (``ngram``, ``sa``, ``auto``, ``sa-8`` ...) or the
     config's ``speculation`` block, checked by upstream's validators and against what ``release`` offers."""
     if flag is not None:
@@ -68,7 +68,7 @@ def speculation_block(flag: Optional[str], configured: Optional[Mapping[str, Any
         except DraftConfigError as exc:
             raise BuildError(exc.message, where=where, hint=exc.hint) from None
     elif configured is not None:
-        block, where = dict(configured), "speculation"
+        block, where = dict(configured), f"{source}:speculation"  # located by the CLI (file:line:col)
     else:
         raise BuildError("the PyTorch backend drafts with NGram, SA or AUTO: name one", where="--speculation",
                          hint="--speculation ngram|sa|auto (or a block, e.g. sa-4--1), or a speculation block in the "
