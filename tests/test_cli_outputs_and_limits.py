@@ -153,3 +153,9 @@ def test_engine_bench_prompts_errors_say_whose_mistake(tmp_path: Path, capsys, c
         path.write_text(content)
     assert run(["engine-bench", "--prompts", str(path)]) == code
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["config", "schema", "--force"], ["engine-bench", "--specs", "2,2,2", "--force"]])
+def test_force_without_the_file_it_replaces_is_refused(capsys, argv) -> None:
+    assert run(argv) == 2
+    assert "error: --force replaces" in capsys.readouterr().err

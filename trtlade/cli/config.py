@@ -31,6 +31,9 @@ def schema(
     """
     from trtlade.config.schema import TrtladeConfig
 
+    if force and output is None:
+        fail("--force replaces the --output file, and no --output is given (the schema goes to stdout)",
+             where="--force", hint="drop --force, or give -o FILE")
     text = json.dumps(TrtladeConfig.json_schema(), indent=2) + "\n"
     if output is None:
         print(text, end="")

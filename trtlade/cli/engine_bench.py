@@ -138,6 +138,9 @@ def engine_bench(
         fail(exc.message, where="--prompts", code=EXIT_USAGE if unknown else EXIT_INVALID,
              hint=exc.hint or "use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
+    if force and json_out is None:  # the default path is a new run folder: --force would do nothing
+        fail("--force replaces the --json file, and no --json is given (the default is a new run folder)",
+             where="--force", hint="drop --force, or give --json FILE")
     _check_json_out(out, given=json_out is not None, force=force)  # before the measurement (a bad --prompts first)
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
