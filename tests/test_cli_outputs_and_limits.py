@@ -159,3 +159,12 @@ def test_engine_bench_prompts_errors_say_whose_mistake(tmp_path: Path, capsys, c
 def test_force_without_the_file_it_replaces_is_refused(capsys, argv) -> None:
     assert run(argv) == 2
     assert "error: --force replaces" in capsys.readouterr().err
+
+
+def test_build_says_a_configs_engine_dir_is_not_what_the_bundle_names(tmp_path: Path, capsys) -> None:
+    """The bundle's trtlade.yml names its own engine/ (or model): a build.engine_dir in the config went unread."""
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model: {}\nlookahead: {spec: '2,2,2'}\nbuild: {backend: reference, engine_dir: /elsewhere/e}\n")
+    assert run(["build", "--config", str(cfg), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"{cfg}:build.engine_dir /elsewhere/e is not read by build" in " ".join(out.split())

@@ -445,6 +445,9 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
         _check_parallel(info, tp, pp, origin, notes)
     release = None
     speculation = None
+    if "engine_dir" in cfg.build.model_fields_set:  # the bundle's trtlade.yml points at the bundle's own engine
+        notes.append(f"{src}:build.engine_dir {cfg.build.engine_dir} is not read by build: the bundle's trtlade.yml "
+                     "names the bundle's own " + ("engine/ folder" if backend == "trtllm" else "model (no engine)"))
     if backend == "pytorch":
         release, speculation = _pytorch_checks(options, cfg, info, model, limits.max_batch_size, origin, notes)
     elif backend == "reference":
