@@ -168,3 +168,8 @@ def test_build_says_a_configs_engine_dir_is_not_what_the_bundle_names(tmp_path: 
     assert run(["build", "--config", str(cfg), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert f"{cfg}:build.engine_dir /elsewhere/e is not read by build" in " ".join(out.split())
+
+
+def test_engine_bench_seed_without_a_temperature_is_refused(capsys) -> None:
+    assert run(["engine-bench", "--specs", "2,2,2", "--seed", "3"]) == 2
+    assert "error: --seed 3 without --temperature" in capsys.readouterr().err

@@ -68,7 +68,8 @@ def engine_bench(
                                       "(top_p below; prompt i with seed --seed + i), against plain sampling on "
                                       "the same engine and transformers' sampled generate (default 0: greedy)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling with --temperature."),
-    seed: int = typer.Option(0, "--seed", help="Base seed of the sampled modes."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Base seed of the sampled modes (default 0; with "
+                                       "--temperature)."),
     transformers_forward: bool = typer.Option(False, "--transformers-forward", help="Run the reference engine on "
                                               "transformers' own forward instead of its fused Llama-family one "
                                               "(to compare; the per-step profile shows the difference)."),
@@ -112,6 +113,9 @@ def engine_bench(
     if top_p < 1.0 and not temperature > 0:
         fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    if seed is not None and not temperature > 0:
+        fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
+             where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")
     if native_kernels and transformers_forward:
         fail("--native-kernels with --transformers-forward: the native kernels run in the engine's own forward",
              where="--native-kernels",
@@ -146,7 +150,7 @@ def engine_bench(
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
                          baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
-                         presets=presets, temperature=temperature, top_p=top_p, seed=seed,
+                         presets=presets, temperature=temperature, top_p=top_p, seed=seed or 0,
                          fast_forward=not transformers_forward, invariant_attention=invariant_attention,
                          native_kernels=native_kernels, device=device)
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
