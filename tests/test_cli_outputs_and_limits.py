@@ -173,3 +173,12 @@ def test_build_says_a_configs_engine_dir_is_not_what_the_bundle_names(tmp_path: 
 def test_engine_bench_seed_without_a_temperature_is_refused(capsys) -> None:
     assert run(["engine-bench", "--specs", "2,2,2", "--seed", "3"]) == 2
     assert "error: --seed 3 without --temperature" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["build", "--models-dir", "/nonexistent-models", "--wng", "2,2,2", "--dry-run"], "--models-dir: "),
+    (["engine-bench", "--no-baselines", "--prompt-lookup-tokens", "5"], "--no-baselines: --prompt-lookup-tokens"),
+])
+def test_a_flag_that_would_not_be_used_is_refused(capsys, argv, said) -> None:
+    assert run(argv) == 2
+    assert said in capsys.readouterr().err

@@ -840,6 +840,9 @@ def _relative_to(path: Path, base: Path) -> Path:
 def _pick_model(options: BuildOptions, model_sec: Any, explicit: set[str], base: Path, src: str,
                 env: Mapping[str, str], embedded_dir: Any) -> tuple[ModelSource, bool]:
     dirs: list[tuple[str, Path]] = []
+    if options.models_dir is not None and not options.models_dir.is_dir():
+        raise BuildError(f"{options.models_dir} is not a folder", where="--models-dir",
+                         hint="the folder that holds model folders by name (e.g. /models for --model Qwen3-8B)")
     if options.models_dir is not None:
         dirs.append(("--models-dir", options.models_dir))
     if model_sec.models_dir is not None:

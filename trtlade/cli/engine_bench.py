@@ -58,8 +58,9 @@ def engine_bench(
     no_profile: bool = typer.Option(False, "--no-profile", help="Skip the per-step time breakdown."),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip transformers generate (greedy) and "
                                       "prompt lookup, the baselines every speedup is reported against."),
-    prompt_lookup_tokens: int = typer.Option(10, "--prompt-lookup-tokens", min=1, help="transformers' "
-                                             "prompt_lookup_num_tokens for the prompt-lookup baseline."),
+    prompt_lookup_tokens: Optional[int] = typer.Option(None, "--prompt-lookup-tokens", min=1, help="transformers' "
+                                                       "prompt_lookup_num_tokens for the prompt-lookup baseline "
+                                                       "(default 10; not with --no-baselines)."),
     preset: Optional[List[str]] = typer.Option(None, "--preset", metavar="fast|trtllm", help="The lookahead "
                                                "modes' preset, repeatable to compare: fast (the serving default: "
                                                "prompt-lookup candidates) or trtllm (TensorRT-LLM's algorithm "
@@ -113,6 +114,9 @@ def engine_bench(
     if top_p < 1.0 and not temperature > 0:
         fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    if no_baselines and prompt_lookup_tokens is not None:
+        fail("--prompt-lookup-tokens sets the prompt-lookup baseline, which --no-baselines skips",
+             where="--no-baselines", hint="drop one of the two")
     if seed is not None and not temperature > 0:
         fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
              where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")
@@ -149,7 +153,7 @@ def engine_bench(
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
-                         baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens,
+                         baselines=not no_baselines, prompt_lookup_tokens=prompt_lookup_tokens or 10,
                          presets=presets, temperature=temperature, top_p=top_p, seed=seed or 0,
                          fast_forward=not transformers_forward, invariant_attention=invariant_attention,
                          native_kernels=native_kernels, device=device)
