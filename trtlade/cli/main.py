@@ -103,6 +103,7 @@ def _refuse_repeated_options(argv: list[str]) -> None:
     import typer.main
 
     command: Any = typer.main.get_command(app)
+    context = command.context_class  # Typer's own Click's, or the package's: the tree's
     args, path = list(argv), ["trtlade"]
     while hasattr(command, "commands"):  # a group: its subcommand is the first argument that is not an option
         name = next((a for a in args if not a.startswith("-")), None)
@@ -110,7 +111,6 @@ def _refuse_repeated_options(argv: list[str]) -> None:
             return
         args = args[args.index(name) + 1:]
         command, path = command.commands[name], [*path, name]
-    context = type(typer.main.get_command(app).make_context("trtlade", [], resilient_parsing=True))
     try:
         _, _, order = command.make_parser(context(command, info_name=path[-1], resilient_parsing=True)).parse_args(
             args=list(args))  # a copy: the parser consumes the list it is given

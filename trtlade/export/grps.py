@@ -224,8 +224,9 @@ def _inferer_args(src: ExportSource, style: str, facts: Optional[TokenizerFacts]
         "enable_kv_cache_reuse": cfg.serve.kv_cache_enable_block_reuse,
         "exclude_input_in_output": True,
         "decoding_mode": None,
-        # serve.max_queue: the executor's queue bound (grps_trtllm src/trtllm_model_instance.cc,
-        # GetExecutorConfigFromParams: the max_queue_size parameter into ExecutorConfig's maxQueueSize)
+        # serve.max_queue: the executor's queue bound (NetEase-Media/grps_trtllm src/trtllm_model_instance.cc,
+        # TrtLlmModelInstance::GetExecutorConfigFromParams: the max_queue_size parameter into ExecutorConfig's
+        # maxQueueSize)
         "max_queue_size": cfg.serve.max_queue,
     })
     if facts is not None and facts.stop_words:

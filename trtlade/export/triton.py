@@ -105,8 +105,10 @@ def _tensorrt_llm(pb: Any, src: ExportSource) -> Any:
     spec, engine = src.config.lookahead.spec, src.engine
     c = pb.ModelConfig(name="tensorrt_llm", backend="tensorrtllm", max_batch_size=engine.max_batch_size)
     c.model_transaction_policy.decoupled = True  # streaming: one response per step
-    # serve.max_queue: the executor's queue bound (ModelInstanceState::getExecutorConfigFromParams reads
-    # dynamic_batching.default_queue_policy.max_queue_size into ExecutorConfig's maxQueueSize)
+    # serve.max_queue: the executor's queue bound (NVIDIA/TensorRT-LLM triton_backend/inflight_batcher_llm/src/
+    # model_instance_state.cc, tensorrtllm_backend's inflight_batcher_llm/src/ before 0.20:
+    # ModelInstanceState::getExecutorConfigFromParams reads dynamic_batching.default_queue_policy.max_queue_size
+    # into ExecutorConfig's maxQueueSize)
     c.dynamic_batching.default_queue_policy.max_queue_size = src.config.serve.max_queue
     In = pb.ModelInput
     c.input.extend([

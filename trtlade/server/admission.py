@@ -617,7 +617,7 @@ def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest
     param = "max_tokens"
     if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None:
         requested, param = body.max_completion_tokens, "max_completion_tokens"
-    if requested == 0 and not (isinstance(body, CompletionRequest) and body.echo):
+    if requested == 0 and isinstance(body, CompletionRequest) and not body.echo:  # chat's fields take >= 1
         raise ApiError.bad_request(
             "max_tokens = 0 generates nothing, which only makes sense with \"echo\": true (the prompt returned, "
             "scored with \"logprobs\": k); send max_tokens >= 1, or add echo", param=param)
