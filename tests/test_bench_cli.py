@@ -156,7 +156,7 @@ def test_an_unreachable_second_server_is_said_before_the_first_is_launched(tmp_p
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0.5"], "--top-p: top_p 0.5 without a temperature"),  # not sent
     (["--base-url", "http://127.0.0.1:9", "--endpoint", ""], "--endpoint: '' is not an endpoint"),  # not the default
     (["--base-url", "http://127.0.0.1:9", "-c", ""], "--max-concurrency: no concurrency level given"),  # nor here
-    (["--modes", "4-1-4"], "ngramSize=1 requires windowSize=1"),
+    (["--modes", "4-1-4"], "ngramSize=1 requires verificationSetSize=0"),
     (["--max-concurrency", "0"], "--max-concurrency: concurrency 0 is below 1"),
     (["--max-concurrency", "1,,2"], "--max-concurrency: an empty level in '1,,2'"),
     (["--metadata", "novalue"], "--metadata: 'novalue' is not key=value"),

@@ -389,7 +389,7 @@ def test_dry_run_works_without_tensorrt_llm_anywhere(tmp_path):
 def test_cli_bad_spec_and_missing_config_exit_cleanly(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(app, ["build", "--model", str(tmp_path), "--wng", "4,1,4", "--dry-run"])
-    assert bad.exit_code == 2 and "ngramSize=1 requires windowSize=1" in bad.stderr
+    assert bad.exit_code == 2 and "ngramSize=1 requires verificationSetSize=0" in bad.stderr
     missing = runner.invoke(app, ["build", "--config", str(tmp_path / "nope.yml"), "--dry-run"])
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
     (tmp_path / "bad.yml").write_text("build: [unclosed\n")

@@ -153,7 +153,7 @@ def test_trtllm_needs_an_engine_dir_and_a_tokenizer(tmp_path, hf_dir):
 
 @pytest.mark.parametrize("args, code, fragment", [
     (["serve", "--engine", "vllm"], 2, "choose one of reference, trtllm"),
-    (["serve", "--spec", "4,1,4"], 2, "ngramSize=1 requires windowSize=1"),
+    (["serve", "--spec", "4,1,4"], 2, "ngramSize=1 requires verificationSetSize=0"),
     (["serve", "--port", "70000"], 2, "between 0 and 65535"),
     (["serve", "--config", "/no/such.yml"], 2, "does not exist"),
     (["serve", "--model", "/no/such/folder"], 2, "no such folder"),

@@ -51,6 +51,10 @@ ILLEGAL = [
     ((4, 2, -1), "verificationSetSize requires >=0", "verification_set_size"),
     ((4, 1, 0), "ngramSize=1 requires windowSize=1", "window_size"),
     ((1, 1, 2), "ngramSize=1 requires verificationSetSize=0", "verification_set_size"),
+    # several rules broken: the first in LookaheadDecodingConfig's constructor order names the refusal
+    ((4, 1, 2), "ngramSize=1 requires verificationSetSize=0", "verification_set_size"),
+    ((1, 1, -1), "ngramSize=1 requires verificationSetSize=0", "verification_set_size"),
+    ((4, 1, -1), "ngramSize=1 requires verificationSetSize=0", "verification_set_size"),
     ((2**31, 2, 2), "SizeType32", "window_size"),
     ((4, 2**31, 4), "SizeType32", "ngram_size"),
     ((4, 2, 2**31), "SizeType32", "verification_set_size"),
@@ -194,7 +198,7 @@ def test_cli_spec_json():
 def test_cli_spec_illegal_exits_1_with_rule_and_no_traceback():
     out = _cli("spec", "4,1,4")
     assert out.returncode == 1
-    assert "ngramSize=1 requires windowSize=1" in out.stderr
+    assert "ngramSize=1 requires verificationSetSize=0" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
 
 

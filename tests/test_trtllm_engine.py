@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -66,10 +67,28 @@ def test_double_request_is_keyword_only_and_needs_max_tokens(tle):
     ((4, 0, 4), "ngramSize requires >= 1"), ((0, 2, 4), "windowSize requires >= 1"),
     ((4, 2, -1), "verificationSetSize requires >=0"), ((4, 1, 0), "ngramSize=1 requires windowSize=1"),
     ((1, 1, 2), "ngramSize=1 requires verificationSetSize=0"),
+    ((4, 1, 2), "ngramSize=1 requires verificationSetSize=0"), ((4, 1, -1), "ngramSize=1 requires verificationSetSize=0"),
 ])
 def test_double_lookahead_config_legality(tle, wng, rule):
     with pytest.raises(RuntimeError, match=rule):
         tle.LookaheadDecodingConfig(*wng)
+
+
+def test_the_spec_names_the_rule_the_double_names_first(tle):
+    """Over every small (W,N,G), legal and not: LookaheadSpec refuses exactly what the double's constructor refuses,
+    naming the same rule (the first broken, in the constructor's order)."""
+    for wng in itertools.product(range(-1, 3), repeat=3):
+        try:
+            tle.LookaheadDecodingConfig(*wng)
+            upstream = None
+        except RuntimeError as exc:
+            upstream = str(exc)
+        try:
+            LookaheadSpec(*wng)
+            ours = None
+        except SpecError as exc:
+            ours = exc.rule
+        assert (ours is None) == (upstream is None) and (ours is None or ours in upstream), (wng, ours, upstream)
 
 
 @pytest.mark.parametrize("wng", [(2**31, 2, 2), (4, 2**31, 4), (4, 2, 2**31)])

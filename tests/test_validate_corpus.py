@@ -31,8 +31,8 @@ EXPECTED: dict[str, tuple[str, str, str, int, int | None, str]] = {
                              "unknown lookahead key 'verification_size'"),
     "request-not-admitted.yml": ("error", "request-not-admitted", "lookahead.request_default", 3, 20,
                                  "window_size 7 > 4"),
-    "request-illegal.yml": ("error", "spec-illegal", "lookahead.request_default.window_size", 4, 18,
-                            "ngramSize=1 requires windowSize=1"),
+    "request-illegal.yml": ("error", "spec-illegal", "lookahead.request_default.verification_set_size", 6, 28,
+                            "ngramSize=1 requires verificationSetSize=0"),  # the first rule in upstream's order
     "missing-lookahead.yml": ("error", "missing-key", "", 1, 1,
                               "missing required key 'lookahead' (or a `speculation` block)"),
     "missing-spec.yml": ("error", "missing-key", "lookahead.spec", 2, 3, "spec: 4,2,4"),

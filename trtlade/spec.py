@@ -113,17 +113,19 @@ class SpecWarning:
 class LookaheadSpec:
     """(W, N, G): window size, n-gram size, verification set size. Immutable and always legal.
 
-    Construction enforces TensorRT-LLM's ``LookaheadDecodingConfig::isLegal`` rules:
+    Construction enforces TensorRT-LLM's ``LookaheadDecodingConfig`` rules in its constructor's order
+    (cpp/tensorrt_llm/executor/decodingConfig.cpp), so a spec that breaks several is refused with the rule
+    TensorRT-LLM names first, e.g. (4, 1, 2) with the third:
 
     ================================  ==========================================
     rule (TensorRT-LLM's message)     example that breaks it
     ================================  ==========================================
     ngramSize requires >= 1           (4, 0, 4)
     windowSize requires >= 1          (0, 2, 4)
-    verificationSetSize requires >=0  (4, 2, -1)
-    ngramSize=1 requires windowSize=1 (4, 1, 0)
-    ngramSize=1 requires              (1, 1, 2)
+    ngramSize=1 requires              (1, 1, 2), (4, 1, 2), (1, 1, -1)
     verificationSetSize=0
+    ngramSize=1 requires windowSize=1 (4, 1, 0)
+    verificationSetSize requires >=0  (4, 2, -1)
     SizeType32 (each size an int32)   (2147483648, 2, 2)
     SizeType32 (decoding tokens, the  (2147483647, 2, 2): max_draft_len
     engine's max_draft_len + 1)       2147483648
@@ -154,19 +156,19 @@ class LookaheadSpec:
         if w < 1:
             raise SpecError(f"window_size is {w}: windowSize requires >= 1", rule="windowSize requires >= 1",
                             field="window_size", hint="use W >= 1")
-        if g < 0:
-            raise SpecError(f"verification_set_size is {g}: verificationSetSize requires >=0",
-                            rule="verificationSetSize requires >=0", field="verification_set_size",
-                            hint="use G >= 0")
-        if n == 1 and w != 1:
-            raise SpecError(f"ngram_size is 1 but window_size is {w}: ngramSize=1 requires windowSize=1",
-                            rule="ngramSize=1 requires windowSize=1", field="window_size",
-                            hint="(1,1,0) is plain autoregressive decoding; for lookahead use N >= 2")
         if n == 1 and g != 0:
             raise SpecError(
                 f"ngram_size is 1 but verification_set_size is {g}: ngramSize=1 requires verificationSetSize=0",
                 rule="ngramSize=1 requires verificationSetSize=0", field="verification_set_size",
                 hint="(1,1,0) is plain autoregressive decoding; for lookahead use N >= 2")
+        if n == 1 and w != 1:
+            raise SpecError(f"ngram_size is 1 but window_size is {w}: ngramSize=1 requires windowSize=1",
+                            rule="ngramSize=1 requires windowSize=1", field="window_size",
+                            hint="(1,1,0) is plain autoregressive decoding; for lookahead use N >= 2")
+        if g < 0:
+            raise SpecError(f"verification_set_size is {g}: verificationSetSize requires >=0",
+                            rule="verificationSetSize requires >=0", field="verification_set_size",
+                            hint="use G >= 0")
         if self.decoding_tokens > SIZE_TYPE32_MAX:
             raise SpecError(f"({w},{n},{g}) makes {self.decoding_tokens} tokens a step (max_draft_len "
                             f"{self.max_draft_len} + 1): a SizeType32 (int32) holds at most {SIZE_TYPE32_MAX}",
