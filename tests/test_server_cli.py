@@ -195,7 +195,7 @@ def test_cli_trtllm_mismatch_refuses_with_validate_configs_message(fake_trtllm, 
     result = runner.invoke(app, ["serve", "--config", str(cfg)])
     assert result.exit_code == 1, result.output
     assert "deploy.yml:4:9: error: lookahead.spec: the engine was built with max_draft_len 39" in result.output
-    assert "16 != 40" in result.output and "Traceback" not in result.output
+    assert "not caught at start" in result.output and "Traceback" not in result.output
     validate = runner.invoke(app, ["validate-config", str(cfg)])
     assert "deploy.yml:4:9" in validate.output and "max_draft_len 39" in validate.output
 

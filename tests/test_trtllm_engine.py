@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import shutil
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -67,7 +69,8 @@ def test_double_request_is_keyword_only_and_needs_max_tokens(tle):
     ((4, 0, 4), "ngramSize requires >= 1"), ((0, 2, 4), "windowSize requires >= 1"),
     ((4, 2, -1), "verificationSetSize requires >=0"), ((4, 1, 0), "ngramSize=1 requires windowSize=1"),
     ((1, 1, 2), "ngramSize=1 requires verificationSetSize=0"),
-    ((4, 1, 2), "ngramSize=1 requires verificationSetSize=0"), ((4, 1, -1), "ngramSize=1 requires verificationSetSize=0"),
+    ((4, 1, 2), "ngramSize=1 requires verificationSetSize=0"),
+    ((4, 1, -1), "ngramSize=1 requires verificationSetSize=0"),
 ])
 def test_double_lookahead_config_legality(tle, wng, rule):
     with pytest.raises(RuntimeError, match=rule):
@@ -176,16 +179,16 @@ def test_double_block_reuse_default_follows_the_version(tle, fake_trtllm, monkey
     assert tle.KvCacheConfig(enable_block_reuse=False)._block_reuse_explicit
 
 
-def test_double_executor_refuses_a_mismatched_spec_like_the_real_one(tle):
-    cfg = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 3, 4))
-    with pytest.raises(RuntimeError, match="Assertion failed: 16 != 40"):
-        tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, cfg)
-    # setupSpeculativeDecodingModule: TLLM_CHECK(maxDraftTokens <= ...), the condition as the message
+def test_double_executor_start_checks_are_the_real_ones(tle):
+    """setupSpeculativeDecodingModule: a larger spec fails TLLM_CHECK(maxDraftTokens <= ...); a smaller one sets the
+    decoder to its own size and starts; no config leaves the default (4,3,4) against the engine's size."""
     too_big = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 7, 7, 7))
     with pytest.raises(RuntimeError, match=r"Assertion failed: maxDraftTokens <= mModelConfig\."):
         tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, too_big)
-    with pytest.raises(RuntimeError, match="bad optional access"):  # no executor lookahead config
-        tle.Executor(ENGINES / "qwen3-8b-424", tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
+    smaller = tle.ExecutorConfig(max_beam_width=1, decoding_config=lookahead_decoding(tle, 4, 3, 4))
+    assert tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, smaller)._spec == (4, 3, 4)
+    with pytest.raises(RuntimeError, match="Assertion failed: 16 != 40"):  # no executor lookahead config
+        tle.Executor(ENGINES / "qwen3-8b-draft39", tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
 
 
 def test_double_plain_engine_overwrites_a_lookahead_mode_with_a_warning(tle):
@@ -197,6 +200,25 @@ def test_double_plain_engine_overwrites_a_lookahead_mode_with_a_warning(tle):
     assert plain._warnings == []
     ex.shutdown()
     plain.shutdown()
+
+
+def test_double_without_a_config_on_the_defaults_size_starts_and_fails_every_request(tle, tmp_path):
+    """An engine of 15 draft tokens is the default (4,3,4)'s size: CpuAlgorithmResources agrees, and then
+    CreateNewDecoderRequests checks the executor's config for every request, its own (w,n,g) or not."""
+    engine = tmp_path / "e15"
+    shutil.copytree(ENGINES / "qwen3-8b-424", engine)
+    config = json.loads((engine / "config.json").read_text())
+    config["build_config"]["max_draft_len"] = 15
+    (engine / "config.json").write_text(json.dumps(config))
+    ex = tle.Executor(engine, tle.ModelType.DECODER_ONLY, tle.ExecutorConfig(max_beam_width=1))
+    ids = [ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True)),
+           ex.enqueue_request(tle.Request([5, 6], max_tokens=4, streaming=True,
+                                          lookahead_config=tle.LookaheadDecodingConfig(2, 2, 2)))]
+    responses = ex.await_responses(timeout=timedelta(milliseconds=10))
+    assert sorted(r.request_id for r in responses) == sorted(ids)
+    assert all(r.has_error() and "Assertion failed: Lookahead decoding config must be provided" in r.error_msg
+               for r in responses)
+    ex.shutdown()
 
 
 def test_double_oversize_request_lookahead_fails_every_active_request(tle):
@@ -254,7 +276,7 @@ def test_config_mismatch_refuses_to_start_with_validate_configs_message(tle, tok
     expected = [d.format_text() for d in check_engine(spec, read_engine_config(ENGINES / "qwen3-8b-draft39"))
                 if d.severity == "error"]
     assert expected and all(text in info.value.message for text in expected)
-    assert "16 != 40" in info.value.message
+    assert "not caught at start" in info.value.message
     assert tle._instances == []  # refused before any executor was built
 
 

@@ -52,11 +52,11 @@ def validate_config(
              "importable (the k8s init gate); off: trtlade's verdict only."),
 ) -> None:
     """Check deployment configs before anything touches a GPU: schema, (W,N,G) legality, request
-    spec vs server spec, and the spec vs the engine's max_draft_len (the 'Assertion failed: 16 != 40'
-    trap), and what the targeted TensorRT-LLM release runs. Accepts trtlade configs, trtllm-serve --config
-    files and Triton llmapi model.yaml files (every key against that release's TorchLlmArgs schema and
-    validators: TensorRT-LLM's verdict at start) and grps_trtllm inference_*.yml files (detected
-    automatically).
+    spec vs server spec, and the spec vs the engine's max_draft_len (equal, or TensorRT-LLM fails or runs
+    what the engine was not built for), and what the targeted TensorRT-LLM release runs. Accepts trtlade
+    configs, trtllm-serve --config files and Triton llmapi model.yaml files (every key against that
+    release's TorchLlmArgs schema and validators: TensorRT-LLM's verdict at start) and grps_trtllm
+    inference_*.yml files (detected automatically).
 
     Exit 0 when valid (warnings allowed), 1 on any error (or warning with --strict), 2 on usage errors.
     """

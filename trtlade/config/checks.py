@@ -6,7 +6,7 @@ Every finding is a located :class:`~trtlade.diagnostics.Diagnostic`. Worked exam
 ``lookahead.spec: 4,3,4`` next to an engine built with ``--max_draft_len 39`` gets::
 
     deploy.yml:3:9: error: lookahead.spec: the engine was built with max_draft_len 39 but
-    lookahead.spec (4,3,4) needs 15: TensorRT-LLM would fail at start with 'Assertion failed: 16 != 40'
+    lookahead.spec (4,3,4) needs 15: TensorRT-LLM's lookahead guide requires the two to be equal ...
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ from trtlade.config.checks import display_path, engine_diagnostics, spec_warning
 from trtlade.config.loader import Loc, YamlDocument
 from trtlade.diagnostics import Diagnostic
 from trtlade.spec import FIELD_ALIASES, FIELDS, LookaheadSpec, SpecError
-from trtlade.trtllm.engine_config import EngineConfigError, read_engine_config, specs_fitting_engine
+from trtlade.trtllm.engine_config import (EngineConfigError, missing_config_consequence, read_engine_config,
+                                         specs_fitting_engine)
 
 __all__ = [
     "GRPS_LOOKAHEAD_KEYS",
@@ -677,14 +678,9 @@ def _check_engine(doc: YamlDocument, model: GrpsModel, override: Path | None) ->
     example = fits[0] if fits else None
     block = (f"lookahead_decoding: {{window_size: {example.window_size}, ngram_size: {example.ngram_size}, "
              f"verification_set_size: {example.verification_set_size}}}" if example else "a lookahead_decoding block")
-    default = LookaheadSpec(4, 3, 4)
-    trap = ("" if engine.max_draft_len == default.max_draft_len else
-            f"; servers that fill in the default ({default}) fail with 'Assertion failed: "
-            f"{default.decoding_tokens} != {engine.max_draft_len + 1}'")
     return [doc.diagnostic(
         "error", f"the engine {engine_dir} was built for lookahead (max_draft_len {engine.max_draft_len}) but this "
-                 "model has no lookahead_decoding block: TensorRT-LLM fails at start with 'Lookahead decoding config "
-                 f"must be provided' ('bad optional access' in older versions){trap}",
+                 f"model has no lookahead_decoding block: {missing_config_consequence(engine.max_draft_len)}",
         loc=model.loc, code="grps-lookahead-missing",
         hint=f"add {block}" + (f" (other specs that fit: {', '.join(f'({s})' for s in fits[1:])})"
                                if len(fits) > 1 else ""))]

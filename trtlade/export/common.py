@@ -89,8 +89,8 @@ def read_source(path: Path, *, root: Optional[Path] = None, tokenizer: Optional[
 
 def _refuse_engine_mismatch(bundle: Bundle, config: TrtladeConfig, engine: EngineConfig, path: Path) -> None:
     """Every export carries the bundle's (W,N,G) to a server that hands it to the engine unchecked (Triton's backend,
-    grps, the pod's `trtlade serve`): a spec the engine was not built for fails there at start ('Assertion failed:
-    8 != 40'), so it is refused here, as `validate-config` refuses it (:func:`check_engine`: the version, the
+    grps, the pod's `trtlade serve`): a spec larger than the engine's fails there at start, a smaller one is not
+    caught, so it is refused here, as `validate-config` refuses it (:func:`check_engine`: the version, the
     decoding mode and max_draft_len against the spec, what in-flight batching needs; not the config's build.*,
     which only `trtlade serve` reads and the pod's init gate checks)."""
     errors = [d for d in check_engine(config.lookahead.spec, engine, None, source=str(bundle.config_file))

@@ -13,8 +13,10 @@ reads (present from 0.13 to 1.2)::
     build_config.kv_cache_type, build_config.plugin_config.*
 
 The one check that matters most: the server's (W,N,G) must give *exactly* the engine's
-``max_draft_len``. (4,3,4) needs 15; on an engine built with 39 TensorRT-LLM dies at start with
-``Assertion failed: 16 != 40`` (tensorrtllm_backend #710)::
+``max_draft_len`` (TensorRT-LLM's examples/lookahead/README.md). (4,3,4) needs 15, the size of TensorRT-LLM's
+default; an executor given no (W,N,G) on an engine built with 39 dies at start with ``Assertion failed: 16 != 40``
+(tensorrtllm_backend #710), one given a larger spec than the engine's with ``Assertion failed: maxDraftTokens <=
+mModelConfig.getMaxDecodingDraftTokens()``, and a smaller one is not caught at start::
 
     >>> from trtlade.spec import LookaheadSpec
     >>> eng = EngineConfig.from_dict({"version": "0.16.0",
@@ -472,6 +474,53 @@ def _check_version(ctx: _Ctx) -> None:
                           hint=f"rebuild and serve with TensorRT-LLM {bug.instead}; trtlade does not refuse it")
 
 
+#: The executor's lookahead config when it is given none: executor.h's kDefaultLookaheadDecoding* sizes, which a
+#: default-constructed LookaheadDecodingConfig (the LookaheadModule's execution config) holds.
+EXECUTOR_DEFAULT_SPEC = LookaheadSpec(4, 3, 4)
+
+
+def draft_len_consequence(spec_draft: int, engine_draft: int) -> str:
+    """What TensorRT-LLM does with an executor (W,N,G) whose draft length is not the engine's. A larger one fails at
+    start (cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp, ``setupSpeculativeDecodingModule``:
+    ``TLLM_CHECK(maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens())``); a smaller one passes that check and
+    sets the decoder to its own size, so nothing refuses it at start, but it is outside the contract
+    examples/lookahead/README.md states (``--max_draft_len == max_draft_len(W, N, G)``).
+
+    >>> print(draft_len_consequence(83, 39))
+    TensorRT-LLM fails at start with 'Assertion failed: maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens()'
+    >>> 'not caught at start' in draft_len_consequence(7, 39)
+    True
+    """
+    if spec_draft > engine_draft:
+        return ("TensorRT-LLM fails at start with 'Assertion failed: maxDraftTokens <= "
+                "mModelConfig.getMaxDecodingDraftTokens()'")
+    return ("TensorRT-LLM's lookahead guide requires the two to be equal (examples/lookahead/README.md); its executor "
+            f"checks only that the draft fits, so the mismatch is not caught at start: the engine, built for "
+            f"{engine_draft + 1} tokens a step, would run with {spec_draft + 1}")
+
+
+def missing_config_consequence(engine_draft: int) -> str:
+    """What TensorRT-LLM does on a lookahead engine when the executor gets no lookahead config: the decoder keeps the
+    engine's size and the default execution config (:data:`EXECUTOR_DEFAULT_SPEC`, 16 tokens a step), and
+    cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp (``CpuAlgorithmResources``) asserts they agree
+    (``"%d != %d"``, the "16 != 40" of tensorrtllm_backend#710). On an engine whose size is the default's it starts,
+    and the decoder step of every request checks the executor's config (createNewDecoderRequests.cpp,
+    ``CreateNewDecoderRequests``). Old releases called ``.value()`` on the empty config (NVIDIA/TensorRT-LLM#2020).
+
+    >>> print(missing_config_consequence(39).split(" (")[0])
+    TensorRT-LLM fails at start with 'Assertion failed: 16 != 40'
+    >>> missing_config_consequence(15)[:43]
+    'TensorRT-LLM starts, and every request fail'
+    """
+    tokens = EXECUTOR_DEFAULT_SPEC.decoding_tokens
+    if engine_draft + 1 != tokens:
+        return (f"TensorRT-LLM fails at start with 'Assertion failed: {tokens} != {engine_draft + 1}' (the default "
+                f"({EXECUTOR_DEFAULT_SPEC}) against the engine's {engine_draft + 1} tokens a step; 'bad optional "
+                "access' in old releases)")
+    return ("TensorRT-LLM starts, and every request fails with 'Lookahead decoding config must be provided' ('bad "
+            "optional access' at start in old releases)")
+
+
 def _build_hint(spec: LookaheadSpec) -> str:
     return (f"rebuild with `trtlade build`, or trtllm-build --speculative_decoding_mode lookahead_decoding "
             f"--max_draft_len {spec.max_draft_len}")
@@ -507,17 +556,15 @@ def _check_mode_and_draft_len(ctx: _Ctx) -> None:
             ctx.on_config("error", "engine-max-draft-len", ctx.spec_path,
                           f"the engine was built for lookahead with max_draft_len {engine.max_draft_len} but "
                           f"{ctx.spec_label} needs 0 (it turns lookahead off): the executor must be given a "
-                          "(W,N,G) with "
-                          f"max_draft_len exactly {engine.max_draft_len}, or TensorRT-LLM fails at start "
-                          "('Lookahead decoding config must be provided', 'bad optional access' in old "
-                          "versions, or an 'Assertion failed: N != M' on tokens per step)",
+                          f"(W,N,G) with max_draft_len exactly {engine.max_draft_len} (examples/lookahead/README.md); "
+                          f"given none, {missing_config_consequence(engine.max_draft_len)}",
                           hint=f"{fit_text}; to decode autoregressively by default keep such a spec and set "
                                "lookahead.request_default: 1,1,0, or serve an engine built without lookahead")
             return
         ctx.on_config("error", "engine-max-draft-len", ctx.spec_path,
                       f"the engine was built with max_draft_len {engine.max_draft_len} but {ctx.spec_label} "
-                      f"needs {spec.max_draft_len}: TensorRT-LLM would fail at start with "
-                      f"'Assertion failed: {spec.decoding_tokens} != {engine.max_draft_len + 1}'",
+                      f"needs {spec.max_draft_len}: "
+                      f"{draft_len_consequence(spec.max_draft_len, engine.max_draft_len)}",
                       hint=f"{fit_text}; or {_build_hint(spec)}")
 
 

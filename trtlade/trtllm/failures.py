@@ -48,15 +48,16 @@ KNOWN_FAILURES: tuple[KnownFailure, ...] = (
         "from trtlade is a bug: please report it"),
     KnownFailure(
         "draft-len-mismatch", r"Assertion failed: (\d+) != (\d+)[^\n]*lookaheadDecodingLayer",
-        "the executor's (W,N,G) asks for a different number of decoding tokens per step than the engine "
-        "was built for (LookaheadDecodingLayer asserts tokens per step = the engine's max_draft_len + 1)",
-        "make the config's lookahead.spec give the engine's max_draft_len (`trtlade spec W,N,G` prints "
-        "it; `trtlade validate-config` checks config against engine), or rebuild the engine with "
+        "the decoder's lookahead config gives a different number of tokens per step than its size "
+        "(LookaheadDecodingLayer's CpuAlgorithmResources); an executor given no lookahead config falls back to "
+        "the default (4,3,4), 16 tokens a step, against the engine's max_draft_len + 1",
+        "give the executor the (W,N,G) the engine was built for (lookahead.spec; `trtlade spec W,N,G` prints its "
+        "max_draft_len, `trtlade validate-config` checks config against engine), or rebuild the engine with "
         "--max_draft_len of the spec"),
     KnownFailure(
         "lookahead-config-missing", r"Lookahead decoding config must be provided|bad optional access",
         "the engine was built for lookahead but the executor got no LookaheadDecodingConfig "
-        "(0.16 reports it as 'bad optional access', NVIDIA/TensorRT-LLM#2020)",
+        "(old releases report it as 'bad optional access', NVIDIA/TensorRT-LLM#2020)",
         "set lookahead.spec in the config to the (W,N,G) the engine was built for"),
     KnownFailure(
         "draft-len-too-large", r"maxDraftTokens <= mModelConfig\.getMaxDecodingDraftTokens",

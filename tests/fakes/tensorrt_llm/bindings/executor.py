@@ -768,23 +768,27 @@ class Executor:
         #: TLLM_LOG_WARNING lines the real executor would print at construction (test hook).
         self._warnings: list[str] = []
         self._lookahead = bool(engine_mode & 8)
+        self._config_missing = False
         if self._lookahead:
             # mirrors: cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp,
-            # TrtGptModelInflightBatching::setupSpeculativeDecodingModule. Without an executor lookahead
-            # config: up to some release between 0.16 and 1.0 it calls .value() on the empty optional
-            # ("bad optional access", std::bad_optional_access, NVIDIA/TensorRT-LLM#2020); later releases skip
-            # the module here and fail each request in createNewDecoderRequests.cpp
-            # (CreateNewDecoderRequests, "Lookahead decoding config must be provided"). The double raises
-            # the older form at construction (the release that changed it was not pinned down).
+            # TrtGptModelInflightBatching::setupSpeculativeDecodingModule (0.17 to 1.2; tensorrtllm_backend#710 shows
+            # 0.17): with an executor lookahead config, TLLM_CHECK(maxDraftTokens <= getMaxDecodingDraftTokens()),
+            # then the module (and so the decoder) is set to the config's size. Without one, nothing is set: the
+            # decoder keeps the engine's size and the module's default-constructed execution config (4,3,4).
+            # Releases before a guard on the optional (NVIDIA/TensorRT-LLM#2020) raised "bad optional access" here.
+            self._config_missing = la is None
             if la is None:
-                raise RuntimeError("bad optional access")
-            tokens, _, draft, _ = la.calculate_speculative_resource()
-            # same function: TLLM_CHECK(maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens())
-            _assert(draft <= engine_draft, "maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens()")
+                la = LookaheadDecodingConfig(4, 3, 4)
+            else:
+                _, _, draft, _ = la.calculate_speculative_resource()
+                _assert(draft <= engine_draft, "maxDraftTokens <= mModelConfig.getMaxDecodingDraftTokens()")
+                engine_draft = draft
             # mirrors: cpp/tensorrt_llm/layers/lookaheadDecodingLayer.cpp,
-            # LookaheadDecodingLayer::CpuAlgorithmResources::CpuAlgorithmResources (line 55 at 0.16.0, 56 at
-            # 0.17): TLLM_CHECK_WITH_INFO(maxTokensPerStep == decodingTokens, "%d != %d")
+            # LookaheadDecodingLayer::CpuAlgorithmResources::CpuAlgorithmResources (line 55 at 0.16.0, 56 at 0.17):
+            # TLLM_CHECK_WITH_INFO(maxTokensPerStep == decodingTokens, "%d != %d"), the execution config's tokens a
+            # step against the decoder's; with a config given they are the same number, so only a missing one fails
             # ("Assertion failed: 16 != 40", triton-inference-server/tensorrtllm_backend#710)
+            tokens = la.calculate_speculative_resource()[0]
             _assert(tokens == engine_draft + 1, f"{tokens} != {engine_draft + 1}")
         elif decoding.decoding_mode is not None and decoding.decoding_mode.isLookahead():
             # mirrors: trtGptModelInflightBatching.cpp, getDecodingMode (anonymous namespace), every release
@@ -861,6 +865,10 @@ class Executor:
                                 f"({len(request.input_token_ids)}) exceeds maximum input length "
                                 f"({self._max_input_len}). Set log level to info and check TRTGptModel logs for "
                                 "how maximum input length is set")
+            elif self._lookahead and self._config_missing:
+                # mirrors: cpp/tensorrt_llm/batch_manager/createNewDecoderRequests.cpp, CreateNewDecoderRequests:
+                # on a lookahead model each decoder setup checks the executor's config, whatever the request holds
+                active.poison = f"{_PREFIX}Assertion failed: Lookahead decoding config must be provided"
             elif la is not None:
                 active.poison = self._setup_error(spec)
             self._active[rid] = active
