@@ -233,15 +233,40 @@ def test_fake_builder_refuses_what_the_real_one_refuses(tmp_path, args, fragment
 
 
 def test_fake_builder_grows_nothing_without_speculation(tmp_path):
-    """builder.py, build(): max_seq_len and max_num_tokens change only with a speculative decoding mode; and
-    --gather_context_logits with a draft length is accepted (no upstream refusal)."""
+    """builder.py, build(): max_seq_len and max_num_tokens grow only with a speculative decoding mode; the draft length
+    is kept as given (BuildConfig takes it unchanged)."""
     ckpt = fake_checkpoint(tmp_path)
     proc = run_fake_build(tmp_path, "--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "e"),
-                          "--max_batch_size", "64", "--max_seq_len", "4096", "--max_num_tokens", "32",
-                          "--max_draft_len", "7", "--gather_context_logits")
+                          "--max_batch_size", "64", "--max_seq_len", "4096", "--max_num_tokens", "128",
+                          "--max_draft_len", "7")
     assert proc.returncode == 0, proc.stderr
     b = json.loads((tmp_path / "e" / "config.json").read_text())["build_config"]
-    assert (b["max_seq_len"], b["max_num_tokens"], b["gather_context_logits"]) == (4096, 32, True)
+    assert (b["max_seq_len"], b["max_num_tokens"], b["max_draft_len"], b["speculative_decoding_mode"]) == \
+        (4096, 128, 7, 1)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--max_batch_size", "1", "--max_seq_len", "4096"], 4096),                  # 8192 > 4096 x 1: lowered
+    (["--max_batch_size", "2", "--max_seq_len", "4096"], 8192),                  # = the cap: kept
+    (["--max_batch_size", "1", "--max_seq_len", "100", "--max_num_tokens", "16"], 64),  # below tokens_per_block
+    # lowered first (to 4096), then raised by the speculative growth to max_batch_size x (draft + 1) where larger
+    (["--max_batch_size", "1", "--max_seq_len", "4096", "--speculative_decoding_mode", "lookahead_decoding",
+      "--max_draft_len", "7"], 4096),
+])
+def test_fake_builder_bounds_max_num_tokens_like_check_max_num_tokens(tmp_path, flags, expected):
+    """tensorrt_llm/_common.py, check_max_num_tokens, run by builder.py's _init_max_seq_len on every build."""
+    ckpt = fake_checkpoint(tmp_path)
+    proc = run_fake_build(tmp_path, "--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "e"), *flags)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "e" / "config.json").read_text())["build_config"]["max_num_tokens"] == expected
+
+
+def test_fake_builder_refuses_context_logits_with_a_draft_length(tmp_path):
+    """commands/build.py, main(): with any draft length, speculative mode or not."""
+    ckpt = fake_checkpoint(tmp_path)
+    proc = run_fake_build(tmp_path, "--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "e"),
+                          "--max_draft_len", "7", "--gather_context_logits")
+    assert proc.returncode != 0 and "Gather context logits is not support with draft len > 0" in proc.stderr
 
 
 def test_fake_builder_checks_the_checkpoint(tmp_path):

@@ -124,6 +124,26 @@ def test_engine_limits_as_the_builder_changed_them(tmp_path, fake_trtllm_build):
     assert limits["origin"]["max_num_tokens"] == "--max-num-tokens"
 
 
+def test_a_small_engine_gets_trtllm_builds_default_as_it_lowers_it(tmp_path, fake_trtllm_build):
+    """One sequence of 4096 tokens: trtllm-build lowers its default max_num_tokens 8192 to 4096
+    (check_max_num_tokens); the plan says so, the built engine passes the check against its config, and a
+    max_num_tokens given above that cap is refused instead of lowered."""
+    out, hf = tmp_path / "b", model(tmp_path, "llama")
+    res = build("--model", str(hf), "--wng", "4,2,4", "--max-batch-size", "1",
+                "--max-input-len", "2048", "--max-seq-len", "4096", "--output", str(out))
+    assert res.exit_code == 0, res.output
+    limits = manifest(out)["limits"]
+    assert limits["requested"]["max_num_tokens"] == 4096 == limits["engine"]["max_num_tokens"]
+    assert "lowered to max_seq_len x max_batch_size" in limits["origin"]["max_num_tokens"]
+    assert not has_errors(engine_check(out))
+    refused = build("--model", str(hf), "--wng", "4,2,4", "--max-batch-size", "1",
+                    "--max-input-len", "2048", "--max-seq-len", "4096", "--max-num-tokens", "8192",
+                    "--output", str(tmp_path / "c"))
+    assert refused.exit_code == 2 and "--max-num-tokens" in refused.stderr
+    assert "max_num_tokens 8192 is above max_seq_len 4096 x max_batch_size 1 = 4096" in refused.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_deployment_config_and_extra_options(tmp_path, fake_trtllm_build):
     hf = model(tmp_path, "qwen2", "Qwen2-7B")
     cfg = tmp_path / "deploy.yml"

@@ -111,16 +111,26 @@ class Limits:
         return {"max_batch_size": self.max_batch_size, "max_input_len": self.max_input_len,
                 "max_seq_len": self.max_seq_len, "max_num_tokens": self.max_num_tokens}
 
+    @property
+    def token_cap(self) -> int:
+        """max_seq_len * max_batch_size: trtllm-build lowers a larger max_num_tokens to it (tensorrt_llm/_common.py,
+        ``check_max_num_tokens``, run before the speculative growth)."""
+        return self.max_seq_len * self.max_batch_size
+
     def as_built(self, max_draft_len: int) -> dict[str, int]:
-        """What trtllm-build makes of them: max_seq_len grows by max_draft_len, max_num_tokens is
-        raised to at least max_batch_size * (max_draft_len + 1).
+        """What trtllm-build makes of them: max_num_tokens lowered to :attr:`token_cap`, then max_seq_len grows by
+        max_draft_len and max_num_tokens is raised to at least max_batch_size * (max_draft_len + 1)
+        (tensorrt_llm/builder.py, ``build()``).
 
         >>> Limits(64, 2048, 4096, 256).as_built(7)
         {'max_batch_size': 64, 'max_input_len': 2048, 'max_seq_len': 4103, 'max_num_tokens': 512}
+        >>> Limits(1, 2048, 4096, 8192).as_built(7)["max_num_tokens"]
+        4096
         """
+        tokens = min(self.max_num_tokens, self.token_cap)
         return {"max_batch_size": self.max_batch_size, "max_input_len": self.max_input_len,
                 "max_seq_len": self.max_seq_len + max_draft_len,
-                "max_num_tokens": max(self.max_num_tokens, self.max_batch_size * (max_draft_len + 1))}
+                "max_num_tokens": max(tokens, self.max_batch_size * (max_draft_len + 1))}
 
 
 @dataclass(frozen=True)
@@ -437,7 +447,7 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     dtype = info.torch_dtype if dtype_req == "auto" and info.torch_dtype is not None else dtype_req
     tp = pick("tp_size", "--tp-size", options.tp_size, cfg.build, "build", 1)
     pp = pick("pp_size", "--pp-size", options.pp_size, cfg.build, "build", 1)
-    limits = _pick_limits(options, cfg.build, pick)
+    limits = _pick_limits(options, cfg.build, pick, backend)
     explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
     _check_limits(limits, spec, origin, info, notes, backend)
 
@@ -596,8 +606,10 @@ def _check_backend(options: BuildOptions, backend: Backend, spec: LookaheadSpec,
                  "and later: --speculation ngram|sa|auto")
 
 
-def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker) -> Limits:
-    """The engine's limits; max_seq_len defaults to max_input_len + the default output length."""
+def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker, backend: Backend) -> Limits:
+    """The engine's limits; max_seq_len defaults to max_input_len + the default output length, max_num_tokens to
+    trtllm-build's default, lowered as trtllm-build lowers it (:attr:`Limits.token_cap`) for an engine; a given
+    max_num_tokens above that cap is refused rather than lowered."""
     mbs = pick("max_batch_size", "--max-batch-size", options.max_batch_size, build_sec, "build",
                build_sec.max_batch_size)
     mil = pick("max_input_len", "--max-input-len", options.max_input_len, build_sec, "build", build_sec.max_input_len)
@@ -609,6 +621,15 @@ def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker) -> Limits
     if mnt is None:
         mnt = DEFAULT_MAX_NUM_TOKENS
         pick.origin["max_num_tokens"] = "default (trtllm-build's)"
+        if backend == "trtllm" and mnt > msl * mbs:
+            mnt = msl * mbs
+            pick.origin["max_num_tokens"] = (f"default (trtllm-build's {DEFAULT_MAX_NUM_TOKENS}, lowered to "
+                                             "max_seq_len x max_batch_size)")
+    elif backend == "trtllm" and mnt > msl * mbs:
+        raise BuildError(f"max_num_tokens {mnt} is above max_seq_len {msl} x max_batch_size {mbs} = {msl * mbs}: "
+                         f"trtllm-build would lower it to {msl * mbs} (check_max_num_tokens)",
+                         where=pick.origin["max_num_tokens"],
+                         hint=f"set max_num_tokens to at most {msl * mbs}, or raise max_seq_len or max_batch_size")
     return Limits(mbs, mil, msl, mnt)
 
 

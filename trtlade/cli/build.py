@@ -236,8 +236,8 @@ def register(app: typer.Typer) -> None:
                                                   help="Prompt + output; the builder adds max_draft_len. Default "
                                                        "max_input_len + 2048."),
         max_num_tokens: Optional[int] = typer.Option(None, "--max-num-tokens", min=1, max=SIZE_TYPE32_MAX,
-                                                     help="Default 8192; the builder raises it to "
-                                                          "max_batch_size*(max_draft_len+1)."),
+                                                     help="Default 8192, at most max_seq_len*max_batch_size; "
+                                                          "the builder raises it to max_batch_size*(max_draft_len+1)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="The bundle folder. Default: "
                                               "build.output_dir, else ./<model>-lookahead-W-N-G (the reference "
                                               "engine: <model>-reference-W-N-G; --speculation: "

@@ -192,7 +192,9 @@ class BuildSection(_Section):
         None, ge=1, le=SIZE_TYPE32_MAX, description="trtllm-build --max_seq_len (prompt + output); the builder adds "
         "max_draft_len to it. Default: max_input_len + 2048.")
     max_num_tokens: Optional[int] = Field(
-        None, ge=1, le=SIZE_TYPE32_MAX, description="trtllm-build --max_num_tokens; the builder raises it to at least "
+        None, ge=1, le=SIZE_TYPE32_MAX, description="trtllm-build --max_num_tokens (default 8192, "
+        "lowered to max_seq_len * max_batch_size where that is less; a larger value is refused); the builder "
+        "raises it to at least "
         "max_batch_size * (max_draft_len + 1).")
     tp_size: int = Field(1, ge=1, le=64, description="Tensor parallelism (set at checkpoint conversion).")
     pp_size: int = Field(1, ge=1, le=64, description="Pipeline parallelism (set at checkpoint conversion).")
