@@ -3,6 +3,8 @@ drafter, against the test double of ``tensorrt_llm.llmapi`` (tests/fakes/tensorr
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from fake_engine import client_for, make_tiny_tokenizer, metric_value, run, sse_events
@@ -228,6 +230,22 @@ def test_trtlade_checks_the_drafter_with_upstreams_rules_before_tensorrt_llm_sta
                                                             "global_pool_size": 2}))
     assert "global_pool_size >= 4" in info.value.hint
     assert llmapi._instances == []
+
+
+def test_options_without_max_batch_size_get_upstreams_default_of_2048(llmapi, model_dir):
+    """TorchLlmArgs' max_batch_size defaults to 2048: a hand-written file without it is checked (SA's global pool) and
+    bounded (the sequences a request may ask for) as TensorRT-LLM runs it, not as a batch of 8."""
+    from trtlade.trtllm.engine import TrtllmStartError
+    from trtlade.trtllm.llm_engine import TrtllmLlmEngine
+
+    with pytest.raises(TrtllmStartError, match="global_pool_size .100. must be >= max_batch_size .2048."):
+        TrtllmLlmEngine.start(launch(model_dir, speculation={**SA, "enable_global_pool": True,
+                                                            "global_pool_size": 100}, max_batch_size=None))
+    engine = TrtllmLlmEngine.start(launch(model_dir, max_batch_size=None))
+    try:
+        assert engine.info.limits.max_sequences >= 2048
+    finally:
+        asyncio.run(engine.aclose())
 
 
 def test_upstreams_refusal_of_the_arguments_names_validate_config(llmapi, model_dir):

@@ -48,6 +48,11 @@ class Rule:
         return self.releases is None or version.startswith(self.releases)
 
 
+#: TorchLlmArgs' default max_batch_size (tensorrt_llm/llmapi/llm_args.py, BaseLlmArgs.max_batch_size), what a file
+#: that leaves the key out (or sets it null) runs with
+DEFAULT_MAX_BATCH_SIZE = 2048
+
+
 @dataclass(frozen=True)
 class Context:
     """What a rule may read besides its own block: the whole file and the table's release."""
@@ -55,7 +60,7 @@ class Context:
     data: dict
     version: str
     label: str
-    max_batch_size: int = 2048  #: TorchLlmArgs' default max_batch_size
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     enums: Optional[dict] = None  #: the table's enums (name -> {"members": ...})
 
 

@@ -48,6 +48,7 @@ from trtlade.drafting.config import DraftConfig, DraftConfigError
 from trtlade.spec import AUTOREGRESSIVE
 from trtlade.trtllm.compat import import_tensorrt_llm
 from trtlade.trtllm.engine import TrtllmStartError, step_output
+from trtlade.trtllm.llm_args_rules import DEFAULT_MAX_BATCH_SIZE
 from trtlade.trtllm.releases import release_for
 
 __all__ = ["LlmLaunch", "TrtllmLlmEngine", "llm_kwargs", "PYTORCH_SCHEDULING"]
@@ -119,7 +120,7 @@ class TrtllmLlmEngine:
         self._launch = launch
         self._version = version
         options = launch.options
-        self._max_batch = int(options.get("max_batch_size", 8))
+        self._max_batch = int(options.get("max_batch_size") or DEFAULT_MAX_BATCH_SIZE)
         max_seq_len = int(options.get("max_seq_len", 4096))
         longest = prompt_limit(launch.max_prompt_tokens, max_seq_len - 1, log)
         block = launch.speculation
@@ -177,7 +178,8 @@ class TrtllmLlmEngine:
         if block is None:
             return
         try:
-            config = DraftConfig.parse(block, max_batch_size=int(launch.options.get("max_batch_size", 8)),
+            config = DraftConfig.parse(block, max_batch_size=int(launch.options.get("max_batch_size")
+                                                                 or DEFAULT_MAX_BATCH_SIZE),
                                        ignored_ok=True)
         except DraftConfigError as exc:
             raise TrtllmStartError(f"speculative_config.{exc.field}: {exc.message}", exc.hint) from None
