@@ -133,6 +133,8 @@ def test_without_a_drafter_every_step_is_one_token_and_usage_has_no_speculation(
     ("speculation", {"decoding_type": "NGram", "max_draft_len": 2}, "speculation", None),
     ("repetition_penalty", 1.2, "repetition_penalty", SA),
     ("presence_penalty", 0.5, "presence_penalty", SA),
+    ("min_p", 0.05, "min_p", {**SA, "enable_penalty": True}),
+    ("min_tokens", 2, "min_tokens", {**SA, "enable_penalty": True}),
 ])
 def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi, model_dir, field, value, param,
                                                                            drafter):

@@ -26,8 +26,9 @@ step, its new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/resu
 (``GenerationResult.abort``). The drafter is the server's: a request's ``lookahead`` or ``speculation`` field is
 a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). With SA, a one-model drafter, penalties
 need the block's ``enable_penalty`` (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``,
-``SpecSampler.validate_request``: without it upstream fails such a request at admission, from 1.3); trtlade refuses
-them first, naming the field. NGram and AUTO sample with ``TorchSampler``, which applies penalties: no flag needed.
+``SpecSampler.validate_request``: without it upstream fails such a request at admission, from 1.3), and ``min_p`` and
+``min_tokens`` are refused there in any case; trtlade refuses them first, naming the field. NGram and AUTO sample
+with ``TorchSampler``, which applies penalties: no flag needed.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ PYTORCH_SCHEDULING = ("in-flight batching by TensorRT-LLM's PyTorch backend (LLM
                       "wait, more get 429")
 _CONFIG_CLASSES = {"NGram": "NGramDecodingConfig", "SA": "SADecodingConfig", "AUTO": "AutoDecodingConfig"}
 _PENALTIES = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0}
+#: What a one-model drafter's sampler cannot apply, by request field: tensorrt_llm/_torch/speculative/
+#: spec_sampler_base.py, ``SpecSampler.validate_request`` ("min_p is not supported with one-model speculative decoding";
+#: min_length too in later copies, whose docstring says such a value was silently dropped before)
+_ONE_MODEL_REFUSED = {"min_p": "min_p", "min_tokens": "min_tokens (its min_length)"}
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,8 @@ class TrtllmLlmEngine:
         block = launch.speculation
         self._config = DraftConfig.parse(block, max_batch_size=self._max_batch, ignored_ok=True) if block else None
         # SA drafts inside the model's own step (one-model) and its sampler admits penalties only with enable_penalty
-        self._penalties = block is None or block.get("decoding_type") != "SA" or bool(block.get("enable_penalty"))
+        self._one_model = block is not None and block.get("decoding_type") == "SA"
+        self._penalties = not self._one_model or bool(block.get("enable_penalty"))
         self.info = EngineInfo(
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
             default_request_spec=AUTOREGRESSIVE,
@@ -199,6 +205,12 @@ class TrtllmLlmEngine:
             raise RequestRejected("TensorRT-LLM's PyTorch backend drafts with the server's speculative_config: a "
                                   "request cannot choose its own", param="speculation" if request.speculation
                                   else "lookahead")
+        if self._one_model:
+            for name in _ONE_MODEL_REFUSED:
+                if getattr(request, name):
+                    raise RequestRejected(f"{name}: the server drafts with SA, and TensorRT-LLM's one-model sampler "
+                                          f"cannot apply {_ONE_MODEL_REFUSED[name]} (it rejects such a request, or in "
+                                          "older releases drops it)", param=name)
         if not self._penalties:
             for name, neutral in _PENALTIES.items():
                 if getattr(request, name) != neutral:
