@@ -246,9 +246,10 @@ class LLM:
         if isinstance(kwargs.get("kv_cache_config"), dict):  # mirrors: pydantic validates a mapping into the model
             kwargs["kv_cache_config"] = KvCacheConfig(**kwargs["kv_cache_config"])
         pool = getattr(spec, "global_pool_size", None)
-        if pool is not None and pool < kwargs.get("max_batch_size", 2048):
-            # mirrors: TorchLlmArgs.validate_speculative_config (paraphrased)
-            raise ValueError(f"global_pool_size ({pool}) must be >= max_batch_size")
+        batch = kwargs.get("max_batch_size") or 2048  # an explicit null is the field's default again
+        if pool is not None and pool < batch:
+            # mirrors: tensorrt_llm/llmapi/llm_args.py, TorchLlmArgs.validate_speculative_config
+            raise ValueError(f"global_pool_size ({pool}) must be >= max_batch_size ({batch})")
         self.model, self.tokenizer, self._kwargs = model, tokenizer, kwargs
         self._requests: list[tuple[list[int], SamplingParams]] = []
         self._shut = False
