@@ -180,11 +180,27 @@ def test_requests_refused_before_they_ran_do_not_renew_a_tenants_copy():
 
 def test_an_open_metrics_scraper_reads_the_tenants_view_with_several_keys_and_live_with_one():
     several = _metrics_app(2, THREE, metrics_without_key=True)
-    first, second = _prompt_tokens(several, [("send", ALICE), ("read", None), ("send", BOB), ("read", None)])
-    assert first == 0 and second > 0  # alice's request alone is not shown; with bob's, their sum is
+    first, second = _prompt_tokens(several, [("send", ALICE), ("read", None), ("send", BOB), ("send", ALICE),
+                                             ("send", BOB), ("read", None)])
+    assert first == 0 and second > 0  # alice's request alone is not shown; two beside either's two are
     one = _metrics_app(2, f"ops {OPS} admin\n", metrics_without_key=True)
     (live,) = _prompt_tokens(one, [("send", OPS), ("read", None)])
-    assert live == second / 2  # one key: the operator opened it to a scraper, which reads it live
+    assert live == second / 4  # one key: the operator opened it to a scraper, which reads it live
+
+
+def test_with_an_open_scraper_no_key_can_pad_or_difference_its_way_to_one_request_of_another():
+    """metrics_without_key with several keys: bob pads with three of his own and reads the open copy after one of
+    alice's (his requests are not the scraper's own), or reads his key's copy and the open one, renewed at
+    different moments. Both once read alice's request alone; now every reader gets one copy, renewed only over
+    min_others requests beside any one identity's."""
+    app = _metrics_app(3, THREE, metrics_without_key=True)
+    padded = [("read", None), ("send", BOB), ("send", BOB), ("send", BOB), ("send", ALICE), ("read", None),
+              ("read", BOB)]
+    before, open_after, bob_after = _prompt_tokens(app, padded)
+    assert before == open_after == bob_after == 0  # bob's padding renews nothing: one copy, the same for both
+    more = [("send", ALICE), ("send", ALICE), ("read", None), ("read", BOB)]
+    open_now, bob_now = _prompt_tokens(app, more)
+    assert open_now == bob_now > 0  # alice's three beside bob's three: renewed, the same copy for every reader
 
 
 # ------------------------------------------------------------------------------------------ the identity behind
@@ -376,3 +392,39 @@ def test_one_request_may_bring_the_batch_plus_the_queue(prompts, status):
     if status == 400:
         assert reply.json()["error"]["code"] == "too_many_sequences" and "max_batch_size plus serve.max_queue" in \
             reply.json()["error"]["message"]
+
+
+def test_a_failed_shared_step_tells_each_request_nothing_of_the_others():
+    """The exception of a step that ran several requests may carry any of their tokens: it stays in the log, and
+    each request gets the same plain 500 (an error no rule expected tells a client only that)."""
+    from fake_engine import client_for
+    from models import tiny_engine
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+    from trtlade.server.app import create_app
+
+    engine = tiny_engine("llama", (1, 1, 0))
+    new_batch = engine.new_batch
+
+    def failing_batch(**kwargs):
+        batch = new_batch(**kwargs)
+        step = batch.step
+
+        def step_or_fail(*args, **kw):
+            if len(batch) >= 2:
+                raise RuntimeError("no room for tokens [77, 89, 12] of /srv/secret")
+            return step(*args, **kw)
+        batch.step = step_or_fail
+        return batch
+    engine.new_batch = failing_batch
+    app = create_app(lambda: ReferenceServingEngine(engine, max_batch_size=4))
+
+    async def go():
+        async with client_for(app) as c:
+            one = {"prompt": "alpha beta gamma", "max_tokens": 8, "ignore_eos": True}
+            return await asyncio.gather(c.post("/v1/completions", json=one), c.post("/v1/completions", json=one))
+
+    replies = asyncio.run(go())
+    assert [r.status_code for r in replies] == [500, 500]
+    for r in replies:
+        message = r.json()["error"]["message"]
+        assert "failed (RuntimeError)" in message and "77" not in message and "secret" not in message

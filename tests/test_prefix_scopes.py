@@ -301,3 +301,13 @@ def test_a_hash_inside_a_key_is_the_keys_and_a_swapped_line_shows_no_key():
     with pytest.raises(KeysFileError) as err:  # NAME and KEY swapped: the key would be shown as a name
         KeyRing.parse(f"{ALICE} alice\n", "keys.txt")
     assert ALICE not in str(err.value) and err.value.where == "keys.txt:1"
+
+
+def test_settings_with_keys_scope_the_prefix_cache_by_identity_unless_told_otherwise():
+    """A program that calls create_app with keys gets what `trtlade serve` chooses: each tenant's own blocks."""
+    from trtlade.server.context import ServerSettings
+
+    ring = KeyRing.parse(KEYS, "keys.txt")
+    assert ServerSettings(keys=ring).prefix_cache_scope == "identity"
+    assert ServerSettings().prefix_cache_scope == "global"
+    assert ServerSettings(keys=ring, prefix_cache_scope="global").prefix_cache_scope == "global"

@@ -350,9 +350,13 @@ class ReferenceServingEngine:
         try:
             self._batch.step(on_chunk=self._deliver)
         except Exception as exc:  # noqa: BLE001 - a failed step fails the requests in it, not the server
-            log.exception("reference engine step failed")
+            log.exception("reference engine step failed (%d requests in it)", len(self._jobs))
+            # the exception's text may hold any request's tokens or the server's paths: it stays in the log, as an
+            # internal error's does; each request in the step gets the same plain account
+            failure = EngineFailure(f"the decode step this request ran in, with {len(self._jobs) - 1} others, failed "
+                                    f"({type(exc).__name__}); the server's log has the reason")
             for job in self._jobs.values():
-                job.handle.finish(EngineFailure(f"{type(exc).__name__}: {exc}"))
+                job.handle.finish(failure)
             self._jobs.clear()
             self._batch = self._engine.new_batch(**self._limits)
             self._count()

@@ -68,7 +68,8 @@ class ServerSettings:
     """HTTP-level settings. ``api_key``: required Bearer token (None: no auth); ``keys``: the server's
     identities (a keys file, with ``api_key`` as ``default``; None: only ``api_key``, if any).
     ``prefix_cache_scope``: whose cached prompt blocks a request may reuse (``identity``, ``salt``,
-    ``global``: :class:`~trtlade.contract.protocol.CacheScope`). ``manifest``: the
+    ``global``: :class:`~trtlade.contract.protocol.CacheScope`; None, the default: ``identity`` with keys, as
+    ``trtlade serve`` chooses, else ``global``). ``manifest``: the
     bundle's trtlade-manifest.json, shown by /version. ``keepalive_s``: SSE comment interval while a
     streamed request waits. ``access_log``: one log line per request (:mod:`trtlade.server.access_log`);
     ``access_log_probes``: health checks and metrics scrapes too. ``http_stack``: the event loop and
@@ -78,7 +79,7 @@ class ServerSettings:
 
     api_key: Optional[str] = None
     keys: Optional[KeyRing] = None
-    prefix_cache_scope: str = "global"
+    prefix_cache_scope: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
     keepalive_s: float = 15.0
     manifest: Optional[dict[str, Any]] = None
@@ -92,6 +93,10 @@ class ServerSettings:
     metrics_min_others: int = 4
     #: each identity's share, enforced here for an engine that keeps none of its own (:mod:`trtlade.server.share`)
     share: Optional[FairShare] = None
+
+    def __post_init__(self) -> None:
+        if self.prefix_cache_scope is None:  # with keys, each tenant's own unless the caller says otherwise
+            object.__setattr__(self, "prefix_cache_scope", "identity" if self.keys is not None else "global")
 
 
 @dataclass
@@ -194,7 +199,8 @@ class ServerContext:
     @functools.cached_property
     def tenant_view(self) -> TenantView:
         """The metrics as a tenant may read them (:mod:`trtlade.server.metrics_view`)."""
-        return TenantView(self.metrics.render, self.settings.metrics_min_others)
+        return TenantView(self.metrics.render, self.settings.metrics_min_others,
+                          shared=self.settings.metrics_without_key)
 
     def metrics_text(self, request: Request) -> tuple[bytes, bool]:
         """GET /metrics and whether it is live: live without keys, for the one key, or for an admin key among

@@ -9,8 +9,8 @@ ended since the reader's copy was taken. A counter moves when a request arrives 
 (its tokens) or when it ends (its steps, its latency): each of those ``min_others`` requests moved every kind
 of counter in between, so any change a reader can see between two reads sums the work of ``min_others`` or
 more requests that are not its own, and no single request of another tenant can be read from it (a request
-in flight when the copy was taken, or still in flight at the next, only adds to that sum). A reader without a
-key counts every request without a valid key as its own.
+in flight when the copy was taken, or still in flight at the next, only adds to that sum). Two identities that
+work together defeat it: one sends the padding, the other reads.
 
 Worked example (``min_others=2``; identities ``a`` and ``b``; ``a`` reads)::
 
@@ -38,6 +38,20 @@ read alone)::
     >>> end = view.begin("c"); calls.append(1); end()
     >>> view.read("a")                    # one request of c arrived and ended since a's copy: not renewed
     b'v3'
+
+Where a reader without a key is let in (``shared``), every key can read that copy beside its own, and two copies
+renewed at different moments differ by what ran in between: one request of a third tenant, or a tenant's own
+padding and one other request. So then every reader but an admin reads one copy, renewed when the requests since
+it, less those of any one identity (the requests without a valid key are one), number ``min_others``::
+
+    >>> renders = []
+    >>> shared = TenantView(render=lambda: b"s%d" % len(renders), min_others=2, shared=True)
+    >>> for who in ("b", "b", "b", "c"):
+    ...     shared.begin(who)(); renders.append(1)
+    >>> shared.read(OPEN_READER) == shared.read("b") == b"s0"    # b's three and c's one: c's alone, not renewed
+    True
+    >>> shared.begin(None)(); shared.read("b")                  # b's three and two others: renewed, for everyone
+    b's4'
 """
 
 from __future__ import annotations
@@ -51,6 +65,8 @@ __all__ = ["TenantView", "OPEN_READER"]
 
 #: the reader of ``/metrics`` without a key (``serve.metrics_without_key``): it owns the requests without one
 OPEN_READER: Optional[str] = None
+#: the holder of the one copy every reader gets in shared mode
+_SHARED = object()
 
 
 @dataclass
@@ -65,11 +81,12 @@ class _Copy:
 class TenantView:
     """Per reader, the last copy of the metrics it was given and the requests since (see the module doc)."""
 
-    def __init__(self, render: Callable[[], bytes], min_others: int) -> None:
+    def __init__(self, render: Callable[[], bytes], min_others: int, shared: bool = False) -> None:
         if min_others < 1:
             raise ValueError(f"min_others must be >= 1, got {min_others}")
         self._render = render
         self.min_others = int(min_others)
+        self.shared = shared
         self._lock = threading.Lock()
         self._arrivals = 0  # requests begun so far: each one's number is its place in that order
         self._start = _Copy(render())
@@ -106,11 +123,13 @@ class TenantView:
     def read(self, reader: Optional[str]) -> bytes:
         """The metrics as ``reader`` may see them now: its copy, renewed if enough others' requests ran."""
         with self._lock:
-            copy = self._copies.get(reader)
+            holder = _SHARED if self.shared else reader
+            copy = self._copies.get(holder)
             if copy is None:
                 start = self._start
-                copy = self._copies[reader] = _Copy(start.text, start.taken, collections.Counter(start.since))
-            others = sum(copy.since.values()) - copy.since.get(reader, 0)
+                copy = self._copies[holder] = _Copy(start.text, start.taken, collections.Counter(start.since))
+            own = max(copy.since.values(), default=0) if self.shared else copy.since.get(reader, 0)
+            others = sum(copy.since.values()) - own
             if others >= self.min_others:
                 copy.text = self._render()
                 copy.taken = self._arrivals
