@@ -828,6 +828,12 @@ def test_a_pipe_is_read_as_a_dataset_and_refused_as_a_config(tmp_path: Path) -> 
         os.close(read)
 
 
+def test_a_device_is_refused_as_a_dataset_not_read_without_end() -> None:
+    """/dev/zero was read as a pipe until the memory ran out: only a pipe (a FIFO) or a regular file is read."""
+    with pytest.raises(DatasetError, match="not a regular file"):
+        load_dataset("/dev/zero")
+
+
 def test_a_prompt_suite_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
 

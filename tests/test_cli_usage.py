@@ -56,3 +56,24 @@ def test_an_abort_is_said_and_an_unexpected_error_is_not_hidden_behind_another(m
     assert done.value.code == 1 and capsys.readouterr().err.startswith("error: aborted")
     with pytest.raises(RuntimeError, match="a bug"):  # itself, not an AttributeError raised while handling it
         cli.main(["bug"])
+
+
+def test_a_path_under_a_folder_the_user_cannot_enter_is_an_error_not_a_traceback(monkeypatch, capsys, tmp_path):
+    """Python 3.11's Path.exists() raises PermissionError there (a mode-500 folder of another user): every command
+    that checks a path says so, exit 2. (The suite runs as root, so the refusal is simulated where it is raised.)"""
+    import pathlib
+
+    locked = tmp_path / "locked"
+    real = pathlib.Path.stat
+
+    def stat(self, *args, **kwargs):
+        if str(self).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "stat", stat)
+    for argv in (["validate-config", str(locked / "x.yml")], ["config", "show", str(locked / "x.yml")],
+                 ["build", "--wng", "4,2,4", "--backend", "reference", "--output", str(locked / "b"), "--dry-run"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and "permission denied" in err and "Traceback" not in err, (argv, err)

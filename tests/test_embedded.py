@@ -231,3 +231,12 @@ def test_smollm2_bf16_lookahead_and_sampling_are_bit_exact():
         for seq_id, chunk in batch.step():
             got[seq_id].extend(chunk.tokens)
     assert all(got[i] == want for i, want in ids_of.items())
+
+
+def test_a_gguf_file_cut_short_is_an_error_that_says_so(tmp_path):
+    """An interrupted download: transformers' reader raised struct.error, which escaped as a traceback."""
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(find_embedded_gguf().read_bytes()[:1_000_000])
+    with pytest.raises(EmbeddedModelError) as info:
+        embedded.convert_gguf(embedded.EmbeddedSource(cut, cut.stat().st_size, "x"), tmp_path / "out")
+    assert "1,000,000 bytes" in str(info.value) and "interrupted download" in info.value.hint

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import Any, Optional
@@ -54,6 +55,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
+#: the most a pipe is read for (a file has its own size): a stream without end would fill the memory
+MAX_PIPE_BYTES = 1 << 30
+
+
 class UserFileError(TrtladeError, ValueError):
     """A file a user named that cannot be read as text: ``message``, ``hint`` and ``where`` (``file:line:column`` of
     the first byte that is not UTF-8, else the file), for the caller's own error type."""
@@ -77,11 +82,17 @@ def read_user_text(path: Path, *, pipe: bool = False) -> str:
     d.jsonl:2:16 | not UTF-8 text: byte 0xe9 at line 2, column 16
     """
     path = Path(path)
-    if not path.is_file() and not (pipe and path.exists() and not path.is_dir()):
+    fifo = pipe and path.exists() and stat.S_ISFIFO(path.stat().st_mode)
+    if not path.is_file() and not fifo:  # a device (/dev/zero, a terminal) would be read without end
         raise UserFileError("not a regular file" if path.exists() else "no such file",
-                            "give the path of a file", str(path))
+                            "give the path of a file" + (" (or a pipe: <(zcat d.jsonl.gz))" if pipe else ""),
+                            str(path))
     try:
-        blob = path.read_bytes()
+        with path.open("rb") as fh:
+            blob = fh.read(MAX_PIPE_BYTES + 1) if fifo else fh.read()
+        if len(blob) > MAX_PIPE_BYTES and fifo:
+            raise UserFileError(f"the pipe gave more than {MAX_PIPE_BYTES >> 30} GiB", "write it to a file first",
+                                str(path))
     except OSError as exc:
         raise UserFileError(f"cannot read it: {exc.strerror or exc}", "check the path and its permissions",
                             str(path)) from None

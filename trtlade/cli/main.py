@@ -93,6 +93,9 @@ def main(argv: Optional[list[str]] = None) -> None:
         _exit(exc.format_message(), "", exc.exit_code)
     except typer.Abort:
         _exit("aborted", "", 1)
+    except PermissionError as exc:  # a path under a folder the user cannot enter: Path.exists() raises it there
+        _exit(f"{exc.filename or 'a file'}: permission denied", "run as a user who may read (and, for an output, "
+              "write) that path and every folder above it, or choose another path", EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else 0)
 
 

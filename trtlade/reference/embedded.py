@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,11 +206,14 @@ def convert_gguf(source: EmbeddedSource, out_dir: Path, name: str = EMBEDDED_MOD
         raise EmbeddedModelError(
             f"cannot read {source.gguf_path}: {exc}; the conversion needs the packages 'gguf' and "
             f"'accelerate' (in trtlade's source folder: pip install -e '.[reference]')") from exc
-    except (ValueError, KeyError, OSError) as exc:  # an architecture or quantisation transformers cannot read
+    except (ValueError, KeyError, OSError, struct.error) as exc:  # an architecture or quantisation transformers
+        # cannot read, or a file cut short (an interrupted download: its tensors end past the file's end)
         raise EmbeddedModelError(
-            f"transformers cannot read the GGUF file {source.gguf_path}: {exc}",
-            hint="transformers reads the GGUF architectures in transformers.integrations.ggml."
-                 "GGUF_CONFIG_MAPPING; convert other models to a Hugging Face folder and pass that") from exc
+            f"transformers cannot read the GGUF file {source.gguf_path} ({source.gguf_path.stat().st_size:,} "
+            f"bytes): {type(exc).__name__}: {exc}",
+            hint="a file cut short (an interrupted download) fails so: fetch it again; otherwise transformers reads "
+                 "the GGUF architectures in transformers.integrations.ggml.GGUF_CONFIG_MAPPING: convert other models "
+                 "to a Hugging Face folder and pass that") from exc
     # A GGUF-loaded model carries a quantizer; save_pretrained refuses it. The weights are already
     # dequantised to fp32, so the folder is a plain HF checkpoint.
     model.hf_quantizer = None
