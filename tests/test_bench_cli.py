@@ -77,6 +77,18 @@ def test_bench_end_to_end_with_failures(server: tuple[str, Script], tmp_path: Pa
         (run_dir / "summary.md").read_text()
 
 
+def test_a_model_the_server_does_not_list_is_refused_before_any_request(server: tuple[str, Script],
+                                                                        tmp_path: Path) -> None:
+    """Every request would be a 404, and the run end with 'every measured request failed' naming neither."""
+    url, _ = server
+    result = invoke("bench", "--base-url", url + "/v1", "-c", "1", "-n", "1", "--max-tokens", "2", "--model",
+                    "bogus", "--result-dir", str(tmp_path / "r"))
+    assert result.exit_code == 2
+    assert "--model: the server at" in result.stderr and "serves no model 'bogus'" in result.stderr
+    assert "--model scripted-model" in result.stderr
+    assert not [p for p in (tmp_path / "r").glob("*/per_request.jsonl")]  # nothing was sent
+
+
 def test_the_default_against_the_best_fixed_mode_is_printed(server: tuple[str, Script], tmp_path: Path) -> None:
     url, _ = server
     result = invoke("bench", "--base-url", url, "-c", "1", "-n", "2", "--max-tokens", "4", "--num-warmups", "0",
@@ -164,6 +176,7 @@ def test_an_unreachable_second_server_is_said_before_the_first_is_launched(tmp_p
     (["--labels", "x,y"], "--labels names the two servers"),
     (["--dataset", "no-such-set"], "no dataset 'no-such-set'"),
     (["--launch", "a.yml", "--base-url", "http://h"], "--launch and --base-url both name the server"),
+    (["--launch", "a.yml", "--config", "b.yml"], "--launch and --config name different files"),
 ])
 def test_user_errors_exit_2_without_traceback(args: list[str], message: str) -> None:
     """A flag's value the command cannot use is a usage mistake: exit 2, as Click's own checks exit."""

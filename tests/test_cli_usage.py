@@ -17,6 +17,8 @@ from trtlade.cli.main import main
     (["spec"], "error: Missing argument 'W,N,G'.", "hint: see `trtlade spec -h`"),
     (["tune", "--repeats", "x"], "error: Invalid value for '--repeats'", "hint: see `trtlade tune -h`"),
     (["no-such-command"], "error: No such command 'no-such-command'.", "hint: see `trtlade -h`"),
+    (["tune", "--timeout", "inf"], "error: Invalid value for '--timeout': Input should be less than or equal to "
+     "86400 (got 'inf')", "hint: see `trtlade tune -h`"),                      # a request bounded by nothing
 ])
 def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error, hint):
     with pytest.raises(SystemExit) as done:

@@ -137,6 +137,12 @@ def _level_line(s: "LevelSummary") -> str:
 
 
 # ----------------------------------------------------------------------------- preflight
+def _listed_models(listing: Any) -> list[str]:
+    """The model ids of a GET /v1/models answer (none where it could not be read)."""
+    data = listing.get("data") if isinstance(listing, dict) else None
+    return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
+
+
 async def preflight_servers(targets: list["Target"], model: Optional[str], timeout: float, first: int = 0) -> None:
     """Reach every server: the model (first of /v1/models unless --model) and /version info. ``first``: the index of
     ``targets[0]`` among the run's servers (1: the --base-url-b one alone)."""
@@ -157,6 +163,11 @@ async def preflight_servers(targets: list["Target"], model: Optional[str], timeo
                     fail(f"cannot list the server's models: {exc}", where=where,
                          hint="pass --model NAME (the model name the server expects)", code=EXIT_INVALID)
                 listing = None
+            listed = _listed_models(listing)
+            if model is not None and listed and model not in listed:
+                fail(f"the server at {target.base_url} serves no model {model!r} (GET /v1/models lists "
+                     f"{', '.join(map(repr, listed))}): every request would be a 404", where="--model",
+                     hint=f"--model {listed[0]}, or leave --model out to use the first listed")
             if model is not None:
                 target.model = model
             else:
@@ -228,7 +239,7 @@ def bench(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Sent as Authorization: Bearer (default: the "
                                           "variable the config's serve.api_key_env names, when set; else "
                                           "$OPENAI_API_KEY)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Bound on one request in "
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=86400, help="Bound on one request in "
                                             "seconds (default 600)."),
     launch: Optional[Path] = typer.Option(None, "--launch", help="Start `trtlade serve --config CONFIG` on a "
                                           "free loopback port, bench it, stop it. Defaults come from its bench "
@@ -248,8 +259,8 @@ def bench(
                                     parse_concurrency, parse_endpoint, parse_metadata, parse_modes)
 
     if launch is not None and config is not None and launch.resolve() != config.resolve():
-        fail("--launch and --config name different files", hint="--launch CONFIG already reads CONFIG's "
-             "bench defaults; drop --config")
+        fail("--launch and --config name different files", code=EXIT_USAGE, hint="--launch CONFIG already reads "
+             "CONFIG's bench defaults; drop --config")
     if launch is not None and base_url is not None:
         fail("--launch and --base-url both name the server", code=EXIT_USAGE,
              hint="--launch starts its own server; drop one")

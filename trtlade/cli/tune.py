@@ -154,8 +154,9 @@ def tune(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Sent as Authorization: Bearer (default: the "
                                           "variable the config's serve.api_key_env names, when set; else "
                                           "$OPENAI_API_KEY)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Bound on one request, seconds "
-                                            "(default: the config's bench.timeout_s, 600)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=86400,
+                                            help="Bound on one request, seconds (default: the config's "
+                                                 "bench.timeout_s, 600)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the heatmap PNG."),
     prefix_cache: Optional[str] = typer.Option(
         None, "--prefix-cache", help="clear (default): empty the server's prefix cache before every series, so no "

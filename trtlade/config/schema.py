@@ -470,7 +470,8 @@ class BenchSection(_Section):
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature sent with every request (> 0: "
                                "each prompt also gets its own seed, seed + its index, the same in every mode).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling sent with temperature > 0.")
-    timeout_s: float = Field(600.0, gt=0, description="Bound on one request (connect to last byte), seconds.")
+    timeout_s: float = Field(600.0, gt=0, le=86400, allow_inf_nan=False,
+                             description="Bound on one request (connect to last byte), seconds (at most a day).")
     prefix_cache: Literal["clear", "keep"] = Field(
         "clear", description="clear: empty each server's prefix cache before every series (POST "
         "/admin/prefix-cache/clear), so that modes compare on equal terms; keep: leave it. The report gives the "
