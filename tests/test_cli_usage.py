@@ -3,9 +3,13 @@ missing argument) reads as every trtlade error: ``error:`` and ``hint:`` on stde
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trtlade.cli.main import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 @pytest.mark.parametrize("argv,error,hint", [
@@ -33,6 +37,16 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["spec", "4,2,4"], 0, "out", "window_size (W)"),
     (["spec", "4,0,4"], 1, "err", "error: "),  # trtlade's own refusal keeps its code
     ([], 2, "out", "Usage: trtlade"),  # no command: the help, as before
+    # a flag's value or a missing argument: 2 on every command
+    (["export", "grps", "/no/such/bundle", "-o", "/tmp/x.yml"], 2, "err", "/no/such/bundle: no such bundle folder"),
+    (["export", "k8s", "/no/such/bundle", "-o", "/tmp/k"], 2, "err", "no such bundle folder or config file"),
+    (["serve", "--api-key", "short", "--port", "0"], 2, "err", "at least 16 are needed"),
+    (["serve", "--prefix-cache-scope", "identity", "--port", "0"], 2, "err", "error: --prefix-cache-scope: "),
+    (["validate-config", str(CONFIGS / "smollm2-cpu.yml"), "--trtllm-version", "0.1.0"], 2, "err", "older than 0.16"),
+    (["serve", "--config", "/tmp"], 2, "err", "is a folder, not a file"),
+    (["build", "--config", "/tmp", "--dry-run"], 2, "err", "is a folder, not a file"),
+    (["bench", "--config", "/tmp"], 2, "err", "is a folder, not a file"),
+    (["tune", "--config", "/tmp"], 2, "err", "is a folder, not a file"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):
     with pytest.raises(SystemExit) as done:

@@ -268,7 +268,8 @@ def bench(
         fail("--launch-timeout bounds the start of the server --launch starts; without --launch there is none",
              where="--launch-timeout", hint="drop --launch-timeout, or start the server with --launch CONFIG")
     cfg_path = launch if launch is not None else config
-    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
+    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
+                 file=True)
     section, loaded = load_bench_defaults(cfg_path)
 
     try:

@@ -71,6 +71,8 @@ def _load_config_file(path: Path) -> Any:
 
     if not path.exists():
         fail(f"{path} does not exist", where="--config", hint="pass a trtlade YAML config", code=2)
+    if path.is_dir():
+        fail(f"{path} is a folder, not a file", where="--config", hint="pass a trtlade YAML config", code=2)
     try:
         doc = read_yaml(path)
     except ConfigLoadError as exc:

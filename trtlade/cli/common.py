@@ -56,10 +56,13 @@ def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:
         fail(f"{path} exists", where=where, code=EXIT_USAGE, hint="give a new path, or add --force to replace it")
 
 
-def require_path(path: Optional[Path], *, where: str, hint: str) -> None:
-    """A file or folder the user named that does not exist is a usage mistake: exit 2 naming it."""
+def require_path(path: Optional[Path], *, where: str, hint: str, file: bool = False) -> None:
+    """A file or folder the user named that does not exist, or a folder where a file (``file``) is wanted, is a
+    usage mistake: exit 2 naming it."""
     if path is not None and not path.exists():
         fail(f"{where} {str(path)!r} does not exist", where=where, code=EXIT_USAGE, hint=hint)
+    if file and path is not None and path.is_dir():
+        fail(f"{where} {str(path)!r} is a folder, not a file", where=where, code=EXIT_USAGE, hint=hint)
 
 
 def parse_spec_option(value: str, *, option: str = "--spec") -> LookaheadSpec:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from trtlade.cli.common import err_console, fail
+from trtlade.cli.common import EXIT_USAGE, err_console, fail
 
 #: --force of the exports that write a folder
 FORCE_HELP = "Replace an --out folder an earlier export wrote (nothing else: not a bundle, nor a folder of yours)."
@@ -65,6 +65,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")
 
 
+def _require_source(path: Path, what: str = "bundle folder") -> None:
+    """The export's source must exist: a missing argument is a usage mistake (exit 2), as on every command."""
+    if not path.exists():
+        fail(f"{path}: no such {what}", code=EXIT_USAGE,
+             hint="give the folder `trtlade build` wrote" + (" or a trtlade config file" if "config" in what else ""))
+
+
 def _absolute_on_the_server(**paths: Optional[Path]) -> None:
     """``--tokenizer`` and ``--bundle-path`` name folders on the serving machine: an empty one read as ``.``, and a
     relative one is resolved from the server's working directory, which the export cannot know: refused."""
@@ -81,6 +88,7 @@ def _export(bundle: Path, bundle_path: Optional[Path], tokenizer: Optional[Path]
     reason and hint. Returns the source (for the success line)."""
     from trtlade.export.common import ExportError, read_source
 
+    _require_source(bundle)
     _absolute_on_the_server(tokenizer=tokenizer, bundle_path=bundle_path)
     if model_dir is not None and not (model_dir / "config.json").is_file():
         fail(f"--model-dir {model_dir} has no config.json", where="--model-dir",
@@ -152,6 +160,7 @@ def _triton_llmapi(bundle: Path, out: Path, tokenizer: Optional[Path], bundle_pa
     from trtlade.export.common import CONTAINER_NOTE, ExportError, serve_not_carried, write_tree
     from trtlade.export.llmapi import llmapi_repository, model_py_source, read_pytorch_source
 
+    _require_source(bundle)
     _absolute_on_the_server(tokenizer=tokenizer)
     if bundle_path is not None:
         fail("--bundle-path does not apply to a PyTorch-backend bundle: Triton loads the checkpoint, not the bundle",
@@ -214,6 +223,7 @@ def k8s(
     from trtlade.export.common import ExportError, read_source, write_tree
     from trtlade.export.k8s import K8sOptions, check_k8s_values, config_data, manifests, pod_config_text
 
+    _require_source(source, "bundle folder or config file")
     if hpa_max_replicas is not None and hpa_max_replicas < replicas:
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")

@@ -174,7 +174,8 @@ def tune(
         fail("--launch and --config name different files", code=EXIT_USAGE,
              hint="drop --config: --launch CONFIG reads CONFIG")
     cfg_path = launch if launch is not None else config
-    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file")
+    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
+                 file=True)
     section, loaded = load_bench_defaults(cfg_path)
     try:
         levels = parse_concurrency(max_concurrency if max_concurrency is not None

@@ -69,13 +69,18 @@ def validate_config(
                                                        "no such directory"))
         hints.append("--engine-dir takes a TensorRT-LLM engine directory (its config.json is enough)")
     if trtllm_version is not None:
-        from trtlade.trtllm.compat import parse_version
+        from trtlade.trtllm.compat import MIN_VERSION, parse_version
 
         try:
-            parse_version(trtllm_version)
+            target = parse_version(trtllm_version)
         except ValueError:
             usage.append(f"--trtllm-version {trtllm_version!r}: not a TensorRT-LLM release")
             hints.append("--trtllm-version takes a release as TensorRT-LLM writes it, e.g. 1.2.1 or 1.3.0rc21")
+        else:
+            if (target.major, target.minor) < MIN_VERSION:  # the flag's value, whatever the files hold
+                usage.append(f"--trtllm-version {trtllm_version}: older than {'.'.join(map(str, MIN_VERSION))}, "
+                             "the oldest release trtlade supports")
+                hints.append("target 0.16 or later (Lookahead engines up to 1.2, NGram / SA on 1.3 and later)")
     if upstream not in ("auto", "require", "off"):
         usage.append(f"--upstream {upstream!r}: one of auto, require, off")
         hints.append("--upstream: auto (TensorRT-LLM's own check where it is importable), require (an error where it "

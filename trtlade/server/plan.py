@@ -123,6 +123,8 @@ def _load_file(path: Path) -> Any:
 
     if not path.exists():
         raise PlanError(f"config file {path} does not exist", "check the path given to --config", usage=True)
+    if path.is_dir():
+        raise PlanError(f"--config {path} is a folder, not a file", "give the trtlade config file", usage=True)
     try:
         return load_config(path)
     except ConfigLoadError as exc:
@@ -286,8 +288,8 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
         keys_path, keys_source = keys_file_path(configured, flags.api_keys_file, env)
     except KeysFileError as exc:
         raise PlanError(exc.message, exc.hint, where=exc.where) from None
-    keys, key_warnings = _keys(keys_path, api_key, keys_source)
-    scope = _scope(config, keys)
+    keys, key_warnings = _keys(keys_path, api_key, keys_source, flag_key=flags.api_key is not None)
+    scope = _scope(config, keys, flag=flags.prefix_cache_scope is not None)
     manifest = None
     if bundle is not None:
         try:
@@ -352,7 +354,7 @@ def _api_key(flag: Optional[str], env_name: Optional[str], env: Mapping[str, str
     return value
 
 
-def _keys(path: Optional[Path], api_key: Optional[str], source: str = "--api-keys-file"
+def _keys(path: Optional[Path], api_key: Optional[str], source: str = "--api-keys-file", flag_key: bool = False
           ) -> tuple[Optional[KeyRing], list[str]]:
     """The identities: the keys file's, plus the single API key as ``default`` (PlanError naming the line, and where
     the file's path came from: ``source``, e.g. ``$TRTLADE_API_KEYS_FILE``, which a user may not know is set)."""
@@ -365,7 +367,9 @@ def _keys(path: Optional[Path], api_key: Optional[str], source: str = "--api-key
         return ring.with_key(api_key), warnings
     except KeysFileError as exc:
         named = f"{exc.where} (from {source})" if path is not None and exc.where == str(path) else exc.where
-        raise PlanError(exc.message, exc.hint, where=named) from None
+        # a short --api-key is that flag's value: a usage mistake, as any flag's
+        raise PlanError(exc.message, exc.hint, where=named,
+                        usage=flag_key and str(exc.where).startswith("--api-key ")) from None
 
 
 def _check_shared_drafter(config: TrtladeConfig, keys: Optional[KeyRing]) -> None:
@@ -386,7 +390,7 @@ def _check_shared_drafter(config: TrtladeConfig, keys: Optional[KeyRing]) -> Non
                         where=f"speculation.{shared}")
 
 
-def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
+def _scope(config: TrtladeConfig, keys: Optional[KeyRing], flag: bool = False) -> str:
     """``serve.prefix_cache_scope``, or its default: ``identity`` with keys, ``global`` without (on the trtllm
     engine, ``global`` unless one is asked for). Refused where it cannot hold: ``identity`` without keys (every caller
     would be one identity), and a scope narrower than global on the trtllm engine with KV block reuse (TensorRT-LLM
@@ -407,5 +411,5 @@ def _scope(config: TrtladeConfig, keys: Optional[KeyRing]) -> str:
         raise PlanError("serve.prefix_cache_scope identity needs API keys: without them every caller is the same "
                         "identity", "give a keys file (--api-keys-file, serve.api_keys_file, $TRTLADE_API_KEYS_FILE) "
                         "or an API key, or use prefix_cache_scope global (one tenant) or salt",
-                        where="serve.prefix_cache_scope")
+                        where="--prefix-cache-scope" if flag else "serve.prefix_cache_scope", usage=flag)
     return scope
