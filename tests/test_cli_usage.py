@@ -47,6 +47,12 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["build", "--config", "/tmp", "--dry-run"], 2, "err", "is a folder, not a file"),
     (["bench", "--config", "/tmp"], 2, "err", "is a folder, not a file"),
     (["tune", "--config", "/tmp"], 2, "err", "is a folder, not a file"),
+    # a flag that would change nothing in the combination given
+    (["serve", "--no-access-log", "--access-log-probes", "--port", "0"], 2, "err", "which --no-access-log turns off"),
+    (["validate-config", str(CONFIGS), "-q", "--format", "json"], 2, "err", "--quiet shortens the text output"),
+    (["report", "compare", "/tmp/a", "/tmp/b", "--force"], 2, "err", "no --output is given"),
+    (["export", "k8s", str(CONFIGS / "smollm2-cpu.yml"), "-o", "/tmp/k", "--queue-target", "9"], 2, "err",
+     "no autoscaler without --hpa-max-replicas"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):
     with pytest.raises(SystemExit) as done:

@@ -535,6 +535,9 @@ def report_compare(
 ) -> None:
     from trtlade.bench.report import ReportError, compare_runs, load_run
 
+    if force and output is None:
+        fail("--force replaces the --output file, and no --output is given", where="--force", code=EXIT_USAGE,
+             hint="add --output FILE, or drop --force")
     if output is not None:  # before reading the runs: a mistyped path must not replace a run's own files
         refuse_overwrite(output, where="--output", force=force)
         if output.is_dir() or not output.parent.is_dir():

@@ -197,7 +197,8 @@ def k8s(
     replicas: int = typer.Option(1, "--replicas", min=1, help="Replicas of the same engine."),
     hpa_max_replicas: Optional[int] = typer.Option(None, "--hpa-max-replicas", min=1, help="Also write a "
                                                    "HorizontalPodAutoscaler on queue depth, up to this many."),
-    queue_target: int = typer.Option(4, "--queue-target", min=1, help="Queued requests per pod the HPA aims at."),
+    queue_target: Optional[int] = typer.Option(None, "--queue-target", min=1, help="Queued requests per pod the HPA "
+                                               "aims at (with --hpa-max-replicas; default 4)."),
     model_subpath: Optional[str] = typer.Option(None, "--model-subpath", help="PyTorch-backend bundles: the "
                                                 "checkpoint's folder inside the claim, mounted at /model (default: "
                                                 "the name of the bundle config's model.path)."),
@@ -224,6 +225,10 @@ def k8s(
     from trtlade.export.k8s import K8sOptions, check_k8s_values, config_data, manifests, pod_config_text
 
     _require_source(source, "bundle folder or config file")
+    if queue_target is not None and hpa_max_replicas is None:
+        fail("--queue-target sets the autoscaler's aim, and there is no autoscaler without --hpa-max-replicas",
+             where="--queue-target", hint="add --hpa-max-replicas N, or drop --queue-target")
+    queue_target = 4 if queue_target is None else queue_target
     if hpa_max_replicas is not None and hpa_max_replicas < replicas:
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")

@@ -104,6 +104,9 @@ def register(app: typer.Typer) -> None:
             fail(f"--api-keys-file {api_keys_file}: " + ("a folder, not a file" if api_keys_file.is_dir()
                                                          else "no such file"), code=EXIT_USAGE,
                  hint="one key per line: NAME KEY [admin]")
+        if access_log_probes and not access_log:
+            fail("--access-log-probes logs health checks and scrapes in the access log, which --no-access-log turns "
+                 "off", where="--access-log-probes", code=EXIT_USAGE, hint="drop one of the two")
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
                            api_key=api_key, api_keys_file=api_keys_file, prefix_cache_scope=prefix_cache_scope,

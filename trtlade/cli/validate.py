@@ -85,6 +85,9 @@ def validate_config(
         usage.append(f"--upstream {upstream!r}: one of auto, require, off")
         hints.append("--upstream: auto (TensorRT-LLM's own check where it is importable), require (an error where it "
                      "is not), off (trtlade's verdict only)")
+    if quiet and output_format is not OutputFormat.text:
+        usage.append(f"--quiet shortens the text output; --format {output_format.value} prints every finding")
+        hints.append("drop --quiet, or filter the JSON (jq) or annotations yourself")
     if usage:
         fail("; ".join(usage), hint="; ".join(hints), code=EXIT_USAGE)
     reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version, upstream=upstream)
