@@ -99,3 +99,13 @@ def test_a_path_under_a_folder_the_user_cannot_enter_is_an_error_not_a_traceback
             main(argv)
         err = capsys.readouterr().err
         assert done.value.code == 2 and "permission denied" in err and "Traceback" not in err, (argv, err)
+
+
+def test_an_output_that_is_a_link_to_nothing_is_not_written_through(capsys, tmp_path):
+    """Path.exists() follows the link and says False: the file would appear wherever it points."""
+    link = tmp_path / "schema.json"
+    link.symlink_to(tmp_path / "elsewhere" / "x.json")
+    with pytest.raises(SystemExit) as done:
+        main(["config", "schema", "-o", str(link)])
+    assert done.value.code == 2 and "a link to" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere").exists()

@@ -51,9 +51,11 @@ def api_key_for(given: Optional[str], loaded: Any) -> Optional[str]:
 
 def refuse_overwrite(path: Path, *, where: str, force: bool) -> None:
     """An output file the user named that already exists is replaced only with ``--force`` (exit 2 otherwise): a
-    mistyped path must not turn a config or a report into something else."""
-    if path.exists() and not path.is_dir() and not force:
-        fail(f"{path} exists", where=where, code=EXIT_USAGE, hint="give a new path, or add --force to replace it")
+    mistyped path must not turn a config or a report into something else; a link, even one to nothing, is there too
+    (writing through it would create a file wherever it points)."""
+    if (path.is_symlink() or path.exists() and not path.is_dir()) and not force:
+        fail(f"{path} exists" + (f" (a link to {path.readlink()})" if path.is_symlink() else ""), where=where,
+             code=EXIT_USAGE, hint="give a new path, or add --force to replace it")
 
 
 def require_path(path: Optional[Path], *, where: str, hint: str, file: bool = False) -> None:
