@@ -733,7 +733,7 @@ def test_parse_modes() -> None:
     modes = parse_modes(["ar,lookahead", "7x7x7", "default"])
     assert [m.name for m in modes] == ["ar", "lookahead", "7-7-7", "default"]
     assert [m.payload() for m in modes] == [{"w": 1, "n": 1, "g": 0}, None, {"w": 7, "n": 7, "g": 7}, None]
-    for bad, match in (("4-2", "three numbers"), ("4-1-4", "ngramSize=1 requires windowSize=1"),
+    for bad, match in (("4-2", "three numbers"), ("4-1-4", "ngramSize=1 requires verificationSetSize=0"),
                        ("fast", "not a mode"), ("ar,ar", "given twice"), ("", "no mode")):
         with pytest.raises(PlanError, match=match) as info:
             parse_modes([bad])

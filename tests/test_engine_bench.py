@@ -121,7 +121,7 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
 
 @pytest.mark.parametrize("args,message", [
     (["--top-p", "0.9"], "without --temperature"),
-    (["--specs", "4,1,4"], "ngramSize=1 requires windowSize=1"),
+    (["--specs", "4,1,4"], "ngramSize=1 requires verificationSetSize=0"),
     (["--specs", ""], "--specs is empty"),                       # it ran the whole default sweep
     (["--dtype", "int8"], "unknown dtype int8"),
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
