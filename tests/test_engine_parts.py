@@ -484,9 +484,11 @@ def test_the_engine_reports_the_kernel_it_measured():
     fused = tiny_engine("llama", (2, 2, 1)).runner.kernel_choice  # the engine's own forward: fused, packed
     assert fused.kernel in ("fused-native", "fused-onednn-packed") and fused.layers == 4 * 2 + 1
     assert "one packed copy" in fused.reason
-    engine = tiny_engine("llama", (2, 2, 1), fast_forward=False)  # transformers' forward: measured at load
+    engine = tiny_engine("llama", (2, 2, 1), fast_forward=False)  # transformers' forward: native where it runs
     choice = engine.runner.kernel_choice
-    assert choice.kernel in ("onednn-packed", "plain", "by-rows") and choice.reason
+    assert choice.kernel in ("native", "onednn-packed", "plain", "by-rows") and choice.reason
+    measured = tiny_engine("llama", (2, 2, 1), fast_forward=False, native_kernels=False).runner.kernel_choice
+    assert measured.kernel in ("onednn-packed", "plain", "by-rows")  # else: measured at load
     assert engine.runner.packed_linears == (choice.layers if choice.kernel != "plain" else 0)
     # engine.stats and the served /version details say the same thing
     from trtlade.reference.serving_adapter import ReferenceServingEngine

@@ -420,7 +420,8 @@ def test_a_failed_shared_step_tells_each_request_nothing_of_the_others():
 
     async def go():
         async with client_for(app) as c:
-            one = {"prompt": "alpha beta gamma", "max_tokens": 8, "ignore_eos": True}
+            # long enough that the second is admitted while the first decodes, however loaded the host
+            one = {"prompt": "alpha beta gamma", "max_tokens": 400, "ignore_eos": True}
             return await asyncio.gather(c.post("/v1/completions", json=one), c.post("/v1/completions", json=one))
 
     replies = asyncio.run(go())

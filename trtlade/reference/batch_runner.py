@@ -45,8 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trtlade.reference.fast_forward import (FAMILIES, FusedLinear, PackedEmbedding, fast_body, release_parameters,
-                                           rotary_by_position)
+from trtlade.reference.fast_forward import (FAMILIES, FusedLinear, PackedEmbedding, fast_body, native_linears,
+                                           release_parameters, rotary_by_position)
 from trtlade.reference.kernels import KernelChoice, choose_linear_kernel, pack_linear_layers
 from trtlade.reference.model_support import (SUPPORTED_LAYER_TYPES, UnsupportedModelError, check_native_kernels,
                                              check_supported, layer_windows, tied)
@@ -141,6 +141,11 @@ class BatchRunner:
                                                      "fused, one packed copy of every weight"
                                                      + (" (native linear kernel, linear.c)" if kernel == "native"
                                                         else ""))
+        elif pack_linears is None and native_kernels is not False and (swapped := native_linears(model)):
+            self.packed_linears = swapped
+            self.kernel_choice = KernelChoice("native", swapped, reason="transformers' forward with every linear layer "
+                                              "on the native kernel (linear.c): a row's bits do not depend on the "
+                                              "rows beside it")
         elif pack_linears is None:
             self.kernel_choice = choose_linear_kernel(model)
             self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel != "plain" else 0

@@ -326,7 +326,8 @@ class ReferenceEngine:
             "dtype": self.dtype,
             "bit_exact": self.bit_exact,
             "row_invariant_attention": invariant,
-            "row_invariant_linear": self.runner.fast is not None and self.runner.lm_head.kernel != "plain",
+            "row_invariant_linear": (self.runner.fast is not None and self.runner.lm_head.kernel != "plain"
+                                     or self.runner.kernel_choice.kernel == "native"),
             "native_kernel": status(),
             "kernels": self.runner.kernels,
             "tested": dict(TESTED_EXACT),

@@ -50,8 +50,8 @@ from trtlade.reference.kernels import onednn_available
 from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
 from trtlade.reference.native import status as native_status
 
-__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "RotaryTable", "FastBody", "fast_body", "release_parameters",
-           "rotary_by_position"]
+__all__ = ["FAMILIES", "FusedLinear", "PackedEmbedding", "RotaryTable", "FastBody", "fast_body", "native_linears",
+           "release_parameters", "rotary_by_position"]
 
 #: ``config.model_type`` values whose decoder layer this forward reproduces.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -125,6 +125,20 @@ class FusedLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, splits={self.splits}, kernel={self.kernel}"
+
+
+def native_linears(model: nn.Module) -> int:
+    """Swap every ``nn.Linear`` of ``model`` (transformers' forward) for the native kernel (:class:`FusedLinear` of
+    one layer), which computes a row the same bits whatever the rows beside it, as the engine's own forward does;
+    returns how many (0, nothing swapped, where the kernel does not run one of them: the model keeps its choice).
+    The source weights are not released (a tied LM head shares the embedding's)."""
+    targets = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+               if type(child) is nn.Linear]
+    if not targets or not all(PanelLinear.supports(child.weight.detach()) for _, _, child in targets):
+        return 0
+    for parent, name, child in targets:
+        setattr(parent, name, FusedLinear([child], release=False, native=True))
+    return len(targets)
 
 
 class PackedEmbedding(nn.Module):
