@@ -395,6 +395,18 @@ def test_a_tiny_temperature_draws_its_limit_the_greedy_token_not_noise(temperatu
         assert sampler.choose(logits, [[], []], [0, 1]) == [1, 0]
 
 
+def test_a_row_that_overflows_leaves_the_other_rows_of_the_call_as_they_are():
+    """The float64 limit is taken for the overflowing row only: a row's probabilities are the same beside any rows
+    (a verification step warps its rows in one call, plain decoding one)."""
+    from trtlade.reference.sampling import KeyedSampler, SamplingParams
+
+    sampler = KeyedSampler(SamplingParams(temperature=0.7, seed=1))
+    calm = torch.tensor([[0.5, 3.0, -1.0, 2.9]])
+    alone, _ = sampler._warp(calm)
+    beside, _ = sampler._warp(torch.cat([calm, torch.tensor([[float("inf"), 0.0, 0.0, 0.0]])]))
+    assert torch.equal(beside[0], alone[0]) and beside[1].argmax() == 0
+
+
 def test_a_tiny_repetition_penalty_makes_the_seen_token_certain_not_noise():
     from trtlade.reference.sampling import KeyedSampler, SamplingParams
 

@@ -148,11 +148,14 @@ class KeyedSampler:
         same draw as over the whole row with the rest at 0, without a pass over the vocabulary."""
         params = self.params
         scores = logits / params.temperature
-        if bool(torch.isposinf(scores).any() or torch.isnan(scores).any()):
+        overflowed = (torch.isposinf(scores) | torch.isnan(scores)).any(dim=-1)
+        if bool(overflowed.any()):
             # a tiny temperature (or penalty) overflowed float32, or rounded to 0 in it: the row's limit, taken
-            # in float64 after its maximum is out (every score <= 0: the maximum's 0, the rest -inf at worst)
-            capped = logits.double().clamp(max=torch.finfo(torch.float64).max)
-            scores = ((capped - capped.max(dim=-1, keepdim=True).values) / params.temperature).float()
+            # in float64 after its maximum is out (every score <= 0: the maximum's 0, the rest -inf at worst); for
+            # those rows alone, so that a row's probabilities never depend on the rows drawn beside it
+            capped = logits[overflowed].double().clamp(max=torch.finfo(torch.float64).max)
+            scores = scores.clone()
+            scores[overflowed] = ((capped - capped.max(dim=-1, keepdim=True).values) / params.temperature).float()
         vocab = scores.shape[-1]
         if 0 < params.top_k < vocab:
             kth = scores.topk(params.top_k, dim=-1).values[:, -1:]
