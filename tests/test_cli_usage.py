@@ -53,6 +53,8 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["report", "compare", "/tmp/a", "/tmp/b", "--force"], 2, "err", "no --output is given"),
     (["export", "k8s", str(CONFIGS / "smollm2-cpu.yml"), "-o", "/tmp/k", "--queue-target", "9"], 2, "err",
      "no autoscaler without --hpa-max-replicas"),
+    (["bench", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
+    (["tune", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):
     with pytest.raises(SystemExit) as done:

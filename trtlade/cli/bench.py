@@ -308,6 +308,11 @@ def bench(
     except DatasetError as exc:
         fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
     check_endpoint_takes(ep, ds, endpoint, loaded)
+    temperature_v = temperature if temperature is not None else section.temperature
+    if seed is not None and ds.sampling != "random" and temperature_v == 0:
+        fail(f"--seed draws the random set's prompts and seeds sampled requests: with {ds.name!r} (its prompts in "
+             "order) at temperature 0 it changes nothing", where="--seed", code=EXIT_USAGE,
+             hint="add --temperature T (or bench.temperature) to sample, use --dataset random, or drop --seed")
     if ds.skipped:
         err_console.print(f"note: {ds.skipped} conversation(s) in {ds.source} have no human turn and were "
                           "skipped", markup=False)

@@ -206,6 +206,11 @@ def tune(
     except DatasetError as exc:
         fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
     check_endpoint_takes(ep, ds, endpoint, loaded)
+    if seed is not None and ds.sampling != "random" and (temperature if temperature is not None
+                                                         else section.temperature) == 0:
+        fail(f"--seed draws the random set's prompts and seeds sampled requests: with {ds.name!r} (its prompts in "
+             "order) at temperature 0 it changes nothing", where="--seed",
+             hint="add --temperature T (or bench.temperature) to sample, use --dataset random, or drop --seed")
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
     if apply is not None and repeats < 2:
