@@ -99,6 +99,15 @@ def test_the_bundle_holds_the_serve_config_the_deployment_config_and_the_manifes
     assert deployed["serve"]["engine"] == "trtllm" and "lookahead" not in deployed
 
 
+def test_flags_a_pytorch_bundle_has_no_use_for_are_noted(qwen3, tmp_path):
+    """Nothing is converted, and max_input_len counts only as max_seq_len's default: said, not dropped."""
+    said = plan(qwen3, tmp_path, speculation="ngram", keep_checkpoint=True, max_input_len=100, max_seq_len=5000).notes
+    assert any("--max-input-len, --keep-checkpoint/--no-keep-checkpoint not used by a PyTorch-backend bundle" in n
+               for n in said)
+    sized = plan(qwen3, tmp_path, speculation="ngram", max_input_len=100).notes
+    assert not any("not used" in n for n in sized)  # it sizes max_seq_len
+
+
 def test_the_release_defaults_to_the_newest_read_with_a_note(qwen3, tmp_path):
     p = make_plan(BuildOptions(model=str(qwen3), output=tmp_path / "o", speculation="ngram"), config={},
                   trtllm_present=False, env={}, cwd=tmp_path)

@@ -460,6 +460,7 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
                      "names the bundle's own " + ("engine/ folder" if backend == "trtllm" else "model (no engine)"))
     if backend == "pytorch":
         release, speculation = _pytorch_checks(options, cfg, info, model, limits.max_batch_size, origin, notes)
+        _ignored_by_pytorch(options, origin, notes)
     elif backend == "reference":
         _check_single_process(tp, pp, origin)
         _ignored_release(options, cfg, notes)
@@ -723,6 +724,19 @@ def _ignored_by_reference(options: BuildOptions, notes: list[str]) -> None:
     if given:
         notes.append(f"{', '.join(given)} not used by the reference engine (no engine, no checkpoint): bound prompts "
                      "with serve.max_prompt_tokens and answers with serve.max_tokens_limit")
+
+
+def _ignored_by_pytorch(options: BuildOptions, origin: Mapping[str, str], notes: list[str]) -> None:
+    """Flags a PyTorch-backend bundle has no use for (nothing is converted; its trtllm-serve.yml carries
+    max_batch_size, max_seq_len and max_num_tokens, so max_input_len counts only as max_seq_len's default):
+    noted, not dropped without a word."""
+    sized = not origin["max_seq_len"].startswith("default")
+    flags = (("--max-input-len", options.max_input_len if sized else None),
+             ("--keep-checkpoint/--no-keep-checkpoint", options.keep_checkpoint))
+    given = [flag for flag, value in flags if value is not None]
+    if given:
+        notes.append(f"{', '.join(given)} not used by a PyTorch-backend bundle (no checkpoint is converted; its "
+                     "trtllm-serve.yml bounds sequences with max_seq_len and max_num_tokens)")
 
 
 def _ignored_release(options: BuildOptions, cfg: Any, notes: list[str]) -> None:
