@@ -1,6 +1,6 @@
 """Hugging Face model folders as an export reads them (config.json, tokenizer_config.json with its special
 tokens and chat template, generation_config.json), written in code for the real families' ids and
-templates, with no weights: what `trtlade export grps` derives llm_style, end/pad ids, special tokens,
+templates, with an empty weights file (build checks that one exists): what `trtlade export grps` derives llm_style, end/pad ids, special tokens,
 stop words and sampling from."""
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def write_hf_folder(folder: Path, kind: str) -> Path:
     config, special, eos, pad, template, generation = FAMILIES[kind]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     decoder = {str(i): {"content": c, "special": True, "lstrip": False, "rstrip": False} for i, c in special.items()}
     (folder / "tokenizer_config.json").write_text(json.dumps(
         {"added_tokens_decoder": decoder, "eos_token": eos, "pad_token": pad, "chat_template": template}))

@@ -33,6 +33,7 @@ def hf_folder(root: Path, name: str, kind: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS[kind]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     return folder
 
 
@@ -92,10 +93,26 @@ def test_read_hf_config_hashes_bytes_and_normalises_dtype(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bf16"}')
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     info = read_hf_config(folder)
     assert (info.architecture, info.torch_dtype, info.model_type) == ("LlamaForCausalLM", "bfloat16", None)
     (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bf16" }')
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     assert read_hf_config(folder).config_sha256 != info.config_sha256
+
+
+def test_a_model_folder_without_weights_and_a_file_as_model_are_refused(tmp_path):
+    """A folder with config.json alone built a bundle that failed at serve; a file was looked up as a hub name."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
+    with pytest.raises(BuildError, match="has config.json but no weights"):
+        plan_for(tmp_path, model=str(bare))
+    for name, says in (("c.yml", "pass the folder that holds config.json"), ("m.gguf", "trtlade serve --model")):
+        (tmp_path / name).write_text("x")
+        with pytest.raises(BuildError, match="is a file, not a model folder") as info:
+            plan_for(tmp_path, model=str(tmp_path / name))
+        assert says in info.value.hint
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -260,6 +277,7 @@ def test_a_split_the_model_cannot_take_is_refused_before_the_gpu(tmp_path, heads
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({**HF_CONFIGS["qwen3"], "num_attention_heads": heads,
                                                     "num_key_value_heads": kv, "num_hidden_layers": layers}))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     for backend in ("trtllm", "pytorch"):
         options = dict(backend=backend, tp_size=tp, pp_size=pp)
         if backend == "pytorch":
@@ -442,6 +460,7 @@ def _qwen3_plan(tmp_path, monkeypatch, config, installed):
     folder = tmp_path / "models" / "q"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     return make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), output=tmp_path / "out"),
                      config=None, env={}, cwd=tmp_path, trtllm_present=True)
 

@@ -72,6 +72,7 @@ def test_an_architecture_the_pytorch_backend_does_not_load_is_refused(tmp_path):
     folder = write_hf_folder(tmp_path / "m", "llama3")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "architectures": ["GPT2LMHeadModel"]}))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     with pytest.raises(BuildError) as err:
         plan(folder, tmp_path, speculation="sa")
     assert "does not load GPT2LMHeadModel" in err.value.message and err.value.where.endswith("architectures[0]")

@@ -22,6 +22,7 @@ def tiny_model(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                                                     "torch_dtype": "float32"}))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     return folder
 
 
@@ -79,6 +80,7 @@ def test_a_row_budget_the_reference_engine_refuses_is_refused_at_its_flag(tmp_pa
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     options = BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), backend="reference", max_batch_size=64,
                            max_num_tokens=16, output=tmp_path / "out")
     with pytest.raises(BuildError) as err:
@@ -92,6 +94,7 @@ def test_an_output_that_cannot_be_a_folder_is_refused_without_a_traceback(tmp_pa
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
     for output, fragment in ((a_file, "is a file, not a folder"), (a_file / "sub", "notes.txt is a file")):

@@ -22,6 +22,7 @@ def model(tmp_path: Path, kind: str, name: str | None = None) -> Path:
     folder = tmp_path / "models" / (name or f"tiny-{kind}")
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(HF[kind]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     return folder
 
 
@@ -258,6 +259,7 @@ def test_existing_bundle_needs_force_and_force_rebuilds(tmp_path, fake_trtllm_bu
     cfg = json.loads((hf / "config.json").read_text())
     cfg["rope_theta"] = 500000.0
     (hf / "config.json").write_text(json.dumps(cfg))
+    (hf / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     forced = build("--model", str(hf), "--wng", "7,7,7", "--dtype", "bfloat16", "--output", str(out), "--force")
     assert forced.exit_code == 0 and manifest(out)["checkpoint"]["reused"] is False
 

@@ -131,6 +131,7 @@ def test_build_with_a_trtllm_serve_file_as_config_says_what_the_file_is(tmp_path
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     code = run(["build", "--model", str(folder), "--config", "tests/data/trtllm_serve/auto-plain.yaml", "--dry-run"])
     err = capsys.readouterr().err
     assert code == 1 and "is a trtllm-serve config, not a trtlade config" in err and "--wng" not in err.split("hint")[0]

@@ -54,6 +54,7 @@ def _plan(tmp_path, kind, **opts):
     folder = tmp_path / "models" / kind
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS[kind]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     options = BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), output=tmp_path / "out", **opts)
     return make_plan(options, config=None, env={}, cwd=tmp_path, trtllm_present=True)
 
@@ -182,6 +183,7 @@ def test_reference_engine_is_not_concerned(tmp_path):
     folder = tmp_path / "models" / "gemma3"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS["gemma3"]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     plan = make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), output=tmp_path / "o",
                                   backend="reference"), config=None, env={}, cwd=tmp_path, trtllm_present=False)
     assert plan.backend == "reference"
@@ -192,6 +194,7 @@ def test_validate_config_refuses_a_config_past_the_window_before_any_engine(tmp_
     folder = tmp_path / "gemma3"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(HF_CONFIGS["gemma3"]))
+    (folder / "model.safetensors").write_bytes(b"")  # weights: build checks they exist
     build = "" if max_seq_len is None else f"build:\n  max_input_len: 256\n  max_seq_len: {max_seq_len}\n"
     cfg = tmp_path / "deploy.yml"
     cfg.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 4,2,4\nserve:\n  engine: trtllm\n{build}")

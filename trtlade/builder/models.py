@@ -147,9 +147,20 @@ class HfModelInfo:
 
 
 def looks_like_path(text: str) -> bool:
-    """``./m``, ``/m``, ``~/m``, ``m/`` or an existing folder are paths; ``Qwen3-8B`` is a name."""
+    """``./m``, ``/m``, ``~/m``, ``m/`` or an existing file or folder are paths; ``Qwen3-8B`` is a name."""
     return (text.startswith((".", "/", "~")) or text.endswith(("/", os.sep))
-            or Path(text).expanduser().is_dir())
+            or Path(text).expanduser().exists())
+
+
+#: What holds a Hugging Face folder's weights (one file, or shards and their index)
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def _require_weights(folder: Path, where: str) -> None:
+    """A folder with config.json and no weights would build a bundle that fails at serve: refused here."""
+    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise BuildError(f"{folder} has config.json but no weights ({', '.join(WEIGHT_PATTERNS[:2])})", where=where,
+                         hint="download the whole model folder (config.json, the weights, the tokenizer files)")
 
 
 def _candidates(name: str, directory: Path) -> list[Path]:
@@ -186,6 +197,7 @@ def resolve_model(given: str, models_dirs: Sequence[tuple[str, Path]], *, as_pat
             continue
         for candidate in _candidates(given, directory):
             if (candidate / "config.json").is_file():
+                _require_weights(candidate, "--model")
                 return ModelSource(candidate.resolve(), given, "models_dir")
         looked.append(f"{directory / given} ({label})")
     if not models_dirs:
@@ -209,8 +221,10 @@ def _require_hf_folder(folder: Path, *, where: str) -> None:
         raise BuildError(f"{folder} does not exist", where=where,
                          hint="pass a Hugging Face model folder (with config.json and the weights)")
     if not folder.is_dir():
-        raise BuildError(f"{folder} is not a folder", where=where,
-                         hint="pass the folder that holds config.json, not a file in it")
+        raise BuildError(f"{folder} is a file, not a model folder", where=where,
+                         hint="a GGUF file is served as it is (`trtlade serve --model FILE.gguf`); build takes a "
+                              "Hugging Face folder" if folder.suffix.lower() == ".gguf" else
+                              "pass the folder that holds config.json, not a file in it")
     if not (folder / "config.json").is_file():
         if (folder / MANIFEST_FILE).is_file():
             raise BuildError(f"{folder} is a trtlade bundle, not a Hugging Face model folder", where=where,
@@ -219,6 +233,7 @@ def _require_hf_folder(folder: Path, *, where: str) -> None:
         raise BuildError(f"{folder} has no config.json; it is not a Hugging Face model folder", where=where,
                          hint="pass the folder that holds config.json, the *.safetensors weights and the "
                               "tokenizer files")
+    _require_weights(folder, where)
 
 
 def read_hf_config(folder: Path) -> HfModelInfo:
