@@ -1,7 +1,7 @@
 """Hugging Face model folders as an export reads them (config.json, tokenizer_config.json with its special
 tokens and chat template, generation_config.json), written in code for the real families' ids and
-templates, with an empty weights file (build checks that one exists): what `trtlade export grps` derives llm_style, end/pad ids, special tokens,
-stop words and sampling from."""
+templates, with an empty weights file (build checks that one exists): what `trtlade export grps` derives
+llm_style, end/pad ids, special tokens, stop words and sampling from."""
 
 from __future__ import annotations
 

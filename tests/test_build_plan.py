@@ -101,6 +101,19 @@ def test_read_hf_config_hashes_bytes_and_normalises_dtype(tmp_path):
     assert read_hf_config(folder).config_sha256 != info.config_sha256
 
 
+def test_an_unused_models_dir_and_a_misspelt_unused_release_are_said(tmp_path):
+    folder = hf_folder(tmp_path / "models", "m", "llama")
+    p = make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), backend="reference",
+                               models_dir=tmp_path, output=tmp_path / "o"), config={}, env={}, cwd=tmp_path,
+                  trtllm_present=False)
+    assert any(n.startswith(f"--models-dir {tmp_path} not used: the model is a path") for n in p.notes)
+    with pytest.raises(BuildError, match="not a TensorRT-LLM version: 'abc'") as info:
+        make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), backend="reference",
+                               trtllm_version="abc", output=tmp_path / "o"), config={}, env={}, cwd=tmp_path,
+                  trtllm_present=False)
+    assert info.value.where == "--trtllm-version"
+
+
 def test_a_model_folder_without_weights_and_a_file_as_model_are_refused(tmp_path):
     """A folder with config.json alone built a bundle that failed at serve; a file was looked up as a hub name."""
     bare = tmp_path / "bare"

@@ -432,6 +432,10 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     notes += [f"{w.message} ({w.hint})" for w in spec.warnings()]
 
     model, embedded = _pick_model(options, cfg.model, cfg.model.model_fields_set, base, src, env, embedded_dir)
+    if options.models_dir is not None and model.how != "models_dir":
+        notes.append(f"--models-dir {options.models_dir} not used: "
+                     + ("the embedded model is built (no --model or model.name to look up)" if embedded
+                        else f"the model is a path ({model.path}), not a name to look up"))
     info = _model_info(model, embedded, notes)
     backend = _pick_backend(options, cfg.build, embedded, trtllm_present, pick)
     # a config's speculation block alone: TensorRT-LLM drafts so on its PyTorch backend only
@@ -741,9 +745,15 @@ def _ignored_by_pytorch(options: BuildOptions, origin: Mapping[str, str], notes:
 
 def _ignored_release(options: BuildOptions, cfg: Any, notes: list[str]) -> None:
     """The reference engine runs without TensorRT-LLM: a release named for it is noted, not silently dropped."""
+    from trtlade.trtllm.compat import parse_version
+
     version = options.trtllm_version or cfg.build.trtllm_version
     if version is not None:
         named = "--trtllm-version" if options.trtllm_version else "build.trtllm_version"
+        try:
+            parse_version(version)  # unused, but a typo is said as on every backend
+        except ValueError as exc:
+            raise BuildError(str(exc), where=named, hint="e.g. --trtllm-version 1.3.0, or drop it") from None
         notes.append(f"{named} {version} is not used: the reference engine runs without TensorRT-LLM")
 
 
