@@ -54,6 +54,10 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["export", "k8s", str(CONFIGS / "smollm2-cpu.yml"), "-o", "/tmp/k", "--queue-target", "9"], 2, "err",
      "no autoscaler without --hpa-max-replicas"),
     (["bench", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
+    # an empty path (an unset variable) would be the current folder
+    (["bench", "--result-dir", ""], 2, "err", "error: --result-dir is empty: it names a path"),
+    (["serve", "--config", ""], 2, "err", "error: --config/-c is empty"),
+    (["report", "compare", "", "x"], 2, "err", "error: RUN_A is empty"),
     (["tune", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):

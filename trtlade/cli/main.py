@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, NoReturn, Optional
 
 import typer
@@ -115,10 +116,11 @@ def _refuse_repeated_options(argv: list[str]) -> None:
         args = args[args.index(name) + 1:]
         command, path = command.commands[name], [*path, name]
     try:
-        _, _, order = command.make_parser(context(command, info_name=path[-1], resilient_parsing=True)).parse_args(
-            args=list(args))  # a copy: the parser consumes the list it is given
+        values, _, order = command.make_parser(context(command, info_name=path[-1], resilient_parsing=True)
+                                               ).parse_args(args=list(args))  # a copy: the parser consumes it
     except Exception:  # noqa: BLE001 - an unknown option, a missing value: Click says it, as it would anyway
         return
+    _refuse_empty_paths(order, values, path, command)
     seen: set[str] = set()
     for param in order:
         if getattr(param, "multiple", True) or getattr(param, "count", False) or param.name is None:
@@ -128,6 +130,26 @@ def _refuse_repeated_options(argv: list[str]) -> None:
             _exit(f"{flags} is given twice: it takes one value, and the first would be dropped", f"give it once (see "
                   f"`{' '.join(path)} -h`)", EXIT_USAGE)
         seen.add(param.name)
+
+
+def _refuse_empty_paths(order: list[Any], values: dict[str, Any], path: list[str], command: Any) -> None:
+    """A path given as empty text (``--result-dir ""``, ``--config "$UNSET"``) reads as the current folder: refused,
+    naming the option, before the command runs (the command function's own annotations say which are paths)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(command.callback)
+    except Exception:  # noqa: BLE001 - a callback whose hints do not resolve: nothing to check
+        return
+    for param in order:
+        if param.name is None or hints.get(param.name) not in (Path, Optional[Path]):
+            continue
+        given = values.get(param.name)
+        if given == "" or (isinstance(given, (list, tuple)) and "" in given):
+            flags = "/".join(param.opts) if param.param_type_name == "option" else param.name.upper()
+            _exit(f"{flags} is empty: it names a path, and empty text would be read as the current folder",
+                  f"give the path (see `{' '.join(path)} -h`); a variable that is unset expands to nothing",
+                  EXIT_USAGE)
 
 
 def _same_flag(param: Any, args: list[str]) -> bool:
