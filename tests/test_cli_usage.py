@@ -21,6 +21,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
     (["spec"], "error: Missing argument 'W,N,G'.", "hint: see `trtlade spec -h`"),
     (["tune", "--repeats", "x"], "error: Invalid value for '--repeats'", "hint: see `trtlade tune -h`"),
     (["no-such-command"], "error: No such command 'no-such-command'.", "hint: see `trtlade -h`"),
+    (["spec", "-1,2,4"], "error: No such option: -1", "hint: a value starting with '-' needs `--` before it: "
+     "`trtlade spec -- -1,2,4`"),
     (["tune", "--timeout", "inf"], "error: Invalid value for '--timeout': Input should be less than or equal to "
      "86400 (got 'inf')", "hint: see `trtlade tune -h`"),                      # a request bounded by nothing
 ])

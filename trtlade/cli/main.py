@@ -176,6 +176,10 @@ def usage_error(exc: Any, argv: Optional[list[str]] = None) -> NoReturn:
     given = _given_value(getattr(exc, "param", None), argv or [])
     if given is not None and given not in message:
         message += f" (got {given!r})"
+    option = getattr(exc, "option_name", None) or ""
+    if option[1:2].isdigit():  # `trtlade spec -1,2,4`: a value starting with a minus reads as an option
+        token = next((t for t in argv or [] if t.startswith(option)), option)
+        _exit(message, f"a value starting with '-' needs `--` before it: `{command} -- {token}`", EXIT_USAGE)
     _exit(message, f"see `{command} -h`", EXIT_USAGE)
 
 

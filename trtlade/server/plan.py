@@ -209,7 +209,9 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     """Resolve ``flags`` (and the config they name) into a :class:`ServePlan`, or raise PlanError."""
     env = os.environ if env is None else env
     if flags.engine is not None and flags.engine not in ENGINES:
-        raise PlanError(f"--engine {flags.engine!r}: choose one of {', '.join(ENGINES)}", usage=True)
+        raise PlanError(f"--engine {flags.engine!r}: choose one of {', '.join(ENGINES)}", usage=True,
+                        hint="reference: trtlade's own engine (CPU or GPU, any Hugging Face folder); trtllm: a "
+                             "TensorRT-LLM engine or a PyTorch-backend bundle")
     if flags.preset is not None and flags.preset not in PRESETS:
         raise PlanError(f"--preset {flags.preset!r}: choose {' or '.join(PRESETS)}", usage=True,
                         hint="fast: the reference engine's fastest; trtllm: TensorRT-LLM's algorithm exactly")
