@@ -243,6 +243,8 @@ def test_load_config_raises_for_unreadable_files(tmp_path):
     ("bench: {concurrency: [1, '2']}", "bench.concurrency.1: expected a whole number, got '2'"),
     ("serve: {kv_cache_enable_block_reuse: 'off'}", "text where a boolean is expected"),
     ("serve: {max_queue: '64'}", "serve.max_queue: text where a number is expected"),
+    ("build: {max_batch_size: 1e3}", "YAML reads 1e3 as text; write it as 1000"),   # unquoted, but YAML 1.1's
+    ("bench: {timeout_s: 1.5e2}", "YAML reads 1.5e2 as text; write it as 150"),
     ("build: {max_input_len: 99999999999999999999}", "less than or equal to 2147483647"),
 ])
 def test_values_are_taken_as_written_never_converted(tmp_path, section, fragment):

@@ -123,8 +123,26 @@ def _plain_value(value: Any, kinds: frozenset) -> Optional[str]:
         return None if float in kinds else ("not an integer" if int in kinds else
                                             "a number where a boolean (true or false) is expected")
     if isinstance(value, str):
+        if kinds & {int, float} and _yaml11_number(value) is not None:  # YAML 1.1 reads 1e3 (no dot) as text
+            return f"text where a number is expected: YAML reads {value} as text; write it as {_yaml11_number(value)}"
         return f"text where {'a boolean' if kinds == {bool} else 'a number'} is expected (write it unquoted)"
     return None
+
+
+def _yaml11_number(text: str) -> Optional[str]:
+    """How to write ``text`` so that YAML reads a number, where Python reads one and YAML 1.1 does not (``1e3``,
+    ``1E-2``: an exponent without a dot); None for anything else.
+
+    >>> _yaml11_number("1e3"), _yaml11_number("2.5E-1"), _yaml11_number("many")
+    ('1000', '0.25', None)
+    """
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if "e" not in text.lower() or number != number or number in (float("inf"), float("-inf")):
+        return None
+    return str(int(number)) if number.is_integer() else repr(number)
 
 
 class _Section(BaseModel):
