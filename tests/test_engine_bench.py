@@ -150,6 +150,20 @@ def test_engine_bench_refuses_a_json_path_it_cannot_write_before_measuring(tiny_
         assert result.exit_code == 2 and fragment in result.output and "--json" in result.output, result.output
 
 
+def test_a_failed_run_leaves_no_empty_run_folder(tiny_folder, tmp_path, monkeypatch):
+    """The default JSON's folder (reports/engine-bench-<time>) is made before the run: a failure removes it again."""
+    import trtlade.engine_bench as eb
+    from trtlade.reference.engine import ModelLoadError
+
+    def broken(*args, **kwargs):
+        raise ModelLoadError("the weights are not readable")
+    monkeypatch.setattr(eb, "run_engine_bench", broken)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["engine-bench", "--model", str(tiny_folder)])
+    assert result.exit_code == 1 and "the weights are not readable" in result.output
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
 def test_engine_bench_cli_refuses_a_cuda_device_torch_does_not_see(tiny_folder, monkeypatch):
     import torch
 

@@ -5,11 +5,12 @@ Heavy imports (torch, transformers) happen inside the command body.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 
@@ -131,13 +132,8 @@ def engine_bench(
              hint="give a folder with config.json, weights and tokenizer, a GGUF file, or omit --model for the "
                   "embedded model")
 
-    from transformers.utils import logging as hf_logging
-
-    from trtlade.engine_bench import BenchConfig, run_engine_bench
-    from trtlade.reference.embedded import EmbeddedModelError
+    from trtlade.engine_bench import BenchConfig
     from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
-    from trtlade.reference.batch_runner import UnsupportedModelError
-    from trtlade.reference.engine import ModelLoadError
 
     try:
         load_suite(prompts)
@@ -149,7 +145,8 @@ def engine_bench(
     if force and json_out is None:  # the default path is a new run folder: --force would do nothing
         fail("--force replaces the --json file, and no --json is given (the default is a new run folder)",
              where="--force", hint="drop --force, or give --json FILE")
-    _check_json_out(out, given=json_out is not None, force=force)  # before the measurement (a bad --prompts first)
+    # before the measurement (a bad --prompts first)
+    made = _check_json_out(out, given=json_out is not None, force=force)
     config = BenchConfig(model=str(model) if model else None, specs=tuple(parsed), dtypes=tuple(dtypes),
                          max_tokens=max_tokens, prompts=prompts, repeats=repeats, threads=threads,
                          keying=not no_keying, default_mode=not no_default, profile=not no_profile,
@@ -157,6 +154,28 @@ def engine_bench(
                          presets=presets, temperature=temperature, top_p=top_p, seed=seed or 0,
                          fast_forward=not transformers_forward, invariant_attention=invariant_attention,
                          native_kernels=native_kernels, device=device)
+    with _removed_if_left_empty(made):
+        _run_and_write(config, out, device)
+
+
+@contextlib.contextmanager
+def _removed_if_left_empty(folder: Optional[Path]) -> Iterator[None]:
+    """A run folder made for the JSON is removed again if the run fails or is interrupted before writing it."""
+    try:
+        yield
+    finally:
+        if folder is not None and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _run_and_write(config: Any, out: Path, device: str) -> None:
+    from transformers.utils import logging as hf_logging
+
+    from trtlade.engine_bench import run_engine_bench
+    from trtlade.reference.batch_runner import UnsupportedModelError
+    from trtlade.reference.embedded import EmbeddedModelError
+    from trtlade.reference.engine import ModelLoadError
+
     hf_logging.disable_progress_bar()  # per-load progress bars would drown the per-repeat lines
     try:
         result = run_engine_bench(config, progress=lambda line: err_console.print(line, highlight=False))
@@ -177,9 +196,9 @@ def engine_bench(
     console.print(f"JSON written to {out}")
 
 
-def _check_json_out(out: Path, *, given: bool, force: bool = False) -> None:
+def _check_json_out(out: Path, *, given: bool, force: bool = False) -> Optional[Path]:
     """The JSON's folder exists (made now) and is writable, ``out`` is not a folder, and not a file already there
-    (unless ``force``)."""
+    (unless ``force``). Returns the folder where it was made now (None: it was there)."""
     import os
 
     where = "--json" if given else "reports/"
@@ -187,12 +206,14 @@ def _check_json_out(out: Path, *, given: bool, force: bool = False) -> None:
     if out.is_dir():
         fail(f"{out} is a folder", where=where, hint=hint)
     refuse_overwrite(out, where=where, force=force)
+    existed = out.parent.exists()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"cannot create {out.parent}: {exc.strerror or exc}", where=where, hint=hint)
     if not os.access(out.parent, os.W_OK | os.X_OK):
         fail(f"{out.parent} is not writable", where=where, hint=hint)
+    return None if existed else out.parent
 
 
 def _check_device(device: str, native_kernels: Optional[bool]) -> None:
