@@ -519,3 +519,15 @@ def test_a_renamed_key_is_reported_once_with_the_new_name():
     assert len([d for d in found if d.severity == "error"]) == 1
     assert "renamed to 'kv_cache_config.block_reuse_config.policy'" in found[0].message and "policy: per_request" in \
         found[0].hint
+
+
+def test_an_engine_dir_given_for_a_trtllm_serve_file_is_said_unused(tmp_path):
+    """validate-config --engine-dir checks trtlade configs and grps files against an engine; a trtllm-serve file is
+    checked against its release alone: the flag is noted, not dropped without a word."""
+    from trtlade.config.validate import validate_file
+
+    path = tmp_path / "trtllm-serve.yml"
+    path.write_text("max_batch_size: 8\n")
+    report = validate_file(path, engine_dir=tmp_path, release="1.3.0")
+    assert [d.code for d in report.diagnostics if d.severity == "info"].count("engine-dir-unused") == 1
+    assert report.valid(False)

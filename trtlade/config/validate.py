@@ -115,6 +115,10 @@ def validate_file(path: str | Path, *, display: str | None = None, engine_dir: P
         target = release if release is not None else (_bundle_release(Path(path)) or installed_release())
         found = (check_trtllm_serve(doc, target, upstream=upstream) if kind == "trtllm-serve"
                  else check_llmapi_model_yaml(doc, target, upstream=upstream))
+        if engine_dir is not None:  # said, not dropped: these files are checked against the release alone
+            found.append(doc.diagnostic("info", f"--engine-dir {engine_dir} not used: a {kind} file is checked "
+                                                "against the release's LLM arguments, not against an engine", loc=(),
+                                        code="engine-dir-unused"))
         block = doc.data.get("speculative_config")
         return FileReport(doc.file, kind, tuple(sort_diagnostics(found)),
                           {"release": target, "speculation": block.get("decoding_type") if isinstance(block, dict)
