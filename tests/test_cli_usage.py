@@ -55,6 +55,8 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["report", "compare", "/tmp/a", "/tmp/b", "--force"], 2, "err", "no --output is given"),
     (["export", "k8s", str(CONFIGS / "smollm2-cpu.yml"), "-o", "/tmp/k", "--queue-target", "9"], 2, "err",
      "no autoscaler without --hpa-max-replicas"),
+    (["export", "k8s", str(CONFIGS / "smollm2-cpu.yml"), "-o", "/tmp/k", "--shm-size", "8Gi"], 2, "err",
+     "a config file's pod (the reference engine) has no GPU"),
     (["bench", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
     # an empty path (an unset variable) would be the current folder
     (["bench", "--result-dir", ""], 2, "err", "error: --result-dir is empty: it names a path"),

@@ -202,8 +202,9 @@ def k8s(
     model_subpath: Optional[str] = typer.Option(None, "--model-subpath", help="PyTorch-backend bundles: the "
                                                 "checkpoint's folder inside the claim, mounted at /model (default: "
                                                 "the name of the bundle config's model.path)."),
-    shm_size: str = typer.Option("16Gi", "--shm-size", help="GPU pods: the memory-backed /dev/shm (a Kubernetes "
-                                 "quantity; it counts against the pod's memory). 0 keeps the runtime's 64 MiB."),
+    shm_size: Optional[str] = typer.Option(None, "--shm-size", help="GPU pods: the memory-backed /dev/shm (a "
+                                           "Kubernetes quantity; it counts against the pod's memory; default 16Gi). "
+                                           "0 keeps the runtime's 64 MiB."),
     cpu: Optional[str] = typer.Option(None, "--cpu", help="CPU the serving container requests, e.g. 4 or 500m "
                                       "(default: none, a BestEffort pod)."),
     memory: Optional[str] = typer.Option(None, "--memory", help="Memory the serving container requests, e.g. 32Gi "
@@ -229,6 +230,7 @@ def k8s(
         fail("--queue-target sets the autoscaler's aim, and there is no autoscaler without --hpa-max-replicas",
              where="--queue-target", hint="add --hpa-max-replicas N, or drop --queue-target")
     queue_target = 4 if queue_target is None else queue_target
+    shm_given, shm_size = shm_size is not None, "16Gi" if shm_size is None else shm_size
     if hpa_max_replicas is not None and hpa_max_replicas < replicas:
         fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
              hint="the autoscaler's maximum must be at least the starting replicas")
@@ -261,6 +263,9 @@ def k8s(
                                   "(serve.engine trtllm), whose engine or checkpoint is a folder on this machine",
                                   "export the bundle `trtlade build` made instead (its folder goes on the claim), or "
                                   "set serve.engine: reference", where=str(source))
+            if shm_given:
+                fail("--shm-size sizes a GPU pod's /dev/shm, and a config file's pod (the reference engine) has no "
+                     "GPU", where="--shm-size", hint="drop --shm-size (it applies to bundles of GPU engines)")
             config, world, has_engine = config_data(source), 1, False
         else:
             raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
