@@ -311,3 +311,24 @@ def test_settings_with_keys_scope_the_prefix_cache_by_identity_unless_told_other
     assert ServerSettings(keys=ring).prefix_cache_scope == "identity"
     assert ServerSettings().prefix_cache_scope == "global"
     assert ServerSettings(keys=ring, prefix_cache_scope="global").prefix_cache_scope == "global"
+
+
+def test_one_identitys_prompts_evict_its_own_blocks_before_a_smaller_holders():
+    """Eviction takes the least recently used leaf of the identity holding the most tokens: alice's long prompts
+    no longer push bob's cached prompt out (bob's cached_tokens showed her traffic), until bob holds more."""
+    from trtlade.contract.protocol import CacheScope
+    from trtlade.reference.prefix_cache import PrefixCache
+
+    alice, bob = CacheScope("identity", "alice"), CacheScope("identity", "bob")
+    cache = PrefixCache(block_tokens=2, max_bytes=12, bytes_per_token=1)
+    bob_prompt = [9, 8, 7, 6]
+    cache.store(bob_prompt, lambda lo, hi: (lo, hi), bob)          # 4 tokens, the oldest blocks
+    for start in range(0, 40, 8):                                  # alice: far more than the cache holds
+        cache.store(list(range(start, start + 8)), lambda lo, hi: (lo, hi), alice)
+    assert cache.match(bob_prompt + [1], bob) == 4                 # bob's blocks stayed
+    assert cache.stats()["cached_tokens"] <= 12 and cache.evictions > 0
+    one = PrefixCache(block_tokens=2, max_bytes=12, bytes_per_token=1)  # one identity: plain LRU, as before
+    one.store(bob_prompt, lambda lo, hi: (lo, hi), alice)
+    for start in range(0, 40, 8):
+        one.store(list(range(start, start + 8)), lambda lo, hi: (lo, hi), alice)
+    assert one.match(bob_prompt + [1], alice) == 0

@@ -17,7 +17,7 @@ cached child of its last whole block that shares the most next tokens with the p
 that many: the same prompt sent again, or a conversation's next turn that resends it, reuses all of it
 but the last token. At least one prompt token is always prefilled (its logits give the first token), so
 a hit covers at most ``len(prompt) - 1`` tokens. Eviction takes the least recently used block with no
-cached child (a block's children are unreachable without it).
+cached child (a block's children are unreachable without it) of the identity holding the most tokens.
 
     >>> cache = PrefixCache(block_tokens=2, max_bytes=10 ** 6, bytes_per_token=1)
     >>> cache.match([5, 6, 7, 8, 9])                       # cold: nothing
@@ -72,6 +72,8 @@ class _Block:
     kv: Any
     parent: Optional[tuple]
     label: str = "global"
+    #: the identity (API key name) that stored it: eviction takes from the identity holding the most
+    owner: Optional[str] = None
 
     @property
     def tokens(self) -> int:
@@ -110,6 +112,8 @@ class PrefixCache:
     evictions: int = 0
     #: per namespace kind (``global``, ``identity``, ``salt``): lookups, hits, hit tokens, prompt tokens, tokens
     _by_label: "dict[str, dict[str, int]]" = field(default_factory=dict, repr=False)
+    #: tokens held by each identity that stored blocks (None: no keys)
+    _by_owner: "dict[Optional[str], int]" = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1:
@@ -203,9 +207,11 @@ class PrefixCache:
             elif len(tokens) < b and any(k[1][:len(tokens)] == tokens for k in self._kids.get((parent, tokens[0]), ())):
                 break  # a partial block another block already holds
             else:
+                owner = scope.identity if scope is not None else None
                 self._make_room(len(tokens))
-                self._blocks[key] = _Block(key, read(lo, lo + len(tokens)), parent, label)
+                self._blocks[key] = _Block(key, read(lo, lo + len(tokens)), parent, label, owner)
                 self._label(label)["tokens"] += len(tokens)
+                self._by_owner[owner] = self._by_owner.get(owner, 0) + len(tokens)
                 self._kids.setdefault((parent, tokens[0]), set()).add(key)
                 self._children[parent] = self._children.get(parent, 0) + 1
                 self._tokens += len(tokens)
@@ -214,11 +220,21 @@ class PrefixCache:
         return added
 
     def _make_room(self, tokens: int) -> None:
+        """Evict until ``tokens`` more fit: the least recently used block without a cached child, of the identity
+        holding the most tokens (one identity: plain LRU), so that no API key's prompts push another key's out
+        of the cache while that key holds less than it does."""
         while self._blocks and (self._tokens + tokens) * self.bytes_per_token > self.max_bytes:
-            victim = next((k for k in self._blocks if not self._children.get(k)), None)
+            largest = max(self._by_owner, key=lambda o: self._by_owner[o]) if len(self._by_owner) > 1 else None
+            leaves = (k for k in self._blocks if not self._children.get(k))
+            victim = next((k for k in leaves if largest is None or self._blocks[k].owner == largest), None)
+            if victim is None:  # the largest holder's blocks all have children of another: plain LRU
+                victim = next((k for k in self._blocks if not self._children.get(k)), None)
             if victim is None:  # pragma: no cover - a chain always has a leaf
                 return
             blk = self._blocks.pop(victim)
+            self._by_owner[blk.owner] -= blk.tokens
+            if not self._by_owner[blk.owner]:
+                del self._by_owner[blk.owner]
             group = (blk.parent, victim[1][0])
             self._kids[group].discard(victim)
             if not self._kids[group]:
@@ -236,6 +252,7 @@ class PrefixCache:
         self._blocks.clear()
         self._kids.clear()
         self._children.clear()
+        self._by_owner.clear()
         self._tokens = 0
         for per in self._by_label.values():
             per["tokens"] = 0
