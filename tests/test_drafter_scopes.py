@@ -263,6 +263,34 @@ def test_the_retained_sa_requests_stay_within_the_servers_budget_and_idle_namesp
     assert kept.retained == 31  # paired: within the budget a finished request is retained
 
 
+def test_one_owners_requests_take_the_shared_bounds_from_itself_before_a_smaller_owner():
+    """The retained-token budget and the idle namespaces are shared by every namespace: alice, under new salts or
+    with long requests, used to push bob's retained request out (his accepted drafts showed her traffic). Now the
+    owner holding the most gives first; with one owner the oldest goes, as before."""
+    from trtlade.drafting.algorithm import MAX_IDLE_SPACES, DraftPools
+
+    config = DraftConfig.parse(SA_GLOBAL, max_batch_size=2)
+
+    def finish(pools, key, tokens, namespace, owner):
+        drafter = pools.drafter(config, key, tokens, namespace=namespace, owner=owner)
+        drafter.observe([1])
+        drafter._draft(4)
+        drafter.release()
+
+    pools = DraftPools(max_batch_size=2, retained_tokens=200)
+    finish(pools, "bob", list(range(40)), ("identity", "bob"), "bob")
+    for i in range(MAX_IDLE_SPACES + 8):                              # alice: more idle salts than are kept
+        finish(pools, f"a{i}", list(range(i, i + 10)), ("identity", "alice", f"s{i}"), "alice")
+    finish(pools, "long", list(range(500, 700)), ("identity", "alice"), "alice")  # and one over the budget
+    bob = pools._spaces.get(("identity", "bob"))
+    assert bob is not None and bob.suffix.is_retained("bob")          # bob's text stayed
+    assert pools.retained <= 200 and pools.spaces <= MAX_IDLE_SPACES + 1
+    alone = DraftPools(max_batch_size=2, retained_tokens=200)          # one owner: the oldest goes, as before
+    finish(alone, "first", list(range(40)), ("identity", "bob"), "bob")
+    finish(alone, "long", list(range(500, 700)), ("identity", "bob", "s"), "bob")
+    assert ("identity", "bob") not in alone._spaces
+
+
 def _status(app, body: dict, path: str = "/v1/completions") -> tuple[int, dict]:
     async def go():
         async with client_for(app) as c:

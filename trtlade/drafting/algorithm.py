@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Optional, Sequence
+from typing import Callable, Hashable, Iterable, Optional, Sequence
 
 from trtlade.drafting.config import DraftConfig
 from trtlade.drafting.gate import SpeculationGate
@@ -88,11 +88,14 @@ class DraftSpace:
     """The pools of one namespace: what a request of that namespace may draft from, and nothing else.
     A pool added here is scoped like every other; a drafter never sees another namespace's space."""
 
-    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live", "gates", "gate_users", "private")
+    __slots__ = ("namespace", "history", "suffix", "host", "peers", "live", "gates", "gate_users", "private", "owner")
 
     def __init__(self, namespace: Hashable, max_batch_size: int, max_seq_len: Optional[int],
-                 private: bool = False) -> None:
+                 private: bool = False, owner: Hashable = None) -> None:
         self.namespace = namespace
+        #: who the namespace is charged to (an API key's identity; None: no keys): the shared bounds take from the
+        #: owner holding the most first, so one owner's traffic does not push out a smaller owner's
+        self.owner = owner
         #: a namespace no later request can name (one request's own): nothing of it outlives its request
         self.private = private
         self.history = HistoryPool(max_seq_len, slots=max_batch_size)
@@ -222,23 +225,24 @@ class DraftPools:
         """Tokens of finished SA requests kept searchable, every namespace together."""
         return sum(self._retained.values())
 
-    def space(self, namespace: Hashable = GLOBAL_SPACE, *, private: bool = False) -> DraftSpace:
+    def space(self, namespace: Hashable = GLOBAL_SPACE, *, private: bool = False, owner: Hashable = None) -> DraftSpace:
         """The pools of ``namespace``, taken up by a request (made on first use; ``private``: a namespace no later
-        request can name, whose pools go with its request)."""
+        request can name, whose pools go with its request; ``owner``: who it is charged to, its maker)."""
         space = self._spaces.get(namespace)
         if space is None:
-            space = self._spaces[namespace] = DraftSpace(namespace, self.max_batch_size, self.max_seq_len, private)
+            space = self._spaces[namespace] = DraftSpace(namespace, self.max_batch_size, self.max_seq_len, private,
+                                                         owner)
         self._idle.pop(namespace, None)
         return space
 
     def drafter(self, config: DraftConfig, key: Hashable, prompt: Sequence[int], *,
                 eos_token_ids: Iterable[int] = (), max_sequence_length: Optional[int] = None,
-                namespace: Hashable = GLOBAL_SPACE, private: bool = False) -> "HistoryDrafter":
+                namespace: Hashable = GLOBAL_SPACE, private: bool = False, owner: Hashable = None) -> "HistoryDrafter":
         """A new request's drafter in ``namespace``'s pools, its history seeded with ``prompt`` (upstream seeds
         it when the request's first context chunk is scheduled, so other requests' public search sees it from
         then on). ``private``: the namespace is the request's own (its scope shares nothing): no finished
         request's text is retained there, and its pools are dropped when it ends."""
-        space = self.space(namespace, private=private)
+        space = self.space(namespace, private=private, owner=owner)
         drafter = HistoryDrafter(config, self, key, eos_token_ids=eos_token_ids,
                                  max_sequence_length=max_sequence_length, space=space)
         drafter.begin(prompt)
@@ -247,7 +251,7 @@ class DraftPools:
         return drafter
 
     def join(self, key: Hashable, tokens: Sequence[int], namespace: Hashable = GLOBAL_SPACE,
-             private: bool = False) -> DraftSpace:
+             private: bool = False, owner: Hashable = None) -> DraftSpace:
         """An ``auto`` sequence's text (prompt, then what it emits: ``space.peers.extend``) enters ``namespace``'s
         peer pool, where the other live ``auto`` sequences of that namespace, and of no other, find it; until
         :meth:`leave`.
@@ -261,7 +265,7 @@ class DraftPools:
             >>> pools.leave(alice, 1); again.peers.peer_draft(3, 2)      # a finished sequence is not searched
             []
         """
-        space = self.space(namespace, private=private)
+        space = self.space(namespace, private=private, owner=owner)
         space.peers.add(key, tokens)
         space.live += 1
         return space
@@ -324,7 +328,8 @@ class DraftPools:
         while self._retained and sum(self._retained.values()) > self.retained_tokens:
             oversized = next((k for k, n in self._retained.items() if _is_host_key(k[1]) and n > self.retained_tokens),
                              None)
-            namespace, key = oversized or next(iter(self._retained))  # a pool over the whole budget goes first
+            namespace, key = oversized or self._oldest_of_largest(self._retained, lambda e: e[0],
+                                                                  lambda e: self._retained[e])
             del self._retained[(namespace, key)]
             space = self._spaces.get(namespace)
             if space is not None:
@@ -345,7 +350,24 @@ class DraftPools:
         self._idle[space.namespace] = None
         self._idle.move_to_end(space.namespace)
         while len(self._idle) > MAX_IDLE_SPACES:
-            self._drop(next(iter(self._idle)))
+            self._drop(self._oldest_of_largest(self._idle, lambda ns: ns, lambda ns: 1))
+
+    def _owner(self, namespace: Hashable) -> Hashable:
+        space = self._spaces.get(namespace)
+        return space.owner if space is not None else None
+
+    def _oldest_of_largest(self, entries: Iterable[Hashable], namespace_of: Callable[[Hashable], Hashable],
+                           size_of: Callable[[Hashable], int]) -> Hashable:
+        """The oldest of ``entries`` (oldest first) whose namespace's owner holds the most (``size_of`` each; one
+        owner: the oldest): the bounds every namespace shares take from the owner holding the most."""
+        entries = list(entries)
+        held: Counter = Counter()
+        for entry in entries:
+            held[self._owner(namespace_of(entry))] += size_of(entry)
+        if len(held) <= 1:
+            return entries[0]
+        largest = max(held, key=lambda o: held[o])
+        return next(entry for entry in entries if self._owner(namespace_of(entry)) == largest)
 
     def _drop(self, namespace: Hashable) -> None:
         self._idle.pop(namespace, None)

@@ -293,11 +293,11 @@ class SequenceState:
             self.drafter = pools.drafter(
                 self.request.speculation, self.seq_id, self.prompt + self.tokens,
                 eos_token_ids=self.engine.eos_token_ids, max_sequence_length=len(self.prompt) + self.request.max_tokens,
-                namespace=self.draft_space, private=self.shares_nothing)
+                namespace=self.draft_space, private=self.shares_nothing, owner=self.draft_owner)
         elif (self.policy == "auto" and self.settings.prompt_lookup and self.settings.public_lookup
               and not self.spec.is_autoregressive and self.peer_space is None):
             self.peer_space = pools.join(self.seq_id, self.prompt + self.tokens, namespace=self.draft_space,
-                                         private=self.shares_nothing)
+                                         private=self.shares_nothing, owner=self.draft_owner)
 
     def stop_drafting(self, pools: DraftPools) -> None:
         """The request ended: an NGram / SA history is retired (searchable until the next step has drafted, as
@@ -314,6 +314,11 @@ class SequenceState:
         """The drafters' pools this request drafts from: its prefix-cache namespace (none given: the global one,
         upstream's shared pools), or its own when its scope shares nothing."""
         return GLOBAL_SPACE if self.scope is None else self.scope.draft_space(self.seq_id)
+
+    @property
+    def draft_owner(self) -> Hashable:
+        """Who this request's drafting namespace is charged to: its API key's identity (None: no keys)."""
+        return None if self.scope is None else self.scope.identity
 
     @property
     def shares_nothing(self) -> bool:
