@@ -127,7 +127,6 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
     (["--prompts", "/nonexistent.json"], "neither a bundled suite"),
     (["7,7,7"], "unexpected argument"),
     (["--preset", "quick"], "--preset 'quick': unknown preset"),
-    (["--native-kernels", "--transformers-forward"], "the native kernels run in the engine's own forward"),
     (["--device", "tpu"], "--device 'tpu': not a device the reference engine runs on"),
     (["--device", "cuda:0", "--native-kernels"], "the native kernels are CPU code"),
 ])

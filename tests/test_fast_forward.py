@@ -377,14 +377,17 @@ def test_the_native_body_and_the_onednn_forward_give_the_same_tokens(arch):
 
 
 def test_native_kernels_asked_where_they_cannot_run_is_a_clear_error():
-    """native_kernels=True is never dropped silently: outside the Llama family, or with transformers'
-    forward, the engine refuses it by name, with what to do."""
+    """native_kernels=True is never dropped silently: with the model's own linear layers kept (pack_linears=False)
+    the engine refuses it by name, with what to do; outside the Llama family and on transformers' forward it
+    requires (and gets) the native linear kernel."""
     tok = tiny_tokenizer()
-    with pytest.raises(UnsupportedModelError, match="native_kernels=True: gemma2 is not of the Llama family"):
-        tiny_engine("gemma2", (2, 2, 1), model=tiny_model("gemma2", len(tok)), native_kernels=True)
-    with pytest.raises(UnsupportedModelError, match="runs in the engine's own forward") as info:
-        tiny_engine("llama", (2, 2, 1), model=tiny_model("llama", len(tok)), native_kernels=True, fast_forward=False)
+    with pytest.raises(UnsupportedModelError, match="pack_linears=False keeps as they are") as info:
+        tiny_engine("llama", (2, 2, 1), model=tiny_model("llama", len(tok)), native_kernels=True, pack_linears=False)
     assert "native_kernels unset" in str(info.value)
+    if PanelLinear.supports(torch.zeros(2, 2)):
+        for arch, extra in (("gemma2", {}), ("llama", {"fast_forward": False})):
+            engine = tiny_engine(arch, (2, 2, 1), model=tiny_model(arch, len(tok)), native_kernels=True, **extra)
+            assert engine.runner.kernel_choice.kernel == "native"
 
 
 @needs_native

@@ -121,10 +121,6 @@ def engine_bench(
     if seed is not None and not temperature > 0:
         fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
              where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")
-    if native_kernels and transformers_forward:
-        fail("--native-kernels with --transformers-forward: the native kernels run in the engine's own forward",
-             where="--native-kernels",
-             hint="drop one of the two (--no-native-kernels measures the engine's own forward on oneDNN)")
     _check_device(device, native_kernels)
     gguf = model is not None and model.suffix == ".gguf" and model.is_file()
     if model is not None and not (model / "config.json").is_file() and not gguf:

@@ -117,8 +117,7 @@ class BatchRunner:
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
         if native_kernels:
-            check_native_kernels(model, self.dtype, self.device, transformers_forward=fast_forward is False
-                                  or pack_linears is False)
+            check_native_kernels(model, self.dtype, self.device, stock_linears=pack_linears is False)
         #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
         self.fast = None if fast_forward is False or pack_linears is False else \
             fast_body(model, release=release_weights, windows=self.windows, native=native_kernels)
@@ -146,6 +145,9 @@ class BatchRunner:
             self.kernel_choice = KernelChoice("native", swapped, reason="transformers' forward with every linear layer "
                                               "on the native kernel (linear.c): a row's bits do not depend on the "
                                               "rows beside it")
+        elif native_kernels:
+            raise UnsupportedModelError("native_kernels=True: a linear layer of this model is one the native kernel "
+                                        f"does not run ({native_status()})", "leave native_kernels unset")
         elif pack_linears is None:
             self.kernel_choice = choose_linear_kernel(model)
             self.packed_linears = self.kernel_choice.layers if self.kernel_choice.kernel != "plain" else 0
@@ -153,6 +155,8 @@ class BatchRunner:
             self.packed_linears = pack_linear_layers(model) if pack_linears else 0
             self.kernel_choice = KernelChoice("onednn-packed" if self.packed_linears else "plain",
                                               self.packed_linears, reason="set by the caller")
+        if self.fast is None:  # the swaps above replace the model's LM head too: the logits run on its new one
+            self.lm_head = model.get_output_embeddings()
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
         cfg = self.config

@@ -131,13 +131,19 @@ def native_linears(model: nn.Module) -> int:
     """Swap every ``nn.Linear`` of ``model`` (transformers' forward) for the native kernel (:class:`FusedLinear` of
     one layer), which computes a row the same bits whatever the rows beside it, as the engine's own forward does;
     returns how many (0, nothing swapped, where the kernel does not run one of them: the model keeps its choice).
-    The source weights are not released (a tied LM head shares the embedding's)."""
+    The source weights are not released; a tied input embedding then reads its rows from the packed head
+    (:class:`PackedEmbedding`, its scale too), so the vocabulary matrix is held once."""
     targets = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
                if type(child) is nn.Linear]
     if not targets or not all(PanelLinear.supports(child.weight.detach()) for _, _, child in targets):
         return 0
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    shared = isinstance(head, nn.Linear) and isinstance(embed, nn.Embedding) and head.weight is embed.weight
     for parent, name, child in targets:
         setattr(parent, name, FusedLinear([child], release=False, native=True))
+    head = model.get_output_embeddings()
+    if shared and isinstance(head, FusedLinear) and head.native is not None:
+        model.set_input_embeddings(PackedEmbedding(head, scale=getattr(embed, "embed_scale", None)))
     return len(targets)
 
 
@@ -145,14 +151,17 @@ class PackedEmbedding(nn.Module):
     """A tied input embedding read from the LM head's native packed weight (:meth:`PanelLinear.rows`):
     the same values as ``embed_tokens(ids)``, without a second copy of the vocabulary matrix."""
 
-    def __init__(self, head: FusedLinear) -> None:
+    def __init__(self, head: FusedLinear, scale: Optional[torch.Tensor] = None) -> None:
         super().__init__()
         if head.native is None:
             raise ValueError("a packed embedding needs the LM head on the native kernel")
         self.head = head.native
+        #: a scaled embedding's factor (Gemma 3's ``embed_scale``), applied as its module applies it
+        self.scale = scale
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.head.rows(ids).view(*ids.shape, self.head.in_features)
+        rows = self.head.rows(ids).view(*ids.shape, self.head.in_features)
+        return rows if self.scale is None else rows * self.scale.to(rows.dtype)
 
 
 class RotaryTable:

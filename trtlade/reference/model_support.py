@@ -8,7 +8,6 @@ import torch
 from torch import nn
 
 from trtlade.errors import TrtladeError
-from trtlade.reference.fast_forward import FAMILIES
 from trtlade.reference.native import linear_dtypes as native_linear_dtypes
 from trtlade.reference.native import status as native_status
 
@@ -26,16 +25,14 @@ class UnsupportedModelError(TrtladeError, ValueError):
 
 
 def check_native_kernels(model: nn.Module, dtype: torch.dtype, device: torch.device, *,
-                          transformers_forward: bool) -> None:
-    """``native_kernels=True``: refuse, before any packing, what the native kernels do not run."""
+                          stock_linears: bool) -> None:
+    """``native_kernels=True``: refuse, before any packing, what the native kernels do not run (the linear kernel
+    runs under the engine's own forward and transformers' alike; ``stock_linears``: ``pack_linears=False`` keeps
+    the model's own)."""
     hint = "leave native_kernels unset (the engine then uses them where they run) or set it to False"
-    model_type = getattr(model.config, "model_type", "?")
-    if transformers_forward:
-        raise UnsupportedModelError("native_kernels=True runs in the engine's own forward, which "
-                                    "fast_forward=False / pack_linears=False turn off", hint)
-    if model_type not in FAMILIES:
-        raise UnsupportedModelError(f"native_kernels=True: {model_type} is not of the Llama family the native body "
-                                    f"runs ({', '.join(FAMILIES)})", hint)
+    if stock_linears:
+        raise UnsupportedModelError("native_kernels=True swaps the linear layers, which pack_linears=False keeps as "
+                                    "they are", hint)
     name = str(dtype).removeprefix("torch.")
     if device.type != "cpu" or name not in native_linear_dtypes():
         raise UnsupportedModelError(f"native_kernels=True: the native linear kernel does not run {name} on "
