@@ -87,6 +87,9 @@ def test_a_model_the_server_does_not_list_is_refused_before_any_request(server: 
     assert "--model: the server at" in result.stderr and "serves no model 'bogus'" in result.stderr
     assert "--model scripted-model" in result.stderr
     assert not [p for p in (tmp_path / "r").glob("*/per_request.jsonl")]  # nothing was sent
+    named = invoke("bench", "--base-url", url + "/v1", "-c", "1", "-n", "1", "--max-tokens", "2", "--model",
+                   "some-org/scripted-model", "--result-dir", str(tmp_path / "r2"))
+    assert named.exit_code == 0, named.output  # with its organisation, as trtlade's own server takes it
 
 
 def test_the_default_against_the_best_fixed_mode_is_printed(server: tuple[str, Script], tmp_path: Path) -> None:

@@ -62,6 +62,9 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["bench", "--result-dir", ""], 2, "err", "error: --result-dir is empty: it names a path"),
     (["serve", "--config", ""], 2, "err", "error: --config/-c is empty"),
     (["report", "compare", "", "x"], 2, "err", "error: RUN_A is empty"),
+    (["build", "--model", "", "--wng", "4,2,4", "--dry-run"], 2, "err", "error: --model/-m is empty"),
+    (["build", "--output", "", "-h"], 0, "out", "Usage: trtlade build"),   # the help, whatever else is given
+    (["bench", "-5"], 2, "err", "hint: see `trtlade bench -h`"),             # no argument: no `--` to suggest
     (["tune", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):

@@ -164,7 +164,8 @@ async def preflight_servers(targets: list["Target"], model: Optional[str], timeo
                          hint="pass --model NAME (the model name the server expects)", code=EXIT_INVALID)
                 listing = None
             listed = _listed_models(listing)
-            if model is not None and listed and model not in listed:
+            if model is not None and listed and model not in listed and model.rsplit("/", 1)[-1] not in listed:
+                # (a server may take a model name with its organisation: org/NAME for NAME, as trtlade's does)
                 fail(f"the server at {target.base_url} serves no model {model!r} (GET /v1/models lists "
                      f"{', '.join(map(repr, listed))}): every request would be a 404", where="--model",
                      hint=f"--model {listed[0]}, or leave --model out to use the first listed")

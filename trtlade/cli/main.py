@@ -120,7 +120,8 @@ def _refuse_repeated_options(argv: list[str]) -> None:
                                                ).parse_args(args=list(args))  # a copy: the parser consumes it
     except Exception:  # noqa: BLE001 - an unknown option, a missing value: Click says it, as it would anyway
         return
-    _refuse_empty_paths(order, values, path, command)
+    if not {"-h", "--help"} & set(args):  # the help is printed whatever else the line holds
+        _refuse_empty_paths(order, values, path, command)
     seen: set[str] = set()
     for param in order:
         if getattr(param, "multiple", True) or getattr(param, "count", False) or param.name is None:
@@ -142,8 +143,8 @@ def _refuse_empty_paths(order: list[Any], values: dict[str, Any], path: list[str
     except Exception:  # noqa: BLE001 - a callback whose hints do not resolve: nothing to check
         return
     for param in order:
-        if param.name is None or hints.get(param.name) not in (Path, Optional[Path]):
-            continue
+        if param.name is None or (hints.get(param.name) not in (Path, Optional[Path]) and param.name != "model"):
+            continue  # a path, or --model (a folder, a file or a name: never empty)
         given = values.get(param.name)
         if given == "" or (isinstance(given, (list, tuple)) and "" in given):
             flags = "/".join(param.opts) if param.param_type_name == "option" else param.name.upper()
@@ -177,7 +178,9 @@ def usage_error(exc: Any, argv: Optional[list[str]] = None) -> NoReturn:
     if given is not None and given not in message:
         message += f" (got {given!r})"
     option = getattr(exc, "option_name", None) or ""
-    if option[1:2].isdigit():  # `trtlade spec -1,2,4`: a value starting with a minus reads as an option
+    takes_argument = any(getattr(p, "param_type_name", "") == "argument"
+                         for p in getattr(getattr(exc.ctx, "command", None), "params", ()))
+    if option[1:2].isdigit() and takes_argument:  # `trtlade spec -1,2,4`: a value starting with - reads as an option
         token = next((t for t in argv or [] if t.startswith(option)), option)
         _exit(message, f"a value starting with '-' needs `--` before it: `{command} -- {token}`", EXIT_USAGE)
     _exit(message, f"see `{command} -h`", EXIT_USAGE)
