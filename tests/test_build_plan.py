@@ -101,6 +101,20 @@ def test_read_hf_config_hashes_bytes_and_normalises_dtype(tmp_path):
     assert read_hf_config(folder).config_sha256 != info.config_sha256
 
 
+def test_max_num_tokens_the_builder_would_change_is_refused_by_build_and_validate_config(tmp_path):
+    """check_max_num_tokens lowers a value above max_seq_len x max_batch_size and raises one below the KV block:
+    the config would then say what the engine does not hold."""
+    from trtlade.config.validate import validate_file
+
+    with pytest.raises(BuildError, match="below 64: trtllm-build raises it"):
+        plan_for(tmp_path, max_batch_size=1, max_input_len=20, max_seq_len=40)  # the default lowered to 40
+    path = tmp_path / "c.yml"
+    path.write_text("lookahead:\n  spec: 4,2,4\nbuild:\n  max_batch_size: 1\n  max_seq_len: 4096\n"
+                    "  max_num_tokens: 8192\n")
+    [error] = [d for d in validate_file(path).diagnostics if d.severity == "error"]
+    assert error.code == "build-max-num-tokens-cap" and error.line == 6
+
+
 def test_an_unused_models_dir_and_a_misspelt_unused_release_are_said(tmp_path):
     folder = hf_folder(tmp_path / "models", "m", "llama")
     p = make_plan(BuildOptions(model=str(folder), spec=LookaheadSpec(4, 2, 4), backend="reference",

@@ -122,3 +122,22 @@ def test_an_output_that_is_a_link_to_nothing_is_not_written_through(capsys, tmp_
         main(["config", "schema", "-o", str(link)])
     assert done.value.code == 2 and "a link to" in capsys.readouterr().err
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_every_commands_options_have_types_the_empty_path_check_can_read():
+    """The check reads each command function's annotations: one that did not resolve would be skipped silently."""
+    import typing
+
+    import typer.main
+
+    from trtlade.cli.main import app
+
+    def commands(group, path):
+        for name, cmd in getattr(group, "commands", {}).items():
+            yield from commands(cmd, [*path, name]) if hasattr(cmd, "commands") else [([*path, name], cmd)]
+
+    found = list(commands(typer.main.get_command(app), ["trtlade"]))
+    assert len(found) >= 10
+    for path, cmd in found:
+        hints = typing.get_type_hints(cmd.callback)
+        assert all(p.name in hints for p in cmd.params if p.name), path

@@ -70,6 +70,8 @@ EMBEDDED_ARCHITECTURE = "LlamaForCausalLM"
 
 #: trtllm-build's own default --max_num_tokens (0.16 to 1.2).
 DEFAULT_MAX_NUM_TOKENS = 8192
+#: the largest default KV block trtllm-build raises a smaller max_num_tokens to (PluginConfig's tokens_per_block)
+KV_BLOCK_TOKENS = 64
 
 # What is written where in a bundle: trtlade.bundle names it.
 
@@ -635,6 +637,13 @@ def _pick_limits(options: BuildOptions, build_sec: Any, pick: _Picker, backend: 
                          f"trtllm-build would lower it to {msl * mbs} (check_max_num_tokens)",
                          where=pick.origin["max_num_tokens"],
                          hint=f"set max_num_tokens to at most {msl * mbs}, or raise max_seq_len or max_batch_size")
+    if backend == "trtllm" and mnt < KV_BLOCK_TOKENS:
+        raise BuildError(f"max_num_tokens {mnt} is below {KV_BLOCK_TOKENS}: trtllm-build raises it to its KV block "
+                         f"size (tokens_per_block: {KV_BLOCK_TOKENS} in 0.16, 32 in later releases; "
+                         "check_max_num_tokens), so the engine would not hold what the config says",
+                         where=pick.origin["max_num_tokens"],
+                         hint=f"give max_num_tokens of at least {KV_BLOCK_TOKENS} (and max_seq_len x max_batch_size "
+                              "at least that)")
     return Limits(mbs, mil, msl, mnt)
 
 

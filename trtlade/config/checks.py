@@ -193,6 +193,15 @@ def _check_build_sizes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
                      "trtllm-build refuses it", loc=("build", "max_seq_len"), code="build-max-seq-len",
             hint="max_seq_len is prompt + output tokens; make it larger than max_input_len"))
     need = build.max_batch_size * spec.decoding_tokens
+    if build.backend == "trtllm" and build.max_num_tokens is not None and build.max_seq_len is not None \
+            and build.max_num_tokens > build.max_seq_len * build.max_batch_size:
+        cap = build.max_seq_len * build.max_batch_size
+        out.append(doc.diagnostic(
+            "error", f"build.max_num_tokens {build.max_num_tokens} is above max_seq_len {build.max_seq_len} x "
+                     f"max_batch_size {build.max_batch_size} = {cap}: trtllm-build lowers it to {cap} "
+                     "(check_max_num_tokens), so the engine would not hold what the config says",
+            loc=("build", "max_num_tokens"), code="build-max-num-tokens-cap",
+            hint=f"write build.max_num_tokens: {cap} or less, or raise max_seq_len or max_batch_size"))
     if build.max_num_tokens is not None and build.max_num_tokens < build.max_batch_size:
         out.append(doc.diagnostic(
             "error", f"build.max_num_tokens {build.max_num_tokens} is below build.max_batch_size "
