@@ -435,7 +435,9 @@ class ServeSection(_Section):
         4, ge=1, le=1000, description="With several API keys, GET /metrics is live for an admin key only; any other "
         "reader (another key, or a scraper let in by metrics_without_key) gets a copy of the counters renewed only "
         "once at least this many requests not its own arrived and ended since its last copy, so that no change it "
-        "sees is a single request of another tenant.")
+        "sees is a single request of another tenant. With metrics_without_key every such reader gets one copy, "
+        "renewed over this many requests beside the busiest identity's: under one tenant's load alone it stays put "
+        "(give Prometheus an admin key to read it live).")
     max_queue_per_identity: Optional[int] = Field(
         None, ge=1, description="With two or more API keys: the most sequences one identity may have waiting beyond "
         "its running ones (an `n: 8` request is 8); more get 429 naming its share, while the other identities' "
