@@ -135,6 +135,19 @@ def test_a_model_folder_without_weights_and_a_file_as_model_are_refused(tmp_path
     (bare / "config.json").write_text(json.dumps(HF_CONFIGS["llama"]))
     with pytest.raises(BuildError, match="has config.json but no weights"):
         plan_for(tmp_path, model=str(bare))
+    (bare / "training_args.bin").write_bytes(b"")  # not weights
+    with pytest.raises(BuildError, match="has config.json but no weights"):
+        plan_for(tmp_path, model=str(bare))
+    (bare / "m.gguf").write_bytes(b"")
+    with pytest.raises(BuildError, match="no weights") as info:
+        plan_for(tmp_path, model=str(bare))
+    assert "trtlade serve --model" in info.value.hint
+    full = hf_folder(tmp_path / "second", "bare", "llama")  # a name: a folder without weights is passed over
+    (full / "model.safetensors").write_bytes(b"")
+    found = make_plan(BuildOptions(model="bare", spec=LookaheadSpec(4, 2, 4), models_dir=tmp_path,
+                                   output=tmp_path / "o"), config={},
+                      env={"TRTLADE_MODELS_DIR": str(tmp_path / "second")}, cwd=tmp_path, trtllm_present=True)
+    assert found.model.path == full.resolve()
     for name, says in (("c.yml", "pass the folder that holds config.json"), ("m.gguf", "trtlade serve --model")):
         (tmp_path / name).write_text("x")
         with pytest.raises(BuildError, match="is a file, not a model folder") as info:

@@ -146,21 +146,34 @@ class HfModelInfo:
         return is_qwen3(self.architecture, self.model_type)
 
 
+#: suffixes of files a user may give as --model by mistake (a config, a GGUF, one weights file): read as paths
+_FILE_SUFFIXES = (".gguf", ".yml", ".yaml", ".json", ".safetensors", ".bin")
+
+
 def looks_like_path(text: str) -> bool:
-    """``./m``, ``/m``, ``~/m``, ``m/`` or an existing file or folder are paths; ``Qwen3-8B`` is a name."""
-    return (text.startswith((".", "/", "~")) or text.endswith(("/", os.sep))
-            or Path(text).expanduser().exists())
+    """``./m``, ``/m``, ``~/m``, ``m/``, an existing folder or a file such as ``c.yml`` are paths; ``Qwen3-8B`` is a
+    name (``Qwen/Qwen3-8B`` too, looked up under the models directories)."""
+    path = Path(text).expanduser()
+    return (text.startswith((".", "/", "~")) or text.endswith(("/", os.sep)) or path.is_dir()
+            or (path.suffix.lower() in _FILE_SUFFIXES and path.exists()))
 
 
 #: What holds a Hugging Face folder's weights (one file, or shards and their index)
-WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model*.bin.index.json")
+
+
+def has_weights(folder: Path) -> bool:
+    return any(next(folder.glob(pattern), None) for pattern in WEIGHT_PATTERNS)
 
 
 def _require_weights(folder: Path, where: str) -> None:
     """A folder with config.json and no weights would build a bundle that fails at serve: refused here."""
-    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+    if not has_weights(folder):
+        gguf = next(folder.glob("*.gguf"), None)
         raise BuildError(f"{folder} has config.json but no weights ({', '.join(WEIGHT_PATTERNS[:2])})", where=where,
-                         hint="download the whole model folder (config.json, the weights, the tokenizer files)")
+                         hint=f"a GGUF file is served as it is (`trtlade serve --model {gguf}`); build takes a Hugging "
+                              "Face folder" if gguf is not None else
+                              "download the whole model folder (config.json, the weights, the tokenizer files)")
 
 
 def _candidates(name: str, directory: Path) -> list[Path]:
@@ -195,11 +208,13 @@ def resolve_model(given: str, models_dirs: Sequence[tuple[str, Path]], *, as_pat
         if not directory.is_dir():
             looked.append(f"{directory} ({label}; not a directory)")
             continue
+        bare = []
         for candidate in _candidates(given, directory):
             if (candidate / "config.json").is_file():
-                _require_weights(candidate, "--model")
-                return ModelSource(candidate.resolve(), given, "models_dir")
-        looked.append(f"{directory / given} ({label})")
+                if has_weights(candidate):
+                    return ModelSource(candidate.resolve(), given, "models_dir")
+                bare.append(candidate)
+        looked.append(f"{directory / given} ({label})" + "".join(f"; {b} (config.json, no weights)" for b in bare))
     if not models_dirs:
         raise BuildError(
             f"model {given!r} is not a folder and no models directory is set to look it up in",
