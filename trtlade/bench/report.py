@@ -114,7 +114,9 @@ class RunSummary(BaseModel):
         base = self.series[0].label
         out = {(info.label, level): speedup(self.values(base, level, field), self.values(info.label, level, field))
                for info in self.series[1:] for level in self.levels}
-        noise = self.level_noise(out)
+        # the level's noise from the cells that are judged: a cell that lost requests or whole repeats scatters by
+        # how many it lost, which is not the repeats' noise
+        noise = self.level_noise({key: s for key, s in out.items() if not unjudged(self, field, *key)})
         return out, {key: margin(s.ratios, noise[key[1]]) for key, s in out.items()}
 
     def level_noise(self, cells: dict[tuple[str, int], Speedup]) -> dict[int, Noise]:
@@ -197,12 +199,24 @@ def noise_table(run: "RunSummary", field: str, *, decimals: int = 1) -> str:
             if s is None or not s.ratios:
                 cells.append("—")
                 continue
-            cells.append(_change_cell(s, margins.get((info.label, c)), _left_out(run, field, info.label, c)))
+            cells.append(_change_cell(s, margins.get((info.label, c)), unjudged(run, field, info.label, c)))
         lines.append(f"| {info.label} vs {base} | " + " | ".join(cells) + " |")
     if len(run.series) > 1:
         lines.append("")
         lines.append(_noise_note(run.repeats, margins))
     return "\n".join(lines)
+
+
+def unjudged(run: "RunSummary", field: str, series: str, level: int) -> str:
+    """Why (series, level) gets no verdict for ``field`` (empty: it gets one): failed requests the field leaves out,
+    or repeats in which the series delivered nothing, whose ratio (0) the pairing drops, so that a verdict would
+    rest on the repeats that survived."""
+    lost = _left_out(run, field, series, level)
+    if lost:
+        return f"{lost} failed request{'s' if lost > 1 else ''} left out"
+    base = run.values(run.series[0].label, level, "output_throughput")
+    dead = sum(1 for b, v in zip(base, run.values(series, level, "output_throughput")) if b and v == 0)
+    return f"{dead} repeat{'s' if dead > 1 else ''} delivered nothing" if dead else ""
 
 
 def _left_out(run: "RunSummary", field: str, series: str, level: int) -> int:
@@ -217,12 +231,12 @@ def _failed(count: int) -> str:
     return f" [{count} failed]" if count else ""
 
 
-def _change_cell(s: Speedup, m: Optional[float], lost: int) -> str:
-    """``+21.0% (+19.0…+23.0) higher ±2.9``; ``lost``: failed requests the field leaves out (no verdict then)."""
+def _change_cell(s: Speedup, m: Optional[float], why_not: str) -> str:
+    """``+21.0% (+19.0…+23.0) higher ±2.9``; ``why_not``: why the cell is not judged (:func:`unjudged`)."""
     pct = (s.mean - 1) * 100
     span = f" ({(s.lo - 1) * 100:+.1f}…{(s.hi - 1) * 100:+.1f})" if len(s.ratios) > 1 else ""
-    if lost:
-        return f"{pct:+.1f}%{span} not judged: {lost} failed request{'s' if lost > 1 else ''} left out"
+    if why_not:
+        return f"{pct:+.1f}%{span} not judged: {why_not}"
     said = verdict(s.mean, m)
     said = {"faster": "higher", "slower": "lower"}.get(said, said)
     return _judged(pct, span, said, m)
@@ -254,6 +268,9 @@ def shown_digits(change: float, margin: float, digits: int) -> int:
 
 def _noise_note(repeats: int, margins: dict[tuple[str, int], Optional[float]]) -> str:
     if all(m is None for m in margins.values()):
+        if repeats > 1:
+            return (f"{repeats} repeats, but every cell has one paired sample (the baseline failed in the others): no "
+                    "measure of its noise; read no difference as real before a run whose repeats all complete.")
         return ("One repeat: every cell is a single sample, with no measure of its noise; run with --repeats 3 "
                 "or more before reading a difference as real.")
     single = " A cell without a margin had one paired sample (a repeat's baseline failed): one sample." if any(
@@ -308,7 +325,9 @@ def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dic
             "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
                        "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
                        "ratios": list(s.ratios), "margin": margins.get((name, level)),
-                       "verdict": verdict(s.mean, margins.get((name, level))) if s.ratios else None}
+                       "verdict": verdict(s.mean, margins.get((name, level)))
+                       if s.ratios and not unjudged(run, field, name, level) else None,
+                       **({"not_judged": why} if (why := unjudged(run, field, name, level)) else {})}
                       for (name, level), s in ratios.items()]}
 
 
@@ -337,7 +356,7 @@ def family_verdicts(run: "RunSummary") -> dict[str, Any]:
         noise = run.level_noise(ratios)
         for (name, level), s in ratios.items():
             m = margins.get((name, level))
-            if s.ratios and m is not None and not _left_out(run, field, name, level):
+            if s.ratios and m is not None and not unjudged(run, field, name, level):
                 judged.append((field, name, level, s, m, noise[level]))
     n = len(judged)
     called = [x for x in judged if verdict(x[3].mean, x[4]) in ("faster", "slower")]
@@ -605,13 +624,14 @@ def default_vs_best_fixed(run: RunSummary) -> list[dict[str, Any]]:
     out = []
     for level in run.levels:
         mine = ratios.get((defaults[0], level))
-        others = [(name, ratios[(name, level)]) for name in fixed
-                  if (name, level) in ratios and ratios[(name, level)].ratios]
-        if mine is None or not mine.ratios or not others:
+        others = [(name, ratios[(name, level)]) for name in fixed  # a mode that delivered nothing in a repeat is
+                  if (name, level) in ratios and ratios[(name, level)].ratios  # not judged: no best on survivors
+                  and not unjudged(run, "output_throughput", name, level)]
+        if mine is None or not mine.ratios or not others or unjudged(run, "output_throughput", defaults[0], level):
             continue
         best, theirs = max(others, key=lambda item: item[1].mean)
         gaps = _paired_gaps(run, level, defaults[0], best)
-        gap = 100 * (mine.mean - theirs.mean)
+        gap = statistics.fmean(gaps)  # the paired gaps' mean: the number their margin is the noise of
         row = {"concurrency": level, "default": defaults[0], "default_pct": 100 * (mine.mean - 1), "best": best,
                "best_pct": 100 * (theirs.mean - 1), "gap_points": gap, "gap_lo": min(gaps), "gap_hi": max(gaps),
                "noise_pct": _pct(margins.get((defaults[0], level))),
