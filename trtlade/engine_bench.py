@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from trtlade.bench.noise import Noise, geometric_mean, margin, pooled, verdict
+from trtlade.bench.noise import CONFIDENCE, Noise, geometric_mean, margin, pooled, verdict
 from trtlade.presets import DEFAULT_PRESET, preset_prompt_lookup
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec
 
@@ -182,7 +182,9 @@ class ModeResult:
             "tokens_per_s": round(self.tokens_per_s, 3) if ours else None,
             "speedup_vs_greedy": round(self.speedup(greedy), 4) if ours else None,
             "speedup_vs_greedy_per_repeat": [round(r, 4) for r in ratios],
+            "speedup_vs_greedy_mean": round(geometric_mean(ratios), 4) if ours and ratios else None,
             "speedup_vs_greedy_margin": round(m, 4) if m is not None else None,
+            "speedup_vs_greedy_confidence": CONFIDENCE if m is not None else None,
             "speedup_vs_greedy_verdict": (verdict(geometric_mean(ratios), m) if ratios and self is not greedy
                                           else None),
             "identity_vs_greedy": round(self.identity, 4),

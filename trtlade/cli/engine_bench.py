@@ -308,13 +308,13 @@ def _print_tables(data: dict) -> None:
 
 
 def _vs_greedy(mode: dict) -> str:
-    """``1.23x (1.20–1.26); mean 1.22x faster ±0.04``: the median decode-rate ratio, its range over the repeats, and
-    the bench's verdict on their geometric mean with its margin (``one sample`` with one repeat); the baseline itself:
-    ``1.00x``.
+    """``1.23x (1.20–1.26); mean 1.22x faster ±0.04 (95%)``: the median decode-rate ratio, its range over the
+    repeats, and the bench's verdict on their geometric mean with its 95% margin (``one sample`` with one repeat); the
+    baseline itself: ``1.00x``.
 
     >>> _vs_greedy({"speedup_vs_greedy": 1.5, "speedup_vs_greedy_per_repeat": [1.5, 1.5, 1.5, 1.5, 0.5],
     ...             "speedup_vs_greedy_verdict": "within noise", "speedup_vs_greedy_margin": 0.4612})
-    '1.50x (0.50–1.50); mean 1.20x within noise ±0.46'
+    '1.50x (0.50–1.50); mean 1.20x within noise ±0.46 (95%)'
     """
     text = f"{mode['speedup_vs_greedy']:.2f}x"
     ratios = mode.get("speedup_vs_greedy_per_repeat") or []
@@ -329,7 +329,7 @@ def _vs_greedy(mode: dict) -> str:
 
             mean = geometric_mean(ratios)  # what the verdict and its margin judge
             digits = shown_digits(abs(mean - 1), m, 2)
-            return f"{text}; mean {mean:.{digits}f}x {said} ±{m:.{digits}f}"
+            return f"{text}; mean {mean:.{digits}f}x {said} ±{m:.{digits}f} (95%)"
     return f"{text} {said}" if said else text
 
 
