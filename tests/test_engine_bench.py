@@ -73,6 +73,9 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
         m = modes[name]
         assert len(m["speedup_vs_greedy_per_repeat"]) == 2 and m["speedup_vs_greedy_margin"] is not None
         assert m["speedup_vs_greedy_verdict"] in ("faster", "slower", "within noise")
+        ratios = m["speedup_vs_greedy_per_repeat"]  # the judged number is in the JSON: their geometric mean
+        assert m["speedup_vs_greedy_mean"] == pytest.approx((ratios[0] * ratios[1]) ** 0.5, abs=2e-4)
+        assert m["speedup_vs_greedy_confidence"] == 0.95
     # a transformers baseline's time is prefill + decode: no decode rate, no decode speedup
     assert modes["transformers generate"]["tokens_per_s"] is None and modes["transformers generate"][
         "speedup_vs_greedy"] is None
