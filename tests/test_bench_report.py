@@ -278,7 +278,7 @@ def test_compare_and_engine_bench_show_the_digits_their_verdicts_need() -> None:
     assert _judged(2.6, "", "within noise", 0.02604) == "+2.600% within noise ±2.604"
     shown = _vs_greedy({"speedup_vs_greedy": 1.004, "speedup_vs_greedy_per_repeat": [1.0035, 1.0045],
                         "speedup_vs_greedy_verdict": "faster", "speedup_vs_greedy_margin": 0.0008})
-    assert shown.endswith("mean 1.004x faster ±0.001")
+    assert shown.endswith("mean 1.004x faster ±0.001 (95%)")
 
 
 def test_two_runs_with_identical_repeats_are_no_difference_whatever_the_last_bit() -> None:
