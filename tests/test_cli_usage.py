@@ -65,6 +65,8 @@ def test_a_usage_mistake_is_an_error_line_a_hint_and_exit_2(capsys, argv, error,
     (["build", "--model", "", "--wng", "4,2,4", "--dry-run"], 2, "err", "error: --model/-m is empty"),
     (["build", "--output", "", "-h"], 0, "out", "Usage: trtlade build"),   # the help, whatever else is given
     (["bench", "-5"], 2, "err", "hint: see `trtlade bench -h`"),             # no argument: no `--` to suggest
+    (["validate-config", str(CONFIGS / "smollm2-cpu.yml"), "--upstream", "require"], 0, "err",
+     "note: --upstream require applies to trtllm-serve and Triton llmapi files; none was checked"),
     (["tune", "--base-url", "http://127.0.0.1:9", "--seed", "3"], 2, "err", "at temperature 0 it changes nothing"),
 ])
 def test_everything_else_exits_as_the_command_says(capsys, argv, code, stream, text):

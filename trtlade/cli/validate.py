@@ -15,7 +15,7 @@ from typing import List, Optional
 import typer
 from rich.text import Text
 
-from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, fail
+from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail
 from trtlade.diagnostics import Diagnostic, count_by_severity
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -93,6 +93,9 @@ def validate_config(
     reports = [validate_file(path, display=shown, engine_dir=engine_dir, release=trtllm_version, upstream=upstream)
                for path, shown in files]
     valid = all(r.valid(strict) for r in reports)
+    if upstream != "auto" and not any(r.kind in ("trtllm-serve", "triton-llmapi") for r in reports):
+        err_console.print(f"note: --upstream {upstream} applies to trtllm-serve and Triton llmapi files; none was "
+                          "checked", markup=False, highlight=False)
     if output_format is OutputFormat.json:
         _print_json(reports, strict, valid)
     elif output_format is OutputFormat.github:
