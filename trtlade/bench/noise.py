@@ -207,7 +207,7 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
     freedom) where that is larger, at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni); given
     back on the ratio scale on the side of the change (``exp(h) - 1`` above 1, ``1 - exp(-h)`` below), so that
     the change is beyond it exactly when its verdict is (``above``: that side whatever the change's; a threshold
-    to clear). None with fewer than two ratios: nothing measured the noise.
+    to clear, one-sided: all the error on that side). None with fewer than two ratios: nothing measured the noise.
 
     >>> level = Noise(sd=0.02, dof=8)
     >>> round(margin([1.10, 1.12, 1.11], level), 4)   # steadier than the level: the level's sd, t(0.975, 8)
@@ -216,8 +216,8 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
     0.3856
     >>> round(margin([0.90, 0.89, 0.91], level), 4)   # a slowdown: the interval's lower side
     0.0263
-    >>> round(margin([0.90, 0.89, 0.91], level, above=True), 4)   # what it would have to clear to be faster
-    0.027
+    >>> round(margin([0.90, 0.89, 0.91], level, above=True), 4)   # to clear to be faster: one-sided, t(0.95, 8)
+    0.0217
     >>> round(margin([1.10, 1.12, 1.11], level, comparisons=6), 4)   # the best of six: t(1 - 0.025/6, 8)
     0.041
     >>> margin([1.2], level) is None
@@ -226,7 +226,10 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
     k = len(ratios)
     if k < 2 or min(ratios) <= 0:
         return None
-    confidence = 1 - (1 - CONFIDENCE) / max(1, comparisons)
+    # a verdict (higher / lower) is a two-sided question; a threshold to clear on one side (``above``: is it
+    # faster?) a one-sided one, whose 5% all lies on that side (t_quantile takes a two-sided confidence)
+    error = (1 - CONFIDENCE) / max(1, comparisons)
+    confidence = 1 - (2 * error if above is not None else error)
     logs = [math.log(r) for r in ratios]
     own = statistics.stdev(logs)
     sd, dof = (own, k - 1) if own > level.sd or not level.dof else (level.sd, level.dof)

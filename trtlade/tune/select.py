@@ -4,9 +4,10 @@ decoding by more than the noise, under optional latency limits. Pure functions o
 Measurements are paired: at each (concurrency, repeat) every candidate runs the same prompts, one
 after another, so the ratio ``throughput(spec) / throughput(1,1,0)`` of one repeat compares like with
 like. A spec is chosen at a level only if its mean speedup exceeds 1 by more than its margin: the rule of
-``trtlade bench --repeats`` (:func:`trtlade.bench.noise.margin`: a 95% Student t interval from the larger of
-the level's pooled noise and the cell's own), with the confidence shared over the level's candidates
-(Bonferroni): picking the best of six candidates equal to (1,1,0) must not clear the bar by luck. Among the
+``trtlade bench --repeats`` (:func:`trtlade.bench.noise.margin`: a Student t bound from the larger of the level's
+pooled noise and the cell's own, one-sided at 95%, since a spec is chosen only for being faster), with the
+confidence shared over the level's candidates (Bonferroni): picking the best of six candidates equal to (1,1,0)
+must not clear the bar by luck. Among the
 specs that clear it, the one with the largest mean speedup wins; none, or one repeat (no noise measured):
 (1,1,0).
 
@@ -201,7 +202,7 @@ def _choose_level(table: Table, level: int, max_ttft_ms: Optional[float], max_tp
     k = table.comparisons(level, only)
     bars = [(cell, table.threshold(cell, k)) for cell in eligible]
     clear = [(cell, bar) for cell, bar in bars if bar is not None and cell.speedup > bar]
-    of = f" (the best of {k}: each at {1 - (1 - CONFIDENCE) / k:.1%} confidence)" if k > 1 else ""
+    of = f" (the best of {k}: each at {1 - (1 - CONFIDENCE) / k:.1%} confidence, one-sided)" if k > 1 else ""
     if clear:
         best, bar = max(clear, key=lambda item: item[0].speedup)
         return Choice(level, best.spec, best.speedup,
