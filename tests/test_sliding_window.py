@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+import native_variants
 from models import WINDOW, WINDOW_ARCHS, tiny_engine, tiny_model, tiny_tokenizer
 from test_engine_batching import request, run, tokens
 from trtlade.reference.batch_runner import (
@@ -173,17 +174,15 @@ def test_transformers_forward_in_bfloat16_is_lossless_on_the_native_linear_kerne
         assert list(tokens(out[i])) == eng.greedy(prompt, 32, ignore_eos=True).tokens, f"{arch} batched {i}"
 
 
-def test_transformers_forward_computes_its_logits_on_the_native_head_and_reads_a_tied_embedding_from_it():
+@pytest.mark.parametrize("variant", native_variants.params())
+def test_transformers_forward_computes_its_logits_on_the_native_head_and_reads_a_tied_embedding_from_it(variant):
     """The runner's LM head is the swapped one (it kept the model's old nn.Linear, whose rows at hidden 640 depend on
     the rows beside them: 1852 of 2048 logits differed), and a tied embedding reads its rows, scale included, from the
     packed head (one copy of the vocabulary matrix): the same bits as the model's own embedding."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     from trtlade.reference.fast_forward import FusedLinear, PackedEmbedding
-    from trtlade.reference.native.linear import PanelLinear
 
-    if not PanelLinear.supports(torch.zeros(2, 2)):
-        pytest.skip("the native linear kernel does not run here")
     torch.manual_seed(0)
     cfg = Gemma3TextConfig(vocab_size=2048, hidden_size=640, intermediate_size=256, num_hidden_layers=1,
                            num_attention_heads=2, num_key_value_heads=1, head_dim=64, sliding_window=64,
@@ -191,14 +190,25 @@ def test_transformers_forward_computes_its_logits_on_the_native_head_and_reads_a
     model = Gemma3ForCausalLM(cfg).eval()
     ids = torch.tensor([[5, 17, 2000, 3]])
     want = model.get_input_embeddings()(ids).clone()
-    eng = tiny_engine("gemma3", (2, 2, 1), model=model)
+    with native_variants.forced(variant):  # every variant this CPU runs, lower ones forced
+        eng = tiny_engine("gemma3", (2, 2, 1), model=model)
     head = eng.runner.lm_head
+    assert head.native.kernels.variant == variant
     assert isinstance(head, FusedLinear) and head.native is not None and head is model.get_output_embeddings()
     embed = model.get_input_embeddings()
     assert isinstance(embed, PackedEmbedding) and torch.equal(embed(ids), want)
     h = torch.randn(8, 640)
     with torch.inference_mode():
         assert torch.equal(head(h[:1]), head(h)[:1])  # a row's logits whatever the rows beside it
+
+
+def test_a_dtype_the_native_kernel_lacks_loads_on_the_kernels_measured_at_load():
+    """float16 (no native linear kernel): transformers' forward keeps the oneDNN / plain choice, and decodes."""
+    tok = tiny_tokenizer()
+    eng = tiny_engine("gemma3", (2, 2, 1), model=tiny_model("gemma3", len(tok), dtype=torch.float16))
+    assert eng.runner.kernel_choice.kernel in ("onednn-packed", "plain", "by-rows")
+    assert not eng.exactness["row_invariant_linear"]
+    assert len(eng.generate([5, 6, 7], 6, lookahead=(2, 2, 1), ignore_eos=True).tokens) == 6
 
 
 # ------------------------------------------------------------------------------------ refused by name

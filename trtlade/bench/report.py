@@ -322,13 +322,18 @@ def speedup_verdicts(run: "RunSummary", field: str = "output_throughput") -> dic
     return {"field": field, "baseline": run.series[0].label if run.series else None, "repeats": run.repeats,
             "confidence": CONFIDENCE, **({"default_vs_best_fixed": aims} if aims else {}),
             "noise_by_level": {str(level): {"sd": n.sd, "dof": n.dof} for level, n in noise.items()},
-            "cells": [{"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
-                       "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None,
-                       "ratios": list(s.ratios), "margin": margins.get((name, level)),
-                       "verdict": verdict(s.mean, margins.get((name, level)))
-                       if s.ratios and not unjudged(run, field, name, level) else None,
-                       **({"not_judged": why} if (why := unjudged(run, field, name, level)) else {})}
+            "cells": [_verdict_cell(run, field, name, level, s, margins.get((name, level)))
                       for (name, level), s in ratios.items()]}
+
+
+def _verdict_cell(run: "RunSummary", field: str, name: str, level: int, s: Speedup, m: Optional[float]
+                  ) -> dict[str, Any]:
+    """One (series, level) of :func:`speedup_verdicts`: no verdict where it is not judged, and why."""
+    why = unjudged(run, field, name, level)
+    return {"series": name, "concurrency": level, "mean": s.mean if s.ratios else None,
+            "min": s.lo if s.ratios else None, "max": s.hi if s.ratios else None, "ratios": list(s.ratios),
+            "margin": m, "verdict": verdict(s.mean, m) if s.ratios and not why else None,
+            **({"not_judged": why} if why else {})}
 
 
 def family_verdicts(run: "RunSummary") -> dict[str, Any]:

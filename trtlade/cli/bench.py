@@ -309,11 +309,7 @@ def bench(
     except DatasetError as exc:
         fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
     check_endpoint_takes(ep, ds, endpoint, loaded)
-    temperature_v = temperature if temperature is not None else section.temperature
-    if seed is not None and ds.sampling != "random" and temperature_v == 0:
-        fail(f"--seed draws the random set's prompts and seeds sampled requests: with {ds.name!r} (its prompts in "
-             "order) at temperature 0 it changes nothing", where="--seed", code=EXIT_USAGE,
-             hint="add --temperature T (or bench.temperature) to sample, use --dataset random, or drop --seed")
+    refuse_idle_seed(seed, ds, temperature if temperature is not None else section.temperature)
     if ds.skipped:
         err_console.print(f"note: {ds.skipped} conversation(s) in {ds.source} have no human turn and were "
                           "skipped", markup=False)
@@ -356,6 +352,15 @@ def _blamed(option: str, given: dict[str, Any], loaded: Any) -> str:
         return option
     line, column = loaded.document.position(loc)
     return f"{loaded.document.file}:{line}:{column}: bench.{key}"
+
+
+def refuse_idle_seed(seed: Optional[int], ds: Any, temperature: float) -> None:
+    """``--seed`` draws the random set's prompts and seeds sampled requests: with neither (a dataset in order, at
+    temperature 0) it would change nothing, refused (exit 2)."""
+    if seed is not None and ds.sampling != "random" and temperature == 0:
+        fail(f"--seed draws the random set's prompts and seeds sampled requests: with {ds.name!r} (its prompts in "
+             "order) at temperature 0 it changes nothing", where="--seed", code=EXIT_USAGE,
+             hint="add --temperature T (or bench.temperature) to sample, use --dataset random, or drop --seed")
 
 
 def check_endpoint_takes(ep: Any, ds: Any, endpoint: Optional[str], loaded: Any) -> None:

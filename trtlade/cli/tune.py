@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from trtlade.cli.bench import (_blamed, check_endpoint_takes, config_relative, load_bench_defaults, preflight_servers,
-                               result_root)
+                               refuse_idle_seed, result_root)
 from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, api_key_for, err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
@@ -206,11 +206,7 @@ def tune(
     except DatasetError as exc:
         fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
     check_endpoint_takes(ep, ds, endpoint, loaded)
-    if seed is not None and ds.sampling != "random" and (temperature if temperature is not None
-                                                         else section.temperature) == 0:
-        fail(f"--seed draws the random set's prompts and seeds sampled requests: with {ds.name!r} (its prompts in "
-             "order) at temperature 0 it changes nothing", where="--seed",
-             hint="add --temperature T (or bench.temperature) to sample, use --dataset random, or drop --seed")
+    refuse_idle_seed(seed, ds, temperature if temperature is not None else section.temperature)
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
     if apply is not None and repeats < 2:

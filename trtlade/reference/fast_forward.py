@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from trtlade.reference.kernels import onednn_available
+from trtlade.reference.model_support import tied
 from trtlade.reference.native import BodyLayer, NativeBody, PanelLinear
 from trtlade.reference.native import status as native_status
 
@@ -137,8 +138,8 @@ def native_linears(model: nn.Module) -> int:
                if type(child) is nn.Linear]
     if not targets or not all(PanelLinear.supports(child.weight.detach()) for _, _, child in targets):
         return 0
-    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
-    shared = isinstance(head, nn.Linear) and isinstance(embed, nn.Embedding) and head.weight is embed.weight
+    embed = model.get_input_embeddings()
+    shared = isinstance(embed, nn.Embedding) and tied(model)
     for parent, name, child in targets:
         setattr(parent, name, FusedLinear([child], release=False, native=True))
     head = model.get_output_embeddings()
