@@ -70,7 +70,9 @@ EMBEDDED_ARCHITECTURE = "LlamaForCausalLM"
 
 #: trtllm-build's own default --max_num_tokens (0.16 to 1.2).
 DEFAULT_MAX_NUM_TOKENS = 8192
-#: the largest default KV block trtllm-build raises a smaller max_num_tokens to (PluginConfig's tokens_per_block)
+#: the largest default KV block trtllm-build raises a smaller max_num_tokens to: NVIDIA/TensorRT-LLM
+#: tensorrt_llm/plugin/plugin.py, PluginConfig's tokens_per_block (64 in 0.16, 32 later), applied by
+#: tensorrt_llm/_common.py check_max_num_tokens
 KV_BLOCK_TOKENS = 64
 
 # What is written where in a bundle: trtlade.bundle names it.

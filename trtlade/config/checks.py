@@ -193,6 +193,8 @@ def _check_build_sizes(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic
                      "trtllm-build refuses it", loc=("build", "max_seq_len"), code="build-max-seq-len",
             hint="max_seq_len is prompt + output tokens; make it larger than max_input_len"))
     need = build.max_batch_size * spec.decoding_tokens
+    # NVIDIA/TensorRT-LLM tensorrt_llm/_common.py, check_max_num_tokens (from builder.py _init_max_seq_len): a larger
+    # value is lowered to the cap, with a warning only
     if build.backend == "trtllm" and build.max_num_tokens is not None and build.max_seq_len is not None \
             and build.max_num_tokens > build.max_seq_len * build.max_batch_size:
         cap = build.max_seq_len * build.max_batch_size
