@@ -4,6 +4,8 @@ writes into a config (comments kept), and a short end-to-end tune against a tiny
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from trtlade.bench.noise import margin, t_quantile
 from trtlade.schedule import LookaheadSchedule
 from trtlade.spec import AUTOREGRESSIVE as AR
 from trtlade.spec import LookaheadSpec as S
@@ -41,6 +44,11 @@ def test_explicit_candidates_add_the_baseline_and_refuse_what_the_server_does_no
 
 
 # ------------------------------------------------------------------------------------ choice
+def margin_own_sd(ratios) -> float:
+    """The sd of a cell's log ratios (its own noise)."""
+    return statistics.stdev(math.log(r) for r in ratios)
+
+
 def runs(table: dict, repeats=2, ttft=100.0, tpot=40.0):
     """{(spec, level): [throughput per repeat]} -> runs."""
     return [Run(spec, level, r, values[r], ttft, tpot) for (spec, level), values in table.items()
@@ -64,6 +72,31 @@ def test_noisy_repeats_raise_the_bar():
     noisy = tabulate(runs({(AR, 1): [20, 20], (LA, 1): [24, 18.4]}))  # same mean speedup, 1.06x
     assert choose(quiet)[0].spec == LA
     assert noisy.noise.sd > 0.1 and choose(noisy)[0].spec == AR
+
+
+def test_a_spec_that_scattered_within_chance_of_the_level_is_judged_at_the_levels_noise():
+    """+30% in two repeats of +26% and +34% beside specs equal to (1,1,0) whose repeats moved by 2-3%: its own sd
+    (one degree of freedom) is about twice theirs, within chance of it (F test), so the level's noise judges it and
+    it is chosen. Taken whenever larger than the level's, its own set a bar above 2x and (1,1,0) kept the level."""
+    t = tabulate(runs({(AR, 1): [100, 100], (BIG, 1): [126, 134], (S(2, 2, 2), 1): [101, 103],
+                       (S(2, 3, 1), 1): [99, 97.5], (S(2, 3, 2), 1): [102, 100.5], (S(2, 4, 1), 1): [100, 102.5]}))
+    cell = t.cell(BIG, 1)
+    assert 1.5 < margin_own_sd(cell.ratios) / t.noise_without(cell).sd < 3
+    [choice] = choose(t)
+    assert choice.spec == BIG and choice.speedup == pytest.approx((1.26 * 1.34) ** 0.5)
+    assert t.threshold(cell, 5) < 1.2 < 2 < 1 + margin(cell.ratios, t.noise_by_level[1], 5, above=True)
+
+
+def test_a_spec_that_scattered_beyond_chance_of_the_level_is_judged_on_its_own_noise():
+    """Three repeats of +0%, +60% and +30% beside specs whose repeats moved by 1%: its own scatter is far beyond
+    theirs (F test), so its own noise on its 2 degrees of freedom judges it, and a mean of +28% does not clear it
+    (the level's noise, which its scatter inflates, would have let it through)."""
+    t = tabulate(runs({(AR, 1): [100, 100, 100], (BIG, 1): [100, 160, 130], (LA, 1): [101, 100, 100.8],
+                       (S(2, 2, 2), 1): [99, 99.5, 100.2], (S(2, 3, 1), 1): [100.4, 99.4, 100.3]}, repeats=3))
+    cell, level, k = t.cell(BIG, 1), t.noise_by_level[1], t.comparisons(1)
+    assert choose(t)[0].spec == AR
+    at_the_levels = math.exp(t_quantile(level.dof, 1 - 2 * 0.05 / k) * level.sd / math.sqrt(3))
+    assert t.threshold(cell, k) > 2.0 and at_the_levels < cell.speedup < 1.3
 
 
 def test_latency_limits_exclude_specs_before_throughput_counts():
@@ -173,6 +206,24 @@ def test_the_best_of_six_candidates_equal_to_plain_decoding_is_picked_at_most_5_
             table = {(spec, 1): [rng.gauss(100, 5) for _ in range(repeats)] for spec in [AR, *specs]}
             picked += choose(tabulate(runs(table, repeats=repeats)))[0].spec != AR
         assert picked / 600 <= 0.05
+
+
+def test_a_spec_30_percent_faster_among_five_equal_ones_is_found_at_two_repeats():
+    """The choice's power, simulated (each run's throughput with 3.5% log-normal noise of its own, a shift shared by
+    the runs of a repeat): the +30% spec is chosen in nearly every run. When a cell's own noise (one degree of
+    freedom) replaced the level's wherever larger, it was found in about 64% of runs
+    (benchmarks/choice_rates.py)."""
+    import random
+
+    rng = random.Random(5)
+    specs = [S(2, 2, 1), S(2, 2, 2), S(2, 3, 1), S(2, 3, 2), S(2, 4, 1), S(2, 4, 2)]
+    found = 0
+    for _ in range(300):
+        shifts = [rng.gauss(0, 0.1) for _ in range(2)]
+        table = {(spec, 1): [100 * (1.3 if spec == specs[-1] else 1.0) * math.exp(shift + rng.gauss(0, 0.035))
+                             for shift in shifts] for spec in [AR, *specs]}
+        found += choose(tabulate(runs(table)))[0].spec == specs[-1]
+    assert found / 300 >= 0.95
 
 
 # ------------------------------------------------------------------------------------ apply

@@ -26,7 +26,9 @@ A cell with fewer than two ratios (one repeat, or a repeat whose baseline failed
 verdict is **one sample**. A run whose throughput is 0 (every request failed) has no ratio: the report
 counts its failures. A chooser that takes the best of several candidates (``trtlade tune``) asks
 each for ``comparisons`` times the confidence (Bonferroni), so that the best of six equal candidates
-does not clear the bar by luck.
+does not clear the bar by luck, and takes a cell's own noise only where it is larger than the other cells' beyond
+chance (``others``, an F test): at two repeats its one degree of freedom would keep a third of the specs 30%
+faster out (``benchmarks/choice_rates.py``).
 
 Worked example: a mode 20% faster in three repeats, another that is the baseline itself::
 
@@ -53,7 +55,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence, Union
 
 __all__ = ["CONFIDENCE", "Noise", "Speedup", "speedup", "pooled", "combined", "geometric_mean", "t_quantile",
-           "margin", "difference_margin", "unpaired", "verdict", "spread"]
+           "f_quantile", "margin", "difference_margin", "unpaired", "verdict", "spread"]
 
 #: The two-sided confidence a change must have to be called higher or lower.
 CONFIDENCE = 0.95
@@ -200,14 +202,64 @@ def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
     return math.sqrt(dof) * math.tan((lo + hi) / 2)
 
 
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function I_x(a, b) (DLMF 8.17.22), evaluated by
+    the modified Lentz method; it converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 / (1.0 - (a + b) * x / (a + 1) or tiny)
+    value = d
+    for m in range(1, 500):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for term in (even, odd):
+            d = 1.0 / (1.0 + term * d or tiny)
+            c = 1.0 + term / c or tiny
+            value *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return value
+
+
+def _f_cdf(x: float, d1: int, d2: int) -> float:
+    """P(F <= x) for Snedecor's F with (d1, d2) degrees of freedom: I_{d1 x / (d1 x + d2)}(d1 / 2, d2 / 2)."""
+    if x <= 0:
+        return 0.0
+    a, b, y = d1 / 2, d2 / 2, d1 * x / (d1 * x + d2)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(y) + b * math.log1p(-y))
+    if y < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(a, b, y) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - y) / b
+
+
+def f_quantile(d1: int, d2: int, confidence: float = CONFIDENCE) -> float:
+    """The x with P(F <= x) = ``confidence`` for Snedecor's F with (d1, d2) degrees of freedom (bisection).
+
+    >>> [round(f_quantile(*d), 3) for d in ((1, 6), (2, 12), (1, 1), (3, 10))]
+    [5.987, 3.885, 161.448, 3.708]
+    """
+    if d1 < 1 or d2 < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got ({d1}, {d2})")
+    lo, hi = 0.0, 1.0
+    while _f_cdf(hi, d1, d2) < confidence:
+        lo, hi = hi, hi * 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _f_cdf(mid, d1, d2) < confidence else (lo, mid)
+    return (lo + hi) / 2
+
+
 def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
-           above: Optional[bool] = None) -> Optional[float]:
+           above: Optional[bool] = None, others: Optional[Noise] = None) -> Optional[float]:
     """How far from 1 the geometric mean of ``ratios`` must be to be real: ``t * sd / sqrt(k)`` on the log scale,
     with ``sd`` and ``t``'s degrees of freedom the level's pooled noise, or the cell's own (k - 1 degrees of
     freedom) where that is larger, at ``CONFIDENCE`` shared over ``comparisons`` candidates (Bonferroni); given
     back on the ratio scale on the side of the change (``exp(h) - 1`` above 1, ``1 - exp(-h)`` below), so that
     the change is beyond it exactly when its verdict is (``above``: that side whatever the change's; a threshold
     to clear, one-sided: all the error on that side). None with fewer than two ratios: nothing measured the noise.
+    ``others``: the level's noise without this cell; given, the cell's own sd replaces the level's only where it is
+    larger than theirs beyond chance (its variance over theirs above the 95% quantile of F(k - 1, their dof)): a
+    chooser's rule, which keeps a spec's one degree of freedom of its own from vetoing a real speedup
+    (``trtlade tune``).
 
     >>> level = Noise(sd=0.02, dof=8)
     >>> round(margin([1.10, 1.12, 1.11], level), 4)   # steadier than the level: the level's sd, t(0.975, 8)
@@ -220,6 +272,12 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
     0.0217
     >>> round(margin([1.10, 1.12, 1.11], level, comparisons=6), 4)   # the best of six: t(1 - 0.025/6, 8)
     0.041
+    >>> round(margin([1.00, 1.30, 1.15], level, others=level), 4)   # 7x the others' sd: beyond chance, its own
+    0.3856
+    >>> round(margin([1.26, 1.34], level, above=True), 4)   # 2.2x the level's sd: its own, t(0.95, 1) = 6.314
+    0.2145
+    >>> round(margin([1.26, 1.34], level, above=True, others=level), 4)   # 2.2x on 1 dof is within chance
+    0.0266
     >>> margin([1.2], level) is None
     True
     """
@@ -232,10 +290,20 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
     confidence = 1 - (2 * error if above is not None else error)
     logs = [math.log(r) for r in ratios]
     own = statistics.stdev(logs)
-    sd, dof = (own, k - 1) if own > level.sd or not level.dof else (level.sd, level.dof)
+    sd, dof = (own, k - 1) if _own_is_larger(own, k - 1, level, others) else (level.sd, level.dof)
     half = t_quantile(dof, confidence) * sd / math.sqrt(k)
     up = statistics.fmean(logs) >= 0 if above is None else above
     return math.expm1(half) if up else -math.expm1(-half)
+
+
+def _own_is_larger(own: float, dof: int, level: Noise, others: Optional[Noise]) -> bool:
+    if not level.dof or level.sd == 0:
+        return not level.dof or own > 0
+    if others is None:
+        return own > level.sd
+    if not others.dof or others.sd == 0:  # nothing to test against: the larger, as without ``others``
+        return own > level.sd
+    return own > level.sd and (own / others.sd) ** 2 > f_quantile(dof, others.dof)
 
 
 def difference_margin(differences: Sequence[float], comparisons: int = 1) -> Optional[float]:

@@ -4,12 +4,13 @@ decoding by more than the noise, under optional latency limits. Pure functions o
 Measurements are paired: at each (concurrency, repeat) every candidate runs the same prompts, one
 after another, so the ratio ``throughput(spec) / throughput(1,1,0)`` of one repeat compares like with
 like. A spec is chosen at a level only if its mean speedup exceeds 1 by more than its margin: the rule of
-``trtlade bench --repeats`` (:func:`trtlade.bench.noise.margin`: a Student t bound from the larger of the level's
-pooled noise and the cell's own, one-sided at 95%, since a spec is chosen only for being faster), with the
-confidence shared over the level's candidates (Bonferroni): picking the best of six candidates equal to (1,1,0)
-must not clear the bar by luck. Among the
-specs that clear it, the one with the largest mean speedup wins; none, or one repeat (no noise measured):
-(1,1,0).
+``trtlade bench --repeats`` (:func:`trtlade.bench.noise.margin`: a Student t bound from the level's pooled noise,
+or the cell's own where an F test says it is larger than the other cells' beyond chance, one-sided at 95%, since
+a spec is chosen only for being faster), with the confidence shared over the level's candidates (Bonferroni):
+picking the best of six candidates equal to (1,1,0) must not clear the bar by luck. A cell's own noise at two
+repeats has one degree of freedom: taken whenever it was larger, as ``bench``'s verdicts take it, it set a bar of
+2x or more on specs 30% faster and kept a third of them out. Among the specs that clear it, the one with the
+largest mean speedup wins; none, or one repeat (no noise measured): (1,1,0).
 
 Worked example (two repeats; at C=1 (2,2,1) is 20% faster, at C=8 it is 1% faster, within noise)::
 
@@ -121,11 +122,18 @@ class Table:
         return sum(1 for (spec, lv), cell in self.cells.items() if lv == level and spec != AUTOREGRESSIVE
                    and cell.ratios and not cell.failed and (only is None or only(spec)))
 
+    def noise_without(self, cell: Cell) -> Noise:
+        """The noise of ``cell``'s level from the other cells compared there (what its own is tested against)."""
+        return pooled(c.ratios for c in _compared(self.cells.values()) if c.concurrency == cell.concurrency
+                      and c is not cell)
+
     def threshold(self, cell: Cell, comparisons: int = 1) -> Optional[float]:
-        """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise, the confidence
-        shared over ``comparisons`` candidates (:func:`~trtlade.bench.noise.margin`); None with fewer than two
-        paired repeats (nothing measured its noise: it is not chosen)."""
-        m = margin(cell.ratios, self.noise_by_level.get(cell.concurrency, Noise(0.0, 0)), comparisons, above=True)
+        """The speedup ``cell`` must exceed to be chosen: 1 + its margin at its level's noise (its own where larger
+        than the others' beyond chance), the confidence shared over ``comparisons`` candidates
+        (:func:`~trtlade.bench.noise.margin`, one-sided); None with fewer than two paired repeats (nothing measured
+        its noise: it is not chosen)."""
+        level = self.noise_by_level.get(cell.concurrency, Noise(0.0, 0))
+        m = margin(cell.ratios, level, comparisons, above=True, others=self.noise_without(cell))
         return None if m is None else 1.0 + m
 
 
@@ -153,10 +161,15 @@ def tabulate(runs: Iterable[Run]) -> Table:
         if ar and r.output_throughput > 0:  # a run whose every request failed has no ratio (its failures count)
             cell.ratios.append(r.output_throughput / ar)
     repeats = len({r.repeat for r in runs})
-    # a cell whose requests failed is never chosen, and its collapsed runs are not the level's noise
-    compared = [c for c in cells.values() if c.spec != AUTOREGRESSIVE and not c.failed]
+    compared = _compared(cells.values())
     by_level = {level: pooled(c.ratios for c in compared if c.concurrency == level) for level in levels}
     return Table(cells, specs, sorted(levels), repeats, combined(by_level.values()), by_level)
+
+
+def _compared(cells: Iterable[Cell]) -> list[Cell]:
+    """The cells compared with (1,1,0): a cell whose requests failed is never chosen, and its collapsed runs are not
+    the level's noise."""
+    return [c for c in cells if c.spec != AUTOREGRESSIVE and not c.failed]
 
 
 @dataclass(frozen=True)
