@@ -247,7 +247,8 @@ A speedup moves by {table.noise.sd:.3f} over all levels (pooled standard deviati
 across repeats) between two runs of the same thing; per level: {_per_level(table)}. A spec is chosen
 at a level only above 1 + its margin: the one-sided {CONFIDENCE:.0%} Student t bound of its mean speedup (a spec is
 chosen only for being faster) from its level's noise, or its own where an F test says it is larger than the
-other candidates' beyond chance, the confidence shared over the level's candidates (the best of several equal ones must not win by luck); the thresholds:
+other candidates' beyond chance, the confidence shared over the level's candidates (the best of several equal
+ones must not win by luck); the thresholds:
 {_thresholds(table)}.{_one_repeat_note(table)}
 
 ## Lookahead choice per concurrency (the engine's schedule)
