@@ -680,6 +680,19 @@ def test_compare_says_what_it_cannot_compare_and_what_differs_between_the_series
         compare_runs(run, alone)
 
 
+@pytest.mark.parametrize("sampling,temperature,warned", [
+    ("random", 0.0, True),      # the seed drew the prompts
+    ("in_order", 0.7, True),  # the seed sampled the answers
+    ("in_order", 0.0, False),  # prompts in order, greedy: the seed decided nothing
+])
+def test_compare_warns_of_a_different_seed_only_where_the_seed_decided_something(sampling, temperature, warned):
+    run, _ = known_run()
+    a = run.model_copy(update={"settings": {**run.settings, "dataset_sampling": sampling, "temperature": temperature,
+                                            "seed": 0}})
+    b = a.model_copy(update={"run_id": "B", "settings": {**a.settings, "seed": 7}})
+    assert ("`seed` (0 against 7)" in compare_runs(a, b)) is warned
+
+
 def test_compare_reads_a_hand_edited_servers_entry_without_a_traceback() -> None:
     run, _ = known_run()
     odd = run.model_copy(update={"metadata": {"servers": {"a": "not a mapping"}}})

@@ -1106,7 +1106,8 @@ def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary, pairs: Sequence[t
         hosts = [_host_text(run.metadata) for run in (run_a, run_b)]
     differ = [f"the CPU ({hosts[0] or '?'} against {hosts[1] or '?'})"] if hosts[0] != hosts[1] else []
     differ += [f"`{key}` ({run_a.settings.get(key)!r} against {run_b.settings.get(key)!r})"
-               for key in _COMPARED_SETTINGS if run_a.settings.get(key) != run_b.settings.get(key)]
+               for key in _COMPARED_SETTINGS if run_a.settings.get(key) != run_b.settings.get(key)
+               and (key != "seed" or _seed_matters(run_a.settings) or _seed_matters(run_b.settings))]
     servers = [describe_server(v) for v in served]
     if all(servers) and servers[0] != servers[1]:
         differ.append(f"the server ({servers[0]} against {servers[1]})")
@@ -1120,6 +1121,12 @@ def _compared_runs_lines(run_a: RunSummary, run_b: RunSummary, pairs: Sequence[t
         lines.append("- **The runs differ beyond what is compared**: " + "; ".join(differ) + ". A change below holds "
                      "for these differences together, not for one of them.")
     return lines + [""]
+
+
+def _seed_matters(settings: dict[str, Any]) -> bool:
+    """Whether a run's seed decided anything: it draws a ``random`` dataset's prompts and seeds sampled requests (a
+    run recorded without its dataset's sampling: assumed to)."""
+    return settings.get("dataset_sampling", "random") == "random" or (settings.get("temperature") or 0) > 0
 
 
 def _served(run: RunSummary) -> Optional[dict[str, Any]]:
