@@ -479,6 +479,12 @@ def test_prompt_limits():
     assert "64 tokens" in err["message"] and "63" in err["message"]
     err = error_of(post("/v1/completions", {"prompt": "x" * 60, "max_tokens": 10}, app=app), 400, "max_tokens")
     assert "ask for at most 4" in err["message"]
+    # beyond the context window: OpenAI's code and words, which clients that trim a conversation on overflow match
+    assert err["code"] == "context_length_exceeded" and "maximum context length is 64 tokens" in err["message"]
+    assert "you requested 70 tokens (60 in the prompt, 10 for the completion" in err["message"]
+    err = error_of(post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 70}]}, app=app),
+                   400, "messages")
+    assert err["code"] == "context_length_exceeded" and "maximum context length is 64 tokens" in err["message"]
     error_of(post("/v1/completions", {"prompt": ""}, app=app), 400, "prompt")
     error_of(post("/v1/completions", {"prompt": [99999999]}, app=app), 400, "prompt")
     capped, _ = fake_app(max_new_tokens=8)
@@ -848,3 +854,17 @@ def test_metrics_expose_the_documented_series_alone():
     documented = set(re.findall(r"^\| `(trtlade_\w+)`", reference.read_text(), re.M))
     assert families and not any(f.endswith("_created") for f in families)
     assert families <= documented, sorted(families - documented)
+
+
+def test_the_reported_seed_is_the_first_choices_whichever_generation_finished_first():
+    """``usage.lookahead.seed`` is documented as the first choice's (choice j drew with seed + j): a request's
+    generations finish in any order, and it reported the seed of the one that finished first."""
+    from trtlade.contract.protocol import GenerationStats, StepChunk
+    from trtlade.server.metrics import ServerMetrics
+    from trtlade.server.responses import RequestTracker
+
+    tracker = RequestTracker(ServerMetrics(), 0.0, prompt_tokens=3)
+    for generation, seed in ((1, 8), (0, 7)):  # the second choice ends first
+        stats = GenerationStats(spec=LookaheadSpec(1, 1, 0), steps=2, tokens=2, seed=seed)
+        tracker.chunk(StepChunk(tokens=[5, 6], finish_reason="stop", stats=stats), generation)
+    assert tracker.stats.seed == 7 and tracker.stats.tokens == 4

@@ -597,6 +597,11 @@ def _check_greedy_only(body: Union[CompletionRequest, ChatCompletionRequest], in
                 param=name, code="unsupported")
 
 
+#: the ``code`` of a request beyond the context window, as OpenAI's API sends it (clients that trim or summarise
+#: a conversation on overflow match it, or the "maximum context length" of its message)
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+
 def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest], info: EngineInfo,
                 n_prompt: int, prompt_param: str) -> int:
     """The prompt checked against the limits, and the max_tokens it may ask for."""
@@ -605,14 +610,15 @@ def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest
         raise ApiError.bad_request("the prompt is empty (0 tokens)", param=prompt_param)
     if n_prompt > limits.max_prompt_tokens:
         raise ApiError.bad_request(
-            f"the prompt has {n_prompt} tokens; this server accepts at most {limits.max_prompt_tokens} "
-            f"(the engine's max input length or serve.max_prompt_tokens)", param=prompt_param,
-            code="prompt_too_long")
+            f"This model's maximum context length is {limits.max_seq_len} tokens, and this server accepts prompts of "
+            f"at most {limits.max_prompt_tokens} (the engine's max input length or serve.max_prompt_tokens). However, "
+            f"your prompt has {n_prompt} tokens", param=prompt_param, code=CONTEXT_LENGTH_EXCEEDED)
     room = limits.max_seq_len - n_prompt
     if room < 1:
         raise ApiError.bad_request(
-            f"the prompt has {n_prompt} tokens and leaves no room for output in the engine's "
-            f"max_seq_len of {limits.max_seq_len}", param=prompt_param, code="prompt_too_long")
+            f"This model's maximum context length is {limits.max_seq_len} tokens (the engine's max_seq_len). "
+            f"However, your prompt has {n_prompt} tokens, which leaves no room for output", param=prompt_param,
+            code=CONTEXT_LENGTH_EXCEEDED)
     requested = body.max_tokens
     param = "max_tokens"
     if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None:
@@ -630,9 +636,9 @@ def _max_tokens(kind: Kind, body: Union[CompletionRequest, ChatCompletionRequest
             "(serve.max_tokens_limit)", param=param, code="max_tokens_too_large")
     if requested > room:
         raise ApiError.bad_request(
-            f"{param} = {requested} plus the prompt's {n_prompt} tokens is {requested + n_prompt}, "
-            f"above the engine's max_seq_len of {limits.max_seq_len}; ask for at most {room}",
-            param=param, code="max_tokens_too_large")
+            f"This model's maximum context length is {limits.max_seq_len} tokens (the engine's max_seq_len). However, "
+            f"you requested {requested + n_prompt} tokens ({n_prompt} in the prompt, {requested} for the completion, "
+            f"{param}); ask for at most {room}", param=param, code=CONTEXT_LENGTH_EXCEEDED)
     return int(requested)
 
 

@@ -126,7 +126,7 @@ class _Reply:
     def record(self, generation: int, chunk: StepChunk) -> list[tuple[int, str, Optional[dict]]]:
         """Account a generation's chunk to its choices; returns, per choice, its index, the text
         and the logprobs object this chunk adds (with ``echo``, the prompt comes first)."""
-        self.tracker.chunk(chunk)
+        self.tracker.chunk(chunk, generation)
         request = self.prepared.generations[generation]
         out = []
         for index in self.prepared.copies[generation]:

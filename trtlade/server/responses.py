@@ -224,15 +224,16 @@ class RequestTracker:
         self.first_token_at: Optional[float] = None
         self.last_chunk_at: Optional[float] = None
         self.completion_tokens = 0  #: tokens generated (greedy copies of a choice counted once)
-        self.all_stats: list[GenerationStats] = []
+        #: each finished generation's figures, by its index (the first choice's first: its seed is the one reported)
+        self.all_stats: dict[int, GenerationStats] = {}
         #: the request's prompt tokens, each prompt once (its cached ones are counted so in /metrics)
         self.prompt_tokens = prompt_tokens
 
     @property
     def stats(self) -> Optional[GenerationStats]:
-        return merged_stats(self.all_stats)
+        return merged_stats([self.all_stats[g] for g in sorted(self.all_stats)])
 
-    def chunk(self, chunk: StepChunk) -> None:
+    def chunk(self, chunk: StepChunk, generation: int = 0) -> None:
         now = time.monotonic()
         if chunk.tokens and self.first_token_at is None:
             self.first_token_at = now
@@ -243,14 +244,14 @@ class RequestTracker:
         self.completion_tokens += len(chunk.tokens)
         self.metrics.completion_tokens.inc(len(chunk.tokens))
         if chunk.stats is not None:
-            self.all_stats.append(chunk.stats)
+            self.all_stats[generation] = chunk.stats
 
     def done(self, endpoint: str, status: int) -> None:
         if self.on_done is not None:
             self.on_done()
         self.metrics.finished(endpoint, status)
         self.metrics.duration.labels(endpoint=endpoint).observe(time.monotonic() - self.arrival)
-        for stats in self.all_stats:
+        for stats in self.all_stats.values():
             self.metrics.lookahead(stats)
         merged = self.stats
         if merged is not None and merged.cached_tokens is not None:
