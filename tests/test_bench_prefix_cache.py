@@ -178,3 +178,33 @@ def test_the_tiny_tokenizer_shares_the_system_text_across_prompts():
     tok = tiny_tokenizer()
     a, b = (tok.encode(p.text) for p in prompts()[:2])
     assert a[:32] == b[:32]  # two whole blocks of 16 at least: there is something to reuse
+
+
+def test_clearing_also_forgets_what_finished_requests_left_in_the_drafters_pools():
+    """The bench sends the same prompts at every level and repeat: an SA global pool kept each finished answer, so
+    the same prompt again drafted its own earlier copy and accepted nearly every draft (a mode measured on replay).
+    The clear before each series empties the pools too; paired: without it, the second run accepts more."""
+    app = app_with_cache()
+    sa = {"decoding_type": "SA", "max_draft_len": 4, "enable_global_pool": True, "global_pool_size": 64}
+    body = {"model": str(engine().model_id), "prompt": SHARED + "Count from one to ten.", "max_tokens": 24,
+            "ignore_eos": True, "speculation": sa}
+
+    async def go(clear_between: bool) -> list[int]:
+        accepted = []
+        async with client_for(app) as c:
+            await c.post("/admin/prefix-cache/clear")
+            for _ in range(2):
+                reply = await c.post("/v1/completions", json=body)
+                assert reply.status_code == 200, reply.text
+                accepted.append(reply.json()["usage"]["speculation"]["accepted_draft_tokens"])
+                if clear_between:
+                    cleared = await c.post("/admin/prefix-cache/clear")
+                    assert cleared.json()["cleared"]["drafter_pools"] >= 1
+        return accepted
+
+    try:
+        first, again = asyncio.run(go(clear_between=True))
+        _, replayed = asyncio.run(go(clear_between=False))
+    finally:
+        engine().runner.prefix_cache = None
+    assert again == first and replayed > first

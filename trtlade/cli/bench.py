@@ -251,9 +251,10 @@ def bench(
                                           "section (and its serve host:port as --base-url)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG plots."),
     prefix_cache: Optional[str] = typer.Option(
-        None, "--prefix-cache", help="clear (default): empty each server's prefix cache before every series "
-        "(POST /admin/prefix-cache/clear), so no mode finds another's prompts computed; keep: leave it. The "
-        "report gives the hit rate per series either way (config: bench.prefix_cache)."),
+        None, "--prefix-cache", help="clear (default): empty each server's prefix cache (and a trtlade server's "
+        "drafter pools) before every series (POST /admin/prefix-cache/clear), so no mode finds another's prompts "
+        "computed or answered; keep: leave them. The report gives the hit rate per series either way (config: "
+        "bench.prefix_cache)."),
 ) -> None:
     from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
     from trtlade.bench.plan import (BenchPlan, PlanError, Target, make_series, parse_base_url,

@@ -493,9 +493,9 @@ class BenchSection(_Section):
     timeout_s: float = Field(600.0, gt=0, le=86400, allow_inf_nan=False,
                              description="Bound on one request (connect to last byte), seconds (at most a day).")
     prefix_cache: Literal["clear", "keep"] = Field(
-        "clear", description="clear: empty each server's prefix cache before every series (POST "
-        "/admin/prefix-cache/clear), so that modes compare on equal terms; keep: leave it. The report gives the "
-        "prefix-cache hit rate per series either way.")
+        "clear", description="clear: empty each server's prefix cache (and a trtlade server's drafter pools) before "
+        "every series (POST /admin/prefix-cache/clear), so that modes compare on equal terms; keep: leave them. The "
+        "report gives the prefix-cache hit rate per series either way.")
 
 
 class TrtladeConfig(_Section):

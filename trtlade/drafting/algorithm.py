@@ -315,6 +315,36 @@ class DraftPools:
         self._evict_retained()
         self._settle(space)
 
+    def clear_finished(self) -> int:
+        """Forget what finished requests left behind: retained SA requests, the host-side public pools' patterns, the
+        gates no live request uses, the idle namespaces; returns how many retained requests and pools were emptied.
+        ``trtlade bench`` clears it with the prefix cache before each series: it sends the same prompts again at
+        every level and repeat, and a global pool would otherwise draft each answer from its own earlier copy.
+
+            >>> pools = DraftPools(max_batch_size=2)
+            >>> sa = DraftConfig.parse({"decoding_type": "SA", "max_draft_len": 2, "enable_global_pool": True,
+            ...                         "global_pool_size": 64}, max_batch_size=2)
+            >>> first = pools.drafter(sa, "r1", [5, 6, 7, 8])
+            >>> first.observe([1]); first.release()                       # finished: its 5 tokens retained
+            >>> pools.retained, pools.drafter(sa, "r2", [9, 5, 6])._draft(2)   # a later request drafts r1's text
+            (5, [7, 8])
+            >>> pools.clear_finished(), pools.retained, pools.drafter(sa, "r3", [9, 5, 6])._draft(2)
+            (1, 0, [])
+        """
+        emptied = len(self._retained)
+        for namespace, key in list(self._retained):
+            space = self._spaces.get(namespace)
+            if space is not None and _is_host_key(key) and key in space.host:
+                space.host[key].pool.clear()
+            elif space is not None:
+                space.suffix.forget(key)
+        self._retained.clear()
+        for space in list(self._spaces.values()):
+            for settings in [k for k in space.gates if not space.gate_users[k]]:
+                del space.gates[settings]
+            self._settle(space)
+        return emptied
+
     def _holds(self, namespace: Hashable, key: Hashable) -> bool:
         """Whether ``namespace`` still holds what ``key`` charged: a retained SA request, or a host-side pool."""
         space = self._spaces.get(namespace)
