@@ -45,6 +45,25 @@ def test_a_request_that_streamed_no_text_keeps_its_usage_tokens_in_per_request_j
     assert summarize_level([r], series="x", concurrency=1, num_prompts=1).total_output_tokens == 3
 
 
+def test_a_completed_request_without_text_is_timed_in_e2el_and_counted_in_the_report() -> None:
+    """An answer that is only an end of sequence: completed, no content chunk. It was left out of E2EL as well as
+    TTFT without a word (the level's mean E2EL read 400 ms where its two requests took 400 and 30 ms)."""
+    slow = rec("x", 1, 0, [0.2, 0.3, 0.4], 5)
+    quick = rec("x", 1, 1, [], 1, start=1.0)
+    quick.last_event_time = 0.030
+    assert quick.e2e == pytest.approx(0.030) and quick.ttft is None and quick.tpot is None
+    summary = summarize_level([slow, quick], series="x", concurrency=1, num_prompts=2)
+    assert summary.mean_e2el_ms == pytest.approx(215.0) and summary.mean_ttft_ms == pytest.approx(200.0)
+    assert summary.completed == 2 and summary.completed_without_text == 1 and summary.failed == 0
+    run = RunSummary(run_id="r", created="c", levels=[1], settings={}, metadata={},
+                     series=[SeriesInfo(label="x", server="a", base_url="http://h", model="m", mode="ar")],
+                     summaries=[summary])
+    assert "**1 completed request(s) carried no text**" in render_markdown(run)
+    assert "carried no text" not in render_markdown(known_run()[0])
+    failed = rec("x", 1, 2, [], None, error="boom", kind="http")
+    assert failed.e2e is None  # a failed request is not timed
+
+
 def test_record_derived_numbers_worked_example() -> None:
     r = rec("x", 1, 0, [0.100, 0.140, 0.180, 0.220], 10)
     r.first_event_time = 0.005  # the role-only chunk does not count as the first token

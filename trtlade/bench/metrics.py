@@ -83,6 +83,9 @@ class LevelSummary(BaseModel):
     failed: int
     failures_by_kind: dict[str, int] = {}
     error_examples: list[str] = []
+    #: completed requests whose stream carried no text (an answer that is only an end of sequence): in E2EL and the
+    #: throughputs, not in TTFT, TPOT or ITL
+    completed_without_text: int = 0
     duration_s: float
     request_throughput: float
     output_throughput: float
@@ -252,6 +255,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
         concurrency=concurrency,
         num_prompts=num_prompts,
         completed=len(done),
+        completed_without_text=sum(r.without_text for r in done),
         failed=len(records) - len(done),
         failures_by_kind=failures,
         error_examples=examples,

@@ -103,11 +103,17 @@ class RequestRecord:
 
     @property
     def e2e(self) -> Optional[float]:
-        """End-to-end latency: request sent -> last event of the stream (usage chunk or [DONE]);
-        None if no content arrived."""
+        """End-to-end latency: request sent -> last event of the stream (usage chunk or [DONE]), for every request
+        that completed, an answer without text (its first token an end of sequence) included; None for a failed
+        request without content."""
         if not self.chunk_times:
-            return None
+            return self.last_event_time if self.ok else None
         return max(self.chunk_times[-1], self.last_event_time or 0.0)
+
+    @property
+    def without_text(self) -> bool:
+        """A completed request whose stream carried no content (no TTFT, TPOT or ITL: nothing arrived to time)."""
+        return self.ok and not self.chunk_times
 
     @property
     def tpot(self) -> Optional[float]:

@@ -773,7 +773,7 @@ def _failures_section(run: RunSummary) -> list[str]:
     total = sum(s.failed for s in run.summaries)
     sent = sum(s.completed + s.failed for s in run.summaries)
     if not failed:
-        return ["## Failures", "", f"None: all {sent} measured requests completed.", ""]
+        return ["## Failures", "", f"None: all {sent} measured requests completed.", "", *_without_text_lines(run)]
     out = ["## Failures", "", f"**{total} of {sent} measured requests failed** (counted in `failed`, "
            "left out of the latency statistics).", ""]
     per_level = [(info.label, {level: sum(v or 0 for v in run.values(info.label, level, "failed"))
@@ -787,7 +787,23 @@ def _failures_section(run: RunSummary) -> list[str]:
         repeat = f" (repeat {s.repeat + 1})" if run.repeats > 1 else ""
         out.append(f"- {s.series} @ concurrency {s.concurrency}{repeat}: {s.failed} failed ({kinds}). {examples}")
     out.append("")
-    return out
+    return out + _without_text_lines(run)
+
+
+def _without_text_lines(run: RunSummary) -> list[str]:
+    """The completed requests whose streams carried no text, where any did: counted as completed, timed in E2EL,
+    and left out of TTFT, TPOT and ITL (nothing arrived to time)."""
+    cells = [s for s in run.summaries if getattr(s, "completed_without_text", 0)]
+    if not cells:
+        return []
+    total = sum(s.completed_without_text for s in cells)
+    out = [f"**{total} completed request(s) carried no text** (an answer that is only an end of sequence): counted "
+           "as completed and in E2EL and the throughputs, left out of TTFT, TPOT and ITL.", ""]
+    for s in cells:
+        repeat = f" (repeat {s.repeat + 1})" if run.repeats > 1 else ""
+        out.append(f"- {s.series} @ concurrency {s.concurrency}{repeat}: {s.completed_without_text} of "
+                   f"{s.completed} completed")
+    return out + [""]
 
 
 def output_agreement(records: Sequence[RequestRecord], series: Sequence[str]) -> dict[str, dict[str, int]]:
