@@ -531,3 +531,159 @@ def test_an_engine_dir_given_for_a_trtllm_serve_file_is_said_unused(tmp_path):
     report = validate_file(path, engine_dir=tmp_path, release="1.3.0")
     assert [d.code for d in report.diagnostics if d.severity == "info"].count("engine-dir-unused") == 1
     assert report.valid(False)
+
+
+# ------------------------------------------------------------------------ the backend a drafter runs on, per release
+LOOKAHEAD = "speculative_config: {decoding_type: Lookahead, max_window_size: 4, max_ngram_size: 2, " \
+            "max_verification_set_size: 4}\n"
+MEDUSA = "speculative_config: {decoding_type: Medusa, max_draft_len: 63, num_medusa_heads: 4}\n"
+
+
+def found_at(text, release):
+    """Every finding as ``(severity, code, path)``, the schema's and trtlade's own around it."""
+    return [(d.severity, d.code, d.path) for d in check_trtllm_serve(parse_yaml(text, "f.yml"), release,
+                                                                     upstream="off")]
+
+
+@pytest.mark.parametrize("text, release, refused", [
+    # Lookahead / Medusa run only under trtllm-serve --backend tensorrt: a file naming no backend is TrtLlmArgs'
+    (LOOKAHEAD + "cuda_graph_config: {max_batch_size: 8}\n", "1.1.0", "cuda_graph_config"),
+    (LOOKAHEAD + "disable_overlap_scheduler: true\n", "1.2.1", "disable_overlap_scheduler"),
+    (MEDUSA + "cuda_graph_config: {max_batch_size: 8}\n", "1.1.0", "cuda_graph_config"),
+    (LOOKAHEAD + "extended_runtime_perf_knob_config: {cuda_graph_mode: true}\n", "1.1.0", None),
+    (LOOKAHEAD + "extended_runtime_perf_knob_config: {multi_block_mode: true}\n", "1.2.1", None),
+    (MEDUSA + "extended_runtime_perf_knob_config: {cuda_graph_mode: true}\n", "1.2.1", None),
+    (MEDUSA + "backend: pytorch\ncuda_graph_config: {max_batch_size: 8}\n", "1.1.0",
+     "speculative_config.decoding_type"),                                  # named: PyTorch's, which refuses Medusa
+])
+def test_a_drafter_only_the_engine_backend_runs_is_checked_as_trtllmargs(text, release, refused):
+    errors_found = [(c, p) for s, c, p in found_at(text, release) if s == "error"]
+    assert errors_found == ([] if refused is None else [(errors_found[0][0], refused)]), errors_found
+
+
+def test_the_note_says_the_command_line_must_choose_the_engine_backend():
+    for text in (LOOKAHEAD, MEDUSA):
+        found = check_trtllm_serve(parse_yaml(text, "f.yml"), "1.2.1", upstream="off")
+        notes = [d for d in found if d.code == "speculation-backend"]
+        assert [d.severity for d in notes] == ["info"] and "--backend tensorrt" in notes[0].message
+        assert "checked as TrtLlmArgs" in notes[0].message
+    assert not [d for d in found_at("backend: tensorrt\n" + MEDUSA, "1.2.1") if d[1] == "speculation-backend"]
+
+
+@pytest.mark.parametrize("text, release", [
+    # validate_speculative_config's first check: the drafter's supports_backend (BaseLlmArgs on 1.1 / 1.2rc0,
+    # TorchLlmArgs / TrtLlmArgs in the late-2025 1.2 copy)
+    ("backend: pytorch\n" + MEDUSA, "1.1.0"),
+    ("backend: pytorch\n" + MEDUSA, "1.2.1"),
+    ("backend: tensorrt\nspeculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2}\n",
+     "1.1.0"),
+    ("backend: tensorrt\nspeculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2}\n",
+     "1.2.1"),
+    ("backend: tensorrt\nspeculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1}\n", "1.1.0"),
+    ("backend: tensorrt\nspeculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1}\n", "1.2.1"),
+    ("backend: trt\nspeculative_config: {decoding_type: AUTO}\n", "1.2.1"),
+])
+def test_a_drafter_on_a_backend_it_does_not_support_is_refused(text, release):
+    assert ("trtllm-args-rule", "speculative_config.decoding_type") in errors(text, release)
+
+
+@pytest.mark.parametrize("text, release", [
+    ("backend: tensorrt\n" + LOOKAHEAD, "1.1.0"), ("backend: tensorrt\n" + MEDUSA, "1.2.1"),
+    ("backend: tensorrt\nspeculative_config: {decoding_type: Eagle, max_draft_len: 3, speculative_model_dir: /m}\n",
+     "1.1.0"),
+    ("backend: pytorch\nspeculative_config: {decoding_type: MTP, num_nextn_predict_layers: 1}\n", "1.2.1"),
+    ("speculative_config: {decoding_type: Draft_Target, max_draft_len: 4, speculative_model: /d}\n", NEWEST),
+])
+def test_a_drafter_on_a_backend_it_supports_passes(text, release):
+    assert errors(text, release) == []
+
+
+def test_the_engine_backend_of_the_late_12_copy_refuses_eagle3():
+    """TrtLlmArgs.validate_speculative_config (the late-2025 1.2 copy): Eagle3 is the PyTorch backend's; the
+    1.2rc0 read does not know Eagle3 at all, so the 1.2 line refuses the file either way."""
+    text = "backend: tensorrt\nspeculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /m}\n"
+    found = check_llm_args(parse_yaml(text, "f.yml"), "1.2.1")
+    assert any(d.severity == "error" and d.code == "trtllm-args-rule" and "only supported on the PyTorch backend" in
+               d.message for d in found), found
+
+
+# ------------------------------------------------------------------------ validator bodies that differ by release
+@pytest.mark.parametrize("text, release, code, path", [
+    # KvCacheConfig.validate_max_attention_window: i <= 0 raises at fe8770fb and 7b437aaa (1.3 refuses only 0)
+    ("kv_cache_config: {max_attention_window: [-4096, 4096]}\n", "1.1.0", "trtllm-args-rule",
+     "kv_cache_config.max_attention_window"),
+    # 1.3: MTPDecodingConfig.set_max_total_draft_tokens and EagleDecodingConfig.validate_eagle_config, dynamic trees
+    ("speculative_config: {decoding_type: MTP, max_draft_len: 3, use_dynamic_tree: true}\n", NEWEST,
+     "trtllm-args-rule", "speculative_config.dynamic_tree_max_topK"),
+    ("speculative_config: {decoding_type: MTP, use_dynamic_tree: true, dynamic_tree_max_topK: 4}\n", NEWEST,
+     "trtllm-args-rule", "speculative_config.use_dynamic_tree"),
+    ("speculative_config: {decoding_type: MTP, max_draft_len: 3, use_dynamic_tree: true, dynamic_tree_max_topK: 2, "
+     "max_total_draft_tokens: 50}\n", NEWEST, "trtllm-args-rule", "speculative_config.max_total_draft_tokens"),
+    ("speculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /m, use_dynamic_tree: true, "
+     "dynamic_tree_max_topK: 2, max_total_draft_tokens: 10}\n", NEWEST, "trtllm-args-rule",
+     "speculative_config.max_total_draft_tokens"),
+    ("speculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /m, use_dynamic_tree: true, "
+     "dynamic_tree_max_topK: 2, max_total_draft_tokens: 2}\n", NEWEST, "trtllm-args-rule",
+     "speculative_config.max_total_draft_tokens"),                               # below max_draft_len
+])
+def test_a_validator_body_is_the_releases_own(text, release, code, path):
+    assert (code, path) in errors(text, release)
+
+
+@pytest.mark.parametrize("text, release", [
+    ("kv_cache_config: {max_attention_window: [-4096, 4096]}\n", NEWEST),      # 1.3 allows a negative sentinel
+    ("speculative_config: {decoding_type: Eagle3, max_draft_len: 3, speculative_model: /m, use_dynamic_tree: true, "
+     "dynamic_tree_max_topK: 2}\n", NEWEST),                                    # the total defaults to 2 * 3
+    ("speculative_config: {decoding_type: MTP, max_draft_len: 3, use_dynamic_tree: true, dynamic_tree_max_topK: 2, "
+     "max_total_draft_tokens: 6}\n", NEWEST),
+    ("speculative_config: {decoding_type: Eagle3, max_draft_len: 4, speculative_model: /m, draft_len_schedule: "
+     "{2: 4, 8: 2}}\n", NEWEST),                                                # 1.3: the smallest key, not 1
+])
+def test_what_a_releases_own_body_accepts_passes(text, release):
+    assert errors(text, release) == []
+
+
+SCHEDULE = "speculative_config: {decoding_type: NGram, max_draft_len: 4, max_matching_ngram_size: 2, " \
+           "draft_len_schedule: %s}\n"
+EAGLE = "speculative_config: {decoding_type: Eagle, max_draft_len: 3, speculative_model_dir: /m, %s}\n"
+
+
+@pytest.mark.parametrize("text, path, said", [
+    # the late-2025 1.2 copy (the 1.2rc0 read has no schedule field, nor these Eagle validators)
+    (SCHEDULE % "{2: 4, 8: 2}", "speculative_config.draft_len_schedule", "must include batch_size=1"),
+    (SCHEDULE % "{1: 3, 8: 2}", "speculative_config.draft_len_schedule", "draft_len_schedule[1] must equal"),
+    (EAGLE % "eagle_choices: [[0], [1], [0, 0]], use_dynamic_tree: true, dynamic_tree_max_topK: 4",
+     "speculative_config.eagle_choices", "use_dynamic_tree should be False"),
+    (EAGLE % "eagle_choices: [[0, 0], [1]]", "speculative_config.eagle_choices", "choice [0, 0] is not connected"),
+])
+def test_the_late_12_copy_reads_its_own_schedule_and_eagle_tree(text, path, said):
+    found = [d for d in check_llm_args(parse_yaml(text, "f.yml"), "1.2.1") if d.path == path]
+    assert [d for d in found if d.code == "trtllm-args-rule" and said in d.message], found
+    assert not [d for d in check_llm_args(parse_yaml(text, "f.yml"), "1.2.1")
+                if d.code == "trtllm-args-rule" and d.path != path]
+
+
+def test_the_late_12_copys_mtp_takes_any_max_draft_len():
+    """There ``set_max_total_draft_tokens`` copies ``num_nextn_predict_layers`` over ``max_draft_len``: a 0 passes."""
+    found = check_llm_args(parse_yaml("speculative_config: {decoding_type: MTP, max_draft_len: 0}\n", "f.yml"),
+                           "1.2.1")
+    assert not [d for d in found if d.path == "speculative_config.max_draft_len"], found
+
+
+@pytest.mark.parametrize("data, cls, kept_backend", [
+    ({"speculative_config": {"decoding_type": "Lookahead"}}, "TrtLlmArgs", False),
+    ({"backend": "tensorrt", "max_batch_size": 8}, "TrtLlmArgs", False),
+    ({"backend": "pytorch", "speculative_config": {"decoding_type": "Medusa"}}, "TorchLlmArgs", True),
+    ({"speculative_config": {"decoding_type": "NGram"}}, "TorchLlmArgs", False),
+])
+def test_upstreams_own_check_builds_the_class_trtllm_serve_builds(data, cls, kept_backend):
+    """The --upstream gate built TorchLlmArgs for every file: a Lookahead file (checked by trtlade as TrtLlmArgs, the
+    class trtllm-serve --backend tensorrt builds, without the backend key it pops) would read as a disagreement."""
+    from types import SimpleNamespace
+
+    from trtlade.trtllm.upstream_gate import args_class
+
+    llm_args = SimpleNamespace(TorchLlmArgs=type("TorchLlmArgs", (), {}), TrtLlmArgs=type("TrtLlmArgs", (), {}))
+    chosen, given = args_class(llm_args, data)
+    assert chosen.__name__ == cls and ("backend" in given) is kept_backend
+    assert args_class(SimpleNamespace(TorchLlmArgs=llm_args.TorchLlmArgs), data)[0].__name__ == "TorchLlmArgs"

@@ -2,7 +2,8 @@
 verdict TensorRT-LLM gives it at start, for the release named.
 
 TensorRT-LLM reads every key of the file into its LLM arguments (``tensorrt_llm/llmapi/llm_args.py``,
-``update_llm_args_with_extra_dict``, then ``TorchLlmArgs(**...)``): a key it does not know, a value of the
+``update_llm_args_with_extra_dict``, then ``TorchLlmArgs(**...)``, or ``TrtLlmArgs`` below 1.3 where the file
+says ``backend: tensorrt`` or names a drafter only that backend runs): a key it does not know, a value of the
 wrong type, out of its bounds or outside its ``Literal``, or one its validators refuse stops the server. trtlade
 gives the same verdict without TensorRT-LLM (:mod:`trtlade.trtllm.llm_args_check`: the whole schema of the
 release, read from upstream's source into a table, and its validators as cited rules), each finding at its
@@ -11,7 +12,8 @@ release, read from upstream's source into a table, and its validators as cited r
 * ``backend: tensorrt``: the TensorRT-engine backend exists below 1.3 only (``LLM(backend="tensorrt")`` raises
   ValueError from 1.3 on: ``docs/source/legacy/tensorrt-backend-removal.md``);
 * ``speculative_config`` with ``decoding_type: Lookahead``: only on that engine backend, below 1.3, with the
-  NGram / SA equivalent named on 1.3+;
+  NGram / SA equivalent named on 1.3+; Lookahead or Medusa in a file that names no backend: the command line must
+  say ``--backend tensorrt`` (the file is checked as ``TrtLlmArgs``);
 * where TensorRT-LLM is importable, its own ``TorchLlmArgs`` checks the file too and a disagreement is an
   error (:mod:`trtlade.trtllm.upstream_gate`).
 
@@ -154,7 +156,23 @@ def _speculation(doc: YamlDocument, release: Optional[str]) -> list[Diagnostic]:
     block = doc.data.get("speculative_config")
     if isinstance(block, dict) and str(block.get("decoding_type", "")).lower() == "lookahead":
         return _lookahead(doc, block, release)
+    engine = release is None or release_for(release).engine_backend
+    if isinstance(block, dict) and block.get("decoding_type") == "Medusa" and engine:
+        return _engine_backend_note(doc, "Medusa")
     return []
+
+
+def _engine_backend_note(doc: YamlDocument, kind: str) -> list[Diagnostic]:
+    """A drafter only the TensorRT-engine backend runs, in a file that names no backend: checked as ``TrtLlmArgs``
+    (:func:`trtlade.trtllm.llm_args_check.root_class`), and the command line must choose that backend."""
+    if doc.data.get("backend") is not None:
+        return []
+    return [doc.diagnostic(
+        "info", f"{kind} needs the TensorRT-engine backend ({kind}DecodingConfig.supports_backend refuses pytorch): "
+        "the file does not choose one, so it is checked as TrtLlmArgs and the command line must choose it "
+        "(trtllm-serve ENGINE_DIR --backend tensorrt; trtlade build prints it)", loc=("speculative_config",
+                                                                                      "decoding_type"),
+        code="speculation-backend")]
 
 
 def _lookahead(doc: YamlDocument, block: dict[str, Any], release: Optional[str]) -> list[Diagnostic]:
@@ -170,9 +188,7 @@ def _lookahead(doc: YamlDocument, block: dict[str, Any], release: Optional[str])
                                f"{backend} (LookaheadDecodingConfig.supports_backend refuses pytorch)", loc=where,
                                code="speculation-backend", hint="backend: tensorrt (a release below 1.3 and a "
                                "trtllm-build engine), or use NGram / SA")]
-    out = [] if backend is not None else [doc.diagnostic(
-        "info", "Lookahead needs the TensorRT-engine backend: the file does not choose one, so the command line must "
-        "(trtllm-serve ENGINE_DIR --backend tensorrt; trtlade build prints it)", loc=where, code="speculation-backend")]
+    out = _engine_backend_note(doc, "Lookahead")
     spec_keys = {k: v for k, v in block.items() if k != "decoding_type"}
     try:
         LookaheadSpec.parse(spec_keys)

@@ -33,7 +33,7 @@ from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
 from trtlade.trtllm.compat import release_key
 
-__all__ = ["SchemaTable", "tables", "table_for", "check_llm_args", "root_class", "model_at"]
+__all__ = ["SchemaTable", "tables", "table_for", "check_llm_args", "root_class", "model_at", "ENGINE_ONLY_DRAFTERS"]
 
 _DATA = "trtllm_schema"
 
@@ -129,11 +129,27 @@ def _line(version: str) -> str:
     return f"{key[0]}.{key[1]}"
 
 
-def root_class(table: SchemaTable, backend: Any) -> str:
-    """``TorchLlmArgs``, or ``TrtLlmArgs`` for ``backend: tensorrt`` on a release that still has it."""
-    if backend in ("tensorrt", "trt") and "TrtLlmArgs" in table.models:
-        return "TrtLlmArgs"
-    return "TorchLlmArgs"
+#: Drafters whose ``supports_backend`` refuses ``pytorch`` (``backend not in ("pytorch", "_autodeploy")`` on
+#: ``LookaheadDecodingConfig`` and ``MedusaDecodingConfig``, llm_args.py@fe8770fb, @7b437aaa and the late-2025 1.2
+#: copy): trtllm-serve runs them only with ``--backend tensorrt``, whose ``launch_server`` builds
+#: ``tensorrt_llm._tensorrt_engine.LLM`` (``TrtLlmArgs``; tensorrt_llm/commands/serve.py@00209af1).
+ENGINE_ONLY_DRAFTERS = ("Lookahead", "Medusa")
+
+
+def root_class(table: SchemaTable, backend: Any, speculation: Any = None) -> str:
+    """``TorchLlmArgs``, or ``TrtLlmArgs`` on a release that still has it: for ``backend: tensorrt``, and for a file
+    that names no backend but a drafter only the engine backend runs (:data:`ENGINE_ONLY_DRAFTERS`: such a file
+    starts only under ``trtllm-serve --backend tensorrt``, so it is checked as that backend reads it).
+
+    >>> newest, old = tables()[-1], tables()[0]
+    >>> root_class(old, None, {"decoding_type": "Lookahead"}), root_class(old, "pytorch", {"decoding_type": "Medusa"})
+    ('TrtLlmArgs', 'TorchLlmArgs')
+    >>> root_class(newest, "tensorrt")                     # 1.3 has no TrtLlmArgs
+    'TorchLlmArgs'
+    """
+    kind = speculation.get("decoding_type") if isinstance(speculation, dict) else None
+    engine = backend in ("tensorrt", "trt") or (backend is None and kind in ENGINE_ONLY_DRAFTERS)
+    return "TrtLlmArgs" if engine and "TrtLlmArgs" in table.models else "TorchLlmArgs"
 
 
 def check_llm_args(doc: YamlDocument, release: Optional[str], own_keys: Iterable[str] = ()) -> list[Diagnostic]:
@@ -177,7 +193,7 @@ def _check_one(doc: YamlDocument, table: SchemaTable, own_keys: Iterable[str]) -
 
     data = {k: v for k, v in doc.data.items() if k not in set(own_keys)}
     out: list[Diagnostic] = []
-    root = root_class(table, data.get("backend"))
+    root = root_class(table, data.get("backend"), data.get("speculative_config"))
     data, notes = llm_args_rules.prepare(table, root, data)
     out += [doc.diagnostic(severity, message, loc=loc, hint=hint, code="trtllm-args-removed")
             for loc, message, hint, severity in notes]

@@ -62,6 +62,7 @@ class Context:
     label: str
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     enums: Optional[dict] = None  #: the table's enums (name -> {"members": ...})
+    root: str = "TorchLlmArgs"    #: the class the file is checked as (``TrtLlmArgs`` for the engine backend)
 
 
 RULES: list[Rule] = []
@@ -106,7 +107,8 @@ def run(doc: YamlDocument, table: Any, root: str, data: Optional[dict] = None) -
     """Every rule that applies to a model present in the file (``data``: as :func:`prepare` left it), at that
     model's location."""
     data = doc.data if data is None else data
-    ctx = Context(data, table.version, table.table.get("label", table.version), enums=table.table.get("enums"))
+    ctx = Context(data, table.version, table.table.get("label", table.version), enums=table.table.get("enums"),
+                  root=root)
     out: list[Diagnostic] = []
     raw = doc.data if isinstance(doc.data, dict) else {}  # as written: the blocks are built before any validator
     for key, message, hint in _empty_blocks(raw, table.version) if root in ("TorchLlmArgs", "LlmArgs") else ():
@@ -210,38 +212,71 @@ def _bool(value: Any) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ speculation
-@rule("DecodingBaseConfig", "validate_draft_len_schedule_and_sort")
+@rule("DecodingBaseConfig", "validate_draft_len_schedule_and_sort", releases=LINE_1_3)
 def _draft_len_schedule(block: dict, ctx: Context) -> Iterator[Finding]:
-    """``field_validator('draft_len_schedule')``: keys >= 1, values >= 0, the smallest key maps to
-    max_draft_len, no value above it (llm_args.py, ``DecodingBaseConfig``)."""
-    schedule = block.get("draft_len_schedule")
-    if not isinstance(schedule, dict) or not schedule:
+    """``field_validator('draft_len_schedule')`` (llm_args.py@a1a20970, ``DecodingBaseConfig``): keys >= 1, values
+    >= 0, the smallest key maps to max_draft_len, no value above it."""
+    items, draft = _schedule(block)
+    if items is None or (yield from _schedule_bounds(items)) or draft is None:
         return
-    items = [(_int(k), _int(v)) for k, v in schedule.items()]
-    if any(k is None or v is None for k, v in items):
-        return  # a type error, reported by the schema
-    where = ("draft_len_schedule",)
-    for batch, length in items:
-        if batch < 1:  # type: ignore[operator]
-            yield where, f"draft_len_schedule: batch size threshold must be >= 1, got {batch}", ""
-            return
-        if length < 0:  # type: ignore[operator]
-            yield where, f"draft_len_schedule: draft length must be >= 0, got {length}", ""
-            return
-    draft = _int(block.get("max_draft_len"))
-    if draft is None:
-        return
-    smallest = min(k for k, _ in items)  # type: ignore[type-var]
+    smallest = min(k for k, _ in items)
     first = dict(items)[smallest]
     if first != draft:
-        yield where, (f"draft_len_schedule[{smallest}] must equal max_draft_len because it is the smallest "
-                      f"batch-size key, got {first} with max_draft_len {draft}"), \
+        yield ("draft_len_schedule",), (f"draft_len_schedule[{smallest}] must equal max_draft_len because it is the "
+                                        f"smallest batch-size key, got {first} with max_draft_len {draft}"), \
             f"draft_len_schedule: {{{smallest}: {draft}, ...}}"
         return
+    yield from _schedule_ceiling(items, draft)
+
+
+@rule("DecodingBaseConfig", "validate_draft_len_schedule_and_sort", releases=("1.2",))
+def _draft_len_schedule_1_2(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The late-2025 1.2 copy's body: keys >= 1, values >= 0, then batch size 1 must be a key ("All systems can have
+    batch_size=1") and map to max_draft_len, no value above it."""
+    items, draft = _schedule(block)
+    if items is None or (yield from _schedule_bounds(items)):
+        return
+    where = ("draft_len_schedule",)
+    if 1 not in dict(items):
+        yield where, ("draft_len_schedule must include batch_size=1. All systems can have batch_size=1. Add "
+                      "{1: <max_draft_len>} to your schedule."), \
+            f"draft_len_schedule: {{1: {draft if draft is not None else 'max_draft_len'}, ...}}"
+    elif draft is not None and dict(items)[1] != draft:
+        yield where, (f"draft_len_schedule[1] must equal max_draft_len for consistency. Got schedule[1]="
+                      f"{dict(items)[1]}, but max_draft_len={draft}."), f"draft_len_schedule: {{1: {draft}, ...}}"
+    elif draft is not None:
+        yield from _schedule_ceiling(items, draft)
+
+
+def _schedule(block: dict) -> tuple[Optional[list[tuple[int, int]]], Optional[int]]:
+    """The schedule's ``(batch size, draft length)`` pairs (None: absent, empty, or a type error the schema reports)
+    and ``max_draft_len``."""
+    schedule = block.get("draft_len_schedule")
+    if not isinstance(schedule, dict) or not schedule:
+        return None, None
+    items = [(_int(k), _int(v)) for k, v in schedule.items()]
+    if any(k is None or v is None for k, v in items):
+        return None, None
+    return items, _int(block.get("max_draft_len"))  # type: ignore[return-value]
+
+
+def _schedule_bounds(items: list[tuple[int, int]]) -> Iterator[Finding]:
+    """Keys >= 1 and values >= 0, the first failure; returns True (``yield from``'s value) when one failed."""
     for batch, length in items:
-        if length > draft:  # type: ignore[operator]
-            yield where, (f"draft_len_schedule: all draft lengths must be <= max_draft_len, got {length} for "
-                          f"batch size {batch} with max_draft_len {draft}"), ""
+        if batch < 1 or length < 0:
+            said = f"batch size threshold must be >= 1, got {batch}" if batch < 1 else \
+                f"draft length must be >= 0, got {length}"
+            yield ("draft_len_schedule",), f"draft_len_schedule: {said}", ""
+            return True
+    return False
+
+
+def _schedule_ceiling(items: list[tuple[int, int]], draft: int) -> Iterator[Finding]:
+    for batch, length in items:
+        if length > draft:
+            yield ("draft_len_schedule",), (f"draft_len_schedule: all draft lengths must be <= max_draft_len, got "
+                                            f"{length} for batch size {batch} with max_draft_len {draft}"), ""
+            return
 
 
 @rule("DecodingBaseConfig", "validate_max_concurrency_and_draft_len_schedule_mutually_exclusive")
@@ -286,17 +321,78 @@ def _sa(block: dict, ctx: Context) -> Iterator[Finding]:
             "add enable_global_pool: true, or drop global_pool_size"
 
 
-@rule("EagleDecodingConfig", "validate_eagle_config")
+@rule("EagleDecodingConfig", "validate_eagle_config", releases=LINE_1_3)
 def _eagle(block: dict, ctx: Context) -> Iterator[Finding]:
-    """``EagleDecodingConfig.validate_eagle_config``: max_draft_len > 0; a dynamic tree needs its top-K > 0."""
+    """``EagleDecodingConfig.validate_eagle_config`` (llm_args.py@a1a20970): max_draft_len > 0; a dynamic tree needs
+    its top-K > 0 and a ``max_total_draft_tokens``, where given, in [max_draft_len, top-K * max_draft_len]."""
+    draft = yield from _eagle_draft(block)
+    if draft and _bool(block.get("use_dynamic_tree", False)):
+        yield from _dynamic_tree(block, draft, "dynamic_tree_max_topK should be provided, which indicates the number "
+                                 "of nodes to expand each time")
+
+
+@rule("EagleDecodingConfig", "validate_eagle_config", releases=("1.2",))
+def _eagle_1_2(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The late-2025 1.2 copy's body, in its order: max_draft_len > 0; ``eagle_choices`` excludes
+    ``use_dynamic_tree`` and must be a connected tree (``check_eagle_choices``: every path's parent is a path too; an
+    empty list fails its ``max()``); a dynamic tree needs its top-K > 0 (max_total_draft_tokens is set from
+    max_draft_len there, whatever the file says)."""
+    draft = yield from _eagle_draft(block)
+    dynamic, choices = _bool(block.get("use_dynamic_tree", False)), block.get("eagle_choices")
+    if not draft:
+        return
+    if choices is not None and dynamic:
+        yield ("eagle_choices",), "If eagle_choices is provided, use_dynamic_tree should be False", \
+            "a static tree (eagle_choices) or a dynamic one (use_dynamic_tree), not both"
+    elif choices is not None and (broken := _unconnected_choice(choices)):
+        yield ("eagle_choices",), broken, "list every path's parent too, e.g. [[0], [1], [0, 0]]"
+    elif dynamic:
+        yield from _dynamic_tree(block, draft, "dynamic_tree_max_topK should be provided, which indicates the number "
+                                 "of nodes to expand each time", total=False)
+
+
+def _eagle_draft(block: dict) -> Iterator[Finding]:
+    """``if self.max_draft_len is None or self.max_draft_len == 0: raise``; returns max_draft_len (0 when refused)."""
     draft = _int(block.get("max_draft_len"))
     if draft is None or draft == 0:
         yield ("max_draft_len",), "max_draft_len must be > 0 for Eagle", "the number of drafter layers, e.g. 3"
+        return 0
+    return draft
+
+
+def _unconnected_choice(choices: Any) -> str:
+    """``check_eagle_choices`` (the late-2025 1.2 copy): the paths deduplicated and sorted by (length, path), each
+    longer than one needs its parent among them (an assert); "" when it holds or the type is the schema's to refuse.
+
+    >>> _unconnected_choice([[0, 0], [1]]), _unconnected_choice([[0], [1], [0, 0]])
+    ('Error: choice [0, 0] is not connected', '')
+    """
+    if not isinstance(choices, list) or not all(isinstance(c, list) for c in choices):
+        return ""
+    paths = {tuple(_int(x) for x in c) for c in choices}
+    if any(None in p for p in paths):
+        return ""
+    if not paths:
+        return "eagle_choices is empty: check_eagle_choices takes the max() of no paths (ValueError)"
+    for path in sorted(paths, key=lambda p: (len(p), p)):
+        if len(path) > 1 and path[:-1] not in paths:
+            return f"Error: choice {list(path)} is not connected"
+    return ""
+
+
+def _dynamic_tree(block: dict, draft: int, missing: str, total: bool = True) -> Iterator[Finding]:
+    """A dynamic tree's top-K > 0, then (``total``, 1.3) ``max_total_draft_tokens`` where given in [max_draft_len,
+    top-K * max_draft_len] (absent: that product)."""
+    top = _int(block.get("dynamic_tree_max_topK"))
+    if top is None or top <= 0:
+        yield ("dynamic_tree_max_topK",), missing, "e.g. dynamic_tree_max_topK: 4"
         return
-    if _bool(block.get("use_dynamic_tree", False)):
-        top = _int(block.get("dynamic_tree_max_topK"))
-        if top is None or top <= 0:
-            yield ("dynamic_tree_max_topK",), "dynamic_tree_max_topK must be > 0 with use_dynamic_tree", ""
+    given = _int(block.get("max_total_draft_tokens"))
+    if total and block.get("max_total_draft_tokens") is not None and given is not None and \
+            not draft <= given <= top * draft:
+        yield ("max_total_draft_tokens",), (f"max_total_draft_tokens ({given}) must be in [max_draft_len ({draft}), "
+                                            f"dynamic_tree_max_topK * max_draft_len ({top * draft})]"), \
+            f"leave it out for {top * draft} (dynamic_tree_max_topK * max_draft_len)"
 
 
 @rule("EagleDecodingConfig", "validate_speculative_model")
@@ -313,11 +409,19 @@ def _draft_target_model(block: dict, ctx: Context) -> Iterator[Finding]:
         yield (), "speculative_model must be specified for DraftTarget", ""
 
 
-@rule("MTPDecodingConfig", "set_max_total_draft_tokens")
+@rule("MTPDecodingConfig", "set_max_total_draft_tokens", releases=LINE_1_3)
 def _mtp(block: dict, ctx: Context) -> Iterator[Finding]:
-    draft = _int(block.get("max_draft_len", block.get("num_nextn_predict_layers")))
+    """``MTPDecodingConfig.set_max_total_draft_tokens`` (llm_args.py@a1a20970; the 1.2 copy's only copies
+    ``num_nextn_predict_layers`` over): max_draft_len, where given, > 0; a dynamic tree needs max_draft_len, a top-K
+    > 0 and a ``max_total_draft_tokens``, where given, in [max_draft_len, top-K * max_draft_len]."""
+    draft = _int(block.get("max_draft_len"))
     if draft is not None and draft <= 0:
         yield ("max_draft_len",), "max_draft_len must be > 0 for MTP", ""
+    elif _bool(block.get("use_dynamic_tree", False)) and block.get("max_draft_len") is None:
+        yield ("use_dynamic_tree",), "max_draft_len must be set when use_dynamic_tree is True", \
+            "max_draft_len: the MTP draft depth, e.g. 3"
+    elif _bool(block.get("use_dynamic_tree", False)) and draft is not None:
+        yield from _dynamic_tree(block, draft, "dynamic_tree_max_topK must be > 0 when use_dynamic_tree is True")
 
 
 @rule("TorchLlmArgs", "validate_speculative_config")
@@ -379,12 +483,15 @@ _NO_REJECTION_PATH = ("NGram", "SA", "AUTO", "User_Provided", "SaveState", "User
 
 @rule("BaseLlmArgs", "validate_speculative_config")
 def _speculation_base(block: dict, ctx: Context) -> Iterator[Finding]:
-    """1.1 / 1.2rc0 (``BaseLlmArgs.validate_speculative_config``, llm_args.py@fe8770fb and @7b437aaa): asserts on the
-    drafter's block. NGram: ``max_draft_len > 0 and max_matching_ngram_size > 0``, the latter's default being 0
-    there (a block without it fails); Eagle and DraftTarget: ``max_draft_len > 0`` and a ``speculative_model_dir``;
+    """1.1 / 1.2rc0 (``BaseLlmArgs.validate_speculative_config``, llm_args.py@fe8770fb and @7b437aaa): first the
+    drafter's ``supports_backend`` (:data:`SUPPORTS_BACKEND_1_1`), then asserts on the drafter's block. NGram:
+    ``max_draft_len > 0 and max_matching_ngram_size > 0``, the latter's default being 0 there (a block without it
+    fails); Eagle and DraftTarget: ``max_draft_len > 0`` and a ``speculative_model_dir``;
     MTP: ``num_nextn_predict_layers > 0``; Medusa: ``max_draft_len > 0``."""
     spec = block.get("speculative_config")
-    if not isinstance(spec, dict):
+    refused = list(_unsupported_backend(block, ctx, SUPPORTS_BACKEND_1_1))
+    if not isinstance(spec, dict) or refused:
+        yield from refused  # upstream checks the backend first, and raises
         return
     kind, where = spec.get("decoding_type"), ("speculative_config",)
     draft = _int(spec.get("max_draft_len"))
@@ -405,6 +512,78 @@ def _speculation_base(block: dict, ctx: Context) -> Iterator[Finding]:
         layers = _int(spec.get("num_nextn_predict_layers", 1))
         if layers is None or layers <= 0:
             yield where + ("num_nextn_predict_layers",), "MTP needs num_nextn_predict_layers > 0", ""
+
+
+def _refuses_torch(backend: Optional[str]) -> bool:
+    return backend not in ("pytorch", "_autodeploy")
+
+
+def _pytorch_only(backend: Optional[str]) -> bool:
+    return backend == "pytorch"
+
+
+def _torch_only(backend: Optional[str]) -> bool:
+    return backend in ("pytorch", "_autodeploy")
+
+
+#: ``supports_backend`` of each drafter class that overrides ``DecodingBaseConfig``'s (which returns True), by the
+#: file's ``decoding_type``, at llm_args.py@fe8770fb (1.1) and @7b437aaa (1.2rc0): Medusa and Lookahead refuse
+#: pytorch and _autodeploy; NGram, DraftTarget, MTP and AUTO take pytorch only (Eagle, UserProvided, SaveState: any).
+SUPPORTS_BACKEND_1_1: dict[str, Callable[[Optional[str]], bool]] = {
+    "Medusa": _refuses_torch, "Lookahead": _refuses_torch, "NGram": _pytorch_only, "DraftTarget": _pytorch_only,
+    "MTP": _pytorch_only, "AUTO": _pytorch_only}
+#: The same in the late-2025 1.2 copy: Draft_Target also takes _autodeploy, PARD takes pytorch only. On 1.3
+#: (llm_args.py@a1a20970) every drafter takes pytorch, the only backend TorchLlmArgs has: nothing to refuse.
+SUPPORTS_BACKEND_1_2 = {**{k: v for k, v in SUPPORTS_BACKEND_1_1.items() if k != "DraftTarget"},
+                        "Draft_Target": _torch_only, "PARD": _pytorch_only}
+
+
+def _unsupported_backend(block: dict, ctx: Context, supports: dict) -> Iterator[Finding]:
+    """``if not self.speculative_config.supports_backend(self.backend): raise ValueError(...)``, the first check of
+    ``validate_speculative_config``. ``self.backend``: under ``TorchLlmArgs`` the file's, else ``pytorch``
+    (``init_backend``, or the ``Literal``'s default); under ``TrtLlmArgs`` none (trtllm-serve's ``launch_server`` pops
+    it before ``LLM(**llm_args)``, tensorrt_llm/commands/serve.py@00209af1; a ``tensorrt`` there reads the same)."""
+    spec = block.get("speculative_config")
+    kind = spec.get("decoding_type") if isinstance(spec, dict) else None
+    engine = ctx.root == "TrtLlmArgs"
+    backend = None if engine else (block.get("backend") if block.get("backend") is not None else "pytorch")
+    if kind not in supports or supports[kind](backend):
+        return
+    if engine:
+        yield ("speculative_config", "decoding_type"), (f"Speculation type {kind} does not support the "
+                                                        "TensorRT-engine backend (TrtLlmArgs)"), \
+            f"{kind} runs on the PyTorch backend: drop backend: tensorrt (and --backend tensorrt)"
+    else:
+        yield ("speculative_config", "decoding_type"), f"Speculation type {kind} does not support backend {backend}", \
+            f"{kind} runs only on the TensorRT-engine backend: backend: tensorrt, with a trtllm-build engine"
+
+
+@rule("TorchLlmArgs", "validate_speculative_config", releases=("1.2",))
+def _speculation_backend_1_2(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The late-2025 1.2 copy's ``TorchLlmArgs.validate_speculative_config``: the drafter's backend first (its other
+    checks, PARD's ``max_draft_len > 0`` and the Eagle -> Eagle3 conversion, are the 1.3 rule's or the drafter's)."""
+    yield from _unsupported_backend(block, ctx, SUPPORTS_BACKEND_1_2)
+
+
+@rule("TrtLlmArgs", "validate_speculative_config", releases=("1.2",))
+def _speculation_engine_1_2(block: dict, ctx: Context) -> Iterator[Finding]:
+    """The late-2025 1.2 copy's ``TrtLlmArgs.validate_speculative_config``, in its order: the drafter's backend;
+    Eagle3 and PARD refused (PyTorch backend only); Medusa's ``assert max_draft_len > 0``; a drafter it has no branch
+    for (SaveState, User_Provided) is an "Unrecognized speculative config type"."""
+    refused = list(_unsupported_backend(block, ctx, SUPPORTS_BACKEND_1_2))
+    spec = block.get("speculative_config")
+    if refused or not isinstance(spec, dict):
+        yield from refused
+        return
+    kind, where = spec.get("decoding_type"), ("speculative_config", "decoding_type")
+    if kind in ("Eagle3", "PARD"):
+        yield where, f"speculative_config.decoding_type {kind!r} is only supported on the PyTorch backend", \
+            "decoding_type: Eagle for the TensorRT backend" if kind == "Eagle3" else "drop backend: tensorrt"
+    elif kind in ("SaveState", "User_Provided"):
+        yield where, f"Unrecognized speculative config type {kind} (TrtLlmArgs)", "drop backend: tensorrt"
+    elif kind == "Medusa" and not (_int(spec.get("max_draft_len")) or 0) > 0:
+        yield ("speculative_config", "max_draft_len"), "Medusa needs max_draft_len > 0", \
+            "max_draft_len: the engine's, e.g. 63"
 
 
 @rule("TorchLlmArgs", "convert_load_format")
@@ -479,20 +658,31 @@ def _kv_bytes(block: dict, ctx: Context) -> Iterator[Finding]:
         yield ("max_gpu_total_bytes",), "kv_cache_config.max_gpu_total_bytes must be non-negative", ""
 
 
-@rule("KvCacheConfig", "validate_max_attention_window")
+@rule("KvCacheConfig", "validate_max_attention_window", releases=("1.1", "1.2"))
+def _kv_window_positive(block: dict, ctx: Context) -> Iterator[Finding]:
+    """llm_args.py@fe8770fb and @7b437aaa (the late-2025 1.2 copy types the list ``List[PositiveInt]`` instead): a
+    non-empty list, every value ``> 0`` (``if i <= 0: raise``)."""
+    yield from _kv_window_values(block, lambda i: i <= 0)
+
+
+@rule("KvCacheConfig", "validate_max_attention_window", releases=LINE_1_3)
 def _kv_window(block: dict, ctx: Context) -> Iterator[Finding]:
+    """llm_args.py@a1a20970: 0 is refused. Upstream also allows one negative sentinel,
+    ``LinearCacheType.RECURRENT_STATES.value`` (a C++ binding whose value was not read): negative values pass here,
+    so one that is not the sentinel is a false pass, never a false refusal."""
+    yield from _kv_window_values(block, lambda i: i == 0)
+
+
+def _kv_window_values(block: dict, refused: Callable[[int], bool]) -> Iterator[Finding]:
     value = block.get("max_attention_window")
     if value is None:
         return
     if not isinstance(value, list) or not value:
         yield ("max_attention_window",), "kv_cache_config.max_attention_window must be a non-empty list of " \
                                          "positive integers", ""
-    elif any(isinstance(i, int) and not isinstance(i, bool) and i == 0 for i in value):
+    elif any(isinstance(i, int) and not isinstance(i, bool) and refused(i) for i in value):
         yield ("max_attention_window",), "kv_cache_config.max_attention_window values must be positive", \
             "a window per layer, in tokens"
-    # Upstream also allows one negative sentinel, ``LinearCacheType.RECURRENT_STATES.value`` (a C++ binding whose
-    # value was not read): negative values pass here, so one that is not the sentinel is a false pass, never a
-    # false refusal.
 
 
 @rule("KvCacheConfig", "validate_pool_ratio")
@@ -1001,8 +1191,8 @@ def _v4_ratios(block: dict, ctx: Context) -> Iterator[Finding]:
         yield ("compress_ratios",), "compress_ratios must be non-negative.", "one ratio a layer (0 or 1: uncompressed)"
 
 
-#: Validators whose verdict needs no rule here (llm_args.py@a1a20970): they only normalise what they read (sort,
-#: fill in a default, build a private object), or what they say the table says already.
+#: Validators whose verdict needs no rule here (llm_args.py@a1a20970 unless said): they only normalise what they read
+#: (sort, fill in a default, build a private object), or what they say the table says already.
 WITHOUT_A_RULE = {
     ("DecodingBaseConfig", "_warn_deprecated_allow_advanced_sampling"): (LINE_1_3,
                                                                          "the field's deprecated status warns"),
@@ -1019,6 +1209,9 @@ WITHOUT_A_RULE = {
     ("TorchLlmArgs", "normalize_disabled_mm_encoder_cache"): (LINE_1_3, "no encoder cache where the encoder is off"),
     ("TorchLlmArgs", "warn_non_pytorch_checkpoint_io_policy_fallback"): (
         LINE_1_3, "warns for a backend other than pytorch, which TorchLlmArgs' backend cannot be"),
+    ("MTPDecodingConfig", "set_max_total_draft_tokens"): (  # 1.3's body refuses, and is a rule (_mtp)
+        ("1.2",), "the late-2025 1.2 copy's copies num_nextn_predict_layers into max_draft_len and "
+        "max_total_draft_tokens; it refuses nothing"),
 }
 
 

@@ -1,7 +1,8 @@
 """Where TensorRT-LLM is installed, its own classes check the file too, and any disagreement is a defect.
 
 On the GPU host, or in the TensorRT-LLM container the k8s export's init container runs in,
-``validate-config`` builds upstream's ``TorchLlmArgs`` from the file the way ``trtllm-serve`` does and its own
+``validate-config`` builds upstream's ``TorchLlmArgs`` (``TrtLlmArgs`` where the file runs on the TensorRT-engine
+backend: :func:`~trtlade.trtllm.llm_args_check.root_class`) from the file the way ``trtllm-serve`` does and its own
 CI does (``tests/unittest/llmapi/test_config_database.py``: ``TorchLlmArgs(**update_llm_args_with_extra_dict(
 TorchLlmArgs(model=..., skip_tokenizer_init=True).model_dump(), config))``), and compares that verdict with
 trtlade's. The same verdict is an info line; a different one is an error naming both messages, so a stale
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
-from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
+from trtlade.trtllm.llm_args_check import ENGINE_ONLY_DRAFTERS
+from trtlade.yaml_doc import YamlDocument
 
-__all__ = ["UpstreamVerdict", "upstream_verdict", "compare"]
+__all__ = ["UpstreamVerdict", "upstream_verdict", "args_class", "compare"]
 
 _PLACEHOLDER_MODEL = "trtlade-validate-config-placeholder"
 
@@ -28,6 +30,7 @@ _PLACEHOLDER_MODEL = "trtlade-validate-config-placeholder"
 class UpstreamVerdict:
     version: str
     error: str  #: "" when upstream accepts the file
+    cls: str = "TorchLlmArgs"  #: the class that checked it
 
 
 def upstream_verdict(data: dict) -> Optional[UpstreamVerdict]:
@@ -41,14 +44,27 @@ def upstream_verdict(data: dict) -> Optional[UpstreamVerdict]:
     merge = getattr(llm_args, "update_llm_args_with_extra_dict", None)
     if merge is None:  # older releases keep it in llm_utils
         merge = getattr(importlib.import_module("tensorrt_llm.llmapi.llm_utils"), "update_llm_args_with_extra_dict")
-    cls = llm_args.TorchLlmArgs
+    cls, data = args_class(llm_args, data)
     model = data.get("model", _PLACEHOLDER_MODEL)
     try:
         base = cls(model=model, skip_tokenizer_init=True).model_dump()
         cls(**merge(base, dict(data)))
     except Exception as exc:  # noqa: BLE001 - every refusal is the verdict, whatever its class
-        return UpstreamVerdict(version, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-    return UpstreamVerdict(version, "")
+        return UpstreamVerdict(version, f"{type(exc).__name__}: {' '.join(str(exc).split())}", cls.__name__)
+    return UpstreamVerdict(version, "", cls.__name__)
+
+
+def args_class(llm_args: Any, data: dict) -> tuple[Any, dict]:
+    """The class trtllm-serve builds from the file, and what it is given: ``TrtLlmArgs`` without the ``backend`` key
+    (``launch_server`` pops it before ``tensorrt_llm._tensorrt_engine.LLM``, tensorrt_llm/commands/serve.py@00209af1)
+    where the file runs on the engine backend and the release has it, as trtlade's own check reads the file
+    (:func:`~trtlade.trtllm.llm_args_check.root_class`); else ``TorchLlmArgs`` and the file as it is."""
+    backend, spec = data.get("backend"), data.get("speculative_config")
+    kind = spec.get("decoding_type") if isinstance(spec, dict) else None
+    engine = backend in ("tensorrt", "trt") or (backend is None and kind in ENGINE_ONLY_DRAFTERS)
+    if engine and hasattr(llm_args, "TrtLlmArgs"):
+        return llm_args.TrtLlmArgs, {k: v for k, v in data.items() if k != "backend"}
+    return llm_args.TorchLlmArgs, data
 
 
 def compare(doc: YamlDocument, ours: list[Diagnostic], data: Optional[dict] = None,
@@ -66,7 +82,7 @@ def compare(doc: YamlDocument, ours: list[Diagnostic], data: Optional[dict] = No
     refused = [d for d in ours if d.severity == "error"]
     if bool(verdict.error) == bool(refused):
         what = "refuses" if refused else "accepts"
-        return [doc.diagnostic("info", f"TensorRT-LLM {verdict.version}'s own TorchLlmArgs {what} the file too "
+        return [doc.diagnostic("info", f"TensorRT-LLM {verdict.version}'s own {verdict.cls} {what} the file too "
                                "(same verdict)", code="trtllm-upstream-agrees")]
     ours_text = "; ".join(f"{d.path}: {d.message}" for d in refused) or "accepted"
     return [doc.diagnostic("error", f"trtlade and TensorRT-LLM {verdict.version} disagree on this file: trtlade: "
