@@ -687,3 +687,18 @@ def test_upstreams_own_check_builds_the_class_trtllm_serve_builds(data, cls, kep
     chosen, given = args_class(llm_args, data)
     assert chosen.__name__ == cls and ("backend" in given) is kept_backend
     assert args_class(SimpleNamespace(TorchLlmArgs=llm_args.TorchLlmArgs), data)[0].__name__ == "TorchLlmArgs"
+
+
+@pytest.mark.parametrize("value, verdict", [("{cluster_uri: 'etcd://h:2379'}", "ok"), ("etcd://h:2379", "error")])
+def test_disagg_cluster_is_trtllm_serves_own_key_not_an_unknown_llm_argument(tmp_path, value, verdict):
+    """trtllm-serve pops ``disagg_cluster`` before building the LLM arguments: the file starts (with --server_role);
+    it was refused as an unknown TorchLlmArgs key. A value that is not a mapping is still an error."""
+    from trtlade.config.validate import validate_file
+
+    path = tmp_path / "extra.yml"
+    path.write_text(f"max_batch_size: 8\ndisagg_cluster: {value}\n")
+    for release in ("1.1.0", "1.2.1", "1.3.0"):
+        result = validate_file(path, release=release)
+        errors = [d for d in result.diagnostics if d.severity == "error"]
+        assert (not errors) if verdict == "ok" else (errors and "mapping" in errors[0].message), (release, errors)
+        assert any("--server_role" in d.message for d in result.diagnostics) is (verdict == "ok")

@@ -127,14 +127,35 @@ def check_trtllm_serve(doc: YamlDocument, release: Optional[str] = None, own_key
     if release is not None and release_for(release).note:
         out.append(doc.diagnostic("warning", f"TensorRT-LLM {release} is {release_for(release).note}", loc=(),
                                   code="trtllm-release-unknown"))
-    ours = _backend(doc, release) + _speculation(doc, release)
+    ours = _backend(doc, release) + _speculation(doc, release) + _serve_keys(doc)
     taken = {d.path for d in ours if d.severity == "error"}
+    own_keys = (*own_keys, *SERVE_KEYS)
     schema = check_llm_args(doc, release, own_keys)
     out += ours + [d for d in schema if not (d.severity == "error" and _under(d.path, taken))]
     if upstream != "off":
         data = {k: v for k, v in doc.data.items() if k not in own_keys}
         out += compare(doc, out, data, required=upstream == "require")
     return out
+
+
+#: Keys trtllm-serve takes out of the file before it builds the LLM arguments (``disagg_cluster``: ``serve()`` pops
+#: it and hands it to ``extract_disagg_cluster_config``, tensorrt_llm/commands/serve.py@00209af1), so no
+#: ``TorchLlmArgs`` field refuses them at start.
+SERVE_KEYS = ("disagg_cluster",)
+
+
+def _serve_keys(doc: YamlDocument) -> list[Diagnostic]:
+    """``disagg_cluster``: trtllm-serve's own; it asserts ``--server_role`` on the command line with it."""
+    if "disagg_cluster" not in doc.data:
+        return []
+    if not isinstance(doc.data["disagg_cluster"], dict):
+        return [doc.diagnostic("error", "disagg_cluster must be a mapping (trtllm-serve reads it into a "
+                               "DisaggClusterConfig: cluster_uri, ...)", loc=("disagg_cluster",),
+                               code="trtllm-serve-disagg", hint="disagg_cluster: {cluster_uri: ...}")]
+    return [doc.diagnostic("info", "disagg_cluster is trtllm-serve's own key (it takes it out before the LLM "
+                           "arguments, so no TorchLlmArgs field refuses it): the command line must give --server_role "
+                           "(serve.py asserts it); its fields are not checked here", loc=("disagg_cluster",),
+                           code="trtllm-serve-disagg")]
 
 
 def _under(path: str, taken: set[str]) -> bool:
