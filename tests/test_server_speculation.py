@@ -55,6 +55,7 @@ def serve(requests: list[dict], speculation=None, max_batch_size: int = 4, path:
     ({"decoding_type": "SA", "max_draft_len": 4, "is_public_pool": True}, "speculation.is_public_pool"),  # NGram's
     ({"decoding_type": "Eagle3", "max_draft_len": 4}, "speculation.decoding_type"),
     ({"decoding_type": 1, "max_draft_len": 4}, "speculation.decoding_type"),
+    ({"decoding_type": "sa", "max_draft_len": 4}, "speculation.decoding_type"),  # case-exact, as TensorRT-LLM's
     ({"decoding_type": "NGram", "max_draft_len": 12}, "speculation.max_draft_len"),                # server limit 11
     ({"decoding_type": "NGram", "max_draft_len": 4, "speculative_model": "x"}, "speculation.speculative_model"),
     ({"decoding_type": "AUTO", "max_draft_len": 50}, "speculation.max_draft_len"),  # AUTO would drop it

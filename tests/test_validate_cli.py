@@ -303,3 +303,15 @@ def test_the_keys_file_is_read_as_serve_reads_it(tmp_path, keys, mode, severity,
     assert [d["severity"] for d in found] == [severity] and says in found[0]["message"]
     assert found[0]["line"] == 7 and "0123456789abcdef0123" not in result.stdout
     assert result.exit_code == (1 if severity == "error" else 0)
+
+
+def test_a_drafter_name_in_the_wrong_case_is_refused_as_build_and_tensorrt_llm_refuse_it(tmp_path):
+    """``decoding_type: sa`` in a trtlade config passed validate-config (matched without case) while `build`, and
+    TensorRT-LLM's tagged union, refuse it: the CI gate passed a config the build then stopped on."""
+    from trtlade.config.validate import validate_file
+
+    path = tmp_path / "sa.yml"
+    path.write_text("model: {path: /models/m}\nbuild: {backend: pytorch}\nspeculation: {decoding_type: sa, "
+                    "max_draft_len: 4}\n")
+    errors = [d for d in validate_file(path).diagnostics if d.severity == "error"]
+    assert errors and "case-exact" in errors[0].message and "'SA'" in (errors[0].hint or "")

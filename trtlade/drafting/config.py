@@ -348,8 +348,11 @@ def _decoding_type(value: Any) -> str:
         raise DraftConfigError(f"decoding_type must be a drafter's name, got {value!r}", field="decoding_type",
                                rule="type", hint=f"use one of {', '.join(DECODING_TYPES)} (a string)")
     for kind in DECODING_TYPES:
-        if value.strip().lower() == kind.lower():
+        if value.strip() == kind:
             return kind
+        if value.strip().lower() == kind.lower():  # TensorRT-LLM's tagged union is case-exact: 'sa' fails at start
+            raise DraftConfigError(f"decoding_type {value!r} is not one TensorRT-LLM knows: the name is case-exact",
+                                   field="decoding_type", rule="discriminator", hint=f"write {kind!r}")
     hint = f"use one of {', '.join(DECODING_TYPES)}"
     if value.strip().lower() == "lookahead":
         hint = ('Lookahead is not a PyTorch-backend drafter: send it as "lookahead": [w, n, g] on a server that '
