@@ -101,6 +101,19 @@ def test_malformed_yaml(tmp_path, content, code, line):
     assert (d.code, d.line) == (code, line), d.format_text()
 
 
+@pytest.mark.parametrize("content, said, hint", [
+    ("lookahead:\n  schedule:\n  - {up_to: 8, spec: 2,2,2}\n", "{spec: 2,2,2} the commas separate keys",
+     "quote the value ('2,2,2')"),
+    ("lookahead: {spec: 4,4,4}\n", "{spec: 4,4,4} the commas separate keys", "write it as a list [4, 4, 4]"),
+    ("a: {b: 1, b: 2}\n", "YAML would keep only the last value", "remove one of them"),  # a plain duplicate
+])
+def test_an_unquoted_list_of_numbers_in_a_flow_mapping_is_named_for_what_it_is(tmp_path, content, said, hint):
+    """``{spec: 2,2,2}``: the commas separate keys, so 2 comes back as a key; it was told "duplicate key 2 ... remove
+    one of them", advice that breaks the spec further (``{spec: 4,2,4}`` got the comma hint: no repeated digit)."""
+    d = _load_error(tmp_path, content)
+    assert d.code == "duplicate-key" and said in d.message and hint in d.hint, d.format_text()
+
+
 def test_python_tags_never_run(tmp_path):
     marker = tmp_path / "ran"
     d = _load_error(tmp_path, f"a: !!python/object/apply:os.system ['touch {marker}']\n")

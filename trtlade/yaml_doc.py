@@ -338,14 +338,37 @@ def _record_positions(loader: yaml.SafeLoader, root: yaml.Node, file: str,
                     first, first_merged = seen[key]
                     if merged or first_merged:
                         continue  # an explicit key overriding a merged (<<) one is fine
+                    message, hint = _duplicate_said(node, key, first)
                     raise ConfigLoadError([Diagnostic(
-                        "error", f"duplicate key {key!r} (first at line {_mark(first)[0]}); YAML would keep only "
-                                 "the last value",
-                        hint="remove one of them", path=dotted((*loc, key)), file=file,
+                        "error", message, hint=hint, path=dotted((*loc, key)), file=file,
                         line=_mark(key_node)[0], column=_mark(key_node)[1], code="duplicate-key")])
                 seen[key] = (key_node, merged)
                 key_marks.setdefault((*loc, key), _mark(key_node))
                 stack.append(((*loc, key), value_node))
+
+
+def _duplicate_said(node: yaml.MappingNode, key: Any, first: yaml.Node) -> tuple[str, str]:
+    """The message and hint for a key given twice. In a flow mapping, a number repeated with no value of its own is
+    a list of numbers written without quotes (``{spec: 2,2,2}``: the commas separate keys, so ``2`` comes twice).
+
+        >>> node = yaml.compose("{spec: 2,2,2}")
+        >>> _duplicate_said(node, 2, node.value[1][0])[1]
+        "quote the value ('2,2,2'), write it as a list [2, 2, 2], or use block style"
+    """
+    said = f"duplicate key {key!r} (first at line {_mark(first)[0]}); YAML would keep only the last value"
+    if not (node.flow_style and isinstance(key, int) and not isinstance(key, bool)):
+        return said, "remove one of them"
+    pairs = node.value
+    start = next((i for i, (k, v) in enumerate(pairs) if isinstance(v, yaml.ScalarNode) and v.tag.endswith(":int")
+                  and i + 1 < len(pairs) and pairs[i + 1][1].tag.endswith(":null")), None)
+    if start is None:
+        return said, "remove one of them"
+    numbers = [pairs[start][1].value] + [k.value for k, v in pairs[start + 1:] if v.tag.endswith(":null")
+                                         and k.tag.endswith(":int")]
+    text = ",".join(numbers)
+    return (f"duplicate key {key!r} (first at line {_mark(first)[0]}): in a flow mapping like "
+            f"{{{pairs[start][0].value}: {text}}} the commas separate keys, so {key!r} is a key twice",
+            f"quote the value ('{text}'), write it as a list [{', '.join(numbers)}], or use block style")
 
 
 def _resolve_merges(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> None:
