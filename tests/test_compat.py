@@ -523,3 +523,13 @@ def test_openai_routes_and_roles_as_openai_clients_use_them():
     assert tool.status_code == 200
     assert dev.json()["usage"]["prompt_tokens"] == sys_.json()["usage"]["prompt_tokens"]  # developer is system
     assert engine.requests[-1].prompt_ids == engine.requests[-2].prompt_ids
+
+
+def test_the_install_hint_names_the_extra_of_each_line_without_sending_a_pytorch_user_to_the_engine_line():
+    """`serve --model` on a PyTorch-backend (1.3) bundle without TensorRT-LLM was told to install the engine line
+    (which has no SA) and to run the build it had just run."""
+    from trtlade.trtllm.compat import INSTALL_HINT
+
+    pytorch, engine = INSTALL_HINT.index("'.[trtllm]'"), INSTALL_HINT.index("'.[trtllm-engine]'")
+    assert pytorch < engine and "PyTorch-backend bundle" in INSTALL_HINT[pytorch:engine]
+    assert "build --speculation" not in INSTALL_HINT

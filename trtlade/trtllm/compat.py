@@ -94,11 +94,11 @@ QWEN3_TIED_EMBEDDINGS_NOTE = (
     "NVIDIA/TensorRT-LLM#1733 is the same question for the Llama converter); check the engine's output "
     "against the model")
 INSTALL_HINT = (
-    "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver: "
-    "pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com in trtlade's source folder "
-    "(tensorrt-llm>=0.16,<1.3, the engine line with Lookahead), or run trtlade inside NVIDIA's NGC TensorRT-LLM "
-    "container (nvcr.io/nvidia/tensorrt-llm/release, a tag from 0.16 to 1.2); on 1.3 and later (pip install -e "
-    "'.[trtllm]') deploy NGram / SA instead: trtlade build --speculation sa; "
+    "install TensorRT-LLM on a Linux machine with an NVIDIA GPU and CUDA driver, in trtlade's source folder: "
+    "pip install -e '.[trtllm]' --extra-index-url https://pypi.nvidia.com for a PyTorch-backend bundle (NGram / SA, "
+    "TensorRT-LLM 1.3 on), or pip install -e '.[trtllm-engine]' --extra-index-url https://pypi.nvidia.com for a "
+    "Lookahead engine (tensorrt-llm>=0.16,<1.3); or run trtlade inside NVIDIA's NGC TensorRT-LLM container of that "
+    "line (nvcr.io/nvidia/tensorrt-llm/release); "
     "without a GPU use the reference engine (build --backend reference, serve --engine reference)"
 )
 
