@@ -41,7 +41,7 @@ class Recommendation:
 
     spec: LookaheadSpec
     max_draft_len: int
-    build_command: str
+    build_command: Optional[str]  #: None where no lookahead spec was chosen (nothing to build)
     note: str
 
 
@@ -50,11 +50,13 @@ def recommend(schedule: LookaheadSchedule, server: LookaheadSpec, model: str = "
     >>> r = recommend(L.parse([{"up_to": 2, "spec": "2,3,1"}, {"spec": "1,1,0"}]), LookaheadSpec(2, 4, 2), "Qwen3-8B")
     >>> str(r.spec), r.max_draft_len, r.build_command
     ('2,3,1', 5, 'trtlade build --model Qwen3-8B --wng 2,3,1')
+    >>> recommend(L.parse([{"spec": "1,1,0"}]), LookaheadSpec(2, 4, 2)).build_command is None   # nothing chosen
+    True
     """
     spec = schedule.smallest_engine_spec()
     if spec.is_autoregressive:
-        note = ("no lookahead spec beat plain decoding beyond the noise at any level: serve without "
-                "lookahead, or tune on traffic closer to yours")
+        return Recommendation(spec, 0, None, "no lookahead spec beat plain decoding beyond the noise at any level: "
+                                             "serve without lookahead, or tune on traffic closer to yours")
     elif spec == server:
         note = f"the server's own (W,N,G) ({server}) is the smallest that admits every chosen spec"
     else:
@@ -267,9 +269,16 @@ In words: {result.schedule}. A load between two measured levels gets the higher 
 
 ## Engine
 
-Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`.
+{_engine_line(rec)}
 {rec.note}.
 {_pytorch_section(result)}"""
+
+
+def _engine_line(rec: Recommendation) -> str:
+    """The engine to build, or that there is none (a build of (1,1,0) would only reserve nothing)."""
+    if rec.build_command is None:
+        return "No lookahead engine to build."
+    return f"Recommended (W,N,G): ({rec.spec}), max_draft_len {rec.max_draft_len}: `{rec.build_command}`."
 
 
 def _host(result: TuneResult) -> str:
