@@ -133,7 +133,7 @@ def test_the_shell_blocks_marked_runnable_run(commands, code, tmp_path):
         assert result.returncode == code, f"{command}\n{result.stdout}\n{result.stderr}"
 
 
-SCRIPT = re.compile(r"<!-- test: run as one script -->\n```bash\n(.*?)```", re.S)
+SCRIPT = re.compile(r"<!-- test: run as one script -->\n```bash\n(.*?)```(?:\n\n```text\n(.*?)```)?", re.S)
 
 
 def free_port() -> int:
@@ -146,13 +146,14 @@ def free_port() -> int:
 
 def script_blocks():
     for page in PAGES:
-        for n, body in enumerate(SCRIPT.findall(page.read_text(encoding="utf-8"))):
-            yield pytest.param(body, id=f"{rel(page)}[{n}]")
+        for n, (body, shown) in enumerate(SCRIPT.findall(page.read_text(encoding="utf-8"))):
+            yield pytest.param(body, shown, id=f"{rel(page)}[{n}]")
 
 
-@pytest.mark.parametrize("body", list(script_blocks()))
-def test_the_blocks_marked_as_one_script_run(body, tmp_path):
-    """A block that starts a server runs whole, on a free port instead of 8000; the server is stopped after."""
+@pytest.mark.parametrize("body, shown", list(script_blocks()))
+def test_the_blocks_marked_as_one_script_run(body, shown, tmp_path):
+    """A block that starts a server runs whole, on a free port instead of 8000; the server is stopped after. The
+    token counts of the output shown after it are the ones it prints (greedy: the same on every run)."""
     import signal
 
     script = "trap 'kill $(jobs -p) 2>/dev/null' EXIT\nset -e\n" + body.replace(":8000", f":{free_port()}")
@@ -172,6 +173,8 @@ def test_the_blocks_marked_as_one_script_run(body, tmp_path):
         assert '"usage":{' in output and '"lookahead":{"spec"' in output, output[-3000:]
     if '"speculation": {' in body:
         assert "speculation=" in output and "'decoding_type': 'NGram'" in output, output[-3000:]
+    for count in re.findall(r"\b(?:prompt|completion)_tokens\W{1,3}\d+", shown):
+        assert count in output, f"the page shows {count}, the block printed:\n{output[-3000:]}"
 
 
 def test_there_are_runnable_blocks():
