@@ -294,6 +294,7 @@ def test_a_port_another_process_holds_is_refused_before_the_engine_loads(monkeyp
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "choose another --port" in result.stderr
     assert "Loading weights" not in result.output and "Uvicorn running" not in result.output
     assert calls == []  # refused before either, not merely quiet about them
+    assert "trtlade serve: engine" not in result.stderr  # no banner naming an address it will not serve
 
 
 @pytest.mark.parametrize("host, said", [("999.1.1.1", "not an address or name here"),

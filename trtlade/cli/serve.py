@@ -122,9 +122,13 @@ def register(app: typer.Typer) -> None:
 
 def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServePlan, imported lazily
          access_log_probes: bool = False) -> None:
-    from trtlade.server.runner import ServeError, http_stack, run_plan
+    from trtlade.server.runner import ServeError, check_listen, http_stack, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        check_listen(plan.host, plan.port)  # before the banner, which names the address as if it were served
+    except ServeError as exc:
+        fail(exc.message, hint=exc.hint)
     if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
         err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
                           "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
