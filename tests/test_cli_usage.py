@@ -143,3 +143,19 @@ def test_every_commands_options_have_types_the_empty_path_check_can_read():
     for path, cmd in found:
         hints = typing.get_type_hints(cmd.callback)
         assert all(p.name in hints for p in cmd.params if p.name), path
+
+
+
+@pytest.mark.parametrize("argv, said, hint", [
+    (["validate-config", str(CONFIGS), "--format", "gihub"], "error: --format 'gihub': choose one of text, json, "
+     "github", "hint: did you mean 'github'?"),
+    (["build", "--model", "x", "--dtype", "f16"], "error: --dtype 'f16': choose one of auto, float16, bfloat16, "
+     "float32", "hint: did you mean 'float16'?"),
+])
+def test_a_value_outside_an_options_choices_is_said_as_every_choice_is(capsys, argv, said, hint):
+    """The parser's own wording ("Invalid value for '--format' / '-f': Value error, 'gihub' is not one of ...") with
+    a hint to read -h; every other choice of the CLI says ``--engine 'vllm': choose one of ...`` with a hint."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(said) and hint in err, err

@@ -174,6 +174,9 @@ def usage_error(exc: Any, argv: Optional[list[str]] = None) -> NoReturn:
     does not show (a range check: "Input should be less than or equal to 2") is added from the command line."""
     command = exc.ctx.command_path if exc.ctx is not None else "trtlade"
     message = exc.format_message()
+    choice = _choice_said(message, getattr(exc, "param", None))
+    if choice is not None:
+        _exit(*choice, EXIT_USAGE)
     given = _given_value(getattr(exc, "param", None), argv or [])
     if given is not None and given not in message:
         message += f" (got {given!r})"
@@ -184,6 +187,29 @@ def usage_error(exc: Any, argv: Optional[list[str]] = None) -> NoReturn:
         token = next((t for t in argv or [] if t.startswith(option)), option)
         _exit(message, f"a value starting with '-' needs `--` before it: `{command} -- {token}`", EXIT_USAGE)
     _exit(message, f"see `{command} -h`", EXIT_USAGE)
+
+
+def _choice_said(message: str, param: Any) -> Optional[tuple[str, str]]:
+    """A value outside an option's choices, said as every other choice of the CLI says it: ``--format 'gihub':
+    choose one of text, json, github`` and a did-you-mean (the parser's own wording differs: "Value error, 'gihub' is
+    not one of 'text', 'json', 'github'.").
+
+    >>> from types import SimpleNamespace
+    >>> _choice_said("Invalid value for '--format' / '-f': Value error, 'gihub' is not one of 'text', 'json', "
+    ...              "'github'.", SimpleNamespace(opts=["--format", "-f"]))
+    ("--format 'gihub': choose one of text, json, github", "did you mean 'github'?")
+    """
+    import difflib
+    import re
+
+    found = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)\.?$", message)
+    opts = getattr(param, "opts", None) or ()
+    if found is None or not opts:
+        return None
+    given, choices = found.group(1), re.findall(r"'([^']*)'", found.group(2))
+    close = difflib.get_close_matches(given, choices, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(choices)}"
+    return f"{opts[0]} {given!r}: choose one of {', '.join(choices)}", hint
 
 
 def _given_value(param: Any, argv: list[str]) -> Optional[str]:
