@@ -167,6 +167,7 @@ def test_an_unreachable_second_server_is_said_before_the_first_is_launched(tmp_p
 @pytest.mark.parametrize("args, message", [
     (["--base-url", "localhost:8000"], "--base-url: 'localhost:8000' is not an http(s) URL"),
     (["--modes", "ar,4-2"], "--modes: '4-2' is not a mode"),
+    (["--modes", "ngramm"], "did you mean 'ngram'?"),  # a misspelt name, not "a spec has three numbers"
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0"], "top_p 0 is outside (0, 1]"),
     (["--base-url", "http://127.0.0.1:9", "--top-p", "0.5"], "--top-p: top_p 0.5 without a temperature"),  # not sent
     (["--base-url", "http://127.0.0.1:9", "--endpoint", ""], "--endpoint: '' is not an endpoint"),  # not the default

@@ -177,6 +177,8 @@ def parse_modes(values: list[str]) -> list[Mode]:
             try:
                 spec = LookaheadSpec.parse(item)
             except SpecError as exc:
+                if not any(ch.isdigit() for ch in item):  # a word: a misspelt mode name, not a malformed spec
+                    raise PlanError(f"{item!r} is not a mode", option="--modes", hint=_mode_hint(low)) from None
                 raise PlanError(
                     f"{item!r} is not a mode: {exc.message}", option="--modes",
                     hint="modes are ar (lookahead off: (1,1,0)), lookahead (the server's (W,N,G)), default "
@@ -189,6 +191,20 @@ def parse_modes(values: list[str]) -> list[Mode]:
             raise PlanError(f"mode {mode.name!r} is given twice", option="--modes", hint="list each mode once")
         modes.append(mode)
     return modes
+
+
+def _mode_hint(word: str) -> str:
+    """A did-you-mean among the named modes, then every kind of mode.
+
+    >>> _mode_hint("ngramm")[:22]
+    "did you mean 'ngram'? "
+    """
+    import difflib
+
+    names = ["ar", *SERVER_DEFAULT_MODES, *POLICY_MODES, "ngram", "sa", "ngram-auto"]
+    close = difflib.get_close_matches(word, names, n=1)
+    return ((f"did you mean {close[0]!r}? " if close else "") + "modes are ar, lookahead, default, auto, schedule, "
+            "a W-N-G spec such as 4-2-4, or a drafter: ngram[-D[-K]], sa[-D[-K]], ngram-auto (commas separate modes)")
 
 
 def _drafter_mode(name: str) -> Mode:
