@@ -135,6 +135,8 @@ def test_without_a_drafter_every_step_is_one_token_and_usage_has_no_speculation(
     ("presence_penalty", 0.5, "presence_penalty", SA),
     ("min_p", 0.05, "min_p", {**SA, "enable_penalty": True}),
     ("min_tokens", 2, "min_tokens", {**SA, "enable_penalty": True}),
+    ("repetition_penalty", 1.2, "repetition_penalty", NGRAM),  # 1.3: NGram drafts on the GPU, one-model as SA
+    ("min_p", 0.05, "min_p", {"decoding_type": "AUTO"}),
 ])
 def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi, model_dir, field, value, param,
                                                                            drafter):
@@ -150,10 +152,13 @@ def test_what_the_backend_cannot_do_per_request_is_a_400_naming_the_field(llmapi
     assert llmapi._instances[-1]._requests == []  # refused before TensorRT-LLM saw it
 
 
-@pytest.mark.parametrize("block", [{**SA, "enable_penalty": True}, NGRAM], ids=["sa-enable_penalty", "ngram"])
-def test_penalties_pass_where_the_drafter_applies_them(llmapi, model_dir, block):
-    """SA (one-model) with enable_penalty, NGram (TorchSampler) as it is: SpecSampler.validate_request refuses only
-    a one-model drafter without the flag."""
+@pytest.mark.parametrize("block, version", [({**SA, "enable_penalty": True}, "1.3.0"),
+                                            ({**NGRAM, "enable_penalty": True}, "1.3.0"), (NGRAM, "1.2.1")],
+                         ids=["sa-enable_penalty", "ngram-enable_penalty", "ngram-on-the-host"])
+def test_penalties_pass_where_the_drafter_applies_them(llmapi, fake_trtllm, monkeypatch, model_dir, block, version):
+    """A one-model drafter (SA; NGram from 1.3, drafted on the GPU) with enable_penalty, NGram on the host (1.0-1.2,
+    TorchSampler) as it is: SpecSampler.validate_request refuses only a one-model drafter without the flag."""
+    monkeypatch.setattr(fake_trtllm, "__version__", version)
     app = app_for(model_dir, speculation=block)
 
     async def go():
@@ -167,7 +172,7 @@ def test_penalties_pass_where_the_drafter_applies_them(llmapi, model_dir, block)
 
 
 def test_sampling_settings_reach_sampling_params(llmapi, model_dir):
-    app = app_for(model_dir)
+    app = app_for(model_dir, speculation=None)  # min_p: a one-model drafter's sampler refuses it (below)
 
     async def go():
         async with client_for(app) as c:
@@ -418,7 +423,8 @@ def test_the_double_refuses_penalties_like_upstream(llmapi):
     with pytest.raises(RequestError, match="enable_penalty: true"):
         run(first(llmapi.SADecodingConfig(max_draft_len=4), repetition_penalty=1.2))
     assert run(first(llmapi.SADecodingConfig(max_draft_len=4, enable_penalty=True), repetition_penalty=1.2))
-    assert run(first(llmapi.NGramDecodingConfig(max_draft_len=4), presence_penalty=0.5))
+    with pytest.raises(RequestError, match="enable_penalty: true"):  # 1.3: NGram is a one-model mode too
+        run(first(llmapi.NGramDecodingConfig(max_draft_len=4, max_matching_ngram_size=2), presence_penalty=0.5))
     assert run(first(llmapi.SADecodingConfig(max_draft_len=4), repetition_penalty=1.0))  # neutral values pass
 
 

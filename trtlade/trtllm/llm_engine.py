@@ -27,8 +27,10 @@ step, its new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/resu
 a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). With SA, a one-model drafter, penalties
 need the block's ``enable_penalty`` (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``,
 ``SpecSampler.validate_request``: without it upstream fails such a request at admission, from 1.3), and ``min_p`` and
-``min_tokens`` are refused there in any case; trtlade refuses them first, naming the field. NGram and AUTO sample
-with ``TorchSampler``, which applies penalties: no flag needed.
+``min_tokens`` are refused there in any case; trtlade refuses them first, naming the field. The same holds for
+NGram and AUTO where the release drafts NGram on the GPU (1.3: ``use_one_engine`` covers every retrieval drafter,
+``tensorrt_llm/_torch/speculative/interface.py@a1a20970``); on the host (1.0 to 1.2) they sample with
+``TorchSampler``, which applies penalties: no flag needed.
 """
 
 from __future__ import annotations
@@ -130,8 +132,10 @@ class TrtllmLlmEngine:
         longest = prompt_limit(launch.max_prompt_tokens, max_seq_len - 1, log)
         block = launch.speculation
         self._config = DraftConfig.parse(block, max_batch_size=self._max_batch, ignored_ok=True) if block else None
-        # SA drafts inside the model's own step (one-model) and its sampler admits penalties only with enable_penalty
-        self._one_model = block is not None and block.get("decoding_type") == "SA"
+        # a one-model drafter (SA; NGram and AUTO where the release drafts them on the GPU) samples with SpecSampler,
+        # which admits penalties only with enable_penalty
+        self._drafter = _one_model_drafter(block, version)
+        self._one_model = self._drafter is not None
         self._penalties = not self._one_model or bool(block.get("enable_penalty"))
         self.info = EngineInfo(
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
@@ -208,13 +212,15 @@ class TrtllmLlmEngine:
         if self._one_model:
             for name in _ONE_MODEL_REFUSED:
                 if getattr(request, name):
-                    raise RequestRejected(f"{name}: the server drafts with SA, and TensorRT-LLM's one-model sampler "
+                    raise RequestRejected(f"{name}: the server drafts with {self._drafter}, and TensorRT-LLM's "
+                                          "one-model sampler "
                                           f"cannot apply {_ONE_MODEL_REFUSED[name]} (it rejects such a request, or in "
                                           "older releases drops it)", param=name)
         if not self._penalties:
             for name, neutral in _PENALTIES.items():
                 if getattr(request, name) != neutral:
-                    raise RequestRejected(f"{name}: the server drafts with SA and its speculative_config does not set "
+                    raise RequestRejected(f"{name}: the server drafts with {self._drafter} and its speculative_config "
+                                          "does not set "
                                           "enable_penalty, without which TensorRT-LLM rejects penalties with one-model "
                                           "speculative decoding", param=name)
         if self._closing:
@@ -314,6 +320,25 @@ class TrtllmLlmEngine:
                 job.task.cancel()
         self._jobs.clear()
         await close_within(self._llm.shutdown, ENGINE_CLOSE_S, "TensorRT-LLM's LLM shutdown", log)
+
+
+def _one_model_drafter(block: Optional[Mapping[str, Any]], version: str) -> Optional[str]:
+    """The drafter's name where it drafts inside the model's step and samples with ``SpecSampler``: SA, and NGram (AUTO
+    resolving to it) on a release that drafts NGram on the GPU (:mod:`trtlade.trtllm.releases`, ``ngram``:
+    ``one_model`` from 1.3: ``SpeculativeDecodingMode.use_one_engine`` holds for every retrieval drafter, NGram and
+    SA, ``tensorrt_llm/_torch/speculative/interface.py@a1a20970``); else None (NGram on the host, ``TorchSampler``).
+
+    >>> _one_model_drafter({"decoding_type": "NGram"}, "1.3.0"), _one_model_drafter({"decoding_type": "NGram"}, "1.2.1")
+    ('NGram', None)
+    """
+    kind = block.get("decoding_type") if block is not None else None
+    if kind == "SA":
+        return kind
+    try:
+        gpu_ngram = release_for(version).ngram == "one_model"
+    except ValueError:  # a version string the table cannot place: as the newest line read
+        gpu_ngram = True
+    return kind if kind in ("NGram", "AUTO") and gpu_ngram else None
 
 
 def _draft_tokens(completion: Any, last: Optional[int]) -> Optional[int]:

@@ -22,10 +22,12 @@ Mirrored, each with the source it was read from (NVIDIA/TensorRT-LLM):
   (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``) refuses a request with a repetition / presence /
   frequency penalty while ``enable_penalty`` is off; it runs at request admission inside the executor, so
   ``generate_async`` returns normally and the request's result raises ``RequestError`` (double:
-  ``tensorrt_llm/executor/utils.py``) with that text when iterated. NGram is not a one-model mode
-  (``use_one_engine`` leaves it out; ``get_spec_drafter`` gives it an ``NGramDrafter``) and samples with
-  ``TorchSampler``, which applies the penalties (NVIDIA/TensorRT-LLM#16485): no refusal. AUTO is taken as NGram
-  (its drafter in 1.x, release notes 1.0 "Auto-enable ngram"; not re-read for 1.3).
+  ``tensorrt_llm/executor/utils.py``) with that text when iterated. At ``a1a20970`` NGram is a one-model mode too
+  (``tensorrt_llm/_torch/speculative/interface.py``: ``use_one_engine`` holds for ``is_retrieval_drafter``, NGram or
+  SA; upstream's ``test_ngram_is_a_one_engine_mode`` asserts it), so the double refuses its penalties the same way
+  from 1.3 on; on 1.0 to 1.2 NGram drafts on the host (``NGramDrafter``) and samples with ``TorchSampler``, which
+  applies the penalties (NVIDIA/TensorRT-LLM#16485): no refusal. AUTO is taken as NGram (its drafter in 1.x,
+  release notes 1.0 "Auto-enable ngram").
 * ``SamplingParams`` (``tensorrt_llm/sampling_params.py``): the fields trtlade sends; ``temperature`` >= 0, ``top_p``
   in (0, 1] (paraphrased messages).
 * ``NGramDecodingConfig``, ``SADecodingConfig``, ``AutoDecodingConfig``, ``KvCacheConfig`` (``llm_args.py``): the
@@ -224,6 +226,17 @@ class _Result:
         return self
 
 
+def _one_model(spec: Any) -> bool:
+    """mirrors: tensorrt_llm/_torch/speculative/interface.py@a1a20970, ``SpeculativeDecodingMode.use_one_engine``: SA,
+    and NGram (AUTO as NGram) on the 1.3 line, where NGram drafts on the GPU; on 1.0-1.2 NGram drafts on the host."""
+    import tensorrt_llm
+
+    if isinstance(spec, SADecodingConfig):
+        return True
+    major, minor = (int(x) for x in str(tensorrt_llm.__version__).split(".")[:2])
+    return isinstance(spec, (NGramDecodingConfig, AutoDecodingConfig)) and (major, minor) >= (1, 3)
+
+
 def _has_occurrence_penalty(params: SamplingParams) -> bool:
     """mirrors: tensorrt_llm/_torch/pyexecutor/sampler/penalties.py, ``has_occurrence_penalty``: a penalty other
     than its neutral value (repetition 1.0, presence and frequency 0.0)."""
@@ -260,9 +273,9 @@ class LLM:
         params = sampling_params or SamplingParams()
         spec = self._kwargs.get("speculative_config")
         error = None
-        if isinstance(spec, SADecodingConfig) and not spec.enable_penalty and _has_occurrence_penalty(params):
+        if _one_model(spec) and not spec.enable_penalty and _has_occurrence_penalty(params):
             # mirrors: tensorrt_llm/_torch/speculative/spec_sampler_base.py, SpecSampler.validate_request (the
-            # sampler of every one-model mode, SA included; not NGram): called at request admission in the
+            # sampler of every one-model mode: SA, and NGram / AUTO from 1.3): called at request admission in the
             # executor, its ValueError becomes this request's error response (paraphrased message)
             error = ("repetition_penalty / presence_penalty / frequency_penalty need 'enable_penalty: true' in the "
                      "speculative decoding config for one-model speculative decoding; enable it, drop the "
