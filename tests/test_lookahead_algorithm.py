@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
@@ -299,14 +298,15 @@ def test_jacobi_update_warm_up_fills_the_next_level():
 
 # ----------------------------------------------------------------------------------------- setup & warm-up
 def test_setup_seeds_pool_and_draws_window_from_prompt():
+    """The N-2 prefills, then level 0 of each column, each ``prompt[rand() % len(prompt)]`` after ``srand(seed)``
+    (TensorRT-LLM's ``LookaheadAlgorithm::setup``, cpp/tensorrt_llm/layers/lookaheadAlgorithm.cpp): glibc's
+    ``rand()`` after ``srand(7)`` gives 1045618677, 1863967299, 1272579899, 461085871, 21961325."""
     prompt = [10, 11, 12, 13, 14, 15]
     algo = LookaheadAlgorithm((3, 4, 1), seed=7)
     algo.setup(prompt, golden=99)
-    rng = random.Random(7)
-    prefills = [prompt[rng.randrange(6)] for _ in range(2)]
-    level0 = [prompt[rng.randrange(6)] for _ in range(3)]
-    assert algo.prefills == prefills
-    assert algo.window == [[t, -1, -1] for t in level0]
+    drawn = [1045618677, 1863967299, 1272579899, 461085871, 21961325]
+    assert algo.prefills == [prompt[r % 6] for r in drawn[:2]]
+    assert algo.window == [[prompt[r % 6], -1, -1] for r in drawn[2:]]
     assert algo.filling == 1
     assert algo.pool.snapshot() == {10: [(11, 12, 13)], 11: [(12, 13, 14)], 12: [(13, 14, 15)], 13: [(14, 15, 99)]}
     assert algo.position == 6 and algo.golden == 99

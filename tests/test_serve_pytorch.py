@@ -98,6 +98,41 @@ def test_a_release_without_perf_metrics_leaves_draft_tokens_unknown(llmapi, mode
     assert sp["draft_tokens"] is None and sp["decode_steps"] == 3
 
 
+def test_metrics_left_zeroed_beside_accepted_drafts_are_unknown_not_zero(llmapi, model_dir, monkeypatch):
+    """Releases before NVIDIA/TensorRT-LLM#17082 return request_perf_metrics.speculative_decoding zeroed in the PyTorch
+    flow though drafting ran: 0 draft tokens beside 3 accepted ones read as more accepted than drafted."""
+    original = llmapi._Result.__anext__
+
+    async def zeroed(self):
+        out = await original(self)
+        out.outputs[0].request_perf_metrics.speculative_decoding.total_draft_tokens = 0
+        return out
+
+    monkeypatch.setattr(llmapi._Result, "__anext__", zeroed)
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})).json()
+
+    sp = run(go())["usage"]["speculation"]
+    assert sp["draft_tokens"] is None and sp["accepted_draft_tokens"] > 0
+
+
+def test_an_output_every_few_iterations_still_counts_every_step(llmapi, model_dir):
+    """With stream_interval: 4 (a bundle option) TensorRT-LLM answers every 4th iteration: counting outputs as steps
+    read 2 steps and 4.0 tokens a step where 7 steps ran; the result's decoding_iter counts them."""
+    async def usage(app):
+        async with client_for(app) as c:
+            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 10})).json()["usage"]
+
+    each = run(usage(app_for(model_dir)))["speculation"]
+    fourth = run(usage(app_for(model_dir, stream_interval=4)))["speculation"]
+    assert llmapi._instances[-1]._kwargs["stream_interval"] == 4
+    assert fourth["decode_steps"] == each["decode_steps"] and fourth["tokens_per_step"] == each["tokens_per_step"]
+    assert fourth["accepted_draft_tokens"] == each["accepted_draft_tokens"]
+
+
 def test_streaming_sends_one_chunk_per_iteration_and_the_same_text(llmapi, model_dir):
     app = app_for(model_dir, speculation=SA)
 

@@ -54,10 +54,9 @@ is reported in ``kept_rows``.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -420,13 +419,51 @@ def jacobi_update(
 
 
 # ----------------------------------------------------------------------------------------- algorithm
+def glibc_rand(seed: int) -> Iterator[int]:
+    """The numbers glibc's ``rand()`` gives after ``srand(seed)`` (its default generator: the additive feedback
+    ``r[i] = r[i-31] + r[i-3]`` over 32 bits, seeded by ``16807 * r mod (2**31 - 1)``, its first 310 outputs
+    discarded, each output ``r >> 1``), in pure Python so that every platform draws what TensorRT-LLM, a Linux
+    program, draws for a lookahead window.
+
+    >>> draw = glibc_rand(1)
+    >>> [next(draw) for _ in range(3)]                  # glibc: srand(1); rand(), rand(), rand()
+    [1804289383, 846930886, 1681692777]
+    >>> next(glibc_rand(0)) == next(glibc_rand(1))      # glibc takes a seed of 0 as 1
+    True
+    """
+    state = list(_glibc_state(seed & 0xFFFFFFFF))
+    while True:
+        value = (state[-31] + state[-3]) & 0xFFFFFFFF
+        state.append(value)
+        del state[0]
+        yield value >> 1
+
+
+@lru_cache(maxsize=64)
+def _glibc_state(seed: int) -> tuple[int, ...]:
+    """The last 34 words of glibc's ``srandom_r`` state after seeding and its 310 discarded outputs."""
+    word = seed or 1
+    word = word - 2**32 if word >= 2**31 else word  # glibc keeps the seed as an int32
+    r = [word]
+    for _ in range(30):  # Schrage's method for 16807 * word mod (2**31 - 1), C's truncating division
+        hi = abs(word) // 127773 * (1 if word >= 0 else -1)
+        word = 16807 * (word - hi * 127773) - 2836 * hi
+        word += 2147483647 if word < 0 else 0
+        r.append(word)
+    r += r[:3]
+    for _ in range(310):
+        r.append((r[-31] + r[-3]) & 0xFFFFFFFF)
+    return tuple(r[-34:])
+
+
 class LookaheadAlgorithm:
     """Lookahead decoding state for one sequence: n-gram pool, Jacobi window, golden token.
 
     ``spec``: the request's (w, n, g) (anything :meth:`LookaheadSpec.parse` reads). Specs with
     ``max_draft_len == 0`` ((1,1,0), (1,2,0)) are plain autoregressive decoding: ``prepare`` returns
     only the golden row. ``eos_token_ids``: drafts equal to one of them are never accepted.
-    ``seed``: the window is initialised from the prompt with ``random.Random(seed)`` at every
+    ``seed``: the window is initialised from the prompt with glibc's ``srand(seed)`` / ``rand()`` (:func:`glibc_rand`,
+    what TensorRT-LLM's ``LookaheadAlgorithm::setup`` draws with) at every
     ``setup`` (same seed, same prompt -> same run). ``corrected_keying``: key column 0's harvested
     n-gram by g (as the authors' lade does) instead of y[g] (TensorRT-LLM, default).
     ``full_guess_set``: verify up to G candidates; by default, like TensorRT-LLM (its
@@ -490,7 +527,9 @@ class LookaheadAlgorithm:
         """Start a sequence: ``golden`` is the first generated token (at p = len(prompt), no KV yet).
 
         Seeds the pool with every n-gram of prompt + [golden]; draws the N-2 warm-up prefill tokens,
-        then level 0 of each of the W columns, uniformly from the prompt with ``Random(seed)``.
+        then level 0 of each of the W columns, each ``prompt[rand() % len(prompt)]`` after ``srand(seed)``, as
+        TensorRT-LLM's ``LookaheadAlgorithm::setup`` draws them (``cpp/tensorrt_llm/layers/lookaheadAlgorithm.cpp``),
+        so that a request's window, and so its steps, are the ones a TensorRT-LLM server's would be.
         """
         prompt = [int(t) for t in prompt]
         if not prompt:
@@ -508,11 +547,11 @@ class LookaheadAlgorithm:
             self.window, self.prefills, self.filling = [], [], 0
             return
         self.pool.seed_from(context, n)
-        rng = random.Random(self.seed)
-        self.prefills = [prompt[rng.randrange(len(prompt))] for _ in range(n - 2)]
+        draw = glibc_rand(self.seed)
+        self.prefills = [prompt[next(draw) % len(prompt)] for _ in range(n - 2)]
         self.window = [[-1] * (n - 1) for _ in range(w)]
         for column in self.window:
-            column[0] = prompt[rng.randrange(len(prompt))]
+            column[0] = prompt[next(draw) % len(prompt)]
         self.filling = 1
 
     # ------------------------------------------------------------------------- prepare
@@ -530,7 +569,7 @@ class LookaheadAlgorithm:
         >>> algo.setup([5, 6, 7, 5, 6], golden=7)
         >>> full, short = algo.prepare().num_rows, algo.prepare(window=False)
         >>> full, short.num_rows, short.tokens, short.with_window
-        (4, 3, [7, 5, 6], False)
+        (5, 3, [7, 5, 6], False)
         """
         if self.golden is None:
             raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")

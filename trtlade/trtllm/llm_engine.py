@@ -17,12 +17,14 @@ Start-up (each refusal a :class:`~trtlade.trtllm.engine.TrtllmStartError` with a
 3. ``LLM(model_dir, tokenizer=..., **options)`` (the PyTorch LLM; the options name no backend).
 
 Serving: a request becomes ``llm.generate_async(prompt_ids, SamplingParams(...), streaming=True)``
-(``generate_async``; ``SamplingParams`` of ``tensorrt_llm/sampling_params.py``); every streamed output is one
-step, its new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/result.py``), through
+(``generate_async``; ``SamplingParams`` of ``tensorrt_llm/sampling_params.py``); the steps are the result's
+``decoding_iter`` (an output every ``stream_interval`` iterations: ``py_executor.py``, ``_handle_responses``), each
+output's new tokens ``outputs[0].token_ids_diff`` (``tensorrt_llm/executor/result.py``), through
 :class:`~trtlade.contract.text.OutputText` like every engine's; with a drafter the request asks for
 ``return_perf_metrics`` and its draft tokens are ``request_perf_metrics.speculative_decoding.total_draft_tokens``
 (what Triton's stock llmapi model reports, ``triton_backend/all_models/llmapi/tensorrt_llm/1/model.py``,
-``_create_response``; None where a release does not fill them); a client that goes away aborts the request
+``_create_response``; None where a release does not fill them, or leaves them zeroed beside accepted drafts); a
+client that goes away aborts the request
 (``GenerationResult.abort``). The drafter is the server's: a request's ``lookahead`` or ``speculation`` field is
 a 400 saying so (:meth:`EngineInfo.lookahead` is False, ``drafters`` empty). With SA, a one-model drafter, penalties
 need the block's ``enable_penalty`` (``tensorrt_llm/_torch/speculative/spec_sampler_base.py``,
@@ -113,6 +115,7 @@ class _Job:
     output: OutputText
     result: Any = None
     steps: int = 0
+    chunks: int = 0  #: streamed outputs (one a step unless the options set stream_interval above 1)
     drafts: Optional[int] = None
     hist: dict[int, int] = field(default_factory=dict)
     task: Optional[asyncio.Task] = None
@@ -273,7 +276,9 @@ class TrtllmLlmEngine:
                 if job.handle.finished:
                     return
                 completion = out.outputs[0]
-                job.steps += 1
+                job.chunks += 1
+                iters = getattr(out, "decoding_iter", None)  # the executor's iterations so far (stream_interval > 1:
+                job.steps = iters if isinstance(iters, int) and iters > 0 else job.steps + 1  # several an output)
                 job.drafts = _draft_tokens(completion, job.drafts)
                 finish = _finish(completion.finish_reason) if out.finished else None
                 chunk = self._chunk(job, [int(t) for t in completion.token_ids_diff], finish)
@@ -293,10 +298,12 @@ class TrtllmLlmEngine:
         tokens, text, reason = step_output(job.output, job.hist, new, finish)
         stats = None
         if reason is not None:
-            stats = GenerationStats(spec=AUTOREGRESSIVE, steps=max(1, job.steps), tokens=len(job.output.tokens),
-                                    tokens_per_step_hist=dict(job.hist), prompt_tokens=len(job.request.prompt_ids),
-                                    speculation=self._config, draft_tokens=job.drafts if self._config else 0,
-                                    policy="fixed")
+            steps = max(1, job.steps)
+            stats = GenerationStats(spec=AUTOREGRESSIVE, steps=steps, tokens=len(job.output.tokens),
+                                    # per step only where each output was one step (else its split is unknown)
+                                    tokens_per_step_hist=dict(job.hist) if steps == job.chunks else {},
+                                    prompt_tokens=len(job.request.prompt_ids), speculation=self._config,
+                                    draft_tokens=_drafted(job, steps) if self._config else 0, policy="fixed")
         return StepChunk(tokens=tokens, text=text, finish_reason=reason, stats=stats)  # type: ignore[arg-type]
 
     def _cancel(self, handle: Any) -> None:
@@ -339,6 +346,14 @@ def _one_model_drafter(block: Optional[Mapping[str, Any]], version: str) -> Opti
     except ValueError:  # a version string the table cannot place: as the newest line read
         gpu_ngram = True
     return kind if kind in ("NGram", "AUTO") and gpu_ngram else None
+
+
+def _drafted(job: Any, steps: int) -> Optional[int]:
+    """The request's draft tokens, None where unknown: a release without the metrics, or one that leaves them zeroed
+    while drafts were accepted (TorchSampler did not fill them before NVIDIA/TensorRT-LLM#17082: ``total_draft_tokens``
+    0 beside accepted tokens)."""
+    accepted = len(job.output.tokens) - steps
+    return None if job.drafts == 0 and accepted > 0 else job.drafts
 
 
 def _draft_tokens(completion: Any, last: Optional[int]) -> Optional[int]:

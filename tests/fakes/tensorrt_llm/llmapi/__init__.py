@@ -156,7 +156,7 @@ class SamplingParams(_Config):
 
 #: LLM arguments trtlade may pass (TorchLlmArgs fields it writes; the real model has many more)
 _LLM_ARGS = {"backend", "dtype", "max_batch_size", "max_seq_len", "max_num_tokens", "tensor_parallel_size",
-             "pipeline_parallel_size", "kv_cache_config", "speculative_config", "trust_remote_code"}
+             "pipeline_parallel_size", "kv_cache_config", "speculative_config", "trust_remote_code", "stream_interval"}
 
 
 class _Completion:
@@ -181,6 +181,7 @@ class _Result:
         self.finished = False
         self.aborted = False
         self._step = 0
+        self.decoding_iter = 0
         self._drafted = self._accepted = 0
 
     def abort(self) -> None:  # mirrors: GenerationResult.abort
@@ -202,6 +203,23 @@ class _Result:
             raise RequestError(self._error)
         out = self.outputs[0]
         out._last_token_ids_len = len(out.token_ids)
+        interval = int(self._llm._kwargs.get("stream_interval") or 1)
+        # mirrors: tensorrt_llm/_torch/pyexecutor/py_executor.py, _handle_responses: a response when
+        # py_decoding_iter == 1, the request finished, or py_decoding_iter % stream_interval == 0
+        while True:
+            self._iterate(out)
+            if self._step == 1 or out.finish_reason is not None or self._step % interval == 0:
+                break
+        self.decoding_iter = self._step  # mirrors: executor/result.py, self.decoding_iter = response.decoding_iter
+        if self._params.return_perf_metrics:
+            rate = self._accepted / self._drafted if self._drafted else 0.0
+            out.request_perf_metrics = SimpleNamespace(speculative_decoding=SimpleNamespace(
+                total_draft_tokens=self._drafted, total_accepted_draft_tokens=self._accepted, acceptance_rate=rate))
+        self.finished = out.finish_reason is not None
+        return self
+
+    def _iterate(self, out: _Completion) -> None:
+        """One executor iteration: one token, or two with a drafter on every other iteration."""
         count = 1 + (self._step % 2 if self._llm._kwargs.get("speculative_config") is not None else 0)
         stops = set(self._params.stop_token_ids or [])
         for _ in range(count):
@@ -217,13 +235,7 @@ class _Result:
         if spec is not None and self._step > 0:
             self._drafted += spec.max_draft_len
             self._accepted += count - 1
-        if self._params.return_perf_metrics:
-            rate = self._accepted / self._drafted if self._drafted else 0.0
-            out.request_perf_metrics = SimpleNamespace(speculative_decoding=SimpleNamespace(
-                total_draft_tokens=self._drafted, total_accepted_draft_tokens=self._accepted, acceptance_rate=rate))
         self._step += 1
-        self.finished = out.finish_reason is not None
-        return self
 
 
 def _one_model(spec: Any) -> bool:
