@@ -377,9 +377,9 @@ def test_property_lookahead_is_greedy(prompt, spec, max_tokens, adaptive):
 
 def test_auto_policy_stays_lossless_and_spends_fewer_rows_when_rows_are_dear():
     """The auto policy decides per step how many rows a sequence verifies (all, its candidates only,
-    or its golden row). With free rows it never skips; with dear rows (53 rows cost 2.6x one row) it
-    runs far fewer rows per step. The tokens are the greedy ones either way (falling back and probing
-    are covered by the policy's own tests)."""
+    or its golden row). With free rows it skips no step but where no draft can gain (a request's last step, its
+    budget spent); with dear rows (53 rows cost 2.6x one row) it runs far fewer rows per step. The tokens are the
+    greedy ones either way (falling back and probing are covered by the policy's own tests)."""
     from models import frozen_cost
 
     rows_per_step = {}
@@ -395,9 +395,11 @@ def test_auto_policy_stays_lossless_and_spends_fewer_rows_when_rows_are_dear():
             assert result.tokens == ref.tokens
             rows += result.stats.rows_per_step[1:]  # the decoding steps, after the prefill
             assert max(result.stats.rows_per_step) <= LookaheadSpec(*ENGINE_SPEC).decoding_tokens
+            if not steep:  # a golden row alone only at the last step
+                assert 1 not in result.stats.rows_per_step[1:-1], result.stats.rows_per_step
         rows_per_step[steep] = sum(rows) / len(rows)
         if not steep:
-            assert eng.policy.counters.skipped == 0 and eng.policy.counters.drafted > 0
+            assert eng.policy.counters.skipped <= 3 and eng.policy.counters.drafted > 0
     assert rows_per_step[True] < 0.5 * rows_per_step[False]
 
 

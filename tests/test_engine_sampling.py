@@ -133,7 +133,7 @@ def test_drafts_never_read_a_draw(monkeypatch):
     monkeypatch.setattr(sampling, "keyed_uniform", uniform)
     prompt = list(prompts()[0])
     runs = []
-    for engine_seed in (0, 1):
+    for engine_seed in (1, 2):  # glibc's srand takes 0 as 1: two seeds that differ
         eng = tiny_engine("qwen3", ENGINE_SPEC, seed=0, prompt_lookup=4)
         window = dataclasses.replace(eng.settings, seed=engine_seed)  # the window's initial guesses
         drawn.clear()
