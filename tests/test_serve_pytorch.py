@@ -480,3 +480,48 @@ def test_an_llm_shutdown_that_hangs_does_not_hold_the_server_past_its_bound(llma
     engine = TrtllmLlmEngine.start(launch(model_dir))
     took, warned = close_while_shutdown_hangs(engine, llmapi._instances[-1], monkeypatch, caplog)
     assert took < 5 and warned
+
+
+def test_a_request_tensorrt_llm_refuses_at_admission_is_a_400_and_one_it_cancels_is_not_an_answer(llmapi, model_dir,
+                                                                                                    monkeypatch):
+    """An executor error response before any token (RequestError: a request upstream's checks refuse) was a 500, as
+    if the server had failed; trtllm-serve answers 400. A generation TensorRT-LLM itself ends as 'cancelled' or
+    'timeout' read as a normal 'stop'."""
+    original = llmapi.LLM.generate_async
+
+    def refused(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        result._error = "min_p is not supported by this sampler"
+        return result
+
+    app = app_for(model_dir)
+
+    async def ask():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})
+
+    with monkeypatch.context() as m:
+        m.setattr(llmapi.LLM, "generate_async", refused)
+        r = run(ask())
+    assert r.status_code == 400 and "refused the request" in r.json()["error"]["message"], r.text
+    original_next = llmapi._Result.__anext__
+
+    async def cancelled(self):
+        out = await original_next(self)
+        out.outputs[0].finish_reason, out.finished = "cancelled", True
+        return out
+
+    monkeypatch.setattr(llmapi._Result, "__anext__", cancelled)
+    r = run(ask())
+    assert r.status_code == 500 and "cancelled" in r.json()["error"]["message"], r.text
+
+
+def test_tensorrt_llm_does_not_detokenize_what_trtlade_decodes_itself(llmapi, model_dir):
+    app = app_for(model_dir)
+
+    async def go():
+        async with client_for(app) as c:
+            return await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4})
+
+    assert run(go()).status_code == 200
+    assert llmapi._instances[-1]._requests[0][1].detokenize is False  # a second pass on the event loop otherwise

@@ -251,7 +251,8 @@ class TrtllmLlmEngine:
     def _sampling(self, request: GenerationRequest) -> Any:
         """``SamplingParams`` (tensorrt_llm/sampling_params.py): the request's budget, stops and warpers."""
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "temperature": request.temperature,
-                                  "top_p": request.top_p, "ignore_eos": request.ignore_eos}
+                                  "top_p": request.top_p, "ignore_eos": request.ignore_eos,
+                                  "detokenize": False}  # OutputText makes the text: upstream's would be a 2nd pass
         if request.top_k:
             kwargs["top_k"] = request.top_k
         if request.min_p:
@@ -281,6 +282,9 @@ class TrtllmLlmEngine:
                 job.steps = iters if isinstance(iters, int) and iters > 0 else job.steps + 1  # several an output)
                 job.drafts = _draft_tokens(completion, job.drafts)
                 finish = _finish(completion.finish_reason) if out.finished else None
+                if finish in ("cancelled", "timeout"):  # ended by TensorRT-LLM, not by its text: not an answer
+                    job.handle.finish(EngineFailure(f"TensorRT-LLM ended the request ({finish})"))
+                    return
                 chunk = self._chunk(job, [int(t) for t in completion.token_ids_diff], finish)
                 job.handle.push(chunk)
                 if chunk.finish_reason is not None:
@@ -288,6 +292,9 @@ class TrtllmLlmEngine:
                         job.result.abort()
                     break
         except Exception as exc:  # noqa: BLE001 - this request fails, the server goes on
+            if type(exc).__name__ == "RequestError" and not job.chunks:  # refused at admission: the request's fault
+                job.handle.finish(RequestRejected(f"TensorRT-LLM refused the request: {exc}"))
+                return
             log.exception("TensorRT-LLM request failed")
             job.handle.finish(EngineFailure(f"TensorRT-LLM: {type(exc).__name__}: {exc}"))
         finally:
@@ -365,5 +372,11 @@ def _draft_tokens(completion: Any, last: Optional[int]) -> Optional[int]:
 
 
 def _finish(reason: Any) -> str:
-    """``CompletionOutput.finish_reason`` ('length', 'stop', None) as trtlade's."""
-    return "length" if str(reason) == "length" else "stop"
+    """``CompletionOutput.finish_reason`` (``Literal['stop', 'length', 'timeout', 'cancelled']``,
+    tensorrt_llm/executor/result.py) as trtlade's: the last two end a request without an answer.
+
+    >>> [_finish(r) for r in ("length", "stop", "cancelled", "timeout", None)]
+    ['length', 'stop', 'cancelled', 'timeout', 'stop']
+    """
+    text = str(reason)
+    return text if text in ("length", "cancelled", "timeout") else "stop"

@@ -141,7 +141,8 @@ class SamplingParams(_Config):
     # determine the minimum token probability", a field of tllme.SamplingConfig)
     _fields = {"max_tokens": 32, "temperature": None, "top_p": None, "top_k": None, "seed": None, "min_tokens": None,
                "stop_token_ids": None, "ignore_eos": False, "end_id": None, "presence_penalty": None,
-               "frequency_penalty": None, "repetition_penalty": None, "min_p": None, "return_perf_metrics": False}
+               "frequency_penalty": None, "repetition_penalty": None, "min_p": None, "return_perf_metrics": False,
+               "detokenize": True, "include_stop_str_in_output": False}
 
     def _validate(self) -> None:
         if self.temperature is not None and self.temperature < 0:  # paraphrased: SamplingParams checks
@@ -227,6 +228,10 @@ class _Result:
             out.token_ids.append(token)
             if token in stops:
                 out.finish_reason = "stop"
+                # mirrors: tensorrt_llm/executor/result.py, _handle_sequence: a STOP_WORDS finish drops the stop
+                # tokens from token_ids unless include_stop_str_in_output
+                if not self._params.include_stop_str_in_output:
+                    out.token_ids.pop()
                 break
             if len(out.token_ids) >= self._params.max_tokens:
                 out.finish_reason = "length"
