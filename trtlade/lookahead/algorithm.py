@@ -467,8 +467,9 @@ class LookaheadAlgorithm:
     ``setup`` (same seed, same prompt -> same run). ``corrected_keying``: key column 0's harvested
     n-gram by g (as the authors' lade does) instead of y[g] (TensorRT-LLM, default).
     ``full_guess_set``: verify up to G candidates; by default, like TensorRT-LLM (its
-    ``guess(lastToken, mW)``, NVIDIA/TensorRT-LLM#4003), at most min(W, G) candidates are verified,
-    which differs only when W < G. ``dedup``: merge identical root paths (results are identical
+    ``guess(lastToken, mW)`` in ``lookaheadAlgorithm.cpp`` at 2a9abd95, NVIDIA/TensorRT-LLM#4003), at most
+    min(W, G) candidates are verified, which differs only when W < G (a later revision, 22d95135, asks for G:
+    ``full_guess_set=True``). ``dedup``: merge identical root paths (results are identical
     either way; False is for tests). ``prompt_lookup`` / ``suffix_lookup``: draft tokens of one more
     candidate each (0: off, TensorRT-LLM's algorithm exactly): the tokens after the latest earlier
     occurrence of the text's last 1-3 tokens (:mod:`~trtlade.lookahead.prompt_lookup`), and after the
