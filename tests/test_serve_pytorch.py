@@ -79,15 +79,26 @@ def test_completion_runs_the_llm_with_the_bundles_drafter_and_reports_it(llmapi,
     assert metric_value(metrics, "trtlade_speculation_draft_tokens_total", {"drafter": "NGram"}) == 28
 
 
-def test_a_release_without_perf_metrics_leaves_draft_tokens_unknown(llmapi, model_dir, monkeypatch):
+def _no_metrics(out):
+    out.outputs[0].request_perf_metrics = None
+
+
+def _zeroed(out):
+    out.outputs[0].request_perf_metrics.speculative_decoding.total_draft_tokens = 0
+
+
+@pytest.mark.parametrize("alter", [_no_metrics, _zeroed], ids=["no-metrics", "zeroed"])
+def test_draft_tokens_are_unknown_where_a_release_does_not_fill_them(llmapi, model_dir, monkeypatch, alter):
+    """A release without request_perf_metrics, and one that returns them zeroed in the PyTorch flow though drafting
+    ran (before NVIDIA/TensorRT-LLM#17082): 0 draft tokens beside accepted ones read as more accepted than drafted."""
     original = llmapi._Result.__anext__
 
-    async def without_metrics(self):
+    async def altered(self):
         out = await original(self)
-        out.outputs[0].request_perf_metrics = None
+        alter(out)
         return out
 
-    monkeypatch.setattr(llmapi._Result, "__anext__", without_metrics)
+    monkeypatch.setattr(llmapi._Result, "__anext__", altered)
     app = app_for(model_dir)
 
     async def go():
@@ -95,28 +106,7 @@ def test_a_release_without_perf_metrics_leaves_draft_tokens_unknown(llmapi, mode
             return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})).json()
 
     sp = run(go())["usage"]["speculation"]
-    assert sp["draft_tokens"] is None and sp["decode_steps"] == 3
-
-
-def test_metrics_left_zeroed_beside_accepted_drafts_are_unknown_not_zero(llmapi, model_dir, monkeypatch):
-    """Releases before NVIDIA/TensorRT-LLM#17082 return request_perf_metrics.speculative_decoding zeroed in the PyTorch
-    flow though drafting ran: 0 draft tokens beside 3 accepted ones read as more accepted than drafted."""
-    original = llmapi._Result.__anext__
-
-    async def zeroed(self):
-        out = await original(self)
-        out.outputs[0].request_perf_metrics.speculative_decoding.total_draft_tokens = 0
-        return out
-
-    monkeypatch.setattr(llmapi._Result, "__anext__", zeroed)
-    app = app_for(model_dir)
-
-    async def go():
-        async with client_for(app) as c:
-            return (await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 6})).json()
-
-    sp = run(go())["usage"]["speculation"]
-    assert sp["draft_tokens"] is None and sp["accepted_draft_tokens"] > 0
+    assert sp["draft_tokens"] is None and sp["decode_steps"] == 3 and sp["accepted_draft_tokens"] > 0
 
 
 def test_an_output_every_few_iterations_still_counts_every_step(llmapi, model_dir):
