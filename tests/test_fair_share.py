@@ -5,6 +5,7 @@ first served as before."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -429,3 +430,27 @@ def test_a_failed_shared_step_tells_each_request_nothing_of_the_others():
     for r in replies:
         message = r.json()["error"]["message"]
         assert "failed (RuntimeError)" in message and "77" not in message and "secret" not in message
+
+
+def test_retry_after_is_when_a_place_frees_not_the_refused_requests_own_length():
+    """A 429's Retry-After was (waiting + 1) x the refused request's max_tokens x a step: 11 minutes for a request
+    asking 4,000 tokens where a place freed in seconds, and 1 s for one asking 1 where the next slot was far. It is
+    now the time the sequence closest to its end needs (its tokens left, at one a step), whatever was refused."""
+    async def go():
+        serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1)
+        try:
+            running = serving.submit(request([5, 6, 7], max_tokens=60, ignore_eos=True))
+            waiting = serving.submit(request([5, 6, 8], max_tokens=4000, ignore_eos=True))
+            step = serving._mean_step_s
+            said = []
+            for asked in (1, 4000):
+                with pytest.raises(EngineOverloaded, match="queue is full") as refused:
+                    serving.submit(request([5, 6, 9], max_tokens=asked))
+                said.append(refused.value.retry_after_s)
+            assert said[0] == said[1] <= math.ceil(60 * step) + 1  # the running one's 60 tokens at most
+            running.cancel()
+            waiting.cancel()
+        finally:
+            await serving.aclose()
+
+    asyncio.run(go())

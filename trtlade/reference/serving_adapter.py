@@ -69,6 +69,7 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
 class _Job:
     handle: GenerationHandle
     enqueued_at: float  # time.perf_counter() at submit
+    emitted: int = 0  # tokens sent so far (the worker counts them; Retry-After reads them)
 
 
 def _identity(request: Any) -> Optional[str]:
@@ -166,11 +167,9 @@ class ReferenceServingEngine:
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
             waiting = self._waiting_now()
             if waiting >= self._max_queue:
-                steps_ahead = (waiting + 1) * max(1, request.max_tokens) / max(1, self._limits["max_batch_size"])
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
-                    f"{self._max_queue}); retry later",
-                    retry_after_s=max(1, math.ceil(steps_ahead * self._mean_step_s)))
+                    f"{self._max_queue}); retry later", retry_after_s=self._retry_after_s())
             identity = _identity(request)
             self._check_share(identity, request)
             request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
@@ -183,25 +182,33 @@ class ReferenceServingEngine:
 
     def _check_share(self, identity: Optional[str], request: GenerationRequest) -> None:
         """429 when ``identity`` already holds its share of the sequences waiting or running (with the lock)."""
-        refusal = self._share_refusal(identity, request.max_tokens)
+        refusal = self._share_refusal(identity)
         if refusal is not None:
             raise refusal
 
-    def _share_refusal(self, identity: Optional[str], max_tokens: int) -> Optional[EngineOverloaded]:
+    def _share_refusal(self, identity: Optional[str]) -> Optional[EngineOverloaded]:
         share = self.share
         if share is None or identity is None or self._held[identity] < share.held:
             return None
         return EngineOverloaded(
             f"this API key has {self._held[identity]} sequences waiting or running, its share of this server "
-            f"({share.describe()}); retry when some have finished", retry_after_s=max(
-                1, math.ceil(max_tokens * self._mean_step_s)))
+            f"({share.describe()}); retry when some have finished", retry_after_s=self._retry_after_s(identity))
+
+    def _retry_after_s(self, identity: Optional[str] = None) -> int:
+        """When a place is likely to free (a 429's Retry-After, seconds): the sequence in the batch (``identity``'s,
+        where given) with the fewest tokens left before its ``max_tokens``, at one token a step and the measured step
+        time; it may end sooner (a stop). Not the refused request's own ``max_tokens``: a request asking for 4,000
+        tokens was told to wait 11 minutes for a place that freed in seconds."""
+        left = [job.handle.request.max_tokens - job.emitted for job in list(self._jobs.values())
+                if identity is None or _identity(job.handle.request) == identity]
+        return max(1, math.ceil(max(1, min(left, default=1)) * self._mean_step_s))
 
     def over_share(self, identity: str) -> Optional[EngineOverloaded]:
         """The 429 that any request of ``identity`` would get now, because it holds its whole share already
         (None: it may be admitted). The server asks before reading the request's body, so that an identity
         flooding beyond its share costs the others no parsing or tokenizing of what it sends."""
         with self._cv:
-            return self._share_refusal(identity, 16)
+            return self._share_refusal(identity)
 
     def _finished(self, identity: Optional[str]) -> None:
         self.policy.release()
@@ -340,6 +347,7 @@ class ReferenceServingEngine:
         job = self._jobs.get(seq_id)
         if job is None:
             return
+        job.emitted += len(chunk.tokens)
         job.handle.push(chunk)
         if chunk.finish_reason is not None:
             job.handle.finish()
