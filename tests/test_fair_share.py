@@ -454,3 +454,21 @@ def test_retry_after_is_when_a_place_frees_not_the_refused_requests_own_length()
             await serving.aclose()
 
     asyncio.run(go())
+
+
+def test_a_request_entering_a_free_slot_counts_as_running_through_its_prefill():
+    """/metrics' gauges are counted before a step: a request the step is about to prefill was neither running (no
+    slot yet) nor queued (a free slot takes it), so a long prompt's prefill read as an idle engine. It counts as
+    running from the count on; a request no slot takes stays queued."""
+    import collections
+
+    async def go():
+        serving = ReferenceServingEngine(engine(), max_queue=8, max_batch_size=2)
+        try:
+            with serving._cv:  # as counted before a step: nothing holds a slot, three requests wait in the batch
+                serving._running, serving._batch_waiting = 0, collections.Counter({None: 3})
+            assert serving.load() == (2, 1)
+        finally:
+            await serving.aclose()
+
+    asyncio.run(go())

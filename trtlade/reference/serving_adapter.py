@@ -218,8 +218,11 @@ class ReferenceServingEngine:
                 del self._held[identity]
 
     def load(self) -> tuple[int, int]:
+        """(running, queued) for /metrics: a request the free slots take counts as running from then on, its prefill
+        included (it read as neither while a long prompt's prefill held the engine)."""
         with self._cv:
-            return self._running, self._waiting_now()
+            entering, waiting = self._queue_split()
+            return self._running + entering, waiting
 
     def live(self) -> dict[str, Any]:
         """What changes while serving: the auto policy's cost model and acceptance prior (read from
@@ -335,12 +338,17 @@ class ReferenceServingEngine:
     def _waiting_now(self) -> int:
         """Requests waiting for a slot (with the lock): submitted, taken by the worker or in the batch's queue,
         less those the free slots take (each identity at most its share's room, ``max_running_per_identity``)."""
+        return self._queue_split()[1]
+
+    def _queue_split(self) -> tuple[int, int]:
+        """(requests the free slots take at the next step, requests left waiting), with the lock."""
         waiting = self._batch_waiting + self._admitting + collections.Counter(
             _identity(job.handle.request) for job in self._pending)
         slots = max(0, int(self._limits["max_batch_size"]) - self._running)
         cap = self._limits.get("max_running_per_identity")
         takes = sum(n if cap is None else min(n, max(0, cap - self._held_slots[who])) for who, n in waiting.items())
-        return sum(waiting.values()) - min(slots, takes)
+        entering = min(slots, takes)
+        return entering, sum(waiting.values()) - entering
 
     def _deliver(self, seq_id: int, chunk: Any) -> None:
         """A chunk the batch just produced goes to its request at once (mid-step)."""

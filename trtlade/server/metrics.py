@@ -106,7 +106,8 @@ class ServerMetrics:
         self.duration = Histogram("trtlade_request_duration_seconds", "Arrival to the end of admitted requests.",
                                   ["endpoint"], buckets=_DURATION_BUCKETS, registry=r)
         self._load = load or (lambda: (0, 0))
-        self.running = Gauge("trtlade_requests_running", "Requests the engine is generating now.", registry=r)
+        self.running = Gauge("trtlade_requests_running", "Requests the engine is prefilling or generating now.",
+                             registry=r)
         self.running.set_function(lambda: self._load()[0])
         self.queued = Gauge("trtlade_requests_queued", "Requests waiting for the engine.", registry=r)
         self.queued.set_function(lambda: self._load()[1])
