@@ -472,3 +472,24 @@ def test_a_request_entering_a_free_slot_counts_as_running_through_its_prefill():
             await serving.aclose()
 
     asyncio.run(go())
+
+
+def test_with_several_keys_a_full_queues_retry_after_reads_only_the_keys_own_sequences():
+    """Retry-After of a full queue is timed on a sequence's tokens left: across API keys it would tell one key how far
+    another's request has to go. With several keys it reads the key's own sequences (none: 1 s); paired: one key."""
+    async def go(identities):
+        serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1, identities=identities)
+        try:
+            held = [serving.submit(scoped("alice", max_tokens=3000, ignore_eos=True)) for _ in range(2)]
+            with pytest.raises(EngineOverloaded) as refused:
+                serving.submit(scoped("bob", max_tokens=5))
+            for h in held:
+                h.cancel()
+            return refused.value.retry_after_s, math.ceil(3000 * serving._mean_step_s)
+        finally:
+            await serving.aclose()
+
+    said, _ = asyncio.run(go(2))
+    assert said == 1  # bob holds nothing: nothing of alice's 3,000 tokens shows
+    said, alices = asyncio.run(go(1))
+    assert said >= alices - 1  # one key: the batch's own sequences time it

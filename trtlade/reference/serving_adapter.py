@@ -166,11 +166,12 @@ class ReferenceServingEngine:
             if self._closing:
                 raise EngineOverloaded("the server is shutting down", retry_after_s=5)
             waiting = self._waiting_now()
-            if waiting >= self._max_queue:
+            identity = _identity(request)
+            if waiting >= self._max_queue:  # with several keys, timed on the key's own sequences: no other's length
                 raise EngineOverloaded(
                     f"the request queue is full ({waiting} requests waiting, serve.max_queue = "
-                    f"{self._max_queue}); retry later", retry_after_s=self._retry_after_s())
-            identity = _identity(request)
+                    f"{self._max_queue}); retry later",
+                    retry_after_s=self._retry_after_s(identity if self.share is not None else None))
             self._check_share(identity, request)
             request = self.policy.admit(request)  # its spec and draft policy (a schedule's band: re-checked per step)
             self._held[identity] += 1
@@ -196,10 +197,12 @@ class ReferenceServingEngine:
 
     def _retry_after_s(self, identity: Optional[str] = None) -> int:
         """When a place is likely to free (a 429's Retry-After, seconds): the sequence in the batch (``identity``'s,
-        where given) with the fewest tokens left before its ``max_tokens``, at one token a step and the measured step
-        time; it may end sooner (a stop). Not the refused request's own ``max_tokens``: a request asking for 4,000
-        tokens was told to wait 11 minutes for a place that freed in seconds."""
-        left = [job.handle.request.max_tokens - job.emitted for job in list(self._jobs.values())
+        where given: with several API keys one key learns nothing of another's requests) with the fewest tokens left
+        before its ``max_tokens``, at one token a step and the measured step time; it may end sooner (a stop); 1 s
+        where there is none. Not the refused request's own ``max_tokens``: a request asking for 4,000 tokens was told
+        to wait 11 minutes for a place that freed in seconds."""
+        jobs = [*self._jobs.values(), *self._pending]  # in the batch, and submitted but not yet taken in
+        left = [job.handle.request.max_tokens - job.emitted for job in jobs
                 if identity is None or _identity(job.handle.request) == identity]
         return max(1, math.ceil(max(1, min(left, default=1)) * self._mean_step_s))
 
