@@ -122,27 +122,23 @@ def register(app: typer.Typer) -> None:
 
 def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServePlan, imported lazily
          access_log_probes: bool = False) -> None:
-    from trtlade.server.runner import ServeError, check_listen, http_stack, run_plan
+    from trtlade.server.runner import ServeError, http_stack, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        check_listen(plan.host, plan.port)  # before the banner, which names the address as if it were served
-    except ServeError as exc:
-        fail(exc.message, hint=exc.hint)
     if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
         err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
                           "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
     drafting = f"(W,N,G) = ({plan.spec})"
     if plan.engine == "trtllm" and plan.config.build.backend == "pytorch":
         drafting = f"PyTorch backend, drafter {plan.config.speculation_config or 'none'}"
-    err_console.print(
-        f"trtlade serve: engine {plan.engine}, model "
-        f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, {drafting}; "
-        + (f"http://{plan.host}:{plan.port}/v1" if plan.port else f"http://{plan.host}:<a free port: uvicorn's line "
-           "below names it>/v1") + f" ({' + '.join(http_stack().values())})", highlight=False)
-    try:
+    banner = (f"trtlade serve: engine {plan.engine}, model "
+              f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, {drafting}; "
+              + (f"http://{plan.host}:{plan.port}/v1" if plan.port else f"http://{plan.host}:<a free port: uvicorn's "
+                 "line below names it>/v1") + f" ({' + '.join(http_stack().values())})")
+    try:  # the banner once the address is checked: it names the address as if it were served
         code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,
-                        access_log_probes=access_log_probes)
+                        access_log_probes=access_log_probes,
+                        announce=lambda: err_console.print(banner, highlight=False))
     except ServeError as exc:
         fail(exc.message, hint=exc.hint)
     raise typer.Exit(code)

@@ -310,14 +310,18 @@ def check_listen(host: str, port: int) -> None:
 
 
 def run_plan(plan: ServePlan, argv: Sequence[str] = ("serve",), log_level: str = "info",
-             access_log: bool = True, access_log_probes: bool = False) -> int:
-    """Everything ``trtlade serve`` does after parsing: returns the process exit code."""
+             access_log: bool = True, access_log_probes: bool = False,
+             announce: Optional[Callable[[], None]] = None) -> int:
+    """Everything ``trtlade serve`` does after parsing: returns the process exit code. ``announce``: called once
+    the address is known to be free (the start banner), on the rank that serves HTTP only."""
     from trtlade.server.app import ServerSettings, create_app
 
     factory = engine_factory(plan, argv)
     if factory is None:  # an MPI follower rank: done
         return 0
     check_listen(plan.host, plan.port)
+    if announce is not None:
+        announce()
     stack = http_stack()
     for warning in (*plan.config_warnings, *plan.key_warnings):
         log.warning("%s", warning)
