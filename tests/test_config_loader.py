@@ -106,6 +106,8 @@ def test_malformed_yaml(tmp_path, content, code, line):
      "quote the value ('2,2,2')"),
     ("lookahead: {spec: 4,4,4}\n", "{spec: 4,4,4} the commas separate keys", "write it as a list [4, 4, 4]"),
     ("a: {b: 1, b: 2}\n", "YAML would keep only the last value", "remove one of them"),  # a plain duplicate
+    ("x: {a: 1,2, spec: 3,3,3}\n", "{spec: 3,3,3}", "quote the value ('3,3,3')"),  # only the run it is in
+    ("x: {spec: 4,4,4, b: 1,2}\n", "{spec: 4,4,4}", "write it as a list [4, 4, 4]"),
 ])
 def test_an_unquoted_list_of_numbers_in_a_flow_mapping_is_named_for_what_it_is(tmp_path, content, said, hint):
     """``{spec: 2,2,2}``: the commas separate keys, so 2 comes back as a key; it was told "duplicate key 2 ... remove

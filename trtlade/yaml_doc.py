@@ -359,16 +359,39 @@ def _duplicate_said(node: yaml.MappingNode, key: Any, first: yaml.Node) -> tuple
     if not (node.flow_style and isinstance(key, int) and not isinstance(key, bool)):
         return said, "remove one of them"
     pairs = node.value
-    start = next((i for i, (k, v) in enumerate(pairs) if isinstance(v, yaml.ScalarNode) and v.tag.endswith(":int")
-                  and i + 1 < len(pairs) and pairs[i + 1][1].tag.endswith(":null")), None)
-    if start is None:
+    run = next((r for r in _number_runs(pairs) if any(pairs[m][0].value == str(key) for m in range(r[0] + 1, r[1]))),
+               None)
+    if run is None:
         return said, "remove one of them"
-    numbers = [pairs[start][1].value] + [k.value for k, v in pairs[start + 1:] if v.tag.endswith(":null")
-                                         and k.tag.endswith(":int")]
+    start = run[0]
+    numbers = [pairs[start][1].value] + [pairs[m][0].value for m in range(start + 1, run[1])]
     text = ",".join(numbers)
     return (f"duplicate key {key!r} (first at line {_mark(first)[0]}): in a flow mapping like "
             f"{{{pairs[start][0].value}: {text}}} the commas separate keys, so {key!r} is a key twice",
             f"quote the value ('{text}'), write it as a list [{', '.join(numbers)}], or use block style")
+
+
+def _number_runs(pairs: list) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of a flow mapping's pairs read from ``key: n,n,...``: a pair whose value is a number,
+    then the pairs right after it whose key is a number and whose value is empty.
+
+        >>> node = yaml.compose("{a: 1,2, spec: 3,3,3}")
+        >>> _number_runs(node.value)
+        [(0, 2), (2, 5)]
+    """
+    def tagged(node: yaml.Node, kind: str) -> bool:
+        return isinstance(node, yaml.ScalarNode) and node.tag.endswith(":" + kind)
+
+    runs, i = [], 0
+    while i < len(pairs):
+        end = i + 1
+        if tagged(pairs[i][1], "int"):
+            while end < len(pairs) and tagged(pairs[end][0], "int") and tagged(pairs[end][1], "null"):
+                end += 1
+        if end > i + 1:
+            runs.append((i, end))
+        i = end
+    return runs
 
 
 def _resolve_merges(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> None:

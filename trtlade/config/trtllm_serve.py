@@ -175,7 +175,7 @@ def _backend(doc: YamlDocument, release: Optional[str]) -> list[Diagnostic]:
 
 def _speculation(doc: YamlDocument, release: Optional[str]) -> list[Diagnostic]:
     block = doc.data.get("speculative_config")
-    if isinstance(block, dict) and str(block.get("decoding_type", "")).lower() == "lookahead":
+    if isinstance(block, dict) and block.get("decoding_type") == "Lookahead":  # case-exact, as upstream's union
         return _lookahead(doc, block, release)
     engine = release is None or release_for(release).engine_backend
     if isinstance(block, dict) and block.get("decoding_type") == "Medusa" and engine:
