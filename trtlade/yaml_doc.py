@@ -372,8 +372,8 @@ def _duplicate_said(node: yaml.MappingNode, key: Any, first: yaml.Node) -> tuple
 
 
 def _number_runs(pairs: list) -> list[tuple[int, int]]:
-    """``[start, end)`` of each run of a flow mapping's pairs read from ``key: n,n,...``: a pair whose value is a number,
-    then the pairs right after it whose key is a number and whose value is empty.
+    """``[start, end)`` of each run of a flow mapping's pairs read from ``key: n,n,...``: a pair whose value is a
+    number, then the pairs right after it whose key is a number and whose value is empty.
 
         >>> node = yaml.compose("{a: 1,2, spec: 3,3,3}")
         >>> _number_runs(node.value)
