@@ -33,7 +33,8 @@ from trtlade.yaml_doc import YamlDocument
 from trtlade.diagnostics import Diagnostic
 from trtlade.trtllm.compat import release_key
 
-__all__ = ["SchemaTable", "tables", "table_for", "check_llm_args", "root_class", "model_at", "ENGINE_ONLY_DRAFTERS"]
+__all__ = ["SchemaTable", "tables", "table_for", "check_llm_args", "root_class", "model_at", "ENGINE_ONLY_DRAFTERS",
+           "uses_engine_backend"]
 
 _DATA = "trtllm_schema"
 
@@ -147,9 +148,15 @@ def root_class(table: SchemaTable, backend: Any, speculation: Any = None) -> str
     >>> root_class(newest, "tensorrt")                     # 1.3 has no TrtLlmArgs
     'TorchLlmArgs'
     """
+    engine = uses_engine_backend(backend, speculation) and "TrtLlmArgs" in table.models
+    return "TrtLlmArgs" if engine else "TorchLlmArgs"
+
+
+def uses_engine_backend(backend: Any, speculation: Any = None) -> bool:
+    """Whether a trtllm-serve file runs on the TensorRT-engine backend: it says ``backend: tensorrt``, or names no
+    backend and a drafter only that backend runs (:data:`ENGINE_ONLY_DRAFTERS`)."""
     kind = speculation.get("decoding_type") if isinstance(speculation, dict) else None
-    engine = backend in ("tensorrt", "trt") or (backend is None and kind in ENGINE_ONLY_DRAFTERS)
-    return "TrtLlmArgs" if engine and "TrtLlmArgs" in table.models else "TorchLlmArgs"
+    return backend in ("tensorrt", "trt") or (backend is None and kind in ENGINE_ONLY_DRAFTERS)
 
 
 def check_llm_args(doc: YamlDocument, release: Optional[str], own_keys: Iterable[str] = ()) -> list[Diagnostic]:

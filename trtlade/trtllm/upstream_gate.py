@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from trtlade.diagnostics import Diagnostic
-from trtlade.trtllm.llm_args_check import ENGINE_ONLY_DRAFTERS
+from trtlade.trtllm.llm_args_check import uses_engine_backend
 from trtlade.yaml_doc import YamlDocument
 
 __all__ = ["UpstreamVerdict", "upstream_verdict", "args_class", "compare"]
@@ -59,10 +59,7 @@ def args_class(llm_args: Any, data: dict) -> tuple[Any, dict]:
     (``launch_server`` pops it before ``tensorrt_llm._tensorrt_engine.LLM``, tensorrt_llm/commands/serve.py@00209af1)
     where the file runs on the engine backend and the release has it, as trtlade's own check reads the file
     (:func:`~trtlade.trtllm.llm_args_check.root_class`); else ``TorchLlmArgs`` and the file as it is."""
-    backend, spec = data.get("backend"), data.get("speculative_config")
-    kind = spec.get("decoding_type") if isinstance(spec, dict) else None
-    engine = backend in ("tensorrt", "trt") or (backend is None and kind in ENGINE_ONLY_DRAFTERS)
-    if engine and hasattr(llm_args, "TrtLlmArgs"):
+    if uses_engine_backend(data.get("backend"), data.get("speculative_config")) and hasattr(llm_args, "TrtLlmArgs"):
         return llm_args.TrtLlmArgs, {k: v for k, v in data.items() if k != "backend"}
     return llm_args.TorchLlmArgs, data
 
