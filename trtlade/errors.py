@@ -19,7 +19,9 @@ True
 
 from __future__ import annotations
 
-__all__ = ["TrtladeError", "PlanError", "RepeatedKeyError", "keys_once", "redacted_argv"]
+from typing import Iterable
+
+__all__ = ["TrtladeError", "PlanError", "RepeatedKeyError", "keys_once", "redacted_argv", "did_you_mean"]
 
 
 def redacted_argv(argv: "list[str] | tuple[str, ...]") -> list[str]:
@@ -101,3 +103,15 @@ def keys_once(pairs: "list[tuple[str, object]]") -> dict:
             raise RepeatedKeyError(key)
         out[key] = value
     return out
+
+
+def did_you_mean(word: str, candidates: "Iterable[str]") -> str:
+    """A hint's opening for a misspelt name: the closest candidate, or nothing.
+
+    >>> did_you_mean("gihub", ["text", "json", "github"]), did_you_mean("zzz", ["text"])
+    ("did you mean 'github'? ", '')
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""

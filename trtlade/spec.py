@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from trtlade.errors import TrtladeError
+from trtlade.errors import TrtladeError, did_you_mean
 
 __all__ = [
     "FIELDS",
@@ -246,7 +246,7 @@ class LookaheadSpec:
             if field is None:
                 known = ", ".join(sorted(_ALIAS_TO_FIELD))
                 raise SpecError(f"unknown lookahead key {key!r}", rule="parse", field=None,
-                                hint=f"{_did_you_mean(str(key), _ALIAS_TO_FIELD)}accepted keys: {known}")
+                                hint=f"{did_you_mean(str(key), _ALIAS_TO_FIELD)}accepted keys: {known}")
             if field in found:
                 raise SpecError(f"{field} is given twice, as {found[field][0]!r} and {key!r}", rule="parse",
                                 field=field, hint="keep one spelling")
@@ -409,8 +409,3 @@ def wire_param(field: str | None) -> str:
     return f"lookahead.{WIRE_NAMES[field]}" if field in WIRE_NAMES else "lookahead"
 
 
-def _did_you_mean(key: str, candidates: Iterable[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""

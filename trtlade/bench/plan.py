@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 from urllib.parse import urlsplit
 
-from trtlade.errors import PlanError
+from trtlade.errors import PlanError, did_you_mean
 from trtlade.bench.datasets import Prompt
 from trtlade.drafting.config import DRAFTER_MODE_HINT, DraftConfigError, drafter_mode, is_drafter_mode
 from trtlade.spec import AUTOREGRESSIVE, LookaheadSpec, SpecError
@@ -157,6 +157,12 @@ def _split_list(values: list[str]) -> list[str]:
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
+#: What a mode may be (every refusal of one says it)
+MODES_HINT = ("modes are ar (lookahead off: (1,1,0)), lookahead (the server's (W,N,G)), default (no field: the "
+              "server's default), auto or schedule (trtlade's draft policies), a W-N-G spec such as 4-2-4 or 7-7-7, "
+              "or a drafter: ngram[-D[-K]], sa[-D[-K]], ngram-auto (commas separate modes)")
+
+
 def parse_modes(values: list[str]) -> list[Mode]:
     """``ar`` (sends (1,1,0)), ``lookahead`` / ``default`` (send nothing), or specs like ``4-2-4``."""
     items = _split_list(values)
@@ -181,10 +187,7 @@ def parse_modes(values: list[str]) -> list[Mode]:
                     raise PlanError(f"{item!r} is not a mode", option="--modes", hint=_mode_hint(low)) from None
                 raise PlanError(
                     f"{item!r} is not a mode: {exc.message}", option="--modes",
-                    hint="modes are ar (lookahead off: (1,1,0)), lookahead (the server's (W,N,G)), default "
-                         "(no field: the server's default), auto or schedule (trtlade's draft policies), a "
-                         "W-N-G spec such as 4-2-4 or 7-7-7, or a drafter: ngram[-D[-K]], sa[-D[-K]], ngram-auto "
-                         "(commas separate modes)",
+                    hint=MODES_HINT,
                 ) from None
             mode = Mode("-".join(map(str, spec.as_tuple())), spec)
         if any(m.name == mode.name for m in modes):
@@ -199,12 +202,8 @@ def _mode_hint(word: str) -> str:
     >>> _mode_hint("ngramm")[:22]
     "did you mean 'ngram'? "
     """
-    import difflib
-
     names = ["ar", *SERVER_DEFAULT_MODES, *POLICY_MODES, "ngram", "sa", "ngram-auto"]
-    close = difflib.get_close_matches(word, names, n=1)
-    return ((f"did you mean {close[0]!r}? " if close else "") + "modes are ar, lookahead, default, auto, schedule, "
-            "a W-N-G spec such as 4-2-4, or a drafter: ngram[-D[-K]], sa[-D[-K]], ngram-auto (commas separate modes)")
+    return did_you_mean(word, names) + MODES_HINT
 
 
 def _drafter_mode(name: str) -> Mode:

@@ -10,6 +10,7 @@ import typer
 
 from trtlade import __version__
 from trtlade.cli.common import EXIT_USAGE, fail
+from trtlade.errors import did_you_mean
 from trtlade.cli import bench, build, config, engine_bench, export, serve, spec, tune, validate
 
 app = typer.Typer(
@@ -199,7 +200,6 @@ def _choice_said(message: str, param: Any) -> Optional[tuple[str, str]]:
     ...              "'github'.", SimpleNamespace(opts=["--format", "-f"]))
     ("--format 'gihub': choose one of text, json, github", "did you mean 'github'?")
     """
-    import difflib
     import re
 
     found = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)\.?$", message)
@@ -207,8 +207,7 @@ def _choice_said(message: str, param: Any) -> Optional[tuple[str, str]]:
     if found is None or not opts:
         return None
     given, choices = found.group(1), re.findall(r"'([^']*)'", found.group(2))
-    close = difflib.get_close_matches(given, choices, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(choices)}"
+    hint = did_you_mean(given, choices).strip() or f"one of {', '.join(choices)}"
     return f"{opts[0]} {given!r}: choose one of {', '.join(choices)}", hint
 
 

@@ -10,7 +10,6 @@ Example::
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from trtlade.config.schema import ConfigRuleError, TrtladeConfig
 from trtlade.diagnostics import Diagnostic
+from trtlade.errors import did_you_mean
 from trtlade.yaml_doc import (MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, ConfigLoadError, Loc, YamlDocument, dotted,
                               parse_yaml, read_yaml)
 from trtlade.spec import FIELD_ALIASES, SpecError
@@ -171,11 +171,6 @@ def _allowed_hint(model: type[BaseModel] | None, name: Any, item: bool = False, 
     return "; ".join(parts)
 
 
-def _did_you_mean(key: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
 _PATH_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)+) ")
 
 
@@ -215,7 +210,7 @@ def _pydantic_diagnostic(doc: YamlDocument, err: Mapping[str, Any]) -> Diagnosti
         allowed = list(parent_model.model_fields) if parent_model is not None else []
         key = loc[-1]
         where = dotted(loc[:-1]) or "the top level"
-        hint = _did_you_mean(str(key), allowed) + (f"keys allowed in {where}: {', '.join(allowed)}" if allowed else "")
+        hint = did_you_mean(str(key), allowed) + (f"keys allowed in {where}: {', '.join(allowed)}" if allowed else "")
         return doc.diagnostic("error", f"unknown key {key!r} in {where}", loc=loc, key=True, hint=hint,
                               code="unknown-key")
     if kind == "missing":
