@@ -89,14 +89,15 @@ async def version(request: Request, ctx: ServerContext = Depends(server_context)
 @router.post("/admin/prefix-cache/clear")
 async def clear_prefix_cache(request: Request, ctx: ServerContext = Depends(server_context)) -> JSONResponse:
     """Drop every block of the reference engine's prefix cache and what finished requests left in its drafters' pools
-    (retained SA requests, public NGram pools), between two engine steps; 404 where the server keeps neither.
+    (retained SA requests, public NGram pools), between two engine steps; 404 on an engine with neither to empty
+    (TensorRT-LLM's).
     ``trtlade bench`` calls it before each series so that modes compare on equal terms (it sends the same prompts at
     every level and repeat). With several keys, only an admin key may."""
     ctx.check_admin(request)
     clear = getattr(ctx.ready_engine(), "clear_prefix_cache", None)
     dropped = await clear() if clear is not None else None
     if dropped is None:
-        raise ApiError(404, "this server keeps no prefix cache and no drafter pools: the reference engine has a "
-                       "prefix cache when serve.prefix_cache_mb (--prefix-cache-mb) is above 0",
-                       code="no_prefix_cache")
+        raise ApiError(404, "this server's engine keeps no prefix cache or drafter pools trtlade can empty (the "
+                       "reference engine keeps its drafters' pools, and a prefix cache when serve.prefix_cache_mb "
+                       "(--prefix-cache-mb) is above 0)", code="no_prefix_cache")
     return JSONResponse({"cleared": dropped})
