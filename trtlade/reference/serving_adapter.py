@@ -245,12 +245,16 @@ class ReferenceServingEngine:
         """Drop every block of the prefix cache and what finished requests left in the drafters' pools (retained SA
         requests, public NGram pools: :meth:`~trtlade.drafting.algorithm.DraftPools.clear_finished`), between two
         steps (the worker owns both); returns what was dropped (``drafter_pools``: the retained requests and pools
-        emptied; the prefix cache's blocks and bytes where there is one)."""
+        emptied; the prefix cache's blocks and bytes where there is one), or None where the batch engine keeps
+        neither (a batch without drafter pools: the serving contract does not require them)."""
         cache = getattr(getattr(self._engine, "runner", None), "prefix_cache", None)
+        if cache is None and getattr(self._batch, "pools", None) is None:
+            return None
 
         def clear() -> dict[str, int]:
             dropped = cache.clear() if cache is not None else {}
-            return {**dropped, "drafter_pools": self._batch.pools.clear_finished()}  # the batch of now
+            pools = getattr(self._batch, "pools", None)  # the batch of now (a failed step starts a new one)
+            return {**dropped, "drafter_pools": pools.clear_finished()} if pools is not None else dropped
 
         done: concurrent.futures.Future = concurrent.futures.Future()
         with self._cv:
