@@ -334,10 +334,8 @@ class DraftPools:
         emptied = len(self._retained)
         for namespace, key in list(self._retained):
             space = self._spaces.get(namespace)
-            if space is not None and _is_host_key(key) and key in space.host:
-                space.host[key].pool.clear()
-            elif space is not None:
-                space.suffix.forget(key)
+            if space is not None:
+                _forget(space, key)
         self._retained.clear()
         for space in list(self._spaces.values()):
             for settings in [k for k in space.gates if not space.gate_users[k]]:
@@ -363,10 +361,7 @@ class DraftPools:
             del self._retained[(namespace, key)]
             space = self._spaces.get(namespace)
             if space is not None:
-                if _is_host_key(key) and key in space.host:
-                    space.host[key].pool.clear()  # emptied where it is: its running requests keep sharing it
-                elif not _is_host_key(key):
-                    space.suffix.forget(key)
+                _forget(space, key)
                 self._settle(space)
 
     def _settle(self, space: DraftSpace) -> None:
@@ -404,6 +399,16 @@ class DraftPools:
         self._spaces.pop(namespace, None)
         for held in [k for k in self._retained if k[0] == namespace]:
             del self._retained[held]
+
+
+def _forget(space: DraftSpace, key: Hashable) -> None:
+    """Drop what ``key`` charged in ``space``: a host-side pool's patterns (emptied where it is: its running requests
+    keep sharing it), or a retained SA request."""
+    if _is_host_key(key):
+        if key in space.host:
+            space.host[key].pool.clear()
+    else:
+        space.suffix.forget(key)
 
 
 def host_pool_key(config: DraftConfig) -> tuple:
