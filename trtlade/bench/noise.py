@@ -297,11 +297,9 @@ def margin(ratios: Sequence[float], level: Noise, comparisons: int = 1,
 
 
 def _own_is_larger(own: float, dof: int, level: Noise, others: Optional[Noise]) -> bool:
-    if not level.dof or level.sd == 0:
-        return not level.dof or own > 0
-    if others is None:
-        return own > level.sd
-    if not others.dof or others.sd == 0:  # nothing to test against: the larger, as without ``others``
+    if not level.dof:  # nothing measured the level: the cell's own
+        return True
+    if others is None or not others.dof or others.sd == 0:  # nothing to test against: the larger
         return own > level.sd
     return own > level.sd and (own / others.sd) ** 2 > f_quantile(dof, others.dof)
 

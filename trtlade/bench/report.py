@@ -793,7 +793,7 @@ def _failures_section(run: RunSummary) -> list[str]:
 def _without_text_lines(run: RunSummary) -> list[str]:
     """The completed requests whose streams carried no text, where any did: counted as completed, timed in E2EL,
     and left out of TTFT, TPOT and ITL (nothing arrived to time)."""
-    cells = [s for s in run.summaries if getattr(s, "completed_without_text", 0)]
+    cells = [s for s in run.summaries if s.completed_without_text]
     if not cells:
         return []
     total = sum(s.completed_without_text for s in cells)

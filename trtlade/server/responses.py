@@ -233,7 +233,7 @@ class RequestTracker:
     def stats(self) -> Optional[GenerationStats]:
         return merged_stats([self.all_stats[g] for g in sorted(self.all_stats)])
 
-    def chunk(self, chunk: StepChunk, generation: int = 0) -> None:
+    def chunk(self, chunk: StepChunk, generation: int) -> None:
         now = time.monotonic()
         if chunk.tokens and self.first_token_at is None:
             self.first_token_at = now

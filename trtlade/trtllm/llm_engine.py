@@ -137,9 +137,8 @@ class TrtllmLlmEngine:
         self._config = DraftConfig.parse(block, max_batch_size=self._max_batch, ignored_ok=True) if block else None
         # a one-model drafter (SA; NGram and AUTO where the release drafts them on the GPU) samples with SpecSampler,
         # which admits penalties only with enable_penalty
-        self._drafter = _one_model_drafter(block, version)
-        self._one_model = self._drafter is not None
-        self._penalties = not self._one_model or bool(block.get("enable_penalty"))
+        self._drafter = _one_model_drafter(block, version)  # None: no one-model drafter
+        self._penalties = self._drafter is None or bool(block.get("enable_penalty"))
         self.info = EngineInfo(
             name="trtllm", model_id=launch.served_name or launch.model_dir.resolve().name, spec=AUTOREGRESSIVE,
             default_request_spec=AUTOREGRESSIVE,
@@ -212,7 +211,7 @@ class TrtllmLlmEngine:
             raise RequestRejected("TensorRT-LLM's PyTorch backend drafts with the server's speculative_config: a "
                                   "request cannot choose its own", param="speculation" if request.speculation
                                   else "lookahead")
-        if self._one_model:
+        if self._drafter is not None:
             for name in _ONE_MODEL_REFUSED:
                 if getattr(request, name):
                     raise RequestRejected(f"{name}: the server drafts with {self._drafter}, and TensorRT-LLM's "
