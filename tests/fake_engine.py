@@ -93,7 +93,8 @@ class FakeEngine:
         return self._steps(req, spec)
 
     def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None,
-                  prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None) -> "FakeBatch":
+                  prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None,
+                  idle_chunk: Optional[int] = None) -> "FakeBatch":
         return FakeBatch(self, max_batch_size)
 
     def _steps(self, req: GenerationRequest, spec: LookaheadSpec) -> Iterator[StepChunk]:

@@ -98,6 +98,8 @@ def test_a_step_fits_golden_rows_then_the_chunk_then_drafts(limits, wanted, rese
 def test_a_chunk_below_one_row_is_refused():
     with pytest.raises(ValueError, match="prefill_chunk must be >= 1"):
         BatchLimits(4, None, 0)
+    with pytest.raises(ValueError, match="idle_chunk must be >= 1"):
+        BatchLimits(4, idle_chunk=0)
     with pytest.raises(ValueError, match="prefill_stall must be a finite number > 1"):
         BatchLimits(4, None, 8, 1.0)
 
@@ -450,6 +452,65 @@ def test_with_nothing_decoding_a_prompt_is_prefilled_whole():
     assert out[0][0][0] == 0 and reports[0].prefill_tokens == 61
 
 
+# ------------------------------------------------------------------------------------ nothing decoding: idle chunks
+@pytest.mark.parametrize("limits, per_step", [
+    (dict(idle_chunk=16), [16, 16, 16, 13]),                      # one chunk a step; the first token with the last
+    (dict(idle_chunk=61), [61]),                                  # fits: whole, as before
+    (dict(idle_chunk=16, max_num_tokens=10), [10] * 6 + [1]),     # within max_num_tokens too
+    (dict(idle_chunk=20, prefill_chunk=8), [20, 20, 20, 1]),      # nothing decodes: the idle chunk, not prefill_chunk
+])
+def test_with_nothing_decoding_a_long_prompt_advances_a_chunk_a_step(limits, per_step):
+    eng = engine()
+    out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4, **limits)
+    assert [r.prefill_tokens for r in reports[:len(per_step)]] == per_step
+    assert out[0][0][0] == len(per_step) - 1  # its first token with its last chunk
+    whole, _ = served(eng, {0: [request(long_prompt(), max_tokens=3)]}, max_batch_size=4)
+    assert tokens(out[0]) == tokens(whole[0])
+
+
+def test_a_request_arriving_between_idle_chunks_goes_first_in_a_forward_of_its_own():
+    eng = engine()
+    rec = Recorder(eng, max_batch_size=4, idle_chunk=16, prefill_chunk=8)
+    newcomer = short("one, two, three,")
+    out, reports = rec.run({0: [request(long_prompt(), max_tokens=3)], 1: [request(newcomer, max_tokens=6)]})
+    assert out[1][0][0] == 1 < out[0][0][0]  # its first token the step it arrived, before the long prompt's
+    assert rec.forwards[1] == [(1, len(newcomer), 1)]  # alone, before step 1's chunk of the long prompt
+    assert rec.forwards[2] == [(0, 16, 0)]
+    assert reports[1].prefill_tokens == len(newcomer) + 16
+    assert reports[2].running == 1 and reports[2].prefill_tokens <= 8  # then beside it, by prefill_chunk
+
+
+def test_a_long_prompt_cancelled_between_idle_chunks_frees_its_slot_at_once():
+    eng = engine()
+    batch = eng.new_batch(max_batch_size=2, idle_chunk=16)
+    long_id = batch.add(request(long_prompt()))
+    assert batch.step() == [] and batch.last.prefill_tokens == 16 and eng.runner.slots_in_use == 1
+    assert batch.cancel(long_id)
+    assert len(batch) == 0 and eng.runner.slots_in_use == 0
+    assert batch.step() == [] and batch.last.prefill_tokens == 0
+
+
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.8, "top_p": 0.9, "seed": 5}], ids=["greedy", "seeded"])
+@pytest.mark.parametrize("prefill_chunk", [None, 8])
+def test_idle_chunks_give_the_tokens_of_whole_prefills(sampling, prefill_chunk):
+    eng = engine("qwen3")
+    whole, _ = served(eng, arrivals_for(sampling, None), max_batch_size=4)
+    chunked, reports = served(eng, arrivals_for(sampling, None), max_batch_size=4, idle_chunk=7,
+                              prefill_chunk=prefill_chunk)
+    assert [tokens(c) for c in chunked] == [tokens(c) for c in whole]
+    assert (reports[0].prefill_tokens, reports[0].running) == (7, 0)  # both first prompts are longer: 7 rows of them
+
+
+def test_a_scored_prompt_gets_the_same_prompt_logprobs_by_idle_chunks():
+    eng = engine()
+    scored = request(long_prompt(), max_tokens=4, prompt_logprobs=2)
+    whole, _ = served(eng, {0: [scored]}, max_batch_size=4)
+    chunked, reports = served(eng, {0: [scored]}, max_batch_size=4, idle_chunk=20)
+    assert [r.prefill_tokens for r in reports[:4]] == [20, 20, 20, 1]
+    assert chunked[0][0][1].prompt_logprobs == whole[0][0][1].prompt_logprobs
+    assert len(chunked[0][0][1].prompt_logprobs) == 61 and tokens(chunked[0]) == tokens(whole[0])
+
+
 # ------------------------------------------------------------------------------------ lossless
 def arrivals_for(sampling: dict, lookahead) -> dict[int, list[GenerationRequest]]:
     return {0: [request(short("def is_prime(n):\n    if n < 2:"), max_tokens=30, lookahead=lookahead, **sampling),
@@ -527,17 +588,20 @@ def test_a_request_cancelled_mid_prefill_frees_its_slot():
 
 # ------------------------------------------------------------------------------------ configuration
 def test_serve_takes_the_chunk_and_the_stall_from_the_config_and_the_flags(tmp_path):
-    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL, ServeSection
+    from trtlade.config.schema import DEFAULT_IDLE_CHUNK, DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL, ServeSection
     from trtlade.server.plan import ServeFlags, make_plan
 
     assert ServeSection().prefill_chunk_tokens == DEFAULT_PREFILL_CHUNK > 0
     assert ServeSection().prefill_stall == DEFAULT_PREFILL_STALL > 1
+    assert ServeSection().prefill_idle_chunk_tokens == DEFAULT_IDLE_CHUNK > 0
     config = tmp_path / "c.yml"
-    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_chunk_tokens: 48\n  prefill_stall: 2\n")
+    config.write_text("lookahead:\n  spec: [2, 4, 2]\nserve:\n  prefill_chunk_tokens: 48\n  prefill_stall: 2\n"
+                      "  prefill_idle_chunk_tokens: 1024\n")
     serve = make_plan(ServeFlags(config=config)).config.serve
-    assert (serve.prefill_chunk_tokens, serve.prefill_stall) == (48, 2.0)
-    serve = make_plan(ServeFlags(config=config, prefill_chunk_tokens=0, prefill_stall=0)).config.serve
-    assert (serve.prefill_chunk_tokens, serve.prefill_stall) == (0, 0.0)
+    assert (serve.prefill_chunk_tokens, serve.prefill_stall, serve.prefill_idle_chunk_tokens) == (48, 2.0, 1024)
+    serve = make_plan(ServeFlags(config=config, prefill_chunk_tokens=0, prefill_stall=0,
+                                 prefill_idle_chunk_tokens=0)).config.serve
+    assert (serve.prefill_chunk_tokens, serve.prefill_stall, serve.prefill_idle_chunk_tokens) == (0, 0.0, 0)
 
 
 def test_a_stall_of_one_or_less_is_refused_in_the_config_naming_the_field(tmp_path):
@@ -561,6 +625,8 @@ def test_a_negative_chunk_is_refused_naming_the_flag():
     assert result.exit_code != 0 and "--prefill-chunk-tokens -3" in result.output and "Traceback" not in result.output
     result = CliRunner().invoke(app, ["serve", "--prefill-stall", "0.5"])
     assert result.exit_code != 0 and "--prefill-stall 0.5" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["serve", "--prefill-idle-chunk-tokens", "-2"])
+    assert result.exit_code == 2 and "--prefill-idle-chunk-tokens -2" in result.output and "hint:" in result.output
 
 
 def test_the_server_says_how_it_prefills():
@@ -569,7 +635,33 @@ def test_the_server_says_how_it_prefills():
     chunked = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=16)
     paced = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=256, prefill_stall=1.5)
     whole = ReferenceServingEngine(engine(), max_batch_size=4)
+    idle = ReferenceServingEngine(engine(), max_batch_size=4, prefill_chunk=256, idle_chunk=512)
+    assert "by chunks of 512 tokens, one a step" in idle.info.scheduling
+    assert idle.info.details["prefill_idle_chunk_tokens"] == 512 and "by chunks of" not in whole.info.scheduling
+    assert idle._batch.limits.idle_chunk == 512 and whole._batch.limits.idle_chunk is None
     assert "16 tokens per step" in chunked.info.scheduling and chunked.info.details["prefill_chunk_tokens"] == 16
     assert "at most 1.5x as long" in paced.info.scheduling and paced.info.details["prefill_stall"] == 1.5
     assert "1.4x beside prompts longer than a chunk" in paced.info.scheduling
     assert "shortest first in forwards of at least 64 rows" in whole.info.scheduling
+
+
+@pytest.mark.parametrize("line, idle", [("", 256), ("  prefill_idle_chunk_tokens: 40\n", 40),
+                                        ("  prefill_idle_chunk_tokens: 0\n", None)])
+def test_the_served_engine_takes_the_idle_chunk_from_the_config(tmp_path, line, idle):
+    import asyncio
+    import gc
+
+    from trtlade.server.plan import ServeFlags, make_plan
+    from trtlade.server.runner import engine_factory
+
+    folder = tmp_path / "tiny"
+    tiny_model("llama", len(tiny_tokenizer())).save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    config = tmp_path / "deploy.yml"
+    config.write_text(f"model:\n  path: {folder}\nlookahead:\n  spec: 2,4,2\nserve:\n  port: 8000\n{line}")
+    serving = engine_factory(make_plan(ServeFlags(config=config)))()
+    try:
+        assert serving._batch.limits.idle_chunk == idle
+    finally:
+        gc.unfreeze()  # the server's factory froze this process's heap (trtlade.server.runner.long_lived_heap)
+        asyncio.run(serving.aclose())

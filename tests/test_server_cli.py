@@ -94,6 +94,7 @@ def test_api_key_from_flag_or_environment():
     ("trtllm", dict(prefix_cache_mb=512), "--prefix-cache-mb"),   # the reference engine's prefix cache
     ("trtllm", dict(prefill_chunk_tokens=64), "--prefill-chunk-tokens"),
     ("trtllm", dict(prefill_stall=2.0), "--prefill-stall"),
+    ("trtllm", dict(prefill_idle_chunk_tokens=512), "--prefill-idle-chunk-tokens"),
     ("pytorch", dict(spec=LookaheadSpec(4, 2, 4)), "--spec"),     # the PyTorch backend drafts with `speculation`
     ("pytorch", dict(preset="fast"), "--preset"),
 ])
@@ -169,6 +170,7 @@ def test_cli_user_errors_exit_cleanly(args, code, fragment):
 
 @pytest.mark.parametrize("args", [["--port", "70000"], ["--log-level", "verbose"], ["--prefix-cache-mb", "-1"],
                                   ["--prefill-chunk-tokens", "-5"], ["--prefill-stall", "0.5"],
+                                  ["--prefill-idle-chunk-tokens", "-1"],
                                   ["--prefix-cache-scope", "everyone"]])
 def test_every_serve_flag_error_comes_with_a_hint(args):
     result = runner.invoke(app, ["serve", *args])

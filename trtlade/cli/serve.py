@@ -74,6 +74,10 @@ def register(app: typer.Typer) -> None:
             "take at most this many times as long on average (beside prompts longer than a chunk 1 + 0.8 x (this "
             "- 1): 1.4 at 1.5), or waiting prompts / decoding requests when that is more (> 1, default 1.5; 0 = "
             "fixed chunks); overrides serve.prefill_stall."),
+        prefill_idle_chunk_tokens: Optional[int] = typer.Option(
+            None, "--prefill-idle-chunk-tokens", help="Reference engine: with no request decoding, prefill a longer "
+            "prompt by chunks of this many tokens, one a step, so a new request or a cancel is seen between them "
+            "(default 256; 0 = whole prompts); overrides serve.prefill_idle_chunk_tokens."),
         access_log_probes: bool = typer.Option(False, "--access-log-probes", help="Log GET /health and GET "
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
@@ -93,6 +97,9 @@ def register(app: typer.Typer) -> None:
         if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
             fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE,
                  hint="e.g. 256 (the default): prompt rows a step adds next to decoding requests; 0: whole prompts")
+        if prefill_idle_chunk_tokens is not None and prefill_idle_chunk_tokens < 0:
+            fail(f"--prefill-idle-chunk-tokens {prefill_idle_chunk_tokens}: must be 0 (whole prompts) or more tokens",
+                 code=EXIT_USAGE, hint="e.g. 256 (the default): prompt rows a step computes with nothing decoding")
         if prefill_stall is not None and not (prefill_stall == 0 or 1 < prefill_stall < math.inf):
             fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
                  "(fixed chunks)", code=EXIT_USAGE, hint="e.g. --prefill-stall 1.5 (the default)")
@@ -111,7 +118,8 @@ def register(app: typer.Typer) -> None:
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
                            api_key=api_key, api_keys_file=api_keys_file, prefix_cache_scope=prefix_cache_scope,
                            preset=preset, prefix_cache_mb=prefix_cache_mb,
-                           prefill_chunk_tokens=prefill_chunk_tokens, prefill_stall=prefill_stall)
+                           prefill_chunk_tokens=prefill_chunk_tokens, prefill_stall=prefill_stall,
+                           prefill_idle_chunk_tokens=prefill_idle_chunk_tokens)
         try:
             plan = make_plan(flags)
         except PlanError as exc:

@@ -360,9 +360,10 @@ def _check_sections(doc: YamlDocument, cfg: TrtladeConfig) -> list[Diagnostic]:
 
 #: keys only one engine reads: (section, key) -> the engine that reads it
 _ENGINE_KEYS = {**{("serve", k): "reference" for k in (
-    "threads", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "max_draft_len", "ngram_implementation",
-    "max_global_pool_size", "draft_retained_tokens")}, ("lookahead", "corrected_keying"): "reference",
-    ("lookahead", "seed"): "reference", ("serve", "kv_cache_free_gpu_memory_fraction"): "trtllm",
+    "threads", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "prefill_idle_chunk_tokens", "max_draft_len",
+    "ngram_implementation", "max_global_pool_size", "draft_retained_tokens")},
+    ("lookahead", "corrected_keying"): "reference", ("lookahead", "seed"): "reference",
+    ("serve", "kv_cache_free_gpu_memory_fraction"): "trtllm",
     ("serve", "kv_cache_enable_block_reuse"): "trtllm"}
 
 

@@ -82,6 +82,8 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 6, 8, 10, 16)
 DEFAULT_PREFILL_CHUNK = 256
 #: serve.prefill_stall: how much longer decoding requests' steps may take while prompts are prefilled
 DEFAULT_PREFILL_STALL = 1.5
+#: serve.prefill_idle_chunk_tokens: prompt rows per step with nothing decoding (benchmarks/idle_prefill.py)
+DEFAULT_IDLE_CHUNK = 256
 
 Dtype = Literal["auto", "float16", "bfloat16", "float32"]
 #: The bench's bundled prompt sets (trtlade/bench/datasets.py reads them; a test keeps the two lists equal)
@@ -407,7 +409,13 @@ class ServeSection(_Section):
         DEFAULT_PREFILL_CHUNK, ge=0, description="Reference engine: at most this many prompt tokens a step "
         "computes next to the requests decoding (chunked prefill: a long prompt advances by chunks inside their "
         "steps instead of stalling them for its whole prefill); 0 = off (a new prompt is prefilled whole before "
-        "the step's decode). With nothing decoding a prompt is prefilled whole either way.")
+        "the step's decode). With nothing decoding see prefill_idle_chunk_tokens.")
+    prefill_idle_chunk_tokens: int = Field(
+        DEFAULT_IDLE_CHUNK, ge=0, description="Reference engine: with no request decoding, a prompt longer than this "
+        "is prefilled by chunks of this many tokens, one chunk a step, so that the server sees a new request or a "
+        "cancel between two chunks (a new request's prompt goes before the next chunk) instead of after the whole "
+        "prompt; shorter prompts are prefilled whole; 0 = whole prompts (a long prompt holds every other request's "
+        "first token and its own cancel until it ends).")
     prefill_stall: float = Field(
         DEFAULT_PREFILL_STALL, ge=0, allow_inf_nan=False,
         description="Reference engine, chunked prefill: the chunks are paced so that "

@@ -5,8 +5,9 @@ A :class:`Batch` holds waiting and running sequences. Each :meth:`Batch.step`:
 
 1. admits waiting requests, first come first served, while fewer than ``max_batch_size`` hold a slot,
    with their cached prefix (:mod:`~trtlade.reference.prefix_cache`). With nothing decoding (or
-   without ``limits.prefill_chunk``) it prefills them now, shortest first, in forwards of at least
-   :data:`~trtlade.reference.scheduler.PREFILL_GROUP_ROWS` rows (a causal block each: short prompts
+   without ``limits.prefill_chunk``) it prefills them now (with nothing decoding and ``limits.idle_chunk``, a
+   longer prompt by one chunk of that many rows a step: :meth:`Batch._prefill_idle`), shortest first, in forwards
+   of at least :data:`~trtlade.reference.scheduler.PREFILL_GROUP_ROWS` rows (a causal block each: short prompts
    share one forward, which reads the weights once; at most ``max_num_tokens`` prompt tokens per step
    beyond the first prompt, a longer first prompt alone in chunks of ``max_num_tokens`` rows), each
    first token handed over
@@ -62,7 +63,8 @@ from trtlade.reference.native.bindings import traced
 from trtlade.reference.prefix_cache import common_prefix
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
+from trtlade.reference.scheduler import (PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, oldest_first,
+                                         prefill_groups)
 from trtlade.contract.text import OutputText
 from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE,
                                        NGRAM_IMPLEMENTATIONS, DraftPools, DraftSpace, HistoryDrafter)
@@ -721,7 +723,9 @@ class Batch:
         decoding = list(self._running)  # newly prefilled sequences join at the next step
         chunked = bool(decoding) and self.limits.prefill_chunk is not None
         self._admit(report, chunked)
-        if not chunked:
+        if not decoding and self.limits.idle_chunk is not None:
+            self._prefill_idle(report, emit)  # whole prompts, then a chunk of the longer ones: the step ends after it
+        elif not chunked:
             self._prefill_whole(report, emit)  # a new request's first token waits for no decode step
         elif behind := self._behind():
             self._prefill_whole(report, emit, behind)  # nor another identity's, under fair share
@@ -843,6 +847,29 @@ class Batch:
                 lasts = runner.prefill_many([(s.slot, s.prompt, s.prefilled) for s in members])
             for state, last in zip(members, lasts):
                 self._prefilled(state, last, report, emit)
+
+    def _prefill_idle(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
+        """Nothing decoding: the new prompts whose rows left fit ``limits.idle_chunk`` (and ``max_num_tokens``)
+        are prefilled whole (:meth:`_prefill_whole`), then the longer ones and those already started advance by
+        that many rows in all, oldest first, in one forward (a causal block each), and the step ends: the server
+        sees a cancel or a new request between two chunks instead of after the whole prompt. A request arriving
+        meanwhile is prefilled first, in a forward of its own; once it decodes, the long prompt goes on by chunks
+        inside its steps (``prefill_chunk``) or whole. Worked example (``idle_chunk`` 512): a prompt of 1,300
+        tokens takes three steps of 512, 512 and 276 rows, and its first token comes with the third."""
+        size = min(self.limits.idle_chunk, self.limits.max_num_tokens or self.limits.idle_chunk)
+        self._reuse_late(self._prefilling)  # the rows left, after what the prefix cache holds now
+        self._prefill_whole(report, emit, [s for s in self._prefilling
+                                           if s.prefill_started is None and len(s.prompt) - s.prefilled <= size])
+        if not self._prefilling:
+            return
+        takes = oldest_first([len(s.prompt) - s.prefilled for s in self._prefilling], [0] * len(self._prefilling),
+                             size)
+        chunks = self._chunk_blocks(takes)
+        report.prefill_tokens += sum(b.rows for _, b in chunks)
+        runner = self.engine.runner
+        logits, _ = runner.forward_greedy([], also=[b for _, b in chunks])
+        runner.keep([(b.slot, range(b.rows)) for _, b in chunks])
+        self._advance_chunks(chunks, logits, report, emit)
 
     def _start_prefill(self, states: Sequence[SequenceState], report: StepReport) -> None:
         """``states``' prefills start now: their rows count towards the step's prefill tokens."""

@@ -416,17 +416,20 @@ class ReferenceEngine:
 
     def new_batch(self, max_batch_size: int = 8, max_num_tokens: Optional[int] = None,
                   settings: Optional[DraftSettings] = None, prefill_chunk: Optional[int] = None,
-                  prefill_stall: Optional[float] = None, max_running_per_identity: Optional[int] = None) -> Batch:
+                  prefill_stall: Optional[float] = None, max_running_per_identity: Optional[int] = None,
+                  idle_chunk: Optional[int] = None) -> Batch:
         """A :class:`~trtlade.reference.batching.Batch`: in-flight batching of many requests, each with
         its own (w,n,g). It supersedes any earlier batch or stream of this engine (their slots are
         freed; their next step raises). ``max_num_tokens``: rows per forward pass, drafts included
         (None: no limit). ``settings``: how its requests draft (default: the engine's). ``prefill_chunk``:
         prompt rows per step next to decoding requests (None: whole prompts), paced by ``prefill_stall``
-        (see BatchLimits); ``max_running_per_identity``: the slots one identity's sequences may hold at once."""
+        (see BatchLimits); ``max_running_per_identity``: the slots one identity's sequences may hold at once;
+        ``idle_chunk``: with nothing decoding, the most rows of a longer prompt a step computes (None: whole)."""
         self.runner.free_all()
         owner = object()
         self._batch_owner = owner
-        limits = BatchLimits(max_batch_size, max_num_tokens, prefill_chunk, prefill_stall, max_running_per_identity)
+        limits = BatchLimits(max_batch_size, max_num_tokens, prefill_chunk, prefill_stall, max_running_per_identity,
+                             idle_chunk)
         return Batch(self, limits, settings=settings or self.settings, is_current=lambda: self._batch_owner is owner)
 
     def _single(self, batch: Batch, seq_id: int) -> Iterator[StepChunk]:

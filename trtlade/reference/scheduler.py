@@ -53,6 +53,8 @@ class BatchLimits:
     sequences decoding (None: a new prompt is prefilled whole, in a forward of its own, before the
     step's decode pass), at most: with ``prefill_stall`` the rows a step adds are paced so the decoding
     sequences' steps take at most that many times as long on average (:class:`PrefillPacer`).
+    ``idle_chunk``: with nothing decoding, the most rows of a longer prompt one step computes (None: it is
+    prefilled whole in that step), so that a cancel or a new request is seen between its chunks.
 
     With ``prefill_chunk``, drafts yield to prompt chunks under ``max_num_tokens``: four sequences
     wanting 9 rows each, a budget of 24 and a chunk of 8 leave the decoders 16 rows, and the chunk
@@ -69,9 +71,10 @@ class BatchLimits:
     prefill_stall: Optional[float] = None
     #: the most slots the sequences of one identity may hold at once (None: up to ``max_batch_size``)
     max_running_per_identity: Optional[int] = None
+    idle_chunk: Optional[int] = None
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_num_tokens", "prefill_chunk", "max_running_per_identity"):
+        for name in ("max_batch_size", "max_num_tokens", "prefill_chunk", "max_running_per_identity", "idle_chunk"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise BatchLimitsError(f"{name} must be a whole number, got {value!r}", where=name)
@@ -84,6 +87,9 @@ class BatchLimits:
         if self.prefill_chunk is not None and self.prefill_chunk < 1:
             raise BatchLimitsError(f"prefill_chunk must be >= 1 (or None: whole prompts), got {self.prefill_chunk}",
                                    where="prefill_chunk")
+        if self.idle_chunk is not None and self.idle_chunk < 1:
+            raise BatchLimitsError(f"idle_chunk must be >= 1 (or None: whole prompts), got {self.idle_chunk}",
+                                   where="idle_chunk")
         stall = self.prefill_stall
         if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, float)) or not stall > 1.0
                                   or stall == float("inf")):

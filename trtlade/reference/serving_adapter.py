@@ -47,18 +47,21 @@ log = logging.getLogger("trtlade.engine")
 
 
 def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max_queue: int,
-                         prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None) -> str:
+                         prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None,
+                         idle_chunk: Optional[int] = None) -> str:
     """The /version description of how the reference engine schedules requests."""
+    idle = (f"; a longer prompt with none decoding by chunks of {idle_chunk} tokens, one a step (a new request or a "
+            "cancel is seen between them)" if idle_chunk else "")
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
     prefill = (f"new requests are prefilled together, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
-               "rows (short prompts share one), each first token sent as soon as its forward ends, "
+               f"rows (short prompts share one{idle}), each first token sent as soon as its forward ends, "
                if not prefill_chunk else
                "while requests decode, new prompts advance by chunks inside their forward pass (chunked prefill: "
                + (f"paced so their steps take at most {prefill_stall:g}x as long on average "
                   f"({long_stall(prefill_stall):g}x beside prompts longer than a chunk), "
                   f"up to {prefill_chunk} tokens per step" if prefill_stall else f"{prefill_chunk} tokens per step")
                + f"; with none decoding, prefilled whole, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
-                 "rows), ")
+                 f"rows{idle}), ")
     return (f"in-flight batching: up to {max_batch_size} requests run together, each with its own (w,n,g), "
             f"in one forward pass per step ({budget}; drafts that do not fit are dropped, oldest requests "
             f"keep theirs); {prefill}and join at the next step, first come first served; "
@@ -92,7 +95,7 @@ class ReferenceServingEngine:
 
     def __init__(self, engine: Any, *, max_queue: int = 64, max_batch_size: int = 8,
                  max_num_tokens: Optional[int] = None, prefill_chunk: Optional[int] = None,
-                 prefill_stall: Optional[float] = None,
+                 prefill_stall: Optional[float] = None, idle_chunk: Optional[int] = None,
                  served_name: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None, max_new_tokens: Optional[int] = None,
                  details: Optional[dict[str, Any]] = None, schedule: Optional[LookaheadSchedule] = None,
@@ -108,6 +111,8 @@ class ReferenceServingEngine:
                         "prefill_chunk": prefill_chunk, "prefill_stall": prefill_stall}
         if self.share is not None:
             self._limits["max_running_per_identity"] = self.share.running
+        if idle_chunk is not None:
+            self._limits["idle_chunk"] = idle_chunk
         self._batch = engine.new_batch(**self._limits)
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
@@ -122,10 +127,12 @@ class ReferenceServingEngine:
                 max_new_tokens=max_new_tokens,
                 max_sequences=max_queue + int(max_batch_size),  # submit(): the free slots take some, max_queue wait
             ),
-            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall),
+            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall,
+                                            idle_chunk),
             sampling=str(getattr(engine, "sampling_mode", "greedy")),
             details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
                      "prefill_chunk_tokens": prefill_chunk, "prefill_stall": prefill_stall,
+                     "prefill_idle_chunk_tokens": idle_chunk,
                      **({"fair_share": {"identities": self.share.identities, "queued": self.share.queued,
                                         "running": self.share.running}} if self.share is not None else {}),
                      **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}

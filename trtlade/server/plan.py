@@ -59,6 +59,7 @@ class ServeFlags:
     prefix_cache_mb: Optional[int] = None
     prefill_chunk_tokens: Optional[int] = None
     prefill_stall: Optional[float] = None
+    prefill_idle_chunk_tokens: Optional[int] = None
     api_keys_file: Optional[Path] = None
     prefix_cache_scope: Optional[str] = None
 
@@ -152,7 +153,8 @@ def _resolve_model_arg(value: str, models_dir: Optional[Path], env: Mapping[str,
 
 
 #: ServeFlags fields that are serve.<same name> keys
-_SERVE_FLAGS = ("host", "port", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "prefix_cache_scope")
+_SERVE_FLAGS = ("host", "port", "prefix_cache_mb", "prefill_chunk_tokens", "prefill_stall", "prefill_idle_chunk_tokens",
+                "prefix_cache_scope")
 
 
 def _with_flags(config: TrtladeConfig, flags: ServeFlags, model_path: Optional[Path]) -> TrtladeConfig:
@@ -309,7 +311,7 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
 
 #: flags only the reference engine reads (ServeFlags field -> the flag)
 _REFERENCE_FLAGS = {"prefix_cache_mb": "--prefix-cache-mb", "prefill_chunk_tokens": "--prefill-chunk-tokens",
-                    "prefill_stall": "--prefill-stall"}
+                    "prefill_stall": "--prefill-stall", "prefill_idle_chunk_tokens": "--prefill-idle-chunk-tokens"}
 
 
 def _refuse_other_engines_flags(flags: ServeFlags, config: TrtladeConfig) -> None:

@@ -93,7 +93,7 @@ def _load_reference(plan: ServePlan) -> Any:
         max_queue_per_identity=cfg.serve.max_queue_per_identity,
         max_running_per_identity=cfg.serve.max_running_per_identity, max_batch_size=cfg.build.max_batch_size,
         max_num_tokens=cfg.build.max_num_tokens, prefill_chunk=cfg.serve.prefill_chunk_tokens or None,
-        prefill_stall=cfg.serve.prefill_stall or None,
+        prefill_stall=cfg.serve.prefill_stall or None, idle_chunk=cfg.serve.prefill_idle_chunk_tokens or None,
         served_name=cfg.model.served_name,
         max_prompt_tokens=cfg.serve.max_prompt_tokens, max_new_tokens=cfg.serve.max_tokens_limit,
         details={"dtype": dtype, "model_dir": str(plan.model_dir) if plan.model_dir else "embedded",
