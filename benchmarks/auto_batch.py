@@ -58,7 +58,7 @@ from typing import Any, Optional
 
 from trtlade.bench.datasets import load_dataset
 from trtlade.bench.meta import device_name
-from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
+from trtlade.config.schema import DEFAULT_IDLE_CHUNK, DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig, DraftConfigError, drafter_mode
@@ -87,7 +87,7 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     ``variant`` (``--split``): ``plan only`` keeps every sequence's golden row after each plan, ``no plan``
     plans no step; (``--gates``) ``no margin``: a plan drafts for any gain over the plain step, ``always plans``:
     every step plans, ``found = chosen``: the planning gate counts only the drafts a plan chose. ``prefill``: the
-    batch's ``(prefill_chunk, prefill_stall)``, as the server's."""
+    batch's ``(prefill_chunk, prefill_stall)``, as the server's (with its default idle chunk)."""
     policy = engine.policy
     plan, should_plan, margin = policy.plan, policy.should_plan, policy.max_margin
     if variant == "no margin":
@@ -108,7 +108,8 @@ def run(engine: ReferenceEngine, prompts: list[list[int]], spec: Optional[Lookah
     phases = {"queued": [0.0, 0.0], "drain": [0.0, 0.0]}  # tokens, seconds
     seq_steps = 0
     try:
-        batch = engine.new_batch(max_batch_size=slots, prefill_chunk=prefill[0], prefill_stall=prefill[1])
+        batch = engine.new_batch(max_batch_size=slots, prefill_chunk=prefill[0], prefill_stall=prefill[1],
+                                 idle_chunk=DEFAULT_IDLE_CHUNK)
         speculation = spec if isinstance(spec, DraftConfig) else None
         lookahead = None if speculation is not None else spec
         ids = [batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=50, lookahead=lookahead,

@@ -12,6 +12,7 @@ request's TTFT, and the longest step. Every request's tokens must equal the whol
 
     .venv/bin/python benchmarks/idle_prefill.py                          # 4,000 tokens; whole, 256, 512, 1024, 2048
     .venv/bin/python benchmarks/idle_prefill.py --long 8000 --settings whole,512 --repeats 2
+    .venv/bin/python benchmarks/idle_prefill.py --short 600 --settings whole,256   # a request longer than a chunk
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--long", type=int, default=4000, help="tokens of the long prompt")
     ap.add_argument("--arrive-after", type=float, default=1.0, help="seconds after it that the short request arrives")
+    ap.add_argument("--short", type=int, default=0,
+                    help="tokens of the request that arrives (default: the first mix prompt, 19 tokens)")
     ap.add_argument("--settings", default="whole,256,512,1024,2048",
                     help="whole (prefill_idle_chunk_tokens 0) or N (chunks of N tokens), comma-separated")
     ap.add_argument("--repeats", type=int, default=3)
@@ -46,8 +49,8 @@ def main() -> None:
     filler = tok.encode(" ".join(texts))
     long_req = GenerationRequest(prompt_ids=tuple((filler * (args.long // len(filler) + 1))[:args.long]),
                                  max_tokens=4, ignore_eos=True, lookahead=(1, 1, 0))
-    short_req = GenerationRequest(prompt_ids=tuple(tok.encode(texts[0])), max_tokens=4, ignore_eos=True,
-                                  lookahead=(1, 1, 0))
+    short_ids = tok.encode(texts[0]) if not args.short else (filler[::-1] * (args.short // len(filler) + 1))[:args.short]
+    short_req = GenerationRequest(prompt_ids=tuple(short_ids), max_tokens=4, ignore_eos=True, lookahead=(1, 1, 0))
 
     def serve(chunk: int | None) -> tuple[float, float, float, list[list[int]]]:
         batch = engine.new_batch(max_batch_size=2, prefill_chunk=256, prefill_stall=1.5, idle_chunk=chunk)

@@ -5,9 +5,10 @@ job's concurrency-8 level sees them, without HTTP and the load generator on the 
 The server keeps one batch for its life; so does this script. A wave is 8 ``mix`` prompts through the
 chat template with the prefix cache emptied first (the bench's default): the first arrives alone and is
 prefilled whole, the other 7 arrive during that prefill (as the bench's requests reach the engine a few
-milliseconds apart) and go through the paced chunks beside its decoding (``serve.prefill_chunk_tokens``
-and ``serve.prefill_stall``: the config's defaults). Each request's first token is timed from its
-own arrival. Two prompt sets (the first 8 ``mix`` prompts, then the next 8) per repeat; medians at the end.
+milliseconds apart) and go through the paced chunks beside its decoding (``serve.prefill_chunk_tokens``,
+``serve.prefill_stall`` and ``serve.prefill_idle_chunk_tokens``: the config's defaults). Each request's first token
+is timed from its own arrival. Two prompt sets (the first 8 ``mix`` prompts, then the next 8) per repeat; medians
+at the end.
 
 ``--load queue``: ``--requests`` prompts (default 32) sent together to the 8 slots, each finished
 request's slot taking the next at once (a server under steady load, its queue full): mean and p90 time to
@@ -41,7 +42,7 @@ def main() -> None:
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.bench.meta import machine_info
-    from trtlade.config.schema import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
+    from trtlade.config.schema import DEFAULT_IDLE_CHUNK, DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_STALL
     from trtlade.contract.protocol import GenerationRequest
     from trtlade.contract.tokenization import PromptTokenizer
     from trtlade.presets import preset_prompt_lookup
@@ -54,7 +55,7 @@ def main() -> None:
     mix = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts]
     engine.generate(mix[0], max_tokens=8)  # warm-up
     batch = engine.new_batch(max_batch_size=8, prefill_chunk=DEFAULT_PREFILL_CHUNK,
-                              prefill_stall=DEFAULT_PREFILL_STALL)
+                              prefill_stall=DEFAULT_PREFILL_STALL, idle_chunk=DEFAULT_IDLE_CHUNK)
     look = LookaheadSpec(1, 1, 0) if args.mode == "ar" else None
 
     def request(prompt: list[int]) -> GenerationRequest:

@@ -477,7 +477,42 @@ def test_a_request_arriving_between_idle_chunks_goes_first_in_a_forward_of_its_o
     assert rec.forwards[1] == [(1, len(newcomer), 1)]  # alone, before step 1's chunk of the long prompt
     assert rec.forwards[2] == [(0, 16, 0)]
     assert reports[1].prefill_tokens == len(newcomer) + 16
-    assert reports[2].running == 1 and reports[2].prefill_tokens <= 8  # then beside it, by prefill_chunk
+    assert reports[2].running == 1 and 1 <= reports[2].prefill_tokens <= 8  # then beside it, by prefill_chunk
+
+
+def test_a_prompt_longer_than_a_chunk_but_shorter_than_the_rest_goes_first():
+    eng = engine()
+    newcomer = long_prompt()[:20]
+    out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)], 1: [request(newcomer, max_tokens=3)]},
+                          max_batch_size=4, idle_chunk=8)
+    assert [r.prefill_tokens for r in reports[:4]] == [8, 8, 8, 4]  # the long one's first chunk, then all of its 20
+    assert out[1][0][0] == 3 < out[0][0][0]
+
+
+def test_a_newcomer_is_admitted_beside_an_idle_chunked_prompt_within_max_num_tokens():
+    eng = engine()
+    newcomer = short("one, two,")
+    out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)], 1: [request(newcomer, max_tokens=3)]},
+                          max_batch_size=4, idle_chunk=16, max_num_tokens=10)
+    assert out[1][0][0] == 1  # the long prompt's 51 rows left do not count against the 10 of a whole prefill
+    assert reports[1].prefill_tokens == len(newcomer) + 10
+
+
+def test_prompts_sharing_a_prefix_compute_it_once_by_idle_chunks():
+    eng = engine()
+    seen = long_prompt()
+    other = seen[:50] + tuple(reversed(seen[50:]))
+    assert other[50] != seen[50]
+    eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
+    try:
+        out, reports = served(eng, {0: [request(seen, max_tokens=3), request(other, max_tokens=3)]},
+                              max_batch_size=4, idle_chunk=16)
+    finally:
+        eng.runner.prefix_cache = None
+    assert out[1][-1][1].stats.cached_tokens == 50  # the second starts once the first's blocks are in the cache
+    assert sum(r.prefill_tokens for r in reports) == 61 + 11
+    whole, _ = served(eng, {0: [request(seen, max_tokens=3), request(other, max_tokens=3)]}, max_batch_size=4)
+    assert [tokens(c) for c in out] == [tokens(c) for c in whole]
 
 
 def test_a_long_prompt_cancelled_between_idle_chunks_frees_its_slot_at_once():

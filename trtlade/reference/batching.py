@@ -63,8 +63,7 @@ from trtlade.reference.native.bindings import traced
 from trtlade.reference.prefix_cache import common_prefix
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import (PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, oldest_first,
-                                         prefill_groups)
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
 from trtlade.contract.text import OutputText
 from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE,
                                        NGRAM_IMPLEMENTATIONS, DraftPools, DraftSpace, HistoryDrafter)
@@ -722,9 +721,10 @@ class Batch:
 
         decoding = list(self._running)  # newly prefilled sequences join at the next step
         chunked = bool(decoding) and self.limits.prefill_chunk is not None
-        self._admit(report, chunked)
-        if not decoding and self.limits.idle_chunk is not None:
-            self._prefill_idle(report, emit)  # whole prompts, then a chunk of the longer ones: the step ends after it
+        idle = self._idle_size() if not decoding else None
+        self._admit(report, chunked, idle)
+        if idle is not None:
+            self._prefill_idle(report, emit, idle)  # short prompts whole, then a chunk of a longer one; the step ends
         elif not chunked:
             self._prefill_whole(report, emit)  # a new request's first token waits for no decode step
         elif behind := self._behind():
@@ -740,13 +740,19 @@ class Batch:
         return out
 
     # ------------------------------------------------------------------ internals
-    def _admit(self, report: StepReport, chunked: bool) -> None:
+    def _admit(self, report: StepReport, chunked: bool, idle: Optional[int] = None) -> None:
         """Move waiting sequences (first come first served) to prefilling, with their slots and their
         cached prefix, while fewer than ``max_batch_size`` hold a slot. Prefilled whole this step
         (``chunked`` False), their prompts must fit ``max_num_tokens`` together beyond the first
-        (a longer first prompt is prefilled in chunks); prefilled by chunks, any number waits its turn."""
+        (a longer first prompt is prefilled in chunks); prefilled by chunks, any number waits its turn. With
+        nothing decoding and ``idle`` (:meth:`_idle_size`), a prompt started or longer than ``idle`` rows goes by
+        chunks (:meth:`_prefill_idle`) and is not counted against ``max_num_tokens``."""
         budget = None if chunked else (self.limits.max_num_tokens or (1 << 62))
-        pending = sum(len(s.prompt) - s.prefilled for s in self._prefilling)
+
+        def whole(rows: int, started: bool = False) -> int:  # the rows a whole prefill computes this step
+            return rows if idle is None or (not started and rows <= idle) else 0
+
+        pending = sum(whole(len(s.prompt) - s.prefilled, s.prefill_started is not None) for s in self._prefilling)
         runner = self.engine.runner
         while self._waiting and len(self._running) + len(self._prefilling) < self.limits.max_batch_size:
             turn = self._next_turn()
@@ -754,7 +760,7 @@ class Batch:
                 break  # every waiting identity holds its share of the slots
             state = self._waiting[turn].state
             computed = len(state.prompt) - (0 if state.scored else runner.prefix_hit(state.prompt, state.scope))
-            if budget is not None and pending and pending + computed > budget:
+            if budget is not None and pending and pending + whole(computed) > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
                 reserve = len(state.prompt) + state.request.max_tokens + self.engine.decoding_tokens + 1
@@ -765,7 +771,7 @@ class Batch:
                 state.prefilled = 0 if state.scored else runner.reuse(state.slot, state.prompt, scope=state.scope)
                 state.stats.cached_tokens = state.prefilled
             report.prefills += 1
-            pending += computed
+            pending += whole(computed)
             self._prefilling.append(state)
 
     def by_identity(self) -> tuple[Counter, Counter]:
@@ -848,23 +854,31 @@ class Batch:
             for state, last in zip(members, lasts):
                 self._prefilled(state, last, report, emit)
 
-    def _prefill_idle(self, report: StepReport, emit: Callable[[int, StepChunk], None]) -> None:
-        """Nothing decoding: the new prompts whose rows left fit ``limits.idle_chunk`` (and ``max_num_tokens``)
-        are prefilled whole (:meth:`_prefill_whole`), then the longer ones and those already started advance by
-        that many rows in all, oldest first, in one forward (a causal block each), and the step ends: the server
-        sees a cancel or a new request between two chunks instead of after the whole prompt. A request arriving
-        meanwhile is prefilled first, in a forward of its own; once it decodes, the long prompt goes on by chunks
-        inside its steps (``prefill_chunk``) or whole. Worked example (``idle_chunk`` 512): a prompt of 1,300
-        tokens takes three steps of 512, 512 and 276 rows, and its first token comes with the third."""
-        size = min(self.limits.idle_chunk, self.limits.max_num_tokens or self.limits.idle_chunk)
+    def _idle_size(self) -> Optional[int]:
+        """Rows of a prompt one step computes with nothing decoding (``limits.idle_chunk``, within
+        ``max_num_tokens``); None: whole prompts."""
+        size = self.limits.idle_chunk
+        return size if size is None or self.limits.max_num_tokens is None else min(size, self.limits.max_num_tokens)
+
+    def _prefill_idle(self, report: StepReport, emit: Callable[[int, StepChunk], None], size: int) -> None:
+        """Nothing decoding: the new prompts whose rows left fit ``size`` (:meth:`_idle_size`) are prefilled whole
+        (:meth:`_prefill_whole`); then the prompt with the fewest rows left among the others (the longer ones and
+        those started; the oldest of equals) advances by at most ``size`` rows, in a forward of its own, and the
+        step ends: the server sees a cancel or a new request between two chunks instead of after the whole prompt.
+        A prompt arriving meanwhile goes first if it has fewer rows left (shortest first, as whole prefills go); one
+        prompt at a time, so a prompt sharing a long prefix with the one before starts once that one's blocks are
+        in the prefix cache. Once a sequence decodes, the rest goes by chunks inside its steps (``prefill_chunk``)
+        or whole. Worked example (``size`` 512): a prompt of 1,300 tokens takes three steps of 512, 512 and 276
+        rows, and its first token comes with the third; a 600-token prompt arriving after the first takes the
+        next two steps (512, 88) and gets its first token before it."""
         self._reuse_late(self._prefilling)  # the rows left, after what the prefix cache holds now
         self._prefill_whole(report, emit, [s for s in self._prefilling
                                            if s.prefill_started is None and len(s.prompt) - s.prefilled <= size])
         if not self._prefilling:
             return
-        takes = oldest_first([len(s.prompt) - s.prefilled for s in self._prefilling], [0] * len(self._prefilling),
-                             size)
-        chunks = self._chunk_blocks(takes)
+        rests = [len(s.prompt) - s.prefilled for s in self._prefilling]
+        first = min(range(len(rests)), key=lambda i: (rests[i], i))
+        chunks = self._chunk_blocks([min(size, rest) if i == first else 0 for i, rest in enumerate(rests)])
         report.prefill_tokens += sum(b.rows for _, b in chunks)
         runner = self.engine.runner
         logits, _ = runner.forward_greedy([], also=[b for _, b in chunks])
