@@ -49,7 +49,8 @@ def main() -> None:
     filler = tok.encode(" ".join(texts))
     long_req = GenerationRequest(prompt_ids=tuple((filler * (args.long // len(filler) + 1))[:args.long]),
                                  max_tokens=4, ignore_eos=True, lookahead=(1, 1, 0))
-    short_ids = tok.encode(texts[0]) if not args.short else (filler[::-1] * (args.short // len(filler) + 1))[:args.short]
+    backwards = filler[::-1] * (args.short // len(filler) + 1)  # no prefix in common with the long prompt
+    short_ids = tok.encode(texts[0]) if not args.short else backwards[:args.short]
     short_req = GenerationRequest(prompt_ids=tuple(short_ids), max_tokens=4, ignore_eos=True, lookahead=(1, 1, 0))
 
     def serve(chunk: int | None) -> tuple[float, float, float, list[list[int]]]:
