@@ -67,6 +67,27 @@ def test_cache_grows_slots_and_capacity_keeping_contents():
     assert torch.count_nonzero(cache.layers[0].keys[1:]) == 0  # new room is zero: finite under any mask
 
 
+@pytest.mark.parametrize("cap, asked, capacity", [
+    (None, [600, 610], 1200),       # doubling
+    (1000, [600, 610], 1000),       # doubling stops at the most a slot can need
+    (1000, [600, 1100], 1100),      # what is asked is always given
+    (1000, [400, 450], 800),        # below the bound: doubling
+])
+def test_cache_capacity_doubles_up_to_what_a_slot_can_need(cap, asked, capacity):
+    cache = _cache(slots=1, layers=1, capacity=4)
+    cache.max_capacity = cap
+    for tokens in asked:
+        cache.ensure(1, tokens, torch.float32, "cpu")
+    assert cache.capacity == capacity
+
+
+def test_the_engine_bounds_its_slots_by_its_context():
+    from models import tiny_engine
+
+    eng = tiny_engine("llama", (2, 3, 2))
+    assert eng.runner.cache.max_capacity == eng.max_seq_len + eng.decoding_tokens + 1
+
+
 @pytest.mark.parametrize("grow", ["slots", "capacity"])
 def test_cache_grows_only_the_dimension_asked_for(grow):
     """Slots added one by one (a batch filling up) leave the capacity alone, and a longer sequence leaves

@@ -224,6 +224,7 @@ class ReferenceEngine:
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
         self.max_seq_len = _max_seq_len(model.config, tokenizer)
+        self.runner.cache.max_capacity = self.max_seq_len + self.decoding_tokens + 1  # a request's most (Batch._admit)
         self.eos_token_ids = _eos_token_ids(model, tokenizer)
         self.vocab_size = int(model.get_output_embeddings().out_features
                               if hasattr(model.get_output_embeddings(), "out_features")

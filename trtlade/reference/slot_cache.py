@@ -85,6 +85,8 @@ class SlotKVCache(Cache):
         self.layout: Optional[StepLayout] = None
         #: every layer's K and V, ``[layers, 2 (K, V), slots, kv_heads, capacity, head_dim]`` (None: not allocated)
         self.kv: Optional[torch.Tensor] = None
+        #: the most tokens a slot can need (its context and one step's rows): doubling stops there (None: no bound)
+        self.max_capacity: Optional[int] = None
 
     @property
     def slots(self) -> int:
@@ -96,14 +98,16 @@ class SlotKVCache(Cache):
 
     def ensure(self, slots: int, capacity: int, dtype, device) -> None:
         """Room for ``slots`` slots of ``capacity`` tokens (keeps the contents). Each dimension grows
-        only when it is short, and then by doubling (slots by at most 8 more than asked): 64 slots added
-        one by one leave the capacity what the longest asked for."""
+        only when it is short, and then by doubling (slots by at most 8 more than asked; the capacity to at
+        most :attr:`max_capacity` beyond what is asked): 64 slots added one by one leave the capacity what the
+        longest asked for, and a slot of 6,000 tokens grown to 6,100 in a model of 8,192 gets 8,192, not 12,000."""
         if slots <= self.slots and capacity <= self.capacity:
             return
         if slots > self.slots:
             slots = max(slots, min(2 * self.slots, slots + 8))
         if capacity > self.capacity:
-            capacity = max(capacity, 2 * self.capacity)
+            grown = 2 * self.capacity if self.max_capacity is None else min(2 * self.capacity, self.max_capacity)
+            capacity = max(capacity, grown)
         slots, capacity = max(slots, self.slots), max(capacity, self.capacity)
         old = self.kv
         self.kv = torch.zeros((len(self.layers), 2, slots, self.kv_heads, capacity, self.head_dim),
