@@ -480,13 +480,26 @@ def test_a_request_arriving_between_idle_chunks_goes_first_in_a_forward_of_its_o
     assert reports[2].running == 1 and 1 <= reports[2].prefill_tokens <= 8  # then beside it, by prefill_chunk
 
 
-def test_a_prompt_longer_than_a_chunk_but_shorter_than_the_rest_goes_first():
+def test_a_prompt_longer_than_a_chunk_but_shorter_than_the_rest_takes_turns_with_it():
     eng = engine()
     newcomer = long_prompt()[:20]
-    out, reports = served(eng, {0: [request(long_prompt(), max_tokens=3)], 1: [request(newcomer, max_tokens=3)]},
-                          max_batch_size=4, idle_chunk=8)
-    assert [r.prefill_tokens for r in reports[:4]] == [8, 8, 8, 4]  # the long one's first chunk, then all of its 20
-    assert out[1][0][0] == 3 < out[0][0][0]
+    arrivals = {0: [request(long_prompt(), max_tokens=3)], 1: [request(newcomer, max_tokens=3)]}
+    rec = Recorder(eng, max_batch_size=4, idle_chunk=8)
+    out, reports = rec.run(arrivals)
+    assert [r.prefill_tokens for r in reports[:6]] == [8, 8, 8, 8, 8, 4]
+    assert [f[0][0] for f in rec.forwards[:6]] == [0, 1, 0, 1, 0, 1]  # the newcomer's slot, then the long one's
+    assert out[1][0][0] == 5 < out[0][0][0]  # its first token before the long prompt's, which it did not wait for
+    whole, _ = served(eng, arrivals, max_batch_size=4)
+    assert [tokens(c) for c in out] == [tokens(c) for c in whole]
+
+
+def test_a_stream_of_shorter_prompts_does_not_hold_a_long_one_for_ever():
+    eng = engine()
+    scored = [request(long_prompt()[i:i + 12], max_tokens=1) for i in range(1, 25)]  # done at their first token
+    arrivals = {0: [request(long_prompt(), max_tokens=1)], **{1 + i: [r] for i, r in enumerate(scored)}}
+    out, reports = served(eng, arrivals, max_batch_size=4, idle_chunk=8)
+    assert all(r.running == 0 for r in reports)  # nothing ever decoded: every step was an idle one
+    assert out[0][0][0] <= 2 * 8  # 8 chunks of its 61 rows, every other step at worst, while the stream goes on
 
 
 def test_a_newcomer_is_admitted_beside_an_idle_chunked_prompt_within_max_num_tokens():
@@ -513,6 +526,21 @@ def test_prompts_sharing_a_prefix_compute_it_once_by_idle_chunks():
     assert sum(r.prefill_tokens for r in reports) == 61 + 11
     whole, _ = served(eng, {0: [request(seen, max_tokens=3), request(other, max_tokens=3)]}, max_batch_size=4)
     assert [tokens(c) for c in out] == [tokens(c) for c in whole]
+
+
+def test_a_long_prompt_takes_the_prefix_a_whole_prefill_has_just_cached():
+    eng = engine()
+    seen = long_prompt()
+    short_one = seen[:30] + tuple(reversed(seen[30:32]))  # 32 tokens: whole at an idle chunk of 32
+    assert short_one[30] != seen[30]
+    eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
+    try:
+        out, reports = served(eng, {0: [request(seen, max_tokens=1), request(short_one, max_tokens=1)]},
+                              max_batch_size=4, idle_chunk=32)
+    finally:
+        eng.runner.prefix_cache = None
+    assert out[0][-1][1].stats.cached_tokens == 30  # the short one went whole first; the long one took its 30
+    assert reports[0].prefill_tokens == 32 + 31 and out[0][0][0] == 0  # both in the first step
 
 
 def test_a_long_prompt_cancelled_between_idle_chunks_frees_its_slot_at_once():

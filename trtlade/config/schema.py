@@ -414,8 +414,8 @@ class ServeSection(_Section):
         DEFAULT_IDLE_CHUNK, ge=0, description="Reference engine: with no request decoding, a prompt longer than this "
         "is prefilled by chunks of this many tokens (at most build.max_num_tokens), one chunk a step, so that the "
         "server sees a new request or a cancel between two chunks instead of after the whole prompt; shorter prompts "
-        "are prefilled whole, and the prompt with the fewest tokens left goes first; 0 = whole prompts (a long prompt "
-        "holds every other request's first token and its own cancel until it ends).")
+        "are prefilled whole; of longer ones the one with the fewest tokens left goes, every other chunk the oldest's; "
+        "0 = whole prompts (a long prompt holds every other request's first token and its own cancel until it ends).")
     prefill_stall: float = Field(
         DEFAULT_PREFILL_STALL, ge=0, allow_inf_nan=False,
         description="Reference engine, chunked prefill: the chunks are paced so that "

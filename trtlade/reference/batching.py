@@ -638,6 +638,7 @@ class Batch:
         self._next_id = 0
         self._waiting: list[_Waiting] = []
         self._prefilling: list[SequenceState] = []  # admitted, their prompts on the way (chunked prefill)
+        self._oldest_next = False  # nothing decoding: the next chunk is the oldest prompt's (_prefill_idle)
         self._running: list[SequenceState] = []
         self.last = StepReport()
         self.failed: list[tuple[int, BaseException]] = []
@@ -862,22 +863,27 @@ class Batch:
 
     def _prefill_idle(self, report: StepReport, emit: Callable[[int, StepChunk], None], size: int) -> None:
         """Nothing decoding: the new prompts whose rows left fit ``size`` (:meth:`_idle_size`) are prefilled whole
-        (:meth:`_prefill_whole`); then the prompt with the fewest rows left among the others (the longer ones and
-        those started; the oldest of equals) advances by at most ``size`` rows, in a forward of its own, and the
-        step ends: the server sees a cancel or a new request between two chunks instead of after the whole prompt.
-        A prompt arriving meanwhile goes first if it has fewer rows left (shortest first, as whole prefills go); one
-        prompt at a time, so a prompt sharing a long prefix with the one before starts once that one's blocks are
-        in the prefix cache. Once a sequence decodes, the rest goes by chunks inside its steps (``prefill_chunk``)
-        or whole. Worked example (``size`` 512): a prompt of 1,300 tokens takes three steps of 512, 512 and 276
-        rows, and its first token comes with the third; a 600-token prompt arriving after the first takes the
-        next two steps (512, 88) and gets its first token before it."""
+        (:meth:`_prefill_whole`); then one of the others (the longer ones and those started) advances by at most
+        ``size`` rows, in a forward of its own, and the step ends: the server sees a cancel or a new request
+        between two chunks instead of after the whole prompt. The one with the fewest rows left goes (shortest
+        first, as whole prefills go, so a request arriving meanwhile need not wait for a long prompt's end), and
+        where that is not the oldest, every other chunk is the oldest's, so that a stream of shorter prompts cannot
+        hold a long one for ever. A prompt not started yet first takes what the prefix cache holds now, the whole
+        prefills' blocks included; a started one does not take blocks cached after it started. Once a sequence
+        decodes, the rest goes by chunks inside its steps (``prefill_chunk``) or whole. Worked example (``size``
+        512): a prompt of 1,300 tokens takes three steps of 512, 512 and 276 rows, and its first token comes with
+        the third; a 600-token prompt arriving after its first step takes the next (512), then the 1,300-token
+        one (512), then its own last 88 rows, and its first token comes there, a step before the long one's."""
         self._reuse_late(self._prefilling)  # the rows left, after what the prefix cache holds now
         self._prefill_whole(report, emit, [s for s in self._prefilling
                                            if s.prefill_started is None and len(s.prompt) - s.prefilled <= size])
         if not self._prefilling:
             return
+        self._reuse_late(self._prefilling)  # and what those whole prefills have just added to it
         rests = [len(s.prompt) - s.prefilled for s in self._prefilling]
-        first = min(range(len(rests)), key=lambda i: (rests[i], i))
+        shortest = min(range(len(rests)), key=lambda i: (rests[i], i))
+        first = 0 if shortest and self._oldest_next else shortest  # _prefilling: oldest first
+        self._oldest_next = bool(shortest) and not self._oldest_next
         chunks = self._chunk_blocks([min(size, rest) if i == first else 0 for i, rest in enumerate(rests)])
         report.prefill_tokens += sum(b.rows for _, b in chunks)
         runner = self.engine.runner

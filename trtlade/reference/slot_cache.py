@@ -100,7 +100,8 @@ class SlotKVCache(Cache):
         """Room for ``slots`` slots of ``capacity`` tokens (keeps the contents). Each dimension grows
         only when it is short, and then by doubling (slots by at most 8 more than asked; the capacity to at
         most :attr:`max_capacity` beyond what is asked): 64 slots added one by one leave the capacity what the
-        longest asked for, and a slot of 6,000 tokens grown to 6,100 in a model of 8,192 gets 8,192, not 12,000."""
+        longest asked for, and a slot of 6,000 tokens grown to 6,100 in a model of 8,192 gets its most (8,192 and a
+        step's rows), not 12,000."""
         if slots <= self.slots and capacity <= self.capacity:
             return
         if slots > self.slots:
