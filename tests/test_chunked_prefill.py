@@ -511,36 +511,25 @@ def test_a_newcomer_is_admitted_beside_an_idle_chunked_prompt_within_max_num_tok
     assert reports[1].prefill_tokens == len(newcomer) + 10
 
 
-def test_prompts_sharing_a_prefix_compute_it_once_by_idle_chunks():
+@pytest.mark.parametrize("shared, tail, max_tokens, idle, which, cached, rows", [
+    (50, 11, 3, 16, 1, 50, 61 + 11),  # the second starts once the first's blocks are in the cache
+    (30, 2, 1, 32, 0, 30, 32 + 31),   # the short one whole first, in the same step the long one takes its 30
+])
+def test_idle_chunks_reuse_a_prefix_computed_before_they_start(shared, tail, max_tokens, idle, which, cached, rows):
     eng = engine()
     seen = long_prompt()
-    other = seen[:50] + tuple(reversed(seen[50:]))
-    assert other[50] != seen[50]
+    other = seen[:shared] + tuple(reversed(seen[shared:shared + tail]))
+    assert other[shared] != seen[shared]
+    arrivals = {0: [request(seen, max_tokens=max_tokens), request(other, max_tokens=max_tokens)]}
     eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
     try:
-        out, reports = served(eng, {0: [request(seen, max_tokens=3), request(other, max_tokens=3)]},
-                              max_batch_size=4, idle_chunk=16)
+        out, reports = served(eng, arrivals, max_batch_size=4, idle_chunk=idle)
     finally:
         eng.runner.prefix_cache = None
-    assert out[1][-1][1].stats.cached_tokens == 50  # the second starts once the first's blocks are in the cache
-    assert sum(r.prefill_tokens for r in reports) == 61 + 11
-    whole, _ = served(eng, {0: [request(seen, max_tokens=3), request(other, max_tokens=3)]}, max_batch_size=4)
+    assert out[which][-1][1].stats.cached_tokens == cached
+    assert sum(r.prefill_tokens for r in reports) == rows
+    whole, _ = served(eng, arrivals, max_batch_size=4)
     assert [tokens(c) for c in out] == [tokens(c) for c in whole]
-
-
-def test_a_long_prompt_takes_the_prefix_a_whole_prefill_has_just_cached():
-    eng = engine()
-    seen = long_prompt()
-    short_one = seen[:30] + tuple(reversed(seen[30:32]))  # 32 tokens: whole at an idle chunk of 32
-    assert short_one[30] != seen[30]
-    eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
-    try:
-        out, reports = served(eng, {0: [request(seen, max_tokens=1), request(short_one, max_tokens=1)]},
-                              max_batch_size=4, idle_chunk=32)
-    finally:
-        eng.runner.prefix_cache = None
-    assert out[0][-1][1].stats.cached_tokens == 30  # the short one went whole first; the long one took its 30
-    assert reports[0].prefill_tokens == 32 + 31 and out[0][0][0] == 0  # both in the first step
 
 
 def test_a_long_prompt_cancelled_between_idle_chunks_frees_its_slot_at_once():
