@@ -415,7 +415,9 @@ class ServeSection(_Section):
         "is prefilled by chunks of this many tokens (at most build.max_num_tokens), one chunk a step, so that the "
         "server sees a new request or a cancel between two chunks instead of after the whole prompt; shorter prompts "
         "are prefilled whole; of longer ones the one with the fewest tokens left goes, every other chunk the oldest's; "
-        "0 = whole prompts (a long prompt holds every other request's first token and its own cancel until it ends).")
+        "0 = whole prompts (a long prompt holds every other request's first token and its own cancel until it ends). "
+        "On a GPU, where 256 rows take milliseconds and each step adds its host work, a larger value (or 0) may give a "
+        "long prompt its first token sooner.")
     prefill_stall: float = Field(
         DEFAULT_PREFILL_STALL, ge=0, allow_inf_nan=False,
         description="Reference engine, chunked prefill: the chunks are paced so that "
