@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from models import tiny_engine, tiny_model, tiny_tokenizer
-from trtlade.contract.protocol import GenerationRequest
+from trtlade.contract.protocol import CacheScope, GenerationRequest
 from trtlade.reference.adaptive import AutoPolicy, CostTable
 from trtlade.reference.scheduler import BatchLimits, PrefillPacer
 
@@ -511,16 +511,23 @@ def test_a_newcomer_is_admitted_beside_an_idle_chunked_prompt_within_max_num_tok
     assert reports[1].prefill_tokens == len(newcomer) + 10
 
 
-@pytest.mark.parametrize("shared, tail, max_tokens, idle, which, cached, rows", [
-    (50, 11, 3, 16, 1, 50, 61 + 11),  # the second starts once the first's blocks are in the cache
-    (30, 2, 1, 32, 0, 30, 32 + 31),   # the short one whole first, in the same step the long one takes its 30
+ALICE, BOB = CacheScope("identity", "alice"), CacheScope("identity", "bob")
+
+
+@pytest.mark.parametrize("shared, tail, max_tokens, idle, which, cached, rows, scopes", [
+    (50, 11, 3, 16, 1, 50, 61 + 11, (None, None)),  # the second starts once the first's blocks are in the cache
+    (30, 2, 1, 32, 0, 30, 32 + 31, (None, None)),   # the short one whole first; the long one takes its 30 in that step
+    (30, 2, 1, 32, 0, 30, 32 + 31, (ALICE, ALICE)),  # one API key: its own blocks
+    (30, 2, 1, 32, 0, 0, 32 + 61, (ALICE, BOB)),     # another key's blocks are never taken
 ])
-def test_idle_chunks_reuse_a_prefix_computed_before_they_start(shared, tail, max_tokens, idle, which, cached, rows):
+def test_idle_chunks_reuse_a_prefix_computed_before_they_start(shared, tail, max_tokens, idle, which, cached, rows,
+                                                               scopes):
     eng = engine()
     seen = long_prompt()
     other = seen[:shared] + tuple(reversed(seen[shared:shared + tail]))
     assert other[shared] != seen[shared]
-    arrivals = {0: [request(seen, max_tokens=max_tokens), request(other, max_tokens=max_tokens)]}
+    arrivals = {0: [request(seen, max_tokens=max_tokens, cache_scope=scopes[0]),
+                    request(other, max_tokens=max_tokens, cache_scope=scopes[1])]}
     eng.runner.enable_prefix_cache(64 << 20, block_tokens=16)
     try:
         out, reports = served(eng, arrivals, max_batch_size=4, idle_chunk=idle)
