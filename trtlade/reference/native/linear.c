@@ -757,8 +757,8 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     }
 
 /* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
- * chains), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2; float32's 4 rows take groups
- * of 3, two pairs over each: trtlade_linear_f32): the group the passes
+ * chains), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2; float32's 2 and 4 rows take
+ * groups of 3, one or two pairs over each: trtlade_linear_f32): the group the passes
  * re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
  * forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians): float32 1.05-1.09x faster at
  * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/results/roofline.md). */
@@ -917,11 +917,12 @@ static uint32_t *pack_rows(const void *x, int64_t M, int64_t units) {
 
 #if defined(AVX2_PATH)
 /* The AVX2 float32 schedule of M rows (trtlade_linear_f32): panels per group, rows per tile from row i0 on (tiles of 6,
- * but the last 7 rows as 5 + 2, and 4 rows as two pairs), and panels per tile of m rows (one row over 4, the 4 rows'
- * pairs over a group of 3, 2 or 3 rows over 2, more over 1). */
-static inline int64_t f32_avx2_group(int64_t M) { return M == 4 ? 3 : AVX2_GROUP(M); }
-static inline int f32_avx2_rows(int64_t M, int64_t i0) { return M == 4 ? 2 : M - i0 == 7 ? 5 : 6; }
-static inline int f32_avx2_panels(int64_t M, int m) { return m == 1 ? 4 : M == 4 ? 3 : m <= 3 ? 2 : 1; }
+ * but the last 7 rows as 5 + 2, and 2 or 4 rows as pairs: PAIRS), and panels per tile of m rows (one row over 4, the
+ * pairs of 2 or 4 rows over a group of 3, 2 or 3 rows over 2 otherwise, more over 1). */
+#define PAIRS(M) ((M) == 2 || (M) == 4)
+static inline int64_t f32_avx2_group(int64_t M) { return PAIRS(M) ? 3 : AVX2_GROUP(M); }
+static inline int f32_avx2_rows(int64_t M, int64_t i0) { return PAIRS(M) ? 2 : M - i0 == 7 ? 5 : 6; }
+static inline int f32_avx2_panels(int64_t M, int m) { return m == 1 ? 4 : PAIRS(M) ? 3 : m <= 3 ? 2 : 1; }
 #endif
 
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
@@ -946,11 +947,14 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
      * latency), 3 rows run over 2 panels (trio_f32_avx2, 12 chains) and 4 rows as two pairs over groups of 3
      * panels (12 chains each, where a 4-row tile of one panel holds 8): linear layers of SmolLM2 alone on a 2-core
      * Zen 3 (benchmarks/linear_ab.py, 9-21 repeats, medians) 1.10-1.20x faster at 3 rows, 1.03-1.12x at 4,
-     * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). */
+     * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). 2 rows take a pair over 3 panels
+     * too (12 chains and 3 weight streams instead of 8 and 2): 1.08-1.11x faster there (11-21 repeats; pairs for 6
+     * and 8 rows, trios for 6 and a trio and a pair for 5 measured 0.95-0.96x, not kept;
+     * docs/results/2026-12-06-zen3-two-rows.md). */
 #define PAIR_F32(NP) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
 #define TRIO_F32(NP) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
     FOR_STREAMS(f32_avx2_group(M), f32_avx2_rows(M, i0), f32_avx2_panels(M, m), 1, 0,
-                if (M == 4) {
+                if (PAIRS(M)) {
                     if (np > 2) PAIR_F32(3); else if (np > 1) PAIR_F32(2); else PAIR_F32(1);
                 } else if (m == 3) {
                     if (np > 1) TRIO_F32(2); else TRIO_F32(1);
