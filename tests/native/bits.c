@@ -14,7 +14,9 @@
 
 #include "kernels.h" /* trtlade/reference/native/, on the include path */
 
-enum { M = 17, K = 130, N = 50, NP = 64 /* N padded to panels of 16 */ };
+/* Two widths: 50 outputs (4 panels of 16, the last partial) and 75 (5 panels): the schedules group panels by 2, 3
+ * or 4, so between them every tile meets a group of 1, 2 and 3 panels. */
+enum { M = 17, K = 130, NMAX = 75, NP = 80 /* NMAX padded to panels of 16 */ };
 
 static uint32_t state = 2463534242u;
 static float next_float(void) { /* uniform in [-1, 1) */
@@ -28,10 +30,12 @@ static uint64_t fnv(const void *p, size_t n) {
     return h;
 }
 
-static float w[N][K], x[M][K], bias[N], wp[NP / 16][K][16], y[M][N], y1[N];
-static uint16_t xb[M][K], wpb[NP / 16][K / 2][16][2], yb[M][N], yb1[N];
+/* y, yb, ym, ybm: M rows of N outputs each, row i at i * N (the kernels' layout) */
+static float w[NMAX][K], x[M][K], bias[NMAX], wp[NP / 16][K][16], y[M * NMAX], y1[NMAX], ym[M * NMAX];
+static uint16_t xb[M][K], wpb[NP / 16][K / 2][16][2], yb[M * NMAX], yb1[NMAX], ybm[M * NMAX];
 
-static int linear_checks(void) {
+/* The linear layers of N outputs: each row alone equals the same row among 2 to M; the outputs' hashes into h. */
+static int linear_width(int N, uint64_t h[2]) {
     for (int n = 0; n < N; n++) { bias[n] = next_float(); for (int k = 0; k < K; k++) w[n][k] = next_float(); }
     for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) { x[i][k] = next_float(); xb[i][k] = to_bf16(x[i][k]); }
     memset(wp, 0, sizeof wp); memset(wpb, 0, sizeof wpb);
@@ -40,29 +44,41 @@ static int linear_checks(void) {
             wp[n / 16][k][n % 16] = w[n][k];
             wpb[n / 16][k / 2][n % 16][k % 2] = to_bf16(w[n][k]);
         }
-    if (trtlade_linear_f32(&x[0][0], M, K, &wp[0][0][0], bias, N, &y[0][0], 2)) return 2;
-    if (trtlade_linear_bf16(&xb[0][0], M, K, &wpb[0][0][0][0], bias, N, &yb[0][0], 2)) return 2;
+    const size_t row = sizeof(float) * (size_t)N, rowb = sizeof(uint16_t) * (size_t)N;
+    if (trtlade_linear_f32(&x[0][0], M, K, &wp[0][0][0], bias, N, y, 2)) return 2;
+    if (trtlade_linear_bf16(&xb[0][0], M, K, &wpb[0][0][0][0], bias, N, yb, 2)) return 2;
     for (int i = 0; i < M; i++) {
         trtlade_linear_f32(x[i], 1, K, &wp[0][0][0], bias, N, y1, 1);
         trtlade_linear_bf16(xb[i], 1, K, &wpb[0][0][0][0], bias, N, yb1, 1);
-        if (memcmp(y1, y[i], sizeof y1) || memcmp(yb1, yb[i], sizeof yb1)) {
-            printf("row %d differs alone\n", i);
+        if (memcmp(y1, y + i * N, row) || memcmp(yb1, yb + i * N, rowb)) {
+            printf("row %d of %d outputs differs alone\n", i, N);
             return 1;
         }
     }
-    static float ym[M][N];
-    static uint16_t ybm[M][N];
     for (int m = 2; m < M; m++) { /* the first m rows: every row as alone */
-        if (trtlade_linear_f32(&x[0][0], m, K, &wp[0][0][0], bias, N, &ym[0][0], 2)) return 2;
-        if (trtlade_linear_bf16(&xb[0][0], m, K, &wpb[0][0][0][0], bias, N, &ybm[0][0], 2)) return 2;
+        if (trtlade_linear_f32(&x[0][0], m, K, &wp[0][0][0], bias, N, ym, 2)) return 2;
+        if (trtlade_linear_bf16(&xb[0][0], m, K, &wpb[0][0][0][0], bias, N, ybm, 2)) return 2;
         for (int i = 0; i < m; i++)
-            if (memcmp(ym[i], y[i], sizeof ym[i]) || memcmp(ybm[i], yb[i], sizeof ybm[i])) {
-                printf("row %d of %d differs from the same row of %d\n", i, m, (int)M);
+            if (memcmp(ym + i * N, y + i * N, row) || memcmp(ybm + i * N, yb + i * N, rowb)) {
+                printf("row %d of %d differs from the same row of %d (%d outputs)\n", i, m, (int)M, N);
                 return 1;
             }
     }
-    printf("linear_f32 %016llx\n", (unsigned long long)fnv(y, sizeof y));
-    printf("linear_bf16 %016llx\n", (unsigned long long)fnv(yb, sizeof yb));
+    h[0] ^= fnv(y, row * M);
+    h[1] ^= fnv(yb, rowb * M);
+    return 0;
+}
+
+static int linear_checks(void) {
+    uint64_t h[2] = {0, 0};
+    const int widths[2] = {50, NMAX};
+    for (int t = 0; t < 2; t++) {
+        h[0] *= 31, h[1] *= 31;
+        const int code = linear_width(widths[t], h);
+        if (code) return code;
+    }
+    printf("linear_f32 %016llx\n", (unsigned long long)h[0]);
+    printf("linear_bf16 %016llx\n", (unsigned long long)h[1]);
     return 0;
 }
 
@@ -132,20 +148,20 @@ static int argmax_checks(void) {
 }
 
 /* Rows of W read back from both packed layouts (the tied embedding's rows): W's values exactly; an id
- * outside [0, N) is refused. Runs after linear_checks, which fills w, wp and wpb. */
+ * outside [0, NMAX) is refused. Runs after linear_checks, which fills w, wp and wpb (NMAX outputs last). */
 static int packed_rows_checks(void) {
-    const int64_t ids[3] = {N - 1, 0, 17}, outside[1] = {N};
+    const int64_t ids[3] = {NMAX - 1, 0, 17}, outside[1] = {NMAX};
     static float rows[3][K];
     static uint16_t rowsb[3][K];
-    if (trtlade_packed_rows(wp, K, N, 0, ids, 3, rows) || trtlade_packed_rows(wpb, K, N, 1, ids, 3, rowsb)) return 1;
+    if (trtlade_packed_rows(wp, K, NMAX, 0, ids, 3, rows) || trtlade_packed_rows(wpb, K, NMAX, 1, ids, 3, rowsb)) return 1;
     for (int i = 0; i < 3; i++)
         for (int k = 0; k < K; k++)
             if (rows[i][k] != w[ids[i]][k] || rowsb[i][k] != to_bf16(w[ids[i]][k])) {
                 printf("packed_rows: row %d, k %d differs\n", i, k);
                 return 1;
             }
-    if (!trtlade_packed_rows(wp, K, N, 0, outside, 1, rows)) {
-        printf("packed_rows: id %d not refused\n", N);
+    if (!trtlade_packed_rows(wp, K, NMAX, 0, outside, 1, rows)) {
+        printf("packed_rows: id %d not refused\n", NMAX);
         return 1;
     }
     printf("packed_rows %016llx\n", (unsigned long long)(fnv(rows, sizeof rows) ^ fnv(rowsb, sizeof rowsb)));
