@@ -14,9 +14,9 @@
 
 #include "kernels.h" /* trtlade/reference/native/, on the include path */
 
-/* Two widths: 50 outputs (4 panels of 16, the last partial) and 75 (5 panels): the schedules group panels by 2, 3
- * or 4, so between them every tile meets a group of 1, 2 and 3 panels. */
-enum { M = 17, K = 130, NMAX = 75, NP = 80 /* NMAX padded to panels of 16 */ };
+/* Four widths, 4 to 7 panels of 16 outputs (the last partial): the schedules group panels by 2, 3 or 4, so every
+ * tile meets full groups and the groups of 1, 2 and 3 panels left at the end. */
+enum { M = 17, K = 130, NMAX = 110, NP = 112 /* NMAX padded to panels of 16 */ };
 
 static uint32_t state = 2463534242u;
 static float next_float(void) { /* uniform in [-1, 1) */
@@ -71,8 +71,8 @@ static int linear_width(int N, uint64_t h[2]) {
 
 static int linear_checks(void) {
     uint64_t h[2] = {0, 0};
-    const int widths[2] = {50, NMAX};
-    for (int t = 0; t < 2; t++) {
+    const int widths[4] = {50, 75, 90, NMAX};
+    for (int t = 0; t < 4; t++) {
         h[0] *= 31, h[1] *= 31;
         const int code = linear_width(widths[t], h);
         if (code) return code;

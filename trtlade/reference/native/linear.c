@@ -949,8 +949,8 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
      * Zen 3 (benchmarks/linear_ab.py, 9-21 repeats, medians) 1.10-1.20x faster at 3 rows, 1.03-1.12x at 4,
      * 1.04-1.14x at 7, the same bits (docs/results/2026-12-05-zen3-bfloat16.md). 2 rows take a pair over 3 panels
      * too (12 chains and 3 weight streams instead of 8 and 2): 1.08-1.11x faster there (11-21 repeats; pairs for 6
-     * and 8 rows, trios for 6 and a trio and a pair for 5 measured 0.95-0.96x, not kept;
-     * docs/results/2026-12-06-zen3-two-rows.md). */
+     * and 8 rows, trios for 6 and a trio and a pair for 5 measured 0.95-0.96x, the 2 rows' next group fetched at 2
+     * or 3 lines a step 0.92x and 0.87x: not kept; docs/results/2026-12-06-zen3-two-rows.md). */
 #define PAIR_F32(NP) pair_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
 #define TRIO_F32(NP) trio_f32_avx2(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, NP)
     FOR_STREAMS(f32_avx2_group(M), f32_avx2_rows(M, i0), f32_avx2_panels(M, m), 1, 0,
@@ -964,6 +964,7 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
                 })
 #undef PAIR_F32
 #undef TRIO_F32
+#undef PAIRS
 #else
     FOR_TILES(4, 4, 1, TILE_CASES_4(tile_f32_portable, x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16))
 #endif
