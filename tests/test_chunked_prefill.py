@@ -502,6 +502,19 @@ def test_a_stream_of_shorter_prompts_does_not_hold_a_long_one_for_ever():
     assert out[0][0][0] <= 2 * 8  # 8 chunks of its 61 rows, every other step at worst, while the stream goes on
 
 
+def test_the_idle_chunks_turns_start_afresh_once_the_prompts_that_took_them_leave():
+    """Turns belong to the prompts that take them: after a shorter prompt's chunk the oldest's is next, but if both
+    leave first, the next idle prompts start with the shortest again (the oldest went first before)."""
+    eng = engine()
+    batch = eng.new_batch(max_batch_size=4, idle_chunk=8)
+    first = [batch.add(request(long_prompt())), batch.add(request(long_prompt()[:20]))]
+    batch.step()  # the shorter one's chunk; the oldest's turn would be next
+    assert all(batch.cancel(seq_id) for seq_id in first)
+    long_id, short_id = batch.add(request(long_prompt()[1:])), batch.add(request(long_prompt()[1:21]))
+    batch.step()
+    assert {s.seq_id: s.prefilled for s in batch._prefilling} == {long_id: 0, short_id: 8}
+
+
 def test_a_newcomer_is_admitted_beside_an_idle_chunked_prompt_within_max_num_tokens():
     eng = engine()
     newcomer = short("one, two,")

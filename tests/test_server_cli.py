@@ -299,6 +299,31 @@ def test_a_port_another_process_holds_is_refused_before_the_engine_loads(monkeyp
     assert "trtlade serve: engine" not in result.stderr  # no banner naming an address it will not serve
 
 
+@pytest.mark.parametrize("taken", [True, False])
+def test_the_no_api_key_warning_waits_for_an_address_it_will_serve(monkeypatch, taken):
+    """`trtlade serve --host 0.0.0.0` without a key: on a taken port the address error alone, no warning about
+    listening there (it was printed before the check, and on MPI follower ranks, which serve no HTTP); on a free
+    one the warning, then the banner."""
+    import socket
+
+    import trtlade.server.runner as runner
+
+    monkeypatch.delenv("TRTLADE_API_KEY", raising=False)
+    monkeypatch.setattr(runner, "_load_reference", lambda plan: None)
+    monkeypatch.setattr(runner, "serve_app", lambda *a, **k: None)
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1] if taken else 0
+        result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--port", str(port)])
+    if taken:
+        assert result.exit_code == 1 and f"cannot listen on 0.0.0.0:{port}" in result.stderr, result.output
+        assert "without an API key" not in result.stderr
+    else:
+        assert result.exit_code == 0, result.output
+        assert 0 <= result.stderr.index("without an API key") < result.stderr.index("trtlade serve: engine")
+
+
 @pytest.mark.parametrize("host, said", [("999.1.1.1", "not an address or name here"),
                                         ("not a host name", "not an address or name here")])
 def test_a_host_that_is_not_this_machines_is_refused(host, said):

@@ -133,9 +133,6 @@ def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServeP
     from trtlade.server.runner import ServeError, http_stack, run_plan
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
-        err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
-                          "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
     drafting = f"(W,N,G) = ({plan.spec})"
     if plan.engine == "trtllm" and plan.config.build.backend == "pytorch":
         drafting = f"PyTorch backend, drafter {plan.config.speculation_config or 'none'}"
@@ -143,10 +140,16 @@ def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServeP
               f"{plan.engine_dir or plan.model_dir or 'embedded SmolLM2-135M-Instruct'}, {drafting}; "
               + (f"http://{plan.host}:{plan.port}/v1" if plan.port else f"http://{plan.host}:<a free port: uvicorn's "
                  "line below names it>/v1") + f" ({' + '.join(http_stack().values())})")
-    try:  # the banner once the address is checked: it names the address as if it were served
+
+    def announce() -> None:  # once the address is checked, on the rank that serves: it names the address as served
+        if plan.host not in ("127.0.0.1", "localhost", "::1") and not plan.api_key:
+            err_console.print(f"[yellow]warning:[/] listening on {plan.host} without an API key; anyone who can "
+                              "reach this address can use the server (set --api-key or TRTLADE_API_KEY)")
+        err_console.print(banner, highlight=False)
+
+    try:
         code = run_plan(plan, argv=sys.argv[1:], log_level=log_level, access_log=access_log,
-                        access_log_probes=access_log_probes,
-                        announce=lambda: err_console.print(banner, highlight=False))
+                        access_log_probes=access_log_probes, announce=announce)
     except ServeError as exc:
         fail(exc.message, hint=exc.hint)
     raise typer.Exit(code)

@@ -31,6 +31,7 @@ from typing import Any
 from trtlade.config.checks import display_path, engine_diagnostics, spec_warnings
 from trtlade.config.loader import Loc, YamlDocument
 from trtlade.diagnostics import Diagnostic
+from trtlade.errors import did_you_mean
 from trtlade.spec import FIELD_ALIASES, FIELDS, LookaheadSpec, SpecError
 from trtlade.trtllm.engine_config import (EngineConfigError, missing_config_consequence, read_engine_config,
                                          specs_fitting_engine)
@@ -273,11 +274,10 @@ def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
                 "error", f"grps_trtllm reads {canonical!r}, not {key!r}: this value would be ignored", loc=key_loc,
                 key=True, code="grps-lookahead-key", hint=f"rename {key!r} to {canonical!r}"))
         else:
-            close = difflib.get_close_matches(str(key), GRPS_LOOKAHEAD_KEYS, n=1, cutoff=0.6)
             out.append(doc.diagnostic(
                 "warning", f"unknown key {key!r} in lookahead_decoding: grps_trtllm ignores it", loc=key_loc,
                 key=True, code="grps-lookahead-key",
-                hint=(f"did you mean {close[0]!r}? " if close else "") + "grps reads window_size, ngram_size, "
+                hint=did_you_mean(str(key), GRPS_LOOKAHEAD_KEYS) + "grps reads window_size, ngram_size, "
                      "verification_set_size"))
     for key in GRPS_LOOKAHEAD_KEYS:
         if key not in block and not any(alias_of.get(str(k)) == key for k in block):
@@ -332,11 +332,10 @@ def _check_llm_style(doc: YamlDocument, model: GrpsModel) -> list[Diagnostic]:
             loc=model.loc if "llm_style" not in model.args else loc, code="grps-llm-style",
             hint=f"set llm_style to the model's chat style, one of: {names}")]
     if not isinstance(value, str) or value not in GRPS_LLM_STYLES:
-        close = difflib.get_close_matches(str(value), GRPS_LLM_STYLES, n=1, cutoff=0.6)
         return [doc.diagnostic(
             "error", f"llm_style {value!r} is not one grps_trtllm knows: it fails to load with \"LLM style "
                      f"{value} not supported now.\" (src/llm_styler.cc, LLMStylerFactory::CreateLLMStyler)", loc=loc,
-            code="grps-llm-style", hint=(f"did you mean {close[0]!r}? " if close else "") + f"one of: {names}")]
+            code="grps-llm-style", hint=did_you_mean(str(value), GRPS_LLM_STYLES) + f"one of: {names}")]
     return []
 
 

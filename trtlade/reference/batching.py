@@ -723,6 +723,8 @@ class Batch:
         decoding = list(self._running)  # newly prefilled sequences join at the next step
         chunked = bool(decoding) and self.limits.prefill_chunk is not None
         idle = self._idle_size() if not decoding else None
+        if idle is None or not self._prefilling:  # the idle chunks' turns last while an idle run's prompts do
+            self._oldest_next = False
         self._admit(report, chunked, idle)
         if idle is not None:
             self._prefill_idle(report, emit, idle)  # short prompts whole, then a chunk of a longer one; the step ends

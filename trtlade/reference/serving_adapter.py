@@ -108,11 +108,9 @@ class ReferenceServingEngine:
                                 max_running_per_identity)
         self._held: collections.Counter = collections.Counter()  # identity -> sequences waiting or running
         self._limits = {"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                        "prefill_chunk": prefill_chunk, "prefill_stall": prefill_stall}
+                        "prefill_chunk": prefill_chunk, "prefill_stall": prefill_stall, "idle_chunk": idle_chunk}
         if self.share is not None:
             self._limits["max_running_per_identity"] = self.share.running
-        if idle_chunk is not None:
-            self._limits["idle_chunk"] = idle_chunk
         self._batch = engine.new_batch(**self._limits)
         max_seq_len = int(engine.max_seq_len)
         engine_prompt_limit = max_seq_len - 1
