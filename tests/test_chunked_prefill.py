@@ -717,6 +717,18 @@ def test_the_server_says_how_it_prefills():
     assert "shortest first in forwards of at least 64 rows" in whole.info.scheduling
 
 
+def test_the_server_says_the_idle_chunk_a_smaller_row_budget_leaves():
+    from trtlade.reference.serving_adapter import ReferenceServingEngine
+
+    held = ReferenceServingEngine(engine(), max_batch_size=4, max_num_tokens=128, prefill_chunk=64, idle_chunk=256)
+    fits = ReferenceServingEngine(engine(), max_batch_size=4, max_num_tokens=512, prefill_chunk=64, idle_chunk=256)
+    assert "by chunks of 128 tokens (prefill_idle_chunk_tokens 256, held to max_num_tokens), one a step" \
+        in held.info.scheduling
+    assert held.info.details["prefill_idle_chunk_tokens"] == 256  # what the user gave, as given
+    assert held._batch._idle_size() == 128
+    assert "by chunks of 256 tokens, one a step" in fits.info.scheduling and fits._batch._idle_size() == 256
+
+
 @pytest.mark.parametrize("line, idle", [("", 256), ("  prefill_idle_chunk_tokens: 40\n", 40),
                                         ("  prefill_idle_chunk_tokens: 0\n", None)])
 def test_the_served_engine_takes_the_idle_chunk_from_the_config(tmp_path, line, idle):

@@ -63,7 +63,8 @@ from trtlade.reference.native.bindings import traced
 from trtlade.reference.prefix_cache import common_prefix
 from trtlade.contract.protocol import GenerationRequest, GenerationStats, StepChunk, TokenLogprob
 from trtlade.reference.sampling import KeyedSampler, random_seed
-from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, prefill_groups
+from trtlade.reference.scheduler import (PREFILL_GROUP_ROWS, BatchLimits, PrefillPacer, StepReport, idle_rows,
+                                         prefill_groups)
 from trtlade.contract.text import OutputText
 from trtlade.drafting.algorithm import (DEFAULT_MAX_GLOBAL_POOL_SIZE, DEFAULT_RETAINED_TOKENS, GLOBAL_SPACE,
                                        NGRAM_IMPLEMENTATIONS, DraftPools, DraftSpace, HistoryDrafter)
@@ -766,8 +767,7 @@ class Batch:
             if budget is not None and pending and pending + whole(computed) > budget:
                 break  # this step's prefill budget is spent; the rest join at a later step
             if state.slot is None:
-                reserve = len(state.prompt) + state.request.max_tokens + self.engine.decoding_tokens + 1
-                state.slot = runner.allocate(reserve)
+                state.slot = runner.allocate(self.engine.kv_rows(len(state.prompt) + state.request.max_tokens))
             self._waiting.pop(turn)
             state.start_drafting(self.pools)
             if runner.prefix_cache is not None:  # the cached prefix's K/V into the slot; the prefill starts after it
@@ -860,8 +860,7 @@ class Batch:
     def _idle_size(self) -> Optional[int]:
         """Rows of a prompt one step computes with nothing decoding (``limits.idle_chunk``, within
         ``max_num_tokens``); None: whole prompts."""
-        size = self.limits.idle_chunk
-        return size if size is None or self.limits.max_num_tokens is None else min(size, self.limits.max_num_tokens)
+        return idle_rows(self.limits.idle_chunk, self.limits.max_num_tokens)
 
     def _prefill_idle(self, report: StepReport, emit: Callable[[int, StepChunk], None], size: int) -> None:
         """Nothing decoding: the new prompts whose rows left fit ``size`` (:meth:`_idle_size`) are prefilled whole

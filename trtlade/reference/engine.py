@@ -224,7 +224,7 @@ class ReferenceEngine:
         self.dtype = dtype_name(self.runner.dtype)
         self.model_id = model_id or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
         self.max_seq_len = _max_seq_len(model.config, tokenizer)
-        self.runner.cache.max_capacity = self.max_seq_len + self.decoding_tokens + 1  # a request's most (Batch._admit)
+        self.runner.cache.max_capacity = self.kv_rows(self.max_seq_len)  # a request's most (Batch._admit)
         self.eos_token_ids = _eos_token_ids(model, tokenizer)
         self.vocab_size = int(model.get_output_embeddings().out_features
                               if hasattr(model.get_output_embeddings(), "out_features")
@@ -280,6 +280,11 @@ class ReferenceEngine:
         """Rows one sequence's step may compute: a Lookahead step of the spec, or an NGram / SA draft of
         ``max_draft_len`` plus its golden token."""
         return max(self.spec.decoding_tokens, self.max_draft_len + 1)
+
+    def kv_rows(self, tokens: int) -> int:
+        """K/V rows a sequence of at most ``tokens`` (prompt and answer) reserves in its slot: those, the rows of
+        its widest step beyond the last token (:attr:`decoding_tokens`) and one more."""
+        return int(tokens) + self.decoding_tokens + 1
 
     @property
     def cost(self) -> CostTable:

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 from trtlade.contract.protocol import StepReport
 from trtlade.errors import TrtladeError
 
-__all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens", "long_stall"]
+__all__ = ["BatchLimits", "PrefillPacer", "StepReport", "fit_rows", "default_max_num_tokens", "idle_rows", "long_stall"]
 
 
 def default_max_num_tokens(max_batch_size: int, decoding_tokens: int) -> int:
@@ -192,6 +192,16 @@ def oldest_first(rests: Sequence[int], takes: list[int], spare: int) -> list[int
         more = max(0, min(spare, rest - takes[i]))
         takes[i], spare = takes[i] + more, spare - more
     return takes
+
+
+def idle_rows(idle_chunk: Optional[int], max_num_tokens: Optional[int]) -> Optional[int]:
+    """Rows of a prompt one step computes with nothing decoding: ``idle_chunk`` within ``max_num_tokens``
+    (None: whole prompts).
+
+        >>> idle_rows(256, 128), idle_rows(256, None), idle_rows(None, 128)
+        (128, 256, None)
+    """
+    return idle_chunk if idle_chunk is None or max_num_tokens is None else min(idle_chunk, max_num_tokens)
 
 
 def long_stall(stall: float) -> float:

@@ -38,7 +38,7 @@ from trtlade.contract.serving import (
 )
 from trtlade.contract.tokenization import PromptTokenizer
 from trtlade.drafting.config import DraftConfig
-from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, long_stall
+from trtlade.reference.scheduler import PREFILL_GROUP_ROWS, idle_rows, long_stall
 from trtlade.schedule import LookaheadSchedule
 
 __all__ = ["ReferenceServingEngine", "reference_scheduling"]
@@ -50,7 +50,9 @@ def reference_scheduling(max_batch_size: int, max_num_tokens: Optional[int], max
                          prefill_chunk: Optional[int] = None, prefill_stall: Optional[float] = None,
                          idle_chunk: Optional[int] = None) -> str:
     """The /version description of how the reference engine schedules requests."""
-    idle = (f"; a longer prompt with none decoding by chunks of {idle_chunk} tokens, one a step (a new request or a "
+    rows = idle_rows(idle_chunk, max_num_tokens)
+    held = f" (prefill_idle_chunk_tokens {idle_chunk}, held to max_num_tokens)" if rows != idle_chunk else ""
+    idle = (f"; a longer prompt with none decoding by chunks of {rows} tokens{held}, one a step (a new request or a "
             "cancel is seen between them)" if idle_chunk else "")
     budget = f"at most {max_num_tokens} rows per step" if max_num_tokens else "no row limit per step"
     prefill = (f"new requests are prefilled together, shortest first in forwards of at least {PREFILL_GROUP_ROWS} "
