@@ -16,7 +16,7 @@ Every mode and every level gets the same prompt sequence, so A/B runs send ident
 
 from __future__ import annotations
 
-from trtlade.errors import RepeatedKeyError, TrtladeError, keys_once
+from trtlade.errors import RepeatedKeyError, TrtladeError, did_you_mean, keys_once
 from trtlade.files import UserFileError, read_user_text
 
 import json
@@ -178,8 +178,7 @@ def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
         return Prompt(index, text=obj["prompt"], where=where, category=category)
     if "messages" in obj:
         msgs = obj["messages"]
-        if (not isinstance(msgs, list) or not msgs
-                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)):
+        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise DatasetError("'messages' must be a non-empty list of {role, content} objects",
                                where=where, hint=hint)
         _check_messages(msgs, where, hint)
@@ -196,13 +195,9 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 
 def _check_keys(obj: dict, where: str, hint: str) -> None:
     """A key the bench would not read is a mistake to say, not a field to drop: ``categroy`` is not ``category``."""
-    import difflib
-
     for key in obj:
         if key not in LINE_KEYS:
-            close = difflib.get_close_matches(str(key), LINE_KEYS, n=1)
-            raise DatasetError(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
-                               where=where, hint=hint)
+            raise DatasetError(f"unknown key {key!r}", where=where, hint=did_you_mean(str(key), LINE_KEYS) + hint)
     if "prompt" in obj and "messages" in obj:
         raise DatasetError("both 'prompt' and 'messages': a line is one or the other", where=where, hint=hint)
 
@@ -212,6 +207,10 @@ def _check_messages(msgs: list, where: str, hint: str) -> None:
         extra = sorted(set(map(str, message)) - set(MESSAGE_KEYS))
         if extra:
             raise DatasetError(f"message {i}: unknown key {extra[0]!r} (a message holds {', '.join(MESSAGE_KEYS)})",
+                               where=where, hint=did_you_mean(extra[0], MESSAGE_KEYS) + hint)
+        missing = [key for key in ("role", "content") if key not in message]
+        if missing:
+            raise DatasetError(f"message {i}: no {missing[0]!r} (each message holds a role and a content)",
                                where=where, hint=hint)
         if message["role"] not in ROLES:
             raise DatasetError(f"message {i}: role {message['role']!r} is not one of {', '.join(ROLES)}",
