@@ -34,7 +34,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     settings = args.settings.split(",")
-    chunks = {s: None if s == "whole" else int(s) for s in settings}  # a typo fails now, not after minutes
+    bad = [s for s in settings if s != "whole" and not (s.isdigit() and int(s) > 0)]
+    if bad:  # a typo fails now, not after minutes
+        ap.error(f"--settings {bad[0]!r}: each setting is whole or a chunk of 1 or more tokens")
+    chunks = {s: None if s == "whole" else int(s) for s in settings}
     if "whole" not in chunks:
         ap.error("--settings must include whole: the ratios are against it")
 
