@@ -33,7 +33,7 @@ def main() -> None:
                     help="whole (prefill_idle_chunk_tokens 0) or N (chunks of N tokens), comma-separated")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    settings = args.settings.split(",")
+    settings = [s.strip() for s in args.settings.split(",")]
     bad = [s for s in settings if s != "whole" and not (s.isdigit() and int(s) > 0)]
     if bad:  # a typo fails now, not after minutes
         ap.error(f"--settings {bad[0]!r}: each setting is whole or a chunk of 1 or more tokens")

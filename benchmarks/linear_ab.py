@@ -12,7 +12,7 @@ the two are bitwise equal (they must be: a schedule or a prefetch never changes 
     .venv/bin/python benchmarks/linear_ab.py --base HEAD~3 --dtype bfloat16 --rows 1,4,8 --repeats 7
     .venv/bin/python benchmarks/linear_ab.py --base HEAD~3 --cached        # the tiles' arithmetic alone
 
-``--cached``: every block reuses the first block's four weight matrices (14 MB in float32, held in a large L3)
+``--cached``: every block reuses the first block's four weight matrices (14 MB in float32, 7 in bfloat16: held in L3)
 and the LM head is left out: what a change does to the tiles' arithmetic, without the reading from memory.
 """
 
