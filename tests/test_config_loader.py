@@ -116,6 +116,21 @@ def test_an_unquoted_list_of_numbers_in_a_flow_mapping_is_named_for_what_it_is(t
     assert d.code == "duplicate-key" and said in d.message and hint in d.hint, d.format_text()
 
 
+def test_a_spec_in_a_flow_mapping_is_one_mistake_not_three(tmp_path):
+    """``lookahead: {spec: 4,2,4}`` reads as ``spec: 4`` and the keys 2 and 4: one error, the comma trap's, not two
+    more for the numbers it made keys; a number key elsewhere is still its own error."""
+    p = tmp_path / "c.yml"
+    p.write_text("lookahead: {spec: 4,2,4}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    said = [d.format_text() for d in err.value.diagnostics]
+    assert [d.path for d in err.value.diagnostics] == ["lookahead.spec"], said
+    p.write_text("lookahead: {spec: 4,2,4}\nbuild: {2: 3}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert sorted(d.path for d in err.value.diagnostics) == ["build.2", "lookahead.spec"]
+
+
 def test_python_tags_never_run(tmp_path):
     marker = tmp_path / "ran"
     d = _load_error(tmp_path, f"a: !!python/object/apply:os.system ['touch {marker}']\n")

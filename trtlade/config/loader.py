@@ -87,6 +87,8 @@ def load_config(path: str | Path, *, display: str | None = None) -> LoadedConfig
 
 
 _TOP_KEYS = tuple(TrtladeConfig.model_fields)
+#: what a spec written ``{spec: 4,2,4}`` is told (YAML reads ``spec: 4`` and the keys ``2`` and ``4``)
+COMMA_TRAP = "in a flow mapping like {spec: 4,2,4} the commas separate keys"
 
 
 def validate_trtlade(doc: YamlDocument) -> tuple[TrtladeConfig | None, list[Diagnostic]]:
@@ -101,7 +103,17 @@ def validate_trtlade(doc: YamlDocument) -> tuple[TrtladeConfig | None, list[Diag
     try:
         return TrtladeConfig.model_validate(data), []
     except ValidationError as exc:
-        return None, [_pydantic_diagnostic(doc, err) for err in exc.errors()]
+        errors = exc.errors()
+        diags = [_pydantic_diagnostic(doc, err) for err in errors]
+        # {spec: 4,2,4}: the comma trap's diagnostic says it all; the numbers it made keys are not more mistakes
+        trapped = {tuple(err["loc"][:-1]) for err, d in zip(errors, diags) if COMMA_TRAP in d.message}
+        return None, [d for err, d in zip(errors, diags) if not _made_by_trap(tuple(err["loc"]), trapped)]
+
+
+def _made_by_trap(loc: Loc, trapped: set) -> bool:
+    """Whether ``loc`` is a number the comma trap made a key of a mapping whose spec it caught (``{spec: 4,2,4}``
+    in ``lookahead``: ``lookahead.2`` and ``lookahead.4``)."""
+    return bool(loc) and isinstance(loc[-1], int) and loc[:-1] in trapped
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -280,6 +292,6 @@ def _spec_error_diagnostic(doc: YamlDocument, loc: Loc, exc: SpecError) -> Diagn
         if isinstance(value, int) and not isinstance(value, bool) and isinstance(doc.get(loc[:-1]), dict) \
                 and len(doc.get(loc[:-1])) > 1 and any(isinstance(k, int) for k in doc.get(loc[:-1])):
             return doc.diagnostic(
-                "error", f"{message}: in a flow mapping like {{spec: 4,2,4}} the commas separate keys", loc=target,
+                "error", f"{message}: {COMMA_TRAP}", loc=target,
                 code=code, path=path, hint="quote the spec ('4,2,4'), write it as [4, 2, 4], or use block style")
     return doc.diagnostic("error", message, loc=target, hint=exc.hint, code=code, path=path)
