@@ -33,21 +33,11 @@ from pathlib import Path
 import torch
 
 from linear_ab import SHAPES, compile_linear, kernel, variant_flags
+from threads_ab import int_list
 from trtlade.reference.native.build import HERE
 
 #: the one layer the ``l2`` way calls: (in, out)
 SMALL = (576, 192)
-
-
-def row_list(text: str) -> list[int]:
-    """``--rows``: row counts, comma-separated (``1,8,16``)."""
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"--rows takes whole numbers >= 1, comma-separated (1,8,16), got {text!r}")
-    return values
 
 
 def layouts() -> dict[str, tuple[list[tuple[int, int]], list[int]]]:
@@ -69,7 +59,7 @@ def one_pass(fn, rows: int, calls: tuple[list, list], weights: list, threads: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("--rows", type=row_list, default="1,2,4,8,16", help="row counts, comma-separated")
+    ap.add_argument("--rows", type=int_list, default="1,2,4,8,16", help="row counts, comma-separated")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--variant", default="avx2", help="which CPU variant's flags the kernel is built with")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
