@@ -210,6 +210,28 @@ def _flags_given(flags: ServeFlags) -> list[str]:
 def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> ServePlan:
     """Resolve ``flags`` (and the config they name) into a :class:`ServePlan`, or raise PlanError."""
     env = os.environ if env is None else env
+    _check_choices(flags)
+    loaded, bundle, model_arg = _inputs(flags, env)
+    base = loaded.config if loaded is not None else \
+        TrtladeConfig.model_validate({"lookahead": {"spec": DEFAULT_SERVE_SPEC}})
+    config = _with_flags(base, flags, model_arg)
+    resolve = loaded.resolve if loaded is not None else _resolve_path
+    _refuse_other_engines_flags(flags, config)
+    model_dir, engine_dir, tokenizer_dir = _folders(config, resolve, model_arg, bundle, env)
+    api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
+    keys, key_warnings = _key_ring(config, flags, resolve, api_key, env)
+    scope = _scope(config, keys, flag=flags.prefix_cache_scope is not None)
+    return ServePlan(
+        config=config, engine=config.serve.engine, host=config.serve.host, port=config.serve.port, api_key=api_key,
+        model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,
+        served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
+        bundle=bundle, manifest=_manifest(bundle), locate=loaded.document.locate if loaded is not None else None,
+        keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope,
+        config_warnings=_config_warnings(loaded))
+
+
+def _check_choices(flags: ServeFlags) -> None:
+    """--engine and --preset name one of their choices."""
     if flags.engine is not None and flags.engine not in ENGINES:
         raise PlanError(f"--engine {flags.engine!r}: choose one of {', '.join(ENGINES)}", usage=True,
                         hint="reference: trtlade's own engine (CPU or GPU, any Hugging Face folder); trtllm: a "
@@ -217,6 +239,11 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
     if flags.preset is not None and flags.preset not in PRESETS:
         raise PlanError(f"--preset {flags.preset!r}: choose {' or '.join(PRESETS)}", usage=True,
                         hint="fast: the reference engine's fastest; trtllm: TensorRT-LLM's algorithm exactly")
+
+
+def _inputs(flags: ServeFlags, env: Mapping[str, str]) -> tuple[Any, Optional[Path], Optional[Path]]:
+    """The loaded config file (None: none), the bundle --model names (None: not a bundle) and the model folder
+    --model names (None: none, or a bundle's, whose config names the model)."""
     loaded = None
     bundle: Optional[Path] = None
     model_arg: Optional[Path] = None
@@ -233,18 +260,19 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
             model_arg = None
     if flags.config is not None:
         loaded = _load_file(flags.config)
-    if loaded is not None:
-        base = loaded.config
-    else:
-        base = TrtladeConfig.model_validate({"lookahead": {"spec": DEFAULT_SERVE_SPEC}})
-    config = _with_flags(base, flags, model_arg)
-    def resolve_path(p: Any) -> Optional[Path]:
-        return None if p is None else Path(p).expanduser().resolve()
+    return loaded, bundle, model_arg
 
-    resolve = loaded.resolve if loaded is not None else resolve_path
+
+def _resolve_path(p: Any) -> Optional[Path]:
+    """A path given outside any config file, made absolute (None stays None)."""
+    return None if p is None else Path(p).expanduser().resolve()
+
+
+def _folders(config: TrtladeConfig, resolve: Any, model_arg: Optional[Path], bundle: Optional[Path],
+             env: Mapping[str, str]) -> tuple[Optional[Path], Optional[Path], Optional[Path]]:
+    """The model, engine and tokenizer folders the engine will load, each checked for what that engine needs."""
     engine = config.serve.engine
-    _refuse_other_engines_flags(flags, config)
-    model_dir = engine_dir = None
+    model_dir = None
     if config.model.path is not None:
         model_dir = model_arg or resolve(config.model.path)
     elif config.model.name is not None:
@@ -257,56 +285,70 @@ def make_plan(flags: ServeFlags, env: Optional[Mapping[str, str]] = None) -> Ser
                         "build TensorRT-LLM engines from the Hugging Face folder" if gguf else
                         "point model.path at a Hugging Face model folder (or, for the reference engine, a GGUF file)")
     if engine == "reference":
-        if model_dir is not None and is_engine_dir(model_dir):
-            raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
-                            "Hugging Face folder", "add --engine trtllm to serve the engine", usage=True)
-        if model_dir is not None and model_dir.is_dir() and not (model_dir / "config.json").is_file():
-            raise PlanError(f"{model_dir} has no config.json: not a Hugging Face model folder (checked before the "
-                            "server opens its port)", "point --model (or model.path) at the folder holding the "
-                            "model's config.json and weights, a .gguf file, or a bundle made by `trtlade build`")
-    elif config.build.backend == "pytorch":  # TensorRT-LLM's PyTorch backend: the checkpoint as it is, no engine
+        _check_reference_folder(model_dir)
+        return model_dir, None, tokenizer_dir
+    if config.build.backend == "pytorch":  # TensorRT-LLM's PyTorch backend: the checkpoint as it is, no engine
         if model_dir is None or not model_dir.is_dir():
             raise PlanError("the trtllm engine on TensorRT-LLM's PyTorch backend (build.backend pytorch) loads the "
                             "Hugging Face folder itself", "set model.path (or --model) to the checkpoint folder; "
                             "`trtlade build --speculation ...` writes a bundle that names it")
-        tokenizer_dir = tokenizer_dir or model_dir
-    else:
-        if model_dir is not None and is_engine_dir(model_dir):
-            engine_dir, model_dir = model_dir, None
-        elif config.build.engine_dir is not None:
-            engine_dir = resolve(config.build.engine_dir)
-        elif bundle is not None and Bundle(bundle).engine_dir.is_dir():
-            engine_dir = Bundle(bundle).engine_dir
-        if engine_dir is None:
-            raise PlanError("the trtllm engine needs a TensorRT-LLM engine directory",
-                            "set build.engine_dir in the config, pass --model with a bundle made by "
-                            "`trtlade build` or with the engine directory")
-        tokenizer_dir = tokenizer_dir or model_dir
-        if tokenizer_dir is None:
-            raise PlanError(f"no tokenizer for the engine in {engine_dir}",
-                            "set model.tokenizer (or model.path) to the Hugging Face folder the engine was "
-                            "built from")
-    api_key = _api_key(flags.api_key, config.serve.api_key_env, env)
+        return model_dir, None, tokenizer_dir or model_dir
+    return _engine_folders(config, resolve, model_dir, bundle, tokenizer_dir)
+
+
+def _check_reference_folder(model_dir: Optional[Path]) -> None:
+    """The reference engine loads a Hugging Face folder (or a GGUF file), not an engine or a folder without config."""
+    if model_dir is not None and is_engine_dir(model_dir):
+        raise PlanError(f"{model_dir} is a TensorRT-LLM engine directory; the reference engine needs the "
+                        "Hugging Face folder", "add --engine trtllm to serve the engine", usage=True)
+    if model_dir is not None and model_dir.is_dir() and not (model_dir / "config.json").is_file():
+        raise PlanError(f"{model_dir} has no config.json: not a Hugging Face model folder (checked before the "
+                        "server opens its port)", "point --model (or model.path) at the folder holding the "
+                        "model's config.json and weights, a .gguf file, or a bundle made by `trtlade build`")
+
+
+def _engine_folders(config: TrtladeConfig, resolve: Any, model_dir: Optional[Path], bundle: Optional[Path],
+                    tokenizer_dir: Optional[Path]) -> tuple[Optional[Path], Path, Path]:
+    """A TensorRT-LLM engine's folders: (model, engine, tokenizer); the engine folder given as the model, in the
+    config or in the bundle, the tokenizer the config's or the model's."""
+    engine_dir = None
+    if model_dir is not None and is_engine_dir(model_dir):
+        engine_dir, model_dir = model_dir, None
+    elif config.build.engine_dir is not None:
+        engine_dir = resolve(config.build.engine_dir)
+    elif bundle is not None and Bundle(bundle).engine_dir.is_dir():
+        engine_dir = Bundle(bundle).engine_dir
+    if engine_dir is None:
+        raise PlanError("the trtllm engine needs a TensorRT-LLM engine directory",
+                        "set build.engine_dir in the config, pass --model with a bundle made by "
+                        "`trtlade build` or with the engine directory")
+    tokenizer_dir = tokenizer_dir or model_dir
+    if tokenizer_dir is None:
+        raise PlanError(f"no tokenizer for the engine in {engine_dir}",
+                        "set model.tokenizer (or model.path) to the Hugging Face folder the engine was "
+                        "built from")
+    return model_dir, engine_dir, tokenizer_dir
+
+
+def _key_ring(config: TrtladeConfig, flags: ServeFlags, resolve: Any, api_key: Optional[str],
+              env: Mapping[str, str]) -> tuple[Optional[KeyRing], list[str]]:
+    """The API keys file's keys (None: no file) and the warnings about them."""
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
     try:
         keys_path, keys_source = keys_file_path(configured, flags.api_keys_file, env)
     except KeysFileError as exc:
         raise PlanError(exc.message, exc.hint, where=exc.where) from None
-    keys, key_warnings = _keys(keys_path, api_key, keys_source, flag_key=flags.api_key is not None)
-    scope = _scope(config, keys, flag=flags.prefix_cache_scope is not None)
-    manifest = None
-    if bundle is not None:
-        try:
-            manifest = Bundle(bundle).manifest()
-        except BundleError as exc:
-            raise PlanError(exc.message, exc.hint) from None
-    return ServePlan(
-        config=config, engine=engine, host=config.serve.host, port=config.serve.port, api_key=api_key,
-        model_dir=model_dir, engine_dir=engine_dir, tokenizer_dir=tokenizer_dir,
-        served_name=config.model.served_name, config_file=loaded.file if loaded is not None else None,
-        bundle=bundle, manifest=manifest, locate=loaded.document.locate if loaded is not None else None,
-        keys=keys, key_warnings=tuple(key_warnings), prefix_cache_scope=scope,
-        config_warnings=_config_warnings(loaded))
+    return _keys(keys_path, api_key, keys_source, flag_key=flags.api_key is not None)
+
+
+def _manifest(bundle: Optional[Path]) -> Any:
+    """The bundle's manifest (None: no bundle)."""
+    if bundle is None:
+        return None
+    try:
+        return Bundle(bundle).manifest()
+    except BundleError as exc:
+        raise PlanError(exc.message, exc.hint) from None
 
 
 #: flags only the reference engine reads (ServeFlags field -> the flag)
