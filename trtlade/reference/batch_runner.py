@@ -116,6 +116,49 @@ class BatchRunner:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
+        self._choose_linears(pack_linears, fast_forward, release_weights, native_kernels)
+        install_batched_attention(model)
+        self.attn_implementation = BATCHED_ATTENTION
+        cfg = self.config
+        #: Gemma 2's attention and final-logit soft-capping (None: off)
+        self.attn_softcap = getattr(cfg, "attn_logit_softcapping", None)
+        self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
+        heads = int(cfg.num_attention_heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        self.cache = SlotKVCache(int(cfg.num_hidden_layers), kv_heads, head_dim)
+        #: K/V of prompts' blocks kept across requests (None: off; see enable_prefix_cache)
+        self.prefix_cache: Optional[PrefixCache] = None
+        self._free: list[int] = []
+        self._next_slot = 0
+        self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
+        #: the base model's name for the cache argument (``cache`` from transformers 5.x, ``past_key_values`` before)
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
+        #: the native row-invariant attention kernel of this process's CPU variant (None: not on the CPU, or
+        #: the library is not available: trtlade.reference.native.status() says why)
+        self._row_attention = row_attention() if self.device.type == "cpu" else None
+        #: attention computed per row from its own keys only: "native" (the C kernel, every model and
+        #: feature), "torch" (:func:`invariant_attention`: fast forward, full attention) or None (off)
+        self.invariant_attention = self._invariant_attention_mode(invariant_attention)
+        #: each step as ONE native call (:meth:`FastBody.forward_native`): the native body, whose attention
+        #: is the native row-invariant kernel over the slot cache
+        self.native_body = (self.fast is not None and self.fast.native is not None
+                            and self.invariant_attention == "native")
+        #: the KV cache's dtype (set it before the first slot is allocated to store otherwise): under the
+        #: native body a bf16 model's own, since its K/V are bf16 numbers (stored exactly, half the bytes
+        #: the attention reads; the kernel widens them to the same float32 values); float32 for another
+        #: half-precision model on the CPU under the fast forward or the native attention (upcast exactly;
+        #: attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs); else the model's dtype
+        self.kv_dtype = self.dtype if self.native_body and self.dtype == torch.bfloat16 else (
+            torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
+                              and self.device.type == "cpu" and self.dtype in (torch.bfloat16, torch.float16))
+            else self.dtype)
+
+    def _choose_linears(self, pack_linears: Optional[bool], fast_forward: Optional[bool], release_weights: bool,
+                        native_kernels: Optional[bool]) -> None:
+        """Set the forward (:attr:`fast`: the engine's own, or None: transformers'), the LM head and the kernel
+        of the linear layers (:attr:`kernel_choice`, :attr:`packed_linears`), as ``__init__``'s arguments ask."""
+        model = self.model
         if native_kernels:
             check_native_kernels(model, self.dtype, self.device, stock_linears=pack_linears is False)
         #: the engine's own Llama-family forward (fused, one weight copy), or None: transformers' forward
@@ -157,53 +200,22 @@ class BatchRunner:
                                               self.packed_linears, reason="set by the caller")
         if self.fast is None:  # the swaps above replace the model's LM head too: the logits run on its new one
             self.lm_head = model.get_output_embeddings()
-        install_batched_attention(model)
-        self.attn_implementation = BATCHED_ATTENTION
+
+    def _invariant_attention_mode(self, invariant_attention: Optional[bool]) -> Optional[str]:
+        """The row-invariant attention ``invariant_attention`` asks for (None: the default, on wherever the native
+        kernel runs): "native", "torch" or None; UnsupportedModelError where it is asked for and cannot run."""
         cfg = self.config
-        #: Gemma 2's attention and final-logit soft-capping (None: off)
-        self.attn_softcap = getattr(cfg, "attn_logit_softcapping", None)
-        self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
-        heads = int(cfg.num_attention_heads)
-        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
-        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-        self.cache = SlotKVCache(int(cfg.num_hidden_layers), kv_heads, head_dim)
-        #: K/V of prompts' blocks kept across requests (None: off; see enable_prefix_cache)
-        self.prefix_cache: Optional[PrefixCache] = None
-        self._free: list[int] = []
-        self._next_slot = 0
-        self._dummy_mask = torch.zeros((1, 1, 1, 1), dtype=self.dtype, device=self.device)
-        #: the base model's name for the cache argument (``cache`` from transformers 5.x, ``past_key_values`` before)
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
-        #: the native row-invariant attention kernel of this process's CPU variant (None: not on the CPU, or
-        #: the library is not available: trtlade.reference.native.status() says why)
-        self._row_attention = row_attention() if self.device.type == "cpu" else None
-        #: attention computed per row from its own keys only: "native" (the C kernel, every model and
-        #: feature), "torch" (:func:`invariant_attention`: fast forward, full attention) or None (off)
-        self.invariant_attention = None
-        if invariant_attention is None:  # the default: on wherever the native kernel runs
-            self.invariant_attention = "native" if self._row_attention is not None else None
-        elif invariant_attention:
-            if self._row_attention is not None:
-                self.invariant_attention = "native"
-            elif self.fast is not None and not any(self.windows) and self.attn_softcap is None:
-                self.invariant_attention = "torch"
-            else:
-                raise UnsupportedModelError(
-                    f"{cfg.model_type}: invariant_attention needs the native kernel here (sliding windows, soft-caps "
-                    f"or transformers' forward), which is not available: {native_status()}")
-        #: each step as ONE native call (:meth:`FastBody.forward_native`): the native body, whose attention
-        #: is the native row-invariant kernel over the slot cache
-        self.native_body = (self.fast is not None and self.fast.native is not None
-                            and self.invariant_attention == "native")
-        #: the KV cache's dtype (set it before the first slot is allocated to store otherwise): under the
-        #: native body a bf16 model's own, since its K/V are bf16 numbers (stored exactly, half the bytes
-        #: the attention reads; the kernel widens them to the same float32 values); float32 for another
-        #: half-precision model on the CPU under the fast forward or the native attention (upcast exactly;
-        #: attention then runs in float32, 3-6x faster than bf16 sdpa on CPUs); else the model's dtype
-        self.kv_dtype = self.dtype if self.native_body and self.dtype == torch.bfloat16 else (
-            torch.float32 if ((self.fast is not None or self.invariant_attention == "native")
-                              and self.device.type == "cpu" and self.dtype in (torch.bfloat16, torch.float16))
-            else self.dtype)
+        if invariant_attention is None:
+            return "native" if self._row_attention is not None else None
+        if not invariant_attention:
+            return None
+        if self._row_attention is not None:
+            return "native"
+        if self.fast is not None and not any(self.windows) and self.attn_softcap is None:
+            return "torch"
+        raise UnsupportedModelError(
+            f"{cfg.model_type}: invariant_attention needs the native kernel here (sliding windows, soft-caps "
+            f"or transformers' forward), which is not available: {native_status()}")
 
     @property
     def bit_exact(self) -> bool:
