@@ -10,13 +10,18 @@ the order flipped every repeat:
   (121 calls, 538 MB in float32: read from memory each pass);
 - ``cache``: the same 120 layer calls of the 30 blocks, but every block reusing the first block's 4 weight
   matrices (14 MB in float32: held in a 32 MiB L3, not in a core's L2);
-- ``l2``: one small layer (576 -> 192, 0.44 MB in float32: half of it a thread, in a 512 KiB L2) called 120 times.
+- ``l2``: one small layer (576 -> 192, 0.44 MB in float32: half of it a thread, in a 512 KiB L2) called 120 times;
+- ``call``: a 16 -> 16 layer called 120 times: what a call costs beside its arithmetic (this loop's Python, ctypes,
+  the kernel's entry and its threads' start), about 3-4 microseconds on a 2-core Zen 3, a fifth of an ``l2`` call
+  of 6 rows.
 
 Each way and row count runs once untimed first. Prints, per way and row count, the median pass in ms, x the first
 row count's (one row by default), and the multiply-add rate (GFLOP/s, 2 per multiply-add), beside the native
 probe's peak with the same threads (``trtlade.reference.floor.instruction_peak``: the variant the engine loads
-here, which may be wider than ``--variant``). Where ``cache`` is far below the peak, the tiles' arithmetic is
-slow; where ``streamed`` costs more than ``cache``'s arithmetic, the reading is not hidden behind it.
+here, which may be wider than ``--variant``), and the rate net of the calls (each way's pass less its calls at
+``call``'s cost a call). Where ``cache`` is far below the peak, the tiles' arithmetic is slow; where ``streamed``
+costs more than ``cache``'s arithmetic, the reading is not hidden behind it. With ``--threads 2`` a small layer is
+split in two (3 groups of 2 panels a thread for ``l2``): ``--threads 1`` shows what one tile computes.
 
     .venv/bin/python benchmarks/linear_rows.py                               # float32, the AVX2 variant
     .venv/bin/python benchmarks/linear_rows.py --variant avx512 --rows 1,8,16 --repeats 7
@@ -38,6 +43,8 @@ from trtlade.reference.native.build import HERE
 
 #: the one layer the ``l2`` way calls: (in, out)
 SMALL = (576, 192)
+#: the layer the ``call`` way calls, too small to cost anything but the call: (in, out)
+TINY = (16, 16)
 
 
 def layouts() -> dict[str, tuple[list[tuple[int, int]], list[int]]]:
@@ -45,7 +52,8 @@ def layouts() -> dict[str, tuple[list[tuple[int, int]], list[int]]]:
     block = SHAPES[:4]
     return {"streamed": (list(SHAPES), list(range(len(SHAPES)))),
             "cache": (block * 30, [i % 4 for i in range(120)]),
-            "l2": ([SMALL] * 120, [0] * 120)}
+            "l2": ([SMALL] * 120, [0] * 120),
+            "call": ([TINY] * 120, [0] * 120)}
 
 
 def one_pass(fn, rows: int, calls: tuple[list, list], weights: list, threads: int, xs: dict, ys: dict) -> float:
@@ -79,6 +87,7 @@ def main() -> None:
     weights = {"streamed": [torch.randn(k * n).to(dtype) for k, n in SHAPES]}
     weights["cache"] = weights["streamed"][:4]
     weights["l2"] = [torch.randn(SMALL[0] * SMALL[1]).to(dtype)]
+    weights["call"] = [torch.randn(TINY[0] * TINY[1]).to(dtype)]
     with tempfile.TemporaryDirectory() as tmp:
         fn = kernel(compile_linear(HERE, flags, Path(tmp) / "rows.so"), dtype)
         times: dict = {(way, r): [] for way in ways for r in rows_list}
@@ -94,19 +103,30 @@ def main() -> None:
     print(f"{device_name() or 'this CPU'}, {args.dtype}, variant {args.variant}, {args.threads} threads, "
           f"{args.repeats} repeats; "
           + (f"the native probe's peak: {peak:.1f} GFLOP/s" if peak else "no native probe's peak (no native library)"))
-    print(f"| way | rows | pass ms (median, range) | x {rows_list[0]} row(s) | GFLOP/s | of the peak |")
-    print("|---|---:|---:|---:|---:|---:|")
+    _table(times, ways, rows_list, peak)
+
+
+def _table(times: dict, ways: dict, rows_list: list[int], peak: float | None) -> None:
+    """Per way and row count: the pass, x the first row count's, GFLOP/s and share of the peak, gross and net of
+    the calls (``call``'s median a call, at the same row count, times the way's calls)."""
+    print(f"| way | rows | pass ms (median, range) | x {rows_list[0]} row(s) | GFLOP/s | of the peak "
+          "| net of the calls: GFLOP/s, of the peak |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    per_call = {r: statistics.median(times[("call", r)]) / len(ways["call"][0]) for r in rows_list}
     for way, (calls, _) in ways.items():
+        if way == "call":
+            continue
         macs = sum(k * n for k, n in calls)
         one = statistics.median(times[(way, rows_list[0])])
         for r in rows_list:
             ts = times[(way, r)]
             med = statistics.median(ts)
-            rate = 2 * macs * r / med / 1e9
-            share = f"{rate / peak:.0%}" if peak else "?"
+            rate, net = 2 * macs * r / med / 1e9, 2 * macs * r / max(med - len(calls) * per_call[r], 1e-9) / 1e9
+            share, net_share = (f"{rate / peak:.0%}", f"{net / peak:.0%}") if peak else ("?", "?")
             print(f"| {way} | {r} | {med * 1e3:.2f} ({min(ts) * 1e3:.2f}-{max(ts) * 1e3:.2f}) | "
-                  f"{med / one:.2f}x | {rate:.1f} | {share} |")
-    print(f"(x {rows_list[0]} row(s): against the {rows_list[0]}-row pass of the same way)")
+                  f"{med / one:.2f}x | {rate:.1f} | {share} | {net:.1f}, {net_share} |")
+    print(f"(x {rows_list[0]} row(s): against the {rows_list[0]}-row pass of the same way; a call: "
+          + ", ".join(f"{per_call[r] * 1e6:.1f} us at {r} row(s)" for r in rows_list) + ")")
 
 
 if __name__ == "__main__":
