@@ -3,7 +3,7 @@
 cache: is a step of many rows slow because the multiply-adds are, or because they do not overlap the reading?
 
 The working tree's linear.c is compiled as ``benchmarks/linear_ab.py`` compiles it (this tree's strict flags and
-the variant's target flags) and run at each row count in three ways, the row counts and the ways interleaved,
+the variant's target flags) and run at each row count in four ways, the row counts and the ways interleaved,
 the order flipped every repeat:
 
 - ``streamed``: every linear layer of the embedded model with its own weights, as a decode step calls them
@@ -12,8 +12,8 @@ the order flipped every repeat:
   matrices (14 MB in float32: held in a 32 MiB L3, not in a core's L2);
 - ``l2``: one small layer (576 -> 192, 0.44 MB in float32: half of it a thread, in a 512 KiB L2) called 120 times;
 - ``call``: a 16 -> 16 layer called 120 times: what a call costs beside its arithmetic (this loop's Python, ctypes,
-  the kernel's entry and its threads' start), about 3-4 microseconds on a 2-core Zen 3, a fifth of an ``l2`` call
-  of 6 rows.
+  the kernel's entry and its threads' start), 3-5 microseconds on a 2-core Zen 3, a sixth of an ``l2`` call of 6
+  rows on one thread.
 
 Each way and row count runs once untimed first. Prints, per way and row count, the median pass in ms, x the first
 row count's (one row by default), and the multiply-add rate (GFLOP/s, 2 per multiply-add), beside the native
@@ -21,7 +21,8 @@ probe's peak with the same threads (``trtlade.reference.floor.instruction_peak``
 here, which may be wider than ``--variant``), and the rate net of the calls (each way's pass less its calls at
 ``call``'s cost a call). Where ``cache`` is far below the peak, the tiles' arithmetic is slow; where ``streamed``
 costs more than ``cache``'s arithmetic, the reading is not hidden behind it. With ``--threads 2`` a small layer is
-split in two (3 groups of 2 panels a thread for ``l2``): ``--threads 1`` shows what one tile computes.
+split in two (``l2``'s 12 panels: 1 to 3 groups a thread, by the row count's group size): ``--threads 1`` shows what
+one tile computes.
 
     .venv/bin/python benchmarks/linear_rows.py                               # float32, the AVX2 variant
     .venv/bin/python benchmarks/linear_rows.py --variant avx512 --rows 1,8,16 --repeats 7
@@ -121,10 +122,12 @@ def _table(times: dict, ways: dict, rows_list: list[int], peak: float | None) ->
         for r in rows_list:
             ts = times[(way, r)]
             med = statistics.median(ts)
-            rate, net = 2 * macs * r / med / 1e9, 2 * macs * r / max(med - len(calls) * per_call[r], 1e-9) / 1e9
-            share, net_share = (f"{rate / peak:.0%}", f"{net / peak:.0%}") if peak else ("?", "?")
+            rate, left = 2 * macs * r / med / 1e9, med - len(calls) * per_call[r]
+            share = f"{rate / peak:.0%}" if peak else "?"
+            net = f"{2 * macs * r / left / 1e9:.1f}, " + (f"{2 * macs * r / left / 1e9 / peak:.0%}" if peak else "?") \
+                if left > 0 else "- (the calls cost the whole pass)"
             print(f"| {way} | {r} | {med * 1e3:.2f} ({min(ts) * 1e3:.2f}-{max(ts) * 1e3:.2f}) | "
-                  f"{med / one:.2f}x | {rate:.1f} | {share} | {net:.1f}, {net_share} |")
+                  f"{med / one:.2f}x | {rate:.1f} | {share} | {net} |")
     print(f"(x {rows_list[0]} row(s): against the {rows_list[0]}-row pass of the same way; a call: "
           + ", ".join(f"{per_call[r] * 1e6:.1f} us at {r} row(s)" for r in rows_list) + ")")
 

@@ -332,7 +332,7 @@ def _engine_folders(config: TrtladeConfig, resolve: Any, model_dir: Optional[Pat
 
 def _key_ring(config: TrtladeConfig, flags: ServeFlags, resolve: Any, api_key: Optional[str],
               env: Mapping[str, str]) -> tuple[Optional[KeyRing], list[str]]:
-    """The API keys file's keys (None: no file) and the warnings about them."""
+    """The identities: the keys file's and the single API key's (None: neither), and the warnings about them."""
     configured = resolve(config.serve.api_keys_file) if config.serve.api_keys_file is not None else None
     try:
         keys_path, keys_source = keys_file_path(configured, flags.api_keys_file, env)
