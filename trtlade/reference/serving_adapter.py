@@ -90,6 +90,51 @@ def _by_identity(batch: Any) -> tuple[collections.Counter, collections.Counter]:
     return collections.Counter({None: batch.running}), collections.Counter({None: batch.waiting})
 
 
+def _engine_info(engine: Any, limits: dict[str, Any], share: Any, *, max_queue: int, served_name: Optional[str],
+                 max_prompt_tokens: Optional[int], max_new_tokens: Optional[int], details: Optional[dict[str, Any]],
+                 schedule: Optional[LookaheadSchedule], policy: Optional[str],
+                 speculation: Optional[DraftConfig]) -> EngineInfo:
+    """What the server says of the reference engine (``/version``, ``/v1/models``, admission): its limits as the
+    adapter runs it (``limits``: the batch's, ``share``: the fair share or None), its policies and drafters."""
+    max_batch_size, max_num_tokens = limits["max_batch_size"], limits["max_num_tokens"]
+    prefill_chunk, prefill_stall, idle_chunk = limits["prefill_chunk"], limits["prefill_stall"], limits["idle_chunk"]
+    max_seq_len = int(engine.max_seq_len)
+    engine_prompt_limit = max_seq_len - 1
+    return EngineInfo(
+        name="reference",
+        model_id=served_name or str(engine.model_id),
+        spec=engine.spec,
+        default_request_spec=engine.default_request_spec,
+        limits=EngineLimits(
+            max_seq_len=max_seq_len,
+            max_prompt_tokens=prompt_limit(max_prompt_tokens, engine_prompt_limit, log),
+            max_new_tokens=max_new_tokens,
+            max_sequences=max_queue + int(max_batch_size),  # submit(): the free slots take some, max_queue wait
+        ),
+        scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall,
+                                        idle_chunk),
+        sampling=str(getattr(engine, "sampling_mode", "greedy")),
+        details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
+                 "prefill_chunk_tokens": prefill_chunk, "prefill_stall": prefill_stall,
+                 "prefill_idle_chunk_tokens": idle_chunk,
+                 **({"fair_share": {"identities": share.identities, "queued": share.queued,
+                                    "running": share.running}} if share is not None else {}),
+                 **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
+                    if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
+                 **(details or {})},
+        schedule=schedule,
+        logprobs=bool(getattr(engine, "supports_logprobs", True)),
+        policy=policy or ("schedule" if schedule is not None else "auto"),
+        policies=("auto", "schedule") if schedule is not None else ("auto",),
+        drafters=("NGram", "SA") if hasattr(engine, "max_draft_len") else (),
+        cache_salt=True,
+        max_draft_len=int(getattr(engine, "max_draft_len", 0)),
+        max_batch_size=int(max_batch_size),
+        default_speculation=speculation,
+        max_global_pool_size=getattr(engine, "max_global_pool_size", None),
+    )
+
+
 class ReferenceServingEngine:
     """Serves a :class:`~trtlade.reference.engine.ReferenceEngine` (or anything with ``new_batch``,
     ``spec``, ``default_request_spec``, ``tokenizer``, ``model_id`` and ``max_seq_len``, such as the
@@ -114,41 +159,9 @@ class ReferenceServingEngine:
         if self.share is not None:
             self._limits["max_running_per_identity"] = self.share.running
         self._batch = engine.new_batch(**self._limits)
-        max_seq_len = int(engine.max_seq_len)
-        engine_prompt_limit = max_seq_len - 1
-        self.info = EngineInfo(
-            name="reference",
-            model_id=served_name or str(engine.model_id),
-            spec=engine.spec,
-            default_request_spec=engine.default_request_spec,
-            limits=EngineLimits(
-                max_seq_len=max_seq_len,
-                max_prompt_tokens=prompt_limit(max_prompt_tokens, engine_prompt_limit, log),
-                max_new_tokens=max_new_tokens,
-                max_sequences=max_queue + int(max_batch_size),  # submit(): the free slots take some, max_queue wait
-            ),
-            scheduling=reference_scheduling(max_batch_size, max_num_tokens, max_queue, prefill_chunk, prefill_stall,
-                                            idle_chunk),
-            sampling=str(getattr(engine, "sampling_mode", "greedy")),
-            details={"max_batch_size": int(max_batch_size), "max_num_tokens": max_num_tokens,
-                     "prefill_chunk_tokens": prefill_chunk, "prefill_stall": prefill_stall,
-                     "prefill_idle_chunk_tokens": idle_chunk,
-                     **({"fair_share": {"identities": self.share.identities, "queued": self.share.queued,
-                                        "running": self.share.running}} if self.share is not None else {}),
-                     **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
-                        if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
-                     **(details or {})},
-            schedule=schedule,
-            logprobs=bool(getattr(engine, "supports_logprobs", True)),
-            policy=policy or ("schedule" if schedule is not None else "auto"),
-            policies=("auto", "schedule") if schedule is not None else ("auto",),
-            drafters=("NGram", "SA") if hasattr(engine, "max_draft_len") else (),
-            cache_salt=True,
-            max_draft_len=int(getattr(engine, "max_draft_len", 0)),
-            max_batch_size=int(max_batch_size),
-            default_speculation=speculation,
-            max_global_pool_size=getattr(engine, "max_global_pool_size", None),
-        )
+        self.info = _engine_info(engine, self._limits, self.share, max_queue=max_queue, served_name=served_name,
+                                 max_prompt_tokens=max_prompt_tokens, max_new_tokens=max_new_tokens, details=details,
+                                 schedule=schedule, policy=policy, speculation=speculation)
         self.policy = LookaheadPolicy(schedule, default=self.info.policy)
         self.tokenizer = PromptTokenizer(engine.tokenizer)
         self._cv = threading.Condition()
