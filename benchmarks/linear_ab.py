@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from threads_ab import int_list
 from trtlade.reference.native.build import HERE, STRICT, compiler
 from trtlade.reference.native import executable_variants
 from trtlade.reference.native.cpu import variants_for
@@ -36,6 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (in, out) of each linear layer of SmolLM2-135M, in the order a step calls them
 SHAPES = [(576, 960), (576, 576), (576, 3072), (1536, 576)] * 30 + [(576, 49152)]
 _P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+def cached_layout() -> tuple[list[tuple[int, int]], list[int]]:
+    """The 30 blocks' calls without the LM head, every block reading the first block's 4 weight matrices (14 MB in
+    float32: held in a 32 MiB L3): the calls' shapes (in, out) and the weight each reads (an index into 4)."""
+    shapes = SHAPES[:-1]
+    return shapes, [i % 4 for i in range(len(shapes))]
 
 
 def compile_linear(sources: Path, flags: tuple[str, ...], out: Path) -> ctypes.CDLL:
@@ -95,7 +103,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="git revision whose linear.c is the baseline")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("--rows", default="1,2,4,6,8,12,16")
+    ap.add_argument("--rows", type=int_list, default="1,2,4,6,8,12,16", help="row counts, comma-separated")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--variant", default="avx2", help="which CPU variant's flags both are built with")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -108,14 +116,13 @@ def main() -> None:
         libs = {"base": kernel(compile_linear(base_dir, flags, Path(tmp) / "base.so"), dtype),
                 "new": kernel(compile_linear(HERE, flags, Path(tmp) / "new.so"), dtype)}
         torch.manual_seed(0)
-        shapes = SHAPES[:-1] if args.cached else SHAPES  # cached: the 30 blocks' calls, no LM head
-        ws = [torch.randn(k * n).to(dtype) for k, n in shapes[:4 if args.cached else None]]  # random: a weight
-        if args.cached:  # each block reads the first block's weights
-            ws = [ws[i % 4] for i in range(len(shapes))]
+        shapes, reads = cached_layout() if args.cached else (SHAPES, list(range(len(SHAPES))))
+        block = [torch.randn(k * n).to(dtype) for k, n in shapes[:max(reads) + 1]]  # random: a weight per matrix
+        ws = [block[i] for i in reads]
         print(f"{args.dtype}, variant {args.variant}, {args.threads} threads, base {args.base} vs the working tree, "
               f"{args.repeats} repeats, order flipped every repeat"
               + (", the blocks' weights reused (held in cache), no LM head" if args.cached else ""))
-        for rows in (int(r) for r in args.rows.split(",")):
+        for rows in args.rows:
             xs = [torch.randn(rows, k).to(dtype) for k, _ in shapes]
             times: dict[str, list[float]] = {"base": [], "new": []}
             outs = {}

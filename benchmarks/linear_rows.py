@@ -15,14 +15,15 @@ the order flipped every repeat:
   the kernel's entry and its threads' start), 3-5 microseconds on a 2-core Zen 3, a sixth of an ``l2`` call of 6
   rows on one thread.
 
-Each way and row count runs once untimed first. Prints, per way and row count, the median pass in ms, x the first
-row count's (one row by default), and the multiply-add rate (GFLOP/s, 2 per multiply-add), beside the native
-probe's peak with the same threads (``trtlade.reference.floor.instruction_peak``: the variant the engine loads
-here, which may be wider than ``--variant``), and the rate net of the calls (each way's pass less its calls at
-``call``'s cost a call). Where ``cache`` is far below the peak, the tiles' arithmetic is slow; where ``streamed``
-costs more than ``cache``'s arithmetic, the reading is not hidden behind it. With ``--threads 2`` a small layer is
-split in two (``l2``'s 12 panels: 1 to 3 groups a thread, by the row count's group size): ``--threads 1`` shows what
-one tile computes.
+Each timed pass of a cached way (all but ``streamed``) follows an untimed one, so that it finds its weights in cache
+and not evicted by the way before it (``streamed``'s 538 MB); ``streamed`` runs once untimed first. Prints, per way
+and row count, the median pass in ms, x the first row count's (one row by default), and the multiply-add rate
+(GFLOP/s, 2 per multiply-add), beside the native probe's peak with the same threads
+(``trtlade.reference.floor.instruction_peak``: the variant the engine loads here, which may be wider than
+``--variant``), and the rate net of the calls (each way's pass less its calls at ``call``'s cost a call). Where
+``cache`` is far below the peak, the tiles' arithmetic is slow; where ``streamed`` costs more than ``cache``'s
+arithmetic, the reading is not hidden behind it. With ``--threads 2`` a small layer is split in two (``l2``'s 12
+panels: 1 to 3 groups a thread, by the row count's group size): ``--threads 1`` shows what one tile computes.
 
     .venv/bin/python benchmarks/linear_rows.py                               # float32, the AVX2 variant
     .venv/bin/python benchmarks/linear_rows.py --variant avx512 --rows 1,8,16 --repeats 7
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from linear_ab import SHAPES, compile_linear, kernel, variant_flags
+from linear_ab import SHAPES, cached_layout, compile_linear, kernel, variant_flags
 from threads_ab import int_list
 from trtlade.reference.native.build import HERE
 
@@ -50,9 +51,8 @@ TINY = (16, 16)
 
 def layouts() -> dict[str, tuple[list[tuple[int, int]], list[int]]]:
     """Per way, the calls' shapes (in, out) and the weight each reads (an index into that way's weights)."""
-    block = SHAPES[:4]
     return {"streamed": (list(SHAPES), list(range(len(SHAPES)))),
-            "cache": (block * 30, [i % 4 for i in range(120)]),
+            "cache": cached_layout(),
             "l2": ([SMALL] * 120, [0] * 120),
             "call": ([TINY] * 120, [0] * 120)}
 
@@ -73,7 +73,6 @@ def main() -> None:
     ap.add_argument("--variant", default="avx2", help="which CPU variant's flags the kernel is built with")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
-    rows_list = args.rows
     if args.repeats < 1 or args.threads < 1:
         ap.error("--repeats and --threads take 1 or more")
     dtype = getattr(torch, args.dtype)
@@ -91,20 +90,20 @@ def main() -> None:
     weights["call"] = [torch.randn(TINY[0] * TINY[1]).to(dtype)]
     with tempfile.TemporaryDirectory() as tmp:
         fn = kernel(compile_linear(HERE, flags, Path(tmp) / "rows.so"), dtype)
-        times: dict = {(way, r): [] for way in ways for r in rows_list}
+        times: dict = {(way, r): [] for way in ways for r in args.rows}
         for rep in range(args.repeats):
-            order = [(way, r) for r in rows_list for way in ways]
+            order = [(way, r) for r in args.rows for way in ways]
             for way, r in (order if rep % 2 == 0 else order[::-1]):
                 calls = ways[way]
                 xs = {k: torch.randn(r, k).to(dtype) for k, _ in calls[0]}
                 ys = {n: torch.empty(r, n, dtype=dtype) for _, n in calls[0]}
-                if rep == 0:  # untimed: the way's cached weights in cache, not left behind by the way before
+                if rep == 0 or way != "streamed":  # untimed: the way's weights in cache, not the way's before
                     one_pass(fn, r, calls, weights[way], args.threads, xs, ys)
                 times[(way, r)].append(one_pass(fn, r, calls, weights[way], args.threads, xs, ys))
     print(f"{device_name() or 'this CPU'}, {args.dtype}, variant {args.variant}, {args.threads} threads, "
           f"{args.repeats} repeats; "
           + (f"the native probe's peak: {peak:.1f} GFLOP/s" if peak else "no native probe's peak (no native library)"))
-    _table(times, ways, rows_list, peak)
+    _table(times, ways, args.rows, peak)
 
 
 def _table(times: dict, ways: dict, rows_list: list[int], peak: float | None) -> None:

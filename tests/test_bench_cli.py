@@ -200,7 +200,9 @@ def test_user_errors_exit_2_without_traceback(args: list[str], message: str) -> 
     ('{"messages": [{"role": "user", "contnet": "c"}]}', ("message 0: unknown key 'contnet'",
                                                        "hint: did you mean 'content'?")),
     ('{"messages": [{"role": "user"}]}', "message 0: no 'content'"),
-    ('{"messages": [{"role": "user", "content": "c"}, "hi"]}', "'messages' must be a non-empty list of"),
+    ('{"messages": [{"role": "user", "content": "c"}, "hi"]}', "message 1: \"hi\" is not a {role, content} object"),
+    ('{"messages": []}', "'messages' must be a non-empty list of"),
+    ('{"messages": [{"content": "c"}]}', "message 0: no 'role'"),
     ('{"messages": [{"role": "user", "content": null}]}', "message 0: content null is not text"),  # not sent on
     ('{"messages": [{"role": "user", "content": 5}]}', "message 0: content 5 is not text"),
     ('{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', "is not text"),

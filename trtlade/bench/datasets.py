@@ -178,7 +178,7 @@ def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
         return Prompt(index, text=obj["prompt"], where=where, category=category)
     if "messages" in obj:
         msgs = obj["messages"]
-        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+        if not isinstance(msgs, list) or not msgs:
             raise DatasetError("'messages' must be a non-empty list of {role, content} objects",
                                where=where, hint=hint)
         _check_messages(msgs, where, hint)
@@ -190,6 +190,7 @@ def _prompt_from_object(obj: Any, index: int, where: str) -> Prompt:
 #: The keys a JSONL line may hold, and a chat message's (OpenAI's roles and fields a prompt can carry)
 LINE_KEYS = ("prompt", "messages", "category")
 MESSAGE_KEYS = ("role", "content", "name")
+REQUIRED_MESSAGE_KEYS = ("role", "content")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -204,13 +205,16 @@ def _check_keys(obj: dict, where: str, hint: str) -> None:
 
 def _check_messages(msgs: list, where: str, hint: str) -> None:
     for i, message in enumerate(msgs):
+        if not isinstance(message, dict):
+            raise DatasetError(f"message {i}: {_shown(message)} is not a {{role, content}} object", where=where,
+                               hint=hint)
         extra = sorted(set(map(str, message)) - set(MESSAGE_KEYS))
         if extra:
             raise DatasetError(f"message {i}: unknown key {extra[0]!r} (a message holds {', '.join(MESSAGE_KEYS)})",
                                where=where, hint=did_you_mean(extra[0], MESSAGE_KEYS) + hint)
-        missing = [key for key in ("role", "content") if key not in message]
+        missing = next((key for key in REQUIRED_MESSAGE_KEYS if key not in message), None)
         if missing:
-            raise DatasetError(f"message {i}: no {missing[0]!r} (each message holds a role and a content)",
+            raise DatasetError(f"message {i}: no {missing!r} (each message holds a role and a content)",
                                where=where, hint=hint)
         if message["role"] not in ROLES:
             raise DatasetError(f"message {i}: role {message['role']!r} is not one of {', '.join(ROLES)}",
