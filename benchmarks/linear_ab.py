@@ -32,6 +32,7 @@ from threads_ab import int_list
 from trtlade.reference.native.build import HERE, STRICT, compiler
 from trtlade.reference.native import executable_variants
 from trtlade.reference.native.cpu import variants_for
+from trtlade.reference.native.pages import weights_arena
 
 ROOT = Path(__file__).resolve().parents[1]
 #: (in, out) of each linear layer of SmolLM2-135M, in the order a step calls them
@@ -117,7 +118,8 @@ def main() -> None:
                 "new": kernel(compile_linear(HERE, flags, Path(tmp) / "new.so"), dtype)}
         torch.manual_seed(0)
         shapes, reads = cached_layout() if args.cached else (SHAPES, list(range(len(SHAPES))))
-        block = [torch.randn(k * n).to(dtype) for k, n in shapes[:max(reads) + 1]]  # random: a weight per matrix
+        arena = weights_arena()  # on the pages the engine's packed weights get (2 MiB where the OS has them)
+        block = [arena.copy(torch.randn(k * n).to(dtype)) for k, n in shapes[:max(reads) + 1]]  # a weight per matrix
         ws = [block[i] for i in reads]
         print(f"{args.dtype}, variant {args.variant}, {args.threads} threads, base {args.base} vs the working tree, "
               f"{args.repeats} repeats, order flipped every repeat"

@@ -42,6 +42,7 @@ import torch
 from linear_ab import SHAPES, cached_layout, compile_linear, kernel, variant_flags
 from threads_ab import int_list
 from trtlade.reference.native.build import HERE
+from trtlade.reference.native.pages import weights_arena
 
 #: the one layer the ``l2`` way calls: (in, out)
 SMALL = (576, 192)
@@ -84,7 +85,8 @@ def main() -> None:
     peak = instruction_peak(args.dtype)
     ways = layouts()
     torch.manual_seed(0)
-    weights = {"streamed": [torch.randn(k * n).to(dtype) for k, n in SHAPES]}
+    arena = weights_arena()  # the engine's packed weights lie on its pages (2 MiB where the OS has them)
+    weights = {"streamed": [arena.copy(torch.randn(k * n).to(dtype)) for k, n in SHAPES]}
     weights["cache"] = weights["streamed"][:4]
     weights["l2"] = [torch.randn(SMALL[0] * SMALL[1]).to(dtype)]
     weights["call"] = [torch.randn(TINY[0] * TINY[1]).to(dtype)]

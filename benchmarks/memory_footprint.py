@@ -1,6 +1,7 @@
 """How much the process grows when the engine loads the embedded model, against the weight bytes the
 steps read and the KV cache the engine preallocates: one fresh process per (dtype, kernels), RSS from
-/proc/self/status before and after ``ReferenceEngine.load``. The code the load imports (transformers'
+/proc/self/status before and after ``ReferenceEngine.load`` (and the process's peak, VmHWM, over both
+loads). The code the load imports (transformers'
 tokenizer and model modules, some 100 MiB of Python) is not the engine's memory: a first engine is
 loaded and dropped before the measurement, so that the modules are imported, and the C heap is
 trimmed (``malloc_trim``) before each reading, so that freed memory does not count.
@@ -25,11 +26,11 @@ from trtlade.reference.floor import weight_bytes
 import ctypes
 LIBC = ctypes.CDLL("libc.so.6")
 
-def rss():
+def rss(key="VmRSS:"):
     gc.collect()
     LIBC.malloc_trim(0)
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(key):
             return int(line.split()[1]) * 1024
     return 0
 
@@ -45,7 +46,8 @@ kv = sum(t.numel() * t.element_size() for layer in engine.runner.cache.layers
          for t in (layer.keys, layer.values) if t is not None)
 print(json.dumps({"dtype": dtype, "kernels": sys.argv[2], "growth_bytes": after - before, "cold_growth_bytes": cold,
                   "weight_bytes": weight_bytes(engine.runner), "kv_bytes": kv,
-                  "linear_kernel": engine.stats["linear_kernel"]["kernel"]}))
+                  "linear_kernel": engine.stats["linear_kernel"]["kernel"], "peak_bytes": rss("VmHWM:"),
+                  "weight_pages": engine.stats["weight_pages"]}))
 """
 
 
@@ -56,6 +58,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     from trtlade.bench.meta import machine_info
+    from trtlade.reference.native.pages import pages_line
 
     host = machine_info()["cpu"]
     print(f"host: {host}", flush=True)
@@ -71,7 +74,8 @@ def main() -> None:
             print(f"{dtype:>9} {kernels:>7} ({row['linear_kernel']}): grows {row['growth_bytes'] / mib:.0f} MiB for "
                   f"{row['weight_bytes'] / mib:.0f} MiB of weights + {row['kv_bytes'] / mib:.1f} MiB of KV cache = "
                   f"{row['growth_over_weights_plus_kv']:.2f}x (a cold process: {row['cold_growth_bytes'] / mib:.0f} "
-                  f"MiB, with the code the load imports)", flush=True)
+                  f"MiB, with the code the load imports; its peak {row['peak_bytes'] / mib:.0f} MiB); weights: "
+                  f"{pages_line(row['weight_pages'])}", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2) + "\n")

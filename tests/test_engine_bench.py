@@ -83,6 +83,8 @@ def test_engine_bench_cli_writes_json_and_table(tiny_folder, prompts_file, tmp_p
     assert modes["transformers prompt lookup"]["kind"] == "transformers"
     assert "vs transformers generate" in result.output and "median (min–max)" in result.output
     assert data["machine"]["cpu_count"] >= 1  # the report names the host it ran on
+    pages = res["weight_pages"]  # where the packed weights lie, in the JSON and in words
+    assert pages["bytes"] > 0 and pages["pages"] and (f"weights: {pages['bytes'] / 1e6:.0f} MB packed" in result.output)
     # per category (the suite's: repetition and edge), the same ratio on the category's prompts
     per_category = res["per_category_vs_generate"]
     assert list(per_category) == ["repetition", "edge"] and data["prompts"][0]["category"] == "repetition"

@@ -522,7 +522,11 @@ def test_the_engine_reports_the_kernel_it_measured():
     assert all(ms > 0 for ms in stats["step_cost_ms"].values())
     serving = ReferenceServingEngine(engine, max_batch_size=1)
     try:
-        assert serving.info.to_dict()["details"]["linear_kernel"] == choice.to_dict()
+        details = serving.info.to_dict()["details"]
+        assert details["linear_kernel"] == choice.to_dict()
+        assert details["weight_pages"] == stats["weight_pages"]
+        native = choice.kernel == "native"  # transformers' forward on the native kernel: its packed copies counted
+        assert (stats["weight_pages"]["bytes"] > 0) is native
     finally:
         import asyncio
 

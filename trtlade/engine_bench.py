@@ -214,6 +214,7 @@ class DtypeResult:
     categories: dict[str, str] = field(default_factory=dict)  # prompt id -> category
     floor: dict[str, Any] = field(default_factory=dict)  # weight bytes / read bandwidth (trtlade.reference.floor)
     exactness: dict[str, Any] = field(default_factory=dict)  # what lossless rests on (ReferenceEngine.exactness)
+    weight_pages: dict[str, Any] = field(default_factory=dict)  # where the packed weights lie (native/pages.py)
 
     @property
     def greedy(self) -> ModeResult:
@@ -239,6 +240,7 @@ class DtypeResult:
             "profile": self.profile,
             "floor": self.floor,
             "exactness": self.exactness,
+            "weight_pages": self.weight_pages,
             "modes": [m.to_dict(greedy, generate, self.noise()) for m in self.modes],
             "per_category_vs_generate": category_speedups(self.modes, generate, self.categories),
             "keying": self.keying,
@@ -341,7 +343,7 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
                               default_request_spec=str(engine.default_request_spec), threads=engine.threads,
                               packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
                               linear_kernel=engine.stats["linear_kernel"], categories=categories,
-                              exactness=engine.exactness)
+                              exactness=engine.exactness, weight_pages=engine.stats["weight_pages"])
         on_cpu = config.device == "cpu"  # the floor, the roofline and the profile measure the CPU
         floor = Floor(weight_bytes(engine.runner), dtype=engine.dtype)
         if on_cpu:

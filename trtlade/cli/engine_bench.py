@@ -277,6 +277,10 @@ def _print_tables(data: dict) -> None:
         exact = res.get("exactness") or {}
         if exact.get("kernels"):
             console.print(f"kernels: {exact['kernels']} ({exact.get('native_kernel', '')})", highlight=False)
+        if (pages := res.get("weight_pages") or {}).get("bytes"):
+            from trtlade.reference.native.pages import pages_line
+
+            console.print(f"weights: {pages_line(pages)}", highlight=False)
         if exact:
             ours_modes = [m for m in res["modes"] if m.get("kind") == "trtlade"]
             same = sum(m["identity_vs_greedy"] == 1.0 for m in ours_modes)

@@ -54,6 +54,7 @@ from trtlade.reference.native import row_attention
 from trtlade.reference.native import status as native_status
 from trtlade.reference.native.argmax import argmax_rows
 from trtlade.reference.native.bindings import traced
+from trtlade.reference.native.pages import pages_state, placement
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
 from trtlade.reference.slot_cache import SlotKVCache
@@ -116,6 +117,7 @@ class BatchRunner:
             raise UnsupportedModelError(f"{type(model).__name__} has no output embeddings (LM head)")
         #: each layer's sliding window (None: full attention), as its attention module passes it to transformers
         self.windows = layer_windows(model)
+        self._pages_why = pages_state()[1]  # where the packing below puts the weights, and why
         self._choose_linears(pack_linears, fast_forward, release_weights, native_kernels)
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
@@ -239,6 +241,13 @@ class BatchRunner:
                 how += "; bfloat16 on AMX tiles"
             return f"native {table.variant} ({how})"
         return ("oneDNN packed GEMMs" if kernel == "onednn-packed" else "plain torch GEMMs") + " and torch ops"
+
+    def weight_pages(self) -> dict:
+        """Where the native kernel's packed weights lie (:func:`~trtlade.reference.native.pages.placement`): on 2 MiB
+        pages where the OS has them; ``bytes`` 0 where no layer runs natively."""
+        modules = [self.fast, self.lm_head] if self.fast is not None else [self.model]
+        return placement([m.native.packed for module in modules for m in module.modules()
+                          if isinstance(m, FusedLinear) and m.native is not None], self._pages_why)
 
     # ------------------------------------------------------------------ slots
     def allocate(self, reserve: int) -> int:

@@ -268,8 +268,10 @@ class ReferenceEngine:
                    invariant_attention=invariant_attention, native_kernels=native_kernels,
                    max_draft_len=max_draft_len, ngram_implementation=ngram_implementation,
                    max_global_pool_size=max_global_pool_size, draft_retained_tokens=draft_retained_tokens)
-        _return_freed_memory()
         from trtlade.reference.native.bindings import env_warnings
+        from trtlade.reference.native.pages import return_freed_memory
+
+        return_freed_memory()
 
         for warning in env_warnings():
             log.warning("%s", warning)
@@ -299,11 +301,13 @@ class ReferenceEngine:
     def stats(self) -> dict[str, Any]:
         """What this engine runs with, as data: the linear kernel chosen at load (and why), dtype,
         threads, prompt-lookup tokens, adaptive, the step cost per rows (ms; calibrated at load and
-        refined by every step) and the auto policy's live state (``auto``)."""
+        refined by every step), the auto policy's live state (``auto``) and where the packed weights lie
+        (``weight_pages``: on 2 MiB pages where the OS has them)."""
         return {
             "linear_kernel": self.runner.kernel_choice.to_dict(),
             "native_body": self.runner.fast is not None and self.runner.fast.native is not None,
             "kernels": self.runner.kernels,
+            "weight_pages": self.runner.weight_pages(),
             "dtype": self.dtype,
             "threads": self.threads,
             "prompt_lookup": self.settings.prompt_lookup,
@@ -617,22 +621,6 @@ def _max_seq_len(config: Any, tokenizer: Any) -> int:
             return value
     value = getattr(tokenizer, "model_max_length", None)
     return int(value) if isinstance(value, int) and 0 < value < 10**7 else 2048
-
-
-def _return_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; a no-op elsewhere): loading
-    frees the checkpoint's tensors once their packed copies exist, and glibc would otherwise keep that
-    memory in the process (bf16: 625 MiB resident instead of 393 after loading the embedded model)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        trim = None
-    if trim is not None:
-        trim(0)
 
 
 def load_hf_model(folder: Path, dtype: torch.dtype, device: str = "cpu") -> tuple[Any, Any]:

@@ -37,8 +37,12 @@ __all__ = ["read_bandwidth", "peak_gflops", "instruction_peak", "bytes_per_weigh
 
 
 def read_bandwidth(gib: float = 1.0, passes: int = 3) -> float:
-    """GB/s of ``torch.sum`` over ``gib`` GiB of float32 (best of ``passes``, after one warm-up)."""
-    buf = torch.ones(int(gib * (1 << 30)) // 4, dtype=torch.float32)
+    """GB/s of ``torch.sum`` over ``gib`` GiB of float32 (best of ``passes``, after one warm-up), on the pages the
+    packed weights get (2 MiB where the OS has them: ``native/pages.py``)."""
+    from trtlade.reference.native.pages import weights_arena
+
+    buf = weights_arena().empty((int(gib * (1 << 30)) // 4,), torch.float32)
+    buf.fill_(1.0)
     buf.sum()
     best = float("inf")
     for _ in range(passes):

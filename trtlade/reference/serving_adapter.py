@@ -119,7 +119,8 @@ def _engine_info(engine: Any, limits: dict[str, Any], share: Any, *, max_queue: 
                  "prefill_idle_chunk_tokens": idle_chunk,
                  **({"fair_share": {"identities": share.identities, "queued": share.queued,
                                     "running": share.running}} if share is not None else {}),
-                 **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"]}
+                 **({"linear_kernel": engine_stats["linear_kernel"], "exactness": engine_stats["exactness"],
+                     "weight_pages": engine_stats.get("weight_pages")}
                     if isinstance(engine_stats := getattr(engine, "stats", None), dict) else {}),
                  **(details or {})},
         schedule=schedule,

@@ -16,6 +16,7 @@ from typing import Callable, ContextManager, Optional
 
 from trtlade.reference.native import build as _build
 from trtlade.reference.native import cpu as _cpu
+from trtlade.reference.native import pages as _pages
 
 __all__ = ["Kernels", "kernels", "status", "env_warnings", "executable_variants", "profiled", "traced", "PROFILE_LABEL",
            "LINEAR_LABEL", "BODY_LABEL", "ARGMAX_LABEL", "Model", "Step"]
@@ -206,7 +207,8 @@ def env_warnings() -> list[str]:
     amx = os.environ.get(AMX_ENV)
     if amx not in (None, "0", "1"):
         out.append(f"{AMX_ENV}={amx!r} not understood (0: off, 1: on where the CPU has AMX): left on")
-    return out
+    pages = _pages.env_warning()
+    return out + ([pages] if pages else [])
 
 
 def status() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from trtlade.reference.native.bindings import LINEAR_LABEL, kernels, profiled, status
+from trtlade.reference.native.pages import weights_arena
 
 __all__ = ["PANEL", "PanelLinear", "linear_dtypes"]
 
@@ -70,9 +71,10 @@ class PanelLinear:
         w = torch.zeros(padded, k, dtype=weight.dtype)
         w[:n] = weight.detach()
         if weight.dtype == torch.float32:
-            packed = w.view(padded // PANEL, PANEL, k).transpose(1, 2).contiguous()
+            panels = w.view(padded // PANEL, PANEL, k).transpose(1, 2)
         else:
-            packed = w.view(padded // PANEL, PANEL, k // 2, 2).permute(0, 2, 1, 3).contiguous()
+            panels = w.view(padded // PANEL, PANEL, k // 2, 2).permute(0, 2, 1, 3)
+        packed = weights_arena().copy(panels)  # on 2 MiB pages where the OS has them (pages.py)
         b = None if bias is None else bias.detach().float().contiguous()
         return cls(packed, b, k, n, variant)
 
