@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import typer
 
@@ -256,10 +256,46 @@ def bench(
         "computed or answered; keep: leave them. The report gives the hit rate per series either way (config: "
         "bench.prefix_cache)."),
 ) -> None:
-    from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
-    from trtlade.bench.plan import (BenchPlan, PlanError, Target, make_series, parse_base_url,
-                                    parse_concurrency, parse_endpoint, parse_metadata, parse_modes)
+    from trtlade.bench.plan import BenchPlan, Target, make_series
 
+    check_launch_options(launch, config, base_url, launch_timeout)
+    cfg_path = launch if launch is not None else config
+    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
+                 file=True)
+    section, loaded = load_bench_defaults(cfg_path)
+    temp = temperature if temperature is not None else section.temperature
+    opts = _parse_options(section, loaded, launch, base_url, base_url_b, labels, max_concurrency, modes, endpoint,
+                          metadata, top_p, temp, prefix_cache)
+    n_prompts = num_prompts if num_prompts is not None else section.num_prompts
+    n_warm = num_warmups if num_warmups is not None else section.num_warmups
+    seed_v = seed if seed is not None else section.seed
+    _, ds = load_bench_dataset(dataset, section, loaded, opts.endpoint, endpoint, seed, temp)
+    prompts = ds.sample(n_prompts, seed_v)
+    warm = ds.sample(n_warm, seed_v + 1) if n_warm else []
+
+    key = api_key_for(api_key, loaded)
+    targets = [Target(opts.names[0], opts.url_a, api_key=key)]
+    if opts.url_b is not None:
+        targets.append(Target(opts.names[1], opts.url_b, api_key=key))
+    plan = BenchPlan(
+        series=make_series(targets, opts.modes), levels=opts.levels, endpoint=opts.endpoint, prompts=prompts,
+        warmup_prompts=warm, max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
+        temperature=temp, ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
+        timeout=timeout if timeout is not None else section.timeout_s,
+        repeats=repeats if repeats is not None else section.repeats,
+        top_p=opts.top_p, seed=seed_v, prefix_cache=opts.prefix_cache,
+    )
+    if n_prompts < max(opts.levels):
+        err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(opts.levels)}: "
+                          f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
+    out_root = result_root(result_dir, loaded, section)
+    settings = _settings(plan, ds, n_warm, seed_v, opts.modes, launch, cfg_path)
+    _run_and_report(plan, settings, opts.meta, out_root, label, launch, launch_timeout or 600.0, model, plots)
+
+
+def check_launch_options(launch: Optional[Path], config: Optional[Path], base_url: Optional[str],
+                          launch_timeout: Optional[float]) -> None:
+    """--launch against the options that name the server or its config another way."""
     if launch is not None and config is not None and launch.resolve() != config.resolve():
         fail("--launch and --config name different files", code=EXIT_USAGE, hint="--launch CONFIG already reads "
              "CONFIG's bench defaults; drop --config")
@@ -269,10 +305,29 @@ def bench(
     if launch is None and launch_timeout is not None:
         fail("--launch-timeout bounds the start of the server --launch starts; without --launch there is none",
              where="--launch-timeout", hint="drop --launch-timeout, or start the server with --launch CONFIG")
-    cfg_path = launch if launch is not None else config
-    require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
-                 file=True)
-    section, loaded = load_bench_defaults(cfg_path)
+
+
+class _Options(NamedTuple):
+    """The bench options parsed, with the config's bench section filling what the command line left out."""
+
+    levels: list[int]
+    modes: list[Any]
+    endpoint: Any
+    meta: dict[str, str]
+    url_a: str
+    url_b: Optional[str]
+    names: list[str]
+    top_p: float
+    prefix_cache: str
+
+
+def _parse_options(section: "BenchSection", loaded: Any, launch: Optional[Path], base_url: Optional[str],
+                   base_url_b: Optional[str], labels: Optional[str], max_concurrency: Optional[list[str]],
+                   modes: Optional[list[str]], endpoint: Optional[str], metadata: Optional[list[str]],
+                   top_p: Optional[float], temperature: float, prefix_cache: Optional[str]) -> _Options:
+    """Parse the options a plan needs; a bad one (or the config's value under it) exits 2 naming where it came from."""
+    from trtlade.bench.plan import (PlanError, parse_base_url, parse_concurrency, parse_endpoint, parse_metadata,
+                                    parse_modes)
 
     try:
         levels = parse_concurrency(max_concurrency if max_concurrency is not None
@@ -286,7 +341,7 @@ def bench(
         url_a = parse_base_url(base_url) if base_url is not None else ""
         url_b = parse_base_url(base_url_b, option="--base-url-b") if base_url_b else None
         names = _server_labels(labels, two=url_b is not None)
-        top_p_v = _top_p(top_p, section.top_p, temperature if temperature is not None else section.temperature)
+        top_p_v = _top_p(top_p, section.top_p, temperature)
         cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
         if cache_rule not in ("clear", "keep"):
             raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
@@ -295,10 +350,15 @@ def bench(
         given = {"--modes": modes, "--max-concurrency": max_concurrency, "--endpoint": endpoint,
                  "--prefix-cache": prefix_cache, "--top-p": top_p}
         fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
+    return _Options(levels, mode_list, ep, meta, url_a, url_b, names, top_p_v, cache_rule)
 
-    n_prompts = num_prompts if num_prompts is not None else section.num_prompts
-    n_warm = num_warmups if num_warmups is not None else section.num_warmups
-    seed_v = seed if seed is not None else section.seed
+
+def load_bench_dataset(dataset: Optional[str], section: "BenchSection", loaded: Any, ep: Any,
+                        endpoint: Optional[str], seed: Optional[int], temperature: float) -> tuple[str, Any]:
+    """The dataset's name or path and the dataset (the option, else the config's: a bundled name or a file relative
+    to the config), checked against the endpoint and the seed; a bad one exits naming where it came from."""
+    from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
+
     if dataset is not None:
         dataset_spec = dataset
     elif section.dataset in BUNDLED:
@@ -310,32 +370,11 @@ def bench(
     except DatasetError as exc:
         fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
     check_endpoint_takes(ep, ds, endpoint, loaded)
-    refuse_idle_seed(seed, ds, temperature if temperature is not None else section.temperature)
+    refuse_idle_seed(seed, ds, temperature)
     if ds.skipped:
         err_console.print(f"note: {ds.skipped} conversation(s) in {ds.source} have no human turn and were "
                           "skipped", markup=False)
-    prompts = ds.sample(n_prompts, seed_v)
-    warm = ds.sample(n_warm, seed_v + 1) if n_warm else []
-
-    key = api_key_for(api_key, loaded)
-    targets = [Target(names[0], url_a, api_key=key)]
-    if url_b is not None:
-        targets.append(Target(names[1], url_b, api_key=key))
-    plan = BenchPlan(
-        series=make_series(targets, mode_list), levels=levels, endpoint=ep, prompts=prompts,
-        warmup_prompts=warm, max_tokens=max_tokens if max_tokens is not None else section.max_tokens,
-        temperature=temperature if temperature is not None else section.temperature,
-        ignore_eos=ignore_eos if ignore_eos is not None else section.ignore_eos,
-        timeout=timeout if timeout is not None else section.timeout_s,
-        repeats=repeats if repeats is not None else section.repeats,
-        top_p=top_p_v, seed=seed_v, prefix_cache=cache_rule,
-    )
-    if n_prompts < max(levels):
-        err_console.print(f"note: --num-prompts {n_prompts} is below the highest concurrency {max(levels)}: "
-                          f"levels above {n_prompts} run only {n_prompts} requests at once", markup=False)
-    out_root = result_root(result_dir, loaded, section)
-    settings = _settings(plan, ds, n_warm, seed_v, mode_list, launch, cfg_path)
-    _run_and_report(plan, settings, meta, out_root, label, launch, launch_timeout or 600.0, model, plots)
+    return dataset_spec, ds
 
 
 #: the bench section's key behind each flag a config can stand in for

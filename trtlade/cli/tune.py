@@ -10,9 +10,9 @@ from typing import Any, Optional
 
 import typer
 
-from trtlade.cli.bench import (_blamed, check_endpoint_takes, config_relative, load_bench_defaults, preflight_servers,
-                               refuse_idle_seed, result_root)
-from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, api_key_for, err_console, fail, parse_spec_option, require_path
+from trtlade.cli.bench import (_blamed, check_launch_options, load_bench_dataset, load_bench_defaults,
+                               preflight_servers, result_root)
+from trtlade.cli.common import EXIT_INVALID, api_key_for, err_console, fail, parse_spec_option, require_path
 
 _HELP = """Measure candidate (w,n,g) specs and NGram / SA drafters against a trtlade server at each concurrency
 level, pick the fastest per level that beats plain decoding beyond the measured noise, and write the
@@ -163,16 +163,10 @@ def tune(
         "candidate finds another's prompts computed; keep: leave it, as a long-running server (config: "
         "bench.prefix_cache)."),
 ) -> None:
-    from trtlade.bench.datasets import BUNDLED, DatasetError, load_dataset
     from trtlade.bench.plan import PlanError, Target, parse_base_url, parse_concurrency, parse_endpoint
     from trtlade.tune.measure import TuneSettings
 
-    if launch is not None and base_url is not None:
-        fail("--launch and --base-url both name the server", code=EXIT_USAGE,
-             hint="--launch starts its own server; drop one")
-    if launch is not None and config is not None and launch.resolve() != config.resolve():
-        fail("--launch and --config name different files", code=EXIT_USAGE,
-             hint="drop --config: --launch CONFIG reads CONFIG")
+    check_launch_options(launch, config, base_url, launch_timeout)
     cfg_path = launch if launch is not None else config
     require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
                  file=True)
@@ -196,17 +190,8 @@ def tune(
     if chosen_candidates is not None and max_candidates is not None:
         fail("--max-candidates bounds the pruned set, and --candidates replaces it: every spec given is measured",
              where="--max-candidates", hint="drop --max-candidates, or list fewer --candidates")
-    if launch is None and launch_timeout is not None:
-        fail("--launch-timeout bounds the start of the server --launch starts; without --launch there is none",
-             where="--launch-timeout", hint="drop --launch-timeout, or start the server with --launch CONFIG")
-    dataset_spec = dataset if dataset is not None else (section.dataset if section.dataset in BUNDLED
-                               else str(config_relative(loaded, section, "dataset", section.dataset)))
-    try:
-        ds = load_dataset(dataset_spec)
-    except DatasetError as exc:
-        fail(exc.message, where=exc.where or _blamed("--dataset", {"--dataset": dataset}, loaded), hint=exc.hint)
-    check_endpoint_takes(ep, ds, endpoint, loaded)
-    refuse_idle_seed(seed, ds, temperature if temperature is not None else section.temperature)
+    dataset_spec, ds = load_bench_dataset(dataset, section, loaded, ep, endpoint, seed,
+                             temperature if temperature is not None else section.temperature)
     if apply is not None and not apply.is_file():
         fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
     if apply is not None and repeats < 2:
