@@ -192,20 +192,7 @@ def tune(
              where="--max-candidates", hint="drop --max-candidates, or list fewer --candidates")
     dataset_spec, ds = load_bench_dataset(dataset, section, loaded, ep, endpoint, seed,
                              temperature if temperature is not None else section.temperature)
-    if apply is not None and not apply.is_file():
-        fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
-    if apply is not None and repeats < 2:
-        fail("--apply with --repeats 1: one repeat measures no noise, so tune chooses nothing (every level keeps "
-             "(1,1,0)) and there is no schedule worth writing", where="--apply",
-             hint="run --repeats 2 or more with --apply, or drop --apply to look at one repeat's numbers")
-    apply_target = None
-    if apply is not None:
-        from trtlade.tune.apply import ApplyError, check_apply_target
-
-        try:
-            apply_target = check_apply_target(apply)  # before any measurement: a tune run takes minutes to hours
-        except ApplyError as exc:
-            fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
+    apply_target = _apply_target(apply, repeats) if apply is not None else None
     drafter_names = _drafter_names(drafters)
     settings = TuneSettings(
         levels=tuple(sorted(levels)), repeats=repeats, num_prompts=num_prompts,
@@ -214,15 +201,7 @@ def tune(
         timeout=timeout if timeout is not None else section.timeout_s, seed=seed if seed is not None else section.seed,
         temperature=temperature if temperature is not None else section.temperature,
         top_p=top_p if top_p is not None else section.top_p, prefix_cache=cache_rule)
-    if not 0.0 < settings.top_p <= 1.0:
-        fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
-    if settings.top_p < 1.0 and not settings.temperature > 0:
-        where = "--top-p"
-        if top_p is None and loaded is not None and loaded.document.has(("bench", "top_p")):
-            line, column = loaded.document.position(("bench", "top_p"))
-            where = f"{loaded.document.file}:{line}:{column}: bench.top_p"
-        fail(f"top_p {settings.top_p:g} without a temperature: greedy decoding ignores top_p, so it would not be sent",
-             where=where, hint="add --temperature (or bench.temperature), e.g. --temperature 0.7 --top-p 0.95")
+    _check_top_p(settings, top_p, loaded)
     out_root = result_root(result_dir, loaded, section)
     key = api_key_for(api_key, loaded)
     target = Target("a", url, api_key=key)
@@ -233,6 +212,36 @@ def tune(
     _print_result(folder, result)
     if apply is not None and apply_target is not None:
         _apply(apply, result, folder, apply_target.raw)
+
+
+def _apply_target(apply: Path, repeats: int) -> Any:
+    """The config --apply will write the schedule into, checked before any measurement (a tune run takes minutes to
+    hours): a file trtlade can rewrite, with --repeats 2 or more."""
+    from trtlade.tune.apply import ApplyError, check_apply_target
+
+    if not apply.is_file():
+        fail(f"{apply} is not a file", where="--apply", hint="give the trtlade config to write the schedule into")
+    if repeats < 2:
+        fail("--apply with --repeats 1: one repeat measures no noise, so tune chooses nothing (every level keeps "
+             "(1,1,0)) and there is no schedule worth writing", where="--apply",
+             hint="run --repeats 2 or more with --apply, or drop --apply to look at one repeat's numbers")
+    try:
+        return check_apply_target(apply)
+    except ApplyError as exc:
+        fail(exc.message, where=exc.where or "--apply", hint=exc.hint)
+
+
+def _check_top_p(settings: Any, top_p: Optional[float], loaded: Any) -> None:
+    """top_p in (0, 1], and below 1 only with a temperature (named where it came from: the option or the config)."""
+    if not 0.0 < settings.top_p <= 1.0:
+        fail(f"--top-p {settings.top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --top-p 0.95")
+    if settings.top_p < 1.0 and not settings.temperature > 0:
+        where = "--top-p"
+        if top_p is None and loaded is not None and loaded.document.has(("bench", "top_p")):
+            line, column = loaded.document.position(("bench", "top_p"))
+            where = f"{loaded.document.file}:{line}:{column}: bench.top_p"
+        fail(f"top_p {settings.top_p:g} without a temperature: greedy decoding ignores top_p, so it would not be sent",
+             where=where, hint="add --temperature (or bench.temperature), e.g. --temperature 0.7 --top-p 0.95")
 
 
 def _free_name(path: Path) -> Path:
