@@ -88,8 +88,8 @@ def main() -> None:
     arena = weights_arena()  # the engine's packed weights lie on its pages (2 MiB where the OS has them)
     weights = {"streamed": [arena.copy(torch.randn(k * n).to(dtype)) for k, n in SHAPES]}
     weights["cache"] = weights["streamed"][:4]
-    weights["l2"] = [torch.randn(SMALL[0] * SMALL[1]).to(dtype)]
-    weights["call"] = [torch.randn(TINY[0] * TINY[1]).to(dtype)]
+    weights["l2"] = [arena.copy(torch.randn(SMALL[0] * SMALL[1]).to(dtype))]
+    weights["call"] = [arena.copy(torch.randn(TINY[0] * TINY[1]).to(dtype))]
     with tempfile.TemporaryDirectory() as tmp:
         fn = kernel(compile_linear(HERE, flags, Path(tmp) / "rows.so"), dtype)
         times: dict = {(way, r): [] for way in ways for r in args.rows}

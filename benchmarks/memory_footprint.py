@@ -23,12 +23,11 @@ import torch, transformers  # imported before the measurement: not the engine's 
 from trtlade.reference.engine import ReferenceEngine
 from trtlade.reference.floor import weight_bytes
 
-import ctypes
-LIBC = ctypes.CDLL("libc.so.6")
+from trtlade.reference.native.pages import return_freed_memory
 
 def rss(key="VmRSS:"):
     gc.collect()
-    LIBC.malloc_trim(0)
+    return_freed_memory()
     for line in open("/proc/self/status"):
         if line.startswith(key):
             return int(line.split()[1]) * 1024

@@ -50,13 +50,14 @@ def engines(dtype: str) -> dict:
 def forward_calls(dtype: str, context: int) -> dict:
     """Per kind, a function of R that runs one sequence's forward of R rows and returns its logits."""
     from trtlade.reference.batch_runner import RowBlock
+    from trtlade.reference.native.pages import pages_line, thp_mode
 
+    if thp_mode() == "always":
+        print("THP is `always` here: torch's own large buffers may lie on 2 MiB pages too (the 4k engine's included)")
     calls = {}
     for kind, engine in engines(dtype).items():
         pages = engine.stats["weight_pages"]
-        mb = {key: pages[key] / 1e6 for key in ("bytes", "advised_bytes", "huge_page_bytes")}
-        print(f"{kind}: {mb['bytes']:.0f} MB of packed weights, {mb['advised_bytes']:.0f} MB advised, "
-              f"{mb['huge_page_bytes']:.0f} MB on 2 MiB pages ({pages['pages']})")
+        print(f"{kind}: {pages_line(pages)}")
         runner = engine.new_batch().engine.runner
         slot = runner.allocate(context + 64)
         runner.prefill(slot, [(7 * i) % 1000 + 10 for i in range(context)])

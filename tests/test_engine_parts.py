@@ -524,7 +524,9 @@ def test_the_engine_reports_the_kernel_it_measured():
     try:
         details = serving.info.to_dict()["details"]
         assert details["linear_kernel"] == choice.to_dict()
-        assert details["weight_pages"] == stats["weight_pages"]
+        moving = "huge_page_bytes"  # read from smaps at each call: the OS may collapse pages in between
+        assert {k: v for k, v in details["weight_pages"].items() if k != moving} == \
+            {k: v for k, v in stats["weight_pages"].items() if k != moving}
         native = choice.kernel == "native"  # transformers' forward on the native kernel: its packed copies counted
         assert (stats["weight_pages"]["bytes"] > 0) is native
     finally:

@@ -656,6 +656,22 @@ def test_tune_takes_the_seed_and_timeout_of_the_configs_bench_section_as_bench_d
     assert seen == {"seed": 3, "timeout": 5.0, "limit": 2}
 
 
+@pytest.mark.parametrize("command", ["tune", "bench"])
+@pytest.mark.parametrize("extra, said", [
+    (["--config", "{other}"], "--launch and --config name different files"),
+    (["--base-url", "http://127.0.0.1:9"], "--launch and --base-url both name the server"),
+])
+def test_launch_beside_another_way_to_name_the_server_is_refused_alike(tmp_path, command, extra, said):
+    from trtlade.cli.main import app as cli
+
+    launch, other = tmp_path / "a.yml", tmp_path / "b.yml"
+    for path in (launch, other):
+        path.write_text(CONFIG)
+    args = [a.replace("{other}", str(other)) for a in extra]
+    result = CliRunner().invoke(cli, [command, "--launch", str(launch), *args, "--result-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and said in result.output, result.output
+
+
 @pytest.mark.parametrize("command, args, where", [
     ("tune", ["--candidates", "2-2-1,2-4-2", "--max-candidates", "1"], "--max-candidates"),  # both measured: said
     ("tune", ["--launch-timeout", "5"], "--launch-timeout"),                                   # no server to start

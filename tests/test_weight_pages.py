@@ -28,6 +28,7 @@ def fake_sys(tmp_path, monkeypatch):
     enabled, pmd = tmp_path / "enabled", tmp_path / "hpage_pmd_size"
     monkeypatch.setattr(pages, "_THP_FILE", str(enabled))
     monkeypatch.setattr(pages, "_PMD_FILE", str(pmd))
+    monkeypatch.setattr(pages.mmap, "MADV_HUGEPAGE", getattr(pages.mmap, "MADV_HUGEPAGE", 14), raising=False)
     monkeypatch.delenv(HUGE_PAGES_ENV, raising=False)
 
     def write(mode_line: str, size: int = HUGE) -> None:
@@ -56,8 +57,11 @@ def test_the_os_setting_decides(fake_sys, mode_line, size, on, why):
     assert PageArena().enabled is on
 
 
-def test_no_thp_file_means_unavailable(tmp_path):
+def test_no_thp_file_means_unavailable_and_no_madvise_means_off(tmp_path, monkeypatch):
     assert thp_mode(str(tmp_path / "missing")) == "unavailable"
+    monkeypatch.delenv(HUGE_PAGES_ENV, raising=False)
+    monkeypatch.delattr(pages.mmap, "MADV_HUGEPAGE", raising=False)  # macOS, Windows
+    assert pages_state() == (False, "this OS has no transparent huge pages")
 
 
 def test_the_variable_turns_it_off_and_a_bad_value_is_said(fake_sys, monkeypatch):
@@ -132,7 +136,7 @@ def test_the_os_was_asked_for_huge_pages():
     arena = PageArena()
     w = arena.copy(torch.ones(HUGE // 2))                   # 4 MiB: two whole huge pages' worth
     start, size = _mapping_of(arena, w)
-    with open("/proc/self/smaps", encoding="ascii") as f:
+    with open("/proc/self/smaps", encoding="utf-8", errors="replace") as f:
         text = f.read()
     head = f"{start:x}-"
     block = text[text.index(head):]
@@ -147,7 +151,8 @@ def test_huge_page_bytes_counts_only_the_mappings_that_hold_the_ranges(tmp_path)
     smaps.write_text("\n".join([
         "7f0000000000-7f0000400000 rw-p 00000000 00:00 0", "Size:               4096 kB", "AnonHugePages:      4096 kB",
         "7f0000400000-7f0000600000 rw-p 00000000 00:00 0", "AnonHugePages:      2048 kB",
-        "7f0001000000-7f0001200000 rw-p 00000000 00:00 0 /lib/x.so", "AnonHugePages:         0 kB", ""]))
+        "7f0001000000-7f0001200000 rw-p 00000000 00:00 0 /home/j\u00f6rg/x-1.so", "AnonHugePages:         0 kB",
+        "VmFlags: rd wr mr mw me ac hg", ""]), encoding="latin-1")            # a path not in UTF-8 is read, not fatal
     assert huge_page_bytes([(0x7F0000100000, 64)], str(smaps)) == 4 << 20
     assert huge_page_bytes([(0x7F0000100000, 64), (0x7F0000400000, 1)], str(smaps)) == 6 << 20
     assert huge_page_bytes([(0x7E0000000000, 64)], str(smaps)) == 0
@@ -155,14 +160,44 @@ def test_huge_page_bytes_counts_only_the_mappings_that_hold_the_ranges(tmp_path)
 
 
 @needs_pages
-def test_placement_tells_the_arena_weights_from_the_others():
+@pytest.mark.parametrize("os_says, reported", [(1 << 30, 4 * ((1 << 18) + (1 << 10))), (4096, 4096), (None, None)])
+def test_placement_tells_the_arena_weights_from_the_others(monkeypatch, os_says, reported):
     arena = pages.weights_arena()
+    arena.seal()                                            # both weights in one fresh chunk
     on = [arena.copy(torch.ones(1 << 18)), arena.copy(torch.ones(1 << 10))]
     off = torch.ones(1 << 12)
+    asked = []
+    monkeypatch.setattr(pages, "huge_page_bytes", lambda maps: asked.append(maps) or os_says)
     report = placement([*on, off, on[0]], "why")              # a weight listed twice counts once
     assert report["bytes"] == 4 * ((1 << 18) + (1 << 10) + (1 << 12))
     assert report["advised_bytes"] == 4 * ((1 << 18) + (1 << 10))
-    assert 0 <= report["huge_page_bytes"] <= report["advised_bytes"] and report["pages"] == "why"
+    # what smaps says of the mappings that hold them (their whole pages), at most the weights' own bytes
+    assert asked == [[_mapping_of(arena, on[0])]] and report["huge_page_bytes"] == reported
+    assert report["pages"] == "why"
+
+
+@needs_pages
+def test_a_sealed_arena_starts_the_next_weight_on_a_mapping_of_its_own():
+    arena = PageArena()
+    first = arena.copy(torch.ones(10))
+    arena.seal()                                            # a model's packing done
+    second = arena.copy(torch.ones(10))
+    assert _mapping_of(arena, first) != _mapping_of(arena, second) and second.data_ptr() % HUGE == 0
+
+
+def test_a_refused_madvise_leaves_base_pages_not_an_error(monkeypatch):
+    import mmap as real
+
+    class Refusing(real.mmap):
+        def madvise(self, *args):
+            raise OSError(22, "refused by this kernel")
+
+    fake = type("Mmap", (), {"mmap": Refusing, "MAP_PRIVATE": real.MAP_PRIVATE, "MAP_ANONYMOUS": real.MAP_ANONYMOUS,
+                             "MADV_HUGEPAGE": 14})
+    monkeypatch.setattr(pages, "mmap", fake)
+    arena = PageArena()
+    arena.enabled = True
+    assert arena.copy(torch.arange(5.0)).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
 @needs_native
@@ -172,9 +207,10 @@ def test_the_engine_says_where_its_weights_are_and_pages_change_no_bit(monkeypat
     plain = tiny_engine(spec=(3, 3, 3))
     monkeypatch.delenv(HUGE_PAGES_ENV)
     paged = tiny_engine(spec=(3, 3, 3))
+    placed, why = pages_state()                             # this machine's answer with the variable unset
     off, on = plain.stats["weight_pages"], paged.stats["weight_pages"]
     assert off["bytes"] == on["bytes"] > 0 and off["advised_bytes"] == 0 and off["pages"].startswith("off")
-    assert on["advised_bytes"] == (on["bytes"] if ON else 0) and on["pages"] == WHY
+    assert on["advised_bytes"] == (on["bytes"] if placed else 0) and on["pages"] == why
     assert paged.greedy(prompt, max_tokens=12).tokens == plain.greedy(prompt, max_tokens=12).tokens
     assert paged.generate(prompt, max_tokens=12).tokens == plain.generate(prompt, max_tokens=12).tokens
     logits = []

@@ -54,7 +54,7 @@ from trtlade.reference.native import row_attention
 from trtlade.reference.native import status as native_status
 from trtlade.reference.native.argmax import argmax_rows
 from trtlade.reference.native.bindings import traced
-from trtlade.reference.native.pages import pages_state, placement
+from trtlade.reference.native.pages import pages_state, placement, weights_arena
 from trtlade.reference.slot_attention import (BATCHED_ATTENTION, batched_attention, install_batched_attention,
                                               invariant_attention)
 from trtlade.reference.slot_cache import SlotKVCache
@@ -119,6 +119,7 @@ class BatchRunner:
         self.windows = layer_windows(model)
         self._pages_why = pages_state()[1]  # where the packing below puts the weights, and why
         self._choose_linears(pack_linears, fast_forward, release_weights, native_kernels)
+        weights_arena().seal()  # the next model's weights share no mapping with these
         install_batched_attention(model)
         self.attn_implementation = BATCHED_ATTENTION
         cfg = self.config
@@ -245,9 +246,12 @@ class BatchRunner:
     def weight_pages(self) -> dict:
         """Where the native kernel's packed weights lie (:func:`~trtlade.reference.native.pages.placement`): on 2 MiB
         pages where the OS has them; ``bytes`` 0 where no layer runs natively."""
-        modules = [self.fast, self.lm_head] if self.fast is not None else [self.model]
-        return placement([m.native.packed for module in modules for m in module.modules()
+        return placement([m.native.packed for module in self.weight_modules() for m in module.modules()
                           if isinstance(m, FusedLinear) and m.native is not None], self._pages_why)
+
+    def weight_modules(self) -> list[nn.Module]:
+        """The modules whose weights a forward reads: the engine's own body and LM head, else the model."""
+        return [self.fast, self.lm_head] if self.fast is not None else [self.model]
 
     # ------------------------------------------------------------------ slots
     def allocate(self, reserve: int) -> int:

@@ -129,7 +129,7 @@ def rows_star(gflops: float, gb_per_s: float, bytes_per_weight: float) -> float:
 def weight_bytes(runner: Any) -> int:
     """Bytes a decode step reads: every linear weight and bias the forward uses, the LM head included
     (the embedding row read per token is negligible and left out)."""
-    modules = [runner.fast, runner.lm_head] if runner.fast is not None else [runner.model]
+    modules = runner.weight_modules()
     seen: set[int] = set()
     total = 0
     for module in modules:

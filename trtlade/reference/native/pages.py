@@ -34,13 +34,14 @@ Worked example (offsets in a chunk; each weight starts on a cache line, 64 bytes
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import ctypes.util
+import functools
 import mmap
 import os
 import threading
 import weakref
-from typing import Optional
+from typing import Callable, Optional
 
 __all__ = ["CHUNK", "HUGE", "HUGE_PAGES_ENV", "PageArena", "env_warning", "huge_page_bytes", "huge_page_size",
            "pages_line", "pages_state", "placement", "return_freed_memory", "thp_mode",
@@ -146,6 +147,12 @@ class PageArena:
         out.copy_(tensor)
         return out
 
+    def seal(self) -> None:
+        """Start the next weight on a chunk of its own: a model whose packing is done shares no mapping with the next
+        one, so dropping it gives all its pages back."""
+        with self._lock:
+            self._chunk = None
+
     def offsets_of(self, *sizes: int) -> list[int]:
         """Where weights of these byte sizes would start in a fresh chunk (no memory taken)."""
         at, out = 0, []
@@ -177,7 +184,8 @@ class PageArena:
         region = mmap.mmap(-1, size + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         base = ctypes.addressof(ctypes.c_char.from_buffer(region))
         skip = (-base) % HUGE
-        region.madvise(mmap.MADV_HUGEPAGE, skip, size)
+        with contextlib.suppress(OSError):  # refused (a sandbox's kernel): the mapping keeps base pages
+            region.madvise(mmap.MADV_HUGEPAGE, skip, size)
         self._maps.append((base + skip, size, weakref.ref(region)))
         return region, skip
 
@@ -186,13 +194,18 @@ def return_freed_memory() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; a no-op elsewhere): loading
     frees the checkpoint's tensors once their packed copies exist, and glibc would otherwise keep that
     memory in the process (bf16: 625 MiB resident instead of 393 after loading the embedded model)."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        trim = None
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Optional[Callable[[int], int]]:
+    """glibc's ``malloc_trim`` from the symbols the process has loaded (None elsewhere), looked up once."""
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
 
 
 def huge_page_bytes(mappings: list[tuple[int, int]], smaps: str = "/proc/self/smaps") -> Optional[int]:
@@ -208,7 +221,7 @@ def huge_page_bytes(mappings: list[tuple[int, int]], smaps: str = "/proc/self/sm
     4194304
     """
     try:
-        with open(smaps, encoding="ascii") as f:
+        with open(smaps, encoding="utf-8", errors="replace") as f:  # mapped files' paths may be in any encoding
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -219,7 +232,8 @@ def huge_page_bytes(mappings: list[tuple[int, int]], smaps: str = "/proc/self/sm
             lo, hi = (int(part, 16) for part in head.split("-"))
             inside = any(lo < start + size and start < hi for start, size in mappings)
         elif inside and line.startswith("AnonHugePages:"):
-            total += int(line.split()[1]) * 1024
+            fields = line.split()
+            total += int(fields[1]) * 1024 if len(fields) > 1 and fields[1].isdigit() else 0
     return total
 
 
@@ -245,11 +259,11 @@ def pages_line(report: dict) -> str:
     '538 MB packed, 537 MB of it on 2 MiB pages (transparent huge pages (madvise), advised)'
     >>> pages_line({"bytes": 537919488, "advised_bytes": 0, "huge_page_bytes": 0,
     ...             "pages": "off (TRTLADE_HUGE_PAGES=0)"})
-    '538 MB packed, on 4 KiB pages (off (TRTLADE_HUGE_PAGES=0))'
+    "538 MB packed, not advised: on the allocator's pages (off (TRTLADE_HUGE_PAGES=0))"
     """
     mb = report["bytes"] / 1e6
     if not report.get("advised_bytes"):
-        return f"{mb:.0f} MB packed, on 4 KiB pages ({report['pages']})"
+        return f"{mb:.0f} MB packed, not advised: on the allocator's pages ({report['pages']})"
     huge = report.get("huge_page_bytes")
     got = "of it on 2 MiB pages" if huge is not None else "advised (smaps unreadable: how much the OS gave unknown)"
     return f"{mb:.0f} MB packed, {(huge if huge is not None else report['advised_bytes']) / 1e6:.0f} MB {got} " \
@@ -263,6 +277,5 @@ def weights_arena() -> PageArena:
     """The process's arena for packed weights, one per :func:`pages_state` (``TRTLADE_HUGE_PAGES`` is read at
     every call)."""
     state = pages_state()
-    if state not in _ARENAS:
-        _ARENAS[state] = PageArena()
-    return _ARENAS[state]
+    arena = _ARENAS.get(state)
+    return arena if arena is not None else _ARENAS.setdefault(state, PageArena())
