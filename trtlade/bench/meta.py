@@ -81,8 +81,9 @@ def describe_server(version: Any) -> Optional[str]:
     ...     "details": {"preset": "fast", "dtype": "float32"}}})
     'reference engine, preset fast, (W,N,G) = (2,4,2), float32, model SmolLM2-135M-Instruct'
     >>> describe_server({"engine": {"name": "reference", "details": {"dtype": "bfloat16",
-    ...     "exactness": {"bit_exact": True, "kernels": "native avx2 (one call per step)"}}}}).split(", ")
-    ['reference engine', 'bfloat16', 'kernels native avx2 (one call per step)', \
+    ...     "exactness": {"bit_exact": True, "kernels": "native avx2 (one call per step)"},
+    ...     "weight_pages": {"bytes": 269e6, "advised_bytes": 269e6, "huge_page_bytes": 269e6}}}}).split(", ")
+    ['reference engine', 'bfloat16', 'kernels native avx2 (one call per step)', 'weights 100% on 2 MiB pages', \
 'lookahead bit-exact by construction (row-invariant kernels)']
     >>> describe_server({"object": "list"}) is None
     True
@@ -103,6 +104,9 @@ def describe_server(version: Any) -> Optional[str]:
     exact = details.get("exactness") if isinstance(details.get("exactness"), dict) else {}
     if exact.get("kernels"):
         parts.append(f"kernels {exact['kernels']}")
+    pages = details.get("weight_pages") if isinstance(details.get("weight_pages"), dict) else {}
+    if pages.get("bytes") and pages.get("huge_page_bytes") is not None:
+        parts.append(f"weights {100 * pages['huge_page_bytes'] / pages['bytes']:.0f}% on 2 MiB pages")
     if "bit_exact" in exact:
         parts.append("lookahead bit-exact by construction (row-invariant kernels)" if exact["bit_exact"]
                      else "lookahead not bit-exact by construction")
