@@ -646,39 +646,48 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
 #endif
 
 #if defined(AVX2_BF16_PATH)
-/* Two rows over np (<= 2) panels in bfloat16 (x widened already): 4 np chains. */
+/* Two rows over np (<= 3) panels in bfloat16 (x widened already): 4 np chains, each two FMAs deep a pair step
+ * (pair_fma), so that 2 panels' 8 chains wait on the FMAs' latency. Each half panel's weights are widened once
+ * and each row's pair of x broadcast again where it is used (12 accumulators, two widened weights and two x
+ * values: the 16 registers). Two rows over 3 panels against 2, linear layers of SmolLM2 alone on a 2-core Zen 3
+ * (benchmarks/linear_ab.py, 9-11 repeats, medians): 1.27-1.39x faster with the weights held in cache, 1.05-1.07x
+ * streamed from memory, the same bits (docs/results/2026-12-07-zen3-bf16-pairs.md). */
 static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
                                                                 int64_t n0, Prefetch *pf, const int np) {
     __m256 a0 = _mm256_setzero_ps(), b0 = a0, c0 = a0, d0 = a0, a1 = a0, b1 = a0, c1 = a0, d1 = a0;
+    __m256 a2 = a0, b2 = a0, c2 = a0, d2 = a0;
     const int64_t K2 = K / 2;
     PF_OPEN(pf)
     for (int64_t k = 0; k < K2; k++) {
         PF_STEP()
-        const __m256 e0 = _mm256_broadcast_ss(x + 2 * k), o0 = _mm256_broadcast_ss(x + 2 * k + 1);
-        const __m256 e1 = _mm256_broadcast_ss(x + K + 2 * k), o1 = _mm256_broadcast_ss(x + K + 2 * k + 1);
+        const float *x0 = x + 2 * k, *x1 = x + K + 2 * k;
+#define HALF(acc0, acc1, word)                                                                                \
+        {                                                                                                     \
+            const __m256 we = bf16_even(word), wo = bf16_odd(word);                                           \
+            acc0 = pair_fma(acc0, we, wo, _mm256_broadcast_ss(x0), _mm256_broadcast_ss(x0 + 1));              \
+            acc1 = pair_fma(acc1, we, wo, _mm256_broadcast_ss(x1), _mm256_broadcast_ss(x1 + 1));              \
+        }
 #define FMA_PANEL(p)                                                                                          \
         {                                                                                                     \
             const uint16_t *w = wp + ((size_t)(p) * K2 + k) * 32;                                             \
-            const __m256i u = _mm256_loadu_si256((const __m256i *)w);                                         \
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16));                                 \
-            const __m256 ue = bf16_even(u), uo = bf16_odd(u), ve = bf16_even(v), vo = bf16_odd(v);            \
-            a##p = pair_fma(a##p, ue, uo, e0, o0);                                                            \
-            b##p = pair_fma(b##p, ve, vo, e0, o0);                                                            \
-            c##p = pair_fma(c##p, ue, uo, e1, o1);                                                            \
-            d##p = pair_fma(d##p, ve, vo, e1, o1);                                                            \
+            HALF(a##p, c##p, _mm256_loadu_si256((const __m256i *)w))                                          \
+            HALF(b##p, d##p, _mm256_loadu_si256((const __m256i *)(w + 16)))                                   \
         }
         FMA_PANEL(0)
         if (np > 1) { FMA_PANEL(1) }
+        if (np > 2) { FMA_PANEL(2) }
 #undef FMA_PANEL
+#undef HALF
     }
     PF_CLOSE(pf)
-    store_bf16_avx2(y, N, n0, bias, a0, b0);
-    store_bf16_avx2(y + N, N, n0, bias, c0, d0);
-    if (np > 1) {
-        store_bf16_avx2(y, N, n0 + 16, bias, a1, b1);
-        store_bf16_avx2(y + N, N, n0 + 16, bias, c1, d1);
-    }
+#define STORE_PANEL(p)                                                                                        \
+    store_bf16_avx2(y, N, n0 + 16 * (p), bias, a##p, b##p);                                                   \
+    store_bf16_avx2(y + N, N, n0 + 16 * (p), bias, c##p, d##p);
+    STORE_PANEL(0)
+    if (np > 1) { STORE_PANEL(1) }
+    if (np > 2) { STORE_PANEL(2) }
+#undef STORE_PANEL
 }
 #endif
 
@@ -735,7 +744,7 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
     case 4: FN(__VA_ARGS__, 4); break; case 5: FN(__VA_ARGS__, 5); break;                                     \
     default: FN(__VA_ARGS__, 6); break;                                                                       \
     }
-/* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 2 panels (PAIR), or 3 up to 4 or 6 rows of
+/* AVX2: one row over np <= 4 panels (ROW), two rows over np <= 3 panels (PAIR), or 3 up to 4 or 6 rows of
  * one panel (TILE; CASES: TILE_CASES_4 or TILE_CASES_6): at least 8 independent FMA chains but for a 3-row
  * tile (float32 runs 3 rows over 2 panels instead: trio_f32_avx2). float32 takes 6-row tiles (12 chains; a
  * model's linear layers streamed from memory 1.04-1.11x faster at 6-16 rows than with 4-row tiles, measured
@@ -748,18 +757,19 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         case 1: ROW(__VA_ARGS__, 1); break; case 2: ROW(__VA_ARGS__, 2); break;                               \
         case 3: ROW(__VA_ARGS__, 3); break; default: ROW(__VA_ARGS__, 4); break;                              \
         }                                                                                                     \
-    } else if (m == 2 && np == 2) {                                                                           \
-        PAIR(__VA_ARGS__, 2);                                                                                 \
     } else if (m == 2) {                                                                                      \
-        PAIR(__VA_ARGS__, 1);                                                                                 \
+        switch (np) {                                                                                         \
+        case 1: PAIR(__VA_ARGS__, 1); break; case 2: PAIR(__VA_ARGS__, 2); break;                             \
+        default: PAIR(__VA_ARGS__, 3); break;                                                                 \
+        }                                                                                                     \
     } else {                                                                                                  \
         CASES(TILE, __VA_ARGS__)                                                                              \
     }
 
 /* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
  * chains), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2; float32's 2 and 4 rows take
- * groups of 3, one or two pairs over each: trtlade_linear_f32): the group the passes
- * re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
+ * groups of 3, one or two pairs over each: trtlade_linear_f32; bfloat16's 2 rows one pair over each:
+ * trtlade_linear_bf16): the group the passes re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
  * forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians): float32 1.05-1.09x faster at
  * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/results/roofline.md). */
 #define AVX2_GROUP(M) ((M) <= 2 ? 4 : 2)
@@ -1232,8 +1242,9 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
     /* Tiles of 4 rows, but the last 6 rows as 3 + 3, not 4 + 2 (a tile, then a pair over 2 panels: 6 rows cost as
      * much as 8). Linear layers of SmolLM2 alone on a 2-core Zen 3 (benchmarks/linear_ab.py, 9-15
      * repeats, medians): 1.06-1.12x faster at 6 rows, 1.02x at 10 and 14, the same bits
-     * (docs/results/2026-12-05-zen3-bfloat16.md). */
-    FOR_STREAMS(AVX2_GROUP(M), (M - i0 == 6 ? 3 : 4), (m == 1 ? 4 : m == 2 ? 2 : 1), 1, 0,
+     * (docs/results/2026-12-05-zen3-bfloat16.md). Two rows alone take a pair over groups of 3 panels
+     * (pair_bf16_avx2: 12 chains). */
+    FOR_STREAMS(M == 2 ? 3 : AVX2_GROUP(M), (M - i0 == 6 ? 3 : 4), (m == 1 ? 4 : M == 2 ? 3 : m == 2 ? 2 : 1), 1, 0,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
