@@ -647,11 +647,13 @@ static inline __attribute__((always_inline)) void row_bf16_avx2(const float *x, 
 
 #if defined(AVX2_BF16_PATH)
 /* Two rows over np (<= 3) panels in bfloat16 (x widened already): 4 np chains, each two FMAs deep a pair step
- * (pair_fma), so that 2 panels' 8 chains wait on the FMAs' latency. Each half panel's weights are widened once
- * and each row's pair of x broadcast again where it is used (12 accumulators, two widened weights and two x
- * values: the 16 registers). Two rows over 3 panels against 2, linear layers of SmolLM2 alone on a 2-core Zen 3
- * (benchmarks/linear_ab.py, 9-11 repeats, medians): 1.27-1.39x faster with the weights held in cache, 1.05-1.07x
- * streamed from memory, the same bits (docs/results/2026-12-07-zen3-bf16-pairs.md). */
+ * (pair_fma), so that 2 panels' 8 chains waited on the FMAs' latency; 3 panels' 12 do not. Written to widen one
+ * half panel at a time and to broadcast x where used, GCC 12 hoists the four broadcasts and keeps a few
+ * accumulators on the stack (the 12, the x values and the widening mask exceed the 16 registers): still faster
+ * than 8 chains. Every broadcast forced where used (a volatile asm, the accumulators then in registers) measured
+ * slower: 0.81x in cache, 0.97x streamed. Two rows over 3 panels against 2, linear layers of SmolLM2 alone on a
+ * 2-core Zen 3 (benchmarks/linear_ab.py, 9-11 repeats, medians): 1.27-1.41x faster with the weights held in cache,
+ * 1.05-1.12x streamed from memory, the same bits (docs/results/2026-12-07-zen3-bf16-pairs.md). */
 static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x, int64_t K, const uint16_t *wp,
                                                                 const float *bias, uint16_t *y, int64_t N,
                                                                 int64_t n0, Prefetch *pf, const int np) {
@@ -664,7 +666,8 @@ static inline __attribute__((always_inline)) void pair_bf16_avx2(const float *x,
         const float *x0 = x + 2 * k, *x1 = x + K + 2 * k;
 #define HALF(acc0, acc1, word)                                                                                \
         {                                                                                                     \
-            const __m256 we = bf16_even(word), wo = bf16_odd(word);                                           \
+            const __m256i u_ = (word);                                                                        \
+            const __m256 we = bf16_even(u_), wo = bf16_odd(u_);                                               \
             acc0 = pair_fma(acc0, we, wo, _mm256_broadcast_ss(x0), _mm256_broadcast_ss(x0 + 1));              \
             acc1 = pair_fma(acc1, we, wo, _mm256_broadcast_ss(x1), _mm256_broadcast_ss(x1 + 1));              \
         }
@@ -749,8 +752,8 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
  * tile (float32 runs 3 rows over 2 panels instead: trio_f32_avx2). float32 takes 6-row tiles (12 chains; a
  * model's linear layers streamed from memory 1.04-1.11x faster at 6-16 rows than with 4-row tiles, measured
  * in one process, same bits; docs/results/roofline.md);
- * bfloat16 keeps 4 (its four weight registers leave no room for 12 accumulators: 6 rows measured no
- * faster, and slower when split in halves). */
+ * bfloat16's tiles keep 4 rows (a k step's four widened weight registers leave no room for 12 accumulators: 6 rows
+ * measured no faster, and slower when split in halves). */
 #define TILE_CASES_AVX2(ROW, PAIR, TILE, CASES, ...)                                                          \
     if (m == 1) {                                                                                             \
         switch (np) {                                                                                         \
@@ -766,12 +769,13 @@ static inline __attribute__((always_inline)) void tile_bf16_portable(const float
         CASES(TILE, __VA_ARGS__)                                                                              \
     }
 
-/* The panels of an AVX2 stream's group: 4 for one or two rows (their tiles span 4 and 2 panels, for 8 FMA
- * chains), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2; float32's 2 and 4 rows take
- * groups of 3, one or two pairs over each: trtlade_linear_f32; bfloat16's 2 rows one pair over each:
- * trtlade_linear_bf16): the group the passes re-read and the next one being prefetched stay small in L2. Linear layers of SmolLM2 alone, `avx2`
- * forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians): float32 1.05-1.09x faster at
- * 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits (docs/results/roofline.md). */
+/* The panels of an AVX2 stream's group: 4 for one row (its tiles span 4 panels, for 8 FMA chains; no caller asks it
+ * for 2 rows), 2 for more (tiles of one panel; a remainder of 1 to 3 rows still spans 2); but float32's 2 and 4 rows
+ * take groups of 3, one or two pairs over each (trtlade_linear_f32), and bfloat16's 2 rows groups of 3, one pair
+ * over each (trtlade_linear_bf16): the group the passes re-read and the next one being prefetched stay small in L2.
+ * Linear layers of SmolLM2 alone, `avx2` forced on a Zen 4, against groups of 4 (benchmarks/linear_ab.py, medians):
+ * float32 1.05-1.09x faster at 7-16 rows, 1-3 rows unchanged; bfloat16 1.00-1.08x; the same bits
+ * (docs/results/roofline.md). */
 #define AVX2_GROUP(M) ((M) <= 2 ? 4 : 2)
 
 /* The schedule of the AVX-512 tiles (float32 with AVX-512F, bfloat16 with AVX512-BF16) and of portable C:
