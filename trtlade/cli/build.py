@@ -293,33 +293,44 @@ def register(app: typer.Typer) -> None:
         for warning in _config_warnings(doc):
             err_console.print(warning, markup=False, highlight=False)
         if dry_run:
-            from trtlade.builder.run import check_output
+            _print_dry_run(plan)
+        else:
+            _run_plan(plan, gpus)
 
-            try:
-                check_output(plan)  # what the real run would refuse before it starts
-            except BuildError as exc:
-                fail(exc.message, hint=exc.hint, where=exc.where)
-            print(plan.render(), end="")
-            return
-        for note in plan.notes:
-            err_console.print(f"[yellow]note:[/] {_esc(note)}", highlight=False)
-        from trtlade.builder.run import run_build
 
-        t0 = time.monotonic()
-        reporter = _RichReporter()
-        try:
-            result = run_build(plan, reporter, gpus=gpus)
-        except BuildError as exc:
-            reporter._stop()
-            if exc.log_tail:
-                err_console.print(f"--- last lines of {exc.log_path or 'the log'} ---", markup=False,
-                                  highlight=False)
-                err_console.print(exc.log_tail, markup=False, highlight=False)
-                err_console.print("---", markup=False)
-            fail(exc.message, hint=exc.hint, where=exc.where)
-        except KeyboardInterrupt:
-            reporter._stop()
-            fail("interrupted; nothing was marked complete (no manifest written)",
-                 hint="re-run the same command: a finished conversion is reused", code=130)
-        console.print(f"built in {time.monotonic() - t0:.1f} s", markup=False)
-        _print_outcome(result)
+def _print_dry_run(plan: Any) -> None:
+    """The plan as shell commands, after what the real run would refuse before it starts."""
+    from trtlade.builder.errors import BuildError
+    from trtlade.builder.run import check_output
+
+    try:
+        check_output(plan)
+    except BuildError as exc:
+        fail(exc.message, hint=exc.hint, where=exc.where)
+    print(plan.render(), end="")
+
+
+def _run_plan(plan: Any, gpus: Any) -> None:
+    """Run the build with a live progress display; a failure prints the log's last lines, then the error."""
+    from trtlade.builder.errors import BuildError
+    from trtlade.builder.run import run_build
+
+    for note in plan.notes:
+        err_console.print(f"[yellow]note:[/] {_esc(note)}", highlight=False)
+    t0 = time.monotonic()
+    reporter = _RichReporter()
+    try:
+        result = run_build(plan, reporter, gpus=gpus)
+    except BuildError as exc:
+        reporter._stop()
+        if exc.log_tail:
+            err_console.print(f"--- last lines of {exc.log_path or 'the log'} ---", markup=False, highlight=False)
+            err_console.print(exc.log_tail, markup=False, highlight=False)
+            err_console.print("---", markup=False)
+        fail(exc.message, hint=exc.hint, where=exc.where)
+    except KeyboardInterrupt:
+        reporter._stop()
+        fail("interrupted; nothing was marked complete (no manifest written)",
+             hint="re-run the same command: a finished conversion is reused", code=130)
+    console.print(f"built in {time.monotonic() - t0:.1f} s", markup=False)
+    _print_outcome(result)

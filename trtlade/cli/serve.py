@@ -82,38 +82,10 @@ def register(app: typer.Typer) -> None:
                                                "/metrics too (left out by default: load balancers, Kubernetes "
                                                "and Prometheus poll them every few seconds)."),
     ) -> None:
-        from trtlade.contract.protocol import CACHE_SCOPES
         from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
-        if log_level not in ("debug", "info", "warning", "error"):
-            fail(f"--log-level {log_level!r}: choose debug, info, warning or error", code=EXIT_USAGE,
-                 hint="info (the default) logs each request; debug adds the engine's steps")
-        if port is not None and not 0 <= port <= 65535:
-            fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE,
-                 hint="e.g. --port 8000; 0 takes any free port (printed at start)")
-        if prefix_cache_mb is not None and prefix_cache_mb < 0:
-            fail(f"--prefix-cache-mb {prefix_cache_mb}: must be 0 (off) or more MiB", code=EXIT_USAGE,
-                 hint="e.g. --prefix-cache-mb 512, or 0 to turn the prefix cache off")
-        if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
-            fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE,
-                 hint="e.g. 256 (the default): prompt rows a step adds next to decoding requests; 0: whole prompts")
-        if prefill_idle_chunk_tokens is not None and prefill_idle_chunk_tokens < 0:
-            fail(f"--prefill-idle-chunk-tokens {prefill_idle_chunk_tokens}: must be 0 (whole prompts) or more tokens",
-                 code=EXIT_USAGE, hint="e.g. 256 (the default): prompt rows a step computes with nothing decoding")
-        if prefill_stall is not None and not (prefill_stall == 0 or 1 < prefill_stall < math.inf):
-            fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
-                 "(fixed chunks)", code=EXIT_USAGE, hint="e.g. --prefill-stall 1.5 (the default)")
-        if prefix_cache_scope is not None and prefix_cache_scope not in CACHE_SCOPES:
-            fail(f"--prefix-cache-scope {prefix_cache_scope!r}: choose {', '.join(CACHE_SCOPES)}", code=EXIT_USAGE,
-                 hint="identity: only the same API key's cached prompts are reused (the default with keys); salt: "
-                      "only with the same cache_salt too; global: everyone's (the default without keys)")
-        if api_keys_file is not None and not api_keys_file.is_file():
-            fail(f"--api-keys-file {api_keys_file}: " + ("a folder, not a file" if api_keys_file.is_dir()
-                                                         else "no such file"), code=EXIT_USAGE,
-                 hint="one key per line: NAME KEY [admin]")
-        if access_log_probes and not access_log:
-            fail("--access-log-probes logs health checks and scrapes in the access log, which --no-access-log turns "
-                 "off", where="--access-log-probes", code=EXIT_USAGE, hint="drop one of the two")
+        _check_numbers(port, prefix_cache_mb, prefill_chunk_tokens, prefill_idle_chunk_tokens, prefill_stall)
+        _check_choices(log_level, prefix_cache_scope, api_keys_file, access_log, access_log_probes)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
                            api_key=api_key, api_keys_file=api_keys_file, prefix_cache_scope=prefix_cache_scope,
@@ -126,6 +98,48 @@ def register(app: typer.Typer) -> None:
             where = exc.where if exc.where and exc.where not in exc.message else ""
             fail(exc.message, hint=exc.hint, where=where, code=EXIT_USAGE if exc.usage else 1)
         _run(plan, log_level, access_log, access_log_probes)
+
+
+
+def _check_numbers(port: Optional[int], prefix_cache_mb: Optional[int], prefill_chunk_tokens: Optional[int],
+                   prefill_idle_chunk_tokens: Optional[int], prefill_stall: Optional[float]) -> None:
+    """The numeric flags' ranges, refused with a usage error naming the flag (Typer checks only their types)."""
+    if port is not None and not 0 <= port <= 65535:
+        fail(f"--port {port}: must be between 0 and 65535", code=EXIT_USAGE,
+             hint="e.g. --port 8000; 0 takes any free port (printed at start)")
+    if prefix_cache_mb is not None and prefix_cache_mb < 0:
+        fail(f"--prefix-cache-mb {prefix_cache_mb}: must be 0 (off) or more MiB", code=EXIT_USAGE,
+             hint="e.g. --prefix-cache-mb 512, or 0 to turn the prefix cache off")
+    if prefill_chunk_tokens is not None and prefill_chunk_tokens < 0:
+        fail(f"--prefill-chunk-tokens {prefill_chunk_tokens}: must be 0 (off) or more tokens", code=EXIT_USAGE,
+             hint="e.g. 256 (the default): prompt rows a step adds next to decoding requests; 0: whole prompts")
+    if prefill_idle_chunk_tokens is not None and prefill_idle_chunk_tokens < 0:
+        fail(f"--prefill-idle-chunk-tokens {prefill_idle_chunk_tokens}: must be 0 (whole prompts) or more tokens",
+             code=EXIT_USAGE, hint="e.g. 256 (the default): prompt rows a step computes with nothing decoding")
+    if prefill_stall is not None and not (prefill_stall == 0 or 1 < prefill_stall < math.inf):
+        fail(f"--prefill-stall {prefill_stall:g}: must be above 1 (1.5: decoding steps up to 1.5x as long) or 0 "
+             "(fixed chunks)", code=EXIT_USAGE, hint="e.g. --prefill-stall 1.5 (the default)")
+
+
+def _check_choices(log_level: str, prefix_cache_scope: Optional[str], api_keys_file: Optional[Path],
+                   access_log: bool, access_log_probes: bool) -> None:
+    """The flags that take one of a few values, a file, or exclude each other."""
+    from trtlade.contract.protocol import CACHE_SCOPES
+
+    if log_level not in ("debug", "info", "warning", "error"):
+        fail(f"--log-level {log_level!r}: choose debug, info, warning or error", code=EXIT_USAGE,
+             hint="info (the default) logs each request; debug adds the engine's steps")
+    if prefix_cache_scope is not None and prefix_cache_scope not in CACHE_SCOPES:
+        fail(f"--prefix-cache-scope {prefix_cache_scope!r}: choose {', '.join(CACHE_SCOPES)}", code=EXIT_USAGE,
+             hint="identity: only the same API key's cached prompts are reused (the default with keys); salt: "
+                  "only with the same cache_salt too; global: everyone's (the default without keys)")
+    if api_keys_file is not None and not api_keys_file.is_file():
+        fail(f"--api-keys-file {api_keys_file}: " + ("a folder, not a file" if api_keys_file.is_dir()
+                                                     else "no such file"), code=EXIT_USAGE,
+             hint="one key per line: NAME KEY [admin]")
+    if access_log_probes and not access_log:
+        fail("--access-log-probes logs health checks and scrapes in the access log, which --no-access-log turns "
+             "off", where="--access-log-probes", code=EXIT_USAGE, hint="drop one of the two")
 
 
 def _run(plan, log_level: str, access_log: bool = True,  # noqa: ANN001 - ServePlan, imported lazily
