@@ -226,89 +226,122 @@ def _check_device(device: str, native_kernels: Optional[bool]) -> None:
 
 
 def _print_tables(data: dict) -> None:
+    """Per dtype: the modes' table, the floor and roofline lines, identity, categories, keying and profile."""
+    sampled = data["config"].get("temperature", 0) > 0
+    for res in data["results"]:
+        console.print(_modes_table(data, res, sampled))
+        _print_roofline(res)
+        _print_identity(res, sampled)
+        _print_categories(res)
+        _print_keying(res)
+        _print_profiles(res)
+
+
+def _modes_table(data: dict, res: dict, sampled: bool) -> Any:
+    """One dtype's modes: rates, speedups with their spread, tokens and rows a step, the step against its floor."""
     from rich.table import Table
 
     config = data["config"]
-    sampled = config.get("temperature", 0) > 0
     base = "plain sampling" if sampled else "greedy"
     decoding = f"sampled at temperature {config['temperature']:g}, top_p {config['top_p']:g}; " if sampled else ""
-    for res in data["results"]:
-        cpu = data.get('machine', {}).get('device') or data.get('machine', {}).get('cpu') or 'an unknown CPU'
-        table = Table(title=f"{data['model_id']} {res['dtype']} on {cpu} "
-                            f"({decoding}"
-                            f"engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
-                            "repeats of the token rate over generate's, each repeat running every mode; "
-                            f"{res['threads']} threads, {len(data['prompts'])} prompts x "
-                            f"{data['config']['max_tokens']} tokens, {data['config']['repeats']} repeats; tokens/s "
-                            "and the speedup vs transformers generate count prefill + decode)")
-        for col in ("mode", "preset", "tokens/s", "vs transformers generate", f"vs trtlade {base} (decode)",
-                    "tokens/step", "rows/step", "ms/step", "step / floor", f"identical to {base}", "same tokens"):
-            table.add_column(col, justify="left" if col == "mode" else "right")
-        for m in res["modes"]:
-            label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
-            ours = m["kind"] == "trtlade"
-            vs_generate = f"{m['speedup_vs_generate']:.2f}x" if m.get("speedup_vs_generate") is not None else "-"
-            per_repeat = m.get("speedup_vs_generate_per_repeat") or []
-            if len(per_repeat) > 1:  # the spread over repeats next to the median
-                vs_generate += f" ({min(per_repeat):.2f}–{max(per_repeat):.2f})"
-            table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
-                          _vs_greedy(m) if ours else "-",
-                          f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",
-                          *_step_cells(m, res.get("floor") or {}),
-                          *((f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
-                            if ours or not sampled else ("- (own RNG)", "-")))
-        console.print(table)
-        floor = res.get("floor") or {}
-        if floor:
-            lo, hi = floor["floor_ms_range"]
-            console.print(f"floor: {floor['weight_bytes'] / 1e6:.0f} MB of weights read once per step at "
-                          f"{floor['read_gb_s']:.1f} GB/s (torch.sum over 1 GiB, {res['threads']} threads, measured "
-                          f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
-                          f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
-        if floor.get("peak_gflops"):
-            peaks = ", ".join(f"{p:.0f}" for p in floor["peak_gflops_samples"])
-            how = ("the native kernels' instruction, 12 chains a thread" if floor.get("peak_source") == "instruction"
-                   else "torch.mm in cache")
-            console.print(f"roofline: multiply-adds at {floor['peak_gflops']:.0f} GFLOP/s ({floor['dtype']}, {how}, "
-                          f"{res['threads']} threads: {peaks}; torch.mm {floor.get('mm_gflops', 0):.0f}); "
-                          f"a step carries R* = "
-                          f"{floor['rows_star']:.1f} rows before its multiply-adds take longer than reading the "
-                          "weights once", highlight=False)
-        exact = res.get("exactness") or {}
-        if exact.get("kernels"):
-            console.print(f"kernels: {exact['kernels']} ({exact.get('native_kernel', '')})", highlight=False)
-        if (pages := res.get("weight_pages") or {}).get("bytes"):
-            from trtlade.reference.native.pages import pages_line
+    cpu = data.get('machine', {}).get('device') or data.get('machine', {}).get('cpu') or 'an unknown CPU'
+    table = Table(title=f"{data['model_id']} {res['dtype']} on {cpu} "
+                        f"({decoding}"
+                        f"engine spec {res['engine_spec']}; speedup vs generate: median (min–max) of the "
+                        "repeats of the token rate over generate's, each repeat running every mode; "
+                        f"{res['threads']} threads, {len(data['prompts'])} prompts x "
+                        f"{config['max_tokens']} tokens, {config['repeats']} repeats; tokens/s "
+                        "and the speedup vs transformers generate count prefill + decode)")
+    for col in ("mode", "preset", "tokens/s", "vs transformers generate", f"vs trtlade {base} (decode)",
+                "tokens/step", "rows/step", "ms/step", "step / floor", f"identical to {base}", "same tokens"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for m in res["modes"]:
+        label = m["mode"] + (f" ({m['spec']}, auto policy)" if m["adaptive"] else "")
+        ours = m["kind"] == "trtlade"
+        vs_generate = f"{m['speedup_vs_generate']:.2f}x" if m.get("speedup_vs_generate") is not None else "-"
+        per_repeat = m.get("speedup_vs_generate_per_repeat") or []
+        if len(per_repeat) > 1:  # the spread over repeats next to the median
+            vs_generate += f" ({min(per_repeat):.2f}–{max(per_repeat):.2f})"
+        table.add_row(label, m.get("preset") or "-", f"{m['total_tokens_per_s']:.1f}", vs_generate,
+                      _vs_greedy(m) if ours else "-",
+                      f"{m['tokens_per_step']:.2f}" if ours else "-", f"{m['rows_per_step']:.1f}" if ours else "-",
+                      *_step_cells(m, res.get("floor") or {}),
+                      *((f"{m['identity_vs_greedy']:.0%}", f"{m['identical_prefix_share']:.0%}")
+                        if ours or not sampled else ("- (own RNG)", "-")))
+    return table
 
-            console.print(f"weights: {pages_line(pages)}", highlight=False)
-        if exact:
-            ours_modes = [m for m in res["modes"] if m.get("kind") == "trtlade"]
-            same = sum(m["identity_vs_greedy"] == 1.0 for m in ours_modes)
-            console.print(f"identity, {res['dtype']}: {same} of {len(ours_modes)} modes identical to the engine's own "
-                          f"{'plain sampling' if sampled else 'greedy'} on every prompt; "
-                          + ("bit-exact by construction (row-invariant attention: "
-                             f"{exact['row_invariant_attention']}, row-invariant linear layers)" if exact["bit_exact"]
-                             else "not bit-exact by construction here: " + exact["statement"]), highlight=False)
-        _print_categories(res)
-        if res["keying"]:
-            keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")
-            for col in ("spec", "TensorRT-LLM (key y[g])", "corrected (key g)", "change"):
-                keying.add_column(col, justify="right")
-            for k in res["keying"]:
-                keying.add_row(k["spec"], f"{k['tokens_per_step_trtllm_keying']:.3f}",
-                               f"{k['tokens_per_step_corrected_keying']:.3f}", f"{k['change']:+.1%}")
-            console.print(keying)
-        for prof in res.get("profile", []):
-            breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}), "
-                                    f"preset {prof.get('preset', '-')}: "
-                                    f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step")
-            breakdown.add_column("part")
-            breakdown.add_column("ms/step", justify="right")
-            breakdown.add_column("share", justify="right")
-            total = max(prof["step_ms"], sum(prof["breakdown_ms"].values())) or 1.0
-            for part, value in prof["breakdown_ms"].items():
-                breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
-            console.print(breakdown)
+
+def _print_roofline(res: dict) -> None:
+    """The floor (the weights read once), the multiply-add peak and R*, the kernels and the weights' pages."""
+    floor = res.get("floor") or {}
+    if floor:
+        lo, hi = floor["floor_ms_range"]
+        console.print(f"floor: {floor['weight_bytes'] / 1e6:.0f} MB of weights read once per step at "
+                      f"{floor['read_gb_s']:.1f} GB/s (torch.sum over 1 GiB, {res['threads']} threads, measured "
+                      f"before and after the modes: {', '.join(f'{g:.1f}' for g in floor['read_gb_s_samples'])}"
+                      f" GB/s) = {floor['floor_ms']:.2f} ms ({lo:.2f}-{hi:.2f})", highlight=False)
+    if floor.get("peak_gflops"):
+        peaks = ", ".join(f"{p:.0f}" for p in floor["peak_gflops_samples"])
+        how = ("the native kernels' instruction, 12 chains a thread" if floor.get("peak_source") == "instruction"
+               else "torch.mm in cache")
+        console.print(f"roofline: multiply-adds at {floor['peak_gflops']:.0f} GFLOP/s ({floor['dtype']}, {how}, "
+                      f"{res['threads']} threads: {peaks}; torch.mm {floor.get('mm_gflops', 0):.0f}); "
+                      f"a step carries R* = "
+                      f"{floor['rows_star']:.1f} rows before its multiply-adds take longer than reading the "
+                      "weights once", highlight=False)
+    exact = res.get("exactness") or {}
+    if exact.get("kernels"):
+        console.print(f"kernels: {exact['kernels']} ({exact.get('native_kernel', '')})", highlight=False)
+    if (pages := res.get("weight_pages") or {}).get("bytes"):
+        from trtlade.reference.native.pages import pages_line
+
+        console.print(f"weights: {pages_line(pages)}", highlight=False)
+
+
+def _print_identity(res: dict, sampled: bool) -> None:
+    """How many of the engine's modes gave its own greedy (or plain sampling) tokens, and why they must."""
+    exact = res.get("exactness") or {}
+    if not exact:
+        return
+    ours_modes = [m for m in res["modes"] if m.get("kind") == "trtlade"]
+    same = sum(m["identity_vs_greedy"] == 1.0 for m in ours_modes)
+    console.print(f"identity, {res['dtype']}: {same} of {len(ours_modes)} modes identical to the engine's own "
+                  f"{'plain sampling' if sampled else 'greedy'} on every prompt; "
+                  + ("bit-exact by construction (row-invariant attention: "
+                     f"{exact['row_invariant_attention']}, row-invariant linear layers)" if exact["bit_exact"]
+                     else "not bit-exact by construction here: " + exact["statement"]), highlight=False)
+
+
+def _print_keying(res: dict) -> None:
+    """TensorRT-LLM's n-gram keying against the corrected one, tokens a step (preset trtllm runs only)."""
+    from rich.table import Table
+
+    if not res["keying"]:
+        return
+    keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")
+    for col in ("spec", "TensorRT-LLM (key y[g])", "corrected (key g)", "change"):
+        keying.add_column(col, justify="right")
+    for k in res["keying"]:
+        keying.add_row(k["spec"], f"{k['tokens_per_step_trtllm_keying']:.3f}",
+                       f"{k['tokens_per_step_corrected_keying']:.3f}", f"{k['change']:+.1%}")
+    console.print(keying)
+
+
+def _print_profiles(res: dict) -> None:
+    """Where a decoding step goes, by part, for each profiled spec."""
+    from rich.table import Table
+
+    for prof in res.get("profile", []):
+        breakdown = Table(title=f"where a decoding step goes, {res['dtype']}, spec ({prof['spec']}), "
+                                f"preset {prof.get('preset', '-')}: "
+                                f"{prof['step_ms']:.1f} ms/step, {prof['rows_per_step']:.1f} rows/step")
+        breakdown.add_column("part")
+        breakdown.add_column("ms/step", justify="right")
+        breakdown.add_column("share", justify="right")
+        total = max(prof["step_ms"], sum(prof["breakdown_ms"].values())) or 1.0
+        for part, value in prof["breakdown_ms"].items():
+            breakdown.add_row(part, f"{value:.2f}", f"{value / total:.0%}")
+        console.print(breakdown)
 
 
 def _vs_greedy(mode: dict) -> str:
