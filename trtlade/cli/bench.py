@@ -476,25 +476,37 @@ def _redacted(argv: list[str]) -> list[str]:
 def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str, str], out_root: Path,
                     label: Optional[str], launch: Optional[Path], launch_timeout: float,
                     model: Optional[str], plots: bool) -> None:
-    import asyncio
-    import contextlib
     import time
 
-    from trtlade.bench.launch import LaunchError, launched_server
-    from trtlade.bench.meta import machine_info
-    from trtlade.bench.report import (RunSummary, SeriesInfo, accepted_by_source, category_tokens_per_step,
-                                      make_run_id, output_agreement, speedup_verdicts,
-                                      family_verdicts)
-    from trtlade.bench.plan import PlanError, check_modes_for_servers, resolve_server_modes
-    from trtlade.bench.runner import BenchAborted, run_plan
+    from trtlade.bench.report import make_run_id
 
-    run_id = make_run_id([s.label for s in plan.series], label=label)
-    folder = out_root / run_id
-    suffix = 2
+    folder = _new_folder(out_root, make_run_id([s.label for s in plan.series], label=label))
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    outcome = _measure(plan, settings, folder, launch, launch_timeout, model)
+    run = _summary(plan, settings, meta, folder, started, outcome)
+    _write_and_print(run, outcome.records, folder, plots)
+
+
+def _new_folder(out_root: Path, run_id: str) -> Path:
+    """``out_root/run_id``, or with ``-2``, ``-3`` ... where that exists (never writes over a report)."""
+    folder, suffix = out_root / run_id, 2
     while folder.exists():
         folder = out_root / f"{run_id}-{suffix}"
         suffix += 1
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return folder
+
+
+def _measure(plan: "BenchPlan", settings: dict[str, Any], folder: Path, launch: Optional[Path],
+             launch_timeout: float, model: Optional[str]) -> Any:
+    """Launch the server (``--launch``), check every server and mode, run the plan: its outcome; a failure is a
+    clear error (the server's log tail, a hint for a server that does not know the ``lookahead`` field)."""
+    import asyncio
+    import contextlib
+
+    from trtlade.bench.launch import LaunchError, launched_server
+    from trtlade.bench.plan import PlanError, check_modes_for_servers, resolve_server_modes
+    from trtlade.bench.runner import BenchAborted, run_plan
+
     try:
         with contextlib.ExitStack() as stack:
             if launch is not None and len(plan.targets) > 1:  # the second server first: launching takes a while
@@ -516,7 +528,7 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
             for s in plan.series:
                 err_console.print(f"series {s.label}: {s.target.base_url}{plan.endpoint.path} model "
                                   f"{s.target.model!r}, {s.mode.describe()}", markup=False)
-            outcome = asyncio.run(run_plan(plan, _Progress()))
+            return asyncio.run(run_plan(plan, _Progress()))
     except LaunchError as exc:
         tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
         fail(f"--launch {launch}: {exc.message}{tail}", hint="run `trtlade serve --config "
@@ -531,6 +543,18 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
         err_console.print("interrupted: no report written", markup=False)
         raise typer.Exit(130)
 
+
+def _summary(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str, str], folder: Path, started: str,
+             outcome: Any) -> Any:
+    """The run's summary: its series, levels, settings, machine and servers, the measured levels, the answers'
+    agreement, tokens a step by category, the accepted drafts' sources and the verdicts."""
+    import time
+
+    from trtlade.bench.meta import machine_info
+    from trtlade.bench.report import (RunSummary, SeriesInfo, accepted_by_source, category_tokens_per_step,
+                                      family_verdicts, output_agreement, speedup_verdicts)
+
+    labels = [s.label for s in plan.series]
     run = RunSummary(
         run_id=folder.name, created=started,
         series=[SeriesInfo(label=s.label, server=s.target.label, base_url=s.target.base_url, model=s.target.model,
@@ -544,12 +568,12 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
                   "prefix_cache": outcome.prefix_cache,
                   "user": meta},
         summaries=outcome.summaries,
-        output_agreement=output_agreement(outcome.records, [s.label for s in plan.series]),
-        tokens_per_step_by_category=category_tokens_per_step(outcome.records, [s.label for s in plan.series]),
-        accepted_by_source=accepted_by_source(outcome.records, [s.label for s in plan.series]),
+        output_agreement=output_agreement(outcome.records, labels),
+        tokens_per_step_by_category=category_tokens_per_step(outcome.records, labels),
+        accepted_by_source=accepted_by_source(outcome.records, labels),
     )
     run.verdicts = {**speedup_verdicts(run), "together": family_verdicts(run)}
-    _write_and_print(run, outcome.records, folder, plots)
+    return run
 
 
 def _write_and_print(run: Any, records: list[Any], folder: Path, plots: bool) -> None:
