@@ -488,7 +488,8 @@ def _run_and_report(plan: "BenchPlan", settings: dict[str, Any], meta: dict[str,
 
 
 def _new_folder(out_root: Path, run_id: str) -> Path:
-    """``out_root/run_id``, or with ``-2``, ``-3`` ... where that exists (never writes over a report)."""
+    """``out_root/run_id``, or with ``-2``, ``-3`` ... where that exists (so a run never writes over an earlier
+    report)."""
     folder, suffix = out_root / run_id, 2
     while folder.exists():
         folder = out_root / f"{run_id}-{suffix}"

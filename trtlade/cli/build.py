@@ -20,7 +20,6 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-
 HELP = """Build a TensorRT-LLM engine with Lookahead decoding from a Hugging Face model, as a bundle; or,
 with --speculation, a bundle for TensorRT-LLM's PyTorch backend (1.3 and later: no engine, no Lookahead).
 
@@ -311,7 +310,8 @@ def _print_dry_run(plan: Any) -> None:
 
 
 def _run_plan(plan: Any, gpus: Any) -> None:
-    """Run the build with a live progress display; a failure prints the log's last lines, then the error."""
+    """The plan's notes, then the build with a live progress display, its time and outcome; a failure prints the
+    log's last lines (where the error has them), then the error; Ctrl-C exits 130."""
     from trtlade.builder.errors import BuildError
     from trtlade.builder.run import run_build
 

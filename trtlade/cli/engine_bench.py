@@ -299,7 +299,8 @@ def _print_roofline(res: dict) -> None:
 
 
 def _print_identity(res: dict, sampled: bool) -> None:
-    """How many of the engine's modes gave its own greedy (or plain sampling) tokens, and why they must."""
+    """How many of the engine's modes gave its own greedy (or plain sampling) tokens, and whether they are
+    bit-exact by construction (only where the engine records its exactness)."""
     exact = res.get("exactness") or {}
     if not exact:
         return
@@ -313,11 +314,11 @@ def _print_identity(res: dict, sampled: bool) -> None:
 
 
 def _print_keying(res: dict) -> None:
-    """TensorRT-LLM's n-gram keying against the corrected one, tokens a step (preset trtllm runs only)."""
-    from rich.table import Table
-
+    """TensorRT-LLM's n-gram keying against the corrected one, tokens a step per spec (none with --no-keying)."""
     if not res["keying"]:
         return
+    from rich.table import Table
+
     keying = Table(title=f"n-gram keying, {res['dtype']}, preset trtllm: tokens per step")
     for col in ("spec", "TensorRT-LLM (key y[g])", "corrected (key g)", "change"):
         keying.add_column(col, justify="right")

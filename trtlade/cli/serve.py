@@ -84,8 +84,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from trtlade.server.plan import PlanError, ServeFlags, make_plan
 
+        _check_log_level(log_level)
         _check_numbers(port, prefix_cache_mb, prefill_chunk_tokens, prefill_idle_chunk_tokens, prefill_stall)
-        _check_choices(log_level, prefix_cache_scope, api_keys_file, access_log, access_log_probes)
+        _check_choices(prefix_cache_scope, api_keys_file, access_log, access_log_probes)
         parsed_spec = parse_spec_option(spec) if spec is not None else None
         flags = ServeFlags(config=config, model=model, engine=engine, spec=parsed_spec, host=host, port=port,
                            api_key=api_key, api_keys_file=api_keys_file, prefix_cache_scope=prefix_cache_scope,
@@ -98,7 +99,6 @@ def register(app: typer.Typer) -> None:
             where = exc.where if exc.where and exc.where not in exc.message else ""
             fail(exc.message, hint=exc.hint, where=where, code=EXIT_USAGE if exc.usage else 1)
         _run(plan, log_level, access_log, access_log_probes)
-
 
 
 def _check_numbers(port: Optional[int], prefix_cache_mb: Optional[int], prefill_chunk_tokens: Optional[int],
@@ -121,14 +121,17 @@ def _check_numbers(port: Optional[int], prefix_cache_mb: Optional[int], prefill_
              "(fixed chunks)", code=EXIT_USAGE, hint="e.g. --prefill-stall 1.5 (the default)")
 
 
-def _check_choices(log_level: str, prefix_cache_scope: Optional[str], api_keys_file: Optional[Path],
-                   access_log: bool, access_log_probes: bool) -> None:
-    """The flags that take one of a few values, a file, or exclude each other."""
-    from trtlade.contract.protocol import CACHE_SCOPES
-
+def _check_log_level(log_level: str) -> None:
     if log_level not in ("debug", "info", "warning", "error"):
         fail(f"--log-level {log_level!r}: choose debug, info, warning or error", code=EXIT_USAGE,
              hint="info (the default) logs each request; debug adds the engine's steps")
+
+
+def _check_choices(prefix_cache_scope: Optional[str], api_keys_file: Optional[Path], access_log: bool,
+                   access_log_probes: bool) -> None:
+    """The cache scope (one of a few), the keys file (a file), and two access-log flags that exclude each other."""
+    from trtlade.contract.protocol import CACHE_SCOPES
+
     if prefix_cache_scope is not None and prefix_cache_scope not in CACHE_SCOPES:
         fail(f"--prefix-cache-scope {prefix_cache_scope!r}: choose {', '.join(CACHE_SCOPES)}", code=EXIT_USAGE,
              hint="identity: only the same API key's cached prompts are reused (the default with keys); salt: "
