@@ -939,6 +939,15 @@ static inline int f32_avx2_rows(int64_t M, int64_t i0) { return PAIRS(M) ? 2 : M
 static inline int f32_avx2_panels(int64_t M, int m) { return m == 1 ? 4 : PAIRS(M) ? 3 : m <= 3 ? 2 : 1; }
 #endif
 
+#if defined(AVX2_BF16_PATH)
+/* The AVX2 bfloat16 schedule of M rows (trtlade_linear_bf16), as f32_avx2_* for float32: panels per group (3 for 2
+ * rows alone, one pair over each), rows per tile from row i0 on (tiles of 4, the last 6 rows as 3 + 3), and panels per
+ * tile of m rows (one row over 4, 2 rows alone over 3, a remainder of 2 over 2, more over 1). */
+#define BF16_AVX2_GROUP(M) ((M) == 2 ? 3 : AVX2_GROUP(M))
+#define BF16_AVX2_ROWS(M, i0) ((M) - (i0) == 6 ? 3 : 4)
+#define BF16_AVX2_PANELS(M, m) ((m) == 1 ? 4 : (M) == 2 ? 3 : (m) == 2 ? 2 : 1)
+#endif
+
 int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, const float *bias, int64_t N,
                        float *y, int threads) {
     if (M <= 0 || K <= 0 || N <= 0) return M < 0 || K <= 0 || N <= 0;
@@ -1247,8 +1256,8 @@ int trtlade_linear_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t 
      * much as 8). Linear layers of SmolLM2 alone on a 2-core Zen 3 (benchmarks/linear_ab.py, 9-15
      * repeats, medians): 1.06-1.12x faster at 6 rows, 1.02x at 10 and 14, the same bits
      * (docs/results/2026-12-05-zen3-bfloat16.md). Two rows alone take a pair over groups of 3 panels
-     * (pair_bf16_avx2: 12 chains). */
-    FOR_STREAMS(M == 2 ? 3 : AVX2_GROUP(M), (M - i0 == 6 ? 3 : 4), (m == 1 ? 4 : M == 2 ? 3 : m == 2 ? 2 : 1), 1, 0,
+     * (pair_bf16_avx2: 12 chains): BF16_AVX2_GROUP, BF16_AVX2_PANELS. */
+    FOR_STREAMS(BF16_AVX2_GROUP(M), BF16_AVX2_ROWS(M, i0), BF16_AVX2_PANELS(M, m), 1, 0,
                 TILE_CASES_AVX2(row_bf16_avx2, pair_bf16_avx2, tile_bf16_avx2, TILE_CASES_4, xf + i0 * K, K,
                                 wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf))
 #else
