@@ -442,13 +442,7 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
                         else f"the model is a path ({model.path}), not a name to look up"))
     info = _model_info(model, embedded, notes)
     backend = _pick_backend(options, cfg.build, embedded, trtllm_present, pick)
-    # a config's speculation block alone: TensorRT-LLM drafts so on its PyTorch backend only
-    if backend == "trtllm" and options.spec is None and options.speculation is None \
-            and "lookahead" not in (cfg.model_fields_set or ()) and cfg.speculation is not None:
-        raise BuildError(f"{src} gives a speculation block and no lookahead.spec, but this build is a TensorRT-LLM "
-                         f"engine ({origin.get('backend', 'the default backend')}), which drafts with Lookahead only",
-                         where=f"{src}:speculation", hint="set build.backend: pytorch in the config (or pass --backend "
-                         "pytorch), or give lookahead.spec for a Lookahead engine")
+    _refuse_speculation_on_engine(options, cfg, backend, src, origin)
     _check_backend(options, backend, spec, origin)
 
     dtype_req = pick("dtype", "--dtype", options.dtype, cfg.model, "model", "auto")
@@ -459,23 +453,8 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     explicit_limits = tuple(k for k in limits.to_dict() if not origin[k].startswith("default"))
     _check_limits(limits, spec, origin, info, notes, backend)
 
-    if backend != "reference":
-        _check_parallel(info, tp, pp, origin, notes)
-    release = None
-    speculation = None
-    if "engine_dir" in cfg.build.model_fields_set:  # the bundle's trtlade.yml points at the bundle's own engine
-        notes.append(f"{src}:build.engine_dir {cfg.build.engine_dir} is not read by build: the bundle's trtlade.yml "
-                     "names the bundle's own " + ("engine/ folder" if backend == "trtllm" else "model (no engine)"))
-    if backend == "pytorch":
-        release, speculation = _pytorch_checks(options, cfg, info, model, limits.max_batch_size, origin, notes)
-        _ignored_by_pytorch(options, origin, notes)
-    elif backend == "reference":
-        _check_single_process(tp, pp, origin)
-        _ignored_release(options, cfg, notes)
-        _ignored_by_reference(options, notes)
-    else:
-        release = _engine_release(options, cfg, spec, pick, notes)
-        _engine_checks(info, model, dtype, notes)
+    release, speculation = _backend_checks(options, cfg, backend, _Resolved(spec, info, model, dtype, tp, pp, limits),
+                                           pick, notes)
 
     output = _pick_output(options, cfg.build, base, cwd, default_output_name(
         model.path.name if not embedded else "SmolLM2-135M-Instruct", spec, backend, speculation), pick)
@@ -491,6 +470,58 @@ def make_plan(options: BuildOptions, *, config: Mapping[str, Any] | None = None,
     )
     _check_bundle(plan, src)
     return plan
+
+
+def _refuse_speculation_on_engine(options: BuildOptions, cfg: Any, backend: str, src: str,
+                                  origin: Mapping[str, str]) -> None:
+    """A config's speculation block alone: TensorRT-LLM drafts so on its PyTorch backend only, never in an
+    engine."""
+    if backend == "trtllm" and options.spec is None and options.speculation is None \
+            and "lookahead" not in (cfg.model_fields_set or ()) and cfg.speculation is not None:
+        raise BuildError(f"{src} gives a speculation block and no lookahead.spec, but this build is a TensorRT-LLM "
+                         f"engine ({origin.get('backend', 'the default backend')}), which drafts with Lookahead only",
+                         where=f"{src}:speculation", hint="set build.backend: pytorch in the config (or pass --backend "
+                         "pytorch), or give lookahead.spec for a Lookahead engine")
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What :func:`make_plan` has resolved when the backend's own checks run."""
+
+    spec: LookaheadSpec
+    info: HfModelInfo
+    model: ModelSource
+    dtype: str
+    tp: int
+    pp: int
+    limits: Limits
+
+
+def _backend_checks(options: BuildOptions, cfg: Any, backend: str, got: _Resolved, pick: _Picker,
+                    notes: list[str]) -> tuple[str | None, dict[str, Any] | None]:
+    """The checks of one backend (and a note on build.engine_dir, which no build reads), and what it resolves
+    besides: (the TensorRT-LLM release aimed at, the PyTorch backend's speculation block); None where the backend
+    has none."""
+    origin = pick.origin
+    if backend != "reference":
+        _check_parallel(got.info, got.tp, got.pp, origin, notes)
+    if "engine_dir" in cfg.build.model_fields_set:  # the bundle's trtlade.yml points at the bundle's own engine
+        notes.append(f"{pick.src}:build.engine_dir {cfg.build.engine_dir} is not read by build: the bundle's "
+                     "trtlade.yml names the bundle's own " + ("engine/ folder" if backend == "trtllm"
+                                                              else "model (no engine)"))
+    if backend == "pytorch":
+        release, speculation = _pytorch_checks(options, cfg, got.info, got.model, got.limits.max_batch_size, origin,
+                                               notes)
+        _ignored_by_pytorch(options, origin, notes)
+        return release, speculation
+    if backend == "reference":
+        _check_single_process(got.tp, got.pp, origin)
+        _ignored_release(options, cfg, notes)
+        _ignored_by_reference(options, notes)
+        return None, None
+    release = _engine_release(options, cfg, got.spec, pick, notes)
+    _engine_checks(got.info, got.model, got.dtype, notes)
+    return release, None
 
 
 def _check_bundle(plan: BuildPlan, src: str) -> None:

@@ -346,7 +346,11 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
         return _run_reference(plan, reporter, state, gpu_list, t_start)
     if plan.backend == "pytorch":
         return _run_pytorch(plan, reporter, state, gpu_list, t_start)
+    return _run_engine(plan, reporter, state, gpu_list, t_start)
 
+
+def _run_engine(plan: BuildPlan, reporter: Reporter, state: str, gpu_list: Any, t_start: float) -> BuildResult:
+    """A TensorRT-LLM engine: convert the checkpoint, run trtllm-build, write the configs and the manifest."""
     records: list[StepRecord] = []
     probe = _probe(plan, reporter, records)
     version = str(probe["version"])
@@ -368,11 +372,20 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
     _validate_deployment(deploy)
     write_text_atomic(plan.extra_options_file, render_extra_options(plan, version=version))
     write_text_atomic(plan.config_file, render_deployment_config(plan, deploy))
-    total = time.monotonic() - t_start
     timings = {f"{r.step}_s": r.seconds for r in records}
-    timings["total_s"] = round(total, 3)
+    timings["total_s"] = round(time.monotonic() - t_start, 3)
+    manifest = _engine_manifest(plan, engine, conversion, probe, gpu_list, records, timings, warnings)
+    write_json_atomic(plan.manifest_path, manifest)
+    return BuildResult(plan.output, manifest, warnings)
+
+
+def _engine_manifest(plan: BuildPlan, engine: Any, conversion: dict[str, Any], probe: dict[str, Any],
+                     gpu_list: Any, records: list[StepRecord], timings: dict[str, float],
+                     warnings: list[str]) -> dict[str, Any]:
+    """An engine bundle's manifest: the dtype and limits asked and built, the engine, the checkpoint,
+    TensorRT-LLM, the GPUs, the commands run and their timings."""
     engine_cfg = plan.engine_dir / "config.json"
-    manifest = {
+    return {
         **_manifest_head(plan),
         "dtype": {"requested": plan.dtype_requested, "resolved": plan.dtype, "engine": engine.dtype},
         "limits": {
@@ -389,7 +402,7 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
                    "files": sorted(p.name for p in plan.engine_dir.iterdir())},
         "checkpoint": {"dir": CHECKPOINT_DIR if plan.keep_checkpoint else None, "kept": plan.keep_checkpoint,
                        "reused": conversion["reused"], "inputs_sha256": conversion["inputs_sha256"]},
-        "tensorrt_llm": {"version": version, "module": probe.get("module")},
+        "tensorrt_llm": {"version": str(probe["version"]), "module": probe.get("module")},
         "gpu": _gpu_summary(gpu_list),
         "commands": [asdict(r) for r in records],
         "timings": timings,
@@ -398,8 +411,6 @@ def run_build(plan: BuildPlan, reporter: Reporter | None = None, *,
         "notes": list(plan.notes),
         "warnings": warnings,
     }
-    write_json_atomic(plan.manifest_path, manifest)
-    return BuildResult(plan.output, manifest, warnings)
 
 
 def _check_target(plan: BuildPlan, installed: str) -> None:

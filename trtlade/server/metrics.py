@@ -93,7 +93,21 @@ class ServerMetrics:
 
     def __init__(self, load: Callable[[], tuple[int, int]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._request_series(self.registry)
+        self._load = load or (lambda: (0, 0))
+        self.running = Gauge("trtlade_requests_running", "Requests the engine is prefilling or generating now.",
+                             registry=self.registry)
+        self.running.set_function(lambda: self._load()[0])
+        self.queued = Gauge("trtlade_requests_queued", "Requests waiting for the engine.", registry=self.registry)
+        self.queued.set_function(lambda: self._load()[1])
+        self._drafting_series(self.registry)
+        self._step_series(self.registry)
+        self._auto_series(self.registry)
+        self._cache_series(self.registry)
+        self._schedule: LookaheadSchedule | None = None
+
+    def _request_series(self, r: CollectorRegistry) -> None:
+        """Requests, their tokens and their latencies."""
         self.requests = Counter("trtlade_requests", "Finished requests by endpoint and HTTP status "
                                 "(499: client disconnected before the end).", ["endpoint", "status"], registry=r)
         self.prompt_tokens = Counter("trtlade_prompt_tokens", "Prompt tokens of admitted requests.", registry=r)
@@ -105,12 +119,11 @@ class ServerMetrics:
                                      buckets=_LATENCY_BUCKETS, registry=r)
         self.duration = Histogram("trtlade_request_duration_seconds", "Arrival to the end of admitted requests.",
                                   ["endpoint"], buckets=_DURATION_BUCKETS, registry=r)
-        self._load = load or (lambda: (0, 0))
-        self.running = Gauge("trtlade_requests_running", "Requests the engine is prefilling or generating now.",
-                             registry=r)
-        self.running.set_function(lambda: self._load()[0])
-        self.queued = Gauge("trtlade_requests_queued", "Requests waiting for the engine.", registry=r)
-        self.queued.set_function(lambda: self._load()[1])
+        self.queue_wait = Histogram("trtlade_queue_wait_seconds", "Arrival to the start of the prefill.",
+                                    buckets=_LATENCY_BUCKETS, registry=r)
+
+    def _drafting_series(self, r: CollectorRegistry) -> None:
+        """What the drafting did: Lookahead (and plain) requests by (w,n,g), NGram and SA by drafter."""
         self.la_steps = Counter("trtlade_lookahead_steps", "Decoding steps, by the request's (w,n,g).",
                                 ["spec"], registry=r)
         self.la_draft_rows = Counter("trtlade_lookahead_draft_rows",
@@ -127,6 +140,9 @@ class ServerMetrics:
                                  "by drafter.", ["drafter"], registry=r)
         self.sp_accepted = Counter("trtlade_speculation_accepted_tokens", "Draft tokens NGram / SA requests "
                                    "accepted, by drafter.", ["drafter"], registry=r)
+
+    def _step_series(self, r: CollectorRegistry) -> None:
+        """The engine and its forward passes over the running sequences."""
         self.engine_info = Gauge("trtlade_engine_info", "The serving engine (value 1).",
                                  ["engine", "model", "spec"], registry=r)
         self.batch_steps = Counter("trtlade_batch_steps", "Forward passes over the running sequences.", registry=r)
@@ -138,6 +154,9 @@ class ServerMetrics:
                                    buckets=_ROWS_BUCKETS, registry=r)
         self.draft_rows = Histogram("trtlade_step_draft_rows", "Draft rows per forward pass.",
                                     buckets=_ROWS_BUCKETS, registry=r)
+
+    def _auto_series(self, r: CollectorRegistry) -> None:
+        """The auto policy's choices and cost model, drafts dropped for room, the schedule's bands."""
         self.auto_decisions = Counter("trtlade_auto_draft_decisions", "The auto policy's per-step choice for "
                                       "each auto sequence.", ["decision"], registry=r)
         self.auto_expected = Counter("trtlade_auto_expected_accepted_drafts", "Accepted drafts the auto policy "
@@ -148,12 +167,13 @@ class ServerMetrics:
                               "(the auto policy's cost model).", registry=r)
         self.dropped_drafts = Counter("trtlade_dropped_draft_rows",
                                       "Draft rows dropped because max_num_tokens had no room for them.", registry=r)
-        self.queue_wait = Histogram("trtlade_queue_wait_seconds", "Arrival to the start of the prefill.",
-                                    buckets=_LATENCY_BUCKETS, registry=r)
         self.schedule_requests = Counter("trtlade_schedule_requests", "Requests whose (w,n,g) the lookahead "
                                          "schedule chose, by band and spec.", ["band", "spec"], registry=r)
         self.band_in_force = Gauge("trtlade_schedule_band_in_force", "1 for the schedule band a request "
                                    "admitted now would get.", ["band", "spec"], registry=r)
+
+    def _cache_series(self, r: CollectorRegistry) -> None:
+        """The prefix cache: tokens reused, bytes held, hit rates by namespace kind."""
         self.cached_tokens = Counter("trtlade_prompt_cached_tokens", "Prompt tokens whose K/V came from the "
                                      "prefix cache.", registry=r)
         self.prefix_bytes = Gauge("trtlade_prefix_cache_bytes", "Bytes of K/V the prefix cache holds.", registry=r)
@@ -163,7 +183,6 @@ class ServerMetrics:
                                  "namespace kind (global, identity, salt; never per key).", ["scope"], registry=r)
         self.scope_hit_rate = Gauge("trtlade_prefix_cache_scope_token_hit_rate", "Cached / looked-up prompt "
                                     "tokens, by namespace kind (global, identity, salt).", ["scope"], registry=r)
-        self._schedule: LookaheadSchedule | None = None
 
     def set_schedule(self, schedule: LookaheadSchedule, band_in_force: Callable[[], int | None]) -> None:
         """Show the schedule: a gauge per band (1 = in force, read at scrape time) and, from then on,
