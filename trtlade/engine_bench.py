@@ -307,8 +307,6 @@ def max_spec(specs: Sequence[LookaheadSpec]) -> LookaheadSpec:
 def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> BenchResult:
     """Run the benchmark (see the module docstring); ``progress`` gets one line per finished run."""
     from trtlade.reference.prompt_suite import load_suite
-    from trtlade.reference.engine import DEFAULT_SPEC, ReferenceEngine
-    from trtlade.reference.floor import Floor, weight_bytes
 
     suite = load_suite(config.prompts)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -317,54 +315,74 @@ def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lamb
     model_id = ""
     prompt_info: list[dict[str, Any]] = []
     for dtype in config.dtypes:
-        wanted = list(config.specs) + ([DEFAULT_SPEC] if config.default_mode else [])
-        engine_spec = config.engine_spec or max_spec(wanted)
-        t0 = time.perf_counter()
-        engine = ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
-                                      request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
-                                      fast_forward=None if config.fast_forward else False,
-                                      invariant_attention=config.invariant_attention,
-                                      native_kernels=config.native_kernels, device=config.device)
-        load_s = time.perf_counter() - t0
-        model_id = engine.model_id
-        prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
-        categories = {p.id: p.category for p in suite.prompts}
-        prompt_info = [{"id": pid, "category": categories[pid], "tokens": len(ids)} for pid, ids in prompts]
-        modes = [ModeResult(config.baseline, str(AUTOREGRESSIVE), adaptive=False)]
-        modes += lookahead_modes(config, engine.default_request_spec)
-        baseline = None
-        if config.baselines:
-            baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens, config.device)
-            modes += [ModeResult(GENERATE, "greedy" if not config.temperature > 0 else "sampled", adaptive=False,
-                                 kind="transformers"),
-                      ModeResult(PROMPT_LOOKUP, f"prompt_lookup_num_tokens={config.prompt_lookup_tokens}",
-                                 adaptive=False, kind="transformers")]
-        outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
-                              default_request_spec=str(engine.default_request_spec), threads=engine.threads,
-                              packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
-                              linear_kernel=engine.stats["linear_kernel"], categories=categories,
-                              exactness=engine.exactness, weight_pages=engine.stats["weight_pages"])
-        on_cpu = config.device == "cpu"  # the floor, the roofline and the profile measure the CPU
-        floor = Floor(weight_bytes(engine.runner), dtype=engine.dtype)
-        if on_cpu:
-            floor.sample()  # the bandwidth before and after the modes: the host's, in this run
-        _measure(engine, prompts, modes, config, progress, dtype, baseline)
-        if on_cpu:
-            floor.sample()
-        outcome.floor = floor.to_dict()
-        outcome.step_cost = {str(k): v for k, v in engine.stats["step_cost_ms"].items()}
-        if config.keying:
-            outcome.keying = _keying(engine, prompts, config, progress)
-        if config.profile and on_cpu:
-            first = config.presets[0]
-            for spec in (AUTOREGRESSIVE, engine.default_request_spec):
-                settings = dataclasses.replace(engine.settings, prompt_lookup=preset_prompt_lookup(first, spec))
-                outcome.profile.append(profile_steps(engine, prompts[0][1], spec, settings=settings)
-                                       | {"preset": first})
+        outcome, model_id, prompt_info = _bench_dtype(config, dtype, suite, progress)
         results.append(outcome)
-        del engine
     return BenchResult(config=_config_dict(config), model_id=model_id, prompts=prompt_info, dtypes=results,
                        started=started, wall_s=time.perf_counter() - t_start)
+
+
+def _bench_dtype(config: BenchConfig, dtype: str, suite: Any,
+                 progress: Callable[[str], None]) -> tuple[DtypeResult, str, list[dict[str, Any]]]:
+    """One dtype's engine loaded and measured in every mode: its result, the model's id, the prompts' facts."""
+    from trtlade.reference.floor import Floor, weight_bytes
+
+    t0 = time.perf_counter()
+    engine = _load_engine(config, dtype)
+    load_s = time.perf_counter() - t0
+    prompts = [(p.id, p.encode(engine.tokenizer)) for p in suite.prompts]
+    categories = {p.id: p.category for p in suite.prompts}
+    prompt_info = [{"id": pid, "category": categories[pid], "tokens": len(ids)} for pid, ids in prompts]
+    modes, baseline = _modes(config, engine)
+    outcome = DtypeResult(dtype=engine.dtype, engine_spec=str(engine.spec),
+                          default_request_spec=str(engine.default_request_spec), threads=engine.threads,
+                          packed_linears=engine.runner.packed_linears, load_s=load_s, modes=modes,
+                          linear_kernel=engine.stats["linear_kernel"], categories=categories,
+                          exactness=engine.exactness, weight_pages=engine.stats["weight_pages"])
+    on_cpu = config.device == "cpu"  # the floor, the roofline and the profile measure the CPU
+    floor = Floor(weight_bytes(engine.runner), dtype=engine.dtype)
+    if on_cpu:
+        floor.sample()  # the bandwidth before and after the modes: the host's, in this run
+    _measure(engine, prompts, modes, config, progress, dtype, baseline)
+    if on_cpu:
+        floor.sample()
+    outcome.floor = floor.to_dict()
+    outcome.step_cost = {str(k): v for k, v in engine.stats["step_cost_ms"].items()}
+    if config.keying:
+        outcome.keying = _keying(engine, prompts, config, progress)
+    if config.profile and on_cpu:
+        first = config.presets[0]
+        for spec in (AUTOREGRESSIVE, engine.default_request_spec):
+            settings = dataclasses.replace(engine.settings, prompt_lookup=preset_prompt_lookup(first, spec))
+            outcome.profile.append(profile_steps(engine, prompts[0][1], spec, settings=settings)
+                                   | {"preset": first})
+    return outcome, engine.model_id, prompt_info
+
+
+def _load_engine(config: BenchConfig, dtype: str) -> Any:
+    """The reference engine for ``dtype``, its spec the largest the modes ask (or the config's)."""
+    from trtlade.reference.engine import DEFAULT_SPEC, ReferenceEngine
+
+    wanted = list(config.specs) + ([DEFAULT_SPEC] if config.default_mode else [])
+    engine_spec = config.engine_spec or max_spec(wanted)
+    return ReferenceEngine.load(config.model, spec=engine_spec, dtype=dtype, threads=config.threads,
+                                request_default=DEFAULT_SPEC if engine_spec.admits(DEFAULT_SPEC) else None,
+                                fast_forward=None if config.fast_forward else False,
+                                invariant_attention=config.invariant_attention,
+                                native_kernels=config.native_kernels, device=config.device)
+
+
+def _modes(config: BenchConfig, engine: Any) -> tuple[list[ModeResult], Optional["TransformersBaseline"]]:
+    """The modes to run, in order (plain decoding first), and transformers' baseline where it runs too."""
+    modes = [ModeResult(config.baseline, str(AUTOREGRESSIVE), adaptive=False)]
+    modes += lookahead_modes(config, engine.default_request_spec)
+    if not config.baselines:
+        return modes, None
+    baseline = TransformersBaseline(config.model, engine.dtype, config.prompt_lookup_tokens, config.device)
+    modes += [ModeResult(GENERATE, "greedy" if not config.temperature > 0 else "sampled", adaptive=False,
+                         kind="transformers"),
+              ModeResult(PROMPT_LOOKUP, f"prompt_lookup_num_tokens={config.prompt_lookup_tokens}",
+                         adaptive=False, kind="transformers")]
+    return modes, baseline
 
 
 def lookahead_modes(config: BenchConfig, default_spec: LookaheadSpec) -> list[ModeResult]:

@@ -220,23 +220,17 @@ def k8s(
     of /metrics), Service, ConfigMap with the config, optional HPA. A
     PyTorch-backend bundle (TensorRT-LLM 1.3 and later) runs `trtllm-serve --config` with the bundle's
     trtllm-serve.yml, validate-config on that file as the init gate."""
-    from trtlade.bundle import is_bundle
-    from trtlade.config.loader import ConfigError, ConfigLoadError, load_config, parse_yaml, validate_trtlade
-    from trtlade.export.common import ExportError, read_source, write_tree
-    from trtlade.export.k8s import K8sOptions, check_k8s_values, config_data, manifests, pod_config_text
+    from trtlade.config.loader import parse_yaml, validate_trtlade
+    from trtlade.export.common import ExportError, write_tree
+    from trtlade.export.k8s import K8sOptions, check_k8s_values, manifests, pod_config_text
 
     _require_source(source, "bundle folder or config file")
-    if queue_target is not None and hpa_max_replicas is None:
-        fail("--queue-target sets the autoscaler's aim, and there is no autoscaler without --hpa-max-replicas",
-             where="--queue-target", hint="add --hpa-max-replicas N, or drop --queue-target")
-    queue_target = 4 if queue_target is None else queue_target
-    shm_given, shm_size = shm_size is not None, "16Gi" if shm_size is None else shm_size
-    if hpa_max_replicas is not None and hpa_max_replicas < replicas:
-        fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
-             hint="the autoscaler's maximum must be at least the starting replicas")
+    _check_autoscaler(replicas, hpa_max_replicas, queue_target)
     try:
-        opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas, queue_target,
-                          shm_size=shm_size, cpu=cpu, memory=memory, api_key_secret=api_key_secret)
+        opts = K8sOptions(name, image, pvc, bundle_subpath, tokenizer, replicas, hpa_max_replicas,
+                          4 if queue_target is None else queue_target,
+                          shm_size="16Gi" if shm_size is None else shm_size, cpu=cpu, memory=memory,
+                          api_key_secret=api_key_secret)
         check_k8s_values(name=name, image=opts.image or "", pvc=pvc, model_subpath=model_subpath)
     except ExportError as exc:
         fail(exc.message, where=exc.where, hint=exc.hint)
@@ -249,27 +243,7 @@ def k8s(
         fail("--model-subpath applies to PyTorch-backend bundles only", where="--model-subpath",
              hint="an engine bundle is mounted whole from --bundle-subpath")
     try:
-        if source.is_dir() or is_bundle(source):
-            src = read_source(source, tokenizer=Path(tokenizer) if tokenizer else None)
-            config, world, has_engine = config_data(src.bundle.config_file), src.engine.world_size, True
-        elif source.is_file():
-            try:
-                loaded = load_config(source)
-            except (ConfigError, ConfigLoadError) as exc:
-                raise ExportError(f"not a valid trtlade config:\n{exc}",
-                                  f"check it with `trtlade validate-config {source}`", where=str(source)) from None
-            if loaded.config.serve.engine != "reference":
-                raise ExportError("a config file exports the reference engine (no GPU); this one serves TensorRT-LLM "
-                                  "(serve.engine trtllm), whose engine or checkpoint is a folder on this machine",
-                                  "export the bundle `trtlade build` made instead (its folder goes on the claim), or "
-                                  "set serve.engine: reference", where=str(source))
-            if shm_given:
-                fail("--shm-size sizes a GPU pod's /dev/shm, and a config file's pod (the reference engine) has no "
-                     "GPU", where="--shm-size", hint="drop --shm-size (it applies to bundles of GPU engines)")
-            config, world, has_engine = config_data(source), 1, False
-        else:
-            raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
-                              where=str(source))
+        config, world, has_engine = _k8s_source(source, tokenizer, shm_given=shm_size is not None)
         files = manifests(config, world_size=world, has_engine=has_engine, opts=opts)
         _refuse_model_outside_the_pod(pod_config_text(files), tokenizer)
         _refuse_unused_claim(files, pvc, bundle_subpath)
@@ -285,6 +259,46 @@ def k8s(
         err_console.print(f"note: {note}", markup=False, highlight=False)
     err_console.print(f"wrote {', '.join(sorted(files))} into {out}; apply with: kubectl apply -f {out}",
                       markup=False, highlight=False)
+
+
+def _check_autoscaler(replicas: int, hpa_max_replicas: Optional[int], queue_target: Optional[int]) -> None:
+    """The autoscaler's flags agree: an aim only with an autoscaler, its maximum at least the replicas."""
+    if queue_target is not None and hpa_max_replicas is None:
+        fail("--queue-target sets the autoscaler's aim, and there is no autoscaler without --hpa-max-replicas",
+             where="--queue-target", hint="add --hpa-max-replicas N, or drop --queue-target")
+    if hpa_max_replicas is not None and hpa_max_replicas < replicas:
+        fail(f"--hpa-max-replicas {hpa_max_replicas} is below --replicas {replicas}", where="--hpa-max-replicas",
+             hint="the autoscaler's maximum must be at least the starting replicas")
+
+
+def _k8s_source(source: Path, tokenizer: Optional[str], *, shm_given: bool) -> tuple[dict[str, Any], int, bool]:
+    """An engine bundle's or a reference-engine config's (trtlade.yml data, world size, has an engine); raises
+    :class:`~trtlade.export.common.ExportError` for anything else."""
+    from trtlade.bundle import is_bundle
+    from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
+    from trtlade.export.common import ExportError, read_source
+    from trtlade.export.k8s import config_data
+
+    if source.is_dir() or is_bundle(source):
+        src = read_source(source, tokenizer=Path(tokenizer) if tokenizer else None)
+        return config_data(src.bundle.config_file), src.engine.world_size, True
+    if not source.is_file():
+        raise ExportError("no such bundle or config", "give a bundle folder or a trtlade config file",
+                          where=str(source))
+    try:
+        loaded = load_config(source)
+    except (ConfigError, ConfigLoadError) as exc:
+        raise ExportError(f"not a valid trtlade config:\n{exc}",
+                          f"check it with `trtlade validate-config {source}`", where=str(source)) from None
+    if loaded.config.serve.engine != "reference":
+        raise ExportError("a config file exports the reference engine (no GPU); this one serves TensorRT-LLM "
+                          "(serve.engine trtllm), whose engine or checkpoint is a folder on this machine",
+                          "export the bundle `trtlade build` made instead (its folder goes on the claim), or "
+                          "set serve.engine: reference", where=str(source))
+    if shm_given:
+        fail("--shm-size sizes a GPU pod's /dev/shm, and a config file's pod (the reference engine) has no "
+             "GPU", where="--shm-size", hint="drop --shm-size (it applies to bundles of GPU engines)")
+    return config_data(source), 1, False
 
 
 def _refuse_unused_claim(files: dict[str, str], pvc: str, bundle_subpath: str) -> None:
