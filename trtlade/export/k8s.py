@@ -264,19 +264,9 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
               *([{"name": "bundle", "mountPath": BUNDLE_MOUNT, "readOnly": True,
                   **({"subPath": opts.bundle_subpath} if opts.bundle_subpath else {})}] if claim else []),
               *(extra_mounts or [])]
-    resources = _resources(opts, gpus)
     serve_mounts, volumes = _volumes(opts, cm_name, mounts, gpus)
-    probe = {"httpGet": {"path": "/health", "port": "http"}}
     scraping = {"prometheus.io/scrape": "true", "prometheus.io/path": "/metrics", "prometheus.io/port": str(PORT)}
-    container = {
-        "name": "trtlade", "image": opts.image, "command": serve,
-        "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": serve_mounts,
-        **({"env": env} if env else {}),
-        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3},
-        "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 90},  # up to 15 min to load
-        **({"resources": resources} if resources else {}),
-    }
+    container = _serving_container(opts, serve, serve_mounts, env, _resources(opts, gpus))
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": opts.name, "labels": labels},
@@ -304,16 +294,36 @@ def _files(opts: K8sOptions, *, serve: list[str], check: list[str], data: dict[s
                  "data": data}
     files = {"configmap.yml": configmap, "deployment.yml": deployment, "service.yml": service}
     if opts.hpa_max_replicas:
-        files["hpa.yml"] = {
-            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": opts.name, "labels": labels},
-            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": opts.name},
-                     "minReplicas": opts.replicas, "maxReplicas": opts.hpa_max_replicas,
-                     "metrics": [{"type": "Pods", "pods": {
-                         "metric": {"name": "trtlade_requests_queued"},
-                         "target": {"type": "AverageValue", "averageValue": str(opts.queue_target)}}}]}}
+        files["hpa.yml"] = _autoscaler(opts, labels)
     header = (f"# written by `trtlade export k8s` (trtlade {__version__}); serve command: {shlex.join(serve)}\n")
     return {name: header + yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False) for name, doc in files.items()}
+
+
+def _serving_container(opts: K8sOptions, serve: list[str], mounts: list[dict[str, Any]],
+                       env: Optional[list[dict[str, Any]]], resources: dict[str, Any]) -> dict[str, Any]:
+    """The serving container: its command, port, mounts, environment, /health probes and resources."""
+    probe = {"httpGet": {"path": "/health", "port": "http"}}
+    return {
+        "name": "trtlade", "image": opts.image, "command": serve,
+        "ports": [{"name": "http", "containerPort": PORT}], "volumeMounts": mounts,
+        **({"env": env} if env else {}),
+        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3},
+        "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 90},  # up to 15 min to load
+        **({"resources": resources} if resources else {}),
+    }
+
+
+def _autoscaler(opts: K8sOptions, labels: dict[str, str]) -> dict[str, Any]:
+    """A HorizontalPodAutoscaler on the queued requests per pod, from --replicas up to --hpa-max-replicas."""
+    return {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": opts.name, "labels": labels},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": opts.name},
+                 "minReplicas": opts.replicas, "maxReplicas": opts.hpa_max_replicas,
+                 "metrics": [{"type": "Pods", "pods": {
+                     "metric": {"name": "trtlade_requests_queued"},
+                     "target": {"type": "AverageValue", "averageValue": str(opts.queue_target)}}}]}}
 
 
 def _volumes(opts: K8sOptions, cm_name: str, mounts: list[dict[str, Any]],
