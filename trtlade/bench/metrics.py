@@ -214,6 +214,28 @@ def _prefix_hits(done: list[RequestRecord]) -> tuple[Optional[int], Optional[flo
     return cached, round(cached / sum(r.prompt_tokens or 0 for r in told), 4)
 
 
+def _level_duration(records: list[RequestRecord]) -> float:
+    """The first send to the last answer over all ``records`` (see :func:`summarize_level`); 0 for none."""
+    if not records:
+        return 0.0
+    t0 = min(r.start for r in records)
+    t1 = max(r.start + (r.last_event_time if r.ok and r.done and r.last_event_time is not None else r.end)
+             for r in records)
+    return max(t1 - t0, 0.0)
+
+
+def _latency_values(done: list[RequestRecord]) -> dict[str, Any]:
+    """Every latency metric's statistics over the completed requests, keyed as :class:`LevelSummary` names them
+    (``mean_ttft_ms``, ``p90_decode_throughput``, ...)."""
+    values: dict[str, Any] = {}
+    distributions = _distributions(done)
+    for name, unit in LATENCY_METRICS:
+        suffix = f"_{name}_ms" if unit == "ms" else f"_{name}"
+        for stat, value in _stats(distributions[name]).items():
+            values[stat + suffix] = value
+    return values
+
+
 def summarize_level(records: list[RequestRecord], *, series: str, concurrency: int,
                     num_prompts: int) -> LevelSummary:
     """Summarise the measured requests of one (series, concurrency) level.
@@ -224,13 +246,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
     chunks instead (``tokens_source`` says which).
     """
     done = [r for r in records if r.ok]
-    if records:
-        t0 = min(r.start for r in records)
-        t1 = max(r.start + (r.last_event_time if r.ok and r.done and r.last_event_time is not None else r.end)
-                 for r in records)
-        duration = max(t1 - t0, 0.0)
-    else:
-        duration = 0.0
+    duration = _level_duration(records)
     out_tokens = sum(r.output_tokens for r in done)
     in_known = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
     in_tokens = sum(in_known) if done and len(in_known) == len(done) else None
@@ -239,11 +255,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
     specs, per_step = _lookahead_usage(done)
     cached, hit_rate = _prefix_hits(done)
 
-    values: dict[str, Any] = {}
-    for name, unit in LATENCY_METRICS:
-        suffix = f"_{name}_ms" if unit == "ms" else f"_{name}"
-        for stat, value in _stats(_distributions(done)[name]).items():
-            values[stat + suffix] = value
+    values = _latency_values(done)
     effective = min(concurrency, num_prompts, len(done))  # a failed request decoded nothing: it is not summed
     mean_decode = values["mean_decode_throughput"]
 
