@@ -237,6 +237,30 @@ def _misspelled_args(doc: YamlDocument, args: dict[str, Any], loc: Loc) -> list[
     return out
 
 
+def _block_entry(doc: YamlDocument, key: Any, value: Any, key_loc: Loc,
+                 alias_of: dict[str, str]) -> tuple[int | None, Diagnostic | None]:
+    """One entry of the lookahead_decoding block as grps reads it: (its int32, None) for a canonical key, else
+    (None, why grps fails to load it or does not see it)."""
+    if key in GRPS_LOOKAHEAD_KEYS:
+        number = yaml_cpp_number(value, int)
+        if number is not None:
+            return int(number), None
+        return None, doc.diagnostic(
+            "error", f"{key} is {value!r}, not an int32: grps_trtllm fails to load with "
+                     f"\"{_extract_error(key, int)}\" (src/trtllm_model_state.cc, YAML_TRY_EXTRACT)",
+            loc=key_loc, code="grps-lookahead", hint="an integer, e.g. 4")
+    if str(key) in alias_of:
+        canonical = alias_of[str(key)]
+        return None, doc.diagnostic(
+            "error", f"grps_trtllm reads {canonical!r}, not {key!r}: this value would be ignored", loc=key_loc,
+            key=True, code="grps-lookahead-key", hint=f"rename {key!r} to {canonical!r}")
+    return None, doc.diagnostic(
+        "warning", f"unknown key {key!r} in lookahead_decoding: grps_trtllm ignores it", loc=key_loc,
+        key=True, code="grps-lookahead-key",
+        hint=did_you_mean(str(key), GRPS_LOOKAHEAD_KEYS) + "grps reads window_size, ngram_size, "
+             "verification_set_size")
+
+
 def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
                           ) -> tuple[LookaheadSpec | None, list[Diagnostic]]:
     """Exactly grps's reading: the three canonical keys, integers; other spellings are errors because
@@ -258,27 +282,11 @@ def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
     alias_of = {a: f for f, aliases in FIELD_ALIASES.items() for a in aliases if a != f}
     values: dict[str, int] = {}
     for key, value in block.items():
-        key_loc = (*block_loc, key)
-        if key in GRPS_LOOKAHEAD_KEYS:
-            number = yaml_cpp_number(value, int)
-            if number is None:
-                out.append(doc.diagnostic(
-                    "error", f"{key} is {value!r}, not an int32: grps_trtllm fails to load with "
-                             f"\"{_extract_error(key, int)}\" (src/trtllm_model_state.cc, YAML_TRY_EXTRACT)",
-                    loc=key_loc, code="grps-lookahead", hint="an integer, e.g. 4"))
-            else:
-                values[key] = int(number)
-        elif str(key) in alias_of:
-            canonical = alias_of[str(key)]
-            out.append(doc.diagnostic(
-                "error", f"grps_trtllm reads {canonical!r}, not {key!r}: this value would be ignored", loc=key_loc,
-                key=True, code="grps-lookahead-key", hint=f"rename {key!r} to {canonical!r}"))
-        else:
-            out.append(doc.diagnostic(
-                "warning", f"unknown key {key!r} in lookahead_decoding: grps_trtllm ignores it", loc=key_loc,
-                key=True, code="grps-lookahead-key",
-                hint=did_you_mean(str(key), GRPS_LOOKAHEAD_KEYS) + "grps reads window_size, ngram_size, "
-                     "verification_set_size"))
+        number, problem = _block_entry(doc, key, value, (*block_loc, key), alias_of)
+        if problem is not None:
+            out.append(problem)
+        elif number is not None:
+            values[key] = number
     for key in GRPS_LOOKAHEAD_KEYS:
         if key not in block and not any(alias_of.get(str(k)) == key for k in block):
             out.append(doc.diagnostic(
