@@ -1056,12 +1056,7 @@ class Batch:
         states = [s for s, w in zip(states, wanted) if w is not None]
         wanted = [w for w in wanted if w is not None]
         takes = self._takes(len(wanted)) if chunked else []
-        rows = self.limits.rows(wanted, reserve=sum(takes))
-        blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
-        ran = [b is not None for b in blocks]
-        states = [s for s, ok in zip(states, ran) if ok]
-        wanted = [w for w, ok in zip(wanted, ran) if ok]
-        blocks = [b for b in blocks if b is not None]
+        states, wanted, blocks = self._blocks(states, wanted, reserve=sum(takes))
         chunks = self._chunk_blocks(takes)
         if not blocks and not chunks:
             return
@@ -1074,18 +1069,7 @@ class Batch:
         t0 = time.perf_counter()
         logits, greedy = runner.forward_greedy(blocks, also=[b for _, b in chunks])
         logits, chunk_logits = logits[:len(blocks)], logits[len(blocks):]
-        out: list[tuple[int, StepChunk]] = []
-        kept: list[tuple[int, list[int]]] = []
-        done: list[SequenceState] = []
-        for state, block_logits, block_greedy in zip(states, logits, greedy):
-            slot = state.slot
-            result = self._isolated(state, state.consume, block_logits, block_greedy)
-            if result is None:
-                continue
-            chunk, keep_rows = result
-            kept.append((slot, keep_rows))
-            out.append((state.seq_id, chunk))
-            done.append(state)
+        done, out, kept = self._verify(states, logits, greedy)
         runner.keep(kept + [(b.slot, range(b.rows)) for _, b in chunks])
         elapsed = time.perf_counter() - t0
         if not chunks:  # the cost model learns decode steps only
@@ -1104,6 +1088,34 @@ class Batch:
             rests = [len(s.prompt) - s.prefilled for s in self._prefilling]  # only long ones lower it
             self.pacer.step(seconds, rows=sum(b.rows for _, b in chunks), decoding=len(states),
                             waiting=len(rests), decode_rows=report.rows, shortest=min(rests, default=None))
+
+    def _blocks(self, states: list[SequenceState], wanted: list[int],
+                reserve: int) -> tuple[list[SequenceState], list[int], list[Any]]:
+        """Each sequence's block of rows for this step, within ``max_num_tokens`` less ``reserve`` (the prompt
+        chunks' rows); a sequence whose block failed (its request ends with the error) is left out of all three."""
+        rows = self.limits.rows(wanted, reserve=reserve)
+        blocks = [self._isolated(s, s.block, r) for s, r in zip(states, rows)]
+        ran = [b is not None for b in blocks]
+        return ([s for s, ok in zip(states, ran) if ok], [w for w, ok in zip(wanted, ran) if ok],
+                [b for b in blocks if b is not None])
+
+    def _verify(self, states: list[SequenceState], logits: Sequence[Any], greedy: Sequence[Any]
+                ) -> tuple[list[SequenceState], list[tuple[int, StepChunk]], list[tuple[int, list[int]]]]:
+        """Each sequence's rows verified: (the sequences that went on, their chunks by id, the cache rows each
+        slot keeps); a sequence whose verification failed is left out."""
+        done: list[SequenceState] = []
+        out: list[tuple[int, StepChunk]] = []
+        kept: list[tuple[int, list[int]]] = []
+        for state, block_logits, block_greedy in zip(states, logits, greedy):
+            slot = state.slot
+            result = self._isolated(state, state.consume, block_logits, block_greedy)
+            if result is None:
+                continue
+            chunk, keep_rows = result
+            kept.append((slot, keep_rows))
+            out.append((state.seq_id, chunk))
+            done.append(state)
+        return done, out, kept
 
     def _decode_cost(self, rows: int, seqs: int) -> float:
         """The auto policy's measured cost of a decode-only step (the pacer's model of what the decoders
