@@ -260,9 +260,23 @@ class SequenceState:
         self.peer_space: Optional[DraftSpace] = None
         self.policy = "fixed" if request.speculation is not None else _resolve_policy(request, settings.adaptive)
         self.stats.policy = self.policy if not spec.is_autoregressive or request.speculation is not None else None
+        self._start_estimates(engine, spec, params.greedy)
+        self.enqueued_at = time.perf_counter()
+        #: prompt tokens whose K/V are in the slot (cached, then prefilled); when its prefill began; the
+        #: prompt rows' logits so far (a scored request: ``prompt_logprobs``)
+        self.prefilled = 0
+        self.prefill_started: Optional[float] = None
+        self.prompt_rows: list[torch.Tensor] = []
+        self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
+        self._prepared: Optional[DraftBatch] = None  # an NGram / SA step's rows, prepared for this step
+
+    def _start_estimates(self, engine: BatchEngine, spec: LookaheadSpec, greedy: bool) -> None:
+        """What the auto policy knows of this sequence at its start: an acceptance estimate per context (its last
+        two tokens occurred earlier in it, or not) and drafting option, from the engine's priors, and each option's
+        rows."""
         self.contexts = _RepeatIndex(self.prompt)
         self._acceptance = {(ctx, option): engine.policy.new_sequence(
-                                _prior_key(ctx, option, params.greedy, spec, engine.spec),
+                                _prior_key(ctx, option, greedy, spec, engine.spec),
                                 server_tries=option == "full")  # the one option that learns from its own steps only
                             for ctx in ("repeat", "fresh") for option in DRAFT_OPTIONS}
         #: per context, the options' estimates in :data:`DRAFT_OPTIONS` order (what a plan and a step read)
@@ -277,14 +291,6 @@ class SequenceState:
         self._prepared_as: tuple[bool, Optional[int], Optional[str]] = _OPTION_ROWS["full"]
         #: an auto step's most useful drafts when the budget cuts them, else None (:meth:`draft_options`)
         self.draft_cap: Optional[int] = None
-        self.enqueued_at = time.perf_counter()
-        #: prompt tokens whose K/V are in the slot (cached, then prefilled); when its prefill began; the
-        #: prompt rows' logits so far (a scored request: ``prompt_logprobs``)
-        self.prefilled = 0
-        self.prefill_started: Optional[float] = None
-        self.prompt_rows: list[torch.Tensor] = []
-        self._draft: Optional[DraftBatch] = None  # the prepared rows, when this step runs them
-        self._prepared: Optional[DraftBatch] = None  # an NGram / SA step's rows, prepared for this step
 
     def start_drafting(self, pools: DraftPools) -> None:
         """An NGram / SA request, admitted: its history enters its namespace's pool in the batch (upstream seeds
