@@ -94,49 +94,19 @@ def engine_bench(
     """Greedy (or sampling, with --temperature) vs lookahead on the reference engine: tokens/s,
     tokens/step, rows/step, speedup vs the plain baseline measured in the same run, identity with it;
     plus TensorRT-LLM vs corrected n-gram keying."""
-    extra = list(ctx.args)  # `--specs 4,2,4 7,7,7`: the values after the first arrive as extra arguments
-    if extra and not specs:
-        fail(f"unexpected argument(s) {' '.join(extra)}", code=EXIT_USAGE,
-             hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
-    given = _split(specs) + extra
-    if specs is not None and not given:  # `--specs ""` ran the whole default sweep
-        fail("--specs is empty", where="--specs",
-             hint="give (W,N,G) specs, e.g. --specs 4,2,4 7,7,7, or leave --specs out for the default sweep")
-    spec_values = given or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]
-    parsed = [parse_spec_option(v, option="--specs") for v in spec_values]
+    parsed = _specs(list(ctx.args), specs)
     presets = _presets(preset)
-    dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
-    bad = [d for d in dtypes if d.lower() not in DTYPE_CHOICES]
-    if not dtypes or bad:
-        fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}", where="--dtype",
-             hint="use float32, bfloat16 or float16, comma-separated (e.g. --dtype float32,bfloat16)")
-    if top_p <= 0.0:
-        fail(f"--top-p {top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --temperature 0.7 --top-p 0.95")
-    if top_p < 1.0 and not temperature > 0:
-        fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
-             hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    dtypes = _dtypes(dtype)
+    _check_sampling(temperature, top_p, seed)
     if no_baselines and prompt_lookup_tokens is not None:
         fail("--prompt-lookup-tokens sets the prompt-lookup baseline, which --no-baselines skips",
              where="--no-baselines", hint="drop one of the two")
-    if seed is not None and not temperature > 0:
-        fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
-             where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")
     _check_device(device, native_kernels)
-    gguf = model is not None and model.suffix == ".gguf" and model.is_file()
-    if model is not None and not (model / "config.json").is_file() and not gguf:
-        fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file", where="--model",
-             hint="give a folder with config.json, weights and tokenizer, a GGUF file, or omit --model for the "
-                  "embedded model")
+    _check_model(model)
+    _check_prompts(prompts)
 
     from trtlade.engine_bench import BenchConfig
-    from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
 
-    try:
-        load_suite(prompts)
-    except PromptSuiteError as exc:  # no suite of that name: the flag's value; else the file's content (exit 1)
-        unknown = "is neither a bundled suite" in exc.message
-        fail(exc.message, where="--prompts", code=EXIT_USAGE if unknown else EXIT_INVALID,
-             hint=exc.hint or "use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
     out = json_out or Path("reports") / f"engine-bench-{time.strftime('%Y%m%d-%H%M%S')}" / "engine-bench.json"
     if force and json_out is None:  # the default path is a new run folder: --force would do nothing
         fail("--force replaces the --json file, and no --json is given (the default is a new run folder)",
@@ -152,6 +122,62 @@ def engine_bench(
                          native_kernels=native_kernels, device=device)
     with _removed_if_left_empty(made):
         _run_and_write(config, out, device)
+
+
+def _specs(extra: list[str], specs: Optional[List[str]]) -> list[Any]:
+    """The (W,N,G) specs of ``--specs`` (the values after the first arrive as extra arguments: ``--specs 4,2,4
+    7,7,7``), or the default sweep where it is not given."""
+    if extra and not specs:
+        fail(f"unexpected argument(s) {' '.join(extra)}", code=EXIT_USAGE,
+             hint="specs go after --specs, e.g. --specs 4,2,4 7,7,7")
+    given = _split(specs) + extra
+    if specs is not None and not given:  # `--specs ""` ran the whole default sweep
+        fail("--specs is empty", where="--specs",
+             hint="give (W,N,G) specs, e.g. --specs 4,2,4 7,7,7, or leave --specs out for the default sweep")
+    return [parse_spec_option(v, option="--specs") for v in given or ["2,2,2", "4,2,4", "5,3,5", "7,7,7"]]
+
+
+def _dtypes(dtype: str) -> list[str]:
+    """The dtypes of ``--dtype``, comma-separated, each one the engine serves."""
+    dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
+    bad = [d for d in dtypes if d.lower() not in DTYPE_CHOICES]
+    if not dtypes or bad:
+        fail(f"--dtype {dtype!r}: unknown dtype {', '.join(bad) or '(empty)'}", where="--dtype",
+             hint="use float32, bfloat16 or float16, comma-separated (e.g. --dtype float32,bfloat16)")
+    return dtypes
+
+
+def _check_sampling(temperature: float, top_p: float, seed: Optional[int]) -> None:
+    """--top-p in (0, 1]; --top-p below 1 and --seed only with sampling (--temperature above 0)."""
+    if top_p <= 0.0:
+        fail(f"--top-p {top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --temperature 0.7 --top-p 0.95")
+    if top_p < 1.0 and not temperature > 0:
+        fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
+             hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    if seed is not None and not temperature > 0:
+        fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
+             where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")
+
+
+def _check_model(model: Optional[Path]) -> None:
+    """--model is a Hugging Face folder or a GGUF file (None: the embedded model)."""
+    gguf = model is not None and model.suffix == ".gguf" and model.is_file()
+    if model is not None and not (model / "config.json").is_file() and not gguf:
+        fail(f"--model {model}: neither a Hugging Face model folder (no config.json) nor a .gguf file", where="--model",
+             hint="give a folder with config.json, weights and tokenizer, a GGUF file, or omit --model for the "
+                  "embedded model")
+
+
+def _check_prompts(prompts: str) -> None:
+    """--prompts names a bundled suite or a readable suite file, checked before anything is measured."""
+    from trtlade.reference.prompt_suite import PromptSuiteError, load_suite
+
+    try:
+        load_suite(prompts)
+    except PromptSuiteError as exc:  # no suite of that name: the flag's value; else the file's content (exit 1)
+        unknown = "is neither a bundled suite" in exc.message
+        fail(exc.message, where="--prompts", code=EXIT_USAGE if unknown else EXIT_INVALID,
+             hint=exc.hint or "use 'suite', 'long-context' or a JSON file like trtlade/data/prompts.json")
 
 
 @contextlib.contextmanager
