@@ -938,59 +938,69 @@ def _csv(run: RunSummary, path: Path) -> None:
 
 
 def _plots(run: RunSummary, folder: Path) -> list[Path]:
+    """The run's figures against concurrency, one line per mode: TTFT, output and decode throughput, and (with a
+    baseline and another mode) the output throughput speedup."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written: list[Path] = []
-
-    def plot(name: str, title: str, ylabel: str, bars: list[tuple[str, dict[int, tuple]]],
-             ref: Optional[float] = None, note: str = "") -> None:
-        """``bars``: per line, per level ``(mean, min, max)``; the error bars span min..max over repeats."""
-        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-        for label, values in bars:
-            xs = [c for c in run.levels if values.get(c, (None,))[0] is not None]
-            mean = [values[c][0] for c in xs]
-            low = [values[c][0] - (values[c][1] if values[c][1] is not None else values[c][0]) for c in xs]
-            high = [(values[c][2] if values[c][2] is not None else values[c][0]) - values[c][0] for c in xs]
-            ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=3, label=label)
-        if ref is not None:
-            ax.axhline(ref, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_xticks(run.levels)
-        ax.set_xlabel("concurrency" + (f"  ({note})" if note else ""))
-        ax.set_ylabel(ylabel)
-        ax.set_title(textwrap.fill(title, 64), fontsize=11)  # a long title wraps rather than leave the figure
-        ax.grid(True, alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        path = folder / name
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
 
     def per_series(field: str) -> list[tuple[str, dict[int, tuple]]]:
         return [(info.label, {c: spread(run.values(info.label, c, field)) for c in run.levels}) for info in run.series]
 
     bars_note = f"bars: min–max of {run.repeats} repeats" if run.repeats > 1 else "one repeat: no error bars"
-    plot("ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)", per_series("mean_ttft_ms"),
-         note=bars_note)
-    plot("output_throughput_vs_concurrency.png", "Output throughput: what the server delivers",
-         "completion tokens/s", per_series("output_throughput"), note=bars_note)
-    plot("decode_throughput_vs_concurrency.png",
-         "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s",
-         per_series("aggregate_decode_throughput"), note=bars_note)
+    written = [
+        _plot(run, folder / "ttft_vs_concurrency.png", "Time to first token", "mean TTFT (ms)",
+              per_series("mean_ttft_ms"), note=bars_note),
+        _plot(run, folder / "output_throughput_vs_concurrency.png", "Output throughput: what the server delivers",
+              "completion tokens/s", per_series("output_throughput"), note=bars_note),
+        _plot(run, folder / "decode_throughput_vs_concurrency.png",
+              "Decode throughput, sum over concurrent requests (not what the server delivers)", "tokens/s",
+              per_series("aggregate_decode_throughput"), note=bars_note)]
     if len(run.series) > 1:
-        ratios, margins = run.speedups("output_throughput")
-        base_label = run.series[0].label
-        speed = [(f"{info.label} / {base_label}",
-                  {c: (s.mean, s.lo, s.hi) if (s := ratios[(info.label, c)]).ratios else (None, None, None)
-                   for c in run.levels}) for info in run.series[1:]]
-        known = [m for m in margins.values() if m is not None]
-        band = f"; within noise: 1 ± {min(known):.3f} to {max(known):.3f} by cell" if known else ""
-        plot("speedup_vs_concurrency.png", f"Output throughput speedup vs {base_label}", "speedup (x)",
-             speed, ref=1.0, note=bars_note + band)
+        speed, band = _speedup_bars(run)
+        written.append(_plot(run, folder / "speedup_vs_concurrency.png",
+                             f"Output throughput speedup vs {run.series[0].label}", "speedup (x)", speed, ref=1.0,
+                             note=bars_note + band))
     return written
+
+
+def _speedup_bars(run: RunSummary) -> tuple[list[tuple[str, dict[int, tuple]]], str]:
+    """Each mode's output throughput against the baseline's per level, ``(mean, min, max)``, and the noise band's
+    words for the axis."""
+    ratios, margins = run.speedups("output_throughput")
+    base_label = run.series[0].label
+    speed = [(f"{info.label} / {base_label}",
+              {c: (s.mean, s.lo, s.hi) if (s := ratios[(info.label, c)]).ratios else (None, None, None)
+               for c in run.levels}) for info in run.series[1:]]
+    known = [m for m in margins.values() if m is not None]
+    return speed, f"; within noise: 1 ± {min(known):.3f} to {max(known):.3f} by cell" if known else ""
+
+
+def _plot(run: RunSummary, path: Path, title: str, ylabel: str, bars: list[tuple[str, dict[int, tuple]]],
+          ref: Optional[float] = None, note: str = "") -> Path:
+    """One figure against the run's levels; ``bars``: per line, per level ``(mean, min, max)``, the error bars
+    spanning min..max over the repeats; ``ref``: a dashed horizontal line."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for label, values in bars:
+        xs = [c for c in run.levels if values.get(c, (None,))[0] is not None]
+        mean = [values[c][0] for c in xs]
+        low = [values[c][0] - (values[c][1] if values[c][1] is not None else values[c][0]) for c in xs]
+        high = [(values[c][2] if values[c][2] is not None else values[c][0]) - values[c][0] for c in xs]
+        ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=3, label=label)
+    if ref is not None:
+        ax.axhline(ref, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(run.levels)
+    ax.set_xlabel("concurrency" + (f"  ({note})" if note else ""))
+    ax.set_ylabel(ylabel)
+    ax.set_title(textwrap.fill(title, 64), fontsize=11)  # a long title wraps rather than leave the figure
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def write_report(folder: Path, run: RunSummary, records: Sequence[RequestRecord], *,
