@@ -171,25 +171,7 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
     """The bundle's ``trtlade.yml`` as data: the input config (if any) with the model, build, lookahead
     and serve settings of this build. Paths are absolute for the model, relative for the engine."""
     data: dict[str, Any] = {k: _plain(v) for k, v in plan.config_data.items()}
-    model = dict(data.get("model") or {})
-    for key in ("name", "models_dir"):
-        model.pop(key, None)  # resolved into model.path
-    model["path"] = str(plan.model.path)
-    if model.get("tokenizer") and plan.config_path is not None:  # relative to the input config, not the bundle
-        tokenizer = Path(str(model["tokenizer"])).expanduser()
-        if not tokenizer.is_absolute():
-            tokenizer = (plan.config_path.parent / tokenizer).resolve()
-        model["tokenizer"] = str(tokenizer)
-    if plan.embedded and not model.get("served_name"):
-        from trtlade.reference.embedded import EMBEDDED_MODEL_NAME
-
-        model["served_name"] = EMBEDDED_MODEL_NAME  # not the cache folder's hashed name
-    if plan.backend == "trtllm":
-        if not model.get("tokenizer"):
-            model["tokenizer"] = str(plan.model.path)
-        model["dtype"] = engine_dtype if engine_dtype in ("auto", "float16", "bfloat16", "float32") else plan.dtype
-    else:
-        model["dtype"] = plan.dtype_requested
+    model = _bundle_model(plan, dict(data.get("model") or {}), engine_dtype)
     build = dict(data.get("build") or {})
     build.pop("output_dir", None)
     build["backend"] = plan.backend
@@ -223,6 +205,30 @@ def deployment_config(plan: BuildPlan, *, engine_dtype: str | None = None) -> di
         if key not in out:
             out[key] = value
     return out
+
+
+def _bundle_model(plan: BuildPlan, model: dict[str, Any], engine_dtype: str | None) -> dict[str, Any]:
+    """The bundle's model section from the input's: the model by its resolved path, a relative tokenizer resolved
+    against the input config's folder, the embedded model's served name, and the dtype (an engine's as built)."""
+    for key in ("name", "models_dir"):
+        model.pop(key, None)  # resolved into model.path
+    model["path"] = str(plan.model.path)
+    if model.get("tokenizer") and plan.config_path is not None:  # relative to the input config, not the bundle
+        tokenizer = Path(str(model["tokenizer"])).expanduser()
+        if not tokenizer.is_absolute():
+            tokenizer = (plan.config_path.parent / tokenizer).resolve()
+        model["tokenizer"] = str(tokenizer)
+    if plan.embedded and not model.get("served_name"):
+        from trtlade.reference.embedded import EMBEDDED_MODEL_NAME
+
+        model["served_name"] = EMBEDDED_MODEL_NAME  # not the cache folder's hashed name
+    if plan.backend == "trtllm":
+        if not model.get("tokenizer"):
+            model["tokenizer"] = str(plan.model.path)
+        model["dtype"] = engine_dtype if engine_dtype in ("auto", "float16", "bfloat16", "float32") else plan.dtype
+    else:
+        model["dtype"] = plan.dtype_requested
+    return model
 
 
 def _plain(value: Any) -> Any:
