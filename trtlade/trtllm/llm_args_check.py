@@ -334,30 +334,9 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
     release = f"TensorRT-LLM {table.label}"
     name = ".".join(str(p) for p in loc)
     if kind == "extra_forbidden":
-        fields = sorted(table.models.fields(owner)) if owner else []
-        close = difflib.get_close_matches(str(path[-1]), fields, n=3, cutoff=0.6)
-        hint = (f"did you mean {' or '.join(map(repr, close))}? " if close else "") + \
-            (f"{owner} takes: {', '.join(fields)}" if len(fields) <= 40 else f"{owner} has {len(fields)} fields; "
-             "see docs/reference/trtllm-serve-schema.md")
-        return doc.diagnostic("error", f"unknown key {path[-1]!r}: {owner} of {release} has no such field and "
-                              "refuses unknown keys (extra='forbid')",
-                              loc=loc, key=True, code="trtllm-args-unknown-key", hint=hint)
+        return _unknown_key(doc, table, owner, release, loc, path)
     if kind in ("union_tag_invalid", "union_tag_not_found"):  # a discriminated union's tag: name the tag's key
-        ctx = err.get("ctx", {})
-        tag = str(ctx.get("discriminator", "")).strip("'\"")
-        expected = ctx.get("expected_tags", "")
-        where = loc + (tag,)
-        if kind == "union_tag_not_found":
-            block = value if isinstance(value, dict) else {}
-            typo = difflib.get_close_matches(tag, [str(k) for k in block], n=1, cutoff=0.6)
-            if typo:  # a misspelt tag: pydantic stops at the missing tag; the key to fix is the misspelt one
-                return doc.diagnostic("error", f"unknown key {typo[0]!r}: {tag!r}, which picks the class, is missing "
-                                      f"({release})", loc=loc + (typo[0],), key=True, code="trtllm-args-unknown-key",
-                                      hint=f"did you mean {tag!r}?")
-            return doc.diagnostic("error", f"{tag} is missing: it picks the class ({expected or 'see the schema'})",
-                                  loc=loc, path=".".join(str(p) for p in where), code="trtllm-args-missing")
-        return doc.diagnostic("error", f"{ctx.get('tag')!r} is not one of {expected} ({release}; case-exact)",
-                              loc=where, code="trtllm-args-literal", hint=f"one of {expected}")
+        return _union_tag(doc, err, release, loc)
     if kind == "missing":
         hint = _type_hint(table, owner, path[-1] if path else None)
         return doc.diagnostic("error", f"required by {owner} of {release}, and missing", loc=loc[:-1],
@@ -378,6 +357,39 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
     messages = "; ".join(dict.fromkeys(e["msg"] for e in errs))
     return doc.diagnostic("error", f"{messages}, got {_short(value)} ({owner} of {release})", loc=loc,
                           code="trtllm-args-type", hint=_type_hint(table, owner, path[-1] if path else None))
+
+
+def _unknown_key(doc: YamlDocument, table: SchemaTable, owner: str | None, release: str, loc: tuple,
+                 path: tuple) -> Diagnostic:
+    """A key the class does not have (pydantic's ``extra_forbidden``): the closest fields, or all of them."""
+    fields = sorted(table.models.fields(owner)) if owner else []
+    close = difflib.get_close_matches(str(path[-1]), fields, n=3, cutoff=0.6)
+    hint = (f"did you mean {' or '.join(map(repr, close))}? " if close else "") + \
+        (f"{owner} takes: {', '.join(fields)}" if len(fields) <= 40 else f"{owner} has {len(fields)} fields; "
+         "see docs/reference/trtllm-serve-schema.md")
+    return doc.diagnostic("error", f"unknown key {path[-1]!r}: {owner} of {release} has no such field and "
+                          "refuses unknown keys (extra='forbid')",
+                          loc=loc, key=True, code="trtllm-args-unknown-key", hint=hint)
+
+
+def _union_tag(doc: YamlDocument, err: dict, release: str, loc: tuple) -> Diagnostic:
+    """A discriminated union's tag missing (or misspelt: the key to fix is the misspelt one) or not one of the
+    classes' tags."""
+    ctx = err.get("ctx", {})
+    tag = str(ctx.get("discriminator", "")).strip("'\"")
+    expected = ctx.get("expected_tags", "")
+    where = loc + (tag,)
+    if err["type"] == "union_tag_not_found":
+        block = err.get("input") if isinstance(err.get("input"), dict) else {}
+        typo = difflib.get_close_matches(tag, [str(k) for k in block], n=1, cutoff=0.6)
+        if typo:  # a misspelt tag: pydantic stops at the missing tag; the key to fix is the misspelt one
+            return doc.diagnostic("error", f"unknown key {typo[0]!r}: {tag!r}, which picks the class, is missing "
+                                  f"({release})", loc=loc + (typo[0],), key=True, code="trtllm-args-unknown-key",
+                                  hint=f"did you mean {tag!r}?")
+        return doc.diagnostic("error", f"{tag} is missing: it picks the class ({expected or 'see the schema'})",
+                              loc=loc, path=".".join(str(p) for p in where), code="trtllm-args-missing")
+    return doc.diagnostic("error", f"{ctx.get('tag')!r} is not one of {expected} ({release}; case-exact)",
+                          loc=where, code="trtllm-args-literal", hint=f"one of {expected}")
 
 
 def _short(value: Any) -> str:
