@@ -163,7 +163,7 @@ def tune(
         "candidate finds another's prompts computed; keep: leave it, as a long-running server (config: "
         "bench.prefix_cache)."),
 ) -> None:
-    from trtlade.bench.plan import PlanError, Target, parse_base_url, parse_concurrency, parse_endpoint
+    from trtlade.bench.plan import Target
     from trtlade.tune.measure import TuneSettings
 
     check_launch_options(launch, config, base_url, launch_timeout)
@@ -171,21 +171,8 @@ def tune(
     require_path(cfg_path, where="--launch" if launch is not None else "--config", hint="give the trtlade config file",
                  file=True)
     section, loaded = load_bench_defaults(cfg_path)
-    try:
-        levels = parse_concurrency(max_concurrency if max_concurrency is not None
-                                   else [",".join(map(str, section.concurrency))])
-        ep = parse_endpoint(endpoint if endpoint is not None else section.endpoint)
-        if base_url is None and launch is None:
-            base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
-                        else "http://127.0.0.1:8000")
-        url = parse_base_url(base_url) if base_url is not None else ""
-        cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
-        if cache_rule not in ("clear", "keep"):
-            raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
-                            hint="clear (each series starts from an empty cache) or keep")
-    except PlanError as exc:
-        given = {"--max-concurrency": max_concurrency, "--endpoint": endpoint, "--prefix-cache": prefix_cache}
-        fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
+    levels, ep, url, cache_rule = _where_and_how(section, loaded, max_concurrency, endpoint, base_url, launch,
+                                                 prefix_cache)
     chosen_candidates = _parse_candidates(candidates)
     if chosen_candidates is not None and max_candidates is not None:
         fail("--max-candidates bounds the pruned set, and --candidates replaces it: every spec given is measured",
@@ -212,6 +199,30 @@ def tune(
     _print_result(folder, result)
     if apply is not None and apply_target is not None:
         _apply(apply, result, folder, apply_target.raw)
+
+
+def _where_and_how(section: Any, loaded: Any, max_concurrency: Optional[list[str]], endpoint: Optional[str],
+                   base_url: Optional[str], launch: Optional[Path], prefix_cache: Optional[str]) -> tuple:
+    """The concurrency levels, the endpoint, the server's URL ("" where --launch starts one) and the prefix-cache
+    rule, each from its flag, else the config's bench section (the URL: the config's serve address)."""
+    from trtlade.bench.plan import PlanError, parse_base_url, parse_concurrency, parse_endpoint
+
+    try:
+        levels = parse_concurrency(max_concurrency if max_concurrency is not None
+                                   else [",".join(map(str, section.concurrency))])
+        ep = parse_endpoint(endpoint if endpoint is not None else section.endpoint)
+        if base_url is None and launch is None:
+            base_url = (f"http://{loaded.config.serve.host}:{loaded.config.serve.port}" if loaded is not None
+                        else "http://127.0.0.1:8000")
+        url = parse_base_url(base_url) if base_url is not None else ""
+        cache_rule = prefix_cache if prefix_cache is not None else section.prefix_cache
+        if cache_rule not in ("clear", "keep"):
+            raise PlanError(f"{cache_rule!r} is not a prefix-cache rule", option="--prefix-cache",
+                            hint="clear (each series starts from an empty cache) or keep")
+    except PlanError as exc:
+        given = {"--max-concurrency": max_concurrency, "--endpoint": endpoint, "--prefix-cache": prefix_cache}
+        fail(exc.message, where=_blamed(exc.option, given, loaded), hint=exc.hint)
+    return levels, ep, url, cache_rule
 
 
 def _apply_target(apply: Path, repeats: int) -> Any:
