@@ -136,6 +136,9 @@ def test_engine_bench_sampled_against_plain_sampling_and_transformers(tiny_folde
     (["--preset", "quick"], "--preset 'quick': unknown preset"),
     (["--device", "tpu"], "--device 'tpu': not a device the reference engine runs on"),
     (["--device", "cuda:0", "--native-kernels"], "the native kernels are CPU code"),
+    (["--seed", "3"], "--seed 3 without --temperature"),
+    # two mistakes: the flags are checked in a fixed order, the baselines' before the seed's
+    (["--no-baselines", "--prompt-lookup-tokens", "5", "--seed", "3"], "which --no-baselines skips"),
 ])
 def test_engine_bench_cli_errors(args, message, tiny_folder, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

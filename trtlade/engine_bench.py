@@ -306,6 +306,7 @@ def max_spec(specs: Sequence[LookaheadSpec]) -> LookaheadSpec:
 
 def run_engine_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> BenchResult:
     """Run the benchmark (see the module docstring); ``progress`` gets one line per finished run."""
+    import trtlade.reference.engine  # noqa: F401 - torch and the engine imported before any load is timed
     from trtlade.reference.prompt_suite import load_suite
 
     suite = load_suite(config.prompts)

@@ -15,6 +15,7 @@ from typing import Any, Iterator, List, Optional
 import typer
 
 from trtlade.cli.common import EXIT_INVALID, EXIT_USAGE, console, err_console, fail, parse_spec_option, refuse_overwrite
+from trtlade.spec import LookaheadSpec
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 
@@ -97,10 +98,8 @@ def engine_bench(
     parsed = _specs(list(ctx.args), specs)
     presets = _presets(preset)
     dtypes = _dtypes(dtype)
-    _check_sampling(temperature, top_p, seed)
-    if no_baselines and prompt_lookup_tokens is not None:
-        fail("--prompt-lookup-tokens sets the prompt-lookup baseline, which --no-baselines skips",
-             where="--no-baselines", hint="drop one of the two")
+    _check_decoding_flags(temperature, top_p, seed, lookup_without_baseline=no_baselines and
+                          prompt_lookup_tokens is not None)
     _check_device(device, native_kernels)
     _check_model(model)
     _check_prompts(prompts)
@@ -124,7 +123,7 @@ def engine_bench(
         _run_and_write(config, out, device)
 
 
-def _specs(extra: list[str], specs: Optional[List[str]]) -> list[Any]:
+def _specs(extra: list[str], specs: Optional[List[str]]) -> list[LookaheadSpec]:
     """The (W,N,G) specs of ``--specs`` (the values after the first arrive as extra arguments: ``--specs 4,2,4
     7,7,7``), or the default sweep where it is not given."""
     if extra and not specs:
@@ -147,13 +146,18 @@ def _dtypes(dtype: str) -> list[str]:
     return dtypes
 
 
-def _check_sampling(temperature: float, top_p: float, seed: Optional[int]) -> None:
-    """--top-p in (0, 1]; --top-p below 1 and --seed only with sampling (--temperature above 0)."""
+def _check_decoding_flags(temperature: float, top_p: float, seed: Optional[int], *,
+                          lookup_without_baseline: bool) -> None:
+    """--top-p in (0, 1]; --top-p below 1 and --seed only with sampling (--temperature above 0);
+    --prompt-lookup-tokens only with the baselines (``lookup_without_baseline``: given with --no-baselines)."""
     if top_p <= 0.0:
         fail(f"--top-p {top_p}: must be in (0, 1]", where="--top-p", hint="e.g. --temperature 0.7 --top-p 0.95")
     if top_p < 1.0 and not temperature > 0:
         fail(f"--top-p {top_p} without --temperature: greedy decoding ignores top_p", where="--top-p",
              hint="add --temperature, e.g. --temperature 0.7 --top-p 0.95")
+    if lookup_without_baseline:
+        fail("--prompt-lookup-tokens sets the prompt-lookup baseline, which --no-baselines skips",
+             where="--no-baselines", hint="drop one of the two")
     if seed is not None and not temperature > 0:
         fail(f"--seed {seed} without --temperature: greedy decoding draws nothing, so the seed would do nothing",
              where="--seed", hint="add --temperature, e.g. --temperature 0.7 --seed 3")

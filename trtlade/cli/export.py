@@ -273,7 +273,8 @@ def _check_autoscaler(replicas: int, hpa_max_replicas: Optional[int], queue_targ
 
 def _k8s_source(source: Path, tokenizer: Optional[str], *, shm_given: bool) -> tuple[dict[str, Any], int, bool]:
     """An engine bundle's or a reference-engine config's (trtlade.yml data, world size, has an engine); raises
-    :class:`~trtlade.export.common.ExportError` for anything else."""
+    :class:`~trtlade.export.common.ExportError` for anything else, and fails (exit) where --shm-size is given for
+    a config file (its pod has no GPU)."""
     from trtlade.bundle import is_bundle
     from trtlade.config.loader import ConfigError, ConfigLoadError, load_config
     from trtlade.export.common import ExportError, read_source

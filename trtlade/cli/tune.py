@@ -202,7 +202,8 @@ def tune(
 
 
 def _where_and_how(section: Any, loaded: Any, max_concurrency: Optional[list[str]], endpoint: Optional[str],
-                   base_url: Optional[str], launch: Optional[Path], prefix_cache: Optional[str]) -> tuple:
+                   base_url: Optional[str], launch: Optional[Path],
+                   prefix_cache: Optional[str]) -> tuple[list[int], Any, str, str]:
     """The concurrency levels, the endpoint, the server's URL ("" where --launch starts one) and the prefix-cache
     rule, each from its flag, else the config's bench section (the URL: the config's serve address)."""
     from trtlade.bench.plan import PlanError, parse_base_url, parse_concurrency, parse_endpoint

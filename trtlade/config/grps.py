@@ -239,8 +239,8 @@ def _misspelled_args(doc: YamlDocument, args: dict[str, Any], loc: Loc) -> list[
 
 def _block_entry(doc: YamlDocument, key: Any, value: Any, key_loc: Loc,
                  alias_of: dict[str, str]) -> tuple[int | None, Diagnostic | None]:
-    """One entry of the lookahead_decoding block as grps reads it: (its int32, None) for a canonical key, else
-    (None, why grps fails to load it or does not see it)."""
+    """One entry of the lookahead_decoding block as grps reads it: (its int32, None) for a canonical key holding an
+    int32, else (None, why grps fails to load it or does not see it)."""
     if key in GRPS_LOOKAHEAD_KEYS:
         number = yaml_cpp_number(value, int)
         if number is not None:
@@ -285,7 +285,7 @@ def _read_lookahead_block(doc: YamlDocument, args: dict[str, Any], loc: Loc
         number, problem = _block_entry(doc, key, value, (*block_loc, key), alias_of)
         if problem is not None:
             out.append(problem)
-        elif number is not None:
+        else:
             values[key] = number
     for key in GRPS_LOOKAHEAD_KEYS:
         if key not in block and not any(alias_of.get(str(k)) == key for k in block):

@@ -1105,7 +1105,7 @@ class Batch:
         return ([s for s, ok in zip(states, ran) if ok], [w for w, ok in zip(wanted, ran) if ok],
                 [b for b in blocks if b is not None])
 
-    def _verify(self, states: list[SequenceState], logits: Sequence[Any], greedy: Sequence[Any]
+    def _verify(self, states: list[SequenceState], logits: Sequence[torch.Tensor], greedy: Sequence[list[int]]
                 ) -> tuple[list[SequenceState], list[tuple[int, StepChunk]], list[tuple[int, list[int]]]]:
         """Each sequence's rows verified: (the sequences that went on, their chunks by id, the cache rows each
         slot keeps); a sequence whose verification failed is left out."""

@@ -361,7 +361,8 @@ def _diagnostic(doc: YamlDocument, table: SchemaTable, root: str, loc: tuple, pa
 
 def _unknown_key(doc: YamlDocument, table: SchemaTable, owner: str | None, release: str, loc: tuple,
                  path: tuple) -> Diagnostic:
-    """A key the class does not have (pydantic's ``extra_forbidden``): the closest fields, or all of them."""
+    """A key the class does not have (pydantic's ``extra_forbidden``): the hint names the closest fields, and the
+    class's fields (all of them up to 40, else their count and where the schema lists them)."""
     fields = sorted(table.models.fields(owner)) if owner else []
     close = difflib.get_close_matches(str(path[-1]), fields, n=3, cutoff=0.6)
     hint = (f"did you mean {' or '.join(map(repr, close))}? " if close else "") + \
