@@ -108,6 +108,7 @@ def report(steps: list[dict[str, Any]], names: Sequence[str]) -> None:
     offered = collections.defaultdict(lambda: [0, 0.0, 0, 0])  # steps, gain, accepted, rows
     chosen = collections.defaultdict(lambda: [0, 0.0, 0, 0])
     totals = collections.Counter()
+    against_sa = collections.defaultdict(lambda: [0, 0, 0, 0])  # steps, the choice's accepted, SA's, SA had a chain
     for s in steps:
         truth = s["state"].tokens[s["at"]:]
         would = would_accept(s["cands"], truth)
@@ -127,6 +128,12 @@ def report(steps: list[dict[str, Any]], names: Sequence[str]) -> None:
                     cell[3] += rows
         if s["chosen"] >= 0 and names[s["chosen"]] in would:
             totals["the plan's choices"] += would[names[s["chosen"]]]
+        where = names[s["chosen"]] if s["chosen"] >= 0 else "golden row only"
+        cell = against_sa[(s["context"], where)]
+        cell[0] += 1
+        cell[1] += would.get(where, 0)
+        cell[2] += common_prefix(s["sa"], truth)
+        cell[3] += bool(s["sa"])
     print(f"{len(steps)} planned steps; per context and option: steps, the plan's mean gain, mean accepted, mean rows")
     print("| context | option | offered: steps | gain | accepted | rows | chosen: steps | gain | accepted | rows |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -136,6 +143,12 @@ def report(steps: list[dict[str, Any]], names: Sequence[str]) -> None:
             n, gain, accepted, rows = table.get(key, (0, 0.0, 0, 0))
             cells += [str(n), *(f"{v / n:.2f}" if n else "-" for v in (gain, accepted, rows))]
         print(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+    print("\nby the plan's choice (the golden row only included): steps, accepted drafts of the choice, of SA's chain "
+          "on the same steps, and the steps SA had a chain")
+    print("| context | choice | steps | accepted | SA's chain | SA drafted |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (context, where), (n, got, sa, had) in sorted(against_sa.items()):
+        print(f"| {context} | {where} | {n} | {got} | {sa} | {had} |")
     print("\naccepted drafts over the planned steps:")
     for name, value in totals.most_common():
         print(f"  {name}: {value}")

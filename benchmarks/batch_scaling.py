@@ -11,9 +11,9 @@ the prompt run alone with plain greedy) and the cost of a forward pass by rows.
     .venv/bin/python benchmarks/batch_scaling.py --forward-only --context 1500   # ... after 1,500 cached tokens
     .venv/bin/python benchmarks/batch_scaling.py --parts --repeats 15       # where the extra rows' time goes
 
-``--parts``: one sequence's forward of 1, 2, 5, 8 and 16 rows, the row counts interleaved, split by the native
-body's own timers into its linear layers, attention and small ops (norms, rotary, activations, K/V writes) and
-the rest of the forward (the LM head, the embedding rows, Python); median of ``--repeats`` forwards each.
+``--parts``: one sequence's forward of 1, 2, 5, 8, 9 and 16 rows (``--rows``), the row counts interleaved, split by
+the native body's own timers into its linear layers, attention and small ops (norms, rotary, activations, K/V
+writes) and the rest of the forward (the LM head, the embedding rows, Python); median of ``--repeats`` forwards each.
 
 Prompts: the bench's `mix` dataset through the chat template; max_tokens 48, ignore_eos.
 """
@@ -39,9 +39,17 @@ def main() -> None:
                     help="the forward by rows split into its parts (median of --repeats; implies --forward-only)")
     ap.add_argument("--context", type=int, default=100,
                     help="cached tokens before the rows of the forward by rows (the first prompt's, repeated)")
+    ap.add_argument("--rows", default="1,2,5,8,9,16",
+                    help="--parts: the row counts of the forwards, comma-separated (the first is the 1x reference)")
     args = ap.parse_args()
     if args.context < 1:  # before the model loads, not after a whole run
         ap.error(f"--context {args.context}: the cached tokens before the rows must be at least 1")
+    try:
+        counts = tuple(int(x) for x in args.rows.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1 or max(counts) > 64:
+        ap.error(f"--rows {args.rows!r}: row counts 1-64, comma-separated (e.g. 1,2,3,4,5,8)")
 
     from trtlade.bench.datasets import load_dataset
     from trtlade.contract.protocol import GenerationRequest
@@ -58,7 +66,7 @@ def main() -> None:
     modes = {"greedy": LookaheadSpec(1, 1, 0), f"lookahead {args.spec}": LookaheadSpec.parse(args.spec)}
 
     if args.parts:
-        forward_parts(engine, prompts, args.dtype, args.context, args.repeats)
+        forward_parts(engine, prompts, args.dtype, args.context, args.repeats, counts)
         return
     if args.forward_only:
         for _ in range(args.repeats):
@@ -140,10 +148,11 @@ def forward_by_rows(engine, prompts, dtype: str, context: int = 100) -> None:
           f"{r['floor_ms']} ms: R* = {r['rows_star']} rows")
 
 
-def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> None:
-    """One sequence's forward of R rows after ``context`` cached tokens, split into the native body's parts and
-    the rest of the forward; the row counts interleaved, median of ``repeats`` forwards each (the whole
-    forward's range beside it)."""
+def forward_parts(engine, prompts, dtype: str, context: int, repeats: int,
+                  counts: tuple[int, ...] = (1, 2, 5, 8, 9, 16)) -> None:
+    """One sequence's forward of R rows (``counts``) after ``context`` cached tokens, split into the native body's
+    parts and the rest of the forward; the row counts interleaved, median of ``repeats`` forwards each (the whole
+    forward's range beside it); ratios against the first count."""
     from trtlade.reference.batch_runner import RowBlock
 
     runner = engine.new_batch().engine.runner
@@ -153,9 +162,9 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
 
         raise SystemExit(f"--parts times the parts of the native decoder body, which does not run here: {status()} "
                          f"(this engine: {engine.stats['kernels']})")
-    slot = runner.allocate(context + 16)
+    slot = runner.allocate(context + max(counts))
     runner.prefill(slot, (prompts[0] * (context // len(prompts[0]) + 1))[:context])
-    counts, parts = (1, 2, 5, 8, 9, 16), (*body.PARTS, "rest of the forward")
+    parts = (*body.PARTS, "rest of the forward")
     times: dict[int, list[list[float]]] = {rows: [] for rows in counts}
     body.time_parts = True
     try:
@@ -171,12 +180,12 @@ def forward_parts(engine, prompts, dtype: str, context: int, repeats: int) -> No
     finally:
         body.time_parts = False
     med = {rows: [1000 * statistics.median(t[i] for t in times[rows]) for i in range(5)] for rows in counts}
-    print(f"\n{dtype}: one sequence's forward of R rows after {context} cached tokens, ms (x the 1-row figure), "
-          f"median of {repeats}")
+    print(f"\n{dtype}: one sequence's forward of R rows after {context} cached tokens, ms (x the {counts[0]}-row "
+          f"figure), median of {repeats}")
     print("| rows | forward | " + " | ".join(parts) + " |")
     print("|---:|---:|" + "---:|" * len(parts))
     for rows in counts:
-        cells = [f"{med[rows][i]:.2f} ({med[rows][i] / med[1][i]:.2f}x)" for i in range(5)]
+        cells = [f"{med[rows][i]:.2f} ({med[rows][i] / med[counts[0]][i]:.2f}x)" for i in range(5)]
         whole = [1000 * t[0] for t in times[rows]]
         cells[0] += f" {min(whole):.2f}-{max(whole):.2f}"
         print(f"| {rows} | " + " | ".join(cells) + " |")
