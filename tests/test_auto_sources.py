@@ -67,7 +67,7 @@ def test_every_option_auto_may_pick_is_lossless(dtype, slots):
     reqs = [request(p, None) for p in prompts()]
     reqs += [request(p, None, temperature=0.3, top_p=0.9, seed=40 + i) for i, p in enumerate(prompts()[:2])]
     reqs.append(request(prompts()[0], None))  # 3 steps behind the first: another sequence's text (``public``)
-    before = dict(eng.policy.counters.options)
+    before, cuts_before = dict(eng.policy.counters.options), sum(eng.policy.counters.cuts.values())
     wanted = set(DRAFT_OPTIONS) - {"suffix"}  # SA's suffix rarely differs from prompt lookup's on short texts
     if slots == 1:
         wanted.discard("public")  # one at a time: no other sequence to read
@@ -83,6 +83,60 @@ def test_every_option_auto_may_pick_is_lossless(dtype, slots):
         if {option for option, n in ran.items() if n} >= wanted:
             break
     assert {option for option, n in ran.items() if n} >= wanted
+    assert sum(eng.policy.counters.cuts.values()) > cuts_before  # chains cut short ran too
+
+
+def test_a_chain_cut_before_the_cost_curves_knee_beats_the_whole_chain():
+    """Rows cost a plain step's up to 4 and half as much again at 5: prompt lookup's chain of 4 drafts, expected
+    to accept 1.2 of them, is worth 2.2 tokens for 1.5 steps whole; cut to 3 (4 rows) it keeps 0.93 of that (each
+    draft at 1/2 without data: 0.875 of 0.9375 expected drafts), 2.12 tokens for one step's cost."""
+    cost = CostTable()
+    for rows, seconds in [(1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 1.5)]:
+        cost.add(rows, seconds)
+    policy = AutoPolicy(cost, prior_weight=0.0, explore=0.0)
+    chain = policy.new_sequence("fresh/prompt_lookup")
+    chain.total, chain.weight, chain.drafted_steps = 1.2, 1.0, 1
+    whole, cut = (chain, 4), (chain, 3, (), policy.cut_part(chain, 3, 4))
+    assert cut[3] == pytest.approx(0.875 / 0.9375)
+    assert policy.plan([], [[whole]]) == [0]
+    assert policy.plan([], [[whole, cut]]) == [1]
+    cost.add(5, 1.0)
+    cost.add(5, 1.0)  # the fifth row as cheap as the others (the median): the whole chain again
+    assert policy.plan([], [[whole, cut]]) == [0]
+
+
+def test_a_chain_cut_short_verifies_its_first_drafts_and_teaches_the_whole_chain():
+    """Forced to the first chain cut short it is offered each step (else the golden row): every block is no deeper
+    than its cut, every answer is plain decoding's, the steps count as cuts (not as whole options), and the cut
+    sources are calibrated against what the plan expected of their cuts."""
+    from trtlade.reference.batching import SequenceState
+
+    eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
+    whole = len(DRAFT_OPTIONS)
+    eng.policy.plan = lambda fixed, candidates, caps=None: [
+        next((k for k in range(whole, len(options)) if options[k][1] > 0), -1) for options in candidates]
+    eng.policy.should_plan = lambda seqs: True
+    deepest = []
+    block = SequenceState.block
+
+    def spy(self, rows):
+        out = block(self, rows)
+        if self.cut is not None:
+            deepest.append((max(out.depths), self.cut))
+        return out
+
+    SequenceState.block = spy
+    try:
+        req = request(prompts()[0], None, max_tokens=40)
+        out = run(eng.new_batch(max_batch_size=1), {0: [req]})
+    finally:
+        SequenceState.block = block
+    assert tokens(out[0]) == plain(eng, req)
+    counters = eng.policy.counters
+    assert deepest and all(depth <= cut for depth, cut in deepest)
+    assert counters.options == {} and sum(counters.cuts.values()) == counters.drafted > 0
+    calibrated = {key.rsplit("/", 1)[1] for key in eng.policy._calibration}
+    assert set(counters.cuts) <= calibrated
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -300,7 +354,7 @@ def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
     forced to the window counts once, in the one context it ran in (the last too: an auto step's drafts never
     pass its budget, so what it accepted is what the model accepted), and only the window's contexts appear."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
-    eng.policy.plan = lambda fixed, candidates, caps=None: [len(options) - 1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [DRAFT_OPTIONS.index("full") for _ in candidates]
     eng.policy.should_plan = lambda seqs: True
     assert eng.policy.snapshot()["server_tries_by_context"] == {}
     batch = eng.new_batch(max_batch_size=1)
@@ -314,7 +368,7 @@ def test_the_windows_tries_are_shown_by_context_as_the_server_counts_them():
 def test_every_drafted_step_teaches_the_options_that_did_not_run():
     """Forced to the full rows, the chain and candidate options still learn what they would have accepted."""
     eng = tiny_engine("llama", (2, 4, 2), adaptive=True, prompt_lookup=4)
-    eng.policy.plan = lambda fixed, candidates, caps=None: [len(options) - 1 for options in candidates]
+    eng.policy.plan = lambda fixed, candidates, caps=None: [DRAFT_OPTIONS.index("full") for _ in candidates]
     eng.policy.should_plan = lambda seqs: True  # every step, whatever the forced plans found
     batch = eng.new_batch(max_batch_size=1)
     run(batch, {0: [request(prompts()[0], None, max_tokens=40)]})

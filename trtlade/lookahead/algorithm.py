@@ -571,6 +571,14 @@ class LookaheadAlgorithm:
         >>> full, short = algo.prepare().num_rows, algo.prepare(window=False)
         >>> full, short.num_rows, short.tokens, short.with_window
         (5, 3, [7, 5, 6], False)
+
+        One source's chain cut short keeps its rows where another source's guess starts the same way: prompt
+        lookup's ``8 9 5`` cut to one draft is ``8``, as the pool's ``8 9`` starts.
+
+        >>> algo = LookaheadAlgorithm((2, 3, 2), seed=0, prompt_lookup=3)
+        >>> algo.setup([5, 6, 7, 8, 9, 5, 6], golden=7)
+        >>> algo.candidates(), algo.prepare(window=False, depth=1, source="prompt_lookup").tokens
+        ([((8, 9), 'pool'), ((8, 9, 5), 'prompt_lookup')], [7, 8])
         """
         if self.golden is None:
             raise RuntimeError("prepare() before setup(): call setup(prompt, golden) first")
@@ -635,11 +643,14 @@ class LookaheadAlgorithm:
         cut = depth  # a path through the window accepts at most N-1 drafts: longer candidates are cut
         if with_window:
             cut = n - 1 if depth is None else min(depth, n - 1)
-        candidates = self._candidates(cut)
-        if only is not None:
-            candidates = [c for c in candidates if c[1] == only]
+        if only is not None:  # one source's candidates, cut within it (not lost to another source's equal cut)
+            cut_own: dict[tuple[int, ...], str] = {}
+            for cand, source in self._all_candidates():
+                if source == only:
+                    cut_own.setdefault(cand if cut is None else cand[:cut], source)
+            candidates = list(cut_own.items())
         else:  # a source verified alone never joins the other candidates' tree
-            candidates = [c for c in candidates if c[1] not in ALONE_SOURCES]
+            candidates = [c for c in self._candidates(cut) if c[1] not in ALONE_SOURCES]
         sources = ["golden", *(["window"] * num_window)]
         for cand, source in candidates:
             row = len(tokens)

@@ -80,6 +80,10 @@ __all__ = ["Batch", "BatchEngine", "ChunkCallbackError", "DraftSettings", "Seque
 #: namespace: NGram/SA-priced rows), the first token of each candidate, every candidate whole (but ``public``),
 #: these without the Jacobi window's rows, or all its rows.
 DRAFT_OPTIONS = ("suffix", "prompt_lookup", "pool", "public", "first", "candidates", "full")
+#: the sources whose chains the plan may also verify cut short, at every depth below their length (a plan's options
+#: beyond DRAFT_OPTIONS, :meth:`SequenceState.draft_options`): where the cost by rows has a knee, a chain of 3 drafts
+#: in 4 rows can pay where one of 4 in 5 rows does not
+CUT_SOURCES = ("suffix", "prompt_lookup", "pool")
 #: the candidate sources among the options (one drafter's candidates each, ``LookaheadAlgorithm.sources``)
 SOURCE_OPTIONS = ("suffix", "prompt_lookup", "pool", "public")
 #: option -> (the window's rows, candidate depth, candidate source) for LookaheadAlgorithm.prepare
@@ -286,6 +290,11 @@ class SequenceState:
         self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
                            "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
+        #: this step's depth when its option's chains were cut short (None: whole), the cuts the last plan was
+        #: offered beyond DRAFT_OPTIONS as (source, depth), and the share of the option's estimate the chosen one holds
+        self._cut: Optional[int] = None
+        self._cuts: list[tuple[str, int]] = []
+        self._cut_part = 1.0
         #: the (window, depth, source) this step's rows were prepared with (an auto step near the budget's end cuts
         #: its chains: :meth:`drafts_left`)
         self._prepared_as: tuple[bool, Optional[int], Optional[str]] = _OPTION_ROWS["full"]
@@ -366,7 +375,7 @@ class SequenceState:
         others the candidates' tokens; the window's rows are those of its last step. Near the end of its
         budget (:meth:`drafts_left` below a candidate's length) the candidates are cut to what can still be
         emitted (:attr:`draft_cap`), and the window, whose paths are longer, is not offered: a draft past the
-        budget would be verified and never sent."""
+        budget would be verified and never sent. After these come the cuts (:meth:`_cut_options`)."""
         algo = self._algorithm()
         cands = algo.candidates()
         left = self.drafts_left()
@@ -381,13 +390,48 @@ class SequenceState:
         rows["first"] = len({c[0] for c, source in cands if source not in ALONE_SOURCES})
         rows["full"] = self.draft_rows["full"] - 1 if cap is None or cap >= self.spec.ngram_size - 1 else 0
         now = held_now(cands) if cands else {}
-        return [(acceptance, rows[option], _WITHIN[option] + now.get(option, ()))
-                for option, acceptance in zip(DRAFT_OPTIONS, self._by_context[self.context])]
+        by_context = self._by_context[self.context]
+        return [*((acceptance, rows[option], _WITHIN[option] + now.get(option, ()))
+                  for option, acceptance in zip(DRAFT_OPTIONS, by_context)),
+                *self._cut_options(cands, by_context)]
+
+    def _cut_options(self, cands: list[tuple[tuple[int, ...], str]],
+                     by_context: Sequence[Acceptance]) -> list[tuple[Acceptance, int, tuple[int, ...], float]]:
+        """The chains of :data:`CUT_SOURCES` cut short, at every depth below their length, as the plan's options
+        after :data:`DRAFT_OPTIONS`: ``(the source's acceptance, draft rows, holds nothing, part)``, ``part`` the
+        share of the source's estimate the first ``depth`` drafts hold (:meth:`AutoPolicy.cut_parts`); kept in
+        :attr:`_cuts` as ``(source, depth)`` for :meth:`option_at`.
+
+        >>> from trtlade.reference.adaptive import CostTable
+        >>> state = SequenceState.__new__(SequenceState)
+        >>> state.engine = type("E", (), {"policy": AutoPolicy(CostTable())})()
+        >>> seqs = [Acceptance() for _ in DRAFT_OPTIONS]
+        >>> cuts = state._cut_options([((5, 6, 7), "prompt_lookup"), ((5, 9), "pool"), ((5, 8), "pool")], seqs)
+        >>> state._cuts, [(rows, round(part, 2)) for _, rows, _, part in cuts]
+        ([('prompt_lookup', 1), ('prompt_lookup', 2), ('pool', 1)], [(1, 0.57), (2, 0.86), (1, 0.67)])
+        """
+        policy: AutoPolicy = self.engine.policy
+        out: list[tuple[Acceptance, int, tuple[int, ...], float]] = []
+        self._cuts = []
+        for source in CUT_SOURCES:
+            chains = [cand for cand, own in cands if own == source]
+            length = max(map(len, chains), default=0)
+            acceptance = by_context[_OPTION_INDEX[source]]
+            for depth, part in enumerate(policy.cut_parts(acceptance, length) if length > 1 else (), start=1):
+                rows = sum(map(len, {cand[:depth] for cand in chains}))
+                out.append((acceptance, rows, (), part))
+                self._cuts.append((source, depth))
+        return out
 
     @property
     def option(self) -> str:
         """The option of :data:`DRAFT_OPTIONS` this step's rows were prepared for."""
         return self._option
+
+    @property
+    def cut(self) -> Optional[int]:
+        """The depth this step's chains were cut to (:meth:`_cut_options`), None where they run whole."""
+        return self._cut
 
     @property
     def single_row(self) -> bool:
@@ -419,9 +463,15 @@ class SequenceState:
             return 1.0 + (tally.accepted / tally.drafted_steps if tally.drafted_steps else 0.0)
         return 1.0 + self.engine.policy.expected(self.acceptance())
 
-    def wanted_rows(self, option: str = "full", batch_size: int = 1) -> int:
+    def option_at(self, k: int) -> tuple[str, Optional[int]]:
+        """The plan's choice ``k`` of the last :meth:`draft_options` as ``(option, depth)``: an option of
+        :data:`DRAFT_OPTIONS` whole (depth None), or a source's chains cut to ``depth`` drafts."""
+        return (DRAFT_OPTIONS[k], None) if k < len(DRAFT_OPTIONS) else self._cuts[k - len(DRAFT_OPTIONS)]
+
+    def wanted_rows(self, option: str = "full", batch_size: int = 1, cut: Optional[int] = None) -> int:
         """Prepare this step's rows for ``option`` (:data:`DRAFT_OPTIONS`) and return their count;
-        ``batch_size``: sequences decoding this step (an NGram / SA draft length may depend on it)."""
+        ``batch_size``: sequences decoding this step (an NGram / SA draft length may depend on it); ``cut``: the
+        option's chains cut to that many drafts (:meth:`_cut_options`)."""
         if self.single_row:
             return 1
         if self.drafter is not None:
@@ -429,13 +479,17 @@ class SequenceState:
                 self._prepared = self.drafter.prepare(batch_size)
             return self._prepared.num_rows
         self._option = option
+        self._cut = cut
         window, depth, source = _OPTION_ROWS[option]
+        if cut is not None:
+            depth = cut
         if self.draft_cap is not None and (depth is None or depth > self.draft_cap):
             depth = self.draft_cap  # the budget's end (draft_options)
         self._prepared_as = (window, depth, source)
         with traced(ALGORITHM_LABEL):
             rows = self._algorithm().prepare(window=window, depth=depth, source=source).num_rows
-        self.draft_rows[option] = rows
+        if cut is None:
+            self.draft_rows[option] = rows
         return rows
 
     def block(self, rows: int) -> RowBlock:
@@ -504,10 +558,14 @@ class SequenceState:
             # string cuts what is sent, not what the model accepted)
             if self.drafter is None and (chunk.finish_reason is None or auto):
                 option = self._option
-                self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, planned=auto,
-                                           accepted=len(verification.tokens) - 1 if auto else count - 1)
+                cut = self._cut if auto else None
+                if cut is None:
+                    self.engine.policy.observe(self._acceptance[(context, option)], drafted=True, planned=auto,
+                                               accepted=len(verification.tokens) - 1 if auto else count - 1)
+                else:  # what a cut chain accepted is not what the whole would: the estimate learns as if it did not run
+                    self.engine.policy.observe_chosen(self._acceptance[(context, option)], len(verification.tokens) - 1)
                 if auto and chunk.finish_reason is None:
-                    self._observe_unrun(context, option, candidates, chunk.tokens)
+                    self._observe_unrun(context, option if cut is None else "", candidates, chunk.tokens)
         return chunk, list(verification.kept_rows[:count])
 
     def _observe_unrun(self, context: str, ran: str, candidates: Sequence[tuple[tuple[int, ...], str]],
@@ -1027,9 +1085,15 @@ class Batch:
                 choice = policy.plan(fixed, options, caps=[states[i].draft_cap for i in auto])
             policy.observe_planning(decoding, share=(time.perf_counter() - started)
                                     / policy.step_seconds(decoding, decoding), gain=policy.last_found)
-            for i, k in zip(auto, choice):
-                chosen[states[i].seq_id] = states[i].acceptance(DRAFT_OPTIONS[k]) if k >= 0 else None
-                wanted[i] = self._isolated(states[i], states[i].wanted_rows, DRAFT_OPTIONS[k]) if k >= 0 else 1
+            for i, k, offered in zip(auto, choice, options):
+                state = states[i]
+                if k < 0:
+                    chosen[state.seq_id], wanted[i] = None, 1
+                    continue
+                option, cut = state.option_at(k)
+                state._cut_part = offered[k][3] if len(offered[k]) > 3 else 1.0
+                chosen[state.seq_id] = state.acceptance(option)
+                wanted[i] = self._isolated(state, state.wanted_rows, option, 1, cut)
         return wanted, chosen
 
     def _count_auto(self, chosen: dict[int, Optional[Acceptance]], states: list[SequenceState],
@@ -1040,10 +1104,10 @@ class Batch:
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
                 decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_cap,
-                                        seqs=len(states))
+                                        seqs=len(states), part=state._cut_part)
                 if decision == "drafted":
-                    options = policy.counters.options
-                    options[state.option] = options.get(state.option, 0) + 1
+                    counted = policy.counters.options if state.cut is None else policy.counters.cuts
+                    counted[state.option] = counted.get(state.option, 0) + 1
                 report.auto_drafted += decision == "drafted"
                 report.auto_skipped += decision == "skipped"
                 report.auto_empty += decision == "empty"
