@@ -80,6 +80,7 @@ def main() -> None:
         algo = self.algo
         found = algo._suffixes.lookup() if algo._suffixes is not None else None
         now.update(state=self, at=len(self.tokens), context=self.context,
+                   names=[*DRAFT_OPTIONS, *(f"{source}@{depth}" for source, depth in self._cuts)],
                    cands=list(algo.candidates(depth=self.draft_cap) if self.draft_cap else algo.candidates()),
                    sa=tuple(algo._suffixes.continuation(found[0], args.sa_drafts)) if found else ())
         return out
@@ -99,12 +100,23 @@ def main() -> None:
             batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens))
         while len(batch):
             batch.step()
-    report(steps, DRAFT_OPTIONS)
+    report(steps)
     print(f"\nin-process on {device_name('cpu')}, {args.dtype}, the first {len(prompts)} mix prompts one at a time, "
           f"{args.max_tokens} tokens, pass {args.passes} of {args.passes} scored, engine spec {args.engine_spec}")
 
 
-def report(steps: list[dict[str, Any]], names: Sequence[str]) -> None:
+def cut_accepts(would: dict[str, int], name: str) -> int:
+    """What option ``name`` accepts given what each whole option would (:func:`would_accept`): a chain cut short
+    (``source@depth``) its source's match up to its depth.
+
+    >>> cut_accepts({"prompt_lookup": 3}, "prompt_lookup@2"), cut_accepts({"prompt_lookup": 3}, "pool@1")
+    (2, 0)
+    """
+    source, _, depth = name.partition("@")
+    return min(would.get(source, 0), int(depth)) if depth else would.get(name, 0)
+
+
+def report(steps: list[dict[str, Any]]) -> None:
     offered = collections.defaultdict(lambda: [0, 0.0, 0, 0])  # steps, gain, accepted, rows
     chosen = collections.defaultdict(lambda: [0, 0.0, 0, 0])
     totals = collections.Counter()
@@ -114,24 +126,25 @@ def report(steps: list[dict[str, Any]], names: Sequence[str]) -> None:
         would = would_accept(s["cands"], truth)
         totals["SA's chain"] += common_prefix(s["sa"], truth)
         totals["best candidate in hindsight"] += max(would.values(), default=0)
+        names = s["names"]
         for k, (gain, rows) in enumerate(s["gains"]):
             name = names[k]
-            if rows <= 0 or name not in would:
+            if rows <= 0 or name.partition("@")[0] not in would:
                 continue
-            totals[f"{name} wherever it has rows"] += would[name]
+            accepted = cut_accepts(would, name)
+            totals[f"{name} wherever it has rows"] += accepted
             for table, counted in ((offered, True), (chosen, s["chosen"] == k)):
                 if counted:
                     cell = table[(s["context"], name)]
                     cell[0] += 1
                     cell[1] += gain
-                    cell[2] += would[name]
+                    cell[2] += accepted
                     cell[3] += rows
-        if s["chosen"] >= 0 and names[s["chosen"]] in would:
-            totals["the plan's choices"] += would[names[s["chosen"]]]
         where = names[s["chosen"]] if s["chosen"] >= 0 else "golden row only"
+        totals["the plan's choices"] += cut_accepts(would, where)
         cell = against_sa[(s["context"], where)]
         cell[0] += 1
-        cell[1] += would.get(where, 0)
+        cell[1] += cut_accepts(would, where)
         cell[2] += common_prefix(s["sa"], truth)
         cell[3] += bool(s["sa"])
     print(f"{len(steps)} planned steps; per context and option: steps, the plan's mean gain, mean accepted, mean rows")

@@ -96,7 +96,7 @@ def test_a_chain_cut_before_the_cost_curves_knee_beats_the_whole_chain():
     policy = AutoPolicy(cost, prior_weight=0.0, explore=0.0)
     chain = policy.new_sequence("fresh/prompt_lookup")
     chain.total, chain.weight, chain.drafted_steps = 1.2, 1.0, 1
-    whole, cut = (chain, 4), (chain, 3, (), policy.cut_part(chain, 3, 4))
+    whole, cut = (chain, 4), (chain, 3, (), policy.cut_part(chain, 3, 4), 3)
     assert cut[3] == pytest.approx(0.875 / 0.9375)
     assert policy.plan([], [[whole]]) == [0]
     assert policy.plan([], [[whole, cut]]) == [1]
@@ -105,7 +105,21 @@ def test_a_chain_cut_before_the_cost_curves_knee_beats_the_whole_chain():
     assert policy.plan([], [[whole, cut]]) == [0]
 
 
-def test_a_chain_cut_short_verifies_its_first_drafts_and_teaches_the_whole_chain():
+def test_a_cut_is_never_priced_above_its_depth():
+    """A chain expected to accept 3 drafts, two drafts left in the budget: whole it is worth 2 (the cap); cut to 1
+    draft it can accept 1, however much of the estimate its first draft holds, so the whole chain is chosen."""
+    cost = CostTable()
+    for rows in (1, 2, 3):
+        cost.add(rows, 1.0)
+    policy = AutoPolicy(cost, prior_weight=0.0, explore=0.0)
+    chain = policy.new_sequence("repeat/suffix")
+    chain.total, chain.weight, chain.drafted_steps = 3.0, 1.0, 1
+    cut = (chain, 1, (), policy.cut_part(chain, 1, 2), 1)
+    assert [gain for gain, _ in policy._nested_gains([(chain, 2), cut])] == [3.0, 1.0]
+    assert policy.plan([], [[(chain, 2), cut]], caps=[2]) == [0]
+
+
+def test_a_chain_cut_short_verifies_its_first_drafts_and_teaches_the_whole_chain(monkeypatch):
     """Forced to the first chain cut short it is offered each step (else the golden row): every block is no deeper
     than its cut, every answer is plain decoding's, the steps count as cuts (not as whole options), and the cut
     sources are calibrated against what the plan expected of their cuts."""
@@ -125,18 +139,17 @@ def test_a_chain_cut_short_verifies_its_first_drafts_and_teaches_the_whole_chain
             deepest.append((max(out.depths), self.cut))
         return out
 
-    SequenceState.block = spy
-    try:
-        req = request(prompts()[0], None, max_tokens=40)
-        out = run(eng.new_batch(max_batch_size=1), {0: [req]})
-    finally:
-        SequenceState.block = block
+    monkeypatch.setattr(SequenceState, "block", spy)
+    req = request(prompts()[0], None, max_tokens=40)
+    out = run(eng.new_batch(max_batch_size=1), {0: [req]})
     assert tokens(out[0]) == plain(eng, req)
     counters = eng.policy.counters
     assert deepest and all(depth <= cut for depth, cut in deepest)
     assert counters.options == {} and sum(counters.cuts.values()) == counters.drafted > 0
     calibrated = {key.rsplit("/", 1)[1] for key in eng.policy._calibration}
     assert set(counters.cuts) <= calibrated
+    taught = {key.rsplit("/", 1)[1] for key in eng.policy._chains}  # the whole chains, seen through the tokens
+    assert set(counters.cuts) <= taught
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

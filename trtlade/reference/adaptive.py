@@ -969,23 +969,27 @@ class AutoPolicy:
         sequences the bonus is divided by ``seqs``: what a try teaches helps one sequence, while its
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
-        sequences whose drafts pay). An option given as ``(acceptance, rows, within, part)`` is the option of
-        ``acceptance`` cut short: ``part`` of its estimate and bonus (:meth:`cut_part`)."""
+        sequences whose drafts pay). An option given as ``(acceptance, rows, within, part, depth)`` is the option of
+        ``acceptance`` cut to ``depth`` drafts: ``part`` of its estimate and bonus (:meth:`cut_part`), and never more
+        than ``depth`` (the estimate prices whole chains, whatever their length this step)."""
         terms = {} if terms is None else terms
         weight, tries_by_key = self.prior_weight, self._tries
         floors: list[float] = []  # an option without rows now holds nothing: never a floor (-inf), not priced
         bonuses: list[float] = []
+        depths: list[float] = []  # a cut accepts at most its depth
         for option in options:  # _calibrated and _bonus, inlined: a plan of 8 sequences prices 56 options
             seq = option[0]
             if option[1] <= 0:
                 floors.append(-math.inf)
                 bonuses.append(0.0)
+                depths.append(math.inf)
                 continue
             prior, factor, spread = terms.get((seq.key, seqs)) or self._terms(seq.key, terms, seqs)
             part = option[3] if len(option) > 3 else 1.0
             floors.append((prior + seq.total) / (weight + seq.weight) * factor * part)
             tries = tries_by_key.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
             bonuses.append(spread / (weight + tries) * part)
+            depths.append(option[4] if len(option) > 4 else math.inf)
         held = [option[2] if len(option) > 2 else range(k) for k, option in enumerate(options)]
         changed = True
         while changed:  # an option holds what the options it holds hold (they need not come before it)
@@ -997,8 +1001,8 @@ class AutoPolicy:
                     if floors[j] > floors[k]:
                         floors[k], changed = floors[j], True
         share = 1.0 / max(1, seqs)
-        return [(floor + bonus * share, option[1]) if option[1] > 0 else (0.0, 0)
-                for floor, bonus, option in zip(floors, bonuses, options)]
+        return [(min(floor + bonus * share, depth), option[1]) if option[1] > 0 else (0.0, 0)
+                for floor, bonus, depth, option in zip(floors, bonuses, depths, options)]
 
     # ------------------------------------------------------------------ learning
     def observe(self, seq: Acceptance, *, drafted: bool, accepted: int = 0, planned: bool = True) -> None:
@@ -1064,7 +1068,8 @@ class AutoPolicy:
 
     def cut_part(self, seq: Acceptance, depth: int, length: int) -> float:
         """The share of the accepted drafts expected of a chain of ``length`` that its first ``depth`` hold: from the
-        option's :class:`ChainSurvival` (a position nobody saw yet at 1/2), the expected accepted drafts up to
+        option's :class:`ChainSurvival` (a position nobody saw yet priced like the one before it, the first with no
+        data at all at 1/2), the expected accepted drafts up to
         ``depth`` over those up to ``length``. Where a row more costs a jump (on a 2-core AMD EPYC Zen 3, float32: 4
         rows 1.09x one row, 5 rows 1.22x), a chain of 4 cut to 3 keeps most of what it accepts for a cheaper step.
 
@@ -1075,6 +1080,8 @@ class AutoPolicy:
         >>> [round(policy.cut_part(seq, depth, 4), 3) for depth in (1, 3, 4)]
         [0.533, 0.933, 1.0]
         """
+        if depth < 1:
+            return 0.0
         return self.cut_parts(seq, length)[depth - 1] if depth < length else 1.0
 
     def cut_parts(self, seq: Acceptance, length: int) -> list[float]:

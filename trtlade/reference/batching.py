@@ -396,10 +396,10 @@ class SequenceState:
                 *self._cut_options(cands, by_context)]
 
     def _cut_options(self, cands: list[tuple[tuple[int, ...], str]],
-                     by_context: Sequence[Acceptance]) -> list[tuple[Acceptance, int, tuple[int, ...], float]]:
+                     by_context: Sequence[Acceptance]) -> list[tuple[Acceptance, int, tuple[int, ...], float, int]]:
         """The chains of :data:`CUT_SOURCES` cut short, at every depth below their length, as the plan's options
-        after :data:`DRAFT_OPTIONS`: ``(the source's acceptance, draft rows, holds nothing, part)``, ``part`` the
-        share of the source's estimate the first ``depth`` drafts hold (:meth:`AutoPolicy.cut_parts`); kept in
+        after :data:`DRAFT_OPTIONS`: ``(the source's acceptance, draft rows, holds nothing, part, depth)``, ``part``
+        the share of the source's estimate the first ``depth`` drafts hold (:meth:`AutoPolicy.cut_parts`); kept in
         :attr:`_cuts` as ``(source, depth)`` for :meth:`option_at`.
 
         >>> from trtlade.reference.adaptive import CostTable
@@ -407,11 +407,11 @@ class SequenceState:
         >>> state.engine = type("E", (), {"policy": AutoPolicy(CostTable())})()
         >>> seqs = [Acceptance() for _ in DRAFT_OPTIONS]
         >>> cuts = state._cut_options([((5, 6, 7), "prompt_lookup"), ((5, 9), "pool"), ((5, 8), "pool")], seqs)
-        >>> state._cuts, [(rows, round(part, 2)) for _, rows, _, part in cuts]
+        >>> state._cuts, [(rows, round(part, 2)) for _, rows, _, part, _ in cuts]
         ([('prompt_lookup', 1), ('prompt_lookup', 2), ('pool', 1)], [(1, 0.57), (2, 0.86), (1, 0.67)])
         """
         policy: AutoPolicy = self.engine.policy
-        out: list[tuple[Acceptance, int, tuple[int, ...], float]] = []
+        out: list[tuple[Acceptance, int, tuple[int, ...], float, int]] = []
         self._cuts = []
         for source in CUT_SOURCES:
             chains = [cand for cand, own in cands if own == source]
@@ -419,7 +419,7 @@ class SequenceState:
             acceptance = by_context[_OPTION_INDEX[source]]
             for depth, part in enumerate(policy.cut_parts(acceptance, length) if length > 1 else (), start=1):
                 rows = sum(map(len, {cand[:depth] for cand in chains}))
-                out.append((acceptance, rows, (), part))
+                out.append((acceptance, rows, (), part, depth))
                 self._cuts.append((source, depth))
         return out
 
@@ -1103,8 +1103,9 @@ class Batch:
         before = policy.counters.expected_accepted
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
-                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_cap,
-                                        seqs=len(states), part=state._cut_part)
+                cap = state.draft_cap if state.cut is None else min(state.cut, state.draft_cap or state.cut)
+                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=cap, seqs=len(states),
+                                        part=state._cut_part)
                 if decision == "drafted":
                     counted = policy.counters.options if state.cut is None else policy.counters.cuts
                     counted[state.option] = counted.get(state.option, 0) + 1
