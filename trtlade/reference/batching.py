@@ -290,11 +290,11 @@ class SequenceState:
         self.draft_rows = {"suffix": 4, "prompt_lookup": 4, "pool": 4, "public": 4, "first": 2,
                            "candidates": max(2, spec.decoding_tokens // 2), "full": spec.decoding_tokens}
         self._option = "full"  # this step's rows (see DRAFT_OPTIONS)
-        #: this step's depth when its option's chains were cut short (None: whole), the cuts the last plan was
-        #: offered beyond DRAFT_OPTIONS as (source, depth), and the share of the option's estimate the chosen one holds
+        #: this step's depth when its option's chains were cut short (None: whole) and the share of the option's
+        #: estimate that cut holds; the cuts the last plan was offered beyond DRAFT_OPTIONS as (source, depth, part)
         self._cut: Optional[int] = None
-        self._cuts: list[tuple[str, int]] = []
         self._cut_part = 1.0
+        self._cuts: list[tuple[str, int, float]] = []
         #: the (window, depth, source) this step's rows were prepared with (an auto step near the budget's end cuts
         #: its chains: :meth:`drafts_left`)
         self._prepared_as: tuple[bool, Optional[int], Optional[str]] = _OPTION_ROWS["full"]
@@ -400,14 +400,14 @@ class SequenceState:
         """The chains of :data:`CUT_SOURCES` cut short, at every depth below their length, as the plan's options
         after :data:`DRAFT_OPTIONS`: ``(the source's acceptance, draft rows, holds nothing, part, depth)``, ``part``
         the share of the source's estimate the first ``depth`` drafts hold (:meth:`AutoPolicy.cut_parts`); kept in
-        :attr:`_cuts` as ``(source, depth)`` for :meth:`option_at`.
+        :attr:`_cuts` as ``(source, depth, part)`` for :meth:`option_at`.
 
         >>> from trtlade.reference.adaptive import CostTable
         >>> state = SequenceState.__new__(SequenceState)
         >>> state.engine = type("E", (), {"policy": AutoPolicy(CostTable())})()
         >>> seqs = [Acceptance() for _ in DRAFT_OPTIONS]
         >>> cuts = state._cut_options([((5, 6, 7), "prompt_lookup"), ((5, 9), "pool"), ((5, 8), "pool")], seqs)
-        >>> state._cuts, [(rows, round(part, 2)) for _, rows, _, part, _ in cuts]
+        >>> [cut[:2] for cut in state._cuts], [(rows, round(part, 2)) for _, rows, _, part, _ in cuts]
         ([('prompt_lookup', 1), ('prompt_lookup', 2), ('pool', 1)], [(1, 0.57), (2, 0.86), (1, 0.67)])
         """
         policy: AutoPolicy = self.engine.policy
@@ -420,7 +420,7 @@ class SequenceState:
             for depth, part in enumerate(policy.cut_parts(acceptance, length) if length > 1 else (), start=1):
                 rows = sum(map(len, {cand[:depth] for cand in chains}))
                 out.append((acceptance, rows, (), part, depth))
-                self._cuts.append((source, depth))
+                self._cuts.append((source, depth, part))
         return out
 
     @property
@@ -432,6 +432,11 @@ class SequenceState:
     def cut(self) -> Optional[int]:
         """The depth this step's chains were cut to (:meth:`_cut_options`), None where they run whole."""
         return self._cut
+
+    @property
+    def cut_part(self) -> float:
+        """The share of the option's estimate this step's cut holds (1.0: its chains whole)."""
+        return self._cut_part
 
     @property
     def single_row(self) -> bool:
@@ -463,15 +468,16 @@ class SequenceState:
             return 1.0 + (tally.accepted / tally.drafted_steps if tally.drafted_steps else 0.0)
         return 1.0 + self.engine.policy.expected(self.acceptance())
 
-    def option_at(self, k: int) -> tuple[str, Optional[int]]:
-        """The plan's choice ``k`` of the last :meth:`draft_options` as ``(option, depth)``: an option of
-        :data:`DRAFT_OPTIONS` whole (depth None), or a source's chains cut to ``depth`` drafts."""
-        return (DRAFT_OPTIONS[k], None) if k < len(DRAFT_OPTIONS) else self._cuts[k - len(DRAFT_OPTIONS)]
+    def option_at(self, k: int) -> tuple[str, Optional[int], float]:
+        """The plan's choice ``k`` of the last :meth:`draft_options` as ``(option, depth, part)``: an option of
+        :data:`DRAFT_OPTIONS` whole (depth None, part 1.0), or a source's chains cut to ``depth`` drafts."""
+        return (DRAFT_OPTIONS[k], None, 1.0) if k < len(DRAFT_OPTIONS) else self._cuts[k - len(DRAFT_OPTIONS)]
 
-    def wanted_rows(self, option: str = "full", batch_size: int = 1, cut: Optional[int] = None) -> int:
+    def wanted_rows(self, option: str = "full", batch_size: int = 1, cut: Optional[int] = None,
+                    part: float = 1.0) -> int:
         """Prepare this step's rows for ``option`` (:data:`DRAFT_OPTIONS`) and return their count;
         ``batch_size``: sequences decoding this step (an NGram / SA draft length may depend on it); ``cut``: the
-        option's chains cut to that many drafts (:meth:`_cut_options`)."""
+        option's chains cut to that many drafts, holding ``part`` of its estimate (:meth:`_cut_options`)."""
         if self.single_row:
             return 1
         if self.drafter is not None:
@@ -479,7 +485,7 @@ class SequenceState:
                 self._prepared = self.drafter.prepare(batch_size)
             return self._prepared.num_rows
         self._option = option
-        self._cut = cut
+        self._cut, self._cut_part = cut, part if cut is not None else 1.0
         window, depth, source = _OPTION_ROWS[option]
         if cut is not None:
             depth = cut
@@ -1085,15 +1091,14 @@ class Batch:
                 choice = policy.plan(fixed, options, caps=[states[i].draft_cap for i in auto])
             policy.observe_planning(decoding, share=(time.perf_counter() - started)
                                     / policy.step_seconds(decoding, decoding), gain=policy.last_found)
-            for i, k, offered in zip(auto, choice, options):
+            for i, k in zip(auto, choice):
                 state = states[i]
                 if k < 0:
                     chosen[state.seq_id], wanted[i] = None, 1
                     continue
-                option, cut = state.option_at(k)
-                state._cut_part = offered[k][3] if len(offered[k]) > 3 else 1.0
+                option, cut, part = state.option_at(k)
                 chosen[state.seq_id] = state.acceptance(option)
-                wanted[i] = self._isolated(state, state.wanted_rows, option, 1, cut)
+                wanted[i] = self._isolated(state, state.wanted_rows, option, 1, cut, part)
         return wanted, chosen
 
     def _count_auto(self, chosen: dict[int, Optional[Acceptance]], states: list[SequenceState],
@@ -1103,9 +1108,9 @@ class Batch:
         before = policy.counters.expected_accepted
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
-                cap = state.draft_cap if state.cut is None else min(state.cut, state.draft_cap or state.cut)
+                cap = min((c for c in (state.draft_cap, state.cut) if c is not None), default=None)  # budget, cut
                 decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=cap, seqs=len(states),
-                                        part=state._cut_part)
+                                        part=state.cut_part)
                 if decision == "drafted":
                     counted = policy.counters.options if state.cut is None else policy.counters.cuts
                     counted[state.option] = counted.get(state.option, 0) + 1
