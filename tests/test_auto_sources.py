@@ -119,6 +119,49 @@ def test_a_cut_is_never_priced_above_its_depth():
     assert policy.plan([], [[(chain, 2), cut]], caps=[2]) == [0]
 
 
+def test_no_option_is_priced_above_the_drafts_its_rows_can_accept_nor_lends_more():
+    """Prompt lookup expected to accept 3 drafts, its chain only 2 long this step: worth 2, not 3. The candidates
+    holding it (3 deep, expected to accept 1 themselves) are worth what the better of the two can accept: 2."""
+    policy = AutoPolicy(CostTable(), prior_weight=0.0, explore=0.0)
+    lookup, both = policy.new_sequence("repeat/prompt_lookup"), policy.new_sequence("repeat/candidates")
+    lookup.total, lookup.weight, lookup.drafted_steps = 3.0, 1.0, 1
+    both.total, both.weight, both.drafted_steps = 1.0, 1.0, 1
+    gains = policy._nested_gains([(lookup, 2, (), 1.0, 2), (both, 5, (0,), 1.0, 3)])
+    assert [gain for gain, _ in gains] == [2.0, 2.0]
+    assert [gain for gain, _ in policy._nested_gains([(lookup, 2, (), 1.0, 4), (both, 5, (0,), 1.0, 3)])] == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("max_tokens", [4, 7])
+def test_near_its_budgets_end_each_source_is_offered_its_own_chains_cut(monkeypatch, max_tokens):
+    """Where the budget cuts the candidates, each source is offered its own chains cut to it, as its rows are
+    prepared (a source whose cut chain equals another source's keeps it), and never more drafts than they hold."""
+    from trtlade.reference.batching import SOURCE_OPTIONS, SequenceState
+
+    eng = engine(torch.float32)
+    seen = []  # per plan: the options offered, each source's whole chains, the budget's cap
+    offer = SequenceState.draft_options
+
+    def spy(self):
+        options = offer(self)
+        seen.append((options, self.algo.candidates(), self.draft_cap))
+        return options
+
+    monkeypatch.setattr(SequenceState, "draft_options", spy)
+    monkeypatch.setattr(eng.policy, "should_plan", lambda seqs: True)  # every step plans, whatever came before
+    reqs = [request(p, None, max_tokens=max_tokens) for p in prompts()]
+    out = run(eng.new_batch(max_batch_size=4), {0: reqs})
+    capped = 0
+    for options, whole, cap in seen:
+        for source in SOURCE_OPTIONS:
+            own = {c if cap is None else c[:cap] for c, s in whole if s == source} if cap is None or cap > 0 else set()
+            _, rows, _, part, most = options[DRAFT_OPTIONS.index(source)]
+            assert (rows, part, most) == (sum(map(len, own)), 1.0, max(map(len, own), default=0))
+            capped += cap is not None and bool(own)
+    assert capped  # the budget cut some source's chains
+    for i, req in enumerate(reqs):
+        assert tokens(out[i]) == plain(eng, req)
+
+
 def test_a_chain_cut_short_verifies_its_first_drafts_and_teaches_the_whole_chain(monkeypatch):
     """Forced to the first chain cut short it is offered each step (else the golden row): every block is no deeper
     than its cut, every answer is plain decoding's, the steps count as cuts (not as whole options), and the cut

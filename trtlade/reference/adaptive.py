@@ -797,9 +797,10 @@ class AutoPolicy:
         one before (e.g. its prompt-lookup and pool candidates only, then all its rows), so an option
         is expected to accept at least what the one before it does; or as ``(acceptance, draft rows,
         within)``, ``within`` naming the options (indices) it holds, so that options need not nest
-        (one drafter's chain beside another's). An option with no draft rows is passed over. ``fixed``: the step's other
-        sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding). Every option is
-        ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
+        (one drafter's chain beside another's), or ``(..., within, part, most)`` (:meth:`_nested_gains`: a share of
+        the estimate, and the most drafts its rows can accept). An option with no draft rows is passed over.
+        ``fixed``: the step's other sequences as ``(rows, expected tokens)`` (explicit specs, plain decoding).
+        Every option is ranked by optimistic accepted drafts per draft row; walking down that ranking, each option
         that gains more than what its sequence has so far replaces it, and the step keeps the
         assignment seen with the most expected tokens per second. ``caps[i]``: the most drafts sequence i can
         still emit (its budget's end; None: no bound): no option of it is expected to gain more.
@@ -969,14 +970,15 @@ class AutoPolicy:
         sequences the bonus is divided by ``seqs``: what a try teaches helps one sequence, while its
         rows delay all of them (measured, 8 sequences on the embedded model: the full bonus cost 10%
         of ``ar``'s throughput, a bonus of 0 about nothing; alone the bonus is what finds the
-        sequences whose drafts pay). An option given as ``(acceptance, rows, within, part, depth)`` is the option of
-        ``acceptance`` cut to ``depth`` drafts: ``part`` of its estimate and bonus (:meth:`cut_part`), and never more
-        than ``depth`` (the estimate prices whole chains, whatever their length this step)."""
+        sequences whose drafts pay). An option given as ``(acceptance, rows, within, part, most)`` holds ``part`` of its
+        estimate and bonus (below 1.0: its chains cut short, :meth:`cut_part`) and is never worth more than ``most``,
+        the drafts its rows can accept this step (the estimate prices chains of every length seen; a chain of 2 accepts
+        at most 2), nor lends more to the options holding it."""
         terms = {} if terms is None else terms
         weight, tries_by_key = self.prior_weight, self._tries
         floors: list[float] = []  # an option without rows now holds nothing: never a floor (-inf), not priced
         bonuses: list[float] = []
-        depths: list[float] = []  # a cut accepts at most its depth
+        depths: list[float] = []  # the most each option can accept this step
         for option in options:  # _calibrated and _bonus, inlined: a plan of 8 sequences prices 56 options
             seq = option[0]
             if option[1] <= 0:
@@ -986,10 +988,11 @@ class AutoPolicy:
                 continue
             prior, factor, spread = terms.get((seq.key, seqs)) or self._terms(seq.key, terms, seqs)
             part = option[3] if len(option) > 3 else 1.0
-            floors.append((prior + seq.total) / (weight + seq.weight) * factor * part)
+            most = option[4] if len(option) > 4 else math.inf
+            floors.append(min((prior + seq.total) / (weight + seq.weight) * factor * part, most))
             tries = tries_by_key.get(seq.key, 0) if seq.server_tries else seq.drafted_steps
             bonuses.append(spread / (weight + tries) * part)
-            depths.append(option[4] if len(option) > 4 else math.inf)
+            depths.append(most)
         held = [option[2] if len(option) > 2 else range(k) for k, option in enumerate(options)]
         changed = True
         while changed:  # an option holds what the options it holds hold (they need not come before it)

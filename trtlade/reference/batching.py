@@ -179,6 +179,18 @@ class DraftSettings:
                                 f"{', '.join(NGRAM_IMPLEMENTATIONS)}", where="ngram_implementation")
 
 
+
+def _capped(cands: list[tuple[tuple[int, ...], str]], cap: Optional[int]) -> list[tuple[tuple[int, ...], str]]:
+    """Each source's candidates cut to ``cap`` tokens within that source, as ``LookaheadAlgorithm.prepare(source=)``
+    cuts them (None: as they are; 0 or less: none): a source whose cut chain equals another's keeps it.
+
+    >>> _capped([((8, 9), "pool"), ((8, 9, 5), "prompt_lookup"), ((8, 9, 7), "prompt_lookup")], 2)
+    [((8, 9), 'pool'), ((8, 9), 'prompt_lookup')]
+    """
+    if cap is None:
+        return list(cands)
+    return list(dict.fromkeys((cand[:cap], source) for cand, source in cands)) if cap > 0 else []
+
 class SettingsError(TrtladeError, ValueError):
     """Draft settings no request could run with (``where``: the setting)."""
 
@@ -368,32 +380,37 @@ class SequenceState:
         """
         return self.request.max_tokens - len(self.tokens) - 1
 
-    def draft_options(self) -> list[tuple[Acceptance, int, tuple[int, ...]]]:
-        """What the auto policy may choose from: ``(acceptance, draft rows, options it holds)`` per option of
-        :data:`DRAFT_OPTIONS`. The candidates of this step are known before the plan (found once, kept
+    def draft_options(self) -> list[tuple[Acceptance, int, tuple[int, ...], float, int]]:
+        """What the auto policy may choose from: ``(acceptance, draft rows, options it holds, 1.0, most)`` per option
+        of :data:`DRAFT_OPTIONS`, ``most`` the drafts its rows can accept this step (a source's longest chain, 1 for
+        ``first``, N-1 beside the window). The candidates of this step are known before the plan (found once, kept
         for its rows): an option without a candidate now has 0 draft rows (the policy passes it over), the
         others the candidates' tokens; the window's rows are those of its last step. Near the end of its
         budget (:meth:`drafts_left` below a candidate's length) the candidates are cut to what can still be
-        emitted (:attr:`draft_cap`), and the window, whose paths are longer, is not offered: a draft past the
-        budget would be verified and never sent. After these come the cuts (:meth:`_cut_options`)."""
+        emitted (:attr:`draft_cap`), each source's within it as its rows will be, and the window, whose paths are
+        longer, is not offered: a draft past the budget would be verified and never sent. After these come the
+        cuts (:meth:`_cut_options`)."""
         algo = self._algorithm()
-        cands = algo.candidates()
+        whole = algo.candidates()
         left = self.drafts_left()
-        cap = left if any(len(c) > left for c, _ in cands) or left < self.spec.ngram_size - 1 else None
-        if cap is not None:  # cut as the rows will be
-            cands = algo.candidates(depth=cap) if cap > 0 else []
+        cap = left if any(len(c) > left for c, _ in whole) or left < self.spec.ngram_size - 1 else None
         self.draft_cap = cap
-        rows = dict.fromkeys(SOURCE_OPTIONS, 0)
-        for cand, source in cands:
+        own = _capped(whole, cap)  # each source's chains, as its rows will be
+        merged = whole if cap is None else algo.candidates(depth=cap) if cap > 0 else []  # as the others' rows will be
+        shared = [cand for cand, source in merged if source not in ALONE_SOURCES]
+        rows, most = dict.fromkeys(SOURCE_OPTIONS, 0), dict.fromkeys(SOURCE_OPTIONS, 0)
+        for cand, source in own:
             rows[source] += len(cand)
-        rows["candidates"] = sum(rows.values()) - sum(rows[source] for source in ALONE_SOURCES)
-        rows["first"] = len({c[0] for c, source in cands if source not in ALONE_SOURCES})
+            most[source] = max(most[source], len(cand))
+        rows["candidates"], most["candidates"] = sum(map(len, shared)), max(map(len, shared), default=0)
+        rows["first"], most["first"] = len({cand[0] for cand in shared}), 1
         rows["full"] = self.draft_rows["full"] - 1 if cap is None or cap >= self.spec.ngram_size - 1 else 0
-        now = held_now(cands) if cands else {}
+        most["full"] = self.spec.ngram_size - 1
+        now = held_now(own) if own else {}
         by_context = self._by_context[self.context]
-        return [*((acceptance, rows[option], _WITHIN[option] + now.get(option, ()))
+        return [*((acceptance, rows[option], _WITHIN[option] + now.get(option, ()), 1.0, most[option])
                   for option, acceptance in zip(DRAFT_OPTIONS, by_context)),
-                *self._cut_options(cands, by_context)]
+                *self._cut_options(own, by_context)]
 
     def _cut_options(self, cands: list[tuple[tuple[int, ...], str]],
                      by_context: Sequence[Acceptance]) -> list[tuple[Acceptance, int, tuple[int, ...], float, int]]:
@@ -437,6 +454,18 @@ class SequenceState:
     def cut_part(self) -> float:
         """The share of the option's estimate this step's cut holds (1.0: its chains whole)."""
         return self._cut_part
+
+    @property
+    def draft_depth(self) -> Optional[int]:
+        """The most drafts this step's rows can accept (their deepest path: a chain's length, cut or not, within the
+        budget); None without drafts (:meth:`block` gave the golden row only).
+
+        >>> state = SequenceState.__new__(SequenceState)
+        >>> state._draft = None
+        >>> state.draft_depth is None
+        True
+        """
+        return max(self._draft.positions) if self._draft is not None and self._draft.num_rows > 1 else None
 
     @property
     def single_row(self) -> bool:
@@ -1108,9 +1137,8 @@ class Batch:
         before = policy.counters.expected_accepted
         for state, block in zip(states, blocks):
             if state.seq_id in chosen:
-                cap = min((c for c in (state.draft_cap, state.cut) if c is not None), default=None)  # budget, cut
-                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=cap, seqs=len(states),
-                                        part=state.cut_part)
+                decision = policy.count(chosen[state.seq_id], drafted=block.rows > 1, cap=state.draft_depth,
+                                        seqs=len(states), part=state.cut_part)
                 if decision == "drafted":
                     counted = policy.counters.options if state.cut is None else policy.counters.cuts
                     counted[state.option] = counted.get(state.option, 0) + 1
