@@ -131,10 +131,27 @@ def test_no_option_is_priced_above_the_drafts_its_rows_can_accept_nor_lends_more
     assert [gain for gain, _ in policy._nested_gains([(lookup, 2, (), 1.0, 4), (both, 5, (0,), 1.0, 3)])] == [3.0, 3.0]
 
 
+@pytest.mark.parametrize(("spec", "depth"), [((2, 4, 2), 3), ((4, 4, 2), 3), ((4, 3, 2), 2)])
+def test_a_choice_is_counted_against_no_more_drafts_than_a_path_of_its_rows_accepts(spec, depth):
+    """Beside the window a path accepts at most N-1 drafts, though the window's rows of a wider W run deeper
+    (W+N-3): the count caps a choice at N-1 there, as the plan prices ``full``."""
+    from trtlade.lookahead.algorithm import LookaheadAlgorithm
+    from trtlade.reference.batching import SequenceState
+
+    algo = LookaheadAlgorithm(spec, seed=0)
+    algo.setup([5, 6, 7, 5, 6, 8, 5, 6], golden=7)
+    state = SequenceState.__new__(SequenceState)
+    state._draft = algo.prepare()
+    assert max(state._draft.positions) >= depth and state.draft_depth == depth
+    state._draft = algo.prepare(window=False, depth=1)
+    assert state.draft_depth == 1
+
+
 @pytest.mark.parametrize("max_tokens", [4, 7])
 def test_near_its_budgets_end_each_source_is_offered_its_own_chains_cut(monkeypatch, max_tokens):
     """Where the budget cuts the candidates, each source is offered its own chains cut to it, as its rows are
-    prepared (a source whose cut chain equals another source's keeps it), and never more drafts than they hold."""
+    prepared (a source whose cut chain equals another source's keeps it), and never more drafts than they hold; the
+    first tokens at most one, the window's paths N-1."""
     from trtlade.reference.batching import SOURCE_OPTIONS, SequenceState
 
     eng = engine(torch.float32)
@@ -143,7 +160,7 @@ def test_near_its_budgets_end_each_source_is_offered_its_own_chains_cut(monkeypa
 
     def spy(self):
         options = offer(self)
-        seen.append((options, self.algo.candidates(), self.draft_cap))
+        seen.append((options, self.algo.candidates(), self.draft_cap, self.spec.ngram_size))
         return options
 
     monkeypatch.setattr(SequenceState, "draft_options", spy)
@@ -151,7 +168,8 @@ def test_near_its_budgets_end_each_source_is_offered_its_own_chains_cut(monkeypa
     reqs = [request(p, None, max_tokens=max_tokens) for p in prompts()]
     out = run(eng.new_batch(max_batch_size=4), {0: reqs})
     capped = 0
-    for options, whole, cap in seen:
+    for options, whole, cap, n in seen:
+        assert (options[DRAFT_OPTIONS.index("first")][4], options[DRAFT_OPTIONS.index("full")][4]) == (1, n - 1)
         for source in SOURCE_OPTIONS:
             own = {c if cap is None else c[:cap] for c, s in whole if s == source} if cap is None or cap > 0 else set()
             _, rows, _, part, most = options[DRAFT_OPTIONS.index(source)]

@@ -91,8 +91,8 @@ _OPTION_ROWS = {"suffix": (False, None, "suffix"), "prompt_lookup": (False, None
                 "pool": (False, None, "pool"), "public": (False, None, "public"), "first": (False, 1, None),
                 "candidates": (False, None, None), "full": (True, None, None)}
 #: option -> the options whose rows it holds (never ``public``, verified alone): it accepts at least what they do
-#: (``full`` as the plan credits it: beside the window the history chains are cut to N-1, so a chain accepted whole
-#: gives one token less there with (2,4,2); crediting only what its paths verify whole measured no gain)
+#: (``full`` as the plan credits it, up to N-1: beside the window the history chains are cut to N-1, so a chain
+#: accepted whole gives one token less there with (2,4,2); crediting only what its paths verify whole measured no gain)
 _HOLDS = {"candidates": ("suffix", "prompt_lookup", "pool", "first"),
           "full": ("suffix", "prompt_lookup", "pool", "first", "candidates")}
 #: an option's index in DRAFT_OPTIONS, as the plan reads them
@@ -129,6 +129,18 @@ def held_now(cands: list[tuple[tuple[int, ...], str]]) -> dict[str, tuple[int, .
         if held:
             out[source] = held
     return out
+
+
+def _capped(cands: list[tuple[tuple[int, ...], str]], cap: Optional[int]) -> list[tuple[tuple[int, ...], str]]:
+    """Each source's candidates cut to ``cap`` tokens within that source, as ``LookaheadAlgorithm.prepare(source=)``
+    cuts them (None: as they are; 0 or less: none): a source whose cut chain equals another's keeps it.
+
+    >>> _capped([((8, 9), "pool"), ((8, 9, 5), "prompt_lookup"), ((8, 9, 7), "prompt_lookup")], 2)
+    [((8, 9), 'pool'), ((8, 9), 'prompt_lookup')]
+    """
+    if cap is None:
+        return list(cands)
+    return list(dict.fromkeys((cand[:cap], source) for cand, source in cands)) if cap > 0 else []
 
 
 #: torch.profiler labels of the engine's own Python work per step (engine-bench's profile reads them)
@@ -178,18 +190,6 @@ class DraftSettings:
             raise SettingsError(f"ngram_implementation {self.ngram_implementation!r} is not one of "
                                 f"{', '.join(NGRAM_IMPLEMENTATIONS)}", where="ngram_implementation")
 
-
-
-def _capped(cands: list[tuple[tuple[int, ...], str]], cap: Optional[int]) -> list[tuple[tuple[int, ...], str]]:
-    """Each source's candidates cut to ``cap`` tokens within that source, as ``LookaheadAlgorithm.prepare(source=)``
-    cuts them (None: as they are; 0 or less: none): a source whose cut chain equals another's keeps it.
-
-    >>> _capped([((8, 9), "pool"), ((8, 9, 5), "prompt_lookup"), ((8, 9, 7), "prompt_lookup")], 2)
-    [((8, 9), 'pool'), ((8, 9), 'prompt_lookup')]
-    """
-    if cap is None:
-        return list(cands)
-    return list(dict.fromkeys((cand[:cap], source) for cand, source in cands)) if cap > 0 else []
 
 class SettingsError(TrtladeError, ValueError):
     """Draft settings no request could run with (``where``: the setting)."""
@@ -457,15 +457,19 @@ class SequenceState:
 
     @property
     def draft_depth(self) -> Optional[int]:
-        """The most drafts this step's rows can accept (their deepest path: a chain's length, cut or not, within the
-        budget); None without drafts (:meth:`block` gave the golden row only).
+        """The most drafts this step's rows can accept (their deepest path, a chain's length, cut or not, within the
+        budget; beside the window N-1); None without drafts (:meth:`block` gave the golden row only).
 
         >>> state = SequenceState.__new__(SequenceState)
         >>> state._draft = None
         >>> state.draft_depth is None
         True
         """
-        return max(self._draft.positions) if self._draft is not None and self._draft.num_rows > 1 else None
+        draft = self._draft
+        if draft is None or draft.num_rows <= 1:
+            return None
+        deepest = max(draft.positions)  # the window's rows run deeper than a path through it accepts (N-1)
+        return deepest if draft.max_drafts is None else min(deepest, draft.max_drafts)
 
     @property
     def single_row(self) -> bool:
