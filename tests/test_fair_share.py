@@ -5,7 +5,10 @@ first served as before."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import math
+import threading
 
 import pytest
 
@@ -20,15 +23,37 @@ def scoped(who, max_tokens=200, **kw):
     return request([5, 6, 7, 8], max_tokens=max_tokens, cache_scope=CacheScope("identity", who), **kw)
 
 
+@contextlib.contextmanager
+def paused(serving):
+    """Hold ``serving``'s worker between two steps (a chore that waits), so that what a test submits stays waiting
+    or running as submitted: on a loaded host a tiny model's request could otherwise finish (its length is clipped
+    to the model's 512 positions) between two submits, and a place the test counts on as held would be free."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold():
+        entered.set()
+        release.wait(60)
+
+    with serving._cv:
+        serving._chores.append((hold, concurrent.futures.Future()))
+        serving._cv.notify()
+    assert entered.wait(60)
+    try:
+        yield
+    finally:
+        release.set()
+
+
 def test_the_flooding_identity_is_refused_before_another_is_admitted():
     async def go():
         serving = ReferenceServingEngine(engine(), max_queue=8, max_batch_size=2, identities=2)
         assert (serving.share.queued, serving.share.running) == (4, 1)
         try:
-            handles = [serving.submit(scoped("alice")) for _ in range(5)]  # its share: 4 waiting + 1 running
-            with pytest.raises(EngineOverloaded, match="its share of this server"):
-                serving.submit(scoped("alice"))
-            bob = serving.submit(scoped("bob", max_tokens=3))  # paired: another identity is still admitted
+            with paused(serving):
+                handles = [serving.submit(scoped("alice")) for _ in range(5)]  # its share: 4 waiting + 1 running
+                with pytest.raises(EngineOverloaded, match="its share of this server"):
+                    serving.submit(scoped("alice"))
+                bob = serving.submit(scoped("bob", max_tokens=3))  # paired: another identity is still admitted
             out = [c async for c in bob]
             assert sum(len(c.tokens) for c in out) == 3
             for h in handles:
@@ -243,9 +268,10 @@ def test_an_identity_beyond_its_share_is_refused_before_its_body_is_read():
         serving = ReferenceServingEngine(engine(), max_queue=2, max_batch_size=1, identities=2)
         app = create_app(lambda: serving, ServerSettings(keys=ring, prefix_cache_scope="identity"))
         async with client_for(app) as c:
-            held = [serving.submit(scoped("alice")) for _ in range(serving.share.held)]
-            replies = [await c.post("/v1/completions", content=b"{not json", headers={
-                "Authorization": f"Bearer {key}", "Content-Type": "application/json"}) for key in (ALICE, BOB)]
+            with paused(serving):
+                held = [serving.submit(scoped("alice")) for _ in range(serving.share.held)]
+                replies = [await c.post("/v1/completions", content=b"{not json", headers={
+                    "Authorization": f"Bearer {key}", "Content-Type": "application/json"}) for key in (ALICE, BOB)]
             for h in held:
                 h.cancel()
         return replies
@@ -439,14 +465,15 @@ def test_retry_after_is_when_a_place_frees_not_the_refused_requests_own_length()
     async def go():
         serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1)
         try:
-            running = serving.submit(request([5, 6, 7], max_tokens=60, ignore_eos=True))
-            waiting = serving.submit(request([5, 6, 8], max_tokens=4000, ignore_eos=True))
-            step = serving._mean_step_s
-            said = []
-            for asked in (1, 4000):
-                with pytest.raises(EngineOverloaded, match="queue is full") as refused:
-                    serving.submit(request([5, 6, 9], max_tokens=asked))
-                said.append(refused.value.retry_after_s)
+            with paused(serving):
+                running = serving.submit(request([5, 6, 7], max_tokens=60, ignore_eos=True))
+                waiting = serving.submit(request([5, 6, 8], max_tokens=4000, ignore_eos=True))
+                step = serving._mean_step_s
+                said = []
+                for asked in (1, 4000):
+                    with pytest.raises(EngineOverloaded, match="queue is full") as refused:
+                        serving.submit(request([5, 6, 9], max_tokens=asked))
+                    said.append(refused.value.retry_after_s)
             assert said[0] == said[1] <= math.ceil(60 * step) + 1  # the running one's 60 tokens at most
             running.cancel()
             waiting.cancel()
@@ -480,9 +507,10 @@ def test_with_several_keys_a_full_queues_retry_after_reads_only_the_keys_own_seq
     async def go(identities):
         serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1, identities=identities)
         try:
-            held = [serving.submit(scoped("alice", max_tokens=3000, ignore_eos=True)) for _ in range(2)]
-            with pytest.raises(EngineOverloaded) as refused:
-                serving.submit(scoped("bob", max_tokens=5))
+            with paused(serving):
+                held = [serving.submit(scoped("alice", max_tokens=3000, ignore_eos=True)) for _ in range(2)]
+                with pytest.raises(EngineOverloaded) as refused:
+                    serving.submit(scoped("bob", max_tokens=5))
             for h in held:
                 h.cancel()
             return refused.value.retry_after_s, math.ceil(3000 * serving._mean_step_s)
