@@ -357,10 +357,19 @@ def test_queue_full_is_429_with_retry_after():
 
     async def go():
         async with client_for(app) as c:
+            async def until(running: float, queued: float) -> None:  # as /metrics counts them, not a fixed wait
+                for _ in range(3000):
+                    text = (await c.get("/metrics")).text
+                    if (metric_value(text, "trtlade_requests_running"),
+                            metric_value(text, "trtlade_requests_queued")) == (running, queued):
+                        return
+                    await asyncio.sleep(0.01)
+                raise AssertionError(f"never {running} running and {queued} queued")
+
             running = asyncio.create_task(c.post("/v1/completions", json={"prompt": "[hang]", "max_tokens": 5}))
-            await asyncio.sleep(0.3)  # the hanging request runs, the queue is empty
+            await until(1, 0)  # the hanging request runs, the queue is empty
             waiting = asyncio.create_task(c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}))
-            await asyncio.sleep(0.2)
+            await until(1, 1)
             refused = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
             running.cancel()
             waiting.cancel()
