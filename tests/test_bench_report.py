@@ -224,6 +224,31 @@ def test_a_level_of_no_more_requests_than_its_concurrency_is_called_a_wave() -> 
     assert "starts at once" not in render_markdown(run)
 
 
+@pytest.mark.parametrize("auto_seqs, level, num_prompts, noted", [
+    (3.3, 4, 8, True),    # 0.4 of 4 sequences below ar's 3.7: beyond 5% of the concurrency
+    (3.6, 4, 8, False),   # 0.1 below: within it
+    (3.3, 4, 4, False),   # one wave: the wave note says it, not this one
+    (3.9, 4, 8, False),   # more than ar: no drain of its own
+])
+def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_drain(auto_seqs, level, num_prompts,
+                                                                                    noted) -> None:
+    from trtlade.bench.metrics import LevelSummary
+
+    def cell(series: str, seqs: float) -> LevelSummary:
+        return LevelSummary.model_construct(series=series, concurrency=level, repeat=0, engine_step_ms=40.0,
+                                            engine_rows_per_step=seqs, engine_sequences_per_step=seqs)
+
+    info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
+    run = RunSummary(run_id="r", created="", series=info, levels=[level], settings={"num_prompts": num_prompts},
+                     metadata={}, summaries=[cell("ar", 3.7), cell("auto", auto_seqs)])
+    from trtlade.bench.report import _engine_steps_lines
+
+    text = "\n".join(_engine_steps_lines(run))
+    assert f"| auto | 40.0 ms, {auto_seqs:.1f} rows from {auto_seqs:.1f} sequences |" in text
+    assert (f"`auto` {auto_seqs:.1f} against 3.7 at concurrency {level}" in text) is noted
+    assert ("(the drain)" in text) is noted
+
+
 def test_the_failures_table_counts_every_repeats_failures() -> None:
     """One request failed in one of two repeats: its cell says 1 (the mean over the repeats, 0.5, printed
     as 0 before, so the table showed no failure while the list below it named one)."""

@@ -734,32 +734,82 @@ def _tokens_per_step_lines(run: RunSummary) -> list[str]:
 
 def _engine_steps_lines(run: RunSummary) -> list[str]:
     """The server's own steps per series and level (the reference engine's /metrics, read before and after each):
-    their wall time and the rows they computed, what a mode's tokens per step cost.
+    their wall time, the rows they computed and the sequences they decoded, what a mode's tokens per step cost;
+    then :func:`_drain_lines`.
 
     >>> from trtlade.bench.metrics import LevelSummary
-    >>> def cell(series, r, ms, rows):
+    >>> def cell(series, r, ms, rows, seqs=1.0):
     ...     return LevelSummary.model_construct(series=series, concurrency=1, repeat=r, engine_step_ms=ms,
-    ...                                         engine_rows_per_step=rows, engine_sequences_per_step=1.0)
+    ...                                         engine_rows_per_step=rows, engine_sequences_per_step=seqs)
     >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "sa")]
     >>> run = RunSummary(run_id="r", created="", series=info, levels=[1],
     ...                  summaries=[cell("ar", 0, 18.2, 1.0), cell("ar", 1, 18.4, 1.0), cell("sa", 0, 18.5, 2.8),
     ...                             cell("sa", 1, 18.9, 3.0)])
     >>> print("\\n".join(_engine_steps_lines(run)[6:-1]))
-    | ar | 18.3 (18.2–18.4) ms, 1.0 rows |
-    | sa | 18.7 (18.5–18.9) ms, 2.9 rows |
+    | ar | 18.3 (18.2–18.4) ms, 1.0 rows from 1.0 sequences |
+    | sa | 18.7 (18.5–18.9) ms, 2.9 rows from 1.0 sequences |
     """
     if not any(s.engine_step_ms is not None for s in run.summaries):
         return []
     def cell(series: str, level: int) -> str:
         ms = spread(run.values(series, level, "engine_step_ms"))
         rows = spread(run.values(series, level, "engine_rows_per_step"))[0]
-        return "—" if ms[0] is None or rows is None else f"{_fmt_spread(*ms, 1)} ms, {rows:.1f} rows"
+        seqs = spread(run.values(series, level, "engine_sequences_per_step"))[0]
+        if ms[0] is None or rows is None:
+            return "—"
+        return f"{_fmt_spread(*ms, 1)} ms, {rows:.1f} rows" + ("" if seqs is None else f" from {seqs:.1f} sequences")
 
     return ["## Engine steps", "", "The server's own decode steps while each level ran (its `/metrics`, read before "
-            "and after): mean wall time of a step (min–max over the repeats) and rows it computed (drafts included; "
-            "one a sequence is plain decoding), mean over the repeats. A step's tokens (above) over its time is what "
-            "a mode delivers:", "",
-            *_series_table(run, cell), ""]
+            "and after): mean wall time of a step (min–max over the repeats), the rows it computed (drafts included; "
+            "one a sequence is plain decoding) and the sequences it decoded, means over the repeats. A step's tokens "
+            "(above) over its time is what a mode delivers:", "",
+            *_series_table(run, cell), "", *_drain_lines(run)]
+
+
+#: a series decoding this much less of its level's concurrency a step than the first series is said to have drained
+DRAIN_GAP = 0.05
+
+
+def _drain_lines(run: RunSummary) -> list[str]:
+    """Where a series decoded fewer sequences a step than the first series at the same concurrency (by more than
+    ``DRAIN_GAP`` of the concurrency): its requests ended at more different times, so more of its steps ran with
+    fewer requests beside them, the level's last ones waiting for its slowest answer (no new request comes once a
+    client has sent its share). Such a level's output throughput measures the drain along with the mode: the note
+    says so, and how to dilute it.
+
+    >>> from trtlade.bench.metrics import LevelSummary
+    >>> def cell(series, r, seqs):
+    ...     return LevelSummary.model_construct(series=series, concurrency=4, repeat=r, engine_step_ms=40.0,
+    ...                                         engine_rows_per_step=seqs, engine_sequences_per_step=seqs)
+    >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
+    >>> run = RunSummary(run_id="r", created="", series=info, levels=[4], settings={"num_prompts": 8},
+    ...                  summaries=[cell("ar", 0, 3.7), cell("auto", 0, 3.3)])
+    >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
+    Fewer sequences a step than `ar` at the same concurrency: `auto` 3.3 against 3.7 at concurrency 4. Such a
+    series' requests ended at more different times, so more of its steps ran with fewer requests beside them, up
+    to the level's slowest answer (the drain); with 8 requests a level the drain is a large part of the level, and
+    the level's output throughput measures it along with the mode (the decode throughput does not). Several times
+    as many requests a level as the concurrency (`--num-prompts`) dilute it.
+    """
+    if not run.series:
+        return []
+    base, n = run.series[0].label, run.settings.get("num_prompts")
+    gaps = []
+    for info in run.series[1:]:
+        for level in run.levels:
+            mine = spread(run.values(info.label, level, "engine_sequences_per_step"))[0]
+            theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
+            wave = isinstance(n, int) and 0 < n <= level  # one wave: _wave_lines says it
+            if not wave and mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level:
+                gaps.append(f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}")
+    if not gaps:
+        return []
+    many = f"with {n} requests a level" if isinstance(n, int) else "with few requests a level"
+    return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. Such a series' "
+            "requests ended at more different times, so more of its steps ran with fewer requests beside them, up "
+            f"to the level's slowest answer (the drain); {many} the drain is a large part of the level, and the "
+            "level's output throughput measures it along with the mode (the decode throughput does not). Several "
+            "times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
 
 
 def _series_table(run: RunSummary, cell: Callable[[str, int], str]) -> list[str]:
