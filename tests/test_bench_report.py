@@ -225,28 +225,39 @@ def test_a_level_of_no_more_requests_than_its_concurrency_is_called_a_wave() -> 
 
 
 @pytest.mark.parametrize("auto_seqs, level, num_prompts, noted", [
-    (3.3, 4, 8, True),    # 0.4 of 4 sequences below ar's 3.7: beyond 5% of the concurrency
-    (3.6, 4, 8, False),   # 0.1 below: within it
-    (3.3, 4, 4, False),   # one wave: the wave note says it, not this one
-    (3.9, 4, 8, False),   # more than ar: no drain of its own
+    (3.3, 4, 8, "short"),    # 0.4 of 4 sequences below ar's 3.7: beyond 5% of the concurrency, 2 requests a worker
+    (3.3, 4, 32, "noted"),   # the same gap with 8 requests a worker: noted, not called a large part of the level
+    (3.3, 4, None, "noted"),  # the number of requests unknown: noted, nothing said of it
+    (3.6, 4, 8, None),       # 0.1 below: within 5% of the concurrency
+    (3.3, 4, 4, None),       # one wave: the wave note says it, not this one
+    (3.9, 4, 8, None),       # more than ar: no drain of its own
+    (7.0, 8, 16, "short"),   # 0.5 of 8 below 7.5 at 8: beyond it
 ])
 def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_drain(auto_seqs, level, num_prompts,
                                                                                     noted) -> None:
+    """The Engine steps table gives the sequences a step of every series; a series more than 5% of the concurrency
+    below the first one's, outside a one-wave level, is named under it, and the level called mostly drain only where
+    it had fewer than 4 requests a worker."""
     from trtlade.bench.metrics import LevelSummary
+    from trtlade.bench.report import _engine_steps_lines
+
+    base = 3.7 if level == 4 else 7.5
 
     def cell(series: str, seqs: float) -> LevelSummary:
         return LevelSummary.model_construct(series=series, concurrency=level, repeat=0, engine_step_ms=40.0,
                                             engine_rows_per_step=seqs, engine_sequences_per_step=seqs)
 
     info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
-    run = RunSummary(run_id="r", created="", series=info, levels=[level], settings={"num_prompts": num_prompts},
-                     metadata={}, summaries=[cell("ar", 3.7), cell("auto", auto_seqs)])
-    from trtlade.bench.report import _engine_steps_lines
-
+    settings = {} if num_prompts is None else {"num_prompts": num_prompts}
+    run = RunSummary(run_id="r", created="", series=info, levels=[level], settings=settings, metadata={},
+                     summaries=[cell("ar", base), cell("auto", auto_seqs)])
     text = "\n".join(_engine_steps_lines(run))
     assert f"| auto | 40.0 ms, {auto_seqs:.1f} rows from {auto_seqs:.1f} sequences |" in text
-    assert (f"`auto` {auto_seqs:.1f} against 3.7 at concurrency {level}" in text) is noted
-    assert ("(the drain)" in text) is noted
+    assert (f"`auto` {auto_seqs:.1f} against {base:.1f} at concurrency {level}" in text) is (noted is not None)
+    assert ("the drain is a large part of the level" in text) is (noted == "short")
+    alone = RunSummary(run_id="r", created="", series=info[:1], levels=[level], settings=settings, metadata={},
+                       summaries=[cell("ar", base)])
+    assert "drain" not in "\n".join(_engine_steps_lines(alone))  # one series: nothing to compare
 
 
 def test_the_failures_table_counts_every_repeats_failures() -> None:

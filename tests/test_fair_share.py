@@ -25,9 +25,11 @@ def scoped(who, max_tokens=200, **kw):
 
 @contextlib.contextmanager
 def paused(serving):
-    """Hold ``serving``'s worker between two steps (a chore that waits), so that what a test submits stays waiting
-    or running as submitted: on a loaded host a tiny model's request could otherwise finish (its length is clipped
-    to the model's 512 positions) between two submits, and a place the test counts on as held would be free."""
+    """Hold ``serving``'s worker between two steps (a chore that waits), so that nothing it holds moves: on a loaded
+    host a tiny model's request could otherwise finish (its length is clipped to the model's 512 positions) between
+    two submits, and a place the test counts on as held would be free. Enter it before the submits it covers: they
+    stay submitted (``_pending``), counted as taking the free slots first and the others as waiting, and whatever
+    ran before keeps its place and its tokens."""
     entered, release = threading.Event(), threading.Event()
 
     def hold():
@@ -37,8 +39,8 @@ def paused(serving):
     with serving._cv:
         serving._chores.append((hold, concurrent.futures.Future()))
         serving._cv.notify()
-    assert entered.wait(60)
     try:
+        assert entered.wait(60), "the worker never reached the pause"
         yield
     finally:
         release.set()
@@ -474,7 +476,7 @@ def test_retry_after_is_when_a_place_frees_not_the_refused_requests_own_length()
                     with pytest.raises(EngineOverloaded, match="queue is full") as refused:
                         serving.submit(request([5, 6, 9], max_tokens=asked))
                     said.append(refused.value.retry_after_s)
-            assert said[0] == said[1] <= math.ceil(60 * step) + 1  # the running one's 60 tokens at most
+            assert said == [math.ceil(60 * step)] * 2  # the first one's 60 tokens, whatever the refused one asks
             running.cancel()
             waiting.cancel()
         finally:
@@ -511,13 +513,42 @@ def test_with_several_keys_a_full_queues_retry_after_reads_only_the_keys_own_seq
                 held = [serving.submit(scoped("alice", max_tokens=3000, ignore_eos=True)) for _ in range(2)]
                 with pytest.raises(EngineOverloaded) as refused:
                     serving.submit(scoped("bob", max_tokens=5))
+                alices = math.ceil(3000 * serving._mean_step_s)
             for h in held:
                 h.cancel()
-            return refused.value.retry_after_s, math.ceil(3000 * serving._mean_step_s)
+            return refused.value.retry_after_s, alices
         finally:
             await serving.aclose()
 
     said, _ = asyncio.run(go(2))
     assert said == 1  # bob holds nothing: nothing of alice's 3,000 tokens shows
     said, alices = asyncio.run(go(1))
-    assert said >= alices - 1  # one key: the batch's own sequences time it
+    assert said == alices > 1  # one key: the batch's own sequences time it
+
+
+def test_retry_after_counts_the_tokens_a_running_sequence_has_left():
+    """A sequence already decoding is timed on what it has left (its max_tokens less what it emitted), not on its
+    max_tokens: the running one is paused mid-answer, and a refused request is told its tokens left times a step."""
+    async def go():
+        serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1)
+        try:
+            running = serving.submit(request([5, 6, 7], max_tokens=400, ignore_eos=True))
+            for _ in range(6000):  # until it has emitted a few tokens
+                if any(job.emitted >= 3 for job in serving._jobs.values()):
+                    break
+                await asyncio.sleep(0.001)
+            with paused(serving):
+                (job,) = serving._jobs.values()
+                serving._mean_step_s = 1.0  # a step of 1 s: Retry-After reads as the tokens left
+                waiting = serving.submit(request([5, 6, 8], max_tokens=4000, ignore_eos=True))
+                with pytest.raises(EngineOverloaded, match="queue is full") as refused:
+                    serving.submit(request([5, 6, 9], max_tokens=1))
+                left = 400 - job.emitted
+            running.cancel()
+            waiting.cancel()
+            return refused.value.retry_after_s, left
+        finally:
+            await serving.aclose()
+
+    said, left = asyncio.run(go())
+    assert said == left <= 400 - 3  # not 400, its max_tokens, nor 4,000, the waiting one's

@@ -772,10 +772,11 @@ DRAIN_GAP = 0.05
 
 def _drain_lines(run: RunSummary) -> list[str]:
     """Where a series decoded fewer sequences a step than the first series at the same concurrency (by more than
-    ``DRAIN_GAP`` of the concurrency): its requests ended at more different times, so more of its steps ran with
-    fewer requests beside them, the level's last ones waiting for its slowest answer (no new request comes once a
-    client has sent its share). Such a level's output throughput measures the drain along with the mode: the note
-    says so, and how to dilute it.
+    ``DRAIN_GAP`` of the concurrency), not in a one-wave level (:func:`_wave_lines` says those). The likely cause is
+    the level's drain: once all its requests are sent no new one comes, and a series whose requests end at more
+    spread-out times runs more of its steps with fewer requests beside them, up to its last answer (failed requests
+    and admission limits also lower the count: the Failures section and the server's limits say whether they did).
+    Such a level's output throughput measures the drain along with the mode; the note says so, and how to dilute it.
 
     >>> from trtlade.bench.metrics import LevelSummary
     >>> def cell(series, r, seqs):
@@ -785,31 +786,36 @@ def _drain_lines(run: RunSummary) -> list[str]:
     >>> run = RunSummary(run_id="r", created="", series=info, levels=[4], settings={"num_prompts": 8},
     ...                  summaries=[cell("ar", 0, 3.7), cell("auto", 0, 3.3)])
     >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
-    Fewer sequences a step than `ar` at the same concurrency: `auto` 3.3 against 3.7 at concurrency 4. Such a
-    series' requests ended at more different times, so more of its steps ran with fewer requests beside them, up
-    to the level's slowest answer (the drain); with 8 requests a level the drain is a large part of the level, and
-    the level's output throughput measures it along with the mode (the decode throughput does not). Several times
-    as many requests a level as the concurrency (`--num-prompts`) dilute it.
+    Fewer sequences a step than `ar` at the same concurrency: `auto` 3.3 against 3.7 at concurrency 4. The likely
+    cause is the level's drain: once all its requests are sent no new one comes, and a series whose requests end
+    at more spread-out times runs more of its steps with fewer requests beside them, up to its last answer. With 8
+    requests a level, fewer than 4 a worker at concurrency 4, the drain is a large part of the level. The output
+    throughput measures the drain along with the mode (the decode throughput does not); several times as many
+    requests a level as the concurrency (`--num-prompts`) dilute it.
     """
     if not run.series:
         return []
     base, n = run.series[0].label, run.settings.get("num_prompts")
-    gaps = []
-    for info in run.series[1:]:
-        for level in run.levels:
+    gaps, short = [], []
+    for level in run.levels:
+        if isinstance(n, int) and 0 < n <= level:  # one wave: _wave_lines says it
+            continue
+        theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
+        for info in run.series[1:]:
             mine = spread(run.values(info.label, level, "engine_sequences_per_step"))[0]
-            theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
-            wave = isinstance(n, int) and 0 < n <= level  # one wave: _wave_lines says it
-            if not wave and mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level:
+            if mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level:
                 gaps.append(f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}")
+                if isinstance(n, int) and n < 4 * level and str(level) not in short:
+                    short.append(str(level))
     if not gaps:
         return []
-    many = f"with {n} requests a level" if isinstance(n, int) else "with few requests a level"
-    return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. Such a series' "
-            "requests ended at more different times, so more of its steps ran with fewer requests beside them, up "
-            f"to the level's slowest answer (the drain); {many} the drain is a large part of the level, and the "
-            "level's output throughput measures it along with the mode (the decode throughput does not). Several "
-            "times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
+    size = (f" With {n} requests a level, fewer than 4 a worker at concurrency {', '.join(short)}, the drain is a "
+            "large part of the level." if short else "")
+    return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. The likely cause is "
+            "the level's drain: once all its requests are sent no new one comes, and a series whose requests end at "
+            "more spread-out times runs more of its steps with fewer requests beside them, up to its last answer."
+            f"{size} The output throughput measures the drain along with the mode (the decode throughput does not); "
+            "several times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
 
 
 def _series_table(run: RunSummary, cell: Callable[[str, int], str]) -> list[str]:
