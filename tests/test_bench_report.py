@@ -227,6 +227,8 @@ def test_a_level_of_no_more_requests_than_its_concurrency_is_called_a_wave() -> 
 @pytest.mark.parametrize("auto_seqs, level, num_prompts, noted", [
     (3.3, 4, 8, "short"),    # 0.4 of 4 sequences below ar's 3.7: beyond 5% of the concurrency, 2 requests a worker
     (3.3, 4, 32, "noted"),   # the same gap with 8 requests a worker: noted, not called a large part of the level
+    (3.3, 4, 16, "noted"),   # 4 requests a worker: no longer short
+    (3.5, 4, 8, None),       # 0.2 below: exactly 5% of the concurrency, not beyond it
     (3.3, 4, None, "noted"),  # the number of requests unknown: noted, nothing said of it
     (3.6, 4, 8, None),       # 0.1 below: within 5% of the concurrency
     (3.3, 4, 4, None),       # one wave: the wave note says it, not this one
@@ -236,8 +238,8 @@ def test_a_level_of_no_more_requests_than_its_concurrency_is_called_a_wave() -> 
 def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_drain(auto_seqs, level, num_prompts,
                                                                                     noted) -> None:
     """The Engine steps table gives the sequences a step of every series; a series more than 5% of the concurrency
-    below the first one's, outside a one-wave level, is named under it, and the level called mostly drain only where
-    it had fewer than 4 requests a worker."""
+    below the first one's, outside a one-wave level, is named under it, and the drain called a large part of the
+    level only where it had fewer than 4 requests a worker."""
     from trtlade.bench.metrics import LevelSummary
     from trtlade.bench.report import _engine_steps_lines
 

@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import math
 import threading
+import time
 
 import pytest
 
@@ -533,11 +534,13 @@ def test_retry_after_counts_the_tokens_a_running_sequence_has_left():
         serving = ReferenceServingEngine(engine(), max_queue=1, max_batch_size=1)
         try:
             running = serving.submit(request([5, 6, 7], max_tokens=400, ignore_eos=True))
-            for _ in range(6000):  # until it has emitted a few tokens
-                if any(job.emitted >= 3 for job in serving._jobs.values()):
-                    break
+            deadline = time.monotonic() + 60
+            while not any(job.emitted >= 3 for job in list(serving._jobs.values())):  # a few tokens emitted
+                if time.monotonic() > deadline:
+                    pytest.fail("the running request emitted nothing in 60 s")
                 await asyncio.sleep(0.001)
             with paused(serving):
+                assert len(serving._jobs) == 1, "the running request ended before the pause"
                 (job,) = serving._jobs.values()
                 serving._mean_step_s = 1.0  # a step of 1 s: Retry-After reads as the tokens left
                 waiting = serving.submit(request([5, 6, 8], max_tokens=4000, ignore_eos=True))

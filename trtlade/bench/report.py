@@ -766,8 +766,10 @@ def _engine_steps_lines(run: RunSummary) -> list[str]:
             *_series_table(run, cell), "", *_drain_lines(run)]
 
 
-#: a series decoding this much less of its level's concurrency a step than the first series is said to have drained
+#: a series decoding this much less of its level's concurrency a step than the first series is said to have drained;
+#: below this many requests a worker the drain is called a large part of the level
 DRAIN_GAP = 0.05
+DRAIN_SHORT = 4
 
 
 def _drain_lines(run: RunSummary) -> list[str]:
@@ -776,7 +778,8 @@ def _drain_lines(run: RunSummary) -> list[str]:
     the level's drain: once all its requests are sent no new one comes, and a series whose requests end at more
     spread-out times runs more of its steps with fewer requests beside them, up to its last answer (failed requests
     and admission limits also lower the count: the Failures section and the server's limits say whether they did).
-    Such a level's output throughput measures the drain along with the mode; the note says so, and how to dilute it.
+    Such a level's output throughput measures the drain along with the mode; the note says so, that it is a large
+    part of a level of fewer than ``DRAIN_SHORT`` requests a worker, and how to dilute it.
 
     >>> from trtlade.bench.metrics import LevelSummary
     >>> def cell(series, r, seqs):
@@ -787,11 +790,12 @@ def _drain_lines(run: RunSummary) -> list[str]:
     ...                  summaries=[cell("ar", 0, 3.7), cell("auto", 0, 3.3)])
     >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
     Fewer sequences a step than `ar` at the same concurrency: `auto` 3.3 against 3.7 at concurrency 4. The likely
-    cause is the level's drain: once all its requests are sent no new one comes, and a series whose requests end
-    at more spread-out times runs more of its steps with fewer requests beside them, up to its last answer. With 8
-    requests a level, fewer than 4 a worker at concurrency 4, the drain is a large part of the level. The output
-    throughput measures the drain along with the mode (the decode throughput does not); several times as many
-    requests a level as the concurrency (`--num-prompts`) dilute it.
+    cause is the level's drain (failed requests and the server's limits also lower the count): once all its
+    requests are sent no new one comes, and a series whose requests end at more spread-out times runs more of its
+    steps with fewer requests beside them, up to its last answer. With 8 requests a level (2 a worker at
+    concurrency 4) the drain is a large part of the level. The output throughput measures the drain along with the
+    mode (the decode throughput does not); several times as many requests a level as the concurrency
+    (`--num-prompts`) dilute it.
     """
     if not run.series:
         return []
@@ -803,17 +807,19 @@ def _drain_lines(run: RunSummary) -> list[str]:
         theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
         for info in run.series[1:]:
             mine = spread(run.values(info.label, level, "engine_sequences_per_step"))[0]
-            if mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level:
+            if mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level + 1e-9:
                 gaps.append(f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}")
-                if isinstance(n, int) and n < 4 * level and str(level) not in short:
-                    short.append(str(level))
+                worker = f"{n / level:g} a worker at concurrency {level}" if isinstance(n, int) else ""
+                if isinstance(n, int) and n < DRAIN_SHORT * level and worker not in short:
+                    short.append(worker)
     if not gaps:
         return []
-    size = (f" With {n} requests a level, fewer than 4 a worker at concurrency {', '.join(short)}, the drain is a "
-            "large part of the level." if short else "")
+    size = (f" With {n} requests a level ({', '.join(short)}) the drain is a large part of the level." if short
+            else "")
     return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. The likely cause is "
-            "the level's drain: once all its requests are sent no new one comes, and a series whose requests end at "
-            "more spread-out times runs more of its steps with fewer requests beside them, up to its last answer."
+            "the level's drain (failed requests and the server's limits also lower the count): once all its requests "
+            "are sent no new one comes, and a series whose requests end at more spread-out times runs more of its "
+            "steps with fewer requests beside them, up to its last answer."
             f"{size} The output throughput measures the drain along with the mode (the decode throughput does not); "
             "several times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
 
