@@ -573,6 +573,12 @@ def _source_lines(run: RunSummary) -> list[str]:
     return out
 
 
+def _one_wave(run: RunSummary, level: int) -> bool:
+    """Whether every request of ``level`` starts at once: no more requests a level than its concurrency."""
+    n = run.settings.get("num_prompts")
+    return isinstance(n, int) and 0 < n <= level
+
+
 def _wave_lines(run: RunSummary) -> list[str]:
     """The note under the output table for the levels whose requests all start at once (no more requests a
     level than its concurrency): such a level is one wave, timed by its slowest answer, not a queue.
@@ -583,7 +589,7 @@ def _wave_lines(run: RunSummary) -> list[str]:
     At concurrency 8 (8 requests a level) every request of a level starts at once: the level is
     """
     n = run.settings.get("num_prompts")
-    waves = [c for c in run.levels if isinstance(n, int) and 0 < n <= c]
+    waves = [c for c in run.levels if _one_wave(run, c)]
     if not waves:
         return []
     at = ", ".join(str(c) for c in waves)
@@ -802,20 +808,19 @@ def _drain_lines(run: RunSummary) -> list[str]:
     base, n = run.series[0].label, run.settings.get("num_prompts")
     gaps, short = [], []
     for level in run.levels:
-        if isinstance(n, int) and 0 < n <= level:  # one wave: _wave_lines says it
+        if _one_wave(run, level):  # _wave_lines says it
             continue
         theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
         for info in run.series[1:]:
             mine = spread(run.values(info.label, level, "engine_sequences_per_step"))[0]
             if mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level + 1e-9:
                 gaps.append(f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}")
-                worker = f"{n / level:g} a worker at concurrency {level}" if isinstance(n, int) else ""
-                if isinstance(n, int) and n < DRAIN_SHORT * level and worker not in short:
-                    short.append(worker)
+                if isinstance(n, int) and n < DRAIN_SHORT * level:
+                    short.append(f"{n / level:g} a worker at concurrency {level}")
     if not gaps:
         return []
-    size = (f" With {n} requests a level ({', '.join(short)}) the drain is a large part of the level." if short
-            else "")
+    per_worker = ", ".join(dict.fromkeys(short))
+    size = f" With {n} requests a level ({per_worker}) the drain is a large part of the level." if short else ""
     return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. The likely cause is "
             "the level's drain (failed requests and the server's limits also lower the count): once all its requests "
             "are sent no new one comes, and a series whose requests end at more spread-out times runs more of its "
