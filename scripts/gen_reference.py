@@ -172,16 +172,19 @@ def metrics_page() -> str:
 
     metrics = ServerMetrics(load=lambda: (0, 0))
     out = [HEADER, "# Metrics reference (`GET /metrics`)\n",
-           "Every Prometheus series `trtlade serve` exposes (its own registry). Counters carry the `_total` "
-           "suffix; histograms `_bucket`, `_sum`, `_count`. What each means in practice: "
+           "Every Prometheus series `trtlade serve` exposes (its own registry): trtlade's, then the standard "
+           "`process_*` series of the server process (prometheus_client's; read from `/proc`, so on Linux only). "
+           "Counters carry the `_total` suffix; histograms `_bucket`, `_sum`, `_count`. What each means in practice: "
            "[the serve guide](../guides/serve.md#metrics-get-metrics).\n",
            "| series | type | labels | what |", "|---|---|---|---|"]
-    for collector in sorted(metrics.registry._collector_to_names, key=lambda c: getattr(c, "_name", "")):
-        for family in collector.describe():
+    rows = []
+    for collector in metrics.registry._collector_to_names:
+        # the process collector describes itself by collecting (its series read /proc: on Linux)
+        for family in getattr(collector, "describe", collector.collect)():
             name = family.name + ("_total" if family.type == "counter" else "")
             labels = ", ".join(f"`{label}`" for label in getattr(collector, "_labelnames", ()))
-            out.append(f"| `{name}` | {family.type} | {labels} | {_cell(family.documentation)} |")
-    return "\n".join(out).rstrip() + "\n"
+            rows.append(f"| `{name}` | {family.type} | {labels} | {_cell(family.documentation)} |")
+    return "\n".join(out + sorted(rows, key=lambda row: (not row.startswith("| `trtlade_"), row))).rstrip() + "\n"
 
 
 # ------------------------------------------------------------------------------------------------ API

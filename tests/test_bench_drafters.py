@@ -114,6 +114,10 @@ def test_a_short_bench_of_every_drafter_against_a_tiny_model_server(tmp_path: Pa
     plain = [s["engine_rows_per_step"] / s["engine_sequences_per_step"] for s in levels if s["series"] == "ar"]
     drafted = [s["engine_rows_per_step"] / s["engine_sequences_per_step"] for s in levels if s["series"] == "2-4-2"]
     assert all(r == pytest.approx(1.0) for r in plain) and all(r > 1.5 for r in drafted)
+    # the cores each side kept busy: the server's from its process series (read from /proc), the load generator's own
+    assert all(s["bench_cpu_cores"] > 0 for s in summary["summaries"]) and "## CPU use" in md
+    if Path("/proc/self/stat").exists():
+        assert all(s["server_cpu_cores"] >= 0 for s in summary["summaries"])
     assert "`speculation` {\"decoding_type\": \"SA\"" in md
     served = {}  # the server ran each mode's drafter: its usage echoes the block sent
     for line in (folder / "per_request.jsonl").read_text().splitlines():

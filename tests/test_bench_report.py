@@ -262,6 +262,42 @@ def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_d
     assert "drain" not in "\n".join(_engine_steps_lines(alone))  # one series: nothing to compare
 
 
+HOST = {"cpu": "AMD EPYC", "cpu_count": 2}
+
+
+@pytest.mark.parametrize("server_host, bench, server, shared, busy", [
+    (HOST, 0.21, 1.82, True, False),                       # one host: the load generator's share of it said
+    ({**HOST, "cpu": "Intel Xeon"}, 0.21, 1.82, False, False),  # the server elsewhere: no shared cores
+    (None, 0.21, 1.82, False, False),                      # the server's host unknown: nothing claimed
+    (HOST, 0.90, 1.10, True, True),                        # near the one core of its event loop
+    (HOST, 0.89, 1.10, True, False),                       # just below it
+    ({**HOST, "cpu": "Intel Xeon"}, 0.95, None, False, True),  # a server without process series: its side unknown
+])
+def test_the_cpu_each_side_kept_busy_is_shown_and_said_when_it_weighs(server_host, bench, server, shared, busy) -> None:
+    """The CPU use section gives the cores the server process and the load generator kept busy; on one host it says
+    the load generator's share of it took time from the server's steps, and a load generator near a whole core that
+    it may have sent and read late."""
+    from trtlade.bench.metrics import LevelSummary
+    from trtlade.bench.report import _cpu_lines
+
+    info = [SeriesInfo(label="ar", server="a", base_url="http://h", model="m", mode="ar")]
+    servers = {"a": {"version": {} if server_host is None else {"host": server_host}}}
+    cell = LevelSummary.model_construct(series="ar", concurrency=4, repeat=0, server_cpu_cores=server,
+                                        bench_cpu_cores=bench)
+    run = RunSummary(run_id="r", created="", series=info, levels=[4], metadata={**HOST, "servers": servers},
+                     summaries=[cell])
+    text = "\n".join(_cpu_lines(run))
+    assert text.startswith("## CPU use")
+    side = "" if server is None else f"server {server:.2f}, "
+    assert f"| ar | {side}load generator {bench:.2f} |" in text
+    assert ("ran on the server's host (AMD EPYC, 2 CPUs)" in text) is shared
+    assert (f"{bench / 2:.0%} of the host's CPUs" in text) is shared
+    assert ("near the one core its event loop runs on" in text) is busy
+    unmeasured = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST,
+                            summaries=[LevelSummary.model_construct(series="ar", concurrency=4, repeat=0)])
+    assert _cpu_lines(unmeasured) == []  # a report of a version that measured no CPU: no section
+
+
 def test_the_failures_table_counts_every_repeats_failures() -> None:
     """One request failed in one of two repeats: its cell says 1 (the mean over the repeats, 0.5, printed
     as 0 before, so the table showed no failure while the list below it named one)."""
@@ -987,8 +1023,10 @@ ENGINE_TEXT = ("# HELP x\ntrtlade_batch_step_seconds_count 10.0\ntrtlade_batch_s
 
 
 @pytest.mark.parametrize("status, body, view, read", [
-    (200, ENGINE_TEXT, None, (10.0, 0.2, 30.0, 10.0)),
-    (200, ENGINE_TEXT, "live", (10.0, 0.2, 30.0, 10.0)),
+    (200, ENGINE_TEXT, None, (10.0, 0.2, 30.0, 10.0, None)),
+    (200, ENGINE_TEXT, "live", (10.0, 0.2, 30.0, 10.0, None)),
+    (200, ENGINE_TEXT + "process_cpu_seconds_total 12.5\n", None, (10.0, 0.2, 30.0, 10.0, 12.5)),  # its CPU time
+    (200, "process_cpu_seconds_total 12.5\n", None, None),       # a process's CPU time alone: not the engine's
     (200, ENGINE_TEXT, "copy", None),          # a tenant's copy: moves with the others' requests, not this run's
     (200, "trtlade_batch_step_seconds_count 10.0\n", None, None),    # another server's counters: not the engine's
     (200, '{"iterations": []}', None, None),                       # trtllm-serve's /metrics is JSON

@@ -860,9 +860,11 @@ def test_metrics_expose_the_documented_series_alone():
     text = ServerMetrics().render().decode()
     families = set(re.findall(r"^# TYPE (\w+) ", text, re.M))
     reference = Path(__file__).resolve().parent.parent / "docs" / "reference" / "metrics.md"
-    documented = set(re.findall(r"^\| `(trtlade_\w+)`", reference.read_text(), re.M))
+    documented = set(re.findall(r"^\| `((?:trtlade|process)_\w+)`", reference.read_text(), re.M))
     assert families and not any(f.endswith("_created") for f in families)
     assert families <= documented, sorted(families - documented)
+    if Path("/proc/self/stat").exists():  # prometheus_client reads the process's series from /proc
+        assert "process_cpu_seconds_total" in families
 
 
 def test_the_reported_seed_is_the_first_choices_whichever_generation_finished_first():

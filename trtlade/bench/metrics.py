@@ -108,6 +108,10 @@ class LevelSummary(BaseModel):
     engine_step_ms: Optional[float] = None
     engine_rows_per_step: Optional[float] = None
     engine_sequences_per_step: Optional[float] = None
+    #: the cores busy on average while this level ran: the load generator's own (its process's CPU time over the
+    #: level's wall time) and the server process's (its process_cpu_seconds_total; None where it exposes none)
+    bench_cpu_cores: Optional[float] = None
+    server_cpu_cores: Optional[float] = None
 
     mean_ttft_ms: Optional[float] = None
     median_ttft_ms: Optional[float] = None

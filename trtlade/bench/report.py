@@ -415,6 +415,8 @@ _FULL_METRICS: tuple[tuple[str, str], ...] = (
     ("p99_decode_throughput", "decode throughput per request, p99 (tok/s)"),
     *[(f"{stat}_{m}_ms", f"{m.upper()} {stat} (ms)")
       for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99")],
+    ("server_cpu_cores", "server process CPU (cores busy, mean)"),
+    ("bench_cpu_cores", "load generator CPU (cores busy, mean)"),
     ("mean_tokens_per_chunk", "tokens per chunk, mean"),
     ("mean_chunks_per_request", "chunks per request, mean"),
     ("mean_lookahead_tokens_per_step", "tokens per step (usage), mean"),
@@ -829,6 +831,69 @@ def _drain_lines(run: RunSummary) -> list[str]:
             "several times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
 
 
+#: a load generator keeping this many cores busy (on average over a level) is near the one core its event loop has
+BENCH_BUSY = 0.9
+
+
+def _cpu_lines(run: RunSummary) -> list[str]:
+    """The cores the server process and the load generator kept busy while each level ran, then what they mean: on
+    the server's host the load generator's CPU time is time the server's threads could not run (its steps include
+    those waits), and a load generator near a whole core (its one event loop) sends and reads late.
+
+    >>> from trtlade.bench.metrics import LevelSummary
+    >>> def cell(series, r, server, bench):
+    ...     return LevelSummary.model_construct(series=series, concurrency=4, repeat=r, server_cpu_cores=server,
+    ...                                         bench_cpu_cores=bench)
+    >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
+    >>> host = {"cpu": "AMD EPYC", "cpu_count": 2}
+    >>> run = RunSummary(run_id="r", created="", series=info, levels=[4],
+    ...                  metadata={**host, "servers": {"a": {"version": {"host": host}}}},
+    ...                  summaries=[cell("ar", 0, 1.80, 0.20), cell("ar", 1, 1.84, 0.22), cell("auto", 0, 1.86, 0.18),
+    ...                             cell("auto", 1, None, 0.18)])
+    >>> print("\\n".join(_cpu_lines(run)[4:]))  # doctest: +NORMALIZE_WHITESPACE
+    | concurrency | 4 |
+    |---|---:|
+    | ar | server 1.82 (1.80–1.84), load generator 0.21 (0.20–0.22) |
+    | auto | server 1.86, load generator 0.18 |
+    <BLANKLINE>
+    The load generator ran on the server's host (AMD EPYC, 2 CPUs) and kept up to 0.22 of a core busy (`ar` at
+    concurrency 4, 11% of the host's CPUs): time the server's threads could not run, so the server's steps include
+    waits that a server on a host of its own would not have, more of them on a host with few cores. Modes compare
+    on equal terms only where their load generator's CPU above is alike.
+    <BLANKLINE>
+    """
+    busy = [(s.bench_cpu_cores, s.series, s.concurrency) for s in run.summaries if s.bench_cpu_cores is not None]
+    if not busy:
+        return []
+
+    def cell(series: str, level: int) -> str:
+        server, bench = (spread(run.values(series, level, key)) for key in ("server_cpu_cores", "bench_cpu_cores"))
+        if bench[0] is None:
+            return "—"
+        return ("" if server[0] is None else f"server {_fmt_spread(*server, 2)}, ") + \
+            f"load generator {_fmt_spread(*bench, 2)}"
+
+    lines = ["## CPU use", "", "Cores kept busy on average while each level ran (CPU time over the level's wall time; "
+             "mean (min–max) over the repeats): the server process's, from its `/metrics` "
+             "(`process_cpu_seconds_total`, where it has it), and the load generator's own:", "",
+             *_series_table(run, cell), ""]
+    most, series, level = max(busy)
+    here, cpus = _host_text(run.metadata), run.metadata.get("cpu_count")
+    if here and here == _version_host(_served(run)) and isinstance(cpus, int) and cpus > 0:
+        lines += [f"The load generator ran on the server's host ({run.metadata.get('cpu') or 'unknown CPU'}, {cpus} "
+                  f"CPUs) and kept up to {most:.2f} of a core busy (`{series}` at concurrency {level}, "
+                  f"{most / cpus:.0%} of the host's CPUs): time the server's threads could not run, so the server's "
+                  "steps include waits that a server on a host of its own would not have, more of them on a host "
+                  "with few cores. Modes compare on equal terms only where their load generator's CPU above is "
+                  "alike.", ""]
+    if most >= BENCH_BUSY:
+        lines += [f"The load generator kept {most:.2f} cores busy (`{series}` at concurrency {level}), near the one "
+                  "core its event loop runs on: it may have sent requests and read their tokens late, so the "
+                  "latencies and throughputs measure it as well as the server. Fewer concurrent requests, or a load "
+                  "generator on a host of its own, leave it room.", ""]
+    return lines
+
+
 def _series_table(run: RunSummary, cell: Callable[[str, int], str]) -> list[str]:
     """A Markdown table of one row per series and one column per level, ``cell(series, level)`` in each."""
     return ["| concurrency | " + " | ".join(str(c) for c in run.levels) + " |", "|---|" + "---:|" * len(run.levels),
@@ -954,6 +1019,7 @@ def render_markdown(run: RunSummary) -> str:
     out += family_lines(run)
     out += _tokens_per_step_lines(run)
     out += _engine_steps_lines(run)
+    out += _cpu_lines(run)
     out += _prefix_cache_lines(run)
     out += _failures_section(run)
     out += _agreement_lines(run)

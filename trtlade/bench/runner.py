@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 import httpx
 
@@ -88,13 +89,26 @@ async def clear_prefix_cache(client: httpx.AsyncClient, base_url: str, headers: 
 #: The reference engine's step counters (``/metrics``): steps, their wall time, rows and running sequences
 ENGINE_COUNTERS = ("trtlade_batch_step_seconds_count", "trtlade_batch_step_seconds_sum", "trtlade_step_rows_sum",
                    "trtlade_batch_size_sum")
+#: The server process's CPU time (prometheus_client's process series, on Linux), read beside them where it is there
+SERVER_CPU = "process_cpu_seconds_total"
+
+
+class ServerReading(NamedTuple):
+    """One read of a trtlade server's ``/metrics``: its step counters (:data:`ENGINE_COUNTERS`, in that order) and
+    its process's CPU seconds (:data:`SERVER_CPU`; None where the server does not expose it)."""
+
+    steps: float
+    step_seconds: float
+    rows: float
+    sequences: float
+    cpu_seconds: Optional[float] = None
 
 
 async def engine_counters(client: httpx.AsyncClient, base_url: str, headers: dict[str, str],
-                          timeout: float) -> Optional[tuple[float, ...]]:
-    """The server's step counters (:data:`ENGINE_COUNTERS`) now, or None where it has none (another server, a
-    /metrics that needs a key this run does not send, a tenant's copy of them, which moves with other tenants'
-    requests and not with this run's, an error)."""
+                          timeout: float) -> Optional[ServerReading]:
+    """The server's step counters and CPU time now (:class:`ServerReading`), or None where it has no step counters
+    (another server, a /metrics that needs a key this run does not send, a tenant's copy of them, which moves with
+    other tenants' requests and not with this run's, an error)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
@@ -105,10 +119,12 @@ async def engine_counters(client: httpx.AsyncClient, base_url: str, headers: dic
         return None
     try:
         found = {sample.name: sample.value for family in text_string_to_metric_families(reply.text)
-                 for sample in family.samples if sample.name in ENGINE_COUNTERS and not sample.labels}
+                 for sample in family.samples if sample.name in (*ENGINE_COUNTERS, SERVER_CPU) and not sample.labels}
     except ValueError:  # not Prometheus text (trtllm-serve's /metrics is JSON)
         return None
-    return tuple(found[name] for name in ENGINE_COUNTERS) if len(found) == len(ENGINE_COUNTERS) else None
+    if not all(name in found for name in ENGINE_COUNTERS):
+        return None
+    return ServerReading(*(found[name] for name in ENGINE_COUNTERS), cpu_seconds=found.get(SERVER_CPU))
 
 
 def _steps_of(target: Any) -> bool:
@@ -123,7 +139,7 @@ def _steps_of(target: Any) -> bool:
     return isinstance(info, dict) and "trtlade" in info
 
 
-def engine_steps(before: Optional[tuple[float, ...]], after: Optional[tuple[float, ...]]) -> dict[str, float]:
+def engine_steps(before: Optional[Sequence[float]], after: Optional[Sequence[float]]) -> dict[str, float]:
     """What the engine's steps were between two readings: how many, their mean wall time (ms), rows and running
     sequences a step; empty where either reading is missing or no step ran.
 
@@ -199,6 +215,24 @@ def series_order(series: Sequence[Any], repeat: int) -> list[Any]:
     return list(series[shift:]) + list(series[:shift])
 
 
+def cpu_use(before: Optional[ServerReading], after: Optional[ServerReading], wall_s: float,
+            bench_cpu_s: float) -> dict[str, float]:
+    """The cores busy on average while a level ran: the load generator's (this process's CPU time over the level's
+    wall time) and the server process's (its :data:`SERVER_CPU` between two readings, where both have it).
+
+    >>> cpu_use(ServerReading(1, 0, 1, 1, 10.0), ServerReading(9, 0, 9, 9, 28.0), 10.0, 2.5)
+    {'bench_cpu_cores': 0.25, 'server_cpu_cores': 1.8}
+    >>> cpu_use(None, None, 10.0, 2.5)
+    {'bench_cpu_cores': 0.25}
+    """
+    if wall_s <= 0:
+        return {}
+    use = {"bench_cpu_cores": bench_cpu_s / wall_s}
+    if before is not None and after is not None and before.cpu_seconds is not None and after.cpu_seconds is not None:
+        use["server_cpu_cores"] = (after.cpu_seconds - before.cpu_seconds) / wall_s
+    return use
+
+
 async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunOutcome:
     """Run every (level, series) of ``plan``; raise :class:`BenchAborted` if a series' first
     warm-up batch fails entirely (e.g. the server rejects the ``lookahead`` field)."""
@@ -226,12 +260,14 @@ async def run_plan(plan: BenchPlan, progress: Optional[Progress] = None) -> RunO
                     target, probe = series.target, clients.get(1)[0]
                     steps = _steps_of(target)
                     before = await engine_counters(probe, target.base_url, target.headers(), 5.0) if steps else None
+                    wall, cpu = time.perf_counter(), time.process_time()
                     records = await _closed_loop(clients, plan, series, level, plan.prompts, progress, repeat)
+                    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                     after = await engine_counters(probe, target.base_url, target.headers(), 5.0) if steps else None
                     summary = summarize_level(records, series=series.label, concurrency=level,
                                               num_prompts=len(plan.prompts))
                     summary.repeat = repeat
-                    for key, value in engine_steps(before, after).items():
+                    for key, value in {**engine_steps(before, after), **cpu_use(before, after, wall, cpu)}.items():
                         setattr(summary, key, value)
                     progress.finish(summary)
                     outcome.records.extend(records)

@@ -55,6 +55,9 @@ trtlade_prefix_cache_token_hit_rate           gauge      cached / looked-up prom
 trtlade_prefix_cache_scope_bytes{scope}       gauge      the same bytes by namespace kind: ``global``,
                                                          ``identity``, ``salt`` (never per key or salt)
 trtlade_prefix_cache_scope_token_hit_rate{scope}  gauge  the hit rate by namespace kind
+process_cpu_seconds_total                     counter    the server process's CPU time (all its threads; the
+                                                         standard process series of prometheus_client, Linux:
+                                                         also ``process_resident_memory_bytes``, ``_open_fds``..)
 ============================================  =========  =================================================
 
 ``spec`` labels read ``w,n,g`` (``4,2,4``; ``1,1,0`` = lookahead off). The ``trtlade_lookahead_*`` series count
@@ -66,7 +69,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from trtlade.contract.protocol import CACHE_SCOPES, GenerationRequest, GenerationStats, StepReport
@@ -104,6 +107,7 @@ class ServerMetrics:
         self._step_series(self.registry)
         self._auto_series(self.registry)
         self._cache_series(self.registry)
+        ProcessCollector(registry=self.registry)  # the process's CPU seconds and memory (read from /proc: Linux)
         self._schedule: LookaheadSchedule | None = None
 
     def _request_series(self, r: CollectorRegistry) -> None:
