@@ -11,13 +11,19 @@ linear layers, the attention, the argmax) is timed; the rest of ``Batch.step`` i
 prefill are left out. Per mode: tokens and rows a step, the step, its native and host parts (median), decode
 tokens/s, and the host work and native time by rows.
 
-Served (``--url``): the same prompts streamed to a running ``trtlade serve`` one at a time, the modes rotated
-every repeat; the engine's own step times and rows come from ``/metrics`` (``trtlade_batch_step_seconds``,
-``trtlade_step_rows``), read before and after each mode's pass.
+Served (``--url``): the same prompts streamed to a running ``trtlade serve``, one at a time (``--slots N``: N at a
+time, the next sent as one ends), the modes rotated every repeat; the engine's own step times and rows come from
+``/metrics`` (``trtlade_batch_step_seconds``, ``trtlade_step_rows``), read before and after each mode's pass, and
+a pass's wall time. To hold the two against each other, in-process also gives the mean of every step with sequences
+decoding, new prompts' chunks included, as ``/metrics`` counts them, and a pass's wall time; ``--prefill-chunk 256
+--prefill-stall 1.5 --prefix-cache-mb 256`` run the batch as ``trtlade serve`` does by default (chunked prefill
+beside the decoding rows, paced; the prefix cache).
 
     .venv/bin/python benchmarks/mode_step_cost.py --dtype bfloat16 --prompts 8 --repeats 4
     .venv/bin/python benchmarks/mode_step_cost.py --slots 8 --functions --modes ar,auto --repeats 3
     .venv/bin/python benchmarks/mode_step_cost.py --url http://127.0.0.1:8000 --prompts 8 --repeats 6
+    .venv/bin/python benchmarks/mode_step_cost.py --slots 4 --modes ar,auto --prefill-chunk 256 --prefill-stall 1.5 \
+        --prefix-cache-mb 256 --repeats 2           # then the same with --url and --slots 4: in-process against served
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import json
 import re
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 #: the bench's modes at one request (``trtlade bench --modes``): ``auto`` is a request without a draft field
@@ -65,6 +72,8 @@ def in_process(args: argparse.Namespace) -> None:
     spent = _time_host_functions(current) if args.functions else None
     engine = ReferenceEngine.load(None, spec=args.engine_spec, dtype=args.dtype,
                                   prompt_lookup=preset_prompt_lookup("fast", args.engine_spec))
+    if args.prefix_cache_mb:
+        engine.runner.enable_prefix_cache(args.prefix_cache_mb << 20)
     chat = PromptTokenizer(engine.tokenizer)
     prompts = [chat.encode_chat(p.chat_messages()) for p in load_dataset("mix").prompts][:args.prompts]
     specs: dict[str, Any] = {"ar": LookaheadSpec(1, 1, 0), "auto": None, "lookahead": engine.spec}
@@ -74,25 +83,31 @@ def in_process(args: argparse.Namespace) -> None:
     steps: dict[str, list[tuple[int, float, float, int, int]]] = {m: [] for m in modes}  # rows, step ms, native ms,
     # tokens, sequences
     rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
+    counted: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}  # mean step as /metrics counts it, pass s
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
             current[0] = mode
             before = len(steps[mode])
             spec = modes[mode]
             speculation = spec if isinstance(spec, DraftConfig) else None
-            batch = engine.new_batch(max_batch_size=args.slots)
+            batch = engine.new_batch(max_batch_size=args.slots, prefill_chunk=args.prefill_chunk,
+                                     prefill_stall=args.prefill_stall, idle_chunk=args.prefill_chunk)
             for p in prompts:
                 batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
                                             lookahead=None if speculation is not None else spec,
                                             speculation=speculation))
+            every, started = [], time.perf_counter()
             while len(batch):
                 native[0] = 0.0
                 t0 = time.perf_counter()
                 out = batch.step()
                 wall = time.perf_counter() - t0
+                if batch.last.running:  # what the server's trtlade_batch_step_seconds counts
+                    every.append(batch.last.seconds)
                 if batch.last.running and not batch.last.prefills:
                     steps[mode].append((batch.last.rows, wall * 1e3, native[0] * 1e3,
                                         sum(len(c.tokens) for _, c in out), batch.last.running))
+            counted[mode].append((statistics.fmean(every) * 1e3, time.perf_counter() - started))
             done = steps[mode][before:]
             rates[mode].append(sum(x[3] for x in done) / sum(x[1] for x in done) * 1e3)
         print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
@@ -104,6 +119,11 @@ def in_process(args: argparse.Namespace) -> None:
              f"{statistics.median(x[1] for x in v):.2f}", f"{statistics.median(x[2] for x in v):.2f}",
              f"{statistics.median(x[1] - x[2] for x in v):.3f}", _spread(rates[mode], ".1f"))
             for mode, v in steps.items()])
+    print(f"\nevery step with sequences decoding, prompts included, as the server's /metrics counts them: mean step "
+          f"and a pass of the {len(prompts)} prompts, median (range) over the repeats")
+    _table(("mode", "mean step ms", "pass s"),
+           [(mode, _spread([x[0] for x in v], ".2f"), _spread([x[1] for x in v], ".2f"))
+            for mode, v in counted.items()])
     if spent is not None:
         _function_table(spent, list(modes))
     for mode, v in steps.items():
@@ -185,26 +205,32 @@ def served(args: argparse.Namespace) -> None:
             return (_metric(text, "trtlade_batch_step_seconds_sum"), _metric(text, "trtlade_batch_step_seconds_count"),
                     _metric(text, "trtlade_step_rows_sum"))
 
-        for rep in range(args.repeats):
-            for mode in args.modes[:: 1 if rep % 2 == 0 else -1]:
-                (s0, n0, r0), tokens, t0 = counters(), 0, time.perf_counter()
-                for p in prompts:
-                    body = {"model": model, "messages": p.chat_messages(), "max_tokens": args.max_tokens,
-                            "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
-                            **fields[mode]}
-                    with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
-                        for line in r.iter_lines():
-                            if line.startswith("data: {"):
-                                usage = json.loads(line[6:]).get("usage")
-                                tokens += usage["completion_tokens"] if usage else 0
-                wall = time.perf_counter() - t0
-                s1, n1, r1 = counters()
-                results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0, tokens / wall))
-            print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
-    print(f"\nserved by {url} (this machine: {device_name('cpu')}), the first {len(prompts)} mix prompts streamed one "
-          f"at a time, {args.max_tokens} tokens, {args.repeats} repeats: median (range) over the repeats")
-    _table(("mode", "engine step ms", "rows a step", "steps a pass", "delivered tokens/s"),
-           [(mode, *(_spread([x[i] for x in v], fmt) for i, fmt in enumerate((".2f", ".2f", ".0f", ".1f"))))
+        def stream(mode: str, prompt: Any) -> int:
+            body = {"model": model, "messages": prompt.chat_messages(), "max_tokens": args.max_tokens,
+                    "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, **fields[mode]}
+            tokens = 0
+            with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        usage = json.loads(line[6:]).get("usage")
+                        tokens += usage["completion_tokens"] if usage else 0
+            return tokens
+
+        with ThreadPoolExecutor(max_workers=args.slots) as pool:  # --slots streams at a time, each sent when one ends
+            for rep in range(args.repeats):
+                for mode in args.modes[:: 1 if rep % 2 == 0 else -1]:
+                    (s0, n0, r0), t0 = counters(), time.perf_counter()
+                    tokens = sum(pool.map(lambda p, mode=mode: stream(mode, p), prompts))
+                    wall = time.perf_counter() - t0
+                    s1, n1, r1 = counters()
+                    results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0,
+                                          tokens / wall, wall))
+                print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
+    print(f"\nserved by {url} (this machine: {device_name('cpu')}), the first {len(prompts)} mix prompts streamed "
+          f"{args.slots} at a time, {args.max_tokens} tokens, {args.repeats} repeats: median (range) over the repeats; "
+          "the engine's steps are its mean step (prompt chunks beside the decoding rows included)")
+    _table(("mode", "engine step ms", "rows a step", "steps a pass", "delivered tokens/s", "pass s"),
+           [(mode, *(_spread([x[i] for x in v], fmt) for i, fmt in enumerate((".2f", ".2f", ".0f", ".1f", ".2f"))))
             for mode, v in results.items()])
 
 
@@ -231,17 +257,23 @@ def main() -> None:
     ap.add_argument("--functions", action="store_true",
                     help="in-process: also time the host-side functions of a step (HOST_FUNCTIONS), per mode")
     ap.add_argument("--slots", type=int, default=1,
-                    help="in-process: sequences decoded together (8 with --prompts 8: the bench's wave of 8)")
+                    help="sequences decoded together (8 with --prompts 8: the bench's wave of 8); with --url, requests "
+                         "streamed at a time, the next sent as one ends")
     ap.add_argument("--dtype", default="float32", help="in-process: float32 or bfloat16")
     ap.add_argument("--engine-spec", default="2,4,2", help="in-process: the engine's (W,N,G)")
+    ap.add_argument("--prefill-chunk", type=int, default=None,
+                    help="in-process: prompt rows a step beside decoding ones, as serve.prefill_chunk_tokens (256 "
+                         "served; default: whole prompts)")
+    ap.add_argument("--prefill-stall", type=float, default=None, help="in-process: as serve.prefill_stall (1.5 served)")
+    ap.add_argument("--prefix-cache-mb", type=int, default=0, help="in-process: as serve.prefix_cache_mb (0: none)")
     ap.add_argument("--url", help="a running trtlade serve: measure it served instead")
     args = ap.parse_args()
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in args.modes if m not in ("ar", "auto", "lookahead", *SPECULATION)]
     if unknown:
         ap.error(f"--modes: unknown {', '.join(unknown)} (allowed: ar, auto, ngram, sa, lookahead)")
-    if args.url and (args.slots != 1 or args.functions):  # the served pass sends one request at a time, untimed inside
-        ap.error("--slots and --functions measure in-process; with --url the server's own /metrics are read")
+    if args.url and args.functions:  # the server's functions are untimed: its own /metrics are read
+        ap.error("--functions measures in-process; with --url the server's own /metrics are read")
     served(args) if args.url else in_process(args)
 
 

@@ -267,6 +267,8 @@ HOST = {"cpu": "AMD EPYC", "cpu_count": 2}
 
 @pytest.mark.parametrize("server_host, bench, server, shared, busy", [
     (HOST, 0.21, 1.82, True, False),                       # one host: the load generator's share of it said
+    (HOST, 0.09, 1.88, "little", False),                   # 4.5% of the host: said to weigh little
+    (HOST, 0.10, 1.88, True, False),                       # 5%: no longer little
     ({**HOST, "cpu": "Intel Xeon"}, 0.21, 1.82, False, False),  # the server elsewhere: no shared cores
     (None, 0.21, 1.82, False, False),                      # the server's host unknown: nothing claimed
     (HOST, 0.90, 1.10, True, True),                        # near the one core of its event loop
@@ -290,8 +292,10 @@ def test_the_cpu_each_side_kept_busy_is_shown_and_said_when_it_weighs(server_hos
     assert text.startswith("## CPU use")
     side = "" if server is None else f"server {server:.2f}, "
     assert f"| ar | {side}load generator {bench:.2f} |" in text
-    assert ("ran on the server's host (AMD EPYC, 2 CPUs)" in text) is shared
-    assert (f"{bench / 2:.0%} of the host's CPUs" in text) is shared
+    assert ("ran on the server's host (AMD EPYC, 2 CPUs)" in text) is bool(shared)
+    assert (f"{round(bench / 2, 2):.0%} of the host's CPUs" in text) is bool(shared)
+    assert ("little time taken from the server's threads" in text) is (shared == "little")
+    assert ("the server's steps include waits" in text) is (shared is True)
     assert ("near the one core its event loop runs on" in text) is busy
     unmeasured = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST,
                             summaries=[LevelSummary.model_construct(series="ar", concurrency=4, repeat=0)])
