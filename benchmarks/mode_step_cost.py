@@ -83,7 +83,8 @@ def in_process(args: argparse.Namespace) -> None:
     steps: dict[str, list[tuple[int, float, float, int, int]]] = {m: [] for m in modes}  # rows, step ms, native ms,
     # tokens, sequences
     rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
-    counted: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}  # mean step as /metrics counts it, pass s
+    # mean step as /metrics counts it, pass s, decoded tokens a sequence-step
+    counted: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
             current[0] = mode
@@ -96,18 +97,21 @@ def in_process(args: argparse.Namespace) -> None:
                 batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
                                             lookahead=None if speculation is not None else spec,
                                             speculation=speculation))
-            every, started = [], time.perf_counter()
+            every, started, emitted, seq_steps = [], time.perf_counter(), 0, 0
             while len(batch):
                 native[0] = 0.0
                 t0 = time.perf_counter()
                 out = batch.step()
                 wall = time.perf_counter() - t0
+                emitted += sum(len(c.tokens) for _, c in out)
                 if batch.last.running:  # what the server's trtlade_batch_step_seconds counts
                     every.append(batch.last.seconds)
+                    seq_steps += batch.last.running
                 if batch.last.running and not batch.last.prefills:
                     steps[mode].append((batch.last.rows, wall * 1e3, native[0] * 1e3,
                                         sum(len(c.tokens) for _, c in out), batch.last.running))
-            counted[mode].append((statistics.fmean(every) * 1e3, time.perf_counter() - started))
+            counted[mode].append((statistics.fmean(every) * 1e3, time.perf_counter() - started,
+                                  (emitted - len(prompts)) / seq_steps))  # each prompt's first token is its prefill's
             done = steps[mode][before:]
             rates[mode].append(sum(x[3] for x in done) / sum(x[1] for x in done) * 1e3)
         print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
@@ -119,10 +123,11 @@ def in_process(args: argparse.Namespace) -> None:
              f"{statistics.median(x[1] for x in v):.2f}", f"{statistics.median(x[2] for x in v):.2f}",
              f"{statistics.median(x[1] - x[2] for x in v):.3f}", _spread(rates[mode], ".1f"))
             for mode, v in steps.items()])
-    print(f"\nevery step with sequences decoding, prompts included, as the server's /metrics counts them: mean step "
-          f"and a pass of the {len(prompts)} prompts, median (range) over the repeats")
-    _table(("mode", "mean step ms", "pass s"),
-           [(mode, _spread([x[0] for x in v], ".2f"), _spread([x[1] for x in v], ".2f"))
+    print(f"\nevery step with sequences decoding, prompts included, as the server's /metrics counts them: mean step, "
+          f"a pass of the {len(prompts)} prompts, and the tokens decoded a sequence-step (a prompt's first token left "
+          "out: its prefill's), median (range) over the repeats")
+    _table(("mode", "mean step ms", "pass s", "tokens a sequence-step"),
+           [(mode, *(_spread([x[i] for x in v], fmt) for i, fmt in enumerate((".2f", ".2f", ".3f"))))
             for mode, v in counted.items()])
     if spent is not None:
         _function_table(spent, list(modes))
@@ -196,14 +201,14 @@ def served(args: argparse.Namespace) -> None:
     fields: dict[str, dict[str, Any]] = {"ar": {"lookahead": {"w": 1, "n": 1, "g": 0}}, "auto": {},
                                          "lookahead": {"lookahead": {"w": 2, "n": 4, "g": 2}}}  # the config's
     fields.update({m: {"speculation": s} for m, s in SPECULATION.items()})
-    results: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in args.modes}
+    results: dict[str, list[tuple[float, ...]]] = {m: [] for m in args.modes}
     with httpx.Client(timeout=120) as client:
         model = client.get(url + "/v1/models").json()["data"][0]["id"]
 
-        def counters() -> tuple[float, float, float]:
+        def counters() -> tuple[float, float, float, float]:
             text = client.get(url + "/metrics").text
             return (_metric(text, "trtlade_batch_step_seconds_sum"), _metric(text, "trtlade_batch_step_seconds_count"),
-                    _metric(text, "trtlade_step_rows_sum"))
+                    _metric(text, "trtlade_step_rows_sum"), _metric(text, "trtlade_batch_size_sum"))
 
         def stream(mode: str, prompt: Any) -> int:
             body = {"model": model, "messages": prompt.chat_messages(), "max_tokens": args.max_tokens,
@@ -219,18 +224,20 @@ def served(args: argparse.Namespace) -> None:
         with ThreadPoolExecutor(max_workers=args.slots) as pool:  # --slots streams at a time, each sent when one ends
             for rep in range(args.repeats):
                 for mode in args.modes[:: 1 if rep % 2 == 0 else -1]:
-                    (s0, n0, r0), t0 = counters(), time.perf_counter()
+                    (s0, n0, r0, b0), t0 = counters(), time.perf_counter()
                     tokens = sum(pool.map(lambda p, mode=mode: stream(mode, p), prompts))
                     wall = time.perf_counter() - t0
-                    s1, n1, r1 = counters()
+                    s1, n1, r1, b1 = counters()
                     results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0,
-                                          tokens / wall, wall))
+                                          tokens / wall, wall, (tokens - len(prompts)) / (b1 - b0)))
                 print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
     print(f"\nserved by {url} (this machine: {device_name('cpu')}), the first {len(prompts)} mix prompts streamed "
           f"{args.slots} at a time, {args.max_tokens} tokens, {args.repeats} repeats: median (range) over the repeats; "
           "the engine's steps are its mean step (prompt chunks beside the decoding rows included)")
-    _table(("mode", "engine step ms", "rows a step", "steps a pass", "delivered tokens/s", "pass s"),
-           [(mode, *(_spread([x[i] for x in v], fmt) for i, fmt in enumerate((".2f", ".2f", ".0f", ".1f", ".2f"))))
+    _table(("mode", "engine step ms", "rows a step", "steps a pass", "delivered tokens/s", "pass s",
+            "tokens a sequence-step"),
+           [(mode, *(_spread([x[i] for x in v], fmt)
+                     for i, fmt in enumerate((".2f", ".2f", ".0f", ".1f", ".2f", ".3f"))))
             for mode, v in results.items()])
 
 
