@@ -23,7 +23,7 @@ beside the decoding rows, paced; the prefix cache).
     .venv/bin/python benchmarks/mode_step_cost.py --slots 8 --functions --modes ar,auto --repeats 3
     .venv/bin/python benchmarks/mode_step_cost.py --url http://127.0.0.1:8000 --prompts 8 --repeats 6
     .venv/bin/python benchmarks/mode_step_cost.py --slots 4 --modes ar,auto --prefill-chunk 256 --prefill-stall 1.5 \
-        --prefix-cache-mb 256 --repeats 2           # then the same with --url and --slots 4: in-process against served
+        --prefix-cache-mb 256 --one-batch --warm --repeats 2   # then --url URL --slots 4 --warm: against served
 """
 
 from __future__ import annotations
@@ -85,18 +85,29 @@ def in_process(args: argparse.Namespace) -> None:
     rates: dict[str, list[float]] = {m: [] for m in modes}  # decode tokens/s of each repeat
     # mean step as /metrics counts it, pass s, decoded tokens a sequence-step
     counted: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
+    kept = [None]  # --one-batch: the batch every pass uses, as a server keeps one (its drafters' pools with it)
+
+    def filled(mode: str) -> Any:
+        """A batch holding a pass of ``mode``: every prompt, queued for ``--slots`` at a time."""
+        spec = modes[mode]
+        speculation = spec if isinstance(spec, DraftConfig) else None
+        batch = kept[0] or engine.new_batch(max_batch_size=args.slots, prefill_chunk=args.prefill_chunk,
+                                            prefill_stall=args.prefill_stall, idle_chunk=args.prefill_chunk)
+        kept[0] = batch if args.one_batch else None
+        for p in prompts:
+            batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
+                                        lookahead=None if speculation is not None else spec, speculation=speculation))
+        return batch
+
+    for mode in modes if args.warm else ():  # an unmeasured pass: the prompts in the prefix cache, as a running server
+        batch = filled(mode)
+        while len(batch):
+            batch.step()
     for rep in range(args.repeats):
         for mode in list(modes)[:: 1 if rep % 2 == 0 else -1]:
             current[0] = mode
             before = len(steps[mode])
-            spec = modes[mode]
-            speculation = spec if isinstance(spec, DraftConfig) else None
-            batch = engine.new_batch(max_batch_size=args.slots, prefill_chunk=args.prefill_chunk,
-                                     prefill_stall=args.prefill_stall, idle_chunk=args.prefill_chunk)
-            for p in prompts:
-                batch.add(GenerationRequest(prompt_ids=tuple(p), max_tokens=args.max_tokens,
-                                            lookahead=None if speculation is not None else spec,
-                                            speculation=speculation))
+            batch = filled(mode)
             every, started, emitted, seq_steps = [], time.perf_counter(), 0, 0
             while len(batch):
                 native[0] = 0.0
@@ -222,12 +233,17 @@ def served(args: argparse.Namespace) -> None:
             return tokens
 
         with ThreadPoolExecutor(max_workers=args.slots) as pool:  # --slots streams at a time, each sent when one ends
+            for mode in args.modes if args.warm else ():  # an unmeasured pass of each mode
+                sum(pool.map(lambda p, mode=mode: stream(mode, p), prompts))
             for rep in range(args.repeats):
                 for mode in args.modes[:: 1 if rep % 2 == 0 else -1]:
                     (s0, n0, r0, b0), t0 = counters(), time.perf_counter()
                     tokens = sum(pool.map(lambda p, mode=mode: stream(mode, p), prompts))
                     wall = time.perf_counter() - t0
                     s1, n1, r1, b1 = counters()
+                    if n1 <= n0 or b1 <= b0:
+                        raise SystemExit(f"{url}/metrics: its step counters did not move over a pass (a server "
+                                         "without them, a key needed, or a tenant's copy): not a live trtlade serve")
                     results[mode].append(((s1 - s0) / (n1 - n0) * 1e3, (r1 - r0) / (n1 - n0), n1 - n0,
                                           tokens / wall, wall, (tokens - len(prompts)) / (b1 - b0)))
                 print(f"repeat {rep + 1}/{args.repeats} done", flush=True)
@@ -269,8 +285,15 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", help="in-process: float32 or bfloat16")
     ap.add_argument("--engine-spec", default="2,4,2", help="in-process: the engine's (W,N,G)")
     ap.add_argument("--prefill-chunk", type=int, default=None,
-                    help="in-process: prompt rows a step beside decoding ones, as serve.prefill_chunk_tokens (256 "
-                         "served; default: whole prompts)")
+                    help="in-process: prompt rows a step beside decoding ones, as serve.prefill_chunk_tokens, and "
+                         "with none decoding, as serve.prefill_idle_chunk_tokens (both 256 served; default: whole "
+                         "prompts)")
+    ap.add_argument("--one-batch", action="store_true",
+                    help="in-process: one batch for every pass, as a server keeps one (the drafters' pools, and the "
+                         "finished requests they retain, carry over; default: a new batch a pass)")
+    ap.add_argument("--warm", action="store_true",
+                    help="first an unmeasured pass of every mode (the prompts then in the prefix cache, in-process as "
+                         "on a server that has served them)")
     ap.add_argument("--prefill-stall", type=float, default=None, help="in-process: as serve.prefill_stall (1.5 served)")
     ap.add_argument("--prefix-cache-mb", type=int, default=0, help="in-process: as serve.prefix_cache_mb (0: none)")
     ap.add_argument("--url", help="a running trtlade serve: measure it served instead")

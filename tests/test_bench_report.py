@@ -263,42 +263,45 @@ def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_d
 
 
 HOST = {"cpu": "AMD EPYC", "cpu_count": 2}
+HERE, THERE = "http://127.0.0.1:8000", "http://gpu-node:8000"
 
 
-@pytest.mark.parametrize("server_host, bench, server, shared, busy", [
-    (HOST, 0.21, 1.82, True, False),                       # one host: the load generator's share of it said
-    (HOST, 0.09, 1.88, "little", False),                   # 4.5% of the host: said to weigh little
-    (HOST, 0.10, 1.88, True, False),                       # 5%: no longer little
-    ({**HOST, "cpu": "Intel Xeon"}, 0.21, 1.82, False, False),  # the server elsewhere: no shared cores
-    (None, 0.21, 1.82, False, False),                      # the server's host unknown: nothing claimed
-    (HOST, 0.90, 1.10, True, True),                        # near the one core of its event loop
-    (HOST, 0.89, 1.10, True, False),                       # just below it
-    ({**HOST, "cpu": "Intel Xeon"}, 0.95, None, False, True),  # a server without process series: its side unknown
+@pytest.mark.parametrize("urls, bench, server, shared, busy", [
+    ((HERE,), 0.21, 1.82, True, False),             # one host (a loopback address): the load generator's share said
+    ((HERE,), 0.09, 1.88, "little", False),         # 4.5% of the host: said to weigh little
+    ((HERE,), 0.10, 1.88, True, False),             # 5%: no longer little
+    (("http://localhost:8000/v1",), 0.21, 1.82, True, False),
+    ((THERE,), 0.21, 1.82, False, False),           # the server elsewhere: no shared cores claimed
+    ((HERE,), 0.90, 1.10, True, True),              # near the one core of its event loop
+    ((HERE,), 0.89, 1.10, True, False),             # just below it
+    ((HERE,), 0.895, 1.10, True, True),             # printed as 0.90: judged as printed
+    ((THERE,), 0.95, None, False, True),            # a server without process series: its side unknown
+    ((THERE, HERE), 0.21, 1.82, True, False),       # two servers: the share is the local series' own
 ])
-def test_the_cpu_each_side_kept_busy_is_shown_and_said_when_it_weighs(server_host, bench, server, shared, busy) -> None:
-    """The CPU use section gives the cores the server process and the load generator kept busy; on one host it says
-    the load generator's share of it took time from the server's steps, and a load generator near a whole core that
-    it may have sent and read late."""
+def test_the_cpu_each_side_kept_busy_is_shown_and_said_when_it_weighs(urls, bench, server, shared, busy) -> None:
+    """The CPU use section gives the cores the server process and the load generator kept busy; where a series was
+    served on a loopback address it says the load generator's share of that host took time from the server's steps,
+    and a load generator near a whole core that it may have sent and read late."""
     from trtlade.bench.metrics import LevelSummary
     from trtlade.bench.report import _cpu_lines
 
-    info = [SeriesInfo(label="ar", server="a", base_url="http://h", model="m", mode="ar")]
-    servers = {"a": {"version": {} if server_host is None else {"host": server_host}}}
-    cell = LevelSummary.model_construct(series="ar", concurrency=4, repeat=0, server_cpu_cores=server,
-                                        bench_cpu_cores=bench)
-    run = RunSummary(run_id="r", created="", series=info, levels=[4], metadata={**HOST, "servers": servers},
-                     summaries=[cell])
+    info = [SeriesInfo(label=f"s{i}", server=f"{i}", base_url=url, model="m", mode="ar") for i, url in enumerate(urls)]
+    local = [i for i, url in enumerate(urls) if url != THERE]
+    cells = [LevelSummary.model_construct(series=f"s{i}", concurrency=4, repeat=0, server_cpu_cores=server,
+                                          bench_cpu_cores=bench if i in local or not local else bench * 3)
+             for i in range(len(urls))]
+    run = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST, summaries=cells)
     text = "\n".join(_cpu_lines(run))
     assert text.startswith("## CPU use")
     side = "" if server is None else f"server {server:.2f}, "
-    assert f"| ar | {side}load generator {bench:.2f} |" in text
-    assert ("ran on the server's host (AMD EPYC, 2 CPUs)" in text) is bool(shared)
-    assert (f"{round(bench / 2, 2):.0%} of the host's CPUs" in text) is bool(shared)
+    assert f"| s{len(urls) - 1} | {side}load generator {bench:.2f} |" in text  # the last series is a local one
+    assert ("ran on the server's host (it sent to a loopback address; AMD EPYC, 2 CPUs)" in text) is bool(shared)
+    assert (f"{round(round(bench, 2) / 2, 2):.0%} of the host's CPUs" in text) is bool(shared)
     assert ("little time taken from the server's threads" in text) is (shared == "little")
     assert ("the server's steps include waits" in text) is (shared is True)
-    assert ("near the one core its event loop runs on" in text) is busy
+    assert ("near the one core its event loop runs on" in text) is (busy or len(urls) > 1 and bench * 3 >= 0.9)
     unmeasured = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST,
-                            summaries=[LevelSummary.model_construct(series="ar", concurrency=4, repeat=0)])
+                            summaries=[LevelSummary.model_construct(series="s0", concurrency=4, repeat=0)])
     assert _cpu_lines(unmeasured) == []  # a report of a version that measured no CPU: no section
 
 

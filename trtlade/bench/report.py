@@ -165,7 +165,7 @@ def _fmt_pct(value: Optional[float]) -> str:
 def _fmt_spread(mean: Optional[float], lo: Optional[float], hi: Optional[float], decimals: int) -> str:
     if mean is None:
         return "—"
-    if lo is None or hi is None or lo == hi:
+    if lo is None or hi is None or _fmt(lo, decimals) == _fmt(hi, decimals):  # a range that prints as one value
         return _fmt(mean, decimals)
     return f"{_fmt(mean, decimals)} ({_fmt(lo, decimals)}–{_fmt(hi, decimals)})"
 
@@ -846,10 +846,9 @@ def _cpu_lines(run: RunSummary) -> list[str]:
     >>> def cell(series, r, server, bench):
     ...     return LevelSummary.model_construct(series=series, concurrency=4, repeat=r, server_cpu_cores=server,
     ...                                         bench_cpu_cores=bench)
-    >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
-    >>> host = {"cpu": "AMD EPYC", "cpu_count": 2}
-    >>> run = RunSummary(run_id="r", created="", series=info, levels=[4],
-    ...                  metadata={**host, "servers": {"a": {"version": {"host": host}}}},
+    >>> info = [SeriesInfo(label=m, server="a", base_url="http://127.0.0.1:8000", model="m", mode=m)
+    ...         for m in ("ar", "auto")]
+    >>> run = RunSummary(run_id="r", created="", series=info, levels=[4], metadata={"cpu": "AMD EPYC", "cpu_count": 2},
     ...                  summaries=[cell("ar", 0, 1.80, 0.20), cell("ar", 1, 1.84, 0.22), cell("auto", 0, 1.86, 0.18),
     ...                             cell("auto", 1, None, 0.18)])
     >>> print("\\n".join(_cpu_lines(run)[4:]))  # doctest: +NORMALIZE_WHITESPACE
@@ -858,13 +857,14 @@ def _cpu_lines(run: RunSummary) -> list[str]:
     | ar | server 1.82 (1.80–1.84), load generator 0.21 (0.20–0.22) |
     | auto | server 1.86, load generator 0.18 |
     <BLANKLINE>
-    The load generator ran on the server's host (AMD EPYC, 2 CPUs) and kept up to 0.22 of a core busy (`ar` at
-    concurrency 4, 11% of the host's CPUs): time the server's threads could not run, so the server's steps include
-    waits that a server on a host of its own would not have, more of them on a host with few cores. Modes compare
-    on equal terms only where their load generator's CPU above is alike.
+    The load generator ran on the server's host (it sent to a loopback address; AMD EPYC, 2 CPUs) and kept up to
+    0.22 of a core busy (`ar` at concurrency 4, 11% of the host's CPUs): time the server's threads could not run, so
+    the server's steps include waits that a server on a host of its own would not have, more of them on a host with
+    few cores. Modes compare on equal terms only where their load generator's CPU above is alike.
     <BLANKLINE>
     """
-    busy = [(s.bench_cpu_cores, s.series, s.concurrency) for s in run.summaries if s.bench_cpu_cores is not None]
+    busy = [(round(s.bench_cpu_cores, 2), s.series, s.concurrency) for s in run.summaries  # compared as printed
+            if s.bench_cpu_cores is not None]
     if not busy:
         return []
 
@@ -880,23 +880,44 @@ def _cpu_lines(run: RunSummary) -> list[str]:
              "(`process_cpu_seconds_total`, where it has it), and the load generator's own:", "",
              *_series_table(run, cell), ""]
     most, series, level = max(busy)
-    here, cpus = _host_text(run.metadata), run.metadata.get("cpu_count")
-    if here and here == _version_host(_served(run)) and isinstance(cpus, int) and cpus > 0:
-        share = round(most / cpus, 2)  # compared as it is printed
-        shared = (f"The load generator ran on the server's host ({run.metadata.get('cpu') or 'unknown CPU'}, {cpus} "
-                  f"CPUs) and kept up to {most:.2f} of a core busy (`{series}` at concurrency {level}, "
-                  f"{share:.0%} of the host's CPUs)")
+    local = {info.label for info in run.series if _loopback(info.base_url)}  # served on the load generator's host
+    cpus = run.metadata.get("cpu_count")
+    if local and isinstance(cpus, int) and cpus > 0:
+        mine, series, level = max(b for b in busy if b[1] in local)
+        share = round(mine / cpus, 2)  # compared as it is printed
+        shared = (f"The load generator ran on the server's host (it sent to a loopback address; "
+                  f"{run.metadata.get('cpu') or 'unknown CPU'}, {cpus} CPUs) and kept up to {mine:.2f} of a core busy "
+                  f"(`{series}` at concurrency {level}, {share:.0%} of the host's CPUs)")
         lines += [shared + (f": under {BENCH_SHARE:.0%}, little time taken from the server's threads." if
                             share < BENCH_SHARE else
                             ": time the server's threads could not run, so the server's steps include waits that a "
                             "server on a host of its own would not have, more of them on a host with few cores. Modes "
                             "compare on equal terms only where their load generator's CPU above is alike."), ""]
+    most, series, level = max(busy)
     if most >= BENCH_BUSY:
         lines += [f"The load generator kept {most:.2f} cores busy (`{series}` at concurrency {level}), near the one "
                   "core its event loop runs on: it may have sent requests and read their tokens late, so the "
                   "latencies and throughputs measure it as well as the server. Fewer concurrent requests, or a load "
                   "generator on a host of its own, leave it room.", ""]
     return lines
+
+
+def _loopback(url: str) -> bool:
+    """Whether ``url`` names this host (a loopback address, as ``--launch`` serves on).
+
+    >>> [_loopback(u) for u in ("http://127.0.0.1:8000", "http://localhost:8000/v1", "http://[::1]:80", "http://h:1")]
+    [True, True, True, False]
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _series_table(run: RunSummary, cell: Callable[[str, int], str]) -> list[str]:

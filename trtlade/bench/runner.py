@@ -222,14 +222,20 @@ def cpu_use(before: Optional[ServerReading], after: Optional[ServerReading], wal
 
     >>> cpu_use(ServerReading(1, 0, 1, 1, 10.0), ServerReading(9, 0, 9, 9, 28.0), 10.0, 2.5)
     {'bench_cpu_cores': 0.25, 'server_cpu_cores': 1.8}
-    >>> cpu_use(None, None, 10.0, 2.5)
+    >>> cpu_use(None, None, 10.0, 2.5), cpu_use(ServerReading(1, 0, 1, 1), ServerReading(9, 0, 9, 9, 28.0), 10.0, 2.5)
+    ({'bench_cpu_cores': 0.25}, {'bench_cpu_cores': 0.25})
+    >>> cpu_use(ServerReading(9, 0, 9, 9, 28.0), ServerReading(2, 0, 2, 2, 1.0), 10.0, 2.5)  # restarted between them
     {'bench_cpu_cores': 0.25}
+    >>> cpu_use(None, None, 0.0, 0.0)
+    {}
     """
     if wall_s <= 0:
         return {}
     use = {"bench_cpu_cores": bench_cpu_s / wall_s}
-    if before is not None and after is not None and before.cpu_seconds is not None and after.cpu_seconds is not None:
-        use["server_cpu_cores"] = (after.cpu_seconds - before.cpu_seconds) / wall_s
+    spent = None if before is None or after is None or before.cpu_seconds is None or after.cpu_seconds is None \
+        else after.cpu_seconds - before.cpu_seconds
+    if spent is not None and after.steps >= before.steps and spent >= 0:  # not across a restart
+        use["server_cpu_cores"] = spent / wall_s
     return use
 
 
