@@ -107,19 +107,9 @@ def no_dearer_than_wider(seconds: dict[int, float], stamps: Optional[dict[int, i
 
 def _drafts_price(per_row: float, fit: Optional[tuple[float, float]], drafts: int) -> float:
     """``drafts`` draft rows at the measured median ``per_row``, or at the fitted ``(fixed, per row)`` price
-    where that is more (:meth:`AutoPolicy.drafts_seconds`). The fit's slope is held to ``per_row``: on a line
-    ``fixed + slope x rows`` with ``fixed >= 0`` each step's cost per draft row is at least the slope, so their
-    median is too, and a fitted slope above it is the noise of steps whose draft rows barely differ (a server on a
-    2-core AMD EPYC Zen 3 fitted 9.7 ms a row at 4 sequences where the median of its drafted steps was 1.6 ms a
-    row, and drafted little there). The fit's fixed price, what it is for, stays.
-
-    >>> round(1000 * _drafts_price(0.0016, (0.0, 0.0097), 2), 2)       # the noisy slope held to the median
-    3.2
-    >>> round(1000 * _drafts_price(0.00006, (0.00265, 0.000025), 6), 2)  # a GPU's fixed price per drafting step
-    2.8
-    """
+    where that is more (:meth:`AutoPolicy.drafts_seconds`)."""
     measured = per_row * drafts
-    return max(measured, fit[0] + min(fit[1], per_row) * drafts) if fit else measured
+    return max(measured, fit[0] + fit[1] * drafts) if fit else measured
 
 
 @dataclass
