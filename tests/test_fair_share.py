@@ -10,6 +10,7 @@ import contextlib
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -162,8 +163,9 @@ THREE = f"ops {OPS} admin\nalice {ALICE}\nbob {BOB}\n"
 views: list[str] = []  #: each read's X-Trtlade-Metrics header (live or copy), of the last _prompt_tokens
 
 
-def _prompt_tokens(app, script) -> list[float]:
-    """Run ``script`` (("send", key) / ("read", key or None)); the prompt-token counter each read saw."""
+def _prompt_tokens(app, script, metric: str = "trtlade_prompt_tokens_total") -> list[float]:
+    """Run ``script`` (("send", key) / ("read", key or None)); the prompt-token counter (or ``metric``) each read
+    saw."""
     from fake_engine import client_for, metric_value
 
     async def go():
@@ -179,7 +181,7 @@ def _prompt_tokens(app, script) -> list[float]:
                     r = await c.get("/metrics", headers=auth)
                     assert r.status_code == 200, r.text
                     views.append(r.headers["x-trtlade-metrics"])
-                    seen.append(metric_value(r.text, "trtlade_prompt_tokens_total"))
+                    seen.append(metric_value(r.text, metric))
         return seen
     return asyncio.run(go())
 
@@ -195,6 +197,17 @@ def test_a_tenant_reads_no_single_request_of_another_from_metrics_while_an_admin
     assert bob0 == bob1 == bob2 == bob3 == 0  # one, then two of alice's (bob's own two do not count)
     assert bob4 == 5 * one  # the third of alice's renews it: the change sums three requests and bob's own
     assert views == ["copy", "copy", "live", "copy", "copy", "live", "copy"]  # the header says which it read
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="prometheus_client reads the process series from "
+                    "/proc (Linux)")
+def test_the_server_process_cpu_travels_in_a_tenants_copy_and_reads_live_for_an_admin_key():
+    """The process series (the server's CPU time) move with every request as the counters do: bob's copy holds the
+    value it was taken with while alice's request runs between his reads; the admin key (paired) reads it live."""
+    script = [("read", BOB), ("send", ALICE), ("read", BOB), ("read", OPS)]
+    bob0, bob1, ops1 = _prompt_tokens(_metrics_app(3, THREE), script, "process_cpu_seconds_total")
+    assert bob0 == bob1 > 0 and ops1 >= bob1
+    assert views == ["copy", "copy", "live"]
 
 
 def test_requests_refused_before_they_ran_do_not_renew_a_tenants_copy():
