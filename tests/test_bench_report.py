@@ -303,6 +303,9 @@ def test_the_cpu_each_side_kept_busy_is_shown_and_said_when_it_weighs(urls, benc
     unmeasured = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST,
                             summaries=[LevelSummary.model_construct(series="s0", concurrency=4, repeat=0)])
     assert _cpu_lines(unmeasured) == []  # a report of a version that measured no CPU: no section
+    if len(urls) > 1:  # the local series unmeasured, the remote one measured: its table, no share of this host
+        remote_only = RunSummary(run_id="r", created="", series=info, levels=[4], metadata=HOST, summaries=cells[:1])
+        assert "ran on the server's host" not in "\n".join(_cpu_lines(remote_only))
 
 
 def test_the_failures_table_counts_every_repeats_failures() -> None:

@@ -879,11 +879,10 @@ def _cpu_lines(run: RunSummary) -> list[str]:
              "mean (min–max) over the repeats): the server process's, from its `/metrics` "
              "(`process_cpu_seconds_total`, where it has it), and the load generator's own:", "",
              *_series_table(run, cell), ""]
-    most, series, level = max(busy)
     local = {info.label for info in run.series if _loopback(info.base_url)}  # served on the load generator's host
-    cpus = run.metadata.get("cpu_count")
-    if local and isinstance(cpus, int) and cpus > 0:
-        mine, series, level = max(b for b in busy if b[1] in local)
+    cpus, here = run.metadata.get("cpu_count"), max((b for b in busy if b[1] in local), default=None)
+    if here is not None and isinstance(cpus, int) and cpus > 0:
+        mine, series, level = here
         share = round(mine / cpus, 2)  # compared as it is printed
         shared = (f"The load generator ran on the server's host (it sent to a loopback address; "
                   f"{run.metadata.get('cpu') or 'unknown CPU'}, {cpus} CPUs) and kept up to {mine:.2f} of a core busy "
