@@ -21,7 +21,8 @@ NO_BF16 = f"this CPU does not run the avx512bf16 variant (it runs: {', '.join(na
 
 
 HAS_AMX = native_variants.HAS_AMX
-needs_amx = pytest.mark.skipif(not HAS_AMX, reason="this CPU lacks AMX-BF16 (an Intel Xeon from Sapphire Rapids on)")
+needs_amx = pytest.mark.skipif(
+    not HAS_AMX, reason="this CPU offers no AMX-BF16 (Intel Xeon from Sapphire Rapids on, unless a VM hides it)")
 #: (outputs, inputs): K a multiple of 32 runs on the tiles; 6 and 130 keep the chain (the choice is the layer's)
 SHAPES = [(17, 32), (300, 576), (960, 576), (64, 1536), (50, 6), (40, 130)]
 

@@ -142,8 +142,9 @@ class ModelLoadError(TrtladeError, ValueError):
 
 #: Where bit-exact lookahead was verified (tests/test_invariance.py and the embedded model's engine-bench):
 #: dtype -> the hosts. The tests check it again on every host that runs them.
-TESTED_EXACT = {"float32": "CPU: AMD EPYC (AVX-512), Intel Xeon (AVX-512, AMX), 2 threads",
-                "bfloat16": "CPU: AMD EPYC (AVX-512 BF16), Intel Xeon (AVX-512 BF16, AMX), 2 threads"}
+TESTED_EXACT = {"float32": "CPU: AMD EPYC (AVX2; AVX-512), Intel Xeon (AVX-512, with and without AMX), 2 threads",
+                "bfloat16": "CPU: AMD EPYC (AVX2; AVX-512 BF16), Intel Xeon (AVX-512 BF16, with and without AMX), "
+                            "2 threads"}
 
 
 class ReferenceEngine:

@@ -299,8 +299,11 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
  * at 1-8 (docs/results/roofline.md); spans of 16-128 k steps, and a prefetch by the other tiles too, measured
  * within noise of 32. The first tile fetches into L1 (PF_LEAD_L1), half the lead ahead, so the tiles after it
  * find the span there: against a fetch into L2 a whole lead ahead, 1.04-1.05x faster at 12-48 rows (four runs of
- * 11-15 interleaved repeats, benchmarks/linear_ab.py); into L1 a whole lead ahead 1.01-1.03x, a quarter 1.01x;
- * the tiles of up to MT rows, which read each line once, keep L2 (into L1 there: 0.99-1.02x). */
+ * 11-15 interleaved repeats, benchmarks/linear_ab.py); into L1 a whole lead ahead 1.01-1.03x, a quarter 1.01x.
+ * 3 to MT rows run here too, as one tile over spans: against that tile streaming its panels into L2 a lead ahead,
+ * medians 1.06-1.07x faster at 8 rows and 1.02-1.06x at 3, 5, 6 and 7 (4 rows 0.99-1.04x) on a 2-core Xeon model
+ * 207 without AMX (four runs of 11-15 interleaved repeats), 0.99-1.02x on the Xeon with AMX; 1 and 2 rows measured
+ * 0.97x and 0.99-1.00x and keep the stream. */
 #define SPAN 32
 #define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
 /* The tiles of `rows` rows: of MT rows each, the last one of what is left, except that a single row left after
@@ -880,8 +883,8 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
 /* 9 to 16 rows take the 16-row single-panel tiles instead (tile16_f32, tile16_bf16): one pass, each panel
  * read once; the next group prefetched at a line per k step (its PT panels over the PT tiles of a group).
  * Linear layers alone, 16 rows, Zen 4 (benchmarks/linear_ab.py, medians): 1.07x faster in float32, 1.06x in
- * bfloat16, the same bits. Except float32 with a lead (trtlade_linear_lead: Intel), where the tiles of MT rows
- * take turns over spans instead (tiles_f32); bfloat16 keeps the one pass there (0.90x at 16 rows in two passes
+ * bfloat16, the same bits. Except float32 with a lead (trtlade_linear_lead: Intel), where 3 rows or more run in
+ * tiles of MT rows over spans instead (tiles_f32); bfloat16 keeps the one pass there (0.90x at 16 rows in two passes
  * of MT: its widened weights serve 16 rows in one). */
 #endif
 
@@ -892,7 +895,7 @@ static int fullest_range(_Atomic uint64_t *ranges, int count) {
  * faster (linear layers alone against the spread, benchmarks/linear_ab.py, 9 interleaved repeats, medians:
  * float32 1.11x at 1 row, 1.08x at 4, 1.13x at 8; bfloat16 1.06x, 1.15x, 1.08x; docs/results/roofline.md).
  * The one-pass 16-row tiles keep the spread (with a lead: float32 0.86-1.07x, bfloat16 within noise); with a
- * lead, float32 rows beyond MT take turns in tiles of MT over spans instead (tiles_f32). AMD's cores keep the
+ * lead, float32 steps of 3 rows or more run in tiles of MT over spans instead (tiles_f32). AMD's cores keep the
  * spread: on a 2-core Zen 5 the lead ran as fast or slower (the lead forced, benchmarks/linear_ab.py, 9 repeats,
  * medians: float32 1.00x at 1 row, 0.98x at 4 and 8, 0.90x at 16; bfloat16 1.00x, 0.94x, 0.97x, 0.99x); on a
  * 2-core Zen 4, within noise or slower (9-15 repeats: float32 1.06-1.09x at 1 row, ranges 0.94-1.20, 0.99x at 4,
@@ -958,7 +961,7 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
         if (!xt) return 3;
         FOR_STREAMS(PT, 16, 1, PT, 0, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
         free((void *)xt);
-    } else if (M > MT && lead) { /* tiles taking turns over spans, one read of the weights per SPAN_TILES x MT rows */
+    } else if (M > 2 && lead) { /* tiles over spans (taking turns), one read of the weights per SPAN_TILES x MT rows */
         FOR_STREAMS(PT, SPAN_TILES * MT, PT, PT, lead,
                     tiles_f32(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, m, np);)
     } else {
