@@ -189,8 +189,10 @@ class FakeBatch:
     running generator once. ``max_running`` / ``admitted`` record what the scheduler did."""
 
     def __init__(self, engine: FakeEngine, max_batch_size: int) -> None:
+        from trtlade.reference.batching import OutsideWork
         from trtlade.reference.scheduler import StepReport
 
+        self.outside = OutsideWork()  # the server's admission work, as the real batch keeps it
         self.engine = engine
         self.max_batch_size = max_batch_size
         self._waiting: list[tuple[int, Iterator[StepChunk]]] = []

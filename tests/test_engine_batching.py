@@ -491,3 +491,25 @@ def test_fixed_and_auto_requests_share_a_batch_and_stay_exact():
     assert all(r > 1 for r in rows[0][:-1])  # fixed: drafts every step (the last may be cut)
     auto_rows = [r for i in (1, 2, 3) for r in rows[i]]
     assert sum(r > 1 for r in auto_rows) <= 0.1 * len(auto_rows)  # auto on dear rows: plain, a rare probe
+
+
+def test_a_step_run_while_the_server_admits_a_request_teaches_the_cost_model_nothing(monkeypatch):
+    """The server's work beside the steps (a request parsed, templated and tokenized on the same cores:
+    ``batch.outside``) slows a step it overlaps: the policy learns no cost from a step that ran while that work
+    was in progress, and learns from the next quiet step as before."""
+    eng = tiny_engine("llama", ENGINE_SPEC, adaptive=True)
+    learned: list[tuple] = []
+    monkeypatch.setattr(eng.policy, "observe_cost", lambda *args, **kwargs: learned.append((args, kwargs)))
+    batch = eng.new_batch(max_batch_size=8)
+    for p in prompts()[:2]:
+        batch.add(request(p, max_tokens=8))
+    while not learned:  # admitted and prefilled, until a decode step of both
+        batch.step()
+    assert len(learned) == 1 and learned[0][1]["seqs"] == 2
+    batch.outside.begin()
+    batch.step()
+    batch.step()
+    assert len(learned) == 1  # both steps ran while a request was being admitted
+    batch.outside.end()
+    batch.step()
+    assert len(learned) == 2 and learned[-1][1]["seqs"] == 2

@@ -822,6 +822,34 @@ def test_generation_routes_alone_admit_through_the_context():
     run(engine.aclose())
 
 
+def test_a_request_is_parsed_tokenized_and_submitted_inside_the_engines_admission_mark():
+    """The server tells the reference engine while it admits a request (its body parsed, templated, tokenized
+    and submitted: ``admitting``), so the steps that run meanwhile on the same cores teach its cost model
+    nothing; the mark ends for a refused request too, and a request refused before its body is read sets none."""
+    from trtlade.server import generation
+    from trtlade.server.context import ServerState
+
+    engine = ReferenceServingEngine(FakeEngine(), max_queue=4)
+    seen: list[str] = []
+
+    class Recorder:
+        def begin(self) -> None:
+            seen.append("begin")
+
+        def end(self) -> None:
+            seen.append("end")
+
+    engine._batch.outside = Recorder()
+    app = _bare_app(generation.router, ServerState(status="ready", engine=engine))
+    auth = {"authorization": "Bearer k"}
+    ok = _get(app, "POST", "/v1/completions", json={"prompt": "Hi", "max_tokens": 3}, headers=auth)
+    bad = _get(app, "POST", "/v1/completions", json={"prompt": "Hi", "max_tokens": -1}, headers=auth)
+    unauthorised = _get(app, "POST", "/v1/completions", json={"prompt": "Hi"})
+    assert (ok.status_code, bad.status_code, unauthorised.status_code) == (200, 400, 401)
+    assert seen == ["begin", "end", "begin", "end"]
+    run(engine.aclose())
+
+
 def test_a_prompt_limit_above_the_engines_is_lowered_with_a_warning_at_start(caplog):
     """serve.max_prompt_tokens beyond what the engine holds: /version shows the engine's, and the start says so."""
     import logging

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from trtlade.contract.protocol import GenerationRequest
 from trtlade.contract.serving import (
@@ -201,6 +202,18 @@ class ReferenceServingEngine:
             self._pending.append(_Job(handle, time.perf_counter()))
             self._cv.notify()
         return handle
+
+    @contextlib.contextmanager
+    def admitting(self) -> Iterator[None]:
+        """Around a request's admission on the server's thread (its body parsed, templated, tokenized and
+        submitted): the steps it overlaps time that work too and teach the cost model nothing
+        (:class:`~trtlade.reference.batching.OutsideWork`)."""
+        outside = self._batch.outside
+        outside.begin()
+        try:
+            yield
+        finally:
+            outside.end()
 
     def _check_share(self, identity: Optional[str], request: GenerationRequest) -> None:
         """429 when ``identity`` already holds its share of the sequences waiting or running (with the lock)."""

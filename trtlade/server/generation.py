@@ -13,6 +13,7 @@ Errors before the first byte are JSON error bodies; an error after a stream star
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -279,6 +280,13 @@ async def admit(ctx: ServerContext, request: Request, kind: Kind, identity: Opti
     is an :class:`ApiError`, and a refusal of a later generation cancels the earlier ones."""
     payload = await ctx.read_json(request)
     engine = ctx.ready_engine()
+    admitting = getattr(engine, "admitting", None)  # the reference engine: its cost model skips the steps this overlaps
+    with admitting() if admitting is not None else contextlib.nullcontext():
+        return await _admit(ctx, kind, identity, engine, payload)
+
+
+async def _admit(ctx: ServerContext, kind: Kind, identity: Optional[Identity], engine: Any, payload: Any
+                 ) -> tuple[PreparedRequest, list[GenerationHandle], Callable[[], None]]:
     body = parse_body(kind, payload)
     drafting, stop = check_request(kind, body, engine.info)  # type: ignore[arg-type]
     ctx.note_ignored(ignored_fields(body))
