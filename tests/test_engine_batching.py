@@ -502,8 +502,10 @@ def test_a_step_run_while_the_server_admits_a_request_teaches_the_cost_model_not
     monkeypatch.setattr(eng.policy, "observe_cost", lambda *args, **kwargs: learned.append((args, kwargs)))
     batch = eng.new_batch(max_batch_size=8)
     for p in prompts()[:2]:
-        batch.add(request(p, max_tokens=8))
-    while not learned:  # admitted and prefilled, until a decode step of both
+        batch.add(request(p, max_tokens=MAX_TOKENS))
+    for _ in range(4):  # admitted and prefilled, until a decode step of both
+        if learned:
+            break
         batch.step()
     assert len(learned) == 1 and learned[0][1]["seqs"] == 2
     batch.outside.begin()

@@ -136,13 +136,13 @@ def test_bf16_on_vdpbf16ps_and_on_widened_fmas_give_the_same_bits_at_every_row_c
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_prefetch_lead_never_changes_a_bit(variant, dtype):
     """The AVX-512 tiles of up to 8 rows prefetch either each panel's stream a lead ahead (chosen on Intel)
-    or the next group spread over the current one (elsewhere). With a lead, float32 steps of 3 rows or more
-    run in tiles of up to 8 rows over spans of 32 k steps (one tile for 3-8 rows), reading the weights once per
-    32 rows, instead of one tile streaming its panels (3-8 rows), the 16-row tile (9-16 rows) or one pass per
-    8 rows (17 and more); a single row after full tiles joins the tile before it
-    (9, 17, 25 and 41 rows: a tile of 9); K of 6, 130, 576 and 1536 end spans early or mid-way, 33, 40 and 41
-    rows read twice. A prefetch moves no value and every path computes the same chains, so all give the same
-    bits at every row count; the variants without AVX-512 always spread (lead 0)."""
+    or the next group spread over the current one (elsewhere, and here lead 0, the reference every lead is
+    compared to). With a lead, float32 steps of 3 rows or more run in tiles of up to 8 rows over spans of 32 k
+    steps (one tile for 3-8 rows), reading the weights once per 32 rows, where lead 0 runs one tile (3-8
+    rows), the 16-row tile (9-16 rows) or one pass per 8 rows (17 and more); a single row after full tiles joins
+    the tile before it (9, 17, 25 and 41 rows: a tile of 9); K of 6, 130, 576 and 1536 end spans early or
+    mid-way, 33, 40 and 41 rows read twice. A prefetch moves no value and every path computes the same chains,
+    so all give the same bits at every row count; the variants without AVX-512 always spread (lead 0)."""
     torch.manual_seed(5)
     lins = [PanelLinear.pack(torch.randn(n, k).to(dtype), torch.randn(n).to(dtype), variant=variant)
             for n, k in [(17, 6), (300, 130), (960, 576), (64, 1536)]]

@@ -208,7 +208,10 @@ class ReferenceServingEngine:
         """Around a request's admission on the server's thread (its body parsed, templated, tokenized and
         submitted): the steps it overlaps time that work too and teach the cost model nothing
         (:class:`~trtlade.reference.batching.OutsideWork`)."""
-        outside = self._batch.outside
+        outside = getattr(self._batch, "outside", None)  # a batch that keeps no cost model has none
+        if outside is None:
+            yield
+            return
         outside.begin()
         try:
             yield
@@ -420,7 +423,9 @@ class ReferenceServingEngine:
             for job in self._jobs.values():
                 job.handle.finish(failure)
             self._jobs.clear()
-            self._batch = self._engine.new_batch(**self._limits)
+            failed, self._batch = self._batch, self._engine.new_batch(**self._limits)
+            if hasattr(failed, "outside") and hasattr(self._batch, "outside"):
+                self._batch.outside = failed.outside  # an admission under way when the step failed still ends on it
             self._count()
             return
         for seq_id, exc in getattr(self._batch, "failed", ()):

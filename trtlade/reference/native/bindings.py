@@ -89,8 +89,8 @@ class Kernels:
     ``linear_bf16_by_fma`` (-1: whether bfloat16 runs on float32 FMAs rather than VDPBF16PS, chosen at the
     first call by their measured rates; 0 or 1 sets it for the process), ``linear_lead`` (-1: how many bytes
     ahead in each panel's stream the AVX-512 tiles of up to 8 rows prefetch, 0 for the next group spread; with
-    a lead float32 steps of more than 8 rows take turns in 8-row tiles over spans of k, one read of the weights per
-    32 rows; chosen at the first call by the CPU's maker; >= 0 sets it), ``linear_bf16_amx`` (-1: whether
+    a lead float32 steps of 3 rows or more run in tiles of up to 8 rows over spans of k, one read of the weights
+    per 32 rows; chosen at the first call by the CPU's maker; >= 0 sets it), ``linear_bf16_amx`` (-1: whether
     bfloat16 runs on AMX tiles, bits of their own; chosen at the first call: on where the CPU has AMX-BF16 and
     the OS grants it; 0 or 1 sets it);
     ``variant`` its name, ``paths`` what computes each dtype's linear layers (asked on demand: binding calls
