@@ -724,9 +724,10 @@ class OutsideWork:
     """Work the server does beside the steps, on the cores the steps use: a request read, templated and
     tokenized before it is submitted (:meth:`begin` / :meth:`end`, one thread). A step that overlapped it timed
     that work too, so the cost model learns only from steps quiet from start to end (:meth:`mark` at the start,
-    :meth:`quiet_since` at the end). Served on a 2-core Intel Xeon, 16 requests on 8 slots: a plain step of 7
-    sequences while the next request was being admitted took 36.5 ms (median of 13), one of 7 in a level's last
-    wave 31.5 ms (41) and one of 8 32.3 ms (216), so the policy priced 7 sequences by the server's work.
+    :meth:`quiet_since` at the end). Served on a 2-core Intel Xeon (family 6 model 207, AVX-512, 2026-12-08), 16
+    requests on 8 slots: a plain step of 7 sequences while the next request was being admitted took 36.5 ms
+    (median of 13), one of 7 in a level's last wave 31.5 ms (41) and one of 8 32.3 ms (216), so the policy priced 7
+    sequences by the server's work.
 
     >>> work = OutsideWork()
     >>> start = work.mark()

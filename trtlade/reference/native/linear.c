@@ -288,7 +288,7 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
     default: TILE_CASES_512(FN, __VA_ARGS__);                                                                 \
     }
 
-/* More rows than a tile holds, in ONE read of the panels (float32, with a prefetch lead: Intel): the rows'
+/* SPAN_FROM rows or more in ONE read of the panels (float32, with a prefetch lead: Intel): the rows'
  * tiles of MT take turns over spans of SPAN k steps, the first reading the span's weights from memory (its
  * prefetch half a lead ahead, into L1), the others from the L1 cache, each tile's accumulators kept in buf between
  * spans. Before, each tile read the whole group in its own pass and the memory sat idle during every pass
@@ -296,16 +296,17 @@ static inline __attribute__((always_inline)) void tile16_f32(const float *x, int
  * K - 1 in order: the bits are those of the tiles (tests/test_fast_forward.py). Linear layers alone against
  * the passes, a 2-core Xeon with AMX (benchmarks/linear_ab.py, two runs of 11 interleaved repeats, medians):
  * 1.16-1.21x faster at 9 rows, 1.10-1.11x at 12, 1.05-1.07x at 16, 1.10x at 24, 1.03-1.04x at 32 and 48, 1.00x
- * at 1-8, which then ran the same code both ways (docs/results/roofline.md); spans of 16-128 k steps, and a prefetch by the other tiles too, measured
- * within noise of 32. The first tile fetches into L1 (PF_LEAD_L1), half the lead ahead, so the tiles after it
- * find the span there: against a fetch into L2 a whole lead ahead, 1.04-1.05x faster at 12-48 rows (four runs of
- * 11-15 interleaved repeats, benchmarks/linear_ab.py); into L1 a whole lead ahead 1.01-1.03x, a quarter 1.01x.
- * 3 to MT rows run here too, as one tile over spans: against that tile streaming its panels into L2 a lead ahead,
- * medians 1.06-1.07x faster at 8 rows and 1.02-1.06x at 3, 5, 6 and 7 (4 rows 0.99-1.04x) on a 2-core Xeon model
- * 207 without AMX (four runs of 11-15 interleaved repeats); on the Xeon with AMX the tile's prefetch into L1 alone
- * measured 0.99-1.02x there, the spans at 3-8 rows not measured. 1 and 2 rows measured 0.97x and 0.99-1.00x and
+ * at 1-8, which then ran the same code both ways (docs/results/roofline.md); spans of 16-128 k steps, and a prefetch
+ * by the other tiles too, measured within noise of 32. The first tile fetches into L1 (PF_LEAD_L1), half the lead
+ * ahead, so the tiles after it find the span there: against a fetch into L2 a whole lead ahead, 1.04-1.05x faster at
+ * 12-48 rows (four runs of 11-15 interleaved repeats, benchmarks/linear_ab.py); into L1 a whole lead ahead 1.01-1.03x,
+ * a quarter 1.01x. 3 to MT rows run here too, as one tile over spans: against that tile streaming its panels into L2 a
+ * lead ahead, medians 1.06-1.07x faster at 8 rows and 1.02-1.06x at 3, 5, 6 and 7 (4 rows 0.99-1.04x) on a 2-core Xeon
+ * model 207 without AMX (four runs of 11-15 interleaved repeats); on the Xeon with AMX the tile's prefetch into L1
+ * alone measured 0.99-1.02x there, the spans at 3-8 rows not measured. 1 and 2 rows measured 0.97x and 0.99-1.00x and
  * keep the stream. */
 #define SPAN 32
+#define SPAN_FROM 3 /* with a lead, steps of this many float32 rows or more run over spans */
 #define SPAN_TILES 4 /* up to SPAN_TILES x MT rows a read */
 /* The tiles of `rows` rows: of MT rows each, the last one of what is left, except that a single row left after
  * full tiles joins the tile before it (MT + 1 rows, 27 accumulators of AVX-512's 32 registers): alone, its np
@@ -962,7 +963,7 @@ int trtlade_linear_f32(const float *x, int64_t M, int64_t K, const float *wp, co
         if (!xt) return 3;
         FOR_STREAMS(PT, 16, 1, PT, 0, TILE_CASES_16(tile16_f32, xt, K, wp + p0 * K * 16, bias, y, N, p0 * 16, pf))
         free((void *)xt);
-    } else if (M > 2 && lead) { /* tiles over spans (taking turns), one read of the weights per SPAN_TILES x MT rows */
+    } else if (M >= SPAN_FROM && lead) { /* tiles over spans (taking turns), one read per SPAN_TILES x MT rows */
         FOR_STREAMS(PT, SPAN_TILES * MT, PT, PT, lead,
                     tiles_f32(x + i0 * K, K, wp + p0 * K * 16, bias, y + i0 * N, N, p0 * 16, pf, m, np);)
     } else {
