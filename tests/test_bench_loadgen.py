@@ -228,6 +228,30 @@ def test_a_body_held_open_after_done_costs_neither_the_worker_nor_the_levels_tim
     assert summary.duration_s == pytest.approx(rec.last_event_time) and summary.duration_s < 0.5
 
 
+@pytest.mark.parametrize("sent, tail, in_flight", [
+    # (send, seconds to its end) per request, concurrency 2: the tail runs from the last send to the last end
+    ([(0.0, 2.0), (0.0, 1.0), (1.0, 2.0), (2.0, 1.5)], 1.5, 6.5 / 3.5),  # queued: the fourth sent as the first ends
+    ([(0.0, 1.0), (0.0, 1.0), (1.0, 1.0), (1.0, 1.0)], 1.0, 2.0),        # two waves ending together: 2 always in flight
+    ([(0.0, 3.0), (0.0, 1.0)], 3.0, 4.0 / 3.0),                           # one wave: all of it is tail
+    ([(0.0, 1.0), (0.0, 1.0), (1.0, 0.5), (1.0, 3.0)], 3.0, 5.5 / 4.0),   # one long last request: the level's tail
+])
+def test_a_levels_tail_and_requests_in_flight_come_from_its_sends_and_ends(sent, tail, in_flight) -> None:
+    """The load generator's view of a level's drain: from its last request sent to its last answer, and the
+    requests in flight on average; a failed request counts until its failure, a completed one until [DONE]."""
+    from trtlade.bench.metrics import summarize_level
+
+    recs = [RequestRecord(series="ar", concurrency=2, index=i, prompt_index=i, start=100.0 + s, end=e, status=200,
+                          done=True, last_event_time=e, completion_tokens=3, chunk_times=[e / 2, e])
+            for i, (s, e) in enumerate(sent)]
+    summary = summarize_level(recs, series="ar", concurrency=2, num_prompts=len(recs))
+    assert summary.tail_s == pytest.approx(tail)
+    assert summary.mean_in_flight == pytest.approx(in_flight)
+    recs[-1].error, recs[-1].last_event_time = "HTTP 500", None  # a failed last request: counted to its failure
+    failed = summarize_level(recs, series="ar", concurrency=2, num_prompts=len(recs))
+    assert failed.failed == 1 and failed.tail_s == pytest.approx(tail)
+    assert summarize_level([], series="ar", concurrency=2, num_prompts=0).tail_s is None
+
+
 def test_stream_state_protocol_errors() -> None:
     def feed(events: list[str]) -> RequestRecord:
         r = RequestRecord(series="x", concurrency=1, index=0, prompt_index=0)

@@ -262,6 +262,37 @@ def test_a_series_decoding_fewer_sequences_a_step_than_the_baseline_is_said_to_d
     assert "drain" not in "\n".join(_engine_steps_lines(alone))  # one series: nothing to compare
 
 
+@pytest.mark.parametrize("auto_tail, ar_tail, said", [
+    (1.6, 1.2, "longer"),    # its tail 40% of a 4 s level against 30%: a longer drain
+    (1.4, 1.2, "packed"),    # 35% against 30%: within 5 points, drafting packs its steps
+    (1.0, 1.2, "packed"),    # a shorter tail
+    (None, 1.2, "unknown"),  # a summary saved before tails were measured: the drain named as likely
+])
+def test_the_drain_note_tells_a_longer_tail_from_steps_packed_by_drafting(auto_tail, ar_tail, said) -> None:
+    """Fewer sequences a step than `ar` is called a longer drain only where the series' tail (its last request
+    sent to its last answer) took more than 5 points more of its level; otherwise the note says the count comes
+    from fewer full steps, and gives both tails."""
+    from trtlade.bench.metrics import LevelSummary
+    from trtlade.bench.report import _engine_steps_lines
+
+    def cell(series: str, seqs: float, tail) -> LevelSummary:
+        return LevelSummary.model_construct(series=series, concurrency=4, repeat=0, engine_step_ms=40.0,
+                                            engine_rows_per_step=seqs, engine_sequences_per_step=seqs,
+                                            duration_s=4.0, tail_s=tail)
+
+    info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
+    run = RunSummary(run_id="r", created="", series=info, levels=[4], settings={"num_prompts": 8}, metadata={},
+                     summaries=[cell("ar", 3.7, ar_tail), cell("auto", 3.3, auto_tail)])
+    text = "\n".join(_engine_steps_lines(run))
+    assert "`auto` 3.3 against 3.7 at concurrency 4" in text
+    assert ("and a longer drain" in text) is (said == "longer")
+    assert ("the count is not a drain" in text) is (said == "packed")
+    assert ("The likely cause is the level's drain" in text) is (said == "unknown")
+    assert ("the drain is a large part of the level" in text) is (said != "packed")
+    if auto_tail is not None:
+        assert f"(its tail {auto_tail / 4:.0%} of the level against 30%)" in text
+
+
 HOST = {"cpu": "AMD EPYC", "cpu_count": 2}
 HERE, THERE = "http://127.0.0.1:8000", "http://gpu-node:8000"
 

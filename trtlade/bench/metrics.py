@@ -112,6 +112,11 @@ class LevelSummary(BaseModel):
     #: level's wall time) and the server process's (its process_cpu_seconds_total; None where it exposes none)
     bench_cpu_cores: Optional[float] = None
     server_cpu_cores: Optional[float] = None
+    #: as the load generator saw the level (failed requests included): the seconds from its last request's send to
+    #: its last answer (its drain: no new request comes, fewer than the concurrency are in flight), and the requests
+    #: in flight on average over its duration
+    tail_s: Optional[float] = None
+    mean_in_flight: Optional[float] = None
 
     mean_ttft_ms: Optional[float] = None
     median_ttft_ms: Optional[float] = None
@@ -218,14 +223,40 @@ def _prefix_hits(done: list[RequestRecord]) -> tuple[Optional[int], Optional[flo
     return cached, round(cached / sum(r.prompt_tokens or 0 for r in told), 4)
 
 
+def _finished(r: RequestRecord) -> float:
+    """When ``r`` ended (perf_counter seconds, as its ``start``): a completed one's "data: [DONE]", else the close
+    or failure of its stream."""
+    return r.start + (r.last_event_time if r.ok and r.done and r.last_event_time is not None else r.end)
+
+
 def _level_duration(records: list[RequestRecord]) -> float:
     """The first send to the last answer over all ``records`` (see :func:`summarize_level`); 0 for none."""
     if not records:
         return 0.0
-    t0 = min(r.start for r in records)
-    t1 = max(r.start + (r.last_event_time if r.ok and r.done and r.last_event_time is not None else r.end)
-             for r in records)
-    return max(t1 - t0, 0.0)
+    return max(max(_finished(r) for r in records) - min(r.start for r in records), 0.0)
+
+
+def _in_flight(records: list[RequestRecord], duration: float) -> tuple[Optional[float], Optional[float]]:
+    """The level's tail and its requests in flight, as the load generator saw them: ``(tail seconds, mean in
+    flight)``. The tail runs from the last request's send to the last answer: no new request comes, so fewer
+    requests than the concurrency are in flight (the level's drain). In flight on average: every request's time
+    from its send to its end, summed, over the level's duration. (None, None) without records or duration.
+
+    Concurrency 2, four requests: two sent at 0 (ending at 2 and 1), the third sent at 1 as the second ends (ending
+    at 3), the last at 2 (ending at 3.5): the tail is 3.5 - 2 = 1.5 s of 3.5, and (2 + 1 + 2 + 1.5) / 3.5 = 1.86
+    requests were in flight on average, of 2:
+
+    >>> sent = [(0.0, 2.0), (0.0, 1.0), (1.0, 2.0), (2.0, 1.5)]
+    >>> recs = [RequestRecord("ar", 2, i, i, start=s, end=e) for i, (s, e) in enumerate(sent)]
+    >>> tail, flight = _in_flight(recs, _level_duration(recs))
+    >>> tail, round(flight, 2)
+    (1.5, 1.86)
+    """
+    if not records or duration <= 0:
+        return None, None
+    ends = [_finished(r) for r in records]
+    tail = max(ends) - max(r.start for r in records)
+    return max(tail, 0.0), sum(end - r.start for end, r in zip(ends, records)) / duration
 
 
 def _latency_values(done: list[RequestRecord]) -> dict[str, Any]:
@@ -258,6 +289,7 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
     failures, examples = _errors(records)
     specs, per_step = _lookahead_usage(done)
     cached, hit_rate = _prefix_hits(done)
+    tail, in_flight = _in_flight(records, duration)
 
     values = _latency_values(done)
     effective = min(concurrency, num_prompts, len(done))  # a failed request decoded nothing: it is not summed
@@ -276,6 +308,8 @@ def summarize_level(records: list[RequestRecord], *, series: str, concurrency: i
         failures_by_kind=failures,
         error_examples=examples,
         duration_s=duration,
+        tail_s=tail,
+        mean_in_flight=in_flight,
         request_throughput=rate(len(done)),
         output_throughput=rate(out_tokens),
         total_token_throughput=rate(out_tokens + in_tokens) if in_tokens is not None else None,

@@ -140,10 +140,13 @@ class RequestRecord:
         return [b - a for a, b in zip(t, t[1:])]
 
     # ------------------------------------------------------------------ serialisation
-    def to_json(self) -> dict[str, Any]:
-        """Observed fields plus the derived numbers (ms / tokens per s), for per_request.jsonl."""
+    def to_json(self, level_start: Optional[float] = None) -> dict[str, Any]:
+        """Observed fields plus the derived numbers (ms / tokens per s), for per_request.jsonl; with ``level_start``
+        (the first send of its level, as ``start``), ``sent_s``: its send in seconds from that one."""
         out = asdict(self)
-        out.pop("start")
+        start = out.pop("start")
+        if level_start is not None:
+            out["sent_s"] = start - level_start
         out.update(
             ok=self.ok,
             tokens_source=self.tokens_source,

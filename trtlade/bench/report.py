@@ -405,6 +405,8 @@ _FULL_METRICS: tuple[tuple[str, str], ...] = (
     ("completed", "completed requests"),
     ("failed", "failed requests"),
     ("duration_s", "duration (s)"),
+    ("tail_s", "tail: the last request sent to the last answer (s)"),
+    ("mean_in_flight", "requests in flight, mean"),
     ("request_throughput", "request throughput (req/s)"),
     ("output_throughput", "output throughput (tok/s)"),
     ("total_token_throughput", "total token throughput (tok/s)"),
@@ -774,61 +776,105 @@ def _engine_steps_lines(run: RunSummary) -> list[str]:
             *_series_table(run, cell), "", *_drain_lines(run)]
 
 
-#: a series decoding this much less of its level's concurrency a step than the first series is said to have drained;
-#: below this many requests a worker the drain is called a large part of the level
+#: a series decoding this much less of its level's concurrency a step than the first series is noted; a tail this much
+#: more of its level than the first series' is called a longer drain; below this many requests a worker the drain is
+#: called a large part of the level
 DRAIN_GAP = 0.05
+DRAIN_LONGER = 0.05
 DRAIN_SHORT = 4
+
+
+def _tail_share(run: RunSummary, series: str, level: int) -> Optional[float]:
+    """The mean over the repeats of the level's tail (``tail_s``: from its last request's send to its last answer)
+    over its duration; None where no repeat measured it."""
+    shares = [t / d for t, d in zip(run.values(series, level, "tail_s"), run.values(series, level, "duration_s"))
+              if t is not None and d]
+    return sum(shares) / len(shares) if shares else None
 
 
 def _drain_lines(run: RunSummary) -> list[str]:
     """Where a series decoded fewer sequences a step than the first series at the same concurrency (by more than
-    ``DRAIN_GAP`` of the concurrency), not in a one-wave level (:func:`_wave_lines` says those). The likely cause is
-    the level's drain: once all its requests are sent no new one comes, and a series whose requests end at more
-    spread-out times runs more of its steps with fewer requests beside them, up to its last answer (failed requests
-    and admission limits also lower the count: the Failures section and the server's limits say whether they did).
-    Such a level's output throughput measures the drain along with the mode; the note says so, that it is a large
-    part of a level of fewer than ``DRAIN_SHORT`` requests a worker, and how to dilute it.
+    ``DRAIN_GAP`` of the concurrency), not in a one-wave level (:func:`_wave_lines` says those), and whether its tail
+    -- from the level's last request sent to its last answer, as the load generator saw it -- took a larger share of
+    its level than the first series' (by more than ``DRAIN_LONGER``). Two causes lower the count: a longer drain (once
+    all its requests are sent no new one comes, and a series whose requests end at more spread-out times runs more of
+    its steps with fewer requests beside them), and drafting itself (a mode that emits more tokens a step decodes the
+    same requests in fewer steps while the server is full, so its tail's steps weigh more in its mean). The tail tells
+    them apart; the note says which, that a drain is a large part of a level of fewer than ``DRAIN_SHORT`` requests a
+    worker, and how to dilute it. Without tails (results saved before they were measured) it names the drain as the
+    likely cause (failed requests and admission limits also lower the count).
 
     >>> from trtlade.bench.metrics import LevelSummary
-    >>> def cell(series, r, seqs):
-    ...     return LevelSummary.model_construct(series=series, concurrency=4, repeat=r, engine_step_ms=40.0,
-    ...                                         engine_rows_per_step=seqs, engine_sequences_per_step=seqs)
+    >>> def cell(series, seqs, tail):
+    ...     return LevelSummary.model_construct(series=series, concurrency=4, repeat=0, engine_step_ms=40.0,
+    ...                                         engine_rows_per_step=seqs, engine_sequences_per_step=seqs,
+    ...                                         duration_s=4.0, tail_s=tail)
     >>> info = [SeriesInfo(label=m, server="a", base_url="http://h", model="m", mode=m) for m in ("ar", "auto")]
     >>> run = RunSummary(run_id="r", created="", series=info, levels=[4], settings={"num_prompts": 8},
-    ...                  summaries=[cell("ar", 0, 3.7), cell("auto", 0, 3.3)])
+    ...                  summaries=[cell("ar", 3.7, 1.2), cell("auto", 3.3, 1.6)])
     >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
-    Fewer sequences a step than `ar` at the same concurrency: `auto` 3.3 against 3.7 at concurrency 4. The likely
-    cause is the level's drain (failed requests and the server's limits also lower the count): once all its
-    requests are sent no new one comes, and a series whose requests end at more spread-out times runs more of its
+    Fewer sequences a step than `ar` at the same concurrency, and a longer drain: `auto` 3.3 against 3.7 at
+    concurrency 4 (its tail 40% of the level against 30%). The tail runs from a level's last request sent to its
+    last answer: no new request comes, and a series whose requests end at more spread-out times runs more of its
     steps with fewer requests beside them, up to its last answer. With 8 requests a level (2 a worker at
     concurrency 4) the drain is a large part of the level. The output throughput measures the drain along with the
     mode (the decode throughput does not); several times as many requests a level as the concurrency
     (`--num-prompts`) dilute it.
+
+    The same count with a tail of 30% of the level: drafting, not the drain.
+
+    >>> run.summaries[1] = cell("auto", 3.3, 1.2)
+    >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
+    Fewer sequences a step than `ar` at the same concurrency, with a tail no longer than `ar`'s: `auto` 3.3 against
+    3.7 at concurrency 4 (its tail 30% of the level against 30%). A mode that emits more tokens a step decodes
+    the same requests in fewer steps while the server is full, so the steps of its tail (from the level's last
+    request sent to its last answer, no longer than the baseline's) weigh more in its mean: the count is not a drain.
     """
     if not run.series:
         return []
     base, n = run.series[0].label, run.settings.get("num_prompts")
-    gaps, short = [], []
+    longer, packed, unknown, short = [], [], [], []
     for level in run.levels:
         if _one_wave(run, level):  # _wave_lines says it
             continue
         theirs = spread(run.values(base, level, "engine_sequences_per_step"))[0]
+        base_tail = _tail_share(run, base, level)
         for info in run.series[1:]:
             mine = spread(run.values(info.label, level, "engine_sequences_per_step"))[0]
-            if mine is not None and theirs is not None and theirs - mine > DRAIN_GAP * level + 1e-9:
-                gaps.append(f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}")
-                if isinstance(n, int) and n < DRAIN_SHORT * level:
-                    short.append(f"{n / level:g} a worker at concurrency {level}")
-    if not gaps:
-        return []
+            if mine is None or theirs is None or theirs - mine <= DRAIN_GAP * level + 1e-9:
+                continue
+            said = f"`{info.label}` {mine:.1f} against {theirs:.1f} at concurrency {level}"
+            tail = _tail_share(run, info.label, level)
+            if tail is None or base_tail is None:
+                unknown.append(said)
+            elif tail - base_tail <= DRAIN_LONGER:
+                packed.append(f"{said} (its tail {tail:.0%} of the level against {base_tail:.0%})")
+                continue
+            else:
+                longer.append(f"{said} (its tail {tail:.0%} of the level against {base_tail:.0%})")
+            if isinstance(n, int) and n < DRAIN_SHORT * level:
+                short.append(f"{n / level:g} a worker at concurrency {level}")
     per_worker = ", ".join(dict.fromkeys(short))
     size = f" With {n} requests a level ({per_worker}) the drain is a large part of the level." if short else ""
-    return [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(gaps)}. The likely cause is "
-            "the level's drain (failed requests and the server's limits also lower the count): once all its requests "
-            "are sent no new one comes, and a series whose requests end at more spread-out times runs more of its "
-            "steps with fewer requests beside them, up to its last answer."
-            f"{size} The output throughput measures the drain along with the mode (the decode throughput does not); "
-            "several times as many requests a level as the concurrency (`--num-prompts`) dilute it.", ""]
+    dilute = (f"{size} The output throughput measures the drain along with the mode (the decode throughput does not); "
+              "several times as many requests a level as the concurrency (`--num-prompts`) dilute it.")
+    out: list[str] = []
+    if longer:
+        out += [f"Fewer sequences a step than `{base}` at the same concurrency, and a longer drain: "
+                f"{'; '.join(longer)}. The tail runs from a level's last request sent to its last answer: no new "
+                "request comes, and a series whose requests end at more spread-out times runs more of its steps with "
+                f"fewer requests beside them, up to its last answer.{dilute}", ""]
+    if packed:
+        out += [f"Fewer sequences a step than `{base}` at the same concurrency, with a tail no longer than `{base}`'s: "
+                f"{'; '.join(packed)}. A mode that emits more tokens a step decodes the same requests in fewer steps "
+                "while the server is full, so the steps of its tail (from the level's last request sent to its last "
+                "answer, no longer than the baseline's) weigh more in its mean: the count is not a drain.", ""]
+    if unknown:
+        out += [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(unknown)}. The likely cause "
+                "is the level's drain (failed requests and the server's limits also lower the count): once all its "
+                "requests are sent no new one comes, and a series whose requests end at more spread-out times runs "
+                f"more of its steps with fewer requests beside them, up to its last answer.{dilute}", ""]
+    return out
 
 
 #: a load generator keeping this many cores busy (on average over a level) is near the one core its event loop has
@@ -1167,9 +1213,14 @@ def write_report(folder: Path, run: RunSummary, records: Sequence[RequestRecord]
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     path = folder / "per_request.jsonl"
+    firsts: dict[tuple[str, int, int], float] = {}  # each level's first send
+    for rec in records:
+        key = (rec.series, rec.concurrency, rec.repeat)
+        firsts[key] = min(firsts.get(key, rec.start), rec.start)
     with path.open("w", encoding="utf-8") as fh:
         for rec in records:
-            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
+            fh.write(json.dumps(rec.to_json(firsts[(rec.series, rec.concurrency, rec.repeat)]), ensure_ascii=False)
+                     + "\n")
     written.append(path)
     path = folder / SUMMARY_JSON
     path.write_text(run.model_dump_json(indent=2) + "\n", encoding="utf-8")
