@@ -666,6 +666,35 @@ def test_a_draft_price_recovers_its_line_and_one_slowed_step_does_not_move_it(fi
             assert abs((slow_fixed + slow_per_row * d) - (fit[0] + fit[1] * d)) < 0.001
 
 
+@pytest.mark.parametrize("pool, drafts", [
+    (1, [0, 0]),     # 2 sequences' three steps beside 3 sequences' five: 0.6 ms a draft row, drafting pays
+    (0, [-1, -1]),   # their own three alone: one step 17 ms slow sets 16 ms a row, nobody drafts
+])
+def test_one_slow_step_at_a_rare_occupancy_does_not_set_its_draft_price(pool, drafts):
+    """Served on a 2-core Intel Xeon, 16 requests on 8 slots: steps of 2 sequences were few, and their fit
+    priced a draft row at 16.4 ms (the host's other servers: 0.4-0.6 ms). Pooled with the steps of one
+    sequence more or less, the line follows the many; two sequences expecting 0.8 accepted drafts from 2 draft
+    rows each then draft (about 2.4 ms for 1.6 tokens on a 20 ms step)."""
+    policy = AutoPolicy(_cost({1: 18.0, 2: 18.5, 4: 19.0, 8: 20.0}), explore=0.0)
+    policy.price.pool = pool
+    for seqs, plain_ms in ((2, 20.0), (3, 21.0)):
+        for _ in range(4):
+            policy.observe_cost(seqs, plain_ms / 1000, seqs=seqs)
+    for seqs, steps in ((2, [(1, 0.6), (1, 0.5), (2, 17.0)]), (3, [(2, 1.3), (4, 2.5), (3, 1.9), (1, 0.7), (2, 1.2)])):
+        for rows, ms in steps:
+            policy.observe_cost(seqs + rows, (20.0 if seqs == 2 else 21.0) / 1000 + ms / 1000, seqs=seqs)
+    per_row = policy.price.fit(2)[1]
+    assert (1000 * per_row < 1.0) is (pool == 1) and (1000 * per_row > 10.0) is (pool == 0)
+    pair = [policy.new_sequence() for _ in range(2)]
+    for seq in pair:
+        seq.total, seq.weight = 0.8 * 16, 16.0
+    assert policy.plan([], [[(seq, 2)] for seq in pair]) == drafts
+    before = policy.price.fit(3)
+    policy.observe_cost(2 + 1, 0.0206, seqs=2)  # a step of 2 renews the fits that read it: 3's too, pooled
+    assert (3 in policy.price._memo) is (pool == 0)
+    assert (policy.price.fit(3) == before) is (pool == 0)
+
+
 @pytest.mark.parametrize("relative, drafts", [(True, 0), (False, -1)])
 def test_a_calibration_on_a_busy_host_does_not_stick(relative, drafts):
     """Calibrated while another process held the cores (every step ~5x slower: seen when two servers

@@ -312,10 +312,10 @@ class CostTable:
 @dataclass
 class DraftPrice:
     """What drafts cost a step of S sequences beyond their plain step, as ``fixed + per_row * draft rows``,
-    fitted to the last ``keep_last`` drafted steps of S sequences: the slope is the median of the
-    slopes between every two steps with different draft rows, the fixed price the median of what each
-    step cost beyond its rows at that slope (Theil and Sen's line: a step slowed by something else moves
-    neither much), neither below 0. No fit (None) with fewer than ``min_samples`` steps or a single
+    fitted to the last ``keep_last`` drafted steps of S sequences and of S - 1 and S + 1 (below): the slope is
+    the median of the slopes between every two steps with different draft rows, the fixed price the median of
+    what each step cost beyond its rows at that slope (Theil and Sen's line: a step slowed by something else
+    moves neither much), neither below 0. No fit (None) with fewer than ``min_samples`` steps or a single
     number of draft rows among them.
 
     On an NVIDIA H200 (fp32 SmolLM2-135M, 16 sequences, plain step 16.7 ms) a step where all 16 drafted
@@ -331,11 +331,29 @@ class DraftPrice:
     (2.76, 0.0235)
     >>> price.fit(8) is None                 # nothing measured with 8 sequences
     True
+
+    A fit at S also takes the steps of S - 1 and S + 1 sequences (``pool``): what drafts cost beyond the plain
+    step moves little from one sequence more or less, and at an occupancy a server rarely runs, three steps
+    with two draft-row counts let one slow step set the slope. Served on a 2-core Intel Xeon, 16 requests on 8
+    slots: 2 sequences' own steps fitted 16.4 ms a draft row (one step 17 ms slower beside two of 0.5 ms),
+    against 0.4-0.6 ms on the same host's other servers; beside the steps of 3 sequences, 0.6 ms:
+
+    >>> rare = DraftPrice()
+    >>> for rows, ms in [(1, 0.6), (1, 0.5), (2, 17.0)]:                    # 2 sequences
+    ...     rare.add(2, rows, ms / 1000)
+    >>> round(1000 * DraftPrice(samples=rare.samples, pool=0).fit(2)[1], 2)  # alone
+    16.45
+    >>> for rows, ms in [(2, 1.3), (4, 2.5), (3, 1.9), (1, 0.7)]:           # 3 sequences
+    ...     rare.add(3, rows, ms / 1000)
+    >>> round(1000 * rare.fit(2)[1], 2)
+    0.63
     """
 
     keep_last: int = 16
     min_samples: int = 3
     samples: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    #: occupancies either side whose steps join a fit
+    pool: int = 1
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add(self, seqs: int, draft_rows: int, seconds: float) -> None:
@@ -343,19 +361,26 @@ class DraftPrice:
         bucket.append((int(draft_rows), float(seconds)))
         if len(bucket) > self.keep_last:
             del bucket[0]
-        self._memo.pop(int(seqs), None)
+        self._changed(int(seqs))
 
     def drop_oldest(self, seqs: int) -> None:
         bucket = self.samples.get(int(seqs))
         if bucket:
             del bucket[0]
-            self._memo.pop(int(seqs), None)
+            self._changed(int(seqs))
+
+    def _changed(self, seqs: int) -> None:
+        """Forget the fits that read the steps of ``seqs`` sequences."""
+        for near in range(seqs - self.pool, seqs + self.pool + 1):
+            self._memo.pop(near, None)
 
     def fit(self, seqs: int) -> Optional[tuple[float, float]]:
-        """``(fixed seconds, seconds per draft row)`` for steps of ``seqs`` sequences, or None."""
+        """``(fixed seconds, seconds per draft row)`` for steps of ``seqs`` sequences (and their neighbours',
+        ``pool``), or None."""
         seqs = int(seqs)
         if seqs not in self._memo:
-            self._memo[seqs] = self._fit(self.samples.get(seqs) or [])
+            self._memo[seqs] = self._fit([sample for near in range(seqs - self.pool, seqs + self.pool + 1)
+                                          for sample in self.samples.get(near, ())])
         return self._memo[seqs]
 
     def _fit(self, samples: list[tuple[int, float]]) -> Optional[tuple[float, float]]:
@@ -1162,7 +1187,7 @@ class AutoPolicy:
             top = measured[-1]
             per_row = (cost.seconds(top) - one) / (top - 1)
         plain, batched = self.plain.copy(), self.batched.copy()  # copies: their memos are this thread's
-        price = DraftPrice(samples={k: list(v) for k, v in dict(self.price.samples).items()})
+        price = DraftPrice(samples={k: list(v) for k, v in dict(self.price.samples).items()}, pool=self.price.pool)
         c = self.counters
         return {
             "step_ms": {rows: round(1000 * cost.seconds(rows), 2) for rows in measured},
