@@ -672,7 +672,7 @@ def test_a_draft_price_recovers_its_line_and_one_slowed_step_does_not_move_it(fi
 ])
 def test_one_slow_step_at_a_rare_occupancy_does_not_set_its_draft_price(pool, drafts):
     """Served on a 2-core Intel Xeon, 16 requests on 8 slots: steps of 2 sequences were few, and their fit
-    priced a draft row at 16.4 ms (the host's other servers: 0.4-0.6 ms). Pooled with the steps of one
+    priced a draft row at 16.4 ms (the host's other servers: 0.4-0.5 ms). Pooled with the steps of one
     sequence more or less, the line follows the many; two sequences expecting 0.8 accepted drafts from 2 draft
     rows each then draft (about 2.4 ms for 1.6 tokens on a 20 ms step)."""
     policy = AutoPolicy(_cost({1: 18.0, 2: 18.5, 4: 19.0, 8: 20.0}), explore=0.0)

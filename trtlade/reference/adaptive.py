@@ -335,8 +335,8 @@ class DraftPrice:
     A fit at S also takes the steps of S - 1 and S + 1 sequences (``pool``): what drafts cost beyond the plain
     step moves little from one sequence more or less, and at an occupancy a server rarely runs, three steps
     with two draft-row counts let one slow step set the slope. Served on a 2-core Intel Xeon, 16 requests on 8
-    slots: 2 sequences' own steps fitted 16.4 ms a draft row (one step 17 ms slower beside two of 0.5 ms),
-    against 0.4-0.6 ms on the same host's other servers; beside the steps of 3 sequences, 0.6 ms:
+    slots: 2 sequences' own steps fitted 16.4 ms a draft row, against 0.4-0.5 ms on the host's five other servers
+    that hour. Three steps like these give such a slope alone, and 0.6 ms beside the steps of 3 sequences:
 
     >>> rare = DraftPrice()
     >>> for rows, ms in [(1, 0.6), (1, 0.5), (2, 17.0)]:                    # 2 sequences
