@@ -246,9 +246,11 @@ def test_a_levels_tail_and_requests_in_flight_come_from_its_sends_and_ends(sent,
     summary = summarize_level(recs, series="ar", concurrency=2, num_prompts=len(recs))
     assert summary.tail_s == pytest.approx(tail)
     assert summary.mean_in_flight == pytest.approx(in_flight)
-    recs[-1].error, recs[-1].last_event_time = "HTTP 500", None  # a failed last request: counted to its failure
+    # the last request fails 0.5 s after its [DONE] would have come: counted to its failure, not to [DONE]
+    recs[-1].error, recs[-1].end = "HTTP 500", sent[-1][1] + 0.5
     failed = summarize_level(recs, series="ar", concurrency=2, num_prompts=len(recs))
-    assert failed.failed == 1 and failed.tail_s == pytest.approx(tail)
+    ends = [s + e for s, e in sent[:-1]] + [sum(sent[-1]) + 0.5]
+    assert failed.failed == 1 and failed.tail_s == pytest.approx(max(ends) - max(s for s, _ in sent))
     assert summarize_level([], series="ar", concurrency=2, num_prompts=0).tail_s is None
 
 

@@ -3,6 +3,7 @@ dataset parsing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -286,7 +287,7 @@ def test_the_drain_note_tells_a_longer_tail_from_steps_packed_by_drafting(auto_t
     text = "\n".join(_engine_steps_lines(run))
     assert "`auto` 3.3 against 3.7 at concurrency 4" in text
     assert ("and a longer drain" in text) is (said == "longer")
-    assert ("the count is not a drain" in text) is (said == "packed")
+    assert ("does not come from a longer drain" in text) is (said == "packed")
     assert ("The likely cause is the level's drain" in text) is (said == "unknown")
     assert ("the drain is a large part of the level" in text) is (said != "packed")
     if auto_tail is not None:
@@ -728,6 +729,7 @@ def test_comparison_table_missing_values_and_zero_base() -> None:
 
 def test_write_report_files_and_roundtrip(tmp_path: Path) -> None:
     run, records = known_run()
+    records = [dataclasses.replace(r, start=r.start + 100.0) for r in records]  # perf_counter is never 0
     written = write_report(tmp_path / run.run_id, run, records)
     names = sorted(p.name for p in written)
     assert names == sorted(["per_request.jsonl", "summary.json", "summary.csv", "summary.md",
@@ -737,6 +739,11 @@ def test_write_report_files_and_roundtrip(tmp_path: Path) -> None:
         assert p.stat().st_size > 0
     lines = (tmp_path / run.run_id / "per_request.jsonl").read_text().splitlines()
     assert len(lines) == len(records) and sum(not json.loads(x)["ok"] for x in lines) == 1
+    for line, r in zip(lines, records):  # each request's send, from its level's first
+        level = (r.series, r.concurrency, r.repeat)
+        first = min(o.start for o in records if (o.series, o.concurrency, o.repeat) == level)
+        assert json.loads(line)["sent_s"] == pytest.approx(r.start - first)
+        assert RequestRecord.from_json(json.loads(line)).start == pytest.approx(r.start - first)
     assert load_run(tmp_path / run.run_id) == run
     csv = (tmp_path / run.run_id / "summary.csv").read_text().splitlines()
     assert csv[0].startswith("series,concurrency,") and len(csv) == 5

@@ -695,6 +695,27 @@ def test_one_slow_step_at_a_rare_occupancy_does_not_set_its_draft_price(pool, dr
     assert (policy.price.fit(3) == before) is (pool == 0)
 
 
+@pytest.mark.parametrize("own, fixed_ms, per_row_ms", [
+    (16, 1.0, 0.5),   # a full window of its own: its own line, the neighbours' steps unread
+    (4, None, None),  # four of its own: the neighbours' newest make up sixteen, and move the line
+])
+def test_a_draft_price_reads_its_neighbours_only_to_make_up_its_window(own, fixed_ms, per_row_ms):
+    """8 sequences' steps lie on 1.0 ms + 0.5 ms a row, 7's and 9's on 3.0 + 1.0: with sixteen steps of its own
+    the fit at 8 is its line exactly; with four it reads twelve of the neighbours' newest (sixteen in all), never
+    more, however many they have."""
+    price = DraftPrice()
+    for seqs, fixed, per_row, count in ((7, 3.0, 1.0, 16), (9, 3.0, 1.0, 16), (8, 1.0, 0.5, own)):
+        for i in range(count):
+            rows = 1 + (i * 5) % 11
+            price.add(seqs, rows, (fixed + per_row * rows) / 1000)
+    fit = price.fit(8)
+    assert len(price._pooled(8)) == price.keep_last
+    if fixed_ms is not None:
+        assert 1000 * fit[0] == pytest.approx(fixed_ms) and 1000 * fit[1] == pytest.approx(per_row_ms)
+    else:
+        assert 1000 * fit[1] > 0.5 + 1e-6  # the neighbours' dearer rows moved it
+
+
 @pytest.mark.parametrize("relative, drafts", [(True, 0), (False, -1)])
 def test_a_calibration_on_a_busy_host_does_not_stick(relative, drafts):
     """Calibrated while another process held the cores (every step ~5x slower: seen when two servers

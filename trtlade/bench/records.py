@@ -163,8 +163,13 @@ class RequestRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RequestRecord":
+        """A record from :meth:`to_json`'s dict; its ``start`` from ``sent_s`` where given (seconds from its
+        level's first send: a level's timeline as it was)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kept = {k: v for k, v in data.items() if k in names}
+        if "start" not in kept and isinstance(data.get("sent_s"), (int, float)):
+            kept["start"] = float(data["sent_s"])
+        return cls(**kept)
 
 
 def _ms(seconds: Optional[float]) -> Optional[float]:

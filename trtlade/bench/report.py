@@ -821,14 +821,15 @@ def _drain_lines(run: RunSummary) -> list[str]:
     mode (the decode throughput does not); several times as many requests a level as the concurrency
     (`--num-prompts`) dilute it.
 
-    The same count with a tail of 30% of the level: drafting, not the drain.
+    The same count with a tail of 30% of the level: not a longer drain.
 
     >>> run.summaries[1] = cell("auto", 3.3, 1.2)
     >>> print(_drain_lines(run)[0])  # doctest: +NORMALIZE_WHITESPACE
-    Fewer sequences a step than `ar` at the same concurrency, with a tail no longer than `ar`'s: `auto` 3.3 against
-    3.7 at concurrency 4 (its tail 30% of the level against 30%). A mode that emits more tokens a step decodes
-    the same requests in fewer steps while the server is full, so the steps of its tail (from the level's last
-    request sent to its last answer, no longer than the baseline's) weigh more in its mean: the count is not a drain.
+    Fewer sequences a step than `ar` at the same concurrency, its tail (from the level's last request sent to its
+    last answer) at most 5 points of the level longer than `ar`'s: `auto` 3.3 against 3.7 at concurrency 4 (its
+    tail 30% of the level against 30%). The lower count does not come from a longer drain: a mode that emits more
+    tokens a step decodes the same requests in fewer steps while the server is full, so the steps of its tail weigh
+    more in its mean (failed requests and the server's limits also lower the count).
     """
     if not run.series:
         return []
@@ -863,12 +864,14 @@ def _drain_lines(run: RunSummary) -> list[str]:
         out += [f"Fewer sequences a step than `{base}` at the same concurrency, and a longer drain: "
                 f"{'; '.join(longer)}. The tail runs from a level's last request sent to its last answer: no new "
                 "request comes, and a series whose requests end at more spread-out times runs more of its steps with "
-                f"fewer requests beside them, up to its last answer.{dilute}", ""]
+                "fewer requests beside them, up to its last answer." + ("" if unknown else dilute), ""]
     if packed:
-        out += [f"Fewer sequences a step than `{base}` at the same concurrency, with a tail no longer than `{base}`'s: "
-                f"{'; '.join(packed)}. A mode that emits more tokens a step decodes the same requests in fewer steps "
-                "while the server is full, so the steps of its tail (from the level's last request sent to its last "
-                "answer, no longer than the baseline's) weigh more in its mean: the count is not a drain.", ""]
+        out += [f"Fewer sequences a step than `{base}` at the same concurrency, its tail (from the level's last "
+                f"request sent to its last answer) at most {100 * DRAIN_LONGER:g} points of the level longer than "
+                f"`{base}`'s: {'; '.join(packed)}. The lower count does not come from a longer drain: a mode that "
+                "emits more tokens a step decodes the same requests in fewer steps while the server is full, so the "
+                "steps of its tail weigh more in its mean (failed requests and the server's limits also lower the "
+                "count).", ""]
     if unknown:
         out += [f"Fewer sequences a step than `{base}` at the same concurrency: {'; '.join(unknown)}. The likely cause "
                 "is the level's drain (failed requests and the server's limits also lower the count): once all its "

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -332,11 +333,14 @@ class DraftPrice:
     >>> price.fit(8) is None                 # nothing measured with 8 sequences
     True
 
-    A fit at S also takes the steps of S - 1 and S + 1 sequences (``pool``): what drafts cost beyond the plain
-    step moves little from one sequence more or less, and at an occupancy a server rarely runs, three steps
-    with two draft-row counts let one slow step set the slope. Served on a 2-core Intel Xeon, 16 requests on 8
-    slots: 2 sequences' own steps fitted 16.4 ms a draft row, against 0.4-0.5 ms on the host's five other servers
-    that hour. Three steps like these give such a slope alone, and 0.6 ms beside the steps of 3 sequences:
+    Where S has fewer than ``keep_last`` steps of its own, a fit at S also reads the latest steps of S - 1 and
+    S + 1 sequences (``pool``), up to ``keep_last`` in all: what drafts cost beyond the plain step moves little
+    from one sequence more or less, and at an occupancy a server rarely runs, three steps with two draft-row
+    counts can let one slow step set the slope (a well-measured occupancy keeps its own line, and a fit never
+    reads more than ``keep_last`` steps: 0.02-0.03 ms on a 2-core Xeon, against 0.24 ms for three occupancies'
+    48). Served on that Xeon (family 6 model 207), 16 requests on 8 slots: 2 sequences' own steps fitted 16.4 ms
+    a draft row, against 0.4-0.5 ms on the host's five other servers that hour. Three steps like these give such
+    a slope alone, and 0.6 ms beside the steps of 3 sequences:
 
     >>> rare = DraftPrice()
     >>> for rows, ms in [(1, 0.6), (1, 0.5), (2, 17.0)]:                    # 2 sequences
@@ -379,9 +383,16 @@ class DraftPrice:
         ``pool``), or None."""
         seqs = int(seqs)
         if seqs not in self._memo:
-            self._memo[seqs] = self._fit([sample for near in range(seqs - self.pool, seqs + self.pool + 1)
-                                          for sample in self.samples.get(near, ())])
+            self._memo[seqs] = self._fit(self._pooled(seqs))
         return self._memo[seqs]
+
+    def _pooled(self, seqs: int) -> list[tuple[int, float]]:
+        """The steps a fit at ``seqs`` reads: its own, then its neighbours' newest (each neighbour's in turn) up to
+        ``keep_last`` in all."""
+        own = list(self.samples.get(seqs, ()))
+        newest = [self.samples.get(seqs + d, [])[::-1] for p in range(1, self.pool + 1) for d in (-p, p)]
+        near = [sample for turn in itertools.zip_longest(*newest) for sample in turn if sample is not None]
+        return own + near[:max(0, self.keep_last - len(own))]
 
     def _fit(self, samples: list[tuple[int, float]]) -> Optional[tuple[float, float]]:
         if len(samples) < self.min_samples or len({d for d, _ in samples}) < 2:
