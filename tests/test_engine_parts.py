@@ -710,6 +710,8 @@ def test_a_draft_price_reads_its_neighbours_only_to_make_up_its_window(own, fixe
             price.add(seqs, rows, (fixed + per_row * rows) / 1000)
     fit = price.fit(8)
     assert len(price._pooled(8)) == price.keep_last
+    price.add(7, 3, 0.006)  # a step of 7 renews 8's fit only where 8 reads 7's steps
+    assert (8 in price._memo) is (own >= price.keep_last)
     if fixed_ms is not None:
         assert 1000 * fit[0] == pytest.approx(fixed_ms) and 1000 * fit[1] == pytest.approx(per_row_ms)
     else:

@@ -313,11 +313,11 @@ class CostTable:
 @dataclass
 class DraftPrice:
     """What drafts cost a step of S sequences beyond their plain step, as ``fixed + per_row * draft rows``,
-    fitted to the last ``keep_last`` drafted steps of S sequences and of S - 1 and S + 1 (below): the slope is
-    the median of the slopes between every two steps with different draft rows, the fixed price the median of
-    what each step cost beyond its rows at that slope (Theil and Sen's line: a step slowed by something else
-    moves neither much), neither below 0. No fit (None) with fewer than ``min_samples`` steps or a single
-    number of draft rows among them.
+    fitted to the last ``keep_last`` drafted steps of S sequences (made up to that many from S - 1 and S + 1:
+    below): the slope is the median of the slopes between every two steps with different draft rows, the fixed
+    price the median of what each step cost beyond its rows at that slope (Theil and Sen's line: a step slowed
+    by something else moves neither much), neither below 0. No fit (None) with fewer than ``min_samples`` steps or
+    a single number of draft rows among them.
 
     On an NVIDIA H200 (fp32 SmolLM2-135M, 16 sequences, plain step 16.7 ms) a step where all 16 drafted
     74 rows cost 4.5 ms more (measured), one where one sequence drafted its 6 about 2.8 ms more (its forward
@@ -374,9 +374,12 @@ class DraftPrice:
             self._changed(int(seqs))
 
     def _changed(self, seqs: int) -> None:
-        """Forget the fits that read the steps of ``seqs`` sequences."""
+        """Forget the fits that read the steps of ``seqs`` sequences: its own, and its neighbours' that have fewer
+        than ``keep_last`` of their own (a full window reads no other occupancy's, so its fit stands)."""
+        self._memo.pop(seqs, None)
         for near in range(seqs - self.pool, seqs + self.pool + 1):
-            self._memo.pop(near, None)
+            if near != seqs and len(self.samples.get(near, ())) < self.keep_last:
+                self._memo.pop(near, None)
 
     def fit(self, seqs: int) -> Optional[tuple[float, float]]:
         """``(fixed seconds, seconds per draft row)`` for steps of ``seqs`` sequences (and their neighbours',
